@@ -1,0 +1,115 @@
+"""RecBole's Config, made to work on numpy 2 and to load this plugin's own property files.
+
+Layering (lowest priority first): RecBole's own internal yaml files, then this plugin's
+``properties/overall.yaml``, ``properties/dataset/<dataset>.yaml`` and ``properties/model/<model>.yaml``,
+then the user's config files, then ``config_dict``. ``eval_args`` is merged key by key, so that a user
+file setting only ``eval_args: {mode: uni100}`` keeps the item split.
+"""
+
+from pathlib import Path
+
+import numpy as np
+from recbole.config import Config
+
+from recbole_fbsm.errors import ColdStartError
+
+PROPERTIES_DIR = Path(__file__).resolve().parent.parent / "properties"
+GROUP_BY_CHOICES = ("item", "user", "none")
+
+
+class ColdStartConfig(Config):
+    """RecBole configuration for the item cold-start protocol.
+
+    Unlike RecBole's Config, it never reads ``sys.argv`` (``run_recbole.py`` parses the command line
+    itself and passes the values as ``config_dict``), so that embedding the plugin in another program
+    or a test runner cannot inject settings by accident.
+    """
+
+    def compatibility_settings(self):
+        # RecBole 1.2.1 still uses the aliases removed in numpy 2 (np.float_, np.bool, np.long, ...).
+        aliases = {
+            "bool": np.bool_, "int": np.int64, "float": np.float64, "complex": np.complex128,
+            "object": np.object_, "str": np.str_, "long": np.int64, "unicode": np.str_,
+            "float_": np.float64, "complex_": np.complex128, "unicode_": np.str_,
+        }
+        for name, target in aliases.items():
+            try:
+                getattr(np, name)
+            except AttributeError:  # only fill what numpy 2 removed; never rebind what exists
+                setattr(np, name, target)
+
+    def _load_cmd_line(self):
+        return dict()
+
+    def _get_model_and_dataset(self, model, dataset):
+        from recbole_fbsm.registry import get_model
+
+        if model is None:
+            model = self.external_config_dict.get("model")
+            if model is None:
+                raise ColdStartError("no model given: pass --model=NAME (or model= in Python).")
+        if dataset is None:
+            dataset = self.external_config_dict.get("dataset")
+            if dataset is None:
+                raise ColdStartError("no dataset given: pass --dataset=NAME (or dataset= in Python).")
+        model_class = get_model(model) if isinstance(model, str) else model
+        return model_class.__name__, model_class, dataset
+
+    def _load_internal_config_dict(self, model, model_class, dataset):
+        super()._load_internal_config_dict(model, model_class, dataset)
+        for path in (
+            PROPERTIES_DIR / "overall.yaml",
+            PROPERTIES_DIR / "dataset" / f"{dataset}.yaml",
+            PROPERTIES_DIR / "model" / f"{model}.yaml",
+        ):
+            if path.is_file():
+                loaded = self._update_internal_config_dict(str(path)) or {}
+                if path.parent.name == "dataset":
+                    self.parameters["Dataset"] += [k for k in loaded if k not in self.parameters["Dataset"]]
+
+    def _get_final_config_dict(self):
+        final = super()._get_final_config_dict()
+        internal_eval = self.internal_config_dict.get("eval_args") or {}
+        external_eval = self.external_config_dict.get("eval_args")
+        if isinstance(external_eval, dict):
+            final["eval_args"] = {**internal_eval, **external_eval}
+        _check_eval_args(final.get("eval_args"))
+        return final
+
+    @property
+    def item_split(self):
+        """True when the item cold-start protocol (``eval_args.group_by: item``) is in force."""
+        return str(self["eval_args"]["group_by"]).lower() == "item"
+
+    @property
+    def split_seed(self):
+        seed = self.final_config_dict.get("split_seed")
+        return self["seed"] if seed is None else seed
+
+
+def _check_eval_args(eval_args):
+    if not isinstance(eval_args, dict):
+        raise ColdStartError(f"eval_args: expected a mapping with split, group_by, order, mode; got {eval_args!r}.")
+    group_by = eval_args.get("group_by", "user")
+    if str(group_by).lower() not in GROUP_BY_CHOICES and group_by is not None:
+        raise ColdStartError(
+            f"eval_args.group_by: expected one of {', '.join(GROUP_BY_CHOICES)}; got {group_by!r}."
+        )
+    if str(group_by).lower() != "item":
+        return
+    split = eval_args.get("split")
+    if not isinstance(split, dict) or list(split) != ["RS"]:
+        raise ColdStartError(
+            f"eval_args.split: the item split needs {{RS: [train, valid, test]}} ratios; got {split!r}."
+        )
+    ratios = split["RS"]
+    if (
+        not isinstance(ratios, (list, tuple))
+        or len(ratios) != 3
+        or not all(isinstance(r, (int, float)) and r > 0 for r in ratios)
+    ):
+        raise ColdStartError(
+            f"eval_args.split.RS: expected three positive ratios [train, valid, test]; got {ratios!r}."
+        )
+    if abs(sum(ratios) - 1.0) > 1e-6:
+        raise ColdStartError(f"eval_args.split.RS: the ratios {ratios} sum to {sum(ratios):g}, expected 1.")

@@ -1,0 +1,118 @@
+"""RecBole Dataset that can split by items (the paper's item cold-start protocol)."""
+
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+from recbole.data.dataset import Dataset
+
+from recbole_fbsm.errors import ColdStartError
+
+PHASES = ("train", "valid", "test")
+
+
+class ColdStartDataset(Dataset):
+    """A RecBole Dataset whose ``build()`` partitions items, not interactions, when
+    ``eval_args.group_by`` is ``item``.
+
+    Each split dataset returned by ``build()`` carries:
+
+    - ``phase``: ``train``, ``valid`` or ``test``;
+    - ``split_items``: sorted internal ids of every item assigned to that split (the evaluation
+      candidates for valid/test, the negative pool for train);
+    - ``inter_feat``: the split's *likes* only;
+    - ``dislike_feat``: the split's explicit dislikes (label 0), or ``None`` for implicit data.
+
+    All splits share one id remapping, vocabulary and ``item_feat``.
+    """
+
+    phase = None
+    split_items = None
+    dislike_feat = None
+    _hidden_fields = frozenset()
+    _skip_feature_join = False
+
+    # ----------------------------------------------------------------------------------------- split
+    def build(self):
+        if not self.config.item_split:
+            return super().build()
+        self._change_feat_format()
+        split_of_item = self.item_split_assignment()
+        item_ids = self.inter_feat[self.iid_field].numpy()
+        likes = self._like_mask()
+        datasets = []
+        for index, phase in enumerate(PHASES):
+            in_split = split_of_item[item_ids] == index
+            part = self.copy(self.inter_feat[torch.from_numpy(in_split & likes)])
+            part.phase = phase
+            part.split_items = np.flatnonzero(split_of_item == index)
+            dislikes = in_split & ~likes
+            part.dislike_feat = self.inter_feat[torch.from_numpy(dislikes)] if dislikes.any() else None
+            datasets.append(part)
+        for part in datasets[1:]:
+            if len(part.inter_feat) == 0:
+                raise ColdStartError(
+                    f"dataset {self.dataset_name!r}: the item split leaves the {part.phase} split "
+                    f"({len(part.split_items)} items) without any liked interaction; "
+                    "use more data or change eval_args.split."
+                )
+        return datasets
+
+    def item_split_assignment(self):
+        """Array ``split_of_item[internal_id]`` in {0: train, 1: valid, 2: test, -1: no interaction}.
+
+        The items that have interactions are ordered by their external token (so the result does not
+        depend on file order or internal ids) and shuffled with ``split_seed`` (default: ``seed``).
+        """
+        ratios = self.config["eval_args"]["split"]["RS"]
+        items = np.unique(self.inter_feat[self.iid_field].numpy())
+        n_items = len(items)
+        tokens = self.field2id_token[self.iid_field][items].astype(str)
+        items = items[np.argsort(tokens, kind="stable")]
+        shuffled = items[np.random.default_rng(self.config.split_seed).permutation(n_items)]
+        n_valid = int(round(ratios[1] / sum(ratios) * n_items))
+        n_test = int(round(ratios[2] / sum(ratios) * n_items))
+        sizes = (n_items - n_valid - n_test, n_valid, n_test)
+        if min(sizes) < 1:
+            raise ColdStartError(
+                f"dataset {self.dataset_name!r} is too small to split: {n_items} items with interactions "
+                f"and eval_args.split.RS={list(ratios)} give train/valid/test sizes {sizes}; "
+                "every split needs at least one item."
+            )
+        split_of_item = np.full(self.item_num, -1, dtype=np.int64)
+        bounds = np.cumsum((0,) + sizes)
+        for index in range(3):
+            split_of_item[shuffled[bounds[index]:bounds[index + 1]]] = index
+        return split_of_item
+
+    def _like_mask(self):
+        """Likes are interactions with label 1 when a label exists (``threshold`` or a label column)."""
+        n = len(self.inter_feat)
+        if self.label_field in self.inter_feat:
+            return self.inter_feat[self.label_field].numpy() >= 0.5
+        return np.ones(n, dtype=bool)
+
+    # ------------------------------------------------------------------------------ field visibility
+    def fields(self, ftype=None, source=None):
+        return [f for f in super().fields(ftype, source) if f not in self._hidden_fields]
+
+    @contextmanager
+    def hidden_fields(self, *names):
+        """Hide fields from ``fields()`` while a model is constructed.
+
+        RecBole's context-aware models embed every field ``fields()`` lists; hiding ``item_id`` makes
+        them content models, since an id embedding means nothing for an item never seen in training.
+        """
+        previous = self._hidden_fields
+        self._hidden_fields = frozenset(previous | set(names))
+        try:
+            yield self
+        finally:
+            self._hidden_fields = previous
+
+    def join(self, df):
+        """Skip RecBole's per-batch join of user/item feature columns for models that read their own
+        feature matrices (it is about 40% of a BPR epoch on ml-100k)."""
+        if self._skip_feature_join:
+            return df
+        return super().join(df)

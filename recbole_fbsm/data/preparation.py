@@ -1,0 +1,113 @@
+"""Dataset creation and the train/valid/test dataloaders, never from RecBole's pickled caches.
+
+RecBole's ``create_dataset`` and ``data_preparation`` reload ``checkpoint_dir`` pickles whenever a file of
+the expected name exists, even with ``save_dataset: False``; a run with another split or config would
+silently reuse them. These versions always build from the atomic files.
+"""
+
+import os
+from logging import getLogger
+
+from recbole.data.utils import create_samplers, get_dataloader
+from recbole.utils import ModelType, set_color
+
+from recbole_fbsm.data.dataset import ColdStartDataset
+from recbole_fbsm.data.sampler import ColdStartSampler
+from recbole_fbsm.errors import ColdStartError
+
+
+def create_dataset(config):
+    """Check the dataset files against the config, then load them into a ``ColdStartDataset``."""
+    check_dataset_files(config)
+    return ColdStartDataset(config)
+
+
+def data_preparation(config, dataset, reads_own_features=False):
+    """Split ``dataset`` and return (train, valid, test) dataloaders.
+
+    With ``eval_args.group_by: item`` the samplers are ``ColdStartSampler`` (negatives only from the
+    phase's own split). ``reads_own_features`` skips RecBole's per-batch feature join for models that
+    hold their own feature matrices.
+    """
+    if config["MODEL_TYPE"] not in (ModelType.GENERAL, ModelType.CONTEXT, ModelType.TRADITIONAL):
+        raise ColdStartError(f"model {config['model']!r}: only general and context-aware models are supported.")
+    dataset._skip_feature_join = reads_own_features
+    built = dataset.build()
+    if config.item_split:
+        samplers = _cold_start_samplers(config, built)
+    else:
+        samplers = create_samplers(config, dataset, built)
+    train_sampler, valid_sampler, test_sampler = samplers
+    train_data = get_dataloader(config, "train")(config, built[0], train_sampler, shuffle=config["shuffle"])
+    valid_data = get_dataloader(config, "valid")(config, built[1], valid_sampler, shuffle=False)
+    test_data = get_dataloader(config, "test")(config, built[2], test_sampler, shuffle=False)
+    logger = getLogger()
+    if config.item_split:
+        logger.info(
+            set_color("[Item split]", "pink")
+            + " items train/valid/test = "
+            + "/".join(str(len(d.split_items)) for d in built)
+            + ", likes = "
+            + "/".join(str(len(d.inter_feat)) for d in built)
+            + ", dislikes = "
+            + "/".join(str(0 if d.dislike_feat is None else len(d.dislike_feat)) for d in built)
+        )
+    return train_data, valid_data, test_data
+
+
+def _cold_start_samplers(config, built):
+    phases = ["train", "valid", "test"]
+    train_args = config["train_neg_sample_args"]
+    base = ColdStartSampler(
+        phases, built, distribution=_distribution(train_args), alpha=train_args.get("alpha") or 1.0
+    )
+    samplers = [base.set_phase("train")]
+    for phase in ("valid", "test"):
+        base.set_distribution(_distribution(config[f"{phase}_neg_sample_args"]))
+        samplers.append(base.set_phase(phase))
+    return samplers
+
+
+def _distribution(args):
+    distribution = args.get("distribution", "none") if args else "none"
+    return "uniform" if distribution in (None, "none") else distribution
+
+
+def check_dataset_files(config):
+    """Fail early, naming the file and field, instead of deep inside RecBole."""
+    name, folder = config["dataset"], config["data_path"]
+    if not os.path.isdir(folder):
+        raise ColdStartError(
+            f"dataset {name!r}: folder {folder} not found (data_path={config['data_path']!r}); "
+            f"expected it to hold {name}.inter."
+        )
+    inter_file = os.path.join(folder, f"{name}.inter")
+    if not os.path.isfile(inter_file):
+        raise ColdStartError(f"dataset {name!r}: interaction file {inter_file} not found.")
+    load_col = config["load_col"] or {}
+    for suffix, wanted in load_col.items():
+        path = os.path.join(folder, f"{name}.{suffix}")
+        if not os.path.isfile(path):
+            raise ColdStartError(f"load_col names the {suffix!r} file, but {path} was not found.")
+        _check_fields(path, wanted, config["field_separator"], "load_col." + suffix)
+    feature_fields = config["feature_fields"]
+    if feature_fields:
+        item_file = os.path.join(folder, f"{name}.item")
+        if not os.path.isfile(item_file):
+            raise ColdStartError(f"feature_fields {list(feature_fields)} need the item file {item_file}, which was not found.")
+        _check_fields(item_file, feature_fields, config["field_separator"], "feature_fields")
+        loaded_items = (load_col or {}).get("item")
+        missing = [f for f in feature_fields if loaded_items is not None and f not in loaded_items]
+        if missing:
+            raise ColdStartError(f"feature_fields {missing} are not loaded: add them to load_col.item ({loaded_items}).")
+
+
+def _check_fields(path, wanted, separator, setting):
+    with open(path, encoding="utf-8") as handle:
+        header = handle.readline().rstrip("\n").split(separator)
+    present = {column.split(":")[0]: column.split(":")[-1] for column in header}
+    missing = [field for field in wanted if field not in present]
+    if missing:
+        raise ColdStartError(
+            f"{setting} names field(s) {missing} that {path} lacks; its header has {sorted(present)}."
+        )

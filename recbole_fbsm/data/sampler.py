@@ -1,0 +1,169 @@
+"""Leak-free negative sampling for the item split, vectorised over users.
+
+RecBole's ``Sampler`` draws negatives from *all* items, so on an item split about half of the training
+negatives are validation/test items, and its rejection loop never ends for a user who has every
+candidate. ``ColdStartSampler`` draws, in each phase, only among the items of that phase's split:
+
+- a user with explicit dislikes in the split gets negatives drawn uniformly from those dislikes
+  (paper, "Model Training");
+- otherwise, ``uniform``: exactly uniform among the split's items the user has not liked, without
+  rejection (the r-th free item is found by a binary search over the user's sorted likes);
+  ``popularity``: split item popularity ** alpha, rejection for a few rounds, then the exact uniform
+  draw for what is left;
+- a user who has liked every item of the split has no true negative; they get a uniform split item
+  (a warning says how many such users exist) rather than hanging the loop.
+"""
+
+from logging import getLogger
+
+import numpy as np
+import torch
+from recbole.sampler import Sampler
+
+POPULARITY_REJECTION_ROUNDS = 16
+
+
+class _Csr:
+    """Per-user sorted integer lists (row pointer + values), for vectorised lookups."""
+
+    def __init__(self, users, values, n_users):
+        order = np.lexsort((values, users))
+        self.values = np.asarray(values, dtype=np.int64)[order]
+        counts = np.bincount(np.asarray(users, dtype=np.int64), minlength=n_users)
+        self.indptr = np.concatenate(([0], np.cumsum(counts)))
+        self.counts = counts
+        self.rows = np.repeat(np.arange(n_users), counts)
+
+    def keys(self, width):
+        """Globally sorted keys ``row * width + value`` (values must be < width)."""
+        return self.rows * width + self.values
+
+
+class ColdStartSampler(Sampler):
+    """RecBole ``Sampler`` restricted to the items of each phase's split (see module docstring)."""
+
+    def __init__(self, phases, datasets, distribution="uniform", alpha=1.0):
+        self.logger = getLogger()
+        self._pools = {}
+        self._likes = {}
+        self._dislikes = {}
+        n_users = datasets[0].user_num
+        liked = []
+        for phase, dataset in zip(phases, datasets):
+            pool = np.asarray(dataset.split_items, dtype=np.int64)
+            self._pools[phase] = pool
+            liked.append(dataset.inter_feat)
+            users = np.concatenate([f[dataset.uid_field].numpy() for f in liked])
+            items = np.concatenate([f[dataset.iid_field].numpy() for f in liked])
+            in_pool = np.isin(items, pool)
+            users, positions = users[in_pool], np.searchsorted(pool, items[in_pool])
+            key = np.unique(users * (len(pool) + 1) + positions)  # dedupe repeated likes
+            likes = self._likes[phase] = _Csr(key // (len(pool) + 1), key % (len(pool) + 1), n_users)
+            # p_k - k for the user's k-th liked position: non-decreasing per user, see _uniform_free_positions
+            likes.shifted_keys = likes.rows * (len(pool) + 1) + (
+                likes.values - (np.arange(len(likes.values)) - np.repeat(likes.indptr[:-1], likes.counts))
+            )
+            likes.liked_keys = likes.keys(len(pool) + 1)
+            dislikes = dataset.dislike_feat
+            self._dislikes[phase] = None if dislikes is None else _Csr(
+                dislikes[dataset.uid_field].numpy(), dislikes[dataset.iid_field].numpy(), n_users
+            )
+        super().__init__(phases, datasets, distribution=distribution, alpha=alpha)
+
+    # ----------------------------------------------------------------------- RecBole's interface
+    def get_used_ids(self):
+        """Per phase, per user, the set of liked items up to that phase (RecBole's format, used by
+        the evaluation dataloaders for the history mask). Unlike RecBole, a user who liked every item
+        is not an error."""
+        used = {}
+        users, items = [], []
+        for phase, dataset in zip(self.phases, self.datasets):
+            users.append(dataset.inter_feat[self.uid_field].numpy())
+            items.append(dataset.inter_feat[self.iid_field].numpy())
+            u, i = np.concatenate(users), np.concatenate(items)
+            order = np.argsort(u, kind="stable")
+            bounds = np.searchsorted(u[order], np.arange(self.user_num + 1))
+            grouped = np.split(i[order], bounds[1:-1])
+            sets = np.empty(self.user_num, dtype=object)
+            sets[:] = [set(g.tolist()) for g in grouped]
+            used[phase] = sets
+        return used
+
+    def _build_alias_table(self):
+        """Popularity cumulative distributions per phase (RecBole builds one alias table over all items)."""
+        self._pop_cdf = {}
+        for phase, dataset in zip(self.phases, self.datasets):
+            pool = self._pools[phase]
+            counts = np.bincount(dataset.inter_feat[self.iid_field].numpy(), minlength=self.item_num)[pool]
+            weights = counts.astype(np.float64) ** self.alpha
+            weights[counts == 0] = 0.0
+            total = weights.sum()
+            self._pop_cdf[phase] = None if total <= 0 else np.cumsum(weights) / total
+
+    def sample_by_key_ids(self, key_ids, num):
+        users = np.tile(np.asarray(key_ids, dtype=np.int64), num)
+        return torch.from_numpy(self.sample_negatives(users))
+
+    # ------------------------------------------------------------------------------- the sampling
+    def sample_negatives(self, users):
+        """One negative item (internal id) per entry of ``users``, for the current phase."""
+        phase = self.phase
+        pool = self._pools[phase]
+        result = np.empty(len(users), dtype=np.int64)
+        todo = np.ones(len(users), dtype=bool)
+        dislikes = self._dislikes[phase]
+        if dislikes is not None:
+            has = dislikes.counts[users] > 0
+            if has.any():
+                u = users[has]
+                pick = dislikes.indptr[u] + (np.random.random(len(u)) * dislikes.counts[u]).astype(np.int64)
+                result[has] = dislikes.values[pick]
+                todo &= ~has
+        if not todo.any():
+            return result
+        rows = np.flatnonzero(todo)
+        if self.distribution == "popularity" and self._pop_cdf.get(phase) is not None:
+            rows = self._popularity_draw(users, rows, result)
+        if len(rows):
+            result[rows] = pool[self._uniform_free_positions(users[rows])]
+        return result
+
+    def _popularity_draw(self, users, rows, result):
+        """Fill ``result[rows]`` by popularity with rejection; return the rows still to fill."""
+        pool, cdf, likes = self._pools[self.phase], self._pop_cdf[self.phase], self._likes[self.phase]
+        n = len(pool) + 1
+        liked_keys = likes.liked_keys
+        for _ in range(POPULARITY_REJECTION_ROUNDS):
+            positions = np.minimum(np.searchsorted(cdf, np.random.random(len(rows)), side="right"), len(pool) - 1)
+            keys = users[rows] * n + positions
+            found = np.searchsorted(liked_keys, keys)
+            clash = (found < len(liked_keys)) & (liked_keys[np.minimum(found, len(liked_keys) - 1)] == keys)
+            result[rows[~clash]] = pool[positions[~clash]]
+            rows = rows[clash]
+            if not len(rows):
+                break
+        return rows
+
+    def _uniform_free_positions(self, users):
+        """Exactly uniform positions in the pool among those the user has not liked, no rejection.
+
+        With the user's sorted liked positions p_0 < p_1 < ..., the r-th free position is
+        r + #{k : p_k - k <= r}; one global binary search answers every user at once.
+        """
+        pool_size = len(self._pools[self.phase])
+        likes = self._likes[self.phase]
+        free = pool_size - likes.counts[users]
+        saturated = free <= 0
+        if saturated.any():
+            self._warn_saturated(users[saturated])
+        r = (np.random.random(len(users)) * np.where(saturated, pool_size, free)).astype(np.int64)
+        below = np.searchsorted(likes.shifted_keys, users * (pool_size + 1) + r, side="right") - likes.indptr[users]
+        return np.where(saturated, r, r + below)
+
+    def _warn_saturated(self, users):
+        if not getattr(self, "_warned_saturated", False):
+            self._warned_saturated = True
+            self.logger.warning(
+                f"{len(np.unique(users))} user(s) liked every item of the {self.phase} split: they have no "
+                "true negative, so their negatives are drawn among their own likes."
+            )

@@ -1,0 +1,64 @@
+"""``run()``: one model, one dataset, the cold-start protocol, RecBole's result dict."""
+
+import sys
+from logging import getLogger
+
+from recbole.utils import ModelType, init_logger, init_seed, set_color
+
+from recbole_fbsm.config import ColdStartConfig
+from recbole_fbsm.data import create_dataset, data_preparation
+from recbole_fbsm.registry import get_trainer
+
+
+def build_model(config, train_dataset):
+    """Instantiate the model on the training split.
+
+    Context-aware models are built with ``item_id`` hidden (unless ``context_use_item_id``), so they
+    embed item features only and can score items never seen in training.
+    """
+    model_class = config.model_class
+    if model_class.type == ModelType.CONTEXT and config.item_split and not config["context_use_item_id"]:
+        with train_dataset.hidden_fields(train_dataset.iid_field):
+            model = model_class(config, train_dataset)
+    else:
+        model = model_class(config, train_dataset)
+    return model.to(config["device"])
+
+
+def prepare(model, dataset, config_file_list=None, config_dict=None):
+    """Config, dataloaders and an initialised model, ready for a trainer (also used by tools and tests)."""
+    config = ColdStartConfig(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
+    init_seed(config["seed"], config["reproducibility"])
+    init_logger(config)
+    logger = getLogger()
+    logger.info(sys.argv)
+    logger.info(config)
+    data = create_dataset(config)
+    logger.info(data)
+    reads_own_features = getattr(config.model_class, "reads_own_features", False)
+    train_data, valid_data, test_data = data_preparation(config, data, reads_own_features=reads_own_features)
+    init_seed(config["seed"] + config["local_rank"], config["reproducibility"])
+    model = build_model(config, train_data._dataset)
+    logger.info(model)
+    return config, model, (train_data, valid_data, test_data)
+
+
+def run(model, dataset, config_file_list=None, config_dict=None, saved=True):
+    """Train ``model`` on ``dataset`` under the item cold-start protocol, pick the best epoch on the
+    validation split, test it, and return RecBole's result dict (plus ``saved_model_file``)."""
+    config, model, (train_data, valid_data, test_data) = prepare(model, dataset, config_file_list, config_dict)
+    logger = getLogger()
+    trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
+    best_valid_score, best_valid_result = trainer.fit(
+        train_data, valid_data, saved=saved, show_progress=config["show_progress"]
+    )
+    test_result = trainer.evaluate(test_data, load_best_model=saved, show_progress=config["show_progress"])
+    logger.info(set_color("best valid ", "yellow") + f": {best_valid_result}")
+    logger.info(set_color("test result", "yellow") + f": {test_result}")
+    return {
+        "best_valid_score": best_valid_score,
+        "valid_score_bigger": config["valid_metric_bigger"],
+        "best_valid_result": best_valid_result,
+        "test_result": test_result,
+        "saved_model_file": trainer.saved_model_file if saved else None,
+    }

@@ -1,0 +1,53 @@
+"""Model and trainer lookup: this plugin's models first, then RecBole's general and context-aware ones."""
+
+import importlib
+import importlib.util
+
+from recbole.model.abstract_recommender import AbstractRecommender
+from recbole.utils import ModelType
+from recbole.utils import get_trainer as recbole_get_trainer
+
+from recbole_fbsm.errors import ColdStartError
+
+PLUGIN_MODELS = {"FBSM": "recbole_fbsm.models.fbsm", "UFSM": "recbole_fbsm.models.ufsm", "CoSim": "recbole_fbsm.models.cosim"}
+# Sequential and knowledge-aware models need inputs (sequences, a KG) that the item split does not provide.
+RECBOLE_SUBMODULES = ("general_recommender", "context_aware_recommender")
+
+
+def recbole_model_names():
+    names = []
+    for submodule in RECBOLE_SUBMODULES:
+        package = importlib.import_module(f"recbole.model.{submodule}")
+        names += [
+            name for name, obj in vars(package).items()
+            if isinstance(obj, type) and issubclass(obj, AbstractRecommender) and obj.__module__.startswith("recbole.model")
+        ]
+    return sorted(set(names))
+
+
+def available_model_names():
+    return list(PLUGIN_MODELS) + recbole_model_names()
+
+
+def get_model(name):
+    """Return the model class called ``name``; a clear error listing the choices otherwise."""
+    if name in PLUGIN_MODELS:
+        return getattr(importlib.import_module(PLUGIN_MODELS[name]), name)
+    for submodule in RECBOLE_SUBMODULES:
+        module_path = f"recbole.model.{submodule}.{name.lower()}"
+        if importlib.util.find_spec(module_path) is not None:
+            model_class = getattr(importlib.import_module(module_path), name, None)
+            if model_class is not None:
+                return model_class
+    raise ColdStartError(
+        f"unknown model {name!r}. Available models: {', '.join(available_model_names())}."
+    )
+
+
+def get_trainer(model_type, model_name):
+    """RecBole's trainer for this model, with the cold-start evaluation mixed in."""
+    from recbole_fbsm.trainer import cold_start_trainer_class
+
+    if model_type == ModelType.DECISIONTREE:
+        raise ColdStartError(f"model {model_name!r}: decision-tree models are not supported by this plugin.")
+    return cold_start_trainer_class(recbole_get_trainer(model_type, model_name))

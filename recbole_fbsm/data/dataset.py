@@ -11,6 +11,31 @@ from recbole_fbsm.errors import ColdStartError
 PHASES = ("train", "valid", "test")
 
 
+def item_split(tokens, ratios, seed):
+    """Split index (0 train, 1 valid, 2 test) of each external item token.
+
+    Depends only on the set of tokens, the ratios and the seed: tokens are sorted, then shuffled by
+    ``numpy.random.default_rng(seed)``; valid and test get round(ratio * n) items, train the rest.
+    """
+    tokens = np.asarray(tokens).astype(str)
+    n_items = len(tokens)
+    order = np.argsort(tokens, kind="stable")
+    shuffled = order[np.random.default_rng(seed).permutation(n_items)]
+    n_valid = int(round(ratios[1] / sum(ratios) * n_items))
+    n_test = int(round(ratios[2] / sum(ratios) * n_items))
+    sizes = (n_items - n_valid - n_test, n_valid, n_test)
+    if min(sizes) < 1:
+        raise ColdStartError(
+            f"{n_items} items with interactions and eval_args.split.RS={list(ratios)} give "
+            f"train/valid/test sizes {sizes}; every split needs at least one item."
+        )
+    split = np.empty(n_items, dtype=np.int64)
+    bounds = np.cumsum((0,) + sizes)
+    for index in range(3):
+        split[shuffled[bounds[index]:bounds[index + 1]]] = index
+    return split
+
+
 class ColdStartDataset(Dataset):
     """A RecBole Dataset whose ``build()`` partitions items, not interactions, when
     ``eval_args.group_by`` is ``item``.
@@ -66,23 +91,13 @@ class ColdStartDataset(Dataset):
         """
         ratios = self.config["eval_args"]["split"]["RS"]
         items = np.unique(self.inter_feat[self.iid_field].numpy())
-        n_items = len(items)
-        tokens = self.field2id_token[self.iid_field][items].astype(str)
-        items = items[np.argsort(tokens, kind="stable")]
-        shuffled = items[np.random.default_rng(self.config.split_seed).permutation(n_items)]
-        n_valid = int(round(ratios[1] / sum(ratios) * n_items))
-        n_test = int(round(ratios[2] / sum(ratios) * n_items))
-        sizes = (n_items - n_valid - n_test, n_valid, n_test)
-        if min(sizes) < 1:
-            raise ColdStartError(
-                f"dataset {self.dataset_name!r} is too small to split: {n_items} items with interactions "
-                f"and eval_args.split.RS={list(ratios)} give train/valid/test sizes {sizes}; "
-                "every split needs at least one item."
-            )
+        tokens = self.field2id_token[self.iid_field][items]
+        try:
+            split_of_token = item_split(tokens, ratios, self.config.split_seed)
+        except ColdStartError as error:
+            raise ColdStartError(f"dataset {self.dataset_name!r} is too small to split: {error}") from None
         split_of_item = np.full(self.item_num, -1, dtype=np.int64)
-        bounds = np.cumsum((0,) + sizes)
-        for index in range(3):
-            split_of_item[shuffled[bounds[index]:bounds[index + 1]]] = index
+        split_of_item[items] = split_of_token
         return split_of_item
 
     def _like_mask(self):

@@ -1,0 +1,1 @@
+"""The paper's models as RecBole recommenders: FBSM, UFSM and CoSim."""

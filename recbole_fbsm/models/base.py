@@ -1,0 +1,113 @@
+"""What FBSM, UFSM and CoSim share: score(u, i) = sum over the user's training likes j != i of sim(i, j).
+
+With f_u = sum of the features of u's training likes (the paper's precomputation), every model here
+scores a (user, item) pair as
+
+    f_i^T W_u (f_u - s * f_i),   s = 1 if i is one of u's training likes (estimation constraint) else 0,
+
+with W_u = diag(c_u) + V^T V: CoSim c_u = 1, V = 0 (cosine on L2-normalised features); UFSM
+c_u = M[u] @ W (user mixture of global diagonal similarities), V = 0; FBSM c_u = d, V learned.
+The diagonal part needs only the entries of f_u at the nonzeros of f_i (a binary search in F_U), the
+low-rank part only V f_i and V f_u (embedding bags), so a pair costs O((nnz(f_u) + nnz(f_i)) h).
+"""
+
+import numpy as np
+import torch
+from recbole.model.abstract_recommender import GeneralRecommender
+from recbole.utils import InputType
+
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.features import build_item_features, like_matrix
+from recbole_fbsm.models.sparse import TorchCsr
+
+
+class FeatureSimilarityRecommender(GeneralRecommender):
+    input_type = InputType.PAIRWISE
+    reads_own_features = True  # the pipeline skips RecBole's per-batch feature join
+
+    def __init__(self, config, dataset):
+        super().__init__(config, dataset)
+        training_items = dataset.split_items if getattr(dataset, "split_items", None) is not None else (
+            np.unique(dataset.inter_feat[self.ITEM_ID].numpy())
+        )
+        features = build_item_features(
+            dataset,
+            training_items,
+            fields=config["feature_fields"],
+            weighting=config["feature_weighting"] or "tfidf",
+            normalize=self.normalize_features(config),
+        )
+        likes = like_matrix(dataset)
+        self.feature_names = features.names
+        self.n_features = features.n_features
+        self.F = TorchCsr(features.matrix)            # items x features
+        self.F_U = TorchCsr(likes @ features.matrix)  # users x features: f_u = sum of liked items' f
+        self.R = TorchCsr(likes)                      # users x items: training likes
+        if self.n_features == 0:
+            raise ColdStartError(f"{type(self).__name__}: the item features are empty (no token in any training item).")
+
+    def normalize_features(self, config):
+        value = config["feature_normalize"]
+        return True if value is None else bool(value)
+
+    # ------------------------------------------------------------------ per-model similarity parts
+    def diagonal_weights(self, users):
+        """c_u per feature: a (n_features,) vector shared by all users, or (len(users), n_features)."""
+        raise NotImplementedError
+
+    def low_rank_factors(self):
+        """V^T as an (n_features, h) tensor, or None for purely diagonal similarities."""
+        return None
+
+    # --------------------------------------------------------------------------------- pair scores
+    def pair_scores(self, users, items, self_in_profile):
+        """score(u, i) = f_i^T W_u (f_u - s f_i) for each pair; ``self_in_profile`` gives s (bool)."""
+        owner, cols, f_i, _ = self.F.gather_rows(items)
+        f_u = self.F_U.lookup(users[owner], cols)
+        s = self_in_profile.to(f_i.dtype)[owner]
+        products = f_i * (f_u - s * f_i)
+        weights = self.diagonal_weights(users)
+        weights = weights[cols] if weights.dim() == 1 else weights[owner, cols]
+        scores = torch.zeros(len(items), dtype=products.dtype, device=products.device)
+        scores = scores.index_add(0, owner, products * weights)
+        factors = self.low_rank_factors()
+        if factors is not None:
+            v_i = self.F.bag_sum(items, factors)
+            unique_users, inverse = torch.unique(users, return_inverse=True)
+            v_u = self.F_U.bag_sum(unique_users, factors)[inverse]
+            scores = scores + (v_i * (v_u - self_in_profile.to(v_i.dtype)[:, None] * v_i)).sum(-1)
+        return scores
+
+    def bpr_difference(self, interaction):
+        """r_ui - r_uj for the batch's triplets (i a training like, j a negative)."""
+        users = interaction[self.USER_ID]
+        positives, negatives = interaction[self.ITEM_ID], interaction[self.NEG_ITEM_ID]
+        ones = torch.ones_like(users, dtype=torch.bool)
+        return self.pair_scores(users, positives, ones) - self.pair_scores(users, negatives, ~ones)
+
+    def predict(self, interaction):
+        users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
+        return self.pair_scores(users, items, self.R.contains(users, items))
+
+    # ------------------------------------------------------------------------------ full ranking
+    def full_sort_predict(self, interaction):
+        """Scores of a batch of users against every item, with sparse x dense products."""
+        users = interaction[self.USER_ID]
+        f_u = self.F_U.dense_rows(users)                                   # B x n_features
+        weights = self.diagonal_weights(users)
+        F = self.F.to_torch_sparse()
+        scores = torch.sparse.mm(F, (f_u * weights).T).T                   # B x n_items
+        factors = self.low_rank_factors()
+        if factors is not None:
+            item_factors = torch.sparse.mm(F, factors)                      # n_items x h
+            scores = scores + (f_u @ factors) @ item_factors.T
+        # estimation constraint: a training like is scored without its own features
+        owner, liked, _, _ = self.R.gather_rows(users)
+        scores[owner, liked] -= self.self_similarity(users[owner], liked)
+        return scores.reshape(-1)
+
+    def self_similarity(self, users, items):
+        """f_i^T W_u f_i for pairs."""
+        return self.pair_scores(users, items, torch.zeros_like(users, dtype=torch.bool)) - self.pair_scores(
+            users, items, torch.ones_like(users, dtype=torch.bool)
+        )

@@ -1,0 +1,41 @@
+"""UFSM_bpr (Elbadrawy & Karypis; the FBSM paper's baseline): user-specific mixtures of l global
+linear similarity functions, gsim_d(i, j) = w_d . (f_i * f_j), sim_u(i, j) = sum_d m_ud gsim_d(i, j)."""
+
+import torch
+from torch import nn
+
+from recbole_fbsm.models.base import FeatureSimilarityRecommender
+
+
+class UFSM(FeatureSimilarityRecommender):
+    """Parameters: ``W`` (l x n_features, the global similarity weights w_d) and ``M``
+    (n_users x l, the users' mixture weights m_u). Loss: BPR + λ ||m_u||² (batch users) + μ1 ||W||²."""
+
+    def __init__(self, config, dataset):
+        super().__init__(config, dataset)
+        self.n_functions = int(config["n_functions"])
+        self.reg_M = float(config["reg_M"])
+        self.reg_W = float(config["reg_W"])
+        std = float(config["init_std"])
+        generator = torch.Generator().manual_seed(int(config["seed"]))
+        # W = 1, M = 1/l starts from CoSim (on normalised features); the noise breaks the symmetry of l > 1
+        self.W = nn.Parameter(float(config["init_W"]) + std * torch.randn(self.n_functions, self.n_features, generator=generator))
+        self.M = nn.Parameter(1.0 / self.n_functions + std * torch.randn(self.n_users, self.n_functions, generator=generator))
+
+    def diagonal_weights(self, users):
+        return self.M[users] @ self.W
+
+    def pair_scores(self, users, items, self_in_profile):
+        # sum_d m_ud sum_k w_dk a_k with a_k = f_ik (f_uk - s f_ik): gather W per nonzero, not per user x feature
+        owner, cols, f_i, _ = self.F.gather_rows(items)
+        f_u = self.F_U.lookup(users[owner], cols)
+        products = f_i * (f_u - self_in_profile.to(f_i.dtype)[owner] * f_i)
+        per_function = torch.zeros(len(items), self.n_functions, dtype=self.W.dtype, device=self.W.device)
+        per_function = per_function.index_add(0, owner, products[:, None] * self.W.T[cols])
+        return (per_function * self.M[users]).sum(-1)
+
+    def calculate_loss(self, interaction):
+        difference = self.bpr_difference(interaction)
+        users = interaction[self.USER_ID]
+        regulariser = self.reg_M * self.M[users].pow(2).sum(-1).mean() + self.reg_W * self.W.pow(2).sum()
+        return -nn.functional.logsigmoid(difference).mean() + regulariser

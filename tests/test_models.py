@@ -1,0 +1,166 @@
+"""FBSM, UFSM and CoSim: the paper's formulas, the estimation constraint, and planted interactions."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from recbole.data.interaction import Interaction
+
+from recbole_fbsm.models.sparse import TorchCsr
+from recbole_fbsm.quick_start import prepare, run
+from recbole_fbsm.registry import get_trainer
+from recbole_fbsm.synthetic import planted_interactions, write_atomic
+from recbole_fbsm.trainer import load_checkpoint
+
+QUIET = {"state": "ERROR", "show_progress": False}
+
+
+@pytest.fixture
+def tiny(tmp_path, monkeypatch):
+    """A small random dataset with words, in tmp_path."""
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(3)
+    words = {f"i{i}": [f"w{w}" for w in rng.integers(0, 12, size=rng.integers(1, 5))] for i in range(40)}
+    interactions = sorted({(f"u{u}", f"i{i}") for u in range(15) for i in rng.choice(40, 8, replace=False)})
+    write_atomic(tmp_path / "data", "tiny", interactions, words)
+    return {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), **QUIET}
+
+
+def build(model, config_dict):
+    config, model, loaders = prepare(model, "tiny", config_dict=config_dict)
+    return model, loaders
+
+
+def randomise_features(model, seed=0, dtype=torch.float64):
+    """Swap the model's features for random real-valued sparse ones (F_U = R F, as the model builds it)."""
+    rng = np.random.default_rng(seed)
+    n_items, n_features = model.F.shape
+    F = sp.random(n_items, n_features, density=0.3, random_state=rng, format="csr")
+    F.data = rng.normal(size=F.nnz)
+    F = sp.csr_matrix(sp.diags(np.r_[0.0, np.ones(n_items - 1)]) @ F)  # row 0: RecBole's padding item
+    likes = sp.csr_matrix((model.R.values.numpy(), model.R.indices.numpy(), model.R.indptr.numpy()), shape=model.R.shape)
+    model.F, model.F_U = TorchCsr(F, dtype), TorchCsr(likes @ F, dtype)
+    model.to(dtype)
+    return F.toarray(), likes.toarray()
+
+
+def dense_similarity(model, user):
+    """W_u as a dense features x features matrix (tests only: the models never form it)."""
+    name = type(model).__name__
+    if name == "FBSM":
+        V = model.V.detach().numpy()
+        return np.diag(model.D.detach().numpy()) + V @ V.T
+    if name == "UFSM":
+        return np.diag((model.M[user] @ model.W).detach().numpy())
+    return np.eye(model.n_features)
+
+
+def test_fbsm_gradients_equal_the_papers_closed_forms(tiny):
+    model, _ = build("FBSM", {**tiny, "rank": 3})
+    F, likes = randomise_features(model)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        model.D.copy_(torch.randn_like(model.D))
+        model.V.copy_(torch.randn_like(model.V))
+    checked = 0
+    for u in range(1, likes.shape[0]):
+        liked, other = np.flatnonzero(likes[u]), np.flatnonzero(likes[u] == 0)[1:]
+        if not len(liked) or not len(other):
+            continue
+        i, j = liked[0], other[u % len(other)]
+        model.zero_grad()
+        batch = Interaction({"user_id": torch.tensor([u]), "item_id": torch.tensor([i]), "neg_item_id": torch.tensor([j])})
+        r_uij = model.bpr_difference(batch).sum()
+        r_uij.backward()
+        f_u, f_i, f_j = likes[u] @ F, F[i], F[j]  # f_u includes i
+        delta = f_i - f_j
+        V = model.V.detach().numpy().T  # the paper's h x n_F matrix; column p is v_p
+        W = np.diag(model.D.detach().numpy()) + V.T @ V
+        assert r_uij.item() == pytest.approx(f_i @ W @ (f_u - f_i) - f_j @ W @ f_u, rel=1e-10, abs=1e-10)
+        grad_D = delta * f_u - f_i * f_i
+        grad_V = np.outer(V @ f_u, delta) + np.outer(V @ delta, f_u) - 2 * np.outer(V @ f_i, f_i)
+        np.testing.assert_allclose(model.D.grad.numpy(), grad_D, rtol=1e-8, atol=1e-8)
+        np.testing.assert_allclose(model.V.grad.numpy().T, grad_V, rtol=1e-8, atol=1e-8)
+        checked += 1
+    assert checked >= 5
+
+
+@pytest.mark.parametrize("name", ["FBSM", "UFSM", "CoSim"])
+def test_scores_respect_the_estimation_constraint(tiny, name):
+    """score(u, i) = sum over u's training likes j != i of f_i^T W_u f_j, for likes and non-likes alike."""
+    model, _ = build(name, {**tiny, "rank": 2, "n_functions": 2})
+    F, likes = randomise_features(model, seed=1)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn_like(parameter))
+    users = torch.arange(1, likes.shape[0])
+    full = model.full_sort_predict(Interaction({"user_id": users})).view(len(users), -1).detach().numpy()
+    for row, u in enumerate(users.tolist()):
+        W = dense_similarity(model, u)
+        liked = np.flatnonzero(likes[u])
+        for i in range(1, F.shape[0]):
+            expected = sum(F[i] @ W @ F[j] for j in liked if j != i)
+            assert full[row, i] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+        pairs = Interaction({"user_id": torch.full((len(liked),), u), "item_id": torch.as_tensor(liked)})
+        predicted = model.predict(pairs).detach().numpy()
+        np.testing.assert_allclose(predicted, full[row, liked], rtol=1e-9, atol=1e-9)
+
+
+def test_cosim_equals_a_brute_force_double_loop(tiny):
+    """TF-IDF (document frequencies on training items), cosine, summed over the other training likes."""
+    model, (train_data, _, _) = build("CoSim", tiny)
+    dataset = train_data._dataset
+    words = dataset.item_feat["words"].numpy()
+    vocabulary_size = len(dataset.field2id_token["words"])
+    counts = np.zeros((dataset.item_num, vocabulary_size))
+    for item in range(1, dataset.item_num):
+        for token in words[item]:
+            if token:
+                counts[item, token] += 1
+    train_items = dataset.split_items
+    df = (counts[train_items] > 0).sum(axis=0)
+    idf = np.where(df > 0, np.log((1 + len(train_items)) / (1 + df)) + 1, 0.0)
+    tfidf = counts * idf
+    liked = {}
+    for u, i in zip(dataset.inter_feat["user_id"].tolist(), dataset.inter_feat["item_id"].tolist()):
+        liked.setdefault(u, set()).add(i)
+    users = sorted(liked)
+    scores = model.full_sort_predict(Interaction({"user_id": torch.tensor(users)})).view(len(users), -1).numpy()
+
+    def cosine(a, b):
+        norm = np.linalg.norm(a) * np.linalg.norm(b)
+        return 0.0 if norm == 0 else float(a @ b / norm)
+
+    for row, u in enumerate(users):
+        for i in range(1, dataset.item_num):
+            expected = sum(cosine(tfidf[i], tfidf[j]) for j in liked[u] if j != i)
+            assert scores[row, i] == pytest.approx(expected, rel=1e-5, abs=1e-5)
+
+
+def test_fbsm_finds_planted_feature_interactions_that_cosim_and_ufsm_cannot(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    planted_interactions(tmp_path / "data", "planted", split_seed=2020)
+    common = {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), "seed": 2020,
+              "epochs": 40, "learning_rate": 0.01, **QUIET}
+    recall = {
+        name: run(name, "planted", config_dict={**common, **extra})["test_result"]["recall@10"]
+        for name, extra in [("FBSM", {"rank": 4}), ("UFSM", {}), ("CoSim", {})]
+    }
+    assert recall["FBSM"] >= 2 * recall["CoSim"], recall
+    assert recall["FBSM"] >= 2 * recall["UFSM"], recall
+    assert recall["FBSM"] > 0.25, recall
+
+
+def test_same_seed_same_numbers_and_checkpoints_reload(tiny):
+    config = {**tiny, "epochs": 3, "rank": 2}
+    first, second = run("FBSM", "tiny", config_dict=config), run("FBSM", "tiny", config_dict=config)
+    assert first["test_result"] == second["test_result"]
+    assert first["saved_model_file"] != second["saved_model_file"]
+    assert first["best_valid_result"] == second["best_valid_result"]
+    checkpoint = load_checkpoint(first["saved_model_file"])
+    assert set(checkpoint["state_dict"]) == {"D", "V"}  # features are rebuilt from data, not pickled
+    config_obj, model, (_, _, test_data) = prepare("FBSM", "tiny", config_dict=config)
+    trainer = get_trainer(config_obj["MODEL_TYPE"], "FBSM")(config_obj, model)
+    reloaded = trainer.evaluate(test_data, load_best_model=True, model_file=first["saved_model_file"])
+    assert reloaded == first["test_result"]
+    torch.testing.assert_close(model.V, checkpoint["state_dict"]["V"])

@@ -1,0 +1,20 @@
+"""Converters that write RecBole atomic datasets (.inter + .item with a `words` token_seq field).
+
+`convert_ctr` reads the CTR/CDL format of the public CiteULike datasets, `convert_text` reads
+CSV/TSV interactions and item texts; both apply the paper's feature preprocessing and write the
+dataset atomically. Command line: `python -m recbole_fbsm.convert --help`.
+"""
+
+from .atomic import ConversionError, ConversionResult
+from .ctr import convert_ctr, ctr_paths
+from .text import build_analyzer, convert_text, filter_document_frequency
+
+__all__ = [
+    "ConversionError",
+    "ConversionResult",
+    "build_analyzer",
+    "convert_ctr",
+    "convert_text",
+    "ctr_paths",
+    "filter_document_frequency",
+]

@@ -1,0 +1,99 @@
+"""Command line: `python -m recbole_fbsm.convert {ctr,text} ...` (see --help and docs/convert.md)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from .atomic import ConversionError
+from .ctr import CTR_FILES, convert_ctr, ctr_paths
+from .text import PAPER_MAX_DF, PAPER_MIN_DF, convert_text
+
+EPILOG = """examples:
+  python -m recbole_fbsm.convert ctr --src ../shared/datasets/citeulike-t --name citeulike-t --out dataset/
+  python -m recbole_fbsm.convert text --inter ratings.csv --items books.csv --threshold 3 --header \\
+      --name amazon-books --out dataset/
+
+Writes OUT/NAME/NAME.inter, OUT/NAME/NAME.item (words:token_seq, a term repeated once per occurrence)
+and OUT/NAME/README.txt; skipped input is counted in the summary. Exit status 2 with 'error: ...' when
+no usable dataset can be written (nothing is written then)."""
+
+
+def _sep(value: str) -> str:
+    """Accept a literal tab as well as the spellings '\\t' and 'tab' typed in a shell."""
+    value = {"\\t": "\t", "tab": "\t", "TAB": "\t"}.get(value, value)
+    if len(value) != 1:
+        raise argparse.ArgumentTypeError(f"expected a single character, got {value!r}")
+    return value
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("output and features")
+    g.add_argument("--name", required=True, help="dataset name: folder and file stem of the output")
+    g.add_argument("--out", default="dataset", help="folder that receives NAME/ (default: %(default)s, RecBole's data_path)")
+    g.add_argument("--min-df", type=int, default=PAPER_MIN_DF, help="drop terms found in fewer items than this (default: %(default)s)")
+    g.add_argument("--max-df", type=float, default=PAPER_MAX_DF, help="drop terms found in more than this fraction of items (default: %(default)s)")
+    g.add_argument("--no-stem", dest="stem", action="store_false", help="keep words unstemmed (default: Snowball english stems)")
+    g.add_argument("--no-stopwords", dest="stopwords", action="store_false", help="keep English stop words")
+    g.add_argument("--overwrite", action="store_true", help="replace an existing OUT/NAME dataset folder")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m recbole_fbsm.convert",
+        description="Write RecBole .inter/.item files with item text as a token_seq field 'words',\n"
+        "preprocessed as in the FBSM paper: stop words removed, words stemmed, terms found in fewer\n"
+        "than --min-df items or in more than --max-df of the items dropped.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{ctr,text}")
+
+    ctr = sub.add_parser("ctr", help="CTR/CDL format (users.dat, mult.dat, vocabulary.dat), e.g. citeulike-t",
+                         description="Convert CTR/CDL-format files; every user-item pair is an implicit like.")
+    g = ctr.add_argument_group("input (give --src, or each file)")
+    g.add_argument("--src", help="folder holding " + ", ".join(CTR_FILES.values()))
+    for key, file in CTR_FILES.items():
+        g.add_argument(f"--{key}", help=f"{file} (default: SRC/{file})")
+    _common(ctr)
+
+    text = sub.add_parser("text", help="CSV/TSV interactions 'user,item[,rating]' and item texts 'item,text'",
+                          description="Convert CSV/TSV files; ratings are binarised with --threshold.")
+    g = text.add_argument_group("input")
+    g.add_argument("--inter", required=True, help="interactions: user, item[, rating] per line (more columns ignored)")
+    g.add_argument("--items", required=True, help="item texts: item, text per line (CSV quoting honoured)")
+    g.add_argument("--sep", type=_sep, help="field separator for both files (default: tab for .tsv/.tab, comma otherwise); '\\t' or 'tab' for tab")
+    g.add_argument("--header", action="store_true", help="skip the first line of both files")
+    g.add_argument("--threshold", type=float, help="rating >= THRESHOLD is a like (label 1), lower a dislike (label 0); "
+                   "without it no label column is written and every line is a like")
+    _common(text)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.getLogger("recbole_fbsm.convert").setLevel(logging.ERROR)  # the summary below reports skips
+    common = dict(min_df=args.min_df, max_df=args.max_df, stem=args.stem, stopwords=args.stopwords,
+                  overwrite=args.overwrite)
+    try:
+        if args.command == "ctr":
+            paths = ctr_paths(args.src) if args.src else {}
+            paths |= {key: getattr(args, key) for key in CTR_FILES if getattr(args, key)}
+            missing = [f"--{key}" for key in CTR_FILES if key not in paths]
+            if missing:
+                parser.error(f"ctr: give --src or all of {', '.join(missing)}")
+            result = convert_ctr(paths["users"], paths["mult"], paths["vocab"], args.name, args.out, **common)
+        else:
+            result = convert_text(args.inter, args.items, args.name, args.out, sep=args.sep,
+                                  threshold=args.threshold, header=args.header, **common)
+    except ConversionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(result.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Writing RecBole atomic files (.inter / .item) safely, and the bookkeeping shared by the converters.
+
+A converted dataset is written into a temporary folder next to its destination and renamed into
+place only once every file is complete, so a failed or interrupted run never leaves an empty or
+partial dataset where RecBole would load it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+log = logging.getLogger("recbole_fbsm.convert")
+
+# RecBole reads atomic files with pandas (tab-separated, default quoting) and splits token_seq cells on
+# single spaces: ids must not contain these characters, tokens additionally no whitespace at all.
+_FORBIDDEN_IN_ID = ("\t", "\n", "\r", '"')
+
+
+class ConversionError(ValueError):
+    """Input or settings from which no usable dataset can be written; the message says what and where."""
+
+
+class Skipped:
+    """Counts what a conversion left out, by reason, keeping the first place each reason occurred.
+
+    Why: skipped input must be reported, never dropped silently, and the first example is what a user
+    needs to find the problem in a large file.
+    """
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.first: dict[str, str] = {}
+
+    def add(self, reason: str, where: str = "", n: int = 1) -> None:
+        if n <= 0:
+            return
+        self.counts[reason] = self.counts.get(reason, 0) + n
+        if where and reason not in self.first:
+            self.first[reason] = where
+
+    def lines(self) -> list[str]:
+        return [
+            f"{n:,} {reason}" + (f" (first: {self.first[reason]})" if reason in self.first else "")
+            for reason, n in self.counts.items()
+        ]
+
+    def describe(self) -> str:
+        """One line for error messages: what was skipped and where it first happened."""
+        return "; ".join(self.lines()) or "nothing skipped"
+
+
+@dataclass
+class ConversionResult:
+    """Where a converted dataset was written and what it holds (the figures also in its README.txt)."""
+
+    path: Path
+    counts: dict[str, int]
+    skipped: dict[str, int] = field(default_factory=dict)
+    skipped_lines: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = [f"wrote {self.path}"]
+        lines += [f"  {key}: {value:,}" for key, value in self.counts.items()]
+        lines += ["  skipped:"] + [f"    {line}" for line in self.skipped_lines] if self.skipped_lines else []
+        return "\n".join(lines)
+
+
+def check_name(name: str) -> str:
+    """A dataset name becomes a folder and file stem: refuse anything that is not a plain name."""
+    if not name or name in (".", "..") or any(c in name for c in "/\\") or name != name.strip():
+        raise ConversionError(f"dataset name (--name) must be a plain folder name, got {name!r}")
+    return name
+
+
+def target_folder(out_dir: str | os.PathLike, name: str, overwrite: bool) -> Path:
+    """The dataset folder `out_dir/name`; refuses an existing one unless overwrite (checked before work)."""
+    target = Path(out_dir) / check_name(name)
+    if target.exists() and not overwrite:
+        raise ConversionError(
+            f"output dataset folder {target} already exists; pass --overwrite (overwrite=True) to replace it"
+        )
+    return target
+
+
+def bad_id(value: str) -> bool:
+    """True for an id RecBole cannot read back unchanged from a token column."""
+    return not value or any(c in value for c in _FORBIDDEN_IN_ID)
+
+
+def write_dataset(
+    out_dir: str | os.PathLike,
+    name: str,
+    inter: pd.DataFrame,
+    item_ids: list[str],
+    item_tokens: list[str],
+    readme: str,
+    overwrite: bool = False,
+) -> Path:
+    """Write `<out_dir>/<name>/{<name>.inter, <name>.item, README.txt}` atomically and return the folder.
+
+    `inter` has columns user_id, item_id and optionally label (1.0 / 0.0); `item_tokens[k]` is the
+    space-separated token_seq cell of `item_ids[k]` (may be empty). Files are written by hand rather
+    than with `DataFrame.to_csv`, which would quote cells and change what RecBole reads back.
+    """
+    target = target_folder(out_dir, name, overwrite)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _fresh_folder(target.parent, f".{name}.tmp-")
+    try:
+        columns = ["user_id:token", "item_id:token"] + (["label:float"] if "label" in inter else [])
+        with open(tmp / f"{name}.inter", "w", encoding="utf-8", newline="\n") as f:
+            f.write("\t".join(columns) + "\n")
+            rows = inter["user_id"] + "\t" + inter["item_id"]
+            if "label" in inter:
+                rows = rows + "\t" + inter["label"].map("{:g}".format)
+            f.write("\n".join(rows) + "\n")
+        with open(tmp / f"{name}.item", "w", encoding="utf-8", newline="\n") as f:
+            f.write("item_id:token\twords:token_seq\n")
+            f.writelines(f"{item}\t{tokens}\n" for item, tokens in zip(item_ids, item_tokens))
+        (tmp / "README.txt").write_text(readme, encoding="utf-8")
+        _move_into_place(tmp, target, overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _fresh_folder(parent: Path, prefix: str) -> Path:
+    """A new hidden folder beside the target (same file system, so renames are atomic); unlike
+    tempfile.mkdtemp it gets the user's usual permissions, which the finished dataset keeps."""
+    while True:
+        folder = parent / f"{prefix}{uuid.uuid4().hex[:12]}"
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+
+
+def _move_into_place(tmp: Path, target: Path, overwrite: bool) -> None:
+    """Rename the finished folder onto `target`; an old dataset is moved aside first, then deleted."""
+    old = None
+    if target.exists():
+        if not overwrite:  # appeared while we were converting
+            raise ConversionError(f"output dataset folder {target} already exists; pass --overwrite to replace it")
+        old = _fresh_folder(target.parent, f".{target.name}.old-")
+        os.rename(target, old / target.name)
+    try:
+        os.rename(tmp, target)
+    except BaseException:
+        if old is not None:
+            os.rename(old / target.name, target)
+            shutil.rmtree(old, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,339 @@
+"""Item text -> term counts -> RecBole dataset, and the CSV/TSV converter.
+
+The paper (Sec. 5.1) builds item features by removing stop words, stemming, and dropping terms that
+occur in fewer than 20 items or in more than 20% of the items. Tokenising and stop words come from
+scikit-learn, stemming from snowballstemmer (english); the document-frequency filter works on the
+sparse items x terms count matrix. Term counts are kept by repeating a term in the token_seq cell.
+Both converters (this one and `ctr`) end in `make_dataset`, so they treat bad input alike.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import math
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+import snowballstemmer
+from sklearn.feature_extraction.text import CountVectorizer
+
+from .atomic import ConversionError, ConversionResult, Skipped, bad_id, log, target_folder, write_dataset
+
+PAPER_MIN_DF = 20  # keep terms that occur in at least this many items
+PAPER_MAX_DF = 0.2  # ... and in at most this fraction of the items
+
+
+# ---------------------------------------------------------------- text preprocessing
+
+def build_analyzer(stem: bool = True, stopwords: bool = True) -> Callable[[str], list[str]]:
+    """doc -> terms: scikit-learn's tokeniser (lower case, runs of >= 2 word characters), its English
+    stop-word list (applied before stemming, as the list holds unstemmed words), then Snowball stems."""
+    tokenize = CountVectorizer(stop_words="english" if stopwords else None).build_analyzer()
+    if not stem:
+        return tokenize
+    stem_word = functools.lru_cache(maxsize=None)(snowballstemmer.stemmer("english").stemWord)
+    return lambda doc: [stem_word(token) for token in tokenize(doc)]
+
+
+def count_terms(docs: Sequence[str], analyzer: Callable[[str], list[str]], source: str) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Sparse docs x terms count matrix and its (sorted) terms; fails when no document has any term."""
+    try:
+        vectorizer = CountVectorizer(analyzer=analyzer, dtype=np.int64)
+        counts = vectorizer.fit_transform(docs)
+    except ValueError as exc:  # sklearn: "empty vocabulary; perhaps the documents only contain stop words"
+        raise ConversionError(
+            f"{source}: no terms at all after tokenising and stop-word removal ({len(docs):,} texts); "
+            "expected texts with words of two or more letters"
+        ) from exc
+    return counts.tocsr(), vectorizer.get_feature_names_out()
+
+
+def check_df_settings(min_df: int, max_df: float) -> None:
+    """Fail early on filter settings that cannot mean what the paper's filter means."""
+    if isinstance(min_df, bool) or not isinstance(min_df, (int, np.integer)) or min_df < 0:
+        raise ConversionError(f"min_df (--min-df) must be a whole number of items >= 0, got {min_df!r}")
+    if not isinstance(max_df, (int, float)) or not 0 < max_df <= 1:
+        raise ConversionError(f"max_df (--max-df) must be a fraction of items in (0, 1], got {max_df!r}")
+
+
+def filter_document_frequency(
+    counts: sp.csr_matrix, terms: np.ndarray, min_df: int, max_df: float
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Keep terms found in at least `min_df` items and at most `max_df` x n_items items (sklearn's
+    min_df / max_df semantics); terms found in no item are always dropped."""
+    counts = counts.tocsr()
+    counts.sum_duplicates()
+    counts.eliminate_zeros()
+    n_items = counts.shape[0]
+    df = np.bincount(counts.indices, minlength=counts.shape[1])
+    keep = (df >= max(min_df, 1)) & (df <= max_df * n_items)
+    if not keep.any():
+        present = df[df > 0]
+        raise ConversionError(
+            f"the document-frequency filter removes every term: min_df={min_df} (--min-df) keeps terms in "
+            f">= {min_df} items and max_df={max_df} (--max-df) keeps terms in <= {max_df * n_items:g} of the "
+            f"{n_items:,} items, but the {present.size:,} terms occur in "
+            f"{present.min() if present.size else 0}..{present.max() if present.size else 0} items; "
+            "lower --min-df or raise --max-df"
+        )
+    return counts[:, keep], terms[keep]
+
+
+def token_cells(counts: sp.csr_matrix, terms: np.ndarray) -> list[str]:
+    """One token_seq cell per row: each term repeated `count` times, terms in column order."""
+    counts = counts.tocsr()
+    counts.sort_indices()
+    tokens = np.repeat(np.asarray(terms, dtype=object)[counts.indices], counts.data)
+    ends = np.cumsum(np.asarray(counts.sum(axis=1)).ravel())
+    starts = np.concatenate(([0], ends[:-1]))
+    return [" ".join(tokens[a:b]) for a, b in zip(starts, ends)]
+
+
+# ---------------------------------------------------------------- shared end of both converters
+
+def make_dataset(
+    inter: pd.DataFrame,
+    item_ids: Sequence[str],
+    counts: sp.csr_matrix,
+    terms: np.ndarray,
+    *,
+    name: str,
+    out_dir: str | os.PathLike,
+    min_df: int,
+    max_df: float,
+    overwrite: bool,
+    skipped: Skipped,
+    texts_source: str,
+    readme_head: str,
+    extra_counts: dict[str, int] | None = None,
+) -> ConversionResult:
+    """Join interactions with item texts, apply the document-frequency filter and write the dataset.
+
+    `inter` holds user_id, item_id (strings) and optionally label; row k of `counts` holds the term
+    counts of `item_ids[k]`. Interactions naming an item without a text row are dropped, items
+    without interactions are left out (RecBole would drop them anyway), and the filter's document
+    frequencies are counted over the items that remain. Items whose text has no term left are kept
+    with an empty words cell (they are real items; models see a zero feature row) and counted.
+    """
+    n_pairs = len(inter)
+    inter = inter.drop_duplicates(["user_id", "item_id"], keep="first")
+    skipped.add("duplicate user-item pairs (kept the first)", n=n_pairs - len(inter))
+
+    item_index = pd.Index(item_ids)
+    known = inter["item_id"].isin(item_index)
+    if not known.all():
+        first = inter.loc[~known].iloc[0]
+        skipped.add(
+            f"interactions naming an item without text in {texts_source}",
+            f"user {first.user_id}, item {first.item_id}",
+            n=int((~known).sum()),
+        )
+        inter = inter.loc[known]
+    if inter.empty:
+        raise ConversionError(
+            f"no usable interactions: none names an item that has text in {texts_source} ({skipped.describe()})"
+        )
+
+    used = item_index.isin(inter["item_id"].unique())
+    skipped.add("items without interactions (left out)", n=int((~used).sum()))
+    rows = np.flatnonzero(used)
+    counts, item_ids = counts.tocsr()[rows], item_index[rows]
+    empty_before = int((np.diff(counts.indptr) == 0).sum())
+    counts, terms = filter_document_frequency(counts, terms, min_df, max_df)
+    cells = token_cells(counts, terms)
+    lengths = np.asarray(counts.sum(axis=1)).ravel()
+
+    result_counts = {
+        "users": int(inter["user_id"].nunique()),
+        "items": len(item_ids),
+        "interactions": len(inter),
+    }
+    if "label" in inter:
+        result_counts["likes (label 1)"] = int((inter["label"] == 1).sum())
+        result_counts["dislikes (label 0)"] = int((inter["label"] == 0).sum())
+    result_counts |= {
+        "features (terms after the filter)": len(terms),
+        "tokens (term occurrences)": int(lengths.sum()),
+        "max tokens per item": int(lengths.max()),
+        "items with no term before the df filter": empty_before,
+        "items with no term after the df filter (kept, empty words cell)": int((lengths == 0).sum()),
+    } | (extra_counts or {})
+    if result_counts["items with no term after the df filter (kept, empty words cell)"]:
+        log.warning(
+            "%d items have no term left after preprocessing and filtering; kept with an empty words cell",
+            result_counts["items with no term after the df filter (kept, empty words cell)"],
+        )
+    for line in skipped.lines():
+        log.warning("skipped %s", line)
+
+    readme = "\n".join(
+        [readme_head, "", "counts:"]
+        + [f"  {key}: {value:,}" for key, value in result_counts.items()]
+        + ["", "skipped:"]
+        + [f"  {line}" for line in skipped.lines() or ["nothing"]]
+        + [
+            "",
+            "files:",
+            f"  {name}.inter  user_id:token, item_id:token" + (", label:float (1 like, 0 dislike)" if "label" in inter else ""),
+            f"  {name}.item   item_id:token, words:token_seq (each term repeated once per occurrence)",
+            "",
+        ]
+    )
+    path = write_dataset(out_dir, name, inter, list(item_ids), cells, readme, overwrite)
+    return ConversionResult(path, result_counts, dict(skipped.counts), skipped.lines())
+
+
+def readme_head(command: str, sources: dict[str, str | os.PathLike], options: dict[str, object]) -> str:
+    """The README.txt lines saying where the data came from and how it was processed."""
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return "\n".join(
+        [f"RecBole atomic dataset written by recbole_fbsm.convert ({command}) on {when}.", "", "sources:"]
+        + [f"  {key}: {Path(value).resolve()}" for key, value in sources.items()]
+        + ["", "options:"]
+        + [f"  {key}: {value}" for key, value in options.items()]
+    )
+
+
+# ---------------------------------------------------------------- CSV / TSV input
+
+def default_sep(path: str | os.PathLike) -> str:
+    """Tab for .tsv / .tab files, comma otherwise."""
+    return "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
+
+
+def _records(path: str | os.PathLike, sep: str, header: bool, what: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of each non-blank CSV record; unreadable files become ConversionError."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f, delimiter=sep)
+            try:
+                for k, row in enumerate(reader):
+                    if row and not (header and k == 0):
+                        yield reader.line_num, row
+            except csv.Error as exc:
+                raise ConversionError(f"{path}:{reader.line_num + 1}: unreadable {what} record: {exc}") from exc
+    except OSError as exc:
+        raise ConversionError(f"cannot read {what} file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConversionError(f"{what} file {path} is not UTF-8 text (byte {exc.start})") from exc
+
+
+def read_interactions(
+    path: str | os.PathLike, sep: str, threshold: float | None, header: bool, skipped: Skipped
+) -> pd.DataFrame:
+    """user_id, item_id (+ label = rating >= threshold as 1.0 / 0.0 when a threshold is given).
+
+    Columns after the ones used are ignored (e.g. a timestamp); without a threshold every line is a like.
+    """
+    expected = f"'user{sep}item{sep}rating'" if threshold is not None else f"'user{sep}item[{sep}rating]'"
+    expected = expected.replace("\t", "<TAB>")
+    need = 3 if threshold is not None else 2
+    users, items, ratings = [], [], []
+    for line, row in _records(path, sep, header, "interactions"):
+        user, item = (row[0].strip(), row[1].strip()) if len(row) >= 2 else ("", "")
+        rating = _number(row[2]) if threshold is not None and len(row) >= need else math.nan
+        if len(row) < need or bad_id(user) or bad_id(item) or (threshold is not None and math.isnan(rating)):
+            skipped.add(
+                f"malformed lines in {Path(path).name}",
+                f"{path}:{line}: expected {expected} with ids free of tabs and double quotes"
+                + (" and a numeric rating" if threshold is not None else "") + f", got {sep.join(row)[:80]!r}",
+            )
+            continue
+        users.append(user)
+        items.append(item)
+        ratings.append(rating)
+    if not users:
+        raise ConversionError(f"{path}: no usable interactions, expected lines {expected} ({skipped.describe()})")
+    inter = pd.DataFrame({"user_id": users, "item_id": items})
+    if threshold is not None:
+        inter["label"] = (np.asarray(ratings) >= threshold).astype(np.float64)
+    return inter
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        return math.nan
+    return value if math.isfinite(value) else math.nan
+
+
+def read_item_texts(
+    path: str | os.PathLike, sep: str, header: bool, skipped: Skipped
+) -> tuple[list[str], list[str]]:
+    """Item ids and texts from `item<sep>text` lines; an unquoted text containing the separator is
+    joined back, a repeated item keeps its first text."""
+    ids, texts, seen = [], [], set()
+    for line, row in _records(path, sep, header, "item text"):
+        item = row[0].strip()
+        if len(row) < 2 or bad_id(item):
+            skipped.add(
+                f"malformed lines in {Path(path).name}",
+                f"{path}:{line}: expected 'item{sep}text' with an id free of tabs and double quotes, "
+                f"got {sep.join(row)[:80]!r}".replace("\t", "<TAB>"),
+            )
+            continue
+        if item in seen:
+            skipped.add(f"repeated items in {Path(path).name} (kept the first text)", f"{path}:{line}")
+            continue
+        seen.add(item)
+        ids.append(item)
+        texts.append(sep.join(row[1:]).strip())
+    if not ids:
+        raise ConversionError(f"{path}: no usable item texts, expected lines 'item{sep}text' ({skipped.describe()})")
+    return ids, texts
+
+
+def convert_text(
+    inter: str | os.PathLike,
+    items: str | os.PathLike,
+    name: str,
+    out_dir: str | os.PathLike = "dataset",
+    *,
+    sep: str | None = None,
+    threshold: float | None = None,
+    header: bool = False,
+    min_df: int = PAPER_MIN_DF,
+    max_df: float = PAPER_MAX_DF,
+    stem: bool = True,
+    stopwords: bool = True,
+    overwrite: bool = False,
+) -> ConversionResult:
+    """Convert interactions (`user,item[,rating]`) and item texts (`item,text`) into a RecBole dataset.
+
+    With `threshold`, the .inter gets `label:float` = 1 for rating >= threshold, else 0 (explicit
+    dislikes, as the paper binarises ratings); without, every interaction is an implicit like.
+    `sep` defaults per file to tab for .tsv/.tab and comma otherwise; `header` skips each file's first line.
+    """
+    check_df_settings(min_df, max_df)
+    if threshold is not None and not math.isfinite(threshold):
+        raise ConversionError(f"threshold (--threshold) must be a finite number, got {threshold!r}")
+    target_folder(out_dir, name, overwrite)
+    skipped = Skipped()
+    interactions = read_interactions(inter, sep or default_sep(inter), threshold, header, skipped)
+    item_ids, texts = read_item_texts(items, sep or default_sep(items), header, skipped)
+    counts, terms = count_terms(texts, build_analyzer(stem, stopwords), source=str(items))
+    head = readme_head(
+        "convert_text",
+        {"interactions": inter, "item texts": items},
+        {
+            "separator": repr(sep) if sep else "by file extension (tab for .tsv/.tab, comma otherwise)",
+            "header line skipped": header,
+            "rating threshold (label 1 if rating >= threshold)": threshold if threshold is not None else "none (implicit likes)",
+            "min_df (items)": min_df,
+            "max_df (fraction of items)": max_df,
+            "stemming (snowball english)": stem,
+            "stop words removed (scikit-learn english list)": stopwords,
+        },
+    )
+    return make_dataset(
+        interactions, item_ids, counts, terms,
+        name=name, out_dir=out_dir, min_df=min_df, max_df=max_df, overwrite=overwrite,
+        skipped=skipped, texts_source=str(items), readme_head=head,
+    )

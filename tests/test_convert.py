@@ -1,0 +1,325 @@
+"""Tests of recbole_fbsm.convert on small hand-written inputs (plus one slow run on citeulike-t)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recbole_fbsm.convert import ConversionError, convert_ctr, convert_text
+from recbole_fbsm.convert.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[1]
+CITEULIKE_T = ROOT.parent / "shared" / "datasets" / "citeulike-t"
+
+# Tiny CTR dataset. Vocabulary: 'the' is a stop word, 'running'/'runs' share the stem 'run',
+# 'rare' occurs in one item, 'common' in every item, 'model' in two of four items.
+VOCAB = ["the", "running", "runs", "model", "rare", "common", "graph"]
+MULT = [
+    "4 0:5 1:2 2:3 5:1",  # item 0: the x5, running x2, runs x3, common
+    "3 3:2 5:1 6:1",  # item 1: model x2, common, graph
+    "4 3:1 4:1 5:1 6:2",  # item 2: model, rare, common, graph x2
+    "2 1:1 5:4",  # item 3: running, common x4
+    "1 6:1",  # item 4: nobody has it
+]
+USERS = ["2 0 1", "3 1 2 3", "1 0"]
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def ctr_files(tmp_path: Path, users=USERS, mult=MULT, vocab=VOCAB) -> dict[str, Path]:
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    return {
+        "users": write_lines(src / "users.dat", users),
+        "mult": write_lines(src / "mult.dat", mult),
+        "vocab": write_lines(src / "vocabulary.dat", vocab),
+    }
+
+
+def read_item(path: Path) -> dict[str, list[str]]:
+    lines = path.read_text(encoding="utf-8").split("\n")
+    assert lines[0] == "item_id:token\twords:token_seq" and lines[-1] == ""
+    return {item: cell.split(" ") if cell else [] for item, cell in (line.split("\t") for line in lines[1:-1])}
+
+
+def read_inter(path: Path) -> list[list[str]]:
+    return [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def small_ctr(tmp_path: Path, **kwargs):
+    kwargs = {"min_df": 2, "max_df": 0.75} | kwargs
+    return convert_ctr(**ctr_files(tmp_path), name="tiny", out_dir=tmp_path / "out", **kwargs)
+
+
+# ---------------------------------------------------------------- CTR
+
+def test_ctr_round_trip_keeps_counts_merges_stems_and_filters(tmp_path):
+    result = small_ctr(tmp_path)
+    folder = tmp_path / "out" / "tiny"
+    assert result.path == folder
+    assert read_inter(folder / "tiny.inter") == [
+        ["user_id:token", "item_id:token"],
+        ["0", "0"], ["0", "1"], ["1", "1"], ["1", "2"], ["1", "3"], ["2", "0"],
+    ]
+    # 'running' x2 + 'runs' x3 -> 'run' x5; 'the' is a stop word; 'rare' (1 item) and 'common'
+    # (4 of 4 items > 0.75) fail the filter; item 4 has no user and is left out.
+    assert read_item(folder / "tiny.item") == {
+        "0": ["run"] * 5,
+        "1": ["graph", "model", "model"],
+        "2": ["graph", "graph", "model"],
+        "3": ["run"],
+    }
+    assert result.counts["users"] == 3 and result.counts["items"] == 4 and result.counts["interactions"] == 6
+    assert result.counts["features (terms after the filter)"] == 3
+    assert result.skipped == {"items without interactions (left out)": 1}
+    readme = (folder / "README.txt").read_text(encoding="utf-8")
+    assert "min_df (items): 2" in readme and "features (terms after the filter): 3" in readme
+
+
+def test_ctr_without_stemming_or_stop_words(tmp_path):
+    small_ctr(tmp_path, stem=False, stopwords=False, min_df=1, max_df=1.0)
+    items = read_item(tmp_path / "out" / "tiny" / "tiny.item")
+    assert items["0"] == ["common"] + ["running"] * 2 + ["runs"] * 3 + ["the"] * 5
+    assert items["2"] == ["common", "graph", "graph", "model", "rare"]
+
+
+def test_ctr_malformed_lines_are_skipped_and_counted(tmp_path):
+    users = USERS + ["3 0 1", "x 1", "0"]  # count mismatch, not a number, no items
+    mult = MULT[:3] + ["2 1:1"]  # item 3: says 2 pairs, has 1
+    files = ctr_files(tmp_path, users=users, mult=mult)
+    result = convert_ctr(**files, name="tiny", out_dir=tmp_path / "out", min_df=1, max_df=1.0)
+    assert result.skipped["malformed lines in users.dat"] == 2
+    assert result.skipped["users without items in users.dat"] == 1
+    assert result.skipped["malformed lines in mult.dat (item left without text)"] == 1
+    assert result.skipped[f"interactions naming an item without text in {files['mult']}"] == 1
+    assert any(f"{files['users']}:4: expected 'count item item ...'" in line for line in result.skipped_lines)
+    assert "3" not in read_item(tmp_path / "out" / "tiny" / "tiny.item")
+
+
+def test_ctr_all_users_malformed_fails_naming_file_and_line(tmp_path):
+    files = ctr_files(tmp_path, users=["2 0", "a b"])
+    with pytest.raises(ConversionError, match=r"users\.dat: no usable interactions.*users\.dat:1: expected 'count item"):
+        convert_ctr(**files, name="tiny", out_dir=tmp_path / "out", min_df=1)
+    assert not (tmp_path / "out" / "tiny").exists()
+
+
+def test_ctr_interactions_only_with_items_without_text_fail(tmp_path):
+    files = ctr_files(tmp_path, users=["2 7 8"])
+    with pytest.raises(ConversionError, match=r"no usable interactions: none names an item that has text in .*mult\.dat"):
+        convert_ctr(**files, name="tiny", out_dir=tmp_path / "out", min_df=1)
+
+
+def test_ctr_word_id_outside_vocabulary_is_malformed(tmp_path):
+    files = ctr_files(tmp_path, mult=["1 99:1"] * 4)
+    with pytest.raises(ConversionError, match=r"mult\.dat: no usable item texts.*mult\.dat:1: expected 'n word_id:count"):
+        convert_ctr(**files, name="tiny", out_dir=tmp_path / "out", min_df=1)
+
+
+def test_filter_removing_every_term_fails_naming_the_settings(tmp_path):
+    with pytest.raises(ConversionError, match=r"removes every term: min_df=50 \(--min-df\).*max_df=0\.75 \(--max-df\)"):
+        small_ctr(tmp_path, min_df=50)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())  # nothing partial left
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [({"min_df": -1}, r"min_df \(--min-df\) must be"), ({"max_df": 1.5}, r"max_df \(--max-df\) must be"),
+     ({"name": "a/b"}, r"dataset name \(--name\)")],
+)
+def test_bad_settings_fail_naming_the_setting(tmp_path, settings, message):
+    kwargs = {"name": "tiny", "out_dir": tmp_path / "out", **settings}
+    with pytest.raises(ConversionError, match=message):
+        convert_ctr(**ctr_files(tmp_path), **kwargs)
+
+
+def test_missing_input_file_fails_naming_it(tmp_path):
+    files = ctr_files(tmp_path) | {"vocab": tmp_path / "nope.dat"}
+    with pytest.raises(ConversionError, match=r"cannot read vocabulary file .*nope\.dat"):
+        convert_ctr(**files, name="tiny", out_dir=tmp_path / "out")
+
+
+def test_refuses_to_overwrite_unless_asked(tmp_path):
+    small_ctr(tmp_path)
+    item_file = tmp_path / "out" / "tiny" / "tiny.item"
+    before = item_file.read_text()
+    with pytest.raises(ConversionError, match=r"already exists; pass --overwrite"):
+        small_ctr(tmp_path, min_df=1)
+    assert item_file.read_text() == before
+    with pytest.raises(ConversionError, match="removes every term"):  # failed overwrite keeps the old data
+        small_ctr(tmp_path, min_df=50, overwrite=True)
+    assert item_file.read_text() == before
+    small_ctr(tmp_path, min_df=1, max_df=1.0, overwrite=True)
+    assert item_file.read_text() != before
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["tiny"]
+
+
+# ---------------------------------------------------------------- CSV / TSV
+
+ITEM_TEXTS = [
+    "item,text",
+    'b1,"The cats are running, quickly"',
+    "b2,A cat runs to the graph models",
+    "b3,graph model of cats",
+    "b4,",  # empty text: kept, counted
+    "b5,an unrated book",  # nobody rated it
+]
+
+
+def test_csv_with_threshold_writes_labels(tmp_path):
+    inter = write_lines(tmp_path / "r.csv", ["user,item,rating,time", "u1,b1,5,1", "u1,b2,2,2", "u2,b3,4,3",
+                                             "u2,b4,3.5,4", "u2,b1,1,5", "u2,b1,5,6"])
+    items = write_lines(tmp_path / "items.csv", ITEM_TEXTS)
+    result = convert_text(inter, items, "books", tmp_path / "out", threshold=4, header=True, min_df=2, max_df=1.0)
+    folder = tmp_path / "out" / "books"
+    assert read_inter(folder / "books.inter") == [
+        ["user_id:token", "item_id:token", "label:float"],
+        ["u1", "b1", "1"], ["u1", "b2", "0"], ["u2", "b3", "1"], ["u2", "b4", "0"], ["u2", "b1", "0"],
+    ]
+    # cats/cat -> cat, running/runs -> run, models/model -> model; 'quickly' in one item only
+    assert read_item(folder / "books.item") == {
+        "b1": ["cat", "run"], "b2": ["cat", "graph", "model", "run"], "b3": ["cat", "graph", "model"], "b4": [],
+    }
+    assert result.counts["likes (label 1)"] == 2 and result.counts["dislikes (label 0)"] == 3
+    assert result.counts["items with no term after the df filter (kept, empty words cell)"] == 1
+    assert result.skipped == {"duplicate user-item pairs (kept the first)": 1, "items without interactions (left out)": 1}
+
+
+def test_tsv_without_threshold_is_implicit(tmp_path):
+    inter = write_lines(tmp_path / "r.tsv", ["u1\tb1\t5", "u2\tb2", "u2\tzz"])
+    items = write_lines(tmp_path / "items.tsv", [line.replace(",", "\t", 1) for line in ITEM_TEXTS[1:3]])
+    result = convert_text(inter, items, "books", tmp_path / "out", min_df=1, max_df=1.0)
+    assert read_inter(tmp_path / "out" / "books" / "books.inter") == [
+        ["user_id:token", "item_id:token"], ["u1", "b1"], ["u2", "b2"]]
+    assert result.skipped == {f"interactions naming an item without text in {items}": 1}
+
+
+def test_csv_malformed_lines_are_reported(tmp_path):
+    inter = write_lines(tmp_path / "r.csv", ["u1,b1,5", "u1,b2,lots", "u3", "u2,b3,4"])
+    items = write_lines(tmp_path / "items.csv", ITEM_TEXTS[1:4] + ["lonely"])
+    result = convert_text(inter, items, "books", tmp_path / "out", threshold=4, min_df=1, max_df=1.0)
+    assert result.skipped["malformed lines in r.csv"] == 2
+    assert result.skipped["malformed lines in items.csv"] == 1
+    assert any(f"{inter}:2: expected 'user,item,rating'" in line and "'u1,b2,lots'" in line
+               for line in result.skipped_lines)
+    assert any(f"{items}:4: expected 'item,text'" in line for line in result.skipped_lines)
+
+
+def test_csv_interactions_only_naming_items_without_text_fail(tmp_path):
+    inter = write_lines(tmp_path / "r.csv", ["u1,x1", "u2,x2"])
+    items = write_lines(tmp_path / "items.csv", ITEM_TEXTS[1:])
+    with pytest.raises(ConversionError, match=r"none names an item that has text in .*items\.csv.*2 interactions naming"):
+        convert_text(inter, items, "books", tmp_path / "out", min_df=1)
+
+
+def test_csv_only_empty_texts_fail(tmp_path):
+    inter = write_lines(tmp_path / "r.csv", ["u1,b1", "u2,b2"])
+    items = write_lines(tmp_path / "items.csv", ["b1,", "b2,  the of a  "])
+    with pytest.raises(ConversionError, match=r"items\.csv: no terms at all after tokenising and stop-word removal \(2 texts\)"):
+        convert_text(inter, items, "books", tmp_path / "out", min_df=1)
+
+
+def test_csv_all_interaction_lines_malformed_fail(tmp_path):
+    inter = write_lines(tmp_path / "r.csv", ["u1,b1", "u2,b2,bad"])
+    items = write_lines(tmp_path / "items.csv", ITEM_TEXTS[1:])
+    with pytest.raises(ConversionError, match=r"r\.csv: no usable interactions, expected lines 'user,item,rating'.*r\.csv:1"):
+        convert_text(inter, items, "books", tmp_path / "out", threshold=3)
+
+
+# ---------------------------------------------------------------- command line
+
+def test_cli_converts_and_reports_errors_without_traceback(tmp_path, capsys):
+    files = ctr_files(tmp_path)
+    args = ["ctr", "--users", str(files["users"]), "--mult", str(files["mult"]), "--vocab", str(files["vocab"]),
+            "--name", "tiny", "--out", str(tmp_path / "out"), "--min-df", "2", "--max-df", "0.75"]
+    assert main(args) == 0
+    assert "features (terms after the filter): 3" in capsys.readouterr().out
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: output dataset folder") and "Traceback" not in err
+    assert main(["ctr", "--src", str(files["users"].parent), "--name", "tiny", "--out", str(tmp_path / "out"),
+                 "--overwrite", "--min-df", "99"]) == 2
+    assert "removes every term" in capsys.readouterr().err
+
+
+def test_cli_help_runs_as_module():
+    done = subprocess.run([sys.executable, "-m", "recbole_fbsm.convert", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    assert "ctr" in done.stdout and "text" in done.stdout and "--overwrite" not in done.stderr
+
+
+# ---------------------------------------------------------------- RecBole reads what we write
+
+def load_with_recbole(monkeypatch, data_path: Path, name: str, config_files: list[str] | None = None,
+                      load_col: dict | None = None):
+    """RecBole's own Dataset on a converted folder; numpy-2 aliases and Config's compatibility hook are
+    patched for this call only (RecBole 1.2.1 references np.float_ and friends)."""
+    monkeypatch.setattr(np, "float_", np.float64, raising=False)
+    monkeypatch.setattr(np, "complex_", np.complex128, raising=False)
+    monkeypatch.setattr(np, "unicode_", np.str_, raising=False)
+    from recbole.config import Config
+    from recbole.data.dataset import Dataset
+
+    monkeypatch.setattr(Config, "compatibility_settings", lambda self: None)
+    monkeypatch.setattr(sys, "argv", sys.argv[:1])  # Config reads --key=value from the command line
+    config_dict = {"data_path": str(data_path), "checkpoint_dir": str(data_path / "saved"), "show_progress": False}
+    if load_col:
+        config_dict["load_col"] = load_col
+    config = Config(model="Pop", dataset=name, config_file_list=config_files, config_dict=config_dict)
+    dataset = Dataset(config)
+    dataset._change_feat_format()  # DataFrames -> Interaction tensors, as Dataset.build() does
+    return dataset
+
+
+def test_recbole_loads_repeats_labels_and_empty_cells(tmp_path, monkeypatch):
+    inter = write_lines(tmp_path / "r.csv", ["u1,b1,5", "u1,b2,2", "u2,b3,4", "u2,b4,3"])
+    items = write_lines(tmp_path / "items.csv", ITEM_TEXTS[1:])
+    convert_text(inter, items, "books", tmp_path / "out", threshold=4, min_df=2, max_df=1.0)
+    dataset = load_with_recbole(monkeypatch, tmp_path / "out", "books",
+                                load_col={"inter": ["user_id", "item_id", "label"], "item": ["item_id", "words"]})
+    words = dataset.item_feat["words"]
+    row = {item: dataset.token2id("item_id", item) for item in ["b1", "b2", "b3", "b4"]}
+    assert int((words[row["b4"]] > 0).sum()) == 0  # empty cell -> all-padding row
+    assert int((words[row["b2"]] > 0).sum()) == 4
+    assert dataset.inter_feat["label"].tolist() == [1.0, 0.0, 1.0, 0.0]
+
+
+@pytest.mark.slow
+def test_citeulike_t_conversion(tmp_path, monkeypatch):
+    if not CITEULIKE_T.is_dir():
+        pytest.skip(f"{CITEULIKE_T} is absent")
+    start = time.perf_counter()
+    result = convert_ctr(CITEULIKE_T / "users.dat", CITEULIKE_T / "mult.dat", CITEULIKE_T / "vocabulary.dat",
+                         "citeulike-t", tmp_path)
+    seconds = time.perf_counter() - start
+    counts = result.counts
+    print(f"citeulike-t: {counts['features (terms after the filter)']} features, "
+          f"{counts['items with no term after the df filter (kept, empty words cell)']} items without terms, "
+          f"{seconds:.1f} s")
+    assert counts["users"] == 7947 - result.skipped.get("users without items in users.dat", 0)
+    assert counts["items"] == 25584 and counts["interactions"] == 134860
+    assert 2000 <= counts["features (terms after the filter)"] <= 8000  # paper's CUL: 6,359 features
+    assert result.skipped == {"items without interactions (left out)": 25975 - 25584}
+    dataset = load_with_recbole(monkeypatch, tmp_path, "citeulike-t",
+                                config_files=[str(ROOT / "properties" / "dataset" / "citeulike-t.yaml")])
+    assert dataset.user_num - 1 == counts["users"] and dataset.item_num - 1 == counts["items"]
+    assert len(dataset.field2id_token["words"]) - 1 == counts["features (terms after the filter)"]
+
+
+def test_failure_while_writing_leaves_no_partial_dataset(tmp_path, monkeypatch):
+    from recbole_fbsm.convert import atomic
+
+    def fail(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(atomic, "_move_into_place", fail)
+    with pytest.raises(OSError, match="disk full"):
+        small_ctr(tmp_path)
+    assert list((tmp_path / "out").iterdir()) == []

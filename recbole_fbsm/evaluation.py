@@ -3,8 +3,8 @@
 ``torch.topk`` breaks ties by the lowest index, and RecBole's internal item ids follow first appearance
 in the interaction file, which correlates with popularity. A model that scores all cold items alike
 (Pop, ItemKNN, an empty profile) would look far better than Random for that reason alone. This collector
-ranks the columns in a seeded random order, so tied items are ordered at random, and maps the top-k back
-to true item ids.
+ranks the columns of each row (user) in its own seeded random order, so tied items are ordered at random
+independently for every user, and maps the top-k back to true item ids.
 """
 
 import torch
@@ -33,21 +33,33 @@ class TieBreakingCollector(Collector):
         """Restart the tie-breaking stream: each evaluation of the same scores gives the same result."""
         self._generator = torch.Generator().manual_seed(int(self.tie_seed))
 
+    def random_tie_topk(self, scores, k):
+        """Top-k column indices per row, ordered by score, ties in random order (independent per row).
+
+        Exact and cheaper than sorting random keys: with t the k-th largest score of a row, every item
+        scoring above t is in the top-k, and the remaining places go to the items tied at t with the
+        largest random keys; the k chosen items are then ordered by (score, random key).
+        """
+        k = min(k, scores.shape[1])
+        keys = torch.rand(scores.shape, generator=self._generator).to(scores.device)
+        threshold = torch.topk(scores, k, dim=1).values[:, -1:]
+        selection_key = torch.where(scores > threshold, 2.0, torch.where(scores == threshold, keys, -1.0))
+        chosen = torch.topk(selection_key, k, dim=1).indices
+        by_key = keys.gather(1, chosen).argsort(dim=1, descending=True)
+        chosen = chosen.gather(1, by_key)
+        by_score = scores.gather(1, chosen).argsort(dim=1, descending=True, stable=True)
+        return chosen.gather(1, by_score)
+
     def eval_batch_collect(self, scores_tensor, interaction, positive_u, positive_i):
-        n_items = scores_tensor.shape[-1]
-        permutation = torch.randperm(n_items, generator=self._generator).to(scores_tensor.device)
-        permuted = scores_tensor[:, permutation]
         if self.register.need("rec.items") or self.register.need("rec.topk"):
-            _, topk_permuted = torch.topk(permuted, max(self.topk), dim=-1)
+            topk_idx = self.random_tie_topk(scores_tensor, max(self.topk))
             if self.register.need("rec.items"):
-                self.data_struct.update_tensor("rec.items", permutation[topk_permuted])
+                self.data_struct.update_tensor("rec.items", topk_idx)
             if self.register.need("rec.topk"):
-                position = torch.empty_like(permutation)
-                position[permutation] = torch.arange(n_items, device=permutation.device)
-                pos_matrix = torch.zeros_like(permuted, dtype=torch.int)
-                pos_matrix[positive_u, position[positive_i]] = 1
+                pos_matrix = torch.zeros_like(scores_tensor, dtype=torch.int)
+                pos_matrix[positive_u, positive_i] = 1
                 pos_len = pos_matrix.sum(dim=1, keepdim=True)
-                hits = torch.gather(pos_matrix, dim=1, index=topk_permuted)
+                hits = torch.gather(pos_matrix, dim=1, index=topk_idx)
                 self.data_struct.update_tensor("rec.topk", torch.cat((hits, pos_len), dim=1))
         register = self.register
         self.register = _RegisterWithout(register, _TOPK_KEYS)

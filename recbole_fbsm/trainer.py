@@ -89,14 +89,16 @@ class ColdStartTrainerMixin:
         return interaction, scores, positive_u, positive_i
 
     def _predict_candidates(self, interaction, candidates):
-        """Score every (user, candidate) pair with ``predict``, in chunks of ``context_eval_chunk`` rows."""
+        """Score every (user, candidate) pair with ``predict``, ``context_eval_chunk`` pairs at a time
+        (the pairs are built per chunk: item features can be long token sequences)."""
         n_users, n_candidates = len(interaction), len(candidates)
-        pairs = interaction.repeat_interleave(n_candidates)
-        pairs.update(self.item_tensor[candidates].repeat(n_users))
-        scores = [
-            self.model.predict(pairs[start:start + self.context_eval_chunk])
-            for start in range(0, len(pairs), self.context_eval_chunk)
-        ]
+        total = n_users * n_candidates
+        scores = []
+        for start in range(0, total, self.context_eval_chunk):
+            cells = torch.arange(start, min(start + self.context_eval_chunk, total), device=self.device)
+            pairs = interaction[cells // n_candidates]
+            pairs.update(self.item_tensor[candidates[cells % n_candidates]])
+            scores.append(self.model.predict(pairs))
         return torch.cat(scores).view(n_users, n_candidates)
 
 

@@ -107,7 +107,12 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         return scores.reshape(-1)
 
     def self_similarity(self, users, items):
-        """f_i^T W_u f_i for pairs."""
-        return self.pair_scores(users, items, torch.zeros_like(users, dtype=torch.bool)) - self.pair_scores(
-            users, items, torch.ones_like(users, dtype=torch.bool)
-        )
+        """f_i^T W_u f_i for (user, item) pairs."""
+        owner, cols, f_i, _ = self.F.gather_rows(items)
+        weights = self.diagonal_weights(users)
+        weights = weights[cols] if weights.dim() == 1 else weights[owner, cols]
+        result = torch.zeros(len(items), dtype=f_i.dtype, device=f_i.device).index_add(0, owner, f_i * f_i * weights)
+        factors = self.low_rank_factors()
+        if factors is not None:
+            result = result + self.F.bag_sum(items, factors).pow(2).sum(-1)
+        return result

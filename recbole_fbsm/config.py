@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from recbole.config import Config
 
+import recbole_fbsm.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
 from recbole_fbsm.errors import ColdStartError
 
 PROPERTIES_DIR = Path(__file__).resolve().parent.parent / "properties"

@@ -33,7 +33,8 @@ def get_model(name):
     """Return the model class called ``name``; a clear error listing the choices otherwise."""
     if name in PLUGIN_MODELS:
         return getattr(importlib.import_module(PLUGIN_MODELS[name]), name)
-    for submodule in RECBOLE_SUBMODULES:
+    # A name that is not an identifier ('BPR.yaml', '../x') is no module name: find_spec would raise.
+    for submodule in RECBOLE_SUBMODULES if str(name).isidentifier() else ():
         module_path = f"recbole.model.{submodule}.{name.lower()}"
         if importlib.util.find_spec(module_path) is not None:
             model_class = getattr(importlib.import_module(module_path), name, None)

@@ -74,7 +74,7 @@ class ColdStartDataset(Dataset):
             dislikes = in_split & ~likes
             part.dislike_feat = self.inter_feat[torch.from_numpy(dislikes)] if dislikes.any() else None
             datasets.append(part)
-        for part in datasets[1:]:
+        for part in datasets:  # train too: no like in train means no training data at all
             if len(part.inter_feat) == 0:
                 raise ColdStartError(
                     f"dataset {self.dataset_name!r}: the item split leaves the {part.phase} split "

@@ -1,0 +1,29 @@
+"""Common fixtures: a private working directory, quiet settings, small generated datasets."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))  # tests/helpers.py
+
+from helpers import QUIET, write_dataset  # noqa: E402
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """Run in ``tmp_path``: RecBole writes ./log, ./log_tensorboard and ./saved relative to the cwd."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def quiet(tmp_path):
+    """Common config_dict: quiet logging, CPU, one epoch, checkpoints under ``tmp_path/saved``."""
+    return dict(QUIET, checkpoint_dir=str(tmp_path / "saved"))
+
+
+@pytest.fixture
+def toy(tmp_path):
+    """A small explicit-feedback dataset (ratings 1-5, like = rating >= 4) with token_seq item features."""
+    return write_dataset(tmp_path, "toy")

@@ -1,0 +1,205 @@
+"""Shared helpers for the pipeline tests: small generated atomic datasets and their configs."""
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RUN_RECBOLE = REPO_ROOT / "run_recbole.py"
+
+GENRES = [f"g{k}" for k in range(6)]
+WORDS = [f"w{k}" for k in range(30)]
+
+# Settings that keep runs quiet, on the CPU and short (every key exists in RecBole 1.2.1's overall.yaml).
+QUIET = {
+    "state": "ERROR",
+    "show_progress": False,
+    "use_gpu": False,
+    "worker": 0,
+    "epochs": 1,
+    "save_dataset": False,
+    "save_dataloaders": False,
+}
+
+
+@dataclass
+class GeneratedDataset:
+    """What ``write_dataset`` wrote: the folder, and the rows by external token."""
+
+    root: Path
+    name: str
+    rows: list  # (user token, item token, rating or None)
+    item_tokens: list  # every item of the .item file, with or without interactions
+    item_features: dict = field(default_factory=dict)  # item token -> {field: [tokens]}
+
+    @property
+    def folder(self):
+        return self.root / self.name
+
+    @property
+    def inter_path(self):
+        return self.folder / f"{self.name}.inter"
+
+    @property
+    def item_path(self):
+        return self.folder / f"{self.name}.item"
+
+    @property
+    def interacted_items(self):
+        return {item for _, item, _ in self.rows}
+
+    def likes(self, threshold=4):
+        return [(u, i) for u, i, r in self.rows if r is None or r >= threshold]
+
+    def dislikes(self, threshold=4):
+        return [(u, i) for u, i, r in self.rows if r is not None and r < threshold]
+
+
+def write_dataset(
+    root,
+    name="toy",
+    n_users=40,
+    n_items=60,
+    n_items_without_inter=3,
+    likes_per_user=(3, 12),
+    dislike_user_fraction=0.5,
+    dislikes_per_user=(1, 5),
+    implicit=False,
+    user_liking_everything=False,
+    seed=0,
+    rows_order_seed=None,
+):
+    """Write ``<root>/<name>/<name>.inter`` and ``.item`` and return a ``GeneratedDataset``.
+
+    - item tokens are random strings, so their sorted order, their first appearance in the file and
+      their popularity are unrelated; item popularity is skewed (Zipf-like) so that popularity
+      sampling has something to follow;
+    - ``.inter`` has ``user_id:token item_id:token rating:float`` (no rating when ``implicit``):
+      ratings 4-5 are likes, 1-3 explicit dislikes; only a ``dislike_user_fraction`` of users has
+      dislikes, and no user both likes and dislikes one item;
+    - ``.item`` has two ``token_seq`` features (``genre``, ``words``) and ``n_items_without_inter``
+      items that no one interacted with;
+    - ``user_liking_everything`` adds user ``u_all`` who likes every interacted item;
+    - ``rows_order_seed`` shuffles the rows of both files (same content, another order).
+    """
+    rng = np.random.default_rng(seed)
+    n_total = n_items + n_items_without_inter
+    raw = rng.choice(10**6, size=n_total, replace=False)
+    item_tokens = [f"m{value:06d}" for value in raw]
+    interacted = item_tokens[:n_items]
+    popularity = 1.0 / np.arange(1, n_items + 1) ** 0.9
+    popularity = popularity[rng.permutation(n_items)]
+    popularity /= popularity.sum()
+
+    rows = []
+    for u in range(n_users):
+        n_like = int(rng.integers(likes_per_user[0], likes_per_user[1] + 1))
+        n_dislike = 0
+        if not implicit and u < int(round(dislike_user_fraction * n_users)):
+            n_dislike = int(rng.integers(dislikes_per_user[0], dislikes_per_user[1] + 1))
+        n_like = min(n_like, n_items)
+        n_dislike = min(n_dislike, n_items - n_like)
+        chosen = rng.choice(n_items, size=n_like + n_dislike, replace=False, p=popularity)
+        for k, index in enumerate(chosen):
+            rating = None if implicit else float(rng.integers(4, 6) if k < n_like else rng.integers(1, 4))
+            rows.append((f"u{u:03d}", interacted[index], rating))
+    # every interacted item gets at least one interaction (one like by a dedicated user)
+    seen = {item for _, item, _ in rows}
+    for item in interacted:
+        if item not in seen:
+            rows.append(("u_fill", item, None if implicit else 5.0))
+    if user_liking_everything:
+        rows += [("u_all", item, None if implicit else 5.0) for item in interacted]
+
+    features = {}
+    for item in item_tokens:
+        features[item] = {
+            "genre": list(rng.choice(GENRES, size=int(rng.integers(1, 4)), replace=False)),
+            "words": list(rng.choice(WORDS, size=int(rng.integers(2, 6)), replace=False)),
+        }
+
+    item_order = list(item_tokens)
+    if rows_order_seed is not None:
+        order_rng = np.random.default_rng(rows_order_seed)
+        rows = [rows[k] for k in order_rng.permutation(len(rows))]
+        item_order = [item_order[k] for k in order_rng.permutation(len(item_order))]
+
+    folder = Path(root) / name
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{name}.inter", "w", encoding="utf-8") as handle:
+        handle.write("user_id:token\titem_id:token" + ("" if implicit else "\trating:float") + "\n")
+        for user, item, rating in rows:
+            handle.write(f"{user}\t{item}" + ("" if implicit else f"\t{rating:g}") + "\n")
+    with open(folder / f"{name}.item", "w", encoding="utf-8") as handle:
+        handle.write("item_id:token\tgenre:token_seq\twords:token_seq\n")
+        for item in item_order:
+            handle.write(f"{item}\t{' '.join(features[item]['genre'])}\t{' '.join(features[item]['words'])}\n")
+    return GeneratedDataset(Path(root), name, rows, item_tokens, features)
+
+
+def dataset_config(data, quiet=None, implicit=None, **overrides):
+    """config_dict for a generated dataset: its data_path, columns, like threshold and quiet settings."""
+    implicit = all(r is None for _, _, r in data.rows) if implicit is None else implicit
+    config = dict(QUIET if quiet is None else quiet)
+    config.update(
+        data_path=str(data.root),
+        checkpoint_dir=str(data.root / "saved"),
+        load_col={
+            "inter": ["user_id", "item_id"] + ([] if implicit else ["rating"]),
+            "item": ["item_id", "genre", "words"],
+        },
+        threshold=None if implicit else {"rating": 4},
+    )
+    config.update(overrides)
+    return config
+
+
+def tokens_of(dataset, field, ids):
+    """External tokens of internal ids of a token field."""
+    return [str(t) for t in dataset.field2id_token[field][np.asarray(ids, dtype=np.int64)]]
+
+
+def split_by_token(built):
+    """{item token: phase} from the datasets returned by ``ColdStartDataset.build()``."""
+    result = {}
+    for part in built:
+        for token in tokens_of(part, part.iid_field, part.split_items):
+            assert token not in result, f"item {token} is in two splits"
+            result[token] = part.phase
+    return result
+
+
+def cli_env():
+    """Environment for ``run_recbole.py`` subprocesses: one torch thread each, no user site quirks."""
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1")
+    return env
+
+
+def start_cli(args, cwd, **popen_kwargs):
+    """Start ``python run_recbole.py ARGS`` in ``cwd`` (so that ./log and ./saved land there)."""
+    return subprocess.Popen(
+        [sys.executable, str(RUN_RECBOLE), *args],
+        cwd=str(cwd),
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen_kwargs,
+    )
+
+
+def run_cli(args, cwd, timeout=300):
+    """Run ``run_recbole.py`` to completion; return (returncode, stdout, stderr)."""
+    process = start_cli(args, cwd)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+        raise AssertionError(f"run_recbole.py {args} did not finish in {timeout}s:\n{err[-3000:]}")
+    return process.returncode, out, err

@@ -9,7 +9,8 @@ from recbole.utils import get_trainer as recbole_get_trainer
 
 from recbole_fbsm.errors import ColdStartError
 
-PLUGIN_MODELS = {"FBSM": "recbole_fbsm.models.fbsm", "UFSM": "recbole_fbsm.models.ufsm", "CoSim": "recbole_fbsm.models.cosim"}
+PLUGIN_MODELS = {"FBSM": "recbole_fbsm.models.fbsm", "UFSM": "recbole_fbsm.models.ufsm", "CoSim": "recbole_fbsm.models.cosim",
+                 "Random": "recbole_fbsm.models.random"}
 # Sequential and knowledge-aware models need inputs (sequences, a KG) that the item split does not provide.
 RECBOLE_SUBMODULES = ("general_recommender", "context_aware_recommender")
 
@@ -26,7 +27,7 @@ def recbole_model_names():
 
 
 def available_model_names():
-    return list(PLUGIN_MODELS) + recbole_model_names()
+    return list(PLUGIN_MODELS) + [name for name in recbole_model_names() if name not in PLUGIN_MODELS]
 
 
 def get_model(name):

@@ -188,3 +188,18 @@ def test_tie_fairness_on_cold_items_ml100k(quiet):
             assert floor > 0.01, f"Random {metric} {floor} is implausibly low"
             assert value <= 1.5 * floor + 0.01, f"{name} {metric} {value} beats Random {floor}: id-order tie bias"
             assert value >= floor / 1.5 - 0.01, f"{name} {metric} {value} far below Random {floor}"
+
+
+def test_random_draws_independent_lists_for_users_of_one_batch():
+    """RecBole's Random repeats one score vector for the whole batch; the plugin's draws per user."""
+    from recbole.data.interaction import Interaction
+
+    from recbole_fbsm.registry import get_model
+
+    model_class = get_model("Random")
+    assert model_class.__module__ == "recbole_fbsm.models.random"
+    model = model_class.__new__(model_class)
+    torch.nn.Module.__init__(model)
+    model.USER_ID, model.n_items = "user_id", 50
+    scores = model.full_sort_predict(Interaction({"user_id": torch.arange(4)})).view(4, 50)
+    assert not torch.equal(scores[0], scores[1])

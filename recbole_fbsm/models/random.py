@@ -1,0 +1,13 @@
+"""Random, the honest floor: RecBole's draws one score vector per evaluation batch, so every user of a
+batch gets the same random list (with large ``eval_batch_size`` the whole evaluation is one draw)."""
+
+import torch
+from recbole.model.general_recommender.random import Random as RecBoleRandom
+
+
+class Random(RecBoleRandom):
+    """RecBole's Random with independent scores for every (user, item) in full-sort evaluation."""
+
+    def full_sort_predict(self, interaction):
+        n_users = interaction[self.USER_ID].shape[0]
+        return torch.rand(n_users, self.n_items, device=interaction[self.USER_ID].device).view(-1)

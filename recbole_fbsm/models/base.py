@@ -74,9 +74,22 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         if factors is not None:
             v_i = self.F.bag_sum(items, factors)
             unique_users, inverse = torch.unique(users, return_inverse=True)
-            v_u = self.F_U.bag_sum(unique_users, factors)[inverse]
+            v_u = self.user_factors(unique_users, factors)[inverse]
             scores = scores + (v_i * (v_u - self_in_profile.to(v_i.dtype)[:, None] * v_i)).sum(-1)
         return scores
+
+    def user_factors(self, users, factors):
+        """V f_u for distinct users, as the sum of V f_j over their likes j (f_u = sum of liked f_j).
+
+        Cheaper than a bag over f_u's own nonzeros: a profile has far more nonzeros than the user has
+        likes, and each liked item's V f_j is computed once for all the batch's users who like it.
+        """
+        _, liked, weights, offsets = self.R.gather_rows(users)
+        items, position = torch.unique(liked, return_inverse=True)
+        item_factors = self.F.bag_sum(items, factors)
+        return torch.nn.functional.embedding_bag(
+            position, item_factors, offsets, mode="sum", per_sample_weights=weights.to(item_factors.dtype)
+        )
 
     def bpr_difference(self, interaction):
         """r_ui - r_uj for the batch's triplets (i a training like, j a negative)."""

@@ -1,0 +1,547 @@
+"""Compare models on one dataset over the same item splits: one command, a markdown table and a chart.
+
+``python -m recbole_fbsm.compare --dataset=ml-100k --models FBSM CoSim Pop --seeds 2020 2021 --results results/x
+[--config_files "a.yaml b.yaml"] [--key=value ...]``
+
+Every (model, seed) pair is one call of :func:`recbole_fbsm.quick_start.run` in this process, with the
+model's own property file (``properties/model/NAME.yaml``), the given config files and ``--key=value``
+overrides, and ``seed = split_seed = SEED``: every model sees the same item split for a given seed.
+Each finished pair is stored as ``<results>/<MODEL>-<SEED>.json`` (written to a temporary file, then
+renamed); a later call with the same ``--results`` and the same settings skips the pairs already done.
+``table.md`` and ``chart.png`` are rebuilt from every JSON file of the folder at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import re
+import shlex
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from datetime import datetime
+from pathlib import Path
+
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.quick_start import run
+
+DEFAULT_MODELS = ["FBSM", "UFSM", "CoSim", "FM", "DeepFM", "WideDeep", "BPR", "Pop", "Random"]
+DEFAULT_SEEDS = [2020, 2021, 2022]
+# Quiet defaults; any of them can be overridden with --key=value.
+QUIET_DEFAULTS = {"state": "WARNING", "show_progress": False}
+# Set per split by --seeds, or chosen by the command itself: not accepted as --key=value.
+RESERVED_KEYS = {
+    "seed": "set per split by --seeds",
+    "split_seed": "set per split by --seeds (seed = split_seed)",
+    "model": "use --models",
+    "dataset": "use --dataset",
+}
+CHART_METRICS = ("recall@10", "ndcg@10")
+TABLE_FILE = "table.md"
+CHART_FILE = "chart.png"
+CHECKPOINT_SUBDIR = "saved"
+ERROR_CHARS_IN_TABLE = 160
+
+EPILOG = """examples:
+  python -m recbole_fbsm.compare --dataset=ml-100k
+  python -m recbole_fbsm.compare --dataset=ml-100k --models FBSM CoSim Pop --seeds 2020 2021 --results results/x
+  python -m recbole_fbsm.compare --dataset=ml-100k --results results/x --epochs=30 --metrics="['Recall','NDCG','Rec','DCG']"
+
+Every other RecBole setting is given as --key=value and passed to every model (seed and split_seed
+are set per split by --seeds). Quiet defaults: state=WARNING, show_progress=False; checkpoints go to
+RESULTS/saved. Writes RESULTS/MODEL-SEED.json for every (model, seed), RESULTS/table.md (mean +- std
+over the splits of every test metric, the validation score and the wall seconds of each run) and
+RESULTS/chart.png (mean test Recall@10 and NDCG@10 with std error bars). To resume an interrupted
+comparison, run the same command with the same --results: finished pairs with the same dataset,
+config files and overrides are not run again (failed ones are retried).
+
+Exit status: 0 when every run succeeded, 1 when some run failed (it is in the table), 2 for a usage
+error, an unknown model, or a dataset/setting error raised by the first run."""
+
+
+# ------------------------------------------------------------------------------------ command line
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m recbole_fbsm.compare",
+        description="Run a list of models on one dataset over the same random item splits (one per seed)\n"
+        "and write a markdown table and a PNG chart of the test metrics (docs/compare.md).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,  # --seed=7 or --model=X must not be taken for --seeds / --models
+    )
+    parser.add_argument("--dataset", "-d", default="ml-100k", help="dataset name (default: %(default)s)")
+    parser.add_argument(
+        "--models", "-m", nargs="+", default=list(DEFAULT_MODELS), metavar="MODEL",
+        help="models to compare (default: %s)" % " ".join(DEFAULT_MODELS),
+    )
+    parser.add_argument(
+        "--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS), metavar="SEED",
+        help="one item split per seed, used as both seed and split_seed (default: %s)"
+        % " ".join(map(str, DEFAULT_SEEDS)),
+    )
+    parser.add_argument(
+        "--results", default=None, metavar="DIR",
+        help="results folder (default: results/DATASET-TIMESTAMP); pass an existing one to resume",
+    )
+    parser.add_argument("--config_files", default=None, help="space-separated yaml files, used by every model")
+    return parser
+
+
+def parse_args(argv):
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    overrides = {}
+    for item in rest:
+        if not item.startswith("--") or "=" not in item:
+            parser.error(f"unrecognised argument {item!r}: settings are given as --key=value")
+        key, value = item[2:].split("=", 1)
+        if key in RESERVED_KEYS:
+            parser.error(f"--{key} cannot be given as a setting: {RESERVED_KEYS[key]}")
+        if not key:
+            parser.error(f"unrecognised argument {item!r}: settings are given as --key=value")
+        overrides[key] = value
+    if len(set(args.models)) != len(args.models):
+        parser.error("--models: a model is listed twice")
+    if len(set(args.seeds)) != len(args.seeds):
+        parser.error("--seeds: a seed is listed twice")
+    return args, overrides
+
+
+def default_results_dir(dataset):
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(dataset)).name) or "dataset"
+    return Path("results") / f"{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+# ----------------------------------------------------------------------------------------- records
+def settings_of(dataset, config_file_list, overrides):
+    """What a stored result must match to be reused: dataset, config files (path and content), overrides."""
+    files = []
+    for path in config_file_list or []:
+        try:
+            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        except OSError:
+            digest = None
+        files.append({"path": str(path), "sha256": digest})
+    return {"dataset": str(dataset), "config_files": files, "overrides": {k: str(v) for k, v in (overrides or {}).items()}}
+
+
+def record_path(results_dir, model, seed):
+    return Path(results_dir) / f"{model}-{seed}.json"
+
+
+def _plain(value):
+    """numpy scalars and OrderedDicts to JSON-friendly floats and dicts."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, bool, int)) or value is None:
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def write_atomic(path, data: bytes):
+    """Write to a temporary file in the same folder, then rename: a crash never leaves a half file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_record(path, record):
+    write_atomic(path, (json.dumps(record, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+
+
+def read_record(path):
+    """The record stored at ``path``, or None when it is missing or not a result record."""
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not {"model", "seed", "status", "settings"} <= set(record):
+        return None
+    return record
+
+
+def load_records(results_dir):
+    """Every result record of the folder (unreadable or foreign JSON files are left out)."""
+    records = []
+    for path in sorted(Path(results_dir).glob("*.json")):
+        record = read_record(path)
+        if record is not None:
+            records.append(record)
+    return records
+
+
+def _valid_metric_name(model, dataset, config_file_list, config_dict):
+    """The ``valid_metric`` this run was selected on (the model's yaml or the user's files may change it)."""
+    try:
+        from recbole_fbsm.config import ColdStartConfig
+
+        config = ColdStartConfig(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
+        return str(config["valid_metric"]).lower()
+    except Exception:  # only a label for the table
+        return None
+
+
+# ------------------------------------------------------------------------------------------ running
+def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings, raise_setting_errors=False):
+    """One call of run(); returns the record (status ok or failed). With ``raise_setting_errors`` a
+    ColdStartError (bad dataset or setting) propagates instead of being recorded."""
+    config_dict = dict(QUIET_DEFAULTS)
+    config_dict["checkpoint_dir"] = str(Path(results_dir) / CHECKPOINT_SUBDIR)
+    config_dict.update(overrides or {})
+    config_dict.update(seed=seed, split_seed=seed)
+    record = {"model": model, "seed": seed, "split_seed": seed, "settings": settings}
+    start = time.perf_counter()
+    try:
+        result = run(model, dataset, config_file_list=config_file_list, config_dict=dict(config_dict))
+    except Exception as error:  # recorded; the comparison goes on with the other models
+        if raise_setting_errors and isinstance(error, ColdStartError):
+            raise
+        record.update(
+            status="failed",
+            error=f"{type(error).__name__}: {error}",
+            traceback=traceback.format_exc(limit=20),
+            wall_seconds=time.perf_counter() - start,
+        )
+    else:
+        record.update(
+            status="ok",
+            wall_seconds=time.perf_counter() - start,
+            valid_metric=_valid_metric_name(model, dataset, config_file_list, config_dict),
+            best_valid_score=_plain(result.get("best_valid_score")),
+            valid_score_bigger=bool(result.get("valid_score_bigger", True)),
+            best_valid_result=_plain(result.get("best_valid_result") or {}),
+            test_result=_plain(result.get("test_result") or {}),
+            saved_model_file=result.get("saved_model_file"),
+        )
+    record["finished_at"] = datetime.now().isoformat(timespec="seconds")
+    return record
+
+
+def _short_result(record):
+    test = record.get("test_result") or {}
+    shown = [k for k in CHART_METRICS if k in test] or list(test)[:2]
+    return " ".join(f"{k}={test[k]:.4f}" for k in shown)
+
+
+def compare(
+    models=None,
+    dataset="ml-100k",
+    seeds=None,
+    results_dir=None,
+    config_file_list=None,
+    overrides=None,
+    command=None,
+    log=print,
+):
+    """Run every (model, seed) pair not already done in ``results_dir`` and rebuild the table and chart.
+
+    Returns a dict: results_dir, table (path), chart (path or None), ran / skipped / failed (lists of
+    (model, seed)) and records (those in the table). Raises ColdStartError for an unknown model, and
+    for a dataset/setting error raised by the first run of this call.
+    """
+    from recbole_fbsm.registry import get_model
+
+    models = list(DEFAULT_MODELS if models is None else models)
+    seeds = [int(s) for s in (DEFAULT_SEEDS if seeds is None else seeds)]
+    overrides = dict(overrides or {})
+    config_file_list = list(config_file_list) if config_file_list else None
+    for model in models:  # a typo in a model name should not wait for the other models to finish
+        get_model(model)
+    results_dir = Path(results_dir) if results_dir is not None else default_results_dir(dataset)
+    settings = settings_of(dataset, config_file_list, overrides)
+
+    created = not results_dir.exists()
+    results_dir.mkdir(parents=True, exist_ok=True)
+    log(f"results folder: {results_dir}")
+
+    pairs = [(model, seed) for seed in seeds for model in models]  # split by split: whole splits first
+    ran, skipped, failed = [], [], []
+    first_run = True
+    width = max(len(m) for m in models)
+    for index, (model, seed) in enumerate(pairs, 1):
+        prefix = f"[{index}/{len(pairs)}] {model:<{width}} seed {seed}"
+        path = record_path(results_dir, model, seed)
+        old = read_record(path)
+        if old is not None and old["settings"] == settings and old["status"] == "ok":
+            skipped.append((model, seed))
+            log(f"{prefix}: done before, skipped ({_short_result(old)})")
+            continue
+        if old is not None and old["settings"] != settings:
+            log(f"{prefix}: stored result has other settings: running again (it will be replaced)")
+        elif old is not None:
+            log(f"{prefix}: failed before: running again")
+        try:
+            # A bad dataset or setting in the first run would fail the same way for every model: stop.
+            record = run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings,
+                              raise_setting_errors=first_run)
+        except ColdStartError:
+            if created:
+                _remove_empty_tree(results_dir)
+            raise
+        first_run = False
+        write_record(path, record)
+        ran.append((model, seed))
+        if record["status"] == "ok":
+            log(f"{prefix}: {record['wall_seconds']:.1f} s  {_short_result(record)}")
+        else:
+            failed.append((model, seed))
+            log(f"{prefix}: FAILED after {record['wall_seconds']:.1f} s: {record['error']}")
+
+    report = write_report(results_dir, settings, models, command=command, log=log)
+    report.update(results_dir=results_dir, ran=ran, skipped=skipped, failed=failed)
+    return report
+
+
+def _remove_empty_tree(folder):
+    """Remove ``folder`` if it holds nothing but empty folders (only what this call created)."""
+    folder = Path(folder)
+    for sub in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if sub.is_dir():
+            try:
+                sub.rmdir()
+            except OSError:
+                return
+        else:
+            return
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+
+
+# ------------------------------------------------------------------------------------------ report
+def mean_std(values):
+    """Mean and sample standard deviation (n - 1); the deviation of a single value is 0."""
+    values = [float(v) for v in values]
+    n = len(values)
+    mean = sum(values) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    return mean, std
+
+
+def _cell(values, digits=4):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "–"
+    mean, std = mean_std(values)
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def _escape(text, limit=ERROR_CHARS_IN_TABLE):
+    text = " ".join(str(text).split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text.replace("|", "\\|")
+
+
+def summarise(records, models_first=()):
+    """Group the records by model: rows in the order of ``models_first``, then the others by name."""
+    by_model = {}
+    for record in records:
+        by_model.setdefault(record["model"], []).append(record)
+    order = [m for m in models_first if m in by_model] + sorted(m for m in by_model if m not in models_first)
+    rows = []
+    for model in order:
+        group = sorted(by_model[model], key=lambda r: r["seed"])
+        ok = [r for r in group if r["status"] == "ok"]
+        rows.append({"model": model, "records": group, "ok": ok, "failed": [r for r in group if r["status"] != "ok"]})
+    return rows
+
+
+def build_table(rows, settings, command=None):
+    ok_records = [r for row in rows for r in row["ok"]]
+    metrics = []
+    for record in ok_records:
+        metrics += [k for k in record.get("test_result", {}) if k not in metrics]
+    valid_metrics = {r.get("valid_metric") for r in ok_records}
+    same_valid = len(valid_metrics) == 1 and None not in valid_metrics
+    valid_header = f"valid {valid_metrics.copy().pop()}" if same_valid else "valid score"
+    seeds = sorted({r["seed"] for row in rows for r in row["records"]})
+
+    lines = [f"# Model comparison on {settings['dataset']}", ""]
+    if command:
+        lines += [f"Command: `{command}`", ""]
+    files = ", ".join(f"`{f['path']}`" for f in settings["config_files"]) or "none"
+    overrides = " ".join(f"`--{k}={v}`" for k, v in settings["overrides"].items()) or "none"
+    lines += [
+        f"Item splits (seed = split_seed): {', '.join(map(str, seeds))}. Config files: {files}. "
+        f"Overrides: {overrides}.",
+        "",
+        "Cells: mean ± standard deviation over the splits (sample std, n − 1; 0 for a single split). "
+        f"Metrics on the test items; `{valid_header}`: the validation score of the epoch kept "
+        "(best on validation); `time (s)`: wall seconds of one run (load, split, train, evaluate).",
+        "",
+    ]
+    header = ["model", "splits", valid_header, *metrics, "time (s)", "status"]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 2) + ["---"]) + "|")
+    for row in rows:
+        ok, failed = row["ok"], row["failed"]
+        n_total = len(row["records"])
+        splits = f"{len(ok)}" if not failed else f"{len(ok)}/{n_total}"
+        if ok:
+            if same_valid:
+                valid = _cell([r.get("best_valid_score") for r in ok])
+            else:
+                names = sorted({str(r.get("valid_metric")) for r in ok})
+                valid = f"{_cell([r.get('best_valid_score') for r in ok])} ({', '.join(names)})"
+            cells = [_cell([r["test_result"].get(m) for r in ok if m in r["test_result"]]) for m in metrics]
+            time_cell = _cell([r.get("wall_seconds") for r in ok], digits=1)
+        else:
+            valid, cells, time_cell = "–", ["–"] * len(metrics), "–"
+        if not failed:
+            status = "ok"
+        else:
+            first = failed[0]
+            which = ", ".join(str(r["seed"]) for r in failed)
+            status = _escape(f"failed (seed {which}): {first.get('error', 'unknown error')}")
+        lines.append("| " + " | ".join([row["model"], splits, valid, *cells, time_cell, status]) + " |")
+    failures = [r for row in rows for r in row["failed"]]
+    if failures:
+        lines += ["", "Failed runs (full messages and tracebacks in the JSON files):", ""]
+        for r in failures:
+            lines.append(f"- {r['model']}, seed {r['seed']}: {_escape(r.get('error', ''), limit=1000)}")
+    return "\n".join(lines) + "\n"
+
+
+def build_chart(rows, path, dataset):
+    """Grouped bars of the mean test Recall@10 and NDCG@10 of each model, with std error bars."""
+    from matplotlib.figure import Figure  # a bare Figure renders with Agg; pyplot's backend is left alone
+
+    rows = [row for row in rows if row["ok"]]
+    if not rows:
+        return None
+    available = []
+    for row in rows:
+        for record in row["ok"]:
+            available += [k for k in record["test_result"] if k not in available]
+    metrics = [m for m in CHART_METRICS if m in available] or available[:2]
+    if not metrics:
+        return None
+    figure = Figure(figsize=(max(6.0, 0.9 * len(rows) + 2.5), 4.5), dpi=150)
+    figure.set_canvas(_agg_canvas(figure))
+    axes = figure.add_subplot(1, 1, 1)
+    width = 0.8 / len(metrics)
+    n_splits = set()
+    for k, metric in enumerate(metrics):
+        means, stds = [], []
+        for row in rows:
+            values = [r["test_result"][metric] for r in row["ok"] if metric in r["test_result"]]
+            n_splits.add(len(values))
+            mean, std = mean_std(values) if values else (0.0, 0.0)
+            means.append(mean)
+            stds.append(std)
+        positions = [i + (k - (len(metrics) - 1) / 2) * width for i in range(len(rows))]
+        axes.bar(positions, means, width, yerr=stds, capsize=3, label=_metric_label(metric))
+    axes.set_xticks(range(len(rows)))
+    axes.set_xticklabels([row["model"] for row in rows], rotation=30, ha="right")
+    axes.set_ylabel("test score (mean over splits)")
+    splits = "/".join(str(n) for n in sorted(n_splits))
+    axes.set_title(f"{dataset}: item cold start, {splits} split(s), error bars: std")
+    axes.legend()
+    axes.grid(axis="y", alpha=0.3)
+    axes.set_axisbelow(True)
+    figure.tight_layout()
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    write_atomic(path, buffer.getvalue())
+    return Path(path)
+
+
+def _agg_canvas(figure):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    return FigureCanvasAgg(figure)
+
+
+def _metric_label(metric):
+    name, _, k = metric.partition("@")
+    known = {"recall": "Recall", "ndcg": "NDCG", "precision": "Precision", "hit": "Hit", "mrr": "MRR",
+             "rec": "Rec", "dcg": "DCG"}
+    return f"{known.get(name, name)}@{k}" if k else known.get(name, name)
+
+
+def write_report(results_dir, settings, models_first=(), command=None, log=print):
+    """Rebuild table.md and chart.png from the folder's JSON files recorded with ``settings``."""
+    results_dir = Path(results_dir)
+    records = load_records(results_dir)
+    kept = [r for r in records if r["settings"] == settings]
+    other = [r for r in records if r["settings"] != settings]
+    if other:
+        names = ", ".join(f"{r['model']}-{r['seed']}" for r in other)
+        log(f"left out of the table: {len(other)} result(s) recorded with other settings ({names})")
+    rows = summarise(kept, models_first)
+    table_path = results_dir / TABLE_FILE
+    table = build_table(rows, settings, command=command)
+    write_atomic(table_path, table.encode("utf-8"))
+    chart_path = build_chart(rows, results_dir / CHART_FILE, settings["dataset"])
+    return {"table": table_path, "chart": chart_path, "records": kept, "markdown": table}
+
+
+# -------------------------------------------------------------------------------------------- main
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args, overrides = parse_args(argv)
+    config_files = args.config_files.split() if args.config_files else None
+    results_dir = Path(args.results) if args.results else default_results_dir(args.dataset)
+    command_argv = list(argv) if args.results else [*argv, f"--results={results_dir}"]
+    command = shlex.join(["python", "-m", "recbole_fbsm.compare", *command_argv])
+    with warnings.catch_warnings():
+        # RecBole 1.2.1 on pandas 2 / torch 2 warns about its own code at every run: noise on the console.
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            report = compare(
+                args.models, args.dataset, args.seeds, results_dir, config_files, overrides, command=command,
+            )
+        except ColdStartError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"\ninterrupted: run the same command with --results={results_dir} to resume", file=sys.stderr)
+            return 130
+    print()
+    print(report["markdown"], end="")
+    print()
+    print(f"table: {report['table']}")
+    if report["chart"] is not None:
+        print(f"chart: {report['chart']}")
+    print(f"results folder: {results_dir} ({len(report['ran'])} run, {len(report['skipped'])} done before, "
+          f"{len(report['failed'])} failed)")
+    return 1 if report["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,262 @@
+"""`python -m recbole_fbsm.compare`: the table, the chart, one JSON file per (model, seed), resuming,
+failures recorded, user mistakes stopping at once."""
+
+import json
+import shutil
+
+import pytest
+
+from recbole_fbsm import compare as cmp
+from recbole_fbsm.errors import ColdStartError
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def table_rows(table):
+    """model name -> the cells of its row in the markdown table."""
+    rows = {}
+    for line in table.splitlines():
+        if line.startswith("| ") and not line.startswith("| model"):
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            rows[cells[0]] = cells
+    return rows
+
+
+# ---------------------------------------------------------------------------- a real comparison
+@pytest.fixture(scope="module")
+def real_results(tmp_path_factory):
+    """Pop and CoSim on ml-100k, one split, through the real run(); the folder and the console output."""
+    cwd = tmp_path_factory.mktemp("compare")
+    mp = pytest.MonkeyPatch()
+    mp.chdir(cwd)
+    try:
+        code = cmp.main(["--dataset=ml-100k", "--models", "Pop", "CoSim", "--seeds", "2020",
+                         "--results", "results/x", "--use_gpu=False", "--worker=0"])
+    finally:
+        mp.undo()
+    return cwd, cwd / "results" / "x", code
+
+
+def test_real_comparison_writes_table_chart_and_one_json_per_pair(real_results):
+    cwd, results, code = real_results
+    assert code == 0
+    table = (results / "table.md").read_text()
+    rows = table_rows(table)
+    assert set(rows) == {"Pop", "CoSim"}
+    for cells in rows.values():
+        assert cells[-1] == "ok"
+        assert sum("±" in c for c in cells) >= 5  # valid score, the test metrics and the time
+    assert "recall@10" in table and "ndcg@10" in table and "valid recall@10" in table
+    assert (results / "chart.png").read_bytes()[:8] == PNG_MAGIC
+
+    for model in ("Pop", "CoSim"):
+        record = json.loads((results / f"{model}-2020.json").read_text())
+        assert record["status"] == "ok" and record["seed"] == record["split_seed"] == 2020
+        assert record["settings"]["dataset"] == "ml-100k"
+        assert 0 <= record["test_result"]["recall@10"] <= 1 and record["wall_seconds"] > 0
+        # the checkpoint is in the results folder, nowhere else
+        assert (cwd / record["saved_model_file"]).parent == results / "saved"
+    assert not (cwd / "saved").exists()
+    assert not list(results.glob("*.tmp")) and not list(results.glob(".*.tmp"))
+
+
+def test_real_comparison_ranks_cosim_above_pop(real_results):
+    _, results, _ = real_results
+    test = {m: json.loads((results / f"{m}-2020.json").read_text())["test_result"] for m in ("Pop", "CoSim")}
+    assert test["CoSim"]["recall@10"] > test["Pop"]["recall@10"]
+
+
+# ------------------------------------------------------------------------------- a counting run
+class FakeRun:
+    """Stands in for run(): records its calls, fails for the models in ``fail``, returns made-up scores."""
+
+    def __init__(self, fail=(), raise_on_call=None, error=RuntimeError("boom | bad\nthing")):
+        self.calls = []
+        self.fail = set(fail)
+        self.raise_on_call = raise_on_call
+        self.error = error
+
+    def __call__(self, model, dataset, config_file_list=None, config_dict=None, saved=True):
+        self.calls.append((model, config_dict["seed"], dataset, config_file_list, dict(config_dict)))
+        if self.raise_on_call is not None and len(self.calls) == self.raise_on_call:
+            raise self.error
+        if model in self.fail:
+            raise self.error
+        base = (sum(map(ord, model)) % 7) / 10 + (config_dict["seed"] % 10) / 100
+        metrics = {"recall@10": base, "ndcg@10": base / 2, "hit@10": min(1.0, base * 3)}
+        return {
+            "best_valid_score": base + 0.01,
+            "valid_score_bigger": True,
+            "best_valid_result": {k: v + 0.01 for k, v in metrics.items()},
+            "test_result": metrics,
+            "saved_model_file": f"saved/{model}.pth",
+        }
+
+    @property
+    def pairs(self):
+        return [(model, seed) for model, seed, *_ in self.calls]
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    fake_run = FakeRun()
+    monkeypatch.setattr(cmp, "run", fake_run)
+    return fake_run
+
+
+def test_resume_redoes_nothing_and_a_new_model_runs_alone(real_results, fake, tmp_path):
+    shutil.copytree(real_results[1], tmp_path / "r")
+    args = ["--dataset=ml-100k", "--models", "Pop", "CoSim", "--seeds", "2020", "--results", "r",
+            "--use_gpu=False", "--worker=0"]
+    before = {p.name: p.read_bytes() for p in (tmp_path / "r").glob("*.json")}
+
+    assert cmp.main(args) == 0
+    assert fake.pairs == []
+    assert {p.name: p.read_bytes() for p in (tmp_path / "r").glob("*.json")} == before
+
+    args[2:4] = ["Pop", "CoSim", "Random"]
+    assert cmp.main(args) == 0
+    assert fake.pairs == [("Random", 2020)]
+    rows = table_rows((tmp_path / "r" / "table.md").read_text())
+    assert set(rows) == {"Pop", "CoSim", "Random"}
+    assert list(rows) == ["Pop", "CoSim", "Random"]  # the order of --models
+    assert (tmp_path / "r" / "chart.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_every_run_gets_the_split_seed_the_overrides_and_checkpoints_in_the_results(fake, tmp_path):
+    (tmp_path / "a.yaml").write_text("epochs: 3\n")
+    code = cmp.main(["--dataset=ml-100k", "--models", "Pop", "BPR", "--seeds", "7", "8", "--results", "out",
+                     "--config_files", "a.yaml", "--epochs=2", "--state=INFO"])
+    assert code == 0
+    assert fake.pairs == [("Pop", 7), ("BPR", 7), ("Pop", 8), ("BPR", 8)]  # one whole split after the other
+    for model, seed, dataset, files, config in fake.calls:
+        assert dataset == "ml-100k" and files == ["a.yaml"]
+        assert config["seed"] == config["split_seed"] == seed
+        assert config["checkpoint_dir"] == "out/saved"
+        assert config["epochs"] == "2" and config["state"] == "INFO"  # the user's settings win
+        assert config["show_progress"] is False
+    table = (tmp_path / "out" / "table.md").read_text()
+    cells = table_rows(table)["Pop"]
+    # two splits: mean and sample std of the made-up scores (base + seed/100)
+    base = (sum(map(ord, "Pop")) % 7) / 10
+    mean, std = cmp.mean_std([base + 0.07, base + 0.08])
+    assert f"{mean:.4f} ± {std:.4f}" in cells and std > 0
+    assert "`--epochs=2`" in table and "`a.yaml`" in table
+
+
+def test_quiet_by_default(fake):
+    assert cmp.main(["--models", "Pop", "--seeds", "1", "--results", "q"]) == 0
+    config = fake.calls[0][4]
+    assert config["state"] == "WARNING"
+
+
+def test_changed_settings_or_config_file_run_again(fake, tmp_path):
+    args = ["--models", "Pop", "--seeds", "1", "--results", "r", "--config_files", "a.yaml"]
+    (tmp_path / "a.yaml").write_text("epochs: 3\n")
+    cmp.main(args)
+    cmp.main(args)
+    assert len(fake.calls) == 1
+    cmp.main(args + ["--epochs=5"])  # another override
+    assert len(fake.calls) == 2
+    cmp.main(args + ["--epochs=5"])
+    assert len(fake.calls) == 2
+    (tmp_path / "a.yaml").write_text("epochs: 4\n")  # the same file name, another content
+    cmp.main(args + ["--epochs=5"])
+    assert len(fake.calls) == 3
+
+
+def test_failing_model_is_recorded_and_the_others_go_on(fake, tmp_path, capsys):
+    fake.fail = {"BPR"}
+    code = cmp.main(["--models", "Pop", "BPR", "CoSim", "--seeds", "1", "2", "--results", "r"])
+    assert code == 1
+    assert fake.pairs == [("Pop", 1), ("BPR", 1), ("CoSim", 1), ("Pop", 2), ("BPR", 2), ("CoSim", 2)]
+    record = json.loads((tmp_path / "r" / "BPR-1.json").read_text())
+    assert record["status"] == "failed" and record["error"].startswith("RuntimeError: boom")
+    assert "Traceback" in record["traceback"]
+    table = (tmp_path / "r" / "table.md").read_text()
+    rows = table_rows(table)
+    assert rows["BPR"][1] == "0/2" and "failed" in rows["BPR"][-1] and "boom \\| bad thing" in rows["BPR"][-1]
+    assert rows["Pop"][-1] == "ok" and rows["CoSim"][-1] == "ok"
+    assert "FAILED" in capsys.readouterr().out
+    # the chart shows the models that ran
+    assert (tmp_path / "r" / "chart.png").read_bytes()[:8] == PNG_MAGIC
+
+    # resuming retries the failed pairs only
+    fake.fail = set()
+    fake.calls.clear()
+    assert cmp.main(["--models", "Pop", "BPR", "CoSim", "--seeds", "1", "2", "--results", "r"]) == 0
+    assert fake.pairs == [("BPR", 1), ("BPR", 2)]
+    assert table_rows((tmp_path / "r" / "table.md").read_text())["BPR"][-1] == "ok"
+
+
+def test_interrupted_comparison_resumes_where_it_stopped(fake, tmp_path, capsys):
+    fake.raise_on_call, fake.error = 2, KeyboardInterrupt()
+    args = ["--models", "Pop", "CoSim", "--seeds", "1", "--results", "r"]
+    assert cmp.main(args) == 130
+    assert "--results=r" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "r").iterdir() if p.is_file()] == ["Pop-1.json"]
+    fake.raise_on_call = None
+    fake.calls.clear()
+    assert cmp.main(args) == 0
+    assert fake.pairs == [("CoSim", 1)]
+
+
+def test_unreadable_json_is_run_again(fake, tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "Pop-1.json").write_text('{"model": "Pop", "se')  # a file cut short by hand
+    (tmp_path / "r" / ".Pop-1.json.x.tmp").write_text("left over")
+    assert cmp.main(["--models", "Pop", "--seeds", "1", "--results", "r"]) == 0
+    assert fake.pairs == [("Pop", 1)]
+    assert json.loads((tmp_path / "r" / "Pop-1.json").read_text())["status"] == "ok"
+
+
+def test_setting_error_in_the_first_run_stops_with_exit_2(fake, tmp_path, capsys):
+    fake.raise_on_call, fake.error = 1, ColdStartError("eval_args.split.RS: the ratios sum to 2")
+    assert cmp.main(["--models", "Pop", "CoSim", "--seeds", "1", "2", "--results", "r"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: eval_args.split.RS") and "Traceback" not in err
+    assert len(fake.calls) == 1
+    assert not (tmp_path / "r").exists()  # the folder it created is removed again
+
+
+def test_setting_error_in_a_later_run_is_recorded(fake, tmp_path):
+    fake.raise_on_call, fake.error = 2, ColdStartError("model 'CoSim': something about this model")
+    assert cmp.main(["--models", "Pop", "CoSim", "--seeds", "1", "--results", "r"]) == 1
+    record = json.loads((tmp_path / "r" / "CoSim-1.json").read_text())
+    assert record["status"] == "failed" and "something about this model" in record["error"]
+    assert record["wall_seconds"] >= 0
+    assert json.loads((tmp_path / "r" / "Pop-1.json").read_text())["status"] == "ok"
+
+
+def test_unknown_model_stops_before_any_run(fake, tmp_path, capsys):
+    assert cmp.main(["--models", "Pop", "FBMS", "--seeds", "1", "--results", "r"]) == 2
+    assert "unknown model 'FBMS'" in capsys.readouterr().err
+    assert fake.calls == [] and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("bad", [["--seed=7"], ["--split_seed=7"], ["--model=Pop"], ["epochs=3"], ["--seeds", "1", "1"]])
+def test_usage_errors(fake, bad, capsys):
+    with pytest.raises(SystemExit) as info:
+        cmp.main([*bad, "--models", "Pop"])  # after --models, a bare word would be a model name
+    assert info.value.code == 2
+    assert fake.calls == []
+
+
+def test_default_models_seeds_and_results_folder(fake, tmp_path, capsys):
+    args, overrides = cmp.parse_args([])
+    assert args.models[:4] == ["FBSM", "UFSM", "CoSim", "FM"] and len(args.models) >= 6
+    assert args.seeds == [2020, 2021, 2022] and overrides == {}
+    assert cmp.main(["--models", "Pop", "--seeds", "1"]) == 0
+    out = capsys.readouterr().out
+    folders = list((tmp_path / "results").iterdir())
+    assert len(folders) == 1 and folders[0].name.startswith("ml-100k-")
+    assert f"results folder: results/{folders[0].name}" in out
+    # the table gives the command that resumes this comparison
+    assert f"--results=results/{folders[0].name}" in (folders[0] / "table.md").read_text()
+
+
+def test_help_runs():
+    with pytest.raises(SystemExit) as info:
+        cmp.main(["--help"])
+    assert info.value.code == 0

@@ -146,13 +146,17 @@ def worker(args):
     if features is not None:
         n_features, nnz = features.shape[1], int(features.values.numel())
     else:  # BPR and other RecBole models: the plugin's feature matrix, for the dataset columns only
+        from recbole_fbsm.errors import ColdStartError
         from recbole_fbsm.features import build_item_features
 
-        matrix = build_item_features(
-            train_dataset, train_dataset.split_items, fields=config["feature_fields"],
-            weighting=config["feature_weighting"] or "tfidf",
-        ).matrix
-        n_features, nnz = matrix.shape[1], int(matrix.nnz)
+        try:
+            matrix = build_item_features(
+                train_dataset, train_dataset.split_items, fields=config["feature_fields"],
+                weighting=config["feature_weighting"] or "tfidf",
+            ).matrix
+            n_features, nnz = matrix.shape[1], int(matrix.nnz)
+        except (ColdStartError, TypeError, ValueError):  # no item features, or no item split
+            n_features, nnz = None, None
 
     eval_items = getattr(eval_data._dataset, "split_items", None)
     median_epoch = statistics.median(epoch_s)
@@ -163,7 +167,7 @@ def worker(args):
         "threads": torch.get_num_threads(),
         "users": int(train_dataset.user_num - 1),
         "items": int(train_dataset.item_num - 1),
-        "features": int(n_features),
+        "features": n_features,
         "nnz_F": nnz,
         "train_likes": int(len(train_dataset.inter_feat)),
         "train_batch_size": int(config["train_batch_size"]),
@@ -214,8 +218,8 @@ def run_one(model, dataset, label, data_path, args, workdir):
             report = json.loads(line[len(RESULT_TAG):])
             report["wall_s"] = time.perf_counter() - start
             return report
-    tail = (completed.stderr or completed.stdout).strip().splitlines()[-5:]
-    return {"model": model, "dataset": label, "error": f"exit {completed.returncode}: " + " | ".join(tail)}
+    tail = (completed.stderr or completed.stdout or "no output").strip().splitlines()[-1:]
+    return {"model": model, "dataset": label, "error": f"exit {completed.returncode}: " + " ".join(tail)}
 
 
 def fmt(value, digits=3):

@@ -6,6 +6,7 @@ Any RecBole setting can be given as ``--key=value`` (values are parsed like RecB
 import argparse
 import sys
 
+from recbole_fbsm.cli import settings_from_args
 from recbole_fbsm.errors import ColdStartError
 
 
@@ -15,12 +16,7 @@ def parse_args(argv):
     parser.add_argument("--dataset", "-d", default="ml-100k", help="dataset name")
     parser.add_argument("--config_files", default=None, help="space-separated yaml files")
     args, rest = parser.parse_known_args(argv)
-    overrides = {}
-    for item in rest:
-        if not item.startswith("--") or "=" not in item:
-            parser.error(f"unrecognised argument {item!r}: settings are given as --key=value")
-        key, value = item[2:].split("=", 1)
-        overrides[key] = value
+    overrides = settings_from_args(parser, rest)
     return args, overrides
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import run
+from recbole_fbsm.cli import settings_from_args
 
 DEFAULT_MODELS = ["FBSM", "UFSM", "CoSim", "FM", "DeepFM", "WideDeep", "BPR", "Pop", "Random"]
 DEFAULT_SEEDS = [2020, 2021, 2022]
@@ -96,16 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv):
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    overrides = {}
-    for item in rest:
-        if not item.startswith("--") or "=" not in item:
-            parser.error(f"unrecognised argument {item!r}: settings are given as --key=value")
-        key, value = item[2:].split("=", 1)
-        if key in RESERVED_KEYS:
-            parser.error(f"--{key} cannot be given as a setting: {RESERVED_KEYS[key]}")
-        if not key:
-            parser.error(f"unrecognised argument {item!r}: settings are given as --key=value")
-        overrides[key] = value
+    overrides = settings_from_args(parser, rest, RESERVED_KEYS)
     if len(set(args.models)) != len(args.models):
         parser.error("--models: a model is listed twice")
     if len(set(args.seeds)) != len(args.seeds):

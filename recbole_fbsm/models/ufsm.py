@@ -34,6 +34,13 @@ class UFSM(FeatureSimilarityRecommender):
         per_function = per_function.index_add(0, owner, products[:, None] * self.W.T[cols])
         return (per_function * self.M[users]).sum(-1)
 
+    def self_similarity(self, users, items):
+        # f_i^T W_u f_i per nonzero of f_i, never a (pairs x features) matrix of user weights
+        owner, cols, f_i, _ = self.F.gather_rows(items)
+        per_function = torch.zeros(len(items), self.n_functions, dtype=self.W.dtype, device=self.W.device)
+        per_function = per_function.index_add(0, owner, (f_i * f_i)[:, None] * self.W.T[cols])
+        return (per_function * self.M[users]).sum(-1)
+
     def calculate_loss(self, interaction):
         difference = self.bpr_difference(interaction)
         users = interaction[self.USER_ID]

@@ -60,8 +60,9 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         return None
 
     # --------------------------------------------------------------------------------- pair scores
-    def pair_scores(self, users, items, self_in_profile):
-        """score(u, i) = f_i^T W_u (f_u - s f_i) for each pair; ``self_in_profile`` gives s (bool)."""
+    def pair_scores(self, users, items, self_in_profile, user_factors=None):
+        """score(u, i) = f_i^T W_u (f_u - s f_i) for each pair; ``self_in_profile`` gives s (bool).
+        ``user_factors`` (V f_u per pair) can be passed when the caller already has them."""
         owner, cols, f_i, _ = self.F.gather_rows(items)
         f_u = self.F_U.lookup(users[owner], cols)
         s = self_in_profile.to(f_i.dtype)[owner]
@@ -73,8 +74,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         factors = self.low_rank_factors()
         if factors is not None:
             v_i = self.F.bag_sum(items, factors)
-            unique_users, inverse = torch.unique(users, return_inverse=True)
-            v_u = self.user_factors(unique_users, factors)[inverse]
+            v_u = self.batch_user_factors(users, factors) if user_factors is None else user_factors
             scores = scores + (v_i * (v_u - self_in_profile.to(v_i.dtype)[:, None] * v_i)).sum(-1)
         return scores
 
@@ -91,12 +91,20 @@ class FeatureSimilarityRecommender(GeneralRecommender):
             position, item_factors, offsets, mode="sum", per_sample_weights=weights.to(item_factors.dtype)
         )
 
+    def batch_user_factors(self, users, factors):
+        """V f_u for each entry of ``users``, computed once per distinct user."""
+        unique_users, inverse = torch.unique(users, return_inverse=True)
+        return self.user_factors(unique_users, factors)[inverse]
+
     def bpr_difference(self, interaction):
-        """r_ui - r_uj for the batch's triplets (i a training like, j a negative)."""
+        """r_ui - r_uj for the batch's triplets (i a training like, j a negative); V f_u is computed
+        once for both sides."""
         users = interaction[self.USER_ID]
         positives, negatives = interaction[self.ITEM_ID], interaction[self.NEG_ITEM_ID]
         ones = torch.ones_like(users, dtype=torch.bool)
-        return self.pair_scores(users, positives, ones) - self.pair_scores(users, negatives, ~ones)
+        factors = self.low_rank_factors()
+        v_u = None if factors is None else self.batch_user_factors(users, factors)
+        return self.pair_scores(users, positives, ones, v_u) - self.pair_scores(users, negatives, ~ones, v_u)
 
     def predict(self, interaction):
         users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]

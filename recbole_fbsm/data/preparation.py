@@ -13,6 +13,7 @@ from recbole.utils import ModelType, set_color
 
 from recbole_fbsm.data.dataset import ColdStartDataset
 from recbole_fbsm.data.sampler import ColdStartSampler
+from recbole_fbsm.data.user_batches import user_grouped
 from recbole_fbsm.errors import ColdStartError
 
 
@@ -27,7 +28,8 @@ def data_preparation(config, dataset, reads_own_features=False):
 
     With ``eval_args.group_by: item`` the samplers are ``ColdStartSampler`` (negatives only from the
     phase's own split). ``reads_own_features`` skips RecBole's per-batch feature join for models that
-    hold their own feature matrices.
+    hold their own feature matrices. ``train_batch_by_user`` makes every training batch hold whole users
+    (see ``user_batches``).
     """
     if config["MODEL_TYPE"] not in (ModelType.GENERAL, ModelType.CONTEXT, ModelType.TRADITIONAL):
         raise ColdStartError(f"model {config['model']!r}: only general and context-aware models are supported.")
@@ -38,7 +40,10 @@ def data_preparation(config, dataset, reads_own_features=False):
     else:
         samplers = create_samplers(config, dataset, built)
     train_sampler, valid_sampler, test_sampler = samplers
-    train_data = get_dataloader(config, "train")(config, built[0], train_sampler, shuffle=config["shuffle"])
+    train_loader = get_dataloader(config, "train")
+    if config["train_batch_by_user"]:
+        train_loader = user_grouped(train_loader)
+    train_data = train_loader(config, built[0], train_sampler, shuffle=config["shuffle"])
     valid_data = get_dataloader(config, "valid")(config, built[1], valid_sampler, shuffle=False)
     test_data = get_dataloader(config, "test")(config, built[2], test_sampler, shuffle=False)
     logger = getLogger()

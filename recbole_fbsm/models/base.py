@@ -60,9 +60,10 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         return None
 
     # --------------------------------------------------------------------------------- pair scores
-    def pair_scores(self, users, items, self_in_profile, user_factors=None):
+    def pair_scores(self, users, items, self_in_profile, user_factors=None, item_factors=None):
         """score(u, i) = f_i^T W_u (f_u - s f_i) for each pair; ``self_in_profile`` gives s (bool).
-        ``user_factors`` (V f_u per pair) can be passed when the caller already has them."""
+        ``user_factors`` (V f_u per pair) and ``item_factors`` (V f_i) can be passed when the caller
+        already has them."""
         owner, cols, f_i, _ = self.F.gather_rows(items)
         f_u = self.F_U.lookup(users[owner], cols)
         s = self_in_profile.to(f_i.dtype)[owner]
@@ -73,7 +74,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         scores = scores.index_add(0, owner, products * weights)
         factors = self.low_rank_factors()
         if factors is not None:
-            v_i = self.F.bag_sum(items, factors)
+            v_i = self.F.bag_sum(items, factors) if item_factors is None else item_factors
             v_u = self.batch_user_factors(users, factors) if user_factors is None else user_factors
             scores = scores + (v_i * (v_u - self_in_profile.to(v_i.dtype)[:, None] * v_i)).sum(-1)
         return scores
@@ -97,14 +98,38 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         return self.user_factors(unique_users, factors)[inverse]
 
     def bpr_difference(self, interaction):
-        """r_ui - r_uj for the batch's triplets (i a training like, j a negative); V f_u is computed
-        once for both sides."""
+        """r_ui - r_uj for the batch's triplets (i a training like, j a negative).
+
+        V f_u is computed once per distinct user for both sides. When the batch holds every like of
+        each of its users (``train_batch_by_user``), V f_u is the sum of the batch's own V f_i per user:
+        the profile costs nothing beyond the positives, and an epoch is linear in the likes.
+        """
         users = interaction[self.USER_ID]
         positives, negatives = interaction[self.ITEM_ID], interaction[self.NEG_ITEM_ID]
         ones = torch.ones_like(users, dtype=torch.bool)
         factors = self.low_rank_factors()
-        v_u = None if factors is None else self.batch_user_factors(users, factors)
-        return self.pair_scores(users, positives, ones, v_u) - self.pair_scores(users, negatives, ~ones, v_u)
+        v_pos = v_neg = v_u = None
+        if factors is not None:
+            v_pos, v_neg = self.F.bag_sum(positives, factors), self.F.bag_sum(negatives, factors)
+            v_u = self.profile_factors_from_batch(users, positives, v_pos)
+            if v_u is None:
+                v_u = self.batch_user_factors(users, factors)
+        return (self.pair_scores(users, positives, ones, v_u, v_pos)
+                - self.pair_scores(users, negatives, ~ones, v_u, v_neg))
+
+    def profile_factors_from_batch(self, users, positives, positive_factors):
+        """V f_u per triplet as the sum of ``positive_factors`` over the user's triplets, or None when
+        the batch does not hold exactly the user's training likes, each once (then f_u != that sum)."""
+        unique_users, inverse, counts = torch.unique(users, return_inverse=True, return_counts=True)
+        likes = self.R.indptr[unique_users + 1] - self.R.indptr[unique_users]
+        if not torch.equal(counts, likes):
+            return None
+        pairs = users * self.R.shape[1] + positives
+        if torch.unique(pairs).numel() != pairs.numel() or not bool(self.R.contains(users, positives).all()):
+            return None
+        sums = torch.zeros(len(unique_users), positive_factors.shape[1], dtype=positive_factors.dtype,
+                           device=positive_factors.device).index_add(0, inverse, positive_factors)
+        return sums[inverse]
 
     def predict(self, interaction):
         users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
@@ -113,19 +138,43 @@ class FeatureSimilarityRecommender(GeneralRecommender):
     # ------------------------------------------------------------------------------ full ranking
     def full_sort_predict(self, interaction):
         """Scores of a batch of users against every item, with sparse x dense products."""
+        everything = torch.arange(self.F.shape[0], device=self.F.values.device)
+        return self.score_candidates(interaction, everything).reshape(-1)
+
+    def score_candidates(self, interaction, candidates):
+        """(batch users x candidates) scores, with sparse x dense products over the candidates' rows of
+        F only: evaluation on a cold split never touches the other splits' items."""
         users = interaction[self.USER_ID]
+        F_c, position = self._candidate_matrix(candidates)
         f_u = self.F_U.dense_rows(users)                                   # B x n_features
         weights = self.diagonal_weights(users)
-        F = self.F.to_torch_sparse()
-        scores = torch.sparse.mm(F, (f_u * weights).T).T                   # B x n_items
+        scores = torch.sparse.mm(F_c, (f_u * weights).T).T                 # B x C
         factors = self.low_rank_factors()
         if factors is not None:
-            item_factors = torch.sparse.mm(F, factors)                      # n_items x h
-            scores = scores + (f_u @ factors) @ item_factors.T
+            scores = scores + (f_u @ factors) @ torch.sparse.mm(F_c, factors).T
         # estimation constraint: a training like is scored without its own features
         owner, liked, _, _ = self.R.gather_rows(users)
-        scores[owner, liked] -= self.self_similarity(users[owner], liked)
-        return scores.reshape(-1)
+        column = position[liked]
+        keep = column >= 0
+        if bool(keep.any()):
+            owner, liked, column = owner[keep], liked[keep], column[keep]
+            scores[owner, column] -= self.self_similarity(users[owner], liked)
+        return scores
+
+    def _candidate_matrix(self, candidates):
+        """F restricted to ``candidates`` (torch sparse CSR) and each item's column in it (-1: none),
+        cached for the last candidate tensor seen (evaluation reuses one tensor per split)."""
+        cached = getattr(self, "_candidate_cache", None)
+        if cached is not None and cached[0] is candidates and cached[1].device == self.F.values.device:
+            return cached[1], cached[2]
+        _, cols, values, offsets = self.F.gather_rows(candidates)
+        indptr = torch.cat([offsets, offsets.new_tensor([len(cols)])])
+        matrix = torch.sparse_csr_tensor(indptr, cols, values, size=(len(candidates), self.F.shape[1]),
+                                         check_invariants=False)
+        position = torch.full((self.F.shape[0],), -1, dtype=torch.long, device=candidates.device)
+        position[candidates] = torch.arange(len(candidates), device=candidates.device)
+        self._candidate_cache = (candidates, matrix, position)
+        return matrix, position
 
     def self_similarity(self, users, items):
         """f_i^T W_u f_i for (user, item) pairs."""

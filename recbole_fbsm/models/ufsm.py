@@ -25,7 +25,7 @@ class UFSM(FeatureSimilarityRecommender):
     def diagonal_weights(self, users):
         return self.M[users] @ self.W
 
-    def pair_scores(self, users, items, self_in_profile, user_factors=None):
+    def pair_scores(self, users, items, self_in_profile, user_factors=None, item_factors=None):
         # sum_d m_ud sum_k w_dk a_k with a_k = f_ik (f_uk - s f_ik): gather W per nonzero, not per user x feature
         owner, cols, f_i, _ = self.F.gather_rows(items)
         f_u = self.F_U.lookup(users[owner], cols)

@@ -1,0 +1,70 @@
+"""Training batches of whole users, and FBSM's profile taken from such a batch."""
+
+import numpy as np
+import pytest
+import torch
+
+from recbole_fbsm.data.user_batches import UserGroupedBatchSampler
+from recbole_fbsm.quick_start import prepare
+from helpers import dataset_config
+
+
+def test_batches_hold_whole_users_cover_every_like_once_and_reshuffle():
+    rng = np.random.default_rng(0)
+    users = rng.integers(0, 300, size=5000)
+    users[:700] = 7  # a user with more likes than a batch gets a batch of their own
+    sampler = UserGroupedBatchSampler(users, batch_size=256, generator=torch.Generator().manual_seed(1))
+    epochs = []
+    for _ in range(2):
+        planned = len(sampler)
+        batches = list(sampler)
+        assert len(batches) == planned
+        flat = np.concatenate(batches)
+        assert np.array_equal(np.sort(flat), np.arange(len(users))), "each like exactly once per epoch"
+        owners = [set(users[b].tolist()) for b in batches]
+        for a in range(len(owners)):
+            for b in range(a + 1, len(owners)):
+                assert not owners[a] & owners[b], "a user split over two batches"
+        sizes = np.array([len(b) for b in batches])
+        assert np.median(sizes) < 2 * 256 and max(sizes) >= 700
+        epochs.append([tuple(b) for b in batches])
+    assert epochs[0] != epochs[1], "the order must change between epochs"
+
+
+def test_fbsm_loss_and_gradient_are_the_same_with_whole_user_batches(toy):
+    """The batch profile shortcut gives exactly the loss and gradients of the full-profile path."""
+    config, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(
+        toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3))
+    model.double()
+    for module in (model.F, model.F_U, model.R):
+        module.values = module.values.double()
+    batch = next(iter(train_data))
+    users, positives = batch[model.USER_ID], batch[model.ITEM_ID]
+    factors = model.F.bag_sum(positives, model.V)
+    assert model.profile_factors_from_batch(users, positives, factors) is not None, "batch is not user-complete"
+
+    def loss_and_grads(use_shortcut):
+        model.zero_grad()
+        original = type(model).profile_factors_from_batch
+        if not use_shortcut:
+            model.profile_factors_from_batch = lambda *args: None
+        try:
+            loss = model.calculate_loss(batch)
+        finally:
+            model.__dict__.pop("profile_factors_from_batch", None)
+        loss.backward()
+        return loss.item(), model.D.grad.clone(), model.V.grad.clone()
+
+    fast, slow = loss_and_grads(True), loss_and_grads(False)
+    assert fast[0] == pytest.approx(slow[0], rel=1e-12)
+    assert torch.allclose(fast[1], slow[1], atol=1e-12) and torch.allclose(fast[2], slow[2], atol=1e-12)
+
+
+def test_a_batch_missing_a_like_of_its_user_falls_back_to_the_full_profile(toy):
+    _, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(toy))
+    batch = next(iter(train_data))
+    users, positives = batch[model.USER_ID], batch[model.ITEM_ID]
+    factors = model.F.bag_sum(positives, model.V)
+    assert model.profile_factors_from_batch(users[1:], positives[1:], factors[1:]) is None
+    duplicated = torch.cat([positives[:1], positives[:-1]])
+    assert model.profile_factors_from_batch(users, duplicated, factors) is None or torch.equal(duplicated, positives)

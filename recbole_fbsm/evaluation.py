@@ -27,6 +27,7 @@ class TieBreakingCollector(Collector):
     def __init__(self, config):
         super().__init__(config)
         self.tie_seed = config["seed"]
+        self.candidates = None  # item id of each score column when scores cover candidates only
         self.reset_ties()
 
     def reset_ties(self):
@@ -36,30 +37,45 @@ class TieBreakingCollector(Collector):
     def random_tie_topk(self, scores, k):
         """Top-k column indices per row, ordered by score, ties in random order (independent per row).
 
-        Exact and cheaper than sorting random keys: with t the k-th largest score of a row, every item
-        scoring above t is in the top-k, and the remaining places go to the items tied at t with the
-        largest random keys; the k chosen items are then ordered by (score, random key).
+        Exact and cheaper than sorting random keys: one ``topk`` of k + 1 columns shows which rows have
+        items outside the first k tied with the k-th score. Only those rows draw random keys over all
+        their columns (the items tied at the k-th score compete for the remaining places by key); every
+        other row's top-k set is already unique. The k chosen items are then ordered by score, equal
+        scores in a fresh random order.
         """
-        k = min(k, scores.shape[1])
-        keys = torch.rand(scores.shape, generator=self._generator).to(scores.device)
-        threshold = torch.topk(scores, k, dim=1).values[:, -1:]
-        selection_key = torch.where(scores > threshold, 2.0, torch.where(scores == threshold, keys, -1.0))
-        chosen = torch.topk(selection_key, k, dim=1).indices
-        by_key = keys.gather(1, chosen).argsort(dim=1, descending=True)
-        chosen = chosen.gather(1, by_key)
+        n_rows, n_cols = scores.shape
+        k = min(k, n_cols)
+        top = torch.topk(scores, min(k + 1, n_cols), dim=1)
+        chosen = top.indices[:, :k].clone()
+        if n_cols > k:
+            threshold = top.values[:, k - 1:k]
+            rows = torch.nonzero(top.values[:, k] == threshold[:, 0]).squeeze(1)
+            if len(rows):
+                tied, level = scores[rows], threshold[rows]
+                keys = torch.rand(tied.shape, generator=self._generator).to(scores.device)
+                selection_key = torch.where(tied > level, 2.0, torch.where(tied == level, keys, -1.0))
+                chosen[rows] = torch.topk(selection_key, k, dim=1).indices
+        keys = torch.rand(chosen.shape, generator=self._generator).to(scores.device)
+        chosen = chosen.gather(1, keys.argsort(dim=1, descending=True))
         by_score = scores.gather(1, chosen).argsort(dim=1, descending=True, stable=True)
         return chosen.gather(1, by_score)
 
     def eval_batch_collect(self, scores_tensor, interaction, positive_u, positive_i):
+        candidates = self.candidates
+        shortfall = max(self.topk) - scores_tensor.shape[1]
+        if candidates is not None and shortfall > 0:
+            # fewer candidates than k: the list ends with never-relevant fillers (RecBole's padding item 0),
+            # as it did when the other splits' items scored -inf
+            filler = torch.full((len(scores_tensor), shortfall), -torch.inf, device=scores_tensor.device)
+            scores_tensor = torch.cat([scores_tensor, filler], dim=1)
+            candidates = torch.cat([candidates, candidates.new_zeros(shortfall)])
         if self.register.need("rec.items") or self.register.need("rec.topk"):
             topk_idx = self.random_tie_topk(scores_tensor, max(self.topk))
             if self.register.need("rec.items"):
-                self.data_struct.update_tensor("rec.items", topk_idx)
+                items = topk_idx if candidates is None else candidates[topk_idx]
+                self.data_struct.update_tensor("rec.items", items)
             if self.register.need("rec.topk"):
-                pos_matrix = torch.zeros_like(scores_tensor, dtype=torch.int)
-                pos_matrix[positive_u, positive_i] = 1
-                pos_len = pos_matrix.sum(dim=1, keepdim=True)
-                hits = torch.gather(pos_matrix, dim=1, index=topk_idx)
+                hits, pos_len = _hits(scores_tensor.shape, topk_idx, positive_u, positive_i)
                 self.data_struct.update_tensor("rec.topk", torch.cat((hits, pos_len), dim=1))
         register = self.register
         self.register = _RegisterWithout(register, _TOPK_KEYS)
@@ -67,3 +83,18 @@ class TieBreakingCollector(Collector):
             super().eval_batch_collect(scores_tensor, interaction, positive_u, positive_i)
         finally:
             self.register = register
+
+
+def _hits(shape, topk_idx, positive_u, positive_i):
+    """1 where a top-k column is a positive of its row, and each row's number of positives, by binary
+    search in the sorted (row, column) keys of the positives: no dense rows x columns matrix."""
+    n_rows, n_cols = shape
+    device = topk_idx.device
+    positive_u, positive_i = positive_u.to(device).long(), positive_i.to(device).long()
+    positive_keys = torch.unique(positive_u * n_cols + positive_i)  # sorted, duplicates merged
+    pos_len = torch.bincount(torch.div(positive_keys, n_cols, rounding_mode="floor"), minlength=n_rows)
+    queries = torch.arange(n_rows, device=device)[:, None] * n_cols + topk_idx
+    if len(positive_keys) == 0:
+        return torch.zeros_like(queries, dtype=torch.int), pos_len[:, None].int()
+    found = torch.searchsorted(positive_keys, queries).clamp_(max=len(positive_keys) - 1)
+    return (positive_keys[found] == queries).int(), pos_len[:, None].int()

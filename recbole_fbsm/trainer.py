@@ -2,8 +2,9 @@
 
 What the mixin changes, and why:
 
-- evaluation candidates are exactly the items of the evaluated split (every other item scores -inf);
-  models without ``full_sort_predict`` (context-aware ones) are asked to score only those candidates;
+- evaluation candidates are exactly the items of the evaluated split: scores are a (users x candidates)
+  matrix, never (users x all items); models with ``score_candidates`` (FBSM, UFSM, CoSim) compute only
+  those columns, models without ``full_sort_predict`` (context-aware ones) ``predict`` only those pairs;
 - ties are broken at random (``TieBreakingCollector``), never by internal id;
 - checkpoints get a unique name (RecBole's has one-second resolution) and are loaded with
   ``weights_only=False`` (torch >= 2.6 refuses RecBole's pickled Config otherwise);
@@ -19,6 +20,7 @@ import torch
 from recbole.data.dataloader import FullSortEvalDataLoader
 from recbole.utils import get_local_time
 
+from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation import TieBreakingCollector
 
 _TRAINER_CACHE = {}
@@ -36,7 +38,7 @@ class ColdStartTrainerMixin:
         self.saved_model_file = os.path.join(self.checkpoint_dir, name)
         self.eval_collector = TieBreakingCollector(config)
         self.context_eval_chunk = int(config["context_eval_chunk"] or 65536)
-        self._candidates = None
+        self._candidates = self._candidate_position = None
 
     def _build_optimizer(self, **kwargs):
         if "params" not in kwargs and hasattr(self.model, "optimizer_param_groups"):
@@ -65,27 +67,49 @@ class ColdStartTrainerMixin:
             self.logger.info(f"Loading model structure and parameters from {checkpoint_file}")
         split_items = getattr(eval_data._dataset, "split_items", None)
         if isinstance(eval_data, FullSortEvalDataLoader) and split_items is not None:
-            self._candidates = torch.as_tensor(split_items, dtype=torch.long, device=self.device)
+            self._set_candidates(split_items, eval_data._dataset.item_num)
         else:
-            self._candidates = None
+            self._candidates = self._candidate_position = None
         self.eval_collector.reset_ties()
+        self.eval_collector.candidates = self._candidates
         return super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
 
+    def _set_candidates(self, split_items, n_items):
+        """The split's items as a tensor (reused while the split is the same, so models can cache what
+        they derive from it) and each item's column among them (-1 for items of other splits)."""
+        key = (n_items, len(split_items), hash(np.asarray(split_items).tobytes()))
+        if getattr(self, "_candidate_key", None) != key or self._candidates.device != torch.device(self.device):
+            self._candidates = torch.as_tensor(split_items, dtype=torch.long, device=self.device)
+            position = torch.full((n_items,), -1, dtype=torch.long, device=self.device)
+            position[self._candidates] = torch.arange(len(self._candidates), device=self.device)
+            self._candidate_position, self._candidate_key = position, key
+
     def _full_sort_batch_eval(self, batched_data):
+        """Scores of the batch's users over the split's items only: a (users x candidates) matrix, the
+        positives and history mapped to candidate columns (the collector maps top-k back to item ids)."""
         interaction, history_index, positive_u, positive_i = batched_data
         candidates = self._candidates
         if candidates is None:
             return super()._full_sort_batch_eval(batched_data)
         interaction = interaction.to(self.device)
-        try:
-            full = self.model.full_sort_predict(interaction).view(-1, self.tot_item_num)
-            scores = torch.full_like(full, -np.inf)
-            scores[:, candidates] = full[:, candidates]
-        except NotImplementedError:
-            scores = torch.full((len(interaction), self.tot_item_num), -np.inf, device=self.device)
-            scores[:, candidates] = self._predict_candidates(interaction, candidates)
+        if hasattr(self.model, "score_candidates"):
+            scores = self.model.score_candidates(interaction, candidates)
+        else:
+            try:
+                scores = self.model.full_sort_predict(interaction).view(-1, self.tot_item_num)[:, candidates]
+            except NotImplementedError:
+                scores = self._predict_candidates(interaction, candidates)
+        position = self._candidate_position
         if history_index is not None:
-            scores[history_index] = -np.inf
+            rows, items = (index.to(self.device) for index in history_index)
+            columns = position[items]
+            seen = columns >= 0
+            scores[rows[seen], columns[seen]] = -np.inf
+        positive_u, positive_i = positive_u.to(self.device), position[positive_i.to(self.device)]
+        if bool((positive_i < 0).any()):
+            raise ColdStartError(
+                "evaluation: a positive item of the evaluated split is not among its candidate items."
+            )
         return interaction, scores, positive_u, positive_i
 
     def _predict_candidates(self, interaction, candidates):

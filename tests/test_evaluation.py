@@ -73,24 +73,26 @@ def test_scores_cover_exactly_the_split_items_and_topk_stays_inside(toy, model_n
     assert len(batches) > 1, "the test needs several evaluation batches"
 
     users, topk_rows, positives_per_row = [], [], []
+    candidates = trainer._candidates.cpu()
+    assert np.array_equal(np.sort(candidates.numpy()), split_items), "candidates are exactly the split's items"
     for interaction, scores, positive_u, positive_i in batches:
         scores = scores.cpu()
         batch_users = interaction["user_id"].cpu().numpy().tolist()
         users += batch_users
-        assert scores.shape == (len(batch_users), part.item_num)
+        # one column per candidate (the split's items), never a column per item of the whole dataset
+        assert scores.shape == (len(batch_users), len(split_items))
+        assert torch.isfinite(scores).all()
         for row, user in enumerate(batch_users):
-            finite = np.flatnonzero(torch.isfinite(scores[row]).numpy())
-            assert np.array_equal(finite, split_items), f"user {user}: finite scores are not exactly the split's items"
-            assert set(positive_i[positive_u == row].tolist()) == likes[user]
+            liked_columns = positive_i[positive_u == row].cpu()
+            assert set(candidates[liked_columns].tolist()) == likes[user]
             positives_per_row.append(likes[user])
         if model_name == "FM":
             # chunked scoring of the candidates equals one predict() over all pairs
-            candidates = torch.as_tensor(split_items)
             pairs = interaction.repeat_interleave(len(candidates))
             pairs.update(trainer.item_tensor[candidates].repeat(len(batch_users)))
             with torch.no_grad():
                 reference = trainer.model.predict(pairs).view(len(batch_users), -1)
-            assert torch.allclose(scores[:, candidates], reference, atol=1e-6)
+            assert torch.allclose(scores, reference, atol=1e-6)
 
     # evaluated users: each user with >= 1 like in the split, once; a user with only dislikes there is not
     assert len(users) == len(set(users))
@@ -150,6 +152,26 @@ def test_ties_are_broken_at_random_per_user(toy):
     first = collect(collector, scores, positives).get("rec.items")
     collector.reset_ties()
     assert torch.equal(first, collect(collector, scores, positives).get("rec.items"))
+
+
+def test_ties_at_the_kth_place_keep_the_winners_and_draw_the_rest_uniformly(toy):
+    """Six items above a tie of 40 at the k-th score: the six are always in, first, in score order;
+    the four remaining places go to tied items uniformly; rows without such a tie are exact."""
+    collector, _ = collector_for(toy, metrics=["Recall"], topk=[10])
+    n_users, n_items = 2000, 60
+    scores = torch.zeros(n_users, n_items)
+    scores[:, 1:7] = torch.arange(6, 0, -1, dtype=torch.float) + 1  # items 1..6 score 7..2
+    scores[:, 7:47] = 1.0                                             # 40 items tied at 1
+    scores[:, 0] = -np.inf
+    scores[-1, 7:11] = 1.5                                            # last row: no tie at the boundary
+    topk = collector.random_tie_topk(scores, 10)
+    assert torch.equal(topk[:, :6], torch.arange(1, 7).expand(n_users, 6))
+    assert torch.equal(torch.sort(topk[-1, 6:]).values, torch.arange(7, 11))
+    drawn = topk[:-1, 6:]
+    assert ((drawn >= 7) & (drawn < 47)).all()
+    counts = np.bincount(drawn.ravel().numpy(), minlength=47)[7:47]
+    expected = drawn.numel() / 40  # 200 per tied item
+    assert counts.min() > 0.75 * expected and counts.max() < 1.25 * expected
 
 
 def test_distinct_scores_are_ranked_by_score_not_by_the_tie_order(toy):

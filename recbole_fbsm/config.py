@@ -1,8 +1,9 @@
 """RecBole's Config, made to work on numpy 2 and to load this plugin's own property files.
 
 Layering (lowest priority first): RecBole's own internal yaml files, then this plugin's
-``properties/overall.yaml``, ``properties/dataset/<dataset>.yaml`` and ``properties/model/<model>.yaml``,
-then the user's config files, then ``config_dict``. ``eval_args`` is merged key by key, so that a user
+``properties/overall.yaml``, ``properties/dataset/<dataset>.yaml``, ``properties/model/<model>.yaml`` and
+``properties/tuned/<dataset>/<model>.yaml`` (values chosen on validation by ``recbole_fbsm.tune``; skipped
+with ``use_tuned_properties: False``), then the user's config files, then ``config_dict``. ``eval_args`` is merged key by key, so that a user
 file setting only ``eval_args: {mode: uni100}`` keeps the item split.
 """
 
@@ -15,6 +16,11 @@ import recbole_fbsm.metrics  # noqa: F401  (registers the paper's DCG and Rec me
 from recbole_fbsm.errors import ColdStartError
 
 PROPERTIES_DIR = Path(__file__).resolve().parent.parent / "properties"
+
+
+def tuned_properties_file(model, dataset):
+    """Values chosen on validation by ``python -m recbole_fbsm.tune --write`` for this (model, dataset)."""
+    return PROPERTIES_DIR / "tuned" / str(dataset) / f"{model}.yaml"
 GROUP_BY_CHOICES = ("item", "user", "none")
 
 
@@ -62,11 +68,16 @@ class ColdStartConfig(Config):
             PROPERTIES_DIR / "overall.yaml",
             PROPERTIES_DIR / "dataset" / f"{dataset}.yaml",
             PROPERTIES_DIR / "model" / f"{model}.yaml",
+            tuned_properties_file(model, dataset) if self._use_tuned() else None,
         ):
-            if path.is_file():
+            if path is not None and path.is_file():
                 loaded = self._update_internal_config_dict(str(path)) or {}
                 if path.parent.name == "dataset":
                     self.parameters["Dataset"] += [k for k in loaded if k not in self.parameters["Dataset"]]
+
+    def _use_tuned(self):
+        value = self.external_config_dict.get("use_tuned_properties", True)
+        return str(value).lower() not in ("false", "0", "no", "none")
 
     def _get_final_config_dict(self):
         final = super()._get_final_config_dict()

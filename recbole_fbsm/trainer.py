@@ -8,6 +8,7 @@ What the mixin changes, and why:
 - ties are broken at random (``TieBreakingCollector``), never by internal id;
 - checkpoints get a unique name (RecBole's has one-second resolution) and are loaded with
   ``weights_only=False`` (torch >= 2.6 refuses RecBole's pickled Config otherwise);
+- ``valid_before_training`` makes the untrained model a candidate checkpoint;
 - a model may supply its own optimizer parameter groups (``optimizer_param_groups``), e.g. the paper's
   separate learning rates for D and V.
 """
@@ -44,6 +45,20 @@ class ColdStartTrainerMixin:
         if "params" not in kwargs and hasattr(self.model, "optimizer_param_groups"):
             kwargs["params"] = self.model.optimizer_param_groups(self.learning_rate)
         return super()._build_optimizer(**kwargs)
+
+    def fit(self, train_data, valid_data=None, *args, **kwargs):
+        """RecBole's ``fit``; with ``valid_before_training`` the untrained model is validated first and
+        is the best checkpoint until an epoch beats it (FBSM and UFSM start as CoSim: training that
+        only hurts validation then returns CoSim instead of a worse epoch)."""
+        if valid_data and self.config["valid_before_training"] and self.start_epoch == 0:
+            verbose = kwargs.get("verbose", True)
+            valid_score, valid_result = self._valid_epoch(valid_data, show_progress=kwargs.get("show_progress", False))
+            self.best_valid_score, self.best_valid_result = valid_score, valid_result
+            if verbose:
+                self.logger.info(f"before training: valid_score {valid_score:.6f}")
+            if kwargs.get("saved", True):
+                self._save_checkpoint(-1, verbose=verbose)
+        return super().fit(train_data, valid_data, *args, **kwargs)
 
     def resume_checkpoint(self, resume_file):
         checkpoint = load_checkpoint(resume_file, self.device)

@@ -43,6 +43,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         self.F = TorchCsr(features.matrix)            # items x features
         self.F_U = TorchCsr(likes @ features.matrix)  # users x features: f_u = sum of liked items' f
         self.R = TorchCsr(likes)                      # users x items: training likes
+        self.user_weighting = bool(config["bpr_user_weighting"])
         if self.n_features == 0:
             raise ColdStartError(f"{type(self).__name__}: the item features are empty (no token in any training item).")
 
@@ -116,6 +117,18 @@ class FeatureSimilarityRecommender(GeneralRecommender):
                 v_u = self.batch_user_factors(users, factors)
         return (self.pair_scores(users, positives, ones, v_u, v_pos)
                 - self.pair_scores(users, negatives, ~ones, v_u, v_neg))
+
+    def bpr_loss(self, interaction, difference):
+        """Mean -log sigmoid(r_ui - r_uj). With ``bpr_user_weighting`` each triplet weighs
+        (mean likes per user) / (the user's likes): every user counts the same, as in the paper's
+        learner, which draws one triplet per user in turn, instead of heavy users dominating."""
+        losses = -torch.nn.functional.logsigmoid(difference)
+        if not self.user_weighting:
+            return losses.mean()
+        users = interaction[self.USER_ID]
+        likes = (self.R.indptr[users + 1] - self.R.indptr[users]).clamp(min=1).to(losses.dtype)
+        mean_likes = len(self.R.indices) / max(int((self.R.indptr[1:] > self.R.indptr[:-1]).sum()), 1)
+        return (losses * (mean_likes / likes)).mean()
 
     def profile_factors_from_batch(self, users, positives, positive_factors):
         """V f_u per triplet as the sum of ``positive_factors`` over the user's triplets, or None when

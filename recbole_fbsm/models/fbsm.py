@@ -36,7 +36,7 @@ class FBSM(FeatureSimilarityRecommender):
     def calculate_loss(self, interaction):
         difference = self.bpr_difference(interaction)
         regulariser = self.reg_V * self.V.pow(2).sum() + self.reg_D * self.D.pow(2).sum()
-        return -nn.functional.logsigmoid(difference).mean() + regulariser
+        return self.bpr_loss(interaction, difference) + regulariser
 
     def optimizer_param_groups(self, learning_rate):
         """The paper's separate learning rates: α1 for D, α2 for V."""

@@ -45,4 +45,4 @@ class UFSM(FeatureSimilarityRecommender):
         difference = self.bpr_difference(interaction)
         users = interaction[self.USER_ID]
         regulariser = self.reg_M * self.M[users].pow(2).sum(-1).mean() + self.reg_W * self.W.pow(2).sum()
-        return -nn.functional.logsigmoid(difference).mean() + regulariser
+        return self.bpr_loss(interaction, difference) + regulariser

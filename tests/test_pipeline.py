@@ -269,3 +269,28 @@ def test_context_models_run_end_to_end(toy, quiet, workdir, name):
     values = list(result["test_result"].values()) + list(result["best_valid_result"].values())
     assert values and all(np.isfinite(v) and 0 <= v <= 1 for v in values)
     assert Path(result["saved_model_file"]).is_file()
+
+
+def test_context_models_see_each_token_once_while_fbsm_keeps_term_counts(toy, tmp_path):
+    """Repeated tokens encode term counts for FBSM's tf-idf; context models get distinct tokens."""
+    item_file = toy.item_path
+    lines = item_file.read_text().splitlines()
+    header, first = lines[0], lines[1].split("\t")
+    first[2] = " ".join(first[2].split() * 40)  # one item with every word 40 times
+    item_file.write_text("\n".join([header, "\t".join(first)] + lines[2:]) + "\n")
+    token = first[0]
+
+    def words_of(model_name, **overrides):
+        config, model, (train_data, _, _) = quick_start.prepare(model_name, toy.name, config_dict=dataset_config(toy, **overrides))
+        dataset = train_data._dataset
+        item = dataset.token2id(dataset.iid_field, token)
+        ids = dataset.item_feat["words"][item].numpy()
+        return [t for t in dataset.field2id_token["words"][ids[ids > 0]]], dataset.field2seqlen["words"]
+
+    distinct = first[2].split()[: len(set(first[2].split()))]
+    words, seq_len = words_of("FM")
+    assert words == distinct and seq_len < 40
+    words, seq_len = words_of("FM", context_distinct_tokens=False)
+    assert len(words) == 40 * len(distinct)
+    words, _ = words_of("FBSM")
+    assert len(words) == 40 * len(distinct)

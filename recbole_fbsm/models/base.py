@@ -21,6 +21,11 @@ from recbole_fbsm.features import build_item_features, like_matrix
 from recbole_fbsm.models.sparse import TorchCsr
 
 
+# A training batch of whole users builds their profiles densely when users x features stays below this
+# (16 MiB of float32); larger ones look f_u up in F_U by binary search.
+DENSE_PROFILE_CELLS = 1 << 22
+
+
 class FeatureSimilarityRecommender(GeneralRecommender):
     input_type = InputType.PAIRWISE
     reads_own_features = True  # the pipeline skips RecBole's per-batch feature join
@@ -61,12 +66,14 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         return None
 
     # --------------------------------------------------------------------------------- pair scores
-    def pair_scores(self, users, items, self_in_profile, user_factors=None, item_factors=None):
+    def pair_scores(self, users, items, self_in_profile, user_factors=None, item_factors=None, item_rows=None,
+                    user_entries=None):
         """score(u, i) = f_i^T W_u (f_u - s f_i) for each pair; ``self_in_profile`` gives s (bool).
-        ``user_factors`` (V f_u per pair) and ``item_factors`` (V f_i) can be passed when the caller
+        ``user_factors`` (V f_u per pair), ``item_factors`` (V f_i), ``item_rows`` (``F.gather_rows`` of
+        ``items``) and ``user_entries`` (f_u at each of those entries) can be passed when the caller
         already has them."""
-        owner, cols, f_i, _ = self.F.gather_rows(items)
-        f_u = self.F_U.lookup(users[owner], cols)
+        owner, cols, f_i, offsets = self.F.gather_rows(items) if item_rows is None else item_rows
+        f_u = self.F_U.lookup(users[owner], cols) if user_entries is None else user_entries
         s = self_in_profile.to(f_i.dtype)[owner]
         products = f_i * (f_u - s * f_i)
         weights = self.diagonal_weights(users)
@@ -75,7 +82,10 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         scores = scores.index_add(0, owner, products * weights)
         factors = self.low_rank_factors()
         if factors is not None:
-            v_i = self.F.bag_sum(items, factors) if item_factors is None else item_factors
+            if item_factors is None:
+                item_factors = torch.nn.functional.embedding_bag(
+                    cols, factors, offsets, mode="sum", per_sample_weights=f_i.to(factors.dtype))
+            v_i = item_factors
             v_u = self.batch_user_factors(users, factors) if user_factors is None else user_factors
             scores = scores + (v_i * (v_u - self_in_profile.to(v_i.dtype)[:, None] * v_i)).sum(-1)
         return scores
@@ -107,16 +117,32 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         """
         users = interaction[self.USER_ID]
         positives, negatives = interaction[self.ITEM_ID], interaction[self.NEG_ITEM_ID]
-        ones = torch.ones_like(users, dtype=torch.bool)
+        n = len(users)
+        # positives and negatives in one pass: one gather of F's rows, one embedding bag, one lookup
+        pair_users, items = torch.cat([users, users]), torch.cat([positives, negatives])
+        self_in_profile = torch.arange(2 * n, device=users.device) < n
+        rows = self.F.gather_rows(items)
+        owner, cols, values, offsets = rows
+        slots = self.whole_user_slots(users, positives)
         factors = self.low_rank_factors()
-        v_pos = v_neg = v_u = None
+        v_items = v_u = None
         if factors is not None:
-            v_pos, v_neg = self.F.bag_sum(positives, factors), self.F.bag_sum(negatives, factors)
-            v_u = self.profile_factors_from_batch(users, positives, v_pos)
-            if v_u is None:
-                v_u = self.batch_user_factors(users, factors)
-        return (self.pair_scores(users, positives, ones, v_u, v_pos)
-                - self.pair_scores(users, negatives, ~ones, v_u, v_neg))
+            v_items = torch.nn.functional.embedding_bag(
+                cols, factors, offsets, mode="sum", per_sample_weights=values.to(factors.dtype))
+            v_u = self.profile_factors_from_batch(users, positives, v_items[:n], slots)
+            v_u = self.batch_user_factors(users, factors) if v_u is None else v_u
+            v_u = torch.cat([v_u, v_u])
+        user_entries = None
+        if slots is not None and slots[1] * self.n_features <= DENSE_PROFILE_CELLS:
+            # the batch's users' profiles f_u, dense, straight from the positives' rows: no search in F_U
+            inverse, n_users = slots
+            positive_entry = owner < n
+            profiles = torch.zeros(n_users, self.n_features, dtype=values.dtype, device=values.device)
+            profiles.index_put_((inverse[owner[positive_entry]], cols[positive_entry]), values[positive_entry],
+                                accumulate=True)
+            user_entries = profiles[torch.cat([inverse, inverse])[owner], cols]
+        scores = self.pair_scores(pair_users, items, self_in_profile, v_u, v_items, rows, user_entries)
+        return scores[:n] - scores[n:]
 
     def bpr_loss(self, interaction, difference):
         """Mean -log sigmoid(r_ui - r_uj). With ``bpr_user_weighting`` each triplet weighs
@@ -130,9 +156,9 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         mean_likes = len(self.R.indices) / max(int((self.R.indptr[1:] > self.R.indptr[:-1]).sum()), 1)
         return (losses * (mean_likes / likes)).mean()
 
-    def profile_factors_from_batch(self, users, positives, positive_factors):
-        """V f_u per triplet as the sum of ``positive_factors`` over the user's triplets, or None when
-        the batch does not hold exactly the user's training likes, each once (then f_u != that sum)."""
+    def whole_user_slots(self, users, positives):
+        """(slot of each triplet's user, number of users) when the batch holds exactly its users'
+        training likes, each once (``train_batch_by_user``); None otherwise."""
         unique_users, inverse, counts = torch.unique(users, return_inverse=True, return_counts=True)
         likes = self.R.indptr[unique_users + 1] - self.R.indptr[unique_users]
         if not torch.equal(counts, likes):
@@ -140,7 +166,16 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         pairs = users * self.R.shape[1] + positives
         if torch.unique(pairs).numel() != pairs.numel() or not bool(self.R.contains(users, positives).all()):
             return None
-        sums = torch.zeros(len(unique_users), positive_factors.shape[1], dtype=positive_factors.dtype,
+        return inverse, len(unique_users)
+
+    def profile_factors_from_batch(self, users, positives, positive_factors, slots=None):
+        """V f_u per triplet as the sum of ``positive_factors`` over the user's triplets, or None when
+        the batch does not hold exactly the user's training likes, each once (then f_u != that sum)."""
+        slots = self.whole_user_slots(users, positives) if slots is None else slots
+        if slots is None:
+            return None
+        inverse, n_users = slots
+        sums = torch.zeros(n_users, positive_factors.shape[1], dtype=positive_factors.dtype,
                            device=positive_factors.device).index_add(0, inverse, positive_factors)
         return sums[inverse]
 

@@ -25,10 +25,11 @@ class UFSM(FeatureSimilarityRecommender):
     def diagonal_weights(self, users):
         return self.M[users] @ self.W
 
-    def pair_scores(self, users, items, self_in_profile, user_factors=None, item_factors=None):
+    def pair_scores(self, users, items, self_in_profile, user_factors=None, item_factors=None, item_rows=None,
+                    user_entries=None):
         # sum_d m_ud sum_k w_dk a_k with a_k = f_ik (f_uk - s f_ik): gather W per nonzero, not per user x feature
-        owner, cols, f_i, _ = self.F.gather_rows(items)
-        f_u = self.F_U.lookup(users[owner], cols)
+        owner, cols, f_i, _ = self.F.gather_rows(items) if item_rows is None else item_rows
+        f_u = self.F_U.lookup(users[owner], cols) if user_entries is None else user_entries
         products = f_i * (f_u - self_in_profile.to(f_i.dtype)[owner] * f_i)
         per_function = torch.zeros(len(items), self.n_functions, dtype=self.W.dtype, device=self.W.device)
         per_function = per_function.index_add(0, owner, products[:, None] * self.W.T[cols])

@@ -294,3 +294,18 @@ def test_context_models_see_each_token_once_while_fbsm_keeps_term_counts(toy, tm
     assert len(words) == 40 * len(distinct)
     words, _ = words_of("FBSM")
     assert len(words) == 40 * len(distinct)
+
+
+def test_eval_user_sample_keeps_a_seeded_random_subset_of_evaluated_users(toy):
+    def evaluated(**overrides):
+        _, _, (_, valid_data, test_data) = quick_start.prepare("Pop", toy.name, config_dict=dataset_config(toy, **overrides))
+        return [set(d._dataset.inter_feat["user_id"].numpy().tolist()) for d in (valid_data, test_data)]
+
+    full = evaluated()
+    sampled = evaluated(eval_user_sample=5)
+    again = evaluated(eval_user_sample=5)
+    for all_users, kept, kept_again in zip(full, sampled, again):
+        assert len(all_users) > 5 and len(kept) == 5 and kept <= all_users
+        assert kept == kept_again, "the sample is seeded"
+    other = evaluated(eval_user_sample=5, split_seed=7, seed=7)
+    assert other != sampled

@@ -117,13 +117,20 @@ class ColdStartDataset(Dataset):
         context-aware model mean-pools the embeddings of a padded sequence instead, and RecBole pads every
         item to the longest one (1,231 tokens on citeulike-t against 16 distinct terms on average): its
         evaluation would cost about 20 times more for nearly the same input. ``context_distinct_tokens``
-        (default True) keeps the distinct tokens in order of first occurrence.
+        (default True) keeps the distinct tokens in order of first occurrence, then applies ``seq_len``.
         """
-        df = super()._load_feat(filepath, source)
-        if (df is None or source != FeatureSource.ITEM or self.config["MODEL_TYPE"] != ModelType.CONTEXT
-                or self.config["context_distinct_tokens"] is False):
+        distinct = (source == FeatureSource.ITEM and self.config["MODEL_TYPE"] == ModelType.CONTEXT
+                    and self.config["context_distinct_tokens"] is not False)
+        if not distinct:
+            return super()._load_feat(filepath, source)
+        cap = dict(self.config["seq_len"] or {})
+        self.config["seq_len"] = None  # RecBole would cut before the repeats are removed
+        try:
+            df = super()._load_feat(filepath, source)
+        finally:
+            self.config["seq_len"] = cap or None
+        if df is None:
             return df
-        cap = (self.config["seq_len"] or {})
         for field in df.columns:
             if self.field2type.get(field) != FeatureType.TOKEN_SEQ:
                 continue

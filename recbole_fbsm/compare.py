@@ -234,6 +234,7 @@ def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, set
             best_valid_result=_plain(result.get("best_valid_result") or {}),
             test_result=_plain(result.get("test_result") or {}),
             saved_model_file=result.get("saved_model_file"),
+            eval_user_sample=result.get("eval_user_sample"),
         )
     record["finished_at"] = datetime.now().isoformat(timespec="seconds")
     return record
@@ -411,8 +412,9 @@ def build_table(rows, settings, command=None):
             time_cell = _cell([r.get("wall_seconds") for r in ok], digits=1)
         else:
             valid, cells, time_cell = "–", ["–"] * len(metrics), "–"
+        samples = sorted({int(r["eval_user_sample"]) for r in ok if r.get("eval_user_sample")})
         if not failed:
-            status = "ok"
+            status = "ok" + (f"; evaluated on {', '.join(map(str, samples))} random users per split" if samples else "")
         else:
             first = failed[0]
             which = ", ".join(str(r["seed"]) for r in failed)

@@ -2,8 +2,8 @@
 
 Layering (lowest priority first): RecBole's own internal yaml files, then this plugin's
 ``properties/overall.yaml``, ``properties/dataset/<dataset>.yaml``, ``properties/model/<model>.yaml`` and
-``properties/tuned/<dataset>/<model>.yaml`` (values chosen on validation by ``recbole_fbsm.tune``; skipped
-with ``use_tuned_properties: False``), then the user's config files, then ``config_dict``. ``eval_args`` is merged key by key, so that a user
+``properties/dataset/<dataset>/<model>.yaml`` (a model's settings for that dataset: values chosen on
+validation by ``recbole_fbsm.tune``, cost caps; skipped with ``use_tuned_properties: False``), then the user's config files, then ``config_dict``. ``eval_args`` is merged key by key, so that a user
 file setting only ``eval_args: {mode: uni100}`` keeps the item split.
 """
 
@@ -19,8 +19,9 @@ PROPERTIES_DIR = Path(__file__).resolve().parent.parent / "properties"
 
 
 def tuned_properties_file(model, dataset):
-    """Values chosen on validation by ``python -m recbole_fbsm.tune --write`` for this (model, dataset)."""
-    return PROPERTIES_DIR / "tuned" / str(dataset) / f"{model}.yaml"
+    """A model's settings for one dataset: values chosen on validation by ``python -m recbole_fbsm.tune
+    --write``, and cost caps (e.g. for context-aware models on long texts)."""
+    return PROPERTIES_DIR / "dataset" / str(dataset) / f"{model}.yaml"
 GROUP_BY_CHOICES = ("item", "user", "none")
 
 

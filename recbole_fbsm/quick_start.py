@@ -61,4 +61,5 @@ def run(model, dataset, config_file_list=None, config_dict=None, saved=True):
         "best_valid_result": best_valid_result,
         "test_result": test_result,
         "saved_model_file": trainer.saved_model_file if saved else None,
+        "eval_user_sample": config["eval_user_sample"],
     }

@@ -37,6 +37,8 @@ def main(argv=None):
         return 2
     print(f"best valid: {_plain(result['best_valid_result'])}")
     print(f"test result: {_plain(result['test_result'])}")
+    if result.get("saved_model_file"):
+        print(f"saved model: {result['saved_model_file']}")
     return 0
 
 

@@ -23,10 +23,35 @@ WEIGHTINGS = ("tfidf", "tf", "binary")
 class ItemFeatures:
     matrix: sp.csr_matrix  # n_items x n_features (row 0 is RecBole's padding item, all zero)
     names: list            # "field:token" for each column
+    # How ``matrix`` was made from term counts, so that rows of items never seen (cold items served
+    # after training) can be weighted identically: per-column weight (idf x seen-in-training for
+    # tfidf, the seen mask for tf and binary), the weighting and the L2 normalisation.
+    column_weights: np.ndarray = None
+    weighting: str = "tfidf"
+    normalize: bool = True
 
     @property
     def n_features(self):
         return self.matrix.shape[1]
+
+    def transform(self, counts):
+        """Weight raw term counts (rows x n_features, the columns of ``names``) exactly as ``matrix``
+        was weighted: same idf (learned on training items), zero weight for tokens no training item
+        has, then L2 rows if ``normalize``. ``transform(term counts of the dataset) == matrix``."""
+        if self.column_weights is None:
+            raise ValueError("ItemFeatures.transform needs column_weights (build_item_features sets them).")
+        counts = sp.csr_matrix(counts, dtype=np.float64)
+        if counts.shape[1] != len(self.column_weights):
+            raise ValueError(f"transform: expected {len(self.column_weights)} columns, got {counts.shape[1]}.")
+        if self.weighting == "binary":
+            counts = (counts > 0).astype(np.float64)
+        weighted = sp.csr_matrix(counts @ sp.diags(self.column_weights))
+        weighted.eliminate_zeros()
+        if self.normalize:
+            weighted = l2_normalize(weighted, norm="l2", axis=1)
+        weighted = sp.csr_matrix(weighted)
+        weighted.sort_indices()
+        return weighted
 
 
 def feature_fields(dataset, fields=None):
@@ -82,18 +107,21 @@ def build_item_features(dataset, training_items, fields=None, weighting="tfidf",
     counts, names = term_counts(dataset, feature_fields(dataset, fields))
     training = counts[np.asarray(training_items, dtype=np.int64)]
     seen = np.asarray((training > 0).sum(axis=0)).ravel() > 0
+    column_weights = seen.astype(np.float64)
     if weighting == "binary":
         weighted = (counts > 0).astype(np.float64)
     elif weighting == "tf":
         weighted = counts
     else:
-        weighted = TfidfTransformer(norm=None, smooth_idf=True).fit(training).transform(counts)
+        transformer = TfidfTransformer(norm=None, smooth_idf=True).fit(training)
+        weighted = transformer.transform(counts)
+        column_weights = transformer.idf_ * column_weights
     weighted = sp.csr_matrix(weighted @ sp.diags(seen.astype(np.float64)))
     weighted.eliminate_zeros()
     if normalize:
         weighted = l2_normalize(weighted, norm="l2", axis=1)
     weighted.sort_indices()
-    return ItemFeatures(sp.csr_matrix(weighted), names)
+    return ItemFeatures(sp.csr_matrix(weighted), names, column_weights, weighting, bool(normalize))
 
 
 def like_matrix(dataset):

@@ -1,0 +1,240 @@
+"""Serve a trained FBSM / UFSM / CoSim checkpoint on brand-new items.
+
+  python -m recbole_fbsm.serve recommend CHECKPOINT NEW_ITEMS --item-output top_users.csv --user-output top_items.json
+  python -m recbole_fbsm.serve explain CHECKPOINT --user 196 --item new_1 --new-items NEW_ITEMS
+  python -m recbole_fbsm.serve interactions CHECKPOINT --top 20 --min-items 2 --output interactions.csv
+  python -m recbole_fbsm.serve compare-users CHECKPOINT_A CHECKPOINT_B --output groups.csv --per-user users.csv
+
+CHECKPOINT is the .pth file a training run saved (run_recbole.py logs 'Saving current: saved/FBSM-....pth';
+quick_start.run returns it as result['saved_model_file']). The model's features are rebuilt from the
+dataset named in the checkpoint (--data-path if the data moved). NEW_ITEMS is an .item atomic file in
+the training .item file's format, with ids never seen in training. Outputs are CSV or JSON, chosen by
+the file extension or --format; without an output file the result goes to stdout. Mistakes (a missing
+field, colliding ids, an empty file, a checkpoint of another model) print 'error: ...' and exit with 2.
+"""
+
+import argparse
+import sys
+import warnings
+
+from recbole_fbsm.errors import ColdStartError
+
+EPILOG = "See docs/serve.md for examples and the meaning of every column."
+
+
+def _common(parser, output_help="output file (.csv or .json; default: stdout)"):
+    parser.add_argument("--device", default="cpu", help="torch device to score on (default: %(default)s)")
+    parser.add_argument("--data-path", default=None,
+                        help="folder holding the dataset's folder, if it moved since training (RecBole's data_path)")
+    parser.add_argument("--format", choices=("csv", "json"), default=None,
+                        help="output format (default: from the output file's extension; CSV on stdout)")
+    if output_help:
+        parser.add_argument("--output", "-o", default=None, help=output_help)
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m recbole_fbsm.serve", description=__doc__, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{recommend,explain,interactions,compare-users}")
+
+    recommend = commands.add_parser(
+        "recommend", help="top users for each new item, and top new items for users",
+        description="Score brand-new items (an .item file) with a trained model: (a) for each new item the top-N "
+                    "users to show it to (among users with training likes), (b) for the given users (default: "
+                    "all with training likes) the top-N new items. Feature tokens the model does not know are "
+                    "ignored and counted in a warning. Without --item-output / --user-output both lists go to stdout.",
+        epilog=EPILOG,
+    )
+    recommend.add_argument("checkpoint", help="model checkpoint (.pth) of FBSM, UFSM or CoSim")
+    recommend.add_argument("new_items", help=".item file of new items (same feature fields as training, new ids)")
+    recommend.add_argument("--top", "-n", type=int, default=10, help="entries per list (default: %(default)s)")
+    recommend.add_argument("--item-output", default=None, help="file for (a): item_id, rank, user_id, score")
+    recommend.add_argument("--user-output", default=None, help="file for (b): user_id, rank, item_id, score")
+    recommend.add_argument("--users", nargs="+", default=None, metavar="USER",
+                           help="user ids for (b) (default: all with training likes); (b) goes to stdout without --user-output")
+    recommend.add_argument("--users-file", default=None, help="file with one user id per line for (b)")
+    recommend.add_argument("--seed", type=int, default=None, help="seed of the random tie breaking (default: the checkpoint's seed)")
+    _common(recommend, output_help=None)
+
+    explain = commands.add_parser(
+        "explain", help="break one (user, item) score into feature pairs and liked items",
+        description="Explain score(user, item): the contributions of feature pairs (diagonal part f_ip c_p f_up; "
+                    "for FBSM also the low-rank part f_ip (v_p.v_q) f_uq, p = q included) and of the user's training "
+                    "likes (sim(i, j)). Both add up to the model's score. The item is a dataset item or a new item "
+                    "of --new-items; a dataset item the user liked in training is scored without its own features.",
+        epilog=EPILOG,
+    )
+    explain.add_argument("checkpoint", help="model checkpoint (.pth) of FBSM, UFSM or CoSim")
+    explain.add_argument("--user", required=True, help="user id (as in the .inter file)")
+    explain.add_argument("--item", required=True, help="item id: a dataset item, or a new item of --new-items")
+    explain.add_argument("--new-items", default=None, help=".item file holding the new item")
+    explain.add_argument("--top", "-n", type=int, default=10,
+                         help="entries shown per part and for items; the rest is summed in one line (default: %(default)s)")
+    _common(explain, output_help="output file (.csv or .json; default: a readable summary on stdout)")
+
+    interactions = commands.add_parser(
+        "interactions", help="FBSM's strongest learned feature interactions",
+        description="The largest and most negative off-diagonal entries v_p.v_q of FBSM's D + V V^T (p != q, each pair "
+                    "once) and the largest and smallest self-weights D_p + ||v_p||^2, with feature names, computed "
+                    "block by block (never the dense features x features matrix).",
+        epilog=EPILOG,
+    )
+    interactions.add_argument("checkpoint", help="FBSM checkpoint (.pth)")
+    interactions.add_argument("--top", "-n", type=int, default=20, help="entries per kind (default: %(default)s)")
+    interactions.add_argument("--min-items", type=int, default=0,
+                              help="only features that occur in at least this many training items (1: leave out tokens "
+                                   "of validation/test items only, which training never touched; default: %(default)s)")
+    _common(interactions)
+
+    compare = commands.add_parser(
+        "compare-users", help="users for whom model A is better, the same, or worse than B (test Recall@k)",
+        description="The paper's user-level investigation: per-user test Recall@k of two checkpoints trained on the same "
+                    "dataset and item split (checked), ranking only the test items with fair random tie breaking; the "
+                    "users are grouped into A better / same / worse, with counts, distinct test items, and likes per user "
+                    "and per item for each group.",
+        epilog=EPILOG,
+    )
+    compare.add_argument("checkpoint_a", help="checkpoint of model A")
+    compare.add_argument("checkpoint_b", help="checkpoint of model B (same dataset and split)")
+    compare.add_argument("--k", type=int, default=10, help="Recall@k cut-off (default: %(default)s)")
+    compare.add_argument("--per-user", default=None, help="also write the per-user recalls and groups to this file")
+    _common(compare, output_help="file for the group table (.csv or .json; default: stdout)")
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if getattr(args, "top", 1) is not None and getattr(args, "top", 1) < 1:
+        parser.error("--top must be at least 1")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            written = COMMANDS[args.command](args)
+        except ColdStartError as error:
+            _show_warnings(caught)
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    _show_warnings(caught)
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _show_warnings(caught):
+    from recbole_fbsm.serve.new_items import ServeWarning
+
+    for warning in caught:  # only the serving tools' own warnings, not library noise
+        if issubclass(warning.category, ServeWarning):
+            print(f"warning: {warning.message}", file=sys.stderr)
+
+
+def _load(args):
+    from recbole_fbsm.serve.loading import load_model
+
+    return load_model(args.checkpoint, device=args.device, data_path=args.data_path)
+
+
+def run_recommend(args):
+    from recbole_fbsm.serve.output import grouped_records, resolve_format, write_output
+    from recbole_fbsm.serve.recommend import recommend
+
+    for path in (args.item_output, args.user_output):
+        if path is not None:
+            resolve_format(path, args.format)  # a bad extension fails before the model loads
+    users = args.users
+    if args.users_file:
+        try:
+            with open(args.users_file, encoding="utf-8") as handle:
+                users = (users or []) + [line.strip() for line in handle if line.strip()]
+        except OSError as error:
+            raise ColdStartError(f"--users-file {args.users_file}: {error.strerror}.") from None
+    to_stdout = args.item_output is None and args.user_output is None
+    served = _load(args)
+    result = recommend(served, args.new_items, top=args.top, users=users,
+                       for_items=to_stdout or args.item_output is not None,
+                       for_users=to_stdout or args.user_output is not None or users is not None, seed=args.seed)
+    if result.for_items is not None and (to_stdout or args.item_output):
+        write_output(args.item_output, args.format, result.for_items,
+                     {"items": grouped_records(result.for_items, "item_id", "users")})
+    if result.for_users is not None:  # to stdout when --users came without --user-output
+        write_output(args.user_output, args.format, result.for_users,
+                     {"users": grouped_records(result.for_users, "user_id", "items")})
+    return [path for path in (args.item_output, args.user_output) if path]
+
+
+def run_explain(args):
+    from recbole_fbsm.serve.explain import explain
+    from recbole_fbsm.serve.output import resolve_format, write_output
+
+    if args.output is not None:
+        resolve_format(args.output, args.format)
+    explanation = explain(_load(args), args.user, args.item, new_items=args.new_items)
+    if args.output is None and args.format is None:
+        print(readable_explanation(explanation, args.top))
+        return []
+    write_output(args.output, args.format, explanation.to_table(args.top), explanation.to_dict(args.top))
+    return [args.output] if args.output else []
+
+
+def readable_explanation(explanation, top):
+    lines = [
+        f"{explanation.model} score of item {explanation.item}{' (new)' if explanation.new_item else ''} "
+        f"for user {explanation.user}: {explanation.model_score:.6g}"
+        + ("  (a training like: scored without its own features)" if explanation.estimation_constraint else ""),
+    ]
+    for part in explanation.part_names:
+        group = explanation.part(part)
+        lines.append(f"\n{part} part: {group['contribution'].sum():.6g} over {len(group)} feature pair(s)")
+        shown = group.head(top)
+        for row in shown.itertuples():
+            pair = row.item_feature if row.item_feature == row.user_feature and part == "diagonal" else f"{row.item_feature} x {row.user_feature}"
+            lines.append(f"  {row.contribution:+.6g}  {pair}  (item {row.item_value:.4g}, user {row.user_value:.4g}, weight {row.weight:.4g})")
+        if len(group) > len(shown):
+            lines.append(f"  {group['contribution'].iloc[len(shown):].sum():+.6g}  ({len(group) - len(shown)} other pairs)")
+    items = explanation.items
+    lines.append(f"\nliked items: {items['similarity'].sum():.6g} over {len(items)} training like(s)")
+    for row in items.head(top).itertuples():
+        lines.append(f"  {row.similarity:+.6g}  {row.item_id}")
+    if len(items) > top:
+        lines.append(f"  {items['similarity'].iloc[top:].sum():+.6g}  ({len(items) - top} other liked items)")
+    return "\n".join(lines)
+
+
+def run_interactions(args):
+    from recbole_fbsm.serve.interactions import interactions_document, strongest_interactions
+    from recbole_fbsm.serve.output import resolve_format, write_output
+
+    if args.output is not None:
+        resolve_format(args.output, args.format)
+    table = strongest_interactions(_load(args), top=args.top, min_items=args.min_items)
+    write_output(args.output, args.format, table, interactions_document(table))
+    return [args.output] if args.output else []
+
+
+def run_compare(args):
+    from recbole_fbsm.serve.loading import load_model
+    from recbole_fbsm.serve.output import resolve_format, write_output
+    from recbole_fbsm.serve.user_level import compare_users
+
+    for path in (args.output, args.per_user):
+        if path is not None:
+            resolve_format(path, args.format)
+    if args.k < 1:
+        raise ColdStartError(f"--k: expected a positive cut-off; got {args.k}.")
+    a = load_model(args.checkpoint_a, device=args.device, data_path=args.data_path)
+    b = load_model(args.checkpoint_b, device=args.device, data_path=args.data_path)
+    comparison = compare_users(a, b, k=args.k)
+    write_output(args.output, args.format, comparison.groups, comparison.to_dict())
+    if args.per_user:
+        write_output(args.per_user, args.format, comparison.per_user, {"users": comparison.per_user.to_dict("records")})
+    return [path for path in (args.output, args.per_user) if path]
+
+
+COMMANDS = {"recommend": run_recommend, "explain": run_explain, "interactions": run_interactions, "compare-users": run_compare}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""Why a user gets an item: the score broken into feature pairs and into the user's liked items.
+
+score(u, i) = f_i^T W_u g_u with W_u = diag(c_u) + V V^T and g_u = f_u (the sum of u's training likes'
+features), minus f_i when i is one of u's training likes (the estimation constraint). Two exact
+decompositions of the same number:
+
+- by **features**: the *diagonal* part, one entry per feature p that both sides have:
+  f_ip c_up g_up (FBSM: c = D; UFSM: c_u = m_u W; CoSim: c = 1); and, for FBSM, the *low-rank* part,
+  one entry per pair (p, q) of a feature of the item and a feature of the profile:
+  f_ip (v_p . v_q) g_uq. The low-rank entries include p = q: the term f_ip ||v_p||^2 g_up is learned
+  by V, not D, so it is reported in the low-rank part, as a pair with the same feature on both
+  sides. The diagonal part is then exactly what D contributes and the low-rank part exactly what V
+  contributes; a feature's total self-weight is D_p + ||v_p||^2 (see ``interactions``).
+- by **items**: one entry per training like j != i of the user: sim_u(i, j) = f_i^T W_u f_j.
+
+Both lists add up to the model's score. Only nnz(f_i) x nnz(g_u) pairs are formed, never a dense
+features x features matrix.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from recbole.data.interaction import Interaction
+
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.serve.loading import ServedModel, load_model
+from recbole_fbsm.serve.new_items import NewItems, read_new_items
+from recbole_fbsm.serve.scoring import profile_scores, scipy_to_torch_csr
+
+FEATURE_COLUMNS = ["part", "item_feature", "user_feature", "item_value", "user_value", "weight", "contribution"]
+
+
+@dataclass
+class Explanation:
+    model: str
+    user: str
+    item: str
+    new_item: bool               # True: the item comes from the new-item file
+    estimation_constraint: bool  # True: the item is one of the user's training likes, left out of the profile
+    model_score: float           # the model's own score (predict, or the new-item scorer)
+    features: pd.DataFrame       # FEATURE_COLUMNS, by decreasing |contribution|
+    items: pd.DataFrame          # item_id, similarity: the user's training likes j != i, by decreasing similarity
+    part_names: tuple = ("diagonal",)  # the parts of this model's similarity ("diagonal", "low_rank" for FBSM)
+
+    def part(self, name):
+        """The feature rows of one part (possibly none)."""
+        return self.features[self.features["part"] == name]
+
+    @property
+    def score(self):
+        """Sum of the feature contributions (equal to the model's score)."""
+        return float(self.features["contribution"].sum())
+
+    def parts(self):
+        """{part: sum of its contributions} (diagonal, and low_rank for FBSM)."""
+        return {name: float(self.part(name)["contribution"].sum()) for name in self.part_names}
+
+    def top_features(self, top=None):
+        return self.features if top is None else self.features.head(int(top))
+
+    def top_items(self, top=None):
+        return self.items if top is None else self.items.head(int(top))
+
+    def to_table(self, top=None):
+        """One flat table (CSV): feature rows, then item rows, each ``top`` at most, plus a row per part
+        for the rest, so the contributions shown always add up to the score."""
+        rows = [{"section": "score", "contribution": self.model_score}]
+        for part in self.part_names:
+            group = self.part(part)
+            shown = group if top is None else group.head(int(top))
+            rows += [{"section": "feature", **row} for row in shown.to_dict("records")]
+            rest = group["contribution"].sum() - shown["contribution"].sum()
+            if len(shown) < len(group):
+                rows.append({"section": "feature", "part": part, "item_feature": f"({len(group) - len(shown)} other pairs)",
+                             "contribution": rest})
+        shown = self.top_items(top)
+        rows += [{"section": "item", "item_feature": r["item_id"], "contribution": r["similarity"]} for r in shown.to_dict("records")]
+        if len(shown) < len(self.items):
+            rows.append({"section": "item", "item_feature": f"({len(self.items) - len(shown)} other liked items)",
+                         "contribution": self.items["similarity"].iloc[len(shown):].sum()})
+        return pd.DataFrame(rows, columns=["section"] + FEATURE_COLUMNS)
+
+    def to_dict(self, top=None):
+        def records(frame):
+            return frame.to_dict("records")
+
+        parts = {}
+        for part in self.part_names:
+            group = self.part(part)
+            shown = group if top is None else group.head(int(top))
+            parts[part] = {"total": float(group["contribution"].sum()), "pairs": len(group),
+                           "top": records(shown.drop(columns=["part"]))}
+        shown = self.top_items(top)
+        return {
+            "model": self.model, "user": self.user, "item": self.item, "new_item": self.new_item,
+            "estimation_constraint": self.estimation_constraint, "score": self.model_score,
+            "sum_of_contributions": self.score, "features": parts,
+            "items": {"total": float(self.items["similarity"].sum()), "liked_items": len(self.items),
+                      "top": records(shown)},
+        }
+
+
+@torch.no_grad()
+def explain(served, user, item, new_items=None):
+    """Explain the score of ``item`` (a dataset item's id, or a new item of ``new_items``: a
+    ``NewItems`` or an ``.item`` path) for ``user`` (external id). Returns an ``Explanation``."""
+    if not isinstance(served, ServedModel):
+        served = load_model(served)
+    if new_items is not None and not isinstance(new_items, NewItems):
+        new_items = read_new_items(served, new_items)
+    model, device = served.model, served.device
+    u = served.user_ids([user])
+    known_items = served.dataset.field2token_id[served.iid_field]
+    item = str(item)
+    new_item = not (item in known_items and known_items[item] != 0)
+    if new_item:
+        if new_items is None:
+            raise ColdStartError(
+                f"item {item!r} is not an item of dataset {served.dataset.dataset_name!r}; for a new item give "
+                "the new-item file (--new-items FILE)."
+            )
+        row = new_items.matrix[[new_items.index(item)]]
+        item_cols = torch.as_tensor(row.indices, dtype=torch.long, device=device)
+        item_vals = torch.as_tensor(row.data, dtype=torch.float64, device=device)
+        i = None
+        in_profile = False
+        model_score = float(profile_scores(model, u, scipy_to_torch_csr(row, device, model.F.values.dtype))[0, 0])
+    else:
+        i = served.item_ids([item])
+        _, item_cols, item_vals, _ = model.F.gather_rows(i)
+        item_vals = item_vals.double()
+        in_profile = bool(model.R.contains(u, i)[0])
+        interaction = Interaction({served.uid_field: u, served.iid_field: i})
+        model_score = float(model.predict(interaction.to(device))[0])
+
+    profile = model.F_U.dense_rows(u)[0].double()
+    if in_profile:  # estimation constraint: the item's own features leave the profile
+        profile = profile.index_add(0, item_cols, -item_vals)
+    weights = model.diagonal_weights(u).reshape(-1).double()
+    names = np.asarray(served.features.names, dtype=object)
+    frames = [_diagonal_part(item_cols, item_vals, profile, weights, names)]
+    factors = model.low_rank_factors()
+    if factors is not None:
+        frames.append(_low_rank_part(item_cols, item_vals, profile, factors.double(), names))
+    features = pd.concat(frames, ignore_index=True)
+    features = features.iloc[np.argsort(-features["contribution"].abs().to_numpy(), kind="stable")].reset_index(drop=True)
+    items = _liked_items(served, u, i, item_cols, item_vals, weights, factors)
+    part_names = ("diagonal",) if factors is None else ("diagonal", "low_rank")
+    return Explanation(served.model_name, str(user), item, new_item, in_profile, model_score, features, items, part_names)
+
+
+def _diagonal_part(item_cols, item_vals, profile, weights, names):
+    user_vals = profile[item_cols]
+    keep = user_vals != 0
+    cols, f_i, f_u = item_cols[keep], item_vals[keep], user_vals[keep]
+    w = weights[cols]
+    cols = cols.cpu().numpy()
+    return pd.DataFrame({
+        "part": "diagonal", "item_feature": names[cols], "user_feature": names[cols],
+        "item_value": f_i.cpu().numpy(), "user_value": f_u.cpu().numpy(), "weight": w.cpu().numpy(),
+        "contribution": (f_i * w * f_u).cpu().numpy(),
+    })
+
+
+def _low_rank_part(item_cols, item_vals, profile, factors, names):
+    user_cols = torch.nonzero(profile).squeeze(1)
+    user_vals = profile[user_cols]
+    pair_weights = factors[item_cols] @ factors[user_cols].T                     # nnz(f_i) x nnz(f_u)
+    contributions = item_vals[:, None] * pair_weights * user_vals[None, :]
+    a, b = len(item_cols), len(user_cols)
+    rows = np.repeat(np.arange(a), b)
+    cols = np.tile(np.arange(b), a)
+    item_cols, user_cols = item_cols.cpu().numpy(), user_cols.cpu().numpy()
+    return pd.DataFrame({
+        "part": "low_rank", "item_feature": names[item_cols[rows]], "user_feature": names[user_cols[cols]],
+        "item_value": item_vals.cpu().numpy()[rows], "user_value": user_vals.cpu().numpy()[cols],
+        "weight": pair_weights.cpu().numpy().ravel(), "contribution": contributions.cpu().numpy().ravel(),
+    })
+
+
+def _liked_items(served, u, i, item_cols, item_vals, weights, factors):
+    """sim_u(i, j) = f_i^T W_u f_j for each training like j != i of the user, vectorised."""
+    model = served.model
+    _, liked, _, _ = model.R.gather_rows(u)
+    if i is not None:
+        liked = liked[liked != i[0]]
+    item_dense = torch.zeros(model.n_features, dtype=torch.float64, device=liked.device).index_add(0, item_cols, item_vals)
+    owner, cols, values, _ = model.F.gather_rows(liked)
+    values = values.double()
+    similarity = torch.zeros(len(liked), dtype=torch.float64, device=liked.device)
+    similarity = similarity.index_add(0, owner, values * weights[cols] * item_dense[cols])
+    if factors is not None:
+        factors = factors.double()
+        liked_factors = torch.zeros(len(liked), factors.shape[1], dtype=torch.float64, device=liked.device)
+        liked_factors = liked_factors.index_add(0, owner, values[:, None] * factors[cols])
+        similarity = similarity + liked_factors @ (item_vals @ factors[item_cols])
+    order = torch.argsort(similarity, descending=True, stable=True)
+    return pd.DataFrame({
+        "item_id": served.item_tokens(liked[order].cpu().numpy()),
+        "similarity": similarity[order].cpu().numpy(),
+    })

@@ -1,0 +1,113 @@
+"""FBSM's strongest learned feature interactions, without the dense features x features matrix.
+
+FBSM's similarity matrix is W = diag(D) + V V^T (row p of ``V`` is the paper's latent factor v_p).
+Its off-diagonal entry (p, q), p != q, is v_p . v_q: how much an item with feature p and a liked item
+with feature q attract (positive) or repel (negative) each other. Its diagonal entry D_p + ||v_p||^2
+is the weight of a feature shared by both items.
+
+The off-diagonal entries are scanned in blocks of rows (``chunk`` x n features at a time), keeping a
+running top-k of the largest and of the most negative among the pairs p < q (each unordered pair
+once): memory O(chunk x n_features + k), time O(n_features^2 h).
+"""
+
+import numpy as np
+import pandas as pd
+import torch
+
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.serve.loading import ServedModel, load_model
+
+COLUMNS = ["kind", "rank", "feature_p", "feature_q", "weight", "D_p", "vv", "items_p", "items_q"]
+DEFAULT_CELLS = 1 << 22
+
+
+def top_pairs(factors, k, cells=DEFAULT_CELLS):
+    """Largest and most negative v_p . v_q over p < q, blockwise.
+
+    Returns ((values, p, q) of the positive side, (values, p, q) of the negative side), each sorted by
+    decreasing |value| and at most ``k`` long. The positive side holds only values > 0 and the
+    negative side only values < 0.
+    """
+    n = factors.shape[0]
+    k = int(k)
+    chunk = max(1, int(cells) // max(n, 1))
+    columns = torch.arange(n, device=factors.device)
+    best = {+1: (factors.new_empty(0), columns.new_empty(0), columns.new_empty(0)),
+            -1: (factors.new_empty(0), columns.new_empty(0), columns.new_empty(0))}
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        block = factors[start:stop] @ factors.T                                   # chunk x n
+        upper = columns[None, :] > torch.arange(start, stop, device=factors.device)[:, None]
+        for sign in (+1, -1):
+            signed = (sign * block).masked_fill(~upper, -torch.inf).reshape(-1)
+            take = min(k, signed.numel())
+            if take == 0:
+                continue
+            values, flat = torch.topk(signed, take)
+            p, q = flat // n + start, flat % n
+            old_values, old_p, old_q = best[sign]
+            values, p, q = torch.cat([old_values, values]), torch.cat([old_p, p]), torch.cat([old_q, q])
+            keep = torch.topk(values, min(k, len(values))).indices
+            best[sign] = (values[keep], p[keep], q[keep])
+    result = []
+    for sign in (+1, -1):
+        values, p, q = best[sign]
+        order = torch.argsort(values, descending=True, stable=True)
+        values, p, q = values[order], p[order], q[order]
+        positive = values > 0
+        result.append((sign * values[positive], p[positive], q[positive]))
+    return tuple(result)
+
+
+@torch.no_grad()
+def strongest_interactions(served, top=20, min_items=0, cells=DEFAULT_CELLS):
+    """The ``top`` strongest learned interactions of an FBSM model, as a table (``COLUMNS``):
+
+    - ``positive`` / ``negative``: the largest and most negative off-diagonal v_p . v_q (p != q);
+    - ``diagonal_top`` / ``diagonal_bottom``: the largest and smallest self-weights D_p + ||v_p||^2.
+
+    ``min_items``: only features that occur in at least that many training items (1: leave out
+    tokens seen only in validation/test items, whose weights training never touched). ``items_p``
+    and ``items_q`` give those counts.
+    """
+    if not isinstance(served, ServedModel):
+        served = load_model(served)
+    model = served.model
+    if served.model_name != "FBSM" or not hasattr(model, "D"):
+        raise ColdStartError(
+            f"checkpoint {served.checkpoint}: feature interactions are FBSM's (D + V V^T); this is a "
+            f"{served.model_name} model, whose similarity has no cross-feature terms."
+        )
+    frequency = np.asarray(served.training_item_frequency)
+    selected = np.flatnonzero(frequency >= int(min_items))
+    if len(selected) == 0:
+        raise ColdStartError(f"no feature occurs in at least {min_items} training items (--min-items).")
+    names = np.asarray(served.features.names, dtype=object)
+    index = torch.as_tensor(selected, dtype=torch.long, device=model.D.device)
+    D = model.D.detach()[index].double()
+    V = model.V.detach()[index].double()
+    self_low_rank = V.pow(2).sum(1)
+    frames = []
+    for kind, (values, p, q) in zip(("positive", "negative"), top_pairs(V, top, cells)):
+        p, q = p.cpu().numpy(), q.cpu().numpy()
+        frames.append(pd.DataFrame({
+            "kind": kind, "rank": np.arange(1, len(p) + 1), "feature_p": names[selected[p]],
+            "feature_q": names[selected[q]], "weight": values.cpu().numpy(), "D_p": np.nan,
+            "vv": values.cpu().numpy(), "items_p": frequency[selected[p]], "items_q": frequency[selected[q]],
+        }))
+    diagonal = D + self_low_rank
+    take = min(int(top), len(selected))
+    for kind, descending in (("diagonal_top", True), ("diagonal_bottom", False)):
+        order = torch.argsort(diagonal, descending=descending, stable=True)[:take].cpu().numpy()
+        frames.append(pd.DataFrame({
+            "kind": kind, "rank": np.arange(1, len(order) + 1), "feature_p": names[selected[order]],
+            "feature_q": names[selected[order]], "weight": diagonal.cpu().numpy()[order],
+            "D_p": D.cpu().numpy()[order], "vv": self_low_rank.cpu().numpy()[order],
+            "items_p": frequency[selected[order]], "items_q": frequency[selected[order]],
+        }))
+    return pd.concat(frames, ignore_index=True)[COLUMNS]
+
+
+def interactions_document(table):
+    """JSON form: {kind: [rows]}."""
+    return {kind: group.drop(columns=["kind"]).to_dict("records") for kind, group in table.groupby("kind", sort=False)}

@@ -1,0 +1,220 @@
+"""Brand-new items from an ``.item`` atomic file, weighted exactly as the training items.
+
+The file has the training ``.item`` file's format: a header of ``field:type`` columns separated by the
+dataset's ``field_separator``, the item id field and every feature field the model was trained on
+(other columns are ignored), one row per new item. Token sequences are split on ``seq_separator``
+and truncated to ``seq_len`` as RecBole does. Each token becomes the training column ``field:token``;
+the counts are weighted with the training items' column weights (``ItemFeatures.transform``: same idf,
+zero weight for tokens no training item has, L2 rows when the model normalises). Tokens the trained
+model does not know (absent from the dataset's vocabulary, or present only in non-training items, so
+without a learned weight) are ignored and counted in an ``UnknownTokensWarning``.
+"""
+
+import os
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+import torch
+from recbole.utils import FeatureType
+
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.serve.scoring import scipy_to_torch_csr
+
+
+class ServeWarning(UserWarning):
+    """Something the user of the serving tools should know; the command line prints these."""
+
+
+class UnknownTokensWarning(ServeWarning):
+    """Some tokens of the new items are unknown to the trained model and were ignored."""
+
+
+@dataclass
+class NewItems:
+    path: str
+    tokens: list               # external ids of the new items, in file order
+    counts: sp.csr_matrix      # term counts over the model's feature columns (known tokens only)
+    matrix: sp.csr_matrix      # weighted rows, as the training items' rows of F
+    unknown: Counter = field(default_factory=Counter)     # "field:token" -> occurrences, not in the vocabulary
+    weightless: Counter = field(default_factory=Counter)  # "field:token" -> occurrences, no training item has it
+    featureless: list = field(default_factory=list)       # new items left without any weighted feature
+
+    def __len__(self):
+        return len(self.tokens)
+
+    @property
+    def n_ignored(self):
+        return sum(self.unknown.values()) + sum(self.weightless.values())
+
+    def torch_matrix(self, device="cpu", dtype=torch.float32):
+        """The weighted rows as a torch sparse CSR tensor (new items x features)."""
+        return scipy_to_torch_csr(self.matrix, device, dtype)
+
+    def index(self, token):
+        """Row of the new item ``token``; a ColdStartError when the file has no such item."""
+        try:
+            return self.tokens.index(str(token))
+        except ValueError:
+            raise ColdStartError(f"item {token!r} is neither in the dataset nor in the new-item file {self.path}.") from None
+
+
+def read_header(path, separator):
+    """{field: FeatureType} of an atomic file's header, with errors naming the file."""
+    with open(path, encoding="utf-8") as handle:
+        header = handle.readline().rstrip("\r\n")
+    if not header.strip():
+        raise ColdStartError(
+            f"new-item file {path} is empty: expected a header such as 'item_id:token{separator}words:token_seq' "
+            "and one row per new item."
+        )
+    columns = {}
+    for column in header.split(separator):
+        name, _, kind = column.partition(":")
+        try:
+            columns[name] = FeatureType(kind)
+        except ValueError:
+            raise ColdStartError(
+                f"new-item file {path}: header column {column!r} is not 'field:type' with a RecBole type "
+                f"(token, token_seq, float, float_seq)."
+            ) from None
+    return columns
+
+
+def read_new_items(served, path, warn=True):
+    """Read and weight the new items of ``path`` for the model ``served`` (a ``ServedModel``)."""
+    path = str(path)
+    config, dataset = served.config, served.dataset
+    separator = config["field_separator"] or "\t"
+    if not os.path.isfile(path):
+        raise ColdStartError(f"new-item file {path} not found.")
+    columns = read_header(path, separator)
+    iid = served.iid_field
+    if iid not in columns:
+        raise ColdStartError(
+            f"new-item file {path} has no item id column {iid!r}: its header has {sorted(columns)}; "
+            f"expected '{iid}:token' and the feature fields {served.fields}."
+        )
+    missing = [f for f in served.fields if f not in columns]
+    if missing:
+        raise ColdStartError(
+            f"new-item file {path} lacks feature field(s) {missing}: the model was trained on {served.fields}; "
+            f"the file's header has {sorted(columns)}."
+        )
+    for name in served.fields:
+        expected = dataset.field2type[name]
+        if columns[name] != expected:
+            raise ColdStartError(
+                f"new-item file {path}: field {name!r} is {columns[name].value}, but the model was trained "
+                f"on it as {expected.value}."
+            )
+    wanted = [iid] + list(served.fields)
+    header = [f"{name}:{columns[name].value}" for name in wanted]
+    frame = pd.read_csv(path, delimiter=separator, usecols=header, dtype=str,
+                        encoding=config["encoding"] or "utf-8", engine="python")
+    frame = frame.fillna("")  # as RecBole: a missing cell has no token
+    frame.columns = [column.split(":")[0] for column in frame.columns]
+    if len(frame) == 0:
+        raise ColdStartError(f"new-item file {path} has a header but no item rows: expected one row per new item.")
+    tokens = [str(t) for t in frame[iid].tolist()]
+    _check_ids(path, tokens, served)
+
+    names = served.features.names
+    column_of = {name: k for k, name in enumerate(names)}
+    weights = served.features.column_weights
+    seq_len = config["seq_len"] or {}
+    seq_separator = config["seq_separator"] or " "
+    rows, cols = [], []
+    unknown, weightless = Counter(), Counter()
+    for name in served.fields:
+        values = frame[name].tolist()
+        if dataset.field2type[name] == FeatureType.TOKEN_SEQ:
+            cells = [[t for t in str(value).split(seq_separator) if t] for value in values]
+            if name in seq_len:
+                cells = [cell[: int(seq_len[name])] for cell in cells]
+        else:
+            cells = [[str(value)] if str(value) != "" else [] for value in values]
+        lengths = np.fromiter((len(cell) for cell in cells), dtype=np.int64, count=len(cells))
+        keys = pd.Series([f"{name}:{t}" for cell in cells for t in cell], dtype=object)
+        owner = np.repeat(np.arange(len(cells)), lengths)
+        mapped = keys.map(column_of)
+        known = mapped.notna().to_numpy()
+        unknown.update(keys[~known].tolist())
+        col = mapped[known].to_numpy(dtype=np.int64)
+        has_weight = weights[col] != 0
+        weightless.update(keys[known][~has_weight].tolist())
+        rows.append(owner[known][has_weight])
+        cols.append(col[has_weight])
+    rows, cols = np.concatenate(rows), np.concatenate(cols)
+    counts = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(tokens), len(names)))
+    counts.sum_duplicates()
+    matrix = served.features.transform(counts)
+    featureless = [tokens[k] for k in np.flatnonzero(np.diff(matrix.indptr) == 0)]
+    items = NewItems(path, tokens, counts, matrix, unknown, weightless, featureless)
+    if warn and items.n_ignored:
+        warnings.warn(unknown_tokens_message(items), UnknownTokensWarning, stacklevel=2)
+    return items
+
+
+def unknown_tokens_message(items):
+    parts = []
+    if items.unknown:
+        examples = ", ".join(repr(t) for t, _ in items.unknown.most_common(5))
+        parts.append(
+            f"{sum(items.unknown.values())} occurrence(s) of {len(items.unknown)} token(s) not in the "
+            f"training vocabulary (e.g. {examples})"
+        )
+    if items.weightless:
+        examples = ", ".join(repr(t) for t, _ in items.weightless.most_common(5))
+        parts.append(
+            f"{sum(items.weightless.values())} occurrence(s) of {len(items.weightless)} token(s) that no "
+            f"training item has, so without a learned weight (e.g. {examples})"
+        )
+    message = (f"new-item file {items.path}: {items.n_ignored} feature token occurrence(s) unknown to the "
+               f"trained model were ignored: " + "; ".join(parts) + ".")
+    if items.featureless:
+        shown = ", ".join(repr(t) for t in items.featureless[:5]) + (" ..." if len(items.featureless) > 5 else "")
+        message += f" {len(items.featureless)} new item(s) have no known feature left and score 0 for every user: {shown}."
+    return message
+
+
+def _check_ids(path, tokens, served):
+    blank = [k + 2 for k, t in enumerate(tokens) if not t.strip()]
+    if blank:
+        raise ColdStartError(f"new-item file {path}: empty item id on line(s) {blank[:10]}.")
+    repeated = sorted(t for t, n in Counter(tokens).items() if n > 1)
+    if repeated:
+        raise ColdStartError(f"new-item file {path}: item id(s) {repeated[:10]} appear more than once.")
+    known = served.dataset.field2token_id[served.iid_field]
+    clashes = [t for t in tokens if t in known and known[t] != 0]
+    if clashes:
+        shown = ", ".join(repr(t) for t in clashes[:10]) + (" ..." if len(clashes) > 10 else "")
+        raise ColdStartError(
+            f"new-item file {path}: {len(clashes)} item id(s) already belong to items of dataset "
+            f"{served.dataset.dataset_name!r}: {shown}. New items need ids the trained model has never seen "
+            "(write them under new ids)."
+        )
+
+
+def write_items_as_new(item_file, out_file, tokens, prefix="new_", separator="\t", id_field="item_id"):
+    """Copy the rows of ``tokens`` from an ``.item`` file to ``out_file`` under the ids ``prefix + token``.
+
+    Handy to try the serving commands: the copies have the features of existing items under ids the
+    model has never seen. Returns the new ids.
+    """
+    wanted = {str(t) for t in tokens}
+    written = []
+    with open(item_file, encoding="utf-8") as source, open(out_file, "w", encoding="utf-8") as target:
+        header = source.readline()
+        target.write(header)
+        id_column = [c.split(":")[0] for c in header.rstrip("\r\n").split(separator)].index(id_field)
+        for line in source:
+            cells = line.rstrip("\r\n").split(separator)
+            if cells[id_column] in wanted:
+                cells[id_column] = prefix + cells[id_column]
+                written.append(cells[id_column])
+                target.write(separator.join(cells) + "\n")
+    return written

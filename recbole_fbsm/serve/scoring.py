@@ -1,0 +1,96 @@
+"""Batched, vectorised scores of users against item feature rows, and top-k lists with fair ties.
+
+For an item i that is not one of the user's training likes (a new item, or an item of another split),
+every model here scores
+
+    score(u, i) = f_i^T W_u f_u,   W_u = diag(c_u) + V V^T,
+
+with f_u the sum of the user's training likes' features (``model.F_U``), c_u = ``diagonal_weights``
+and V = ``low_rank_factors()`` (None for UFSM and CoSim). A batch of users costs one sparse x dense
+product with the items' rows (items x features, torch sparse CSR) and, for FBSM, one (B x h) x (h x
+items) product: no loop over users, items or features, and never a features x features matrix.
+"""
+
+import torch
+
+DEFAULT_CELLS = 1 << 24  # dense users x features (or users x items) cells per batch
+
+
+def scipy_to_torch_csr(matrix, device="cpu", dtype=torch.float32):
+    """A scipy CSR matrix as a torch sparse CSR tensor."""
+    return torch.sparse_csr_tensor(
+        torch.as_tensor(matrix.indptr, dtype=torch.long), torch.as_tensor(matrix.indices, dtype=torch.long),
+        torch.as_tensor(matrix.data, dtype=dtype), size=matrix.shape, check_invariants=False,
+    ).to(device)
+
+
+def rows_as_sparse(F, items):
+    """Rows ``items`` of a ``TorchCsr`` (e.g. ``model.F``) as a torch sparse CSR tensor."""
+    _, cols, values, offsets = F.gather_rows(items)
+    indptr = torch.cat([offsets, offsets.new_tensor([len(cols)])])
+    return torch.sparse_csr_tensor(indptr, cols, values, size=(len(items), F.shape[1]), check_invariants=False)
+
+
+def user_batch_size(n_features, n_items, cells=DEFAULT_CELLS):
+    return max(1, cells // max(n_features, n_items, 1))
+
+
+@torch.no_grad()
+def profile_scores(model, users, item_matrix, item_factors=None):
+    """(len(users) x n_items) scores f_i^T W_u f_u of ``users`` (a long tensor) against the rows of
+    ``item_matrix`` (items x features, torch sparse CSR). The estimation constraint does not apply:
+    the items must not be among the users' training likes (new items, validation or test items)."""
+    f_u = model.F_U.dense_rows(users)                       # B x n_features
+    weights = model.diagonal_weights(users)                 # (n_features,) or (B, n_features)
+    scores = torch.sparse.mm(item_matrix, (f_u * weights).T).T
+    factors = model.low_rank_factors()
+    if factors is not None:
+        if item_factors is None:
+            item_factors = torch.sparse.mm(item_matrix, factors)
+        scores = scores + (f_u @ factors) @ item_factors.T
+    return scores
+
+
+def iter_profile_scores(model, users, item_matrix, cells=DEFAULT_CELLS):
+    """Yield (start, scores) for consecutive batches of ``users``, ``cells`` dense cells at a time."""
+    factors = model.low_rank_factors()
+    item_factors = None if factors is None else torch.sparse.mm(item_matrix, factors)
+    step = user_batch_size(model.n_features, item_matrix.shape[0], cells)
+    for start in range(0, len(users), step):
+        yield start, profile_scores(model, users[start:start + step], item_matrix, item_factors)
+
+
+def ranked(scores, keys, k):
+    """Per row, the column positions of the k best (score descending, ties by ``keys`` descending)."""
+    k = min(k, scores.shape[1])
+    by_key = torch.argsort(keys, dim=1, descending=True)
+    by_score = torch.argsort(scores.gather(1, by_key), dim=1, descending=True, stable=True)
+    return by_key.gather(1, by_score)[:, :k]
+
+
+class RunningTopK:
+    """The k best columns of every row of a matrix that arrives in column blocks.
+
+    Ties are broken at random and uniformly: every cell gets an independent random key (seeded), and
+    cells are ordered by (score, key). Memory is O(rows x (k + block)).
+    """
+
+    def __init__(self, n_rows, k, seed=0, device="cpu"):
+        self.k = k
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self.scores = torch.empty(n_rows, 0, device=device)
+        self.keys = torch.empty(n_rows, 0, device=device)
+        self.ids = torch.empty(n_rows, 0, dtype=torch.long, device=device)
+
+    def add(self, scores, ids):
+        """``scores``: (n_rows x m) block; ``ids``: the m column ids (long tensor)."""
+        keys = torch.rand(scores.shape, generator=self.generator).to(scores.device)
+        scores = torch.cat([self.scores, scores.to(self.scores.dtype)], dim=1)
+        keys = torch.cat([self.keys, keys], dim=1)
+        ids = torch.cat([self.ids, ids[None, :].expand(len(scores), -1)], dim=1)
+        best = ranked(scores, keys, self.k)
+        self.scores, self.keys, self.ids = scores.gather(1, best), keys.gather(1, best), ids.gather(1, best)
+
+    def result(self):
+        """(ids, scores), each (n_rows x min(k, columns seen)), best first."""
+        return self.ids, self.scores

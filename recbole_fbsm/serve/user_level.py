@@ -1,0 +1,172 @@
+"""The paper's user-level investigation: for which users is model A better than model B?
+
+Both checkpoints must come from the same dataset and the same item split (dataset name, split seed
+and ratios are checked, then the test split itself: its items and likes). Each model ranks the test
+split's items only (the protocol's candidates) for every user with a test like, with the plugin's fair
+random tie breaking (``TieBreakingCollector.random_tie_topk``, seeded by the checkpoint's ``seed``, users
+in the evaluation's order and batches), and gets a per-user Recall@k = hits in the top k / the user's
+test likes (RecBole's Recall). Users fall in three groups, A better, same, A worse; for each group:
+
+- ``users``: how many users; ``test_items``: distinct test items liked by the group's users;
+- ``likes_per_user``: the group's users' mean number of test likes; ``train_likes_per_user``: their
+  mean number of training likes (the size of the profile the models score with);
+- ``likes_per_item``: the group's test likes / its distinct test items; ``item_test_likes``: the mean
+  number of test likes (by all test users) of those items, i.e. their popularity;
+- ``recall_a`` / ``recall_b``: the models' mean Recall@k over the group.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.evaluation import TieBreakingCollector
+from recbole_fbsm.serve.loading import ServedModel, load_model
+from recbole_fbsm.serve.scoring import profile_scores, rows_as_sparse
+
+GROUPS = ("better", "same", "worse")
+
+
+@dataclass
+class UserComparison:
+    name_a: str
+    name_b: str
+    k: int
+    per_user: pd.DataFrame  # user_id, group, recall_a, recall_b, hits_a, hits_b, test_likes, train_likes
+    groups: pd.DataFrame    # one row per group (better / same / worse: A vs B) and "all"
+
+    def to_dict(self):
+        return {"model_a": self.name_a, "model_b": self.name_b, "k": self.k,
+                "groups": self.groups.to_dict("records")}
+
+
+def test_likes(served):
+    """(user ids, item ids) of the test split's likes."""
+    dataset = served.test_data._dataset
+    return (dataset.inter_feat[dataset.uid_field].numpy().astype(np.int64),
+            dataset.inter_feat[dataset.iid_field].numpy().astype(np.int64))
+
+
+@torch.no_grad()
+def per_user_recall(served, k=10):
+    """Per test user: hits in the top ``k`` among the test split's items, test likes, Recall@k.
+
+    Scored like the trainer's test evaluation: the test items are the candidates, users in ascending
+    id order in batches of ``eval_batch_size`` // items, ties broken by ``random_tie_topk`` over the
+    top max(``topk``) (so the same random stream as the trainer when the scores are the same).
+    """
+    if not isinstance(served, ServedModel):
+        served = load_model(served)
+    model, config, device = served.model, served.config, served.device
+    dataset = served.test_data._dataset
+    candidates = getattr(dataset, "split_items", None)
+    if candidates is None:
+        raise ColdStartError(f"checkpoint {served.checkpoint}: the test split has no item list (eval_args.group_by must be item).")
+    candidates = torch.as_tensor(np.asarray(candidates), dtype=torch.long, device=device)
+    position = torch.full((dataset.item_num,), -1, dtype=torch.long, device=device)
+    position[candidates] = torch.arange(len(candidates), device=device)
+    like_users, like_items = test_likes(served)
+    users = np.unique(like_users)
+    likes = np.bincount(like_users, minlength=dataset.user_num)
+    row_of_user = np.full(dataset.user_num, -1, dtype=np.int64)
+    row_of_user[users] = np.arange(len(users))
+
+    matrix = rows_as_sparse(model.F, candidates)
+    factors = model.low_rank_factors()
+    item_factors = None if factors is None else torch.sparse.mm(matrix, factors)
+    topk = config["topk"]
+    depth = max(int(k), *(topk if isinstance(topk, (list, tuple)) else [topk]))
+    collector = TieBreakingCollector(config)
+    step = max(int(config["eval_batch_size"]) // dataset.item_num, 1)
+    hits = np.zeros(len(users), dtype=np.int64)
+    # relevant[row, column]: the batch's users' test likes as candidate columns
+    like_rows, like_cols = row_of_user[like_users], position[torch.as_tensor(like_items, device=device)]
+    if bool((like_cols < 0).any()):
+        raise ColdStartError("a test like's item is not among the test split's items.")
+    for start in range(0, len(users), step):
+        batch = torch.as_tensor(users[start:start + step], device=device)
+        scores = profile_scores(model, batch, matrix, item_factors)
+        if scores.shape[1] < depth:  # fewer candidates than k: never-relevant fillers, as the collector does
+            filler = torch.full((len(batch), depth - scores.shape[1]), -torch.inf, device=device)
+            scores = torch.cat([scores, filler], dim=1)
+        top = collector.random_tie_topk(scores, depth)[:, : int(k)]
+        relevant = torch.zeros(scores.shape, dtype=torch.bool, device=device)
+        in_batch = (like_rows >= start) & (like_rows < start + len(batch))
+        relevant[torch.as_tensor(like_rows[in_batch] - start, device=device), like_cols[torch.as_tensor(in_batch, device=device)]] = True
+        hits[start:start + len(batch)] = relevant.gather(1, top).sum(1).cpu().numpy()
+    test_counts = likes[users]
+    return pd.DataFrame({
+        "user_id": served.user_tokens(users),
+        "hits": hits,
+        "test_likes": test_counts,
+        "recall": hits / test_counts,
+        "train_likes": served.training_likes_per_user()[users],
+    })
+
+
+def check_same_split(a, b):
+    """A ColdStartError unless ``a`` and ``b`` were trained on the same dataset and item split."""
+    checks = [
+        ("dataset", a.config["dataset"], b.config["dataset"]),
+        ("split_seed", a.config.split_seed, b.config.split_seed),
+        ("eval_args.split", a.config["eval_args"].get("split"), b.config["eval_args"].get("split")),
+        ("eval_args.group_by", a.config["eval_args"].get("group_by"), b.config["eval_args"].get("group_by")),
+    ]
+    for name, value_a, value_b in checks:
+        if value_a != value_b:
+            raise ColdStartError(
+                f"checkpoints {a.checkpoint} and {b.checkpoint} were not trained on the same split: "
+                f"{name} is {value_a!r} vs {value_b!r}; the per-user comparison needs the same dataset and split seed."
+            )
+
+    def test_split(served):
+        dataset = served.test_data._dataset
+        items = set(served.item_tokens(dataset.split_items))
+        users, liked = test_likes(served)
+        return items, set(zip(served.user_tokens(users), served.item_tokens(liked)))
+
+    items_a, likes_a = test_split(a)
+    items_b, likes_b = test_split(b)
+    if items_a != items_b or likes_a != likes_b:
+        raise ColdStartError(
+            f"checkpoints {a.checkpoint} and {b.checkpoint} name the same dataset and split seed, but their test "
+            f"splits differ ({len(items_a)} vs {len(items_b)} items, {len(likes_a)} vs {len(likes_b)} likes): "
+            "different data files, filters or like threshold?"
+        )
+
+
+def compare_users(a, b, k=10):
+    """Per-user Recall@k of checkpoint ``a`` against ``b`` (``ServedModel`` or paths), grouped."""
+    a = a if isinstance(a, ServedModel) else load_model(a)
+    b = b if isinstance(b, ServedModel) else load_model(b)
+    check_same_split(a, b)
+    recall_a = per_user_recall(a, k)
+    recall_b = per_user_recall(b, k)
+    merged = recall_a.merge(recall_b[["user_id", "hits", "recall"]], on="user_id", suffixes=("_a", "_b"), validate="1:1")
+    merged["group"] = np.select(
+        [merged["recall_a"] > merged["recall_b"], merged["recall_a"] == merged["recall_b"]], ["better", "same"], "worse"
+    )
+    per_user = merged[["user_id", "group", "recall_a", "recall_b", "hits_a", "hits_b", "test_likes", "train_likes"]]
+
+    like_users, like_items = test_likes(a)
+    like_frame = pd.DataFrame({"user_id": a.user_tokens(like_users), "item": like_items})
+    item_likes = like_frame["item"].value_counts()
+    rows = []
+    for group in GROUPS + ("all",):
+        members = per_user if group == "all" else per_user[per_user["group"] == group]
+        group_likes = like_frame[like_frame["user_id"].isin(set(members["user_id"]))]
+        items = group_likes["item"].unique()
+        rows.append({
+            "group": group,
+            "users": len(members),
+            "test_items": len(items),
+            "likes_per_user": float(members["test_likes"].mean()) if len(members) else np.nan,
+            "train_likes_per_user": float(members["train_likes"].mean()) if len(members) else np.nan,
+            "likes_per_item": len(group_likes) / len(items) if len(items) else np.nan,
+            "item_test_likes": float(item_likes.loc[items].mean()) if len(items) else np.nan,
+            "recall_a": float(members["recall_a"].mean()) if len(members) else np.nan,
+            "recall_b": float(members["recall_b"].mean()) if len(members) else np.nan,
+        })
+    return UserComparison(a.model_name, b.model_name, int(k), per_user.reset_index(drop=True), pd.DataFrame(rows))

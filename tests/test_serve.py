@@ -1,0 +1,530 @@
+"""Serving trained models on brand-new items: recommend, explain, interactions, per-user comparison.
+
+One small implicit dataset with a planted signal is generated per module: users of topic k like items
+whose words contain ``t{k}``; a few items of every topic are held out of the dataset entirely and come
+back as new items. FBSM, UFSM, CoSim and BPR are trained on it once (1-3 epochs).
+"""
+
+import csv
+import json
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from recbole.data.interaction import Interaction
+
+from helpers import QUIET
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.features import build_item_features, term_counts
+from recbole_fbsm.quick_start import run
+from recbole_fbsm.registry import get_trainer
+from recbole_fbsm.serve import (
+    UnknownTokensWarning, compare_users, explain, load_model, per_user_recall, read_new_items, recommend,
+    strongest_interactions,
+)
+from recbole_fbsm.serve.__main__ import main
+from recbole_fbsm.serve.interactions import top_pairs
+from recbole_fbsm.serve.new_items import write_items_as_new
+from recbole_fbsm.serve.recommend import score_new_items
+
+TOPICS, ITEMS_PER_TOPIC, HELD_OUT_PER_TOPIC, USERS_PER_TOPIC = 4, 24, 3, 10
+HEADER = "item_id:token\tgenre:token\twords:token_seq\n"
+
+
+def item_line(token, features):
+    return f"{token}\t{features['genre']}\t{' '.join(features['words'])}\n"
+
+
+def write_planted(root, name="plant", seed=0):
+    """Implicit likes with a planted topic signal; the held-out items go to ``new.item`` only.
+
+    Each item has a genre (token field, noise), its topic word ``t{k}``, two noise words and a word of
+    its own (``x_<item>``: an item of the validation/test split gives a token that no training item has).
+    """
+    rng = np.random.default_rng(seed)
+    features, topic_of, held_out = {}, {}, []
+    for k in range(TOPICS):
+        for n in range(ITEMS_PER_TOPIC + HELD_OUT_PER_TOPIC):
+            token = f"k{k}i{n:02d}"
+            noise = [f"n{w}" for w in rng.choice(15, 2, replace=False)]
+            features[token] = {"genre": f"g{rng.integers(4)}", "words": [f"t{k}", *noise, f"x_{token}"]}
+            topic_of[token] = k
+            if n >= ITEMS_PER_TOPIC:
+                held_out.append(token)
+    kept = [t for t in features if t not in held_out]
+    likes, users_of_topic = [], {}
+    for k in range(TOPICS):
+        own = [t for t in kept if topic_of[t] == k]
+        others = [t for t in kept if topic_of[t] != k]
+        for n in range(USERS_PER_TOPIC):
+            user = f"u{k}_{n}"
+            users_of_topic.setdefault(k, []).append(user)
+            chosen = list(rng.choice(own, 7, replace=False)) + [others[int(rng.integers(len(others)))]]
+            likes += [(user, item) for item in chosen]
+    folder = root / name
+    folder.mkdir(parents=True)
+    with open(folder / f"{name}.inter", "w") as handle:
+        handle.write("user_id:token\titem_id:token\n")
+        handle.writelines(f"{u}\t{i}\n" for u, i in likes)
+    with open(folder / f"{name}.item", "w") as handle:
+        handle.write(HEADER)
+        handle.writelines(item_line(t, features[t]) for t in kept)
+    with open(root / "new.item", "w") as handle:
+        handle.write(HEADER)
+        handle.writelines(item_line(t, features[t]) for t in held_out)
+    return {"root": root, "name": name, "features": features, "topic_of": topic_of, "held_out": held_out,
+            "users_of_topic": users_of_topic, "likes": likes, "item_file": folder / f"{name}.item",
+            "new_file": root / "new.item"}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serve")
+    data = write_planted(root)
+    common = dict(QUIET, data_path=str(root), checkpoint_dir=str(root / "saved"), seed=2020, threshold=None,
+                  load_col={"inter": ["user_id", "item_id"], "item": ["item_id", "genre", "words"]})
+    settings = {
+        "FBSM": {"epochs": 3, "rank": 3, "init_std": 0.1, "learning_rate": 0.05},
+        "UFSM": {"epochs": 2, "n_functions": 2, "init_std": 0.3, "learning_rate": 0.05},
+        "CoSim": {},
+        "BPR": {"epochs": 1},
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)  # RecBole writes ./log and ./log_tensorboard
+        results = {name: run(name, data["name"], config_dict={**common, **extra}) for name, extra in settings.items()}
+    data["results"] = results
+    data["checkpoint"] = {name: result["saved_model_file"] for name, result in results.items()}
+    data["common"] = common
+    return data
+
+
+@pytest.fixture(scope="module")
+def served(trained):
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            cache[name] = load_model(trained["checkpoint"][name])
+        return cache[name]
+
+    return get
+
+
+def all_users(model):
+    return torch.arange(1, model.R.shape[0])
+
+
+def dense(csr):
+    return csr.to_torch_sparse().to_dense().double().numpy()
+
+
+def write_item_file(path, rows, header=HEADER):
+    path.write_text(header + "".join(rows))
+    return path
+
+
+# ------------------------------------------------------------------------------------- feature weighting
+def test_transform_weights_counts_exactly_as_training(served):
+    dataset = served("FBSM").dataset
+    fields = ["genre", "words"]
+    counts, _ = term_counts(dataset, fields)
+    for weighting in ("tfidf", "tf", "binary"):
+        for normalize in (True, False):
+            features = build_item_features(dataset, dataset.split_items, fields, weighting, normalize)
+            again = features.transform(counts)
+            assert again.shape == features.matrix.shape
+            assert (again != features.matrix).nnz == 0, (weighting, normalize)
+
+
+def test_new_item_rows_are_weighted_like_training_and_scored_by_brute_force(trained, served, tmp_path):
+    """tf-idf by hand (idf from training items only, zero for tokens no training item has, L2 rows),
+    then score(u, new) = sum over u's training likes j of f_new^T (diag(D) + V V^T) f_j."""
+    s = served("FBSM")
+    dataset = s.dataset
+    train_tokens = set(s.item_tokens(dataset.split_items))
+    test_item = s.item_tokens(s.test_data._dataset.split_items[:1])[0]
+    document_frequency = Counter()
+    for token in train_tokens:
+        feats = trained["features"][token]
+        document_frequency.update({f"genre:{feats['genre']}", *(f"words:{w}" for w in feats["words"])})
+    n_train = len(train_tokens)
+    new_tokens = {"genre:g2": 1, "words:t1": 2, "words:n3": 1, "words:n4": 1, f"words:x_{test_item}": 1, "words:zzz": 1}
+    path = write_item_file(tmp_path / "one.item", [f"brand_new\tg2\tt1 n3 t1 n4 x_{test_item} zzz\n"])
+    with pytest.warns(UnknownTokensWarning):
+        new = read_new_items(s, path)
+    expected = {}
+    for name, count in new_tokens.items():
+        df = document_frequency.get(name, 0)
+        if df:
+            expected[name] = count * (math.log((1 + n_train) / (1 + df)) + 1)
+    norm = math.sqrt(sum(v * v for v in expected.values()))
+    row = new.matrix[0]
+    got = {s.features.names[c]: v for c, v in zip(row.indices, row.data)}
+    assert set(got) == set(expected) and f"words:x_{test_item}" not in got
+    for name, value in expected.items():
+        assert got[name] == pytest.approx(value / norm, rel=1e-12)
+
+    model = s.model
+    F, likes = dense(model.F), dense(model.R)
+    V = model.V.double().numpy()
+    W = np.diag(model.D.double().numpy()) + V @ V.T
+    f_new = np.zeros(model.n_features)
+    f_new[row.indices] = row.data
+    users = all_users(model)
+    brute = np.array([sum(f_new @ W @ F[j] for j in np.flatnonzero(likes[u])) for u in users.tolist()])
+    scores = score_new_items(s, new, users)[:, 0].double().numpy()
+    np.testing.assert_allclose(scores, brute, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["FBSM", "UFSM", "CoSim"])
+def test_copies_of_dataset_items_score_as_the_model_scores_the_originals(trained, served, name, tmp_path):
+    """A dataset item written out under a new id scores exactly as the model scores the item itself for
+    every user who did not like it in training; the top lists follow the scores."""
+    s = served(name)
+    model = s.model
+    picked = s.item_tokens(np.r_[s.dataset.split_items[:6], s.test_data._dataset.split_items[:6]])
+    path = tmp_path / "copies.item"
+    new_ids = write_items_as_new(trained["item_file"], path, picked, prefix="copy_")
+    assert len(new_ids) == len(picked)
+    new = read_new_items(s, path, warn=False)
+    # every token of a copy is in the vocabulary; a test item's own word x_<item> has no training weight
+    assert not new.unknown and new.weightless == Counter({f"words:x_{t}": 1 for t in picked[6:]})
+    users = all_users(model)
+    scores = score_new_items(s, new, users).double()
+    originals = s.item_ids([t[len("copy_"):] for t in new.tokens])
+    full = model.full_sort_predict(Interaction({"user_id": users})).view(len(users), -1)[:, originals].double()
+    liked = torch.as_tensor(dense(model.R)[1:][:, originals.numpy()] > 0)
+    assert (~liked).sum() > 100
+    torch.testing.assert_close(scores[~liked], full[~liked], rtol=1e-5, atol=1e-5)
+
+    result = recommend(s, new, top=5)
+    has_likes = torch.as_tensor(dense(model.R)[1:].sum(1) > 0)
+    for column, token in enumerate(new.tokens):
+        rows = result.for_items[result.for_items["item_id"] == token]
+        assert list(rows["rank"]) == [1, 2, 3, 4, 5]
+        best = torch.sort(scores[has_likes, column], descending=True).values[:5].numpy()
+        np.testing.assert_allclose(rows["score"].to_numpy(), best, rtol=1e-6, atol=1e-6)
+        for user, score in zip(rows["user_id"], rows["score"]):
+            assert scores[s.user_ids([user])[0] - 1, column].item() == pytest.approx(score, abs=1e-6)
+    first_user = result.for_users[result.for_users["user_id"] == s.user_tokens([1])[0]]
+    np.testing.assert_allclose(first_user["score"].to_numpy(), torch.sort(scores[0], descending=True).values[:5].numpy(), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------- bad input
+def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, tmp_path):
+    s = served("FBSM")
+    existing = trained["likes"][0][1]
+    cases = {
+        "collision.item": (HEADER + f"fresh\tg1\tt0\n{existing}\tg1\tt0 n1\n",
+                           rf"collision\.item: 1 item id\(s\) already belong to items of dataset 'plant': '{existing}'"),
+        "missing.item": ("item_id:token\tgenre:token\nfresh\tg1\n",
+                         r"missing\.item lacks feature field\(s\) \['words'\]: the model was trained on \['genre', 'words'\]"),
+        "empty.item": ("", r"empty\.item is empty: expected a header"),
+        "header_only.item": (HEADER, r"header_only\.item has a header but no item rows"),
+        "twice.item": (HEADER + "a1\tg1\tt0\na1\tg2\tt1\n", r"twice\.item: item id\(s\) \['a1'\] appear more than once"),
+        "wrong_type.item": ("item_id:token\tgenre:token\twords:token\nfresh\tg1\tt0\n",
+                            r"wrong_type\.item: field 'words' is token, but the model was trained on it as token_seq"),
+        "no_id.item": ("name:token\tgenre:token\twords:token_seq\nfresh\tg1\tt0\n", r"no_id\.item has no item id column 'item_id'"),
+    }
+    for file_name, (content, message) in cases.items():
+        path = tmp_path / file_name
+        path.write_text(content)
+        with pytest.raises(ColdStartError, match=message):
+            read_new_items(s, path)
+    with pytest.raises(ColdStartError, match=r"new-item file .*absent\.item not found"):
+        read_new_items(s, tmp_path / "absent.item")
+
+
+def test_unknown_tokens_are_ignored_and_counted_in_a_warning(trained, served, tmp_path):
+    s = served("FBSM")
+    train_item = s.item_tokens(s.dataset.split_items[:1])[0]
+    test_item = s.item_tokens(s.test_data._dataset.split_items[:1])[0]
+    feats = trained["features"][train_item]
+    words = " ".join(feats["words"])
+    path = write_item_file(tmp_path / "noisy.item", [
+        f"plain\t{feats['genre']}\t{words}\n",
+        f"noisy\t{feats['genre']}\tzz1 {words} zz1 zz2 x_{test_item}\n",
+        "nothing\tgz\tzz3\n",
+    ])
+    with pytest.warns(UnknownTokensWarning) as record:
+        new = read_new_items(s, path)
+    message = str(record[0].message)
+    assert "noisy.item: 6 feature token occurrence(s) unknown to the trained model were ignored" in message
+    assert "5 occurrence(s) of 4 token(s) not in the training vocabulary" in message
+    assert "1 occurrence(s) of 1 token(s) that no training item has" in message
+    assert "1 new item(s) have no known feature left and score 0 for every user: 'nothing'" in message
+    assert new.unknown == Counter({"words:zz1": 2, "words:zz2": 1, "words:zz3": 1, "genre:gz": 1})
+    assert new.weightless == Counter({f"words:x_{test_item}": 1})
+    assert new.n_ignored == 6 and new.featureless == ["nothing"]
+    assert (new.matrix[0] != new.matrix[1]).nnz == 0  # the ignored tokens change nothing, not even the norm
+    scores = score_new_items(s, new, all_users(s.model))
+    torch.testing.assert_close(scores[:, 0], scores[:, 1])
+    assert bool((scores[:, 2] == 0).all())
+
+
+def test_a_checkpoint_of_another_model_is_refused(trained, tmp_path, capsys):
+    bpr = trained["checkpoint"]["BPR"]
+    with pytest.raises(ColdStartError, match=r"holds a BPR model; expected one of FBSM, UFSM, CoSim"):
+        load_model(bpr)
+    code = main(["recommend", bpr, str(trained["new_file"])])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.startswith("error: checkpoint ") and "holds a BPR model" in err and "Traceback" not in err
+    (tmp_path / "junk.pth").write_bytes(b"not a checkpoint")
+    assert main(["interactions", str(tmp_path / "junk.pth")]) == 2
+    assert "junk.pth cannot be read" in capsys.readouterr().err
+
+
+def test_cli_bad_new_items_and_bad_output_exit_2(trained, tmp_path, capsys):
+    checkpoint = trained["checkpoint"]["CoSim"]
+    existing = write_item_file(tmp_path / "clash.item", [f"{trained['likes'][0][1]}\tg1\tt0\n"])
+    assert main(["recommend", checkpoint, str(existing), "--item-output", str(tmp_path / "o.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: new-item file ") and "clash.item" in err and "already belong" in err
+    assert not (tmp_path / "o.csv").exists()
+    assert main(["recommend", checkpoint, str(trained["new_file"]), "--item-output", str(tmp_path / "o.txt")]) == 2
+    assert "cannot tell the format from its extension '.txt'" in capsys.readouterr().err
+    assert main(["recommend", checkpoint, str(trained["new_file"]), "--users", "nobody", "--user-output", str(tmp_path / "u.csv")]) == 2
+    assert "1 user(s) not in dataset 'plant'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ explain
+@pytest.mark.parametrize("name", ["FBSM", "UFSM", "CoSim"])
+def test_explanations_add_up_to_the_model_score(trained, served, name):
+    s = served(name)
+    model = s.model
+    F, likes = dense(model.F), dense(model.R)
+    test_items = s.test_data._dataset.split_items
+    new = read_new_items(s, trained["new_file"], warn=False)
+    checked = shared_somewhere = 0
+    for u in (1, 7, 15, 28):
+        user = s.user_tokens([u])[0]
+        liked = np.flatnonzero(likes[u])
+        unliked_train = [i for i in s.dataset.split_items if likes[u, i] == 0]
+        for item_id, constraint in ((liked[0], True), (unliked_train[0], False), (test_items[u % len(test_items)], False)):
+            item = s.item_tokens([item_id])[0]
+            explanation = explain(s, user, item)
+            interaction = Interaction({"user_id": torch.tensor([u]), "item_id": torch.tensor([int(item_id)])})
+            predicted = model.predict(interaction).item()
+            assert explanation.estimation_constraint is constraint
+            assert explanation.model_score == pytest.approx(predicted, abs=1e-6)
+            assert explanation.score == pytest.approx(predicted, abs=1e-5)
+            assert explanation.items["similarity"].sum() == pytest.approx(predicted, abs=1e-5)
+            others = [j for j in liked if j != item_id]
+            assert sorted(explanation.items["item_id"]) == sorted(s.item_tokens(others))
+            assert set(explanation.parts()) == ({"diagonal", "low_rank"} if name == "FBSM" else {"diagonal"})
+            if name == "FBSM":  # each part is what its parameter contributes
+                profile = likes[u] @ F - (F[item_id] if constraint else 0)
+                V = model.V.double().numpy()
+                assert explanation.parts()["diagonal"] == pytest.approx(F[item_id] @ (model.D.double().numpy() * profile), abs=1e-6)
+                assert explanation.parts()["low_rank"] == pytest.approx((F[item_id] @ V) @ (V.T @ profile), abs=1e-6)
+                # the low-rank part holds the p = q terms too: one per feature that both sides share
+                low_rank = explanation.part("low_rank")
+                same = set(low_rank.loc[low_rank["item_feature"] == low_rank["user_feature"], "item_feature"])
+                assert same == set(explanation.part("diagonal")["item_feature"])
+                shared_somewhere += bool(same)
+            checked += 1
+        explanation = explain(s, user, new.tokens[u % len(new)], new_items=new)
+        expected = score_new_items(s, new, torch.tensor([u]))[0, u % len(new)].item()
+        assert explanation.new_item and not explanation.estimation_constraint
+        assert explanation.model_score == pytest.approx(expected, abs=1e-6)
+        assert explanation.score == pytest.approx(expected, abs=1e-5)
+        assert explanation.items["similarity"].sum() == pytest.approx(expected, abs=1e-5)
+    assert checked == 12
+    assert name != "FBSM" or shared_somewhere >= 4
+
+
+def test_explain_cli_json_shows_top_entries_and_the_rest(trained, served, tmp_path, capsys):
+    s = served("FBSM")
+    user, item = "u0_0", trained["held_out"][0]
+    out = tmp_path / "why.json"
+    assert main(["explain", trained["checkpoint"]["FBSM"], "--user", user, "--item", item,
+                 "--new-items", str(trained["new_file"]), "--top", "3", "--output", str(out)]) == 0
+    assert "warning: new-item file" in capsys.readouterr().err
+    document = json.loads(out.read_text())
+    total = sum(part["total"] for part in document["features"].values())
+    assert total == pytest.approx(document["score"], abs=1e-5)
+    assert document["items"]["total"] == pytest.approx(document["score"], abs=1e-5)
+    assert all(len(part["top"]) <= 3 for part in document["features"].values())
+    table = tmp_path / "why.csv"
+    assert main(["explain", trained["checkpoint"]["FBSM"], "--user", user, "--item", item,
+                 "--new-items", str(trained["new_file"]), "--top", "3", "--output", str(table)]) == 0
+    rows = list(csv.DictReader(table.open()))
+    features = sum(float(r["contribution"]) for r in rows if r["section"] == "feature")
+    assert features == pytest.approx(document["score"], abs=1e-4)
+    assert main(["explain", trained["checkpoint"]["FBSM"], "--user", user, "--item", item]) == 2
+    assert "is not an item of dataset 'plant'; for a new item give the new-item file" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------- interactions
+def test_top_pairs_blockwise_equal_a_dense_computation():
+    generator = torch.Generator().manual_seed(0)
+    V = torch.randn(37, 3, generator=generator, dtype=torch.float64)
+    dense_matrix = (V @ V.T).numpy()
+    p, q = np.triu_indices(37, k=1)
+    values = dense_matrix[p, q]
+    for k in (1, 7, 10_000):
+        (pos, pos_p, pos_q), (neg, neg_p, neg_q) = top_pairs(V, k, cells=4 * 37)  # blocks of 4 rows
+        expected_pos = np.sort(values[values > 0])[::-1][:k]
+        expected_neg = np.sort(values[values < 0])[:k]
+        np.testing.assert_allclose(pos.numpy(), expected_pos)
+        np.testing.assert_allclose(neg.numpy(), expected_neg)
+        assert bool((pos_p < pos_q).all()) and bool((neg_p < neg_q).all())
+        np.testing.assert_allclose(dense_matrix[pos_p.numpy(), pos_q.numpy()], pos.numpy())
+        np.testing.assert_allclose(dense_matrix[neg_p.numpy(), neg_q.numpy()], neg.numpy())
+
+
+@pytest.mark.parametrize("min_items", [0, 2])
+def test_strongest_interactions_equal_a_dense_brute_force(served, min_items):
+    s = served("FBSM")
+    names = np.asarray(s.features.names)
+    keep = np.flatnonzero(s.training_item_frequency >= min_items)
+    D, V = s.model.D.double().numpy()[keep], s.model.V.double().numpy()[keep]
+    W = np.diag(D) + V @ V.T  # the test may build it; the code may not
+    table = strongest_interactions(s, top=6, min_items=min_items, cells=5 * len(keep))
+    p, q = np.triu_indices(len(keep), k=1)
+    off = W[p, q]
+    for kind, order in (("positive", np.argsort(-off, kind="stable")), ("negative", np.argsort(off, kind="stable"))):
+        rows = table[table["kind"] == kind]
+        chosen = order[:6]
+        np.testing.assert_allclose(rows["weight"].to_numpy(), off[chosen], rtol=1e-9)
+        assert {frozenset(pair) for pair in zip(rows["feature_p"], rows["feature_q"])} == {
+            frozenset((names[keep][a], names[keep][b])) for a, b in zip(p[chosen], q[chosen])}
+    diagonal = np.diag(W)
+    top = table[table["kind"] == "diagonal_top"]
+    np.testing.assert_allclose(top["weight"].to_numpy(), np.sort(diagonal)[::-1][:6], rtol=1e-9)
+    np.testing.assert_allclose((top["D_p"] + top["vv"]).to_numpy(), top["weight"].to_numpy(), rtol=1e-9)
+    bottom = table[table["kind"] == "diagonal_bottom"]
+    np.testing.assert_allclose(bottom["weight"].to_numpy(), np.sort(diagonal)[:6], rtol=1e-9)
+    assert (table["items_p"] >= min_items).all() and (table["items_q"] >= min_items).all()
+    if min_items:
+        assert len(keep) < len(names)
+
+
+def test_interactions_are_fbsms_only(trained, served, tmp_path, capsys):
+    with pytest.raises(ColdStartError, match=r"this is a UFSM model, whose similarity has no cross-feature terms"):
+        strongest_interactions(served("UFSM"))
+    assert main(["interactions", trained["checkpoint"]["CoSim"]]) == 2
+    assert "error: checkpoint" in capsys.readouterr().err
+    out = tmp_path / "pairs.json"
+    assert main(["interactions", trained["checkpoint"]["FBSM"], "--top", "4", "--min-items", "1", "-o", str(out)]) == 0
+    document = json.loads(out.read_text())
+    assert set(document) == {"positive", "negative", "diagonal_top", "diagonal_bottom"}
+    assert all(len(rows) <= 4 for rows in document.values())
+
+
+# -------------------------------------------------------------------------------------------- round trip
+def test_round_trip_held_out_items_reach_the_users_of_their_topic(trained, served, tmp_path, capsys):
+    """Items held out of the dataset entirely, served as new items by the CLI: their topic's users
+    come first, far above chance (a quarter of the users share an item's topic)."""
+    items_out, users_out = tmp_path / "items.csv", tmp_path / "users.json"
+    code = main(["recommend", trained["checkpoint"]["FBSM"], str(trained["new_file"]), "--top", "10",
+                 "--item-output", str(items_out), "--user-output", str(users_out)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    held_out = trained["held_out"]
+    # each held-out item's own word x_<item> is unknown to the model
+    assert f"{len(held_out)} occurrence(s) of {len(held_out)} token(s) not in the training vocabulary" in err
+    topic_of, users_of_topic = trained["topic_of"], trained["users_of_topic"]
+    rows = list(csv.DictReader(items_out.open()))
+    assert len(rows) == 10 * len(held_out)
+    hits = [users_of_topic[topic_of[r["item_id"]]].count(r["user_id"]) for r in rows]
+    assert np.mean(hits) > 0.5, np.mean(hits)  # chance: 0.25
+
+    document = json.loads(users_out.read_text())
+    s = served("FBSM")
+    assert len(document["users"]) == int((dense(s.model.R).sum(1) > 0).sum())
+    for entry in document["users"]:
+        assert [item["score"] for item in entry["items"]] == sorted((item["score"] for item in entry["items"]), reverse=True)
+    first = [topic_of[e["items"][0]["item_id"]] == int(e["user_id"][1]) for e in document["users"]]
+    assert np.mean(first) > 0.75, np.mean(first)  # chance: 0.25
+
+    # ranks over all users: true users above random users on average
+    new = read_new_items(s, trained["new_file"], warn=False)
+    users = all_users(s.model)
+    scores = score_new_items(s, new, users).numpy()
+    tokens = s.user_tokens(users.numpy())
+    ranks = scores.argsort(0).argsort(0)  # 0 = lowest
+    true_rank, other_rank = [], []
+    for column, item in enumerate(new.tokens):
+        mine = np.array([t in users_of_topic[topic_of[item]] for t in tokens])
+        true_rank.append(ranks[mine, column].mean())
+        other_rank.append(ranks[~mine, column].mean())
+    assert np.mean(true_rank) > np.mean(other_rank) + 0.3 * len(users)
+
+
+# ------------------------------------------------------------------------------------ per-user comparison
+def test_compare_users_groups_add_up_and_follow_the_per_user_recalls(trained, served, tmp_path):
+    a, b = served("FBSM"), served("CoSim")
+    comparison = compare_users(a, b, k=10)
+    test = a.test_data._dataset
+    test_users = np.unique(test.inter_feat["user_id"].numpy())
+    per_user = comparison.per_user
+    assert sorted(per_user["user_id"]) == sorted(a.user_tokens(test_users))
+    groups = comparison.groups.set_index("group")
+    assert groups.loc[["better", "same", "worse"], "users"].sum() == len(test_users) == groups.loc["all", "users"]
+    for group, rule in (("better", per_user["recall_a"] > per_user["recall_b"]),
+                        ("same", per_user["recall_a"] == per_user["recall_b"]),
+                        ("worse", per_user["recall_a"] < per_user["recall_b"])):
+        assert set(per_user.loc[rule, "user_id"]) == set(per_user.loc[per_user["group"] == group, "user_id"])
+        assert groups.loc[group, "users"] == rule.sum()
+    np.testing.assert_allclose(per_user["recall_a"], per_user["hits_a"] / per_user["test_likes"])
+    # the per-user recalls are the trainer's own test evaluation, user by user
+    for name, column in (("FBSM", "recall_a"), ("CoSim", "recall_b")):
+        assert per_user[column].mean() == pytest.approx(trained["results"][name]["test_result"]["recall@10"], abs=1e-4)
+    # distinct test items and likes per user / per item, recomputed from the test likes
+    like_users = a.user_tokens(test.inter_feat["user_id"].numpy())
+    like_items = a.item_tokens(test.inter_feat["item_id"].numpy())
+    for group in ("better", "same", "worse", "all"):
+        members = set(per_user["user_id"] if group == "all" else per_user.loc[per_user["group"] == group, "user_id"])
+        liked = [(u, i) for u, i in zip(like_users, like_items) if u in members]
+        items = {i for _, i in liked}
+        assert groups.loc[group, "test_items"] == len(items)
+        if members:
+            assert groups.loc[group, "likes_per_user"] == pytest.approx(len(liked) / len(members))
+            assert groups.loc[group, "likes_per_item"] == pytest.approx(len(liked) / len(items))
+    # the CLI writes the same table
+    table, users_file = tmp_path / "groups.csv", tmp_path / "users.csv"
+    assert main(["compare-users", trained["checkpoint"]["FBSM"], trained["checkpoint"]["CoSim"],
+                 "-o", str(table), "--per-user", str(users_file)]) == 0
+    written = {r["group"]: int(r["users"]) for r in csv.DictReader(table.open())}
+    assert written == {g: int(n) for g, n in groups["users"].items()}
+    assert len(list(csv.DictReader(users_file.open()))) == len(test_users)
+
+
+def test_compare_users_refuses_checkpoints_of_different_splits(trained, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    other = run("CoSim", trained["name"], config_dict={**trained["common"], "split_seed": 7})["saved_model_file"]
+    with pytest.raises(ColdStartError, match=r"not trained on the same split: split_seed is 2020 vs 7"):
+        compare_users(trained["checkpoint"]["FBSM"], other)
+    assert main(["compare-users", trained["checkpoint"]["FBSM"], other]) == 2
+    assert capsys.readouterr().err.startswith("error: checkpoints ")
+
+
+
+def test_per_user_recall_breaks_ties_as_the_trainer_does(trained, tmp_path, monkeypatch):
+    """With every score tied (a UFSM whose mixture weights are zero), the per-user recalls still
+    average to the trainer's own test evaluation: the same candidates and the same random tie breaking
+    (never the internal id order, which follows popularity)."""
+    monkeypatch.chdir(tmp_path)  # the trainer opens ./log_tensorboard
+    s = load_model(trained["checkpoint"]["UFSM"])
+    s.model.M.zero_()
+    trainer = get_trainer(s.config["MODEL_TYPE"], "UFSM")(s.config, s.model)
+    expected = trainer.evaluate(s.test_data, load_best_model=False)["recall@10"]
+    recalls = per_user_recall(s, k=10)
+    assert recalls["recall"].mean() == pytest.approx(expected, abs=1e-4)
+    n_candidates = len(s.test_data._dataset.split_items)
+    assert recalls["recall"].mean() == pytest.approx(10 / n_candidates, abs=0.15)  # chance level
+
+
+def test_moved_data_is_found_with_data_path(trained, tmp_path):
+    import shutil
+
+    shutil.copytree(trained["root"] / trained["name"], tmp_path / trained["name"])
+    moved = load_model(trained["checkpoint"]["CoSim"], data_path=tmp_path)
+    assert moved.config["data_path"] == str(tmp_path / trained["name"])
+    assert moved.features.names == load_model(trained["checkpoint"]["CoSim"]).features.names
+    with pytest.raises(ColdStartError, match=r"cannot be loaded: dataset 'plant': folder .*nowhere.* not found.*--data-path"):
+        load_model(trained["checkpoint"]["CoSim"], data_path=tmp_path / "nowhere")

@@ -104,6 +104,13 @@ def test_scores_respect_the_estimation_constraint(tiny, name):
         pairs = Interaction({"user_id": torch.full((len(liked),), u), "item_id": torch.as_tensor(liked)})
         predicted = model.predict(pairs).detach().numpy()
         np.testing.assert_allclose(predicted, full[row, liked], rtol=1e-9, atol=1e-9)
+    # every (user, item) pair at once, shuffled: few users, many items each (the dense-profile path that
+    # RecBole's dynamic negative sampling takes), likes and non-likes mixed
+    grid_users, grid_items = torch.meshgrid(users, torch.arange(1, F.shape[0]), indexing="ij")
+    order = torch.randperm(grid_users.numel(), generator=torch.Generator().manual_seed(0))
+    pairs = Interaction({"user_id": grid_users.reshape(-1)[order], "item_id": grid_items.reshape(-1)[order]})
+    expected = full[(grid_users.reshape(-1)[order] - 1).numpy(), grid_items.reshape(-1)[order].numpy()]
+    np.testing.assert_allclose(model.predict(pairs).detach().numpy(), expected, rtol=1e-9, atol=1e-9)
 
 
 def test_cosim_equals_a_brute_force_double_loop(tiny):

@@ -3,10 +3,13 @@
 import sys
 from logging import getLogger
 
+import torch
+
 from recbole.utils import ModelType, init_logger, init_seed, set_color
 
 from recbole_fbsm.config import ColdStartConfig
 from recbole_fbsm.data import create_dataset, data_preparation
+from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.registry import get_trainer
 
 
@@ -25,9 +28,19 @@ def build_model(config, train_dataset):
     return model.to(config["device"])
 
 
+def set_torch_threads(threads):
+    """``torch_threads``: torch's intra-op threads on the CPU (None: leave torch's choice)."""
+    if threads is None:
+        return
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ColdStartError(f"torch_threads: expected a positive integer (or ~ for torch's own choice); got {threads!r}.")
+    torch.set_num_threads(threads)
+
+
 def prepare(model, dataset, config_file_list=None, config_dict=None):
     """Config, dataloaders and an initialised model, ready for a trainer (also used by tools and tests)."""
     config = ColdStartConfig(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
+    set_torch_threads(config["torch_threads"])
     init_seed(config["seed"], config["reproducibility"])
     init_logger(config)
     logger = getLogger()

@@ -98,6 +98,27 @@ def test_bad_split_settings(tmp_path, capsys, eval_args, expected):
         assert re.search(pattern, message), f"{pattern!r} not in {message!r}"
 
 
+@pytest.mark.parametrize("value", ["0", "-2", "'two'", "1.5"])
+def test_bad_torch_threads(tmp_path, capsys, value):
+    write_dataset(tmp_path, "toy")
+    message = cli_error(capsys, ["--model=Pop", "--dataset=toy", toy_yaml(tmp_path), f"--torch_threads={value}"])
+    assert "torch_threads" in message and "positive integer" in message
+
+
+def test_torch_threads_sets_torchs_thread_count(tmp_path):
+    import torch
+    from recbole_fbsm.quick_start import set_torch_threads
+
+    before = torch.get_num_threads()
+    try:
+        set_torch_threads(1)
+        assert torch.get_num_threads() == 1
+        set_torch_threads(None)  # ~: torch's own choice is left alone
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_ratios_that_leave_a_split_without_items(tmp_path, capsys):
     write_dataset(tmp_path, "toy", n_items=60)
     message = cli_error(

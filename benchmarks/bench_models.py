@@ -28,6 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import fmt, spread  # noqa: E402
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODELS = ["FBSM", "UFSM", "CoSim", "BPR"]
 RESULT_TAG = "BENCH_RESULT "
@@ -220,24 +223,6 @@ def run_one(model, dataset, label, data_path, args, workdir):
             return report
     tail = (completed.stderr or completed.stdout or "no output").strip().splitlines()[-1:]
     return {"model": model, "dataset": label, "error": f"exit {completed.returncode}: " + " ".join(tail)}
-
-
-def fmt(value, digits=3):
-    if value is None:
-        return "-"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if value >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}g}"
-
-
-def spread(values):
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return fmt(values[0])
-    return f"{fmt(statistics.median(values))} ({fmt(min(values), 2)}-{fmt(max(values), 2)})"
 
 
 COLUMNS = [

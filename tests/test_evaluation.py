@@ -225,3 +225,24 @@ def test_random_draws_independent_lists_for_users_of_one_batch():
     model.USER_ID, model.n_items = "user_id", 50
     scores = model.full_sort_predict(Interaction({"user_id": torch.arange(4)})).view(4, 50)
     assert not torch.equal(scores[0], scores[1])
+
+
+def test_vectorised_eval_batches_hold_exactly_recboles_history_and_positives(toy):
+    """The plugin's full-sort loader builds each batch's history and positive (row, item) pairs with
+    one row gather; they must be exactly the pairs RecBole's per-user collate builds."""
+    from recbole.data.dataloader import FullSortEvalDataLoader
+
+    from recbole_fbsm.data.eval_loader import ColdStartFullSortEvalDataLoader
+
+    _, _, (_, valid_data, test_data) = make_trainer("FBSM", toy)
+    for loader in (valid_data, test_data):
+        assert isinstance(loader, ColdStartFullSortEvalDataLoader)
+        users = np.arange(len(loader.user_df))
+        assert len(users) > 6
+        for index in np.array_split(users, 3):  # several batches: rows are positions within each batch
+            ours = loader.collate_fn(index.tolist())
+            theirs = FullSortEvalDataLoader.collate_fn(loader, index.tolist())
+            assert torch.equal(ours[0]["user_id"], theirs[0]["user_id"])
+            for (our_u, our_i), (their_u, their_i) in ((ours[1], theirs[1]), (ours[2:], theirs[2:])):
+                assert len(their_u) > 0
+                assert sorted(zip(our_u.tolist(), our_i.tolist())) == sorted(zip(their_u.tolist(), their_i.tolist()))

@@ -15,6 +15,7 @@ from recbole.data.utils import create_samplers, get_dataloader
 from recbole.utils import ModelType, set_color
 
 from recbole_fbsm.data.dataset import ColdStartDataset
+from recbole_fbsm.data.eval_loader import vectorised_eval_loader
 from recbole_fbsm.data.sampler import ColdStartSampler
 from recbole_fbsm.data.user_batches import user_grouped
 from recbole_fbsm.errors import ColdStartError
@@ -49,8 +50,8 @@ def data_preparation(config, dataset, reads_own_features=False):
     if config["train_batch_by_user"]:
         train_loader = user_grouped(train_loader)
     train_data = train_loader(config, built[0], train_sampler, shuffle=config["shuffle"])
-    valid_data = get_dataloader(config, "valid")(config, built[1], valid_sampler, shuffle=False)
-    test_data = get_dataloader(config, "test")(config, built[2], test_sampler, shuffle=False)
+    valid_data = vectorised_eval_loader(get_dataloader(config, "valid"))(config, built[1], valid_sampler, shuffle=False)
+    test_data = vectorised_eval_loader(get_dataloader(config, "test"))(config, built[2], test_sampler, shuffle=False)
     logger = getLogger()
     if config.item_split:
         logger.info(

@@ -1,0 +1,47 @@
+"""RecBole's full-sort evaluation loader with its per-batch work vectorised.
+
+``FullSortEvalDataLoader.collate_fn`` builds each batch's (row, item) pairs of history and positives
+with one ``torch.full_like`` per user: about 1,300 small tensors per batch of 655 users on citeulike-t,
+a sixth of a whole evaluation. Here both are CSR matrices (users x items) built once, and a batch's
+pairs are one row gather. The batches, users, history and positives are exactly RecBole's.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from recbole.data.dataloader import FullSortEvalDataLoader
+
+from recbole_fbsm.models.sparse import TorchCsr
+
+
+def _rows_as_csr(per_user, n_items):
+    """An object array of item-id tensors (None: no row) as a (users x items) CSR matrix."""
+    lengths = np.array([0 if items is None else len(items) for items in per_user], dtype=np.int64)
+    filled = [items for items in per_user if items is not None and len(items)]
+    columns = torch.cat(filled).numpy() if filled else np.zeros(0, dtype=np.int64)
+    indptr = np.r_[0, np.cumsum(lengths)]
+    return sp.csr_matrix((np.ones(len(columns), dtype=np.float32), columns, indptr), shape=(len(per_user), n_items))
+
+
+class ColdStartFullSortEvalDataLoader(FullSortEvalDataLoader):
+    def __init__(self, config, dataset, sampler, shuffle=False):
+        super().__init__(config, dataset, sampler, shuffle=shuffle)
+        if not self.is_sequential:
+            self._history = TorchCsr(_rows_as_csr(self.uid2history_item, dataset.item_num))
+            self._positives = TorchCsr(_rows_as_csr(self.uid2positive_item, dataset.item_num))
+
+    def collate_fn(self, index):
+        if self.is_sequential:
+            return super().collate_fn(index)
+        user_df = self.user_df[np.array(index)]
+        users = user_df[self.uid_field]
+        history_u, history_i, _, _ = self._history.gather_rows(users)
+        positive_u, positive_i, _, _ = self._positives.gather_rows(users)
+        return user_df, (history_u, history_i), positive_u, positive_i
+
+
+def vectorised_eval_loader(loader_class):
+    """The vectorised loader in place of RecBole's full-sort one; any other loader class unchanged."""
+    if loader_class is FullSortEvalDataLoader:
+        return ColdStartFullSortEvalDataLoader
+    return loader_class

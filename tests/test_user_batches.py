@@ -68,3 +68,26 @@ def test_a_batch_missing_a_like_of_its_user_falls_back_to_the_full_profile(toy):
     assert model.profile_factors_from_batch(users[1:], positives[1:], factors[1:]) is None
     duplicated = torch.cat([positives[:1], positives[:-1]])
     assert model.profile_factors_from_batch(users, duplicated, factors) is None or torch.equal(duplicated, positives)
+
+
+@pytest.mark.parametrize("dense_cells", [1 << 22, 0])  # the dense profile block, and the sum by key
+def test_profile_entries_from_a_whole_user_batch_equal_the_global_profiles(toy, monkeypatch, dense_cells):
+    """f_u at the entries of a batch's positive and negative items, from the batch's own positives,
+    equals F_U (the profiles built from all training likes) at those entries."""
+    from recbole_fbsm.models import base
+
+    monkeypatch.setattr(base, "DENSE_PROFILE_CELLS", dense_cells)
+    _, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(
+        toy, train_batch_by_user=True, train_batch_size=64))
+    checked = 0
+    for batch in train_data:
+        users, positives = batch[model.USER_ID], batch[model.ITEM_ID]
+        slots = model.whole_user_slots(users, positives)
+        assert slots is not None
+        items = torch.cat([positives, batch[model.NEG_ITEM_ID]])
+        owner, cols, values, _ = model.F.gather_rows(items)
+        entries = model.profile_entries_from_batch(slots, owner, cols, values, len(users))
+        expected = model.F_U.lookup(torch.cat([users, users])[owner], cols)
+        assert torch.allclose(entries, expected, atol=1e-6)
+        checked += int((expected != 0).sum())
+    assert checked > 100

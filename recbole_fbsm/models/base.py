@@ -22,7 +22,7 @@ from recbole_fbsm.models.sparse import TorchCsr
 
 
 # A training batch of whole users builds their profiles densely when users x features stays below this
-# (16 MiB of float32); larger ones look f_u up in F_U by binary search.
+# (16 MiB of float32) and below 4 x the batch's feature entries; otherwise it sums them by key.
 DENSE_PROFILE_CELLS = 1 << 22
 
 
@@ -132,17 +132,36 @@ class FeatureSimilarityRecommender(GeneralRecommender):
             v_u = self.profile_factors_from_batch(users, positives, v_items[:n], slots)
             v_u = self.batch_user_factors(users, factors) if v_u is None else v_u
             v_u = torch.cat([v_u, v_u])
-        user_entries = None
-        if slots is not None and slots[1] * self.n_features <= DENSE_PROFILE_CELLS:
-            # the batch's users' profiles f_u, dense, straight from the positives' rows: no search in F_U
-            inverse, n_users = slots
-            positive_entry = owner < n
-            profiles = torch.zeros(n_users, self.n_features, dtype=values.dtype, device=values.device)
-            profiles.index_put_((inverse[owner[positive_entry]], cols[positive_entry]), values[positive_entry],
-                                accumulate=True)
-            user_entries = profiles[torch.cat([inverse, inverse])[owner], cols]
+        user_entries = None if slots is None else self.profile_entries_from_batch(slots, owner, cols, values, n)
         scores = self.pair_scores(pair_users, items, self_in_profile, v_u, v_items, rows, user_entries)
         return scores[:n] - scores[n:]
+
+    def profile_entries_from_batch(self, slots, owner, cols, values, n):
+        """f_u at every entry (row ``owner``, column ``cols``) of the batch's item rows (the first ``n``
+        rows are the positives), with f_u summed from the batch's own positives (whole-user batches):
+        no search in the global F_U.
+
+        Small batches of users build their profiles densely; when users x features would outgrow the
+        entries (a large vocabulary: zeroing the dense block would cost more than the rest of the step,
+        and an epoch would grow faster than the data), the positives' entries are summed by key
+        (user slot, feature) and looked up by binary search among the batch's own keys.
+        """
+        inverse, n_users = slots
+        pair_slot = torch.cat([inverse, inverse])[owner]
+        positive_entry = owner < n
+        if n_users * self.n_features <= min(DENSE_PROFILE_CELLS, 4 * len(cols)):
+            profiles = torch.zeros(n_users, self.n_features, dtype=values.dtype, device=values.device)
+            profiles.index_put_((pair_slot[positive_entry], cols[positive_entry]), values[positive_entry],
+                                accumulate=True)
+            return profiles[pair_slot, cols]
+        keys = pair_slot * self.n_features + cols
+        known, position = torch.unique(keys[positive_entry], return_inverse=True)
+        if len(known) == 0:
+            return torch.zeros_like(values)
+        sums = torch.zeros(len(known), dtype=values.dtype, device=values.device)
+        sums.index_add_(0, position, values[positive_entry])
+        found = torch.searchsorted(known, keys).clamp_(max=len(known) - 1)
+        return torch.where(known[found] == keys, sums[found], torch.zeros_like(values))
 
     def bpr_loss(self, interaction, difference):
         """Mean -log sigmoid(r_ui - r_uj). With ``bpr_user_weighting`` each triplet weighs

@@ -52,6 +52,9 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
     train_data, valid_data, test_data = data_preparation(config, data, reads_own_features=reads_own_features)
     init_seed(config["seed"] + config["local_rank"], config["reproducibility"])
     model = build_model(config, train_data._dataset)
+    # dynamic negative sampling scores its candidates with the model; RecBole's fit() hands the model to
+    # the loader, callers that drive epochs themselves (benchmarks, tools) need it here
+    train_data.get_model(model)
     logger.info(model)
     return config, model, (train_data, valid_data, test_data)
 

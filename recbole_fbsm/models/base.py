@@ -18,7 +18,7 @@ from recbole.utils import InputType
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.features import build_item_features, like_matrix
-from recbole_fbsm.models.sparse import TorchCsr
+from recbole_fbsm.models.sparse import TorchCsr, rows_times_table
 
 
 # A training batch of whole users builds their profiles densely when users x features stays below this
@@ -72,22 +72,20 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         ``user_factors`` (V f_u per pair), ``item_factors`` (V f_i), ``item_rows`` (``F.gather_rows`` of
         ``items``) and ``user_entries`` (f_u at each of those entries) can be passed when the caller
         already has them."""
-        owner, cols, f_i, offsets = self.F.gather_rows(items) if item_rows is None else item_rows
-        f_u = self.F_U.lookup(users[owner], cols) if user_entries is None else user_entries
-        s = self_in_profile.to(f_i.dtype)[owner]
-        products = f_i * (f_u - s * f_i)
+        rows = self.F.gather_rows(items) if item_rows is None else item_rows
+        owner, cols, f_i, _ = rows
+        f_u = self.F_U.lookup(users.index_select(0, owner), cols) if user_entries is None else user_entries
+        s = self_in_profile.to(f_i.dtype)
+        products = f_i * (f_u - s.index_select(0, owner) * f_i)
         weights = self.diagonal_weights(users)
-        weights = weights[cols] if weights.dim() == 1 else weights[owner, cols]
+        weights = weights.index_select(0, cols) if weights.dim() == 1 else weights[owner, cols]
         scores = torch.zeros(len(items), dtype=products.dtype, device=products.device)
         scores = scores.index_add(0, owner, products * weights)
         factors = self.low_rank_factors()
         if factors is not None:
-            if item_factors is None:
-                item_factors = torch.nn.functional.embedding_bag(
-                    cols, factors, offsets, mode="sum", per_sample_weights=f_i.to(factors.dtype))
-            v_i = item_factors
+            v_i = rows_times_table(*rows, factors) if item_factors is None else item_factors
             v_u = self.batch_user_factors(users, factors) if user_factors is None else user_factors
-            scores = scores + (v_i * (v_u - self_in_profile.to(v_i.dtype)[:, None] * v_i)).sum(-1)
+            scores = scores + (v_i * (v_u - s.to(v_i.dtype)[:, None] * v_i)).sum(-1)
         return scores
 
     def user_factors(self, users, factors):
@@ -96,17 +94,15 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         Cheaper than a bag over f_u's own nonzeros: a profile has far more nonzeros than the user has
         likes, and each liked item's V f_j is computed once for all the batch's users who like it.
         """
-        _, liked, weights, offsets = self.R.gather_rows(users)
+        owner, liked, weights, offsets = self.R.gather_rows(users)
         items, position = torch.unique(liked, return_inverse=True)
         item_factors = self.F.bag_sum(items, factors)
-        return torch.nn.functional.embedding_bag(
-            position, item_factors, offsets, mode="sum", per_sample_weights=weights.to(item_factors.dtype)
-        )
+        return rows_times_table(owner, position, weights, offsets, item_factors)
 
     def batch_user_factors(self, users, factors):
         """V f_u for each entry of ``users``, computed once per distinct user."""
         unique_users, inverse = torch.unique(users, return_inverse=True)
-        return self.user_factors(unique_users, factors)[inverse]
+        return self.user_factors(unique_users, factors).index_select(0, inverse)
 
     def bpr_difference(self, interaction):
         """r_ui - r_uj for the batch's triplets (i a training like, j a negative).
@@ -127,41 +123,40 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         factors = self.low_rank_factors()
         v_items = v_u = None
         if factors is not None:
-            v_items = torch.nn.functional.embedding_bag(
-                cols, factors, offsets, mode="sum", per_sample_weights=values.to(factors.dtype))
+            v_items = rows_times_table(*rows, factors)
             v_u = self.profile_factors_from_batch(users, positives, v_items[:n], slots)
             v_u = self.batch_user_factors(users, factors) if v_u is None else v_u
             v_u = torch.cat([v_u, v_u])
-        user_entries = None if slots is None else self.profile_entries_from_batch(slots, owner, cols, values, n)
+        user_entries = None if slots is None else self.profile_entries_from_batch(slots, rows, n)
         scores = self.pair_scores(pair_users, items, self_in_profile, v_u, v_items, rows, user_entries)
         return scores[:n] - scores[n:]
 
-    def profile_entries_from_batch(self, slots, owner, cols, values, n):
-        """f_u at every entry (row ``owner``, column ``cols``) of the batch's item rows (the first ``n``
-        rows are the positives), with f_u summed from the batch's own positives (whole-user batches):
-        no search in the global F_U.
+    def profile_entries_from_batch(self, slots, rows, n):
+        """f_u at every entry of the batch's item ``rows`` (``gather_rows`` of positives then negatives;
+        the first ``n`` rows are the positives), with f_u summed from the batch's own positives
+        (whole-user batches): no search in the global F_U.
 
         The profiles are built densely (users x features) up to ``DENSE_PROFILE_CELLS``: even at 50
         cells per entry (60 users, a 31k-word vocabulary) that is 3 times faster than summing the
         positives' entries by key (a sort). Beyond it, the entries are summed by key (user slot,
         feature) and looked up by binary search among the batch's own keys.
         """
+        owner, cols, values, offsets = rows
         inverse, n_users = slots
-        pair_slot = torch.cat([inverse, inverse])[owner]
-        positive_entry = owner < n
+        keys = torch.cat([inverse, inverse]).index_select(0, owner) * self.n_features + cols
+        n_positive_entries = int(offsets[n]) if n < len(offsets) else len(cols)  # positives' entries come first
+        positive_keys, positive_values = keys[:n_positive_entries], values[:n_positive_entries]
         if n_users * self.n_features <= DENSE_PROFILE_CELLS:
-            profiles = torch.zeros(n_users, self.n_features, dtype=values.dtype, device=values.device)
-            profiles.index_put_((pair_slot[positive_entry], cols[positive_entry]), values[positive_entry],
-                                accumulate=True)
-            return profiles[pair_slot, cols]
-        keys = pair_slot * self.n_features + cols
-        known, position = torch.unique(keys[positive_entry], return_inverse=True)
+            profiles = torch.zeros(n_users * self.n_features, dtype=values.dtype, device=values.device)
+            profiles.index_add_(0, positive_keys, positive_values)
+            return profiles.index_select(0, keys)
+        known, position = torch.unique(positive_keys, return_inverse=True)
         if len(known) == 0:
             return torch.zeros_like(values)
         sums = torch.zeros(len(known), dtype=values.dtype, device=values.device)
-        sums.index_add_(0, position, values[positive_entry])
+        sums.index_add_(0, position, positive_values)
         found = torch.searchsorted(known, keys).clamp_(max=len(known) - 1)
-        return torch.where(known[found] == keys, sums[found], torch.zeros_like(values))
+        return torch.where(known.index_select(0, found) == keys, sums.index_select(0, found), torch.zeros_like(values))
 
     def bpr_loss(self, interaction, difference):
         """Mean -log sigmoid(r_ui - r_uj). With ``bpr_user_weighting`` each triplet weighs
@@ -196,7 +191,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         inverse, n_users = slots
         sums = torch.zeros(n_users, positive_factors.shape[1], dtype=positive_factors.dtype,
                            device=positive_factors.device).index_add(0, inverse, positive_factors)
-        return sums[inverse]
+        return sums.index_select(0, inverse)
 
     def predict(self, interaction):
         """Scores of (user, item) pairs. When the pairs have few distinct users (RecBole's dynamic
@@ -210,9 +205,10 @@ class FeatureSimilarityRecommender(GeneralRecommender):
             return self.pair_scores(users, items, self_in_profile)
         profiles = self.F_U.dense_rows(unique_users)
         rows = self.F.gather_rows(items)
-        user_entries = profiles[inverse[rows[0]], rows[1]]
+        entry_keys = inverse.index_select(0, rows[0]) * self.n_features + rows[1]
+        user_entries = profiles.view(-1).index_select(0, entry_keys)
         factors = self.low_rank_factors()
-        user_factors = None if factors is None else (profiles @ factors)[inverse]
+        user_factors = None if factors is None else (profiles @ factors).index_select(0, inverse)
         return self.pair_scores(users, items, self_in_profile, user_factors=user_factors, item_rows=rows,
                                 user_entries=user_entries)
 

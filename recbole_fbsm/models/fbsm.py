@@ -5,14 +5,22 @@ from torch import nn
 
 from recbole_fbsm.models.base import FeatureSimilarityRecommender
 
+# RecBole learners whose weight_decay adds weight_decay * p to the gradient (the gradient of an L2 term)
+L2_DECAY_LEARNERS = ("adam", "sgd", "adagrad", "rmsprop")
+
 
 class FBSM(FeatureSimilarityRecommender):
     """Feature-based factorized Bilinear Similarity Model.
 
     Parameters: ``D`` (n_features,), the diagonal of D; ``V`` (n_features x h), row p is the paper's
-    latent factor v_p (the paper's V is this tensor transposed). Loss, per mini-batch:
+    latent factor v_p (the paper's V is this tensor transposed). Objective, per mini-batch:
     mean BPR over the triplets + λ ||V||_F² + β ||D||², i.e. the objective whose per-triplet SGD
     steps are the paper's updates. ``learning_rate_D`` (the paper's α1) defaults to ``learning_rate`` (α2).
+
+    The two L2 terms are the optimizer's weight decay (2λ for V, 2β for D: the same gradient) when the
+    learner applies weight decay as an L2 gradient (adam, sgd, adagrad, rmsprop): then they cost nothing
+    per batch (fused Adam folds them into its one pass) instead of two passes over V forward and two
+    backward. Otherwise (adamw decouples its decay) they stay in ``calculate_loss``.
 
     Initialising D = 1 and V small makes the untrained model CoSim on L2-normalised features.
     """
@@ -23,6 +31,9 @@ class FBSM(FeatureSimilarityRecommender):
         self.reg_V = float(config["reg_V"])
         self.reg_D = float(config["reg_D"])
         self.learning_rate_D = config["learning_rate_D"]
+        self.learner = config["learner"]
+        self.weight_decay = float(config["weight_decay"] or 0.0)
+        self.regulariser_in_optimizer = False  # set by optimizer_param_groups, which the trainer calls
         generator = torch.Generator().manual_seed(int(config["seed"]))
         self.D = nn.Parameter(torch.full((self.n_features,), float(config["init_D"])))
         self.V = nn.Parameter(float(config["init_std"]) * torch.randn(self.n_features, self.rank, generator=generator))
@@ -34,11 +45,18 @@ class FBSM(FeatureSimilarityRecommender):
         return self.V
 
     def calculate_loss(self, interaction):
-        difference = self.bpr_difference(interaction)
-        regulariser = self.reg_V * self.V.pow(2).sum() + self.reg_D * self.D.pow(2).sum()
-        return self.bpr_loss(interaction, difference) + regulariser
+        loss = self.bpr_loss(interaction, self.bpr_difference(interaction))
+        if not self.regulariser_in_optimizer:
+            loss = loss + self.reg_V * self.V.pow(2).sum() + self.reg_D * self.D.pow(2).sum()
+        return loss
 
     def optimizer_param_groups(self, learning_rate):
-        """The paper's separate learning rates: α1 for D, α2 for V."""
+        """The paper's separate learning rates, α1 for D and α2 for V, and λ, β as weight decay where
+        the learner's decay is an L2 gradient (see the class docstring)."""
         lr_D = learning_rate if self.learning_rate_D is None else float(self.learning_rate_D)
-        return [{"params": [self.D], "lr": lr_D}, {"params": [self.V], "lr": learning_rate}]
+        groups = [{"params": [self.D], "lr": lr_D}, {"params": [self.V], "lr": learning_rate}]
+        self.regulariser_in_optimizer = str(self.learner).lower() in L2_DECAY_LEARNERS
+        if self.regulariser_in_optimizer:
+            groups[0]["weight_decay"] = 2 * self.reg_D + self.weight_decay
+            groups[1]["weight_decay"] = 2 * self.reg_V + self.weight_decay
+        return groups

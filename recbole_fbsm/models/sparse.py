@@ -26,13 +26,15 @@ class TorchCsr(nn.Module):
         self.register_buffer("keys", torch.from_numpy(rows * matrix.shape[1] + matrix.indices), persistent=False)
 
     def gather_rows(self, rows):
-        """Nonzeros of ``self[rows]``: (position in ``rows``, column, value) per entry, and bag offsets."""
-        starts = self.indptr[rows]
-        counts = self.indptr[rows + 1] - starts
+        """Nonzeros of ``self[rows]``: (position in ``rows``, column, value) per entry, and bag offsets.
+
+        All gathers are ``index_select``: on CPU it is 3 times faster than advanced indexing (``x[idx]``)."""
+        starts = self.indptr.index_select(0, rows)
+        counts = self.indptr.index_select(0, rows + 1) - starts
         offsets = torch.cumsum(counts, 0) - counts
         owner = torch.repeat_interleave(torch.arange(len(rows), device=rows.device), counts)
-        positions = torch.arange(len(owner), device=rows.device) - offsets[owner] + starts[owner]
-        return owner, self.indices[positions], self.values[positions], offsets
+        positions = torch.arange(len(owner), device=rows.device) + (starts - offsets).index_select(0, owner)
+        return owner, self.indices.index_select(0, positions), self.values.index_select(0, positions), offsets
 
     def lookup(self, rows, cols):
         """Entries ``self[rows[n], cols[n]]`` (zero where absent)."""
@@ -40,15 +42,16 @@ class TorchCsr(nn.Module):
             return torch.zeros(len(rows), dtype=self.values.dtype, device=self.values.device)
         query = rows * self.shape[1] + cols
         found = torch.searchsorted(self.keys, query).clamp_(max=len(self.keys) - 1)
-        hit = self.keys[found] == query
-        return torch.where(hit, self.values[found], torch.zeros_like(self.values[found]))
+        hit = self.keys.index_select(0, found) == query
+        values = self.values.index_select(0, found)
+        return torch.where(hit, values, torch.zeros_like(values))
 
     def contains(self, rows, cols):
         if len(self.keys) == 0:
             return torch.zeros(len(rows), dtype=torch.bool, device=rows.device)
         query = rows * self.shape[1] + cols
         found = torch.searchsorted(self.keys, query).clamp_(max=len(self.keys) - 1)
-        return self.keys[found] == query
+        return self.keys.index_select(0, found) == query
 
     def dense_rows(self, rows):
         """``self[rows]`` as a dense (len(rows) x n_cols) tensor: fine for a batch of users."""
@@ -63,9 +66,53 @@ class TorchCsr(nn.Module):
         )
 
     def bag_sum(self, rows, table):
-        """Sum over each row's nonzeros of value * table[column]: ``self[rows] @ table``, differentiable
-        in ``table`` (an embedding-bag, so no nnz x dim intermediate in the forward pass)."""
-        _, cols, values, offsets = self.gather_rows(rows)
-        return nn.functional.embedding_bag(
-            cols, table, offsets, mode="sum", per_sample_weights=values.to(table.dtype)
-        )
+        """``self[rows] @ table``, differentiable in ``table`` (see ``rows_times_table``)."""
+        return rows_times_table(*self.gather_rows(rows), table)
+
+
+def rows_times_table(owner, cols, values, offsets, table):
+    """(sparse rows given as ``gather_rows`` returns them) @ ``table``: row r is the sum over its
+    nonzeros of value * table[column]. Differentiable in ``table``; no nnz x dim intermediate either way.
+
+    The forward is an embedding bag. Its backward is another one, over the rows' gradients, with the
+    entries ordered by column (the transposed sparse matrix): torch's own embedding-bag backward sorts
+    the columns with a comparison sort and was measured at 20 times the cost of the forward on CPU
+    (2.7 ms against 0.13 ms for 32k nonzeros x 64), most of an FBSM training step.
+    """
+    return _RowsTimesTable.apply(owner, cols, values.to(table.dtype), offsets, table)
+
+
+class _RowsTimesTable(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, owner, cols, values, offsets, table):
+        ctx.save_for_backward(owner, cols, values)
+        ctx.n_table_rows = table.shape[0]
+        return nn.functional.embedding_bag(cols, table, offsets, mode="sum", per_sample_weights=values)
+
+    @staticmethod
+    def backward(ctx, grad_rows):
+        if not ctx.needs_input_grad[4]:
+            return None, None, None, None, None
+        owner, cols, values = ctx.saved_tensors
+        n = ctx.n_table_rows
+        order = stable_argsort_bounded(cols, n)
+        counts = torch.bincount(cols, minlength=n)
+        column_offsets = torch.cumsum(counts, 0) - counts
+        grad_table = nn.functional.embedding_bag(
+            owner.index_select(0, order), grad_rows.contiguous(), column_offsets, mode="sum",
+            per_sample_weights=values.index_select(0, order))
+        return None, None, None, None, grad_table
+
+
+def stable_argsort_bounded(keys, bound):
+    """Stable argsort of non-negative integers below ``bound``. On CPU a least-significant-digit radix
+    sort over 16-bit digits (numpy's radix argsort: 10 times faster than torch's CPU sort); elsewhere
+    torch's sort (a radix sort on CUDA already)."""
+    if keys.device.type != "cpu" or bound > (1 << 32) or len(keys) == 0:
+        return torch.sort(keys, stable=True).indices
+    array = keys.numpy()
+    order = np.argsort(array.astype(np.uint16), kind="stable")
+    if bound > (1 << 16):
+        high = (array >> 16).astype(np.uint16)
+        order = order[np.argsort(high[order], kind="stable")]
+    return torch.from_numpy(order.astype(np.int64, copy=False))

@@ -24,6 +24,8 @@ from recbole_fbsm.models.sparse import TorchCsr, rows_times_table
 # A training batch of whole users builds their profiles densely when users x features stays below this
 # (16 MiB of float32); otherwise it sums the positives' entries by key.
 DENSE_PROFILE_CELLS = 1 << 22
+# ``predict`` scores pairs of at most this many distinct users through dense profiles (one column each)
+MAX_PREDICT_PROFILE_USERS = 256
 
 
 class FeatureSimilarityRecommender(GeneralRecommender):
@@ -195,22 +197,30 @@ class FeatureSimilarityRecommender(GeneralRecommender):
 
     def predict(self, interaction):
         """Scores of (user, item) pairs. When the pairs have few distinct users (RecBole's dynamic
-        negative sampling scores ``candidate_num`` items for each user of a training batch), their
-        profiles f_u are built densely once and V f_u is one dense product: no binary search in F_U
-        per nonzero of every candidate, and no pass over the users' likes per call."""
+        negative sampling scores ``candidate_num`` items for each user of a training batch), the
+        users' profiles are built densely once and every pair's score comes out of one sparse x dense
+        product, F[items] @ [W_u f_u for each user | V^T]: no binary search in F_U per nonzero of
+        every candidate, no pass over the users' likes, and a handful of ops per call."""
         users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
         self_in_profile = self.R.contains(users, items)
         unique_users, inverse = torch.unique(users, return_inverse=True)
-        if len(unique_users) * self.n_features > DENSE_PROFILE_CELLS or len(unique_users) * 4 > len(users):
+        n_users = len(unique_users)
+        if n_users > MAX_PREDICT_PROFILE_USERS or n_users * 4 > len(users) or (
+                n_users * self.n_features > DENSE_PROFILE_CELLS):
             return self.pair_scores(users, items, self_in_profile)
-        profiles = self.F_U.dense_rows(unique_users)
+        profiles = self.F_U.dense_rows(unique_users)                        # users x features
+        weighted = (profiles * self.diagonal_weights(unique_users)).T.contiguous()  # W_u's diagonal * f_u
         rows = self.F.gather_rows(items)
-        entry_keys = inverse.index_select(0, rows[0]) * self.n_features + rows[1]
-        user_entries = profiles.view(-1).index_select(0, entry_keys)
+        scores = torch.sparse.mm(self.F.rows_matrix(items, rows), weighted)  # pairs x users
+        scores = scores.gather(1, inverse[:, None]).squeeze(1)
         factors = self.low_rank_factors()
-        user_factors = None if factors is None else (profiles @ factors).index_select(0, inverse)
-        return self.pair_scores(users, items, self_in_profile, user_factors=user_factors, item_rows=rows,
-                                user_entries=user_entries)
+        if factors is not None:
+            user_factors = (profiles @ factors).index_select(0, inverse)   # V f_u per pair
+            scores = scores + (rows_times_table(*rows, factors) * user_factors).sum(-1)
+        if bool(self_in_profile.any()):  # estimation constraint: a training like without its own f_i
+            liked = torch.nonzero(self_in_profile).squeeze(1)
+            scores = scores.index_add(0, liked, -self.self_similarity(users[liked], items[liked]))
+        return scores
 
     # ------------------------------------------------------------------------------ full ranking
     def full_sort_predict(self, interaction):
@@ -244,10 +254,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         cached = getattr(self, "_candidate_cache", None)
         if cached is not None and cached[0] is candidates and cached[1].device == self.F.values.device:
             return cached[1], cached[2]
-        _, cols, values, offsets = self.F.gather_rows(candidates)
-        indptr = torch.cat([offsets, offsets.new_tensor([len(cols)])])
-        matrix = torch.sparse_csr_tensor(indptr, cols, values, size=(len(candidates), self.F.shape[1]),
-                                         check_invariants=False)
+        matrix = self.F.rows_matrix(candidates)
         position = torch.full((self.F.shape[0],), -1, dtype=torch.long, device=candidates.device)
         position[candidates] = torch.arange(len(candidates), device=candidates.device)
         self._candidate_cache = (candidates, matrix, position)

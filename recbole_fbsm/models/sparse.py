@@ -56,9 +56,16 @@ class TorchCsr(nn.Module):
     def dense_rows(self, rows):
         """``self[rows]`` as a dense (len(rows) x n_cols) tensor: fine for a batch of users."""
         owner, cols, values, _ = self.gather_rows(rows)
-        dense = torch.zeros(len(rows), self.shape[1], dtype=self.values.dtype, device=self.values.device)
-        dense.index_put_((owner, cols), values, accumulate=True)
-        return dense
+        dense = torch.zeros(len(rows) * self.shape[1], dtype=self.values.dtype, device=self.values.device)
+        dense.index_add_(0, owner * self.shape[1] + cols, values)
+        return dense.view(len(rows), self.shape[1])
+
+    def rows_matrix(self, rows, gathered=None):
+        """``self[rows]`` as a torch sparse CSR tensor (len(rows) x n_cols), for sparse x dense products
+        (``gathered``: ``gather_rows(rows)`` when the caller has it)."""
+        _, cols, values, offsets = self.gather_rows(rows) if gathered is None else gathered
+        indptr = torch.cat([offsets, offsets.new_tensor([len(cols)])])
+        return torch.sparse_csr_tensor(indptr, cols, values, size=(len(rows), self.shape[1]), check_invariants=False)
 
     def to_torch_sparse(self):
         return torch.sparse_csr_tensor(

@@ -6,9 +6,11 @@ whole profile: an epoch costs sum_u n_u^2. When a batch holds all of its users' 
 the sum over the batch's own positives (``FeatureSimilarityRecommender.profile_factors_from_batch``),
 and an epoch costs sum_u n_u: linear in the likes.
 
-The order is still random: users are shuffled every epoch (seeded by the loader's generator) and each
-user's likes are shuffled too; batches are cut at user boundaries, so a batch has about
-``train_batch_size`` triplets (one user with more likes than that gets a batch of their own).
+The order is still random: users are shuffled every epoch (seeded by the loader's generator); batches
+are cut at user boundaries, so a batch has about ``train_batch_size`` triplets (one user with more likes
+than that gets a batch of their own). A user's likes keep one order (a batch's loss is a mean over its
+triplets, so the order inside a batch changes nothing): the plan of an epoch is then linear in the
+likes, with no sort (a sort by (user rank, random key) took 2.8 s per epoch at 6 million likes).
 """
 
 import numpy as np
@@ -24,22 +26,26 @@ class UserGroupedBatchSampler:
         self.batch_size = max(1, int(batch_size))
         self.generator = generator
         self._planned = None
+        # the likes grouped by user, once: each user's segment [start, start + count) of by_user
+        self.by_user = np.argsort(self.users, kind="stable")
+        counts = np.bincount(self.users) if len(self.users) else np.zeros(0, dtype=np.int64)
+        self.active_users = np.flatnonzero(counts)
+        self.counts = counts[self.active_users]
+        self.starts = (np.cumsum(counts) - counts)[self.active_users]
 
     def _plan(self):
         n = len(self.users)
         if n == 0:
             return []
         seed = int(torch.randint(0, 2**62, (1,), generator=self.generator))
-        rng = np.random.default_rng(seed)
-        user_rank = rng.permutation(int(self.users.max()) + 1)
-        # sort by (shuffled user rank, random key): users contiguous, in random order, likes shuffled
-        order = np.lexsort((rng.random(n), user_rank[self.users]))
-        grouped_users = self.users[order]
-        starts = np.flatnonzero(np.r_[True, grouped_users[1:] != grouped_users[:-1]])
+        shuffled = np.random.default_rng(seed).permutation(len(self.active_users))
+        lengths, starts = self.counts[shuffled], self.starts[shuffled]
+        user_first = np.cumsum(lengths) - lengths             # where each shuffled user begins in the epoch
+        order = self.by_user[np.arange(n) + np.repeat(starts - user_first, lengths)]
         # a user goes to the batch in which their first like would fall
-        batch_of_user = starts // self.batch_size
-        _, first = np.unique(batch_of_user, return_index=True)
-        cuts = np.r_[starts[first], n]
+        batch_of_user = user_first // self.batch_size          # non-decreasing
+        first = np.flatnonzero(np.r_[True, batch_of_user[1:] != batch_of_user[:-1]])
+        cuts = np.r_[user_first[first], n]
         return [order[a:b].tolist() for a, b in zip(cuts[:-1], cuts[1:])]
 
     def __iter__(self):

@@ -1,0 +1,86 @@
+"""The fast paths of a training step give the same numbers as the plain formulas they replace:
+the radix-sorted embedding-bag backward, the fused optimizer, and λ, β as weight decay."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from helpers import dataset_config
+from recbole_fbsm.models.sparse import TorchCsr, rows_times_table, stable_argsort_bounded
+from recbole_fbsm.quick_start import prepare
+from recbole_fbsm.registry import get_trainer
+from recbole_fbsm.trainer import fused_if_possible
+
+
+@pytest.mark.parametrize("bound", [50, 70_000, 3_000_000_000])  # one 16-bit pass, two passes, torch's sort
+def test_stable_argsort_bounded_equals_a_stable_sort(bound):
+    rng = np.random.default_rng(0)
+    keys = rng.integers(0, min(bound, 1 << 40), size=5000)
+    keys[:300] = keys[300]  # many ties: stability matters
+    order = stable_argsort_bounded(torch.from_numpy(keys), bound)
+    assert np.array_equal(order.numpy(), np.argsort(keys, kind="stable"))
+
+
+@pytest.mark.parametrize("n_cols", [40, 70_000])
+def test_rows_times_table_value_and_gradient_equal_the_dense_product(n_cols):
+    """Forward = F[rows] @ table; backward = F[rows]^T @ grad, repeated rows and empty rows included."""
+    rng = np.random.default_rng(1)
+    matrix = sp.random(30, n_cols, density=min(0.2, 200 / n_cols), random_state=rng, format="csr")
+    matrix.data = rng.normal(size=matrix.nnz)
+    matrix.data[matrix.indptr[5]:matrix.indptr[6]] = 0  # an empty row
+    matrix.eliminate_zeros()
+    csr = TorchCsr(matrix, dtype=torch.float64)
+    rows = torch.tensor([3, 5, 3, 29, 0, 7, 7])
+    table = torch.randn(n_cols, 4, dtype=torch.float64, requires_grad=True)
+    out = rows_times_table(*csr.gather_rows(rows), table)
+    weights = torch.randn_like(out)
+    (out * weights).sum().backward()
+    dense = torch.from_numpy(matrix.toarray())[rows]
+    assert torch.allclose(out, dense @ table.detach(), atol=1e-12)
+    assert torch.allclose(table.grad, dense.T @ weights, atol=1e-12)
+
+
+def _one_step(config_dict, toy, regulariser_in_optimizer):
+    """D and V after one optimizer step on the first batch, with λ, β in the optimizer or in the loss."""
+    config, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=config_dict)
+    trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
+    assert model.regulariser_in_optimizer == (config["learner"] in ("adam", "sgd"))
+    if not regulariser_in_optimizer:  # the objective written out: λ ||V||² + β ||D||² in the loss
+        model.regulariser_in_optimizer = False
+        for group in trainer.optimizer.param_groups:
+            group["weight_decay"] = 0.0
+    batch = next(iter(train_data))
+    trainer.optimizer.zero_grad()
+    model.calculate_loss(batch).backward()
+    trainer.optimizer.step()
+    return model.D.detach().clone(), model.V.detach().clone()
+
+
+@pytest.mark.parametrize("learner", ["sgd", "adam"])
+def test_regulariser_as_weight_decay_is_the_same_step_as_in_the_loss(toy, learner):
+    config_dict = dataset_config(toy, learner=learner, learning_rate=0.5, reg_V=0.3, reg_D=0.2, rank=3, init_std=0.3,
+                                 train_batch_size=64)
+    with_decay = _one_step(config_dict, toy, True)
+    in_loss = _one_step(config_dict, toy, False)
+    assert torch.allclose(with_decay[0], in_loss[0], atol=1e-6) and torch.allclose(with_decay[1], in_loss[1], atol=1e-6)
+    start = _one_step({**config_dict, "learning_rate": 0.0, "learning_rate_D": 0.0}, toy, True)
+    assert not torch.allclose(start[1], with_decay[1]), "the step must move V (the test would be empty)"
+
+
+def test_adamw_keeps_the_regulariser_in_the_loss(toy):
+    """AdamW decays the weights outside the gradient: λ, β must then stay in the loss."""
+    config, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(toy, learner="adamw"))
+    trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
+    assert not model.regulariser_in_optimizer
+    assert all(group["weight_decay"] == 0 for group in trainer.optimizer.param_groups)
+
+
+def test_adam_is_fused_with_the_same_groups():
+    D, V = torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(3, 2))
+    plain = torch.optim.Adam([{"params": [D], "lr": 0.1, "weight_decay": 0.5}, {"params": [V], "lr": 0.01}], lr=0.01)
+    fused = fused_if_possible(plain)
+    assert type(fused) is torch.optim.Adam and fused.defaults["fused"]
+    assert [(g["lr"], g["weight_decay"], g["fused"]) for g in fused.param_groups] == [(0.1, 0.5, True), (0.01, 0, True)]
+    sgd = torch.optim.SGD([V], lr=0.1)
+    assert fused_if_possible(sgd) is sgd

@@ -122,7 +122,6 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         pair_users, items = torch.cat([users, users]), torch.cat([positives, negatives])
         self_in_profile = torch.arange(2 * n, device=users.device) < n
         rows = self.F.gather_rows(items)
-        owner, cols, values, offsets = rows
         slots = self.whole_user_slots(users, positives)
         factors = self.low_rank_factors()
         v_items = v_u = None
@@ -206,9 +205,9 @@ class FeatureSimilarityRecommender(GeneralRecommender):
     def predict(self, interaction):
         """Scores of (user, item) pairs. When the pairs have few distinct users (RecBole's dynamic
         negative sampling scores ``candidate_num`` items for each user of a training batch), the
-        users' profiles are built densely once and every pair's score comes out of one sparse x dense
-        product, F[items] @ [W_u f_u for each user | V^T]: no binary search in F_U per nonzero of
-        every candidate, no pass over the users' likes, and a handful of ops per call."""
+        users' profiles are built densely once: the diagonal part is one sparse x dense product,
+        F[items] @ (W_u's diagonal * f_u for each user), the low-rank part (V f_i) . (V f_u). No binary
+        search in F_U per nonzero of every candidate, no pass over the users' likes."""
         users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
         self_in_profile = self.R.contains(users, items)
         unique_users, inverse = torch.unique(users, return_inverse=True)

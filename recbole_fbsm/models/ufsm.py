@@ -29,18 +29,18 @@ class UFSM(FeatureSimilarityRecommender):
                     user_entries=None):
         # sum_d m_ud sum_k w_dk a_k with a_k = f_ik (f_uk - s f_ik): gather W per nonzero, not per user x feature
         owner, cols, f_i, _ = self.F.gather_rows(items) if item_rows is None else item_rows
-        f_u = self.F_U.lookup(users[owner], cols) if user_entries is None else user_entries
-        products = f_i * (f_u - self_in_profile.to(f_i.dtype)[owner] * f_i)
+        f_u = self.F_U.lookup(users.index_select(0, owner), cols) if user_entries is None else user_entries
+        products = f_i * (f_u - self_in_profile.to(f_i.dtype).index_select(0, owner) * f_i)
         per_function = torch.zeros(len(items), self.n_functions, dtype=self.W.dtype, device=self.W.device)
-        per_function = per_function.index_add(0, owner, products[:, None] * self.W.T[cols])
-        return (per_function * self.M[users]).sum(-1)
+        per_function = per_function.index_add(0, owner, products[:, None] * self.W.T.index_select(0, cols))
+        return (per_function * self.M.index_select(0, users)).sum(-1)
 
     def self_similarity(self, users, items):
         # f_i^T W_u f_i per nonzero of f_i, never a (pairs x features) matrix of user weights
         owner, cols, f_i, _ = self.F.gather_rows(items)
         per_function = torch.zeros(len(items), self.n_functions, dtype=self.W.dtype, device=self.W.device)
-        per_function = per_function.index_add(0, owner, (f_i * f_i)[:, None] * self.W.T[cols])
-        return (per_function * self.M[users]).sum(-1)
+        per_function = per_function.index_add(0, owner, (f_i * f_i)[:, None] * self.W.T.index_select(0, cols))
+        return (per_function * self.M.index_select(0, users)).sum(-1)
 
     def calculate_loss(self, interaction):
         difference = self.bpr_difference(interaction)

@@ -202,6 +202,28 @@ def test_pickled_caches_in_checkpoint_dir_are_never_read(toy, quiet, workdir):
         assert path.read_bytes() == GARBAGE
 
 
+def test_recbole_finds_its_folders_made(toy, quiet, workdir, monkeypatch):
+    """RecBole creates ./log/<model> and checkpoint_dir by check-then-makedirs, which races when runs start
+    together in one folder (FileExistsError). The plugin makes them first (exist_ok): RecBole's own
+    ``ensure_dir`` must never be the one to create a folder."""
+    import recbole.trainer.trainer
+    import recbole.utils.logger
+
+    created_by_recbole = []
+
+    def strict_ensure_dir(path):
+        if not Path(path).is_dir():
+            created_by_recbole.append(path)
+            Path(path).mkdir(parents=True)
+
+    for module in (recbole.utils.logger, recbole.trainer.trainer):
+        monkeypatch.setattr(module, "ensure_dir", strict_ensure_dir)
+    config = dataset_config(toy, quiet, checkpoint_dir=str(workdir / "fresh" / "saved"))
+    run("Pop", toy.name, config_dict=config)
+    assert created_by_recbole == []
+    assert (workdir / "log" / "Pop").is_dir() and (workdir / "fresh" / "saved").is_dir()
+
+
 def test_command_line_of_the_host_process_is_ignored(toy, quiet, workdir, monkeypatch):
     """RecBole's Config reads every --key=value of sys.argv (pytest's too); the plugin's must not."""
     monkeypatch.setattr("sys.argv", ["pytest", "--epochs=99", "--eval_args={'group_by': 'session'}", "--seed=7"])

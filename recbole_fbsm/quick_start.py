@@ -1,17 +1,17 @@
 """``run()``: one model, one dataset, the cold-start protocol, RecBole's result dict."""
 
-import os
 import sys
 from logging import getLogger
 
 import torch
 
-from recbole.utils import ModelType, init_logger, init_seed, set_color
+from recbole.utils import ModelType, init_seed, set_color
 
 from recbole_fbsm.config import ColdStartConfig
 from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.registry import get_trainer
+from recbole_fbsm.run_log import start_run_log
 
 
 def build_model(config, train_dataset):
@@ -38,27 +38,12 @@ def set_torch_threads(threads):
     torch.set_num_threads(threads)
 
 
-RECBOLE_LOG_ROOT = "./log"  # hard-coded in recbole.utils.init_logger
-
-
-def make_run_dirs(config):
-    """Create the folders RecBole would create with a check-then-``makedirs`` (``./log/<model>``, ``checkpoint_dir``).
-
-    RecBole's ``ensure_dir`` races: two runs started together in one folder (a sweep, parallel
-    ``run_recbole.py``) both see ``./log`` missing and the second dies with ``FileExistsError``.
-    ``exist_ok`` makes creation idempotent, and afterwards RecBole only ever finds them present.
-    """
-    for path in (os.path.join(RECBOLE_LOG_ROOT, config["model"]), config["checkpoint_dir"]):
-        os.makedirs(path, exist_ok=True)
-
-
 def prepare(model, dataset, config_file_list=None, config_dict=None):
     """Config, dataloaders and an initialised model, ready for a trainer (also used by tools and tests)."""
     config = ColdStartConfig(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
     set_torch_threads(config["torch_threads"])
     init_seed(config["seed"], config["reproducibility"])
-    make_run_dirs(config)
-    init_logger(config)
+    start_run_log(config)
     logger = getLogger()
     logger.info(sys.argv)
     logger.info(config)

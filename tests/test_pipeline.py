@@ -224,6 +224,29 @@ def test_recbole_finds_its_folders_made(toy, quiet, workdir, monkeypatch):
     assert (workdir / "log" / "Pop").is_dir() and (workdir / "fresh" / "saved").is_dir()
 
 
+def test_each_run_in_one_process_writes_its_own_log(toy, quiet, workdir, monkeypatch):
+    """Two runs of one configuration, one process, the same second (as compare runs splits): RecBole alone
+    would name both logs alike (model, dataset, second, config md5) and, its basicConfig being a no-op once
+    the root logger has handlers, write the second run into the first run's file. Each run's file must hold
+    its own run id and not the other's."""
+    import recbole.utils.logger
+
+    monkeypatch.setattr(recbole.utils.logger, "get_local_time", lambda: "same-second")
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])  # as in run_recbole.py: no host handler (pytest's)
+    runs = []
+    for _ in range(2):
+        config, model, _ = prepare("Pop", toy.name, config_dict=dataset_config(toy, quiet, state="INFO"))
+        files = [h.baseFilename for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+        runs.append((config["run_id"], files))
+    for handler in logging.getLogger().handlers:
+        handler.close()
+    (first_id, first_files), (second_id, second_files) = runs
+    assert len(first_files) == len(second_files) == 1 and first_files != second_files
+    first_log, second_log = Path(first_files[0]).read_text(), Path(second_files[0]).read_text()
+    assert first_id in first_log and second_id not in first_log
+    assert second_id in second_log and first_id not in second_log
+
+
 def test_command_line_of_the_host_process_is_ignored(toy, quiet, workdir, monkeypatch):
     """RecBole's Config reads every --key=value of sys.argv (pytest's too); the plugin's must not."""
     monkeypatch.setattr("sys.argv", ["pytest", "--epochs=99", "--eval_args={'group_by': 'session'}", "--seed=7"])

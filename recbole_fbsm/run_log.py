@@ -1,0 +1,55 @@
+"""Each run its own RecBole log: folders made without a race, a run id in the log's name, and the
+previous run's handlers closed when one process runs several (``compare``, ``tune``, notebooks)."""
+
+import logging
+import os
+import uuid
+
+from recbole.utils import init_logger
+
+RECBOLE_LOG_ROOT = "./log"  # hard-coded in recbole.utils.init_logger
+
+_handlers_of_last_run = []
+
+
+def make_run_dirs(config):
+    """Create the folders RecBole would create with a check-then-``makedirs`` (``./log/<model>``, ``checkpoint_dir``).
+
+    RecBole's ``ensure_dir`` races: two runs started together in one folder (a sweep, parallel
+    ``run_recbole.py``) both see ``./log`` missing and the second dies with ``FileExistsError``.
+    ``exist_ok`` makes creation idempotent, and afterwards RecBole only ever finds them present.
+    """
+    for path in (os.path.join(RECBOLE_LOG_ROOT, config["model"]), config["checkpoint_dir"]):
+        os.makedirs(path, exist_ok=True)
+
+
+def tag_run(config):
+    """Give the run an id (``run_id``, unless set) that goes into its log's name.
+
+    RecBole names the log file after the model, dataset, the second it started and an md5 of the
+    config's values: two runs of one configuration started in the same second would share (and
+    interleave) one log. The id is one of those values, so each run gets its own file.
+    """
+    if not config["run_id"]:
+        config["run_id"] = uuid.uuid4().hex[:8]
+
+
+def start_run_log(config):
+    """RecBole's ``init_logger``, so that this run's lines go to this run's file.
+
+    ``init_logger`` ends in ``logging.basicConfig``, a no-op once the root logger has handlers: in one
+    process every later run would write into the first run's file, at the first run's level, and leave
+    its own file empty. The handlers this function installed for the previous run are removed and
+    closed first. Handlers of a host application are left alone (there ``basicConfig`` stays a no-op,
+    as in RecBole).
+    """
+    make_run_dirs(config)
+    tag_run(config)
+    root = logging.getLogger()
+    while _handlers_of_last_run:
+        handler = _handlers_of_last_run.pop()
+        root.removeHandler(handler)
+        handler.close()
+    before = list(root.handlers)
+    init_logger(config)
+    _handlers_of_last_run.extend(handler for handler in root.handlers if handler not in before)

@@ -10,9 +10,10 @@ sys.path.insert(0, os.path.dirname(__file__))  # tests/helpers.py
 from helpers import QUIET, write_dataset  # noqa: E402
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def workdir(tmp_path, monkeypatch):
-    """Run in ``tmp_path``: RecBole writes ./log, ./log_tensorboard and ./saved relative to the cwd."""
+    """Every test runs in its ``tmp_path``: RecBole writes ./log, ./log_tensorboard and ./saved relative
+    to the cwd, and a test that forgot to ask for this would fill the checkout with them."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -20,7 +20,6 @@ temporary folder by default) and shared by the models.
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -29,30 +28,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import fmt, spread  # noqa: E402
+from benchlib import (  # noqa: E402
+    REPO_ROOT, current_rss_mib, emit, fmt, parse_config, parse_result, peak_rss_mib, spread,
+)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODELS = ["FBSM", "UFSM", "CoSim", "BPR"]
-RESULT_TAG = "BENCH_RESULT "
-
-
-# ----------------------------------------------------------------------------------------- memory
-def current_rss_mib():
-    """Resident set size now (Linux /proc; falls back to the peak elsewhere)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return peak_rss_mib()
-
-
-def peak_rss_mib():
-    """Peak resident set size of this process (ru_maxrss: KiB on Linux, bytes on macOS)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
 # ----------------------------------------------------------------------------------------- worker
@@ -193,7 +173,7 @@ def worker(args):
         "peak_gpu_mib": peak_gpu,
         "profile": profile_text,
     }
-    print(RESULT_TAG + json.dumps(report), flush=True)
+    emit(report)
 
 
 # ----------------------------------------------------------------------------------------- driver
@@ -217,8 +197,8 @@ def run_one(model, dataset, label, data_path, args, workdir):
     except subprocess.TimeoutExpired:
         return {"model": model, "dataset": label, "error": f"timed out after {args.timeout} s"}
     for line in completed.stdout.splitlines():
-        if line.startswith(RESULT_TAG):
-            report = json.loads(line[len(RESULT_TAG):])
+        report = parse_result(line)
+        if report is not None:
             report["wall_s"] = time.perf_counter() - start
             return report
     tail = (completed.stderr or completed.stdout or "no output").strip().splitlines()[-1:]
@@ -256,18 +236,6 @@ def markdown_table(reports, split):
             continue
         lines.append("| " + " | ".join(render(report.get(key)) for _, key, render in columns) + " |")
     return "\n".join(lines)
-
-
-def parse_config(pairs):
-    """``key=value`` settings; values are read as JSON when they parse (numbers, lists), else strings."""
-    config = {}
-    for pair in pairs or []:
-        key, _, value = pair.partition("=")
-        try:
-            config[key] = json.loads(value)
-        except json.JSONDecodeError:
-            config[key] = value
-    return config
 
 
 def main(argv=None):

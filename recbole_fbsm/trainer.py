@@ -10,9 +10,12 @@ What the mixin changes, and why:
   ``weights_only=False`` (torch >= 2.6 refuses RecBole's pickled Config otherwise);
 - ``valid_before_training`` makes the untrained model a candidate checkpoint;
 - a model may supply its own optimizer parameter groups (``optimizer_param_groups``), e.g. the paper's
-  separate learning rates for D and V.
+  separate learning rates for D and V;
+- a caller may watch every validation (``validation_callback``): the tuner feeds its pruner from it.
 """
 
+import contextlib
+import contextvars
 import os
 import uuid
 
@@ -25,6 +28,19 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation import TieBreakingCollector
 
 _TRAINER_CACHE = {}
+_VALIDATION_CALLBACK = contextvars.ContextVar("validation_callback", default=None)
+
+
+@contextlib.contextmanager
+def validation_callback(callback):
+    """Within this block every trainer calls ``callback(valid_score, valid_result)`` after each
+    validation (the untrained one of ``valid_before_training`` included). The callback may raise to
+    abandon the run: ``run_hyper.py`` raises ``optuna.TrialPruned`` when the curve falls behind."""
+    token = _VALIDATION_CALLBACK.set(callback)
+    try:
+        yield
+    finally:
+        _VALIDATION_CALLBACK.reset(token)
 
 
 def load_checkpoint(path, device="cpu"):
@@ -59,6 +75,13 @@ class ColdStartTrainerMixin:
             if kwargs.get("saved", True):
                 self._save_checkpoint(-1, verbose=verbose)
         return super().fit(train_data, valid_data, *args, **kwargs)
+
+    def _valid_epoch(self, valid_data, show_progress=False):
+        valid_score, valid_result = super()._valid_epoch(valid_data, show_progress=show_progress)
+        callback = _VALIDATION_CALLBACK.get()
+        if callback is not None:
+            callback(valid_score, valid_result)
+        return valid_score, valid_result
 
     def resume_checkpoint(self, resume_file):
         checkpoint = load_checkpoint(resume_file, self.device)

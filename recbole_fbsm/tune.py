@@ -1,200 +1,422 @@
-"""Grid search on the validation split, built on ``run()``; the best values go to ``properties/dataset/DATASET/MODEL.yaml``.
+"""Hyperparameter search on validation, the RecBole way (``run_hyper.py``), on an Optuna study.
 
-``python -m recbole_fbsm.tune --model=FBSM --dataset=citeulike-t [--grid "reg_V=[0.01, 0.1]" ...]
-[--seeds 2020] [--results results/tune-FBSM-citeulike-t] [--write] [--key=value ...]``
+``python run_hyper.py --model=FBSM --dataset=citeulike-t [--params_file=FBSM.hyper] [--config_files=...]
+[--output_file=...] [--algo grid|tpe|random] [--max_evals=N] [--seeds 2020 2021 2022]
+[--storage=sqlite:///tune.db] [--study_name=NAME] [--pruner median|none] [--write] [--key=value ...]``
 
-The grid comes from ``--grid KEY=LIST`` options, or else from ``properties/grids/<MODEL>.yaml``. Every
-combination runs once per seed (``seed = split_seed``) with :func:`recbole_fbsm.quick_start.run`; each
-trial is stored as ``<results>/trial-<hash>-<seed>.json`` so an interrupted search resumes where it
-stopped. A combination's score is the mean over the seeds of its best validation score
-(``valid_metric``); test metrics are recorded for the report but never used to choose. ``--write``
-writes the winner to ``properties/dataset/<DATASET>/<MODEL>.yaml``, which ``ColdStartConfig`` loads after
-the model's own file (and before the user's files and ``--key=value`` settings).
+Every trial runs :func:`recbole_fbsm.quick_start.run` once per split seed (``seed = split_seed``):
+train, keep the best epoch on validation, test. Its score is the mean over the seeds of the best
+validation score (``valid_metric``); test results are stored and shown, never used to choose. Trials
+live in an Optuna study (``--storage``, any database URL Optuna accepts): an interrupted search resumes,
+and processes or machines started on one study share its trials (a grid point is run by one of them,
+``recbole_fbsm.shared_grid``). The pruner sees the trainer's validation curve
+(``recbole_fbsm.trainer.validation_callback``) and stops trials that fall behind. ``python -m
+recbole_fbsm.tune`` is the same command.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
-import itertools
 import json
+import math
+import shlex
 import statistics
 import sys
+import tempfile
+import time
+import traceback
 import warnings
 from datetime import datetime
 from pathlib import Path
 
+import optuna
 import yaml
+from optuna.trial import TrialState
 
+from recbole_fbsm import search_space, shared_grid
 from recbole_fbsm.cli import settings_from_args
-from recbole_fbsm.compare import read_record, run_pair, settings_of, write_atomic, write_record
-from recbole_fbsm.config import PROPERTIES_DIR, tuned_properties_file
+from recbole_fbsm.compare import QUIET_DEFAULTS, settings_of, write_atomic
+from recbole_fbsm.config import ColdStartConfig, tuned_properties_file
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.trainer import validation_callback
 
 RESERVED_KEYS = {"seed": "set per split by --seeds", "split_seed": "set per split by --seeds",
                  "model": "use --model", "dataset": "use --dataset"}
+ALGOS = {"grid": "grid", "exhaustive": "grid", "tpe": "tpe", "bayes": "tpe", "random": "random"}
+DEFAULT_STORAGE = "sqlite:///tune.db"
+DEFAULT_MAX_EVALS = 100  # RecBole's, for tpe and random
+# settings that do not change a trial's result: processes may differ in them and still share a study
+NEUTRAL_KEYS = {"torch_threads", "state", "show_progress", "checkpoint_dir"}
+# pruner steps: validation n of the k-th seed is step k * SEED_STRIDE + n
+SEED_STRIDE = 100_000
+SQLITE_LOCK_TIMEOUT_S = 300
+HEARTBEAT_S, HEARTBEAT_GRACE_S = 60, 600
 
 
-def grid_file(model):
-    return PROPERTIES_DIR / "grids" / f"{model}.yaml"
+class TrialFailed(Exception):
+    """A trial that raised (recorded in the study; the search goes on)."""
 
 
-def parse_grid(items):
-    """``["reg_V=[0.1, 1]", "rank=5"]`` -> ``{"reg_V": [0.1, 1], "rank": [5]}`` (values parsed as YAML)."""
-    grid = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            raise ColdStartError(f"--grid {item!r}: expected KEY=VALUE or KEY=[V1, V2, ...]")
-        values = yaml.safe_load(text)
-        grid[key.strip()] = values if isinstance(values, list) else [values]
-        if not grid[key.strip()]:
-            raise ColdStartError(f"--grid {item!r}: the list of values is empty")
-    return grid
+class NoPointLeft(Exception):
+    """Every grid point is finished or being run by another process."""
 
 
-def load_grid(model, items=None):
-    if items:
-        return parse_grid(items)
-    path = grid_file(model)
-    if not path.is_file():
-        raise ColdStartError(f"no --grid given and no grid file {path} for model {model!r}.")
-    grid = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(grid, dict) or not grid:
-        raise ColdStartError(f"{path}: expected a mapping KEY: [values, ...].")
-    return {key: values if isinstance(values, list) else [values] for key, values in grid.items()}
+# ------------------------------------------------------------------------------------------ settings
+class Search:
+    """What a search runs: the model, the data, the space, the seeds and the fixed settings."""
+
+    def __init__(self, model, dataset, params, seeds=(2020,), config_files=None, overrides=None):
+        self.model, self.dataset, self.params = model, dataset, list(params)
+        self.seeds = [int(seed) for seed in seeds]
+        self.config_files = list(config_files) if config_files else None
+        self.overrides = dict(overrides or {})
+        clash = sorted(set(self.overrides) & {p.name for p in self.params})
+        if clash:
+            raise ColdStartError(f"--{clash[0]}=... is also a searched parameter of the params file: give it one place")
+        config = ColdStartConfig(model=model, dataset=dataset, config_file_list=self.config_files,
+                                 config_dict={**QUIET_DEFAULTS, **self.overrides})
+        unknown = [p.name for p in self.params if p.name not in config.final_config_dict]
+        if unknown:
+            warnings.warn(f"searched {', '.join(unknown)}: no such setting in {model}'s or RecBole's defaults")
+        self.valid_metric = str(config["valid_metric"]).lower()
+        self.bigger = bool(config["valid_metric_bigger"])
+
+    def signature(self):
+        """Everything that makes two trials comparable; stored in the study, checked when it is reused."""
+        fixed = settings_of(self.dataset, self.config_files,
+                            {k: v for k, v in self.overrides.items() if k not in NEUTRAL_KEYS})
+        return json.loads(json.dumps({
+            "model": self.model, "dataset": str(self.dataset), "seeds": self.seeds,
+            "search_space": [p.line() for p in self.params], "valid_metric": self.valid_metric,
+            "bigger": self.bigger, "config_files": fixed["config_files"], "overrides": fixed["overrides"],
+        }, default=str))
+
+    def default_study_name(self):
+        digest = hashlib.sha256(json.dumps(self.signature(), sort_keys=True).encode()).hexdigest()[:8]
+        return f"{self.model}-{Path(str(self.dataset)).name}-{digest}"
 
 
-def combinations(grid):
-    keys = list(grid)
-    return [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
+def make_storage(url):
+    """Optuna's database storage; sqlite waits for its lock instead of failing when processes write at
+    once, and a heartbeat lets other machines see a trial whose process died."""
+    engine_kwargs = {"connect_args": {"timeout": SQLITE_LOCK_TIMEOUT_S}} if url.startswith("sqlite") else {}
+    try:
+        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_S,
+                                          grace_period=HEARTBEAT_GRACE_S)
+    except Exception as error:  # sqlalchemy's many errors for a bad URL, a missing driver or folder
+        raise ColdStartError(f"--storage {url!r}: cannot open it ({type(error).__name__}: {error})") from None
 
 
-def params_id(params):
-    return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:10]
+def open_study(search, storage, study_name, sampler, pruner):
+    study = optuna.create_study(storage=storage, study_name=study_name, sampler=sampler, pruner=pruner,
+                                direction="maximize" if search.bigger else "minimize", load_if_exists=True)
+    wanted = search.signature()
+    stored = study.user_attrs.get("settings")
+    if stored is None:
+        try:
+            study.set_user_attr("settings", wanted)
+        except Exception:  # another process wrote it at the same moment (unique key): read theirs
+            pass
+        stored = optuna.load_study(study_name=study_name, storage=storage).user_attrs.get("settings")
+    if stored != wanted:
+        changed = sorted(key for key in set(stored or {}) | set(wanted) if (stored or {}).get(key) != wanted.get(key))
+        raise ColdStartError(f"study {study_name!r} in the storage was made with other settings ({', '.join(changed)}):"
+                             " give another --study_name, or leave it out for a name of its own")
+    return study
 
 
-def tune(model, dataset, grid, seeds=(2020,), results_dir=None, overrides=None, log=print):
-    """Run every combination of ``grid`` on every seed (resuming stored trials); returns the ranked
-    summaries: [{"params", "valid", "valid_per_seed", "test", ...}], best first."""
-    results_dir = Path(results_dir or Path("results") / f"tune-{model}-{Path(str(dataset)).name}")
-    settings = settings_of(dataset, None, overrides)
-    trials = []
-    for params in combinations(grid):
-        for seed in seeds:
-            path = results_dir / f"trial-{params_id(params)}-{seed}.json"
-            record = read_record(path)
-            if record is None or record.get("status") != "ok" or record.get("settings") != settings:
-                run_overrides = dict(overrides or {})
-                run_overrides.update({k: str(v) for k, v in params.items()})
-                record = run_pair(model, dataset, seed, results_dir, None, run_overrides, settings,
-                                  raise_setting_errors=True)
-                record["params"] = params
-                write_record(path, record)
-            trials.append(record)
-            if record["status"] == "ok":
-                log(f"{model} {params} seed {seed}: valid {record['valid_metric']} {record['best_valid_score']:.4f}"
-                    f" ({record['wall_seconds']:.0f} s)")
-            else:
-                log(f"{model} {params} seed {seed}: FAILED {record['error']}")
-    return summarise(trials)
+# --------------------------------------------------------------------------------------------- trials
+def suggest(trial, param):
+    distribution = param.distribution()
+    if isinstance(distribution, optuna.distributions.CategoricalDistribution):
+        return trial.suggest_categorical(param.name, distribution.choices)
+    if isinstance(distribution, optuna.distributions.IntDistribution):
+        return trial.suggest_int(param.name, distribution.low, distribution.high, step=distribution.step)
+    return trial.suggest_float(param.name, distribution.low, distribution.high, step=distribution.step,
+                               log=distribution.log)
 
 
-def summarise(trials):
-    by_params = {}
-    for record in trials:
-        by_params.setdefault(json.dumps(record["params"], sort_keys=True, default=str), []).append(record)
-    rows = []
-    for key, records in by_params.items():
-        ok = [r for r in records if r["status"] == "ok"]
-        if len(ok) != len(records):
+def _plain(value):
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _better(a, b, bigger):
+    return max(a, b) if bigger else min(a, b)
+
+
+class Objective:
+    """One trial: the sampled settings, run once per seed; the pruner is fed after every validation."""
+
+    def __init__(self, search, points=None, log=print):
+        from recbole_fbsm.quick_start import run  # noqa: PLC0415 (the heavy import only when trials run)
+
+        self.run, self.search, self.points, self.log = run, search, points, log
+        self.skip = set()  # grid points that failed in this process: not retried by it
+        self.exhausted = False  # no grid point left to claim
+
+    def __call__(self, trial):
+        trial.set_user_attr(shared_grid.WORKER_ATTR, shared_grid.WORKER)
+        if self.points is not None:
+            point = shared_grid.claim_point(trial.study, trial, len(self.points), self.skip)
+            if point is None:
+                trial.set_user_attr("unused", True)
+                self.exhausted = True
+                raise NoPointLeft()
+        stored = {p.name: suggest(trial, p) for p in self.search.params}
+        settings = search_space.settings_of_trial(self.search.params, stored)
+        shown = params_text(settings)
+        runs = []
+        try:
+            for k, seed in enumerate(self.search.seeds):
+                runs.append(self.run_seed(trial, k, seed, settings, runs))
+                trial.set_user_attr("runs", runs)
+        except optuna.TrialPruned:
+            self.log(f"[trial {trial.number}] {shown}: pruned")
+            raise
+        except ColdStartError:
+            raise
+        except Exception as error:
+            if self.points is not None:
+                self.skip.add(trial.user_attrs.get(shared_grid.POINT_ATTR))
+            trial.set_user_attr("error", f"{type(error).__name__}: {error}")
+            trial.set_user_attr("traceback", traceback.format_exc(limit=20))
+            self.log(f"[trial {trial.number}] {shown}: FAILED {type(error).__name__}: {error}")
+            raise TrialFailed(str(error)) from error
+        value = statistics.mean(r["best_valid_score"] for r in runs)
+        test = statistics.mean(r["test_result"].get(self.search.valid_metric, math.nan) for r in runs)
+        self.log(f"[trial {trial.number}] {shown}: valid {self.search.valid_metric} {value:.4f} "
+                 f"(test {test:.4f}, {sum(r['seconds'] for r in runs):.0f} s)")
+        return value
+
+    def run_seed(self, trial, k, seed, settings, done):
+        bigger = self.search.bigger
+        done_sum = sum(r["best_valid_score"] for r in done)
+        state = {"validations": 0, "best": None}
+
+        def report(score, result):
+            score = float(score)
+            state["best"] = score if state["best"] is None else _better(state["best"], score, bigger)
+            trial.report((done_sum + state["best"]) / (k + 1), k * SEED_STRIDE + state["validations"])
+            state["validations"] += 1
+            if trial.should_prune():
+                raise optuna.TrialPruned(f"validation {state['validations']} of seed {seed}")
+
+        config_dict = dict(QUIET_DEFAULTS)
+        config_dict.update(self.search.overrides)
+        config_dict.update(settings)
+        config_dict.update(seed=seed, split_seed=seed)
+        start = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="run_hyper-") as scratch:
+            config_dict.setdefault("checkpoint_dir", scratch)  # only to reload the best epoch for the test
+            with validation_callback(report):
+                result = self.run(self.search.model, self.search.dataset,
+                                  config_file_list=self.search.config_files, config_dict=config_dict)
+        return {"seed": seed, "best_valid_score": float(result["best_valid_score"]),
+                "best_valid_result": _plain(result["best_valid_result"] or {}),
+                "test_result": _plain(result["test_result"] or {}), "seconds": time.perf_counter() - start}
+
+
+def finished_trials(study):
+    return [t for t in study.get_trials(deepcopy=False) if t.state in shared_grid.DONE]
+
+
+def optimize(search, study, algo, max_evals, log=print):
+    """Run trials in this process until the study holds ``max_evals`` finished trials (or the grid is
+    done); other processes on the same study count towards it."""
+    points = search_space.grid_points(search.params) if algo == "grid" else None
+    objective = Objective(search, points, log)
+    shared_grid.fail_dead_trials(study)
+    for _ in range(max_evals):  # at most max_evals attempts in this process
+        if len(finished_trials(study)) >= max_evals:
+            break
+        if points is not None and not shared_grid.pending_points(study, len(points), objective.skip):
+            break
+        study.optimize(objective, n_trials=1, catch=(TrialFailed, NoPointLeft))
+        if objective.exhausted:
+            break
+    return study
+
+
+def make_sampler(algo, points=None):
+    if algo == "grid":
+        return shared_grid.ClaimedPointSampler(points)
+    if algo == "random":
+        return optuna.samplers.RandomSampler()
+    return optuna.samplers.TPESampler()
+
+
+def make_pruner(name):
+    if name == "none":
+        return optuna.pruners.NopPruner()
+    return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=0)
+
+
+# --------------------------------------------------------------------------------------------- output
+def params_text(settings):
+    """RecBole's ``params2str``: ``name:value, name:value``."""
+    return ", ".join(f"{name}:{value}" for name, value in settings.items())
+
+
+def _result_text(results):
+    """RecBole's ``dict2str``, averaged over the seeds' results."""
+    metrics = list(results[0]) if results else []
+    mean = {m: round(statistics.mean(r[m] for r in results if m in r), 4) for m in metrics}
+    return "    ".join(f"{m} : {v}" for m, v in mean.items())
+
+
+def best_trial(study):
+    complete = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
+    if not complete:
+        return None
+    return study.best_trial
+
+
+def output_text(search, study):
+    """RecBole's output file (every trial's parameters, valid and test results), the best first; pruned
+    and failed trials are listed after them."""
+    best = best_trial(study)
+    lines = []
+    if best is not None:
+        settings = search_space.settings_of_trial(search.params, best.params)
+        lines += [f"best params: {params_text(settings)}",
+                  f"best valid score: {best.value:.4f} (trial {best.number}; mean {search.valid_metric} over split"
+                  f" seeds {search.seeds}; chosen on validation, test shown only)", ""]
+    for trial in study.get_trials(deepcopy=False):
+        if trial.user_attrs.get("unused") or not trial.params:
             continue
-        bigger = ok[0]["valid_score_bigger"]
-        valid = [r["best_valid_score"] for r in ok]
-        test_metric = ok[0]["valid_metric"]
-        rows.append({
-            "params": ok[0]["params"],
-            "valid_metric": test_metric,
-            "valid": statistics.mean(valid),
-            "valid_per_seed": valid,
-            "test": statistics.mean(r["test_result"].get(test_metric, float("nan")) for r in ok),
-            "seconds": statistics.mean(r["wall_seconds"] for r in ok),
-            "bigger": bigger,
-        })
-    rows.sort(key=lambda row: row["valid"], reverse=bool(rows and rows[0]["bigger"]))
-    return rows
-
-
-def report(rows, model, dataset, seeds):
-    lines = [f"Grid search for {model} on {dataset}, seeds {list(seeds)}: mean best validation score "
-             "(selection) and the test score of the same runs (not used to select).", "",
-             "| rank | params | valid | test | s/run |", "|---|---|---|---|---|"]
-    for position, row in enumerate(rows, 1):
-        params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
-        lines.append(f"| {position} | {params} | {row['valid']:.4f} | {row['test']:.4f} | {row['seconds']:.0f} |")
+        lines.append(params_text(search_space.settings_of_trial(search.params, trial.params)))
+        runs = trial.user_attrs.get("runs") or []
+        if trial.state == TrialState.COMPLETE:
+            lines += ["Valid result:", _result_text([r["best_valid_result"] for r in runs]),
+                      "Test result:", _result_text([r["test_result"] for r in runs]), ""]
+        elif trial.state == TrialState.PRUNED:
+            steps = trial.intermediate_values
+            last = f" (valid {steps[max(steps)]:.4f} so far)" if steps else ""
+            lines += [f"Pruned after {len(steps)} validations{last}", ""]
+        elif trial.state == TrialState.FAIL:
+            lines += [f"Failed: {trial.user_attrs.get('error', 'process stopped or killed')}", ""]
+        else:
+            lines += [f"{trial.state.name.capitalize()} (in another process, or stopped)", ""]
     return "\n".join(lines) + "\n"
 
 
-def write_tuned(model, dataset, best, seeds, grid, command):
+def _config_value(value):
+    """A value as RecBole's Config would use it (it evaluates strings such as '[64,64]')."""
+    if isinstance(value, str):
+        try:
+            evaluated = ast.literal_eval(value)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return value
+        if isinstance(evaluated, (int, float, list, tuple, dict, bool)):
+            return list(evaluated) if isinstance(evaluated, tuple) else evaluated
+    return value
+
+
+def write_tuned(search, best, command):
     """Write (or update) ``properties/dataset/DATASET/MODEL.yaml`` with the best values; other keys of
     an existing file (e.g. a cost cap set by hand) are kept."""
-    path = tuned_properties_file(model, dataset)
+    path = tuned_properties_file(search.model, search.dataset)
     values = {}
     if path.is_file():
         values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    values.update(best["params"])
+    settings = search_space.settings_of_trial(search.params, best.params)
+    values.update({name: _config_value(value) for name, value in settings.items()})
     header = (
-        f"# {model} on {dataset}: {', '.join(best['params'])} chosen by validation {best['valid_metric']} "
-        f"(mean {best['valid']:.4f} over split seeds {list(seeds)}),\n"
+        f"# {search.model} on {search.dataset}: {', '.join(settings)} chosen by validation {search.valid_metric} "
+        f"(mean {best.value:.4f} over split seeds {search.seeds}),\n"
         f"# written {datetime.now().strftime('%Y-%m-%d')} by: {command}\n"
-        f"# grid: {json.dumps(grid, default=str)}\n"
+        f"# search space: {'; '.join(p.line() for p in search.params)}\n"
     )
     write_atomic(path, (header + yaml.safe_dump(values, sort_keys=False)).encode("utf-8"))
     return path
 
 
-def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python -m recbole_fbsm.tune", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+# ---------------------------------------------------------------------------------------- command line
+def build_parser(prog="run_hyper.py"):
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     parser.add_argument("--model", "-m", required=True)
     parser.add_argument("--dataset", "-d", default="ml-100k")
-    parser.add_argument("--grid", nargs="+", metavar="KEY=LIST",
-                        help='values to try, e.g. "reg_V=[0.01, 0.1]" (default: properties/grids/MODEL.yaml)')
+    parser.add_argument("--config_files", default=None, help="space-separated yaml files, used by every trial")
+    parser.add_argument("--params_file", default=None,
+                        help="RecBole params file (NAME choice|uniform|loguniform|quniform RANGE per line) or a yaml "
+                             "grid (default: properties/grids/MODEL.hyper, else MODEL.yaml)")
+    parser.add_argument("--output_file", default=None, help="RecBole's result file (default: STUDY_NAME.result)")
+    parser.add_argument("--algo", choices=sorted(ALGOS), default=None,
+                        help="grid (every parameter a choice; the default then), tpe (the default otherwise) or random")
+    parser.add_argument("--max_evals", type=int, default=None,
+                        help=f"finished trials the study should hold (default: the grid's size, or {DEFAULT_MAX_EVALS})")
     parser.add_argument("--seeds", nargs="+", type=int, default=[2020], help="split seeds (default: 2020)")
-    parser.add_argument("--results", help="folder of trial records (default: results/tune-MODEL-DATASET)")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE, help="Optuna database URL (default: %(default)s)")
+    parser.add_argument("--study_name", default=None, help="default: MODEL-DATASET-<hash of the search's settings>")
+    parser.add_argument("--pruner", choices=["median", "none"], default="median",
+                        help="stop trials whose validation curve is below the median of finished ones (default)")
     parser.add_argument("--write", action="store_true",
                         help="write the best values to properties/dataset/DATASET/MODEL.yaml")
     return parser
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
+def main(argv=None, prog="run_hyper.py"):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(prog)
     args, rest = parser.parse_known_args(argv)
     overrides = settings_from_args(parser, rest, RESERVED_KEYS)
+    if len(set(args.seeds)) != len(args.seeds):
+        parser.error("--seeds: a seed is listed twice")
+    if args.max_evals is not None and args.max_evals < 1:
+        parser.error("--max_evals: expected a positive number")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # trials are reported by our own lines
+    with warnings.catch_warnings():  # RecBole's numpy, pandas and torch deprecation noise; Optuna's heartbeat
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return _main(args, overrides, argv, prog)
+
+
+def _main(args, overrides, argv, prog):
     try:
-        grid = load_grid(args.model, args.grid)
-        with warnings.catch_warnings():  # RecBole's pandas and torch deprecation noise, once per trial
-            warnings.simplefilter("ignore", FutureWarning)
-            warnings.simplefilter("ignore", DeprecationWarning)
-            rows = tune(args.model, args.dataset, grid, args.seeds, args.results, overrides)
+        params = search_space.read_search_space(args.params_file or search_space.default_params_file(args.model))
+        algo = ALGOS[args.algo] if args.algo else ("grid" if search_space.is_grid(params) else "tpe")
+        if algo == "grid" and not search_space.is_grid(params):
+            raise ColdStartError("--algo grid needs every parameter to be a choice; use --algo tpe or random")
+        max_evals = args.max_evals or (search_space.grid_size(params) if algo == "grid" else DEFAULT_MAX_EVALS)
+        config_files = args.config_files.split() if args.config_files else None
+        search = Search(args.model, args.dataset, params, args.seeds, config_files, overrides)
+        study_name = args.study_name or search.default_study_name()
+        points = search_space.grid_points(params) if algo == "grid" else None
+        study = open_study(search, make_storage(args.storage), study_name, make_sampler(algo, points),
+                           make_pruner(args.pruner))
+        print(f"study {study_name} in {args.storage}: {algo}, up to {max_evals} finished trials, seeds {search.seeds}")
+        optimize(search, study, algo, max_evals)
     except ColdStartError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if not rows:
-        print("error: no combination finished on every seed", file=sys.stderr)
+    output_file = Path(args.output_file or f"{study_name}.result")
+    write_atomic(output_file, output_text(search, study).encode("utf-8"))
+    best = best_trial(study)
+    running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+    print(f"output: {output_file}" + (f" ({running} trials still running elsewhere)" if running else ""))
+    if best is None:
+        print("error: no trial of the study has finished", file=sys.stderr)
         return 1
-    table = report(rows, args.model, args.dataset, args.seeds)
-    results_dir = Path(args.results or Path("results") / f"tune-{args.model}-{Path(str(args.dataset)).name}")
-    write_atomic(results_dir / "tuning.md", table.encode("utf-8"))
-    print(table)
-    print(f"results: {results_dir}")
+    print("best params: ", params_text(search_space.settings_of_trial(params, best.params)))
+    print("best result: ")
+    runs = best.user_attrs.get("runs") or []
+    print({"best_valid_score": round(best.value, 4),
+           "best_valid_result": _result_text([r["best_valid_result"] for r in runs]),
+           "test_result": _result_text([r["test_result"] for r in runs])})
     if args.write:
-        command = "python -m recbole_fbsm.tune " + " ".join(argv)
-        print(f"best: {rows[0]['params']} -> {write_tuned(args.model, args.dataset, rows[0], args.seeds, grid, command)}")
+        command = " ".join([prog, *map(shlex.quote, argv)])
+        print(f"best values written to {write_tuned(search, best, command)}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="python -m recbole_fbsm.tune"))

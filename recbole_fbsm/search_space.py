@@ -1,0 +1,196 @@
+"""Search spaces for ``run_hyper.py``: RecBole's params files (and the plugin's yaml grids) as Optuna distributions.
+
+A params file has one line per setting, as RecBole's ``hyper.test``::
+
+    learning_rate loguniform -8,0
+    embedding_size choice [64,96,128]
+    mlp_hidden_size choice ['[64,64,64]','[128,128]']
+    dropout_prob uniform 0.1,0.5
+    rank quniform 8,64,8
+
+``loguniform -8,0`` is exp(uniform(-8, 0)), as in RecBole: its bounds are natural logarithms.
+``quniform 8,64,8`` takes 8, 16, ..., 64 (integers when the three numbers are; RecBole's hyperopt gives
+floats such as 64.0, which an embedding size cannot be).
+``choice`` lists are Python literals (as RecBole evaluates them) or YAML flow lists (``[sgd, adam]``,
+``[{max_norm: 5}]``). Blank lines and lines starting with ``#`` are skipped; a
+line with fewer than three fields is an error (RecBole skips it silently). A ``.yaml`` / ``.yml`` file is a grid
+``KEY: [values]`` (a single value is a one-value list): every key is a ``choice``.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+import yaml
+
+from recbole_fbsm.config import PROPERTIES_DIR
+from recbole_fbsm.errors import ColdStartError
+
+KINDS = ("choice", "uniform", "loguniform", "quniform")
+PRIMITIVE = (str, int, float, bool, type(None))
+
+
+@dataclass(frozen=True)
+class Param:
+    """One searched setting. ``values`` for a choice; ``low``/``high``/``q`` for the ranges as written
+    in the file (loguniform bounds are natural logarithms, as in RecBole)."""
+
+    name: str
+    kind: str
+    values: tuple = ()
+    low: float = 0.0
+    high: float = 0.0
+    q: float = 0.0
+
+    @property
+    def labels(self):
+        """What Optuna stores for each choice: the value itself when it is a plain scalar, else its
+        Python literal text (Optuna's storages keep only None, bool, int, float and str)."""
+        return tuple(value if isinstance(value, PRIMITIVE) else repr(value) for value in self.values)
+
+    def distribution(self):
+        if self.kind == "choice":
+            return optuna.distributions.CategoricalDistribution(self.labels)
+        if self.kind == "uniform":
+            return optuna.distributions.FloatDistribution(self.low, self.high)
+        if self.kind == "loguniform":
+            return optuna.distributions.FloatDistribution(math.exp(self.low), math.exp(self.high), log=True)
+        if all(float(v).is_integer() for v in (self.low, self.high, self.q)):
+            return optuna.distributions.IntDistribution(int(self.low), int(self.high), step=int(self.q))
+        return optuna.distributions.FloatDistribution(self.low, self.high, step=self.q)
+
+    def value_of(self, stored):
+        """The setting's value for a value Optuna stored (a choice's label back to the value)."""
+        if self.kind == "choice":
+            return self.values[self.labels.index(stored)]
+        return stored
+
+    def line(self):
+        """This parameter as a params-file line."""
+        if self.kind == "choice":
+            return f"{self.name} choice {list(self.values)!r}"
+        numbers = (self.low, self.high) + ((self.q,) if self.kind == "quniform" else ())
+        return f"{self.name} {self.kind} " + ",".join(f"{x:g}" for x in numbers)
+
+
+def _literal(text):
+    """A Python literal, else YAML (``[sgd, adam]``); None when neither reads it."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+
+
+def _numbers(text, count, where):
+    parts = [part.strip() for part in text.split(",")]
+    try:
+        numbers = [float(part) for part in parts]
+    except ValueError:
+        numbers = []
+    if len(numbers) != count or not all(math.isfinite(x) for x in numbers):
+        expected = "LOW,HIGH" if count == 2 else "LOW,HIGH,Q"
+        raise ColdStartError(f"{where}: expected {count} numbers {expected}; got {text!r}")
+    return numbers
+
+
+def parse_line(line, where):
+    """One params-file line -> Param (None for a blank or comment line)."""
+    text = line.strip()
+    if not text or text.startswith("#"):
+        return None
+    parts = text.split(None, 2)
+    if len(parts) < 3:
+        raise ColdStartError(f"{where}: expected NAME TYPE RANGE (TYPE one of {', '.join(KINDS)}); got {text!r}")
+    name, kind, rest = parts
+    if kind not in KINDS:
+        raise ColdStartError(f"{where}: unknown range type {kind!r} for {name}; expected one of {', '.join(KINDS)}")
+    if kind == "choice":
+        values = _literal(rest)
+        if not isinstance(values, (list, tuple)) or not values:
+            raise ColdStartError(f"{where}: {name} choice expects a non-empty list like [1, 2] or ['a', 'b']; got {rest!r}")
+        values = tuple(values)
+        if len(set(map(repr, values))) != len(values):
+            raise ColdStartError(f"{where}: {name} choice lists a value twice: {rest!r}")
+        return Param(name, kind, values=values)
+    numbers = _numbers(rest, 3 if kind == "quniform" else 2, f"{where}: {name} {kind}")
+    if numbers[0] >= numbers[1]:
+        raise ColdStartError(f"{where}: {name} {kind} needs LOW < HIGH; got {rest!r}")
+    if kind == "quniform" and numbers[2] <= 0:
+        raise ColdStartError(f"{where}: {name} quniform needs a step Q > 0; got {rest!r}")
+    return Param(name, kind, low=numbers[0], high=numbers[1], q=numbers[2] if kind == "quniform" else 0.0)
+
+
+def parse_params_text(text, source="params file"):
+    params = []
+    for number, line in enumerate(text.splitlines(), 1):
+        param = parse_line(line, f"{source} line {number}")
+        if param is None:
+            continue
+        if any(p.name == param.name for p in params):
+            raise ColdStartError(f"{source} line {number}: {param.name} is given twice")
+        params.append(param)
+    if not params:
+        raise ColdStartError(f"{source}: no parameter to search (expected lines NAME TYPE RANGE)")
+    return params
+
+
+def grid_to_params(grid, source="grid"):
+    """A yaml grid ``{KEY: [values] or value}`` -> choice Params (the conversion of the plugin's old grids)."""
+    if not isinstance(grid, dict) or not grid:
+        raise ColdStartError(f"{source}: expected a mapping KEY: [values, ...]")
+    text = "\n".join(f"{key} choice {list(values) if isinstance(values, list) else [values]!r}"
+                     for key, values in grid.items())
+    return parse_params_text(text, source)
+
+
+def read_search_space(path):
+    """The Params of a params file, or of a yaml grid (``.yaml`` / ``.yml``)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ColdStartError(f"params file {path}: cannot be read ({error.strerror or error})") from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            grid = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise ColdStartError(f"{path}: not valid YAML ({error})") from None
+        return grid_to_params(grid, str(path))
+    return parse_params_text(text, str(path))
+
+
+def default_params_file(model):
+    """``properties/grids/MODEL.hyper``, else the yaml grid ``properties/grids/MODEL.yaml``."""
+    for suffix in (".hyper", ".yaml"):
+        path = PROPERTIES_DIR / "grids" / f"{model}{suffix}"
+        if path.is_file():
+            return path
+    raise ColdStartError(f"no --params_file given and no properties/grids/{model}.hyper or .yaml for model {model!r}")
+
+
+def is_grid(params):
+    return all(p.kind == "choice" for p in params)
+
+
+def grid_points(params):
+    """Every combination of a choice-only space, as Optuna-stored labels {name: label}, in file order."""
+    names = [p.name for p in params]
+    return [dict(zip(names, labels)) for labels in itertools.product(*(p.labels for p in params))]
+
+
+def grid_size(params):
+    return math.prod(len(p.values) for p in params)
+
+
+def settings_of_trial(params, stored):
+    """{name: setting value} for the values Optuna stored for a trial."""
+    return {p.name: p.value_of(stored[p.name]) for p in params if p.name in stored}

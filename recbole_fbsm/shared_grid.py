@@ -33,7 +33,10 @@ WORKER = f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 POINT_ATTR = "grid_point"
 WORKER_ATTR = "worker"
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
-UNCLAIMED_GRACE_S = 120  # a running trial with no worker yet: its process is between Optuna's ask and our claim
+# A running trial with no worker yet is between Optuna's ask and our claim, which takes milliseconds; one
+# older than this was most likely abandoned (its process killed at that moment) and no longer gets a turn
+# when points are handed out (were it alive after all, the check after claiming still prevents a repeat).
+UNCLAIMED_TURN_S = 10
 
 
 def process_alive(pid):
@@ -51,14 +54,19 @@ def is_dead(trial):
     running (or is this process, under another per-process id: a pid reused after a restart)."""
     worker = trial.user_attrs.get(WORKER_ATTR)
     if not worker:
-        started = trial.datetime_start
-        return started is not None and (time.time() - started.timestamp()) > UNCLAIMED_GRACE_S
-    host, pid, run_id = (worker.rsplit(":", 2) + ["", ""])[:3]
+        return False
+    host, pid, _ = (worker.rsplit(":", 2) + ["", ""])[:3]
     if host != HOST or not pid.isdigit():
         return False
     if int(pid) == os.getpid():
         return worker != WORKER
     return not process_alive(int(pid))
+
+
+def _abandoned(trial):
+    started = trial.datetime_start
+    return (not trial.user_attrs.get(WORKER_ATTR) and started is not None
+            and time.time() - started.timestamp() > UNCLAIMED_TURN_S)
 
 
 def fail_dead_trials(study):
@@ -93,28 +101,32 @@ def pending_points(study, n_points, skip=()):
 
 
 def _choose(study, number, n_points, skip):
+    """(the point for trial ``number``, how many points are pending)."""
     trials = study.get_trials(deepcopy=False)
     held = held_points(trials, exclude_number=number)
     pending = [i for i in range(n_points) if i not in held and i not in skip]
     waiting = sorted(t.number for t in trials if t.state == TrialState.RUNNING and t.user_attrs.get(POINT_ATTR) is None
-                     and not is_dead(t) and t.number != number)
+                     and t.number != number and not is_dead(t) and not _abandoned(t))
     position = sum(1 for n in waiting if n < number)
-    return pending[position] if position < len(pending) else None
+    return (pending[position] if position < len(pending) else None), len(pending)
 
 
-def claim_point(study, trial, n_points, skip=(), attempts=50):
+def claim_point(study, trial, n_points, skip=()):
     """Claim a grid point for ``trial`` (an ``optuna.Trial`` of ``study``); returns its index, or None
     when every point is finished or held by a live trial."""
     trial.set_user_attr(WORKER_ATTR, WORKER)
-    for _ in range(attempts):
-        point = _choose(study, trial.number, n_points, skip)
-        if point is None:
+    deadline = time.monotonic() + 2 * UNCLAIMED_TURN_S
+    while time.monotonic() < deadline:
+        point, pending = _choose(study, trial.number, n_points, skip)
+        if pending == 0:
             return None
-        trial.set_user_attr(POINT_ATTR, point)
-        if point not in held_points(study.get_trials(deepcopy=False), exclude_number=trial.number):
-            return point
-        trial.set_user_attr(POINT_ATTR, None)  # another process claimed it at the same moment
-        time.sleep(random.uniform(0.01, 0.2))
+        if point is not None:
+            trial.set_user_attr(POINT_ATTR, point)
+            if point not in held_points(study.get_trials(deepcopy=False), exclude_number=trial.number):
+                return point
+            trial.set_user_attr(POINT_ATTR, None)  # another process claimed it at the same moment
+        # else: the pending points are the turn of trials asked just before this one
+        time.sleep(random.uniform(0.05, 0.25))
     return None
 
 

@@ -1,45 +1,84 @@
-"""Grid search on validation (`python -m recbole_fbsm.tune`), the tuned property layer, and the
-selection of the untrained model (`valid_before_training`)."""
+"""Hyperparameter search (`run_hyper.py`, `python -m recbole_fbsm.tune`): trials, seeds, pruning, grid
+claims, the output file and the tuned property layer; and the selection of the untrained model
+(`valid_before_training`)."""
 
-import json
+import subprocess
 
+import optuna
 import pytest
 import torch
+import yaml
+from optuna.trial import TrialState
 
 from recbole_fbsm import config as config_module
-from recbole_fbsm import tune
+from recbole_fbsm import search_space, shared_grid, tune
 from recbole_fbsm.config import ColdStartConfig
-from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.registry import get_trainer
 
 from helpers import dataset_config
 
 
-def test_grid_parsing_and_combinations():
-    grid = tune.parse_grid(["reg_V=[0.01, 0.1]", "rank=5", "learner=[sgd, adam]"])
-    assert grid == {"reg_V": [0.01, 0.1], "rank": [5], "learner": ["sgd", "adam"]}
-    combos = tune.combinations(grid)
-    assert len(combos) == 4 and {"reg_V": 0.1, "rank": 5, "learner": "adam"} in combos
-    with pytest.raises(ColdStartError, match="KEY=VALUE"):
-        tune.parse_grid(["reg_V"])
-    with pytest.raises(ColdStartError, match="empty"):
-        tune.parse_grid(["reg_V=[]"])
+def toy_search(toy, model, params_text, seeds=(2020,), **settings):
+    params = search_space.parse_params_text(params_text)
+    return tune.Search(model, toy.name, params, seeds, overrides=dataset_config(toy, **settings))
 
 
-def test_every_shipped_grid_names_real_settings_of_its_model():
-    shipped = sorted(path.stem for path in config_module.PROPERTIES_DIR.joinpath("grids").glob("*.yaml"))
-    assert {"FBSM", "UFSM", "FM"} <= set(shipped)
-    for model in shipped:
-        grid = tune.load_grid(model)
-        config = ColdStartConfig(model=model, dataset="ml-100k", config_dict={"use_gpu": False})
-        for key in grid:  # a setting of the model or of RecBole (some, like clip_grad_norm, default to None)
-            assert key in config.final_config_dict, f"properties/grids/{model}.yaml: {key} is no setting of {model}"
+def test_concurrent_trials_claim_distinct_points_and_a_dead_process_frees_its_point():
+    study = optuna.create_study()
+    first, second = study.ask(), study.ask()  # two processes between Optuna's ask and their claim
+    assert shared_grid.claim_point(study, second, 4) == 1  # the lower-numbered trial's turn is kept for it
+    assert shared_grid.claim_point(study, first, 4) == 0
+    third, fourth, fifth = study.ask(), study.ask(), study.ask()
+    assert [shared_grid.claim_point(study, t, 4) for t in (third, fourth, fifth)] == [2, 3, None]
+    study.tell(fifth, state=TrialState.FAIL)  # as run_hyper does with a trial that found no point
+    study.tell(third, 0.5)
+    assert shared_grid.pending_points(study, 4) == []  # finished or held by live trials
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    first.set_user_attr(shared_grid.WORKER_ATTR, f"{shared_grid.HOST}:{gone.pid}:deadbeef")
+    assert shared_grid.fail_dead_trials(study) == 1
+    assert study.trials[first.number].state == TrialState.FAIL
+    assert shared_grid.pending_points(study, 4) == [0]
+    assert shared_grid.claim_point(study, study.ask(), 4) == 0
+
+
+def test_a_trial_scores_the_mean_best_validation_over_its_split_seeds(toy):
+    search = toy_search(toy, "CoSim", "feature_weighting choice ['binary']", seeds=(2020, 2021))
+    study = optuna.create_study(direction="maximize")
+    study.optimize(tune.Objective(search, log=lambda *_: None), n_trials=1)
+    trial = study.trials[0]
+    runs = trial.user_attrs["runs"]
+    assert [r["seed"] for r in runs] == [2020, 2021]
+    assert trial.value == pytest.approx((runs[0]["best_valid_score"] + runs[1]["best_valid_score"]) / 2)
+    for r in runs:  # seed = split_seed = the trial's seed: the same runs as run_recbole.py gives
+        alone = run("CoSim", toy.name, config_dict=dataset_config(toy, feature_weighting="binary", seed=r["seed"],
+                                                                   split_seed=r["seed"]))
+        assert r["best_valid_score"] == pytest.approx(alone["best_valid_score"])
+        assert r["test_result"]["recall@10"] == pytest.approx(alone["test_result"]["recall@10"])
+    assert runs[0]["best_valid_result"] != runs[1]["best_valid_result"], "two seeds, two item splits"
+
+
+@pytest.mark.parametrize("pruner, state, reports", [
+    (optuna.pruners.ThresholdPruner(lower=2.0), TrialState.PRUNED, 1),  # any recall is behind: stop at once
+    (optuna.pruners.NopPruner(), TrialState.COMPLETE, 5),  # the untrained model and 4 epochs
+])
+def test_the_pruner_sees_every_validation_and_stops_training(toy, pruner, state, reports):
+    search = toy_search(toy, "FBSM", "rank choice [2]", epochs=4, stopping_step=10, valid_before_training=True)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    study.optimize(tune.Objective(search, log=lambda *_: None), n_trials=1)
+    trial = study.trials[0]
+    assert trial.state == state
+    assert sorted(trial.intermediate_values) == list(range(reports))
+    if state == TrialState.COMPLETE:  # reported: the best validation so far, ending at the kept epoch's
+        values = [trial.intermediate_values[step] for step in range(reports)]
+        assert values == sorted(values) and values[-1] == pytest.approx(trial.value)
 
 
 @pytest.fixture
 def tuned_dir(tmp_path, monkeypatch):
-    """properties/tuned/ redirected to a temporary folder."""
+    """properties/dataset/DATASET/MODEL.yaml redirected to a temporary folder."""
     def tuned_file(model, dataset):
         return tmp_path / "tuned" / str(dataset) / f"{model}.yaml"
     monkeypatch.setattr(config_module, "tuned_properties_file", tuned_file)
@@ -47,39 +86,93 @@ def tuned_dir(tmp_path, monkeypatch):
     return tmp_path / "tuned"
 
 
-def test_search_picks_by_validation_resumes_and_writes_the_tuned_layer(toy, tuned_dir, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    results = tmp_path / "results"
-    overrides = {k: v for k, v in dataset_config(toy).items() if k not in ("seed",)}
-    grid = {"rank": [1, 2], "learning_rate": [0.01]}
-    rows = tune.tune("FBSM", toy.name, grid, seeds=(2020,), results_dir=results, overrides=overrides, log=lambda *_: None)
-    assert len(rows) == 2 and len(list(results.glob("trial-*.json"))) == 2
-    assert rows[0]["valid"] >= rows[1]["valid"], "ranked by validation score"
-    # a second call reuses the stored trials (their files are not rewritten)
-    stamps = {p: p.stat().st_mtime_ns for p in results.glob("trial-*.json")}
-    again = tune.tune("FBSM", toy.name, grid, seeds=(2020,), results_dir=results, overrides=overrides, log=lambda *_: None)
-    assert [r["params"] for r in again] == [r["params"] for r in rows]
-    assert stamps == {p: p.stat().st_mtime_ns for p in results.glob("trial-*.json")}
+def write_toy_config(toy, path, **settings):
+    path.write_text(yaml.safe_dump(dataset_config(toy, **settings)))
+    return str(path)
 
+
+def test_grid_search_output_file_and_write_the_winner(toy, tuned_dir, tmp_path, capsys):
+    config_file = write_toy_config(toy, tmp_path / "toy.yaml")
+    params_file = tmp_path / "fbsm.hyper"
+    params_file.write_text("rank choice [1, 2]\nclip_grad_norm choice [\"{'max_norm': 5, 'norm_type': 2}\"]\n")
     path = tuned_dir / toy.name / "FBSM.yaml"
     path.parent.mkdir(parents=True)
     path.write_text("seq_len: {words: 7}\nrank: 9\n")
-    tune.write_tuned("FBSM", toy.name, rows[0], (2020,), grid, "python -m recbole_fbsm.tune ...")
-    text = path.read_text()
-    assert text.startswith("# FBSM on") and "seq_len" in text  # hand-set keys are kept
-    loaded = ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy))
-    assert loaded["rank"] == rows[0]["params"]["rank"]
+    args = ["--model=FBSM", f"--dataset={toy.name}", f"--config_files={config_file}", f"--params_file={params_file}",
+            f"--storage=sqlite:///{tmp_path}/tune.db", "--study_name=fbsm-toy", f"--output_file={tmp_path}/out.result"]
+    assert tune.main(args + ["--write"]) == 0
+    study = optuna.load_study(study_name="fbsm-toy", storage=f"sqlite:///{tmp_path}/tune.db")
+    complete = study.get_trials(states=(TrialState.COMPLETE,))
+    assert sorted(t.params["rank"] for t in complete) == [1, 2]
+    best = max(complete, key=lambda t: t.value)
+    text = (tmp_path / "out.result").read_text()
+    assert text.startswith(f"best params: rank:{best.params['rank']}, clip_grad_norm:")
+    assert text.count("Valid result:\n") == 2 and text.count("Test result:\n") == 2
+
+    written = path.read_text()
+    assert written.startswith("# FBSM on") and "# search space: rank choice [1, 2]" in written
+    values = yaml.safe_load(written)
+    assert values["seq_len"] == {"words": 7}  # hand-set keys are kept
+    assert values["clip_grad_norm"] == {"max_norm": 5, "norm_type": 2}  # as Config read it, not as a string
+    assert ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy))["rank"] == best.params["rank"]
     # the user's settings still win over tuned values, and the layer can be switched off
     assert ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy, rank=4))["rank"] == 4
     plain = ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy, use_tuned_properties=False))
     assert plain["rank"] == 5  # properties/model/FBSM.yaml
 
+    # the same command again: the study is complete, nothing runs
+    capsys.readouterr()
+    assert tune.main(args) == 0
+    assert "[trial" not in capsys.readouterr().out
+    assert len(optuna.load_study(study_name="fbsm-toy", storage=f"sqlite:///{tmp_path}/tune.db").trials) == 2
 
-def test_cli_reports_a_bad_grid_and_an_unknown_setting_clearly(capsys):
-    assert tune.main(["--model=FBSM", "--grid", "reg_V"]) == 2
-    assert "KEY=VALUE" in capsys.readouterr().err
-    assert tune.main(["--model=NoSuchModel", "--grid", "reg_V=1"]) == 2
-    assert "unknown model" in capsys.readouterr().err
+
+def test_tpe_search_over_continuous_ranges_on_ml_100k(tmp_path, capsys):
+    params_file = tmp_path / "fbsm.hyper"
+    params_file.write_text("learning_rate loguniform -7,-2\nreg_V uniform 0.0001,0.1\nrank quniform 2,8,2\n")
+    output = tmp_path / "fbsm.result"
+    assert tune.main(["--model=FBSM", "--dataset=ml-100k", f"--params_file={params_file}", "--max_evals=3",
+                      f"--storage=sqlite:///{tmp_path}/tune.db", f"--output_file={output}", "--epochs=1",
+                      "--use_gpu=False", f"--checkpoint_dir={tmp_path}/saved"]) == 0
+    assert ": tpe," in capsys.readouterr().out  # not every parameter is a choice: TPE by default
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{tmp_path}/tune.db")
+    trials = study.get_trials(states=(TrialState.COMPLETE,))
+    assert len(trials) == 3
+    for trial in trials:
+        assert 0.0009 < trial.params["learning_rate"] < 0.1354 and 0.0001 <= trial.params["reg_V"] <= 0.1
+        assert trial.params["rank"] in (2, 4, 6, 8) and isinstance(trial.params["rank"], int)
+    text = output.read_text()
+    best = study.best_trial
+    assert text.splitlines()[0] == "best params: " + tune.params_text(best.params)
+    assert f"best valid score: {best.value:.4f}" in text and text.count("Test result:") == 3
+
+
+def test_bad_searches_stop_with_one_error_line(toy, tmp_path, capsys):
+    good = tmp_path / "good.hyper"
+    good.write_text("rank choice [1, 2]\n")
+    bad = tmp_path / "bad.hyper"
+    bad.write_text("rank choice [1, 2]\nreg_V loguniform 1\n")
+    config_file = write_toy_config(toy, tmp_path / "toy.yaml")
+    common = [f"--dataset={toy.name}", f"--config_files={config_file}", f"--storage=sqlite:///{tmp_path}/t.db"]
+    cases = [
+        (["--model=FBSM", f"--params_file={bad}"], "bad.hyper line 2: reg_V loguniform: expected 2 numbers"),
+        (["--model=NoSuchModel", f"--params_file={good}"], "unknown model"),
+        (["--model=FBSM", f"--params_file={good}", "--rank=3"], "--rank=... is also a searched parameter"),
+        (["--model=FBSM", f"--params_file={bad.with_name('none.hyper')}"], "none.hyper: cannot be read"),
+        (["--model=FBSM", f"--params_file={good}", "--algo=grid", "--storage=nosuchdb://x"], "--storage 'nosuchdb://x'"),
+    ]
+    for args, message in cases:
+        assert tune.main(common + args) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err and "Traceback" not in err
+    tpe = tmp_path / "tpe.hyper"
+    tpe.write_text("reg_V uniform 0,1\n")
+    assert tune.main(common + ["--model=FBSM", f"--params_file={tpe}", "--algo=grid"]) == 2
+    assert "every parameter to be a choice" in capsys.readouterr().err
+    # a named study is bound to its settings: other settings under that name are refused
+    assert tune.main(common + ["--model=FBSM", f"--params_file={good}", "--study_name=s", "--epochs=1"]) == 0
+    assert tune.main(common + ["--model=FBSM", f"--params_file={good}", "--study_name=s", "--epochs=2"]) == 2
+    assert "made with other settings (overrides)" in capsys.readouterr().err
 
 
 def test_the_untrained_model_is_kept_when_training_only_hurts_validation(toy, monkeypatch, tmp_path):

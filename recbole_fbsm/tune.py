@@ -98,15 +98,30 @@ class Search:
         return f"{self.model}-{Path(str(self.dataset)).name}-{digest}"
 
 
-def make_storage(url):
+def make_storage(url, attempts=5):
     """Optuna's database storage; sqlite waits for its lock instead of failing when processes write at
-    once, and a heartbeat lets other machines see a trial whose process died."""
-    engine_kwargs = {"connect_args": {"timeout": SQLITE_LOCK_TIMEOUT_S}} if url.startswith("sqlite") else {}
-    try:
-        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_S,
-                                          grace_period=HEARTBEAT_GRACE_S)
-    except Exception as error:  # sqlalchemy's many errors for a bad URL, a missing driver or folder
-        raise ColdStartError(f"--storage {url!r}: cannot open it ({type(error).__name__}: {error})") from None
+    once, and a heartbeat lets other machines see a trial whose process died. Processes that start
+    together on a new database may race to create its tables: the loser tries again."""
+    engine_kwargs = {}
+    if url.startswith("sqlite:///"):
+        engine_kwargs = {"connect_args": {"timeout": SQLITE_LOCK_TIMEOUT_S}}
+        folder = Path(url[len("sqlite:///"):].split("?")[0]).parent
+        if not folder.is_dir():
+            raise ColdStartError(f"--storage {url!r}: folder {folder} does not exist")
+    for attempt in range(attempts):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_S,
+                                              grace_period=HEARTBEAT_GRACE_S)
+        except Exception as error:  # sqlalchemy's many errors for a bad URL, a missing driver or folder, a race
+            if attempt + 1 == attempts or not _is_database_error(error):
+                raise ColdStartError(f"--storage {url!r}: cannot open it ({type(error).__name__}: {error})") from None
+            time.sleep(0.5 + attempt)
+
+
+def _is_database_error(error):
+    import sqlalchemy.exc  # noqa: PLC0415 (comes with optuna)
+
+    return isinstance(error, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError))
 
 
 def open_study(search, storage, study_name, sampler, pruner):

@@ -110,8 +110,10 @@ def make_storage(url, attempts=5):
             raise ColdStartError(f"--storage {url!r}: folder {folder} does not exist")
     for attempt in range(attempts):
         try:
-            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_S,
-                                              grace_period=HEARTBEAT_GRACE_S)
+            with warnings.catch_warnings():  # the heartbeat is "experimental" in Optuna 4 and 5
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_S,
+                                                  grace_period=HEARTBEAT_GRACE_S)
         except Exception as error:  # sqlalchemy's many errors for a bad URL, a missing driver or folder, a race
             if attempt + 1 == attempts or not _is_database_error(error):
                 raise ColdStartError(f"--storage {url!r}: cannot open it ({type(error).__name__}: {error})") from None
@@ -413,6 +415,9 @@ def _main(args, overrides, argv, prog):
     except ColdStartError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished trials are kept in the study; the same command resumes the search", file=sys.stderr)
+        return 130
     output_file = Path(args.output_file or f"{study_name}.result")
     write_atomic(output_file, output_text(search, study).encode("utf-8"))
     best = best_trial(study)

@@ -117,10 +117,10 @@ def parse_line(line, where):
         values = _literal(rest)
         if not isinstance(values, (list, tuple)) or not values:
             raise ColdStartError(f"{where}: {name} choice expects a non-empty list like [1, 2] or ['a', 'b']; got {rest!r}")
-        values = tuple(values)
-        if len(set(map(repr, values))) != len(values):
+        param = Param(name, kind, values=tuple(values))
+        if len(set(param.labels)) != len(values):  # 1, 1.0 and True are one value to Optuna too
             raise ColdStartError(f"{where}: {name} choice lists a value twice: {rest!r}")
-        return Param(name, kind, values=values)
+        return param
     numbers = _numbers(rest, 3 if kind == "quniform" else 2, f"{where}: {name} {kind}")
     if numbers[0] >= numbers[1]:
         raise ColdStartError(f"{where}: {name} {kind} needs LOW < HIGH; got {rest!r}")

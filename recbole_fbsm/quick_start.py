@@ -79,4 +79,8 @@ def run(model, dataset, config_file_list=None, config_dict=None, saved=True):
         "test_result": test_result,
         "saved_model_file": trainer.saved_model_file if saved else None,
         "eval_user_sample": config["eval_user_sample"],
+        # which epoch was kept on validation (-1: the untrained start) and what it gained over that start
+        "best_epoch": getattr(trainer, "kept_epoch", None),
+        "start_valid_score": getattr(trainer, "start_valid_score", None),
+        "kept_summary": trainer.kept_summary() if hasattr(trainer, "kept_summary") and valid_data else None,
     }

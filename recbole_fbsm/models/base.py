@@ -45,6 +45,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
             fields=config["feature_fields"],
             weighting=config["feature_weighting"] or "tfidf",
             normalize=self.normalize_features(config),
+            field_weights=config["field_weights"],
         )
         likes = like_matrix(dataset)
         self.feature_names = features.names

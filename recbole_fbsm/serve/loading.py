@@ -169,9 +169,10 @@ def load_model(checkpoint, device="cpu", data_path=None):
     features = build_item_features(
         train_dataset, training_items, fields=fields,
         weighting=config["feature_weighting"] or "tfidf", normalize=model.normalize_features(config),
+        field_weights=config["field_weights"],
     )
     _check_same_features(features, model)
-    counts, _ = term_counts(train_dataset, fields)
+    counts = term_counts(train_dataset, fields)[0][:, features.source_columns]
     served.features = features
     served.training_item_frequency = np.asarray((counts[training_items] > 0).sum(axis=0)).ravel()
     return served

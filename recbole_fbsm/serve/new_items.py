@@ -142,7 +142,12 @@ def read_new_items(served, path, warn=True):
         owner = np.repeat(np.arange(len(cells)), lengths)
         mapped = keys.map(column_of)
         known = mapped.notna().to_numpy()
-        unknown.update(keys[~known].tolist())
+        # the model's columns are the training vocabulary: a token of the dataset that no training item
+        # has is "weightless" (known to the data, never learned), anything else unknown
+        in_dataset = np.fromiter((t in dataset.field2token_id[name] for cell in cells for t in cell),
+                                 dtype=bool, count=len(keys)) & ~known
+        unknown.update(keys[~known & ~in_dataset].tolist())
+        weightless.update(keys[in_dataset].tolist())
         col = mapped[known].to_numpy(dtype=np.int64)
         has_weight = weights[col] != 0
         weightless.update(keys[known][~has_weight].tolist())

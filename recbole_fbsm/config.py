@@ -15,7 +15,7 @@ from recbole.config import Config
 import recbole_fbsm.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
 from recbole_fbsm.errors import ColdStartError
 
-PROPERTIES_DIR = Path(__file__).resolve().parent.parent / "properties"
+PROPERTIES_DIR = Path(__file__).resolve().parent / "properties"  # package data: found from any folder
 
 
 def tuned_properties_file(model, dataset):

@@ -4,6 +4,7 @@ previous run's handlers closed when one process runs several (``compare``, ``tun
 import logging
 import os
 import uuid
+from contextlib import contextmanager
 
 from recbole.utils import init_logger
 
@@ -53,3 +54,26 @@ def start_run_log(config):
     before = list(root.handlers)
     init_logger(config)
     _handlers_of_last_run.extend(handler for handler in root.handlers if handler not in before)
+
+
+@contextmanager
+def discard_run_log_on(*errors):
+    """Remove this run's log file (and its model folder if left empty) when one of ``errors`` escapes:
+    a bad dataset or setting found after the log started leaves nothing behind."""
+    try:
+        yield
+    except errors:
+        root = logging.getLogger()
+        for handler in list(_handlers_of_last_run):
+            path = getattr(handler, "baseFilename", None)
+            root.removeHandler(handler)
+            handler.close()
+            _handlers_of_last_run.remove(handler)
+            if path and os.path.isfile(path):
+                os.remove(path)
+                try:
+                    os.rmdir(os.path.dirname(path))
+                    os.rmdir(os.path.dirname(os.path.dirname(path)))
+                except OSError:  # not empty: other runs' logs
+                    pass
+        raise

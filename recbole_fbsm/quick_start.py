@@ -48,7 +48,7 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
     init_seed(config["seed"], config["reproducibility"])
     start_run_log(config)
     logger = getLogger()
-    with discard_run_log_on(ColdStartError):  # an error found while loading or splitting leaves no log
+    with discard_run_log_on(config, ColdStartError):  # an error found while loading or splitting leaves no log
         logger.info(sys.argv)
         logger.info(config)
         data = create_dataset(config, report)

@@ -157,6 +157,9 @@ def suggestion(word, choices):
     lowered = {c.lower(): c for c in choices}
     if str(word).lower() in lowered:
         return f"; did you mean {lowered[str(word).lower()]!r}?"
+    prefixed = [c for c in lowered if len(str(word)) >= 3 and c.startswith(str(word).lower())]
+    if len(prefixed) == 1:
+        return f"; did you mean {lowered[prefixed[0]]!r}?"
     close = difflib.get_close_matches(str(word).lower(), list(lowered), n=3, cutoff=0.6)
     if not close:
         return ""
@@ -316,10 +319,13 @@ def metrics(value):
 def mapping_of(key_check, value_check, example):
     def check(value):
         if not isinstance(value, dict):
-            return f"a mapping, e.g. {example}"
+            return f"a mapping like {example}"
         for key, item in value.items():
-            if key_check(key) is not None or value_check(item) is not None:
-                return f"a mapping, e.g. {example}; {key!r}: {item!r} is not"
+            if key_check(key) is not None:
+                return Problem(f"a mapping like {example}, with field names as keys", key)
+            problem = value_check(item)
+            if problem is not None:
+                return Problem(f"{key!r} to be {problem}", item, getattr(problem, "hint", ""))
     return check
 
 

@@ -169,7 +169,7 @@ def _examples(atomic, rows, values=None):
     lines = atomic.line_of_row(rows[:SHOWN])
     if values is None:
         return ", ".join(f"line {line}" for line in lines)
-    return ", ".join(f"line {line}: {value!r}" for line, value in zip(lines, np.asarray(values)[:SHOWN]))
+    return ", ".join(f"line {line}: {str(value)!r}" for line, value in zip(lines, list(values)[:SHOWN]))
 
 
 def check_float_column(atomic, name, values):
@@ -300,7 +300,7 @@ def check_dataset(config, reads_own_features=False):
                     if len(negative):
                         report.warnings.append(
                             f"{atomic.path}: {len(negative)} negative value(s) in {column!r} "
-                            f"({_examples(atomic, negative, values[negative])})"
+                            f"({_examples(atomic, negative, [f'{v:g}' for v in values[negative[:SHOWN]]])})"
                             + (f"; with threshold {column} >= {threshold[column]} they are dislikes."
                                if column in threshold else ".")
                         )

@@ -113,7 +113,7 @@ class ColdStartDataset(Dataset):
         for part in parts:
             if len(part.split_items) <= largest:
                 raise ColdStartError(
-                    f"dataset {self.dataset_name!r}: the {part.phase} split has {len(part.split_items)} items, "
+                    f"dataset {self.dataset_name!r}: the {part.phase} split has {len(part.split_items)} item(s), "
                     f"not more than the largest topk ({largest}): every item would be in every top-{largest} "
                     f"list (Recall@{largest} = 1.0 for any model). Use more items or a smaller topk."
                 )

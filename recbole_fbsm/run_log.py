@@ -56,6 +56,25 @@ def start_run_log(config):
     before = list(root.handlers)
     init_logger(config)
     _handlers_of_last_run.extend(handler for handler in root.handlers if handler not in before)
+    keep_epochs_in_the_file()
+
+
+def keep_epochs_in_the_file():
+    """The run's log file records at least INFO (the epochs, the kept epoch, the results) whatever
+    ``state`` says; ``state`` still sets what reaches the console (``compare`` runs at WARNING and its
+    per-run logs were empty)."""
+    files = [h for h in _handlers_of_last_run if isinstance(h, logging.FileHandler)]
+    for handler in files:
+        handler.setLevel(min(handler.level, logging.INFO))
+    root = logging.getLogger()
+    if files and root.level > logging.INFO:
+        root.setLevel(logging.INFO)
+
+
+def last_run_log_file():
+    """The log file of the last run started in this process (None when a host application owns logging)."""
+    files = [h.baseFilename for h in _handlers_of_last_run if isinstance(h, logging.FileHandler)]
+    return files[0] if files else None
 
 
 def run_log_files(config):

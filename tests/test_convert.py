@@ -127,6 +127,19 @@ def test_ctr_word_id_outside_vocabulary_is_malformed(tmp_path):
         convert_ctr(**files, name="tiny", out_dir=tmp_path / "out", min_df=1)
 
 
+def test_ctr_file_in_another_format_names_the_rejected_lines_not_the_filter(tmp_path):
+    """mult.dat as 'count id id id' lines (no ':count'): a few lines parse by accident ('0', '1 3:1');
+    the error says how many lines were rejected and shows the first, instead of blaming the df filter."""
+    mult = ["3 0 1 5", "2 3 6", "0", "4 1 2 3 4", "1 3:1", "2 5 6"]
+    files = ctr_files(tmp_path, mult=mult)
+    with pytest.raises(ConversionError) as error:
+        convert_ctr(**files, name="tiny", out_dir=tmp_path / "out", min_df=1)
+    message = str(error.value)
+    assert "4 of 6 lines rejected" in message and "another format" in message
+    assert "mult.dat:1: expected 'n word_id:count" in message and "'3 0 1 5'" in message
+    assert "document-frequency" not in message
+
+
 def test_filter_removing_every_term_fails_naming_the_settings(tmp_path):
     with pytest.raises(ConversionError, match=r"removes every term: min_df=50 \(--min-df\).*max_df=0\.75 \(--max-df\)"):
         small_ctr(tmp_path, min_df=50)

@@ -63,10 +63,23 @@ def _ids(parts: list[str]) -> list[int] | None:
     return values if all(v >= 0 for v in values) else None
 
 
+def refuse_other_format(path: str | os.PathLike, n_lines: int, skipped: Skipped, reason: str) -> None:
+    """A file whose lines are mostly malformed is in another format: say so, with the count and the
+    first rejected line, instead of converting the few lines that happen to parse (and then blaming
+    the document-frequency filter for an empty result)."""
+    rejected = skipped.counts.get(reason, 0)
+    if rejected and rejected * 2 > n_lines:
+        raise ConversionError(
+            f"{path}: {rejected:,} of {n_lines:,} lines rejected as malformed; is the file in another format? "
+            f"First: {skipped.first.get(reason, '')}"
+        )
+
+
 def read_users(path: str | os.PathLike, skipped: Skipped) -> pd.DataFrame:
     """user_id, item_id pairs (as strings) from users.dat; malformed lines are skipped and counted."""
     users, items = [], []
-    for u, line in enumerate(read_lines(path, "users")):
+    lines = read_lines(path, "users")
+    for u, line in enumerate(lines):
         values = _ids(line.split())
         if not values or values[0] != len(values) - 1:
             skipped.add(
@@ -81,13 +94,15 @@ def read_users(path: str | os.PathLike, skipped: Skipped) -> pd.DataFrame:
         items += values[1:]
     if not users:
         raise ConversionError(f"{path}: no usable interactions ({skipped.describe()})")
+    refuse_other_format(path, len(lines), skipped, f"malformed lines in {Path(path).name}")
     return pd.DataFrame({"user_id": np.asarray(users).astype(str), "item_id": np.asarray(items).astype(str)})
 
 
 def read_mult(path: str | os.PathLike, n_words: int, skipped: Skipped) -> tuple[list[str], sp.csr_matrix]:
     """Item ids and the items x vocabulary-words count matrix of the well-formed lines of mult.dat."""
     ids, rows, cols, vals = [], [], [], []
-    for i, line in enumerate(read_lines(path, "mult")):
+    lines = read_lines(path, "mult")
+    for i, line in enumerate(lines):
         parts = line.split()
         pairs = [p.split(":") for p in parts[1:]]
         values = _ids([parts[0]] + [x for p in pairs for x in p]) if parts and all(len(p) == 2 for p in pairs) else None
@@ -104,6 +119,7 @@ def read_mult(path: str | os.PathLike, n_words: int, skipped: Skipped) -> tuple[
         ids.append(str(i))
     if not ids:
         raise ConversionError(f"{path}: no usable item texts ({skipped.describe()})")
+    refuse_other_format(path, len(lines), skipped, f"malformed lines in {Path(path).name} (item left without text)")
     counts = sp.csr_matrix((vals, (rows, cols)), shape=(len(ids), n_words), dtype=np.int64)
     return ids, counts  # duplicate word ids on a line are summed by the constructor
 

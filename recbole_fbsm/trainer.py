@@ -63,9 +63,9 @@ class ColdStartTrainerMixin:
             if kwargs.get("saved", True):
                 self._save_checkpoint(-1, verbose=verbose)
         result = super().fit(train_data, valid_data, *args, **kwargs)
-        if not kwargs.get("saved", True):  # no checkpoint was written: the kept epoch is the last best one
+        if not kwargs.get("saved", True):  # no checkpoint was written: the kept epoch is the first best one
             best = [epoch for epoch, score in self.valid_history if score == self.best_valid_score]
-            self.kept_epoch = best[-1] if best else None
+            self.kept_epoch = best[0] if best else None
         if valid_data and verbose:
             self.logger.info(self.kept_summary())
         return result

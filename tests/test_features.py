@@ -14,11 +14,11 @@ QUIET = {"state": "ERROR", "show_progress": False}
 
 
 def two_field_data(folder, name="two", dense=None, test_item_words=None, seed=4):
-    """40 items with ``words`` and ``tags`` (token_seq) and optionally ``emb`` (float_seq, ``dense``)."""
+    """80 items with ``words`` and ``tags`` (token_seq) and optionally ``emb`` (float_seq, ``dense``)."""
     rng = np.random.default_rng(seed)
-    words = {f"i{i}": [f"w{w}" for w in rng.integers(0, 15, size=rng.integers(1, 6))] for i in range(40)}
-    tags = {f"i{i}": [f"t{t}" for t in rng.integers(0, 6, size=rng.integers(1, 3))] for i in range(40)}
-    interactions = sorted({(f"u{u}", f"i{i}") for u in range(20) for i in rng.choice(40, 8, replace=False)})
+    words = {f"i{i}": [f"w{w}" for w in rng.integers(0, 15, size=rng.integers(1, 6))] for i in range(80)}
+    tags = {f"i{i}": [f"t{t}" for t in rng.integers(0, 6, size=rng.integers(1, 3))] for i in range(80)}
+    interactions = sorted({(f"u{u}", f"i{i}") for u in range(30) for i in rng.choice(80, 8, replace=False)})
     if test_item_words:
         words.update(test_item_words)
     path = write_atomic(folder, name, interactions, words)
@@ -96,7 +96,7 @@ def test_transform_weights_new_rows_like_training_with_fields_and_dense_columns(
 
     folder = tmp_path / "dense"
     rng = np.random.default_rng(0)
-    two_field_data(folder, dense={f"i{i}": rng.normal(size=3) for i in range(40)})
+    two_field_data(folder, dense={f"i{i}": rng.normal(size=3) for i in range(80)})
     _, dataset = built(folder, "two", tmp_path, feature_fields=["words"])
     fields = ["words", "tags", "emb"]
     counts, _ = term_counts(dataset, fields)

@@ -1,6 +1,7 @@
 """Command line: ``python run_recbole.py --model=FBSM --dataset=ml-100k [--config_files="a.yaml b.yaml"] [--key=value ...]``.
 
 Any RecBole setting can be given as ``--key=value`` (values are parsed like RecBole parses them).
+The model name, the config files and every setting are checked before torch and RecBole are imported.
 """
 
 import argparse
@@ -26,15 +27,20 @@ def _plain(result):
 
 def main(argv=None):
     args, overrides = parse_args(sys.argv[1:] if argv is None else argv)
-    from recbole_fbsm.quick_start import run
-
     config_files = args.config_files.split() if args.config_files else None
     try:
+        from recbole_fbsm.settings import precheck
+
+        precheck(args.model, config_files, overrides)  # a typo fails here, before the heavy imports
+        from recbole_fbsm.quick_start import run
+
         # RecBole converts the strings ('0.01', '[10, 20]', 'True') as it does for its own command line.
         result = run(args.model, args.dataset, config_file_list=config_files, config_dict=overrides)
     except ColdStartError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if result.get("kept_summary"):
+        print(result["kept_summary"])
     print(f"best valid: {_plain(result['best_valid_result'])}")
     print(f"test result: {_plain(result['test_result'])}")
     if result.get("saved_model_file"):

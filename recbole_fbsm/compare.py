@@ -4,7 +4,7 @@
 [--config_files "a.yaml b.yaml"] [--key=value ...]``
 
 Every (model, seed) pair is one call of :func:`recbole_fbsm.quick_start.run` in this process, with the
-model's own property file (``properties/model/NAME.yaml``), the given config files and ``--key=value``
+model's own property file (``recbole_fbsm/properties/model/NAME.yaml``), the given config files and ``--key=value``
 overrides, and ``seed = split_seed = SEED``: every model sees the same item split for a given seed.
 Each finished pair is stored as ``<results>/<MODEL>-<SEED>.json`` (written to a temporary file, then
 renamed); a later call with the same ``--results`` and the same settings skips the pairs already done.
@@ -29,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.run_log import last_run_log_file
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.cli import settings_from_args
 
@@ -192,15 +193,16 @@ def load_records(results_dir):
     return records
 
 
-def _valid_metric_name(model, dataset, config_file_list, config_dict):
-    """The ``valid_metric`` this run was selected on (the model's yaml or the user's files may change it)."""
+def _config_facts(model, dataset, config_file_list, config_dict):
+    """The ``valid_metric`` this run was selected on (the model's yaml or the user's files may change it)
+    and the plugin's property files that were applied (overall, dataset, model, dataset/model)."""
     try:
         from recbole_fbsm.config import ColdStartConfig
 
         config = ColdStartConfig(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
-        return str(config["valid_metric"]).lower()
-    except Exception:  # only a label for the table
-        return None
+        return str(config["valid_metric"]).lower(), list(config.property_files)
+    except Exception:  # only labels for the table
+        return None, []
 
 
 # ------------------------------------------------------------------------------------------ running
@@ -225,10 +227,13 @@ def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, set
             wall_seconds=time.perf_counter() - start,
         )
     else:
+        valid_metric, property_files = _config_facts(model, dataset, config_file_list, config_dict)
         record.update(
             status="ok",
             wall_seconds=time.perf_counter() - start,
-            valid_metric=_valid_metric_name(model, dataset, config_file_list, config_dict),
+            valid_metric=valid_metric,
+            property_files=property_files,
+            log_file=last_run_log_file(),
             best_valid_score=_plain(result.get("best_valid_score")),
             valid_score_bigger=bool(result.get("valid_score_bigger", True)),
             best_valid_result=_plain(result.get("best_valid_result") or {}),
@@ -387,9 +392,10 @@ def build_table(rows, settings, command=None):
     files = ", ".join(f"`{f['path']}`" for f in settings["config_files"]) or "none"
     overrides = " ".join(f"`--{k}={v}`" for k, v in settings["overrides"].items()) or "none"
     lines += [
-        f"Item splits (seed = split_seed): {', '.join(map(str, seeds))}. Config files: {files}. "
+        f"Item splits (seed = split_seed): {', '.join(map(str, seeds))}. Your config files: {files}. "
         f"Overrides: {overrides}.",
         "",
+        *property_file_lines(rows),
         "Cells: mean ± standard deviation over the splits (sample std, n − 1; 0 for a single split). "
         f"Metrics on the test items; `{valid_header}`: the validation score of the epoch kept "
         "(best on validation); `time (s)`: wall seconds of one run (load, split, train, evaluate).",
@@ -485,6 +491,20 @@ def _metric_label(metric):
     known = {"recall": "Recall", "ndcg": "NDCG", "precision": "Precision", "hit": "Hit", "mrr": "MRR",
              "rec": "Rec", "dcg": "DCG"}
     return f"{known.get(name, name)}@{k}" if k else known.get(name, name)
+
+
+def property_file_lines(rows):
+    """Per model, the plugin's property files its runs loaded (before your config files and overrides)."""
+    lines = []
+    for row in rows:
+        loaded = []
+        for record in row["ok"]:
+            loaded += [p for p in record.get("property_files") or [] if p not in loaded]
+        if loaded:
+            lines.append(f"- {row['model']}: " + ", ".join(f"`{p}`" for p in loaded))
+    if not lines:
+        return []
+    return ["Property files loaded (lowest priority first; your config files and overrides come after):", "", *lines, ""]
 
 
 def write_report(results_dir, settings, models_first=(), command=None, log=print):

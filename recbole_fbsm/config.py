@@ -14,8 +14,7 @@ from recbole.config import Config
 
 import recbole_fbsm.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
 from recbole_fbsm.errors import ColdStartError
-
-PROPERTIES_DIR = Path(__file__).resolve().parent.parent / "properties"
+from recbole_fbsm.settings import PROPERTIES_DIR, check_final, check_user_settings, convert_value
 
 
 def tuned_properties_file(model, dataset):
@@ -30,8 +29,17 @@ class ColdStartConfig(Config):
 
     Unlike RecBole's Config, it never reads ``sys.argv`` (``run_recbole.py`` parses the command line
     itself and passes the values as ``config_dict``), so that embedding the plugin in another program
-    or a test runner cannot inject settings by accident.
+    or a test runner cannot inject settings by accident. The caller's settings are checked first
+    (``recbole_fbsm.settings``: known keys, typed values, readable files), and string values are
+    converted without ``eval``.
     """
+
+    def __init__(self, model=None, dataset=None, config_file_list=None, config_dict=None):
+        check_user_settings(config_file_list, config_dict)
+        super().__init__(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
+
+    def _convert_config_dict(self, config_dict):
+        return {key: convert_value(value) for key, value in config_dict.items()}
 
     def compatibility_settings(self):
         # RecBole 1.2.1 still uses the aliases removed in numpy 2 (np.float_, np.bool, np.long, ...).
@@ -41,9 +49,9 @@ class ColdStartConfig(Config):
             "float_": np.float64, "complex_": np.complex128, "unicode_": np.str_,
         }
         for name, target in aliases.items():
-            try:
-                getattr(np, name)
-            except AttributeError:  # only fill what numpy 2 removed; never rebind what exists
+            # only fill what numpy 2 removed; never rebind what exists (vars(): getattr on a removed alias
+            # makes numpy print a FutureWarning)
+            if name not in vars(np):
                 setattr(np, name, target)
 
     def _load_cmd_line(self):
@@ -65,6 +73,7 @@ class ColdStartConfig(Config):
 
     def _load_internal_config_dict(self, model, model_class, dataset):
         super()._load_internal_config_dict(model, model_class, dataset)
+        self.property_files = []  # the plugin's property files applied, in order (compare's table lists them)
         for path in (
             PROPERTIES_DIR / "overall.yaml",
             PROPERTIES_DIR / "dataset" / f"{dataset}.yaml",
@@ -73,6 +82,8 @@ class ColdStartConfig(Config):
         ):
             if path is not None and path.is_file():
                 loaded = self._update_internal_config_dict(str(path)) or {}
+                inside = path.is_relative_to(PROPERTIES_DIR.parent)  # a tuned file may live elsewhere (tests)
+                self.property_files.append(str(path.relative_to(PROPERTIES_DIR.parent) if inside else path))
                 if path.parent.name == "dataset":
                     self.parameters["Dataset"] += [k for k in loaded if k not in self.parameters["Dataset"]]
 
@@ -87,6 +98,7 @@ class ColdStartConfig(Config):
         if isinstance(external_eval, dict):
             final["eval_args"] = {**internal_eval, **external_eval}
         _check_eval_args(final.get("eval_args"))
+        check_final(final)
         return final
 
     @property

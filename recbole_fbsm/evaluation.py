@@ -3,14 +3,44 @@
 ``torch.topk`` breaks ties by the lowest index, and RecBole's internal item ids follow first appearance
 in the interaction file, which correlates with popularity. A model that scores all cold items alike
 (Pop, ItemKNN, an empty profile) would look far better than Random for that reason alone. This collector
-ranks the columns of each row (user) in its own seeded random order, so tied items are ordered at random
-independently for every user, and maps the top-k back to true item ids.
+orders tied items of each row (user) by a key that is a hash of (seed, user, item), and maps the top-k
+back to true item ids.
+
+The keys are a function, not draws from a random stream: a user's order among tied items is the same
+whatever the evaluation batch size, the metric list or the cut-offs (top-10 is always the first 10 of
+the top-20), and evaluation never consumes a random number that training would otherwise have used.
 """
 
 import torch
 from recbole.evaluator import Collector
 
 _TOPK_KEYS = ("rec.items", "rec.topk")
+_MASK = 0xFFFFFFFF
+
+
+def _mul32(x, constant):
+    """(x * constant) mod 2^32 for int64 tensors holding 32-bit values, without int64 overflow."""
+    low, high = constant & 0xFFFF, constant >> 16
+    return (x * low + (((x * high) & 0xFFFF) << 16)) & _MASK
+
+
+def _mix32(x):
+    """MurmurHash3's 32-bit finaliser: every input bit changes about half of the output bits."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x85EBCA6B)
+    x = x ^ (x >> 13)
+    x = _mul32(x, 0xC2B2AE35)
+    return x ^ (x >> 16)
+
+
+def tie_keys(seed, users, items):
+    """Keys in [0, 1), one per (user, item) pair (``users`` and ``items`` broadcast together): a hash
+    of (seed, user id, item id), so each user gets an independent, reproducible order of the items."""
+    salt = int(_mix32(torch.tensor(int(seed) & _MASK, dtype=torch.int64)))
+    hashed_users = _mix32((users.long() & _MASK) ^ salt)
+    hashed_items = _mix32(_mul32(items.long() & _MASK, 0x9E3779B1) ^ 0x5BD1E995)
+    keys = _mix32(hashed_users ^ hashed_items)
+    return keys.to(torch.float64) / float(1 << 32)
 
 
 class _RegisterWithout:
@@ -22,28 +52,31 @@ class _RegisterWithout:
 
 
 class TieBreakingCollector(Collector):
-    """RecBole ``Collector`` whose top-k breaks ties uniformly at random (seeded by ``seed``)."""
+    """RecBole ``Collector`` whose top-k orders tied items by ``tie_keys(seed, user, item)``."""
 
     def __init__(self, config):
         super().__init__(config)
         self.tie_seed = config["seed"]
+        self.uid_field = config["USER_ID_FIELD"]
         self.candidates = None  # item id of each score column when scores cover candidates only
-        self.reset_ties()
 
     def reset_ties(self):
-        """Restart the tie-breaking stream: each evaluation of the same scores gives the same result."""
-        self._generator = torch.Generator().manual_seed(int(self.tie_seed))
+        """Nothing to restart: the tie order is a function of (seed, user, item), not a stream."""
 
-    def random_tie_topk(self, scores, k):
-        """Top-k column indices per row, ordered by score, ties in random order (independent per row).
+    def random_tie_topk(self, scores, k, users=None, items=None):
+        """Top-k column indices per row, ordered by score, ties ordered by ``tie_keys`` (random-looking,
+        independent per row, reproducible). ``users``: the row's user ids (default: the row number);
+        ``items``: each column's item id (default: the column number).
 
-        Exact and cheaper than sorting random keys: one ``topk`` of k + 1 columns shows which rows have
-        items outside the first k tied with the k-th score. Only those rows draw random keys over all
-        their columns (the items tied at the k-th score compete for the remaining places by key); every
-        other row's top-k set is already unique. The k chosen items are then ordered by score, equal
-        scores in a fresh random order.
+        Exact and cheaper than sorting keys for every row: one ``topk`` of k + 1 columns shows which rows
+        have items outside the first k tied with the k-th score. Only those rows get keys over all their
+        columns (the items tied at the k-th score compete for the remaining places by key); every other
+        row's top-k set is already unique. The k chosen items are then ordered by score, equal scores by key.
         """
         n_rows, n_cols = scores.shape
+        device = scores.device
+        users = torch.arange(n_rows, device=device) if users is None else users.to(device)
+        items = torch.arange(n_cols, device=device) if items is None else items.to(device)
         k = min(k, n_cols)
         top = torch.topk(scores, min(k + 1, n_cols), dim=1)
         chosen = top.indices[:, :k].clone()
@@ -52,10 +85,10 @@ class TieBreakingCollector(Collector):
             rows = torch.nonzero(top.values[:, k] == threshold[:, 0]).squeeze(1)
             if len(rows):
                 tied, level = scores[rows], threshold[rows]
-                keys = torch.rand(tied.shape, generator=self._generator).to(scores.device)
+                keys = tie_keys(self.tie_seed, users[rows][:, None], items[None, :])
                 selection_key = torch.where(tied > level, 2.0, torch.where(tied == level, keys, -1.0))
                 chosen[rows] = torch.topk(selection_key, k, dim=1).indices
-        keys = torch.rand(chosen.shape, generator=self._generator).to(scores.device)
+        keys = tie_keys(self.tie_seed, users[:, None], items[chosen])
         chosen = chosen.gather(1, keys.argsort(dim=1, descending=True))
         by_score = scores.gather(1, chosen).argsort(dim=1, descending=True, stable=True)
         return chosen.gather(1, by_score)
@@ -70,7 +103,9 @@ class TieBreakingCollector(Collector):
             scores_tensor = torch.cat([scores_tensor, filler], dim=1)
             candidates = torch.cat([candidates, candidates.new_zeros(shortfall)])
         if self.register.need("rec.items") or self.register.need("rec.topk"):
-            topk_idx = self.random_tie_topk(scores_tensor, max(self.topk))
+            users = interaction[self.uid_field] if self.uid_field in interaction else None
+            items = candidates if candidates is not None else None
+            topk_idx = self.random_tie_topk(scores_tensor, max(self.topk), users, items)
             if self.register.need("rec.items"):
                 items = topk_idx if candidates is None else candidates[topk_idx]
                 self.data_struct.update_tensor("rec.items", items)

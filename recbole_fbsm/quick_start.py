@@ -9,9 +9,10 @@ from recbole.utils import ModelType, init_seed, set_color
 
 from recbole_fbsm.config import ColdStartConfig
 from recbole_fbsm.data import create_dataset, data_preparation
+from recbole_fbsm.data.preparation import check_dataset_files
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.registry import get_trainer
-from recbole_fbsm.run_log import start_run_log
+from recbole_fbsm.run_log import discard_run_log_on, start_run_log
 
 
 def build_model(config, train_dataset):
@@ -42,15 +43,17 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
     """Config, dataloaders and an initialised model, ready for a trainer (also used by tools and tests)."""
     config = ColdStartConfig(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
     set_torch_threads(config["torch_threads"])
+    reads_own_features = getattr(config.model_class, "reads_own_features", False)
+    report = check_dataset_files(config, reads_own_features)  # settings and files checked before any log file
     init_seed(config["seed"], config["reproducibility"])
     start_run_log(config)
     logger = getLogger()
-    logger.info(sys.argv)
-    logger.info(config)
-    data = create_dataset(config)
-    logger.info(data)
-    reads_own_features = getattr(config.model_class, "reads_own_features", False)
-    train_data, valid_data, test_data = data_preparation(config, data, reads_own_features=reads_own_features)
+    with discard_run_log_on(config, ColdStartError):  # an error found while loading or splitting leaves no log
+        logger.info(sys.argv)
+        logger.info(config)
+        data = create_dataset(config, report)
+        logger.info(data)
+        train_data, valid_data, test_data = data_preparation(config, data, reads_own_features=reads_own_features)
     init_seed(config["seed"] + config["local_rank"], config["reproducibility"])
     model = build_model(config, train_data._dataset)
     # dynamic negative sampling scores its candidates with the model; RecBole's fit() hands the model to
@@ -79,4 +82,8 @@ def run(model, dataset, config_file_list=None, config_dict=None, saved=True):
         "test_result": test_result,
         "saved_model_file": trainer.saved_model_file if saved else None,
         "eval_user_sample": config["eval_user_sample"],
+        # which epoch was kept on validation (-1: the untrained start) and what it gained over that start
+        "best_epoch": getattr(trainer, "kept_epoch", None),
+        "start_valid_score": getattr(trainer, "start_valid_score", None),
+        "kept_summary": trainer.kept_summary() if hasattr(trainer, "kept_summary") and valid_data else None,
     }

@@ -70,6 +70,13 @@ class Param:
             return self.values[self.labels.index(stored)]
         return stored
 
+    def examples(self):
+        """Values this parameter can take that a settings check should see: every choice, or the bounds."""
+        if self.kind == "choice":
+            return list(self.values)
+        distribution = self.distribution()
+        return [distribution.low, distribution.high]
+
     def line(self):
         """This parameter as a params-file line."""
         if self.kind == "choice":
@@ -169,12 +176,12 @@ def read_search_space(path):
 
 
 def default_params_file(model):
-    """``properties/grids/MODEL.hyper``, else the yaml grid ``properties/grids/MODEL.yaml``."""
+    """``recbole_fbsm/properties/grids/MODEL.hyper``, else the yaml grid ``MODEL.yaml`` there."""
     for suffix in (".hyper", ".yaml"):
         path = PROPERTIES_DIR / "grids" / f"{model}{suffix}"
         if path.is_file():
             return path
-    raise ColdStartError(f"no --params_file given and no properties/grids/{model}.hyper or .yaml for model {model!r}")
+    raise ColdStartError(f"no --params_file given and no recbole_fbsm/properties/grids/{model}.hyper or .yaml for model {model!r}")
 
 
 def is_grid(params):

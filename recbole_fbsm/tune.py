@@ -40,6 +40,7 @@ from recbole_fbsm.cli import settings_from_args
 from recbole_fbsm.compare import QUIET_DEFAULTS, settings_of, write_atomic
 from recbole_fbsm.config import ColdStartConfig, tuned_properties_file
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.settings import check_user_settings, precheck
 from recbole_fbsm.trainer import validation_callback
 
 RESERVED_KEYS = {"seed": "set per split by --seeds", "split_seed": "set per split by --seeds",
@@ -67,7 +68,8 @@ class NoPointLeft(Exception):
 class Search:
     """What a search runs: the model, the data, the space, the seeds and the fixed settings."""
 
-    def __init__(self, model, dataset, params, seeds=(2020,), config_files=None, overrides=None):
+    def __init__(self, model, dataset, params, seeds=(2020,), config_files=None, overrides=None,
+                 source="the params file"):
         self.model, self.dataset, self.params = model, dataset, list(params)
         self.seeds = [int(seed) for seed in seeds]
         self.config_files = list(config_files) if config_files else None
@@ -75,11 +77,12 @@ class Search:
         clash = sorted(set(self.overrides) & {p.name for p in self.params})
         if clash:
             raise ColdStartError(f"--{clash[0]}=... is also a searched parameter of the params file: give it one place")
+        precheck(model, self.config_files, self.overrides)  # the model's name, files and --key=value settings
+        for param in self.params:  # every searched value a setting accepts, before any trial runs
+            for value in param.examples():
+                check_user_settings(config_dict={param.name: value}, source=source)
         config = ColdStartConfig(model=model, dataset=dataset, config_file_list=self.config_files,
                                  config_dict={**QUIET_DEFAULTS, **self.overrides})
-        unknown = [p.name for p in self.params if p.name not in config.final_config_dict]
-        if unknown:
-            warnings.warn(f"searched {', '.join(unknown)}: no such setting in {model}'s or RecBole's defaults")
         self.valid_metric = str(config["valid_metric"]).lower()
         self.bigger = bool(config["valid_metric_bigger"])
 
@@ -339,7 +342,7 @@ def _config_value(value):
 
 
 def write_tuned(search, best, command):
-    """Write (or update) ``properties/dataset/DATASET/MODEL.yaml`` with the best values; other keys of
+    """Write (or update) ``recbole_fbsm/properties/dataset/DATASET/MODEL.yaml`` with the best values; other keys of
     an existing file (e.g. a cost cap set by hand) are kept."""
     path = tuned_properties_file(search.model, search.dataset)
     values = {}
@@ -366,7 +369,7 @@ def build_parser(prog="run_hyper.py"):
     parser.add_argument("--config_files", default=None, help="space-separated yaml files, used by every trial")
     parser.add_argument("--params_file", default=None,
                         help="RecBole params file (NAME choice|uniform|loguniform|quniform RANGE per line) or a yaml "
-                             "grid (default: properties/grids/MODEL.hyper, else MODEL.yaml)")
+                             "grid (default: recbole_fbsm/properties/grids/MODEL.hyper, else MODEL.yaml)")
     parser.add_argument("--output_file", default=None, help="RecBole's result file (default: STUDY_NAME.result)")
     parser.add_argument("--algo", choices=sorted(ALGOS), default=None,
                         help="grid (every parameter a choice; the default then), tpe (the default otherwise) or random")
@@ -378,7 +381,7 @@ def build_parser(prog="run_hyper.py"):
     parser.add_argument("--pruner", choices=["median", "none"], default="median",
                         help="stop trials whose validation curve is below the median of finished ones (default)")
     parser.add_argument("--write", action="store_true",
-                        help="write the best values to properties/dataset/DATASET/MODEL.yaml")
+                        help="write the best values to recbole_fbsm/properties/dataset/DATASET/MODEL.yaml")
     return parser
 
 
@@ -401,13 +404,15 @@ def main(argv=None, prog="run_hyper.py"):
 
 def _main(args, overrides, argv, prog):
     try:
-        params = search_space.read_search_space(args.params_file or search_space.default_params_file(args.model))
+        params_file = args.params_file or search_space.default_params_file(args.model)
+        params = search_space.read_search_space(params_file)
         algo = ALGOS[args.algo] if args.algo else ("grid" if search_space.is_grid(params) else "tpe")
         if algo == "grid" and not search_space.is_grid(params):
             raise ColdStartError("--algo grid needs every parameter to be a choice; use --algo tpe or random")
         max_evals = args.max_evals or (search_space.grid_size(params) if algo == "grid" else DEFAULT_MAX_EVALS)
         config_files = args.config_files.split() if args.config_files else None
-        search = Search(args.model, args.dataset, params, args.seeds, config_files, overrides)
+        search = Search(args.model, args.dataset, params, args.seeds, config_files, overrides,
+                        source=f"params file {params_file}")
         study_name = args.study_name or search.default_study_name()
         points = search_space.grid_points(params) if algo == "grid" else None
         study = open_study(search, make_storage(args.storage), study_name, make_sampler(algo, points),

@@ -37,6 +37,41 @@ def real_results(tmp_path_factory):
     return cwd, cwd / "results" / "x", code
 
 
+def test_table_lists_the_property_files_each_model_loaded(real_results):
+    _, results, _ = real_results
+    table = (results / "table.md").read_text()
+    lines = {line.split(":")[0][2:]: line for line in table.splitlines() if line.startswith("- ")}
+    assert "`properties/overall.yaml`" in lines["Pop"] and "`properties/dataset/ml-100k.yaml`" in lines["Pop"]
+    assert "model/Pop.yaml" not in lines["Pop"]  # the plugin has no property file for Pop
+    assert "`properties/model/CoSim.yaml`" in lines["CoSim"] and "`properties/dataset/ml-100k.yaml`" in lines["CoSim"]
+    assert "Config files: none" not in table
+
+
+def test_each_run_log_holds_the_runs_epochs_at_the_quiet_default(tmp_path):
+    """compare runs at state=WARNING (a quiet console); each run's log file still has its epochs
+    (a real process: in-process under pytest, RecBole leaves logging to the host)."""
+    import subprocess
+    import sys
+
+    import yaml
+    from helpers import cli_env, write_dataset
+
+    write_dataset(tmp_path, "toy")
+    config = tmp_path / "toy.yaml"
+    config.write_text(yaml.safe_dump({"data_path": str(tmp_path), "threshold": {"rating": 4},
+                                      "load_col": {"inter": ["user_id", "item_id", "rating"],
+                                                   "item": ["item_id", "genre", "words"]}}))
+    process = subprocess.run(
+        [sys.executable, "-m", "recbole_fbsm.compare", "--dataset=toy", "--models", "CoSim", "Pop", "--seeds", "1",
+         "--results", "results/x", f"--config_files={config}", "--use_gpu=False", "--worker=0"],
+        cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr[-3000:]
+    for model in ("CoSim", "Pop"):
+        record = json.loads((tmp_path / "results" / "x" / f"{model}-1.json").read_text())
+        log = (tmp_path / record["log_file"]).read_text()
+        assert "epoch 0 training" in log and "valid result" in log
+
+
 def test_real_comparison_writes_table_chart_and_one_json_per_pair(real_results):
     cwd, results, code = real_results
     assert code == 0

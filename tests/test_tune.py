@@ -78,7 +78,7 @@ def test_the_pruner_sees_every_validation_and_stops_training(toy, pruner, state,
 
 @pytest.fixture
 def tuned_dir(tmp_path, monkeypatch):
-    """properties/dataset/DATASET/MODEL.yaml redirected to a temporary folder."""
+    """recbole_fbsm/properties/dataset/DATASET/MODEL.yaml redirected to a temporary folder."""
     def tuned_file(model, dataset):
         return tmp_path / "tuned" / str(dataset) / f"{model}.yaml"
     monkeypatch.setattr(config_module, "tuned_properties_file", tuned_file)
@@ -118,7 +118,8 @@ def test_grid_search_output_file_and_write_the_winner(toy, tuned_dir, tmp_path, 
     # the user's settings still win over tuned values, and the layer can be switched off
     assert ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy, rank=4))["rank"] == 4
     plain = ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy, use_tuned_properties=False))
-    assert plain["rank"] == 5  # properties/model/FBSM.yaml
+    model_file = config_module.PROPERTIES_DIR / "model" / "FBSM.yaml"
+    assert plain["rank"] == yaml.safe_load(model_file.read_text())["rank"] != best.params["rank"]
 
     # the same command again: the study is complete, nothing runs
     capsys.readouterr()
@@ -160,7 +161,15 @@ def test_bad_searches_stop_with_one_error_line(toy, tmp_path, capsys):
         (["--model=FBSM", f"--params_file={good}", "--rank=3"], "--rank=... is also a searched parameter"),
         (["--model=FBSM", f"--params_file={bad.with_name('none.hyper')}"], "none.hyper: cannot be read"),
         (["--model=FBSM", f"--params_file={good}", "--algo=grid", "--storage=nosuchdb://x"], "--storage 'nosuchdb://x'"),
+        (["--model=FBSM", f"--params_file={good}", "--rnak=3"], "unknown setting --rnak; did you mean 'rank'"),
     ]
+    # every value a search may try is checked before the first trial
+    for k, (text, message) in enumerate([("rnak choice [1, 2]\n", "unknown setting 'rnak' in params file"),
+                                         ("learner choice ['sgd', 'sdg']\n", "setting 'learner' in params file"),
+                                         ("rank quniform 0,8,2\n", "setting 'rank' in params file")]):
+        path = tmp_path / f"values{k}.hyper"
+        path.write_text(text)
+        cases.append((["--model=FBSM", f"--params_file={path}"], message))
     for args, message in cases:
         assert tune.main(common + args) == 2, args
         err = capsys.readouterr().err

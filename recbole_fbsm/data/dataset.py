@@ -38,6 +38,25 @@ def item_split(tokens, ratios, seed):
     return split
 
 
+def canonical_order(frame, first):
+    """``frame``'s rows sorted by the columns ``first``, then by its other scalar columns (token text,
+    numbers): a function of the rows' content only. Columns are ranked with ``pandas.factorize`` (a
+    sort of the distinct values) and the rows ordered with one ``numpy.lexsort``."""
+    if frame is None or len(frame) < 2:
+        return frame
+    keys = []
+    for column in [c for c in first if c in frame.columns] + [c for c in frame.columns if c not in first]:
+        values = frame[column]
+        if values.dtype == object and len(values) and not isinstance(values.iloc[0], str):
+            continue  # sequences (token_seq, float_seq): the scalar columns already fix the order
+        codes, _ = pd.factorize(values, sort=True, use_na_sentinel=True)
+        keys.append(codes)
+    if not keys:
+        return frame
+    order = np.lexsort(keys[::-1])
+    return frame.iloc[order].reset_index(drop=True)
+
+
 class ColdStartDataset(Dataset):
     """A RecBole Dataset whose ``build()`` partitions items, not interactions, when
     ``eval_args.group_by`` is ``item``.
@@ -83,7 +102,21 @@ class ColdStartDataset(Dataset):
                     f"({len(part.split_items)} items) without any liked interaction; "
                     "use more data or change eval_args.split."
                 )
+        self._check_candidates(datasets[1:])
         return datasets
+
+    def _check_candidates(self, parts):
+        """A split with no more items than the largest cut-off puts every candidate in every top-k list:
+        Recall@k is 1.0 for every model, a meaningless figure reported as a result."""
+        topk = self.config["topk"]
+        largest = max(topk) if isinstance(topk, (list, tuple)) else int(topk)
+        for part in parts:
+            if len(part.split_items) <= largest:
+                raise ColdStartError(
+                    f"dataset {self.dataset_name!r}: the {part.phase} split has {len(part.split_items)} item(s), "
+                    f"not more than the largest topk ({largest}): every item would be in every top-{largest} "
+                    f"list (Recall@{largest} = 1.0 for any model). Use more items or a smaller topk."
+                )
 
     def item_split_assignment(self):
         """Array ``split_of_item[internal_id]`` in {0: train, 1: valid, 2: test, -1: no interaction}.
@@ -108,6 +141,18 @@ class ColdStartDataset(Dataset):
         if self.label_field in self.inter_feat:
             return self.inter_feat[self.label_field].numpy() >= 0.5
         return np.ones(n, dtype=bool)
+
+    # ------------------------------------------------------------------------------ canonical order
+    def _load_data(self, token, dataset_path):
+        """RecBole's loading, then every table in a canonical row order, before RecBole numbers users,
+        items and tokens by first appearance: ids, vocabularies and batches then depend on the data,
+        not on the order of the files' lines (the same likes in another order gave other results)."""
+        super()._load_data(token, dataset_path)
+        self.inter_feat = canonical_order(self.inter_feat, [self.uid_field, self.iid_field])
+        if self.item_feat is not None:
+            self.item_feat = canonical_order(self.item_feat, [self.iid_field])
+        if self.user_feat is not None:
+            self.user_feat = canonical_order(self.user_feat, [self.uid_field])
 
     # ------------------------------------------------------------------------- context-model inputs
     def _load_feat(self, filepath, source):

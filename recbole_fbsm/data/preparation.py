@@ -14,6 +14,7 @@ import torch
 from recbole.data.utils import create_samplers, get_dataloader
 from recbole.utils import ModelType, set_color
 
+from recbole_fbsm.data.atomic_files import check_dataset, read_header
 from recbole_fbsm.data.dataset import ColdStartDataset
 from recbole_fbsm.data.eval_loader import vectorised_eval_loader
 from recbole_fbsm.data.sampler import ColdStartSampler
@@ -21,9 +22,14 @@ from recbole_fbsm.data.user_batches import user_grouped
 from recbole_fbsm.errors import ColdStartError
 
 
-def create_dataset(config):
-    """Check the dataset files against the config, then load them into a ``ColdStartDataset``."""
-    check_dataset_files(config)
+def create_dataset(config, report=None):
+    """Check the dataset files against the config (unless ``report``, the result of an earlier
+    ``check_dataset_files``, is given), log what the checks warn about, then load them into a
+    ``ColdStartDataset`` whose ids do not depend on the files' row order."""
+    if report is None:
+        report = check_dataset_files(config, getattr(config.model_class, "reads_own_features", False))
+    for warning in report.warnings:
+        getLogger().warning(warning)
     return ColdStartDataset(config)
 
 
@@ -109,8 +115,9 @@ def _distribution(args):
     return "uniform" if distribution in (None, "none") else distribution
 
 
-def check_dataset_files(config):
-    """Fail early, naming the file and field, instead of deep inside RecBole."""
+def check_dataset_files(config, reads_own_features=False):
+    """Fail early, naming the file and field, instead of deep inside RecBole; return the warnings
+    (``atomic_files.DatasetReport``) about what the run can go on with."""
     name, folder = config["dataset"], config["data_path"]
     if not os.path.isdir(folder):
         raise ColdStartError(
@@ -136,12 +143,11 @@ def check_dataset_files(config):
         missing = [f for f in feature_fields if loaded_items is not None and f not in loaded_items]
         if missing:
             raise ColdStartError(f"feature_fields {missing} are not loaded: add them to load_col.item ({loaded_items}).")
+    return check_dataset(config, reads_own_features)
 
 
 def _check_fields(path, wanted, separator, setting):
-    with open(path, encoding="utf-8") as handle:
-        header = handle.readline().rstrip("\n").split(separator)
-    present = {column.split(":")[0]: column.split(":")[-1] for column in header}
+    present = read_header(path, separator)
     missing = [field for field in wanted if field not in present]
     if missing:
         raise ColdStartError(

@@ -142,7 +142,12 @@ def read_new_items(served, path, warn=True):
         owner = np.repeat(np.arange(len(cells)), lengths)
         mapped = keys.map(column_of)
         known = mapped.notna().to_numpy()
-        unknown.update(keys[~known].tolist())
+        # the model's columns are the training vocabulary: a token of the dataset that no training item
+        # has is "weightless" (known to the data, never learned), anything else unknown
+        in_dataset = np.fromiter((t in dataset.field2token_id[name] for cell in cells for t in cell),
+                                 dtype=bool, count=len(keys)) & ~known
+        unknown.update(keys[~known & ~in_dataset].tolist())
+        weightless.update(keys[in_dataset].tolist())
         col = mapped[known].to_numpy(dtype=np.int64)
         has_weight = weights[col] != 0
         weightless.update(keys[known][~has_weight].tolist())
@@ -154,7 +159,7 @@ def read_new_items(served, path, warn=True):
     matrix = served.features.transform(counts)
     featureless = [tokens[k] for k in np.flatnonzero(np.diff(matrix.indptr) == 0)]
     items = NewItems(path, tokens, counts, matrix, unknown, weightless, featureless)
-    if warn and items.n_ignored:
+    if warn and (items.n_ignored or items.featureless):  # an empty description ignores no token
         warnings.warn(unknown_tokens_message(items), UnknownTokensWarning, stacklevel=2)
     return items
 
@@ -173,11 +178,14 @@ def unknown_tokens_message(items):
             f"{sum(items.weightless.values())} occurrence(s) of {len(items.weightless)} token(s) that no "
             f"training item has, so without a learned weight (e.g. {examples})"
         )
-    message = (f"new-item file {items.path}: {items.n_ignored} feature token occurrence(s) unknown to the "
-               f"trained model were ignored: " + "; ".join(parts) + ".")
+    message = f"new-item file {items.path}:"
+    if items.n_ignored:
+        message += (f" {items.n_ignored} feature token occurrence(s) unknown to the trained model were ignored: "
+                    + "; ".join(parts) + ".")
     if items.featureless:
         shown = ", ".join(repr(t) for t in items.featureless[:5]) + (" ..." if len(items.featureless) > 5 else "")
-        message += f" {len(items.featureless)} new item(s) have no known feature left and score 0 for every user: {shown}."
+        message += (f" {len(items.featureless)} new item(s) have no known feature left and score 0 for every user "
+                    f"(their lists of users are in arbitrary order): {shown}.")
     return message
 
 

@@ -55,7 +55,7 @@ def per_user_recall(served, k=10):
 
     Scored like the trainer's test evaluation: the test items are the candidates, users in ascending
     id order in batches of ``eval_batch_size`` // items, ties broken by ``random_tie_topk`` over the
-    top max(``topk``) (so the same random stream as the trainer when the scores are the same).
+    top max(``topk``) keyed by (seed, user, item) (so the same order as the trainer when the scores are the same).
     """
     if not isinstance(served, ServedModel):
         served = load_model(served)
@@ -88,10 +88,12 @@ def per_user_recall(served, k=10):
     for start in range(0, len(users), step):
         batch = torch.as_tensor(users[start:start + step], device=device)
         scores = profile_scores(model, batch, matrix, item_factors)
+        columns = candidates
         if scores.shape[1] < depth:  # fewer candidates than k: never-relevant fillers, as the collector does
             filler = torch.full((len(batch), depth - scores.shape[1]), -torch.inf, device=device)
             scores = torch.cat([scores, filler], dim=1)
-        top = collector.random_tie_topk(scores, depth)[:, : int(k)]
+            columns = torch.cat([candidates, candidates.new_zeros(filler.shape[1])])
+        top = collector.random_tie_topk(scores, depth, batch, columns)[:, : int(k)]
         relevant = torch.zeros(scores.shape, dtype=torch.bool, device=device)
         in_batch = (like_rows >= start) & (like_rows < start + len(batch))
         relevant[torch.as_tensor(like_rows[in_batch] - start, device=device), like_cols[torch.as_tensor(in_batch, device=device)]] = True

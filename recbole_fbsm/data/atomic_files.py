@@ -1,0 +1,356 @@
+"""Checks of RecBole's atomic files (``.inter``, ``.item``, ``.user``) before RecBole reads them.
+
+RecBole reads a malformed file silently or with a traceback: a header column without ``:type`` or a
+non-numeric rating ends in a Python error, a row with too few columns is padded, an empty or NaN rating
+becomes the column mean (a like or a dislike), a duplicate item id keeps one of its rows, and items
+without an ``.item`` row lose every interaction. Here each problem is one ``ColdStartError`` naming the
+file, the line and the column and saying what was expected, or a warning with counts when the run can
+go on. Only the columns RecBole will load are checked (``load_col``).
+
+The line structure (column count of every line, text encoding) is checked on raw bytes with numpy, a
+chunk at a time; the values of the columns that matter (ids, floats, features) are read once with
+pandas' C parser as text.
+"""
+
+import csv
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from recbole_fbsm.errors import ColdStartError
+
+TYPES = ("token", "token_seq", "float", "float_seq")
+CHUNK_BYTES = 1 << 24
+SHOWN = 3  # examples shown in a message
+
+
+@dataclass
+class AtomicFile:
+    """A checked atomic file: its columns (name -> type, in file order) and how its lines look."""
+
+    path: str
+    columns: dict
+    n_rows: int
+    blank_lines: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def line_of_row(self, rows):
+        """1-based line numbers of 0-based data rows (the header is line 1; blank lines are skipped)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        lines = rows + 2
+        for blank in self.blank_lines:  # few: usually none
+            lines = lines + (lines >= blank)
+        return lines
+
+
+def _where(path, line=None):
+    return f"{path}" + (f" line {line}" if line is not None else "")
+
+
+def read_header(path, separator, encoding="utf-8"):
+    """{column name: type} from the first line, or a ColdStartError saying what is wrong with it."""
+    with open(path, "rb") as handle:
+        first = handle.readline()
+    try:
+        header = first.decode(encoding)
+    except UnicodeDecodeError as error:
+        raise ColdStartError(f"{_where(path, 1)}: the header is not {encoding} text ({error.reason}).") from None
+    if not header.strip():
+        raise ColdStartError(f"{path}: the file is empty or its first line is blank; expected a header of "
+                             "name:type columns (types: token, token_seq, float, float_seq).")
+    if header.endswith("\r\n"):
+        raise ColdStartError(f"{_where(path, 1)}: Windows line ends (\\r\\n); RecBole reads \\n line ends only "
+                             "(convert the file, e.g. with dos2unix).")
+    if not header.endswith("\n"):
+        raise ColdStartError(f"{path}: the file has a header but no line end after it and no rows.")
+    columns = {}
+    for position, column in enumerate(header[:-1].split(separator), 1):
+        name, colon, kind = column.partition(":")
+        if not colon or ":" in kind or not name.strip():
+            raise ColdStartError(
+                f"{_where(path, 1)}: header column {position} is {column!r}; expected name:type with type one of "
+                f"{', '.join(TYPES)} (columns separated by field_separator {separator!r})."
+            )
+        if kind not in TYPES:
+            raise ColdStartError(
+                f"{_where(path, 1)}: column {name!r} has type {kind!r}; expected one of {', '.join(TYPES)}."
+            )
+        if name in columns:
+            raise ColdStartError(f"{_where(path, 1)}: column {name!r} appears twice in the header.")
+        columns[name] = kind
+    return columns
+
+
+def _scan_lines(path, separator, n_columns, encoding):
+    """Column count and encoding of every line after the header, without a Python loop over lines.
+
+    Returns (number of data rows, 1-based numbers of blank lines). Raises on the first malformed line,
+    saying how many lines are malformed in all."""
+    sep = separator.encode(encoding)
+    single = len(sep) == 1
+    bad_lines, bad_counts, blanks = [], [], []
+    n_rows, line_base = 0, 1  # lines before the chunk (the header is line 1)
+    with open(path, "rb") as handle:
+        handle.readline()
+        rest = b""
+        while True:
+            block = handle.read(CHUNK_BYTES)
+            data = rest + block
+            if not block:
+                rest = b""
+            else:
+                cut = data.rfind(b"\n") + 1
+                data, rest = data[:cut], data[cut:]
+                if not data:
+                    rest = data + rest
+                    continue
+            if data:
+                try:
+                    data.decode(encoding)
+                except UnicodeDecodeError as error:
+                    line = line_base + data[:error.start].count(b"\n") + 1
+                    raise ColdStartError(f"{_where(path, line)}: not {encoding} text ({error.reason} at byte "
+                                         f"0x{data[error.start]:02x}); save the file as {encoding}.") from None
+                buffer = np.frombuffer(data, dtype=np.uint8)
+                ends = np.flatnonzero(buffer == 10)
+                if len(data) and data[-1:] != b"\n":
+                    ends = np.r_[ends, len(buffer)]
+                starts = np.r_[0, ends[:-1] + 1]
+                if single:
+                    seps = np.flatnonzero(buffer == sep[0])
+                    counts = np.searchsorted(seps, ends) - np.searchsorted(seps, starts) + 1
+                else:
+                    counts = np.array([data[a:b].count(sep) + 1 for a, b in zip(starts, ends)], dtype=np.int64)
+                blank = (ends - starts) == 0
+                blank |= ((ends - starts) == 1) & (buffer[np.maximum(ends - 1, 0)] == 13)
+                wrong = np.flatnonzero(~blank & (counts != n_columns))
+                if len(wrong):
+                    bad_lines.extend((line_base + 1 + wrong[:SHOWN]).tolist())
+                    bad_counts.extend(counts[wrong[:SHOWN]].tolist())
+                    bad_lines.extend([-1] * (len(wrong) - len(wrong[:SHOWN])))
+                blanks.extend((line_base + 1 + np.flatnonzero(blank)).tolist())
+                n_rows += int((~blank).sum())
+                line_base += len(ends)
+            if not block:
+                break
+    if bad_lines:
+        first, count = bad_lines[0], bad_counts[0]
+        more = len(bad_lines) - 1
+        raise ColdStartError(
+            f"{_where(path, first)}: {count} column(s), expected {n_columns} as in the header "
+            f"(field_separator {separator!r})" + (f"; {more} more line(s) like it" if more else "") + "."
+        )
+    return n_rows, np.asarray(blanks, dtype=np.int64)
+
+
+def scan(path, separator="\t", encoding="utf-8"):
+    """Header and line structure of one atomic file."""
+    columns = read_header(path, separator, encoding)
+    n_rows, blanks = _scan_lines(path, separator, len(columns), encoding)
+    return AtomicFile(str(path), columns, n_rows, blanks)
+
+
+def read_columns(atomic, names, separator="\t", encoding="utf-8"):
+    """The named columns as text (no NaN filling), one row per data line."""
+    order = list(atomic.columns)
+    positions = sorted(order.index(n) for n in names)
+    frame = pd.read_csv(
+        atomic.path, sep=separator, header=0, usecols=positions, dtype=str, keep_default_na=False, na_filter=False,
+        encoding=encoding, engine="c" if len(separator) == 1 else "python", skip_blank_lines=True,
+        quoting=csv.QUOTE_MINIMAL,
+    )
+    frame.columns = [order[p] for p in positions]
+    return frame
+
+
+def _examples(atomic, rows, values=None):
+    rows = np.asarray(rows)
+    lines = atomic.line_of_row(rows[:SHOWN])
+    if values is None:
+        return ", ".join(f"line {line}" for line in lines)
+    return ", ".join(f"line {line}: {str(value)!r}" for line, value in zip(lines, list(values)[:SHOWN]))
+
+
+def check_float_column(atomic, name, values):
+    """Every cell a finite number: RecBole would fill empty and NaN cells with the column mean."""
+    text = values.str.strip()
+    parsed = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
+    empty = (text == "").to_numpy()
+    if empty.any():
+        rows = np.flatnonzero(empty)
+        raise ColdStartError(f"{atomic.path}: column {name!r} is empty on {len(rows)} line(s) ({_examples(atomic, rows)}); "
+                             "expected a number on every line (RecBole would put the column mean there).")
+    bad = ~np.isfinite(parsed)
+    if bad.any():
+        rows = np.flatnonzero(bad)
+        raise ColdStartError(f"{atomic.path}: column {name!r} has {len(rows)} value(s) that are not finite numbers "
+                             f"({_examples(atomic, rows, text.to_numpy()[rows])}); expected a number on every line.")
+    return parsed
+
+
+def check_float_seq_column(atomic, name, values, seq_separator):
+    tokens = values.str.split(seq_separator).explode()
+    tokens = tokens[tokens.str.strip() != ""]
+    parsed = pd.to_numeric(tokens, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(parsed)
+    if bad.any():
+        rows = tokens.index.to_numpy()[bad]
+        raise ColdStartError(f"{atomic.path}: column {name!r} (float_seq) has {int(bad.sum())} entries that are not "
+                             f"finite numbers ({_examples(atomic, rows, tokens.to_numpy()[bad])}).")
+
+
+def check_ids(atomic, name, values, unique):
+    """No empty id; with ``unique`` (an .item or .user file) no id on two lines."""
+    empty = (values.str.strip() == "").to_numpy()
+    if empty.any():
+        rows = np.flatnonzero(empty)
+        raise ColdStartError(f"{atomic.path}: the id column {name!r} is empty on {len(rows)} line(s) "
+                             f"({_examples(atomic, rows)}); expected an id on every line.")
+    if unique:
+        repeated = values.duplicated(keep=False).to_numpy()
+        if repeated.any():
+            rows = np.flatnonzero(repeated)
+            first = values.to_numpy()[rows[0]]
+            same = rows[values.to_numpy()[rows] == first]
+            raise ColdStartError(
+                f"{atomic.path}: {name} {first!r} is on {len(same)} lines ({_examples(atomic, same)}); "
+                f"{len(np.unique(values.to_numpy()[rows]))} id(s) repeat in all. Expected one line per {name} "
+                "(RecBole would keep one of them silently)."
+            )
+
+
+@dataclass
+class DatasetReport:
+    """What the checks found that is not an error: warnings for the log, with counts."""
+
+    warnings: list = field(default_factory=list)
+
+
+def _percent(part, whole):
+    return f"{100.0 * part / whole:.1f}%" if whole else "0%"
+
+
+def check_dataset(config, reads_own_features=False):
+    """Check the dataset's atomic files against the settings; return a ``DatasetReport`` of warnings.
+
+    ``config`` is a mapping with RecBole's settings (``dataset``, ``data_path``, ``load_col``,
+    ``field_separator``, ``seq_separator``, ``USER_ID_FIELD``, ``ITEM_ID_FIELD``, ``threshold``,
+    ``feature_fields``, ``filter_inter_by_user_or_item``, ``encoding``)."""
+    report = DatasetReport()
+    name, folder = config["dataset"], config["data_path"]
+    separator, seq_separator = config["field_separator"], config["seq_separator"]
+    encoding = config["encoding"] or "utf-8"
+    uid, iid = config["USER_ID_FIELD"], config["ITEM_ID_FIELD"]
+    load_col = config["load_col"]
+
+    def path_of(suffix):
+        return os.path.join(folder, f"{name}.{suffix}")
+
+    def loaded(suffix, atomic):
+        if load_col is None:
+            return list(atomic.columns)
+        return [c for c in load_col.get(suffix, []) if c in atomic.columns]
+
+    suffixes = ["inter"] + [s for s in ("user", "item") if os.path.isfile(path_of(s))
+                            and (load_col is None or s in load_col)]
+    files = {s: scan(path_of(s), separator, encoding) for s in suffixes}
+    inter = files["inter"]
+    for id_field, role in ((uid, "USER_ID_FIELD"), (iid, "ITEM_ID_FIELD")):
+        if id_field not in inter.columns:
+            raise ColdStartError(f"{inter.path}: no column {id_field!r} ({role}); its header has {list(inter.columns)}.")
+        if inter.columns[id_field] != "token":
+            raise ColdStartError(f"{inter.path}: column {id_field!r} ({role}) has type {inter.columns[id_field]}; "
+                                 "expected token.")
+        if load_col is not None and id_field not in loaded("inter", inter):
+            raise ColdStartError(f"load_col.inter {load_col.get('inter')} lacks {id_field!r} ({role}); RecBole needs it.")
+    if inter.n_rows == 0:
+        raise ColdStartError(f"{inter.path}: no interactions (only a header).")
+    threshold = config["threshold"] or {}
+    for column in threshold:
+        if column not in inter.columns or column not in loaded("inter", inter):
+            raise ColdStartError(
+                f"threshold names column {column!r}, which is not a loaded column of {inter.path} "
+                f"(loaded: {loaded('inter', inter)}); expected a float column such as rating."
+            )
+        if inter.columns[column] != "float":
+            raise ColdStartError(f"threshold names column {column!r} of {inter.path}, of type "
+                                 f"{inter.columns[column]}; expected a float column.")
+
+    tables = {}
+    for suffix, atomic in files.items():
+        columns = loaded(suffix, atomic)
+        if not columns:
+            continue
+        ids = {"inter": [uid, iid], "item": [iid], "user": [uid]}[suffix]
+        wanted = [c for c in columns if c in ids or atomic.columns[c] in ("float", "float_seq")
+                  or (suffix == "item" and reads_own_features and atomic.columns[c] in ("token", "token_seq"))]
+        table = read_columns(atomic, wanted, separator, encoding) if wanted else pd.DataFrame()
+        if len(table) != atomic.n_rows:  # quoted fields spanning lines: leave the values to RecBole
+            continue
+        tables[suffix] = table
+        for column in wanted:
+            kind = atomic.columns[column]
+            if column in ids:
+                check_ids(atomic, column, table[column], unique=suffix != "inter")
+            elif kind == "float":
+                values = check_float_column(atomic, column, table[column])
+                if suffix == "inter" and (column in threshold or column == config["RATING_FIELD"]):
+                    negative = np.flatnonzero(values < 0)
+                    if len(negative):
+                        report.warnings.append(
+                            f"{atomic.path}: {len(negative)} negative value(s) in {column!r} "
+                            f"({_examples(atomic, negative, [f'{v:g}' for v in values[negative[:SHOWN]]])})"
+                            + (f"; with threshold {column} >= {threshold[column]} they are dislikes."
+                               if column in threshold else ".")
+                        )
+            elif kind == "float_seq":
+                check_float_seq_column(atomic, column, table[column], seq_separator)
+
+    if "inter" in tables:
+        pairs = tables["inter"][[uid, iid]]
+        repeated = int(pairs.duplicated().sum())
+        if repeated and not config["rm_dup_inter"]:
+            report.warnings.append(f"{inter.path}: {repeated} interaction(s) repeat a (user, item) pair already "
+                                   "given; each copy counts (set rm_dup_inter: first to keep one).")
+    filtering = config["filter_inter_by_user_or_item"]
+    for suffix, id_field in (("item", iid), ("user", uid)):
+        if suffix not in tables or "inter" not in tables or id_field not in tables[suffix]:
+            continue
+        in_inter = tables["inter"][id_field]
+        missing = ~in_inter.isin(tables[suffix][id_field]).to_numpy()
+        if not missing.any():
+            continue
+        n_ids = len(np.unique(in_inter.to_numpy()[missing]))
+        shown = ", ".join(map(repr, pd.unique(in_inter.to_numpy()[missing])[:SHOWN]))
+        what = f"{n_ids} {suffix}(s) of {inter.path} ({shown}, ...) have no row in {files[suffix].path}"
+        if not filtering:
+            report.warnings.append(f"{what}: their {int(missing.sum())} interaction(s) are kept without {suffix} features.")
+        elif missing.all():
+            raise ColdStartError(f"no {suffix} of {inter.path} has a row in {files[suffix].path}: every interaction "
+                                 f"would be dropped (filter_inter_by_user_or_item); check the {id_field} values.")
+        else:
+            report.warnings.append(
+                f"{what}: their {int(missing.sum())} interaction(s) of {len(missing)} "
+                f"({_percent(missing.sum(), len(missing))}) are dropped (filter_inter_by_user_or_item: True)."
+            )
+
+    if reads_own_features and "item" in tables:
+        _check_features(config, files["item"], tables["item"], loaded("item", files["item"]), seq_separator)
+    return report
+
+
+def _check_features(config, atomic, table, loaded_columns, seq_separator):
+    """At least one feature token: a model that scores items by their features has nothing else."""
+    fields = config["feature_fields"] or [c for c in loaded_columns if c != config["ITEM_ID_FIELD"]
+                                          and atomic.columns[c] in ("token", "token_seq")]
+    fields = [f for f in fields if f in table]
+    if not fields:
+        return
+    has = np.zeros(len(table), dtype=bool)
+    for column in fields:
+        cells = table[column].str.replace(seq_separator, "", regex=False).str.strip()
+        has |= (cells != "").to_numpy()
+    if not has.any():
+        raise ColdStartError(f"{atomic.path}: the feature field(s) {fields} are empty for every item; expected item "
+                             "features (tokens) for FBSM, UFSM and CoSim, which score items by them.")

@@ -1,0 +1,454 @@
+"""Strict settings, checked before torch and RecBole are imported.
+
+A setting is *known* when a property file defines it (RecBole's ``properties/**.yaml``, this plugin's
+``properties/**.yaml``, so a new model's ``properties/model/NAME.yaml`` makes its keys known) or when
+RecBole's or the plugin's code reads it as ``config["key"]``. An unknown key is an error with the
+closest known names; a known key gets its type and range checked (``SPECS`` for the settings the
+protocol relies on, otherwise the type of its defaults: a number stays a number, a flag a flag).
+Config files must exist, parse and hold a mapping. Every problem is one ``ColdStartError`` that names
+the setting (and the file it came from) and says what was expected.
+
+Only the standard library and PyYAML are imported here: ``run_recbole.py --rnak=10`` fails in a
+fraction of a second instead of after seconds of imports.
+"""
+
+import ast
+import difflib
+import functools
+import importlib.util
+import math
+import re
+from pathlib import Path
+
+import yaml
+
+from recbole_fbsm.errors import ColdStartError
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+# the plugin's property files: package data, found from any folder and in any install
+PROPERTIES_DIR = PACKAGE_DIR / "properties"
+
+# Keys the plugin or RecBole sets at run time or accepts from the caller without a property file.
+RUNTIME_KEYS = {"model", "dataset", "config_files", "run_id", "use_tuned_properties", "local_rank", "world_size",
+                "nproc", "offset", "ip", "port", "device", "MODEL_TYPE", "MODEL_INPUT_TYPE", "eval_type",
+                "single_spec", "valid_neg_sample_args", "test_neg_sample_args", "encoding"}
+LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")
+STATES = ("info", "debug", "warning", "error", "critical")
+NEG_DISTRIBUTIONS = ("uniform", "popularity", "none")
+
+
+# ------------------------------------------------------------------------------ reading values
+class _Loader(yaml.SafeLoader):
+    """RecBole's yaml reading: ``1e-4`` is a float (plain YAML 1.1 reads it as a string)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+][0-9]+)?
+        |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def convert_value(text):
+    """A ``--key=value`` string as RecBole converts it (Python literal, ``true``/``false``, else the
+    string), without ``eval``."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        lowered = text.strip().lower()
+        if lowered in ("true", "false"):
+            return lowered == "true"
+        return text
+
+
+def read_yaml(path):
+    """A property or config file as a dict; a missing, unreadable or malformed file is a ColdStartError."""
+    path = Path(path)
+    if not path.is_file():
+        raise ColdStartError(f"config file {path} not found" + ("" if not path.exists() else " (it is a folder)") + ".")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ColdStartError(f"config file {path} cannot be read: {error}.") from None
+    try:
+        loaded = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ColdStartError(f"config file {path}{where}: not valid YAML ({problem}); expected key: value lines.") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ColdStartError(f"config file {path}: expected key: value settings, found a {type(loaded).__name__}.")
+    bad = [key for key in loaded if not isinstance(key, str)]
+    if bad:
+        raise ColdStartError(f"config file {path}: setting names must be words; found {bad[0]!r}.")
+    return loaded
+
+
+# ------------------------------------------------------------------------------ the known keys
+def recbole_dir():
+    spec = importlib.util.find_spec("recbole")  # locates the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise ColdStartError("RecBole is not installed: pip install recbole==1.2.1.")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def property_files():
+    """Every property file: RecBole's, then this plugin's (grids list values to try, not settings)."""
+    files = sorted((recbole_dir() / "properties").rglob("*.yaml"))
+    files += [p for p in sorted(PROPERTIES_DIR.rglob("*.yaml")) if "grids" not in p.relative_to(PROPERTIES_DIR).parts]
+    return files
+
+
+@functools.lru_cache(maxsize=1)
+def known_defaults():
+    """{key: [default values found in property files]} over every property file (RecBole's and the plugin's)."""
+    defaults = {}
+    for path in property_files():
+        try:
+            loaded = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(loaded, dict):
+            for key, value in loaded.items():
+                defaults.setdefault(str(key), []).append(value)
+    return defaults
+
+
+_READ_KEY = re.compile(r"""config\[\s*["'](\w+)["']\s*\]""")
+
+
+@functools.lru_cache(maxsize=1)
+def keys_read_by_code():
+    """Keys RecBole's or the plugin's code reads as ``config["key"]`` (some have no property file)."""
+    keys = set()
+    for root in (recbole_dir(), PACKAGE_DIR):
+        for path in root.rglob("*.py"):
+            try:
+                keys.update(_READ_KEY.findall(path.read_text(encoding="utf-8", errors="replace")))
+            except OSError:
+                continue
+    argument_list = recbole_dir() / "utils" / "argument_list.py"
+    if argument_list.is_file():
+        keys.update(re.findall(r"'(\w+)'", argument_list.read_text(encoding="utf-8")))
+    return keys
+
+
+def is_known(key):
+    return key in RUNTIME_KEYS or key in known_defaults() or key in keys_read_by_code()
+
+
+def suggestion(word, choices):
+    """ ``; did you mean 'x'?`` for the closest of ``choices`` (case-insensitive), or nothing."""
+    choices = sorted(set(map(str, choices)))
+    lowered = {c.lower(): c for c in choices}
+    if str(word).lower() in lowered:
+        return f"; did you mean {lowered[str(word).lower()]!r}?"
+    prefixed = [c for c in lowered if len(str(word)) >= 3 and c.startswith(str(word).lower())]
+    if len(prefixed) == 1:
+        return f"; did you mean {lowered[prefixed[0]]!r}?"
+    close = difflib.get_close_matches(str(word).lower(), list(lowered), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(repr(lowered[c]) for c in close) + "?"
+
+
+# ------------------------------------------------------------------------------ model names
+_CLASS = re.compile(r"^class (\w+)\(", re.M)
+
+
+@functools.lru_cache(maxsize=1)
+def recbole_model_files():
+    """{model class name: module file} for RecBole's general and context-aware models, found by reading
+    the files (a class whose lower-cased name is its module's name), without importing them."""
+    from recbole_fbsm.registry import RECBOLE_SUBMODULES
+
+    models = {}
+    for submodule in RECBOLE_SUBMODULES:
+        for path in sorted((recbole_dir() / "model" / submodule).glob("*.py")):
+            if path.stem.startswith("_"):
+                continue
+            for name in _CLASS.findall(path.read_text(encoding="utf-8", errors="replace")):
+                if name.lower() == path.stem:
+                    models[name] = path
+    return models
+
+
+def model_names():
+    from recbole_fbsm.registry import PLUGIN_MODELS
+
+    return list(PLUGIN_MODELS) + sorted(n for n in recbole_model_files() if n not in PLUGIN_MODELS)
+
+
+def unknown_model_message(name, available):
+    return f"unknown model {name!r}{suggestion(name, available)} Available models: {', '.join(available)}."
+
+
+def check_model_name(name):
+    """An unknown model name is an error (with the closest names), decided without importing a model."""
+    from recbole_fbsm.registry import PLUGIN_MODELS
+
+    if not isinstance(name, str):
+        return
+    if name in PLUGIN_MODELS or name in recbole_model_files():
+        return
+    raise ColdStartError(unknown_model_message(name, model_names()))
+
+
+# ------------------------------------------------------------------------------ metric names
+@functools.lru_cache(maxsize=1)
+def metric_names():
+    """{lower-case metric name: (display name, is a top-k metric)} of RecBole's and the plugin's metrics."""
+    names = {}
+    for path in (recbole_dir() / "evaluator" / "metrics.py", PACKAGE_DIR / "metrics.py"):
+        text = path.read_text(encoding="utf-8")
+        for name, base in re.findall(r"^class (\w+)\((\w+)\)", text, re.M):
+            if base.endswith("Metric") and not name.endswith("Metric"):
+                names[name.lower()] = (name, base == "TopkMetric")
+    return names
+
+
+# ------------------------------------------------------------------------------ value checks
+def _type_name(value):
+    return {bool: "a flag", int: "an integer", float: "a number", str: "text", list: "a list", tuple: "a list",
+            dict: "a mapping", type(None): "~ (none)"}.get(type(value), type(value).__name__)
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and not (isinstance(value, float) and math.isnan(value)))
+
+
+def integer(low=None):
+    expected = {None: "an integer", 0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer >= {low}")
+
+    def check(value):
+        if not _is_int(value) or (low is not None and value < low):
+            return expected
+    return check
+
+
+def number(low=None, strict=False):
+    def check(value):
+        bound = "" if low is None else f" {'>' if strict else '>='} {low:g}"
+        if not _is_number(value) or not math.isfinite(value):
+            return "a finite number" + bound
+        if low is not None and (value < low or (strict and value == low)):
+            return "a number" + bound
+    return check
+
+
+def flag(value):
+    if not isinstance(value, bool):
+        return "True or False"
+
+
+class Problem(str):
+    """What was expected (the text), what was found (``got``) and a hint (``did you mean``)."""
+
+    def __new__(cls, expected, got=None, hint=""):
+        problem = super().__new__(cls, expected)
+        problem.got, problem.hint = got, hint
+        return problem
+
+
+def choice(options, case=False):
+    def check(value):
+        text = value.lower() if isinstance(value, str) and not case else value
+        if text not in options:
+            hint = suggestion(value, options) if isinstance(value, str) else ""
+            return Problem("one of " + ", ".join(options), value, hint)
+    return check
+
+
+def optional(inner):
+    def check(value):
+        if value is None:
+            return None
+        problem = inner(value)
+        if problem is None:
+            return None
+        return Problem(f"{problem} (or ~)", getattr(problem, "got", None), getattr(problem, "hint", ""))
+    return check
+
+
+def words(value):
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        return "a list of field names, e.g. [genre, words]"
+
+
+def text(value):
+    if not isinstance(value, str) or not value:
+        return "a non-empty text"
+
+
+def topk(value):
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if not values or not all(_is_int(v) and v >= 1 for v in values):
+        return "a positive integer or a list of them, e.g. [10, 20]"
+
+
+def metrics(value):
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if not values or not all(isinstance(v, str) for v in values):
+        return "a list of metric names, e.g. [Recall, NDCG]"
+    known = metric_names()
+    for v in values:
+        if v.lower() not in known:
+            names = [display for display, _ in known.values()]
+            return Problem(f"metric names among {', '.join(sorted(names))}", v, suggestion(v, names))
+
+
+def mapping_of(key_check, value_check, example):
+    def check(value):
+        if not isinstance(value, dict):
+            return f"a mapping like {example}"
+        for key, item in value.items():
+            if key_check(key) is not None:
+                return Problem(f"a mapping like {example}, with field names as keys", key)
+            problem = value_check(item)
+            if problem is not None:
+                return Problem(f"{key!r} to be {problem}", item, getattr(problem, "hint", ""))
+    return check
+
+
+def neg_sample_args(value):
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return "a mapping, e.g. {distribution: uniform, sample_num: 1}"
+    checks = {"distribution": optional(choice(NEG_DISTRIBUTIONS)), "sample_num": integer(1), "alpha": number(),
+              "dynamic": flag, "candidate_num": integer(0)}
+    for key, item in value.items():
+        if key not in checks:
+            return Problem(f"keys among {', '.join(checks)}", key, suggestion(key, checks))
+        problem = checks[key](item)
+        if problem:
+            return Problem(f"{key} to be {problem}", item, getattr(problem, "hint", ""))
+
+
+SPECS = {
+    # the plugin's models
+    "rank": integer(1), "n_functions": integer(1),
+    "reg_V": number(0), "reg_D": number(0), "reg_M": number(0), "reg_W": number(0),
+    "init_D": number(), "init_W": number(), "init_std": number(0),
+    "learning_rate": number(0, strict=True), "learning_rate_D": optional(number(0, strict=True)),
+    "learner": choice(LEARNERS),
+    # the protocol and the plugin's switches
+    "feature_weighting": choice(("tfidf", "tf", "binary"), case=True), "feature_normalize": flag,
+    "feature_fields": optional(words), "split_seed": optional(integer()), "torch_threads": optional(integer(1)),
+    "train_batch_by_user": flag, "valid_before_training": flag, "bpr_user_weighting": flag,
+    "context_distinct_tokens": flag, "context_use_item_id": flag, "use_tuned_properties": flag,
+    "eval_user_sample": optional(integer(1)), "context_eval_chunk": integer(1),
+    # RecBole settings the protocol relies on
+    "seed": integer(), "epochs": integer(1), "eval_step": integer(1), "stopping_step": integer(1),
+    "train_batch_size": integer(1), "eval_batch_size": integer(1), "topk": topk, "metrics": metrics,
+    "valid_metric": text, "valid_metric_bigger": flag, "weight_decay": number(0),
+    "state": optional(choice(STATES)), "use_gpu": flag, "show_progress": flag, "reproducibility": flag,
+    "save_dataset": flag, "save_dataloaders": flag, "worker": integer(0), "shuffle": flag,
+    "threshold": optional(mapping_of(text, number(), "{rating: 4}")),
+    "load_col": optional(mapping_of(text, words, "{inter: [user_id, item_id, rating], item: [item_id, genre]}")),
+    "unload_col": optional(mapping_of(text, words, "{item: [plot]}")),
+    "seq_len": optional(mapping_of(text, integer(1), "{words: 100}")),
+    "train_neg_sample_args": neg_sample_args,
+    "field_separator": text, "seq_separator": text, "USER_ID_FIELD": text, "ITEM_ID_FIELD": text,
+    "data_path": text, "checkpoint_dir": text, "filter_inter_by_user_or_item": flag,
+    "clip_grad_norm": optional(mapping_of(text, number(0), "{max_norm: 5, norm_type: 2}")),
+}
+
+
+def _default_kind(defaults):
+    """'flag' or 'number' when every default of a key is of that kind (None defaults say nothing)."""
+    present = [d for d in defaults if d is not None]
+    if not present:
+        return None
+    if all(isinstance(d, bool) for d in present):
+        return "flag"
+    if all(_is_number(d) for d in present):
+        return "number"
+    return None
+
+
+def value_problem(key, value):
+    """What ``key`` expects when ``value`` does not fit, else None."""
+    if key in SPECS:
+        return SPECS[key](value)
+    kind = _default_kind(known_defaults().get(key, []))
+    if kind == "flag" and value is not None and not isinstance(value, bool):
+        return "True or False"
+    if kind == "number" and value is not None and not _is_number(value):
+        return "a number"
+    return None
+
+
+def check_settings(settings, source):
+    """Every key of ``settings`` known, every value of the expected type. ``source`` says where they came
+    from for the message: ``config file x.yaml``, ``config_dict``, or ``None`` for the command line (the
+    setting is then named as the option the user typed, ``--key=value``)."""
+    for key, value in settings.items():
+        name = f"--{key}" if source is None else f"{key!r} in {source}"
+        if not is_known(key):
+            known = set(known_defaults()) | keys_read_by_code()
+            hint = suggestion(key, known) or "; see properties/overall.yaml and RecBole's settings"
+            raise ColdStartError(f"unknown setting {name}{hint}" + ("" if hint.endswith("?") else "."))
+        problem = value_problem(key, value)
+        if problem:
+            got = getattr(problem, "got", None)
+            got = value if got is None else got
+            raise ColdStartError(f"setting {name}: expected {problem}; got {got!r}{getattr(problem, 'hint', '') or '.'}")
+
+
+def check_user_settings(config_file_list=None, config_dict=None, source="config_dict"):
+    """The caller's settings, before anything is loaded: each config file (exists, parses, known keys,
+    typed values), then ``config_dict`` (strings converted as RecBole converts them). Returns the
+    merged user settings (later files and ``config_dict`` win)."""
+    merged = {}
+    for path in config_file_list or []:
+        loaded = read_yaml(path)
+        check_settings(loaded, f"config file {path}")
+        merged.update(loaded)
+    converted = {key: convert_value(value) for key, value in (config_dict or {}).items()}
+    check_settings(converted, source)
+    merged.update(converted)
+    return merged
+
+
+def check_final(config):
+    """Checks across settings, on the final (merged) configuration: the validation metric must be one of
+    the metrics computed, at a computed cut-off."""
+    names = metric_names()
+    listed = config.get("metrics")
+    listed = [m.lower() for m in (listed if isinstance(listed, (list, tuple)) else [listed]) if isinstance(m, str)]
+    cutoffs = config.get("topk")
+    cutoffs = cutoffs if isinstance(cutoffs, (list, tuple)) else [cutoffs]
+    valid_metric = config.get("valid_metric")
+    if isinstance(valid_metric, str) and listed:
+        name, _, cutoff = valid_metric.partition("@")
+        if name.lower() not in listed:
+            raise ColdStartError(f"valid_metric {valid_metric!r}: expected one of the metrics computed "
+                                 f"({', '.join(config.get('metrics') or [])}), at a topk cut-off.")
+        topk_metric = names.get(name.lower(), (name, False))[1]
+        if topk_metric and (not cutoff.isdigit() or int(cutoff) not in cutoffs):
+            raise ColdStartError(f"valid_metric {valid_metric!r}: expected NAME@K with K in topk {list(cutoffs)}.")
+
+
+def precheck(model, config_file_list=None, config_dict=None):
+    """The command line's fast check (no torch, no RecBole): the model name and the user's settings."""
+    check_model_name(model)
+    check_user_settings(config_file_list, config_dict, source=None)

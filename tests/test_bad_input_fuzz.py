@@ -1,0 +1,281 @@
+"""Fuzz of the settings and the atomic-file loader: every case of docs/errors.md, run in-process through
+``run_recbole.main`` (a few through the real command line). Each bad input ends in one ``error: ...``
+line (exit code 2) that names the setting, file or line and what was expected, or, where the run can go
+on, in a warning with counts; never a traceback, never silence, never a log file left behind."""
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import REPO_ROOT, RUN_RECBOLE, run_cli, write_dataset
+from recbole_fbsm.config import ColdStartConfig
+from recbole_fbsm.data.preparation import check_dataset_files
+
+pytestmark = pytest.mark.usefixtures("workdir")
+
+_spec = importlib.util.spec_from_file_location("run_recbole", RUN_RECBOLE)
+run_recbole = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(run_recbole)
+
+ERRORS_DOC = REPO_ROOT / "docs" / "errors.md"
+
+
+# ------------------------------------------------------------------------------- dataset edits
+def lines(path):
+    return path.read_text(encoding="utf-8").split("\n")
+
+
+def rewrite(path, edit):
+    rows = lines(path)
+    edit(rows)
+    path.write_text("\n".join(rows), encoding="utf-8")
+
+
+def set_cell(path, row, column, value):
+    def edit(rows):
+        cells = rows[row].split("\t")
+        cells[column] = value
+        rows[row] = "\t".join(cells)
+    rewrite(path, edit)
+
+
+def header(path, text):
+    rewrite(path, lambda rows: rows.__setitem__(0, text))
+
+
+def drop_item_rows(data, keep):
+    rewrite(data.item_path, lambda rows: rows.__setitem__(slice(1, None), [r for r in rows[1:] if not r or keep(r)]))
+
+
+def empty_features(data):
+    rewrite(data.item_path, lambda rows: rows.__setitem__(
+        slice(1, None), [r.split("\t")[0] + "\t\t" if r else r for r in rows[1:]]))
+
+
+def add_float_seq(data, bad):
+    def edit(rows):
+        rows[0] += "\tvec:float_seq"
+        for k in range(1, len(rows)):
+            if rows[k]:
+                rows[k] += "\t" + ("0.5 oops" if k == 4 and bad else "0.5 1.5")
+    rewrite(data.item_path, edit)
+
+
+# Each case: (id, model, edit of the generated dataset or None, extra argv, file settings or None,
+#             regular expressions the single error line must match)
+SETTING_CASES = [
+    ("unknown-key", "FBSM", None, ["--rnak=10"], None, [r"unknown setting --rnak", r"did you mean 'rank'"]),
+    ("unknown-key-in-file", "FBSM", None, [], {"rnak": 10}, [r"unknown setting 'rnak' in config file .*toy\.yaml", r"'rank'"]),
+    ("misspelled-learner", "FBSM", None, ["--learner=adamm"], None, [r"--learner", r"one of adam", r"got 'adamm'", r"did you mean 'adam'"]),
+    ("missing-config-file", "FBSM", None, ["--config_files=missing.yaml"], None, [r"config file missing\.yaml not found"]),
+    ("rank-negative", "FBSM", None, ["--rank=-3"], None, [r"--rank", r"positive integer", r"got -3"]),
+    ("rank-text", "FBSM", None, ["--rank=abc"], None, [r"--rank", r"positive integer", r"got 'abc'"]),
+    ("rank-fraction", "FBSM", None, ["--rank=2.5"], None, [r"--rank", r"positive integer", r"got 2\.5"]),
+    ("n-functions-zero", "UFSM", None, ["--n_functions=0"], None, [r"--n_functions", r"positive integer", r"got 0"]),
+    ("learning-rate-text", "FBSM", None, ["--learning_rate=abc"], None, [r"--learning_rate", r"number > 0", r"got 'abc'"]),
+    ("learning-rate-zero", "FBSM", None, ["--learning_rate=0"], None, [r"--learning_rate", r"> 0", r"got 0"]),
+    ("reg-negative", "FBSM", None, ["--reg_V=-1"], None, [r"--reg_V", r">= 0"]),
+    ("epochs-zero", "Pop", None, ["--epochs=0"], None, [r"--epochs", r"positive integer"]),
+    ("batch-size-zero", "BPR", None, ["--train_batch_size=0"], None, [r"--train_batch_size", r"positive integer"]),
+    ("eval-batch-text", "Pop", None, ["--eval_batch_size=big"], None, [r"--eval_batch_size", r"got 'big'"]),
+    ("topk-negative", "Pop", None, ["--topk=[10, -5]"], None, [r"--topk", r"positive integer"]),
+    ("unknown-metric", "Pop", None, ["--metrics=['Recal']"], None, [r"--metrics", r"got 'Recal'", r"did you mean 'Recall'"]),
+    ("valid-metric-cutoff", "Pop", None, ["--valid_metric=Recall@20"], None, [r"valid_metric 'Recall@20'", r"topk \[10\]"]),
+    ("valid-metric-not-computed", "Pop", None, ["--valid_metric=MAP@10"], None, [r"valid_metric 'MAP@10'", r"metrics computed"]),
+    ("feature-weighting", "CoSim", None, ["--feature_weighting=idf"], None, [r"--feature_weighting", r"tfidf, tf, binary"]),
+    ("flag-not-bool", "CoSim", None, ["--feature_normalize=maybe"], None, [r"--feature_normalize", r"True or False"]),
+    ("threshold-not-number", "Pop", None, ["--threshold={'rating': 'high'}"], None, [r"--threshold", r"'rating' to be a finite number", r"got 'high'"]),
+    ("seed-text", "Pop", None, ["--seed=abc"], None, [r"--seed", r"an integer", r"got 'abc'"]),
+    ("negative-distribution", "BPR", None, ["--train_neg_sample_args={'distribution': 'pop'}"], None,
+     [r"--train_neg_sample_args", r"uniform, popularity", r"got 'pop'", r"'popularity'"]),
+    ("unknown-model", "FBMS", None, [], None, [r"unknown model 'FBMS'", r"did you mean 'FBSM'", r"Available models"]),
+    ("eval-user-sample-zero", "FM", None, ["--eval_user_sample=0"], None, [r"--eval_user_sample", r"positive integer"]),
+    ("state-unknown", "Pop", None, ["--state=LOUD"], None, [r"--state", r"info, debug"]),
+    ("load-col-not-mapping", "Pop", None, ["--load_col=abc"], None, [r"--load_col", r"a mapping"]),
+    ("feature-fields-text", "CoSim", None, ["--feature_fields=genre"], None, [r"--feature_fields", r"list of field names"]),
+    ("stopping-step-zero", "Pop", None, ["--stopping_step=0"], None, [r"--stopping_step", r"positive integer"]),
+    ("recbole-model-setting-text", "BPR", None, ["--embedding_size=abc"], None, [r"--embedding_size", r"a number"]),
+    ("yaml-syntax", "Pop", None, [], "rank: [1, 2\nepochs: 1\n", [r"toy\.yaml line \d+", r"not valid YAML"]),
+    ("yaml-not-mapping", "Pop", None, [], "- epochs\n- 1\n", [r"toy\.yaml", r"expected key: value settings, found a list"]),
+]
+
+FILE_CASES = [
+    ("header-without-type", "Pop", lambda d: header(d.inter_path, "user_id\titem_id:token\trating:float"), [],
+     [r"toy\.inter line 1", r"'user_id'", r"expected name:type"]),
+    ("header-unknown-type", "Pop", lambda d: header(d.inter_path, "user_id:token\titem_id:token\trating:number"), [],
+     [r"toy\.inter line 1", r"'rating' has type 'number'", r"token, token_seq, float, float_seq"]),
+    ("header-duplicate-column", "Pop", lambda d: header(d.item_path, "item_id:token\tgenre:token_seq\tgenre:token_seq"), [],
+     [r"toy\.item line 1", r"'genre' appears twice"]),
+    ("empty-inter-file", "Pop", lambda d: d.inter_path.write_text(""), [], [r"toy\.inter", r"empty", r"header"]),
+    ("inter-header-only", "Pop", lambda d: d.inter_path.write_text("user_id:token\titem_id:token\trating:float\n"), [],
+     [r"toy\.inter", r"no interactions"]),
+    ("row-too-few-columns", "Pop", lambda d: rewrite(d.inter_path, lambda r: r.__setitem__(5, "u001\tm000001")), [],
+     [r"toy\.inter line 6", r"2 column\(s\), expected 3"]),
+    ("row-too-many-columns", "Pop", lambda d: rewrite(d.inter_path, lambda r: r.__setitem__(7, r[7] + "\t5")), [],
+     [r"toy\.inter line 8", r"4 column\(s\), expected 3"]),
+    ("rating-not-a-number", "Pop", lambda d: set_cell(d.inter_path, 3, 2, "abc"), [],
+     [r"toy\.inter", r"'rating'", r"line 4: 'abc'", r"expected a number"]),
+    ("rating-empty", "Pop", lambda d: set_cell(d.inter_path, 9, 2, ""), [],
+     [r"toy\.inter", r"'rating' is empty on 1 line", r"line 10", r"column mean"]),
+    ("rating-nan", "Pop", lambda d: set_cell(d.inter_path, 2, 2, "nan"), [], [r"'rating'", r"line 3: 'nan'"]),
+    ("rating-infinite", "Pop", lambda d: set_cell(d.inter_path, 2, 2, "inf"), [], [r"'rating'", r"line 3: 'inf'"]),
+    ("duplicate-item-id", "Pop", lambda d: rewrite(d.item_path, lambda r: r.__setitem__(4, r[2].split("\t")[0] + "\tg1\tw1")), [],
+     [r"toy\.item", r"item_id '.*' is on 2 lines", r"line 3, line 5"]),
+    ("empty-user-id", "Pop", lambda d: set_cell(d.inter_path, 6, 0, ""), [], [r"toy\.inter", r"'user_id' is empty", r"line 7"]),
+    ("not-utf8", "Pop", lambda d: d.item_path.write_bytes(d.item_path.read_bytes().replace(b"w1", b"w\xff", 1)), [],
+     [r"toy\.item line \d+", r"not utf-8 text", r"0xff"]),
+    ("windows-line-ends", "Pop", lambda d: d.inter_path.write_bytes(d.inter_path.read_bytes().replace(b"\n", b"\r\n")), [],
+     [r"toy\.inter line 1", r"Windows line ends"]),
+    ("threshold-missing-column", "Pop", None, ["--threshold={'score': 4}"], [r"threshold", r"'score'", r"toy\.inter"]),
+    ("threshold-token-column", "Pop", None, ["--threshold={'user_id': 4}"], [r"threshold", r"'user_id'", r"expected a float column"]),
+    ("no-item-row-matches", "Pop", lambda d: drop_item_rows(d, lambda r: False), [],
+     [r"no item of .*toy\.inter has a row in .*toy\.item", r"dropped"]),
+    ("no-features-at-all", "FBSM", empty_features, [], [r"toy\.item", r"empty for every item", r"FBSM"]),
+    ("too-few-items-for-topk", "Pop", "tiny", [], [r"has \d item\(s\), not more than the largest topk \(10\)", r"Recall@10 = 1\.0"]),
+    ("float-seq-not-numbers", "Pop", lambda d: add_float_seq(d, bad=True),
+     ["--load_col={'inter': ['user_id', 'item_id', 'rating'], 'item': ['item_id', 'genre', 'vec']}"],
+     [r"toy\.item", r"'vec' \(float_seq\)", r"line 5: 'oops'"]),
+    ("user-id-column-missing", "Pop", lambda d: header(d.inter_path, "uid:token\titem_id:token\trating:float"), [],
+     [r"load_col|toy\.inter", r"'user_id'"]),
+    ("user-id-not-token", "Pop", lambda d: header(d.inter_path, "user_id:float\titem_id:token\trating:float"), [],
+     [r"toy\.inter", r"'user_id'", r"expected token"]),
+    ("missing-dataset-folder", "Pop", "nowhere", [], [r"'nowhere'", r"not found"]),
+]
+
+WARNING_CASES = [
+    ("items-without-item-row", lambda d: drop_item_rows(d, lambda r: hash(r) % 5 != 0 and r[1:3] != "00"),
+     [r"\d+ item\(s\) of .*toy\.inter", r"no row in .*toy\.item", r"\d+ interaction\(s\) of \d+ \(\d+\.\d%\) are dropped"]),
+    ("negative-ratings", lambda d: set_cell(d.inter_path, 4, 2, "-1"), [r"1 negative value\(s\) in 'rating'", r"line 5", r"dislikes"]),
+    ("repeated-interactions", lambda d: rewrite(d.inter_path, lambda r: r.insert(3, r[2])), [r"1 interaction\(s\) repeat", r"rm_dup_inter"]),
+]
+
+
+def config_file(root, model, settings):
+    path = root / "toy.yaml"
+    base = {"data_path": str(root), "epochs": 1, "state": "ERROR",
+            "load_col": {"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "genre", "words"]},
+            "threshold": {"rating": 4}}
+    if isinstance(settings, str):
+        path.write_text(settings)
+        return path
+    base.update(settings or {})
+    path.write_text(yaml.safe_dump(base))
+    return path
+
+
+def argv_for(tmp_path, model, edit, extra, settings=None):
+    dataset = "toy"
+    if edit == "nowhere":
+        dataset = "nowhere"
+        write_dataset(tmp_path, "toy")
+    elif edit == "tiny":
+        write_dataset(tmp_path, "toy", n_items=5, n_items_without_inter=0, n_users=8, likes_per_user=(1, 3))
+    else:
+        data = write_dataset(tmp_path, "toy")
+        if edit is not None:
+            edit(data)
+    files = [str(config_file(tmp_path, model, settings if settings is not None else {}))]
+    if settings is not None and not isinstance(settings, dict):
+        files.insert(0, str(config_file_path_base(tmp_path)))
+    return [f"--model={model}", f"--dataset={dataset}", f"--config_files={' '.join(files)}", *extra]
+
+
+def config_file_path_base(root):
+    path = root / "base.yaml"
+    path.write_text(yaml.safe_dump({"data_path": str(root), "epochs": 1, "state": "ERROR"}))
+    return path
+
+
+def single_error(capsys, argv):
+    code = run_recbole.main(argv)  # an escaping exception would be a traceback: the test fails on it
+    out, err = capsys.readouterr()
+    assert code == 2, f"exit code {code}; stderr: {err[-2000:]}"
+    assert "Traceback" not in err + out
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, err
+    return errors[0]
+
+
+def assert_no_log_left(folder):
+    logs = list(Path(folder).glob("log/**/*.log"))
+    assert not logs, f"a failed run left {logs}"
+
+
+@pytest.mark.parametrize("case", SETTING_CASES, ids=[c[0] for c in SETTING_CASES])
+def test_bad_setting_is_one_error_line(tmp_path, capsys, case):
+    _, model, edit, extra, settings, expected = case
+    message = single_error(capsys, argv_for(tmp_path, model, edit, extra, settings))
+    for pattern in expected:
+        assert re.search(pattern, message), f"{pattern!r} not in {message!r}"
+    assert_no_log_left(tmp_path)
+
+
+@pytest.mark.parametrize("case", FILE_CASES, ids=[c[0] for c in FILE_CASES])
+def test_bad_atomic_file_is_one_error_line(tmp_path, capsys, case):
+    _, model, edit, extra, expected = case
+    message = single_error(capsys, argv_for(tmp_path, model, edit, extra))
+    for pattern in expected:
+        assert re.search(pattern, message), f"{pattern!r} not in {message!r}"
+    assert_no_log_left(tmp_path)
+
+
+@pytest.mark.parametrize("case", WARNING_CASES, ids=[c[0] for c in WARNING_CASES])
+def test_doubtful_atomic_file_is_a_warning_with_counts(tmp_path, case):
+    _, edit, expected = case
+    data = write_dataset(tmp_path, "toy")
+    edit(data)
+    config = ColdStartConfig(model="Pop", dataset="toy", config_file_list=[str(config_file(tmp_path, "Pop", {}))])
+    warnings = check_dataset_files(config).warnings
+    assert len(warnings) == 1, warnings
+    for pattern in expected:
+        assert re.search(pattern, warnings[0]), f"{pattern!r} not in {warnings[0]!r}"
+
+
+def test_items_without_item_rows_warn_with_the_count_of_lost_interactions(tmp_path):
+    """ml-100k-like: a fifth of the items lose their .item row; RecBole drops their interactions."""
+    data = write_dataset(tmp_path, "toy")
+    gone = set(sorted(data.interacted_items)[::5])
+    drop_item_rows(data, lambda row: row.split("\t")[0] not in gone)
+    config = ColdStartConfig(model="Pop", dataset="toy", config_file_list=[str(config_file(tmp_path, "Pop", {}))])
+    (warning,) = check_dataset_files(config).warnings
+    lost = sum(1 for _, item, _ in data.rows if item in gone)
+    assert f"{len(gone)} item(s)" in warning and f"their {lost} interaction(s) of {len(data.rows)}" in warning
+
+
+def test_every_case_is_listed_in_docs_errors_md():
+    text = ERRORS_DOC.read_text(encoding="utf-8")
+    cases = [c[0] for c in SETTING_CASES + FILE_CASES + WARNING_CASES]
+    assert len(set(cases)) == len(cases) >= 30
+    missing = [case for case in cases if f"`{case}`" not in text]
+    assert not missing, f"docs/errors.md lacks {missing}"
+
+
+def test_real_command_line_errors_fail_fast_and_leave_nothing(tmp_path):
+    """Through a real process: a typo in a setting, a bad file and a split error (found after the data was
+    loaded): exit code 2, one error line, no traceback, no log file."""
+    write_dataset(tmp_path, "toy")
+    config = config_file(tmp_path, "Pop", {})
+    set_cell(tmp_path / "toy" / "toy.inter", 3, 2, "abc")
+    cases = [
+        (["--model=FBSM", "--rnak=10"], "did you mean 'rank'"),
+        (["--model=Pop", "--dataset=toy", f"--config_files={config}"], "'abc'"),
+    ]
+    for argv, expected in cases:
+        code, out, err = run_cli(argv, tmp_path)
+        assert code == 2 and "Traceback" not in err, err[-3000:]
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and expected in errors[0], err[-3000:]
+    assert_no_log_left(tmp_path)
+
+
+def test_an_error_found_after_loading_leaves_no_log(tmp_path, capsys):
+    """The split is made after the data is loaded and the log has started: its error removes the log."""
+    write_dataset(tmp_path, "toy", n_items=60)
+    argv = ["--model=Pop", "--dataset=toy", f"--config_files={config_file(tmp_path, 'Pop', {})}",
+            "--eval_args={'split': {'RS': [0.99, 0.005, 0.005]}}"]
+    message = single_error(capsys, argv)
+    assert "too small to split" in message
+    assert_no_log_left(tmp_path)

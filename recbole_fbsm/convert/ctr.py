@@ -192,8 +192,9 @@ def convert_ctr(
     words = read_lines(vocab, "vocabulary")
     item_ids, word_counts = read_mult(mult, len(words), skipped)
     inter = read_users(users, skipped)
-    word_terms, terms = count_terms(words, build_analyzer(stem, stopwords), source=str(vocab))
-    fields = [TokenField("words", word_counts @ word_terms, terms, min_df, max_df)]
+    analyzer = build_analyzer(stem, stopwords)
+    word_terms, terms = count_terms(words, analyzer, source=str(vocab))
+    fields = [TokenField("words", word_counts @ word_terms, terms, min_df, max_df, analyzer)]
     sources = {"users": users, "mult": mult, "vocabulary": vocab}
     options = {
         "min_df (items)": min_df,
@@ -211,7 +212,7 @@ def convert_ctr(
     return make_dataset(
         inter, item_ids, fields,
         name=name, out_dir=out_dir, overwrite=overwrite,
-        skipped=skipped, texts_source=str(mult), readme_head=head,
+        skipped=skipped, texts_source=str(mult), readme_head=head, command="ctr",
         extra_counts={
             "vocabulary words": len(words),
             "vocabulary words giving no term (stop words, single characters, punctuation)":

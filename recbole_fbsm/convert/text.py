@@ -9,7 +9,6 @@ Both converters (this one and `ctr`) end in `make_dataset`, so they treat bad in
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from dataclasses import dataclass
@@ -20,7 +19,6 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-import snowballstemmer
 from sklearn.feature_extraction.text import CountVectorizer
 
 from .atomic import (
@@ -33,6 +31,7 @@ from .atomic import (
     target_folder,
     write_dataset,
 )
+from .analyzer import FieldRecord, TextAnalyzer, WholeTokenAnalyzer, analyzer_path, write_analyzer
 from .tags import TAG_DF_OPTIONS, TAG_SEP, read_tag_file
 
 PAPER_MIN_DF = 20  # keep terms that occur in at least this many items
@@ -41,14 +40,11 @@ PAPER_MAX_DF = 0.2  # ... and in at most this fraction of the items
 
 # ---------------------------------------------------------------- text preprocessing
 
-def build_analyzer(stem: bool = True, stopwords: bool = True) -> Callable[[str], list[str]]:
+def build_analyzer(stem: bool = True, stopwords: bool = True) -> TextAnalyzer:
     """doc -> terms: scikit-learn's tokeniser (lower case, runs of >= 2 word characters), its English
-    stop-word list (applied before stemming, as the list holds unstemmed words), then Snowball stems."""
-    tokenize = CountVectorizer(stop_words="english" if stopwords else None).build_analyzer()
-    if not stem:
-        return tokenize
-    stem_word = functools.lru_cache(maxsize=None)(snowballstemmer.stemmer("english").stemWord)
-    return lambda doc: [stem_word(token) for token in tokenize(doc)]
+    stop-word list (applied before stemming, as the list holds unstemmed words), then Snowball stems.
+    The returned analyzer is callable and is stored with the dataset (`analyzer.py`)."""
+    return TextAnalyzer.paper(stem, stopwords)
 
 
 def count_terms(docs: Sequence[str], analyzer: Callable[[str], list[str]], source: str) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -129,6 +125,8 @@ class TokenField:
     terms: np.ndarray
     min_df: int
     max_df: float
+    analyzer: TextAnalyzer | WholeTokenAnalyzer
+    raw_column: str = "text"  # the column of a raw-text file of new items that feeds this field (serving)
     what: str = "term"
     options: tuple[str, str] = ("--min-df", "--max-df")
     description: str = "each term repeated once per occurrence"
@@ -152,10 +150,11 @@ class TokenField:
         }
 
 
-def tag_field(counts: sp.csr_matrix, terms: np.ndarray, min_df: int, max_df: float) -> TokenField:
+def tag_field(counts: sp.csr_matrix, terms: np.ndarray, min_df: int, max_df: float,
+              separator: str | None = TAG_SEP) -> TokenField:
     """The `tags` field: token lists kept whole, filtered by their own document-frequency settings."""
-    return TokenField("tags", counts, terms, min_df, max_df, what="tag", options=TAG_DF_OPTIONS,
-                      description="each tag one token, kept whole")
+    return TokenField("tags", counts, terms, min_df, max_df, WholeTokenAnalyzer(separator), raw_column="tags",
+                      what="tag", options=TAG_DF_OPTIONS, description="each tag one token, kept whole")
 
 
 def tag_options(min_df: int, max_df: float) -> dict[str, object]:
@@ -178,6 +177,7 @@ def make_dataset(
     skipped: Skipped,
     texts_source: str,
     readme_head: str,
+    command: str,
     extra_counts: dict[str, int] | None = None,
 ) -> ConversionResult:
     """Join interactions with item texts, apply the document-frequency filter and write the dataset.
@@ -220,7 +220,7 @@ def make_dataset(
         result_counts["likes (label 1)"] = int((inter["label"] == 1).sum())
         result_counts["dislikes (label 0)"] = int((inter["label"] == 0).sum())
 
-    cells = {}
+    cells, records = {}, []
     for field in fields:
         counts = field.counts.tocsr()[rows]
         empty_before = int((np.diff(counts.indptr) == 0).sum())
@@ -228,6 +228,7 @@ def make_dataset(
             counts, field.terms, field.min_df, field.max_df, what=field.what, options=field.options
         )
         cells[field.name] = token_cells(counts, terms)
+        records.append(FieldRecord(field.name, field.analyzer, field.min_df, field.max_df, terms, field.raw_column))
         lengths = np.asarray(counts.sum(axis=1)).ravel()
         keys = field.count_keys()
         result_counts |= {
@@ -257,10 +258,15 @@ def make_dataset(
             "files:",
             f"  {name}.inter  user_id:token, item_id:token" + (", label:float (1 like, 0 dislike)" if "label" in inter else ""),
             f"  {name}.item   item_id:token, {columns}",
+            f"  {analyzer_path(name, name).name}  how raw text became these tokens (analyzer, filter, vocabulary);"
+            " serving applies it to raw text of new items",
             "",
         ]
     )
-    path = write_dataset(out_dir, name, inter, list(item_ids), cells, readme, overwrite)
+    def write_analyzer_file(folder: Path) -> None:
+        write_analyzer(analyzer_path(folder, name), command, records)
+
+    path = write_dataset(out_dir, name, inter, list(item_ids), cells, readme, overwrite, extra=write_analyzer_file)
     return ConversionResult(path, result_counts, dict(skipped.counts), skipped.lines())
 
 
@@ -388,7 +394,7 @@ def convert_text(
     interactions = read_interactions(inter, sep or default_sep(inter), threshold, header, skipped)
     item_ids, texts = read_item_texts(items, sep or default_sep(items), header, skipped)
     counts, terms = count_terms(texts, build_analyzer(stem, stopwords), source=str(items))
-    fields = [TokenField("words", counts, terms, min_df, max_df)]
+    fields = [TokenField("words", counts, terms, min_df, max_df, build_analyzer(stem, stopwords))]
     sources = {"interactions": inter, "item texts": items}
     options = {
         "separator": repr(sep) if sep else "by file extension (tab for .tsv/.tab, comma otherwise)",
@@ -401,12 +407,12 @@ def convert_text(
     }
     if tags is not None:
         tag_counts, tag_terms = read_tag_file(tags, sep or default_sep(tags), tag_sep, header, item_ids, skipped)
-        fields.append(tag_field(tag_counts, tag_terms, tags_min_df, tags_max_df))
+        fields.append(tag_field(tag_counts, tag_terms, tags_min_df, tags_max_df, tag_sep))
         sources["tags"] = tags
         options |= tag_options(tags_min_df, tags_max_df) | {"tag separator inside a field": repr(tag_sep)}
     head = readme_head("convert_text", sources, options)
     return make_dataset(
         interactions, item_ids, fields,
         name=name, out_dir=out_dir, overwrite=overwrite,
-        skipped=skipped, texts_source=str(items), readme_head=head,
+        skipped=skipped, texts_source=str(items), readme_head=head, command="text",
     )

@@ -182,6 +182,14 @@ def test_raw_text_follows_the_stored_settings_not_the_defaults(tmp_path, monkeyp
     assert names == {"words:plants", "words:gardening"}
 
 
+def test_raw_text_without_a_stored_analyzer_is_split_and_says_so(served, tmp_path, monkeypatch):
+    s = served["CoSim"]
+    monkeypatch.setattr("recbole_fbsm.serve.new_items.dataset_analyzers", lambda served: {})
+    with pytest.warns(UnknownTokensWarning, match=r"no analyzer is stored for 'tags', 'words' beside the dataset"):
+        new = read_new_items(s, write_csv(tmp_path / "new.csv", NEW_ITEMS, header=("item_id", "words", "tags")))
+    assert "words:Gardening:" in new.unknown and "tags:hi-fi" in {s.features.names[c] for c in new.counts.indices}
+
+
 def test_cli_recommend_and_explain_take_raw_text(served, tmp_path, capsys):
     checkpoint = served["FBSM_checkpoint"]
     path = write_csv(tmp_path / "new.csv", NEW_ITEMS)

@@ -205,6 +205,13 @@ def unknown_tokens_message(items):
             f"{sum(plain.values())} occurrence(s) of {len(plain)} token(s) not in the "
             f"training vocabulary (e.g. {examples})"
         )
+        split_only = sorted({t.partition(":")[0] for t in plain})
+        if items.raw:
+            parts[-1] += (
+                f" (no analyzer is stored for {', '.join(map(repr, split_only))} beside the dataset, so the raw text "
+                "was only split as RecBole splits cells; a dataset converted by recbole_fbsm.convert before it stored "
+                "NAME.analyzer.json needs converting again)"
+            )
     if items.weightless:
         examples = ", ".join(repr(t) for t, _ in items.weightless.most_common(5))
         parts.append(

@@ -83,11 +83,13 @@ class ConversionResult:
     counts: dict[str, int]
     skipped: dict[str, int] = field(default_factory=dict)
     skipped_lines: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. the df filter dropped many terms on small data
 
     def summary(self) -> str:
         lines = [f"wrote {self.path}"]
         lines += [f"  {key}: {value:,}" for key, value in self.counts.items()]
         lines += ["  skipped:"] + [f"    {line}" for line in self.skipped_lines] if self.skipped_lines else []
+        lines += [f"warning: {line}" for line in self.warnings]
         return "\n".join(lines)
 
 

@@ -21,7 +21,7 @@ from .atomic import ConversionError, ConversionResult, Skipped, target_folder
 from .tags import TAG_DF_OPTIONS, count_matrix, whole_token
 from .text import (
     PAPER_MAX_DF,
-    PAPER_MIN_DF,
+    _min_df_option,
     TokenField,
     build_analyzer,
     check_df_settings,
@@ -163,7 +163,7 @@ def convert_ctr(
     name: str,
     out_dir: str | os.PathLike = "dataset",
     *,
-    min_df: int = PAPER_MIN_DF,
+    min_df: int | None = None,
     max_df: float = PAPER_MAX_DF,
     stem: bool = True,
     stopwords: bool = True,
@@ -197,7 +197,7 @@ def convert_ctr(
     fields = [TokenField("words", word_counts @ word_terms, terms, min_df, max_df, analyzer)]
     sources = {"users": users, "mult": mult, "vocabulary": vocab}
     options = {
-        "min_df (items)": min_df,
+        "min_df (items)": _min_df_option(min_df),
         "max_df (fraction of items)": max_df,
         "stemming (snowball english)": stem,
         "stop words removed (scikit-learn english list)": stopwords,

@@ -141,7 +141,7 @@ def filter_warning(
 
     def examples(mask):
         order = np.flatnonzero(mask)[np.argsort(-df[mask], kind="stable")][:5]
-        return ", ".join(f"{terms[k]!r} ({df[k]} items)" for k in order)
+        return ", ".join(f"{terms[k]!r} ({df[k]} item{'s' if df[k] != 1 else ''})" for k in order)
 
     parts = [f"{field}: the document-frequency filter dropped {dropped:,} of {n_terms:,} distinct {what}s "
              f"({100 * dropped / n_terms:.0f}%) of {n_items:,} items"]

@@ -5,7 +5,7 @@
   python -m recbole_fbsm.serve interactions CHECKPOINT --top 20 --min-items 2 --output interactions.csv
   python -m recbole_fbsm.serve compare-users CHECKPOINT_A CHECKPOINT_B --output groups.csv --per-user users.csv
 
-CHECKPOINT is the .pth file a training run saved (run_recbole.py logs 'Saving current: saved/FBSM-....pth';
+CHECKPOINT is the .pth file a training run saved (run_recbole.py prints 'saved model: saved/FBSM-....pth';
 quick_start.run returns it as result['saved_model_file']). The model's features are rebuilt from the
 dataset named in the checkpoint (--data-path if the data moved). NEW_ITEMS is an .item atomic file in
 the training .item file's format, or a CSV/TSV file of raw text (a header line: the item id column and

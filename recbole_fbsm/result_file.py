@@ -36,6 +36,8 @@ def run_record(config, result, config_file_list, config_dict, wall_seconds, log_
         "status": "ok",
         "wall_seconds": wall_seconds,
         "valid_metric": str(config["valid_metric"]).lower(),
+        # compare's records name the plugin's property files a run loaded (ColdStartConfig.property_files)
+        "property_files": [str(path) for path in getattr(config, "property_files", [])],
         "best_valid_score": _plain(result.get("best_valid_score")),
         "valid_score_bigger": bool(result.get("valid_score_bigger", True)),
         "best_valid_result": _plain(result.get("best_valid_result") or {}),

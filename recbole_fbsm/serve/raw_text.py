@@ -16,6 +16,7 @@ from pathlib import Path
 from recbole.utils import FeatureType
 
 from recbole_fbsm.convert.analyzer import analyzer_path, read_analyzer
+from recbole_fbsm.convert.text import default_sep
 from recbole_fbsm.errors import ColdStartError
 
 
@@ -81,11 +82,6 @@ def tokenize_field(values, name, served, analyzers, raw):
     return Tokenized(split_cells(values, feature_type, seq_separator))
 
 
-def text_separator(path):
-    """Tab for .tsv / .tab files, comma otherwise (as `convert text`)."""
-    return "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
-
-
 def read_text_table(path, served, analyzers):
     """(item ids, {field: raw cells}) of a CSV/TSV file with a header line.
 
@@ -93,7 +89,7 @@ def read_text_table(path, served, analyzers):
     comes from the column of its own name or from the raw-text column the converter recorded for it
     (``text`` for ``words``, ``tags`` for ``tags``). Other columns are ignored.
     """
-    separator = text_separator(path)
+    separator = default_sep(path)  # tab for .tsv / .tab, comma otherwise, as `convert text`
     try:
         with open(path, newline="", encoding=served.config["encoding"] or "utf-8") as handle:
             rows = [row for row in csv.reader(handle, delimiter=separator) if row]
@@ -135,8 +131,7 @@ def is_atomic_header(path, separator):
             first = handle.readline().rstrip("\r\n")
     except OSError:
         return True  # let the atomic reader report the problem
-    columns = [c for c in first.split(separator)]
-    return not first.strip() or all(":" in c for c in columns)
+    return not first.strip() or all(":" in column for column in first.split(separator))
 
 
 def dropped_words_message(name, unknown, origin, analyzer):

@@ -344,6 +344,58 @@ def test_csv_tags_with_another_separator(tmp_path):
     assert read_item(tmp_path / "out" / "books" / "books.item", "tags") == {"b1": ["jazz", "new_york"], "b2": ["jazz"]}
 
 
+# ---------------------------------------------------------------- small data: the filter's effect is reported
+
+def small_catalogue(tmp_path: Path, n_items: int = 300, own_words: int = 20) -> tuple[Path, Path]:
+    """n_items items: 'garden' and 'music' in 50 items each, 'seed' in 15, 'yoga' in 8, 'vinyl' in 6,
+    and a word of their own (`own00x`, ...) in the first `own_words` items; every item liked by one of
+    30 users."""
+    counts = {"garden": 50, "music": 50, "seed": 15, "yoga": 8, "vinyl": 6}
+    texts = [[] for _ in range(n_items)]
+    for word, n in counts.items():
+        for k in np.random.default_rng(len(word)).choice(n_items, n, replace=False):
+            texts[k].append(word)
+    for k in range(own_words):
+        texts[k].append(f"own{k:02d}x")
+    items = write_lines(tmp_path / "items.csv", [f"i{k},{' '.join(t)}" for k, t in enumerate(texts)])
+    inter = write_lines(tmp_path / "r.csv", [f"u{k % 30},i{k}" for k in range(n_items)])
+    return inter, items
+
+
+def test_filter_dropping_real_words_on_small_data_is_reported(tmp_path, capsys):
+    inter, items = small_catalogue(tmp_path)
+    result = convert_text(inter, items, "small", tmp_path / "out", min_df=20)
+    (warning,) = result.warnings
+    assert warning.startswith("words: the document-frequency filter dropped 23 of 25 distinct terms (92%) of 300 items")
+    assert "23 found in fewer than 20 items (--min-df 20), e.g. 'seed' (15 items), 'yoga' (8 items), 'vinyl' (6 items)" in warning
+    assert "--min-df 2 keeps 5, --min-df 3 keeps 5, --min-df 5 keeps 5, --min-df 10 keeps 3 (now 2)" in warning
+    assert f"warning: {warning}" in result.summary()
+    assert warning in (tmp_path / "out" / "small" / "README.txt").read_text()
+    assert main(["text", "--inter", str(inter), "--items", str(items), "--name", "cli", "--out", str(tmp_path / "out"),
+                 "--min-df", "20"]) == 0
+    assert "warning: words: the document-frequency filter dropped 23 of 25" in capsys.readouterr().out
+
+
+def test_default_min_df_scales_with_the_number_of_items(tmp_path):
+    from recbole_fbsm.convert.text import default_min_df
+
+    assert [default_min_df(n) for n in (50, 300, 3_000, 5_000, 12_500, 25_584, 100_000)] == [2, 2, 2, 4, 10, 20, 20]
+    inter, items = small_catalogue(tmp_path)
+    result = convert_text(inter, items, "small", tmp_path / "out")  # default: min_df 2 for 300 items
+    assert result.counts["min_df applied (items)"] == 2
+    vocabulary = {t for words in read_item(tmp_path / "out" / "small" / "small.item").values() for t in words}
+    assert {"seed", "yoga", "vinyl", "garden", "music"} <= vocabulary  # real words kept; 'own00x' (1 item) not
+    assert "own00x" not in vocabulary and any("fewer than 2 items" in w for w in result.warnings)
+
+
+def test_no_warning_when_the_filter_keeps_most_terms_of_enough_items(tmp_path):
+    inter, items = small_catalogue(tmp_path, n_items=1_200, own_words=2)  # drops 2 of 7 terms: no warning
+    result = convert_text(inter, items, "big", tmp_path / "out", min_df=2)
+    assert result.warnings == [] and result.counts["features (terms after the filter)"] == 5
+    inter, items = small_catalogue(tmp_path, n_items=1_200, own_words=3)  # drops 3 of 8: more than a third
+    assert convert_text(inter, items, "big", tmp_path / "out", min_df=2, overwrite=True).warnings
+
+
 # ---------------------------------------------------------------- command line
 
 def test_cli_converts_and_reports_errors_without_traceback(tmp_path, capsys):

@@ -9,7 +9,7 @@ import sys
 from .atomic import ConversionError
 from .ctr import CTR_FILES, CTR_TAG_FILES, convert_ctr, ctr_paths
 from .tags import TAG_SEP
-from .text import PAPER_MAX_DF, PAPER_MIN_DF, convert_text
+from .text import PAPER_MAX_DF, convert_text
 
 EPILOG = """examples:
   python -m recbole_fbsm.convert ctr --src ../shared/datasets/citeulike-t --name citeulike-t --out dataset/
@@ -19,7 +19,7 @@ EPILOG = """examples:
 
 Writes OUT/NAME/NAME.inter, OUT/NAME/NAME.item (words:token_seq, a term repeated once per occurrence)
 (with tags: a second field tags:token_seq, each tag one token kept whole)
-and OUT/NAME/README.txt; skipped input is counted in the summary. Exit status 2 with 'error: ...' when
+OUT/NAME/README.txt and OUT/NAME/NAME.analyzer.json (how text became tokens, for serving raw text); skipped input is counted in the summary. Exit status 2 with 'error: ...' when
 no usable dataset can be written (nothing is written then)."""
 
 
@@ -35,7 +35,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("output and features")
     g.add_argument("--name", required=True, help="dataset name: folder and file stem of the output")
     g.add_argument("--out", default="dataset", help="folder that receives NAME/ (default: %(default)s, RecBole's data_path)")
-    g.add_argument("--min-df", type=int, default=PAPER_MIN_DF, help="drop terms found in fewer items than this (default: %(default)s)")
+    g.add_argument("--min-df", type=int, default=None,
+                   help="drop terms found in fewer items than this (default: the paper's 20 scaled to the data, "
+                        "items x 20 / 25,000 within [2, 20]: 20 for citeulike-t, 2 for fewer than 3,125 items)")
     g.add_argument("--max-df", type=float, default=PAPER_MAX_DF, help="drop terms found in more than this fraction of items (default: %(default)s)")
     g.add_argument("--no-stem", dest="stem", action="store_false", help="keep words unstemmed (default: Snowball english stems)")
     g.add_argument("--no-stopwords", dest="stopwords", action="store_false", help="keep English stop words")

@@ -14,7 +14,7 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pandas as pd
 
@@ -83,11 +83,13 @@ class ConversionResult:
     counts: dict[str, int]
     skipped: dict[str, int] = field(default_factory=dict)
     skipped_lines: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. the df filter dropped many terms on small data
 
     def summary(self) -> str:
         lines = [f"wrote {self.path}"]
         lines += [f"  {key}: {value:,}" for key, value in self.counts.items()]
         lines += ["  skipped:"] + [f"    {line}" for line in self.skipped_lines] if self.skipped_lines else []
+        lines += [f"warning: {line}" for line in self.warnings]
         return "\n".join(lines)
 
 
@@ -121,6 +123,7 @@ def write_dataset(
     item_fields: dict[str, list[str]],
     readme: str,
     overwrite: bool = False,
+    extra: Callable[[Path], None] | None = None,
 ) -> Path:
     """Write `<out_dir>/<name>/{<name>.inter, <name>.item, README.txt}` atomically and return the folder.
 
@@ -143,6 +146,8 @@ def write_dataset(
             f.write("\t".join(["item_id:token"] + [f"{field}:token_seq" for field in item_fields]) + "\n")
             f.writelines("\t".join(row) + "\n" for row in zip(item_ids, *item_fields.values()))
         (tmp / "README.txt").write_text(readme, encoding="utf-8")
+        if extra is not None:
+            extra(tmp)  # further files (the analyzer description), written into the same unfinished folder
         _move_into_place(tmp, target, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -21,7 +21,7 @@ from .atomic import ConversionError, ConversionResult, Skipped, target_folder
 from .tags import TAG_DF_OPTIONS, count_matrix, whole_token
 from .text import (
     PAPER_MAX_DF,
-    PAPER_MIN_DF,
+    _min_df_option,
     TokenField,
     build_analyzer,
     check_df_settings,
@@ -179,7 +179,7 @@ def convert_ctr(
     name: str,
     out_dir: str | os.PathLike = "dataset",
     *,
-    min_df: int = PAPER_MIN_DF,
+    min_df: int | None = None,
     max_df: float = PAPER_MAX_DF,
     stem: bool = True,
     stopwords: bool = True,
@@ -208,11 +208,12 @@ def convert_ctr(
     words = read_lines(vocab, "vocabulary")
     item_ids, word_counts = read_mult(mult, len(words), skipped)
     inter = read_users(users, skipped)
-    word_terms, terms = count_terms(words, build_analyzer(stem, stopwords), source=str(vocab))
-    fields = [TokenField("words", word_counts @ word_terms, terms, min_df, max_df)]
+    analyzer = build_analyzer(stem, stopwords)
+    word_terms, terms = count_terms(words, analyzer, source=str(vocab))
+    fields = [TokenField("words", word_counts @ word_terms, terms, min_df, max_df, analyzer)]
     sources = {"users": users, "mult": mult, "vocabulary": vocab}
     options = {
-        "min_df (items)": min_df,
+        "min_df (items)": _min_df_option(min_df),
         "max_df (fraction of items)": max_df,
         "stemming (snowball english)": stem,
         "stop words removed (scikit-learn english list)": stopwords,
@@ -227,7 +228,7 @@ def convert_ctr(
     return make_dataset(
         inter, item_ids, fields,
         name=name, out_dir=out_dir, overwrite=overwrite,
-        skipped=skipped, texts_source=str(mult), readme_head=head,
+        skipped=skipped, texts_source=str(mult), readme_head=head, command="ctr",
         extra_counts={
             "vocabulary words": len(words),
             "vocabulary words giving no term (stop words, single characters, punctuation)":

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from .analyzer import WholeTokenAnalyzer
 from .atomic import ConversionError, Skipped, bad_id, csv_records
 
 TAG_SEP = "|"  # default separator of several tags inside one cell (as in MovieLens' genre lists)
@@ -26,18 +27,7 @@ TAG_DF_OPTIONS = ("--tags-min-df", "--tags-max-df")
 def whole_token(tag: str) -> str:
     """One tag as one token: lower case, whitespace runs and quotes -> '_'; '' for a tag without any
     letter or digit (blank, or punctuation such as citeulike-t's '-' and '--')."""
-    token = "_".join(tag.replace('"', " ").lower().split())
-    return token if any(c.isalnum() for c in token) else ""
-
-
-def tag_analyzer(sep: str | None = TAG_SEP) -> Callable[[str], list[str]]:
-    """cell -> tokens: the cell split on `sep` (None: the whole cell is one tag), each part kept whole."""
-
-    def analyze(cell: str) -> list[str]:
-        parts = cell.split(sep) if sep else [cell]
-        return [token for token in map(whole_token, parts) if token]
-
-    return analyze
+    return WholeTokenAnalyzer().token(tag)
 
 
 def count_matrix(item_rows: np.ndarray, tokens: Sequence[str], n_items: int) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -66,7 +56,7 @@ def read_tag_file(
     """
     index = pd.Index(item_ids)
     rows, tokens = [], []
-    analyze = tag_analyzer(tag_sep)
+    analyze = WholeTokenAnalyzer(tag_sep)
     for line, row in csv_records(path, sep, header, "tags"):
         item = row[0].strip()
         if len(row) < 2 or bad_id(item):

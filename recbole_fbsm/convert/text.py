@@ -9,7 +9,6 @@ Both converters (this one and `ctr`) end in `make_dataset`, so they treat bad in
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from dataclasses import dataclass
@@ -20,7 +19,6 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-import snowballstemmer
 from sklearn.feature_extraction.text import CountVectorizer
 
 from .atomic import (
@@ -33,22 +31,32 @@ from .atomic import (
     target_folder,
     write_dataset,
 )
+from .analyzer import FieldRecord, TextAnalyzer, WholeTokenAnalyzer, analyzer_path, write_analyzer
 from .tags import TAG_DF_OPTIONS, TAG_SEP, read_tag_file
 
-PAPER_MIN_DF = 20  # keep terms that occur in at least this many items
+PAPER_MIN_DF = 20  # keep terms that occur in at least this many items (the paper, on ~25,000 articles)
 PAPER_MAX_DF = 0.2  # ... and in at most this fraction of the items
+PAPER_ITEMS = 25_000  # the size of the data the paper's 20 items were chosen for (CiteULike)
+MIN_DF_FLOOR = 2  # a term found in one item links no two items
+SMALL_DATA_ITEMS = 1_000  # below this, the filter's effect is always reported
+
+
+def default_min_df(n_items: int) -> int:
+    """`--min-df` when none is given: the paper's 20 items scaled to the data, n_items x 20 / 25,000,
+    rounded and kept within [2, 20] (20 for citeulike-t's 25,584 items, 2 below 3,125 items).
+
+    Why: a fixed 20 items is 0.08% of CiteULike but 7% of a 300-item catalogue, where it removes most
+    real words; below 2 a term cannot make two items similar."""
+    return int(min(PAPER_MIN_DF, max(MIN_DF_FLOOR, round(n_items * PAPER_MIN_DF / PAPER_ITEMS))))
 
 
 # ---------------------------------------------------------------- text preprocessing
 
-def build_analyzer(stem: bool = True, stopwords: bool = True) -> Callable[[str], list[str]]:
+def build_analyzer(stem: bool = True, stopwords: bool = True) -> TextAnalyzer:
     """doc -> terms: scikit-learn's tokeniser (lower case, runs of >= 2 word characters), its English
-    stop-word list (applied before stemming, as the list holds unstemmed words), then Snowball stems."""
-    tokenize = CountVectorizer(stop_words="english" if stopwords else None).build_analyzer()
-    if not stem:
-        return tokenize
-    stem_word = functools.lru_cache(maxsize=None)(snowballstemmer.stemmer("english").stemWord)
-    return lambda doc: [stem_word(token) for token in tokenize(doc)]
+    stop-word list (applied before stemming, as the list holds unstemmed words), then Snowball stems.
+    The returned analyzer is callable and is stored with the dataset (`analyzer.py`)."""
+    return TextAnalyzer.paper(stem, stopwords)
 
 
 def count_terms(docs: Sequence[str], analyzer: Callable[[str], list[str]], source: str) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -67,7 +75,9 @@ def count_terms(docs: Sequence[str], analyzer: Callable[[str], list[str]], sourc
 def check_df_settings(min_df: int, max_df: float, options: tuple[str, str] = ("--min-df", "--max-df")) -> None:
     """Fail early on filter settings that cannot mean what the paper's filter means."""
     min_name, max_name = (opt.lstrip("-").replace("-", "_") for opt in options)
-    if isinstance(min_df, bool) or not isinstance(min_df, (int, np.integer)) or min_df < 0:
+    if min_df is None:  # scaled with the number of items (default_min_df)
+        pass
+    elif isinstance(min_df, bool) or not isinstance(min_df, (int, np.integer)) or min_df < 0:
         raise ConversionError(f"{min_name} ({options[0]}) must be a whole number of items >= 0, got {min_df!r}")
     if isinstance(max_df, bool) or not isinstance(max_df, (int, float)) or not 0 < max_df <= 1:
         raise ConversionError(f"{max_name} ({options[1]}) must be a fraction of items in (0, 1], got {max_df!r}")
@@ -104,6 +114,52 @@ def filter_document_frequency(
     return counts[:, keep], terms[keep]
 
 
+def filter_warning(
+    counts: sp.csr_matrix,
+    terms: np.ndarray,
+    min_df: int,
+    max_df: float,
+    *,
+    field: str = "words",
+    what: str = "term",
+    options: tuple[str, str] = ("--min-df", "--max-df"),
+) -> str | None:
+    """A warning when the document-frequency filter removes more than a third of the distinct terms,
+    or removes any on data of fewer than SMALL_DATA_ITEMS items: how many, which (the most frequent of
+    those dropped), and how many each smaller `--min-df` would keep. None when there is nothing to say."""
+    counts = counts.tocsr()
+    counts.sum_duplicates()
+    counts.eliminate_zeros()
+    n_items = counts.shape[0]
+    df = np.bincount(counts.indices, minlength=counts.shape[1])
+    present = df > 0
+    too_rare = present & (df < max(min_df, 1))
+    too_common = present & (df > max_df * n_items)
+    n_terms, dropped = int(present.sum()), int((too_rare | too_common).sum())
+    if not dropped or (dropped * 3 <= n_terms and n_items >= SMALL_DATA_ITEMS):
+        return None
+
+    def examples(mask):
+        order = np.flatnonzero(mask)[np.argsort(-df[mask], kind="stable")][:5]
+        return ", ".join(f"{terms[k]!r} ({df[k]} item{'s' if df[k] != 1 else ''})" for k in order)
+
+    parts = [f"{field}: the document-frequency filter dropped {dropped:,} of {n_terms:,} distinct {what}s "
+             f"({100 * dropped / n_terms:.0f}%) of {n_items:,} items"]
+    if too_rare.any():
+        parts.append(f"{int(too_rare.sum()):,} found in fewer than {min_df} items ({options[0]} {min_df}), "
+                     f"e.g. {examples(too_rare)}")
+        smaller = [m for m in (MIN_DF_FLOOR, 3, 5, 10) if m < min_df]
+        if smaller:
+            kept = ", ".join(
+                f"{options[0]} {m} keeps {int((present & (df >= m) & ~too_common).sum()):,}" for m in smaller
+            )
+            parts.append(f"{what}s kept with a lower setting: {kept} (now {n_terms - dropped:,})")
+    if too_common.any():
+        parts.append(f"{int(too_common.sum()):,} found in more than {max_df:g} of the items ({options[1]} {max_df:g}), "
+                     f"e.g. {examples(too_common)}")
+    return "; ".join(parts)
+
+
 def token_cells(counts: sp.csr_matrix, terms: np.ndarray) -> list[str]:
     """One token_seq cell per row: each term repeated `count` times, terms in column order."""
     counts = counts.tocsr()
@@ -129,6 +185,8 @@ class TokenField:
     terms: np.ndarray
     min_df: int
     max_df: float
+    analyzer: TextAnalyzer | WholeTokenAnalyzer
+    raw_column: str = "text"  # the column of a raw-text file of new items that feeds this field (serving)
     what: str = "term"
     options: tuple[str, str] = ("--min-df", "--max-df")
     description: str = "each term repeated once per occurrence"
@@ -137,6 +195,7 @@ class TokenField:
         """The summary's count names: the words field keeps the names it has always had."""
         if self.name == "words":
             return {
+                "min_df": "min_df applied (items)",
                 "kept": "features (terms after the filter)",
                 "tokens": "tokens (term occurrences)",
                 "max": "max tokens per item",
@@ -144,6 +203,7 @@ class TokenField:
                 "empty_after": "items with no term after the df filter (kept, empty words cell)",
             }
         return {
+            "min_df": f"{self.name} min_df applied (items)",
             "kept": f"{self.what}s after the filter ({self.name} field)",
             "tokens": f"{self.what} tokens ({self.what} occurrences)",
             "max": f"max {self.what} tokens per item",
@@ -152,17 +212,22 @@ class TokenField:
         }
 
 
-def tag_field(counts: sp.csr_matrix, terms: np.ndarray, min_df: int, max_df: float) -> TokenField:
+def tag_field(counts: sp.csr_matrix, terms: np.ndarray, min_df: int, max_df: float,
+              separator: str | None = TAG_SEP) -> TokenField:
     """The `tags` field: token lists kept whole, filtered by their own document-frequency settings."""
-    return TokenField("tags", counts, terms, min_df, max_df, what="tag", options=TAG_DF_OPTIONS,
-                      description="each tag one token, kept whole")
+    return TokenField("tags", counts, terms, min_df, max_df, WholeTokenAnalyzer(separator), raw_column="tags",
+                      what="tag", options=TAG_DF_OPTIONS, description="each tag one token, kept whole")
 
 
-def tag_options(min_df: int, max_df: float) -> dict[str, object]:
+def _min_df_option(min_df: int | None) -> object:
+    return "scaled with the number of items (see 'min_df applied' below)" if min_df is None else min_df
+
+
+def tag_options(min_df: int | None, max_df: float) -> dict[str, object]:
     """README lines for the tags field."""
     return {
         "tags": "each tag one token: lower case, whitespace and double quotes -> '_', not stemmed",
-        "tags_min_df (items)": min_df,
+        "tags_min_df (items)": _min_df_option(min_df),
         "tags_max_df (fraction of items)": max_df,
     }
 
@@ -178,6 +243,7 @@ def make_dataset(
     skipped: Skipped,
     texts_source: str,
     readme_head: str,
+    command: str,
     extra_counts: dict[str, int] | None = None,
 ) -> ConversionResult:
     """Join interactions with item texts, apply the document-frequency filter and write the dataset.
@@ -220,17 +286,25 @@ def make_dataset(
         result_counts["likes (label 1)"] = int((inter["label"] == 1).sum())
         result_counts["dislikes (label 0)"] = int((inter["label"] == 0).sum())
 
-    cells = {}
+    cells, records, warnings = {}, [], []
     for field in fields:
         counts = field.counts.tocsr()[rows]
+        min_df = default_min_df(len(rows)) if field.min_df is None else field.min_df
         empty_before = int((np.diff(counts.indptr) == 0).sum())
+        warning = filter_warning(counts, field.terms, min_df, field.max_df, field=field.name, what=field.what,
+                                 options=field.options)
         counts, terms = filter_document_frequency(
-            counts, field.terms, field.min_df, field.max_df, what=field.what, options=field.options
+            counts, field.terms, min_df, field.max_df, what=field.what, options=field.options
         )
+        if warning:
+            warnings.append(warning)
+            log.warning("%s", warning)
         cells[field.name] = token_cells(counts, terms)
+        records.append(FieldRecord(field.name, field.analyzer, min_df, field.max_df, terms, field.raw_column))
         lengths = np.asarray(counts.sum(axis=1)).ravel()
         keys = field.count_keys()
         result_counts |= {
+            keys["min_df"]: min_df,
             keys["kept"]: len(terms),
             keys["tokens"]: int(lengths.sum()),
             keys["max"]: int(lengths.max()),
@@ -252,16 +326,22 @@ def make_dataset(
         + [f"  {key}: {value:,}" for key, value in result_counts.items()]
         + ["", "skipped:"]
         + [f"  {line}" for line in skipped.lines() or ["nothing"]]
+        + (["", "warnings:"] + [f"  {line}" for line in warnings] if warnings else [])
         + [
             "",
             "files:",
             f"  {name}.inter  user_id:token, item_id:token" + (", label:float (1 like, 0 dislike)" if "label" in inter else ""),
             f"  {name}.item   item_id:token, {columns}",
+            f"  {analyzer_path(name, name).name}  how raw text became these tokens (analyzer, filter, vocabulary);"
+            " serving applies it to raw text of new items",
             "",
         ]
     )
-    path = write_dataset(out_dir, name, inter, list(item_ids), cells, readme, overwrite)
-    return ConversionResult(path, result_counts, dict(skipped.counts), skipped.lines())
+    def write_analyzer_file(folder: Path) -> None:
+        write_analyzer(analyzer_path(folder, name), command, records)
+
+    path = write_dataset(out_dir, name, inter, list(item_ids), cells, readme, overwrite, extra=write_analyzer_file)
+    return ConversionResult(path, result_counts, dict(skipped.counts), skipped.lines(), warnings)
 
 
 def readme_head(command: str, sources: dict[str, str | os.PathLike], options: dict[str, object]) -> str:
@@ -357,7 +437,7 @@ def convert_text(
     sep: str | None = None,
     threshold: float | None = None,
     header: bool = False,
-    min_df: int = PAPER_MIN_DF,
+    min_df: int | None = None,
     max_df: float = PAPER_MAX_DF,
     stem: bool = True,
     stopwords: bool = True,
@@ -388,25 +468,25 @@ def convert_text(
     interactions = read_interactions(inter, sep or default_sep(inter), threshold, header, skipped)
     item_ids, texts = read_item_texts(items, sep or default_sep(items), header, skipped)
     counts, terms = count_terms(texts, build_analyzer(stem, stopwords), source=str(items))
-    fields = [TokenField("words", counts, terms, min_df, max_df)]
+    fields = [TokenField("words", counts, terms, min_df, max_df, build_analyzer(stem, stopwords))]
     sources = {"interactions": inter, "item texts": items}
     options = {
         "separator": repr(sep) if sep else "by file extension (tab for .tsv/.tab, comma otherwise)",
         "header line skipped": header,
         "rating threshold (label 1 if rating >= threshold)": threshold if threshold is not None else "none (implicit likes)",
-        "min_df (items)": min_df,
+        "min_df (items)": _min_df_option(min_df),
         "max_df (fraction of items)": max_df,
         "stemming (snowball english)": stem,
         "stop words removed (scikit-learn english list)": stopwords,
     }
     if tags is not None:
         tag_counts, tag_terms = read_tag_file(tags, sep or default_sep(tags), tag_sep, header, item_ids, skipped)
-        fields.append(tag_field(tag_counts, tag_terms, tags_min_df, tags_max_df))
+        fields.append(tag_field(tag_counts, tag_terms, tags_min_df, tags_max_df, tag_sep))
         sources["tags"] = tags
         options |= tag_options(tags_min_df, tags_max_df) | {"tag separator inside a field": repr(tag_sep)}
     head = readme_head("convert_text", sources, options)
     return make_dataset(
         interactions, item_ids, fields,
         name=name, out_dir=out_dir, overwrite=overwrite,
-        skipped=skipped, texts_source=str(items), readme_head=head,
+        skipped=skipped, texts_source=str(items), readme_head=head, command="text",
     )

@@ -349,16 +349,16 @@ SPECS = {
     "rank": integer(1), "n_functions": integer(1),
     "reg_V": number(0), "reg_D": number(0), "reg_M": number(0), "reg_W": number(0),
     "init_D": number(), "init_W": number(), "init_std": number(0),
-    "learning_rate": number(0, strict=True), "learning_rate_D": optional(number(0, strict=True)),
+    "learning_rate": number(0), "learning_rate_D": optional(number(0)),  # 0 freezes (tests, ablations)
     "learner": choice(LEARNERS),
     # the protocol and the plugin's switches
     "feature_weighting": choice(("tfidf", "tf", "binary"), case=True), "feature_normalize": flag,
-    "feature_fields": optional(words), "split_seed": optional(integer()), "torch_threads": optional(integer(1)),
+    "feature_fields": optional(words), "split_seed": optional(integer(0)), "torch_threads": optional(integer(1)),
     "train_batch_by_user": flag, "valid_before_training": flag, "bpr_user_weighting": flag,
     "context_distinct_tokens": flag, "context_use_item_id": flag, "use_tuned_properties": flag,
     "eval_user_sample": optional(integer(1)), "context_eval_chunk": integer(1),
     # RecBole settings the protocol relies on
-    "seed": integer(), "epochs": integer(1), "eval_step": integer(1), "stopping_step": integer(1),
+    "seed": integer(0), "epochs": integer(1), "eval_step": integer(1), "stopping_step": integer(1),
     "train_batch_size": integer(1), "eval_batch_size": integer(1), "topk": topk, "metrics": metrics,
     "valid_metric": text, "valid_metric_bigger": flag, "weight_decay": number(0),
     "state": optional(choice(STATES)), "use_gpu": flag, "show_progress": flag, "reproducibility": flag,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 from recbole.config import Config
+from recbole.utils import InputType
 
 import recbole_fbsm.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
 from recbole_fbsm.errors import ColdStartError
@@ -37,6 +38,15 @@ class ColdStartConfig(Config):
     def __init__(self, model=None, dataset=None, config_file_list=None, config_dict=None):
         check_user_settings(config_file_list, config_dict)
         super().__init__(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
+
+    def _set_train_neg_sample_args(self):
+        super()._set_train_neg_sample_args()
+        args = self.final_config_dict.get("train_neg_sample_args") or {}
+        if self.final_config_dict.get("MODEL_INPUT_TYPE") == InputType.PAIRWISE and args.get("distribution") == "none":
+            raise ColdStartError(
+                f"train_neg_sample_args: model {self.model} trains on (user, liked item, negative item) triplets and "
+                "needs negatives, e.g. {distribution: uniform, sample_num: 1}; got none."
+            )
 
     def _convert_config_dict(self, config_dict):
         return {key: convert_value(value) for key, value in config_dict.items()}
@@ -121,6 +131,13 @@ def _check_eval_args(eval_args):
         )
     if str(group_by).lower() != "item":
         return
+    mode = eval_args.get("mode", "full")
+    modes = mode.values() if isinstance(mode, dict) else [mode]
+    if any(str(m).lower() != "full" for m in modes):
+        raise ColdStartError(
+            f"eval_args.mode: the item split ranks every item of the evaluated split (mode: full); got {mode!r} "
+            "(sampled candidates such as uni100 are for RecBole's user split, eval_args.group_by: user)."
+        )
     split = eval_args.get("split")
     if not isinstance(split, dict) or list(split) != ["RS"]:
         raise ColdStartError(

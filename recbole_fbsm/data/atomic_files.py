@@ -167,6 +167,21 @@ def read_columns(atomic, names, separator="\t", encoding="utf-8"):
     return frame
 
 
+def quote_problem(atomic, separator, encoding, detail):
+    """RecBole's CSV reader treats a field that starts with a double quote as quoted: it runs over line
+    ends up to the next quote, so lines merge and the values shift."""
+    first = None
+    with open(atomic.path, encoding=encoding) as handle:
+        for number, line in enumerate(handle, 1):
+            if number > 1 and any(cell.startswith('"') for cell in line.split(separator)):
+                first = number
+                break
+    where = f" (first at line {first})" if first else ""
+    return (f"{atomic.path}: {atomic.n_rows} data lines, but {detail}: a field that starts "
+            f'with a double quote (") is read as quoted text running over line ends{where}; remove the quote or '
+            "close it in the same field.")
+
+
 def _examples(atomic, rows, values=None):
     rows = np.asarray(rows)
     lines = atomic.line_of_row(rows[:SHOWN])
@@ -295,9 +310,12 @@ def check_dataset(config, reads_own_features=False):
         ids = {"inter": [uid, iid], "item": [iid], "user": [uid]}[suffix]
         wanted = [c for c in columns if c in ids or atomic.columns[c] in ("float", "float_seq")
                   or (suffix == "item" and reads_own_features and atomic.columns[c] in ("token", "token_seq"))]
-        table = read_columns(atomic, wanted, separator, encoding) if wanted else pd.DataFrame()
-        if len(table) != atomic.n_rows:  # quoted fields spanning lines: leave the values to RecBole
-            continue
+        try:
+            table = read_columns(atomic, wanted, separator, encoding) if wanted else pd.DataFrame()
+        except pd.errors.ParserError as error:
+            raise ColdStartError(quote_problem(atomic, separator, encoding, "a CSV reader cannot split it into rows")) from None
+        if wanted and len(table) != atomic.n_rows:
+            raise ColdStartError(quote_problem(atomic, separator, encoding, f"a CSV reader sees {len(table)} rows"))
         tables[suffix] = table
         for column in wanted:
             kind = atomic.columns[column]

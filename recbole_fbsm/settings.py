@@ -17,6 +17,7 @@ import difflib
 import functools
 import importlib.util
 import math
+import os
 import re
 from pathlib import Path
 
@@ -430,9 +431,45 @@ def check_user_settings(config_file_list=None, config_dict=None, source="config_
     return merged
 
 
+# Metrics that need scored (user, item, label) pairs or every item's rank, not a top-k over candidates.
+NOT_TOPK_ON_CANDIDATES = {"auc", "gauc", "logloss", "mae", "rmse"}
+
+
+def nearest_folder(path):
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_writable(path, setting):
+    """``path`` exists as a writable folder, or can be made inside one."""
+    existing = nearest_folder(path)
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ColdStartError(f"{setting}: cannot write to {path} ({existing} is not a writable folder); "
+                             "expected a folder the run can create and write.")
+
+
 def check_final(config):
     """Checks across settings, on the final (merged) configuration: the validation metric must be one of
-    the metrics computed, at a computed cut-off."""
+    the metrics computed, at a computed cut-off; the item split allows only metrics of a top-k list;
+    load_col and unload_col exclude each other; the run's folders can be written."""
+    eval_args = config.get("eval_args") or {}
+    if str(eval_args.get("group_by")).lower() == "item":
+        listed = config.get("metrics")
+        for metric in listed if isinstance(listed, (list, tuple)) else [listed]:
+            if isinstance(metric, str) and metric.lower() in NOT_TOPK_ON_CANDIDATES:
+                raise ColdStartError(
+                    f"metrics: {metric} needs labelled pairs or full ranks; the item split ranks the split's "
+                    "items and reports top-k metrics (Recall, NDCG, Precision, Hit, MRR, MAP, Rec, DCG, ...)."
+                )
+    both = set(config.get("load_col") or {}) & set(config.get("unload_col") or {})
+    if both:
+        raise ColdStartError(f"load_col and unload_col both name the {sorted(both)} file(s); expected one of them "
+                             "per file (load_col lists what to read, unload_col what to skip).")
+    if config.get("checkpoint_dir"):
+        check_writable(config["checkpoint_dir"], "checkpoint_dir")
+    check_writable("log", "the working directory (RecBole writes ./log there)")
     names = metric_names()
     listed = config.get("metrics")
     listed = [m.lower() for m in (listed if isinstance(listed, (list, tuple)) else [listed]) if isinstance(m, str)]

@@ -25,6 +25,14 @@ def tuned_properties_file(model, dataset):
 GROUP_BY_CHOICES = ("item", "user", "none")
 
 
+def _shown_path(path):
+    """A property file's path as the tables show it: relative to the plugin's folder when inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(PROPERTIES_DIR.parent))
+    except ValueError:
+        return str(path)
+
+
 class ColdStartConfig(Config):
     """RecBole configuration for the item cold-start protocol.
 
@@ -92,7 +100,7 @@ class ColdStartConfig(Config):
         ):
             if path is not None and path.is_file():
                 loaded = self._update_internal_config_dict(str(path)) or {}
-                self.property_files.append(str(path.relative_to(PROPERTIES_DIR.parent)))
+                self.property_files.append(_shown_path(path))
                 if path.parent.name == "dataset":
                     self.parameters["Dataset"] += [k for k in loaded if k not in self.parameters["Dataset"]]
 

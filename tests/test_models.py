@@ -23,7 +23,9 @@ def tiny(tmp_path, monkeypatch):
     words = {f"i{i}": [f"w{w}" for w in rng.integers(0, 12, size=rng.integers(1, 5))] for i in range(40)}
     interactions = sorted({(f"u{u}", f"i{i}") for u in range(15) for i in rng.choice(40, 8, replace=False)})
     write_atomic(tmp_path / "data", "tiny", interactions, words)
-    return {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), **QUIET}
+    # topk 5: the 40 items split 24/8/8, and a top-10 of 8 candidates would hold them all (refused)
+    return {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), "topk": [5],
+            "valid_metric": "Recall@5", **QUIET}
 
 
 def build(model, config_dict):

@@ -312,7 +312,7 @@ def check_dataset(config, reads_own_features=False):
                   or (suffix == "item" and reads_own_features and atomic.columns[c] in ("token", "token_seq"))]
         try:
             table = read_columns(atomic, wanted, separator, encoding) if wanted else pd.DataFrame()
-        except pd.errors.ParserError as error:
+        except pd.errors.ParserError:
             raise ColdStartError(quote_problem(atomic, separator, encoding, "a CSV reader cannot split it into rows")) from None
         if wanted and len(table) != atomic.n_rows:
             raise ColdStartError(quote_problem(atomic, separator, encoding, f"a CSV reader sees {len(table)} rows"))

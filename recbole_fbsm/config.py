@@ -44,7 +44,9 @@ class ColdStartConfig(Config):
     """
 
     def __init__(self, model=None, dataset=None, config_file_list=None, config_dict=None):
-        check_user_settings(config_file_list, config_dict)
+        own_model_class = not isinstance(model, str) and model is not None and not str(
+            getattr(model, "__module__", "")).startswith(("recbole.", "recbole_fbsm."))
+        check_user_settings(config_file_list, config_dict, known_only=not own_model_class)
         super().__init__(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
 
     def _set_train_neg_sample_args(self):

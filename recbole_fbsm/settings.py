@@ -399,13 +399,13 @@ def value_problem(key, value):
     return None
 
 
-def check_settings(settings, source):
+def check_settings(settings, source, known_only=True):
     """Every key of ``settings`` known, every value of the expected type. ``source`` says where they came
     from for the message: ``config file x.yaml``, ``config_dict``, or ``None`` for the command line (the
     setting is then named as the option the user typed, ``--key=value``)."""
     for key, value in settings.items():
         name = f"--{key}" if source is None else f"{key!r} in {source}"
-        if not is_known(key):
+        if known_only and not is_known(key):
             known = set(known_defaults()) | keys_read_by_code()
             hint = suggestion(key, known) or "; see properties/overall.yaml and RecBole's settings"
             raise ColdStartError(f"unknown setting {name}{hint}" + ("" if hint.endswith("?") else "."))
@@ -416,17 +416,18 @@ def check_settings(settings, source):
             raise ColdStartError(f"setting {name}: expected {problem}; got {got!r}{getattr(problem, 'hint', '') or '.'}")
 
 
-def check_user_settings(config_file_list=None, config_dict=None, source="config_dict"):
+def check_user_settings(config_file_list=None, config_dict=None, source="config_dict", known_only=True):
     """The caller's settings, before anything is loaded: each config file (exists, parses, known keys,
     typed values), then ``config_dict`` (strings converted as RecBole converts them). Returns the
-    merged user settings (later files and ``config_dict`` win)."""
+    merged user settings (later files and ``config_dict`` win). ``known_only=False`` accepts unknown
+    keys (a model class of the caller's own may read settings no property file names)."""
     merged = {}
     for path in config_file_list or []:
         loaded = read_yaml(path)
-        check_settings(loaded, f"config file {path}")
+        check_settings(loaded, f"config file {path}", known_only)
         merged.update(loaded)
     converted = {key: convert_value(value) for key, value in (config_dict or {}).items()}
-    check_settings(converted, source)
+    check_settings(converted, source, known_only)
     merged.update(converted)
     return merged
 

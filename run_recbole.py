@@ -39,6 +39,8 @@ def main(argv=None):
     except ColdStartError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if result.get("kept_summary"):
+        print(result["kept_summary"])
     print(f"best valid: {_plain(result['best_valid_result'])}")
     print(f"test result: {_plain(result['test_result'])}")
     if result.get("saved_model_file"):

@@ -69,8 +69,8 @@ class ColdStartConfig(Config):
             "float_": np.float64, "complex_": np.complex128, "unicode_": np.str_,
         }
         for name, target in aliases.items():
-            # only fill what numpy 2 removed; never rebind what exists (vars(): getattr on a removed alias
-            # makes numpy print a FutureWarning)
+            # only fill what numpy lacks, never rebind what exists; looked up in the module's namespace,
+            # since getattr(np, "object") itself raises numpy's FutureWarning about the removed alias
             if name not in vars(np):
                 setattr(np, name, target)
 

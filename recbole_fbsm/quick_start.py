@@ -1,6 +1,7 @@
 """``run()``: one model, one dataset, the cold-start protocol, RecBole's result dict."""
 
 import sys
+import time
 from logging import getLogger
 
 import torch
@@ -12,7 +13,8 @@ from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.data.preparation import check_dataset_files
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.registry import get_trainer
-from recbole_fbsm.run_log import discard_run_log_on, start_run_log
+from recbole_fbsm.result_file import result_file_for, run_record, write_result_file
+from recbole_fbsm.run_log import current_log_file, discard_run_log_on, end_run_log, on_console, start_run_log
 
 
 def build_model(config, train_dataset):
@@ -49,37 +51,51 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
     start_run_log(config)
     logger = getLogger()
     with discard_run_log_on(config, ColdStartError):  # an error found while loading or splitting leaves no log
-        logger.info(sys.argv)
-        logger.info(config)
+        logger.info(sys.argv, extra=on_console(False))
+        logger.info(config, extra=on_console(False))  # the config dump: in the log file, not on a quiet console
         data = create_dataset(config, report)
-        logger.info(data)
+        logger.info(data, extra=on_console())
         train_data, valid_data, test_data = data_preparation(config, data, reads_own_features=reads_own_features)
     init_seed(config["seed"] + config["local_rank"], config["reproducibility"])
     model = build_model(config, train_data._dataset)
     # dynamic negative sampling scores its candidates with the model; RecBole's fit() hands the model to
     # the loader, callers that drive epochs themselves (benchmarks, tools) need it here
     train_data.get_model(model)
-    logger.info(model)
+    logger.info(model, extra=on_console(False))
     return config, model, (train_data, valid_data, test_data)
 
 
 def run(model, dataset, config_file_list=None, config_dict=None, saved=True):
     """Train ``model`` on ``dataset`` under the item cold-start protocol, pick the best epoch on the
-    validation split, test it, and return RecBole's result dict (plus ``saved_model_file``)."""
-    config, model, (train_data, valid_data, test_data) = prepare(model, dataset, config_file_list, config_dict)
-    logger = getLogger()
-    trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
-    best_valid_score, best_valid_result = trainer.fit(
-        train_data, valid_data, saved=saved, show_progress=config["show_progress"]
-    )
-    test_result = trainer.evaluate(test_data, load_best_model=saved, show_progress=config["show_progress"])
-    logger.info(set_color("best valid ", "yellow") + f": {best_valid_result}")
-    logger.info(set_color("test result", "yellow") + f": {test_result}")
-    return {
-        "best_valid_score": best_valid_score,
-        "valid_score_bigger": config["valid_metric_bigger"],
-        "best_valid_result": best_valid_result,
-        "test_result": test_result,
-        "saved_model_file": trainer.saved_model_file if saved else None,
-        "eval_user_sample": config["eval_user_sample"],
-    }
+    validation split, test it, and return RecBole's result dict (plus ``saved_model_file`` and
+    ``result_file``, the JSON record of the run written beside its log)."""
+    start = time.perf_counter()
+    try:
+        config, model, (train_data, valid_data, test_data) = prepare(model, dataset, config_file_list, config_dict)
+        logger = getLogger()
+        trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
+        best_valid_score, best_valid_result = trainer.fit(
+            train_data, valid_data, saved=saved, show_progress=config["show_progress"]
+        )
+        test_result = trainer.evaluate(test_data, load_best_model=saved, show_progress=config["show_progress"])
+        logger.info(set_color("best valid ", "yellow") + f": {best_valid_result}", extra=on_console(False))
+        logger.info(set_color("test result", "yellow") + f": {test_result}", extra=on_console(False))
+        result = {
+            "best_valid_score": best_valid_score,
+            "valid_score_bigger": config["valid_metric_bigger"],
+            "best_valid_result": best_valid_result,
+            "test_result": test_result,
+            "saved_model_file": trainer.saved_model_file if saved else None,
+            "eval_user_sample": config["eval_user_sample"],
+            # which epoch was kept on validation (-1: the untrained start) and what it gained over that start
+            "best_epoch": getattr(trainer, "kept_epoch", None),
+            "start_valid_score": getattr(trainer, "start_valid_score", None),
+            "kept_summary": trainer.kept_summary() if hasattr(trainer, "kept_summary") and valid_data else None,
+        }
+        log_file = current_log_file()
+        record = run_record(config, result, config_file_list, config_dict, time.perf_counter() - start, log_file)
+        result["result_file"] = str(write_result_file(result_file_for(log_file, config), record))
+        logger.info(f"result file: {result['result_file']}", extra=on_console())
+        return result
+    finally:
+        end_run_log()

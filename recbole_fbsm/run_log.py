@@ -1,18 +1,37 @@
-"""Each run its own RecBole log: folders made without a race, a run id in the log's name, and the
-previous run's handlers closed when one process runs several (``compare``, ``tune``, notebooks)."""
+"""Each run its own RecBole log, and a quiet console.
+
+- folders made without a race, a run id in the log's name, and the previous run's handlers closed
+  when one process runs several (``compare``, ``tune``, notebooks);
+- unless ``state`` is set, the console shows what a user needs (dataset and split summary, one line
+  per epoch, the plugin's own lines, warnings logged by anyone) while the log file keeps everything
+  RecBole writes (the config dump, the model, every metric) and the library warnings (FutureWarnings
+  of pandas, torch, RecBole), which never reach the console. ``--state=INFO`` (or any other level)
+  gives RecBole's own console back.
+"""
 
 import glob
 import hashlib
 import logging
 import os
+import re
 import uuid
 from contextlib import contextmanager
 
 from recbole.utils import init_logger
 
 RECBOLE_LOG_ROOT = "./log"  # hard-coded in recbole.utils.init_logger
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 _handlers_of_last_run = []
+_ANSI = re.compile(r"\x1B(?:[@-Z\\-_]|\[[0-?]*[ -/]*[@-~])")
+_TRAINING = re.compile(r"^epoch (\d+) training \[time: ([\d.]+)s, (.+)\]$", re.S)
+_EVALUATING = re.compile(r"^epoch (\d+) evaluating \[time: ([\d.]+)s, valid_score: (\S+)\]$", re.S)
+_RECBOLE_LINES_SHOWN = ("Finished training, best eval result in epoch",)  # early stopping: the kept epoch
+
+
+def on_console(shown=True):
+    """``extra=`` for a log call whose line must (True) or must not (False) reach the quiet console."""
+    return {"console": bool(shown)}
 
 
 def make_run_dirs(config):
@@ -61,8 +80,115 @@ def start_run_log(config):
         handler.close()
     before = list(root.handlers)
     init_logger(config)
-    _handlers_of_last_run.extend(handler for handler in root.handlers if handler not in before)
+    added = [handler for handler in root.handlers if handler not in before]
+    quiet = quiet_console_wanted(config)
+    if quiet:
+        added = [_quiet(handler, root, config) for handler in added]
+    logging.captureWarnings(quiet and bool(added))  # library warnings: into the log file, not the console
+    _handlers_of_last_run.extend(added)
     keep_epochs_in_the_file()
+
+
+def end_run_log():
+    """Stop routing Python warnings into the run's log (they go to stderr again after a run)."""
+    logging.captureWarnings(False)
+    for handler in _handlers_of_last_run:
+        handler.flush()
+
+
+def current_log_file():
+    """Path of the log file of the run started last in this process (None if none was made here)."""
+    for handler in _handlers_of_last_run:
+        if isinstance(handler, logging.FileHandler):
+            return handler.baseFilename
+    return None
+
+
+def quiet_console_wanted(config):
+    """The quiet console is the default; any ``state`` the user gives means RecBole's own console."""
+    given = getattr(config, "external_config_dict", None) or {}
+    return "state" not in given
+
+
+def _quiet(handler, root, config):
+    """Swap RecBole's console handler for a ``QuietConsoleHandler`` (the file handler stays)."""
+    if isinstance(handler, logging.FileHandler) or not isinstance(handler, logging.StreamHandler):
+        return handler
+    quiet = QuietConsoleHandler(handler.stream, str(config["valid_metric"] or "valid_score").lower())
+    quiet.setLevel(handler.level)
+    quiet.setFormatter(handler.formatter)
+    root.removeHandler(handler)
+    root.addHandler(quiet)
+    return quiet
+
+
+class QuietConsoleHandler(logging.StreamHandler):
+    """The console of a run without ``state``: the lines a user needs, one line per epoch.
+
+    Shown: lines marked ``extra=on_console()``, INFO lines of this plugin's own modules (the split,
+    the trainer's notes) unless marked ``on_console(False)`` (the config dump), WARNING and above of any
+    logger except Python warnings, RecBole's early-stopping line (the kept epoch), and RecBole's
+    per-epoch training and evaluation lines merged into one
+    (``epoch 3: train loss: 0.4123 (0.29s), valid recall@10: 0.1840 (0.31s)``). Everything else (the
+    config dump, the model, RecBole's metric tables and checkpoint notes) is in the log file only.
+    """
+
+    def __init__(self, stream, valid_metric):
+        super().__init__(stream)
+        self.valid_metric = valid_metric
+        self._pending = None  # (record, epoch, text) of a training line waiting for its evaluation
+
+    def emit(self, record):
+        text = _ANSI.sub("", str(record.getMessage())).strip()
+        training = _TRAINING.match(text)
+        if training:
+            self._release()
+            self._pending = (record, training.group(1), f"{training.group(3)} ({training.group(2)}s)")
+            return
+        evaluating = _EVALUATING.match(text)
+        if evaluating:
+            pending, self._pending = self._pending, None
+            score = f"valid {self.valid_metric}: {evaluating.group(3)} ({evaluating.group(2)}s)"
+            if pending is not None and pending[1] == evaluating.group(1):
+                self._emit_text(pending[0], f"epoch {pending[1]}: {pending[2]}, {score}")
+            else:
+                if pending is not None:
+                    self._emit_text(pending[0], f"epoch {pending[1]}: {pending[2]}")
+                self._emit_text(record, f"epoch {evaluating.group(1)}: {score}")
+            return
+        if not self.shows(record):
+            return
+        self._release()
+        super().emit(record)
+
+    def shows(self, record):
+        mark = getattr(record, "console", None)
+        if mark is not None:
+            return mark
+        if record.name == "py.warnings":
+            return False
+        if record.levelno >= logging.WARNING:
+            return True
+        if str(record.pathname).startswith(PACKAGE_DIR):
+            return True
+        return _ANSI.sub("", str(record.getMessage())).startswith(_RECBOLE_LINES_SHOWN)
+
+    def _release(self):
+        if self._pending is not None:
+            record, epoch, text = self._pending
+            self._pending = None
+            self._emit_text(record, f"epoch {epoch}: {text}")
+
+    def _emit_text(self, record, text):
+        super().emit(logging.makeLogRecord({**record.__dict__, "msg": text, "args": ()}))
+
+    def flush(self):
+        self._release()
+        super().flush()
+
+    def close(self):
+        self._release()
+        super().close()
 
 
 def keep_epochs_in_the_file():

@@ -26,9 +26,8 @@ import yaml
 from recbole_fbsm.errors import ColdStartError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-# the plugin's property files: inside the package when installed with them, else next to it (a checkout)
-PROPERTIES_DIR = next((p for p in (PACKAGE_DIR / "properties", PACKAGE_DIR.parent / "properties") if p.is_dir()),
-                      PACKAGE_DIR.parent / "properties")
+# the plugin's property files: package data, found from any folder and in any install
+PROPERTIES_DIR = PACKAGE_DIR / "properties"
 
 # Keys the plugin or RecBole sets at run time or accepts from the caller without a property file.
 RUNTIME_KEYS = {"model", "dataset", "config_files", "run_id", "use_tuned_properties", "local_rank", "world_size",

@@ -69,6 +69,36 @@ def planted_interactions(folder, name="planted", n_types=4, items_per_side=40, t
 # on 10^7 int64 keys, and Generator.choice(p=...) is slower than a searchsorted on the cdf: these helpers
 # stay on sorts and searchsorted so that 10^7 interactions take seconds.
 
+def topic_text(folder, name="topics", n_topics=8, items_per_topic=50, users_per_topic=30, words_per_topic=12,
+               topic_words_per_item=2, noise_words=40, noise_words_per_item=4, likes_per_user=12, stray_likes=2,
+               seed=0):
+    """Text-like data whose signal lies in feature *weights* and feature *pairs*, as in real text.
+
+    Each topic has ``words_per_topic`` words ("synonyms"); an item of topic k carries
+    ``topic_words_per_item`` of them, so two items of one topic often share no word (only learned pairs
+    of words relate them), plus ``noise_words_per_item`` words drawn from a vocabulary shared by all
+    topics (frequent enough that tf-idf keeps them: only a learned weight can mute them). Users of topic
+    k like ``likes_per_user`` items of k and ``stray_likes`` random items. CoSim scores by shared words,
+    noise included; a model that learns weights (the diagonal) and word pairs (the low rank) does better.
+    Writes ``<folder>/<name>/<name>.inter`` / ``.item``; returns the dataset folder.
+    """
+    rng = np.random.default_rng(seed)
+    n_items = n_topics * items_per_topic
+    topic = np.repeat(np.arange(n_topics), items_per_topic)
+    words = {}
+    for item in range(n_items):
+        own = rng.choice(words_per_topic, topic_words_per_item, replace=False)
+        noise = rng.choice(noise_words, noise_words_per_item, replace=False)
+        words[f"i{item}"] = [f"t{topic[item]}w{w}" for w in own] + [f"n{w}" for w in noise]
+    interactions = []
+    for k in range(n_topics):
+        pool = np.flatnonzero(topic == k)
+        for u in range(users_per_topic):
+            liked = set(rng.choice(pool, likes_per_user, replace=False)) | set(rng.choice(n_items, stray_likes))
+            interactions += [(f"u{k}_{u}", f"i{item}") for item in sorted(liked)]
+    return write_atomic(folder, name, interactions, words)
+
+
 def _sorted_unique(keys):
     keys = np.sort(keys)
     return keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if len(keys) else keys

@@ -49,16 +49,55 @@ class ColdStartTrainerMixin:
     def fit(self, train_data, valid_data=None, *args, **kwargs):
         """RecBole's ``fit``; with ``valid_before_training`` the untrained model is validated first and
         is the best checkpoint until an epoch beats it (FBSM and UFSM start as CoSim: training that
-        only hurts validation then returns CoSim instead of a worse epoch)."""
+        only hurts validation then returns CoSim instead of a worse epoch). Afterwards ``kept_epoch``,
+        ``start_valid_score`` and ``kept_summary()`` say which epoch was kept and what it gained."""
+        self.kept_epoch, self.start_valid_score, self.epochs_trained = None, None, 0
+        self.valid_history, self._epoch_in_progress = [], -1
+        verbose = kwargs.get("verbose", True)
         if valid_data and self.config["valid_before_training"] and self.start_epoch == 0:
-            verbose = kwargs.get("verbose", True)
             valid_score, valid_result = self._valid_epoch(valid_data, show_progress=kwargs.get("show_progress", False))
             self.best_valid_score, self.best_valid_result = valid_score, valid_result
+            self.start_valid_score, self.kept_epoch = valid_score, -1
             if verbose:
                 self.logger.info(f"before training: valid_score {valid_score:.6f}")
             if kwargs.get("saved", True):
                 self._save_checkpoint(-1, verbose=verbose)
-        return super().fit(train_data, valid_data, *args, **kwargs)
+        result = super().fit(train_data, valid_data, *args, **kwargs)
+        if not kwargs.get("saved", True):  # no checkpoint was written: the kept epoch is the first best one
+            best = [epoch for epoch, score in self.valid_history if score == self.best_valid_score]
+            self.kept_epoch = best[0] if best else None
+        if valid_data and verbose:
+            self.logger.info(self.kept_summary())
+        return result
+
+    def _train_epoch(self, train_data, epoch_idx, *args, **kwargs):
+        self.epochs_trained = epoch_idx + 1 - self.start_epoch
+        self._epoch_in_progress = epoch_idx
+        return super()._train_epoch(train_data, epoch_idx, *args, **kwargs)
+
+    def _valid_epoch(self, *args, **kwargs):
+        valid_score, valid_result = super()._valid_epoch(*args, **kwargs)
+        self.valid_history.append((self._epoch_in_progress, valid_score))
+        return valid_score, valid_result
+
+    def _save_checkpoint(self, epoch, *args, **kwargs):
+        self.kept_epoch = epoch
+        return super()._save_checkpoint(epoch, *args, **kwargs)
+
+    def kept_summary(self):
+        """One line: the epoch kept on validation and its gain over the untrained start, e.g.
+        ``kept epoch 14 of 25: valid recall@10 0.1985 (untrained start 0.1772, +12.0%)``."""
+        metric = self.valid_metric
+        best = float(self.best_valid_score)
+        trained = f"{self.epochs_trained} epoch{'s' if self.epochs_trained != 1 else ''} trained"
+        if self.start_valid_score is None:
+            return f"kept epoch {self.kept_epoch} ({trained}): valid {metric} {best:.4f}"
+        start = float(self.start_valid_score)
+        if self.kept_epoch is None or self.kept_epoch < 0:
+            return (f"kept the untrained start: no epoch beat its valid {metric} {start:.4f} ({trained}); "
+                    "the result is the untrained model (for FBSM and UFSM: CoSim)")
+        gain = f"{100 * (best - start) / start:+.1f}%" if start else "n/a"
+        return f"kept epoch {self.kept_epoch} ({trained}): valid {metric} {best:.4f} (untrained start {start:.4f}, {gain})"
 
     def resume_checkpoint(self, resume_file):
         checkpoint = load_checkpoint(resume_file, self.device)

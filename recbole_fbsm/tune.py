@@ -1,14 +1,14 @@
-"""Grid search on the validation split, built on ``run()``; the best values go to ``properties/dataset/DATASET/MODEL.yaml``.
+"""Grid search on the validation split, built on ``run()``; the best values go to ``recbole_fbsm/properties/dataset/DATASET/MODEL.yaml``.
 
 ``python -m recbole_fbsm.tune --model=FBSM --dataset=citeulike-t [--grid "reg_V=[0.01, 0.1]" ...]
 [--seeds 2020] [--results results/tune-FBSM-citeulike-t] [--write] [--key=value ...]``
 
-The grid comes from ``--grid KEY=LIST`` options, or else from ``properties/grids/<MODEL>.yaml``. Every
+The grid comes from ``--grid KEY=LIST`` options, or else from ``recbole_fbsm/properties/grids/<MODEL>.yaml``. Every
 combination runs once per seed (``seed = split_seed``) with :func:`recbole_fbsm.quick_start.run`; each
 trial is stored as ``<results>/trial-<hash>-<seed>.json`` so an interrupted search resumes where it
 stopped. A combination's score is the mean over the seeds of its best validation score
 (``valid_metric``); test metrics are recorded for the report but never used to choose. ``--write``
-writes the winner to ``properties/dataset/<DATASET>/<MODEL>.yaml``, which ``ColdStartConfig`` loads after
+writes the winner to ``recbole_fbsm/properties/dataset/<DATASET>/<MODEL>.yaml``, which ``ColdStartConfig`` loads after
 the model's own file (and before the user's files and ``--key=value`` settings).
 """
 
@@ -136,7 +136,7 @@ def report(rows, model, dataset, seeds):
 
 
 def write_tuned(model, dataset, best, seeds, grid, command):
-    """Write (or update) ``properties/dataset/DATASET/MODEL.yaml`` with the best values; other keys of
+    """Write (or update) ``recbole_fbsm/properties/dataset/DATASET/MODEL.yaml`` with the best values; other keys of
     an existing file (e.g. a cost cap set by hand) are kept."""
     path = tuned_properties_file(model, dataset)
     values = {}
@@ -160,11 +160,11 @@ def build_parser():
     parser.add_argument("--model", "-m", required=True)
     parser.add_argument("--dataset", "-d", default="ml-100k")
     parser.add_argument("--grid", nargs="+", metavar="KEY=LIST",
-                        help='values to try, e.g. "reg_V=[0.01, 0.1]" (default: properties/grids/MODEL.yaml)')
+                        help='values to try, e.g. "reg_V=[0.01, 0.1]" (default: recbole_fbsm/properties/grids/MODEL.yaml)')
     parser.add_argument("--seeds", nargs="+", type=int, default=[2020], help="split seeds (default: 2020)")
     parser.add_argument("--results", help="folder of trial records (default: results/tune-MODEL-DATASET)")
     parser.add_argument("--write", action="store_true",
-                        help="write the best values to properties/dataset/DATASET/MODEL.yaml")
+                        help="write the best values to recbole_fbsm/properties/dataset/DATASET/MODEL.yaml")
     return parser
 
 

@@ -44,10 +44,14 @@ def ctr_files(tmp_path: Path, users=USERS, mult=MULT, vocab=VOCAB) -> dict[str, 
     }
 
 
-def read_item(path: Path) -> dict[str, list[str]]:
+def read_item(path: Path, field: str = "words") -> dict[str, list[str]]:
     lines = path.read_text(encoding="utf-8").split("\n")
-    assert lines[0] == "item_id:token\twords:token_seq" and lines[-1] == ""
-    return {item: cell.split(" ") if cell else [] for item, cell in (line.split("\t") for line in lines[1:-1])}
+    header = lines[0].split("\t")
+    assert header[:2] == ["item_id:token", "words:token_seq"] and lines[-1] == ""
+    column = header.index(f"{field}:token_seq")
+    rows = [line.split("\t") for line in lines[1:-1]]
+    assert all(len(row) == len(header) for row in rows)
+    return {row[0]: row[column].split(" ") if row[column] else [] for row in rows}
 
 
 def read_inter(path: Path) -> list[list[str]]:
@@ -174,6 +178,71 @@ def test_refuses_to_overwrite_unless_asked(tmp_path):
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["tiny"]
 
 
+# Tags of the tiny CTR dataset: tag-item.dat line t lists the 0-based items (mult.dat lines) carrying
+# the tag on line t of tags.dat.
+TAG_NAMES = ["scale_free", "ucsc-browser", "Networks", "-", "rare tag"]
+TAG_ITEMS = [
+    "3 0 1 2",  # scale_free: items 0, 1, 2
+    "2 1 3",  # ucsc-browser: items 1, 3
+    "3 0 3 9",  # Networks: items 0, 3 and 9, which has no text
+    "2 0 1",  # '-': no letter or digit, skipped
+    "1 2",  # 'rare tag': one item
+    "1 4",  # line without a name in tags.dat
+]
+
+
+def tag_files(tmp_path: Path, names=TAG_NAMES, tag_items=TAG_ITEMS) -> dict[str, Path]:
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    return {"tag_item": write_lines(src / "tag-item.dat", tag_items), "tag_names": write_lines(src / "tags.dat", names)}
+
+
+def test_ctr_tags_are_a_second_field_of_whole_tokens(tmp_path):
+    result = small_ctr(tmp_path, **tag_files(tmp_path), tags_min_df=1, tags_max_df=1.0)
+    folder = tmp_path / "out" / "tiny"
+    header = (folder / "tiny.item").read_text(encoding="utf-8").split("\n")[0]
+    assert header == "item_id:token\twords:token_seq\ttags:token_seq"
+    # tag ids are 0-based lines of mult.dat, as the item ids; tags are neither split nor stemmed
+    assert read_item(folder / "tiny.item", "tags") == {
+        "0": ["networks", "scale_free"],
+        "1": ["scale_free", "ucsc-browser"],
+        "2": ["rare_tag", "scale_free"],
+        "3": ["networks", "ucsc-browser"],
+    }
+    assert read_item(folder / "tiny.item") == {  # the words field is unchanged
+        "0": ["run"] * 5, "1": ["graph", "model", "model"], "2": ["graph", "graph", "model"], "3": ["run"],
+    }
+    assert result.counts["tags after the filter (tags field)"] == 4
+    assert result.skipped["tags without a letter or digit in tags.dat"] == 1
+    assert result.skipped["lines of tag-item.dat without a name in tags.dat"] == 1
+    assert result.skipped["tag-item pairs naming an item without text in mult.dat"] == 1
+    readme = (folder / "README.txt").read_text(encoding="utf-8")
+    assert "tags:token_seq (each tag one token, kept whole)" in readme and "tags_min_df (items): 1" in readme
+
+
+def test_ctr_tags_have_their_own_document_frequency_filter(tmp_path):
+    small_ctr(tmp_path, **tag_files(tmp_path), tags_min_df=2, tags_max_df=0.5)
+    tags = read_item(tmp_path / "out" / "tiny" / "tiny.item", "tags")
+    # scale_free is in 3 of 4 items (> 0.5), rare_tag in 1 (< 2): only networks and ucsc-browser stay
+    assert tags == {"0": ["networks"], "1": ["ucsc-browser"], "2": [], "3": ["networks", "ucsc-browser"]}
+    with pytest.raises(ConversionError, match=r"removes every tag: tags_min_df=9 \(--tags-min-df\)"):
+        small_ctr(tmp_path, **tag_files(tmp_path), tags_min_df=9, overwrite=True)
+    with pytest.raises(ConversionError, match=r"tags_max_df \(--tags-max-df\) must be"):
+        small_ctr(tmp_path, **tag_files(tmp_path), tags_max_df=2.0, overwrite=True)
+
+
+def test_cli_ctr_tags_from_src(tmp_path, capsys):
+    files = ctr_files(tmp_path) | tag_files(tmp_path)
+    args = ["ctr", "--src", str(files["users"].parent), "--tags", "--name", "tiny", "--out", str(tmp_path / "out"),
+            "--min-df", "2", "--max-df", "0.75", "--tags-min-df", "1", "--tags-max-df", "1"]
+    assert main(args) == 0
+    assert "tags after the filter (tags field): 4" in capsys.readouterr().out
+    assert read_item(tmp_path / "out" / "tiny" / "tiny.item", "tags")["1"] == ["scale_free", "ucsc-browser"]
+    files["tag_names"].unlink()
+    assert main(args[:-8] + ["--overwrite"]) == 2
+    assert "cannot read tag names file" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------- CSV / TSV
 
 ITEM_TEXTS = [
@@ -246,6 +315,87 @@ def test_csv_all_interaction_lines_malformed_fail(tmp_path):
         convert_text(inter, items, "books", tmp_path / "out", threshold=3)
 
 
+def test_csv_tags_are_kept_whole_and_merged_over_lines(tmp_path):
+    inter = write_lines(tmp_path / "r.csv", ["u1,b1", "u1,b2", "u2,b3", "u2,b2"])
+    items = write_lines(tmp_path / "items.csv", ITEM_TEXTS[1:4])
+    tags = write_lines(tmp_path / "tags.csv", [
+        "b1,Science Fiction|scale_free,ucsc-browser",  # fields and '|' both separate tags
+        "b2,science fiction",
+        "b2,running",  # a second line of b2 adds to its tags; 'running' is not stemmed
+        "b3,-",  # no letter or digit: no tag
+        "zz,orphan",  # no such item
+    ])
+    result = convert_text(inter, items, "books", tmp_path / "out", tags=tags, min_df=1, max_df=1.0,
+                          tags_min_df=1, tags_max_df=1.0)
+    assert read_item(tmp_path / "out" / "books" / "books.item", "tags") == {
+        "b1": ["scale_free", "science_fiction", "ucsc-browser"],
+        "b2": ["running", "science_fiction"],
+        "b3": [],
+    }
+    assert result.skipped["tag lines naming an item without text in tags.csv"] == 1
+    assert result.counts["items with no tag after the df filter (kept, empty tags cell)"] == 1
+
+
+def test_csv_tags_with_another_separator(tmp_path):
+    inter = write_lines(tmp_path / "r.tsv", ["u1\tb1", "u2\tb2"])
+    items = write_lines(tmp_path / "items.tsv", ["b1\tcats", "b2\tcats"])
+    tags = write_lines(tmp_path / "tags.tsv", ["b1\tnew york;jazz", "b2\tjazz"])
+    convert_text(inter, items, "books", tmp_path / "out", tags=tags, tag_sep=";", min_df=1, max_df=1.0)
+    assert read_item(tmp_path / "out" / "books" / "books.item", "tags") == {"b1": ["jazz", "new_york"], "b2": ["jazz"]}
+
+
+# ---------------------------------------------------------------- small data: the filter's effect is reported
+
+def small_catalogue(tmp_path: Path, n_items: int = 300, own_words: int = 20) -> tuple[Path, Path]:
+    """n_items items: 'garden' and 'music' in 50 items each, 'seed' in 15, 'yoga' in 8, 'vinyl' in 6,
+    and a word of their own (`own00x`, ...) in the first `own_words` items; every item liked by one of
+    30 users."""
+    counts = {"garden": 50, "music": 50, "seed": 15, "yoga": 8, "vinyl": 6}
+    texts = [[] for _ in range(n_items)]
+    for word, n in counts.items():
+        for k in np.random.default_rng(len(word)).choice(n_items, n, replace=False):
+            texts[k].append(word)
+    for k in range(own_words):
+        texts[k].append(f"own{k:02d}x")
+    items = write_lines(tmp_path / "items.csv", [f"i{k},{' '.join(t)}" for k, t in enumerate(texts)])
+    inter = write_lines(tmp_path / "r.csv", [f"u{k % 30},i{k}" for k in range(n_items)])
+    return inter, items
+
+
+def test_filter_dropping_real_words_on_small_data_is_reported(tmp_path, capsys):
+    inter, items = small_catalogue(tmp_path)
+    result = convert_text(inter, items, "small", tmp_path / "out", min_df=20)
+    (warning,) = result.warnings
+    assert warning.startswith("words: the document-frequency filter dropped 23 of 25 distinct terms (92%) of 300 items")
+    assert "23 found in fewer than 20 items (--min-df 20), e.g. 'seed' (15 items), 'yoga' (8 items), 'vinyl' (6 items)" in warning
+    assert "--min-df 2 keeps 5, --min-df 3 keeps 5, --min-df 5 keeps 5, --min-df 10 keeps 3 (now 2)" in warning
+    assert f"warning: {warning}" in result.summary()
+    assert warning in (tmp_path / "out" / "small" / "README.txt").read_text()
+    assert main(["text", "--inter", str(inter), "--items", str(items), "--name", "cli", "--out", str(tmp_path / "out"),
+                 "--min-df", "20"]) == 0
+    assert "warning: words: the document-frequency filter dropped 23 of 25" in capsys.readouterr().out
+
+
+def test_default_min_df_scales_with_the_number_of_items(tmp_path):
+    from recbole_fbsm.convert.text import default_min_df
+
+    assert [default_min_df(n) for n in (50, 300, 3_000, 5_000, 12_500, 25_584, 100_000)] == [2, 2, 2, 4, 10, 20, 20]
+    inter, items = small_catalogue(tmp_path)
+    result = convert_text(inter, items, "small", tmp_path / "out")  # default: min_df 2 for 300 items
+    assert result.counts["min_df applied (items)"] == 2
+    vocabulary = {t for words in read_item(tmp_path / "out" / "small" / "small.item").values() for t in words}
+    assert {"seed", "yoga", "vinyl", "garden", "music"} <= vocabulary  # real words kept; 'own00x' (1 item) not
+    assert "own00x" not in vocabulary and any("fewer than 2 items" in w for w in result.warnings)
+
+
+def test_no_warning_when_the_filter_keeps_most_terms_of_enough_items(tmp_path):
+    inter, items = small_catalogue(tmp_path, n_items=1_200, own_words=2)  # drops 2 of 7 terms: no warning
+    result = convert_text(inter, items, "big", tmp_path / "out", min_df=2)
+    assert result.warnings == [] and result.counts["features (terms after the filter)"] == 5
+    inter, items = small_catalogue(tmp_path, n_items=1_200, own_words=3)  # drops 3 of 8: more than a third
+    assert convert_text(inter, items, "big", tmp_path / "out", min_df=2, overwrite=True).warnings
+
+
 # ---------------------------------------------------------------- command line
 
 def test_cli_converts_and_reports_errors_without_traceback(tmp_path, capsys):
@@ -304,6 +454,36 @@ def test_recbole_loads_repeats_labels_and_empty_cells(tmp_path, monkeypatch):
     assert dataset.inter_feat["label"].tolist() == [1.0, 0.0, 1.0, 0.0]
 
 
+def test_recbole_loads_the_tags_field(tmp_path, monkeypatch):
+    small_ctr(tmp_path, **tag_files(tmp_path), tags_min_df=1, tags_max_df=1.0)
+    dataset = load_with_recbole(monkeypatch, tmp_path / "out", "tiny",
+                                load_col={"inter": ["user_id", "item_id"], "item": ["item_id", "words", "tags"]})
+    tags = dataset.field2id_token["tags"]
+    row = dataset.item_feat["tags"][dataset.token2id("item_id", "1")]
+    assert sorted(tags[row[row > 0]].tolist()) == ["scale_free", "ucsc-browser"]
+
+
+@pytest.mark.slow
+def test_citeulike_t_tags_line_up_with_the_articles(tmp_path):
+    """tag-item.dat's ids are 0-based mult.dat lines: a tag that is also a word of the vocabulary is
+    found among the words of its articles far more often than among those of the neighbouring lines."""
+    if not CITEULIKE_T.is_dir():
+        pytest.skip(f"{CITEULIKE_T} is absent")
+    convert_ctr(CITEULIKE_T / "users.dat", CITEULIKE_T / "mult.dat", CITEULIKE_T / "vocabulary.dat", "ct", tmp_path,
+                tag_item=CITEULIKE_T / "tag-item.dat", tag_names=CITEULIKE_T / "tags.dat", stem=False,
+                min_df=1, max_df=1.0, tags_min_df=1, tags_max_df=1.0)
+    words = read_item(tmp_path / "ct" / "ct.item")
+    tags = read_item(tmp_path / "ct" / "ct.item", "tags")
+    assert len(tags) == 25584
+    assert {"scale_free", "scale-free", "ucsc-browser"} <= {tag for item_tags in tags.values() for tag in item_tags}
+    pairs = [(item, tag) for item, item_tags in tags.items() for tag in item_tags if tag.isalpha()]
+    words = {item: set(item_words) for item, item_words in words.items()}
+    found = np.mean([tag in words[item] for item, tag in pairs])
+    shifted = [(str(int(item) + shift), tag) for item, tag in pairs for shift in (-1, 1)]
+    found_shifted = np.mean([tag in words.get(item, ()) for item, tag in shifted])
+    assert found > 10 * found_shifted, (found, found_shifted)
+
+
 @pytest.mark.slow
 def test_citeulike_t_conversion(tmp_path, monkeypatch):
     if not CITEULIKE_T.is_dir():
@@ -321,7 +501,7 @@ def test_citeulike_t_conversion(tmp_path, monkeypatch):
     assert 2000 <= counts["features (terms after the filter)"] <= 8000  # paper's CUL: 6,359 features
     assert result.skipped == {"items without interactions (left out)": 25975 - 25584}
     dataset = load_with_recbole(monkeypatch, tmp_path, "citeulike-t",
-                                config_files=[str(ROOT / "properties" / "dataset" / "citeulike-t.yaml")])
+                                config_files=[str(ROOT / "recbole_fbsm" / "properties" / "dataset" / "citeulike-t.yaml")])
     assert dataset.user_num - 1 == counts["users"] and dataset.item_num - 1 == counts["items"]
     assert len(dataset.field2id_token["words"]) - 1 == counts["features (terms after the filter)"]
 

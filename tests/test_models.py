@@ -23,9 +23,8 @@ def tiny(tmp_path, monkeypatch):
     words = {f"i{i}": [f"w{w}" for w in rng.integers(0, 12, size=rng.integers(1, 5))] for i in range(40)}
     interactions = sorted({(f"u{u}", f"i{i}") for u in range(15) for i in rng.choice(40, 8, replace=False)})
     write_atomic(tmp_path / "data", "tiny", interactions, words)
-    # topk 5: the 40 items split 24/8/8, and a top-10 of 8 candidates would hold them all (refused)
-    return {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), "topk": [5],
-            "valid_metric": "Recall@5", **QUIET}
+    # 40 items split 24/8/8: Recall@5, as a split must have more items than the largest cut-off
+    return {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), "topk": [5], "valid_metric": "Recall@5", **QUIET}
 
 
 def build(model, config_dict):
@@ -149,15 +148,13 @@ def test_cosim_equals_a_brute_force_double_loop(tiny):
 def test_fbsm_finds_planted_feature_interactions_that_cosim_and_ufsm_cannot(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     planted_interactions(tmp_path / "data", "planted", split_seed=2020)
-    common = {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), "seed": 2020,
-              "epochs": 40, "learning_rate": 0.01, **QUIET}
-    recall = {
-        name: run(name, "planted", config_dict={**common, **extra})["test_result"]["recall@10"]
-        for name, extra in [("FBSM", {"rank": 4}), ("UFSM", {}), ("CoSim", {})]
+    common = {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), "seed": 2020, **QUIET}
+    recall = {  # every model with its defaults
+        name: run(name, "planted", config_dict=common)["test_result"]["recall@10"] for name in ("FBSM", "UFSM", "CoSim")
     }
     assert recall["FBSM"] >= 2 * recall["CoSim"], recall
     assert recall["FBSM"] >= 2 * recall["UFSM"], recall
-    assert recall["FBSM"] > 0.25, recall
+    assert recall["FBSM"] > 0.2, recall
 
 
 def test_same_seed_same_numbers_and_checkpoints_reload(tiny):
@@ -173,3 +170,36 @@ def test_same_seed_same_numbers_and_checkpoints_reload(tiny):
     reloaded = trainer.evaluate(test_data, load_best_model=True, model_file=first["saved_model_file"])
     assert reloaded == first["test_result"]
     torch.testing.assert_close(model.V, checkpoint["state_dict"]["V"])
+
+
+def test_alignment_to_a_warm_model_is_the_kl_of_the_dense_similarities(tiny):
+    """align_weight > 0: the loss adds KL(softmax(cos(e_i, e_j) / τ) || softmax(f_i^T (D + V V^T) f_j / τ)) over
+    the batch's distinct positive items (j != i), computed here by brute force from dense matrices; the
+    warm tables and the checkpoint hold nothing of validation/test items, and scoring is unchanged."""
+    config = {**tiny, "rank": 3, "align_weight": 0.5, "align_temperature": 0.2, "warm_epochs": 2,
+              "warm_embedding_size": 4}
+    model, (train_data, _, test_data) = build("FBSM", config)
+    with torch.no_grad():
+        model.D.uniform_(0.5, 1.5)
+        model.V.normal_(0, 0.3)
+    items = torch.tensor([1, 2, 3, 5, 8, 8, 13])
+    distinct = torch.unique(items)
+    F = model.F.dense_rows(distinct).double()
+    D, V = model.D.detach().double(), model.V.detach().double()
+    student = F @ (torch.diag(D) + V @ V.T) @ F.T
+    warm = torch.nn.functional.normalize(model.warm_items.double()[distinct], dim=1)
+    teacher = warm @ warm.T
+    expected = 0.0
+    for a in range(len(distinct)):
+        others = [b for b in range(len(distinct)) if b != a]
+        p = torch.softmax(teacher[a, others] / 0.2, 0)
+        log_q = torch.log_softmax(student[a, others] / 0.2, 0)
+        expected += float((p * (p.log() - log_q)).sum())
+    expected /= len(distinct)
+    assert float(model.alignment_loss(items)) == pytest.approx(expected, rel=1e-4)
+    # the warm model was trained on training likes only: rows of validation/test items are zero
+    cold = torch.as_tensor(test_data._dataset.split_items)
+    assert float(model.warm_items[cold].abs().sum()) == 0.0
+    assert set(model.state_dict()) == {"D", "V"}
+    result = run("FBSM", "tiny", config_dict={**config, "epochs": 2})
+    assert set(load_checkpoint(result["saved_model_file"])["state_dict"]) == {"D", "V"}

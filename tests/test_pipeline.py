@@ -39,7 +39,8 @@ def cli_runs(tmp_path_factory):
     # Pop, Random and ItemKNN learn nothing more in a second epoch: one keeps the suite fast.
     jobs = [(model, model, 2 if model in ("BPR", "FM") else 1) for model in CLI_MODELS] + [("Pop-again", "Pop", 1)]
     processes = {
-        name: start_cli([f"--model={model}", "--dataset=ml-100k", f"--epochs={epochs}"], cwd)
+        # --state=INFO: RecBole's full console, whose checkpoint lines these tests read
+        name: start_cli([f"--model={model}", "--dataset=ml-100k", f"--epochs={epochs}", "--state=INFO"], cwd)
         for name, model, epochs in jobs
     }
     results = {}

@@ -34,12 +34,12 @@ def test_every_shipped_grid_names_real_settings_of_its_model():
         grid = tune.load_grid(model)
         config = ColdStartConfig(model=model, dataset="ml-100k", config_dict={"use_gpu": False})
         for key in grid:  # a setting of the model or of RecBole (some, like clip_grad_norm, default to None)
-            assert key in config.final_config_dict, f"properties/grids/{model}.yaml: {key} is no setting of {model}"
+            assert key in config.final_config_dict, f"recbole_fbsm/properties/grids/{model}.yaml: {key} is no setting of {model}"
 
 
 @pytest.fixture
 def tuned_dir(tmp_path, monkeypatch):
-    """properties/tuned/ redirected to a temporary folder."""
+    """recbole_fbsm/properties/tuned/ redirected to a temporary folder."""
     def tuned_file(model, dataset):
         return tmp_path / "tuned" / str(dataset) / f"{model}.yaml"
     monkeypatch.setattr(config_module, "tuned_properties_file", tuned_file)
@@ -72,7 +72,7 @@ def test_search_picks_by_validation_resumes_and_writes_the_tuned_layer(toy, tune
     # the user's settings still win over tuned values, and the layer can be switched off
     assert ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy, rank=4))["rank"] == 4
     plain = ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy, use_tuned_properties=False))
-    assert plain["rank"] == 5  # properties/model/FBSM.yaml
+    assert plain["rank"] == 5  # recbole_fbsm/properties/model/FBSM.yaml
 
 
 def test_cli_reports_a_bad_grid_and_an_unknown_setting_clearly(capsys):

@@ -7,16 +7,19 @@ import logging
 import sys
 
 from .atomic import ConversionError
-from .ctr import CTR_FILES, convert_ctr, ctr_paths
-from .text import PAPER_MAX_DF, PAPER_MIN_DF, convert_text
+from .ctr import CTR_FILES, CTR_TAG_FILES, convert_ctr, ctr_paths
+from .tags import TAG_SEP
+from .text import PAPER_MAX_DF, convert_text
 
 EPILOG = """examples:
   python -m recbole_fbsm.convert ctr --src ../shared/datasets/citeulike-t --name citeulike-t --out dataset/
+  python -m recbole_fbsm.convert ctr --src ../shared/datasets/citeulike-t --tags --name citeulike-t-tags --out dataset/
   python -m recbole_fbsm.convert text --inter ratings.csv --items books.csv --threshold 3 --header \\
       --name amazon-books --out dataset/
 
 Writes OUT/NAME/NAME.inter, OUT/NAME/NAME.item (words:token_seq, a term repeated once per occurrence)
-and OUT/NAME/README.txt; skipped input is counted in the summary. Exit status 2 with 'error: ...' when
+(with tags: a second field tags:token_seq, each tag one token kept whole)
+OUT/NAME/README.txt and OUT/NAME/NAME.analyzer.json (how text became tokens, for serving raw text); skipped input is counted in the summary. Exit status 2 with 'error: ...' when
 no usable dataset can be written (nothing is written then)."""
 
 
@@ -32,11 +35,15 @@ def _common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("output and features")
     g.add_argument("--name", required=True, help="dataset name: folder and file stem of the output")
     g.add_argument("--out", default="dataset", help="folder that receives NAME/ (default: %(default)s, RecBole's data_path)")
-    g.add_argument("--min-df", type=int, default=PAPER_MIN_DF, help="drop terms found in fewer items than this (default: %(default)s)")
+    g.add_argument("--min-df", type=int, default=None,
+                   help="drop terms found in fewer items than this (default: the paper's 20 scaled to the data, "
+                        "items x 20 / 25,000 within [2, 20]: 20 for citeulike-t, 2 for fewer than 3,125 items)")
     g.add_argument("--max-df", type=float, default=PAPER_MAX_DF, help="drop terms found in more than this fraction of items (default: %(default)s)")
     g.add_argument("--no-stem", dest="stem", action="store_false", help="keep words unstemmed (default: Snowball english stems)")
     g.add_argument("--no-stopwords", dest="stopwords", action="store_false", help="keep English stop words")
     g.add_argument("--overwrite", action="store_true", help="replace an existing OUT/NAME dataset folder")
+    g.add_argument("--tags-min-df", type=int, help="drop tags found in fewer items than this (default: --min-df)")
+    g.add_argument("--tags-max-df", type=float, help="drop tags found in more than this fraction of items (default: --max-df)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--src", help="folder holding " + ", ".join(CTR_FILES.values()))
     for key, file in CTR_FILES.items():
         g.add_argument(f"--{key}", help=f"{file} (default: SRC/{file})")
+    g = ctr.add_argument_group("tags (optional): a second field 'tags', each tag one token kept whole")
+    g.add_argument("--tags", action="store_true", help="also read " + " and ".join(CTR_TAG_FILES.values()) + " from SRC")
+    for key, file in CTR_TAG_FILES.items():
+        g.add_argument(f"--{key.replace('_', '-')}", dest=key, help=f"{file} (default: SRC/{file} with --tags)")
     _common(ctr)
 
     text = sub.add_parser("text", help="CSV/TSV interactions 'user,item[,rating]' and item texts 'item,text'",
@@ -67,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--header", action="store_true", help="skip the first line of both files")
     g.add_argument("--threshold", type=float, help="rating >= THRESHOLD is a like (label 1), lower a dislike (label 0); "
                    "without it no label column is written and every line is a like")
+    g.add_argument("--tags", help="optional: item, tag[, tag ...] per line (an item may have several lines); written "
+                   "as a second field 'tags', each tag one token kept whole (lower case, not stemmed)")
+    g.add_argument("--tag-sep", type=_sep, default=TAG_SEP,
+                   help="separator of several tags inside one field of --tags (default: %(default)s)")
     _common(text)
     return parser
 
@@ -76,18 +91,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.getLogger("recbole_fbsm.convert").setLevel(logging.ERROR)  # the summary below reports skips
     common = dict(min_df=args.min_df, max_df=args.max_df, stem=args.stem, stopwords=args.stopwords,
-                  overwrite=args.overwrite)
+                  overwrite=args.overwrite, tags_min_df=args.tags_min_df, tags_max_df=args.tags_max_df)
     try:
         if args.command == "ctr":
-            paths = ctr_paths(args.src) if args.src else {}
-            paths |= {key: getattr(args, key) for key in CTR_FILES if getattr(args, key)}
-            missing = [f"--{key}" for key in CTR_FILES if key not in paths]
+            tags = args.tags or bool(args.tag_item or args.tag_names)
+            paths = ctr_paths(args.src, tags=tags) if args.src else {}
+            given = CTR_FILES | CTR_TAG_FILES
+            paths |= {key: getattr(args, key) for key in given if getattr(args, key)}
+            wanted = list(CTR_FILES) + (list(CTR_TAG_FILES) if tags else [])
+            missing = [f"--{key.replace('_', '-')}" for key in wanted if key not in paths]
             if missing:
                 parser.error(f"ctr: give --src or all of {', '.join(missing)}")
-            result = convert_ctr(paths["users"], paths["mult"], paths["vocab"], args.name, args.out, **common)
+            result = convert_ctr(paths["users"], paths["mult"], paths["vocab"], args.name, args.out,
+                                 tag_item=paths.get("tag_item"), tag_names=paths.get("tag_names"), **common)
         else:
             result = convert_text(args.inter, args.items, args.name, args.out, sep=args.sep,
-                                  threshold=args.threshold, header=args.header, **common)
+                                  threshold=args.threshold, header=args.header, tags=args.tags,
+                                  tag_sep=args.tag_sep, **common)
     except ConversionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

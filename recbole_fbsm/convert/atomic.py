@@ -7,12 +7,14 @@ partial dataset where RecBole would load it.
 
 from __future__ import annotations
 
+import csv
 import logging
 import os
 import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pandas as pd
 
@@ -25,6 +27,23 @@ _FORBIDDEN_IN_ID = ("\t", "\n", "\r", '"')
 
 class ConversionError(ValueError):
     """Input or settings from which no usable dataset can be written; the message says what and where."""
+
+
+def csv_records(path: str | os.PathLike, sep: str, header: bool, what: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of each non-blank CSV record; unreadable files become ConversionError."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f, delimiter=sep)
+            try:
+                for k, row in enumerate(reader):
+                    if row and not (header and k == 0):
+                        yield reader.line_num, row
+            except csv.Error as exc:
+                raise ConversionError(f"{path}:{reader.line_num + 1}: unreadable {what} record: {exc}") from exc
+    except OSError as exc:
+        raise ConversionError(f"cannot read {what} file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConversionError(f"{what} file {path} is not UTF-8 text (byte {exc.start})") from exc
 
 
 class Skipped:
@@ -64,11 +83,13 @@ class ConversionResult:
     counts: dict[str, int]
     skipped: dict[str, int] = field(default_factory=dict)
     skipped_lines: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. the df filter dropped many terms on small data
 
     def summary(self) -> str:
         lines = [f"wrote {self.path}"]
         lines += [f"  {key}: {value:,}" for key, value in self.counts.items()]
         lines += ["  skipped:"] + [f"    {line}" for line in self.skipped_lines] if self.skipped_lines else []
+        lines += [f"warning: {line}" for line in self.warnings]
         return "\n".join(lines)
 
 
@@ -99,14 +120,15 @@ def write_dataset(
     name: str,
     inter: pd.DataFrame,
     item_ids: list[str],
-    item_tokens: list[str],
+    item_fields: dict[str, list[str]],
     readme: str,
     overwrite: bool = False,
+    extra: Callable[[Path], None] | None = None,
 ) -> Path:
     """Write `<out_dir>/<name>/{<name>.inter, <name>.item, README.txt}` atomically and return the folder.
 
-    `inter` has columns user_id, item_id and optionally label (1.0 / 0.0); `item_tokens[k]` is the
-    space-separated token_seq cell of `item_ids[k]` (may be empty). Files are written by hand rather
+    `inter` has columns user_id, item_id and optionally label (1.0 / 0.0); `item_fields[f][k]` is the
+    space-separated token_seq cell of field f for `item_ids[k]` (may be empty). Files are written by hand rather
     than with `DataFrame.to_csv`, which would quote cells and change what RecBole reads back.
     """
     target = target_folder(out_dir, name, overwrite)
@@ -121,9 +143,11 @@ def write_dataset(
                 rows = rows + "\t" + inter["label"].map("{:g}".format)
             f.write("\n".join(rows) + "\n")
         with open(tmp / f"{name}.item", "w", encoding="utf-8", newline="\n") as f:
-            f.write("item_id:token\twords:token_seq\n")
-            f.writelines(f"{item}\t{tokens}\n" for item, tokens in zip(item_ids, item_tokens))
+            f.write("\t".join(["item_id:token"] + [f"{field}:token_seq" for field in item_fields]) + "\n")
+            f.writelines("\t".join(row) + "\n" for row in zip(item_ids, *item_fields.values()))
         (tmp / "README.txt").write_text(readme, encoding="utf-8")
+        if extra is not None:
+            extra(tmp)  # further files (the analyzer description), written into the same unfinished folder
         _move_into_place(tmp, target, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

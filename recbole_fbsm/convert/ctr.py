@@ -11,23 +11,29 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
 from .atomic import ConversionError, ConversionResult, Skipped, target_folder
+from .tags import TAG_DF_OPTIONS, count_matrix, whole_token
 from .text import (
     PAPER_MAX_DF,
-    PAPER_MIN_DF,
+    _min_df_option,
+    TokenField,
     build_analyzer,
     check_df_settings,
     count_terms,
     make_dataset,
     readme_head,
+    tag_field,
+    tag_options,
 )
 
 CTR_FILES = {"users": "users.dat", "mult": "mult.dat", "vocab": "vocabulary.dat"}
+CTR_TAG_FILES = {"tag_item": "tag-item.dat", "tag_names": "tags.dat"}
 
 
 def read_lines(path: str | os.PathLike, what: str) -> list[str]:
@@ -118,6 +124,54 @@ def read_mult(path: str | os.PathLike, n_words: int, skipped: Skipped) -> tuple[
     return ids, counts  # duplicate word ids on a line are summed by the constructor
 
 
+def read_ctr_tags(
+    tag_item: str | os.PathLike,
+    tag_names: str | os.PathLike,
+    item_ids: Sequence[str],
+    skipped: Skipped,
+    mult_name: str | os.PathLike = "mult.dat",
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Items x tags counts from citeulike-t's files, rows aligned with `item_ids` (the items that
+    have a well-formed line in `mult_name`).
+
+    tag-item.dat line t = `count item item ...` (0-based item ids, the line numbers of mult.dat) lists
+    the articles carrying tag t, whose name is line t of tags.dat.
+    """
+    names = read_lines(tag_names, "tag names")
+    items, tokens, lines = [], [], []
+    for t, line in enumerate(read_lines(tag_item, "tag-item")):
+        values = _ids(line.split())
+        if not values or values[0] != len(values) - 1:
+            skipped.add(
+                f"malformed lines in {Path(tag_item).name}",
+                f"{tag_item}:{t + 1}: expected 'count item item ...' with count = number of 0-based item ids, "
+                f"got {line[:80]!r}",
+            )
+            continue
+        if t >= len(names):
+            skipped.add(f"lines of {Path(tag_item).name} without a name in {Path(tag_names).name}", f"{tag_item}:{t + 1}")
+            continue
+        token = whole_token(names[t])
+        if not token:
+            skipped.add(f"tags without a letter or digit in {Path(tag_names).name}", f"{tag_names}:{t + 1}: {names[t][:40]!r}")
+            continue
+        items += values[1:]
+        tokens += [token] * values[0]
+        lines += [t + 1] * values[0]
+    rows = pd.Index(item_ids).get_indexer(np.asarray(items, dtype=np.int64).astype(str))
+    unknown = np.flatnonzero(rows < 0)
+    if unknown.size:
+        skipped.add(
+            f"tag-item pairs naming an item without text in {Path(mult_name).name}",
+            f"{tag_item}:{lines[unknown[0]]}: item {items[unknown[0]]}",
+            n=unknown.size,
+        )
+    known = np.flatnonzero(rows >= 0)
+    if not known.size:
+        raise ConversionError(f"{tag_item}: no usable tag of an item with text ({skipped.describe()})")
+    return count_matrix(rows[known], np.asarray(tokens, dtype=object)[known], len(item_ids))
+
+
 def convert_ctr(
     users: str | os.PathLike,
     mult: str | os.PathLike,
@@ -125,36 +179,56 @@ def convert_ctr(
     name: str,
     out_dir: str | os.PathLike = "dataset",
     *,
-    min_df: int = PAPER_MIN_DF,
+    min_df: int | None = None,
     max_df: float = PAPER_MAX_DF,
     stem: bool = True,
     stopwords: bool = True,
     overwrite: bool = False,
+    tag_item: str | os.PathLike | None = None,
+    tag_names: str | os.PathLike | None = None,
+    tags_min_df: int | None = None,
+    tags_max_df: float | None = None,
 ) -> ConversionResult:
     """Convert CTR-format files (users.dat, mult.dat, vocabulary.dat) into a RecBole dataset of
-    implicit likes with the paper's feature preprocessing (see the module docstring)."""
+    implicit likes with the paper's feature preprocessing (see the module docstring).
+
+    With `tag_item` and `tag_names` (citeulike-t's tag-item.dat and tags.dat) the .item file gets a
+    second token_seq field `tags`, each tag one token kept whole, filtered by `tags_min_df` /
+    `tags_max_df` (default: `min_df` / `max_df`).
+    """
     check_df_settings(min_df, max_df)
+    if (tag_item is None) != (tag_names is None):
+        raise ConversionError("tags need both files: tag_item (--tag-item, tag-item.dat) and tag_names (--tag-names, tags.dat)")
+    tags_min_df = min_df if tags_min_df is None else tags_min_df
+    tags_max_df = max_df if tags_max_df is None else tags_max_df
+    if tag_item is not None:
+        check_df_settings(tags_min_df, tags_max_df, options=TAG_DF_OPTIONS)
     target_folder(out_dir, name, overwrite)
     skipped = Skipped()
     words = read_lines(vocab, "vocabulary")
     item_ids, word_counts = read_mult(mult, len(words), skipped)
     inter = read_users(users, skipped)
-    word_terms, terms = count_terms(words, build_analyzer(stem, stopwords), source=str(vocab))
-    head = readme_head(
-        "convert_ctr",
-        {"users": users, "mult": mult, "vocabulary": vocab},
-        {
-            "min_df (items)": min_df,
-            "max_df (fraction of items)": max_df,
-            "stemming (snowball english)": stem,
-            "stop words removed (scikit-learn english list)": stopwords,
-            "vocabulary words": "tokenised like text (scikit-learn), counts of words sharing a term merged",
-        },
-    )
+    analyzer = build_analyzer(stem, stopwords)
+    word_terms, terms = count_terms(words, analyzer, source=str(vocab))
+    fields = [TokenField("words", word_counts @ word_terms, terms, min_df, max_df, analyzer)]
+    sources = {"users": users, "mult": mult, "vocabulary": vocab}
+    options = {
+        "min_df (items)": _min_df_option(min_df),
+        "max_df (fraction of items)": max_df,
+        "stemming (snowball english)": stem,
+        "stop words removed (scikit-learn english list)": stopwords,
+        "vocabulary words": "tokenised like text (scikit-learn), counts of words sharing a term merged",
+    }
+    if tag_item is not None:
+        tag_counts, tag_terms = read_ctr_tags(tag_item, tag_names, item_ids, skipped, mult_name=mult)
+        fields.append(tag_field(tag_counts, tag_terms, tags_min_df, tags_max_df))
+        sources |= {"tag-item": tag_item, "tag names": tag_names}
+        options |= tag_options(tags_min_df, tags_max_df)
+    head = readme_head("convert_ctr", sources, options)
     return make_dataset(
-        inter, item_ids, word_counts @ word_terms, terms,
-        name=name, out_dir=out_dir, min_df=min_df, max_df=max_df, overwrite=overwrite,
-        skipped=skipped, texts_source=str(mult), readme_head=head,
+        inter, item_ids, fields,
+        name=name, out_dir=out_dir, overwrite=overwrite,
+        skipped=skipped, texts_source=str(mult), readme_head=head, command="ctr",
         extra_counts={
             "vocabulary words": len(words),
             "vocabulary words giving no term (stop words, single characters, punctuation)":
@@ -163,6 +237,8 @@ def convert_ctr(
     )
 
 
-def ctr_paths(src: str | os.PathLike) -> dict[str, Path]:
-    """The three CTR files inside a dataset folder, by the names the public datasets use."""
-    return {key: Path(src) / file for key, file in CTR_FILES.items()}
+def ctr_paths(src: str | os.PathLike, tags: bool = False) -> dict[str, Path]:
+    """The three CTR files inside a dataset folder, by the names the public datasets use (with
+    `tags`, also citeulike-t's tag-item.dat and tags.dat)."""
+    files = CTR_FILES | (CTR_TAG_FILES if tags else {})
+    return {key: Path(src) / file for key, file in files.items()}

@@ -9,36 +9,54 @@ Both converters (this one and `ctr`) end in `make_dataset`, so they treat bad in
 
 from __future__ import annotations
 
-import csv
-import functools
 import math
 import os
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-import snowballstemmer
 from sklearn.feature_extraction.text import CountVectorizer
 
-from .atomic import ConversionError, ConversionResult, Skipped, bad_id, log, target_folder, write_dataset
+from .atomic import (
+    ConversionError,
+    ConversionResult,
+    Skipped,
+    bad_id,
+    csv_records,
+    log,
+    target_folder,
+    write_dataset,
+)
+from .analyzer import FieldRecord, TextAnalyzer, WholeTokenAnalyzer, analyzer_path, write_analyzer
+from .tags import TAG_DF_OPTIONS, TAG_SEP, read_tag_file
 
-PAPER_MIN_DF = 20  # keep terms that occur in at least this many items
+PAPER_MIN_DF = 20  # keep terms that occur in at least this many items (the paper, on ~25,000 articles)
 PAPER_MAX_DF = 0.2  # ... and in at most this fraction of the items
+PAPER_ITEMS = 25_000  # the size of the data the paper's 20 items were chosen for (CiteULike)
+MIN_DF_FLOOR = 2  # a term found in one item links no two items
+SMALL_DATA_ITEMS = 1_000  # below this, the filter's effect is always reported
+
+
+def default_min_df(n_items: int) -> int:
+    """`--min-df` when none is given: the paper's 20 items scaled to the data, n_items x 20 / 25,000,
+    rounded and kept within [2, 20] (20 for citeulike-t's 25,584 items, 2 below 3,125 items).
+
+    Why: a fixed 20 items is 0.08% of CiteULike but 7% of a 300-item catalogue, where it removes most
+    real words; below 2 a term cannot make two items similar."""
+    return int(min(PAPER_MIN_DF, max(MIN_DF_FLOOR, round(n_items * PAPER_MIN_DF / PAPER_ITEMS))))
 
 
 # ---------------------------------------------------------------- text preprocessing
 
-def build_analyzer(stem: bool = True, stopwords: bool = True) -> Callable[[str], list[str]]:
+def build_analyzer(stem: bool = True, stopwords: bool = True) -> TextAnalyzer:
     """doc -> terms: scikit-learn's tokeniser (lower case, runs of >= 2 word characters), its English
-    stop-word list (applied before stemming, as the list holds unstemmed words), then Snowball stems."""
-    tokenize = CountVectorizer(stop_words="english" if stopwords else None).build_analyzer()
-    if not stem:
-        return tokenize
-    stem_word = functools.lru_cache(maxsize=None)(snowballstemmer.stemmer("english").stemWord)
-    return lambda doc: [stem_word(token) for token in tokenize(doc)]
+    stop-word list (applied before stemming, as the list holds unstemmed words), then Snowball stems.
+    The returned analyzer is callable and is stored with the dataset (`analyzer.py`)."""
+    return TextAnalyzer.paper(stem, stopwords)
 
 
 def count_terms(docs: Sequence[str], analyzer: Callable[[str], list[str]], source: str) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -54,19 +72,29 @@ def count_terms(docs: Sequence[str], analyzer: Callable[[str], list[str]], sourc
     return counts.tocsr(), vectorizer.get_feature_names_out()
 
 
-def check_df_settings(min_df: int, max_df: float) -> None:
+def check_df_settings(min_df: int, max_df: float, options: tuple[str, str] = ("--min-df", "--max-df")) -> None:
     """Fail early on filter settings that cannot mean what the paper's filter means."""
-    if isinstance(min_df, bool) or not isinstance(min_df, (int, np.integer)) or min_df < 0:
-        raise ConversionError(f"min_df (--min-df) must be a whole number of items >= 0, got {min_df!r}")
-    if not isinstance(max_df, (int, float)) or not 0 < max_df <= 1:
-        raise ConversionError(f"max_df (--max-df) must be a fraction of items in (0, 1], got {max_df!r}")
+    min_name, max_name = (opt.lstrip("-").replace("-", "_") for opt in options)
+    if min_df is None:  # scaled with the number of items (default_min_df)
+        pass
+    elif isinstance(min_df, bool) or not isinstance(min_df, (int, np.integer)) or min_df < 0:
+        raise ConversionError(f"{min_name} ({options[0]}) must be a whole number of items >= 0, got {min_df!r}")
+    if isinstance(max_df, bool) or not isinstance(max_df, (int, float)) or not 0 < max_df <= 1:
+        raise ConversionError(f"{max_name} ({options[1]}) must be a fraction of items in (0, 1], got {max_df!r}")
 
 
 def filter_document_frequency(
-    counts: sp.csr_matrix, terms: np.ndarray, min_df: int, max_df: float
+    counts: sp.csr_matrix,
+    terms: np.ndarray,
+    min_df: int,
+    max_df: float,
+    *,
+    what: str = "term",
+    options: tuple[str, str] = ("--min-df", "--max-df"),
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     """Keep terms found in at least `min_df` items and at most `max_df` x n_items items (sklearn's
-    min_df / max_df semantics); terms found in no item are always dropped."""
+    min_df / max_df semantics); terms found in no item are always dropped. `what` and `options` name
+    the kind of token and its settings in the error message."""
     counts = counts.tocsr()
     counts.sum_duplicates()
     counts.eliminate_zeros()
@@ -75,14 +103,61 @@ def filter_document_frequency(
     keep = (df >= max(min_df, 1)) & (df <= max_df * n_items)
     if not keep.any():
         present = df[df > 0]
+        min_name, max_name = (opt.lstrip("-").replace("-", "_") for opt in options)
         raise ConversionError(
-            f"the document-frequency filter removes every term: min_df={min_df} (--min-df) keeps terms in "
-            f">= {min_df} items and max_df={max_df} (--max-df) keeps terms in <= {max_df * n_items:g} of the "
-            f"{n_items:,} items, but the {present.size:,} terms occur in "
+            f"the document-frequency filter removes every {what}: {min_name}={min_df} ({options[0]}) keeps {what}s in "
+            f">= {min_df} items and {max_name}={max_df} ({options[1]}) keeps {what}s in <= {max_df * n_items:g} of the "
+            f"{n_items:,} items, but the {present.size:,} {what}s occur in "
             f"{present.min() if present.size else 0}..{present.max() if present.size else 0} items; "
-            "lower --min-df or raise --max-df"
+            f"lower {options[0]} or raise {options[1]}"
         )
     return counts[:, keep], terms[keep]
+
+
+def filter_warning(
+    counts: sp.csr_matrix,
+    terms: np.ndarray,
+    min_df: int,
+    max_df: float,
+    *,
+    field: str = "words",
+    what: str = "term",
+    options: tuple[str, str] = ("--min-df", "--max-df"),
+) -> str | None:
+    """A warning when the document-frequency filter removes more than a third of the distinct terms,
+    or removes any on data of fewer than SMALL_DATA_ITEMS items: how many, which (the most frequent of
+    those dropped), and how many each smaller `--min-df` would keep. None when there is nothing to say."""
+    counts = counts.tocsr()
+    counts.sum_duplicates()
+    counts.eliminate_zeros()
+    n_items = counts.shape[0]
+    df = np.bincount(counts.indices, minlength=counts.shape[1])
+    present = df > 0
+    too_rare = present & (df < max(min_df, 1))
+    too_common = present & (df > max_df * n_items)
+    n_terms, dropped = int(present.sum()), int((too_rare | too_common).sum())
+    if not dropped or (dropped * 3 <= n_terms and n_items >= SMALL_DATA_ITEMS):
+        return None
+
+    def examples(mask):
+        order = np.flatnonzero(mask)[np.argsort(-df[mask], kind="stable")][:5]
+        return ", ".join(f"{terms[k]!r} ({df[k]} item{'s' if df[k] != 1 else ''})" for k in order)
+
+    parts = [f"{field}: the document-frequency filter dropped {dropped:,} of {n_terms:,} distinct {what}s "
+             f"({100 * dropped / n_terms:.0f}%) of {n_items:,} items"]
+    if too_rare.any():
+        parts.append(f"{int(too_rare.sum()):,} found in fewer than {min_df} items ({options[0]} {min_df}), "
+                     f"e.g. {examples(too_rare)}")
+        smaller = [m for m in (MIN_DF_FLOOR, 3, 5, 10) if m < min_df]
+        if smaller:
+            kept = ", ".join(
+                f"{options[0]} {m} keeps {int((present & (df >= m) & ~too_common).sum()):,}" for m in smaller
+            )
+            parts.append(f"{what}s kept with a lower setting: {kept} (now {n_terms - dropped:,})")
+    if too_common.any():
+        parts.append(f"{int(too_common.sum()):,} found in more than {max_df:g} of the items ({options[1]} {max_df:g}), "
+                     f"e.g. {examples(too_common)}")
+    return "; ".join(parts)
 
 
 def token_cells(counts: sp.csr_matrix, terms: np.ndarray) -> list[str]:
@@ -97,29 +172,87 @@ def token_cells(counts: sp.csr_matrix, terms: np.ndarray) -> list[str]:
 
 # ---------------------------------------------------------------- shared end of both converters
 
+@dataclass
+class TokenField:
+    """One token_seq column of the .item file before the document-frequency filter.
+
+    Row k of `counts` holds the token counts of the converter's k-th item id; `what` names a token in
+    messages ("term", "tag") and `options` the command-line spellings of `min_df` / `max_df`.
+    """
+
+    name: str
+    counts: sp.csr_matrix
+    terms: np.ndarray
+    min_df: int
+    max_df: float
+    analyzer: TextAnalyzer | WholeTokenAnalyzer
+    raw_column: str = "text"  # the column of a raw-text file of new items that feeds this field (serving)
+    what: str = "term"
+    options: tuple[str, str] = ("--min-df", "--max-df")
+    description: str = "each term repeated once per occurrence"
+
+    def count_keys(self) -> dict[str, str]:
+        """The summary's count names: the words field keeps the names it has always had."""
+        if self.name == "words":
+            return {
+                "min_df": "min_df applied (items)",
+                "kept": "features (terms after the filter)",
+                "tokens": "tokens (term occurrences)",
+                "max": "max tokens per item",
+                "empty_before": "items with no term before the df filter",
+                "empty_after": "items with no term after the df filter (kept, empty words cell)",
+            }
+        return {
+            "min_df": f"{self.name} min_df applied (items)",
+            "kept": f"{self.what}s after the filter ({self.name} field)",
+            "tokens": f"{self.what} tokens ({self.what} occurrences)",
+            "max": f"max {self.what} tokens per item",
+            "empty_before": f"items with no {self.what} before the df filter",
+            "empty_after": f"items with no {self.what} after the df filter (kept, empty {self.name} cell)",
+        }
+
+
+def tag_field(counts: sp.csr_matrix, terms: np.ndarray, min_df: int, max_df: float,
+              separator: str | None = TAG_SEP) -> TokenField:
+    """The `tags` field: token lists kept whole, filtered by their own document-frequency settings."""
+    return TokenField("tags", counts, terms, min_df, max_df, WholeTokenAnalyzer(separator), raw_column="tags",
+                      what="tag", options=TAG_DF_OPTIONS, description="each tag one token, kept whole")
+
+
+def _min_df_option(min_df: int | None) -> object:
+    return "scaled with the number of items (see 'min_df applied' below)" if min_df is None else min_df
+
+
+def tag_options(min_df: int | None, max_df: float) -> dict[str, object]:
+    """README lines for the tags field."""
+    return {
+        "tags": "each tag one token: lower case, whitespace and double quotes -> '_', not stemmed",
+        "tags_min_df (items)": _min_df_option(min_df),
+        "tags_max_df (fraction of items)": max_df,
+    }
+
+
 def make_dataset(
     inter: pd.DataFrame,
     item_ids: Sequence[str],
-    counts: sp.csr_matrix,
-    terms: np.ndarray,
+    fields: Sequence[TokenField],
     *,
     name: str,
     out_dir: str | os.PathLike,
-    min_df: int,
-    max_df: float,
     overwrite: bool,
     skipped: Skipped,
     texts_source: str,
     readme_head: str,
+    command: str,
     extra_counts: dict[str, int] | None = None,
 ) -> ConversionResult:
     """Join interactions with item texts, apply the document-frequency filter and write the dataset.
 
-    `inter` holds user_id, item_id (strings) and optionally label; row k of `counts` holds the term
-    counts of `item_ids[k]`. Interactions naming an item without a text row are dropped, items
-    without interactions are left out (RecBole would drop them anyway), and the filter's document
-    frequencies are counted over the items that remain. Items whose text has no term left are kept
-    with an empty words cell (they are real items; models see a zero feature row) and counted.
+    `inter` holds user_id, item_id (strings) and optionally label; row k of each field's counts
+    belongs to `item_ids[k]`. Interactions naming an item without a text row are dropped, items
+    without interactions are left out (RecBole would drop them anyway), and each field's document
+    frequencies are counted over the items that remain. Items with no token left in a field are kept
+    with an empty cell (they are real items; models see a zero feature row) and counted.
     """
     n_pairs = len(inter)
     inter = inter.drop_duplicates(["user_id", "item_id"], keep="first")
@@ -143,12 +276,7 @@ def make_dataset(
     used = item_index.isin(inter["item_id"].unique())
     skipped.add("items without interactions (left out)", n=int((~used).sum()))
     rows = np.flatnonzero(used)
-    counts, item_ids = counts.tocsr()[rows], item_index[rows]
-    empty_before = int((np.diff(counts.indptr) == 0).sum())
-    counts, terms = filter_document_frequency(counts, terms, min_df, max_df)
-    cells = token_cells(counts, terms)
-    lengths = np.asarray(counts.sum(axis=1)).ravel()
-
+    item_ids = item_index[rows]
     result_counts = {
         "users": int(inter["user_id"].nunique()),
         "items": len(item_ids),
@@ -157,36 +285,63 @@ def make_dataset(
     if "label" in inter:
         result_counts["likes (label 1)"] = int((inter["label"] == 1).sum())
         result_counts["dislikes (label 0)"] = int((inter["label"] == 0).sum())
-    result_counts |= {
-        "features (terms after the filter)": len(terms),
-        "tokens (term occurrences)": int(lengths.sum()),
-        "max tokens per item": int(lengths.max()),
-        "items with no term before the df filter": empty_before,
-        "items with no term after the df filter (kept, empty words cell)": int((lengths == 0).sum()),
-    } | (extra_counts or {})
-    if result_counts["items with no term after the df filter (kept, empty words cell)"]:
-        log.warning(
-            "%d items have no term left after preprocessing and filtering; kept with an empty words cell",
-            result_counts["items with no term after the df filter (kept, empty words cell)"],
+
+    cells, records, warnings = {}, [], []
+    for field in fields:
+        counts = field.counts.tocsr()[rows]
+        min_df = default_min_df(len(rows)) if field.min_df is None else field.min_df
+        empty_before = int((np.diff(counts.indptr) == 0).sum())
+        warning = filter_warning(counts, field.terms, min_df, field.max_df, field=field.name, what=field.what,
+                                 options=field.options)
+        counts, terms = filter_document_frequency(
+            counts, field.terms, min_df, field.max_df, what=field.what, options=field.options
         )
+        if warning:
+            warnings.append(warning)
+            log.warning("%s", warning)
+        cells[field.name] = token_cells(counts, terms)
+        records.append(FieldRecord(field.name, field.analyzer, min_df, field.max_df, terms, field.raw_column))
+        lengths = np.asarray(counts.sum(axis=1)).ravel()
+        keys = field.count_keys()
+        result_counts |= {
+            keys["min_df"]: min_df,
+            keys["kept"]: len(terms),
+            keys["tokens"]: int(lengths.sum()),
+            keys["max"]: int(lengths.max()),
+            keys["empty_before"]: empty_before,
+            keys["empty_after"]: int((lengths == 0).sum()),
+        }
+        if result_counts[keys["empty_after"]]:
+            log.warning(
+                "%d items have no %s left in %s after preprocessing and filtering; kept with an empty cell",
+                result_counts[keys["empty_after"]], field.what, field.name,
+            )
+    result_counts |= extra_counts or {}
     for line in skipped.lines():
         log.warning("skipped %s", line)
 
+    columns = ", ".join(f"{field.name}:token_seq ({field.description})" for field in fields)
     readme = "\n".join(
         [readme_head, "", "counts:"]
         + [f"  {key}: {value:,}" for key, value in result_counts.items()]
         + ["", "skipped:"]
         + [f"  {line}" for line in skipped.lines() or ["nothing"]]
+        + (["", "warnings:"] + [f"  {line}" for line in warnings] if warnings else [])
         + [
             "",
             "files:",
             f"  {name}.inter  user_id:token, item_id:token" + (", label:float (1 like, 0 dislike)" if "label" in inter else ""),
-            f"  {name}.item   item_id:token, words:token_seq (each term repeated once per occurrence)",
+            f"  {name}.item   item_id:token, {columns}",
+            f"  {analyzer_path(name, name).name}  how raw text became these tokens (analyzer, filter, vocabulary);"
+            " serving applies it to raw text of new items",
             "",
         ]
     )
-    path = write_dataset(out_dir, name, inter, list(item_ids), cells, readme, overwrite)
-    return ConversionResult(path, result_counts, dict(skipped.counts), skipped.lines())
+    def write_analyzer_file(folder: Path) -> None:
+        write_analyzer(analyzer_path(folder, name), command, records)
+
+    path = write_dataset(out_dir, name, inter, list(item_ids), cells, readme, overwrite, extra=write_analyzer_file)
+    return ConversionResult(path, result_counts, dict(skipped.counts), skipped.lines(), warnings)
 
 
 def readme_head(command: str, sources: dict[str, str | os.PathLike], options: dict[str, object]) -> str:
@@ -207,23 +362,6 @@ def default_sep(path: str | os.PathLike) -> str:
     return "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
 
 
-def _records(path: str | os.PathLike, sep: str, header: bool, what: str) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) of each non-blank CSV record; unreadable files become ConversionError."""
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.reader(f, delimiter=sep)
-            try:
-                for k, row in enumerate(reader):
-                    if row and not (header and k == 0):
-                        yield reader.line_num, row
-            except csv.Error as exc:
-                raise ConversionError(f"{path}:{reader.line_num + 1}: unreadable {what} record: {exc}") from exc
-    except OSError as exc:
-        raise ConversionError(f"cannot read {what} file {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConversionError(f"{what} file {path} is not UTF-8 text (byte {exc.start})") from exc
-
-
 def read_interactions(
     path: str | os.PathLike, sep: str, threshold: float | None, header: bool, skipped: Skipped
 ) -> pd.DataFrame:
@@ -235,7 +373,7 @@ def read_interactions(
     expected = expected.replace("\t", "<TAB>")
     need = 3 if threshold is not None else 2
     users, items, ratings = [], [], []
-    for line, row in _records(path, sep, header, "interactions"):
+    for line, row in csv_records(path, sep, header, "interactions"):
         user, item = (row[0].strip(), row[1].strip()) if len(row) >= 2 else ("", "")
         rating = _number(row[2]) if threshold is not None and len(row) >= need else math.nan
         if len(row) < need or bad_id(user) or bad_id(item) or (threshold is not None and math.isnan(rating)):
@@ -270,7 +408,7 @@ def read_item_texts(
     """Item ids and texts from `item<sep>text` lines; an unquoted text containing the separator is
     joined back, a repeated item keeps its first text."""
     ids, texts, seen = [], [], set()
-    for line, row in _records(path, sep, header, "item text"):
+    for line, row in csv_records(path, sep, header, "item text"):
         item = row[0].strip()
         if len(row) < 2 or bad_id(item):
             skipped.add(
@@ -299,19 +437,30 @@ def convert_text(
     sep: str | None = None,
     threshold: float | None = None,
     header: bool = False,
-    min_df: int = PAPER_MIN_DF,
+    min_df: int | None = None,
     max_df: float = PAPER_MAX_DF,
     stem: bool = True,
     stopwords: bool = True,
     overwrite: bool = False,
+    tags: str | os.PathLike | None = None,
+    tag_sep: str | None = TAG_SEP,
+    tags_min_df: int | None = None,
+    tags_max_df: float | None = None,
 ) -> ConversionResult:
     """Convert interactions (`user,item[,rating]`) and item texts (`item,text`) into a RecBole dataset.
 
     With `threshold`, the .inter gets `label:float` = 1 for rating >= threshold, else 0 (explicit
     dislikes, as the paper binarises ratings); without, every interaction is an implicit like.
     `sep` defaults per file to tab for .tsv/.tab and comma otherwise; `header` skips each file's first line.
+    With `tags` (a file of `item,tag[,tag...]` lines, each field further split on `tag_sep`), the .item
+    file gets a second token_seq field `tags` whose tokens are kept whole (not tokenised, not stemmed),
+    filtered by `tags_min_df` / `tags_max_df` (default: `min_df` / `max_df`).
     """
     check_df_settings(min_df, max_df)
+    tags_min_df = min_df if tags_min_df is None else tags_min_df
+    tags_max_df = max_df if tags_max_df is None else tags_max_df
+    if tags is not None:
+        check_df_settings(tags_min_df, tags_max_df, options=TAG_DF_OPTIONS)
     if threshold is not None and not math.isfinite(threshold):
         raise ConversionError(f"threshold (--threshold) must be a finite number, got {threshold!r}")
     target_folder(out_dir, name, overwrite)
@@ -319,21 +468,25 @@ def convert_text(
     interactions = read_interactions(inter, sep or default_sep(inter), threshold, header, skipped)
     item_ids, texts = read_item_texts(items, sep or default_sep(items), header, skipped)
     counts, terms = count_terms(texts, build_analyzer(stem, stopwords), source=str(items))
-    head = readme_head(
-        "convert_text",
-        {"interactions": inter, "item texts": items},
-        {
-            "separator": repr(sep) if sep else "by file extension (tab for .tsv/.tab, comma otherwise)",
-            "header line skipped": header,
-            "rating threshold (label 1 if rating >= threshold)": threshold if threshold is not None else "none (implicit likes)",
-            "min_df (items)": min_df,
-            "max_df (fraction of items)": max_df,
-            "stemming (snowball english)": stem,
-            "stop words removed (scikit-learn english list)": stopwords,
-        },
-    )
+    fields = [TokenField("words", counts, terms, min_df, max_df, build_analyzer(stem, stopwords))]
+    sources = {"interactions": inter, "item texts": items}
+    options = {
+        "separator": repr(sep) if sep else "by file extension (tab for .tsv/.tab, comma otherwise)",
+        "header line skipped": header,
+        "rating threshold (label 1 if rating >= threshold)": threshold if threshold is not None else "none (implicit likes)",
+        "min_df (items)": _min_df_option(min_df),
+        "max_df (fraction of items)": max_df,
+        "stemming (snowball english)": stem,
+        "stop words removed (scikit-learn english list)": stopwords,
+    }
+    if tags is not None:
+        tag_counts, tag_terms = read_tag_file(tags, sep or default_sep(tags), tag_sep, header, item_ids, skipped)
+        fields.append(tag_field(tag_counts, tag_terms, tags_min_df, tags_max_df, tag_sep))
+        sources["tags"] = tags
+        options |= tag_options(tags_min_df, tags_max_df) | {"tag separator inside a field": repr(tag_sep)}
+    head = readme_head("convert_text", sources, options)
     return make_dataset(
-        interactions, item_ids, counts, terms,
-        name=name, out_dir=out_dir, min_df=min_df, max_df=max_df, overwrite=overwrite,
-        skipped=skipped, texts_source=str(items), readme_head=head,
+        interactions, item_ids, fields,
+        name=name, out_dir=out_dir, overwrite=overwrite,
+        skipped=skipped, texts_source=str(items), readme_head=head, command="text",
     )

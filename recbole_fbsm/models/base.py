@@ -45,6 +45,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
             fields=config["feature_fields"],
             weighting=config["feature_weighting"] or "tfidf",
             normalize=self.normalize_features(config),
+            field_weights=config["field_weights"],
         )
         likes = like_matrix(dataset)
         self.feature_names = features.names
@@ -53,6 +54,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         self.F_U = TorchCsr(likes @ features.matrix)  # users x features: f_u = sum of liked items' f
         self.R = TorchCsr(likes)                      # users x items: training likes
         self.user_weighting = bool(config["bpr_user_weighting"])
+        self.profile_alpha = float(config["bpr_profile_alpha"] or 0.0)
         if self.n_features == 0:
             raise ColdStartError(f"{type(self).__name__}: the item features are empty (no token in any training item).")
 
@@ -165,11 +167,20 @@ class FeatureSimilarityRecommender(GeneralRecommender):
     def bpr_loss(self, interaction, difference):
         """Mean -log sigmoid(r_ui - r_uj). With ``bpr_user_weighting`` each triplet weighs
         (mean likes per user) / (the user's likes): every user counts the same, as in the paper's
-        learner, which draws one triplet per user in turn, instead of heavy users dominating."""
+        learner, which draws one triplet per user in turn, instead of heavy users dominating.
+
+        With ``bpr_profile_alpha`` = α > 0 the difference is scaled by (the user's likes)^-α before the
+        sigmoid (FISM's normalisation of the sum over liked items): a score sums similarities over
+        all of a user's likes, so without it a user with 1,000 likes has scores 100 times larger than a
+        user with 10, a saturated sigmoid and no gradient. A positive per-user factor changes no user's
+        ranking, only how training weighs users; evaluation and serving are unchanged."""
+        users = interaction[self.USER_ID]
+        if self.profile_alpha:
+            likes = (self.R.indptr[users + 1] - self.R.indptr[users]).clamp(min=1).to(difference.dtype)
+            difference = difference * likes.pow(-self.profile_alpha)
         losses = -torch.nn.functional.logsigmoid(difference)
         if not self.user_weighting:
             return losses.mean()
-        users = interaction[self.USER_ID]
         likes = (self.R.indptr[users + 1] - self.R.indptr[users]).clamp(min=1).to(losses.dtype)
         mean_likes = len(self.R.indices) / max(int((self.R.indptr[1:] > self.R.indptr[:-1]).sum()), 1)
         return (losses * (mean_likes / likes)).mean()

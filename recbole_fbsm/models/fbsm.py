@@ -23,6 +23,12 @@ class FBSM(FeatureSimilarityRecommender):
     backward. Otherwise (adamw decouples its decay) they stay in ``calculate_loss``.
 
     Initialising D = 1 and V small makes the untrained model CoSim on L2-normalised features.
+
+    Optional, beyond the paper (``align_weight`` γ > 0, the idea of ALDI, SIGIR 2023): training items have
+    many likes, so a warm collaborative model (``recbole_fbsm.warm``, BPR-MF on the training split only)
+    knows which of them are alike. The loss adds γ times ``alignment_loss``: for the batch's positive items,
+    each item's distribution over the others, softmax(sim / τ), follows the warm model's
+    softmax(cos(e_i, e_j) / τ) (KL divergence). Scoring is unchanged: still f_i^T (D + V^T V) f_j.
     """
 
     def __init__(self, config, dataset):
@@ -37,6 +43,14 @@ class FBSM(FeatureSimilarityRecommender):
         generator = torch.Generator().manual_seed(int(config["seed"]))
         self.D = nn.Parameter(torch.full((self.n_features,), float(config["init_D"])))
         self.V = nn.Parameter(float(config["init_std"]) * torch.randn(self.n_features, self.rank, generator=generator))
+        self.align_weight = float(config["align_weight"] or 0.0)
+        self.align_temperature = float(config["align_temperature"] or 0.1)
+        if self.align_weight > 0:
+            from recbole_fbsm.warm import warm_embeddings
+
+            _, warm_items = warm_embeddings(config, dataset)
+            # only for the training loss: not a parameter, not in the checkpoint
+            self.register_buffer("warm_items", nn.functional.normalize(warm_items, dim=1), persistent=False)
 
     def diagonal_weights(self, users):
         return self.D
@@ -46,9 +60,28 @@ class FBSM(FeatureSimilarityRecommender):
 
     def calculate_loss(self, interaction):
         loss = self.bpr_loss(interaction, self.bpr_difference(interaction))
+        if self.align_weight > 0:
+            loss = loss + self.align_weight * self.alignment_loss(interaction[self.ITEM_ID])
         if not self.regulariser_in_optimizer:
             loss = loss + self.reg_V * self.V.pow(2).sum() + self.reg_D * self.D.pow(2).sum()
         return loss
+
+    def alignment_loss(self, items):
+        """Mean over the batch's distinct positive items i of KL(warm || model) between the distributions
+        softmax_j(cos(e_i, e_j) / τ) and softmax_j(f_i^T (D + V^T V) f_j / τ) over the other items j."""
+        items = torch.unique(items)
+        if len(items) < 3:
+            return torch.zeros((), device=self.D.device)
+        rows = self.F.dense_rows(items)                                   # |S| x n_features
+        factors = self.F.bag_sum(items, self.V)                           # V f_i, |S| x h
+        model = (rows * self.D) @ rows.T + factors @ factors.T            # |S| x |S| similarities
+        warm = self.warm_items.index_select(0, items)
+        teacher = warm @ warm.T
+        off_diagonal = ~torch.eye(len(items), dtype=torch.bool, device=items.device)
+        tau = self.align_temperature
+        log_student = torch.log_softmax(model.masked_fill(~off_diagonal, float("-inf")) / tau, dim=1)
+        target = torch.softmax(teacher.masked_fill(~off_diagonal, float("-inf")) / tau, dim=1)
+        return (target * (torch.log(target.clamp_min(1e-30)) - log_student)).masked_fill(~off_diagonal, 0).sum(1).mean()
 
     def optimizer_param_groups(self, learning_rate):
         """The paper's separate learning rates, α1 for D and α2 for V, and λ, β as weight decay where

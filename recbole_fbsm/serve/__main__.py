@@ -5,10 +5,12 @@
   python -m recbole_fbsm.serve interactions CHECKPOINT --top 20 --min-items 2 --output interactions.csv
   python -m recbole_fbsm.serve compare-users CHECKPOINT_A CHECKPOINT_B --output groups.csv --per-user users.csv
 
-CHECKPOINT is the .pth file a training run saved (run_recbole.py logs 'Saving current: saved/FBSM-....pth';
+CHECKPOINT is the .pth file a training run saved (run_recbole.py prints 'saved model: saved/FBSM-....pth';
 quick_start.run returns it as result['saved_model_file']). The model's features are rebuilt from the
 dataset named in the checkpoint (--data-path if the data moved). NEW_ITEMS is an .item atomic file in
-the training .item file's format, with ids never seen in training. Outputs are CSV or JSON, chosen by
+the training .item file's format, or a CSV/TSV file of raw text (a header line: the item id column and
+one column of text per feature field, e.g. item_id,text), with ids never seen in training; raw text
+goes through the analyzer the converter stored with the dataset (stop words, stemming, ...). Outputs are CSV or JSON, chosen by
 the file extension or --format; without an output file the result goes to stdout. Mistakes (a missing
 field, colliding ids, an empty file, a checkpoint of another model) print 'error: ...' and exit with 2.
 """
@@ -48,7 +50,10 @@ def build_parser():
         epilog=EPILOG,
     )
     recommend.add_argument("checkpoint", help="model checkpoint (.pth) of FBSM, UFSM or CoSim")
-    recommend.add_argument("new_items", help=".item file of new items (same feature fields as training, new ids)")
+    recommend.add_argument("new_items", help=".item file of new items (same feature fields as training, new ids), "
+                                             "or a CSV/TSV file of their raw text")
+    recommend.add_argument("--raw-text", action="store_true",
+                           help="the .item file's cells are raw text: analyse them as the converter did")
     recommend.add_argument("--top", "-n", type=int, default=10, help="entries per list (default: %(default)s)")
     recommend.add_argument("--item-output", default=None, help="file for (a): item_id, rank, user_id, score")
     recommend.add_argument("--user-output", default=None, help="file for (b): user_id, rank, item_id, score")
@@ -69,7 +74,9 @@ def build_parser():
     explain.add_argument("checkpoint", help="model checkpoint (.pth) of FBSM, UFSM or CoSim")
     explain.add_argument("--user", required=True, help="user id (as in the .inter file)")
     explain.add_argument("--item", required=True, help="item id: a dataset item, or a new item of --new-items")
-    explain.add_argument("--new-items", default=None, help=".item file holding the new item")
+    explain.add_argument("--new-items", default=None, help=".item file (or CSV/TSV file of raw text) holding the new item")
+    explain.add_argument("--raw-text", action="store_true",
+                         help="the .item file's cells are raw text: analyse them as the converter did")
     explain.add_argument("--top", "-n", type=int, default=10,
                          help="entries shown per part and for items; the rest is summed in one line (default: %(default)s)")
     _common(explain, output_help="output file (.csv or .json; default: a readable summary on stdout)")
@@ -155,7 +162,8 @@ def run_recommend(args):
     served = _load(args)
     result = recommend(served, args.new_items, top=args.top, users=users,
                        for_items=to_stdout or args.item_output is not None,
-                       for_users=to_stdout or args.user_output is not None or users is not None, seed=args.seed)
+                       for_users=to_stdout or args.user_output is not None or users is not None, seed=args.seed,
+                       raw_text=args.raw_text or None)
     if result.for_items is not None and (to_stdout or args.item_output):
         write_output(args.item_output, args.format, result.for_items,
                      {"items": grouped_records(result.for_items, "item_id", "users")})
@@ -171,7 +179,7 @@ def run_explain(args):
 
     if args.output is not None:
         resolve_format(args.output, args.format)
-    explanation = explain(_load(args), args.user, args.item, new_items=args.new_items)
+    explanation = explain(_load(args), args.user, args.item, new_items=args.new_items, raw_text=args.raw_text or None)
     if args.output is None and args.format is None:
         print(readable_explanation(explanation, args.top))
         return []

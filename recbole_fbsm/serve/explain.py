@@ -103,13 +103,14 @@ class Explanation:
 
 
 @torch.no_grad()
-def explain(served, user, item, new_items=None):
+def explain(served, user, item, new_items=None, raw_text=None):
     """Explain the score of ``item`` (a dataset item's id, or a new item of ``new_items``: a
-    ``NewItems`` or an ``.item`` path) for ``user`` (external id). Returns an ``Explanation``."""
+    ``NewItems``, an ``.item`` path or a CSV/TSV of raw text, see ``read_new_items`` for ``raw_text``)
+    for ``user`` (external id). Returns an ``Explanation``."""
     if not isinstance(served, ServedModel):
         served = load_model(served)
     if new_items is not None and not isinstance(new_items, NewItems):
-        new_items = read_new_items(served, new_items)
+        new_items = read_new_items(served, new_items, raw_text=raw_text)
     model, device = served.model, served.device
     u = served.user_ids([user])
     known_items = served.dataset.field2token_id[served.iid_field]

@@ -16,7 +16,7 @@ from recbole.utils import init_seed
 
 from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.features import build_item_features, feature_fields, term_counts
+from recbole_fbsm.features import build_item_features, feature_fields, is_dense_field, term_counts
 from recbole_fbsm.models.base import FeatureSimilarityRecommender
 from recbole_fbsm.quick_start import build_model
 from recbole_fbsm.trainer import load_checkpoint
@@ -164,14 +164,21 @@ def load_model(checkpoint, device="cpu", data_path=None):
 
     train_dataset = train_data._dataset
     fields = feature_fields(train_dataset, config["feature_fields"])
+    dense = [field for field in fields if is_dense_field(train_dataset, field)]
+    if dense:
+        raise ColdStartError(
+            f"checkpoint {path}: the model uses dense float_seq feature fields {dense}; serving new items reads "
+            "token/token_seq fields only (train without them to serve, or score through run())."
+        )
     served = ServedModel(path, config, model, train_data, valid_data, test_data, None, fields, None)
     training_items = served.training_items()
     features = build_item_features(
         train_dataset, training_items, fields=fields,
         weighting=config["feature_weighting"] or "tfidf", normalize=model.normalize_features(config),
+        field_weights=config["field_weights"],
     )
     _check_same_features(features, model)
-    counts, _ = term_counts(train_dataset, fields)
+    counts = term_counts(train_dataset, fields)[0][:, features.source_columns]
     served.features = features
     served.training_item_frequency = np.asarray((counts[training_items] > 0).sum(axis=0)).ravel()
     return served

@@ -1,16 +1,17 @@
-"""Brand-new items from an ``.item`` atomic file, weighted exactly as the training items.
+"""Brand-new items from an ``.item`` atomic file or raw text, weighted exactly as the training items.
 
-The file has the training ``.item`` file's format: a header of ``field:type`` columns separated by the
+An ``.item`` file has the training file's format: a header of ``field:type`` columns separated by the
 dataset's ``field_separator``, the item id field and every feature field the model was trained on
 (other columns are ignored), one row per new item. Token sequences are split on ``seq_separator``
-and truncated to ``seq_len`` as RecBole does. Each token becomes the training column ``field:token``;
+and truncated to ``seq_len`` as RecBole does. A CSV/TSV file (or an ``.item`` file with
+``raw_text=True``) holds raw text instead, which goes through the analyzer the converter stored with
+the dataset (``raw_text.py``). Each token becomes the training column ``field:token``;
 the counts are weighted with the training items' column weights (``ItemFeatures.transform``: same idf,
 zero weight for tokens no training item has, L2 rows when the model normalises). Tokens the trained
 model does not know (absent from the dataset's vocabulary, or present only in non-training items, so
 without a learned weight) are ignored and counted in an ``UnknownTokensWarning``.
 """
 
-import os
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,6 +23,15 @@ import torch
 from recbole.utils import FeatureType
 
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.serve.raw_text import (
+    dataset_analyzers,
+    dropped_words_message,
+    existing_file,
+    is_atomic_header,
+    raw_text_hint,
+    read_text_table,
+    tokenize_field,
+)
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 
 
@@ -42,6 +52,10 @@ class NewItems:
     unknown: Counter = field(default_factory=Counter)     # "field:token" -> occurrences, not in the vocabulary
     weightless: Counter = field(default_factory=Counter)  # "field:token" -> occurrences, no training item has it
     featureless: list = field(default_factory=list)       # new items left without any weighted feature
+    raw: bool = False          # True: the cells were raw text, analysed as the converter did
+    origin: dict = field(default_factory=dict)  # field -> {term: Counter of the raw words that gave it}
+    analyzers: dict = field(default_factory=dict)  # field -> the stored analyzer applied to its raw text
+    hint: str = None           # for pre-tokenised input whose unknown tokens look like raw words
 
     def __len__(self):
         return len(self.tokens)
@@ -84,13 +98,10 @@ def read_header(path, separator):
     return columns
 
 
-def read_new_items(served, path, warn=True):
-    """Read and weight the new items of ``path`` for the model ``served`` (a ``ServedModel``)."""
-    path = str(path)
+def read_atomic_items(path, served):
+    """(item ids, {field: cells}) of an ``.item`` file in the training file's format, with its checks."""
     config, dataset = served.config, served.dataset
     separator = config["field_separator"] or "\t"
-    if not os.path.isfile(path):
-        raise ColdStartError(f"new-item file {path} not found.")
     columns = read_header(path, separator)
     iid = served.iid_field
     if iid not in columns:
@@ -119,30 +130,55 @@ def read_new_items(served, path, warn=True):
     frame.columns = [column.split(":")[0] for column in frame.columns]
     if len(frame) == 0:
         raise ColdStartError(f"new-item file {path} has a header but no item rows: expected one row per new item.")
-    tokens = [str(t) for t in frame[iid].tolist()]
+    return [str(t) for t in frame[iid].tolist()], {name: frame[name].tolist() for name in served.fields}
+
+
+def read_new_items(served, path, warn=True, raw_text=None):
+    """Read and weight the new items of ``path`` for the model ``served`` (a ``ServedModel``).
+
+    ``path`` is an ``.item`` file in the training file's format (its header has ``field:type``
+    columns) or a CSV/TSV file of raw text (a header line of plain column names: the item id, and the
+    text of each feature field, see ``raw_text.read_text_table``). Raw text goes through the analyzer
+    the converter stored beside the dataset (``NAME.analyzer.json``), exactly as training text did.
+    ``raw_text``: None: CSV/TSV is raw text, an ``.item`` file holds tokens; True: the ``.item`` file's
+    cells are raw text too; False: even a CSV/TSV file's cells are tokens.
+    """
+    path = str(path)
+    existing_file(path)
+    config, dataset = served.config, served.dataset
+    analyzers = dataset_analyzers(served)
+    if is_atomic_header(path, config["field_separator"] or "\t"):
+        tokens, values = read_atomic_items(path, served)
+        raw = bool(raw_text)
+    else:
+        tokens, values = read_text_table(path, served, analyzers)
+        raw = raw_text is not False
     _check_ids(path, tokens, served)
 
     names = served.features.names
     column_of = {name: k for k, name in enumerate(names)}
     weights = served.features.column_weights
     seq_len = config["seq_len"] or {}
-    seq_separator = config["seq_separator"] or " "
     rows, cols = [], []
-    unknown, weightless = Counter(), Counter()
+    unknown, weightless, origin, analyzers_used = Counter(), Counter(), {}, {}
     for name in served.fields:
-        values = frame[name].tolist()
-        if dataset.field2type[name] == FeatureType.TOKEN_SEQ:
-            cells = [[t for t in str(value).split(seq_separator) if t] for value in values]
-            if name in seq_len:
-                cells = [cell[: int(seq_len[name])] for cell in cells]
-        else:
-            cells = [[str(value)] if str(value) != "" else [] for value in values]
+        tokenized = tokenize_field(values[name], name, served, analyzers, raw)
+        cells = tokenized.cells
+        if tokenized.analyzer is not None:
+            origin[name], analyzers_used[name] = tokenized.origin, tokenized.analyzer
+        if name in seq_len and dataset.field2type[name] == FeatureType.TOKEN_SEQ:
+            cells = [cell[: int(seq_len[name])] for cell in cells]
         lengths = np.fromiter((len(cell) for cell in cells), dtype=np.int64, count=len(cells))
         keys = pd.Series([f"{name}:{t}" for cell in cells for t in cell], dtype=object)
         owner = np.repeat(np.arange(len(cells)), lengths)
         mapped = keys.map(column_of)
         known = mapped.notna().to_numpy()
-        unknown.update(keys[~known].tolist())
+        # the model's columns are the training vocabulary: a token of the dataset that no training item
+        # has is "weightless" (known to the data, never learned), anything else unknown
+        in_dataset = np.fromiter((t in dataset.field2token_id[name] for cell in cells for t in cell),
+                                 dtype=bool, count=len(keys)) & ~known
+        unknown.update(keys[~known & ~in_dataset].tolist())
+        weightless.update(keys[in_dataset].tolist())
         col = mapped[known].to_numpy(dtype=np.int64)
         has_weight = weights[col] != 0
         weightless.update(keys[known][~has_weight].tolist())
@@ -153,7 +189,8 @@ def read_new_items(served, path, warn=True):
     counts.sum_duplicates()
     matrix = served.features.transform(counts)
     featureless = [tokens[k] for k in np.flatnonzero(np.diff(matrix.indptr) == 0)]
-    items = NewItems(path, tokens, counts, matrix, unknown, weightless, featureless)
+    hint = None if raw or not analyzers else raw_text_hint(unknown, analyzers, column_of)
+    items = NewItems(path, tokens, counts, matrix, unknown, weightless, featureless, raw, origin, analyzers_used, hint)
     if warn and (items.n_ignored or items.featureless):  # an empty description ignores no token
         warnings.warn(unknown_tokens_message(items), UnknownTokensWarning, stacklevel=2)
     return items
@@ -161,12 +198,25 @@ def read_new_items(served, path, warn=True):
 
 def unknown_tokens_message(items):
     parts = []
-    if items.unknown:
-        examples = ", ".join(repr(t) for t, _ in items.unknown.most_common(5))
+    plain = Counter(items.unknown)
+    for name, analyzer in items.analyzers.items():
+        analysed = Counter({t: n for t, n in items.unknown.items() if t.partition(":")[0] == name})
+        if analysed:
+            parts.append(dropped_words_message(name, analysed, items.origin[name], analyzer))
+            plain -= analysed
+    if plain:
+        examples = ", ".join(repr(t) for t, _ in plain.most_common(5))
         parts.append(
-            f"{sum(items.unknown.values())} occurrence(s) of {len(items.unknown)} token(s) not in the "
+            f"{sum(plain.values())} occurrence(s) of {len(plain)} token(s) not in the "
             f"training vocabulary (e.g. {examples})"
         )
+        split_only = sorted({t.partition(":")[0] for t in plain})
+        if items.raw:
+            parts[-1] += (
+                f" (no analyzer is stored for {', '.join(map(repr, split_only))} beside the dataset, so the raw text "
+                "was only split as RecBole splits cells; a dataset converted by recbole_fbsm.convert before it stored "
+                "NAME.analyzer.json needs converting again)"
+            )
     if items.weightless:
         examples = ", ".join(repr(t) for t, _ in items.weightless.most_common(5))
         parts.append(
@@ -177,6 +227,8 @@ def unknown_tokens_message(items):
     if items.n_ignored:
         message += (f" {items.n_ignored} feature token occurrence(s) unknown to the trained model were ignored: "
                     + "; ".join(parts) + ".")
+    if items.hint:
+        message += f" {items.hint}."
     if items.featureless:
         shown = ", ".join(repr(t) for t in items.featureless[:5]) + (" ..." if len(items.featureless) > 5 else "")
         message += (f" {len(items.featureless)} new item(s) have no known feature left and score 0 for every user "

@@ -48,18 +48,18 @@ def score_new_items(served, new_items, users):
 
 
 def recommend(served, new_items, top=10, users=None, for_items=True, for_users=True, seed=None,
-              cells=DEFAULT_CELLS):
+              cells=DEFAULT_CELLS, raw_text=None):
     """Top-``top`` lists for brand-new items.
 
-    ``served``: a ``ServedModel`` or a checkpoint path; ``new_items``: a ``NewItems`` or an ``.item``
-    file path. ``for_items``: for each new item, the ``top`` users (among those with training likes)
+    ``served``: a ``ServedModel`` or a checkpoint path; ``new_items``: a ``NewItems`` or the path of
+    an ``.item`` file or of a CSV/TSV file of raw text (``raw_text``: see ``read_new_items``). ``for_items``: for each new item, the ``top`` users (among those with training likes)
     to show it to. ``for_users``: for each of ``users`` (external tokens; default every user with a
     training like), the ``top`` new items. ``seed`` (default: the checkpoint's) seeds tie breaking.
     """
     if not isinstance(served, ServedModel):
         served = load_model(served)
     if not isinstance(new_items, NewItems):
-        new_items = read_new_items(served, new_items)
+        new_items = read_new_items(served, new_items, raw_text=raw_text)
     if int(top) < 1:
         raise ColdStartError(f"top: expected a positive number of entries per list; got {top}.")
     seed = served.config["seed"] if seed is None else seed

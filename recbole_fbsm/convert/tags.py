@@ -1,0 +1,81 @@
+"""Token lists kept whole (tags, genres, keywords): a second token_seq field beside the item text.
+
+A tag such as `scale_free` or `ucsc-browser` names one thing; the word analyzer would split it
+(`scale`, `free`) or stem it. Here every tag becomes exactly one token: lower case, runs of
+whitespace (and double quotes, which RecBole's reader would take for quoting) joined by `_`, since
+a token_seq cell is split on spaces; a tag without any letter or digit is dropped. This module reads a CSV/TSV file of `item,tag[,tag...]` lines for
+`convert text`; `ctr.read_ctr_tags` reads citeulike-t's `tag-item.dat` + `tags.dat`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from .analyzer import WholeTokenAnalyzer
+from .atomic import ConversionError, Skipped, bad_id, csv_records
+
+TAG_SEP = "|"  # default separator of several tags inside one cell (as in MovieLens' genre lists)
+TAG_DF_OPTIONS = ("--tags-min-df", "--tags-max-df")
+
+
+def whole_token(tag: str) -> str:
+    """One tag as one token: lower case, whitespace runs and quotes -> '_'; '' for a tag without any
+    letter or digit (blank, or punctuation such as citeulike-t's '-' and '--')."""
+    return WholeTokenAnalyzer().token(tag)
+
+
+def count_matrix(item_rows: np.ndarray, tokens: Sequence[str], n_items: int) -> tuple[sp.csr_matrix, np.ndarray]:
+    """items x tokens counts from (item row, token) pairs; tokens sorted like the word terms."""
+    terms, cols = np.unique(np.asarray(tokens, dtype=object).astype(str), return_inverse=True)
+    counts = sp.csr_matrix(
+        (np.ones(len(cols), dtype=np.int64), (np.asarray(item_rows, dtype=np.int64), cols.ravel())),
+        shape=(n_items, len(terms)),
+    )
+    counts.sum_duplicates()
+    return counts, terms.astype(object)
+
+
+def read_tag_file(
+    path: str | os.PathLike,
+    sep: str,
+    tag_sep: str | None,
+    header: bool,
+    item_ids: Sequence[str],
+    skipped: Skipped,
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Items x tags counts from `item<sep>tag[<sep>tag...]` lines, rows aligned with `item_ids`.
+
+    Every field after the id is a tag, further split on `tag_sep`; an item may have several lines
+    (their tags add up), and a tag repeated for an item counts twice, like a repeated word.
+    """
+    index = pd.Index(item_ids)
+    rows, tokens = [], []
+    analyze = WholeTokenAnalyzer(tag_sep)
+    for line, row in csv_records(path, sep, header, "tags"):
+        item = row[0].strip()
+        if len(row) < 2 or bad_id(item):
+            skipped.add(
+                f"malformed lines in {Path(path).name}",
+                f"{path}:{line}: expected 'item{sep}tag[{sep}tag...]' with an id free of tabs and double quotes, "
+                f"got {sep.join(row)[:80]!r}".replace("\t", "<TAB>"),
+            )
+            continue
+        k = index.get_indexer([item])[0]
+        if k < 0:
+            skipped.add(f"tag lines naming an item without text in {Path(path).name}", f"{path}:{line}")
+            continue
+        found = [token for cell in row[1:] for token in analyze(cell)]
+        rows += [k] * len(found)
+        tokens += found
+    if not tokens:
+        raise ConversionError(
+            f"{path}: no usable tag of an item with text, expected lines 'item{sep}tag[{sep}tag...]' "
+            f"({skipped.describe()})".replace("\t", "<TAB>")
+        )
+    return count_matrix(np.asarray(rows), tokens, len(item_ids))

@@ -1,0 +1,185 @@
+"""Raw text of new items -> the tokens training saw, with the analyzer the converter stored.
+
+`python -m recbole_fbsm.convert` writes `NAME.analyzer.json` beside a dataset: for each token_seq field
+the tokeniser, stop words, stemmer (or "whole" tags) and vocabulary. A new item given as raw text (a
+CSV/TSV file, or an `.item` file read with `raw_text=True`) goes through exactly that analyzer, field by
+field. A field the file does not describe (a dataset not made by the converter, such as ml-100k) is
+split as RecBole splits it: on `seq_separator` for token_seq fields, the whole cell for token fields.
+"""
+
+import csv
+import os
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recbole.utils import FeatureType
+
+from recbole_fbsm.convert.analyzer import analyzer_path, read_analyzer
+from recbole_fbsm.errors import ColdStartError
+
+
+def dataset_analyzers(served):
+    """{field: FieldRecord} stored beside the served model's dataset ({} when there is none)."""
+    folder = Path(served.config["data_path"])
+    path = analyzer_path(folder, served.config["dataset"])
+    if not path.is_file():
+        return {}
+    try:
+        records = read_analyzer(path)
+    except ValueError as error:
+        raise ColdStartError(str(error)) from None
+    for name, record in records.items():
+        if name in served.fields:
+            vocabulary = set(record.vocabulary)
+            unseen = [t for t in served.dataset.field2id_token[name][1:] if str(t) not in vocabulary]
+            if unseen:
+                raise ColdStartError(
+                    f"{path} does not describe dataset {served.config['dataset']!r}: {len(unseen)} token(s) of field "
+                    f"{name!r} (e.g. {unseen[0]!r}) are not in its vocabulary (was the dataset converted again "
+                    "or edited since?)."
+                )
+    return records
+
+
+@dataclass
+class Tokenized:
+    """Token lists of one field for every new item, and what the analyzer made of the words."""
+
+    cells: list                                  # per item: the field's tokens
+    origin: dict = field(default_factory=dict)   # token -> Counter of the original words that gave it
+    analyzer: object = None                      # the stored analyzer, when the cells were raw text
+
+
+def split_cells(values, feature_type, seq_separator):
+    """RecBole's own reading of pre-tokenised cells."""
+    if feature_type == FeatureType.TOKEN_SEQ:
+        return [[t for t in str(value).split(seq_separator) if t] for value in values]
+    return [[str(value)] if str(value) != "" else [] for value in values]
+
+
+def analyze_cells(values, analyzer):
+    """Raw cells -> tokens with the stored analyzer, remembering which words gave each token."""
+    cells, origin = [], defaultdict(Counter)
+    for value in values:
+        tokens = []
+        for word in analyzer.words(str(value)):
+            token = analyzer.stem(word)
+            tokens.append(token)
+            origin[token][word] += 1
+        cells.append(tokens)
+    return Tokenized(cells, dict(origin), analyzer)
+
+
+def tokenize_field(values, name, served, analyzers, raw):
+    """The tokens of field ``name`` for each cell of ``values``."""
+    feature_type = served.dataset.field2type[name]
+    record = analyzers.get(name)
+    if raw and record is not None:
+        return analyze_cells(values, record.analyzer)
+    seq_separator = served.config["seq_separator"] or " "
+    return Tokenized(split_cells(values, feature_type, seq_separator))
+
+
+def text_separator(path):
+    """Tab for .tsv / .tab files, comma otherwise (as `convert text`)."""
+    return "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
+
+
+def read_text_table(path, served, analyzers):
+    """(item ids, {field: raw cells}) of a CSV/TSV file with a header line.
+
+    The id column is the dataset's item id field (``item_id``) or else the first column; a feature field
+    comes from the column of its own name or from the raw-text column the converter recorded for it
+    (``text`` for ``words``, ``tags`` for ``tags``). Other columns are ignored.
+    """
+    separator = text_separator(path)
+    try:
+        with open(path, newline="", encoding=served.config["encoding"] or "utf-8") as handle:
+            rows = [row for row in csv.reader(handle, delimiter=separator) if row]
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise ColdStartError(f"new-item file {path} cannot be read as {'TSV' if separator == chr(9) else 'CSV'}: {error}") from None
+    if not rows:
+        raise ColdStartError(f"new-item file {path} is empty: expected a header line and one row per new item.")
+    header = [column.strip() for column in rows[0]]
+    iid = served.iid_field
+    id_column = header.index(iid) if iid in header else 0
+    columns = {}
+    for name in served.fields:
+        record = analyzers.get(name)
+        choices = [name] + ([record.raw_column] if record is not None and record.raw_column != name else [])
+        found = [c for c in choices if c in header]
+        if not found:
+            raise ColdStartError(
+                f"new-item file {path} has no column for feature field {name!r}: expected a column named "
+                f"{' or '.join(repr(c) for c in choices)}; the header has {header}."
+            )
+        columns[name] = header.index(found[0])
+    body = rows[1:]
+    if not body:
+        raise ColdStartError(f"new-item file {path} has a header but no item rows: expected one row per new item.")
+    short = [k + 2 for k, row in enumerate(body) if len(row) < len(header)]
+    if short:
+        raise ColdStartError(
+            f"new-item file {path}: line(s) {short[:10]} have fewer than the header's {len(header)} columns "
+            f"(separator {separator!r}, from the file extension)."
+        )
+    tokens = [row[id_column].strip() for row in body]
+    return tokens, {name: [row[k] for row in body] for name, k in columns.items()}
+
+
+def is_atomic_header(path, separator):
+    """True when the first line looks like an atomic file's header: every column 'field:type'."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            first = handle.readline().rstrip("\r\n")
+    except OSError:
+        return True  # let the atomic reader report the problem
+    columns = [c for c in first.split(separator)]
+    return not first.strip() or all(":" in c for c in columns)
+
+
+def dropped_words_message(name, unknown, origin, analyzer):
+    """'words: 3 of 25 words dropped after stop-word removal and stemming ... (e.g. 'fertilizer' -> 'fertil')'
+    for the unknown tokens of one analysed field."""
+    examples = []
+    for token, _ in unknown.most_common():
+        words = origin.get(token.partition(":")[2])
+        if words:
+            word, term = words.most_common(1)[0][0], token.partition(":")[2]
+            examples.append(f"{word!r} -> {term!r}" if word != term else repr(word))
+        if len(examples) == 5:
+            break
+    total = sum(sum(words.values()) for words in origin.values())
+    dropped = sum(unknown.values())
+    if analyzer.kind == "whole":
+        return f"{name}: {dropped} of {total} tags not in the training vocabulary (e.g. {', '.join(examples)})"
+    steps = [step for step, done in (("stop-word removal", analyzer.stop_words is not None),
+                                     ("stemming", analyzer.stemmer is not None)) if done]
+    after = f" after {' and '.join(steps)}" if steps else ""
+    return (f"{name}: {dropped} of {total} words dropped{after}, as their terms are not in the training vocabulary "
+            f"(e.g. {', '.join(examples)})")
+
+
+def raw_text_hint(unknown, analyzers, known_columns):
+    """For a pre-tokenised file: how many unknown tokens would be known after the dataset's analyzer (the
+    file then probably holds raw words), with an example; None when none would."""
+    helped, example = 0, None
+    for token, count in unknown.items():
+        name, _, value = token.partition(":")
+        record = analyzers.get(name)
+        if record is None:
+            continue
+        terms = record.analyzer(value)
+        if terms and all(f"{name}:{t}" in known_columns for t in terms):
+            helped += count
+            example = example or f"{value!r} -> {' '.join(terms)!r}"
+    if not helped:
+        return None
+    return (f"{helped} of them become known terms through the dataset's analyzer (e.g. {example}): the file seems "
+            "to hold raw text; give it as a CSV/TSV file or with --raw-text (raw_text=True) to analyse it as training did")
+
+
+def existing_file(path):
+    if not os.path.isfile(path):
+        raise ColdStartError(f"new-item file {path} not found.")

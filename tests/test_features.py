@@ -1,0 +1,131 @@
+"""Item features beyond one sparse field: several fields with their own weights, dense float_seq fields, and a
+vocabulary (hence the model's start) that depends on the training items only."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from recbole_fbsm.features import build_item_features
+from recbole_fbsm.quick_start import prepare, run
+from recbole_fbsm.synthetic import write_atomic
+
+QUIET = {"state": "ERROR", "show_progress": False}
+
+
+def two_field_data(folder, name="two", dense=None, test_item_words=None, seed=4):
+    """80 items with ``words`` and ``tags`` (token_seq) and optionally ``emb`` (float_seq, ``dense``)."""
+    rng = np.random.default_rng(seed)
+    words = {f"i{i}": [f"w{w}" for w in rng.integers(0, 15, size=rng.integers(1, 6))] for i in range(80)}
+    tags = {f"i{i}": [f"t{t}" for t in rng.integers(0, 6, size=rng.integers(1, 3))] for i in range(80)}
+    interactions = sorted({(f"u{u}", f"i{i}") for u in range(30) for i in rng.choice(80, 8, replace=False)})
+    if test_item_words:
+        words.update(test_item_words)
+    path = write_atomic(folder, name, interactions, words)
+    header = "item_id:token\twords:token_seq\ttags:token_seq" + ("\temb:float_seq" if dense is not None else "")
+    lines = [header]
+    for k, item in enumerate(words):
+        row = [item, " ".join(words[item]), " ".join(tags[item])]
+        if dense is not None:
+            row.append(" ".join(f"{v:.17g}" for v in dense[item]))
+        lines.append("\t".join(row))
+    (path / f"{name}.item").write_text("\n".join(lines) + "\n")
+    return path
+
+
+def built(folder, name, tmp_path, **settings):
+    config = {"data_path": str(folder), "checkpoint_dir": str(tmp_path / "saved"), "epochs": 1, **QUIET, **settings}
+    config, model, loaders = prepare("CoSim", name, config_dict=config)
+    return model, loaders[0]._dataset
+
+
+def gram(model):
+    F = model.F
+    matrix = sp.csr_matrix((F.values.numpy(), F.indices.numpy(), F.indptr.numpy()), shape=tuple(F.shape))
+    return (matrix @ matrix.T).toarray()
+
+
+def test_field_weights_make_cosim_the_weighted_mean_of_per_field_cosines(tmp_path):
+    folder = tmp_path / "data"
+    two_field_data(folder)
+    both, dataset = built(folder, "two", tmp_path, feature_fields=["words", "tags"], field_weights={"words": 1, "tags": 3})
+    words, _ = built(folder, "two", tmp_path, feature_fields=["words"])
+    tags, _ = built(folder, "two", tmp_path, feature_fields=["tags"])
+    np.testing.assert_allclose(gram(both), 0.25 * gram(words) + 0.75 * gram(tags), atol=1e-6)
+    # unset: one L2 normalisation over the joined columns (the former behaviour), which is not that mean
+    joint, _ = built(folder, "two", tmp_path, feature_fields=["words", "tags"])
+    assert not np.allclose(gram(joint), 0.5 * gram(words) + 0.5 * gram(tags), atol=1e-3)
+
+
+def test_field_weights_errors_name_the_setting(tmp_path):
+    from recbole_fbsm.errors import ColdStartError
+
+    folder = tmp_path / "data"
+    two_field_data(folder)
+    with pytest.raises(ColdStartError, match="field_weights names \\['title'\\]"):
+        built(folder, "two", tmp_path, feature_fields=["words", "tags"], field_weights={"title": 1})
+    with pytest.raises(ColdStartError, match="field_weights\\['tags'\\]: expected a number >= 0"):
+        built(folder, "two", tmp_path, feature_fields=["words", "tags"], field_weights={"tags": -1})
+
+
+def test_a_dense_field_holding_the_sparse_rows_gives_the_same_similarities(tmp_path):
+    """A float_seq field whose values are the words' weighted rows: the same F up to column order, so
+    CoSim (and FBSM with the same D, V) score exactly as with the sparse field."""
+    folder = tmp_path / "data"
+    two_field_data(folder)
+    sparse_model, dataset = built(folder, "two", tmp_path, feature_fields=["words"])
+    F = sparse_model.F
+    rows = sp.csr_matrix((F.values.numpy(), F.indices.numpy(), F.indptr.numpy()), shape=tuple(F.shape)).toarray()
+    tokens = dataset.field2id_token["item_id"]
+    dense = {str(tokens[i]): rows[i] for i in range(1, len(tokens))}
+    dense_folder = tmp_path / "dense"
+    two_field_data(dense_folder, dense=dense)
+    dense_model, dense_dataset = built(dense_folder, "two", tmp_path, feature_fields=["emb"])
+    assert dense_model.n_features == sparse_model.n_features
+    # same items, same ids (same files but the extra column), same Gram matrix of the item features
+    assert list(dense_dataset.field2id_token["item_id"]) == list(tokens)
+    np.testing.assert_allclose(gram(dense_model), gram(sparse_model), atol=1e-6)
+    # and beside a sparse field, with weights: the weighted mean again
+    mixed, _ = built(dense_folder, "two", tmp_path, feature_fields=["emb", "tags"], field_weights={"emb": 2, "tags": 1})
+    tags, _ = built(dense_folder, "two", tmp_path, feature_fields=["tags"])
+    np.testing.assert_allclose(gram(mixed), (2 * gram(sparse_model) + gram(tags)) / 3, atol=1e-6)
+
+
+def test_transform_weights_new_rows_like_training_with_fields_and_dense_columns(tmp_path):
+    from recbole_fbsm.features import term_counts
+
+    folder = tmp_path / "dense"
+    rng = np.random.default_rng(0)
+    two_field_data(folder, dense={f"i{i}": rng.normal(size=3) for i in range(80)})
+    _, dataset = built(folder, "two", tmp_path, feature_fields=["words"])
+    fields = ["words", "tags", "emb"]
+    counts, _ = term_counts(dataset, fields)
+    for weighting in ("tfidf", "tf", "binary"):
+        for weights in (None, {"words": 1, "tags": 2, "emb": 0.5}):
+            features = build_item_features(dataset, dataset.split_items, fields, weighting, True, weights)
+            again = features.transform(counts[:, features.source_columns])
+            np.testing.assert_allclose(again.toarray(), features.matrix.toarray(), atol=1e-12)
+            emb = [k for k, name in enumerate(features.names) if name.startswith("emb:")]
+            assert len(emb) == 3 and np.unique(np.sign(features.matrix[:, emb].data)).size == 2  # not binarised
+
+
+def test_other_splits_text_cannot_move_training(tmp_path):
+    """Editing a test item's text (a word no training item has, and removing a training word) leaves the
+    trained parameters bit for bit the same: the vocabulary and everything the model starts from come
+    from the training items only."""
+    folder = tmp_path / "data"
+    two_field_data(folder)
+    settings = {"data_path": str(folder), "checkpoint_dir": str(tmp_path / "saved"), "epochs": 3, "rank": 3,
+                "feature_fields": ["words"], "seed": 7, **QUIET}
+    _, _, (_, _, test_data) = prepare("FBSM", "two", config_dict=settings)
+    test_items = test_data._dataset.split_items
+    test_token = str(test_data._dataset.field2id_token["item_id"][test_items[0]])
+    first = run("FBSM", "two", config_dict=settings)
+    edited = tmp_path / "edited"
+    two_field_data(edited, test_item_words={test_token: ["brand_new_word", "another_new_word"]})
+    second = run("FBSM", "two", config_dict={**settings, "data_path": str(edited)})
+    a = torch.load(first["saved_model_file"], weights_only=False)["state_dict"]
+    b = torch.load(second["saved_model_file"], weights_only=False)["state_dict"]
+    assert first["best_epoch"] == second["best_epoch"]
+    for name in ("D", "V"):
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=0)

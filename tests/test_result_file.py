@@ -1,0 +1,45 @@
+"""Every run writes its result file: compare's record schema, beside the run's log."""
+
+import json
+from pathlib import Path
+
+from helpers import dataset_config, run_cli
+from recbole_fbsm import compare
+from recbole_fbsm.quick_start import run
+
+
+def test_run_writes_a_record_that_compare_reads(toy, tmp_path):
+    result = run("CoSim", toy.name, config_dict=dataset_config(toy, seed=7))
+    path = Path(result["result_file"])
+    assert path.parent == tmp_path / "log" / "CoSim" and path.suffix == ".json"
+    record = compare.read_record(path)
+    assert record is not None and record["status"] == "ok"
+    assert record["model"] == "CoSim" and record["seed"] == 7 and record["split_seed"] == 7
+    assert record["test_result"] == {k: float(v) for k, v in result["test_result"].items()}
+    assert record["best_valid_result"] == {k: float(v) for k, v in result["best_valid_result"].items()}
+    assert record["saved_model_file"] == result["saved_model_file"] and Path(record["saved_model_file"]).is_file()
+    assert record["settings"]["dataset"] == toy.name and record["settings"]["overrides"]["seed"] == "7"
+    assert record["config"]["seed"] == 7 and record["valid_metric"] == "recall@10"
+
+
+def test_the_record_has_every_key_of_compares_own(toy, tmp_path):
+    settings = compare.settings_of(toy.name, None, dataset_config(toy))
+    theirs = compare.run_pair("CoSim", toy.name, 3, tmp_path / "results", None, dataset_config(toy), settings)
+    assert theirs["status"] == "ok", theirs.get("error")
+    mine = json.loads(Path(sorted((tmp_path / "log" / "CoSim").glob("*.json"))[-1]).read_text())
+    assert set(theirs) <= set(mine)
+    for key in ("model", "seed", "split_seed", "status", "valid_metric", "best_valid_score", "best_valid_result",
+                "test_result", "saved_model_file", "eval_user_sample"):
+        assert mine[key] == theirs[key], key
+
+
+def test_command_line_prints_the_result_file_beside_the_log(toy, tmp_path):
+    settings = [f"--{key}={value}" for key, value in dataset_config(toy).items() if key != "state"]
+    code, out, err = run_cli(["--model=CoSim", f"--dataset={toy.name}", *settings], cwd=tmp_path)
+    assert code == 0, err[-2000:]
+    line = next(line for line in (out + err).splitlines() if "result file:" in line)
+    path = Path(line.split("result file:")[1].strip())
+    assert path.is_file() and path.with_suffix(".log").is_file()
+    record = json.loads(path.read_text())
+    assert record["log_file"] == str(path.with_suffix(".log"))
+    assert f"'recall@10': {round(record['test_result']['recall@10'], 4)}" in out

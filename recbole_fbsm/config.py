@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 from recbole.config import Config
-from recbole.utils import InputType
+from recbole.utils import InputType, ModelType
 
 import recbole_fbsm.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
 from recbole_fbsm.errors import ColdStartError
@@ -52,10 +52,17 @@ class ColdStartConfig(Config):
     def _set_train_neg_sample_args(self):
         super()._set_train_neg_sample_args()
         args = self.final_config_dict.get("train_neg_sample_args") or {}
-        if self.final_config_dict.get("MODEL_INPUT_TYPE") == InputType.PAIRWISE and args.get("distribution") == "none":
+        if args.get("distribution") != "none":
+            return
+        if self.final_config_dict.get("MODEL_INPUT_TYPE") == InputType.PAIRWISE:
             raise ColdStartError(
                 f"train_neg_sample_args: model {self.model} trains on (user, liked item, negative item) triplets and "
                 "needs negatives, e.g. {distribution: uniform, sample_num: 1}; got none."
+            )
+        if self.final_config_dict.get("MODEL_TYPE") == ModelType.CONTEXT and self.item_split:
+            raise ColdStartError(
+                f"train_neg_sample_args: context-aware model {self.model} learns likes against sampled negatives "
+                "on the item split (its data has likes only); expected e.g. {distribution: uniform, sample_num: 1}; got none."
             )
 
     def _convert_config_dict(self, config_dict):

@@ -194,7 +194,7 @@ def model_names():
 
 
 def unknown_model_message(name, available):
-    return f"unknown model {name!r}{suggestion(name, available)} Available models: {', '.join(available)}."
+    return f"unknown model {name!r}{suggestion(name, available) or '.'} Available models: {', '.join(available)}."
 
 
 def check_model_name(name):
@@ -370,6 +370,7 @@ SPECS = {
     "train_neg_sample_args": neg_sample_args,
     "field_separator": text, "seq_separator": text, "USER_ID_FIELD": text, "ITEM_ID_FIELD": text,
     "data_path": text, "checkpoint_dir": text, "filter_inter_by_user_or_item": flag,
+    "rm_dup_inter": optional(choice(("first", "last"), case=True)),
     "clip_grad_norm": optional(mapping_of(text, number(0), "{max_norm: 5, norm_type: 2}")),
 }
 
@@ -479,8 +480,10 @@ def check_final(config):
     if isinstance(valid_metric, str) and listed:
         name, _, cutoff = valid_metric.partition("@")
         if name.lower() not in listed:
+            computed = config.get("metrics")
+            computed = [computed] if isinstance(computed, str) else list(computed or [])
             raise ColdStartError(f"valid_metric {valid_metric!r}: expected one of the metrics computed "
-                                 f"({', '.join(config.get('metrics') or [])}), at a topk cut-off.")
+                                 f"({', '.join(map(str, computed))}), at a topk cut-off.")
         topk_metric = names.get(name.lower(), (name, False))[1]
         if topk_metric and (not cutoff.isdigit() or int(cutoff) not in cutoffs):
             raise ColdStartError(f"valid_metric {valid_metric!r}: expected NAME@K with K in topk {list(cutoffs)}.")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 from recbole.config import Config
+from recbole.utils import InputType, ModelType
 
 import recbole_fbsm.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
 from recbole_fbsm.errors import ColdStartError
@@ -24,6 +25,14 @@ def tuned_properties_file(model, dataset):
 GROUP_BY_CHOICES = ("item", "user", "none")
 
 
+def _shown_path(path):
+    """A property file's path as the tables show it: relative to the plugin's folder when inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(PROPERTIES_DIR.parent))
+    except ValueError:
+        return str(path)
+
+
 class ColdStartConfig(Config):
     """RecBole configuration for the item cold-start protocol.
 
@@ -35,8 +44,26 @@ class ColdStartConfig(Config):
     """
 
     def __init__(self, model=None, dataset=None, config_file_list=None, config_dict=None):
-        check_user_settings(config_file_list, config_dict)
+        own_model_class = not isinstance(model, str) and model is not None and not str(
+            getattr(model, "__module__", "")).startswith(("recbole.", "recbole_fbsm."))
+        check_user_settings(config_file_list, config_dict, known_only=not own_model_class)
         super().__init__(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
+
+    def _set_train_neg_sample_args(self):
+        super()._set_train_neg_sample_args()
+        args = self.final_config_dict.get("train_neg_sample_args") or {}
+        if args.get("distribution") != "none":
+            return
+        if self.final_config_dict.get("MODEL_INPUT_TYPE") == InputType.PAIRWISE:
+            raise ColdStartError(
+                f"train_neg_sample_args: model {self.model} trains on (user, liked item, negative item) triplets and "
+                "needs negatives, e.g. {distribution: uniform, sample_num: 1}; got none."
+            )
+        if self.final_config_dict.get("MODEL_TYPE") == ModelType.CONTEXT and self.item_split:
+            raise ColdStartError(
+                f"train_neg_sample_args: context-aware model {self.model} learns likes against sampled negatives "
+                "on the item split (its data has likes only); expected e.g. {distribution: uniform, sample_num: 1}; got none."
+            )
 
     def _convert_config_dict(self, config_dict):
         return {key: convert_value(value) for key, value in config_dict.items()}
@@ -82,8 +109,7 @@ class ColdStartConfig(Config):
         ):
             if path is not None and path.is_file():
                 loaded = self._update_internal_config_dict(str(path)) or {}
-                inside = path.is_relative_to(PROPERTIES_DIR.parent)  # a tuned file may live elsewhere (tests)
-                self.property_files.append(str(path.relative_to(PROPERTIES_DIR.parent) if inside else path))
+                self.property_files.append(_shown_path(path))
                 if path.parent.name == "dataset":
                     self.parameters["Dataset"] += [k for k in loaded if k not in self.parameters["Dataset"]]
 
@@ -122,6 +148,13 @@ def _check_eval_args(eval_args):
         )
     if str(group_by).lower() != "item":
         return
+    mode = eval_args.get("mode", "full")
+    modes = mode.values() if isinstance(mode, dict) else [mode]
+    if any(str(m).lower() != "full" for m in modes):
+        raise ColdStartError(
+            f"eval_args.mode: the item split ranks every item of the evaluated split (mode: full); got {mode!r} "
+            "(sampled candidates such as uni100 are for RecBole's user split, eval_args.group_by: user)."
+        )
     split = eval_args.get("split")
     if not isinstance(split, dict) or list(split) != ["RS"]:
         raise ColdStartError(

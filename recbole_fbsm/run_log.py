@@ -42,7 +42,13 @@ def make_run_dirs(config):
     ``exist_ok`` makes creation idempotent, and afterwards RecBole only ever finds them present.
     """
     for path in (os.path.join(RECBOLE_LOG_ROOT, config["model"]), config["checkpoint_dir"]):
-        os.makedirs(path, exist_ok=True)
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as error:
+            from recbole_fbsm.errors import ColdStartError
+
+            raise ColdStartError(f"cannot create the folder {path} ({error.strerror}); expected a writable "
+                                 "checkpoint_dir and working directory.") from None
 
 
 def tag_run(config):

@@ -17,6 +17,7 @@ import difflib
 import functools
 import importlib.util
 import math
+import os
 import re
 from pathlib import Path
 
@@ -193,7 +194,7 @@ def model_names():
 
 
 def unknown_model_message(name, available):
-    return f"unknown model {name!r}{suggestion(name, available)} Available models: {', '.join(available)}."
+    return f"unknown model {name!r}{suggestion(name, available) or '.'} Available models: {', '.join(available)}."
 
 
 def check_model_name(name):
@@ -348,16 +349,16 @@ SPECS = {
     "rank": integer(1), "n_functions": integer(1),
     "reg_V": number(0), "reg_D": number(0), "reg_M": number(0), "reg_W": number(0),
     "init_D": number(), "init_W": number(), "init_std": number(0),
-    "learning_rate": number(0, strict=True), "learning_rate_D": optional(number(0, strict=True)),
+    "learning_rate": number(0), "learning_rate_D": optional(number(0)),  # 0 freezes (tests, ablations)
     "learner": choice(LEARNERS),
     # the protocol and the plugin's switches
     "feature_weighting": choice(("tfidf", "tf", "binary"), case=True), "feature_normalize": flag,
-    "feature_fields": optional(words), "split_seed": optional(integer()), "torch_threads": optional(integer(1)),
+    "feature_fields": optional(words), "split_seed": optional(integer(0)), "torch_threads": optional(integer(1)),
     "train_batch_by_user": flag, "valid_before_training": flag, "bpr_user_weighting": flag,
     "context_distinct_tokens": flag, "context_use_item_id": flag, "use_tuned_properties": flag,
     "eval_user_sample": optional(integer(1)), "context_eval_chunk": integer(1),
     # RecBole settings the protocol relies on
-    "seed": integer(), "epochs": integer(1), "eval_step": integer(1), "stopping_step": integer(1),
+    "seed": integer(0), "epochs": integer(1), "eval_step": integer(1), "stopping_step": integer(1),
     "train_batch_size": integer(1), "eval_batch_size": integer(1), "topk": topk, "metrics": metrics,
     "valid_metric": text, "valid_metric_bigger": flag, "weight_decay": number(0),
     "state": optional(choice(STATES)), "use_gpu": flag, "show_progress": flag, "reproducibility": flag,
@@ -369,6 +370,7 @@ SPECS = {
     "train_neg_sample_args": neg_sample_args,
     "field_separator": text, "seq_separator": text, "USER_ID_FIELD": text, "ITEM_ID_FIELD": text,
     "data_path": text, "checkpoint_dir": text, "filter_inter_by_user_or_item": flag,
+    "rm_dup_inter": optional(choice(("first", "last"), case=True)),
     "clip_grad_norm": optional(mapping_of(text, number(0), "{max_norm: 5, norm_type: 2}")),
 }
 
@@ -397,13 +399,13 @@ def value_problem(key, value):
     return None
 
 
-def check_settings(settings, source):
+def check_settings(settings, source, known_only=True):
     """Every key of ``settings`` known, every value of the expected type. ``source`` says where they came
     from for the message: ``config file x.yaml``, ``config_dict``, or ``None`` for the command line (the
     setting is then named as the option the user typed, ``--key=value``)."""
     for key, value in settings.items():
         name = f"--{key}" if source is None else f"{key!r} in {source}"
-        if not is_known(key):
+        if known_only and not is_known(key):
             known = set(known_defaults()) | keys_read_by_code()
             hint = suggestion(key, known) or "; see properties/overall.yaml and RecBole's settings"
             raise ColdStartError(f"unknown setting {name}{hint}" + ("" if hint.endswith("?") else "."))
@@ -414,24 +416,61 @@ def check_settings(settings, source):
             raise ColdStartError(f"setting {name}: expected {problem}; got {got!r}{getattr(problem, 'hint', '') or '.'}")
 
 
-def check_user_settings(config_file_list=None, config_dict=None, source="config_dict"):
+def check_user_settings(config_file_list=None, config_dict=None, source="config_dict", known_only=True):
     """The caller's settings, before anything is loaded: each config file (exists, parses, known keys,
     typed values), then ``config_dict`` (strings converted as RecBole converts them). Returns the
-    merged user settings (later files and ``config_dict`` win)."""
+    merged user settings (later files and ``config_dict`` win). ``known_only=False`` accepts unknown
+    keys (a model class of the caller's own may read settings no property file names)."""
     merged = {}
     for path in config_file_list or []:
         loaded = read_yaml(path)
-        check_settings(loaded, f"config file {path}")
+        check_settings(loaded, f"config file {path}", known_only)
         merged.update(loaded)
     converted = {key: convert_value(value) for key, value in (config_dict or {}).items()}
-    check_settings(converted, source)
+    check_settings(converted, source, known_only)
     merged.update(converted)
     return merged
 
 
+# Metrics that need scored (user, item, label) pairs or every item's rank, not a top-k over candidates.
+NOT_TOPK_ON_CANDIDATES = {"auc", "gauc", "logloss", "mae", "rmse"}
+
+
+def nearest_folder(path):
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_writable(path, setting):
+    """``path`` exists as a writable folder, or can be made inside one."""
+    existing = nearest_folder(path)
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ColdStartError(f"{setting}: cannot write to {path} ({existing} is not a writable folder); "
+                             "expected a folder the run can create and write.")
+
+
 def check_final(config):
     """Checks across settings, on the final (merged) configuration: the validation metric must be one of
-    the metrics computed, at a computed cut-off."""
+    the metrics computed, at a computed cut-off; the item split allows only metrics of a top-k list;
+    load_col and unload_col exclude each other; the run's folders can be written."""
+    eval_args = config.get("eval_args") or {}
+    if str(eval_args.get("group_by")).lower() == "item":
+        listed = config.get("metrics")
+        for metric in listed if isinstance(listed, (list, tuple)) else [listed]:
+            if isinstance(metric, str) and metric.lower() in NOT_TOPK_ON_CANDIDATES:
+                raise ColdStartError(
+                    f"metrics: {metric} needs labelled pairs or full ranks; the item split ranks the split's "
+                    "items and reports top-k metrics (Recall, NDCG, Precision, Hit, MRR, MAP, Rec, DCG, ...)."
+                )
+    both = set(config.get("load_col") or {}) & set(config.get("unload_col") or {})
+    if both:
+        raise ColdStartError(f"load_col and unload_col both name the {sorted(both)} file(s); expected one of them "
+                             "per file (load_col lists what to read, unload_col what to skip).")
+    if config.get("checkpoint_dir"):
+        check_writable(config["checkpoint_dir"], "checkpoint_dir")
+    check_writable("log", "the working directory (RecBole writes ./log there)")
     names = metric_names()
     listed = config.get("metrics")
     listed = [m.lower() for m in (listed if isinstance(listed, (list, tuple)) else [listed]) if isinstance(m, str)]
@@ -441,8 +480,10 @@ def check_final(config):
     if isinstance(valid_metric, str) and listed:
         name, _, cutoff = valid_metric.partition("@")
         if name.lower() not in listed:
+            computed = config.get("metrics")
+            computed = [computed] if isinstance(computed, str) else list(computed or [])
             raise ColdStartError(f"valid_metric {valid_metric!r}: expected one of the metrics computed "
-                                 f"({', '.join(config.get('metrics') or [])}), at a topk cut-off.")
+                                 f"({', '.join(map(str, computed))}), at a topk cut-off.")
         topk_metric = names.get(name.lower(), (name, False))[1]
         if topk_metric and (not cutoff.isdigit() or int(cutoff) not in cutoffs):
             raise ColdStartError(f"valid_metric {valid_metric!r}: expected NAME@K with K in topk {list(cutoffs)}.")

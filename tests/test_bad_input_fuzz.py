@@ -64,6 +64,15 @@ def add_float_seq(data, bad):
     rewrite(data.item_path, edit)
 
 
+def add_price(data):
+    def edit(rows):
+        rows[0] += "\tprice:float"
+        for k in range(1, len(rows)):
+            if rows[k]:
+                rows[k] += "\t" + ("" if k == 2 else "9.5")
+    rewrite(data.item_path, edit)
+
+
 # Each case: (id, model, edit of the generated dataset or None, extra argv, file settings or None,
 #             regular expressions the single error line must match)
 SETTING_CASES = [
@@ -75,8 +84,9 @@ SETTING_CASES = [
     ("rank-text", "FBSM", None, ["--rank=abc"], None, [r"--rank", r"positive integer", r"got 'abc'"]),
     ("rank-fraction", "FBSM", None, ["--rank=2.5"], None, [r"--rank", r"positive integer", r"got 2\.5"]),
     ("n-functions-zero", "UFSM", None, ["--n_functions=0"], None, [r"--n_functions", r"positive integer", r"got 0"]),
-    ("learning-rate-text", "FBSM", None, ["--learning_rate=abc"], None, [r"--learning_rate", r"number > 0", r"got 'abc'"]),
-    ("learning-rate-zero", "FBSM", None, ["--learning_rate=0"], None, [r"--learning_rate", r"> 0", r"got 0"]),
+    ("learning-rate-text", "FBSM", None, ["--learning_rate=abc"], None, [r"--learning_rate", r"number >= 0", r"got 'abc'"]),
+    ("learning-rate-negative", "FBSM", None, ["--learning_rate=-0.1"], None, [r"--learning_rate", r">= 0", r"got -0\.1"]),
+    ("seed-negative", "Pop", None, ["--seed=-1"], None, [r"--seed", r"non-negative integer", r"got -1"]),
     ("reg-negative", "FBSM", None, ["--reg_V=-1"], None, [r"--reg_V", r">= 0"]),
     ("epochs-zero", "Pop", None, ["--epochs=0"], None, [r"--epochs", r"positive integer"]),
     ("batch-size-zero", "BPR", None, ["--train_batch_size=0"], None, [r"--train_batch_size", r"positive integer"]),
@@ -88,16 +98,35 @@ SETTING_CASES = [
     ("feature-weighting", "CoSim", None, ["--feature_weighting=idf"], None, [r"--feature_weighting", r"tfidf, tf, binary"]),
     ("flag-not-bool", "CoSim", None, ["--feature_normalize=maybe"], None, [r"--feature_normalize", r"True or False"]),
     ("threshold-not-number", "Pop", None, ["--threshold={'rating': 'high'}"], None, [r"--threshold", r"'rating' to be a finite number", r"got 'high'"]),
-    ("seed-text", "Pop", None, ["--seed=abc"], None, [r"--seed", r"an integer", r"got 'abc'"]),
+    ("seed-text", "Pop", None, ["--seed=abc"], None, [r"--seed", r"non-negative integer", r"got 'abc'"]),
     ("negative-distribution", "BPR", None, ["--train_neg_sample_args={'distribution': 'pop'}"], None,
      [r"--train_neg_sample_args", r"uniform, popularity", r"got 'pop'", r"'popularity'"]),
     ("unknown-model", "FBMS", None, [], None, [r"unknown model 'FBMS'", r"did you mean 'FBSM'", r"Available models"]),
+    ("empty-model-name", "", None, [], None, [r"unknown model ''\. Available models: FBSM"]),
     ("eval-user-sample-zero", "FM", None, ["--eval_user_sample=0"], None, [r"--eval_user_sample", r"positive integer"]),
     ("state-unknown", "Pop", None, ["--state=LOUD"], None, [r"--state", r"info, debug"]),
     ("load-col-not-mapping", "Pop", None, ["--load_col=abc"], None, [r"--load_col", r"a mapping"]),
     ("feature-fields-text", "CoSim", None, ["--feature_fields=genre"], None, [r"--feature_fields", r"list of field names"]),
     ("stopping-step-zero", "Pop", None, ["--stopping_step=0"], None, [r"--stopping_step", r"positive integer"]),
     ("recbole-model-setting-text", "BPR", None, ["--embedding_size=abc"], None, [r"--embedding_size", r"a number"]),
+    ("pairwise-without-negatives", "BPR", None, ["--train_neg_sample_args=None"], None,
+     [r"train_neg_sample_args", r"model BPR trains on .* triplets", r"distribution: uniform"]),
+    ("context-model-without-negatives", "FM", None, ["--train_neg_sample_args=None"], None,
+     [r"context-aware model FM learns likes against sampled negatives", r"got none"]),
+    ("duplicate-removal-choice", "Pop", None, ["--rm_dup_inter=middle"], None,
+     [r"--rm_dup_inter", r"first, last", r"got 'middle'"]),
+    ("valid-metric-of-a-single-metric", "Pop", None, ["--metrics=Recall", "--valid_metric=NDCG@10"], None,
+     [r"valid_metric 'NDCG@10'", r"metrics computed \(Recall\)"]),
+    ("sampled-evaluation-mode", "Pop", None, ["--eval_args={'mode': 'uni100'}"], None,
+     [r"eval_args\.mode", r"mode: full", r"got 'uni100'"]),
+    ("value-metric-on-item-split", "Pop", None, ["--metrics=['Recall', 'AUC']"], None,
+     [r"metrics: AUC needs labelled pairs", r"top-k metrics"]),
+    ("load-and-unload-col", "FBSM", None, ["--unload_col={'item': ['genre']}"], None,
+     [r"load_col and unload_col both name the \['item'\] file"]),
+    ("checkpoint-dir-not-writable", "Pop", None, ["--checkpoint_dir=toy.yaml/saved"], None,
+     [r"checkpoint_dir: cannot write to toy\.yaml/saved \(.*toy\.yaml is not a writable folder\)"]),
+    ("filters-remove-everything", "Pop", None, ["--user_inter_num_interval=[100,inf)"], None,
+     [r"the filters leave no data", r"user_inter_num_interval='\[100,inf\)'"]),
     ("yaml-syntax", "Pop", None, [], "rank: [1, 2\nepochs: 1\n", [r"toy\.yaml line \d+", r"not valid YAML"]),
     ("yaml-not-mapping", "Pop", None, [], "- epochs\n- 1\n", [r"toy\.yaml", r"expected key: value settings, found a list"]),
 ]
@@ -127,6 +156,10 @@ FILE_CASES = [
     ("empty-user-id", "Pop", lambda d: set_cell(d.inter_path, 6, 0, ""), [], [r"toy\.inter", r"'user_id' is empty", r"line 7"]),
     ("not-utf8", "Pop", lambda d: d.item_path.write_bytes(d.item_path.read_bytes().replace(b"w1", b"w\xff", 1)), [],
      [r"toy\.item line \d+", r"not utf-8 text", r"0xff"]),
+    ("field-starting-with-quote", "Pop", lambda d: rewrite(d.item_path, lambda r: r.__setitem__(3, r[3].replace("\t", '\t"', 1))), [],
+     [r"toy\.item: 63 data lines, but ", r"double quote", r"first at line 4"]),
+    ("byte-order-mark", "Pop", lambda d: d.inter_path.write_bytes(b"\xef\xbb\xbf" + d.inter_path.read_bytes()), [],
+     [r"toy\.inter line 1", r"byte order mark"]),
     ("windows-line-ends", "Pop", lambda d: d.inter_path.write_bytes(d.inter_path.read_bytes().replace(b"\n", b"\r\n")), [],
      [r"toy\.inter line 1", r"Windows line ends"]),
     ("threshold-missing-column", "Pop", None, ["--threshold={'score': 4}"], [r"threshold", r"'score'", r"toy\.inter"]),
@@ -149,6 +182,8 @@ WARNING_CASES = [
     ("items-without-item-row", lambda d: drop_item_rows(d, lambda r: hash(r) % 5 != 0 and r[1:3] != "00"),
      [r"\d+ item\(s\) of .*toy\.inter", r"no row in .*toy\.item", r"\d+ interaction\(s\) of \d+ \(\d+\.\d%\) are dropped"]),
     ("negative-ratings", lambda d: set_cell(d.inter_path, 4, 2, "-1"), [r"1 negative value\(s\) in 'rating'", r"line 5", r"dislikes"]),
+    ("item-feature-value-missing", lambda d: add_price(d),
+     [r"toy\.item: column 'price' is empty on 1 line\(s\) \(line 3\)", r"column mean"]),
     ("repeated-interactions", lambda d: rewrite(d.inter_path, lambda r: r.insert(3, r[2])), [r"1 interaction\(s\) repeat", r"rm_dup_inter"]),
 ]
 
@@ -227,7 +262,8 @@ def test_doubtful_atomic_file_is_a_warning_with_counts(tmp_path, case):
     _, edit, expected = case
     data = write_dataset(tmp_path, "toy")
     edit(data)
-    config = ColdStartConfig(model="Pop", dataset="toy", config_file_list=[str(config_file(tmp_path, "Pop", {}))])
+    settings = {"load_col": None} if case[0] == "item-feature-value-missing" else {}
+    config = ColdStartConfig(model="Pop", dataset="toy", config_file_list=[str(config_file(tmp_path, "Pop", settings))])
     warnings = check_dataset_files(config).warnings
     assert len(warnings) == 1, warnings
     for pattern in expected:

@@ -66,5 +66,5 @@ def test_unpacked_wheel_runs_fbsm_from_an_empty_folder(wheel, tmp_path):
     result = __import__("json").loads(done.stdout.strip().splitlines()[-1])
     assert Path(result["file"]).is_relative_to(site)  # the unpacked wheel, not the checkout
     assert result["group_by"] == "item"  # properties/overall.yaml was found: the item split
-    assert result["rank"] == 5  # properties/model/FBSM.yaml
+    assert result["rank"] == 64  # recbole_fbsm/properties/model/FBSM.yaml, read from the installed package
     assert 0 <= result["recall"] <= 1

@@ -254,7 +254,7 @@ def test_unknown_tokens_are_ignored_and_counted_in_a_warning(trained, served, tm
     assert "noisy.item: 6 feature token occurrence(s) unknown to the trained model were ignored" in message
     assert "5 occurrence(s) of 4 token(s) not in the training vocabulary" in message
     assert "1 occurrence(s) of 1 token(s) that no training item has" in message
-    assert "1 new item(s) have no known feature left and score 0 for every user (their lists of users are in arbitrary order): 'nothing'" in message
+    assert "1 new item(s) have no known feature left and score 0 for every user" in message and "'nothing'" in message
     assert new.unknown == Counter({"words:zz1": 2, "words:zz2": 1, "words:zz3": 1, "genre:gz": 1})
     assert new.weightless == Counter({f"words:x_{test_item}": 1})
     assert new.n_ignored == 6 and new.featureless == ["nothing"]

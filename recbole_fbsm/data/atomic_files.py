@@ -56,6 +56,9 @@ def read_header(path, separator, encoding="utf-8"):
         header = first.decode(encoding)
     except UnicodeDecodeError as error:
         raise ColdStartError(f"{_where(path, 1)}: the header is not {encoding} text ({error.reason}).") from None
+    if header.startswith("\ufeff"):
+        raise ColdStartError(f"{_where(path, 1)}: the file starts with a byte order mark (BOM), which RecBole would "
+                             "read as part of the first column's name; save it as UTF-8 without BOM.")
     if not header.strip():
         raise ColdStartError(f"{path}: the file is empty or its first line is blank; expected a header of "
                              "name:type columns (types: token, token_seq, float, float_seq).")
@@ -164,6 +167,21 @@ def read_columns(atomic, names, separator="\t", encoding="utf-8"):
     return frame
 
 
+def quote_problem(atomic, separator, encoding, detail):
+    """RecBole's CSV reader treats a field that starts with a double quote as quoted: it runs over line
+    ends up to the next quote, so lines merge and the values shift."""
+    first = None
+    with open(atomic.path, encoding=encoding) as handle:
+        for number, line in enumerate(handle, 1):
+            if number > 1 and any(cell.startswith('"') for cell in line.split(separator)):
+                first = number
+                break
+    where = f" (first at line {first})" if first else ""
+    return (f"{atomic.path}: {atomic.n_rows} data lines, but {detail}: a field that starts "
+            f'with a double quote (") is read as quoted text running over line ends{where}; remove the quote or '
+            "close it in the same field.")
+
+
 def _examples(atomic, rows, values=None):
     rows = np.asarray(rows)
     lines = atomic.line_of_row(rows[:SHOWN])
@@ -172,12 +190,19 @@ def _examples(atomic, rows, values=None):
     return ", ".join(f"line {line}: {str(value)!r}" for line, value in zip(lines, list(values)[:SHOWN]))
 
 
-def check_float_column(atomic, name, values):
-    """Every cell a finite number: RecBole would fill empty and NaN cells with the column mean."""
+def check_float_column(atomic, name, values, report=None):
+    """Every cell a finite number: RecBole would fill empty and NaN cells with the column mean. With a
+    ``report`` (feature columns of .item/.user files, where a value may be missing) empty cells are a
+    warning instead."""
     text = values.str.strip()
     parsed = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
     empty = (text == "").to_numpy()
-    if empty.any():
+    if empty.any() and report is not None:
+        rows = np.flatnonzero(empty)
+        report.warnings.append(f"{atomic.path}: column {name!r} is empty on {len(rows)} line(s) ({_examples(atomic, rows)}); "
+                               "RecBole fills them with the column mean.")
+        parsed[empty] = 0.0
+    elif empty.any():
         rows = np.flatnonzero(empty)
         raise ColdStartError(f"{atomic.path}: column {name!r} is empty on {len(rows)} line(s) ({_examples(atomic, rows)}); "
                              "expected a number on every line (RecBole would put the column mean there).")
@@ -285,16 +310,19 @@ def check_dataset(config, reads_own_features=False):
         ids = {"inter": [uid, iid], "item": [iid], "user": [uid]}[suffix]
         wanted = [c for c in columns if c in ids or atomic.columns[c] in ("float", "float_seq")
                   or (suffix == "item" and reads_own_features and atomic.columns[c] in ("token", "token_seq"))]
-        table = read_columns(atomic, wanted, separator, encoding) if wanted else pd.DataFrame()
-        if len(table) != atomic.n_rows:  # quoted fields spanning lines: leave the values to RecBole
-            continue
+        try:
+            table = read_columns(atomic, wanted, separator, encoding) if wanted else pd.DataFrame()
+        except pd.errors.ParserError:
+            raise ColdStartError(quote_problem(atomic, separator, encoding, "a CSV reader cannot split it into rows")) from None
+        if wanted and len(table) != atomic.n_rows:
+            raise ColdStartError(quote_problem(atomic, separator, encoding, f"a CSV reader sees {len(table)} rows"))
         tables[suffix] = table
         for column in wanted:
             kind = atomic.columns[column]
             if column in ids:
                 check_ids(atomic, column, table[column], unique=suffix != "inter")
             elif kind == "float":
-                values = check_float_column(atomic, column, table[column])
+                values = check_float_column(atomic, column, table[column], None if suffix == "inter" else report)
                 if suffix == "inter" and (column in threshold or column == config["RATING_FIELD"]):
                     negative = np.flatnonzero(values < 0)
                     if len(negative):

@@ -30,7 +30,16 @@ def create_dataset(config, report=None):
         report = check_dataset_files(config, getattr(config.model_class, "reads_own_features", False))
     for warning in report.warnings:
         getLogger().warning(warning)
-    return ColdStartDataset(config)
+    try:
+        return ColdStartDataset(config)
+    except ValueError as error:
+        if "Some feat is empty" not in str(error):
+            raise
+        raise ColdStartError(
+            f"dataset {config['dataset']!r}: the filters leave no data (user_inter_num_interval="
+            f"{config['user_inter_num_interval']!r}, item_inter_num_interval={config['item_inter_num_interval']!r}, "
+            f"val_interval={config['val_interval']!r}); loosen them."
+        ) from None
 
 
 def data_preparation(config, dataset, reads_own_features=False):

@@ -203,3 +203,13 @@ def test_alignment_to_a_warm_model_is_the_kl_of_the_dense_similarities(tiny):
     assert set(model.state_dict()) == {"D", "V"}
     result = run("FBSM", "tiny", config_dict={**config, "epochs": 2})
     assert set(load_checkpoint(result["saved_model_file"])["state_dict"]) == {"D", "V"}
+
+
+def test_untrained_ufsm_with_one_function_is_exactly_cosim(tiny):
+    """W = 1, M = 1 and no noise for l = 1: the untrained model, kept when no epoch beats it, is CoSim itself."""
+    ufsm, (_, _, test_data) = build("UFSM", tiny)
+    cosim, _ = build("CoSim", tiny)
+    users = Interaction({"user_id": torch.arange(1, ufsm.n_users)})
+    candidates = torch.as_tensor(test_data._dataset.split_items)
+    with torch.no_grad():
+        torch.testing.assert_close(ufsm.score_candidates(users, candidates), cosim.score_candidates(users, candidates))

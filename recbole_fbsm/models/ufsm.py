@@ -16,9 +16,10 @@ class UFSM(FeatureSimilarityRecommender):
         self.n_functions = int(config["n_functions"])
         self.reg_M = float(config["reg_M"])
         self.reg_W = float(config["reg_W"])
-        std = float(config["init_std"])
+        # W = 1, M = 1/l starts from CoSim (on normalised features) exactly; the noise only breaks the symmetry
+        # of l > 1 functions (with l = 1 there is none to break, and noise would make the start differ from CoSim)
+        std = float(config["init_std"]) if self.n_functions > 1 else 0.0
         generator = torch.Generator().manual_seed(int(config["seed"]))
-        # W = 1, M = 1/l starts from CoSim (on normalised features); the noise breaks the symmetry of l > 1
         self.W = nn.Parameter(float(config["init_W"]) + std * torch.randn(self.n_functions, self.n_features, generator=generator))
         self.M = nn.Parameter(1.0 / self.n_functions + std * torch.randn(self.n_users, self.n_functions, generator=generator))
 

@@ -1,0 +1,227 @@
+"""The warm collaborative backbone of content cold-start models: BPR-MF on the training split only.
+
+DropoutNet, Heater and ALDI (and anything else that distils or transforms collaborative embeddings
+into a content model) start from preference embeddings of users and *training* items. This module
+gives them one, without leaking anything about validation or test items:
+
+    user_emb, item_emb = warm_embeddings(config, train_dataset)
+
+- ``train_dataset``: the training split (``ColdStartDataset`` with ``split_items``; its ``inter_feat`` holds
+  the training likes only). Returns two float tensors on ``config["device"]``: ``user_emb``
+  (n_users x d) and ``item_emb`` (n_items x d), rows indexed by RecBole's internal ids. Rows of items
+  outside the training split and of users without a training like are **zero**: nothing was learned
+  for them from training data, and a zero row cannot carry an item's identity into a cold score.
+- Source, chosen by settings (all optional; defaults in ``WARM_DEFAULTS``):
+  - ``warm_checkpoint: ~`` (default): RecBole's ``BPR`` model trained here, on the training likes only,
+    negatives drawn uniformly among training items the user has not liked; ``warm_embedding_size``,
+    ``warm_epochs``, ``warm_batch_size``, ``warm_learning_rate`` (Adam), ``warm_reg`` (L2 on the batch's
+    embeddings). Seeded by ``seed`` inside a forked RNG: the caller's random stream is untouched, and the
+    same split and settings give the same embeddings.
+  - ``warm_checkpoint: PATH``: the embeddings of a saved checkpoint: a RecBole ``BPR``-like model
+    (``user_embedding.weight`` / ``item_embedding.weight``, e.g. ``run_recbole.py --model=BPR`` with this
+    plugin), or a checkpoint of a model built on this module (``warm_user_embedding`` /
+    ``warm_item_embedding``). It must come from the same dataset and the same item split (dataset,
+    split seed and ratios are checked against the checkpoint's config), otherwise its embeddings may
+    have been trained on this run's validation/test items: that is an error, not a warning.
+
+``zero_untrained_rows`` and ``training_item_mask`` are exported for callers with their own embeddings.
+"""
+
+import os
+from logging import getLogger
+
+import numpy as np
+import torch
+
+from recbole_fbsm.errors import ColdStartError
+
+WARM_DEFAULTS = {
+    "warm_checkpoint": None,
+    "warm_embedding_size": 200,   # the rank of the pretrained embeddings in DropoutNet, Heater and ALDI on CiteULike
+    "warm_epochs": 100,
+    "warm_batch_size": 2048,
+    "warm_learning_rate": 0.005,
+    "warm_reg": 0.0001,
+}
+# keys of the two embedding tables in the checkpoints this module reads
+CHECKPOINT_KEYS = (
+    ("warm_user_embedding", "warm_item_embedding"),          # models built on this module
+    ("user_embedding.weight", "item_embedding.weight"),      # RecBole's BPR and similar MF models
+)
+
+
+def warm_setting(config, key):
+    """``config[key]``, or its default when unset (RecBole's Config answers None for unknown keys)."""
+    try:
+        value = config[key]
+    except KeyError:
+        value = None
+    return WARM_DEFAULTS[key] if value is None else value
+
+
+def training_item_mask(train_dataset):
+    """Bool tensor (n_items,): True for the training split's items (items with training likes when the
+    dataset carries no split)."""
+    items = getattr(train_dataset, "split_items", None)
+    if items is None:
+        items = np.unique(train_dataset.inter_feat[train_dataset.iid_field].numpy())
+    mask = torch.zeros(train_dataset.item_num, dtype=torch.bool)
+    mask[torch.as_tensor(np.asarray(items, dtype=np.int64))] = True
+    return mask
+
+
+def _users_with_likes(train_dataset):
+    users = torch.as_tensor(train_dataset.inter_feat[train_dataset.uid_field].numpy(), dtype=torch.long)
+    mask = torch.zeros(train_dataset.user_num, dtype=torch.bool)
+    mask[users] = True
+    return mask
+
+
+def zero_untrained_rows(user_emb, item_emb, train_dataset):
+    """Copies of the tables with the rows of non-training items and of users without training likes zeroed."""
+    items = training_item_mask(train_dataset).to(item_emb.device)
+    users = _users_with_likes(train_dataset).to(user_emb.device)
+    return user_emb * users[:, None].to(user_emb.dtype), item_emb * items[:, None].to(item_emb.dtype)
+
+
+def warm_embeddings(config, train_dataset):
+    """(user_emb, item_emb) float32 tensors on ``config["device"]``; see the module docstring."""
+    path = warm_setting(config, "warm_checkpoint")
+    if path:
+        user_emb, item_emb = load_warm_checkpoint(str(path), config, train_dataset)
+    else:
+        user_emb, item_emb = train_bpr(config, train_dataset)
+    user_emb, item_emb = zero_untrained_rows(user_emb.float(), item_emb.float(), train_dataset)
+    device = config["device"]
+    return user_emb.detach().to(device), item_emb.detach().to(device)
+
+
+# --------------------------------------------------------------------------------------- training
+class _BprConfig:
+    """The few settings RecBole's BPR reads, from the run's config with the warm overrides."""
+
+    def __init__(self, config, embedding_size):
+        self._values = {
+            "USER_ID_FIELD": config["USER_ID_FIELD"], "ITEM_ID_FIELD": config["ITEM_ID_FIELD"],
+            "NEG_PREFIX": config["NEG_PREFIX"], "device": config["device"], "embedding_size": int(embedding_size),
+        }
+
+    def __getitem__(self, key):
+        return self._values[key]
+
+
+def train_bpr(config, train_dataset):
+    """RecBole's BPR trained on ``train_dataset.inter_feat`` (the training likes) only."""
+    from recbole.model.general_recommender.bpr import BPR
+
+    size = int(warm_setting(config, "warm_embedding_size"))
+    epochs = int(warm_setting(config, "warm_epochs"))
+    batch_size = int(warm_setting(config, "warm_batch_size"))
+    learning_rate = float(warm_setting(config, "warm_learning_rate"))
+    reg = float(warm_setting(config, "warm_reg"))
+    device = config["device"]
+    users = torch.as_tensor(train_dataset.inter_feat[train_dataset.uid_field].numpy(), dtype=torch.long)
+    items = torch.as_tensor(train_dataset.inter_feat[train_dataset.iid_field].numpy(), dtype=torch.long)
+    pool = torch.nonzero(training_item_mask(train_dataset)).squeeze(1)
+    n_items = train_dataset.item_num
+    liked_keys = torch.unique(users * n_items + items)  # sorted
+    started = _now()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(config["seed"]))
+        generator = torch.Generator().manual_seed(int(config["seed"]) + 1)
+        model = BPR(_BprConfig(config, size), train_dataset).to(device)
+        optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
+        model.train()
+        for _ in range(epochs):
+            order = torch.randperm(len(users), generator=generator)
+            negatives = _draw_negatives(users, pool, liked_keys, n_items, generator)
+            for start in range(0, len(order), batch_size):
+                batch = order[start:start + batch_size]
+                u, i, j = (t.index_select(0, batch).to(device) for t in (users, items, negatives))
+                u_e, i_e, j_e = model.user_embedding(u), model.item_embedding(i), model.item_embedding(j)
+                difference = (u_e * (i_e - j_e)).sum(-1)
+                loss = -torch.nn.functional.logsigmoid(difference).mean()
+                loss = loss + reg * (u_e.pow(2).sum() + i_e.pow(2).sum() + j_e.pow(2).sum()) / len(batch)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    getLogger().info(
+        f"warm backbone: BPR-MF (d={size}) trained on {len(users)} training likes of {len(pool)} training items, "
+        f"{epochs} epochs, {_now() - started:.1f} s"
+    )
+    return model.user_embedding.weight.detach(), model.item_embedding.weight.detach()
+
+
+def _draw_negatives(users, pool, liked_keys, n_items, generator, rounds=8):
+    """One negative per like, uniform among training items, redrawn (a few rounds) where the user liked it."""
+    negatives = pool[torch.randint(len(pool), (len(users),), generator=generator)]
+    for _ in range(rounds):
+        keys = users * n_items + negatives
+        found = torch.searchsorted(liked_keys, keys).clamp_(max=len(liked_keys) - 1)
+        clash = liked_keys[found] == keys
+        if not bool(clash.any()):
+            break
+        redraw = pool[torch.randint(len(pool), (int(clash.sum()),), generator=generator)]
+        negatives = negatives.masked_scatter(clash, redraw)
+    return negatives
+
+
+def _now():
+    import time
+
+    return time.perf_counter()
+
+
+# -------------------------------------------------------------------------------------- checkpoint
+def load_warm_checkpoint(path, config, train_dataset):
+    """The two embedding tables of a saved checkpoint, after checking it shares this run's item split."""
+    from recbole_fbsm.trainer import load_checkpoint
+
+    if not os.path.isfile(path):
+        raise ColdStartError(f"warm_checkpoint: {path} not found (expected a .pth checkpoint, e.g. of BPR).")
+    try:
+        state = load_checkpoint(path)
+    except Exception as error:  # noqa: BLE001 (torch raises many kinds for a bad file)
+        raise ColdStartError(f"warm_checkpoint: {path} cannot be read ({type(error).__name__}: {error}).") from None
+    if not isinstance(state, dict) or "state_dict" not in state:
+        raise ColdStartError(f"warm_checkpoint: {path} is not a RecBole checkpoint (no state_dict).")
+    weights = state["state_dict"]
+    for user_key, item_key in CHECKPOINT_KEYS:
+        if user_key in weights and item_key in weights:
+            user_emb, item_emb = weights[user_key], weights[item_key]
+            break
+    else:
+        raise ColdStartError(
+            f"warm_checkpoint: {path} has no user/item embedding tables; expected "
+            + " or ".join(f"{u!r} and {i!r}" for u, i in CHECKPOINT_KEYS) + " (e.g. a BPR checkpoint)."
+        )
+    expected = (train_dataset.user_num, train_dataset.item_num)
+    if (user_emb.shape[0], item_emb.shape[0]) != expected or user_emb.shape[1] != item_emb.shape[1]:
+        raise ColdStartError(
+            f"warm_checkpoint: {path} has {user_emb.shape[0]} users x {item_emb.shape[0]} items; this run's dataset "
+            f"has {expected[0]} x {expected[1]} (another dataset or other filters?)."
+        )
+    _check_same_split(state.get("config"), config, path)
+    return user_emb.float().cpu(), item_emb.float().cpu()
+
+
+def _check_same_split(saved, config, path):
+    """The checkpoint must be trained on this run's training split: same dataset, item split, seed, ratios."""
+    if saved is None:
+        raise ColdStartError(f"warm_checkpoint: {path} has no config, so its item split cannot be checked.")
+
+    def describe(c):
+        args = c["eval_args"] or {}
+        group_by = str(args.get("group_by", "")).lower()
+        seed = c["split_seed"] if c["split_seed"] is not None else c["seed"]
+        ratios = (args.get("split") or {}).get("RS")
+        return c["dataset"], group_by, seed, list(ratios) if ratios else None
+
+    ours, theirs = describe(config), describe(saved)
+    if theirs != ours or theirs[1] != "item":
+        raise ColdStartError(
+            f"warm_checkpoint: {path} was trained on (dataset, group_by, split seed, ratios) = {theirs}, this run "
+            f"uses {ours}; a warm model from another split may have learned from this run's validation/test items. "
+            "Train it with the same dataset, eval_args and seed (or split_seed), e.g. "
+            "run_recbole.py --model=BPR --dataset=... --seed=..."
+        )

@@ -10,7 +10,9 @@ import importlib.util
 from recbole_fbsm.errors import ColdStartError
 
 PLUGIN_MODELS = {"FBSM": "recbole_fbsm.models.fbsm", "UFSM": "recbole_fbsm.models.ufsm", "CoSim": "recbole_fbsm.models.cosim",
-                 "Random": "recbole_fbsm.models.random"}
+                 "Random": "recbole_fbsm.models.random",
+                 "DropoutNet": "recbole_fbsm.models.coldstart.dropoutnet", "Heater": "recbole_fbsm.models.coldstart.heater",
+                 "ALDI": "recbole_fbsm.models.coldstart.aldi"}
 # Sequential and knowledge-aware models need inputs (sequences, a KG) that the item split does not provide.
 RECBOLE_SUBMODULES = ("general_recommender", "context_aware_recommender")
 

@@ -112,6 +112,11 @@ def explain(served, user, item, new_items=None, raw_text=None):
     if new_items is not None and not isinstance(new_items, NewItems):
         new_items = read_new_items(served, new_items, raw_text=raw_text)
     model, device = served.model, served.device
+    if not hasattr(model, "diagonal_weights"):
+        raise ColdStartError(
+            f"checkpoint {served.checkpoint}: explain splits a feature-similarity score (FBSM, UFSM, CoSim) into "
+            f"feature pairs and liked items; a {served.model_name} score is a dot product of neural towers."
+        )
     u = served.user_ids([user])
     known_items = served.dataset.field2token_id[served.iid_field]
     item = str(item)

@@ -18,10 +18,13 @@ from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.features import build_item_features, feature_fields, is_dense_field, term_counts
 from recbole_fbsm.models.base import FeatureSimilarityRecommender
+from recbole_fbsm.models.coldstart.base import ContentColdStartRecommender
 from recbole_fbsm.quick_start import build_model
 from recbole_fbsm.trainer import load_checkpoint
 
-SERVED_MODELS = ("FBSM", "UFSM", "CoSim")
+SERVED_MODELS = ("FBSM", "UFSM", "CoSim", "DropoutNet", "Heater", "ALDI")
+# models that score an item from its feature row (the others are refused: they cannot serve new items)
+FEATURE_MODEL_BASES = (FeatureSimilarityRecommender, ContentColdStartRecommender)
 
 
 @dataclass
@@ -118,7 +121,7 @@ def read_checkpoint(path):
     name = config["model"]
     model_class = getattr(config, "model_class", None)
     if name not in SERVED_MODELS or (
-        isinstance(model_class, type) and not issubclass(model_class, FeatureSimilarityRecommender)
+        isinstance(model_class, type) and not issubclass(model_class, FEATURE_MODEL_BASES)
     ):
         raise ColdStartError(
             f"checkpoint {path} holds a {name} model; expected one of {', '.join(SERVED_MODELS)} "
@@ -149,6 +152,8 @@ def load_model(checkpoint, device="cpu", data_path=None):
             "If the data moved since training, give the folder holding the dataset's folder (--data-path / data_path=)."
         ) from None
     train_data, valid_data, test_data = data_preparation(config, dataset, reads_own_features=True)
+    if issubclass(config.model_class, ContentColdStartRecommender):
+        config["warm_checkpoint"] = path  # the warm tables are in the checkpoint: no retraining of the backbone
     model = build_model(config, train_data._dataset)
     try:
         model.load_state_dict(state["state_dict"])

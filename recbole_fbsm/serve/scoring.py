@@ -53,6 +53,11 @@ def profile_scores(model, users, item_matrix, item_factors=None):
 
 def iter_profile_scores(model, users, item_matrix, cells=DEFAULT_CELLS):
     """Yield (start, scores) for consecutive batches of ``users``, ``cells`` dense cells at a time."""
+    if hasattr(model, "score_feature_rows"):  # two-tower models (DropoutNet, Heater, ALDI): U_u . item vector
+        step = max(1, cells // max(item_matrix.shape[0], 1))
+        for start in range(0, len(users), step):
+            yield start, model.score_feature_rows(users[start:start + step], item_matrix)
+        return
     factors = model.low_rank_factors()
     item_factors = None if factors is None else torch.sparse.mm(item_matrix, factors)
     step = user_batch_size(model.n_features, item_matrix.shape[0], cells)

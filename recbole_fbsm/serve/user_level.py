@@ -60,6 +60,11 @@ def per_user_recall(served, k=10):
     if not isinstance(served, ServedModel):
         served = load_model(served)
     model, config, device = served.model, served.config, served.device
+    if not hasattr(model, "low_rank_factors"):
+        raise ColdStartError(
+            f"checkpoint {served.checkpoint}: compare-users is for FBSM, UFSM and CoSim checkpoints; "
+            f"{served.model_name} is not one (compare it with python -m recbole_fbsm.compare)."
+        )
     dataset = served.test_data._dataset
     candidates = getattr(dataset, "split_items", None)
     if candidates is None:

@@ -1,0 +1,91 @@
+"""ALDI (Huang, Wang, Zhang, Chen, Yin, SIGIR 2023): a content -> embedding generator (the student)
+distilled from the warm model (the teacher) by aligning ratings, rankings and item identities."""
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from recbole_fbsm.models.coldstart.base import ContentColdStartRecommender, SparseLinear, truncated_normal_init
+
+
+class ALDI(ContentColdStartRecommender):
+    """Student: item generator g(x) = W2 tanh(BN(W1 x + b1)) + b2 (``hidden_size`` units, output the warm
+    rank) and user mapper m(U_u), the same shape over the warm user embedding; score m(U_u) . g(x_i).
+    Teacher: the warm BPR-MF, s^T_ui = U_u . V_i, on training items.
+
+    Loss per training triplet (u, i like, j sampled training negative), as in the paper and its code:
+    - supervised: BPR on the student's scores, -log sigmoid(s_ui - s_uj);
+    - rating distribution aligning (``gamma``): |s^T_ui - s_ui| + |s^T_uj - s_uj|;
+    - ranking aligning (``alpha``): cross-entropy of sigmoid(s_ui - s_uj) against sigmoid(s^T_ui - s^T_uj);
+    - identification distance aligning (``beta``): the same cross-entropy for an item's distance to the
+      batch's negatives, g_i.g_i - mean_j g_i.g_j against the teacher's V_i.V_i - mean_j V_i.V_j;
+    - the two ranking terms weighted per positive item by the teacher-aware weight
+      min(tanh(a f_i), tanh(M)), f_i = sum over i's users of 1 / their likes, a = M / mean f
+      (``teacher_weighting``, ``freq_coef_M``), and L2 (``reg_weight``, as weight decay) on the layers.
+    All items are scored by the student (the protocol ranks only cold items).
+    """
+
+    def __init__(self, config, dataset):
+        super().__init__(config, dataset)
+        d = self.embedding_size
+        hidden = int(config["hidden_size"])
+        self.alpha, self.beta, self.gamma = (float(config[k]) for k in ("alpha", "beta", "gamma"))
+        self.reg_weight = float(config["reg_weight"] or 0.0)
+        self.item_hidden = SparseLinear(self.n_features, hidden, generator=self._generator)
+        self.item_norm = nn.BatchNorm1d(hidden, momentum=0.01, eps=0.001)
+        self.item_output = nn.Linear(hidden, d)
+        self.user_hidden = nn.Linear(d, hidden)
+        self.user_norm = nn.BatchNorm1d(hidden, momentum=0.01, eps=0.001)
+        self.user_output = nn.Linear(hidden, d)
+        for module in (self.item_output, self.user_hidden, self.user_output):
+            module.apply(truncated_normal_init)
+        self.register_buffer("item_weight", self.teacher_weights(config), persistent=False)
+
+    def teacher_weights(self, config):
+        """Per item: the teacher-aware weight of the paper (1 everywhere when ``teacher_weighting`` is off)."""
+        n_items = self.warm_item_embedding.shape[0]
+        if not config["teacher_weighting"]:
+            return torch.ones(n_items)
+        R = self.R.to_torch_sparse().to_sparse_coo().cpu()
+        likes = torch.sparse.sum(R, 1).to_dense().clamp(min=1)
+        frequency = torch.sparse.mm(R.t(), (1.0 / likes)[:, None]).to_dense().squeeze(1)
+        training = self.training_item_mask.cpu()
+        expected = frequency[training].mean().clamp(min=1e-12)
+        M = float(config["freq_coef_M"])
+        return torch.tanh(M / expected * frequency).clamp(0, float(torch.tanh(torch.tensor(M))))
+
+    def generate(self, rows):
+        return self.item_output(torch.tanh(self.item_norm(self.item_hidden(rows))))
+
+    def user_vectors(self, users):
+        teacher = self.warm_user_embedding.index_select(0, users)
+        return self.user_output(torch.tanh(self.user_norm(self.user_hidden(teacher))))
+
+    def item_vectors_from_rows(self, rows, preference, warm):
+        return self.generate(rows)
+
+    def calculate_loss(self, interaction):
+        users, positives, negatives = self.batch_triplets(interaction)
+        n = len(users)
+        generated = self.generate(self.F.gather_rows(torch.cat([positives, negatives])))
+        g_pos, g_neg = generated[:n], generated[n:]
+        user = self.user_vectors(users)
+        s_pos, s_neg = (user * g_pos).sum(-1), (user * g_neg).sum(-1)
+        teacher_user = self.warm_user_embedding.index_select(0, users)
+        v_pos, v_neg = self.warm_item_embedding.index_select(0, positives), self.warm_item_embedding.index_select(0, negatives)
+        t_pos, t_neg = (teacher_user * v_pos).sum(-1), (teacher_user * v_neg).sum(-1)
+        weight = self.item_weight.index_select(0, positives)
+
+        supervised = -F.logsigmoid(s_pos - s_neg).mean()
+        rating = self.gamma * ((t_pos - s_pos).abs() + (t_neg - s_neg).abs()).mean()
+        ranking = self.alpha * (weight * F.binary_cross_entropy_with_logits(
+            s_pos - s_neg, torch.sigmoid(t_pos - t_neg), reduction="none")).mean()
+        student_identity = (g_pos * g_pos).sum(-1) - (g_pos @ g_neg.T).mean(1)
+        teacher_identity = (v_pos * v_pos).sum(-1) - (v_pos @ v_neg.T).mean(1)
+        identity = self.beta * (weight * F.binary_cross_entropy_with_logits(
+            student_identity, torch.sigmoid(teacher_identity), reduction="none")).mean()
+        return supervised + rating + ranking + identity
+
+    def optimizer_param_groups(self, learning_rate):
+        # tf's l2_regularizer(reg) adds reg * ||w||^2 / 2: a gradient of reg w, weight decay reg
+        return self.decay_groups(self.reg_weight)

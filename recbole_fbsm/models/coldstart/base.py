@@ -1,0 +1,195 @@
+"""What DropoutNet, Heater and ALDI share: a warm backbone, item content, and two-tower scoring.
+
+Every model here scores score(u, i) = user_vector(u) . item_vector(i). The user vector comes from the
+user's warm (BPR-MF) embedding; the item vector from the item's content features (``F``, built by
+``build_item_features`` with statistics from training items) and, for training items only, from the
+item's warm embedding. An item outside the training split has a zero warm row (``recbole_fbsm.warm``)
+and is scored through the content path alone: its id never enters its score.
+
+The content path starts with ``SparseLinear``, a linear layer over the sparse feature rows (an embedding
+bag, no dense items x features matrix), so any number of token features (and the dense columns
+``build_item_features`` may append) feed the towers on any device.
+
+Evaluation ranks only the split's candidates (``score_candidates``); the candidates' item vectors are
+computed once per evaluation and reused across user batches.
+"""
+
+import numpy as np
+import torch
+from recbole.model.abstract_recommender import GeneralRecommender
+from recbole.utils import InputType
+from torch import nn
+
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.features import build_item_features, like_matrix
+from recbole_fbsm.models.sparse import TorchCsr, rows_times_table
+from recbole_fbsm.warm import training_item_mask, warm_embeddings
+
+
+def csr_rows(matrix):
+    """A torch sparse CSR matrix as the (owner, cols, values, offsets) tuple of ``TorchCsr.gather_rows``."""
+    indptr = matrix.crow_indices()
+    counts = indptr[1:] - indptr[:-1]
+    owner = torch.repeat_interleave(torch.arange(len(counts), device=indptr.device), counts)
+    return owner, matrix.col_indices(), matrix.values(), indptr[:-1]
+
+
+class SparseLinear(nn.Module):
+    """x W + b for sparse feature rows given as ``gather_rows`` tuples (an embedding bag forward and backward)."""
+
+    def __init__(self, n_features, out_features, std=0.01, generator=None):
+        super().__init__()
+        self.weight = nn.Parameter(std * torch.randn(n_features, out_features, generator=generator))
+        self.bias = nn.Parameter(torch.zeros(out_features))
+
+    def forward(self, rows):
+        return rows_times_table(*rows, self.weight) + self.bias
+
+
+class TanhBlock(nn.Module):
+    """Linear, batch norm, tanh: the hidden layer of DropoutNet's, Heater's and ALDI's towers."""
+
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+        self.norm = nn.BatchNorm1d(out_features, momentum=0.01, eps=0.001)
+
+    def forward(self, x):
+        return torch.tanh(self.norm(self.linear(x)))
+
+
+def standardized(table, rows, clip):
+    """Column-wise standardisation over ``rows`` (bool mask) with values cut at +-``clip``; other rows stay
+    zero. DropoutNet's and Heater's preprocessing of the pretrained U and V."""
+    trained = table[rows]
+    if len(trained) < 2:
+        return table.clone()
+    mean, std = trained.mean(0), trained.std(0).clamp(min=1e-8)
+    out = ((table - mean) / std).clamp(-clip, clip)
+    return out * rows[:, None].to(out.dtype)
+
+
+def truncated_normal_init(module, std=0.01):
+    """The papers' initialisation: weights ~ N(0, std^2) cut at 2 std, biases zero."""
+    if isinstance(module, nn.Linear):
+        nn.init.trunc_normal_(module.weight, std=std, a=-2 * std, b=2 * std)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+
+class ContentColdStartRecommender(GeneralRecommender):
+    """Base class: warm embeddings (buffers, saved in checkpoints), content rows ``F``, two-tower scores.
+
+    Subclasses implement ``user_vectors(users)`` and ``item_vectors_from_rows(rows, preference, warm)``
+    (``rows``: the items' feature rows as a ``gather_rows`` tuple; ``preference``: their warm embeddings;
+    ``warm``: bool, the item is a training item whose warm embedding may be used), and ``calculate_loss``.
+    """
+
+    input_type = InputType.PAIRWISE
+    reads_own_features = True  # the pipeline skips RecBole's per-batch feature join
+
+    def __init__(self, config, dataset):
+        super().__init__(config, dataset)
+        self.training_items = dataset.split_items if getattr(dataset, "split_items", None) is not None else (
+            np.unique(dataset.inter_feat[self.ITEM_ID].numpy())
+        )
+        features = build_item_features(
+            dataset, self.training_items, fields=config["feature_fields"],
+            weighting=config["feature_weighting"] or "tfidf", normalize=self.normalize_features(config),
+        )
+        self.feature_names = features.names
+        self.n_features = features.n_features
+        if self.n_features == 0:
+            raise ColdStartError(f"{type(self).__name__}: the item features are empty (no token in any training item).")
+        self.F = TorchCsr(features.matrix)   # items x features (non-persistent: rebuilt from the dataset)
+        self.R = TorchCsr(like_matrix(dataset))  # users x items: training likes (serving counts them)
+        user_emb, item_emb = warm_embeddings(config, dataset)
+        self.embedding_size = user_emb.shape[1]
+        # persistent: the checkpoint holds the warm tables, so serving (and a later warm_checkpoint) needs no retraining
+        self.register_buffer("warm_user_embedding", user_emb.cpu())
+        self.register_buffer("warm_item_embedding", item_emb.cpu())
+        self.register_buffer("training_item_mask", training_item_mask(dataset), persistent=False)
+        self.register_buffer("user_has_likes", user_emb.abs().sum(1).cpu() > 0, persistent=False)
+        self._generator = torch.Generator().manual_seed(int(config["seed"]))
+        self._cache = None
+
+    def normalize_features(self, config):
+        value = config["feature_normalize"]
+        return True if value is None else bool(value)
+
+    # -------------------------------------------------------------------------------- subclass parts
+    def user_vectors(self, users):
+        raise NotImplementedError
+
+    def item_vectors_from_rows(self, rows, preference, warm):
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------------------------- item vectors
+    def item_preference_table(self):
+        """The items' preference inputs (n_items x d): the warm table, or a model's transform of it."""
+        return self.warm_item_embedding
+
+    def item_vectors(self, items):
+        """Vectors of dataset items: training items may use their warm embedding, others content only."""
+        rows = self.F.gather_rows(items)
+        warm = self.training_item_mask.index_select(0, items)
+        table = self.item_preference_table()
+        preference = table.index_select(0, items) * warm[:, None].to(table.dtype)
+        return self.item_vectors_from_rows(rows, preference, warm)
+
+    def cold_item_vectors(self, rows):
+        """Vectors of items from their feature rows alone (new items, served from a checkpoint)."""
+        n = len(rows[3])
+        device = self.warm_item_embedding.device
+        preference = torch.zeros(n, self.embedding_size, dtype=self.warm_item_embedding.dtype, device=device)
+        return self.item_vectors_from_rows(rows, preference, torch.zeros(n, dtype=torch.bool, device=device))
+
+    def train(self, mode=True):
+        self._cache = None  # parameters change in training, and evaluate() loads the best checkpoint
+        return super().train(mode)
+
+    def _candidate_vectors(self, candidates):
+        if self.training:
+            return self.item_vectors(candidates)
+        if self._cache is None or self._cache[0] is not candidates:
+            self._cache = (candidates, self.item_vectors(candidates))
+        return self._cache[1]
+
+    # ---------------------------------------------------------------------------------------- scores
+    def predict(self, interaction):
+        users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
+        return (self.user_vectors(users) * self.item_vectors(items)).sum(-1)
+
+    def score_candidates(self, interaction, candidates):
+        """(batch users x candidates) scores; the candidates' vectors are computed once per evaluation."""
+        return self.user_vectors(interaction[self.USER_ID]) @ self._candidate_vectors(candidates).T
+
+    def full_sort_predict(self, interaction):
+        everything = torch.arange(self.n_items, device=self.warm_item_embedding.device)
+        return self.score_candidates(interaction, everything).reshape(-1)
+
+    @torch.no_grad()
+    def score_feature_rows(self, users, item_matrix):
+        """(len(users) x new items) scores of items known only by their feature rows (``item_matrix``: a
+        torch sparse CSR, new items x features, weighted like ``F``): what serving new items needs."""
+        return self.user_vectors(users) @ self.cold_item_vectors(csr_rows(item_matrix)).T
+
+    # ------------------------------------------------------------------------------------- training
+    def batch_triplets(self, interaction):
+        """(users, positives, negatives) of a pairwise training batch."""
+        return interaction[self.USER_ID], interaction[self.ITEM_ID], interaction[self.NEG_ITEM_ID]
+
+    def warm_scores(self, users, items):
+        """The warm model's scores (the distillation / regression targets)."""
+        return (self.warm_user_embedding.index_select(0, users) * self.warm_item_embedding.index_select(0, items)).sum(-1)
+
+    def bernoulli(self, n, probability, device):
+        """A bool mask of n draws (seeded, from the model's own generator: reproducible, device-agnostic)."""
+        return (torch.rand(n, generator=self._generator) < probability).to(device)
+
+    def decay_groups(self, weight_decay):
+        """Optimizer groups: L2 (as weight decay) on the layers' weights and biases, none on batch norm."""
+        norms = {id(p) for m in self.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) for p in m.parameters()}
+        decayed = [p for p in self.parameters() if id(p) not in norms]
+        plain = [p for p in self.parameters() if id(p) in norms]
+        return [{"params": decayed, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]

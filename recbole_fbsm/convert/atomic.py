@@ -184,3 +184,12 @@ def _move_into_place(tmp: Path, target: Path, overwrite: bool) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def skip_malformed(skipped, path, line, expected, row, sep):
+    """Count a malformed ``item<sep>...`` line of ``path`` in ``skipped``, showing what was expected."""
+    skipped.add(
+        f"malformed lines in {Path(path).name}",
+        f"{path}:{line}: expected '{expected}' with an id free of tabs and double quotes, "
+        f"got {sep.join(row)[:80]!r}".replace("\t", "<TAB>"),
+    )

@@ -54,6 +54,20 @@ def read_lines(path: str | os.PathLike, what: str) -> list[str]:
     return lines
 
 
+def _counted_ids(line, path, line_number, skipped):
+    """The integers of a ``count id id ...`` line (users.dat, tag-item.dat), or None (counted as malformed)
+    when the first one is not the number of ids after it."""
+    values = _ids(line.split())
+    if not values or values[0] != len(values) - 1:
+        skipped.add(
+            f"malformed lines in {Path(path).name}",
+            f"{path}:{line_number}: expected 'count item item ...' with count = number of 0-based item ids, "
+            f"got {line[:80]!r}",
+        )
+        return None
+    return values
+
+
 def _ids(parts: list[str]) -> list[int] | None:
     """Non-negative integers, or None if any part is not one."""
     try:
@@ -80,13 +94,8 @@ def read_users(path: str | os.PathLike, skipped: Skipped) -> pd.DataFrame:
     users, items = [], []
     lines = read_lines(path, "users")
     for u, line in enumerate(lines):
-        values = _ids(line.split())
-        if not values or values[0] != len(values) - 1:
-            skipped.add(
-                f"malformed lines in {Path(path).name}",
-                f"{path}:{u + 1}: expected 'count item item ...' with count = number of 0-based item ids, "
-                f"got {line[:80]!r}",
-            )
+        values = _counted_ids(line, path, u + 1, skipped)
+        if values is None:
             continue
         if values[0] == 0:
             skipped.add(f"users without items in {Path(path).name}", f"{path}:{u + 1}")
@@ -140,13 +149,8 @@ def read_ctr_tags(
     names = read_lines(tag_names, "tag names")
     items, tokens, lines = [], [], []
     for t, line in enumerate(read_lines(tag_item, "tag-item")):
-        values = _ids(line.split())
-        if not values or values[0] != len(values) - 1:
-            skipped.add(
-                f"malformed lines in {Path(tag_item).name}",
-                f"{tag_item}:{t + 1}: expected 'count item item ...' with count = number of 0-based item ids, "
-                f"got {line[:80]!r}",
-            )
+        values = _counted_ids(line, tag_item, t + 1, skipped)
+        if values is None:
             continue
         if t >= len(names):
             skipped.add(f"lines of {Path(tag_item).name} without a name in {Path(tag_names).name}", f"{tag_item}:{t + 1}")

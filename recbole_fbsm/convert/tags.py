@@ -18,7 +18,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from .analyzer import WholeTokenAnalyzer
-from .atomic import ConversionError, Skipped, bad_id, csv_records
+from .atomic import ConversionError, Skipped, bad_id, csv_records, skip_malformed
 
 TAG_SEP = "|"  # default separator of several tags inside one cell (as in MovieLens' genre lists)
 TAG_DF_OPTIONS = ("--tags-min-df", "--tags-max-df")
@@ -60,11 +60,7 @@ def read_tag_file(
     for line, row in csv_records(path, sep, header, "tags"):
         item = row[0].strip()
         if len(row) < 2 or bad_id(item):
-            skipped.add(
-                f"malformed lines in {Path(path).name}",
-                f"{path}:{line}: expected 'item{sep}tag[{sep}tag...]' with an id free of tabs and double quotes, "
-                f"got {sep.join(row)[:80]!r}".replace("\t", "<TAB>"),
-            )
+            skip_malformed(skipped, path, line, f"item{sep}tag[{sep}tag...]", row, sep)
             continue
         k = index.get_indexer([item])[0]
         if k < 0:

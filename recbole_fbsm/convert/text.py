@@ -28,6 +28,7 @@ from .atomic import (
     bad_id,
     csv_records,
     log,
+    skip_malformed,
     target_folder,
     write_dataset,
 )
@@ -411,11 +412,7 @@ def read_item_texts(
     for line, row in csv_records(path, sep, header, "item text"):
         item = row[0].strip()
         if len(row) < 2 or bad_id(item):
-            skipped.add(
-                f"malformed lines in {Path(path).name}",
-                f"{path}:{line}: expected 'item{sep}text' with an id free of tabs and double quotes, "
-                f"got {sep.join(row)[:80]!r}".replace("\t", "<TAB>"),
-            )
+            skip_malformed(skipped, path, line, f"item{sep}text", row, sep)
             continue
         if item in seen:
             skipped.add(f"repeated items in {Path(path).name} (kept the first text)", f"{path}:{line}")

@@ -144,15 +144,37 @@ class ColdStartDataset(Dataset):
 
     # ------------------------------------------------------------------------------ canonical order
     def _load_data(self, token, dataset_path):
-        """RecBole's loading, then every table in a canonical row order, before RecBole numbers users,
-        items and tokens by first appearance: ids, vocabularies and batches then depend on the data,
-        not on the order of the files' lines (the same likes in another order gave other results)."""
+        """RecBole's loading, then every table in a canonical row order (``_remap`` numbers users, items and
+        tokens in sorted order): ids, vocabularies and batches then depend on the data, not on the order of
+        the files' lines (the same likes in another order gave other results)."""
         super()._load_data(token, dataset_path)
         self.inter_feat = canonical_order(self.inter_feat, [self.uid_field, self.iid_field])
         if self.item_feat is not None:
             self.item_feat = canonical_order(self.item_feat, [self.iid_field])
         if self.user_feat is not None:
             self.user_feat = canonical_order(self.user_feat, [self.uid_field])
+
+    def _remap(self, remap_list):
+        """RecBole's remapping of tokens to ids, with ids in sorted token order instead of first appearance:
+        a user's, an item's or a feature token's id then depends only on which tokens exist, not on the
+        interactions (adding validation/test likes of existing items no longer renumbers items, which moved
+        the negatives a seed draws and so the trained model)."""
+        if len(remap_list) == 0:
+            return
+        tokens, split_point = self._concat_remaped_tokens(remap_list)
+        new_ids_list, mp = pd.factorize(tokens, sort=True)
+        new_ids_list = np.split(new_ids_list + 1, split_point)
+        mp = np.array(["[PAD]"] + list(mp))
+        token_id = {t: i for i, t in enumerate(mp)}
+        for (feat, field, ftype), new_ids in zip(remap_list, new_ids_list):
+            if field not in self.field2id_token:
+                self.field2id_token[field] = mp
+                self.field2token_id[field] = token_id
+            if ftype == FeatureType.TOKEN:
+                feat[field] = new_ids
+            elif ftype == FeatureType.TOKEN_SEQ:
+                split_point = np.cumsum(feat[field].agg(len))[:-1]
+                feat[field] = np.split(new_ids, split_point)
 
     # ------------------------------------------------------------------------- context-model inputs
     def _load_feat(self, filepath, source):

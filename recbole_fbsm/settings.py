@@ -351,6 +351,10 @@ SPECS = {
     "init_D": number(), "init_W": number(), "init_std": number(0),
     "learning_rate": number(0), "learning_rate_D": optional(number(0)),  # 0 freezes (tests, ablations)
     "learner": choice(LEARNERS),
+    "align_weight": number(0), "align_temperature": number(0, strict=True), "bpr_profile_alpha": number(0),
+    "field_weights": optional(mapping_of(text, number(0), "{words: 1, tags: 2}")),
+    "warm_embedding_size": integer(1), "warm_epochs": integer(0), "warm_batch_size": integer(1),
+    "warm_learning_rate": number(0, strict=True), "warm_reg": number(0), "warm_checkpoint": optional(text),
     # the protocol and the plugin's switches
     "feature_weighting": choice(("tfidf", "tf", "binary"), case=True), "feature_normalize": flag,
     "feature_fields": optional(words), "split_seed": optional(integer(0)), "torch_threads": optional(integer(1)),

@@ -1,4 +1,4 @@
-"""Put a trained FBSM, UFSM or CoSim model to work on items that arrived after training.
+"""Put a trained FBSM, UFSM, CoSim (or DropoutNet, Heater, ALDI) model to work on items that arrived after training.
 
 - ``load_model``: a checkpoint written by ``recbole_fbsm.quick_start.run`` (or ``run_recbole.py``) back
   to a ready model, with the training dataset its features are rebuilt from;

@@ -49,7 +49,7 @@ def build_parser():
                     "ignored and counted in a warning. Without --item-output / --user-output both lists go to stdout.",
         epilog=EPILOG,
     )
-    recommend.add_argument("checkpoint", help="model checkpoint (.pth) of FBSM, UFSM or CoSim")
+    recommend.add_argument("checkpoint", help="model checkpoint (.pth) of FBSM, UFSM, CoSim, DropoutNet, Heater or ALDI")
     recommend.add_argument("new_items", help=".item file of new items (same feature fields as training, new ids), "
                                              "or a CSV/TSV file of their raw text")
     recommend.add_argument("--raw-text", action="store_true",

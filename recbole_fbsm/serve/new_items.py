@@ -157,7 +157,6 @@ def read_new_items(served, path, warn=True, raw_text=None):
 
     names = served.features.names
     column_of = {name: k for k, name in enumerate(names)}
-    weights = served.features.column_weights
     seq_len = config["seq_len"] or {}
     rows, cols = [], []
     unknown, weightless, origin, analyzers_used = Counter(), Counter(), {}, {}
@@ -179,11 +178,8 @@ def read_new_items(served, path, warn=True, raw_text=None):
                                  dtype=bool, count=len(keys)) & ~known
         unknown.update(keys[~known & ~in_dataset].tolist())
         weightless.update(keys[in_dataset].tolist())
-        col = mapped[known].to_numpy(dtype=np.int64)
-        has_weight = weights[col] != 0
-        weightless.update(keys[known][~has_weight].tolist())
-        rows.append(owner[known][has_weight])
-        cols.append(col[has_weight])
+        rows.append(owner[known])  # every column of the training vocabulary has a weight (idf >= 1, or 1)
+        cols.append(mapped[known].to_numpy(dtype=np.int64))
     rows, cols = np.concatenate(rows), np.concatenate(cols)
     counts = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(tokens), len(names)))
     counts.sum_duplicates()

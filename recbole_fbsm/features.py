@@ -166,6 +166,15 @@ def field_scales(fields, field_weights):
     return np.sqrt(weights / weights.sum())
 
 
+def training_items(dataset):
+    """Internal ids of the training split's items (``split_items``), or of the items with interactions when
+    the dataset carries no split: what every statistic of the features is taken from."""
+    items = getattr(dataset, "split_items", None)
+    if items is None:
+        items = np.unique(dataset.inter_feat[dataset.iid_field].numpy())
+    return np.asarray(items, dtype=np.int64)
+
+
 def build_item_features(dataset, training_items, fields=None, weighting="tfidf", normalize=True, field_weights=None):
     """Weighted (and optionally normalised) item feature matrix; everything from ``training_items``.
 

@@ -30,10 +30,10 @@ gives them one, without leaking anything about validation or test items:
 import os
 from logging import getLogger
 
-import numpy as np
 import torch
 
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.features import training_items
 
 WARM_DEFAULTS = {
     "warm_checkpoint": None,
@@ -62,11 +62,8 @@ def warm_setting(config, key):
 def training_item_mask(train_dataset):
     """Bool tensor (n_items,): True for the training split's items (items with training likes when the
     dataset carries no split)."""
-    items = getattr(train_dataset, "split_items", None)
-    if items is None:
-        items = np.unique(train_dataset.inter_feat[train_dataset.iid_field].numpy())
     mask = torch.zeros(train_dataset.item_num, dtype=torch.bool)
-    mask[torch.as_tensor(np.asarray(items, dtype=np.int64))] = True
+    mask[torch.as_tensor(training_items(train_dataset))] = True
     return mask
 
 

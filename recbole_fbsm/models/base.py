@@ -11,13 +11,12 @@ The diagonal part needs only the entries of f_u at the nonzeros of f_i (a binary
 low-rank part only V f_i and V f_u (embedding bags), so a pair costs O((nnz(f_u) + nnz(f_i)) h).
 """
 
-import numpy as np
 import torch
 from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.features import build_item_features, like_matrix
+from recbole_fbsm.features import build_item_features, like_matrix, training_items
 from recbole_fbsm.models.sparse import TorchCsr, rows_times_table, stable_argsort_bounded
 
 
@@ -36,12 +35,9 @@ class FeatureSimilarityRecommender(GeneralRecommender):
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
-        training_items = dataset.split_items if getattr(dataset, "split_items", None) is not None else (
-            np.unique(dataset.inter_feat[self.ITEM_ID].numpy())
-        )
         features = build_item_features(
             dataset,
-            training_items,
+            training_items(dataset),
             fields=config["feature_fields"],
             weighting=config["feature_weighting"] or "tfidf",
             normalize=self.normalize_features(config),

@@ -16,7 +16,7 @@ from recbole.utils import init_seed
 
 from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.features import build_item_features, feature_fields, is_dense_field, term_counts
+from recbole_fbsm.features import build_item_features, feature_fields, is_dense_field, term_counts, training_items
 from recbole_fbsm.models.base import FeatureSimilarityRecommender
 from recbole_fbsm.models.coldstart.base import ContentColdStartRecommender
 from recbole_fbsm.quick_start import build_model
@@ -64,10 +64,7 @@ class ServedModel:
 
     def training_items(self):
         """Internal ids of the items the features were weighted on (the training split)."""
-        split_items = getattr(self.dataset, "split_items", None)
-        if split_items is not None:
-            return np.asarray(split_items, dtype=np.int64)
-        return np.unique(self.dataset.inter_feat[self.iid_field].numpy())
+        return training_items(self.dataset)
 
     # ------------------------------------------------------------------------------ token <-> id
     def user_ids(self, tokens):

@@ -174,8 +174,8 @@ def read_new_items(served, path, warn=True, raw_text=None):
         known = mapped.notna().to_numpy()
         # the model's columns are the training vocabulary: a token of the dataset that no training item
         # has is "weightless" (known to the data, never learned), anything else unknown
-        in_dataset = np.fromiter((t in dataset.field2token_id[name] for cell in cells for t in cell),
-                                 dtype=bool, count=len(keys)) & ~known
+        tokens_of_field = pd.Series([t for cell in cells for t in cell], dtype=object)
+        in_dataset = tokens_of_field.isin(list(dataset.field2token_id[name])).to_numpy() & ~known
         unknown.update(keys[~known & ~in_dataset].tolist())
         weightless.update(keys[in_dataset].tolist())
         rows.append(owner[known])  # every column of the training vocabulary has a weight (idf >= 1, or 1)

@@ -14,14 +14,13 @@ Evaluation ranks only the split's candidates (``score_candidates``); the candida
 computed once per evaluation and reused across user batches.
 """
 
-import numpy as np
 import torch
 from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
 from torch import nn
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.features import build_item_features, like_matrix
+from recbole_fbsm.features import build_item_features, like_matrix, training_items
 from recbole_fbsm.models.sparse import TorchCsr, rows_times_table
 from recbole_fbsm.warm import training_item_mask, warm_embeddings
 
@@ -90,12 +89,11 @@ class ContentColdStartRecommender(GeneralRecommender):
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
-        self.training_items = dataset.split_items if getattr(dataset, "split_items", None) is not None else (
-            np.unique(dataset.inter_feat[self.ITEM_ID].numpy())
-        )
+        self.training_items = training_items(dataset)
         features = build_item_features(
             dataset, self.training_items, fields=config["feature_fields"],
             weighting=config["feature_weighting"] or "tfidf", normalize=self.normalize_features(config),
+            field_weights=config["field_weights"],
         )
         self.feature_names = features.names
         self.n_features = features.n_features

@@ -65,6 +65,16 @@ class ColdStartConfig(Config):
                 "on the item split (its data has likes only); expected e.g. {distribution: uniform, sample_num: 1}; got none."
             )
 
+    def _init_device(self):
+        """RecBole's device setup, except in a data-parallel run (``local_rank`` given by the launcher):
+        there ``recbole_fbsm.distributed`` joins the process group with the backend the device needs
+        (RecBole's always asks for NCCL and one GPU per process)."""
+        if "local_rank" not in self.final_config_dict:
+            return super()._init_device()
+        from recbole_fbsm.distributed import init_process_group
+
+        init_process_group(self.final_config_dict)
+
     def _convert_config_dict(self, config_dict):
         return {key: convert_value(value) for key, value in config_dict.items()}
 

@@ -14,7 +14,11 @@ the top-20), and evaluation never consumes a random number that training would o
 import torch
 from recbole.evaluator import Collector
 
+from recbole_fbsm import distributed
+
 _TOPK_KEYS = ("rec.items", "rec.topk")
+# what RecBole's Collector accumulates batch by batch, one row per evaluated user (the rest is per model or data)
+_PER_USER_KEYS = ("rec.topk", "rec.meanrank", "rec.score", "rec.items", "data.label")
 _MASK = 0xFFFFFFFF
 
 
@@ -59,6 +63,15 @@ class TieBreakingCollector(Collector):
         self.tie_seed = config["seed"]
         self.uid_field = config["USER_ID_FIELD"]
         self.candidates = None  # item id of each score column when scores cover candidates only
+
+    def get_data_struct(self):
+        """RecBole's collected rows; in a data-parallel run every rank's block of users, gathered in rank
+        order: the rows (and so the metrics) of one process evaluating all users."""
+        if distributed.world()[1] > 1:
+            held = {key: self.data_struct[key] for key in _PER_USER_KEYS if key in self.data_struct}
+            for key, rows in distributed.gather_rows(held).items():
+                self.data_struct.set(key, rows)
+        return super().get_data_struct()
 
     def reset_ties(self):
         """Nothing to restart: the tie order is a function of (seed, user, item), not a stream."""

@@ -1,5 +1,6 @@
 """``run()``: one model, one dataset, the cold-start protocol, RecBole's result dict."""
 
+import logging
 import sys
 import time
 from logging import getLogger
@@ -11,6 +12,7 @@ from recbole.utils import ModelType, init_seed, set_color
 from recbole_fbsm.config import ColdStartConfig
 from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.data.preparation import check_dataset_files
+from recbole_fbsm import distributed
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.registry import get_trainer
 from recbole_fbsm.result_file import result_file_for, run_record, write_result_file
@@ -48,7 +50,11 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
     reads_own_features = getattr(config.model_class, "reads_own_features", False)
     report = check_dataset_files(config, reads_own_features)  # settings and files checked before any log file
     init_seed(config["seed"], config["reproducibility"])
-    start_run_log(config)
+    if distributed.is_main_process():
+        start_run_log(config)
+    else:  # ranks other than 0 of a data-parallel run: no log file, errors only (library warnings included)
+        getLogger().setLevel(logging.ERROR)
+        logging.captureWarnings(True)
     logger = getLogger()
     with discard_run_log_on(config, ColdStartError):  # an error found while loading or splitting leaves no log
         logger.info(sys.argv, extra=on_console(False))
@@ -56,7 +62,8 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
         data = create_dataset(config, report)
         logger.info(data, extra=on_console())
         train_data, valid_data, test_data = data_preparation(config, data, reads_own_features=reads_own_features)
-    init_seed(config["seed"] + config["local_rank"], config["reproducibility"])
+    # each rank its own random stream (negatives), by global rank: the same on one machine or several
+    init_seed(config["seed"] + distributed.world()[0], config["reproducibility"])
     model = build_model(config, train_data._dataset)
     # dynamic negative sampling scores its candidates with the model; RecBole's fit() hands the model to
     # the loader, callers that drive epochs themselves (benchmarks, tools) need it here
@@ -65,10 +72,37 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
     return config, model, (train_data, valid_data, test_data)
 
 
-def run(model, dataset, config_file_list=None, config_dict=None, saved=True):
+def run(model, dataset, config_file_list=None, config_dict=None, saved=True,
+        nproc=1, world_size=-1, ip="localhost", port=None, group_offset=0):
     """Train ``model`` on ``dataset`` under the item cold-start protocol, pick the best epoch on the
     validation split, test it, and return RecBole's result dict (plus ``saved_model_file`` and
-    ``result_file``, the JSON record of the run written beside its log)."""
+    ``result_file``, the JSON record of the run written beside its log).
+
+    ``nproc``, ``world_size``, ``ip``, ``port``, ``group_offset``: RecBole's data-parallel launch
+    (``recbole_fbsm.distributed``). With ``nproc`` > 1 or a ``world_size``, this machine starts ``nproc``
+    ranks (``group_offset``, ``group_offset`` + 1, ...); the result is rank 0's (None on a machine
+    without rank 0).
+    """
+    if nproc > 1 or (world_size is not None and world_size > 0):
+        return distributed.launch(_run_rank, nproc, world_size, ip, port, group_offset,
+                                  (model, dataset, config_file_list, dict(config_dict or {}), saved))
+    return _run_one(model, dataset, config_file_list, config_dict, saved)
+
+
+def _run_rank(local_rank, model, dataset, config_file_list, config_dict, saved, launch_settings, queue):
+    """One rank of a data-parallel run (started by ``distributed.launch``)."""
+    try:
+        result = _run_one(model, dataset, config_file_list, {**config_dict, **launch_settings, "local_rank": local_rank}, saved)
+        if distributed.is_main_process():
+            queue.put(("result", result))
+    except ColdStartError as error:
+        queue.put(("error", str(error)))
+        raise
+    finally:
+        distributed.end_process_group()
+
+
+def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
     start = time.perf_counter()
     try:
         config, model, (train_data, valid_data, test_data) = prepare(model, dataset, config_file_list, config_dict)
@@ -92,6 +126,10 @@ def run(model, dataset, config_file_list=None, config_dict=None, saved=True):
             "start_valid_score": getattr(trainer, "start_valid_score", None),
             "kept_summary": trainer.kept_summary() if hasattr(trainer, "kept_summary") and valid_data else None,
         }
+        if distributed.is_distributed(config):
+            result["world_size"] = config["world_size"]
+        if not distributed.is_main_process():
+            return result
         log_file = current_log_file()
         record = run_record(config, result, config_file_list, config_dict, time.perf_counter() - start, log_file)
         result["result_file"] = str(write_result_file(result_file_for(log_file, config), record))

@@ -361,6 +361,7 @@ SPECS = {
     "train_batch_by_user": flag, "valid_before_training": flag, "bpr_user_weighting": flag,
     "context_distinct_tokens": flag, "context_use_item_id": flag, "use_tuned_properties": flag,
     "eval_user_sample": optional(integer(1)), "context_eval_chunk": integer(1),
+    "dist_backend": choice(("auto", "gloo", "nccl")), "dist_timeout": number(0, strict=True),
     # RecBole settings the protocol relies on
     "seed": integer(0), "epochs": integer(1), "eval_step": integer(1), "stopping_step": integer(1),
     "train_batch_size": integer(1), "eval_batch_size": integer(1), "topk": topk, "metrics": metrics,

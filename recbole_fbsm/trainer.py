@@ -11,19 +11,27 @@ What the mixin changes, and why:
 - ``valid_before_training`` makes the untrained model a candidate checkpoint;
 - a model may supply its own optimizer parameter groups (``optimizer_param_groups``), e.g. the paper's
   separate learning rates for D and V;
-- a caller may watch every validation (``validation_callback``): the tuner feeds its pruner from it.
+- a caller may watch every validation (``validation_callback``): the tuner feeds its pruner from it;
+- data-parallel runs (``recbole_fbsm.distributed``) on CPU and CUDA: RecBole's wrapper assumes one GPU per
+  process; here DDP gets the device the config chose, leaves the constant buffers (F, profiles) alone,
+  weighs each rank's loss by its share of the step's triplets, gathers evaluation rows instead of
+  averaging per-rank metrics, and lets rank 0 alone write and read checkpoints.
 """
 
 import contextlib
 import contextvars
 import os
 import uuid
+import warnings
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from recbole.data.dataloader import FullSortEvalDataLoader
 from recbole.utils import get_local_time
+from torch.nn.parallel import DistributedDataParallel
 
+from recbole_fbsm import distributed
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation import TieBreakingCollector
 
@@ -50,9 +58,23 @@ def load_checkpoint(path, device="cpu"):
 
 class ColdStartTrainerMixin:
     def __init__(self, config, model):
-        super().__init__(config, model)
+        parallel = distributed.is_distributed(config)
+        if parallel:  # RecBole's wrapper would pass device_ids=[local_rank], which fails on the CPU
+            config["single_spec"] = True
+        try:
+            super().__init__(config, model)
+        finally:
+            config["single_spec"] = not parallel
+        if parallel:
+            device = torch.device(config["device"])
+            # broadcast_buffers off: F, the profiles and the warm embeddings are constant and alike on every
+            # rank; batch-norm statistics are taken from rank 0 before each evaluation instead
+            with warnings.catch_warnings():  # torch deprecates the flag, but its successor still syncs at init
+                warnings.filterwarnings("ignore", message=".*broadcast_buffers", category=FutureWarning)
+                self.distributed_model = DistributedDataParallel(
+                    self.model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False)
         name = f"{config['model']}-{get_local_time()}-{uuid.uuid4().hex[:8]}.pth"
-        self.saved_model_file = os.path.join(self.checkpoint_dir, name)
+        self.saved_model_file = os.path.join(self.checkpoint_dir, distributed.broadcast_object(name))
         self.eval_collector = TieBreakingCollector(config)
         self.context_eval_chunk = int(config["context_eval_chunk"] or 65536)
         self._candidates = self._candidate_position = None
@@ -86,10 +108,17 @@ class ColdStartTrainerMixin:
             self.logger.info(self.kept_summary())
         return result
 
-    def _train_epoch(self, train_data, epoch_idx, *args, **kwargs):
+    def _train_epoch(self, train_data, epoch_idx, loss_func=None, *args, **kwargs):
         self.epochs_trained = epoch_idx + 1 - self.start_epoch
         self._epoch_in_progress = epoch_idx
-        return super()._train_epoch(train_data, epoch_idx, *args, **kwargs)
+        if distributed.is_distributed(self.config):
+            loss_func = share_weighted(loss_func or self.model.calculate_loss, self.device)
+        return super()._train_epoch(train_data, epoch_idx, loss_func, *args, **kwargs)
+
+    def _map_reduce(self, result, num_sample):
+        """The collector already gathered every rank's rows: the result is the whole evaluation's
+        (RecBole's version averages per-rank metrics, which is not the metric over all users)."""
+        return result
 
     def _valid_epoch(self, *args, **kwargs):
         valid_score, valid_result = super()._valid_epoch(*args, **kwargs)
@@ -101,6 +130,8 @@ class ColdStartTrainerMixin:
 
     def _save_checkpoint(self, epoch, *args, **kwargs):
         self.kept_epoch = epoch
+        if not distributed.is_main_process():  # RecBole asks local_rank, which is 0 on every machine
+            return None
         return super()._save_checkpoint(epoch, *args, **kwargs)
 
     def kept_summary(self):
@@ -134,10 +165,9 @@ class ColdStartTrainerMixin:
             return None
         if load_best_model:
             checkpoint_file = model_file or self.saved_model_file
-            checkpoint = load_checkpoint(checkpoint_file, self.device)
-            self.model.load_state_dict(checkpoint["state_dict"])
-            self.model.load_other_parameter(checkpoint.get("other_parameter"))
+            self._load_kept_model(checkpoint_file)
             self.logger.info(f"Loading model structure and parameters from {checkpoint_file}")
+        distributed.broadcast_batchnorm_stats(self.model)
         split_items = getattr(eval_data._dataset, "split_items", None)
         if isinstance(eval_data, FullSortEvalDataLoader) and split_items is not None:
             self._set_candidates(split_items, eval_data._dataset.item_num)
@@ -146,6 +176,22 @@ class ColdStartTrainerMixin:
         self.eval_collector.reset_ties()
         self.eval_collector.candidates = self._candidates
         return super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
+
+    def _load_kept_model(self, checkpoint_file):
+        """The checkpoint's model; in a data-parallel run rank 0 reads it (only rank 0 wrote it, maybe on
+        another machine) and sends its state to the other ranks."""
+        if not distributed.is_distributed(self.config):
+            checkpoint = load_checkpoint(checkpoint_file, self.device)
+            state, other = checkpoint["state_dict"], checkpoint.get("other_parameter")
+        else:
+            dist.barrier()  # rank 0 has written the last checkpoint
+            state = other = None
+            if distributed.is_main_process():
+                checkpoint = load_checkpoint(checkpoint_file, "cpu")
+                state, other = checkpoint["state_dict"], checkpoint.get("other_parameter")
+            state, other = distributed.broadcast_object((state, other))
+        self.model.load_state_dict(state)
+        self.model.load_other_parameter(other)
 
     def _set_candidates(self, split_items, n_items):
         """The split's items as a tensor (reused while the split is the same, so models can cache what
@@ -197,6 +243,27 @@ class ColdStartTrainerMixin:
             pairs.update(self.item_tensor[candidates[cells % n_candidates]])
             scores.append(self.model.predict(pairs))
         return torch.cat(scores).view(n_users, n_candidates)
+
+
+def share_weighted(loss_func, device):
+    """``loss_func`` scaled by (world size x this rank's rows / the step's rows on all ranks).
+
+    DDP averages the ranks' gradients; a model's loss is a mean over its batch rows. With this weight the
+    average is the gradient of the mean over all the step's rows, as one process on the whole batch would
+    take, whatever the shares' sizes (whole users make them uneven)."""
+    world = dist.get_world_size()
+
+    def weighted(interaction):
+        rows = float(len(interaction))
+        total = torch.tensor([rows], dtype=torch.float64, device=device)
+        dist.all_reduce(total)
+        factor = world * rows / float(total)
+        losses = loss_func(interaction)
+        if isinstance(losses, tuple):
+            return tuple(loss * factor for loss in losses)
+        return losses * factor
+
+    return weighted
 
 
 def fused_if_possible(optimizer):

@@ -4,6 +4,10 @@
 with one ``torch.full_like`` per user: about 1,300 small tensors per batch of 655 users on citeulike-t,
 a sixth of a whole evaluation. Here both are CSR matrices (users x items) built once, and a batch's
 pairs are one row gather. The batches, users, history and positives are exactly RecBole's.
+
+In a data-parallel run every evaluation loader serves its rank one contiguous block of the evaluated
+users (RecBole's ``DistributedSampler`` pads the shards with repeated users, which counts them twice);
+the trainer gathers the blocks back in rank order.
 """
 
 import numpy as np
@@ -11,7 +15,9 @@ import scipy.sparse as sp
 import torch
 from recbole.data.dataloader import FullSortEvalDataLoader
 from recbole.utils import FeatureSource, FeatureType
+from torch.utils.data import BatchSampler
 
+from recbole_fbsm import distributed
 from recbole_fbsm.models.sparse import TorchCsr
 
 
@@ -36,7 +42,19 @@ def feature_columns(config, dataset):
     return sum(dataset.num(f) for f in fields if f in dataset.field2id_token)
 
 
-class ColdStartFullSortEvalDataLoader(FullSortEvalDataLoader):
+class ShardedEvalMixin:
+    """Evaluation batches of this rank's contiguous block of users only (all of them in one process)."""
+
+    @property
+    def _index_sampler(self):
+        rank, size = distributed.world()
+        if size == 1 or self.config["single_spec"]:
+            return super()._index_sampler
+        start, stop = distributed.shard_bounds(self.sample_size, rank, size)
+        return BatchSampler(range(start, stop), max(1, int(self.step)), drop_last=False)
+
+
+class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
     """RecBole's full-sort loader; batches hold at most ``eval_batch_size`` cells of the widest block an
     evaluation batch builds: (users x items) scores, or (users x features) dense profiles of FBSM, UFSM
     and CoSim. RecBole counts items only: 300 items, a 24,000-word vocabulary and 40,000 users made one
@@ -68,8 +86,14 @@ class ColdStartFullSortEvalDataLoader(FullSortEvalDataLoader):
         return user_df, (history_u, history_i), positive_u, positive_i
 
 
+_SHARDED = {}
+
+
 def vectorised_eval_loader(loader_class):
-    """The vectorised loader in place of RecBole's full-sort one; any other loader class unchanged."""
+    """The vectorised loader in place of RecBole's full-sort one; any other loader class sharded by
+    user blocks in data-parallel runs and otherwise unchanged."""
     if loader_class is FullSortEvalDataLoader:
         return ColdStartFullSortEvalDataLoader
-    return loader_class
+    if loader_class not in _SHARDED:
+        _SHARDED[loader_class] = type(f"Sharded{loader_class.__name__}", (ShardedEvalMixin, loader_class), {})
+    return _SHARDED[loader_class]

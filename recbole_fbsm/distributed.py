@@ -1,0 +1,225 @@
+"""Data-parallel runs over ``torch.distributed``, with RecBole's own launch settings.
+
+``run_recbole.py --nproc=N`` starts N processes on this machine; ``--world_size=W --ip=HOST --port=P
+--group_offset=K`` joins W processes over several machines (each machine starts its ``--nproc`` ranks
+K, K+1, ...), as RecBole documents for its own models. RecBole hard-codes the NCCL backend and one
+GPU per process; here the backend follows the device (gloo on CPU, nccl on CUDA; ``dist_backend``
+overrides it).
+
+What each rank does (the trainer and the loaders ask this module, they hold no launch logic):
+
+- it loads the same data and draws the same item split (both are seeded, not rank-dependent);
+- it trains on its share of every training batch (``data/user_batches``: whole users, about
+  1/W of the batch's triplets each) and DistributedDataParallel averages the gradients: a step is the
+  step one process would take on the whole batch, up to the negatives drawn;
+- it evaluates a contiguous block of the evaluated users; the top-k rows are gathered in rank order
+  (``gather_rows``), so every rank computes the metrics of one process over the same rows, ties included;
+- only rank 0 logs, writes checkpoints and the result file; the kept checkpoint is loaded by rank 0
+  and its state broadcast, so the ranks need no shared disk.
+"""
+
+import os
+import socket
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from recbole_fbsm.errors import ColdStartError
+
+BACKENDS = ("auto", "gloo", "nccl")
+
+
+def is_distributed(config):
+    """True inside a rank of a data-parallel run (RecBole's ``single_spec`` is False there)."""
+    return config is not None and config["single_spec"] is False
+
+
+def world():
+    """(rank, world size) of this process; (0, 1) outside a data-parallel run."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def is_main_process(config=None):
+    """Rank 0 (or no data-parallel run): the process that logs, saves and reports."""
+    return world()[0] == 0
+
+
+def free_port():
+    """A TCP port free on this host now (tests, and ``--nproc`` without ``--port`` on a busy host)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def choose_backend(requested, device):
+    """``dist_backend``: auto picks nccl for CUDA devices, gloo otherwise; nccl on a CPU is refused."""
+    requested = (requested or "auto").lower()
+    if requested not in BACKENDS:
+        raise ColdStartError(f"dist_backend: expected one of {list(BACKENDS)}; got {requested!r}.")
+    if requested == "auto":
+        return "nccl" if device.type == "cuda" else "gloo"
+    if requested == "nccl" and device.type != "cuda":
+        raise ColdStartError("dist_backend: nccl needs CUDA devices (set gpu_id and use_gpu), or use gloo on the CPU.")
+    return requested
+
+
+def init_process_group(settings):
+    """Join the process group of a data-parallel run and fill in the device settings RecBole's
+    ``Config._init_device`` fills in (``device``, ``single_spec``, quiet ranks other than 0).
+
+    ``settings`` is the final config dict with RecBole's launch keys: ``local_rank`` (this process on its
+    machine), ``offset`` (``--group_offset``), ``world_size``, ``nproc``, ``ip``, ``port``.
+    """
+    gpu_id = settings.get("gpu_id")
+    gpu_id = ",".join(map(str, gpu_id)) if isinstance(gpu_id, (tuple, list)) else str(gpu_id if gpu_id is not None else "")
+    settings["gpu_id"] = gpu_id
+    local_rank = int(settings["local_rank"])
+    use_cuda = bool(settings.get("use_gpu", True)) and gpu_id != "" and torch.cuda.is_available()
+    if use_cuda:
+        if torch.cuda.device_count() < int(settings["nproc"]):
+            raise ColdStartError(
+                f"nproc={settings['nproc']}: this machine shows {torch.cuda.device_count()} CUDA device(s) "
+                f"(gpu_id={gpu_id!r}); one per process is needed, or run on the CPU with use_gpu=False.")
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+        if settings.get("torch_threads") is None:  # N processes share the cores instead of each taking all
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, int(settings["nproc"]))))
+    backend = choose_backend(settings.get("dist_backend"), device)
+    rank = local_rank + int(settings.get("offset") or 0)
+    world_size = int(settings["world_size"])
+    if not 0 <= rank < world_size:
+        raise ColdStartError(
+            f"group_offset={settings.get('offset')} with nproc={settings['nproc']}: rank {rank} is outside "
+            f"world_size={world_size}; the machines' offsets must be 0, nproc, 2*nproc, ... below world_size.")
+    if not dist.is_initialized():
+        dist.init_process_group(
+            backend=backend, rank=rank, world_size=world_size,
+            init_method=f"tcp://{settings['ip']}:{settings['port']}",
+            timeout=timedelta(seconds=float(settings.get("dist_timeout") or 1800)),
+        )
+    settings.update(device=device, single_spec=False, dist_backend=backend)
+    if rank != 0:
+        settings.update(show_progress=False, verbose=False)
+
+
+def end_process_group():
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _collective_device():
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def broadcast_object(obj, src=0):
+    """``obj`` of rank ``src`` on every rank (pickled; for small things: names, state dicts)."""
+    if world()[1] == 1:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=src, device=_collective_device() if dist.get_backend() == "nccl" else None)
+    return box[0]
+
+
+def gather_rows(tensors):
+    """Concatenate each rank's tensors along dim 0, in rank order, on every rank.
+
+    ``tensors``: a dict name -> tensor (a rank may lack a name, e.g. when it evaluated no user). Ranks
+    may hold different row counts: they first exchange shapes, then pad to the longest and trim.
+    Returns the dict of the gathered tensors on the tensors' original device (CPU for RecBole's
+    collector).
+    """
+    rank, size = world()
+    if size == 1:
+        return dict(tensors)
+    shapes = [None] * size
+    dist.all_gather_object(shapes, {name: (tuple(t.shape), str(t.dtype).replace("torch.", "")) for name, t in tensors.items()})
+    device = _collective_device()
+    gathered = {}
+    for name in sorted({name for ranks in shapes for name in ranks}):
+        known = [ranks[name] for ranks in shapes if name in ranks]
+        trailing, dtype = known[0][0][1:], getattr(torch, known[0][1])
+        rows = [ranks[name][0][0] if name in ranks else 0 for ranks in shapes]
+        local = tensors.get(name)
+        home = local.device if local is not None else torch.device("cpu")
+        local = torch.zeros((0, *trailing), dtype=dtype) if local is None else local
+        padded = torch.zeros((max(rows), *trailing), dtype=dtype, device=device)
+        padded[: len(local)] = local.to(device)
+        parts = [torch.empty_like(padded) for _ in range(size)]
+        dist.all_gather(parts, padded)
+        gathered[name] = torch.cat([part[:n] for part, n in zip(parts, rows)]).to(home)
+    return gathered
+
+
+def shard_bounds(n, rank, size):
+    """This rank's contiguous block [start, stop) of n rows: blocks in rank order concatenate to 0..n."""
+    return n * rank // size, n * (rank + 1) // size
+
+
+def broadcast_batchnorm_stats(module):
+    """Rank 0's running statistics in every BatchNorm layer of ``module``.
+
+    DDP averages gradients but each rank keeps the batch-norm statistics of its own share of the
+    batches (and ``broadcast_buffers`` is off: F and the profiles are large constant buffers). Before an
+    evaluation every rank takes rank 0's, so all ranks score with the model rank 0 saves.
+    """
+    if world()[1] == 1:
+        return
+    device = _collective_device()
+    for layer in module.modules():
+        if isinstance(layer, torch.nn.modules.batchnorm._BatchNorm):
+            for buffer in layer.buffers():
+                moved = buffer.to(device)
+                dist.broadcast(moved, src=0)
+                buffer.copy_(moved)
+
+
+def launch(target, nproc, world_size, ip, port, group_offset, args):
+    """Start ``nproc`` processes running ``target(local_rank, *args, launch_settings, queue)`` and return
+    what rank 0 put in the queue as ``("result", value)`` (None on a machine without rank 0). ``value``
+    must be plain data (numbers, numpy arrays): torch tensors travel as handles that die with the process.
+
+    A ``ColdStartError`` in any rank comes back as a ``ColdStartError`` (one line); other failures as
+    torch's ``ProcessRaisedException`` with the rank's traceback.
+    """
+    import torch.multiprocessing as mp
+
+    if world_size is None or world_size <= 0:
+        world_size = nproc
+    if port in (None, ""):  # one machine: any free port; several: they must agree, RecBole's default
+        port = free_port() if world_size == nproc else 5678
+    settings = {"world_size": int(world_size), "nproc": int(nproc), "ip": str(ip), "port": str(port),
+                "offset": int(group_offset or 0)}
+    context = mp.get_context("spawn")
+    queue = context.SimpleQueue()
+    try:
+        mp.spawn(target, args=(*args, settings, queue), nprocs=int(nproc), join=True)
+    except mp.ProcessRaisedException:
+        message = _error_from(queue)
+        if message is not None:
+            raise ColdStartError(message) from None
+        raise
+    except mp.ProcessExitedException:
+        message = _error_from(queue)
+        if message is not None:
+            raise ColdStartError(message) from None
+        raise
+    outcome = None
+    while not queue.empty():
+        kind, value = queue.get()
+        if kind == "error":
+            raise ColdStartError(value)
+        outcome = value
+    return outcome
+
+
+def _error_from(queue):
+    while not queue.empty():
+        kind, value = queue.get()
+        if kind == "error":
+            return value
+    return None

@@ -1,0 +1,199 @@
+"""Data-parallel runs (``recbole_fbsm.distributed``): 2 CPU processes over gloo on small generated data.
+
+What must hold: each rank trains on whole users and all ranks together on exactly the batch one process
+would; a step's averaged gradient is the one-process gradient on the whole batch; evaluation gives the
+one-process metrics to the last digit; two launches of one rank each (two "machines" on this host) run
+the same as ``--nproc=2``; only rank 0 writes.
+"""
+
+import copy
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from recbole_fbsm import distributed
+from recbole_fbsm.data.user_batches import UserGroupedBatchSampler
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.quick_start import run
+from recbole_fbsm.synthetic import planted_interactions
+from helpers import RUN_RECBOLE, REPO_ROOT, dataset_config
+
+
+def _shares(users, batch_size, world_size, seed=1):
+    """Every rank's batches for one epoch (the ranks' generators are seeded alike, as in a run)."""
+    return [list(UserGroupedBatchSampler(users, batch_size, torch.Generator().manual_seed(seed), rank, world_size))
+            for rank in range(world_size)]
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_ranks_split_each_batch_by_whole_users_and_together_cover_the_one_process_batches(world_size):
+    rng = np.random.default_rng(0)
+    users = rng.integers(0, 400, size=6000)
+    one = list(UserGroupedBatchSampler(users, 256, torch.Generator().manual_seed(1)))
+    shares = _shares(users, 256, world_size)
+    assert len({len(batches) for batches in shares}) == 1, "every rank must take the same number of steps"
+    assert len(shares[0]) == len(one), "no batch merged: every batch here has more users than ranks"
+    for step, whole in enumerate(one):
+        parts = [shares[rank][step] for rank in range(world_size)]
+        assert all(len(part) for part in parts), "a rank without rows at a step"
+        assert sorted(np.concatenate(parts).tolist()) == sorted(whole), "the ranks' step is not the one-process batch"
+        owners = [set(users[part].tolist()) for part in parts]
+        assert not set.intersection(*owners), "a user split over two ranks"
+        assert set.union(*owners) == set(users[whole].tolist())
+
+
+def test_a_batch_with_fewer_users_than_ranks_is_merged_and_no_rank_goes_empty():
+    rng = np.random.default_rng(1)
+    users = rng.integers(0, 60, size=1200)
+    users[:900] = 5  # one user far larger than a batch: alone in a batch of the one-process plan
+    shares = _shares(users, 64, 2)
+    assert len(shares[0]) == len(shares[1])
+    flat = np.concatenate([np.concatenate(batches) for batches in shares])
+    assert np.array_equal(np.sort(flat), np.arange(len(users))), "each like exactly once per epoch"
+    assert all(len(part) for batches in shares for part in batches)
+    steps_of_user_5 = [(rank, step) for rank, batches in enumerate(shares) for step, part in enumerate(batches)
+                       if 5 in set(users[part].tolist())]
+    assert len(steps_of_user_5) == 1
+
+
+def test_too_few_users_for_the_ranks_is_a_clear_error():
+    with pytest.raises(ColdStartError, match="at least one per process"):
+        _shares(np.array([0, 0, 1, 1]), 4, 3)
+
+
+def test_gather_rows_outside_a_process_group_is_the_identity():
+    rows = {"rec.topk": torch.arange(6).view(3, 2)}
+    assert distributed.gather_rows(rows)["rec.topk"] is rows["rec.topk"]
+    assert distributed.shard_bounds(10, 0, 3) == (0, 3) and distributed.shard_bounds(10, 2, 3) == (6, 10)
+
+
+# ------------------------------------------------------------------ in 2 processes
+def _gradient_worker(local_rank, config_dict, launch_settings, queue):
+    """One rank: the DDP gradient of its share of the first step, and (rank 0) the one-process gradient
+    of the whole step (the ranks' shares gathered, with their negatives) on an unwrapped copy."""
+    import torch.distributed as dist
+
+    from recbole_fbsm.quick_start import prepare
+    from recbole_fbsm.registry import get_trainer
+    from recbole_fbsm.trainer import share_weighted
+
+    try:
+        config, model, (train_data, _, _) = prepare(
+            "FBSM", "toy", config_dict={**config_dict, **launch_settings, "local_rank": local_rank})
+        model.double()
+        for module in (model.F, model.F_U, model.R):
+            module.values = module.values.double()
+        reference = copy.deepcopy(model)
+        trainer = get_trainer(config["MODEL_TYPE"], "FBSM")(config, model)
+        reference.regulariser_in_optimizer = model.regulariser_in_optimizer  # the trainer's optimizer took λ
+        share = next(iter(train_data))
+        trainer.set_reduce_hook()
+        loss = share_weighted(model.calculate_loss, torch.device("cpu"))(share) + trainer.sync_grad_loss()
+        loss.backward()
+        shares = [None] * dist.get_world_size()
+        dist.all_gather_object(shares, {key: value for key, value in share.interaction.items()})
+        if dist.get_rank() == 0:
+            from recbole.data.interaction import Interaction
+
+            whole = Interaction({key: torch.cat([s[key] for s in shares]) for key in shares[0]})
+            reference.calculate_loss(whole).backward()
+            queue.put(("result", {  # numpy: torch would share tensors through files gone with the process
+                "rows": [len(s[model.USER_ID]) for s in shares],
+                "users": [set(s[model.USER_ID].tolist()) for s in shares],
+                "ddp": (model.D.grad.numpy().copy(), model.V.grad.numpy().copy()),
+                "one": (reference.D.grad.numpy().copy(), reference.V.grad.numpy().copy()),
+            }))
+    finally:
+        distributed.end_process_group()
+
+
+def test_a_two_process_step_has_the_one_process_gradient_of_the_whole_batch(toy):
+    config = dataset_config(toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3,
+                            torch_threads=1)
+    got = distributed.launch(_gradient_worker, 2, -1, "localhost", None, 0, (config,))
+    assert all(got["rows"]) and not got["users"][0] & got["users"][1], "shares must be non-empty, whole users"
+    for ddp, one in zip(got["ddp"], got["one"]):
+        assert np.abs(one).max() > 0
+        np.testing.assert_allclose(ddp, one, rtol=1e-10, atol=1e-12)
+
+
+def _metrics(result):
+    return result["best_valid_result"], result["test_result"]
+
+
+def test_two_processes_evaluate_exactly_like_one(toy):
+    """CoSim has nothing to learn: the same model on 1 and 2 processes must give the same numbers, ties
+    included (evaluation rows are gathered, not per-rank metrics averaged)."""
+    config = dataset_config(toy, torch_threads=1, metrics=["Recall", "NDCG", "Hit", "MRR", "Precision", "MAP"],
+                            topk=[1, 5, 10])
+    one = run("CoSim", "toy", config_dict=dict(config))
+    two = run("CoSim", "toy", config_dict=dict(config), nproc=2)
+    assert _metrics(two) == _metrics(one)
+    assert two["world_size"] == 2 and os.path.isfile(two["result_file"])
+
+
+def test_fbsm_on_two_processes_learns_like_one(tmp_path):
+    """Planted feature pairs: FBSM on 2 processes finds them as on 1 (the negatives differ, so the
+    numbers may too, within noise), and only rank 0 wrote a checkpoint and a log."""
+    planted_interactions(tmp_path / "data", "planted", split_seed=2020)
+    common = {"state": "ERROR", "show_progress": False, "data_path": str(tmp_path / "data"),
+              "checkpoint_dir": str(tmp_path / "saved"), "seed": 2020, "torch_threads": 1}  # the default epochs
+    one = run("FBSM", "planted", config_dict=dict(common))["test_result"]["recall@10"]
+    two_result = run("FBSM", "planted", config_dict=dict(common), nproc=2)
+    two = two_result["test_result"]["recall@10"]
+    cosim = run("CoSim", "planted", config_dict=dict(common))["test_result"]["recall@10"]
+    assert two >= 2 * cosim and two > 0.2, (one, two, cosim)
+    assert abs(two - one) <= 0.1 * one, (one, two)
+    saved = os.listdir(tmp_path / "saved")
+    assert [name for name in saved if name.startswith("FBSM")].count(os.path.basename(two_result["saved_model_file"])) == 1
+    assert len([name for name in saved if name.startswith("FBSM")]) == 2, saved  # one per run, none from rank 1
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_two_machines_on_one_host_run_like_nproc_2(toy, tmp_path):
+    """The documented multi-machine launch: two commands with --world_size=2 --group_offset=0/1."""
+    args = [f"--data_path={toy.root}", "--load_col={'inter': ['user_id', 'item_id', 'rating'], 'item': ['item_id', 'genre', 'words']}",
+            "--threshold={'rating': 4}", "--epochs=2", "--torch_threads=1", "--state=ERROR"]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    port = _free_port()
+    launches = [subprocess.Popen(
+        [sys.executable, str(RUN_RECBOLE), "--model=FBSM", "--dataset=toy", "--world_size=2", "--nproc=1",
+         f"--group_offset={offset}", "--ip=127.0.0.1", f"--port={port}", f"--checkpoint_dir={tmp_path / f'saved{offset}'}",
+         *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for offset in (0, 1)]
+    outputs = [launch.communicate(timeout=300) for launch in launches]
+    assert [launch.returncode for launch in launches] == [0, 0], outputs
+    assert "test result" in outputs[0][0]
+    assert "rank 0 reports the results" in outputs[1][0]
+    assert not (tmp_path / "saved1").exists() or not os.listdir(tmp_path / "saved1"), "rank 1 wrote a checkpoint"
+    together = subprocess.run(
+        [sys.executable, str(RUN_RECBOLE), "--model=FBSM", "--dataset=toy", "--nproc=2",
+         f"--checkpoint_dir={tmp_path / 'saved2'}", *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=300)
+    assert together.returncode == 0, together.stderr
+    line = [row for row in outputs[0][0].splitlines() if row.startswith("test result")]
+    assert line == [row for row in together.stdout.splitlines() if row.startswith("test result")]
+
+
+def test_bad_launch_settings_are_one_line_errors(tmp_path):
+    result = subprocess.run([sys.executable, str(RUN_RECBOLE), "--model=FBSM", "--world_size=2", "--nproc=1",
+                             "--group_offset=2"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.startswith("error: --group_offset=2"), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_nccl_without_gpus_is_refused_with_the_setting_named(toy):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: nccl is a valid choice here")
+    with pytest.raises(ColdStartError, match="dist_backend: nccl needs CUDA"):
+        run("CoSim", "toy", config_dict=dataset_config(toy, dist_backend="nccl"), nproc=2)

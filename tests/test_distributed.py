@@ -197,3 +197,11 @@ def test_nccl_without_gpus_is_refused_with_the_setting_named(toy):
         pytest.skip("this machine has CUDA: nccl is a valid choice here")
     with pytest.raises(ColdStartError, match="dist_backend: nccl needs CUDA"):
         run("CoSim", "toy", config_dict=dataset_config(toy, dist_backend="nccl"), nproc=2)
+
+
+@pytest.mark.parametrize("name", ["BPR", "FM"])
+def test_recboles_general_and_context_models_train_on_two_processes(toy, name):
+    """RecBole's own loaders (no whole-user batches) under the same launch: trained, tested, reported."""
+    result = run(name, "toy", config_dict=dataset_config(toy, torch_threads=1, epochs=2), nproc=2)
+    assert result["world_size"] == 2 and result["best_epoch"] is not None
+    assert set(result["test_result"]) >= {"recall@10", "ndcg@10"} and os.path.isfile(result["saved_model_file"])

@@ -9,7 +9,7 @@ from recbole.data.dataset import Dataset
 from recbole.data.interaction import Interaction
 from recbole.utils import FeatureSource, FeatureType, ModelType
 
-from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_atomic_columns, split_token_seq
+from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns
 from recbole_fbsm.errors import ColdStartError
 
 PHASES = ("train", "valid", "test")
@@ -51,12 +51,26 @@ def canonical_order(frame, first):
         values = frame[column]
         if values.dtype == object and len(values) and not isinstance(values.iloc[0], str):
             continue  # sequences (token_seq, float_seq): the scalar columns already fix the order
-        codes, _ = pd.factorize(values, sort=True, use_na_sentinel=True)
+        if isinstance(values.dtype, pd.CategoricalDtype) and values.cat.categories.is_monotonic_increasing:
+            codes = values.cat.codes.to_numpy()  # sorted categories: the codes are the ranks (NaN: -1)
+        else:
+            codes, _ = pd.factorize(values, sort=True, use_na_sentinel=True)
         keys.append(codes)
     if not keys:
         return frame
     order = np.lexsort(keys[::-1])
     return frame.iloc[order].reset_index(drop=True)
+
+
+def _isin(values, allowed):
+    """``values.isin(allowed.values)`` as a numpy mask; by codes when both are ``Categorical``."""
+    if not (isinstance(values.dtype, pd.CategoricalDtype) and isinstance(allowed.dtype, pd.CategoricalDtype)):
+        return values.isin(allowed.values).to_numpy()
+    allowed_codes = allowed.cat.codes.to_numpy()
+    present = np.zeros(len(allowed.cat.categories), dtype=bool)
+    present[allowed_codes[allowed_codes >= 0]] = True
+    member = np.append(values.cat.categories.isin(allowed.cat.categories[present]), (allowed_codes < 0).any())
+    return member[values.cat.codes.to_numpy()]  # code -1 (missing) reads the last slot
 
 
 class ColdStartDataset(Dataset):
@@ -76,6 +90,7 @@ class ColdStartDataset(Dataset):
 
     phase = None
     split_items = None
+    _coded = None
     dislike_feat = None
     _hidden_fields = frozenset()
     _skip_feature_join = False
@@ -145,6 +160,10 @@ class ColdStartDataset(Dataset):
         return np.ones(n, dtype=bool)
 
     # ------------------------------------------------------------------------------ canonical order
+    def _get_preset(self):
+        super()._get_preset()
+        self._coded = {}  # (source, token_seq field) -> vocabulary of the fast reader's codes
+
     def _load_data(self, token, dataset_path):
         """RecBole's loading, then every table in a canonical row order (``_remap`` numbers users, items and
         tokens in sorted order): ids, vocabularies and batches then depend on the data, not on the order of
@@ -160,29 +179,81 @@ class ColdStartDataset(Dataset):
         """RecBole's remapping of tokens to ids, with ids in sorted token order instead of first appearance:
         a user's, an item's or a feature token's id then depends only on which tokens exist, not on the
         interactions (adding validation/test likes of existing items no longer renumbers items, which moved
-        the negatives a seed draws and so the trained model)."""
+        the negatives a seed draws and so the trained model). Tokens are numbered by their codes
+        (``Categorical`` columns, coded ``token_seq`` columns of the fast reader): only the distinct texts
+        are sorted; every token the remaining rows use gets an id, missing cells ``[PAD]`` (0)."""
         if len(remap_list) == 0:
             return
-        tokens, split_point = self._concat_remaped_tokens(remap_list)
-        new_ids_list, mp = pd.factorize(tokens, sort=True)
-        new_ids_list = np.split(new_ids_list + 1, split_point)
-        mp = np.array(["[PAD]"] + list(mp))
+        parts = [self._token_codes(feat, field, ftype) for feat, field, ftype in remap_list]
+        vocabularies = [vocabulary for _, vocabulary, _ in parts]
+        texts = np.concatenate(vocabularies).astype(str) if vocabularies else np.zeros(0, dtype=str)
+        order = np.argsort(texts, kind="stable")
+        new_distinct = np.ones(len(texts), dtype=bool)
+        new_distinct[1:] = texts[order][1:] != texts[order][:-1]
+        global_code = np.empty(len(texts), dtype=np.int64)
+        global_code[order] = np.cumsum(new_distinct) - 1
+        offsets = np.cumsum([0] + [len(v) for v in vocabularies])
+        n_global = int(new_distinct.sum())
+        used = np.zeros(n_global + 1, dtype=bool)  # last slot: missing
+        mapped = []
+        for (codes, _, _), offset in zip(parts, offsets):
+            codes = np.where(codes >= 0, global_code[np.maximum(codes, 0) + offset], n_global) if len(codes) else codes
+            used[codes] = True
+            mapped.append(codes)
+        new_id = np.zeros(n_global + 1, dtype=np.int64)
+        new_id[:n_global] = np.cumsum(used[:n_global]) * used[:n_global]
+        tokens = texts[order][new_distinct][used[:n_global]]
+        mp = np.array(["[PAD]"] + tokens.tolist())
         token_id = {t: i for i, t in enumerate(mp)}
-        for (feat, field, ftype), new_ids in zip(remap_list, new_ids_list):
+        for (feat, field, ftype), codes, (_, _, lengths) in zip(remap_list, mapped, parts):
             if field not in self.field2id_token:
                 self.field2id_token[field] = mp
                 self.field2token_id[field] = token_id
+            new_ids = new_id[codes]
             if ftype == FeatureType.TOKEN:
                 feat[field] = new_ids
             elif ftype == FeatureType.TOKEN_SEQ:
-                split_point = np.cumsum(feat[field].agg(len))[:-1]
-                feat[field] = np.split(new_ids, split_point)
+                column = np.empty(len(lengths), dtype=object)
+                column[:] = np.split(new_ids, np.cumsum(lengths)[:-1])
+                feat[field] = column
+
+    def _token_codes(self, feat, field, ftype):
+        """(code per token, distinct texts the codes index, tokens per row or None) of one column: from a
+        ``Categorical``, from the fast reader's coded ``token_seq``, or by factorising text."""
+        values = feat[field]
+        if ftype == FeatureType.TOKEN:
+            if isinstance(values.dtype, pd.CategoricalDtype):
+                return values.cat.codes.to_numpy().astype(np.int64), np.asarray(values.cat.categories, dtype=object), None
+            codes, uniques = pd.factorize(values.to_numpy())
+            return codes.astype(np.int64), np.asarray(uniques, dtype=object), None
+        sequences = values.to_numpy()
+        lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
+        filled = [sequence for sequence in sequences if len(sequence)]
+        flat = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
+        source = next((s for s, name in ((FeatureSource.INTERACTION, "inter_feat"), (FeatureSource.USER, "user_feat"),
+                                         (FeatureSource.ITEM, "item_feat")) if getattr(self, name, None) is feat), None)
+        vocabulary = self._coded.get((source, field))
+        if vocabulary is not None and flat.dtype.kind in "iu":
+            return flat.astype(np.int64), vocabulary, lengths
+        codes, uniques = pd.factorize(flat.astype(object)) if len(flat) else (np.zeros(0, dtype=np.int64), [])
+        return codes.astype(np.int64), np.asarray(uniques, dtype=object), lengths
+
+    def _filter_inter_by_user_or_item(self):
+        """RecBole's filter (interactions whose user or item has no row in the .user / .item file are
+        dropped), by category codes when the columns are ``Categorical``."""
+        if self.config["filter_inter_by_user_or_item"] is not True:
+            return
+        remained = np.ones(len(self.inter_feat), dtype=bool)
+        for feat, field in ((self.user_feat, self.uid_field), (self.item_feat, self.iid_field)):
+            if feat is not None:
+                remained &= _isin(self.inter_feat[field], feat[field])
+        self.inter_feat.drop(self.inter_feat.index[~remained], inplace=True)
 
     # --------------------------------------------------------------------------------------- reading
     def _read_feat(self, filepath, source):
-        """RecBole's ``_load_feat`` (same DataFrame, same field properties) through ``fast_load`` for the
-        interaction, user and item files when pandas' C parser reads them as RecBole's reader does;
-        RecBole's own reader otherwise."""
+        """RecBole's ``_load_feat`` (same rows, same field properties) through ``fast_load`` for plain
+        interaction, user and item files; RecBole's own reader otherwise. Token columns come back as
+        sorted ``Categorical`` and ``token_seq`` columns as codes (``_coded``), which ``_remap`` numbers."""
         separator = self.config["field_separator"]
         if not isinstance(source, FeatureSource) or not plain_file(filepath, separator):
             return super()._load_feat(filepath, source)
@@ -192,7 +263,7 @@ class ColdStartDataset(Dataset):
         encoding = self.config["encoding"]
         with open(filepath, "r", encoding=encoding) as handle:
             head = handle.readline()[:-1]
-        columns, usecols, kinds = [], [], {}
+        properties, columns, usecols, kinds = [], [], [], {}
         for field_type in head.split(separator):
             field, ftype = field_type.split(":")
             try:
@@ -201,40 +272,33 @@ class ColdStartDataset(Dataset):
                 raise ValueError(f"Type {ftype} from field {field} is not supported.")
             if (load_col is not None and field not in load_col) or (unload_col is not None and field in unload_col):
                 continue
+            properties.append((field, ftype))
+            columns.append(field)
+            usecols.append(field_type)
+            kinds[field_type] = ftype.value
+        if not columns:
+            return super()._load_feat(filepath, source)
+        read = read_plain_columns(filepath, separator, self.config["seq_separator"], usecols, columns, kinds, encoding)
+        if read is None:
+            return super()._load_feat(filepath, source)
+        df, coded = read
+        for field, ftype in properties:
             self.field2source[field] = source
             self.field2type[field] = ftype
             if not ftype.value.endswith("seq"):
                 self.field2seqlen[field] = 1
             if "float" in ftype.value:
                 self.field2bucketnum[field] = 2
-            columns.append(field)
-            usecols.append(field_type)
-            kinds[field_type] = ftype.value
-        if not columns:
-            self.logger.warning(f"No columns has been loaded from [{source}]")
-            return None
-        df = read_atomic_columns(filepath, separator, usecols, columns, kinds, encoding)
-        if len(df) == 0:
-            return super()._load_feat(filepath, source)
-        seq_separator, seq_len = self.config["seq_separator"], self.config["seq_len"]
-        for field in columns:
-            ftype = self.field2type[field]
+        seq_len = self.config["seq_len"]
+        for field, sequences in coded.items():
             limit = seq_len[field] if seq_len and field in seq_len else None
-            if ftype == FeatureType.TOKEN_SEQ:
-                sequences, lengths = split_token_seq(df[field].to_numpy(dtype=object), seq_separator, limit)
-                longest = int(lengths.max())
-            elif ftype == FeatureType.FLOAT_SEQ:  # RecBole's own per-cell parsing (dense features are rare)
-                sequences = [np.array(list(map(float, filter(None, cell.split(seq_separator)))))
-                             for cell in df[field].fillna("").to_numpy(dtype=object)]
-                longest = max(map(len, sequences))
-                if limit is not None:
-                    sequences = [seq[:limit] if len(seq) > limit else seq for seq in sequences]
-            else:
-                continue
-            column = np.empty(len(sequences), dtype=object)
-            column[:] = sequences
-            df[field] = column
+            longest = max(map(len, sequences.column))
+            if limit is not None and longest > limit:
+                column = np.empty(len(sequences.column), dtype=object)
+                column[:] = [seq[:limit] for seq in sequences.column]
+                df[field] = column
             self.field2seqlen[field] = longest if limit is None else min(limit, longest)
+            self._coded[(source, field)] = sequences.vocabulary
         return df
 
     def _dataframe_to_interaction(self, data):

@@ -5,20 +5,24 @@ new Python string for every token cell, and splits every ``token_seq`` cell in P
 of fixed-width text: at 10^7 likes and 2 million items that is 50 of the 190 seconds of a load and
 several gigabytes of short-lived objects, paid again when the tokens are sorted, filtered and numbered.
 
-``read_atomic_columns`` gives the same DataFrame from pandas' C parser: token cells of one column share
-one string object per distinct token (read as a categorical, expanded by ``take``), and a ``token_seq``
-column is split with numpy on the file's bytes: every row's array holds shared string objects (object
-dtype) and is a view into one flat array. Missing cells, the default NA strings (``NA``, ``null``, ...),
-empty tokens and ``seq_len`` cuts behave exactly as in RecBole. Files the C parser could read
-differently (a double quote or a carriage return anywhere, a separator longer than one character) are
-left to RecBole's own reader (``plain_file``).
+``read_plain_columns`` reads the same columns from the file's bytes with numpy instead: the cells and
+tokens of a column are packed into integers and factorised, and only the distinct ones are decoded.
+Token columns become ``pandas.Categorical`` (sorted categories: ``ColdStartDataset`` sorts, filters and
+numbers them by code), ``token_seq`` columns integer codes per row into a sorted vocabulary. Missing
+cells, pandas' default NA strings (``NA``, ``null``, ...), runs of separators and empty tokens behave
+exactly as in RecBole. Files another parser could read differently (a double quote or a carriage return
+anywhere, a separator longer than one character, rows with another column count, very long tokens) are
+left to RecBole's own reader.
 """
+
+import codecs
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from pandas._libs.parsers import STR_NA_VALUES
 
 SCAN_BYTES = 1 << 24
-MAX_PACKED_TOKEN_BYTES = 8  # longer tokens are split by Python's str.split instead of packed into an integer
 
 
 def plain_file(path, separator):
@@ -35,103 +39,155 @@ def plain_file(path, separator):
                 return False
 
 
-def read_atomic_columns(path, separator, usecols, columns, kinds, encoding):
-    """RecBole's ``pd.read_csv`` of ``_load_feat`` with the C parser. ``kinds`` maps each header column
-    (``name:type``) to token / token_seq / float / float_seq. Token columns come back as object arrays
-    of shared strings (NaN where RecBole has NaN), float columns as float64, sequence columns as text
-    (NaN where missing); the caller splits the sequences."""
-    dtype = {}
-    for column in usecols:
-        kind = kinds[column]
-        dtype[column] = np.float64 if kind == "float" else ("category" if kind == "token" else str)
-    frame = pd.read_csv(path, delimiter=separator, usecols=usecols, dtype=dtype, encoding=encoding, engine="c")
-    frame.columns = columns
+NA_STRINGS = frozenset(STR_NA_VALUES)  # cells pandas reads as missing (RecBole reads with the default na_values)
+MAX_TOKEN_BYTES = 64  # longer tokens: the file is left to pandas
+
+
+@dataclass
+class CodedSequences:
+    """A ``token_seq`` column as integer codes: ``column`` holds one int64 array per row (codes into
+    ``vocabulary``, sorted text), the form ``ColdStartDataset._remap`` numbers without text."""
+
+    column: np.ndarray
+    vocabulary: np.ndarray
+
+
+def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, encoding):
+    """The loaded columns of a plain atomic file (see ``plain_file``) as RecBole would read them, or None
+    when the file needs pandas (rows with another column count, a token longer than ``MAX_TOKEN_BYTES``,
+    a NUL byte, a float pandas' C parser refuses, an encoding other than UTF-8).
+
+    Returns (DataFrame, {name: CodedSequences}): token columns are ``pandas.Categorical`` with sorted
+    categories (missing and NA cells: NaN), float columns float64 (pandas' C parser: the same values as
+    RecBole's Python-engine reading), ``token_seq`` columns coded (a placeholder column in the frame)."""
+    if codecs.lookup(encoding or "utf-8").name != "utf-8" or len(seq_separator) != 1 or ord(seq_separator) >= 128 \
+            or seq_separator in (separator, "\n"):
+        return None
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    head_end = raw.find(b"\n")
+    if head_end < 0:
+        return None
+    header = raw[:head_end].decode(encoding or "utf-8").split(separator)
+    body = raw[head_end + 1:]
+    if body and not body.endswith(b"\n"):
+        body += b"\n"
+    data = np.frombuffer(body, dtype=np.uint8)
+    if not len(data) or (data == 0).any():
+        return None
+    line_ends = np.flatnonzero(data == 10)
+    line_starts = np.concatenate(([0], line_ends[:-1] + 1))
+    filled = line_ends > line_starts  # both parsers skip blank lines
+    field_cuts = np.flatnonzero(data == ord(separator))
+    per_line = np.searchsorted(field_cuts, line_ends) - np.searchsorted(field_cuts, line_starts)
+    if (per_line[filled] != len(header) - 1).any() or (per_line[~filled] != 0).any():
+        return None
+    n_rows = int(filled.sum())
+    if n_rows == 0:
+        return None
+    cuts = field_cuts.reshape(n_rows, len(header) - 1)
+    cell_starts = np.column_stack([line_starts[filled], cuts + 1])
+    cell_ends = np.column_stack([cuts, line_ends[filled]])
+    del field_cuts, cuts, per_line
+    frame, coded = {}, {}
+    floats = [c for c in usecols if kinds[c] == "float"]
+    if floats:
+        try:
+            numbers = pd.read_csv(path, delimiter=separator, usecols=floats, dtype=np.float64, encoding=encoding,
+                                  engine="c")
+        except ValueError:
+            return None
+        if len(numbers) != n_rows:
+            return None
     for column, name in zip(usecols, columns):
-        if kinds[column] == "token":
-            frame[name] = shared_strings(frame[name])
-    return frame
+        position = header.index(column)
+        starts, ends = cell_starts[:, position], cell_ends[:, position]
+        kind = kinds[column]
+        if kind == "float":
+            frame[name] = numbers[column].to_numpy()
+        elif kind == "token":
+            tokens = _tokens(body, data, starts, ends - starts)
+            if tokens is None:
+                return None
+            codes, vocabulary = tokens
+            missing = np.isin(vocabulary, list(NA_STRINGS | {""}))
+            keep = np.flatnonzero(~missing)
+            remap = np.full(len(vocabulary), -1, dtype=np.int64)
+            remap[keep] = np.arange(len(keep))
+            frame[name] = pd.Categorical.from_codes(remap[codes], categories=pd.Index(vocabulary[keep], dtype=object))
+        elif kind == "token_seq":
+            sequences = _token_seq(body, data, starts, ends, seq_separator)
+            if sequences is None:
+                return None
+            coded[name] = sequences
+            frame[name] = sequences.column
+        else:
+            return None  # float_seq: RecBole's own parsing
+    return pd.DataFrame(frame), coded
 
 
-def shared_strings(categorical):
-    """An object array with one string object per distinct value (NaN where missing): what RecBole's
-    ``dtype=str`` column holds, at 8 bytes a cell instead of a new string per cell."""
-    values = categorical.array
-    categories = np.asarray(values.categories, dtype=object)
-    if len(categories) and pd.api.types.infer_dtype(categories, skipna=False) != "string":
-        categories = np.array([str(c) for c in categories], dtype=object)
-    codes = values.codes
-    result = categories.take(np.maximum(codes, 0)) if len(categories) else np.empty(len(codes), dtype=object)
-    result[codes < 0] = np.nan
-    return result
-
-
-def split_token_seq(cells, separator, limit=None):
-    """RecBole's ``np.array(list(filter(None, cell.split(separator))))`` for every cell (NaN: no token),
-    then the first ``limit`` tokens of each: (list of per-row object arrays of shared strings, views into
-    one flat array; the number of tokens of each row before the cut)."""
-    cells = pd.Series(cells, dtype=object).fillna("").to_numpy(dtype=object)
-    if len(cells) == 0:
-        return [], np.zeros(0, dtype=np.int64)
-    flat, rows = _tokens_by_bytes(cells, separator)
-    if flat is None:
-        flat, rows = _tokens_by_python(cells, separator)
-    counts = np.bincount(rows, minlength=len(cells)).astype(np.int64)
-    if limit is not None:
-        position = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
-        flat = flat[position < limit]
-        kept = np.minimum(counts, limit)
-    else:
-        kept = counts
-    return np.split(flat, np.cumsum(kept)[:-1]), counts
-
-
-def _tokens_by_bytes(cells, separator):
-    """(flat object array of the non-empty tokens, row of each), split on the UTF-8 bytes with numpy; or
-    (None, None) when the separator is not one ASCII character or a token is longer than
-    ``MAX_PACKED_TOKEN_BYTES`` bytes (then tokens cannot be packed into one integer each)."""
-    if len(separator) != 1 or ord(separator) >= 128 or separator == "\n":
-        return None, None
-    data = np.frombuffer("\n".join(cells).encode("utf-8"), dtype=np.uint8)
-    if (data == 0).any():  # a NUL byte would be confused with the keys' zero padding
-        return None, None
-    cut = (data == ord(separator)) | (data == 10)
-    cuts = np.flatnonzero(cut)
-    starts = np.concatenate(([0], cuts + 1))
-    ends = np.concatenate((cuts, [len(data)]))
-    line_ends = data[cuts] == 10
-    if line_ends.sum() != len(cells) - 1:  # a cell with a line end inside: rows would shift
-        return None, None
-    row_of_span = np.concatenate(([0], np.cumsum(line_ends)))
-    lengths = ends - starts
+def _token_seq(body, data, starts, ends, seq_separator):
+    """Every cell split on ``seq_separator``, empty tokens dropped, a whole cell that pandas reads as NA
+    (``NA``, ``null``, ...) empty: ``CodedSequences``."""
+    marks = np.flatnonzero(data == ord(seq_separator))
+    cell = np.searchsorted(starts, marks, side="right") - 1
+    inside = (cell >= 0) & (marks < ends[np.maximum(cell, 0)])
+    marks, cell = marks[inside], cell[inside]
+    per_cell = np.bincount(cell, minlength=len(starts))
+    token_starts = np.sort(np.concatenate((starts, marks + 1)), kind="stable")
+    token_ends = np.sort(np.concatenate((marks, ends)), kind="stable")
+    rows = np.repeat(np.arange(len(starts)), per_cell + 1)
+    lengths = token_ends - token_starts
     keep = lengths > 0
-    starts, lengths, rows = starts[keep], lengths[keep], row_of_span[keep]
-    if len(lengths) == 0:
-        return np.empty(0, dtype=object), rows.astype(np.int64)
-    if lengths.max() > MAX_PACKED_TOKEN_BYTES:
-        return None, None
-    # each token's bytes, big-endian in one uint64 (zero padded): equal tokens give equal keys
-    padded = np.concatenate((data, np.zeros(MAX_PACKED_TOKEN_BYTES, dtype=np.uint8)))
-    key = np.zeros(len(starts), dtype=np.uint64)
-    for offset in range(MAX_PACKED_TOKEN_BYTES):
-        byte = padded[starts + offset].astype(np.uint64)
-        byte[lengths <= offset] = 0
-        key <<= np.uint64(8)
-        key |= byte
-    codes, unique_keys = pd.factorize(key)
-    raw = unique_keys.astype(">u8").tobytes()
-    vocabulary = np.array([raw[8 * k:8 * k + 8].rstrip(b"\0").decode("utf-8") for k in range(len(unique_keys))],
-                          dtype=object)
-    return vocabulary.take(codes), rows.astype(np.int64)
+    token_starts, lengths, rows = token_starts[keep], lengths[keep], rows[keep]
+    tokens = _tokens(body, data, token_starts, lengths)
+    if tokens is None:
+        return None
+    codes, vocabulary = tokens
+    na_token = np.isin(vocabulary, list(NA_STRINGS))
+    if na_token.any():  # a cell that is one NA string is missing (RecBole: no token); inside a list it is a token
+        whole_cell = per_cell[rows] == 0
+        drop = na_token[codes] & whole_cell
+        codes, rows = codes[~drop], rows[~drop]
+    counts = np.bincount(rows, minlength=len(starts))
+    column = np.empty(len(starts), dtype=object)
+    column[:] = np.split(codes, np.cumsum(counts)[:-1])
+    return CodedSequences(column, vocabulary)
 
 
-def _tokens_by_python(cells, separator):
-    """The same split with Python's ``str.split``, for separators or tokens the byte split does not handle."""
-    pieces = [[token for token in cell.split(separator) if token] for cell in cells]
-    counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
-    tokens = [token for piece in pieces for token in piece]
-    codes, vocabulary = pd.factorize(np.array(tokens, dtype=object))
-    flat = np.asarray(vocabulary, dtype=object).take(codes) if len(tokens) else np.empty(0, dtype=object)
-    return flat, np.repeat(np.arange(len(cells)), counts)
+def _tokens(body, data, starts, lengths):
+    """(code of each span, sorted distinct texts) of the byte spans ``data[start:start+length]``, or None
+    when a span is longer than ``MAX_TOKEN_BYTES``. Spans are packed into big-endian uint64 words and
+    factorised word by word; only the distinct spans are decoded."""
+    if len(starts) == 0:
+        return np.zeros(0, dtype=np.int64), np.empty(0, dtype=object)
+    longest = int(lengths.max())
+    if longest > MAX_TOKEN_BYTES:
+        return None
+    padded = np.concatenate((data, np.zeros(MAX_TOKEN_BYTES, dtype=np.uint8)))
+    codes = None
+    for word in range(max(1, -(-longest // 8))):
+        key = np.zeros(len(starts), dtype=np.uint64)
+        for offset in range(8 * word, 8 * word + 8):
+            byte = padded[starts + offset].astype(np.uint64)
+            byte[lengths <= offset] = 0
+            key <<= np.uint64(8)
+            key |= byte
+        word_codes, _ = pd.factorize(key)
+        if codes is None:
+            codes = word_codes
+        else:
+            codes, _ = pd.factorize(codes * (int(word_codes.max()) + 1) + word_codes)
+        del key
+    n_distinct = int(codes.max()) + 1
+    first = np.full(n_distinct, len(codes), dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+    texts = np.array([body[a:a + n].decode("utf-8") for a, n in zip(starts[first].tolist(), lengths[first].tolist())],
+                     dtype=object)
+    order = np.argsort(texts.astype(str), kind="stable")
+    rank = np.empty(n_distinct, dtype=np.int64)
+    rank[order] = np.arange(n_distinct)
+    return rank[codes], texts[order]
 
 
 def pad_sequences(values, width_limit, dtype):

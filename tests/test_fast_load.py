@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.utils.rnn as rnn_utils
 from recbole.data.dataset import Dataset
+from recbole.utils import FeatureType
 
 import recbole_fbsm.data.dataset as dataset_module
 from recbole_fbsm.config import ColdStartConfig
@@ -117,12 +118,34 @@ def test_a_float_seq_column_leaves_the_file_to_recbole(tmp_path, monkeypatch):
     assert_same(fast, slow)
 
 
+def sorted_remap(self, remap_list):
+    """The plugin's numbering before the fast path: RecBole's ``_remap`` with ``factorize(sort=True)``."""
+    if len(remap_list) == 0:
+        return
+    tokens, split_point = self._concat_remaped_tokens(remap_list)
+    new_ids_list, mp = pd.factorize(tokens, sort=True)
+    new_ids_list = np.split(new_ids_list + 1, split_point)
+    mp = np.array(["[PAD]"] + list(mp))
+    token_id = {t: i for i, t in enumerate(mp)}
+    for (feat, field, ftype), new_ids in zip(remap_list, new_ids_list):
+        if field not in self.field2id_token:
+            self.field2id_token[field] = mp
+            self.field2token_id[field] = token_id
+        if ftype == FeatureType.TOKEN:
+            feat[field] = new_ids
+        elif ftype == FeatureType.TOKEN_SEQ:
+            feat[field] = np.split(new_ids, np.cumsum(feat[field].agg(len))[:-1])
+
+
 def load(config, fast, monkeypatch):
-    """``ColdStartDataset`` and its split, read by the fast path or by RecBole's own reader."""
+    """``ColdStartDataset`` and its split, read by the fast path, or by RecBole's own reader, filters and
+    conversion with the plugin's sorted numbering as it was before the fast path."""
     with monkeypatch.context() as patch:
         if not fast:
             patch.setattr(dataset_module, "plain_file", lambda path, separator: False)
-            patch.setattr(ColdStartDataset, "_dataframe_to_interaction", Dataset._dataframe_to_interaction)
+            for name in ("_dataframe_to_interaction", "_filter_by_inter_num", "_filter_inter_by_user_or_item"):
+                patch.setattr(ColdStartDataset, name, getattr(Dataset, name))
+            patch.setattr(ColdStartDataset, "_remap", sorted_remap)
         dataset = ColdStartDataset(config)
         return dataset, dataset.build()
 
@@ -150,6 +173,7 @@ def assert_same(a, b):
     ("FBSM", {}),
     ("FBSM", {"seq_len": {"words": 2}, "filter_inter_by_user_or_item": False}),
     ("FBSM", {"user_inter_num_interval": "[2,inf)", "rm_dup_inter": "first"}),
+    ("FBSM", {"user_inter_num_interval": "[6,9]", "item_inter_num_interval": "[3,inf)"}),  # several rounds
     ("FM", {"train_neg_sample_args": {"distribution": "uniform", "sample_num": 1}}),  # distinct tokens
 ])
 def test_fast_load_gives_recbole_dataset(tmp_path, monkeypatch, model, settings):

@@ -87,9 +87,8 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
     if n_rows == 0:
         return None
     cuts = field_cuts.reshape(n_rows, len(header) - 1)
-    cell_starts = np.column_stack([line_starts[filled], cuts + 1])
-    cell_ends = np.column_stack([cuts, line_ends[filled]])
-    del field_cuts, cuts, per_line
+    line_starts, line_ends = line_starts[filled], line_ends[filled]
+    del per_line, filled
     frame, coded = {}, {}
     floats = [c for c in usecols if kinds[c] == "float"]
     if floats:
@@ -102,7 +101,8 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
             return None
     for column, name in zip(usecols, columns):
         position = header.index(column)
-        starts, ends = cell_starts[:, position], cell_ends[:, position]
+        starts = line_starts if position == 0 else cuts[:, position - 1] + 1
+        ends = line_ends if position == len(header) - 1 else cuts[:, position]
         kind = kinds[column]
         if kind == "float":
             frame[name] = numbers[column].to_numpy()
@@ -115,7 +115,8 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
             keep = np.flatnonzero(~absent)
             remap = np.full(len(vocabulary), -1, dtype=np.int64)
             remap[keep] = np.arange(len(keep))
-            frame[name] = pd.Categorical.from_codes(remap[codes], categories=pd.Index(vocabulary[keep], dtype=object))
+            frame[name] = pd.Categorical.from_codes(remap[codes], categories=pd.Index(vocabulary[keep], dtype=object),
+                                                    validate=False)
         elif kind == "token_seq":
             sequences = _token_seq(body, data, starts, ends, seq_separator)
             if sequences is None:
@@ -160,7 +161,8 @@ def _token_seq(body, data, starts, ends, seq_separator):
 def _tokens(body, data, starts, lengths):
     """(code of each span, sorted distinct texts) of the byte spans ``data[start:start+length]``, or None
     when a span is longer than ``MAX_TOKEN_BYTES``. Spans are packed into big-endian uint64 words and
-    factorised word by word; only the distinct spans are decoded."""
+    factorised word by word; only the distinct spans are decoded. No token holds a NUL byte (the caller
+    refuses them), so a word's value and width are unique to its bytes."""
     if len(starts) == 0:
         return np.zeros(0, dtype=np.int64), np.empty(0, dtype=object)
     longest = int(lengths.max())
@@ -168,23 +170,29 @@ def _tokens(body, data, starts, lengths):
         return None
     padded = np.concatenate((data, np.zeros(8, dtype=np.uint8)))
     windows = np.lib.stride_tricks.as_strided(padded, shape=(len(data), 8), strides=(1, 1))  # 8 bytes from each offset
-    codes = None
-    for word in range(max(1, -(-longest // 8))):
-        # the word's bytes as a big-endian number, shifted right past the bytes beyond the token's end: no
-        # token holds a NUL byte, so the number and its width are unique to the bytes
-        width = np.clip(lengths - 8 * word, 0, 8)
-        key = windows[np.minimum(starts + 8 * word, len(data) - 1)].view(">u8").ravel().astype(np.uint64)
-        shift = (8 * (8 - width)).astype(np.uint64)
-        key[width == 0] = 0
-        np.right_shift(key, np.minimum(shift, np.uint64(63)), out=key, where=width > 0)
-        word_codes, _ = pd.factorize(key)
-        del key, shift, width
-        if codes is None:
-            codes = word_codes
+    if longest <= 8:
+        # one word, left-aligned (the bytes past the token's end cleared): numeric order is byte order,
+        # which for UTF-8 is the order of the texts
+        key = _word(windows, starts, lengths, len(data))
+        shift = (8 * (8 - lengths)).astype(np.uint64)
+        np.left_shift(key, shift, out=key, where=lengths > 0)
+        codes, distinct = pd.factorize(key)
+        del key, shift
+        order = np.argsort(distinct, kind="stable")
+        raw = distinct[order].astype(">u8").view("S8")  # numpy drops the trailing zero bytes
+        if len(raw) and raw.view(np.uint8).max() < 128:
+            texts = raw.astype("U8").astype(object)
         else:
-            codes, _ = pd.factorize(codes * (int(word_codes.max()) + 1) + word_codes)
+            texts = np.array([text.decode("utf-8") for text in raw.tolist()], dtype=object)
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        return rank[codes], texts
+    codes = None
+    for word in range(-(-longest // 8)):
+        word_codes, _ = pd.factorize(_word(windows, starts + 8 * word, np.clip(lengths - 8 * word, 0, 8), len(data)))
+        codes = word_codes if codes is None else pd.factorize(codes * (int(word_codes.max()) + 1) + word_codes)[0]
     n_distinct = int(codes.max()) + 1
-    first = np.full(n_distinct, len(codes), dtype=np.int64)
+    first = np.empty(n_distinct, dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
     texts = np.array([body[a:a + n].decode("utf-8") for a, n in zip(starts[first].tolist(), lengths[first].tolist())],
                      dtype=object)
@@ -192,6 +200,14 @@ def _tokens(body, data, starts, lengths):
     rank = np.empty(n_distinct, dtype=np.int64)
     rank[order] = np.arange(n_distinct)
     return rank[codes], texts[order]
+
+
+def _word(windows, starts, widths, size):
+    """The ``widths[k]`` bytes from ``starts[k]`` as a big-endian number (right-aligned; 0 for width 0)."""
+    key = windows[np.minimum(starts, size - 1)].view(">u8").ravel().astype(np.uint64)
+    key[widths == 0] = 0
+    np.right_shift(key, (8 * (8 - widths)).astype(np.uint64), out=key, where=widths > 0)
+    return key
 
 
 def pad_sequences(values, width_limit, dtype):

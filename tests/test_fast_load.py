@@ -237,3 +237,17 @@ def test_evaluation_loaders_set_up_users_as_recbole_does(toy, tmp_path, monkeypa
                     assert sorted(a.tolist()) == sorted(b.tolist())
         assert fast.step == slow.step and len(list(fast)) == len(list(slow))
         assert any(len(h) for h in fast.uid2history_item if h is not None)  # a test with history to compare
+
+
+def test_canonical_order_sorts_rows_by_their_columns():
+    from recbole_fbsm.data.dataset import canonical_order
+
+    rng = np.random.default_rng(1)
+    users = rng.choice(["u1", "u10", "u2", "é", None], size=300).astype(object)
+    users[users == None] = np.nan  # noqa: E711
+    frame = pd.DataFrame({"user_id": users, "item_id": rng.choice(["b", "a", "c"], size=300),
+                          "rating": rng.integers(1, 6, size=300).astype(float)})
+    expected = frame.sort_values(["user_id", "item_id", "rating"], na_position="first", kind="stable")
+    for version in (frame, frame.astype({"user_id": "category", "item_id": "category"})):
+        ordered = canonical_order(version, ["user_id", "item_id"])
+        assert ordered.astype(object).equals(expected.reset_index(drop=True).astype(object))

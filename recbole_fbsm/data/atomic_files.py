@@ -158,10 +158,11 @@ def scan(path, separator="\t", encoding="utf-8"):
 def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=" "):
     """The named columns as text (no NaN filling), one row per data line. Token columns of a plain file
     (``fast_load.plain_file``) come as ``Categorical`` read from the bytes (one string per distinct id,
-    not per line: 10^7 likes took 28 s and 1.7 GB as text)."""
+    not per line: 10^7 likes took 28 s and 1.7 GB as text), its token_seq columns as a bool per line:
+    whether the cell has a token with a non-blank character."""
     order = list(atomic.columns)
     positions = sorted(order.index(n) for n in names)
-    tokens = [order[p] for p in positions if atomic.columns[order[p]] == "token"]
+    tokens = [order[p] for p in positions if atomic.columns[order[p]] in ("token", "token_seq")]
     if tokens and plain_file(atomic.path, separator):
         header = [f"{name}:{atomic.columns[name]}" for name in order]
         read = read_plain_columns(atomic.path, separator, seq_separator, [header[order.index(t)] for t in tokens],
@@ -169,7 +170,11 @@ def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=
         rest = [order[p] for p in positions if order[p] not in tokens]
         text = read_columns(atomic, rest, separator, encoding) if read is not None and rest else None
         if read is not None and (text is None or len(text) == len(read[0])):
-            frame = read[0]
+            frame, coded = read
+            for name, sequences in coded.items():  # what the checks ask of a token_seq cell: a non-blank token
+                blank = pd.Series(sequences.vocabulary, dtype=object).str.strip().eq("").to_numpy()
+                rows = np.repeat(np.arange(len(sequences.counts)), sequences.counts)
+                frame[name] = np.bincount(rows[~blank[sequences.codes]], minlength=len(sequences.counts)) > 0
             for name in rest:
                 frame[name] = text[name].to_numpy()
             return frame[[order[p] for p in positions]]
@@ -407,6 +412,9 @@ def _check_features(config, atomic, table, loaded_columns, seq_separator):
         return
     has = np.zeros(len(table), dtype=bool)
     for column in fields:
+        if table[column].dtype == bool:  # read_columns' answer for a token_seq column read from the bytes
+            has |= table[column].to_numpy()
+            continue
         cells = table[column].str.replace(seq_separator, "", regex=False).str.strip()
         has |= (cells != "").to_numpy()
     if not has.any():

@@ -58,7 +58,15 @@ def canonical_order(frame, first):
         keys.append(codes)
     if not keys:
         return frame
-    order = np.lexsort(keys[::-1])
+    widths = [int(key.max(initial=-1)) + 2 for key in keys]  # codes are >= -1 (NaN)
+    if np.prod(np.array(widths, dtype=np.float64)) < 2.0**62:  # one int64 key: one stable sort, not one per column
+        combined = np.zeros(len(frame), dtype=np.int64)
+        for key, width in zip(keys, widths):
+            combined *= width
+            combined += key + 1
+        order = np.argsort(combined, kind="stable")
+    else:
+        order = np.lexsort(keys[::-1])
     return frame.iloc[order].reset_index(drop=True)
 
 

@@ -50,6 +50,8 @@ class CodedSequences:
 
     column: np.ndarray
     vocabulary: np.ndarray
+    codes: np.ndarray = None   # every row's codes, one after the other
+    counts: np.ndarray = None  # tokens per row
 
 
 def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, encoding, missing=True):
@@ -118,7 +120,7 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
             frame[name] = pd.Categorical.from_codes(remap[codes], categories=pd.Index(vocabulary[keep], dtype=object),
                                                     validate=False)
         elif kind == "token_seq":
-            sequences = _token_seq(body, data, starts, ends, seq_separator)
+            sequences = _token_seq(body, data, starts, ends, seq_separator, missing)
             if sequences is None:
                 return None
             coded[name] = sequences
@@ -128,34 +130,46 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
     return pd.DataFrame(frame), coded
 
 
-def _token_seq(body, data, starts, ends, seq_separator):
-    """Every cell split on ``seq_separator``, empty tokens dropped, a whole cell that pandas reads as NA
-    (``NA``, ``null``, ...) empty: ``CodedSequences``."""
-    marks = np.flatnonzero(data == ord(seq_separator))
-    cell = np.searchsorted(starts, marks, side="right") - 1
-    inside = (cell >= 0) & (marks < ends[np.maximum(cell, 0)])
-    marks, cell = marks[inside], cell[inside]
-    per_cell = np.bincount(cell, minlength=len(starts))
-    token_starts = np.sort(np.concatenate((starts, marks + 1)), kind="stable")
-    token_ends = np.sort(np.concatenate((marks, ends)), kind="stable")
-    rows = np.repeat(np.arange(len(starts)), per_cell + 1)
+def _token_seq(body, data, starts, ends, seq_separator, missing=True):
+    """Every cell ``data[start:end]`` split on ``seq_separator``, empty tokens dropped, and (``missing``) a
+    whole cell that pandas reads as NA (``NA``, ``null``, ...) empty: ``CodedSequences``. Token boundaries
+    are the separators inside the cells and the cells' ends, found by one pass over the bytes."""
+    inside = np.zeros(len(data) + 1, dtype=np.int8)
+    inside[starts] += 1
+    inside[ends] -= 1
+    inside = np.cumsum(inside[:-1], dtype=np.int8).view(bool)  # cells do not overlap: 0 or 1
+    boundary = (data == ord(seq_separator)) & inside
+    boundary[ends] = True
+    del inside
+    token_ends = np.flatnonzero(boundary)
+    del boundary
+    is_end = np.zeros(len(data), dtype=bool)
+    is_end[ends] = True
+    is_end = is_end[token_ends]
+    rows = np.cumsum(is_end) - is_end  # the cell (row) of each token
+    first = np.ones(len(token_ends), dtype=bool)
+    first[1:] = is_end[:-1]
+    token_starts = np.empty(len(token_ends), dtype=np.int64)
+    token_starts[first] = starts[rows[first]]
+    token_starts[~first] = token_ends[:-1][~first[1:]] + 1
     lengths = token_ends - token_starts
     keep = lengths > 0
+    whole_cell = (first & is_end)[keep]
     token_starts, lengths, rows = token_starts[keep], lengths[keep], rows[keep]
+    del token_ends, is_end, first, keep
     tokens = _tokens(body, data, token_starts, lengths)
     if tokens is None:
         return None
     codes, vocabulary = tokens
     na_token = pd.Index(vocabulary).isin(NA_STRINGS)
-    if na_token.any():  # a cell that is one NA string is missing (RecBole: no token); inside a list it is a token
-        whole_cell = per_cell[rows] == 0
+    if missing and na_token.any():  # a cell that is one NA string is missing (RecBole: no token); in a list it is one
         drop = na_token[codes] & whole_cell
         codes, rows = codes[~drop], rows[~drop]
     counts = np.bincount(rows, minlength=len(starts))
     ends = np.cumsum(counts)
     column = np.empty(len(starts), dtype=object)
     column[:] = [codes[a:b] for a, b in zip((ends - counts).tolist(), ends.tolist())]  # np.split is 5x slower
-    return CodedSequences(column, vocabulary)
+    return CodedSequences(column, vocabulary, codes, counts)
 
 
 def _tokens(body, data, starts, lengths):

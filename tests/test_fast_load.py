@@ -82,7 +82,7 @@ def test_plain_file_refuses_what_the_c_parser_reads_otherwise(tmp_path):
 
 
 # ------------------------------------------------------------------------------- whole datasets
-def write_odd_dataset(root, name="odd"):
+def write_odd_dataset(root, name="odd", empty_rating=True):
     """Items with odd feature cells, a user and an item id RecBole reads as missing (``NA``), interactions
     of an item that has no .item row, items without interactions."""
     rng = np.random.default_rng(3)
@@ -93,7 +93,7 @@ def write_odd_dataset(root, name="odd"):
     for u in range(40):
         for item in rng.choice(items, size=8, replace=False):
             lines.append(f"u{u}\t{item}\t{rng.integers(1, 6)}")
-    lines += ["u1\tnot_in_item_file\t5", "NA\ti001\t5", "u2\tNA\t4", "u3\ti002\t"]
+    lines += ["u1\tnot_in_item_file\t5", "NA\ti001\t5", "u2\tNA\t4"] + (["u3\ti002\t"] if empty_rating else [])
     (folder / f"{name}.inter").write_text("\n".join(lines) + "\n", encoding="utf-8")
     rows = ["item_id:token\twords:token_seq\ttags:token_seq\tprice:float\tvec:float_seq"]
     for k, item in enumerate(items + ["never_liked_1", "never_liked_2"]):
@@ -185,8 +185,8 @@ def test_fast_load_gives_recbole_dataset(tmp_path, monkeypatch, model, settings)
     read = []
     original = fast_load.read_plain_columns
 
-    def spy(*args):
-        result = original(*args)
+    def spy(*args, **kwargs):
+        result = original(*args, **kwargs)
         read.append(result is not None)
         return result
 
@@ -251,3 +251,27 @@ def test_canonical_order_sorts_rows_by_their_columns():
     for version in (frame, frame.astype({"user_id": "category", "item_id": "category"})):
         ordered = canonical_order(version, ["user_id", "item_id"])
         assert ordered.astype(object).equals(expected.reset_index(drop=True).astype(object))
+
+
+def test_the_checks_parse_each_file_once_for_the_dataset(tmp_path, monkeypatch):
+    """The token columns the files' checks parsed are handed to the dataset (same dataset as a fresh read)."""
+    from recbole_fbsm.data import preparation
+
+    name = write_odd_dataset(tmp_path, empty_rating=False)  # the checks refuse an empty rating
+    config = ColdStartConfig(model="FBSM", dataset=name, config_dict=dict(
+        state="ERROR", use_gpu=False, data_path=str(tmp_path), checkpoint_dir=str(tmp_path / "saved"),
+        load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words", "tags", "price"]},
+        threshold={"rating": 4}, topk=[3], valid_metric="Recall@3"))
+    parsed = []
+    original = fast_load._tokens
+    monkeypatch.setattr(fast_load, "_tokens", lambda *args: parsed.append(len(args[2])) or original(*args))
+    report = preparation.check_dataset_files(config, reads_own_features=True)
+    checked = len(parsed)
+    assert checked == 5 and len(report.parsed) == 5  # user_id, item_id; item_id, words, tags
+    shared = preparation.create_dataset(config, report)
+    assert len(parsed) == checked and not report.parsed  # nothing parsed again, the store emptied
+    shared_parts = shared.build()
+    fresh, fresh_parts = load(config, True, monkeypatch)
+    assert_same(shared, fresh)
+    for a, b in zip(shared_parts, fresh_parts):
+        assert_same(a, b)

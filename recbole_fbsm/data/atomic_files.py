@@ -155,7 +155,7 @@ def scan(path, separator="\t", encoding="utf-8"):
     return AtomicFile(str(path), columns, n_rows, blanks)
 
 
-def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=" "):
+def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=" ", store=None):
     """The named columns as text (no NaN filling), one row per data line. Token columns of a plain file
     (``fast_load.plain_file``) come as ``Categorical`` read from the bytes (one string per distinct id,
     not per line: 10^7 likes took 28 s and 1.7 GB as text), its token_seq columns as a bool per line:
@@ -166,7 +166,8 @@ def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=
     if tokens and plain_file(atomic.path, separator):
         header = [f"{name}:{atomic.columns[name]}" for name in order]
         read = read_plain_columns(atomic.path, separator, seq_separator, [header[order.index(t)] for t in tokens],
-                                  tokens, {h: h.rpartition(":")[2] for h in header}, encoding, missing=False)
+                                  tokens, {h: h.rpartition(":")[2] for h in header}, encoding, missing=False,
+                                  store=store, keep=True)
         rest = [order[p] for p in positions if order[p] not in tokens]
         text = read_columns(atomic, rest, separator, encoding) if read is not None and rest else None
         if read is not None and (text is None or len(text) == len(read[0])):
@@ -281,6 +282,8 @@ class DatasetReport:
     """What the checks found that is not an error: warnings for the log, with counts."""
 
     warnings: list = field(default_factory=list)
+    # the token columns the checks parsed, for the dataset to take over (``fast_load.read_plain_columns``)
+    parsed: dict = field(default_factory=dict)
 
 
 def _percent(part, whole):
@@ -342,7 +345,8 @@ def check_dataset(config, reads_own_features=False):
         wanted = [c for c in columns if c in ids or atomic.columns[c] in ("float", "float_seq")
                   or (suffix == "item" and reads_own_features and atomic.columns[c] in ("token", "token_seq"))]
         try:
-            table = read_columns(atomic, wanted, separator, encoding, seq_separator) if wanted else pd.DataFrame()
+            table = (read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed) if wanted
+                     else pd.DataFrame())
         except pd.errors.ParserError:
             raise ColdStartError(quote_problem(atomic, separator, encoding, "a CSV reader cannot split it into rows")) from None
         if wanted and len(table) != atomic.n_rows:

@@ -137,6 +137,7 @@ class ColdStartDataset(Dataset):
     phase = None
     split_items = None
     _coded = None
+    preread = None  # set by ``preparation.create_dataset``: token columns the files' checks already parsed
     dislike_feat = None
     _hidden_fields = frozenset()
     _skip_feature_join = False
@@ -370,7 +371,8 @@ class ColdStartDataset(Dataset):
             kinds[field_type] = ftype.value
         if not columns:
             return super()._load_feat(filepath, source)
-        read = read_plain_columns(filepath, separator, self.config["seq_separator"], usecols, columns, kinds, encoding)
+        read = read_plain_columns(filepath, separator, self.config["seq_separator"], usecols, columns, kinds, encoding,
+                                  store=self.preread)
         if read is None:
             return super()._load_feat(filepath, source)
         df, coded = read

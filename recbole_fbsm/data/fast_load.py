@@ -16,6 +16,7 @@ left to RecBole's own reader.
 """
 
 import codecs
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,7 +55,8 @@ class CodedSequences:
     counts: np.ndarray = None  # tokens per row
 
 
-def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, encoding, missing=True):
+def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, encoding, missing=True, store=None,
+                       keep=False):
     """The loaded columns of a plain atomic file (see ``plain_file``) as RecBole would read them, or None
     when the file needs pandas (rows with another column count, a token longer than ``MAX_TOKEN_BYTES``,
     a NUL byte, a float pandas' C parser refuses, an encoding other than UTF-8).
@@ -62,10 +64,88 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
     Returns (DataFrame, {name: CodedSequences}): token columns are ``pandas.Categorical`` with sorted
     categories (missing and NA cells: NaN), float columns float64 (pandas' C parser: the same values as
     RecBole's Python-engine reading), ``token_seq`` columns coded (a placeholder column in the frame).
-    ``missing=False`` keeps empty and NA cells of token columns as text (for the files' checks)."""
+    ``missing=False`` keeps empty and NA cells of token columns as text (for the files' checks).
+    ``store`` (a dict) holds parsed token columns between calls: an entry for this file (unchanged since)
+    is used and removed, and with ``keep`` the columns parsed here are left in it (the checks keep them
+    for the dataset: each file is parsed once)."""
     if codecs.lookup(encoding or "utf-8").name != "utf-8" or len(seq_separator) != 1 or ord(seq_separator) >= 128 \
             or seq_separator in (separator, "\n"):
         return None
+    stat = os.stat(path)
+    identity = (os.path.realpath(path), stat.st_size, stat.st_mtime_ns, separator, seq_separator)
+    stored = {} if store is None else store
+    wanted = [c for c in usecols if kinds[c] in ("token", "token_seq")]
+    parsed = {c: _widened(stored.pop(identity + (c,))) for c in wanted if identity + (c,) in stored}
+    n_rows = next((entry[-1] for entry in parsed.values()), None)
+    if len(parsed) < len(wanted):
+        layout = _parse_layout(path, separator, encoding)
+        if layout is None:
+            return None
+        header, body, data, line_starts, line_ends, cuts = layout
+        n_rows = len(line_starts)
+        for column in wanted:
+            if column in parsed:
+                continue
+            position = header.index(column)
+            starts = line_starts if position == 0 else cuts[:, position - 1] + 1
+            ends = line_ends if position == len(header) - 1 else cuts[:, position]
+            if kinds[column] == "token":
+                tokens = _tokens(body, data, starts, ends - starts)
+                parsed[column] = None if tokens is None else tokens + (n_rows,)
+            else:
+                parsed[column] = _token_seq_spans(body, data, starts, ends, seq_separator)
+            if parsed[column] is None:
+                return None
+        del layout, body, data, line_starts, line_ends, cuts
+    if store is not None and keep:
+        for column, entry in parsed.items():
+            store[identity + (column,)] = _narrowed(entry)
+    frame, coded = {}, {}
+    floats = [c for c in usecols if kinds[c] == "float"]
+    if floats:
+        try:
+            numbers = pd.read_csv(path, delimiter=separator, usecols=floats, dtype=np.float64, encoding=encoding,
+                                  engine="c")
+        except ValueError:
+            return None
+        if n_rows is None:
+            n_rows = len(numbers)
+        if len(numbers) != n_rows:
+            return None
+    for column, name in zip(usecols, columns):
+        kind = kinds[column]
+        if kind == "float":
+            frame[name] = numbers[column].to_numpy()
+        elif kind == "token":
+            codes, vocabulary, _ = parsed[column]
+            absent = pd.Index(vocabulary).isin(NA_STRINGS | {""}) if missing else np.zeros(len(vocabulary), dtype=bool)
+            keep = np.flatnonzero(~absent)
+            remap = np.full(len(vocabulary), -1, dtype=np.int64)
+            remap[keep] = np.arange(len(keep))
+            frame[name] = pd.Categorical.from_codes(remap[codes], categories=pd.Index(vocabulary[keep], dtype=object),
+                                                    validate=False)
+        elif kind == "token_seq":
+            coded[name] = _coded_sequences(*parsed[column], missing=missing)
+            frame[name] = coded[name].column
+        else:
+            return None  # float_seq: RecBole's own parsing
+    return pd.DataFrame(frame), coded
+
+
+def _narrowed(entry):
+    """A parsed column with its integer arrays as int32 while it waits in a store (half the memory)."""
+    return tuple(part.astype(np.int32) if isinstance(part, np.ndarray) and part.dtype == np.int64 else part
+                 for part in entry)
+
+
+def _widened(entry):
+    return tuple(part.astype(np.int64) if isinstance(part, np.ndarray) and part.dtype == np.int32 else part
+                 for part in entry)
+
+
+def _parse_layout(path, separator, encoding):
+    """(header, body bytes, body as uint8, start and end of every non-blank line, the field separators'
+    positions as a lines x (columns - 1) array), or None when a line has another column count."""
     with open(path, "rb") as handle:
         raw = handle.read()
     head_end = raw.find(b"\n")
@@ -73,6 +153,7 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
         return None
     header = raw[:head_end].decode(encoding or "utf-8").split(separator)
     body = raw[head_end + 1:]
+    del raw
     if body and not body.endswith(b"\n"):
         body += b"\n"
     data = np.frombuffer(body, dtype=np.uint8)
@@ -89,51 +170,14 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
     if n_rows == 0:
         return None
     cuts = field_cuts.reshape(n_rows, len(header) - 1)
-    line_starts, line_ends = line_starts[filled], line_ends[filled]
-    del per_line, filled
-    frame, coded = {}, {}
-    floats = [c for c in usecols if kinds[c] == "float"]
-    if floats:
-        try:
-            numbers = pd.read_csv(path, delimiter=separator, usecols=floats, dtype=np.float64, encoding=encoding,
-                                  engine="c")
-        except ValueError:
-            return None
-        if len(numbers) != n_rows:
-            return None
-    for column, name in zip(usecols, columns):
-        position = header.index(column)
-        starts = line_starts if position == 0 else cuts[:, position - 1] + 1
-        ends = line_ends if position == len(header) - 1 else cuts[:, position]
-        kind = kinds[column]
-        if kind == "float":
-            frame[name] = numbers[column].to_numpy()
-        elif kind == "token":
-            tokens = _tokens(body, data, starts, ends - starts)
-            if tokens is None:
-                return None
-            codes, vocabulary = tokens
-            absent = pd.Index(vocabulary).isin(NA_STRINGS | {""}) if missing else np.zeros(len(vocabulary), dtype=bool)
-            keep = np.flatnonzero(~absent)
-            remap = np.full(len(vocabulary), -1, dtype=np.int64)
-            remap[keep] = np.arange(len(keep))
-            frame[name] = pd.Categorical.from_codes(remap[codes], categories=pd.Index(vocabulary[keep], dtype=object),
-                                                    validate=False)
-        elif kind == "token_seq":
-            sequences = _token_seq(body, data, starts, ends, seq_separator, missing)
-            if sequences is None:
-                return None
-            coded[name] = sequences
-            frame[name] = sequences.column
-        else:
-            return None  # float_seq: RecBole's own parsing
-    return pd.DataFrame(frame), coded
+    return header, body, data, line_starts[filled], line_ends[filled], cuts
 
 
-def _token_seq(body, data, starts, ends, seq_separator, missing=True):
-    """Every cell ``data[start:end]`` split on ``seq_separator``, empty tokens dropped, and (``missing``) a
-    whole cell that pandas reads as NA (``NA``, ``null``, ...) empty: ``CodedSequences``. Token boundaries
-    are the separators inside the cells and the cells' ends, found by one pass over the bytes."""
+def _token_seq_spans(body, data, starts, ends, seq_separator):
+    """Every cell ``data[start:end]`` split on ``seq_separator``, empty tokens dropped: (code per token,
+    row per token, whether the token is its cell's whole text, sorted vocabulary, number of rows), or None
+    (a token too long). Token boundaries are the separators inside the cells and the cells' ends, found by
+    one pass over the bytes."""
     inside = np.zeros(len(data) + 1, dtype=np.int8)
     inside[starts] += 1
     inside[ends] -= 1
@@ -160,14 +204,19 @@ def _token_seq(body, data, starts, ends, seq_separator, missing=True):
     tokens = _tokens(body, data, token_starts, lengths)
     if tokens is None:
         return None
-    codes, vocabulary = tokens
+    return tokens[0], rows, whole_cell, tokens[1], len(starts)
+
+
+def _coded_sequences(codes, rows, whole_cell, vocabulary, n_rows, missing=True):
+    """``CodedSequences`` of split cells; with ``missing`` a cell that pandas reads as NA (one NA string:
+    ``NA``, ``null``, ...) has no token, as in RecBole (inside a list the string is a token)."""
     na_token = pd.Index(vocabulary).isin(NA_STRINGS)
-    if missing and na_token.any():  # a cell that is one NA string is missing (RecBole: no token); in a list it is one
+    if missing and na_token.any():
         drop = na_token[codes] & whole_cell
         codes, rows = codes[~drop], rows[~drop]
-    counts = np.bincount(rows, minlength=len(starts))
+    counts = np.bincount(rows, minlength=n_rows)
     ends = np.cumsum(counts)
-    column = np.empty(len(starts), dtype=object)
+    column = np.empty(n_rows, dtype=object)
     column[:] = [codes[a:b] for a, b in zip((ends - counts).tolist(), ends.tolist())]  # np.split is 5x slower
     return CodedSequences(column, vocabulary, codes, counts)
 

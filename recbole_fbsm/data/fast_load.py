@@ -2,8 +2,8 @@
 
 RecBole's ``Dataset._load_feat`` reads with pandas' Python parser (about 300,000 lines a second), makes a
 new Python string for every token cell, and splits every ``token_seq`` cell in Python into a numpy array
-of fixed-width text: at 10^7 likes and 2 million items that is 50 of the 190 seconds of a load and
-several gigabytes of short-lived objects, paid again when the tokens are sorted, filtered and numbered.
+of fixed-width text: at 10^7 likes and 2 million items that is about 50 s of reading and gigabytes of
+short-lived objects, paid again (about 90 s more) when those strings are sorted, filtered and numbered.
 
 ``read_plain_columns`` reads the same columns from the file's bytes with numpy instead: the cells and
 tokens of a column are packed into integers and factorised, and only the distinct ones are decoded.

@@ -268,7 +268,8 @@ class ColdStartDataset(Dataset):
         values = feat[field]
         if ftype == FeatureType.TOKEN:
             if isinstance(values.dtype, pd.CategoricalDtype):
-                return values.cat.codes.to_numpy().astype(np.int64), np.asarray(values.cat.categories, dtype=object), None
+                codes, categories = values.cat.codes.to_numpy(), values.cat.categories
+                return codes.astype(np.int64), np.asarray(categories, dtype=object), None
             codes, uniques = pd.factorize(values.to_numpy())
             return codes.astype(np.int64), np.asarray(uniques, dtype=object), None
         sequences = values.to_numpy()

@@ -26,9 +26,10 @@ POPULARITY_REJECTION_ROUNDS = 16
 class _Csr:
     """Per-user sorted integer lists (row pointer + values), for vectorised lookups."""
 
-    def __init__(self, users, values, n_users):
-        order = np.lexsort((values, users))
-        self.values = np.asarray(values, dtype=np.int64)[order]
+    def __init__(self, users, values, n_users, presorted=False):
+        """``presorted``: the pairs are already in (user, value) order (no sort)."""
+        values = np.asarray(values, dtype=np.int64)
+        self.values = values if presorted else values[np.lexsort((values, users))]
         counts = np.bincount(np.asarray(users, dtype=np.int64), minlength=n_users)
         self.indptr = np.concatenate(([0], np.cumsum(counts)))
         self.counts = counts
@@ -95,12 +96,12 @@ class ColdStartSampler(Sampler):
             in_pool = in_pool[items]
             users, positions = users[in_pool], np.searchsorted(pool, items[in_pool])
             key = sorted_unique(users * (len(pool) + 1) + positions)  # dedupe repeated likes
-            likes = self._likes[phase] = _Csr(key // (len(pool) + 1), key % (len(pool) + 1), n_users)
+            likes = self._likes[phase] = _Csr(key // (len(pool) + 1), key % (len(pool) + 1), n_users, presorted=True)
             # p_k - k for the user's k-th liked position: non-decreasing per user, see _uniform_free_positions
             likes.shifted_keys = likes.rows * (len(pool) + 1) + (
                 likes.values - (np.arange(len(likes.values)) - np.repeat(likes.indptr[:-1], likes.counts))
             )
-            likes.liked_keys = likes.keys(len(pool) + 1)
+            likes.liked_keys = key  # = likes.keys(len(pool) + 1): the sorted distinct keys it was built from
             dislikes = dataset.dislike_feat
             self._dislikes[phase] = None if dislikes is None else _Csr(
                 dislikes[dataset.uid_field].numpy(), dislikes[dataset.iid_field].numpy(), n_users

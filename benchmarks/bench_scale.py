@@ -65,8 +65,22 @@ def worker(args):
     warnings.filterwarnings("ignore")
     import torch
 
+    import recbole_fbsm.quick_start as quick_start
     from recbole_fbsm.quick_start import prepare
     from recbole_fbsm.registry import get_trainer
+
+    # seconds of each step of prepare(): the files' checks and RecBole's dataset ("load"), the split and
+    # dataloaders, the model's matrices (F, F_U, R)
+    steps = {}
+    for name, step in (("check_dataset_files", "load_s"), ("create_dataset", "load_s"),
+                       ("data_preparation", "dataloaders_s"), ("build_model", "model_s")):
+        def timed(*a, _function=getattr(quick_start, name), _step=step, **k):
+            begin = time.perf_counter()
+            try:
+                return _function(*a, **k)
+            finally:
+                steps[_step] = steps.get(_step, 0.0) + time.perf_counter() - begin
+        setattr(quick_start, name, timed)
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -78,7 +92,7 @@ def worker(args):
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
     setup_s = time.perf_counter() - start
     peaks.end("setup")
-    emit({"phase": "setup", "setup_s": setup_s, "peak_rss_mib": peaks.peaks["setup"]})
+    emit({"phase": "setup", "setup_s": setup_s, "peak_rss_mib": peaks.peaks["setup"], **steps})
 
     epoch_s = []
     for epoch in range(args.warmup + args.epochs):
@@ -100,7 +114,7 @@ def worker(args):
     train = train_data._dataset
     n_features, nnz_f, nnz_fu = feature_sizes(model, train, config)  # after the peaks: may allocate
     emit({
-        "phase": "done", "model": args.model, "threads": torch.get_num_threads(), "setup_s": setup_s,
+        "phase": "done", "model": args.model, "threads": torch.get_num_threads(), "setup_s": setup_s, **steps,
         "users": int(train.user_num - 1), "items": int(train.item_num - 1), "features": n_features,
         "nnz_F": nnz_f, "nnz_F_U": nnz_fu, "train_likes": int(len(train.inter_feat)),
         "batch": int(config["train_batch_size"]), "epoch_s": epoch_s, "eval_s": eval_s,
@@ -187,7 +201,7 @@ def summary(rows, args):
     ok = [r for r in rows if r.get("status") == "ok" and r.get("epoch_s")]
     header = ["interactions", "users", "items", "vocabulary", "train likes", "nnz(F)", "nnz(F_U)",
               "s/epoch median (min-max)", "epochs", "train likes/s", "peak RSS MiB", "peak MiB setup / train",
-              "RSS growth MiB", "setup s", "status"]
+              "RSS growth MiB", "setup s (load / dataloaders / model)", "status"]
     table_rows = []
     for r in rows:
         median = statistics.median(r["epoch_s"]) if r.get("epoch_s") else None
@@ -198,7 +212,9 @@ def summary(rows, args):
             fmt(r.get("train_likes")), fmt(r.get("nnz_F")), fmt(r.get("nnz_F_U")), spread(r.get("epoch_s")),
             len(r.get("epoch_s") or []), fmt(r["train_likes"] / median) if median and r.get("train_likes") else "-",
             fmt(r.get("peak_rss_mib") or r.get("watchdog_max_rss_mib"), 4),
-            " / ".join(fmt(phases.get(p), 4) for p in ("setup", "train")), fmt(growth, 4), fmt(r.get("setup_s")),
+            " / ".join(fmt(phases.get(p), 4) for p in ("setup", "train")), fmt(growth, 4),
+            fmt(r.get("setup_s")) + (" (" + " / ".join(fmt(r.get(k)) for k in ("load_s", "dataloaders_s", "model_s")) + ")"
+                                     if r.get("load_s") is not None else ""),
             r.get("status", "?"),
         ])
     lines = [markdown(header, table_rows), ""]

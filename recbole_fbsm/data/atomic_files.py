@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from recbole_fbsm.data.fast_load import plain_file, read_plain_columns
 from recbole_fbsm.errors import ColdStartError
 
 TYPES = ("token", "token_seq", "float", "float_seq")
@@ -154,10 +155,30 @@ def scan(path, separator="\t", encoding="utf-8"):
     return AtomicFile(str(path), columns, n_rows, blanks)
 
 
-def read_columns(atomic, names, separator="\t", encoding="utf-8"):
-    """The named columns as text (no NaN filling), one row per data line."""
+def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=" ", store=None):
+    """The named columns as text (no NaN filling), one row per data line. Token columns of a plain file
+    (``fast_load.plain_file``) come as ``Categorical`` read from the bytes (one string per distinct id,
+    not per line: 10^7 likes took 28 s and 1.7 GB as text), its token_seq columns as a bool per line:
+    whether the cell has a token with a non-blank character."""
     order = list(atomic.columns)
     positions = sorted(order.index(n) for n in names)
+    tokens = [order[p] for p in positions if atomic.columns[order[p]] in ("token", "token_seq")]
+    if tokens and plain_file(atomic.path, separator):
+        header = [f"{name}:{atomic.columns[name]}" for name in order]
+        read = read_plain_columns(atomic.path, separator, seq_separator, [header[order.index(t)] for t in tokens],
+                                  tokens, {h: h.rpartition(":")[2] for h in header}, encoding, missing=False,
+                                  store=store, keep=True)
+        rest = [order[p] for p in positions if order[p] not in tokens]
+        text = read_columns(atomic, rest, separator, encoding) if read is not None and rest else None
+        if read is not None and (text is None or len(text) == len(read[0])):
+            frame, coded = read
+            for name, sequences in coded.items():  # what the checks ask of a token_seq cell: a non-blank token
+                blank = pd.Series(sequences.vocabulary, dtype=object).str.strip().eq("").to_numpy()
+                rows = np.repeat(np.arange(len(sequences.counts)), sequences.counts)
+                frame[name] = np.bincount(rows[~blank[sequences.codes]], minlength=len(sequences.counts)) > 0
+            for name in rest:
+                frame[name] = text[name].to_numpy()
+            return frame[[order[p] for p in positions]]
     frame = pd.read_csv(
         atomic.path, sep=separator, header=0, usecols=positions, dtype=str, keep_default_na=False, na_filter=False,
         encoding=encoding, engine="c" if len(separator) == 1 else "python", skip_blank_lines=True,
@@ -225,22 +246,33 @@ def check_float_seq_column(atomic, name, values, seq_separator):
                              f"finite numbers ({_examples(atomic, rows, tokens.to_numpy()[bad])}).")
 
 
+def codes_of(values):
+    """(code per row, distinct values) of a text or ``Categorical`` column."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return values.cat.codes.to_numpy().astype(np.int64), np.asarray(values.cat.categories, dtype=object)
+    codes, uniques = pd.factorize(values.to_numpy())
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
+
+
 def check_ids(atomic, name, values, unique):
-    """No empty id; with ``unique`` (an .item or .user file) no id on two lines."""
-    empty = (values.str.strip() == "").to_numpy()
+    """No empty id; with ``unique`` (an .item or .user file) no id on two lines. Works on the distinct
+    ids and a code per line."""
+    codes, distinct = codes_of(values)
+    empty = (pd.Series(distinct, dtype=object).str.strip() == "").to_numpy()[codes]
     if empty.any():
         rows = np.flatnonzero(empty)
         raise ColdStartError(f"{atomic.path}: the id column {name!r} is empty on {len(rows)} line(s) "
                              f"({_examples(atomic, rows)}); expected an id on every line.")
     if unique:
-        repeated = values.duplicated(keep=False).to_numpy()
+        lines = np.bincount(codes, minlength=len(distinct))
+        repeated = lines[codes] > 1
         if repeated.any():
             rows = np.flatnonzero(repeated)
-            first = values.to_numpy()[rows[0]]
-            same = rows[values.to_numpy()[rows] == first]
+            first = distinct[codes[rows[0]]]
+            same = rows[codes[rows] == codes[rows[0]]]
             raise ColdStartError(
                 f"{atomic.path}: {name} {first!r} is on {len(same)} lines ({_examples(atomic, same)}); "
-                f"{len(np.unique(values.to_numpy()[rows]))} id(s) repeat in all. Expected one line per {name} "
+                f"{int((lines > 1).sum())} id(s) repeat in all. Expected one line per {name} "
                 "(RecBole would keep one of them silently)."
             )
 
@@ -250,6 +282,8 @@ class DatasetReport:
     """What the checks found that is not an error: warnings for the log, with counts."""
 
     warnings: list = field(default_factory=list)
+    # the token columns the checks parsed, for the dataset to take over (``fast_load.read_plain_columns``)
+    parsed: dict = field(default_factory=dict)
 
 
 def _percent(part, whole):
@@ -311,7 +345,8 @@ def check_dataset(config, reads_own_features=False):
         wanted = [c for c in columns if c in ids or atomic.columns[c] in ("float", "float_seq")
                   or (suffix == "item" and reads_own_features and atomic.columns[c] in ("token", "token_seq"))]
         try:
-            table = read_columns(atomic, wanted, separator, encoding) if wanted else pd.DataFrame()
+            table = (read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed) if wanted
+                     else pd.DataFrame())
         except pd.errors.ParserError:
             raise ColdStartError(quote_problem(atomic, separator, encoding, "a CSV reader cannot split it into rows")) from None
         if wanted and len(table) != atomic.n_rows:
@@ -336,8 +371,11 @@ def check_dataset(config, reads_own_features=False):
                 check_float_seq_column(atomic, column, table[column], seq_separator)
 
     if "inter" in tables:
-        pairs = tables["inter"][[uid, iid]]
-        repeated = int(pairs.duplicated().sum())
+        user_codes, users = codes_of(tables["inter"][uid])
+        item_codes, _ = codes_of(tables["inter"][iid])
+        pairs = np.sort(user_codes * (int(item_codes.max(initial=0)) + 1) + item_codes)
+        repeated = int((pairs[1:] == pairs[:-1]).sum())
+        del pairs
         if repeated and not config["rm_dup_inter"]:
             report.warnings.append(f"{inter.path}: {repeated} interaction(s) repeat a (user, item) pair already "
                                    "given; each copy counts (set rm_dup_inter: first to keep one).")
@@ -345,12 +383,13 @@ def check_dataset(config, reads_own_features=False):
     for suffix, id_field in (("item", iid), ("user", uid)):
         if suffix not in tables or "inter" not in tables or id_field not in tables[suffix]:
             continue
-        in_inter = tables["inter"][id_field]
-        missing = ~in_inter.isin(tables[suffix][id_field]).to_numpy()
+        codes, distinct = codes_of(tables["inter"][id_field])
+        _, listed = codes_of(tables[suffix][id_field])
+        missing = ~pd.Index(distinct).isin(listed)[codes]
         if not missing.any():
             continue
-        n_ids = len(np.unique(in_inter.to_numpy()[missing]))
-        shown = ", ".join(map(repr, pd.unique(in_inter.to_numpy()[missing])[:SHOWN]))
+        n_ids = len(np.unique(codes[missing]))
+        shown = ", ".join(map(repr, distinct[pd.unique(codes[missing])[:SHOWN]]))
         what = f"{n_ids} {suffix}(s) of {inter.path} ({shown}, ...) have no row in {files[suffix].path}"
         if not filtering:
             report.warnings.append(f"{what}: their {int(missing.sum())} interaction(s) are kept without {suffix} features.")
@@ -377,6 +416,9 @@ def _check_features(config, atomic, table, loaded_columns, seq_separator):
         return
     has = np.zeros(len(table), dtype=bool)
     for column in fields:
+        if table[column].dtype == bool:  # read_columns' answer for a token_seq column read from the bytes
+            has |= table[column].to_numpy()
+            continue
         cells = table[column].str.replace(seq_separator, "", regex=False).str.strip()
         has |= (cells != "").to_numpy()
     if not has.any():

@@ -30,6 +30,7 @@ def create_dataset(config, report=None):
         report = check_dataset_files(config, getattr(config.model_class, "reads_own_features", False))
     for warning in report.warnings:
         getLogger().warning(warning)
+    ColdStartDataset.preread = report.parsed  # the token columns the checks parsed: each file is parsed once
     try:
         return ColdStartDataset(config)
     except ValueError as error:
@@ -40,6 +41,9 @@ def create_dataset(config, report=None):
             f"{config['user_inter_num_interval']!r}, item_inter_num_interval={config['item_inter_num_interval']!r}, "
             f"val_interval={config['val_interval']!r}); loosen them."
         ) from None
+    finally:
+        ColdStartDataset.preread = None
+        report.parsed.clear()
 
 
 def data_preparation(config, dataset, reads_own_features=False):

@@ -21,9 +21,12 @@ class TorchCsr(nn.Module):
         self.register_buffer("indptr", torch.from_numpy(matrix.indptr.astype(np.int64)), persistent=False)
         self.register_buffer("indices", torch.from_numpy(matrix.indices.astype(np.int64)), persistent=False)
         self.register_buffer("values", torch.as_tensor(matrix.data, dtype=dtype), persistent=False)
-        rows = np.repeat(np.arange(matrix.shape[0], dtype=np.int64), np.diff(matrix.indptr))
-        # row * n_cols + col, globally sorted: entry lookups by binary search
-        self.register_buffer("keys", torch.from_numpy(rows * matrix.shape[1] + matrix.indices), persistent=False)
+        # row * n_cols + col, globally sorted: entry lookups by binary search (built in place: at 10^7 likes
+        # F_U has ~10^8 entries, and each temporary array is 8 bytes per entry)
+        keys = np.repeat(np.arange(matrix.shape[0], dtype=np.int64), np.diff(matrix.indptr))
+        keys *= matrix.shape[1]
+        keys += self.indices.numpy()
+        self.register_buffer("keys", torch.from_numpy(keys), persistent=False)
 
     def gather_rows(self, rows):
         """Nonzeros of ``self[rows]``: (position in ``rows``, column, value) per entry, and bag offsets.

@@ -1,0 +1,277 @@
+"""The fast reading of atomic files (``data/fast_load.py``) gives exactly RecBole's dataset: same fields,
+vocabularies, ids, interaction and item rows, split; on files with the odd cases a hand-written or
+converted file has (empty and NA cells, repeated tokens, runs of separators, non-ASCII and long tokens,
+ids missing from the .item file, items without interactions, ``seq_len``)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.utils.rnn as rnn_utils
+from recbole.data.dataset import Dataset
+from recbole.utils import FeatureType
+
+import recbole_fbsm.data.dataset as dataset_module
+from recbole_fbsm.config import ColdStartConfig
+from recbole_fbsm.data import fast_load
+from recbole_fbsm.data.dataset import ColdStartDataset
+from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns
+
+ODD_CELLS = ["a b c", "", "  a  a   b ", "NA", "x", "é 中文 é", "b NA a", " ", "7 007 7.0", "null", "a b "]
+
+
+def recbole_split(cell, separator):
+    """RecBole 1.2.1's parsing of one token_seq cell (``Dataset._load_feat``)."""
+    return list(filter(None, cell.split(separator)))
+
+
+def write_columns(path, rows, header="id:token\twords:token_seq\tscore:float"):
+    path.write_text(header + "\n" + "\n".join("\t".join(row) for row in rows) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("extra", [[], ["a_token_of_more_than_eight_bytes", "ünïcödé_longer_than_sixteen_bytes"]],
+                         ids=["one-word-keys", "several-word-keys"])
+def test_read_plain_columns_matches_recbole_reader(tmp_path, extra):
+    cells = ODD_CELLS + [" ".join(extra)]
+    ids = ["i1", "NA", "", "i1", "é", "007", "7", "null", "x y", "i1", "7.0"] + extra[:1]
+    scores = ["1", "", "2.5", "NA", "-0.125", "3e-5", "1", "2", "0.1", "4", "5"] + ["6"] * len(extra[:1])
+    path = write_columns(tmp_path / "f.item", list(zip(ids, cells, scores)))
+    header = ["id:token", "words:token_seq", "score:float"]
+    frame, coded = read_plain_columns(str(path), "\t", " ", header, ["id", "words", "score"],
+                                      {"id:token": "token", "words:token_seq": "token_seq", "score:float": "float"},
+                                      "utf-8")
+    expected = pd.read_csv(path, delimiter="\t", dtype={"id:token": str, "words:token_seq": str,
+                                                          "score:float": np.float64}, engine="python")
+    assert frame["id"].astype(object).where(frame["id"].notna(), None).tolist() == \
+        expected["id:token"].astype(object).where(expected["id:token"].notna(), None).tolist()
+    assert np.array_equal(frame["score"].to_numpy(), expected["score:float"].to_numpy(), equal_nan=True)
+    vocabulary = coded["words"].vocabulary
+    assert list(vocabulary) == sorted(vocabulary)
+    for cell, codes in zip(expected["words:token_seq"].fillna(""), coded["words"].column):
+        assert list(vocabulary[codes]) == recbole_split(cell, " "), cell
+
+
+def test_read_plain_columns_leaves_odd_files_to_recbole(tmp_path):
+    kinds = {"id:token": "token", "words:token_seq": "token_seq", "score:float": "float"}
+
+    def read(path):
+        return read_plain_columns(str(path), "\t", " ", list(kinds), ["id", "words", "score"], kinds, "utf-8")
+
+    assert read(write_columns(tmp_path / "ok", [("a", "b c", "1")])) is not None
+    assert read(write_columns(tmp_path / "ragged", [("a", "b c", "1"), ("a", "b")])) is None
+    assert read(write_columns(tmp_path / "long", [("a" * 65, "b", "1")])) is None
+    assert read(write_columns(tmp_path / "bad_float", [("a", "b", "1e400")])) is None
+
+
+def test_pad_sequences_is_recbole_pad_sequence():
+    values = [np.array([3, 1, 2]), np.array([], dtype=np.int64), np.array([5, 6, 7, 8, 9])]
+    for limit in (2, 5, 10):
+        expected = rnn_utils.pad_sequence([torch.LongTensor(v[:limit]) for v in values], batch_first=True)
+        assert torch.equal(torch.from_numpy(pad_sequences(values, limit, np.int64)), expected)
+
+
+def test_plain_file_refuses_what_the_c_parser_reads_otherwise(tmp_path):
+    plain, quoted, windows = tmp_path / "plain", tmp_path / "quoted", tmp_path / "windows"
+    plain.write_text("item_id:token\tw:token_seq\ni1\ta b\n")
+    quoted.write_text('item_id:token\tw:token_seq\ni1\t"a b\n')
+    windows.write_bytes(b"item_id:token\tw:token_seq\ni1\ta b\r\n")
+    assert plain_file(plain, "\t")
+    assert not plain_file(quoted, "\t") and not plain_file(windows, "\t")
+    assert not plain_file(plain, "::")
+
+
+# ------------------------------------------------------------------------------- whole datasets
+def write_odd_dataset(root, name="odd", empty_rating=True):
+    """Items with odd feature cells, a user and an item id RecBole reads as missing (``NA``), interactions
+    of an item that has no .item row, items without interactions."""
+    rng = np.random.default_rng(3)
+    folder = root / name
+    folder.mkdir(parents=True)
+    items = [f"i{k:03d}" for k in range(60)] + ["é-item", "007", "7"]
+    lines = ["user_id:token\titem_id:token\trating:float"]
+    for u in range(40):
+        for item in rng.choice(items, size=8, replace=False):
+            lines.append(f"u{u}\t{item}\t{rng.integers(1, 6)}")
+    lines += ["u1\tnot_in_item_file\t5", "NA\ti001\t5", "u2\tNA\t4"] + (["u3\ti002\t"] if empty_rating else [])
+    (folder / f"{name}.inter").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rows = ["item_id:token\twords:token_seq\ttags:token_seq\tprice:float\tvec:float_seq"]
+    for k, item in enumerate(items + ["never_liked_1", "never_liked_2"]):
+        words = ODD_CELLS[k % len(ODD_CELLS)]
+        tags = " ".join(rng.choice(["tag_with_a_long_name", "t", "NA", "ü"], size=k % 4))
+        price = "" if k % 7 == 0 else f"{k / 3:.3f}"
+        vec = "" if k % 5 == 0 else f"{k} {k / 2}  0.5"
+        rows.append(f"{item}\t{words}\t{tags}\t{price}\t{vec}")
+    (folder / f"{name}.item").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return name
+
+
+def test_a_float_seq_column_leaves_the_file_to_recbole(tmp_path, monkeypatch):
+    name = write_odd_dataset(tmp_path)
+    config = ColdStartConfig(model="FBSM", dataset=name, config_dict=dict(
+        state="ERROR", use_gpu=False, data_path=str(tmp_path), checkpoint_dir=str(tmp_path / "saved"),
+        load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words", "vec"]},
+        threshold={"rating": 4}, topk=[3], valid_metric="Recall@3", feature_fields=["words"]))
+    fast, _ = load(config, True, monkeypatch)
+    slow, _ = load(config, False, monkeypatch)
+    assert fast.item_feat["vec"].shape[1] == 3
+    assert_same(fast, slow)
+
+
+def sorted_remap(self, remap_list):
+    """The plugin's numbering before the fast path: RecBole's ``_remap`` with ``factorize(sort=True)``."""
+    if len(remap_list) == 0:
+        return
+    tokens, split_point = self._concat_remaped_tokens(remap_list)
+    new_ids_list, mp = pd.factorize(tokens, sort=True)
+    new_ids_list = np.split(new_ids_list + 1, split_point)
+    mp = np.array(["[PAD]"] + list(mp))
+    token_id = {t: i for i, t in enumerate(mp)}
+    for (feat, field, ftype), new_ids in zip(remap_list, new_ids_list):
+        if field not in self.field2id_token:
+            self.field2id_token[field] = mp
+            self.field2token_id[field] = token_id
+        if ftype == FeatureType.TOKEN:
+            feat[field] = new_ids
+        elif ftype == FeatureType.TOKEN_SEQ:
+            feat[field] = np.split(new_ids, np.cumsum(feat[field].agg(len))[:-1])
+
+
+def load(config, fast, monkeypatch):
+    """``ColdStartDataset`` and its split, read by the fast path, or by RecBole's own reader, filters and
+    conversion with the plugin's sorted numbering as it was before the fast path."""
+    with monkeypatch.context() as patch:
+        if not fast:
+            patch.setattr(dataset_module, "plain_file", lambda path, separator: False)
+            for name in ("_dataframe_to_interaction", "_filter_by_inter_num", "_filter_inter_by_user_or_item"):
+                patch.setattr(ColdStartDataset, name, getattr(Dataset, name))
+            patch.setattr(ColdStartDataset, "_remap", sorted_remap)
+        dataset = ColdStartDataset(config)
+        return dataset, dataset.build()
+
+
+def assert_same(a, b):
+    assert a.field2type == b.field2type
+    assert a.field2source == b.field2source
+    assert a.field2seqlen == b.field2seqlen
+    assert set(a.field2id_token) == set(b.field2id_token)
+    for field in a.field2id_token:
+        assert a.field2id_token[field].tolist() == b.field2id_token[field].tolist(), field
+        assert a.field2token_id[field] == b.field2token_id[field], field
+    for name in ("inter_feat", "item_feat", "user_feat"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None)
+        if x is None:
+            continue
+        assert x.columns == y.columns, name
+        for column in x.columns:
+            assert x[column].dtype == y[column].dtype, (name, column)
+            assert torch.equal(x[column], y[column]), (name, column)
+
+
+@pytest.mark.parametrize("model,settings", [
+    ("FBSM", {}),
+    ("FBSM", {"seq_len": {"words": 2}, "filter_inter_by_user_or_item": False}),
+    ("FBSM", {"user_inter_num_interval": "[2,inf)", "rm_dup_inter": "first"}),
+    ("FBSM", {"user_inter_num_interval": "[6,9]", "item_inter_num_interval": "[3,inf)"}),  # several rounds
+    ("FM", {"train_neg_sample_args": {"distribution": "uniform", "sample_num": 1}}),  # distinct tokens
+])
+def test_fast_load_gives_recbole_dataset(tmp_path, monkeypatch, model, settings):
+    name = write_odd_dataset(tmp_path)
+    config = ColdStartConfig(model=model, dataset=name, config_dict=dict(
+        state="ERROR", use_gpu=False, data_path=str(tmp_path), checkpoint_dir=str(tmp_path / "saved"),
+        load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words", "tags", "price"]},
+        threshold={"rating": 4}, topk=[3], valid_metric="Recall@3", **settings))
+    read = []
+    original = fast_load.read_plain_columns
+
+    def spy(*args, **kwargs):
+        result = original(*args, **kwargs)
+        read.append(result is not None)
+        return result
+
+    monkeypatch.setattr(dataset_module, "read_plain_columns", spy)
+    fast, fast_parts = load(config, True, monkeypatch)
+    assert read == [True, True]  # .inter and .item went through the fast path
+    slow, slow_parts = load(config, False, monkeypatch)
+    assert read == [True, True]
+    assert fast.item_feat["words"].shape[1] > 0 and fast.item_feat["tags"].shape[1] > 0
+    assert_same(fast, slow)
+    for a, b in zip(fast_parts, slow_parts):
+        assert a.phase == b.phase
+        assert np.array_equal(a.split_items, b.split_items)
+        assert_same(a, b)
+
+
+def test_evaluation_loaders_set_up_users_as_recbole_does(toy, tmp_path, monkeypatch):
+    """Evaluated users, positives, history and RecBole's per-user tensors: from arrays, as RecBole's loop."""
+    from recbole_fbsm.data import eval_loader
+    from recbole_fbsm.data.preparation import create_dataset, data_preparation
+    from recbole_fbsm.data.sampler import UsedIds
+
+    config = ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dict(
+        state="ERROR", use_gpu=False, data_path=str(toy.root), checkpoint_dir=str(tmp_path / "saved"),
+        load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "genre", "words"]},
+        threshold={"rating": 4}, topk=[3], valid_metric="Recall@3"))
+
+    def loaders(vectorised):
+        with monkeypatch.context() as patch:
+            if not vectorised:  # the sampler's used_ids as RecBole's array of sets: RecBole's own loop
+                patch.setattr(eval_loader, "UsedIds", type("NotUsedIds", (), {}))
+            dataset = create_dataset(config)
+            _, valid, test = data_preparation(config, dataset, reads_own_features=True)
+            assert isinstance(valid._sampler.used_ids, UsedIds)
+            return valid, test
+
+    for fast, slow in zip(loaders(True), loaders(False)):
+        assert torch.equal(fast.uid_list, slow.uid_list)
+        assert np.array_equal(fast.uid2items_num, slow.uid2items_num)
+        assert torch.equal(fast.user_df[fast.uid_field], slow.user_df[slow.uid_field])
+        for name in ("_history", "_positives"):
+            for part in ("indptr", "indices", "values", "keys"):
+                assert torch.equal(getattr(getattr(fast, name), part), getattr(getattr(slow, name), part)), name
+        for name in ("uid2positive_item", "uid2history_item"):
+            for a, b in zip(getattr(fast, name), getattr(slow, name)):
+                assert (a is None) == (b is None)
+                if a is not None:
+                    assert sorted(a.tolist()) == sorted(b.tolist())
+        assert fast.step == slow.step and len(list(fast)) == len(list(slow))
+        assert any(len(h) for h in fast.uid2history_item if h is not None)  # a test with history to compare
+
+
+def test_canonical_order_sorts_rows_by_their_columns():
+    from recbole_fbsm.data.dataset import canonical_order
+
+    rng = np.random.default_rng(1)
+    users = rng.choice(["u1", "u10", "u2", "é", None], size=300).astype(object)
+    users[users == None] = np.nan  # noqa: E711
+    frame = pd.DataFrame({"user_id": users, "item_id": rng.choice(["b", "a", "c"], size=300),
+                          "rating": rng.integers(1, 6, size=300).astype(float)})
+    expected = frame.sort_values(["user_id", "item_id", "rating"], na_position="first", kind="stable")
+    for version in (frame, frame.astype({"user_id": "category", "item_id": "category"})):
+        ordered = canonical_order(version, ["user_id", "item_id"])
+        assert ordered.astype(object).equals(expected.reset_index(drop=True).astype(object))
+
+
+def test_the_checks_parse_each_file_once_for_the_dataset(tmp_path, monkeypatch):
+    """The token columns the files' checks parsed are handed to the dataset (same dataset as a fresh read)."""
+    from recbole_fbsm.data import preparation
+
+    name = write_odd_dataset(tmp_path, empty_rating=False)  # the checks refuse an empty rating
+    config = ColdStartConfig(model="FBSM", dataset=name, config_dict=dict(
+        state="ERROR", use_gpu=False, data_path=str(tmp_path), checkpoint_dir=str(tmp_path / "saved"),
+        load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words", "tags", "price"]},
+        threshold={"rating": 4}, topk=[3], valid_metric="Recall@3"))
+    parsed = []
+    original = fast_load._tokens
+    monkeypatch.setattr(fast_load, "_tokens", lambda *args: parsed.append(len(args[2])) or original(*args))
+    report = preparation.check_dataset_files(config, reads_own_features=True)
+    checked = len(parsed)
+    assert checked == 5 and len(report.parsed) == 5  # user_id, item_id; item_id, words, tags
+    shared = preparation.create_dataset(config, report)
+    assert len(parsed) == checked and not report.parsed  # nothing parsed again, the store emptied
+    shared_parts = shared.build()
+    fresh, fresh_parts = load(config, True, monkeypatch)
+    assert_same(shared, fresh)
+    for a, b in zip(shared_parts, fresh_parts):
+        assert_same(a, b)

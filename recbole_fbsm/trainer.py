@@ -36,6 +36,9 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation import TieBreakingCollector
 
 _TRAINER_CACHE = {}
+# below this many triplets per process and step, a data-parallel CPU run is slower than one process
+# (benchmarks/bench_distributed.py: the per-step exchange of V and D and per-batch costs dominate)
+SMALL_CPU_SHARE = 1024
 _VALIDATION_CALLBACK = contextvars.ContextVar("validation_callback", default=None)
 
 
@@ -73,6 +76,13 @@ class ColdStartTrainerMixin:
                 warnings.filterwarnings("ignore", message=".*broadcast_buffers", category=FutureWarning)
                 self.distributed_model = DistributedDataParallel(
                     self.model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False)
+            share = int(config["train_batch_size"]) // dist.get_world_size()
+            if device.type == "cpu" and share < SMALL_CPU_SHARE and distributed.is_main_process():
+                self.logger.warning(
+                    f"train_batch_size={config['train_batch_size']} over {dist.get_world_size()} processes: about {share} "
+                    f"triplets per process and step. On CPUs such steps cost less than exchanging V and D every "
+                    f"step (measured: 2 processes 2.5 times slower than one at 256, 2.3 times faster at 4,096; "
+                    f"benchmarks/README.md); raise train_batch_size to gain from more processes.")
         name = f"{config['model']}-{get_local_time()}-{uuid.uuid4().hex[:8]}.pth"
         self.saved_model_file = os.path.join(self.checkpoint_dir, distributed.broadcast_object(name))
         self.eval_collector = TieBreakingCollector(config)

@@ -30,20 +30,6 @@ def parse_args(argv):
     return args, overrides
 
 
-def check_launch(args):
-    """The launch flags, before any process starts."""
-
-    world_size = args.world_size if args.world_size > 0 else args.nproc
-    if args.nproc < 1:
-        raise ColdStartError(f"--nproc: expected a positive number of processes; got {args.nproc}.")
-    if args.group_offset < 0 or args.group_offset + args.nproc > world_size:
-        raise ColdStartError(
-            f"--group_offset={args.group_offset} with --nproc={args.nproc}: this machine's ranks must lie in "
-            f"0..{world_size - 1} (--world_size={world_size}).")
-    if args.port is not None and not (str(args.port).isdigit() and 0 < int(args.port) < 65536):
-        raise ColdStartError(f"--port: expected a TCP port number (1-65535); got {args.port!r}.")
-
-
 def _plain(result):
     return {key: round(float(value), 4) for key, value in (result or {}).items()}
 
@@ -58,7 +44,6 @@ def main(argv=None):
         from recbole_fbsm.quick_start import run
 
         # RecBole converts the strings ('0.01', '[10, 20]', 'True') as it does for its own command line.
-        check_launch(args)
         result = run(args.model, args.dataset, config_file_list=config_files, config_dict=overrides,
                      nproc=args.nproc, world_size=args.world_size, ip=args.ip, port=args.port,
                      group_offset=args.group_offset)

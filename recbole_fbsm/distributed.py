@@ -27,9 +27,6 @@ import torch.distributed as dist
 
 from recbole_fbsm.errors import ColdStartError
 
-BACKENDS = ("auto", "gloo", "nccl")
-
-
 def is_distributed(config):
     """True inside a rank of a data-parallel run (RecBole's ``single_spec`` is False there)."""
     return config is not None and config["single_spec"] is False
@@ -42,7 +39,7 @@ def world():
     return 0, 1
 
 
-def is_main_process(config=None):
+def is_main_process():
     """Rank 0 (or no data-parallel run): the process that logs, saves and reports."""
     return world()[0] == 0
 
@@ -55,15 +52,28 @@ def free_port():
 
 
 def choose_backend(requested, device):
-    """``dist_backend``: auto picks nccl for CUDA devices, gloo otherwise; nccl on a CPU is refused."""
+    """``dist_backend`` (checked by ``settings``): auto picks nccl for CUDA devices, gloo otherwise; nccl on
+    a CPU is refused."""
     requested = (requested or "auto").lower()
-    if requested not in BACKENDS:
-        raise ColdStartError(f"dist_backend: expected one of {list(BACKENDS)}; got {requested!r}.")
     if requested == "auto":
         return "nccl" if device.type == "cuda" else "gloo"
     if requested == "nccl" and device.type != "cuda":
         raise ColdStartError("dist_backend: nccl needs CUDA devices (set gpu_id and use_gpu), or use gloo on the CPU.")
     return requested
+
+
+def check_launch(nproc, world_size, group_offset, port):
+    """The launch settings, before any process starts; returns the world size (default: nproc)."""
+    world_size = world_size if world_size is not None and world_size > 0 else nproc
+    if nproc < 1:
+        raise ColdStartError(f"--nproc: expected a positive number of processes; got {nproc}.")
+    if group_offset < 0 or group_offset + nproc > world_size:
+        raise ColdStartError(
+            f"--group_offset={group_offset} with --nproc={nproc}: this machine's ranks must lie in "
+            f"0..{world_size - 1} (--world_size={world_size}); the machines' offsets are 0, nproc, 2*nproc, ...")
+    if port not in (None, "") and not (str(port).isdigit() and 0 < int(port) < 65536):
+        raise ColdStartError(f"--port: expected a TCP port number (1-65535); got {port!r}.")
+    return world_size
 
 
 def init_process_group(settings):
@@ -90,20 +100,14 @@ def init_process_group(settings):
         if settings.get("torch_threads") is None:  # N processes share the cores instead of each taking all
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, int(settings["nproc"]))))
     backend = choose_backend(settings.get("dist_backend"), device)
-    rank = local_rank + int(settings.get("offset") or 0)
-    world_size = int(settings["world_size"])
-    if not 0 <= rank < world_size:
-        raise ColdStartError(
-            f"group_offset={settings.get('offset')} with nproc={settings['nproc']}: rank {rank} is outside "
-            f"world_size={world_size}; the machines' offsets must be 0, nproc, 2*nproc, ... below world_size.")
     if not dist.is_initialized():
         dist.init_process_group(
-            backend=backend, rank=rank, world_size=world_size,
+            backend=backend, rank=local_rank + int(settings.get("offset") or 0), world_size=int(settings["world_size"]),
             init_method=f"tcp://{settings['ip']}:{settings['port']}",
             timeout=timedelta(seconds=float(settings.get("dist_timeout") or 1800)),
         )
     settings.update(device=device, single_spec=False, dist_backend=backend)
-    if rank != 0:
+    if dist.get_rank() != 0:
         settings.update(show_progress=False, verbose=False)
 
 
@@ -121,7 +125,7 @@ def broadcast_object(obj, src=0):
     if world()[1] == 1:
         return obj
     box = [obj]
-    dist.broadcast_object_list(box, src=src, device=_collective_device() if dist.get_backend() == "nccl" else None)
+    dist.broadcast_object_list(box, src=src, device=_collective_device())
     return box[0]
 
 
@@ -133,7 +137,7 @@ def gather_rows(tensors):
     Returns the dict of the gathered tensors on the tensors' original device (CPU for RecBole's
     collector).
     """
-    rank, size = world()
+    size = world()[1]
     if size == 1:
         return dict(tensors)
     shapes = [None] * size
@@ -188,38 +192,27 @@ def launch(target, nproc, world_size, ip, port, group_offset, args):
     """
     import torch.multiprocessing as mp
 
-    if world_size is None or world_size <= 0:
-        world_size = nproc
+    world_size = check_launch(nproc, world_size, group_offset, port)
     if port in (None, ""):  # one machine: any free port; several: they must agree, RecBole's default
         port = free_port() if world_size == nproc else 5678
     settings = {"world_size": int(world_size), "nproc": int(nproc), "ip": str(ip), "port": str(port),
                 "offset": int(group_offset or 0)}
-    context = mp.get_context("spawn")
-    queue = context.SimpleQueue()
+    queue = mp.get_context("spawn").SimpleQueue()
     try:
         mp.spawn(target, args=(*args, settings, queue), nprocs=int(nproc), join=True)
-    except mp.ProcessRaisedException:
-        message = _error_from(queue)
-        if message is not None:
-            raise ColdStartError(message) from None
-        raise
-    except mp.ProcessExitedException:
-        message = _error_from(queue)
-        if message is not None:
-            raise ColdStartError(message) from None
+    except (mp.ProcessRaisedException, mp.ProcessExitedException):
+        messages = [value for kind, value in _drain(queue) if kind == "error"]
+        if messages:
+            raise ColdStartError(messages[0]) from None
         raise
     outcome = None
-    while not queue.empty():
-        kind, value = queue.get()
+    for kind, value in _drain(queue):
         if kind == "error":
             raise ColdStartError(value)
         outcome = value
     return outcome
 
 
-def _error_from(queue):
+def _drain(queue):
     while not queue.empty():
-        kind, value = queue.get()
-        if kind == "error":
-            return value
-    return None
+        yield queue.get()

@@ -83,7 +83,7 @@ def run(model, dataset, config_file_list=None, config_dict=None, saved=True,
     ranks (``group_offset``, ``group_offset`` + 1, ...); the result is rank 0's (None on a machine
     without rank 0).
     """
-    if nproc > 1 or (world_size is not None and world_size > 0):
+    if nproc != 1 or (world_size is not None and world_size > 0):
         return distributed.launch(_run_rank, nproc, world_size, ip, port, group_offset,
                                   (model, dataset, config_file_list, dict(config_dict or {}), saved))
     return _run_one(model, dataset, config_file_list, config_dict, saved)

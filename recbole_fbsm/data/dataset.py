@@ -9,6 +9,7 @@ from recbole.data.dataset import Dataset
 from recbole.data.interaction import Interaction
 from recbole.utils import FeatureSource, FeatureType, ModelType
 
+from recbole_fbsm.data.atomic_files import codes_of
 from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns
 from recbole_fbsm.errors import ColdStartError
 
@@ -89,19 +90,11 @@ def _split_rows(flat, lengths):
 def _codes_with(values, other=None):
     """(codes of ``values``, codes of ``other`` in the same numbering, number of codes): categories of a
     ``Categorical``, else factorised text; NaN is -1."""
-    if isinstance(values.dtype, pd.CategoricalDtype):
-        codes, categories = values.cat.codes.to_numpy().astype(np.int64), values.cat.categories
-    else:
-        codes, categories = pd.factorize(values.to_numpy())
-        codes, categories = codes.astype(np.int64), pd.Index(categories)
+    codes, categories = codes_of(values)
     if other is None:
         return codes, None, len(categories)
-    if isinstance(other.dtype, pd.CategoricalDtype):
-        other_codes, other_categories = other.cat.codes.to_numpy().astype(np.int64), other.cat.categories
-    else:
-        other_codes, other_categories = pd.factorize(other.to_numpy())
-        other_codes, other_categories = other_codes.astype(np.int64), pd.Index(other_categories)
-    position = categories.get_indexer(other_categories)
+    other_codes, other_categories = codes_of(other)
+    position = pd.Index(categories).get_indexer(other_categories)
     new = position < 0
     position[new] = len(categories) + np.arange(int(new.sum()))
     mapped = np.where(other_codes >= 0, position[np.maximum(other_codes, 0)], -1)
@@ -267,11 +260,7 @@ class ColdStartDataset(Dataset):
         ``Categorical``, from the fast reader's coded ``token_seq``, or by factorising text."""
         values = feat[field]
         if ftype == FeatureType.TOKEN:
-            if isinstance(values.dtype, pd.CategoricalDtype):
-                codes, categories = values.cat.codes.to_numpy(), values.cat.categories
-                return codes.astype(np.int64), np.asarray(categories, dtype=object), None
-            codes, uniques = pd.factorize(values.to_numpy())
-            return codes.astype(np.int64), np.asarray(uniques, dtype=object), None
+            return codes_of(values) + (None,)
         sequences = values.to_numpy()
         lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
         filled = [sequence for sequence in sequences if len(sequence)]

@@ -10,7 +10,7 @@ from recbole.data.interaction import Interaction
 from recbole.utils import FeatureSource, FeatureType, ModelType
 
 from recbole_fbsm.data.atomic_files import codes_of
-from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns
+from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns, split_rows
 from recbole_fbsm.errors import ColdStartError
 
 PHASES = ("train", "valid", "test")
@@ -76,15 +76,6 @@ def _rows(interaction, mask):
     20 s for three splits of 10^7 likes)."""
     mask = torch.from_numpy(np.asarray(mask, dtype=bool))
     return Interaction({field: values[mask] for field, values in interaction.interaction.items()})
-
-
-def _split_rows(flat, lengths):
-    """``np.split(flat, np.cumsum(lengths)[:-1])`` as an object column (one view per row, without
-    ``np.split``'s per-piece overhead)."""
-    ends = np.cumsum(lengths)
-    column = np.empty(len(lengths), dtype=object)
-    column[:] = [flat[a:b] for a, b in zip((ends - lengths).tolist(), ends.tolist())]
-    return column
 
 
 def _codes_with(values, other=None):
@@ -253,7 +244,7 @@ class ColdStartDataset(Dataset):
             if ftype == FeatureType.TOKEN:
                 feat[field] = new_ids
             elif ftype == FeatureType.TOKEN_SEQ:
-                feat[field] = _split_rows(new_ids, lengths)
+                feat[field] = split_rows(new_ids, lengths)
 
     def _token_codes(self, feat, field, ftype):
         """(code per token, distinct texts the codes index, tokens per row or None) of one column: from a

@@ -367,7 +367,7 @@ class ColdStartDataset(Dataset):
         seq_len = self.config["seq_len"]
         for field, sequences in coded.items():
             limit = seq_len[field] if seq_len and field in seq_len else None
-            longest = max(map(len, sequences.column))
+            longest = int(sequences.counts.max(initial=0))
             if limit is not None and longest > limit:
                 column = np.empty(len(sequences.column), dtype=object)
                 column[:] = [seq[:limit] for seq in sequences.column]

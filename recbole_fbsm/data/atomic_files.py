@@ -371,7 +371,7 @@ def check_dataset(config, reads_own_features=False):
                 check_float_seq_column(atomic, column, table[column], seq_separator)
 
     if "inter" in tables:
-        user_codes, users = codes_of(tables["inter"][uid])
+        user_codes, _ = codes_of(tables["inter"][uid])
         item_codes, _ = codes_of(tables["inter"][iid])
         pairs = np.sort(user_codes * (int(item_codes.max(initial=0)) + 1) + item_codes)
         repeated = int((pairs[1:] == pairs[:-1]).sum())

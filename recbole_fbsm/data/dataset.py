@@ -9,7 +9,8 @@ from recbole.data.dataset import Dataset
 from recbole.data.interaction import Interaction
 from recbole.utils import FeatureSource, FeatureType, ModelType
 
-from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns
+from recbole_fbsm.data.atomic_files import codes_of
+from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns, split_rows
 from recbole_fbsm.errors import ColdStartError
 
 PHASES = ("train", "valid", "test")
@@ -77,31 +78,14 @@ def _rows(interaction, mask):
     return Interaction({field: values[mask] for field, values in interaction.interaction.items()})
 
 
-def _split_rows(flat, lengths):
-    """``np.split(flat, np.cumsum(lengths)[:-1])`` as an object column (one view per row, without
-    ``np.split``'s per-piece overhead)."""
-    ends = np.cumsum(lengths)
-    column = np.empty(len(lengths), dtype=object)
-    column[:] = [flat[a:b] for a, b in zip((ends - lengths).tolist(), ends.tolist())]
-    return column
-
-
 def _codes_with(values, other=None):
     """(codes of ``values``, codes of ``other`` in the same numbering, number of codes): categories of a
     ``Categorical``, else factorised text; NaN is -1."""
-    if isinstance(values.dtype, pd.CategoricalDtype):
-        codes, categories = values.cat.codes.to_numpy().astype(np.int64), values.cat.categories
-    else:
-        codes, categories = pd.factorize(values.to_numpy())
-        codes, categories = codes.astype(np.int64), pd.Index(categories)
+    codes, categories = codes_of(values)
     if other is None:
         return codes, None, len(categories)
-    if isinstance(other.dtype, pd.CategoricalDtype):
-        other_codes, other_categories = other.cat.codes.to_numpy().astype(np.int64), other.cat.categories
-    else:
-        other_codes, other_categories = pd.factorize(other.to_numpy())
-        other_codes, other_categories = other_codes.astype(np.int64), pd.Index(other_categories)
-    position = categories.get_indexer(other_categories)
+    other_codes, other_categories = codes_of(other)
+    position = pd.Index(categories).get_indexer(other_categories)
     new = position < 0
     position[new] = len(categories) + np.arange(int(new.sum()))
     mapped = np.where(other_codes >= 0, position[np.maximum(other_codes, 0)], -1)
@@ -260,18 +244,14 @@ class ColdStartDataset(Dataset):
             if ftype == FeatureType.TOKEN:
                 feat[field] = new_ids
             elif ftype == FeatureType.TOKEN_SEQ:
-                feat[field] = _split_rows(new_ids, lengths)
+                feat[field] = split_rows(new_ids, lengths)
 
     def _token_codes(self, feat, field, ftype):
         """(code per token, distinct texts the codes index, tokens per row or None) of one column: from a
         ``Categorical``, from the fast reader's coded ``token_seq``, or by factorising text."""
         values = feat[field]
         if ftype == FeatureType.TOKEN:
-            if isinstance(values.dtype, pd.CategoricalDtype):
-                codes, categories = values.cat.codes.to_numpy(), values.cat.categories
-                return codes.astype(np.int64), np.asarray(categories, dtype=object), None
-            codes, uniques = pd.factorize(values.to_numpy())
-            return codes.astype(np.int64), np.asarray(uniques, dtype=object), None
+            return codes_of(values) + (None,)
         sequences = values.to_numpy()
         lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
         filled = [sequence for sequence in sequences if len(sequence)]
@@ -387,7 +367,7 @@ class ColdStartDataset(Dataset):
         seq_len = self.config["seq_len"]
         for field, sequences in coded.items():
             limit = seq_len[field] if seq_len and field in seq_len else None
-            longest = max(map(len, sequences.column))
+            longest = int(sequences.counts.max(initial=0))
             if limit is not None and longest > limit:
                 column = np.empty(len(sequences.column), dtype=object)
                 column[:] = [seq[:limit] for seq in sequences.column]

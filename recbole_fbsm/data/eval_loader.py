@@ -111,9 +111,10 @@ class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
         found = np.searchsorted(positive, history).clip(max=max(len(positive) - 1, 0))
         in_positive = positive[found] == history if len(positive) else np.zeros(len(history), dtype=bool)
         history = history[~in_positive & evaluated[history // n_items]]
-        self._positives = TorchCsr(_keys_as_csr(positive, n_users, n_items))
+        positives = _keys_as_csr(positive, n_users, n_items)
+        self._positives = TorchCsr(positives)
         self._history = TorchCsr(_keys_as_csr(history, n_users, n_items))
-        self.uid2items_num = np.bincount(positive // n_items, minlength=n_users).astype(np.int64)
+        self.uid2items_num = np.diff(positives.indptr).astype(np.int64)
         self.uid_list = torch.from_numpy(np.flatnonzero(evaluated).astype(np.int64))
         self.user_df = dataset.join(Interaction({self.uid_field: self.uid_list}))
         self.sample_size = len(self.user_df)

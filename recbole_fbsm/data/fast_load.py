@@ -215,10 +215,16 @@ def _coded_sequences(codes, rows, whole_cell, vocabulary, n_rows, missing=True):
         drop = na_token[codes] & whole_cell
         codes, rows = codes[~drop], rows[~drop]
     counts = np.bincount(rows, minlength=n_rows)
-    ends = np.cumsum(counts)
-    column = np.empty(n_rows, dtype=object)
-    column[:] = [codes[a:b] for a, b in zip((ends - counts).tolist(), ends.tolist())]  # np.split is 5x slower
-    return CodedSequences(column, vocabulary, codes, counts)
+    return CodedSequences(split_rows(codes, counts), vocabulary, codes, counts)
+
+
+def split_rows(flat, lengths):
+    """``np.split(flat, np.cumsum(lengths)[:-1])`` as an object column: one view per row (``np.split`` is
+    5x slower)."""
+    ends = np.cumsum(lengths)
+    column = np.empty(len(lengths), dtype=object)
+    column[:] = [flat[a:b] for a, b in zip((ends - lengths).tolist(), ends.tolist())]
+    return column
 
 
 def _tokens(body, data, starts, lengths):

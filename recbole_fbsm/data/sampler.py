@@ -35,10 +35,6 @@ class _Csr:
         self.counts = counts
         self.rows = np.repeat(np.arange(n_users), counts)
 
-    def keys(self, width):
-        """Globally sorted keys ``row * width + value`` (values must be < width)."""
-        return self.rows * width + self.values
-
 
 def sorted_unique(values):
     """``np.unique`` by a sort (numpy >= 2.3's hashing ``np.unique`` is far slower on 10^7 integers)."""
@@ -101,7 +97,7 @@ class ColdStartSampler(Sampler):
             likes.shifted_keys = likes.rows * (len(pool) + 1) + (
                 likes.values - (np.arange(len(likes.values)) - np.repeat(likes.indptr[:-1], likes.counts))
             )
-            likes.liked_keys = key  # = likes.keys(len(pool) + 1): the sorted distinct keys it was built from
+            likes.liked_keys = key  # row * (len(pool) + 1) + value: the sorted distinct keys it was built from
             dislikes = dataset.dislike_feat
             self._dislikes[phase] = None if dislikes is None else _Csr(
                 dislikes[dataset.uid_field].numpy(), dislikes[dataset.iid_field].numpy(), n_users

@@ -111,8 +111,13 @@ def init_process_group(settings):
         settings.update(show_progress=False, verbose=False)
 
 
-def end_process_group():
+def end_process_group(together=False):
+    """Leave the process group. ``together`` (a rank that finished normally): wait for every rank first,
+    so that no rank tears its connections down while another still reads from them (gloo then aborts the
+    slower process with ``terminate called without an active exception``)."""
     if dist.is_available() and dist.is_initialized():
+        if together:
+            dist.barrier()
         dist.destroy_process_group()
 
 

@@ -93,13 +93,14 @@ def _run_rank(local_rank, model, dataset, config_file_list, config_dict, saved, 
     """One rank of a data-parallel run (started by ``distributed.launch``)."""
     try:
         result = _run_one(model, dataset, config_file_list, {**config_dict, **launch_settings, "local_rank": local_rank}, saved)
-        if distributed.is_main_process():
-            queue.put(("result", result))
-    except ColdStartError as error:
-        queue.put(("error", str(error)))
-        raise
-    finally:
+    except BaseException as error:
+        if isinstance(error, ColdStartError):
+            queue.put(("error", str(error)))
         distributed.end_process_group()
+        raise
+    if distributed.is_main_process():
+        queue.put(("result", result))
+    distributed.end_process_group(together=True)
 
 
 def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):

@@ -108,6 +108,7 @@ def _gradient_worker(local_rank, config_dict, launch_settings, queue):
                 "ddp": (model.D.grad.numpy().copy(), model.V.grad.numpy().copy()),
                 "one": (reference.D.grad.numpy().copy(), reference.V.grad.numpy().copy()),
             }))
+        distributed.end_process_group(together=True)
     finally:
         distributed.end_process_group()
 

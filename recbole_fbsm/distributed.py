@@ -18,6 +18,7 @@ What each rank does (the trainer and the loaders ask this module, they hold no l
   and its state broadcast, so the ranks need no shared disk.
 """
 
+import logging
 import os
 import socket
 from datetime import timedelta
@@ -203,6 +204,10 @@ def launch(target, nproc, world_size, ip, port, group_offset, args):
     settings = {"world_size": int(world_size), "nproc": int(nproc), "ip": str(ip), "port": str(port),
                 "offset": int(group_offset or 0)}
     queue = mp.get_context("spawn").SimpleQueue()
+    # torch logs each rank it stops after one failed; the error raised below says what went wrong
+    spawn_log = logging.getLogger("torch.multiprocessing.spawn")
+    level = spawn_log.level
+    spawn_log.setLevel(logging.ERROR)
     try:
         mp.spawn(target, args=(*args, settings, queue), nprocs=int(nproc), join=True)
     except (mp.ProcessRaisedException, mp.ProcessExitedException):
@@ -210,6 +215,8 @@ def launch(target, nproc, world_size, ip, port, group_offset, args):
         if messages:
             raise ColdStartError(messages[0]) from None
         raise
+    finally:
+        spawn_log.setLevel(level)
     outcome = None
     for kind, value in _drain(queue):
         if kind == "error":

@@ -1,9 +1,14 @@
 """The item x feature matrix F and the users' profiles F_U, built once with scipy.sparse.
 
 F has one column per (field, token) of the configured ``token`` / ``token_seq`` fields of the .item
-file; a token repeated in a cell counts as a term count. Weighting is binary, tf or tf-idf, with
-document frequencies taken from *training items only*, so nothing about validation/test items enters
-training. Tokens that occur in no training item get a zero column: they carry no learned weight.
+file; a token repeated in a cell counts as a term count. Weighting is binary, tf, tf-idf or BM25, with
+document frequencies (and BM25's average length) taken from *training items only*, so nothing about
+validation/test items enters training. Tokens that occur in no training item get no column.
+
+Rows are then L2-normalised, optionally with a shrink: f_i = x_i / sqrt(||x_i||^2 + s m), m the mean
+squared norm of the training items' rows. The product f_i . f_j is then the cosine damped for items with
+little text, x_i . x_j / sqrt((||x_i||^2 + s m)(||x_j||^2 + s m)): the row-scaled form of the shrunk cosine
+x_i . x_j / (||x_i|| ||x_j|| + shrink) of neighbourhood models, which a bilinear model can start from.
 """
 
 from dataclasses import dataclass
@@ -12,11 +17,10 @@ import numpy as np
 import scipy.sparse as sp
 from recbole.utils import FeatureType
 from sklearn.feature_extraction.text import TfidfTransformer
-from sklearn.preprocessing import normalize as l2_normalize
 
 from recbole_fbsm.errors import ColdStartError
 
-WEIGHTINGS = ("tfidf", "tf", "binary")
+WEIGHTINGS = ("tfidf", "bm25", "tf", "none", "binary")  # "none": raw term counts, the same as "tf"
 
 
 @dataclass
@@ -34,6 +38,11 @@ class ItemFeatures:
     dense_fields: tuple = ()           # float_seq fields: values used as they are (no idf, no binarising)
     field_scales: np.ndarray = None    # per field, with per-field normalisation (``field_weights``); None: joint
     source_columns: np.ndarray = None  # column of each feature in ``term_counts`` (training vocabulary only)
+    bm25_k1: float = 1.2               # BM25's term-frequency saturation
+    bm25_b: float = 0.75               # BM25's length normalisation (0: none, 1: full)
+    average_lengths: np.ndarray = None  # BM25: per field, the training items' mean length (summed counts)
+    shrink: float = 0.0                # row shrink s (see the module docstring); 0: plain L2 rows
+    mean_square_norms: np.ndarray = None  # per normalised block (one, or one per field), over training items
 
     @property
     def n_features(self):
@@ -41,9 +50,9 @@ class ItemFeatures:
 
     def transform(self, counts):
         """Weight raw term counts (rows x n_features, the columns of ``names``) exactly as ``matrix``
-        was weighted: same idf (learned on training items), binarised for ``binary``, then normalised
-        (L2 rows, or each field's block L2-normalised and scaled). ``transform(counts of the dataset's
-        items in these columns) == matrix``."""
+        was weighted: same idf (learned on training items), binarised for ``binary``, saturated by
+        length for ``bm25``, then normalised (L2 rows, or each field's block L2-normalised and scaled;
+        shrunk with ``shrink``). ``transform(counts of the dataset's items in these columns) == matrix``."""
         if self.column_weights is None:
             raise ValueError("ItemFeatures.transform needs column_weights (build_item_features sets them).")
         counts = sp.csr_matrix(counts, dtype=np.float64)
@@ -54,6 +63,8 @@ class ItemFeatures:
             binary = (counts != 0).astype(np.float64)
             counts = binary if not dense.any() else sp.csr_matrix(
                 binary @ sp.diags((~dense).astype(np.float64)) + counts @ sp.diags(dense.astype(np.float64)))
+        if self.weighting == "bm25":
+            counts = self._bm25_term_frequencies(counts)
         weighted = sp.csr_matrix(counts @ sp.diags(self.column_weights))
         weighted.eliminate_zeros()
         if self.normalize:
@@ -63,24 +74,53 @@ class ItemFeatures:
         weighted.sort_indices()
         return weighted
 
+    def _bm25_term_frequencies(self, counts):
+        """tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen)) on the sparse fields' columns, ``len`` the
+        item's summed counts in that field, ``avglen`` the training items' mean (dense columns untouched)."""
+        dense = self._dense_columns()
+        lengths = self.field_lengths(counts)                        # rows x fields
+        coo = counts.tocoo()
+        field = self.column_field[coo.col]
+        ratio = lengths[coo.row, field] / np.maximum(self.average_lengths[field], 1e-12)
+        tf = coo.data
+        saturated = tf * (self.bm25_k1 + 1) / (tf + self.bm25_k1 * (1 - self.bm25_b + self.bm25_b * ratio))
+        values = np.where(dense[coo.col], tf, saturated)
+        return sp.csr_matrix((values, (coo.row, coo.col)), shape=counts.shape)
+
+    def field_lengths(self, counts):
+        """Summed counts of each row in each field (rows x fields)."""
+        return np.asarray((sp.csr_matrix(counts) @ self._membership()).todense())
+
+    def _membership(self):
+        return sp.csr_matrix(
+            (np.ones(len(self.column_field)), (np.arange(len(self.column_field)), self.column_field)),
+            shape=(len(self.column_field), len(self.fields)))
+
     def _dense_columns(self):
         dense = np.array([field in self.dense_fields for field in self.fields], dtype=bool)
         return dense[self.column_field] if len(dense) else np.zeros(len(self.column_weights), dtype=bool)
 
+    def square_norms(self, weighted):
+        """Squared L2 norm of each row's normalised blocks: (rows x 1) jointly, (rows x fields) per field."""
+        squares = weighted.multiply(weighted)
+        if self.field_scales is None:
+            return np.asarray(squares.sum(axis=1)).reshape(-1, 1)
+        return np.asarray((squares @ self._membership()).todense())
+
     def _normalise(self, weighted):
         """Joint L2 rows (``field_scales`` None), or per field: each field's block of a row L2-normalised
         and scaled by sqrt(w_f / sum w), so that the cosine of two items is the w-weighted mean of their
-        per-field cosines."""
-        if self.field_scales is None:
-            return l2_normalize(weighted, norm="l2", axis=1)
-        n_fields = len(self.fields)
-        membership = sp.csr_matrix(
-            (np.ones(len(self.column_field)), (np.arange(len(self.column_field)), self.column_field)),
-            shape=(len(self.column_field), n_fields))
-        norms = np.sqrt(np.asarray((weighted.multiply(weighted) @ membership).todense()))  # rows x fields
-        factors = np.divide(self.field_scales[None, :], norms, out=np.zeros_like(norms), where=norms > 0)
+        per-field cosines. With ``shrink`` s a block is divided by sqrt(norm^2 + s m) instead of its norm
+        (m: the block's mean squared norm over training items)."""
+        squares = self.square_norms(weighted)
+        if self.shrink:
+            squares = squares + self.shrink * self.mean_square_norms[None, :]
+        norms = np.sqrt(squares)
+        scales = np.ones(1) if self.field_scales is None else self.field_scales
+        factors = np.divide(scales[None, :], norms, out=np.zeros_like(norms), where=norms > 0)
         coo = weighted.tocoo()
-        values = coo.data * factors[coo.row, self.column_field[coo.col]]
+        block = np.zeros_like(coo.col) if self.field_scales is None else self.column_field[coo.col]
+        values = coo.data * factors[coo.row, block]
         return sp.csr_matrix((values, (coo.row, coo.col)), shape=weighted.shape)
 
 
@@ -175,8 +215,24 @@ def training_items(dataset):
     return np.asarray(items, dtype=np.int64)
 
 
-def build_item_features(dataset, training_items, fields=None, weighting="tfidf", normalize=True, field_weights=None):
+def features_from_config(dataset, training_items, config, normalize):
+    """``build_item_features`` with the run's settings (``feature_fields``, ``feature_weighting``,
+    ``bm25_k1``, ``bm25_b``, ``feature_shrink``, ``field_weights``): one place that reads them, for every
+    model and for serving."""
+    return build_item_features(
+        dataset, training_items, fields=config["feature_fields"], weighting=config["feature_weighting"],
+        normalize=normalize, field_weights=config["field_weights"], bm25_k1=config["bm25_k1"],
+        bm25_b=config["bm25_b"], shrink=config["feature_shrink"])
+
+
+def build_item_features(dataset, training_items, fields=None, weighting="tfidf", normalize=True, field_weights=None,
+                        bm25_k1=1.2, bm25_b=0.75, shrink=0.0):
     """Weighted (and optionally normalised) item feature matrix; everything from ``training_items``.
+
+    BM25 (Robertson et al.; the weighting of Ferrari Dacrema et al.'s ItemKNNCBF) weighs a term count tf
+    of an item of length len by tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen)) x idf, with Lucene's
+    idf log(1 + (N - df + 0.5) / (df + 0.5)) (never negative, unlike the classic form for a token in
+    more than half the items); N, df and avglen over the training items.
 
     The columns are the *training vocabulary*: tokens that occur in at least one training item, sorted
     by (field, token), plus every column of the dense fields. A token only validation/test items have
@@ -198,14 +254,27 @@ def build_item_features(dataset, training_items, fields=None, weighting="tfidf",
     source_columns = np.flatnonzero(seen)
     source_columns = source_columns[np.lexsort((names[source_columns], column_field[source_columns]))]
     counts, training = counts[:, source_columns], training[:, source_columns]
+    weighting = "tf" if weighting == "none" else weighting
     column_weights = np.ones(len(source_columns))
     if weighting == "tfidf":
         idf = TfidfTransformer(norm=None, smooth_idf=True).fit(training).idf_
         column_weights = np.where(dense[source_columns], 1.0, idf)
+    if weighting == "bm25":
+        document_frequency = np.asarray((training != 0).sum(axis=0)).ravel()
+        n = training.shape[0]
+        idf = np.log1p((n - document_frequency + 0.5) / (document_frequency + 0.5))
+        column_weights = np.where(dense[source_columns], 1.0, idf)
     features = ItemFeatures(
         None, list(names[source_columns]), column_weights, weighting, bool(normalize),
         column_field[source_columns], tuple(fields), dense_fields,
-        field_scales(fields, field_weights), source_columns)
+        field_scales(fields, field_weights), source_columns, float(bm25_k1), float(bm25_b), shrink=float(shrink or 0.0))
+    if weighting == "bm25":
+        features.average_lengths = features.field_lengths(training).mean(axis=0) if n else np.ones(len(fields))
+    if features.shrink:
+        unscaled = ItemFeatures(**{**features.__dict__, "normalize": False}).transform(training)
+        squares = features.square_norms(unscaled)
+        features.mean_square_norms = np.array([
+            column[column > 0].mean() if (column > 0).any() else 1.0 for column in squares.T])
     features.matrix = features.transform(counts)
     return features
 

@@ -255,6 +255,11 @@ def number(low=None, strict=False):
     return check
 
 
+def unit_interval(value):
+    if not _is_number(value) or not 0 <= value <= 1:
+        return "a number from 0 to 1"
+
+
 def flag(value):
     if not isinstance(value, bool):
         return "True or False"
@@ -356,7 +361,11 @@ SPECS = {
     "warm_embedding_size": integer(1), "warm_epochs": integer(0), "warm_batch_size": integer(1),
     "warm_learning_rate": number(0, strict=True), "warm_reg": number(0), "warm_checkpoint": optional(text),
     # the protocol and the plugin's switches
-    "feature_weighting": choice(("tfidf", "tf", "binary"), case=True), "feature_normalize": flag,
+    "feature_weighting": choice(("tfidf", "bm25", "tf", "none", "binary"), case=True), "feature_normalize": flag,
+    "bm25_k1": number(0), "bm25_b": unit_interval, "feature_shrink": number(0),
+    "similarity": choice(("cosine", "asymmetric", "jaccard", "tversky", "dot")), "shrink": number(0),
+    "knn": optional(integer(1)), "similarity_exponent": number(0, strict=True), "asymmetric_alpha": unit_interval,
+    "tversky_alpha": number(0), "tversky_beta": number(0),
     "feature_fields": optional(words), "split_seed": optional(integer(0)), "torch_threads": optional(integer(1)),
     "train_batch_by_user": flag, "valid_before_training": flag, "bpr_user_weighting": flag,
     "context_distinct_tokens": flag, "context_use_item_id": flag, "use_tuned_properties": flag,

@@ -100,9 +100,9 @@ def test_transform_weights_new_rows_like_training_with_fields_and_dense_columns(
     _, dataset = built(folder, "two", tmp_path, feature_fields=["words"])
     fields = ["words", "tags", "emb"]
     counts, _ = term_counts(dataset, fields)
-    for weighting in ("tfidf", "tf", "binary"):
+    for weighting, shrink in (("tfidf", 0), ("tf", 0), ("binary", 0), ("bm25", 0), ("bm25", 1.5), ("tfidf", 0.5)):
         for weights in (None, {"words": 1, "tags": 2, "emb": 0.5}):
-            features = build_item_features(dataset, dataset.split_items, fields, weighting, True, weights)
+            features = build_item_features(dataset, dataset.split_items, fields, weighting, True, weights, shrink=shrink)
             again = features.transform(counts[:, features.source_columns])
             np.testing.assert_allclose(again.toarray(), features.matrix.toarray(), atol=1e-12)
             emb = [k for k, name in enumerate(features.names) if name.startswith("emb:")]
@@ -129,3 +129,43 @@ def test_other_splits_text_cannot_move_training(tmp_path):
     assert first["best_epoch"] == second["best_epoch"]
     for name in ("D", "V"):
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=0)
+
+
+def test_bm25_and_row_shrink_follow_their_formulas_with_training_statistics_only(tmp_path):
+    """BM25: tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen)) x log(1 + (N - df + 0.5) / (df + 0.5)), with N,
+    df and avglen over training items; the row shrink divides by sqrt(||x||^2 + s m), m the training rows'
+    mean squared norm. Checked against a dense brute force, per field with field weights."""
+    from recbole_fbsm.features import term_counts
+
+    folder = tmp_path / "data"
+    two_field_data(folder)
+    _, dataset = built(folder, "two", tmp_path, feature_fields=["words"])
+    train = np.asarray(dataset.split_items)
+    for fields, weights in ((["words"], None), (["words", "tags"], {"words": 1, "tags": 3})):
+        counts, names = term_counts(dataset, fields)
+        counts = counts.toarray()
+        k1, b, s = 1.7, 0.4, 0.8
+        features = build_item_features(dataset, train, fields, "bm25", True, weights, bm25_k1=k1, bm25_b=b, shrink=s)
+        blocks = []
+        for k, field in enumerate(fields):
+            columns = [c for c, name in enumerate(names) if name.startswith(field + ":")]
+            x = counts[:, columns]
+            seen = (x[train] > 0).sum(axis=0) > 0
+            x = x[:, seen]
+            df = (x[train] > 0).sum(axis=0)
+            idf = np.log(1 + (len(train) - df + 0.5) / (df + 0.5))
+            length = x.sum(axis=1, keepdims=True)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                tf = np.nan_to_num(x * (k1 + 1) / (x + k1 * (1 - b + b * length / length[train].mean())))
+            w = tf * idf
+            square = (w * w).sum(axis=1, keepdims=True)
+            m = square[train][square[train] > 0].mean()
+            scale = 1.0 if weights is None else np.sqrt(weights[field] / sum(weights.values()))
+            blocks.append(w * scale / np.sqrt(square + s * m) if weights else w)
+        expected = np.hstack(blocks)
+        if weights is None:
+            square = (expected * expected).sum(axis=1, keepdims=True)
+            m = square[train][square[train] > 0].mean()
+            expected = expected / np.sqrt(square + s * m)
+        np.testing.assert_allclose(features.matrix.toarray(), expected, atol=1e-12)
+        assert features.matrix.min() >= 0  # Lucene's idf: no negative weight even for a token in most items

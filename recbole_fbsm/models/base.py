@@ -16,7 +16,7 @@ from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.features import build_item_features, like_matrix, training_items
+from recbole_fbsm.features import features_from_config, like_matrix, training_items
 from recbole_fbsm.models.sparse import TorchCsr, rows_times_table, stable_argsort_bounded
 
 
@@ -35,14 +35,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
-        features = build_item_features(
-            dataset,
-            training_items(dataset),
-            fields=config["feature_fields"],
-            weighting=config["feature_weighting"] or "tfidf",
-            normalize=self.normalize_features(config),
-            field_weights=config["field_weights"],
-        )
+        features = features_from_config(dataset, training_items(dataset), config, self.normalize_features(config))
         likes = like_matrix(dataset)
         self.feature_names = features.names
         self.n_features = features.n_features

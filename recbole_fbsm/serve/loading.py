@@ -16,7 +16,7 @@ from recbole.utils import init_seed
 
 from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.features import build_item_features, feature_fields, is_dense_field, term_counts, training_items
+from recbole_fbsm.features import feature_fields, features_from_config, is_dense_field, term_counts, training_items
 from recbole_fbsm.models.base import FeatureSimilarityRecommender
 from recbole_fbsm.models.coldstart.base import ContentColdStartRecommender
 from recbole_fbsm.quick_start import build_model
@@ -174,11 +174,7 @@ def load_model(checkpoint, device="cpu", data_path=None):
         )
     served = ServedModel(path, config, model, train_data, valid_data, test_data, None, fields, None)
     training_items = served.training_items()
-    features = build_item_features(
-        train_dataset, training_items, fields=fields,
-        weighting=config["feature_weighting"] or "tfidf", normalize=model.normalize_features(config),
-        field_weights=config["field_weights"],
-    )
+    features = features_from_config(train_dataset, training_items, config, model.normalize_features(config))
     _check_same_features(features, model)
     counts = term_counts(train_dataset, fields)[0][:, features.source_columns]
     served.features = features

@@ -20,7 +20,7 @@ from recbole.utils import InputType
 from torch import nn
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.features import build_item_features, like_matrix, training_items
+from recbole_fbsm.features import features_from_config, like_matrix, training_items
 from recbole_fbsm.models.sparse import TorchCsr, rows_times_table
 from recbole_fbsm.warm import training_item_mask, warm_embeddings
 
@@ -90,11 +90,7 @@ class ContentColdStartRecommender(GeneralRecommender):
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
         self.training_items = training_items(dataset)
-        features = build_item_features(
-            dataset, self.training_items, fields=config["feature_fields"],
-            weighting=config["feature_weighting"] or "tfidf", normalize=self.normalize_features(config),
-            field_weights=config["field_weights"],
-        )
+        features = features_from_config(dataset, self.training_items, config, self.normalize_features(config))
         self.feature_names = features.names
         self.n_features = features.n_features
         if self.n_features == 0:

@@ -10,6 +10,7 @@ import importlib.util
 from recbole_fbsm.errors import ColdStartError
 
 PLUGIN_MODELS = {"FBSM": "recbole_fbsm.models.fbsm", "UFSM": "recbole_fbsm.models.ufsm", "CoSim": "recbole_fbsm.models.cosim",
+                 "ItemKNNCBF": "recbole_fbsm.models.itemknncbf",
                  "Random": "recbole_fbsm.models.random",
                  "DropoutNet": "recbole_fbsm.models.coldstart.dropoutnet", "Heater": "recbole_fbsm.models.coldstart.heater",
                  "ALDI": "recbole_fbsm.models.coldstart.aldi"}

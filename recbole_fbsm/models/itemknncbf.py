@@ -1,0 +1,158 @@
+"""ItemKNNCBF: the content-based item neighbourhood of Ferrari Dacrema et al.'s evaluation framework
+("A Troubling Analysis of Reproducibility and Progress in Recommender Systems Research", TOIS 2021),
+the strongest simple content baseline to set a learned similarity against.
+
+    score(u, i) = sum over u's training likes j != i of sim_k(i, j)
+
+where sim_k(i, j) is sim(i, j)^p when j is among the k training items most similar to i, else 0.
+Neighbours are training items only: a validation or test item is never a neighbour, and never a
+source of the feature statistics (idf, BM25's average length come from training items).
+
+sim(i, j) on the weighted features x (``feature_weighting``; rows not normalised):
+
+- ``cosine``:     x_i . x_j / (||x_i|| ||x_j|| + shrink)
+- ``asymmetric``: x_i . x_j / (||x_i||^(2a) ||x_j||^(2(1 - a)) + shrink), a = ``asymmetric_alpha``
+- ``jaccard``:    |A ∩ B| / (|A| + |B| - |A ∩ B| + shrink) on the binary features A of i and B of j
+- ``tversky``:    |A ∩ B| / (|A ∩ B| + a |A \\ B| + b |B \\ A| + shrink), a, b = ``tversky_alpha``, ``tversky_beta``
+- ``dot``:        x_i . x_j on rows normalised as FBSM's are (L2, or shrunk by ``feature_shrink``):
+                  the untrained FBSM's similarity, for a neighbourhood on the same features.
+
+Nothing is learned. Similarities are computed per evaluation batch, in blocks of candidate items
+against the training items (scipy.sparse products, a dense block of at most ``BLOCK_CELLS`` cells);
+with ``knn`` set, the kept neighbours of a candidate set are cached as a sparse matrix (k per item).
+"""
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from recbole.model.abstract_recommender import GeneralRecommender
+from recbole.utils import InputType, ModelType
+
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.features import features_from_config, like_matrix, training_items
+from recbole_fbsm.models.sparse import TorchCsr
+
+SIMILARITIES = ("cosine", "asymmetric", "jaccard", "tversky", "dot")
+# candidates x training items cells of one dense similarity block (16 MiB of float32)
+BLOCK_CELLS = 1 << 22
+
+
+class ItemKNNCBF(GeneralRecommender):
+    """Args (settings): ``similarity``, ``shrink``, ``knn`` (~: every training item), ``similarity_exponent``
+    (p), ``asymmetric_alpha``, ``tversky_alpha``, ``tversky_beta``, and the feature settings
+    (``feature_weighting``, ``bm25_k1``, ``bm25_b``, ``feature_shrink`` for ``dot``)."""
+
+    type = ModelType.TRADITIONAL
+    input_type = InputType.PAIRWISE
+    reads_own_features = True  # the pipeline skips RecBole's per-batch feature join
+
+    def __init__(self, config, dataset):
+        super().__init__(config, dataset)
+        self.similarity = str(config["similarity"]).lower()
+        if self.similarity not in SIMILARITIES:
+            raise ColdStartError(f"similarity: expected one of {', '.join(SIMILARITIES)}; got {config['similarity']!r}.")
+        self.shrink = float(config["shrink"])
+        self.knn = None if config["knn"] is None else int(config["knn"])
+        self.exponent = float(config["similarity_exponent"])
+        self.asymmetric_alpha = float(config["asymmetric_alpha"])
+        self.tversky_alpha, self.tversky_beta = float(config["tversky_alpha"]), float(config["tversky_beta"])
+        features = features_from_config(dataset, training_items(dataset), config, normalize=self.similarity == "dot")
+        if features.n_features == 0:
+            raise ColdStartError("ItemKNNCBF: the item features are empty (no token in any training item).")
+        self.feature_names = features.names
+        self.n_features = features.n_features
+        matrix = features.matrix.astype(np.float64)
+        if self.similarity in ("jaccard", "tversky"):
+            matrix = (matrix != 0).astype(np.float64)
+        self.X = sp.csr_matrix(matrix)                                    # items x features
+        self.square_norms = np.asarray(self.X.multiply(self.X).sum(axis=1)).ravel()
+        self.neighbours = training_items(dataset)                         # the only items j ever used
+        self.X_neighbours_T = sp.csr_matrix(self.X[self.neighbours].T)    # features x training items
+        self.neighbour_index = np.full(self.n_items, -1, dtype=np.int64)
+        self.neighbour_index[self.neighbours] = np.arange(len(self.neighbours))
+        likes = like_matrix(dataset)[:, self.neighbours]                  # users x training items
+        self.likes = TorchCsr(likes)
+        self.fake_loss = torch.nn.Parameter(torch.zeros(1))  # RecBole's trainer needs a parameter
+        self._cache = None
+
+    def calculate_loss(self, interaction):
+        return torch.nn.Parameter(torch.zeros(1, device=self.fake_loss.device))
+
+    # --------------------------------------------------------------------------------- similarities
+    def similarity_block(self, items):
+        """sim_k(i, j) for ``items`` (numpy ids) against every training item j, as a dense
+        (len(items) x n_training_items) float64 array: zero for j = i (the estimation constraint) and,
+        with ``knn``, outside each row's k largest."""
+        dot = (self.X[items] @ self.X_neighbours_T).toarray()
+        own = self.square_norms[items][:, None]
+        other = self.square_norms[self.neighbours][None, :]
+        if self.similarity == "dot":
+            block = dot
+        elif self.similarity == "cosine":
+            block = dot / _positive(np.sqrt(own) * np.sqrt(other) + self.shrink)
+        elif self.similarity == "asymmetric":
+            a = self.asymmetric_alpha
+            block = dot / _positive(own ** a * other ** (1 - a) + self.shrink)
+        elif self.similarity == "jaccard":
+            block = dot / _positive(own + other - dot + self.shrink)
+        else:  # tversky; on binary rows the squared norm is the number of tokens
+            block = dot / _positive(dot + self.tversky_alpha * (own - dot) + self.tversky_beta * (other - dot) + self.shrink)
+        column = self.neighbour_index[items]
+        is_training = column >= 0
+        block[np.flatnonzero(is_training), column[is_training]] = 0.0
+        if self.exponent != 1:
+            block = np.power(block, self.exponent)
+        if self.knn is not None and self.knn < block.shape[1]:
+            drop = np.argpartition(-block, self.knn, axis=1)[:, self.knn:]
+            np.put_along_axis(block, drop, 0.0, axis=1)
+        return block
+
+    def _blocks(self, candidates):
+        """(start, end, similarity rows) over ``candidates`` in blocks of at most ``BLOCK_CELLS`` cells;
+        with ``knn`` the sparse kept neighbours are cached for the last candidate tensor seen."""
+        cached = self._cache
+        if cached is not None and cached[0] is candidates:
+            yield from cached[1]
+            return
+        items = candidates.cpu().numpy()
+        step = max(1, BLOCK_CELLS // max(len(self.neighbours), 1))
+        blocks = []
+        for start in range(0, len(items), step):
+            end = min(start + step, len(items))
+            block = self.similarity_block(items[start:end])
+            if self.knn is not None:
+                block = sp.csr_matrix(block)
+                blocks.append((start, end, block))
+            yield start, end, block
+        if self.knn is not None:
+            self._cache = (candidates, blocks)
+
+    # ---------------------------------------------------------------------------------------- scores
+    def score_candidates(self, interaction, candidates):
+        """(batch users x candidates) scores: the users' training likes times each block of similarities."""
+        users = interaction[self.USER_ID]
+        likes = self.likes.rows_matrix(users).to(torch.float64)               # B x training items (sparse)
+        scores = torch.zeros(len(users), len(candidates), dtype=torch.float64, device=users.device)
+        for start, end, block in self._blocks(candidates):
+            dense = block.toarray() if sp.issparse(block) else block
+            rows = torch.from_numpy(np.ascontiguousarray(dense.T)).to(users.device)  # training items x block
+            scores[:, start:end] = torch.sparse.mm(likes, rows)
+        return scores.to(torch.float32)
+
+    def full_sort_predict(self, interaction):
+        everything = torch.arange(self.n_items, device=interaction[self.USER_ID].device)
+        return self.score_candidates(interaction, everything).reshape(-1)
+
+    def predict(self, interaction):
+        """Scores of (user, item) pairs, through the distinct users' scores over the distinct items."""
+        users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
+        unique_users, user_position = torch.unique(users, return_inverse=True)
+        unique_items, item_position = torch.unique(items, return_inverse=True)
+        self._cache = None
+        scores = self.score_candidates({self.USER_ID: unique_users}, unique_items)
+        return scores[user_position, item_position]
+
+
+def _positive(denominator):
+    """A denominator with zeros (an item without features) replaced by 1: its similarities are 0 anyway."""
+    return np.where(denominator > 0, denominator, 1.0)

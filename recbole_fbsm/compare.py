@@ -33,7 +33,10 @@ from recbole_fbsm.run_log import last_run_log_file
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.cli import settings_from_args
 
-DEFAULT_MODELS = ["FBSM", "UFSM", "CoSim", "FM", "DeepFM", "WideDeep", "BPR", "Pop", "Random"]
+DEFAULT_MODELS = ["FBSM", "UFSM", "ItemKNNCBF", "CoSim", "FM", "DeepFM", "WideDeep", "BPR", "Pop", "Random"]
+# every table shows each model's ratio to these, when they are in it: the strongest simple content baseline
+# (ItemKNNCBF, tuned or not) and the paper's cosine
+RATIO_BASELINES = ("ItemKNNCBF", "CoSim")
 DEFAULT_SEEDS = [2020, 2021, 2022]
 # Quiet defaults; any of them can be overridden with --key=value.
 QUIET_DEFAULTS = {"state": "WARNING", "show_progress": False}
@@ -401,7 +404,10 @@ def build_table(rows, settings, command=None):
         "(best on validation); `time (s)`: wall seconds of one run (load, split, train, evaluate).",
         "",
     ]
-    header = ["model", "splits", valid_header, *metrics, "time (s)", "status"]
+    ratio_metric = _ratio_metric(metrics, valid_metrics)
+    baselines = [b for b in RATIO_BASELINES if any(row["model"] == b and row["ok"] for row in rows)] if ratio_metric else []
+    ratio_headers = [f"{ratio_metric} / {b}" for b in baselines]
+    header = ["model", "splits", valid_header, *metrics, *ratio_headers, "time (s)", "status"]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 2) + ["---"]) + "|")
     for row in rows:
@@ -425,13 +431,36 @@ def build_table(rows, settings, command=None):
             first = failed[0]
             which = ", ".join(str(r["seed"]) for r in failed)
             status = _escape(f"failed (seed {which}): {first.get('error', 'unknown error')}")
-        lines.append("| " + " | ".join([row["model"], splits, valid, *cells, time_cell, status]) + " |")
+        ratios = [ratio_cell(row, baseline_row, ratio_metric) for baseline_row in
+                  (next(r for r in rows if r["model"] == b) for b in baselines)]
+        lines.append("| " + " | ".join([row["model"], splits, valid, *cells, *ratios, time_cell, status]) + " |")
     failures = [r for row in rows for r in row["failed"]]
+    if baselines:
+        lines += ["", f"`{ratio_metric} / MODEL`: the mean over the splits of the per-split ratio of the test "
+                  f"{ratio_metric} to that model's on the same split (each split's ratio in brackets)."]
     if failures:
         lines += ["", "Failed runs (full messages and tracebacks in the JSON files):", ""]
         for r in failures:
             lines.append(f"- {r['model']}, seed {r['seed']}: {_escape(r.get('error', ''), limit=1000)}")
     return "\n".join(lines) + "\n"
+
+
+def _ratio_metric(metrics, valid_metrics):
+    """The test metric the ratio columns compare: the validation metric's, else the first one."""
+    valid = {str(v).lower() for v in valid_metrics if v}
+    same = [m for m in metrics if m.lower() in valid]
+    return same[0] if same else (metrics[0] if metrics else None)
+
+
+def ratio_cell(row, baseline_row, metric):
+    """Mean of the per-split ratios row / baseline of ``metric`` on the splits both have, and each ratio."""
+    base = {r["seed"]: r["test_result"].get(metric) for r in baseline_row["ok"]}
+    ratios = [r["test_result"][metric] / base[r["seed"]] for r in row["ok"]
+              if metric in r["test_result"] and base.get(r["seed"])]
+    if not ratios:
+        return "–"
+    mean = sum(ratios) / len(ratios)
+    return f"{mean:.3f} ({', '.join(f'{v:.3f}' for v in ratios)})"
 
 
 def build_chart(rows, path, dataset):

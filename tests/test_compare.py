@@ -280,7 +280,7 @@ def test_usage_errors(fake, bad, capsys):
 
 def test_default_models_seeds_and_results_folder(fake, tmp_path, capsys):
     args, overrides = cmp.parse_args([])
-    assert args.models[:4] == ["FBSM", "UFSM", "CoSim", "FM"] and len(args.models) >= 6
+    assert args.models[:5] == ["FBSM", "UFSM", "ItemKNNCBF", "CoSim", "FM"] and len(args.models) >= 6
     assert args.seeds == [2020, 2021, 2022] and overrides == {}
     assert cmp.main(["--models", "Pop", "--seeds", "1"]) == 0
     out = capsys.readouterr().out
@@ -295,3 +295,20 @@ def test_help_runs():
     with pytest.raises(SystemExit) as info:
         cmp.main(["--help"])
     assert info.value.code == 0
+
+
+def test_table_shows_each_models_per_split_ratio_to_itemknncbf_and_cosim():
+    """The ratio columns are the mean of per-split ratios of the validation metric's test value."""
+    def record(model, seed, recall):
+        return {"model": model, "seed": seed, "status": "ok", "valid_metric": "recall@10", "best_valid_score": 0.1,
+                "test_result": {"recall@10": recall, "ndcg@10": 0.5}, "wall_seconds": 1.0}
+    records = [record("FBSM", 1, 0.22), record("FBSM", 2, 0.30), record("ItemKNNCBF", 1, 0.20),
+               record("ItemKNNCBF", 2, 0.25), record("CoSim", 1, 0.11), record("CoSim", 2, 0.20)]
+    rows = cmp.summarise(records, ["FBSM", "ItemKNNCBF", "CoSim"])
+    table = cmp.build_table(rows, {"dataset": "d", "config_files": [], "overrides": {}})
+    header = next(line for line in table.splitlines() if line.startswith("| model"))
+    assert "recall@10 / ItemKNNCBF" in header and "recall@10 / CoSim" in header
+    fbsm = next(line for line in table.splitlines() if line.startswith("| FBSM"))
+    assert "1.150 (1.100, 1.200)" in fbsm and "1.750 (2.000, 1.500)" in fbsm
+    without = cmp.build_table(cmp.summarise(records[:2], ["FBSM"]), {"dataset": "d", "config_files": [], "overrides": {}})
+    assert "/ ItemKNNCBF" not in without

@@ -96,8 +96,9 @@ class ColdStartTrainerMixin:
 
     def fit(self, train_data, valid_data=None, *args, **kwargs):
         """RecBole's ``fit``; with ``valid_before_training`` the untrained model is validated first and
-        is the best checkpoint until an epoch beats it (FBSM and UFSM start as CoSim: training that
-        only hurts validation then returns CoSim instead of a worse epoch). Afterwards ``kept_epoch``,
+        is the best checkpoint until an epoch beats it (FBSM and UFSM start as the fixed similarity of
+        their features, ItemKNNCBF's: training that only hurts validation then returns that similarity
+        instead of a worse epoch). Afterwards ``kept_epoch``,
         ``start_valid_score`` and ``kept_summary()`` say which epoch was kept and what it gained."""
         self.kept_epoch, self.start_valid_score, self.epochs_trained = None, None, 0
         self.valid_history, self._epoch_in_progress = [], -1
@@ -155,7 +156,7 @@ class ColdStartTrainerMixin:
         start = float(self.start_valid_score)
         if self.kept_epoch is None or self.kept_epoch < 0:
             return (f"kept the untrained start: no epoch beat its valid {metric} {start:.4f} ({trained}); "
-                    "the result is the untrained model (for FBSM and UFSM: CoSim)")
+                    "the result is the untrained model (for FBSM and UFSM: the fixed similarity of their features)")
         gain = f"{100 * (best - start) / start:+.1f}%" if start else "n/a"
         return f"kept epoch {self.kept_epoch} ({trained}): valid {metric} {best:.4f} (untrained start {start:.4f}, {gain})"
 

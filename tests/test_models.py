@@ -205,11 +205,15 @@ def test_alignment_to_a_warm_model_is_the_kl_of_the_dense_similarities(tiny):
     assert set(load_checkpoint(result["saved_model_file"])["state_dict"]) == {"D", "V"}
 
 
-def test_untrained_ufsm_with_one_function_is_exactly_cosim(tiny):
-    """W = 1, M = 1 and no noise for l = 1: the untrained model, kept when no epoch beats it, is CoSim itself."""
+def test_untrained_ufsm_with_one_function_is_exactly_its_fixed_similarity(tiny):
+    """W = 1, M = 1 and no noise for l = 1: the untrained model, kept when no epoch beats it, is the fixed
+    similarity of its features: ItemKNNCBF's default on the default features, CoSim on L2-normalised tf-idf."""
     ufsm, (_, _, test_data) = build("UFSM", tiny)
+    knn, _ = build("ItemKNNCBF", tiny)
+    ufsm_tfidf, _ = build("UFSM", {**tiny, "feature_weighting": "tfidf", "feature_shrink": 0})
     cosim, _ = build("CoSim", tiny)
     users = Interaction({"user_id": torch.arange(1, ufsm.n_users)})
     candidates = torch.as_tensor(test_data._dataset.split_items)
     with torch.no_grad():
-        torch.testing.assert_close(ufsm.score_candidates(users, candidates), cosim.score_candidates(users, candidates))
+        torch.testing.assert_close(ufsm.score_candidates(users, candidates), knn.score_candidates(users, candidates))
+        torch.testing.assert_close(ufsm_tfidf.score_candidates(users, candidates), cosim.score_candidates(users, candidates))

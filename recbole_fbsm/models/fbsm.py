@@ -22,7 +22,10 @@ class FBSM(FeatureSimilarityRecommender):
     per batch (fused Adam folds them into its one pass) instead of two passes over V forward and two
     backward. Otherwise (adamw decouples its decay) they stay in ``calculate_loss``.
 
-    Initialising D = 1 and V small makes the untrained model CoSim on L2-normalised features.
+    Initialising D = 1 and V small makes the untrained model the fixed similarity f_i . f_j: with the default
+    features (BM25, rows shrunk) that is ItemKNNCBF's default neighbourhood, so learning starts from the
+    strongest fixed similarity the bilinear form can express (CoSim's with ``feature_weighting: tfidf,
+    feature_shrink: 0``).
 
     Optional, beyond the paper (``align_weight`` γ > 0, the idea of ALDI, SIGIR 2023): training items have
     many likes, so a warm collaborative model (``recbole_fbsm.warm``, BPR-MF on the training split only)

@@ -16,8 +16,8 @@ class UFSM(FeatureSimilarityRecommender):
         self.n_functions = int(config["n_functions"])
         self.reg_M = float(config["reg_M"])
         self.reg_W = float(config["reg_W"])
-        # W = 1, M = 1/l starts from CoSim (on normalised features) exactly; the noise only breaks the symmetry
-        # of l > 1 functions (with l = 1 there is none to break, and noise would make the start differ from CoSim)
+        # W = 1, M = 1/l starts from the fixed similarity f_i . f_j exactly; the noise only breaks the symmetry
+        # of l > 1 functions (with l = 1 there is none to break, and noise would make the start differ from it)
         std = float(config["init_std"]) if self.n_functions > 1 else 0.0
         generator = torch.Generator().manual_seed(int(config["seed"]))
         self.W = nn.Parameter(float(config["init_W"]) + std * torch.randn(self.n_functions, self.n_features, generator=generator))

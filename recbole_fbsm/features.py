@@ -5,10 +5,12 @@ file; a token repeated in a cell counts as a term count. Weighting is binary, tf
 document frequencies (and BM25's average length) taken from *training items only*, so nothing about
 validation/test items enters training. Tokens that occur in no training item get no column.
 
-Rows are then L2-normalised, optionally with a shrink: f_i = x_i / sqrt(||x_i||^2 + s m), m the mean
-squared norm of the training items' rows. The product f_i . f_j is then the cosine damped for items with
-little text, x_i . x_j / sqrt((||x_i||^2 + s m)(||x_j||^2 + s m)): the row-scaled form of the shrunk cosine
-x_i . x_j / (||x_i|| ||x_j|| + shrink) of neighbourhood models, which a bilinear model can start from.
+Rows are then L2-normalised, optionally with a shrink: f_i = x_i sqrt(1 + s) / sqrt(||x_i||^2 + s m), m the
+mean squared norm of the training items' rows. The product f_i . f_j is then, up to the constant 1 + s, the
+cosine damped for items with little text, x_i . x_j / sqrt((||x_i||^2 + s m)(||x_j||^2 + s m)): the row-scaled
+form of the shrunk cosine x_i . x_j / (||x_i|| ||x_j|| + shrink) of neighbourhood models, which a bilinear
+model can start from. The constant keeps a row of the mean squared norm at unit length, so a learning rate
+suits shrunk rows as it suits L2 rows.
 """
 
 from dataclasses import dataclass
@@ -110,13 +112,14 @@ class ItemFeatures:
     def _normalise(self, weighted):
         """Joint L2 rows (``field_scales`` None), or per field: each field's block of a row L2-normalised
         and scaled by sqrt(w_f / sum w), so that the cosine of two items is the w-weighted mean of their
-        per-field cosines. With ``shrink`` s a block is divided by sqrt(norm^2 + s m) instead of its norm
-        (m: the block's mean squared norm over training items)."""
+        per-field cosines. With ``shrink`` s a block is multiplied by sqrt(1 + s) / sqrt(norm^2 + s m) instead
+        of divided by its norm (m: the block's mean squared norm over training items)."""
         squares = self.square_norms(weighted)
         if self.shrink:
             squares = squares + self.shrink * self.mean_square_norms[None, :]
         norms = np.sqrt(squares)
         scales = np.ones(1) if self.field_scales is None else self.field_scales
+        scales = scales * np.sqrt(1.0 + self.shrink)
         factors = np.divide(scales[None, :], norms, out=np.zeros_like(norms), where=norms > 0)
         coo = weighted.tocoo()
         block = np.zeros_like(coo.col) if self.field_scales is None else self.column_field[coo.col]

@@ -133,8 +133,8 @@ def test_other_splits_text_cannot_move_training(tmp_path):
 
 def test_bm25_and_row_shrink_follow_their_formulas_with_training_statistics_only(tmp_path):
     """BM25: tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen)) x log(1 + (N - df + 0.5) / (df + 0.5)), with N,
-    df and avglen over training items; the row shrink divides by sqrt(||x||^2 + s m), m the training rows'
-    mean squared norm. Checked against a dense brute force, per field with field weights."""
+    df and avglen over training items; the row shrink multiplies by sqrt(1 + s) / sqrt(||x||^2 + s m), m the
+    training rows' mean squared norm. Checked against a dense brute force, per field with field weights."""
     from recbole_fbsm.features import term_counts
 
     folder = tmp_path / "data"
@@ -161,11 +161,11 @@ def test_bm25_and_row_shrink_follow_their_formulas_with_training_statistics_only
             square = (w * w).sum(axis=1, keepdims=True)
             m = square[train][square[train] > 0].mean()
             scale = 1.0 if weights is None else np.sqrt(weights[field] / sum(weights.values()))
-            blocks.append(w * scale / np.sqrt(square + s * m) if weights else w)
+            blocks.append(w * scale * np.sqrt(1 + s) / np.sqrt(square + s * m) if weights else w)
         expected = np.hstack(blocks)
         if weights is None:
             square = (expected * expected).sum(axis=1, keepdims=True)
             m = square[train][square[train] > 0].mean()
-            expected = expected / np.sqrt(square + s * m)
+            expected = expected * np.sqrt(1 + s) / np.sqrt(square + s * m)
         np.testing.assert_allclose(features.matrix.toarray(), expected, atol=1e-12)
         assert features.matrix.min() >= 0  # Lucene's idf: no negative weight even for a token in most items

@@ -139,32 +139,53 @@ def test_transform_weights_counts_exactly_as_training(served):
 
 
 def test_new_item_rows_are_weighted_like_training_and_scored_by_brute_force(trained, served, tmp_path):
-    """tf-idf by hand (idf from training items only, zero for tokens no training item has, L2 rows),
-    then score(u, new) = sum over u's training likes j of f_new^T (diag(D) + V V^T) f_j."""
+    """The default features by hand: BM25 (k1, b; idf, document frequencies and each field's average length
+    from training items only; zero for tokens no training item has), rows times sqrt(1 + s) / sqrt(||x||^2 + s m)
+    with m the training rows' mean squared norm; then score(u, new) = sum over u's training likes j of
+    f_new^T (diag(D) + V V^T) f_j."""
     s = served("FBSM")
+    config = s.config
+    k1, b, shrink = config["bm25_k1"], config["bm25_b"], config["feature_shrink"]
+    assert config["feature_weighting"] == "bm25" and shrink > 0
     dataset = s.dataset
-    train_tokens = set(s.item_tokens(dataset.split_items))
+    train_tokens = sorted(set(s.item_tokens(dataset.split_items)))
     test_item = s.item_tokens(s.test_data._dataset.split_items[:1])[0]
-    document_frequency = Counter()
-    for token in train_tokens:
-        feats = trained["features"][token]
-        document_frequency.update({f"genre:{feats['genre']}", *(f"words:{w}" for w in feats["words"])})
+
+    def bag(feats):
+        return Counter({f"genre:{feats['genre']}": 1, **Counter(f"words:{w}" for w in feats["words"])})
+
+    training_bags = [bag(trained["features"][token]) for token in train_tokens]
+    document_frequency = Counter(name for counts in training_bags for name in counts)
+    vocabulary = set(document_frequency)
     n_train = len(train_tokens)
-    new_tokens = {"genre:g2": 1, "words:t1": 2, "words:n3": 1, "words:n4": 1, f"words:x_{test_item}": 1, "words:zzz": 1}
+    fields = ("genre", "words")
+    average = {f: sum(c for counts in training_bags for n, c in counts.items() if n.startswith(f + ":")) / n_train
+               for f in fields}
+
+    def bm25(counts):
+        known = {n: c for n, c in counts.items() if n in vocabulary}
+        length = {f: sum(c for n, c in known.items() if n.startswith(f + ":")) for f in fields}
+        weights = {}
+        for name, c in known.items():
+            field, df = name.split(":")[0], document_frequency[name]
+            idf = math.log(1 + (n_train - df + 0.5) / (df + 0.5))
+            weights[name] = c * (k1 + 1) / (c + k1 * (1 - b + b * length[field] / average[field])) * idf
+        return weights
+
+    squares = [sum(v * v for v in bm25(counts).values()) for counts in training_bags]
+    mean_square = np.mean([q for q in squares if q > 0])
+    new_tokens = Counter({"genre:g2": 1, "words:t1": 2, "words:n3": 1, "words:n4": 1, f"words:x_{test_item}": 1,
+                          "words:zzz": 1})
     path = write_item_file(tmp_path / "one.item", [f"brand_new\tg2\tt1 n3 t1 n4 x_{test_item} zzz\n"])
     with pytest.warns(UnknownTokensWarning):
         new = read_new_items(s, path)
-    expected = {}
-    for name, count in new_tokens.items():
-        df = document_frequency.get(name, 0)
-        if df:
-            expected[name] = count * (math.log((1 + n_train) / (1 + df)) + 1)
-    norm = math.sqrt(sum(v * v for v in expected.values()))
+    expected = bm25(new_tokens)
+    norm = math.sqrt(sum(v * v for v in expected.values()) + shrink * mean_square)
     row = new.matrix[0]
     got = {s.features.names[c]: v for c, v in zip(row.indices, row.data)}
     assert set(got) == set(expected) and f"words:x_{test_item}" not in got
     for name, value in expected.items():
-        assert got[name] == pytest.approx(value / norm, rel=1e-12)
+        assert got[name] == pytest.approx(value * math.sqrt(1 + shrink) / norm, rel=1e-9)
 
     model = s.model
     F, likes = dense(model.F), dense(model.R)

@@ -185,9 +185,10 @@ def test_bad_searches_stop_with_one_error_line(toy, tmp_path, capsys):
 
 
 def test_the_untrained_model_is_kept_when_training_only_hurts_validation(toy, monkeypatch, tmp_path):
-    """FBSM starts as CoSim; an epoch that makes it worse must not be chosen over the start."""
+    """FBSM starts as the fixed similarity of its features (ItemKNNCBF's default); an epoch that makes it
+    worse must not be chosen over the start."""
     monkeypatch.chdir(tmp_path)
-    settings = dataset_config(toy, epochs=3, stopping_step=5, valid_before_training=True, init_std=0.0)  # start = CoSim exactly
+    settings = dataset_config(toy, epochs=3, stopping_step=5, valid_before_training=True, init_std=0.0)  # start = ItemKNNCBF exactly
     config, model, (train_data, valid_data, test_data) = prepare("FBSM", toy.name, config_dict=settings)
     trainer = get_trainer(config["MODEL_TYPE"], "FBSM")(config, model)
     initial = trainer.evaluate(valid_data, load_best_model=False)
@@ -200,8 +201,8 @@ def test_the_untrained_model_is_kept_when_training_only_hurts_validation(toy, mo
     monkeypatch.setattr(trainer, "_train_epoch", sabotaging_epoch)
     best_score, best_result = trainer.fit(train_data, valid_data, saved=True)
     assert best_result == initial and best_score == initial[config["valid_metric"].lower()]
-    cosim = run("CoSim", toy.name, config_dict=dataset_config(toy))["test_result"]
-    assert trainer.evaluate(test_data, load_best_model=True) == cosim
+    neighbourhood = run("ItemKNNCBF", toy.name, config_dict=dataset_config(toy))["test_result"]
+    assert trainer.evaluate(test_data, load_best_model=True) == neighbourhood
 
 
 def test_user_weighted_bpr_counts_every_user_the_same(toy):

@@ -103,6 +103,15 @@ def _run_rank(local_rank, model, dataset, config_file_list, config_dict, saved, 
     distributed.end_process_group(together=True)
 
 
+def _plain_number(value):
+    return float(value) if value is not None and not isinstance(value, bool) else value
+
+
+def _plain_metrics(result):
+    """RecBole's OrderedDict of numpy floats as a plain dict of floats, in the same order."""
+    return None if result is None else {str(key): _plain_number(value) for key, value in result.items()}
+
+
 def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
     start = time.perf_counter()
     try:
@@ -115,11 +124,11 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
         test_result = trainer.evaluate(test_data, load_best_model=saved, show_progress=config["show_progress"])
         logger.info(set_color("best valid ", "yellow") + f": {best_valid_result}", extra=on_console(False))
         logger.info(set_color("test result", "yellow") + f": {test_result}", extra=on_console(False))
-        result = {
-            "best_valid_score": best_valid_score,
+        result = {  # plain Python numbers: {'recall@10': 0.0971}, not OrderedDict of np.float64
+            "best_valid_score": _plain_number(best_valid_score),
             "valid_score_bigger": config["valid_metric_bigger"],
-            "best_valid_result": best_valid_result,
-            "test_result": test_result,
+            "best_valid_result": _plain_metrics(best_valid_result),
+            "test_result": _plain_metrics(test_result),
             "saved_model_file": trainer.saved_model_file if saved else None,
             "eval_user_sample": config["eval_user_sample"],
             # which epoch was kept on validation (-1: the untrained start) and what it gained over that start

@@ -20,6 +20,7 @@ What the mixin changes, and why:
 
 import contextlib
 import contextvars
+import logging
 import os
 import uuid
 import warnings
@@ -52,6 +53,25 @@ def validation_callback(callback):
         yield
     finally:
         _VALIDATION_CALLBACK.reset(token)
+
+
+class _RecBoleStopLine(logging.Filter):
+    """RecBole's "Finished training, best eval result in epoch N" counts back from the stop by
+    ``stopping_step`` evaluations: with the untrained start kept it says epoch -1, and with ties it names an
+    epoch that was not kept."""
+
+    def filter(self, record):
+        return not str(record.msg).startswith("Finished training, best eval result in epoch")
+
+
+@contextlib.contextmanager
+def _without_recbole_stop_line(logger):
+    line_filter = _RecBoleStopLine()
+    logger.addFilter(line_filter)
+    try:
+        yield
+    finally:
+        logger.removeFilter(line_filter)
 
 
 def load_checkpoint(path, device="cpu"):
@@ -111,7 +131,8 @@ class ColdStartTrainerMixin:
                 self.logger.info(f"before training: valid_score {valid_score:.6f}")
             if kwargs.get("saved", True):
                 self._save_checkpoint(-1, verbose=verbose)
-        result = super().fit(train_data, valid_data, *args, **kwargs)
+        with _without_recbole_stop_line(self.logger):  # kept_summary() says which epoch was kept
+            result = super().fit(train_data, valid_data, *args, **kwargs)
         if not kwargs.get("saved", True):  # no checkpoint was written: the kept epoch is the first best one
             best = [epoch for epoch, score in self.valid_history if score == self.best_valid_score]
             self.kept_epoch = best[0] if best else None

@@ -121,6 +121,17 @@ class ColdStartDataset(Dataset):
     phase = None
     split_items = None
     _coded = None
+
+    def __str__(self):
+        """RecBole's summary with real counts: ``user_num`` and ``item_num`` include the padding id 0."""
+        users, items = max(self.user_num - 1, 0), max(self.item_num - 1, 0)
+        lines = [self.dataset_name, f"The number of users: {users}",
+                 f"Average actions of users: {self.inter_num / max(users, 1):.2f}",
+                 f"The number of items: {items}", f"Average actions of items: {self.inter_num / max(items, 1):.2f}",
+                 f"The number of inters: {self.inter_num}",
+                 f"The sparsity of the dataset: {100 * (1 - self.inter_num / max(users * items, 1)):.4f}%",
+                 f"Remain Fields: {list(self.field2type)}"]
+        return "\n".join(lines)
     preread = None  # set by ``preparation.create_dataset``: token columns the files' checks already parsed
     dislike_feat = None
     _hidden_fields = frozenset()

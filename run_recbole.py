@@ -1,64 +1,11 @@
-"""Command line: ``python run_recbole.py --model=FBSM --dataset=ml-100k [--config_files="a.yaml b.yaml"] [--key=value ...]``.
+"""RecBole's ``run_recbole.py`` for the plugin: ``python run_recbole.py --model=FBSM --dataset=ml-100k [--key=value ...]``.
 
-Any RecBole setting can be given as ``--key=value`` (values are parsed like RecBole parses them).
-The model name, the config files and every setting are checked before torch and RecBole are imported.
-
-Data-parallel training, with RecBole's flags: ``--nproc=2`` starts two processes on this machine (gloo on
-the CPU, nccl on GPUs); over machines, each machine runs ``--world_size=W --ip=HOST_OF_RANK_0 --port=P
---nproc=N --group_offset=K`` (K: its first rank). See docs/distributed.md.
+The same command as the installed ``recbole-fbsm run`` (``recbole_fbsm/run_command.py``; ``--help`` lists the options).
 """
 
-import argparse
 import sys
 
-from recbole_fbsm.cli import settings_from_args
-from recbole_fbsm.errors import ColdStartError
-
-
-def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", "-m", default="FBSM", help="model name (plugin models first, then RecBole's)")
-    parser.add_argument("--dataset", "-d", default="ml-100k", help="dataset name")
-    parser.add_argument("--config_files", default=None, help="space-separated yaml files")
-    parser.add_argument("--nproc", type=int, default=1, help="processes on this machine (data-parallel)")
-    parser.add_argument("--world_size", type=int, default=-1, help="processes on all machines (default: nproc)")
-    parser.add_argument("--ip", default="localhost", help="address of the machine of rank 0")
-    parser.add_argument("--port", default=None, help="its port (default: a free one on one machine, 5678 on several)")
-    parser.add_argument("--group_offset", type=int, default=0, help="rank of this machine's first process")
-    args, rest = parser.parse_known_args(argv)
-    overrides = settings_from_args(parser, rest)
-    return args, overrides
-
-
-def _plain(result):
-    return {key: round(float(value), 4) for key, value in (result or {}).items()}
-
-
-def main(argv=None):
-    args, overrides = parse_args(sys.argv[1:] if argv is None else argv)
-    config_files = args.config_files.split() if args.config_files else None
-    try:
-        from recbole_fbsm.settings import precheck
-
-        precheck(args.model, config_files, overrides)  # a typo fails here, before the heavy imports
-        from recbole_fbsm.quick_start import run
-
-        # RecBole converts the strings ('0.01', '[10, 20]', 'True') as it does for its own command line.
-        result = run(args.model, args.dataset, config_file_list=config_files, config_dict=overrides,
-                     nproc=args.nproc, world_size=args.world_size, ip=args.ip, port=args.port,
-                     group_offset=args.group_offset)
-    except ColdStartError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    if result is None:  # a machine of a multi-machine run without rank 0: rank 0 reports
-        print(f"ranks {args.group_offset}..{args.group_offset + args.nproc - 1} done; rank 0 reports the results.")
-        return 0
-    print(f"best valid: {_plain(result['best_valid_result'])}")
-    print(f"test result: {_plain(result['test_result'])}")
-    if result.get("saved_model_file"):
-        print(f"saved model: {result['saved_model_file']}")
-    return 0
-
+from recbole_fbsm.run_command import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="run_recbole.py"))

@@ -68,3 +68,25 @@ def test_unpacked_wheel_runs_fbsm_from_an_empty_folder(wheel, tmp_path):
     assert result["group_by"] == "item"  # properties/overall.yaml was found: the item split
     assert result["rank"] == 64  # recbole_fbsm/properties/model/FBSM.yaml, read from the installed package
     assert 0 <= result["recall"] <= 1
+
+
+def test_wheel_installs_one_command_line(wheel, tmp_path):
+    """The wheel declares the ``recbole-fbsm`` console script; ``python -m recbole_fbsm`` answers --help and
+    runs a model from an empty folder with the installed package alone."""
+    entry_points = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith("entry_points.txt"))
+    assert "recbole-fbsm = recbole_fbsm.__main__:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    empty = tmp_path / "elsewhere"
+    empty.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(site), OMP_NUM_THREADS="1")
+    shown = subprocess.run([sys.executable, "-m", "recbole_fbsm", "--help"], cwd=empty, env=env,
+                           capture_output=True, text=True)
+    assert shown.returncode == 0 and "run" in shown.stdout and "serve" in shown.stdout
+    done = subprocess.run([sys.executable, "-m", "recbole_fbsm", "run", "--model=CoSim", "--dataset=ml-100k"],
+                          cwd=empty, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "test result: {'recall@10': 0." in done.stdout
+    wrong = subprocess.run([sys.executable, "-m", "recbole_fbsm", "comapre"], cwd=empty, env=env,
+                           capture_output=True, text=True)
+    assert wrong.returncode == 2 and "did you mean 'compare'" in wrong.stderr

@@ -1,0 +1,54 @@
+"""The installed command line: ``recbole-fbsm COMMAND [options]`` or ``python -m recbole_fbsm COMMAND [options]``.
+
+Each command takes the options of the script or module it stands for (``recbole-fbsm COMMAND --help``).
+"""
+
+import difflib
+import importlib
+import sys
+
+# command: (module with main(argv), what it does). Imported only when chosen: --help costs no torch import.
+COMMANDS = {
+    "run": ("recbole_fbsm.run_command", "train and test one model under the item cold-start protocol (run_recbole.py)"),
+    "compare": ("recbole_fbsm.compare", "run several models over the same item splits: a table and a chart"),
+    "hyper": ("recbole_fbsm.tune", "search hyperparameters on validation, on an Optuna study (run_hyper.py)"),
+    "convert": ("recbole_fbsm.convert.__main__", "write RecBole atomic files from CiteULike/CTR files or CSV + text"),
+    "serve": ("recbole_fbsm.serve.__main__", "score brand-new items with a trained model, explain scores"),
+}
+PROG = "recbole-fbsm"
+
+
+def usage():
+    width = max(map(len, COMMANDS))
+    lines = [f"usage: {PROG} COMMAND [options]   ({PROG} COMMAND --help for a command's options)", "",
+             "Item cold-start recommendation on RecBole: FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater, ALDI", "",
+             "commands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
+    lines += ["", f"example: {PROG} run --model=FBSM --dataset=ml-100k"]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    if argv[0] == "--version":
+        from importlib.metadata import version
+
+        print(f"{PROG} {version('recbole-fbsm')}")
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        close = difflib.get_close_matches(command, COMMANDS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        print(f"error: unknown command {command!r}{hint}; the commands are {', '.join(COMMANDS)}.", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[command][0])
+    if command in ("run", "hyper"):
+        return module.main(rest, prog=f"{PROG} {command}")
+    return module.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -15,7 +15,7 @@ from recbole.utils import InputType, ModelType
 
 import recbole_fbsm.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.settings import PROPERTIES_DIR, check_final, check_user_settings, convert_value
+from recbole_fbsm.settings import PROPERTIES_DIR, check_final, check_user_settings, convert_value, read_yaml
 
 
 def tuned_properties_file(model, dataset):
@@ -47,6 +47,8 @@ class ColdStartConfig(Config):
         own_model_class = not isinstance(model, str) and model is not None and not str(
             getattr(model, "__module__", "")).startswith(("recbole.", "recbole_fbsm."))
         check_user_settings(config_file_list, config_dict, known_only=not own_model_class)
+        if config_file_list:  # an empty file holds no setting (RecBole's reader fails on it)
+            config_file_list = [path for path in config_file_list if read_yaml(path)] or None
         super().__init__(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
 
     def _set_train_neg_sample_args(self):

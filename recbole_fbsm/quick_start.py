@@ -19,6 +19,10 @@ from recbole_fbsm.result_file import result_file_for, run_record, write_result_f
 from recbole_fbsm.run_log import current_log_file, discard_run_log_on, end_run_log, on_console, start_run_log
 
 
+# settings that size a model's parameters, named when they do not fit in memory
+SIZE_SETTINGS = ("rank", "n_functions", "embedding_size", "hidden_size", "hidden_sizes")
+
+
 def build_model(config, train_dataset):
     """Instantiate the model on the training split.
 
@@ -26,12 +30,20 @@ def build_model(config, train_dataset):
     embed item features only and can score items never seen in training.
     """
     model_class = config.model_class
-    if model_class.type == ModelType.CONTEXT and config.item_split and not config["context_use_item_id"]:
-        with train_dataset.hidden_fields(train_dataset.iid_field):
+    try:
+        if model_class.type == ModelType.CONTEXT and config.item_split and not config["context_use_item_id"]:
+            with train_dataset.hidden_fields(train_dataset.iid_field):
+                model = model_class(config, train_dataset)
+        else:
             model = model_class(config, train_dataset)
-    else:
-        model = model_class(config, train_dataset)
-    return model.to(config["device"])
+        return model.to(config["device"])
+    except (RuntimeError, MemoryError) as error:
+        if not isinstance(error, MemoryError) and "allocate" not in str(error):
+            raise
+        sizes = ", ".join(f"{key}={config[key]}" for key in SIZE_SETTINGS if config[key] is not None)
+        raise ColdStartError(
+            f"model {config['model']}: its parameters do not fit in memory ({str(error).splitlines()[0][:200]}); "
+            f"lower the settings that size them ({sizes}).") from None
 
 
 def set_torch_threads(threads):
@@ -56,15 +68,15 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
         getLogger().setLevel(logging.ERROR)
         logging.captureWarnings(True)
     logger = getLogger()
-    with discard_run_log_on(config, ColdStartError):  # an error found while loading or splitting leaves no log
+    with discard_run_log_on(config, ColdStartError):  # an error found while loading, splitting or building leaves no log
         logger.info(sys.argv, extra=on_console(False))
         logger.info(config, extra=on_console(False))  # the config dump: in the log file, not on a quiet console
         data = create_dataset(config, report)
         logger.info(data, extra=on_console())
         train_data, valid_data, test_data = data_preparation(config, data, reads_own_features=reads_own_features)
-    # each rank its own random stream (negatives), by global rank: the same on one machine or several
-    init_seed(config["seed"] + distributed.world()[0], config["reproducibility"])
-    model = build_model(config, train_data._dataset)
+        # each rank its own random stream (negatives), by global rank: the same on one machine or several
+        init_seed(config["seed"] + distributed.world()[0], config["reproducibility"])
+        model = build_model(config, train_data._dataset)
     # dynamic negative sampling scores its candidates with the model; RecBole's fit() hands the model to
     # the loader, callers that drive epochs themselves (benchmarks, tools) need it here
     train_data.get_model(model)

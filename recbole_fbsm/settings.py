@@ -36,6 +36,7 @@ RUNTIME_KEYS = {"model", "dataset", "config_files", "run_id", "use_tuned_propert
 LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")
 STATES = ("info", "debug", "warning", "error", "critical")
 NEG_DISTRIBUTIONS = ("uniform", "popularity", "none")
+SEED_MAX = 2 ** 32 - 1  # numpy's legacy seeding, which RecBole's init_seed uses
 
 
 # ------------------------------------------------------------------------------ reading values
@@ -43,6 +44,20 @@ class _Loader(yaml.SafeLoader):
     """RecBole's yaml reading: ``1e-4`` is a float (plain YAML 1.1 reads it as a string)."""
 
 
+def _mapping_without_repeats(loader, node, deep=False):
+    """A YAML mapping whose keys are all different: a repeated setting is an error, not the last one silently."""
+    seen = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"setting {key!r} is given twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1})",
+                key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_repeats)
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(
@@ -236,13 +251,29 @@ def _is_number(value):
             and not (isinstance(value, float) and math.isnan(value)))
 
 
-def integer(low=None):
+def integer(low=None, high=None):
     expected = {None: "an integer", 0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer >= {low}")
+    if high is not None:
+        expected = f"an integer from {low} to {high}"
 
     def check(value):
-        if not _is_int(value) or (low is not None and value < low):
+        if not _is_int(value) or (low is not None and value < low) or (high is not None and value > high):
             return expected
     return check
+
+
+def thread_count(value):
+    """1 to the machine's cores: more threads than cores only wait on each other (README, speed)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if not _is_int(value) or not 1 <= value <= cores:
+        return f"an integer from 1 to {cores} (this machine's cores)"
+
+
+def nonempty_words(value):
+    problem = words(value)
+    if problem is None and not value:
+        return "at least one field name, e.g. [genre, words] (~ for every token field of the .item file)"
+    return problem
 
 
 def number(low=None, strict=False):
@@ -347,6 +378,9 @@ def neg_sample_args(value):
         problem = checks[key](item)
         if problem:
             return Problem(f"{key} to be {problem}", item, getattr(problem, "hint", ""))
+    if value.get("dynamic") and not value.get("candidate_num"):
+        return Problem("candidate_num >= 1 with dynamic: True (the negative is the best of candidate_num draws)",
+                       value.get("candidate_num"))
 
 
 SPECS = {
@@ -366,13 +400,14 @@ SPECS = {
     "similarity": choice(("cosine", "asymmetric", "jaccard", "tversky", "dot")), "shrink": number(0),
     "knn": optional(integer(1)), "similarity_exponent": number(0, strict=True), "asymmetric_alpha": unit_interval,
     "tversky_alpha": number(0), "tversky_beta": number(0),
-    "feature_fields": optional(words), "split_seed": optional(integer(0)), "torch_threads": optional(integer(1)),
+    "feature_fields": optional(nonempty_words), "split_seed": optional(integer(0, SEED_MAX)),
+    "torch_threads": optional(thread_count),
     "train_batch_by_user": flag, "valid_before_training": flag, "bpr_user_weighting": flag,
     "context_distinct_tokens": flag, "context_use_item_id": flag, "use_tuned_properties": flag,
     "eval_user_sample": optional(integer(1)), "context_eval_chunk": integer(1),
     "dist_backend": choice(("auto", "gloo", "nccl")), "dist_timeout": number(0, strict=True),
     # RecBole settings the protocol relies on
-    "seed": integer(0), "epochs": integer(1), "eval_step": integer(1), "stopping_step": integer(1),
+    "seed": integer(0, SEED_MAX), "epochs": integer(1), "eval_step": integer(1), "stopping_step": integer(1),
     "train_batch_size": integer(1), "eval_batch_size": integer(1), "topk": topk, "metrics": metrics,
     "valid_metric": text, "valid_metric_bigger": flag, "weight_decay": number(0),
     "state": optional(choice(STATES)), "use_gpu": flag, "show_progress": flag, "reproducibility": flag,

@@ -131,14 +131,32 @@ class ColdStartTrainerMixin:
                 self.logger.info(f"before training: valid_score {valid_score:.6f}")
             if kwargs.get("saved", True):
                 self._save_checkpoint(-1, verbose=verbose)
-        with _without_recbole_stop_line(self.logger):  # kept_summary() says which epoch was kept
-            result = super().fit(train_data, valid_data, *args, **kwargs)
+        try:
+            with _without_recbole_stop_line(self.logger):  # kept_summary() says which epoch was kept
+                result = super().fit(train_data, valid_data, *args, **kwargs)
+        except ValueError as error:  # RecBole's _check_nan: "Training loss is nan"
+            if "loss is nan" not in str(error).lower():
+                raise
+            result = self._stop_on_diverged_loss(kwargs.get("saved", True))
         if not kwargs.get("saved", True):  # no checkpoint was written: the kept epoch is the first best one
             best = [epoch for epoch, score in self.valid_history if score == self.best_valid_score]
             self.kept_epoch = best[0] if best else None
         if valid_data and verbose:
             self.logger.info(self.kept_summary())
         return result
+
+    def _stop_on_diverged_loss(self, saved):
+        """A NaN loss ends training, not the run: the best checkpoint so far is kept and tested."""
+        clip = self.config["clip_grad_norm"]
+        cause = (f"learning_rate={self.config['learning_rate']} is too high for this data"
+                 + ("" if clip else ", and the gradient norm is not clipped (e.g. clip_grad_norm: {max_norm: 5})"))
+        kept = self.kept_epoch is not None and (not saved or os.path.isfile(self.saved_model_file))
+        message = (f"training stopped at epoch {self._epoch_in_progress}: the training loss became NaN (diverged); "
+                   f"likely {cause}.")
+        if not kept:
+            raise ColdStartError(message + " No epoch was validated before it, so there is no model to keep.")
+        self.logger.warning(message + f" The best epoch so far on validation ({self.kept_epoch}) is kept and tested.")
+        return self.best_valid_score, self.best_valid_result
 
     def _train_epoch(self, train_data, epoch_idx, loss_func=None, *args, **kwargs):
         self.epochs_trained = epoch_idx + 1 - self.start_epoch

@@ -102,7 +102,7 @@ def test_bad_split_settings(tmp_path, capsys, eval_args, expected):
 def test_bad_torch_threads(tmp_path, capsys, value):
     write_dataset(tmp_path, "toy")
     message = cli_error(capsys, ["--model=Pop", "--dataset=toy", toy_yaml(tmp_path), f"--torch_threads={value}"])
-    assert "torch_threads" in message and "positive integer" in message
+    assert "torch_threads" in message and "an integer from 1 to" in message and "this machine's cores" in message
 
 
 def test_torch_threads_sets_torchs_thread_count(tmp_path):

@@ -1,0 +1,42 @@
+"""Faults inside a run that used to end in a traceback or a wrong result: a diverged loss, an empty config file."""
+
+import json
+import subprocess
+import sys
+
+from helpers import RUN_RECBOLE, write_dataset
+
+
+def run_recbole(tmp_path, *args):
+    return subprocess.run([sys.executable, str(RUN_RECBOLE), "--dataset=toy", f"--data_path={tmp_path}",
+                           "--torch_threads=1", *args], capture_output=True, text=True, cwd=tmp_path)
+
+
+def test_a_nan_loss_stops_training_keeps_the_best_epoch_and_writes_the_result(tmp_path):
+    write_dataset(tmp_path, "toy")
+    done = run_recbole(tmp_path, "--model=FBSM", "--epochs=5", "--learning_rate=1e30", "--clip_grad_norm=None",
+                       "--valid_before_training=False")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    line = next(text for text in (done.stdout + done.stderr).splitlines() if "became NaN" in text)
+    assert "training stopped at epoch 1" in line and "learning_rate=1e+30" in line and "clip_grad_norm" in line
+    assert "best epoch so far on validation (0) is kept" in line
+    (result_file,) = list(tmp_path.glob("log/FBSM/*.json"))
+    assert json.loads(result_file.read_text())["test_result"]
+
+
+def test_a_nan_loss_before_any_validation_is_one_error_line(tmp_path):
+    write_dataset(tmp_path, "toy")
+    done = run_recbole(tmp_path, "--model=FBSM", "--epochs=5", "--learning_rate=1e30", "--clip_grad_norm=None",
+                       "--valid_before_training=False", "--eval_step=3")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: training stopped at epoch") and last.endswith("so there is no model to keep.")
+
+
+def test_an_empty_config_file_holds_no_setting(tmp_path):
+    write_dataset(tmp_path, "toy")
+    (tmp_path / "empty.yaml").write_text("# nothing here yet\n")
+    done = run_recbole(tmp_path, "--model=CoSim", "--config_files=empty.yaml")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "test result: {'recall@10'" in done.stdout

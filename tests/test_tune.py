@@ -235,3 +235,29 @@ def test_processes_racing_to_create_the_database_tables_retry(monkeypatch, tmp_p
     monkeypatch.setattr(tune.time, "sleep", lambda seconds: None)
     monkeypatch.setattr(optuna.storages, "RDBStorage", racing)
     assert isinstance(tune.make_storage(f"sqlite:///{tmp_path}/t.db"), real) and len(calls) == 2
+
+
+def test_a_best_within_the_noise_is_said_not_crowned():
+    """Several splits: trials within the best's spread across splits are named; one split: a lead under 1%."""
+    from types import SimpleNamespace
+
+    import optuna
+
+    from recbole_fbsm.tune import noise_note
+
+    def study_of(trials):
+        study = optuna.create_study(direction="maximize")
+        for value, scores in trials:
+            study.add_trial(optuna.trial.create_trial(
+                value=value, user_attrs={"runs": [{"best_valid_score": s} for s in scores]}))
+        return study
+
+    search = SimpleNamespace(bigger=True)
+    spread = study_of([(0.2000, [0.19, 0.20, 0.21]), (0.1950, [0.19, 0.195, 0.20]), (0.1500, [0.15, 0.15, 0.15])])
+    note = noise_note(search, spread)
+    assert "within the noise: 1 other trial(s) scored within 0.0100" in note and "trial(s) 1)" in note
+    clear = study_of([(0.2000, [0.199, 0.2, 0.201]), (0.1500, [0.15, 0.15, 0.15])])
+    assert noise_note(search, clear) is None
+    one_split = study_of([(0.2003, [0.2003]), (0.2001, [0.2001]), (0.1801, [0.1801])])
+    assert "leads the next trial (1) by only 0.0002 (0.1%)" in noise_note(search, one_split)
+    assert noise_note(search, study_of([(0.2100, [0.21]), (0.2000, [0.2])])) is None

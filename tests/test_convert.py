@@ -516,3 +516,22 @@ def test_failure_while_writing_leaves_no_partial_dataset(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         small_ctr(tmp_path)
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_csv_header_not_skipped_is_an_error_not_a_user(tmp_path):
+    """Without --header, a header line would become a user 'user' and an item 'item'."""
+    inter = write_lines(tmp_path / "r.csv", ["user,item,rating", "u1,b1,5", "u1,b2,2", "u2,b3,4"])
+    items = write_lines(tmp_path / "items.csv", ITEM_TEXTS[1:])
+    with pytest.raises(ConversionError, match=r"r\.csv line 1 \('user,item,rating'\) looks like a header.*give --header"):
+        convert_text(inter, items, "books", tmp_path / "out", threshold=4, min_df=1, max_df=1.0)
+    assert not (tmp_path / "out" / "books").exists()
+
+
+def test_ratings_without_threshold_are_all_likes_and_say_so(tmp_path, capsys):
+    inter = write_lines(tmp_path / "r.csv", ["u1,b1,5", "u1,b2,1", "u2,b3,2", "u2,b1,5"])
+    items = write_lines(tmp_path / "items.csv", ITEM_TEXTS[1:])
+    result = convert_text(inter, items, "books", tmp_path / "out", min_df=1, max_df=1.0)
+    (warning,) = [w for w in result.warnings if "no --threshold" in w]
+    assert "ratings (1 to 5)" in warning and "the 2 rated below 5 included" in warning and "--threshold 5" in warning
+    assert "warning: " + warning in result.summary()
+    assert "no --threshold" in (tmp_path / "out" / "books" / "README.txt").read_text()

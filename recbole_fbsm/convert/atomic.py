@@ -56,6 +56,7 @@ class Skipped:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self.first: dict[str, str] = {}
+        self.warnings: list[str] = []  # doubtful input that was kept, said in the summary and the README
 
     def add(self, reason: str, where: str = "", n: int = 1) -> None:
         if n <= 0:

@@ -287,7 +287,7 @@ def make_dataset(
         result_counts["likes (label 1)"] = int((inter["label"] == 1).sum())
         result_counts["dislikes (label 0)"] = int((inter["label"] == 0).sum())
 
-    cells, records, warnings = {}, [], []
+    cells, records, warnings = {}, [], list(skipped.warnings)
     for field in fields:
         counts = field.counts.tocsr()[rows]
         min_df = default_min_df(len(rows)) if field.min_df is None else field.min_df
@@ -374,7 +374,11 @@ def read_interactions(
     expected = expected.replace("\t", "<TAB>")
     need = 3 if threshold is not None else 2
     users, items, ratings = [], [], []
-    for line, row in csv_records(path, sep, header, "interactions"):
+    records = list(csv_records(path, sep, header, "interactions"))
+    _refuse_unskipped_header(path, records, header)
+    if threshold is None:
+        _warn_unused_ratings(path, records, skipped)
+    for line, row in records:
         user, item = (row[0].strip(), row[1].strip()) if len(row) >= 2 else ("", "")
         rating = _number(row[2]) if threshold is not None and len(row) >= need else math.nan
         if len(row) < need or bad_id(user) or bad_id(item) or (threshold is not None and math.isnan(rating)):
@@ -393,6 +397,32 @@ def read_interactions(
     if threshold is not None:
         inter["label"] = (np.asarray(ratings) >= threshold).astype(np.float64)
     return inter
+
+
+def _refuse_unskipped_header(path, records, header):
+    """A first line whose third column is text while the other lines' are numbers is a header: read as data
+    it would become a user and an item."""
+    if header or len(records) < 3 or len(records[0][1]) < 3 or not math.isnan(_number(records[0][1][2])):
+        return
+    rest = [row for _, row in records[1:] if len(row) >= 3]
+    if rest and sum(not math.isnan(_number(row[2])) for row in rest) >= 0.9 * len(rest):
+        raise ConversionError(
+            f"{path} line {records[0][0]} ({','.join(records[0][1])[:80]!r}) looks like a header: its third column is "
+            "not a number while the other lines' are; give --header to skip each file's first line.")
+
+
+def _warn_unused_ratings(path, records, skipped):
+    """Without --threshold every line is a like: say so when the third column holds ratings."""
+    values = np.array([_number(row[2]) for _, row in records if len(row) >= 3])
+    values = values[~np.isnan(values)]
+    if len(values) < 0.9 * len(records) or len(np.unique(values)) < 2:
+        return
+    top = values.max()
+    lower = int((values < top).sum())
+    skipped.warnings.append(
+        f"{path}: the third column holds ratings ({values.min():g} to {top:g}) but no --threshold was given, so every "
+        f"line is a like, the {lower:,} rated below {top:g} included; give --threshold (e.g. --threshold {top:g}) "
+        "to keep only high ratings as likes and lower ones as dislikes.")
 
 
 def _number(text: str) -> float:

@@ -423,4 +423,4 @@ def _check_features(config, atomic, table, loaded_columns, seq_separator):
         has |= (cells != "").to_numpy()
     if not has.any():
         raise ColdStartError(f"{atomic.path}: the feature field(s) {fields} are empty for every item; expected item "
-                             "features (tokens) for FBSM, UFSM and CoSim, which score items by them.")
+                             f"features (tokens) for {config['model']}, which scores items by them.")

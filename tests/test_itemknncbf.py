@@ -7,7 +7,7 @@ import torch
 from recbole.data.interaction import Interaction
 
 from recbole_fbsm.quick_start import prepare, run
-from recbole_fbsm.synthetic import write_atomic
+from helpers import tiny_word_dataset
 
 QUIET = {"state": "ERROR", "show_progress": False}
 
@@ -16,12 +16,7 @@ QUIET = {"state": "ERROR", "show_progress": False}
 def tiny(tmp_path, monkeypatch):
     """40 items with 1-8 words (repeats: term counts), 15 users."""
     monkeypatch.chdir(tmp_path)
-    rng = np.random.default_rng(5)
-    words = {f"i{i}": [f"w{w}" for w in rng.integers(0, 12, size=rng.integers(1, 9))] for i in range(40)}
-    interactions = sorted({(f"u{u}", f"i{i}") for u in range(15) for i in rng.choice(40, 8, replace=False)})
-    write_atomic(tmp_path / "data", "tiny", interactions, words)
-    return {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), "topk": [5],
-            "valid_metric": "Recall@5", **QUIET}
+    return tiny_word_dataset(tmp_path, seed=5, max_words=9, quiet=QUIET)
 
 
 def counts_and_likes(dataset):

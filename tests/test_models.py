@@ -6,10 +6,11 @@ import scipy.sparse as sp
 import torch
 from recbole.data.interaction import Interaction
 
+from helpers import tiny_word_dataset
 from recbole_fbsm.models.sparse import TorchCsr
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.registry import get_trainer
-from recbole_fbsm.synthetic import planted_interactions, write_atomic
+from recbole_fbsm.synthetic import planted_interactions
 from recbole_fbsm.trainer import load_checkpoint
 
 QUIET = {"state": "ERROR", "show_progress": False}
@@ -19,12 +20,7 @@ QUIET = {"state": "ERROR", "show_progress": False}
 def tiny(tmp_path, monkeypatch):
     """A small random dataset with words, in tmp_path."""
     monkeypatch.chdir(tmp_path)
-    rng = np.random.default_rng(3)
-    words = {f"i{i}": [f"w{w}" for w in rng.integers(0, 12, size=rng.integers(1, 5))] for i in range(40)}
-    interactions = sorted({(f"u{u}", f"i{i}") for u in range(15) for i in rng.choice(40, 8, replace=False)})
-    write_atomic(tmp_path / "data", "tiny", interactions, words)
-    # 40 items split 24/8/8: Recall@5, as a split must have more items than the largest cut-off
-    return {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), "topk": [5], "valid_metric": "Recall@5", **QUIET}
+    return tiny_word_dataset(tmp_path, seed=3, max_words=5, quiet=QUIET)
 
 
 def build(model, config_dict):

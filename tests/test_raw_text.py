@@ -222,3 +222,21 @@ def test_bad_raw_text_files_name_file_and_columns(served, tmp_path):
     clash = write_csv(tmp_path / "clash.csv", [("garden00", "plants", "")])
     with pytest.raises(ColdStartError, match=r"already belong to items of dataset 'raw'"):
         read_new_items(s, clash)
+
+
+def test_an_analyzer_file_with_a_bad_pattern_is_one_error(served, tmp_path):
+    """A hand-edited analyzer JSON whose token_pattern is no regular expression names the file and the pattern."""
+    from recbole_fbsm.serve.raw_text import dataset_analyzers
+
+    s = served["FBSM"]
+    path = analyzer_path(s.config["data_path"], "raw")
+    original = path.read_text()
+    document = json.loads(original)
+    document["fields"]["words"]["analyzer"]["token_pattern"] = "(unclosed"
+    try:
+        path.write_text(json.dumps(document))
+        with pytest.raises(ColdStartError, match=r"raw\.analyzer\.json is not a readable analyzer file.*token_pattern "
+                                                 r"'\(unclosed' is not a regular expression"):
+            dataset_analyzers(s)
+    finally:
+        path.write_text(original)

@@ -256,6 +256,10 @@ def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, t
             read_new_items(s, path)
     with pytest.raises(ColdStartError, match=r"new-item file .*absent\.item not found"):
         read_new_items(s, tmp_path / "absent.item")
+    latin = tmp_path / "latin1.item"
+    latin.write_bytes((HEADER + "caf\xe9\tg1\tt0\n").encode("latin-1"))
+    with pytest.raises(ColdStartError, match=r"latin1\.item is not utf-8 text \(byte \d+: b'\\xe9'\); save it as utf-8"):
+        read_new_items(s, latin)
 
 
 def test_unknown_tokens_are_ignored_and_counted_in_a_warning(trained, served, tmp_path):

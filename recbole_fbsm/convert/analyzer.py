@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -117,6 +118,11 @@ def analyzer_from_dict(spec: dict) -> TextAnalyzer | WholeTokenAnalyzer:
     kind = spec.get("kind")
     if kind == "text":
         stop_words = spec.get("stop_words")
+        pattern = spec.get("token_pattern", TOKEN_PATTERN)
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError) as error:
+            raise ValueError(f"token_pattern {pattern!r} is not a regular expression ({error})") from None
         return TextAnalyzer(stop_words=tuple(stop_words) if stop_words is not None else None,
                             stemmer=spec.get("stemmer"), token_pattern=spec.get("token_pattern", TOKEN_PATTERN),
                             lowercase=bool(spec.get("lowercase", True)))

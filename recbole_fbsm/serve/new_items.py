@@ -76,10 +76,21 @@ class NewItems:
             raise ColdStartError(f"item {token!r} is neither in the dataset nor in the new-item file {self.path}.") from None
 
 
-def read_header(path, separator):
+def not_text_error(path, error, encoding):
+    """The one line for a new-item file that is not text in the dataset's encoding."""
+    byte = error.object[error.start:error.start + 1] if isinstance(error.object, bytes) else b""
+    return ColdStartError(
+        f"new-item file {path} is not {encoding} text (byte {error.start}: {byte!r}); save it as {encoding} "
+        "(the encoding the model's dataset was read with, setting 'encoding').")
+
+
+def read_header(path, separator, encoding="utf-8"):
     """{field: FeatureType} of an atomic file's header, with errors naming the file."""
-    with open(path, encoding="utf-8") as handle:
-        header = handle.readline().rstrip("\r\n")
+    try:
+        with open(path, encoding=encoding) as handle:
+            header = handle.readline().rstrip("\r\n")
+    except UnicodeDecodeError as error:
+        raise not_text_error(path, error, encoding) from None
     if not header.strip():
         raise ColdStartError(
             f"new-item file {path} is empty: expected a header such as 'item_id:token{separator}words:token_seq' "
@@ -102,7 +113,8 @@ def read_atomic_items(path, served):
     """(item ids, {field: cells}) of an ``.item`` file in the training file's format, with its checks."""
     config, dataset = served.config, served.dataset
     separator = config["field_separator"] or "\t"
-    columns = read_header(path, separator)
+    encoding = config["encoding"] or "utf-8"
+    columns = read_header(path, separator, encoding)
     iid = served.iid_field
     if iid not in columns:
         raise ColdStartError(
@@ -124,8 +136,10 @@ def read_atomic_items(path, served):
             )
     wanted = [iid] + list(served.fields)
     header = [f"{name}:{columns[name].value}" for name in wanted]
-    frame = pd.read_csv(path, delimiter=separator, usecols=header, dtype=str,
-                        encoding=config["encoding"] or "utf-8", engine="python")
+    try:
+        frame = pd.read_csv(path, delimiter=separator, usecols=header, dtype=str, encoding=encoding, engine="python")
+    except UnicodeDecodeError as error:
+        raise not_text_error(path, error, encoding) from None
     frame = frame.fillna("")  # as RecBole: a missing cell has no token
     frame.columns = [column.split(":")[0] for column in frame.columns]
     if len(frame) == 0:

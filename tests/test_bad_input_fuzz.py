@@ -177,6 +177,8 @@ FILE_CASES = [
     ("no-item-row-matches", "Pop", lambda d: drop_item_rows(d, lambda r: False), [],
      [r"no item of .*toy\.inter has a row in .*toy\.item", r"dropped"]),
     ("no-features-at-all", "FBSM", empty_features, [], [r"toy\.item", r"empty for every item", r"FBSM"]),
+    ("dataset-name-is-a-path", "Pop", None, ["--dataset=sub/toy"],
+     [r"dataset 'sub/toy': a dataset is named by its folder", r"--data_path=DATA_PATH/sub --dataset=toy"]),
     ("no-features-neural-model", "DropoutNet", empty_features, [],
      [r"toy\.item", r"empty for every item", r"for DropoutNet, which scores items by them"]),
     ("too-few-items-for-topk", "Pop", "tiny", [], [r"has \d item\(s\), not more than the largest topk \(10\)", r"Recall@10 = 1\.0"]),

@@ -132,6 +132,11 @@ def check_dataset_files(config, reads_own_features=False):
     """Fail early, naming the file and field, instead of deep inside RecBole; return the warnings
     (``atomic_files.DatasetReport``) about what the run can go on with."""
     name, folder = config["dataset"], config["data_path"]
+    if "/" in str(name) or "\\" in str(name):
+        parent, _, last = str(name).replace("\\", "/").rpartition("/")
+        raise ColdStartError(
+            f"dataset {name!r}: a dataset is named by its folder, and its files by that name ({last}.inter); for "
+            f"data in a subfolder give --data_path=DATA_PATH/{parent} --dataset={last}.")
     if not os.path.isdir(folder):
         raise ColdStartError(
             f"dataset {name!r}: folder {folder} not found (data_path={config['data_path']!r}); "

@@ -55,12 +55,12 @@ def empty_features(data):
         slice(1, None), [r.split("\t")[0] + "\t\t" if r else r for r in rows[1:]]))
 
 
-def add_float_seq(data, bad):
+def add_float_seq(data, bad=False, short=False):
     def edit(rows):
         rows[0] += "\tvec:float_seq"
         for k in range(1, len(rows)):
             if rows[k]:
-                rows[k] += "\t" + ("0.5 oops" if k == 4 and bad else "0.5 1.5")
+                rows[k] += "\t" + ("0.5 oops" if k == 4 and bad else "0.5" if k == 4 and short else "0.5 1.5")
     rewrite(data.item_path, edit)
 
 
@@ -199,6 +199,9 @@ WARNING_CASES = [
     ("item-feature-value-missing", lambda d: add_price(d),
      [r"toy\.item: column 'price' is empty on 1 line\(s\) \(line 3\)", r"column mean"]),
     ("repeated-interactions", lambda d: rewrite(d.inter_path, lambda r: r.insert(3, r[2])), [r"1 interaction\(s\) repeat", r"rm_dup_inter"]),
+    ("float-seq-ragged", lambda d: add_float_seq(d, short=True),
+     [r"toy\.item: 1 row\(s\) of 'vec' \(float_seq\) have fewer values than the longest \(2\)", r"pads them with zeros",
+      r"line 5: '1 values'"]),
 ]
 
 
@@ -276,7 +279,7 @@ def test_doubtful_atomic_file_is_a_warning_with_counts(tmp_path, case):
     _, edit, expected = case
     data = write_dataset(tmp_path, "toy")
     edit(data)
-    settings = {"load_col": None} if case[0] == "item-feature-value-missing" else {}
+    settings = {"load_col": None} if case[0] in ("item-feature-value-missing", "float-seq-ragged") else {}
     config = ColdStartConfig(model="Pop", dataset="toy", config_file_list=[str(config_file(tmp_path, "Pop", settings))])
     warnings = check_dataset_files(config).warnings
     assert len(warnings) == 1, warnings

@@ -235,7 +235,8 @@ def check_float_column(atomic, name, values, report=None):
     return parsed
 
 
-def check_float_seq_column(atomic, name, values, seq_separator):
+def check_float_seq_column(atomic, name, values, seq_separator, report=None):
+    """Every entry a finite number; rows shorter than the longest (RecBole pads them with zeros) are a warning."""
     tokens = values.str.split(seq_separator).explode()
     tokens = tokens[tokens.str.strip() != ""]
     parsed = pd.to_numeric(tokens, errors="coerce").to_numpy(dtype=np.float64)
@@ -244,6 +245,13 @@ def check_float_seq_column(atomic, name, values, seq_separator):
         rows = tokens.index.to_numpy()[bad]
         raise ColdStartError(f"{atomic.path}: column {name!r} (float_seq) has {int(bad.sum())} entries that are not "
                              f"finite numbers ({_examples(atomic, rows, tokens.to_numpy()[bad])}).")
+    lengths = np.bincount(tokens.index.to_numpy(), minlength=len(values)) if len(values) else np.zeros(0, int)
+    filled = lengths[lengths > 0]
+    short = np.flatnonzero((lengths > 0) & (lengths < (filled.max() if len(filled) else 0)))
+    if report is not None and len(short):
+        report.warnings.append(
+            f"{atomic.path}: {len(short)} row(s) of {name!r} (float_seq) have fewer values than the longest "
+            f"({int(filled.max())}); RecBole pads them with zeros ({_examples(atomic, short, [f'{n} values' for n in lengths[short[:SHOWN]]])}).")
 
 
 def codes_of(values):
@@ -368,7 +376,7 @@ def check_dataset(config, reads_own_features=False):
                                if column in threshold else ".")
                         )
             elif kind == "float_seq":
-                check_float_seq_column(atomic, column, table[column], seq_separator)
+                check_float_seq_column(atomic, column, table[column], seq_separator, report)
 
     if "inter" in tables:
         user_codes, _ = codes_of(tables["inter"][uid])

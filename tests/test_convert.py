@@ -535,3 +535,15 @@ def test_ratings_without_threshold_are_all_likes_and_say_so(tmp_path, capsys):
     assert "ratings (1 to 5)" in warning and "the 2 rated below 5 included" in warning and "--threshold 5" in warning
     assert "warning: " + warning in result.summary()
     assert "no --threshold" in (tmp_path / "out" / "books" / "README.txt").read_text()
+
+
+def test_a_byte_order_mark_does_not_swallow_the_first_id(tmp_path):
+    """Spreadsheets save CSV with a UTF-8 BOM: the first user and the first item keep their ids."""
+    inter = tmp_path / "r.csv"
+    inter.write_bytes("\ufeffu1,b1\nu2,b2\nu1,b2\n".encode("utf-8"))
+    items = tmp_path / "items.csv"
+    items.write_bytes(("\ufeff" + "\n".join(ITEM_TEXTS[1:]) + "\n").encode("utf-8"))
+    result = convert_text(inter, items, "books", tmp_path / "out", min_df=1, max_df=1.0)
+    rows = read_inter(tmp_path / "out" / "books" / "books.inter")
+    assert ["u1", "b1"] in rows and result.counts["users"] == 2
+    assert not any("without text" in reason for reason in result.skipped)

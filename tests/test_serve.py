@@ -256,6 +256,9 @@ def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, t
             read_new_items(s, path)
     with pytest.raises(ColdStartError, match=r"new-item file .*absent\.item not found"):
         read_new_items(s, tmp_path / "absent.item")
+    with_bom = tmp_path / "bom.item"
+    with_bom.write_bytes(("\ufeff" + HEADER + "fresh\tg1\tt0\n").encode("utf-8"))
+    assert read_new_items(s, with_bom, warn=False).tokens == ["fresh"]  # the BOM does not hide item_id
     latin = tmp_path / "latin1.item"
     latin.write_bytes((HEADER + "caf\xe9\tg1\tt0\n").encode("latin-1"))
     with pytest.raises(ColdStartError, match=r"latin1\.item is not utf-8 text \(byte \d+: b'\\xe9'\); save it as utf-8"):

@@ -30,9 +30,10 @@ class ConversionError(ValueError):
 
 
 def csv_records(path: str | os.PathLike, sep: str, header: bool, what: str) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) of each non-blank CSV record; unreadable files become ConversionError."""
+    """(line number, fields) of each non-blank CSV record; unreadable files become ConversionError. A UTF-8
+    byte order mark (spreadsheets write one) is dropped: it would otherwise join the first id."""
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.reader(f, delimiter=sep)
             try:
                 for k, row in enumerate(reader):

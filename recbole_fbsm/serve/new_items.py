@@ -88,7 +88,7 @@ def read_header(path, separator, encoding="utf-8"):
     """{field: FeatureType} of an atomic file's header, with errors naming the file."""
     try:
         with open(path, encoding=encoding) as handle:
-            header = handle.readline().rstrip("\r\n")
+            header = handle.readline().rstrip("\r\n").removeprefix("\ufeff")  # a spreadsheet's byte order mark
     except UnicodeDecodeError as error:
         raise not_text_error(path, error, encoding) from None
     if not header.strip():

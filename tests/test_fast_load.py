@@ -82,9 +82,10 @@ def test_plain_file_refuses_what_the_c_parser_reads_otherwise(tmp_path):
 
 
 # ------------------------------------------------------------------------------- whole datasets
-def write_odd_dataset(root, name="odd", empty_rating=True):
-    """Items with odd feature cells, a user and an item id RecBole reads as missing (``NA``), interactions
-    of an item that has no .item row, items without interactions."""
+def write_odd_dataset(root, name="odd", empty_rating=True, na_ids=True):
+    """Items with odd feature cells, a user and an item id RecBole reads as missing (``NA``; the files'
+    checks refuse them, the readers must still agree on them), interactions of an item that has no .item
+    row, items without interactions."""
     rng = np.random.default_rng(3)
     folder = root / name
     folder.mkdir(parents=True)
@@ -93,7 +94,8 @@ def write_odd_dataset(root, name="odd", empty_rating=True):
     for u in range(40):
         for item in rng.choice(items, size=8, replace=False):
             lines.append(f"u{u}\t{item}\t{rng.integers(1, 6)}")
-    lines += ["u1\tnot_in_item_file\t5", "NA\ti001\t5", "u2\tNA\t4"] + (["u3\ti002\t"] if empty_rating else [])
+    lines += ["u1\tnot_in_item_file\t5"] + (["NA\ti001\t5", "u2\tNA\t4"] if na_ids else []) + (
+        ["u3\ti002\t"] if empty_rating else [])
     (folder / f"{name}.inter").write_text("\n".join(lines) + "\n", encoding="utf-8")
     rows = ["item_id:token\twords:token_seq\ttags:token_seq\tprice:float\tvec:float_seq"]
     for k, item in enumerate(items + ["never_liked_1", "never_liked_2"]):
@@ -257,7 +259,7 @@ def test_the_checks_parse_each_file_once_for_the_dataset(tmp_path, monkeypatch):
     """The token columns the files' checks parsed are handed to the dataset (same dataset as a fresh read)."""
     from recbole_fbsm.data import preparation
 
-    name = write_odd_dataset(tmp_path, empty_rating=False)  # the checks refuse an empty rating
+    name = write_odd_dataset(tmp_path, empty_rating=False, na_ids=False)  # the checks refuse both
     config = ColdStartConfig(model="FBSM", dataset=name, config_dict=dict(
         state="ERROR", use_gpu=False, data_path=str(tmp_path), checkpoint_dir=str(tmp_path / "saved"),
         load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words", "tags", "price"]},

@@ -154,8 +154,14 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
             return result
         log_file = current_log_file()
         record = run_record(config, result, config_file_list, config_dict, time.perf_counter() - start, log_file)
-        result["result_file"] = str(write_result_file(result_file_for(log_file, config), record))
-        logger.info(f"result file: {result['result_file']}", extra=on_console())
+        path = result_file_for(log_file, config)
+        try:
+            result["result_file"] = str(write_result_file(path, record))
+            logger.info(f"result file: {result['result_file']}", extra=on_console())
+        except OSError as error:  # the results are still returned and printed; nothing half-written is left
+            result["result_file"] = None
+            logger.warning(f"the result file {path} could not be written ({error.strerror or error}); the results "
+                           "below are the run's.")
         return result
     finally:
         end_run_log()

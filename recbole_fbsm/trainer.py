@@ -74,6 +74,24 @@ def _without_recbole_stop_line(logger):
         logger.removeFilter(line_filter)
 
 
+@contextlib.contextmanager
+def _logged_path(logger, temporary, final):
+    """RecBole's "Saving current: PATH" names the final file, not the temporary one it is written to."""
+
+    class Rename(logging.Filter):
+        def filter(self, record):
+            if isinstance(record.msg, str) and temporary in record.msg:
+                record.msg = record.msg.replace(temporary, final)
+            return True
+
+    rename = Rename()
+    logger.addFilter(rename)
+    try:
+        yield
+    finally:
+        logger.removeFilter(rename)
+
+
 def load_checkpoint(path, device="cpu"):
     """Load a checkpoint written by this plugin's trainers (they pickle RecBole's Config)."""
     return torch.load(path, map_location=device, weights_only=False)
@@ -179,10 +197,27 @@ class ColdStartTrainerMixin:
         return valid_score, valid_result
 
     def _save_checkpoint(self, epoch, *args, **kwargs):
+        """RecBole's checkpoint, written atomically: to a temporary file in the same folder, then renamed over
+        the last one, so a killed process or a full disk never leaves a truncated file where a good one was."""
         self.kept_epoch = epoch
         if not distributed.is_main_process():  # RecBole asks local_rank, which is 0 on every machine
             return None
-        return super()._save_checkpoint(epoch, *args, **kwargs)
+        final = self.saved_model_file
+        temporary = os.path.join(os.path.dirname(final) or ".", f".{os.path.basename(final)}.{uuid.uuid4().hex[:8]}.tmp")
+        self.saved_model_file = temporary
+        try:
+            with _logged_path(self.logger, temporary, final):
+                result = super()._save_checkpoint(epoch, *args, **kwargs)
+            os.replace(temporary, final)
+        except OSError as error:
+            raise ColdStartError(
+                f"checkpoint {final} could not be written ({error.strerror or error}); the last one written, if any, is "
+                "unchanged. Free space there or give another checkpoint_dir.") from None
+        finally:
+            self.saved_model_file = final
+            if os.path.exists(temporary):
+                os.remove(temporary)
+        return result
 
     def kept_summary(self):
         """One line: the epoch kept on validation and its gain over the untrained start, e.g.

@@ -40,3 +40,49 @@ def test_an_empty_config_file_holds_no_setting(tmp_path):
     done = run_recbole(tmp_path, "--model=CoSim", "--config_files=empty.yaml")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "test result: {'recall@10'" in done.stdout
+
+
+def test_a_failed_checkpoint_write_leaves_the_last_good_one_whole(tmp_path, monkeypatch):
+    """A save that dies half-way (a full disk, a kill) never truncates the file a good checkpoint was in."""
+    import pytest
+    import torch
+
+    from recbole_fbsm.errors import ColdStartError
+    from recbole_fbsm.quick_start import prepare
+    from recbole_fbsm.registry import get_trainer
+
+    write_dataset(tmp_path, "toy")
+    monkeypatch.chdir(tmp_path)
+    config, model, _ = prepare("FBSM", "toy", config_dict={"data_path": str(tmp_path), "state": "ERROR",
+                                                          "checkpoint_dir": str(tmp_path / "saved")})
+    trainer = get_trainer(config["MODEL_TYPE"], "FBSM")(config, model)
+    trainer._save_checkpoint(0, verbose=False)
+    good = open(trainer.saved_model_file, "rb").read()
+    real_save = torch.save
+
+    def dies_half_way(state, path, *args, **kwargs):
+        with open(path, "wb") as handle:
+            handle.write(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", dies_half_way)
+    with pytest.raises(ColdStartError, match=r"could not be written \(No space left on device\); the last one"):
+        trainer._save_checkpoint(1, verbose=False)
+    monkeypatch.setattr(torch, "save", real_save)
+    assert open(trainer.saved_model_file, "rb").read() == good
+    assert sorted(p.name for p in (tmp_path / "saved").iterdir()) == [trainer.saved_model_file.split("/")[-1]]
+
+
+def test_a_result_file_that_cannot_be_written_still_returns_the_results(tmp_path, monkeypatch):
+    from recbole_fbsm import quick_start
+
+    write_dataset(tmp_path, "toy")
+    monkeypatch.chdir(tmp_path)
+
+    def full_disk(path, record):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(quick_start, "write_result_file", full_disk)
+    result = quick_start.run("CoSim", "toy", config_dict={"data_path": str(tmp_path), "state": "ERROR",
+                                                        "checkpoint_dir": str(tmp_path / "saved")})
+    assert result["result_file"] is None and result["test_result"]["recall@10"] >= 0

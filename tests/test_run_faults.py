@@ -86,3 +86,27 @@ def test_a_result_file_that_cannot_be_written_still_returns_the_results(tmp_path
     result = quick_start.run("CoSim", "toy", config_dict={"data_path": str(tmp_path), "state": "ERROR",
                                                         "checkpoint_dir": str(tmp_path / "saved")})
     assert result["result_file"] is None and result["test_result"]["recall@10"] >= 0
+
+
+def test_a_text_longer_than_the_csv_field_limit_is_read_whole(tmp_path):
+    """A 150,000-character cell in a file that also holds a quote (RecBole's own reader then, whose csv module
+    stopped at 131,072 characters) is read whole."""
+    import random
+
+    from recbole_fbsm.quick_start import prepare
+
+    random.seed(0)
+    folder = tmp_path / "big"
+    folder.mkdir()
+    inter = ["user_id:token\titem_id:token"] + [f"u{u}\ti{random.randrange(40)}" for u in range(30) for _ in range(6)]
+    (folder / "big.inter").write_text("\n".join(inter) + "\n")
+    rows = ["item_id:token\twords:token_seq"]
+    for i in range(40):
+        words = " ".join(["long"] * 30000) if i == 3 else " ".join(f"w{random.randrange(30)}" for _ in range(5))
+        rows.append(f"i{i}\t{words}" + (' say"quoted' if i == 5 else ""))
+    (folder / "big.item").write_text("\n".join(rows) + "\n")
+    _, model, (train_data, _, _) = prepare("CoSim", "big", config_dict={
+        "data_path": str(tmp_path), "state": "ERROR", "topk": [5], "valid_metric": "Recall@5"})
+    dataset = train_data._dataset
+    long_item = dataset.token2id(dataset.iid_field, "i3")
+    assert int((dataset.item_feat["words"][long_item] > 0).sum()) == 30000

@@ -1,5 +1,6 @@
 """RecBole Dataset that can split by items (the paper's item cold-start protocol)."""
 
+import csv
 from contextlib import contextmanager
 
 import numpy as np
@@ -12,6 +13,9 @@ from recbole.utils import FeatureSource, FeatureType, ModelType
 from recbole_fbsm.data.atomic_files import codes_of
 from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns, split_rows
 from recbole_fbsm.errors import ColdStartError
+
+# the csv module's field limit while RecBole's reader runs (its default, 131,072 characters, stops long texts)
+CSV_FIELD_LIMIT = 2 ** 31 - 1
 
 PHASES = ("train", "valid", "test")
 
@@ -335,13 +339,23 @@ class ColdStartDataset(Dataset):
             self.inter_feat.drop(self.inter_feat.index[dropped], inplace=True)
 
     # --------------------------------------------------------------------------------------- reading
+    def _recbole_read(self, filepath, source):
+        """RecBole's own reader (pandas' Python engine, Python's csv module underneath), with the csv module's
+        field limit (131,072 characters, a ParserError past it) raised for the read: a long text is legitimate."""
+        previous = csv.field_size_limit()
+        csv.field_size_limit(CSV_FIELD_LIMIT)
+        try:
+            return super()._load_feat(filepath, source)
+        finally:
+            csv.field_size_limit(previous)
+
     def _read_feat(self, filepath, source):
         """RecBole's ``_load_feat`` (same rows, same field properties) through ``fast_load`` for plain
         interaction, user and item files; RecBole's own reader otherwise. Token columns come back as
         sorted ``Categorical`` and ``token_seq`` columns as codes (``_coded``), which ``_remap`` numbers."""
         separator = self.config["field_separator"]
         if not isinstance(source, FeatureSource) or not plain_file(filepath, separator):
-            return super()._load_feat(filepath, source)
+            return self._recbole_read(filepath, source)
         load_col, unload_col = self._get_load_and_unload_col(source)
         if load_col == set():
             return None
@@ -362,11 +376,11 @@ class ColdStartDataset(Dataset):
             usecols.append(field_type)
             kinds[field_type] = ftype.value
         if not columns:
-            return super()._load_feat(filepath, source)
+            return self._recbole_read(filepath, source)
         read = read_plain_columns(filepath, separator, self.config["seq_separator"], usecols, columns, kinds, encoding,
                                   store=self.preread)
         if read is None:
-            return super()._load_feat(filepath, source)
+            return self._recbole_read(filepath, source)
         df, coded = read
         for field, ftype in properties:
             self.field2source[field] = source

@@ -69,6 +69,10 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
         logging.captureWarnings(True)
     logger = getLogger()
     with discard_run_log_on(config, ColdStartError):  # an error found while loading, splitting or building leaves no log
+        # RecBole's defaults (use_gpu True, gpu_id '0') fall back to the CPU quietly; a GPU asked for by number does not
+        if config["use_gpu"] and str(config["gpu_id"]) not in ("0", "") and torch.device(config["device"]).type == "cpu":
+            logger.warning(f"use_gpu is True, but torch sees no CUDA device for gpu_id {config['gpu_id']!r} "
+                           "(RecBole sets CUDA_VISIBLE_DEVICES to it): running on the CPU.")
         logger.info(sys.argv, extra=on_console(False))
         logger.info(config, extra=on_console(False))  # the config dump: in the log file, not on a quiet console
         data = create_dataset(config, report)

@@ -110,3 +110,16 @@ def test_a_text_longer_than_the_csv_field_limit_is_read_whole(tmp_path):
     dataset = train_data._dataset
     long_item = dataset.token2id(dataset.iid_field, "i3")
     assert int((dataset.item_feat["words"][long_item] > 0).sum()) == 30000
+
+
+def test_a_gpu_asked_for_by_number_that_torch_cannot_see_is_said(tmp_path):
+    """RecBole hides the other GPUs (CUDA_VISIBLE_DEVICES=gpu_id) and runs on the CPU without a word."""
+    import pytest
+    import torch
+
+    if torch.cuda.device_count() > 5:
+        pytest.skip("this machine has a sixth GPU")
+    write_dataset(tmp_path, "toy")
+    done = run_recbole(tmp_path, "--model=CoSim", "--use_gpu=True", "--gpu_id=5")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "use_gpu is True, but torch sees no CUDA device for gpu_id '5'" in done.stdout + done.stderr

@@ -45,9 +45,7 @@ def main(argv=None):
         print(f"error: unknown command {command!r}{hint}; the commands are {', '.join(COMMANDS)}.", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[command][0])
-    if command in ("run", "hyper"):
-        return module.main(rest, prog=f"{PROG} {command}")
-    return module.main(rest)
+    return module.main(rest, prog=f"{PROG} {command}")
 
 
 if __name__ == "__main__":

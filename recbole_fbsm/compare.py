@@ -71,9 +71,9 @@ error, an unknown model, or a dataset/setting error raised by the first run."""
 
 
 # ------------------------------------------------------------------------------------ command line
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog="python -m recbole_fbsm.compare") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m recbole_fbsm.compare",
+        prog=prog,
         description="Run a list of models on one dataset over the same random item splits (one per seed)\n"
         "and write a markdown table and a PNG chart of the test metrics (docs/compare.md).",
         epilog=EPILOG,
@@ -98,8 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv):
-    parser = build_parser()
+def parse_args(argv, prog="python -m recbole_fbsm.compare"):
+    parser = build_parser(prog)
     args, rest = parser.parse_known_args(argv)
     overrides = settings_from_args(parser, rest, RESERVED_KEYS)
     if len(set(args.models)) != len(args.models):
@@ -554,9 +554,9 @@ def write_report(results_dir, settings, models_first=(), command=None, log=print
 
 
 # -------------------------------------------------------------------------------------------- main
-def main(argv=None):
+def main(argv=None, prog="python -m recbole_fbsm.compare"):
     argv = sys.argv[1:] if argv is None else list(argv)
-    args, overrides = parse_args(argv)
+    args, overrides = parse_args(argv, prog)
     config_files = args.config_files.split() if args.config_files else None
     results_dir = Path(args.results) if args.results else default_results_dir(args.dataset)
     command_argv = list(argv) if args.results else [*argv, f"--results={results_dir}"]

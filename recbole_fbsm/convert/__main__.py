@@ -46,9 +46,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tags-max-df", type=float, help="drop tags found in more than this fraction of items (default: --max-df)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog="python -m recbole_fbsm.convert") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m recbole_fbsm.convert",
+        prog=prog,
         description="Write RecBole .inter/.item files with item text as a token_seq field 'words',\n"
         "preprocessed as in the FBSM paper: stop words removed, words stemmed, terms found in fewer\n"
         "than --min-df items or in more than --max-df of the items dropped.",
@@ -86,8 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, prog="python -m recbole_fbsm.convert") -> int:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     logging.getLogger("recbole_fbsm.convert").setLevel(logging.ERROR)  # the summary below reports skips
     common = dict(min_df=args.min_df, max_df=args.max_df, stem=args.stem, stopwords=args.stopwords,

@@ -34,9 +34,9 @@ def _common(parser, output_help="output file (.csv or .json; default: stdout)"):
         parser.add_argument("--output", "-o", default=None, help=output_help)
 
 
-def build_parser():
+def build_parser(prog="python -m recbole_fbsm.serve"):
     parser = argparse.ArgumentParser(
-        prog="python -m recbole_fbsm.serve", description=__doc__, epilog=EPILOG,
+        prog=prog, description=__doc__, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{recommend,explain,interactions,compare-users}")
@@ -111,8 +111,8 @@ def build_parser():
     return parser
 
 
-def main(argv=None):
-    parser = build_parser()
+def main(argv=None, prog="python -m recbole_fbsm.serve"):
+    parser = build_parser(prog)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if getattr(args, "top", 1) is not None and getattr(args, "top", 1) < 1:
         parser.error("--top must be at least 1")

@@ -40,8 +40,8 @@ class ItemFeatures:
     dense_fields: tuple = ()           # float_seq fields: values used as they are (no idf, no binarising)
     field_scales: np.ndarray = None    # per field, with per-field normalisation (``field_weights``); None: joint
     source_columns: np.ndarray = None  # column of each feature in ``term_counts`` (training vocabulary only)
-    bm25_k1: float = 1.2               # BM25's term-frequency saturation
-    bm25_b: float = 0.75               # BM25's length normalisation (0: none, 1: full)
+    bm25_k1: float = None              # BM25's term-frequency saturation (weighting bm25 only)
+    bm25_b: float = None               # BM25's length normalisation (0: none, 1: full)
     average_lengths: np.ndarray = None  # BM25: per field, the training items' mean length (summed counts)
     shrink: float = 0.0                # row shrink s (see the module docstring); 0: plain L2 rows
     mean_square_norms: np.ndarray = None  # per normalised block (one, or one per field), over training items
@@ -245,6 +245,8 @@ def build_item_features(dataset, training_items, fields=None, weighting="tfidf",
     """
     if weighting not in WEIGHTINGS:
         raise ColdStartError(f"feature_weighting: expected one of {', '.join(WEIGHTINGS)}; got {weighting!r}.")
+    if weighting == "bm25" and (bm25_k1 is None or bm25_b is None):
+        raise ColdStartError("feature_weighting: bm25 needs bm25_k1 and bm25_b (properties/overall.yaml sets them).")
     fields = feature_fields(dataset, fields)
     counts, names = term_counts(dataset, fields)
     names = np.asarray(names, dtype=object)
@@ -270,7 +272,10 @@ def build_item_features(dataset, training_items, fields=None, weighting="tfidf",
     features = ItemFeatures(
         None, list(names[source_columns]), column_weights, weighting, bool(normalize),
         column_field[source_columns], tuple(fields), dense_fields,
-        field_scales(fields, field_weights), source_columns, float(bm25_k1), float(bm25_b), shrink=float(shrink or 0.0))
+        field_scales(fields, field_weights), source_columns,
+        # a checkpoint of an older release has no bm25_* or feature_shrink in its config: its weighting needs none
+        None if bm25_k1 is None else float(bm25_k1), None if bm25_b is None else float(bm25_b),
+        shrink=float(shrink or 0.0))
     if weighting == "bm25":
         features.average_lengths = features.field_lengths(training).mean(axis=0) if n else np.ones(len(fields))
     if features.shrink:

@@ -7,6 +7,7 @@ validation by ``recbole_fbsm.tune``, cost caps; skipped with ``use_tuned_propert
 file setting only ``eval_args: {mode: uni100}`` keeps the item split.
 """
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -136,6 +137,9 @@ class ColdStartConfig(Config):
         if isinstance(external_eval, dict):
             final["eval_args"] = {**internal_eval, **external_eval}
         _check_eval_args(final.get("eval_args"))
+        for key in ("data_path", "checkpoint_dir"):  # '--data_path=~/data': no shell expands a ~ after '='
+            if isinstance(final.get(key), str) and final[key].startswith("~"):
+                final[key] = os.path.expanduser(final[key])
         check_final(final)
         return final
 
@@ -167,6 +171,11 @@ def _check_eval_args(eval_args):
             f"eval_args.mode: the item split ranks every item of the evaluated split (mode: full); got {mode!r} "
             "(sampled candidates such as uni100 are for RecBole's user split, eval_args.group_by: user)."
         )
+    order = eval_args.get("order", "RO")
+    if str(order).upper() != "RO":
+        raise ColdStartError(
+            f"eval_args.order: the item split partitions items at random (order: RO), seeded by split_seed; got "
+            f"{order!r} (a temporal order, TO, applies to RecBole's interaction splits, eval_args.group_by: user).")
     split = eval_args.get("split")
     if not isinstance(split, dict) or list(split) != ["RS"]:
         raise ColdStartError(

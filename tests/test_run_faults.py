@@ -123,3 +123,15 @@ def test_a_gpu_asked_for_by_number_that_torch_cannot_see_is_said(tmp_path):
     done = run_recbole(tmp_path, "--model=CoSim", "--use_gpu=True", "--gpu_id=5")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "use_gpu is True, but torch sees no CUDA device for gpu_id '5'" in done.stdout + done.stderr
+
+
+def test_a_tilde_in_data_path_is_the_home_folder(tmp_path):
+    """'--data_path=~/data': the shell leaves the ~ alone after '=', so the run expands it."""
+    import os
+
+    write_dataset(tmp_path / "data", "toy")
+    env = dict(os.environ, HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, str(RUN_RECBOLE), "--model=CoSim", "--dataset=toy", "--data_path=~/data",
+                           "--torch_threads=1"], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "test result: {'recall@10'" in done.stdout

@@ -316,6 +316,10 @@ def test_cli_bad_new_items_and_bad_output_exit_2(trained, tmp_path, capsys):
     assert "cannot tell the format from its extension '.txt'" in capsys.readouterr().err
     assert main(["recommend", checkpoint, str(trained["new_file"]), "--users", "nobody", "--user-output", str(tmp_path / "u.csv")]) == 2
     assert "1 user(s) not in dataset 'plant'" in capsys.readouterr().err
+    (tmp_path / "a_file").write_text("")
+    unwritable = tmp_path / "a_file" / "o.csv"  # its folder would have to be a file
+    assert main(["recommend", checkpoint, str(trained["new_file"]), "--item-output", str(unwritable)]) == 2
+    assert f"output file {unwritable} cannot be written" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------------ explain

@@ -61,6 +61,10 @@ def write_output(path, fmt, table, document):
         sys.stdout.write(text)
         return None
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise ColdStartError(f"output file {path} cannot be written ({error.strerror or error}); expected a path in "
+                             "a writable folder.") from None
     return path

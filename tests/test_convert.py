@@ -547,3 +547,11 @@ def test_a_byte_order_mark_does_not_swallow_the_first_id(tmp_path):
     rows = read_inter(tmp_path / "out" / "books" / "books.inter")
     assert ["u1", "b1"] in rows and result.counts["users"] == 2
     assert not any("without text" in reason for reason in result.skipped)
+
+
+def test_an_output_folder_that_cannot_be_made_fails_before_the_work(tmp_path):
+    inter = write_lines(tmp_path / "r.csv", ["u1,b1", "u2,b2"])
+    items = write_lines(tmp_path / "items.csv", ITEM_TEXTS[1:])
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(ConversionError, match=r"output folder .*a_file/out \(--out\) cannot be created"):
+        convert_text(inter, items, "books", tmp_path / "a_file" / "out", min_df=1, max_df=1.0)

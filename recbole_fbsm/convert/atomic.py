@@ -109,6 +109,13 @@ def target_folder(out_dir: str | os.PathLike, name: str, overwrite: bool) -> Pat
         raise ConversionError(
             f"output dataset folder {target} already exists; pass --overwrite (overwrite=True) to replace it"
         )
+    try:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConversionError(f"output folder {out_dir} (--out) cannot be created ({exc.strerror or exc}); "
+                              "expected a writable folder") from None
+    if not os.access(out_dir, os.W_OK):
+        raise ConversionError(f"output folder {out_dir} (--out) is not writable")
     return target
 
 

@@ -32,6 +32,7 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.run_log import last_run_log_file
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.cli import settings_from_args
+from recbole_fbsm.settings import SEED_MAX
 
 DEFAULT_MODELS = ["FBSM", "UFSM", "ItemKNNCBF", "CoSim", "FM", "DeepFM", "WideDeep", "BPR", "Pop", "Random"]
 # every table shows each model's ratio to these, when they are in it: the strongest simple content baseline
@@ -106,6 +107,10 @@ def parse_args(argv, prog="python -m recbole_fbsm.compare"):
         parser.error("--models: a model is listed twice")
     if len(set(args.seeds)) != len(args.seeds):
         parser.error("--seeds: a seed is listed twice")
+    if any(not 0 <= seed <= SEED_MAX for seed in args.seeds):
+        parser.error(f"--seeds: expected integers from 0 to {SEED_MAX} (numpy's seeding); got {args.seeds}")
+    if args.results and Path(args.results).exists() and not Path(args.results).is_dir():
+        parser.error(f"--results {args.results}: expected a folder (new, or one to resume); it is a file")
     return args, overrides
 
 

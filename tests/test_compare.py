@@ -312,3 +312,13 @@ def test_table_shows_each_models_per_split_ratio_to_itemknncbf_and_cosim():
     assert "1.150 (1.100, 1.200)" in fbsm and "1.750 (2.000, 1.500)" in fbsm
     without = cmp.build_table(cmp.summarise(records[:2], ["FBSM"]), {"dataset": "d", "config_files": [], "overrides": {}})
     assert "/ ItemKNNCBF" not in without
+
+
+def test_seeds_out_of_range_and_a_results_file_are_usage_errors(tmp_path, capsys):
+    (tmp_path / "afile").write_text("")
+    for argv, message in ((["--models", "Pop", "--seeds", "-1"], "--seeds: expected integers from 0 to 4294967295"),
+                          (["--models", "Pop", "--seeds", "1", "--results", str(tmp_path / "afile")],
+                           "expected a folder (new, or one to resume); it is a file")):
+        with pytest.raises(SystemExit) as stop:
+            cmp.parse_args(argv)
+        assert stop.value.code == 2 and message in capsys.readouterr().err

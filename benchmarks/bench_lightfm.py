@@ -89,14 +89,13 @@ def export_split(args):
     warnings.filterwarnings("ignore")
     import numpy as np
 
-    from recbole_fbsm.features import build_item_features
+    from recbole_fbsm.features import features_from_config
     from recbole_fbsm.quick_start import prepare
 
     config, _, (train_data, _, test_data) = prepare("CoSim", args.dataset, config_dict=plugin_config(args))
     train, test = train_data._dataset, test_data._dataset
-    features = build_item_features(
-        train, train.split_items, fields=config["feature_fields"],
-        weighting=config["feature_weighting"] or "tfidf",
+    features = features_from_config(
+        train, train.split_items, config,
         normalize=True if config["feature_normalize"] is None else bool(config["feature_normalize"]),
     ).matrix.tocsr()
     arrays = {

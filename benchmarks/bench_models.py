@@ -130,13 +130,10 @@ def worker(args):
         n_features, nnz = features.shape[1], int(features.values.numel())
     else:  # BPR and other RecBole models: the plugin's feature matrix, for the dataset columns only
         from recbole_fbsm.errors import ColdStartError
-        from recbole_fbsm.features import build_item_features
+        from recbole_fbsm.features import features_from_config
 
         try:
-            matrix = build_item_features(
-                train_dataset, train_dataset.split_items, fields=config["feature_fields"],
-                weighting=config["feature_weighting"] or "tfidf",
-            ).matrix
+            matrix = features_from_config(train_dataset, train_dataset.split_items, config, normalize=True).matrix
             n_features, nnz = matrix.shape[1], int(matrix.nnz)
         except (ColdStartError, TypeError, ValueError):  # no item features, or no item split
             n_features, nnz = None, None

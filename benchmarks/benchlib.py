@@ -194,12 +194,9 @@ def feature_sizes(model, train_dataset, config):
     F, F_U = getattr(model, "F", None), getattr(model, "F_U", None)
     n_features, nnz_f, nnz_fu = getattr(model, "n_features", None), nnz_of(F), nnz_of(F_U)
     if nnz_f is None or nnz_fu is None:
-        from recbole_fbsm.features import build_item_features, like_matrix
+        from recbole_fbsm.features import features_from_config, like_matrix
 
-        matrix = build_item_features(
-            train_dataset, train_dataset.split_items, fields=config["feature_fields"],
-            weighting=config["feature_weighting"] or "tfidf",
-        ).matrix
+        matrix = features_from_config(train_dataset, train_dataset.split_items, config, normalize=True).matrix
         n_features = matrix.shape[1]
         nnz_f = int(matrix.nnz) if nnz_f is None else nnz_f
         if nnz_fu is None:

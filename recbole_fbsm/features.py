@@ -229,7 +229,7 @@ def features_from_config(dataset, training_items, config, normalize):
 
 
 def build_item_features(dataset, training_items, fields=None, weighting="tfidf", normalize=True, field_weights=None,
-                        bm25_k1=1.2, bm25_b=0.75, shrink=0.0):
+                        bm25_k1=None, bm25_b=None, shrink=0.0):
     """Weighted (and optionally normalised) item feature matrix; everything from ``training_items``.
 
     BM25 (Robertson et al.; the weighting of Ferrari Dacrema et al.'s ItemKNNCBF) weighs a term count tf

@@ -102,7 +102,8 @@ def test_transform_weights_new_rows_like_training_with_fields_and_dense_columns(
     counts, _ = term_counts(dataset, fields)
     for weighting, shrink in (("tfidf", 0), ("tf", 0), ("binary", 0), ("bm25", 0), ("bm25", 1.5), ("tfidf", 0.5)):
         for weights in (None, {"words": 1, "tags": 2, "emb": 0.5}):
-            features = build_item_features(dataset, dataset.split_items, fields, weighting, True, weights, shrink=shrink)
+            features = build_item_features(dataset, dataset.split_items, fields, weighting, True, weights,
+                                           bm25_k1=1.2, bm25_b=0.3, shrink=shrink)
             again = features.transform(counts[:, features.source_columns])
             np.testing.assert_allclose(again.toarray(), features.matrix.toarray(), atol=1e-12)
             emb = [k for k, name in enumerate(features.names) if name.startswith("emb:")]

@@ -1,6 +1,7 @@
 """``run()``: one model, one dataset, the cold-start protocol, RecBole's result dict."""
 
 import logging
+import os
 import sys
 import time
 from logging import getLogger
@@ -9,8 +10,10 @@ import torch
 
 from recbole.utils import ModelType, init_seed, set_color
 
+from recbole_fbsm.artifact.model_file import SUFFIX, build_artifact, dataset_analyzer, write_artifact
 from recbole_fbsm.config import ColdStartConfig
 from recbole_fbsm.data import create_dataset, data_preparation
+from recbole_fbsm.data.model_inputs import fit_model_inputs, needs_warm_backbone
 from recbole_fbsm.data.preparation import check_dataset_files
 from recbole_fbsm import distributed
 from recbole_fbsm.errors import ColdStartError
@@ -44,6 +47,16 @@ def build_model(config, train_dataset):
         raise ColdStartError(
             f"model {config['model']}: its parameters do not fit in memory ({str(error).splitlines()[0][:200]}); "
             f"lower the settings that size them ({sizes}).") from None
+
+
+def attach_model_inputs(config, train_dataset):
+    """Fit the content models' inputs (features, likes, warm backbone) once, on the training split, and
+    hand them to the model through the dataset (``recbole_fbsm.data.model_inputs``)."""
+    model_class = config.model_class
+    if getattr(model_class, "uses_warm_backbone", None) is None:
+        return None  # RecBole's models, ItemKNNCBF (its own weighting): nothing to fit here
+    train_dataset.model_inputs = fit_model_inputs(config, train_dataset, needs_warm_backbone(model_class, config))
+    return train_dataset.model_inputs
 
 
 def set_torch_threads(threads):
@@ -80,6 +93,7 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
         train_data, valid_data, test_data = data_preparation(config, data, reads_own_features=reads_own_features)
         # each rank its own random stream (negatives), by global rank: the same on one machine or several
         init_seed(config["seed"] + distributed.world()[0], config["reproducibility"])
+        attach_model_inputs(config, train_data._dataset)
         model = build_model(config, train_data._dataset)
     # dynamic negative sampling scores its candidates with the model; RecBole's fit() hands the model to
     # the loader, callers that drive epochs themselves (benchmarks, tools) need it here
@@ -119,6 +133,17 @@ def _run_rank(local_rank, model, dataset, config_file_list, config_dict, saved, 
     distributed.end_process_group(together=True)
 
 
+def write_run_artifact(config, model, loaders, checkpoint_file):
+    """The kept model's artifact (``recbole_fbsm.artifact``) beside its checkpoint (same name, ``.fbsm``), for
+    the models built from item features; None for the others and for runs that save no checkpoint."""
+    train_dataset, valid_dataset, test_dataset = (loader._dataset for loader in loaders)
+    if not checkpoint_file or getattr(train_dataset, "model_inputs", None) is None:
+        return None
+    analyzer = dataset_analyzer(config, train_dataset.model_inputs.features.fields, train_dataset)
+    artifact = build_artifact(model, config, train_dataset, valid_dataset, test_dataset, analyzer)
+    return str(write_artifact(os.path.splitext(str(checkpoint_file))[0] + SUFFIX, artifact))
+
+
 def _plain_number(value):
     return float(value) if value is not None and not isinstance(value, bool) else value
 
@@ -156,6 +181,10 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
             result["world_size"] = config["world_size"]
         if not distributed.is_main_process():
             return result
+        result["artifact_file"] = write_run_artifact(config, model, (train_data, valid_data, test_data),
+                                                     trainer.saved_model_file if saved else None)
+        if result["artifact_file"]:
+            logger.info(f"model artifact: {result['artifact_file']}", extra=on_console())
         log_file = current_log_file()
         record = run_record(config, result, config_file_list, config_dict, time.perf_counter() - start, log_file)
         path = result_file_for(log_file, config)

@@ -6,8 +6,8 @@ What the mixin changes, and why:
   matrix, never (users x all items); models with ``score_candidates`` (FBSM, UFSM, CoSim) compute only
   those columns, models without ``full_sort_predict`` (context-aware ones) ``predict`` only those pairs;
 - ties are broken at random (``TieBreakingCollector``), never by internal id;
-- checkpoints get a unique name (RecBole's has one-second resolution) and are loaded with
-  ``weights_only=False`` (torch >= 2.6 refuses RecBole's pickled Config otherwise);
+- checkpoints get a unique name (RecBole's has one-second resolution), hold the settings as plain data
+  (not RecBole's pickled Config), are written atomically and loaded with ``weights_only=True``;
 - ``valid_before_training`` makes the untrained model a candidate checkpoint;
 - a model may supply its own optimizer parameter groups (``optimizer_param_groups``), e.g. the paper's
   separate learning rates for D and V;
@@ -33,6 +33,7 @@ from recbole.utils import get_local_time
 from torch.nn.parallel import DistributedDataParallel
 
 from recbole_fbsm import distributed
+from recbole_fbsm.artifact.safe_files import Settings, encode_arrays, load_checkpoint, plain, save_tensors
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation import TieBreakingCollector
 
@@ -72,29 +73,6 @@ def _without_recbole_stop_line(logger):
         yield
     finally:
         logger.removeFilter(line_filter)
-
-
-@contextlib.contextmanager
-def _logged_path(logger, temporary, final):
-    """RecBole's "Saving current: PATH" names the final file, not the temporary one it is written to."""
-
-    class Rename(logging.Filter):
-        def filter(self, record):
-            if isinstance(record.msg, str) and temporary in record.msg:
-                record.msg = record.msg.replace(temporary, final)
-            return True
-
-    rename = Rename()
-    logger.addFilter(rename)
-    try:
-        yield
-    finally:
-        logger.removeFilter(rename)
-
-
-def load_checkpoint(path, device="cpu"):
-    """Load a checkpoint written by this plugin's trainers (they pickle RecBole's Config)."""
-    return torch.load(path, map_location=device, weights_only=False)
 
 
 class ColdStartTrainerMixin:
@@ -196,28 +174,33 @@ class ColdStartTrainerMixin:
             callback(valid_score, valid_result)
         return valid_score, valid_result
 
-    def _save_checkpoint(self, epoch, *args, **kwargs):
-        """RecBole's checkpoint, written atomically: to a temporary file in the same folder, then renamed over
-        the last one, so a killed process or a full disk never leaves a truncated file where a good one was."""
+    def _save_checkpoint(self, epoch, verbose=True, **kwargs):
+        """RecBole's checkpoint content, with the settings as plain data instead of the pickled Config (so it
+        loads with ``weights_only=True``), written atomically (``artifact.safe_files.save_tensors``): a killed
+        process or a full disk never leaves a truncated file where a good one was."""
         self.kept_epoch = epoch
         if not distributed.is_main_process():  # RecBole asks local_rank, which is 0 on every machine
-            return None
-        final = self.saved_model_file
-        temporary = os.path.join(os.path.dirname(final) or ".", f".{os.path.basename(final)}.{uuid.uuid4().hex[:8]}.tmp")
-        self.saved_model_file = temporary
+            return
+        path = kwargs.pop("saved_model_file", self.saved_model_file)
+        state = {
+            "config": dict(Settings.of(self.config)),
+            "epoch": int(epoch),
+            "cur_step": int(self.cur_step),
+            "best_valid_score": plain(self.best_valid_score),
+            "state_dict": self.model.state_dict(),
+            "other_parameter": encode_arrays(self.model.other_parameter()),
+            "optimizer": self.optimizer.state_dict(),
+        }
+        if hasattr(self.model, "feature_names"):  # so that an export can check the data still has the same columns
+            state["feature_names"] = [str(name) for name in self.model.feature_names]
         try:
-            with _logged_path(self.logger, temporary, final):
-                result = super()._save_checkpoint(epoch, *args, **kwargs)
-            os.replace(temporary, final)
+            save_tensors(state, path)
         except OSError as error:
             raise ColdStartError(
-                f"checkpoint {final} could not be written ({error.strerror or error}); the last one written, if any, is "
+                f"checkpoint {path} could not be written ({error.strerror or error}); the last one written, if any, is "
                 "unchanged. Free space there or give another checkpoint_dir.") from None
-        finally:
-            self.saved_model_file = final
-            if os.path.exists(temporary):
-                os.remove(temporary)
-        return result
+        if verbose:
+            self.logger.info(f"Saving current: {path}")
 
     def kept_summary(self):
         """One line: the epoch kept on validation and its gain over the untrained start, e.g.

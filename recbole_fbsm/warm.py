@@ -32,6 +32,7 @@ from logging import getLogger
 
 import torch
 
+from recbole_fbsm.artifact.safe_files import load_checkpoint
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.features import training_items
 
@@ -182,14 +183,12 @@ def _now():
 # -------------------------------------------------------------------------------------- checkpoint
 def load_warm_checkpoint(path, config, train_dataset):
     """The two embedding tables of a saved checkpoint, after checking it shares this run's item split."""
-    from recbole_fbsm.trainer import load_checkpoint
-
     if not os.path.isfile(path):
         raise ColdStartError(f"warm_checkpoint: {path} not found (expected a .pth checkpoint, e.g. of BPR).")
     try:
         state = load_checkpoint(path)
-    except Exception as error:  # noqa: BLE001 (torch raises many kinds for a bad file)
-        raise ColdStartError(f"warm_checkpoint: {path} cannot be read ({type(error).__name__}: {error}).") from None
+    except ColdStartError as error:
+        raise ColdStartError(f"warm_checkpoint: {error}") from None
     if not isinstance(state, dict) or "state_dict" not in state:
         raise ColdStartError(f"warm_checkpoint: {path} is not a RecBole checkpoint (no state_dict).")
     weights = state["state_dict"]

@@ -217,3 +217,54 @@ def tiny_word_dataset(tmp_path, seed, max_words, quiet):
     write_atomic(tmp_path / "data", "tiny", interactions, words)
     return {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), "topk": [5],
             "valid_metric": "Recall@5", **quiet}
+
+
+# ------------------------------------------------------------------ planted topics with held-out new items
+TOPICS, ITEMS_PER_TOPIC, HELD_OUT_PER_TOPIC, USERS_PER_TOPIC = 4, 24, 3, 10
+HEADER = "item_id:token\tgenre:token\twords:token_seq\n"
+
+
+def item_line(token, features):
+    return f"{token}\t{features['genre']}\t{' '.join(features['words'])}\n"
+
+
+def write_planted(root, name="plant", seed=0):
+    """Implicit likes with a planted topic signal; the held-out items go to ``new.item`` only.
+
+    Each item has a genre (token field, noise), its topic word ``t{k}``, two noise words and a word of
+    its own (``x_<item>``: an item of the validation/test split gives a token that no training item has).
+    """
+    rng = np.random.default_rng(seed)
+    features, topic_of, held_out = {}, {}, []
+    for k in range(TOPICS):
+        for n in range(ITEMS_PER_TOPIC + HELD_OUT_PER_TOPIC):
+            token = f"k{k}i{n:02d}"
+            noise = [f"n{w}" for w in rng.choice(15, 2, replace=False)]
+            features[token] = {"genre": f"g{rng.integers(4)}", "words": [f"t{k}", *noise, f"x_{token}"]}
+            topic_of[token] = k
+            if n >= ITEMS_PER_TOPIC:
+                held_out.append(token)
+    kept = [t for t in features if t not in held_out]
+    likes, users_of_topic = [], {}
+    for k in range(TOPICS):
+        own = [t for t in kept if topic_of[t] == k]
+        others = [t for t in kept if topic_of[t] != k]
+        for n in range(USERS_PER_TOPIC):
+            user = f"u{k}_{n}"
+            users_of_topic.setdefault(k, []).append(user)
+            chosen = list(rng.choice(own, 7, replace=False)) + [others[int(rng.integers(len(others)))]]
+            likes += [(user, item) for item in chosen]
+    folder = root / name
+    folder.mkdir(parents=True)
+    with open(folder / f"{name}.inter", "w") as handle:
+        handle.write("user_id:token\titem_id:token\n")
+        handle.writelines(f"{u}\t{i}\n" for u, i in likes)
+    with open(folder / f"{name}.item", "w") as handle:
+        handle.write(HEADER)
+        handle.writelines(item_line(t, features[t]) for t in kept)
+    with open(root / "new.item", "w") as handle:
+        handle.write(HEADER)
+        handle.writelines(item_line(t, features[t]) for t in held_out)
+    return {"root": root, "name": name, "features": features, "topic_of": topic_of, "held_out": held_out,
+            "users_of_topic": users_of_topic, "likes": likes, "item_file": folder / f"{name}.item",
+            "new_file": root / "new.item"}

@@ -140,9 +140,9 @@ def test_serving_new_items_from_a_checkpoint(topics, tmp_path, name):
     from recbole_fbsm.serve.recommend import recommend, score_new_items
 
     result = run(name, "topics", config_dict={**topics, "epochs": 5, "learning_rate": 0.01})
-    served = load_model(result["saved_model_file"])
-    dataset = served.test_data._dataset
-    tokens = served.item_tokens(dataset.split_items[:5])
+    served = load_model(result["artifact_file"])  # the artifact: no dataset read, no backbone retrained
+    dataset = served.dataset
+    tokens = served.item_tokens(served.split_items("test")[:5])
     path = tmp_path / "new.item"
     write_items_as_new(tmp_path / "data" / "topics" / "topics.item", path, tokens)
     new_items = read_new_items(served, path)
@@ -153,5 +153,8 @@ def test_serving_new_items_from_a_checkpoint(topics, tmp_path, name):
     expected = served.model.score_candidates(Interaction({served.model.USER_ID: users}), originals)
     scale = float(expected.abs().max())
     torch.testing.assert_close(score_new_items(served, new_items, users), expected, rtol=1e-4, atol=1e-4 * scale)
+    exported = load_model(result["saved_model_file"])  # the checkpoint, exported through the dataset: the same model
+    torch.testing.assert_close(score_new_items(exported, read_new_items(exported, path), users), expected,
+                               rtol=1e-4, atol=1e-4 * scale)
     lists = recommend(served, new_items, top=3)
     assert len(lists.for_items) == 5 * 3

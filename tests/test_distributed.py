@@ -154,7 +154,10 @@ def test_fbsm_on_two_processes_learns_like_one(tmp_path):
     assert abs(two - one) <= 0.35 * max(one, two), (one, two)
     saved = os.listdir(tmp_path / "saved")
     assert [name for name in saved if name.startswith("FBSM")].count(os.path.basename(two_result["saved_model_file"])) == 1
-    assert len([name for name in saved if name.startswith("FBSM")]) == 2, saved  # one per run, none from rank 1
+    # one checkpoint and one artifact per run, none from rank 1
+    assert len([name for name in saved if name.startswith("FBSM") and name.endswith(".pth")]) == 2, saved
+    assert sorted(name for name in saved if name.startswith("FBSM") and name.endswith(".fbsm")) == sorted(
+        name.replace(".pth", ".fbsm") for name in saved if name.startswith("FBSM") and name.endswith(".pth"))
 
 
 def _free_port():

@@ -226,7 +226,7 @@ def test_bad_raw_text_files_name_file_and_columns(served, tmp_path):
 
 def test_an_analyzer_file_with_a_bad_pattern_is_one_error(served, tmp_path):
     """A hand-edited analyzer JSON whose token_pattern is no regular expression names the file and the pattern."""
-    from recbole_fbsm.serve.raw_text import dataset_analyzers
+    from recbole_fbsm.artifact.model_file import dataset_analyzer
 
     s = served["FBSM"]
     path = analyzer_path(s.config["data_path"], "raw")
@@ -237,6 +237,6 @@ def test_an_analyzer_file_with_a_bad_pattern_is_one_error(served, tmp_path):
         path.write_text(json.dumps(document))
         with pytest.raises(ColdStartError, match=r"raw\.analyzer\.json is not a readable analyzer file.*token_pattern "
                                                  r"'\(unclosed' is not a regular expression"):
-            dataset_analyzers(s)
+            dataset_analyzer(s.config, s.fields, s.dataset)  # what a run reads to put it in the artifact
     finally:
         path.write_text(original)

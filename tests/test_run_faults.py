@@ -58,17 +58,15 @@ def test_a_failed_checkpoint_write_leaves_the_last_good_one_whole(tmp_path, monk
     trainer = get_trainer(config["MODEL_TYPE"], "FBSM")(config, model)
     trainer._save_checkpoint(0, verbose=False)
     good = open(trainer.saved_model_file, "rb").read()
-    real_save = torch.save
+    import recbole_fbsm.artifact.safe_files as safe_files
 
-    def dies_half_way(state, path, *args, **kwargs):
-        with open(path, "wb") as handle:
-            handle.write(b"half")
+    def disk_full(descriptor):  # the bytes went to the temporary file, the flush to disk fails
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(torch, "save", dies_half_way)
+    monkeypatch.setattr(safe_files.os, "fsync", disk_full)
     with pytest.raises(ColdStartError, match=r"could not be written \(No space left on device\); the last one"):
         trainer._save_checkpoint(1, verbose=False)
-    monkeypatch.setattr(torch, "save", real_save)
+    monkeypatch.undo()
     assert open(trainer.saved_model_file, "rb").read() == good
     assert sorted(p.name for p in (tmp_path / "saved").iterdir()) == [trainer.saved_model_file.split("/")[-1]]
 

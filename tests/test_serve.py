@@ -15,10 +15,10 @@ import pytest
 import torch
 from recbole.data.interaction import Interaction
 
-from helpers import QUIET
+from helpers import HEADER, QUIET, item_line, write_planted
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.features import build_item_features, term_counts
-from recbole_fbsm.quick_start import run
+from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.registry import get_trainer
 from recbole_fbsm.serve import (
     UnknownTokensWarning, compare_users, explain, load_model, per_user_recall, read_new_items, recommend,
@@ -28,56 +28,6 @@ from recbole_fbsm.serve.__main__ import main
 from recbole_fbsm.serve.interactions import top_pairs
 from recbole_fbsm.serve.new_items import write_items_as_new
 from recbole_fbsm.serve.recommend import score_new_items
-
-TOPICS, ITEMS_PER_TOPIC, HELD_OUT_PER_TOPIC, USERS_PER_TOPIC = 4, 24, 3, 10
-HEADER = "item_id:token\tgenre:token\twords:token_seq\n"
-
-
-def item_line(token, features):
-    return f"{token}\t{features['genre']}\t{' '.join(features['words'])}\n"
-
-
-def write_planted(root, name="plant", seed=0):
-    """Implicit likes with a planted topic signal; the held-out items go to ``new.item`` only.
-
-    Each item has a genre (token field, noise), its topic word ``t{k}``, two noise words and a word of
-    its own (``x_<item>``: an item of the validation/test split gives a token that no training item has).
-    """
-    rng = np.random.default_rng(seed)
-    features, topic_of, held_out = {}, {}, []
-    for k in range(TOPICS):
-        for n in range(ITEMS_PER_TOPIC + HELD_OUT_PER_TOPIC):
-            token = f"k{k}i{n:02d}"
-            noise = [f"n{w}" for w in rng.choice(15, 2, replace=False)]
-            features[token] = {"genre": f"g{rng.integers(4)}", "words": [f"t{k}", *noise, f"x_{token}"]}
-            topic_of[token] = k
-            if n >= ITEMS_PER_TOPIC:
-                held_out.append(token)
-    kept = [t for t in features if t not in held_out]
-    likes, users_of_topic = [], {}
-    for k in range(TOPICS):
-        own = [t for t in kept if topic_of[t] == k]
-        others = [t for t in kept if topic_of[t] != k]
-        for n in range(USERS_PER_TOPIC):
-            user = f"u{k}_{n}"
-            users_of_topic.setdefault(k, []).append(user)
-            chosen = list(rng.choice(own, 7, replace=False)) + [others[int(rng.integers(len(others)))]]
-            likes += [(user, item) for item in chosen]
-    folder = root / name
-    folder.mkdir(parents=True)
-    with open(folder / f"{name}.inter", "w") as handle:
-        handle.write("user_id:token\titem_id:token\n")
-        handle.writelines(f"{u}\t{i}\n" for u, i in likes)
-    with open(folder / f"{name}.item", "w") as handle:
-        handle.write(HEADER)
-        handle.writelines(item_line(t, features[t]) for t in kept)
-    with open(root / "new.item", "w") as handle:
-        handle.write(HEADER)
-        handle.writelines(item_line(t, features[t]) for t in held_out)
-    return {"root": root, "name": name, "features": features, "topic_of": topic_of, "held_out": held_out,
-            "users_of_topic": users_of_topic, "likes": likes, "item_file": folder / f"{name}.item",
-            "new_file": root / "new.item"}
-
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
@@ -96,6 +46,7 @@ def trained(tmp_path_factory):
         results = {name: run(name, data["name"], config_dict={**common, **extra}) for name, extra in settings.items()}
     data["results"] = results
     data["checkpoint"] = {name: result["saved_model_file"] for name, result in results.items()}
+    data["artifact"] = {name: result.get("artifact_file") for name, result in results.items()}
     data["common"] = common
     return data
 
@@ -106,7 +57,7 @@ def served(trained):
 
     def get(name):
         if name not in cache:
-            cache[name] = load_model(trained["checkpoint"][name])
+            cache[name] = load_model(trained["artifact"][name])
         return cache[name]
 
     return get
@@ -126,8 +77,11 @@ def write_item_file(path, rows, header=HEADER):
 
 
 # ------------------------------------------------------------------------------------- feature weighting
-def test_transform_weights_counts_exactly_as_training(served):
-    dataset = served("FBSM").dataset
+def test_transform_weights_counts_exactly_as_training(trained):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(trained["root"])
+        _, _, (train_data, _, _) = prepare("FBSM", trained["name"], config_dict=trained["common"])
+    dataset = train_data._dataset
     fields = ["genre", "words"]
     counts, _ = term_counts(dataset, fields)
     for weighting in ("tfidf", "tf", "binary"):
@@ -148,8 +102,8 @@ def test_new_item_rows_are_weighted_like_training_and_scored_by_brute_force(trai
     k1, b, shrink = config["bm25_k1"], config["bm25_b"], config["feature_shrink"]
     assert config["feature_weighting"] == "bm25" and shrink > 0
     dataset = s.dataset
-    train_tokens = sorted(set(s.item_tokens(dataset.split_items)))
-    test_item = s.item_tokens(s.test_data._dataset.split_items[:1])[0]
+    train_tokens = sorted(set(s.item_tokens(s.training_items())))
+    test_item = s.item_tokens(s.split_items("test")[:1])[0]
 
     def bag(feats):
         return Counter({f"genre:{feats['genre']}": 1, **Counter(f"words:{w}" for w in feats["words"])})
@@ -205,7 +159,7 @@ def test_copies_of_dataset_items_score_as_the_model_scores_the_originals(trained
     every user who did not like it in training; the top lists follow the scores."""
     s = served(name)
     model = s.model
-    picked = s.item_tokens(np.r_[s.dataset.split_items[:6], s.test_data._dataset.split_items[:6]])
+    picked = s.item_tokens(np.r_[s.training_items()[:6], s.split_items("test")[:6]])
     path = tmp_path / "copies.item"
     new_ids = write_items_as_new(trained["item_file"], path, picked, prefix="copy_")
     assert len(new_ids) == len(picked)
@@ -267,8 +221,8 @@ def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, t
 
 def test_unknown_tokens_are_ignored_and_counted_in_a_warning(trained, served, tmp_path):
     s = served("FBSM")
-    train_item = s.item_tokens(s.dataset.split_items[:1])[0]
-    test_item = s.item_tokens(s.test_data._dataset.split_items[:1])[0]
+    train_item = s.item_tokens(s.training_items()[:1])[0]
+    test_item = s.item_tokens(s.split_items("test")[:1])[0]
     feats = trained["features"][train_item]
     words = " ".join(feats["words"])
     path = write_item_file(tmp_path / "noisy.item", [
@@ -294,12 +248,13 @@ def test_unknown_tokens_are_ignored_and_counted_in_a_warning(trained, served, tm
 
 def test_a_checkpoint_of_another_model_is_refused(trained, tmp_path, capsys):
     bpr = trained["checkpoint"]["BPR"]
-    with pytest.raises(ColdStartError, match=r"holds a BPR model; expected one of FBSM, UFSM, CoSim"):
+    assert trained["artifact"]["BPR"] is None  # a model of ids alone makes no artifact
+    with pytest.raises(ColdStartError, match=r"is a BPR model; expected one of FBSM, UFSM, CoSim"):
         load_model(bpr)
     code = main(["recommend", bpr, str(trained["new_file"])])
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
-    assert err.startswith("error: checkpoint ") and "holds a BPR model" in err and "Traceback" not in err
+    assert err.startswith("error: model ") and "is a BPR model" in err and "Traceback" not in err
     (tmp_path / "junk.pth").write_bytes(b"not a checkpoint")
     assert main(["interactions", str(tmp_path / "junk.pth")]) == 2
     assert "junk.pth cannot be read" in capsys.readouterr().err
@@ -328,13 +283,13 @@ def test_explanations_add_up_to_the_model_score(trained, served, name):
     s = served(name)
     model = s.model
     F, likes = dense(model.F), dense(model.R)
-    test_items = s.test_data._dataset.split_items
+    test_items = s.split_items("test")
     new = read_new_items(s, trained["new_file"], warn=False)
     checked = shared_somewhere = 0
     for u in (1, 7, 15, 28):
         user = s.user_tokens([u])[0]
         liked = np.flatnonzero(likes[u])
-        unliked_train = [i for i in s.dataset.split_items if likes[u, i] == 0]
+        unliked_train = [i for i in s.training_items() if likes[u, i] == 0]
         for item_id, constraint in ((liked[0], True), (unliked_train[0], False), (test_items[u % len(test_items)], False)):
             item = s.item_tokens([item_id])[0]
             explanation = explain(s, user, item)
@@ -491,8 +446,8 @@ def test_round_trip_held_out_items_reach_the_users_of_their_topic(trained, serve
 def test_compare_users_groups_add_up_and_follow_the_per_user_recalls(trained, served, tmp_path):
     a, b = served("FBSM"), served("CoSim")
     comparison = compare_users(a, b, k=10)
-    test = a.test_data._dataset
-    test_users = np.unique(test.inter_feat["user_id"].numpy())
+    test_like_users, test_like_items = a.split_likes("test")
+    test_users = np.unique(test_like_users)
     per_user = comparison.per_user
     assert sorted(per_user["user_id"]) == sorted(a.user_tokens(test_users))
     groups = comparison.groups.set_index("group")
@@ -507,8 +462,8 @@ def test_compare_users_groups_add_up_and_follow_the_per_user_recalls(trained, se
     for name, column in (("FBSM", "recall_a"), ("CoSim", "recall_b")):
         assert per_user[column].mean() == pytest.approx(trained["results"][name]["test_result"]["recall@10"], abs=1e-4)
     # distinct test items and likes per user / per item, recomputed from the test likes
-    like_users = a.user_tokens(test.inter_feat["user_id"].numpy())
-    like_items = a.item_tokens(test.inter_feat["item_id"].numpy())
+    like_users = a.user_tokens(test_like_users)
+    like_items = a.item_tokens(test_like_items)
     for group in ("better", "same", "worse", "all"):
         members = set(per_user["user_id"] if group == "all" else per_user.loc[per_user["group"] == group, "user_id"])
         liked = [(u, i) for u, i in zip(like_users, like_items) if u in members]
@@ -541,13 +496,15 @@ def test_per_user_recall_breaks_ties_as_the_trainer_does(trained, tmp_path, monk
     average to the trainer's own test evaluation: the same candidates and the same random tie breaking
     (never the internal id order, which follows popularity)."""
     monkeypatch.chdir(tmp_path)  # the trainer opens ./log_tensorboard
-    s = load_model(trained["checkpoint"]["UFSM"])
+    s = load_model(trained["artifact"]["UFSM"])
     s.model.M.zero_()
-    trainer = get_trainer(s.config["MODEL_TYPE"], "UFSM")(s.config, s.model)
-    expected = trainer.evaluate(s.test_data, load_best_model=False)["recall@10"]
+    config, model, (_, _, test_data) = prepare("UFSM", trained["name"], config_dict={**trained["common"], "n_functions": 2})
+    model.load_state_dict(s.model.state_dict())
+    trainer = get_trainer(config["MODEL_TYPE"], "UFSM")(config, model)
+    expected = trainer.evaluate(test_data, load_best_model=False)["recall@10"]
     recalls = per_user_recall(s, k=10)
     assert recalls["recall"].mean() == pytest.approx(expected, abs=1e-4)
-    n_candidates = len(s.test_data._dataset.split_items)
+    n_candidates = len(s.split_items("test"))
     assert recalls["recall"].mean() == pytest.approx(10 / n_candidates, abs=0.15)  # chance level
 
 

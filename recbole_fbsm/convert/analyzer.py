@@ -153,16 +153,27 @@ def write_analyzer(path: str | os.PathLike, command: str, fields: Sequence[Field
     Path(path).write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def read_analyzer(path: str | os.PathLike) -> dict[str, FieldRecord]:
-    """{field: FieldRecord} of a stored analyzer file; ValueError naming the file when it is not one."""
+def read_analyzer_document(path: str | os.PathLike) -> dict:
+    """The stored analyzer file as plain data, checked (ValueError naming the file when it is not one)."""
     try:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
-        if document.get("format") != ANALYZER_FORMAT:
-            raise ValueError(f"format {document.get('format')!r}, expected {ANALYZER_FORMAT!r}")
-        return {
-            name: FieldRecord(name, analyzer_from_dict(spec["analyzer"]), spec["min_df"], spec["max_df"],
-                              spec["vocabulary"], spec.get("raw_column", name))
-            for name, spec in document["fields"].items()
-        }
+        analyzer_records(document)
+        return document
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise ValueError(f"{path} is not a readable analyzer file of recbole_fbsm.convert: {error}") from None
+
+
+def analyzer_records(document: dict) -> dict[str, FieldRecord]:
+    """{field: FieldRecord} of an analyzer document (the file's JSON, or the copy a model artifact holds)."""
+    if document.get("format") != ANALYZER_FORMAT:
+        raise ValueError(f"format {document.get('format')!r}, expected {ANALYZER_FORMAT!r}")
+    return {
+        name: FieldRecord(name, analyzer_from_dict(spec["analyzer"]), spec["min_df"], spec["max_df"],
+                          spec["vocabulary"], spec.get("raw_column", name))
+        for name, spec in document["fields"].items()
+    }
+
+
+def read_analyzer(path: str | os.PathLike) -> dict[str, FieldRecord]:
+    """{field: FieldRecord} of a stored analyzer file; ValueError naming the file when it is not one."""
+    return analyzer_records(read_analyzer_document(path))

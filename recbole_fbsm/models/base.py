@@ -16,7 +16,7 @@ from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.features import features_from_config, like_matrix, training_items
+from recbole_fbsm.data.model_inputs import model_inputs
 from recbole_fbsm.models.sparse import TorchCsr, rows_times_table, stable_argsort_bounded
 
 
@@ -35,8 +35,9 @@ class FeatureSimilarityRecommender(GeneralRecommender):
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
-        features = features_from_config(dataset, training_items(dataset), config, self.normalize_features(config))
-        likes = like_matrix(dataset)
+        inputs = model_inputs(config, dataset, self.uses_warm_backbone(config))
+        features, likes = inputs.features, inputs.likes
+        self.warm_tables = inputs.warm  # (users, items) of the warm backbone, for models that align to it
         self.feature_names = features.names
         self.n_features = features.n_features
         self.F = TorchCsr(features.matrix)            # items x features
@@ -47,9 +48,10 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         if self.n_features == 0:
             raise ColdStartError(f"{type(self).__name__}: the item features are empty (no token in any training item).")
 
-    def normalize_features(self, config):
-        value = config["feature_normalize"]
-        return True if value is None else bool(value)
+    @classmethod
+    def uses_warm_backbone(cls, config):
+        """Whether training needs the warm BPR-MF backbone (fitted by the pipeline, not by the model)."""
+        return False
 
     # ------------------------------------------------------------------ per-model similarity parts
     def diagonal_weights(self, users):

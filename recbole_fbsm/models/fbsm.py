@@ -49,11 +49,13 @@ class FBSM(FeatureSimilarityRecommender):
         self.align_weight = float(config["align_weight"] or 0.0)
         self.align_temperature = float(config["align_temperature"] or 0.1)
         if self.align_weight > 0:
-            from recbole_fbsm.warm import warm_embeddings
-
-            _, warm_items = warm_embeddings(config, dataset)
+            _, warm_items = self.warm_tables
             # only for the training loss: not a parameter, not in the checkpoint
             self.register_buffer("warm_items", nn.functional.normalize(warm_items, dim=1), persistent=False)
+
+    @classmethod
+    def uses_warm_backbone(cls, config):
+        return float(config["align_weight"] or 0.0) > 0
 
     def diagonal_weights(self, users):
         return self.D

@@ -1,13 +1,17 @@
-"""Serve a trained FBSM / UFSM / CoSim checkpoint on brand-new items.
+"""Serve a trained FBSM / UFSM / CoSim (or DropoutNet, Heater, ALDI) model on brand-new items.
 
-  python -m recbole_fbsm.serve recommend CHECKPOINT NEW_ITEMS --item-output top_users.csv --user-output top_items.json
-  python -m recbole_fbsm.serve explain CHECKPOINT --user 196 --item new_1 --new-items NEW_ITEMS
-  python -m recbole_fbsm.serve interactions CHECKPOINT --top 20 --min-items 2 --output interactions.csv
-  python -m recbole_fbsm.serve compare-users CHECKPOINT_A CHECKPOINT_B --output groups.csv --per-user users.csv
+  recbole-fbsm serve recommend MODEL NEW_ITEMS --item-output top_users.csv --user-output top_items.json
+  recbole-fbsm serve explain MODEL --user 196 --item new_1 --new-items NEW_ITEMS
+  recbole-fbsm serve interactions MODEL --top 20 --min-items 2 --output interactions.csv
+  recbole-fbsm serve compare-users MODEL_A MODEL_B --output groups.csv --per-user users.csv
+  recbole-fbsm serve http MODEL --port 8000 [--new-items NEW_ITEMS]
+  recbole-fbsm serve export CHECKPOINT -o MODEL.fbsm
 
-CHECKPOINT is the .pth file a training run saved (run_recbole.py prints 'saved model: saved/FBSM-....pth';
-quick_start.run returns it as result['saved_model_file']). The model's features are rebuilt from the
-dataset named in the checkpoint (--data-path if the data moved). NEW_ITEMS is an .item atomic file in
+MODEL is the .fbsm artifact a training run writes beside its checkpoint (the run prints 'model artifact:
+saved/FBSM-....fbsm'; quick_start.run returns it as result['artifact_file']): it holds the parameters,
+the fitted features, the training likes and the raw-text analyzer, and loads without the dataset and
+without running code. A training checkpoint (.pth) is accepted too: its dataset is then read once to
+make the artifact (--data-path if the data moved). NEW_ITEMS is an .item atomic file in
 the training .item file's format, or a CSV/TSV file of raw text (a header line: the item id column and
 one column of text per feature field, e.g. item_id,text), with ids never seen in training; raw text
 goes through the analyzer the converter stored with the dataset (stop words, stemming, ...). Outputs are CSV or JSON, chosen by
@@ -27,7 +31,10 @@ EPILOG = "See docs/serve.md for examples and the meaning of every column."
 def _common(parser, output_help="output file (.csv or .json; default: stdout)"):
     parser.add_argument("--device", default="cpu", help="torch device to score on (default: %(default)s)")
     parser.add_argument("--data-path", default=None,
-                        help="folder holding the dataset's folder, if it moved since training (RecBole's data_path)")
+                        help="for a checkpoint (.pth): folder holding the dataset's folder, if it moved since training")
+    parser.add_argument("--trust-pickle", action="store_true",
+                        help="load a checkpoint of pickled objects (recbole-fbsm before 0.2): only for a file you trust, "
+                             "as loading it can run any code")
     parser.add_argument("--format", choices=("csv", "json"), default=None,
                         help="output format (default: from the output file's extension; CSV on stdout)")
     if output_help:
@@ -39,7 +46,8 @@ def build_parser(prog="python -m recbole_fbsm.serve"):
         prog=prog, description=__doc__, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{recommend,explain,interactions,compare-users}")
+    commands = parser.add_subparsers(dest="command", required=True,
+                                     metavar="{recommend,explain,interactions,compare-users,http,export}")
 
     recommend = commands.add_parser(
         "recommend", help="top users for each new item, and top new items for users",
@@ -49,7 +57,7 @@ def build_parser(prog="python -m recbole_fbsm.serve"):
                     "ignored and counted in a warning. Without --item-output / --user-output both lists go to stdout.",
         epilog=EPILOG,
     )
-    recommend.add_argument("checkpoint", help="model checkpoint (.pth) of FBSM, UFSM, CoSim, DropoutNet, Heater or ALDI")
+    recommend.add_argument("checkpoint", metavar="model", help="model artifact (.fbsm) or checkpoint (.pth) of FBSM, UFSM, CoSim, DropoutNet, Heater or ALDI")
     recommend.add_argument("new_items", help=".item file of new items (same feature fields as training, new ids), "
                                              "or a CSV/TSV file of their raw text")
     recommend.add_argument("--raw-text", action="store_true",
@@ -71,7 +79,7 @@ def build_parser(prog="python -m recbole_fbsm.serve"):
                     "of --new-items; a dataset item the user liked in training is scored without its own features.",
         epilog=EPILOG,
     )
-    explain.add_argument("checkpoint", help="model checkpoint (.pth) of FBSM, UFSM or CoSim")
+    explain.add_argument("checkpoint", metavar="model", help="model artifact (.fbsm) or checkpoint (.pth) of FBSM, UFSM or CoSim")
     explain.add_argument("--user", required=True, help="user id (as in the .inter file)")
     explain.add_argument("--item", required=True, help="item id: a dataset item, or a new item of --new-items")
     explain.add_argument("--new-items", default=None, help=".item file (or CSV/TSV file of raw text) holding the new item")
@@ -88,7 +96,7 @@ def build_parser(prog="python -m recbole_fbsm.serve"):
                     "block by block (never the dense features x features matrix).",
         epilog=EPILOG,
     )
-    interactions.add_argument("checkpoint", help="FBSM checkpoint (.pth)")
+    interactions.add_argument("checkpoint", metavar="model", help="FBSM model artifact (.fbsm) or checkpoint (.pth)")
     interactions.add_argument("--top", "-n", type=int, default=20, help="entries per kind (default: %(default)s)")
     interactions.add_argument("--min-items", type=int, default=0,
                               help="only features that occur in at least this many training items (1: leave out tokens "
@@ -103,11 +111,32 @@ def build_parser(prog="python -m recbole_fbsm.serve"):
                     "and per item for each group.",
         epilog=EPILOG,
     )
-    compare.add_argument("checkpoint_a", help="checkpoint of model A")
-    compare.add_argument("checkpoint_b", help="checkpoint of model B (same dataset and split)")
+    compare.add_argument("checkpoint_a", metavar="model_a", help="artifact (or checkpoint) of model A")
+    compare.add_argument("checkpoint_b", metavar="model_b", help="artifact (or checkpoint) of model B (same dataset and split)")
     compare.add_argument("--k", type=int, default=10, help="Recall@k cut-off (default: %(default)s)")
     compare.add_argument("--per-user", default=None, help="also write the per-user recalls and groups to this file")
     _common(compare, output_help="file for the group table (.csv or .json; default: stdout)")
+
+    http = commands.add_parser(
+        "http", help="an HTTP service: add new items, get top-N lists and explanations (JSON)",
+        description="Serve the model over HTTP (Starlette on uvicorn): POST /items adds new items (raw text or tokens), "
+                    "GET /users/{user}/items gives a user's top new items, GET /items/{item}/users the users a new item "
+                    "should go to, GET /users/{user}/items/{item}/explanation breaks a score down; GET /health, /model, "
+                    "/items. Bad requests get a 4xx JSON error; the service goes on. Stop it with Ctrl-C.",
+        epilog="See docs/serve.md for the request and answer formats.")
+    http.add_argument("checkpoint", metavar="model", help="model artifact (.fbsm) or checkpoint (.pth)")
+    http.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s; 0.0.0.0: every interface)")
+    http.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    http.add_argument("--new-items", default=None, help="new items to start with (.item file, or CSV/TSV of raw text)")
+    _common(http, output_help=None)
+
+    export = commands.add_parser(
+        "export", help="make the model artifact (.fbsm) of a training checkpoint",
+        description="Read a training checkpoint and its dataset once, and write the model artifact that serves without "
+                    "them (a run writes it itself; this is for a checkpoint alone, or one of an older release with "
+                    "--trust-pickle).", epilog=EPILOG)
+    export.add_argument("checkpoint", help="training checkpoint (.pth)")
+    _common(export, output_help="the artifact to write (default: the checkpoint's name ending in .fbsm)")
     return parser
 
 
@@ -141,7 +170,7 @@ def _show_warnings(caught):
 def _load(args):
     from recbole_fbsm.serve.loading import load_model
 
-    return load_model(args.checkpoint, device=args.device, data_path=args.data_path)
+    return load_model(args.checkpoint, device=args.device, data_path=args.data_path, trust_pickle=args.trust_pickle)
 
 
 def run_recommend(args):
@@ -232,8 +261,8 @@ def run_compare(args):
             resolve_format(path, args.format)
     if args.k < 1:
         raise ColdStartError(f"--k: expected a positive cut-off; got {args.k}.")
-    a = load_model(args.checkpoint_a, device=args.device, data_path=args.data_path)
-    b = load_model(args.checkpoint_b, device=args.device, data_path=args.data_path)
+    a = load_model(args.checkpoint_a, device=args.device, data_path=args.data_path, trust_pickle=args.trust_pickle)
+    b = load_model(args.checkpoint_b, device=args.device, data_path=args.data_path, trust_pickle=args.trust_pickle)
     comparison = compare_users(a, b, k=args.k)
     write_output(args.output, args.format, comparison.groups, comparison.to_dict())
     if args.per_user:
@@ -241,7 +270,35 @@ def run_compare(args):
     return [path for path in (args.output, args.per_user) if path]
 
 
-COMMANDS = {"recommend": run_recommend, "explain": run_explain, "interactions": run_interactions, "compare-users": run_compare}
+def run_http(args):
+    from recbole_fbsm.serve.http import run_service
+    from recbole_fbsm.serve.new_items import read_new_items
+
+    if not 0 <= args.port <= 65535:
+        raise ColdStartError(f"--port: expected 0 to 65535; got {args.port}.")
+    served = _load(args)
+    new_items = read_new_items(served, args.new_items) if args.new_items else None
+    print(f"serving {served.model_name} of {served.checkpoint} on http://{args.host}:{args.port} (Ctrl-C stops)",
+          file=sys.stderr)
+    run_service(served, args.host, args.port, new_items)
+    return []
+
+
+def run_export(args):
+    import os
+
+    from recbole_fbsm.artifact.model_file import SUFFIX, write_artifact
+    from recbole_fbsm.serve.loading import read_model_file, served_from_artifact
+
+    output = args.output or os.path.splitext(args.checkpoint)[0] + SUFFIX
+    content = read_model_file(args.checkpoint, args.data_path, args.trust_pickle)
+    served_from_artifact(content, output)  # the artifact loads and rebuilds its model before it is written
+    write_artifact(output, content)
+    return [output]
+
+
+COMMANDS = {"recommend": run_recommend, "explain": run_explain, "interactions": run_interactions,
+            "compare-users": run_compare, "http": run_http, "export": run_export}
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
-"""A saved checkpoint back to a ready model, and the training data its features come from.
+"""A model artifact back to a ready model, with no dataset folder.
 
-A checkpoint holds RecBole's pickled Config and the learned parameters only: the feature matrices F,
-F_U and R are non-persistent buffers. They are rebuilt here exactly as training built them (same
-dataset files, same item split, same weighting), the way ``recbole_fbsm.quick_start.prepare`` does,
-and the parameters are loaded on top. The rebuilt ``ItemFeatures`` (with the column weights learned
-on training items) is kept, so that brand-new items can be weighted the same way.
+A training run writes ``MODEL-....fbsm`` beside its checkpoint (``recbole_fbsm.artifact``): the learned
+parameters, the fitted features (vocabulary, idf / BM25 statistics), the training likes, the raw-text
+analyzer and the evaluation splits, as tensors and plain values. ``load_model`` rebuilds the model from
+that file alone. Given a training checkpoint instead (``.pth``), it reads the dataset once to make the
+artifact in memory (``export_checkpoint``; ``serve export`` writes it to a file).
 """
 
 import os
@@ -14,41 +14,46 @@ import numpy as np
 import torch
 from recbole.utils import init_seed
 
+from recbole_fbsm.artifact.model_file import (
+    FORMAT, build_artifact, check_artifact, dataset_analyzer, model_inputs_from_artifact, vocabulary_from_record)
+from recbole_fbsm.artifact.safe_files import PickledFileError, Settings, load_tensors, load_trusted_pickle
+from recbole_fbsm.config import ColdStartConfig
 from recbole_fbsm.data import create_dataset, data_preparation
+from recbole_fbsm.data.model_inputs import fit_model_inputs
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.features import feature_fields, features_from_config, is_dense_field, term_counts, training_items
 from recbole_fbsm.models.base import FeatureSimilarityRecommender
 from recbole_fbsm.models.coldstart.base import ContentColdStartRecommender
-from recbole_fbsm.quick_start import build_model
-from recbole_fbsm.trainer import load_checkpoint
+from recbole_fbsm.registry import get_model
 
 SERVED_MODELS = ("FBSM", "UFSM", "CoSim", "DropoutNet", "Heater", "ALDI")
 # models that score an item from its feature row (the others are refused: they cannot serve new items)
 FEATURE_MODEL_BASES = (FeatureSimilarityRecommender, ContentColdStartRecommender)
+# settings of a checkpoint that RecBole derives (or the machine decides): not given back when rebuilding its Config
+DERIVED_SETTINGS = ("model", "dataset", "data_path", "device", "MODEL_TYPE", "MODEL_INPUT_TYPE", "eval_type",
+                    "single_spec", "local_rank", "train_neg_sample_args", "valid_neg_sample_args",
+                    "test_neg_sample_args", "eval_neg_sample_args", "valid_metric_bigger", "checkpoint_dir",
+                    "use_gpu", "gpu_id", "world_size", "nproc", "offset", "ip", "port", "backend", "log_wandb",
+                    "wandb_project", "config_files", "run_id", "shuffle", "worker", "state", "show_progress")
 
 
 @dataclass
 class ServedModel:
-    """A trained feature-similarity model with the data it was trained on."""
+    """A trained feature model with the vocabulary and splits of the data it was trained on."""
 
-    checkpoint: str
-    config: object             # RecBole Config, as pickled in the checkpoint (device possibly changed)
-    model: FeatureSimilarityRecommender
-    train_data: object         # RecBole dataloaders of the checkpoint's split
-    valid_data: object
-    test_data: object
-    features: object           # recbole_fbsm.features.ItemFeatures, with column_weights
+    checkpoint: str            # the file it was loaded from (artifact or checkpoint)
+    config: Settings           # the run's settings as plain data (missing keys read None)
+    model: object
+    dataset: object            # ``artifact.model_file.Vocabulary``: ids and tokens, no data
+    features: object           # ``features.ItemFeatures`` fitted on the training items
     fields: list               # the item feature fields
     training_item_frequency: np.ndarray  # per feature: how many training items have it
+    split: dict                # {"valid": ..., "test": ...}: items and likes of each evaluation split
+    analyzer: dict = None      # the converter's analyzer document, when the dataset had one
+    data: dict = None          # fingerprint of the training data
 
     @property
     def model_name(self):
         return type(self.model).__name__
-
-    @property
-    def dataset(self):
-        """The training split's dataset (shares vocabulary and ids with the other splits)."""
-        return self.train_data._dataset
 
     @property
     def uid_field(self):
@@ -62,9 +67,14 @@ class ServedModel:
     def device(self):
         return self.model.F.values.device
 
+    @property
+    def split_seed(self):
+        seed = self.config["split_seed"]
+        return self.config["seed"] if seed is None else seed
+
     def training_items(self):
         """Internal ids of the items the features were weighted on (the training split)."""
-        return training_items(self.dataset)
+        return self.dataset.model_inputs.training_items
 
     # ------------------------------------------------------------------------------ token <-> id
     def user_ids(self, tokens):
@@ -88,8 +98,7 @@ class ServedModel:
         if unknown:
             shown = ", ".join(repr(t) for t in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
             raise ColdStartError(
-                f"{len(unknown)} {what}(s) not in dataset {self.dataset.dataset_name!r} of checkpoint "
-                f"{self.checkpoint}: {shown}."
+                f"{len(unknown)} {what}(s) not in dataset {self.dataset.dataset_name!r} of model {self.checkpoint}: {shown}."
             )
         return torch.as_tensor([mapping[t] for t in tokens], dtype=torch.long, device=self.device)
 
@@ -99,101 +108,143 @@ class ServedModel:
         R = self.model.R
         return (R.indptr[1:] - R.indptr[:-1]).cpu().numpy()
 
+    def split_likes(self, name):
+        """(user ids, item ids) of the likes of evaluation split ``name`` ("valid" or "test")."""
+        part = self._split(name)
+        return part["users_of_likes"].numpy(), part["items_of_likes"].numpy()
 
-def read_checkpoint(path):
-    """The checkpoint dict, with clear errors for a missing file, an unreadable one, or another model."""
+    def split_items(self, name):
+        return self._split(name)["items"].numpy()
+
+    def _split(self, name):
+        part = (self.split or {}).get(name)
+        if part is None:
+            raise ColdStartError(f"model {self.checkpoint}: no {name} split was recorded (eval_args.group_by must be item).")
+        return part
+
+
+# ------------------------------------------------------------------------------------------ loading
+def read_model_file(path, data_path=None, trust_pickle=False):
+    """The artifact dict of ``path``: an artifact as it is, or a training checkpoint exported through its
+    dataset. A file of pickled objects is refused unless ``trust_pickle``."""
     path = str(path)
     if not os.path.isfile(path):
-        raise ColdStartError(f"checkpoint {path} not found (expected a .pth file written by run_recbole.py or quick_start.run).")
+        raise ColdStartError(f"model file {path} not found (expected the .fbsm artifact a training run writes beside "
+                             "its checkpoint, or the checkpoint .pth).")
     try:
-        checkpoint = load_checkpoint(path)
-    except Exception as error:  # noqa: BLE001 (torch raises many kinds for a bad file)
+        content = load_tensors(path, "model file")
+    except PickledFileError:
+        if not trust_pickle:
+            raise
+        content = load_trusted_pickle(path)
+    if isinstance(content, dict) and content.get("format") == FORMAT:
+        check_artifact(content, path)
+        return content
+    if not isinstance(content, dict) or "config" not in content or "state_dict" not in content:
+        raise ColdStartError(f"{path} is neither a recbole-fbsm model artifact (.fbsm) nor a training checkpoint (.pth).")
+    return export_checkpoint(content, path, data_path)
+
+
+def load_model(path, device="cpu", data_path=None, trust_pickle=False):
+    """The ``ServedModel`` of an artifact (or of a checkpoint, see ``read_model_file``) on ``device``."""
+    return served_from_artifact(read_model_file(path, data_path, trust_pickle), str(path), device)
+
+
+def served_from_artifact(content, source, device="cpu"):
+    """Rebuild the model from the artifact's settings, fitted inputs and parameters."""
+    name = content["model"]
+    _check_served_model(name, source)
+    settings = Settings(content["settings"])
+    settings["device"] = torch.device(device)
+    vocabulary = vocabulary_from_record(content["vocabulary"])
+    vocabulary.model_inputs = model_inputs_from_artifact(content, device)
+    features = vocabulary.model_inputs.features
+    if features.dense_fields:
         raise ColdStartError(
-            f"checkpoint {path} cannot be read ({type(error).__name__}: {error}); expected a .pth file "
-            "written by run_recbole.py or recbole_fbsm.quick_start.run."
-        ) from None
-    if not isinstance(checkpoint, dict) or "config" not in checkpoint or "state_dict" not in checkpoint:
-        raise ColdStartError(f"checkpoint {path}: expected a dict with 'config' and 'state_dict' (a RecBole checkpoint).")
-    config = checkpoint["config"]
-    name = config["model"]
-    model_class = getattr(config, "model_class", None)
-    if name not in SERVED_MODELS or (
-        isinstance(model_class, type) and not issubclass(model_class, FEATURE_MODEL_BASES)
-    ):
+            f"model {source}: the model uses dense float_seq feature fields {list(features.dense_fields)}; serving new "
+            "items reads token/token_seq fields only (train without them to serve, or score through run()).")
+    model = get_model(name)(settings, vocabulary)
+    try:
+        model.load_state_dict(content["state_dict"])
+    except RuntimeError as error:
+        raise ColdStartError(f"model {source}: its parameters do not fit a {name} of its own settings: {error}") from None
+    model.load_other_parameter(content.get("other_parameter"))
+    model = model.to(device).eval()
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    training = vocabulary.model_inputs.training_items
+    frequency = np.asarray((features.matrix[training] != 0).sum(axis=0)).ravel()
+    return ServedModel(source, settings, model, vocabulary, features, list(features.fields), frequency,
+                       content.get("split") or {}, content.get("analyzer"), content.get("data"))
+
+
+def _check_served_model(name, source):
+    if name not in SERVED_MODELS:
         raise ColdStartError(
-            f"checkpoint {path} holds a {name} model; expected one of {', '.join(SERVED_MODELS)} "
+            f"model {source} is a {name} model; expected one of {', '.join(SERVED_MODELS)} "
             "(models that score an item by its features, so that they can serve items never seen in training)."
         )
-    return checkpoint
 
 
-def load_model(checkpoint, device="cpu", data_path=None):
-    """Load ``checkpoint`` (a path) and rebuild its model on the training split of its dataset.
-
-    ``device``: where the model goes (default CPU, whatever it was trained on). ``data_path``: the
-    folder holding the dataset's folder, when the data has moved since training (RecBole's
-    ``data_path`` setting; default: the one recorded in the checkpoint).
-    """
-    path = str(checkpoint)
-    state = read_checkpoint(path)
-    config = state["config"]
-    config["device"] = torch.device(device)
+# ------------------------------------------------------------------------------------------- export
+def checkpoint_config(settings, data_path=None):
+    """A ColdStartConfig with a checkpoint's settings (a RecBole Config from a trusted pickle is kept)."""
+    if not isinstance(settings, dict):
+        config = settings
+    else:
+        given = {key: value for key, value in settings.items() if key not in DERIVED_SETTINGS and value is not None}
+        folder = os.path.dirname(os.path.normpath(str(settings["data_path"])))
+        given["data_path"] = folder
+        config = ColdStartConfig(model=settings["model"], dataset=settings["dataset"], config_dict=given)
+    config["device"] = torch.device("cpu")
     if data_path is not None:
         config["data_path"] = os.path.join(str(data_path), config["dataset"])
+    return config
+
+
+def export_checkpoint(state, path, data_path=None):
+    """The artifact of a training checkpoint: its dataset is read once to fit the features again (checked
+    against the feature names the checkpoint recorded) and to record the vocabulary and splits."""
+    settings = state["config"]
+    _check_served_model(settings["model"], path)
+    config = checkpoint_config(settings, data_path)
     init_seed(config["seed"], config["reproducibility"])
     try:
         dataset = create_dataset(config)
     except ColdStartError as error:
         raise ColdStartError(
-            f"checkpoint {path}: its features are rebuilt from its dataset, which cannot be loaded: {error} "
+            f"checkpoint {path}: its features are fitted on its dataset, which cannot be loaded: {error} "
             "If the data moved since training, give the folder holding the dataset's folder (--data-path / data_path=)."
         ) from None
     train_data, valid_data, test_data = data_preparation(config, dataset, reads_own_features=True)
-    if issubclass(config.model_class, ContentColdStartRecommender):
-        config["warm_checkpoint"] = path  # the warm tables are in the checkpoint: no retraining of the backbone
-    model = build_model(config, train_data._dataset)
+    train_dataset = train_data._dataset
+    inputs = fit_model_inputs(config, train_dataset, warm_backbone=False)
+    weights = state["state_dict"]
+    if "warm_user_embedding" in weights:  # the two-tower models' backbone is in the checkpoint: no retraining
+        inputs.warm = (weights["warm_user_embedding"].float(), weights["warm_item_embedding"].float())
+    recorded = state.get("feature_names")
+    if recorded is not None and list(recorded) != list(inputs.features.names):
+        raise ColdStartError(
+            f"checkpoint {path}: the dataset's feature vocabulary is not the one it was trained on "
+            f"({_first_difference(recorded, inputs.features.names)}): its weights would land on other features. "
+            "Use the dataset files it was trained on.")
+    train_dataset.model_inputs = inputs
+    model = get_model(config["model"])(config, train_dataset)
     try:
-        model.load_state_dict(state["state_dict"])
+        model.load_state_dict(weights)
     except RuntimeError as error:
         raise ColdStartError(
             f"checkpoint {path}: its parameters do not fit the model rebuilt from dataset "
             f"{config['dataset']!r} at {config['data_path']} (have the dataset files changed since training?): {error}"
         ) from None
     model.load_other_parameter(state.get("other_parameter"))
-    model.eval()
-    for parameter in model.parameters():
-        parameter.requires_grad_(False)
-
-    train_dataset = train_data._dataset
-    fields = feature_fields(train_dataset, config["feature_fields"])
-    dense = [field for field in fields if is_dense_field(train_dataset, field)]
-    if dense:
-        raise ColdStartError(
-            f"checkpoint {path}: the model uses dense float_seq feature fields {dense}; serving new items reads "
-            "token/token_seq fields only (train without them to serve, or score through run())."
-        )
-    served = ServedModel(path, config, model, train_data, valid_data, test_data, None, fields, None)
-    training_items = served.training_items()
-    features = features_from_config(train_dataset, training_items, config, model.normalize_features(config))
-    _check_same_features(features, model)
-    counts = term_counts(train_dataset, fields)[0][:, features.source_columns]
-    served.features = features
-    served.training_item_frequency = np.asarray((counts[training_items] > 0).sum(axis=0)).ravel()
-    return served
+    return build_artifact(model, config, train_dataset, valid_data._dataset, test_data._dataset,
+                          dataset_analyzer(config, inputs.features.fields, train_dataset))
 
 
-def _check_same_features(features, model):
-    """New items are weighted with ``features``: it must be what the model was built with."""
-    F = model.F
-    same = (
-        list(features.names) == list(model.feature_names)
-        and features.matrix.shape == tuple(F.shape)
-        and np.array_equal(features.matrix.indptr, F.indptr.cpu().numpy())
-        and np.array_equal(features.matrix.indices, F.indices.cpu().numpy())
-        and np.allclose(features.matrix.data, F.values.cpu().double().numpy(), rtol=1e-5, atol=1e-7)
-    )
-    if not same:
-        raise RuntimeError(
-            "the item features rebuilt for serving differ from the model's own F: new items would not be "
-            "weighted like the training items (has build_item_features or the model's feature setup changed?)."
-        )
+def _first_difference(a, b):
+    for k, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"column {k} was {x!r}, the data now gives {y!r}"
+    return f"{len(a)} columns then, {len(b)} now"
+

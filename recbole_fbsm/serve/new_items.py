@@ -56,6 +56,7 @@ class NewItems:
     origin: dict = field(default_factory=dict)  # field -> {term: Counter of the raw words that gave it}
     analyzers: dict = field(default_factory=dict)  # field -> the stored analyzer applied to its raw text
     hint: str = None           # for pre-tokenised input whose unknown tokens look like raw words
+    source: str = None         # what the items came from, for messages ("new-item file x.item", "request")
 
     def __len__(self):
         return len(self.tokens)
@@ -159,15 +160,23 @@ def read_new_items(served, path, warn=True, raw_text=None):
     """
     path = str(path)
     existing_file(path)
-    config, dataset = served.config, served.dataset
     analyzers = dataset_analyzers(served)
-    if is_atomic_header(path, config["field_separator"] or "\t"):
+    if is_atomic_header(path, served.config["field_separator"] or "\t"):
         tokens, values = read_atomic_items(path, served)
         raw = bool(raw_text)
     else:
         tokens, values = read_text_table(path, served, analyzers)
         raw = raw_text is not False
-    _check_ids(path, tokens, served)
+    return new_items_from_cells(served, tokens, values, raw, source=f"new-item file {path}", warn=warn, path=path)
+
+
+def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=None):
+    """Weight new items given as cells: ``tokens`` (their ids) and ``values`` ({field: one cell per item},
+    a cell a string of tokens split as RecBole splits them, or raw text when ``raw``). ``source`` names the
+    input in errors ("new-item file x.item", "request")."""
+    config, dataset = served.config, served.dataset
+    analyzers = dataset_analyzers(served)
+    _check_ids(source, tokens, served)
 
     names = served.features.names
     column_of = {name: k for k, name in enumerate(names)}
@@ -200,7 +209,8 @@ def read_new_items(served, path, warn=True, raw_text=None):
     matrix = served.features.transform(counts)
     featureless = [tokens[k] for k in np.flatnonzero(np.diff(matrix.indptr) == 0)]
     hint = None if raw or not analyzers else raw_text_hint(unknown, analyzers, column_of)
-    items = NewItems(path, tokens, counts, matrix, unknown, weightless, featureless, raw, origin, analyzers_used, hint)
+    items = NewItems(path or source, tokens, counts, matrix, unknown, weightless, featureless, raw, origin,
+                     analyzers_used, hint, source)
     if warn and (items.n_ignored or items.featureless):  # an empty description ignores no token
         warnings.warn(unknown_tokens_message(items), UnknownTokensWarning, stacklevel=2)
     return items
@@ -233,7 +243,7 @@ def unknown_tokens_message(items):
             f"{sum(items.weightless.values())} occurrence(s) of {len(items.weightless)} token(s) that no "
             f"training item has, so without a learned weight (e.g. {examples})"
         )
-    message = f"new-item file {items.path}:"
+    message = f"{items.source or 'new-item file ' + items.path}:"
     if items.n_ignored:
         message += (f" {items.n_ignored} feature token occurrence(s) unknown to the trained model were ignored: "
                     + "; ".join(parts) + ".")
@@ -246,19 +256,20 @@ def unknown_tokens_message(items):
     return message
 
 
-def _check_ids(path, tokens, served):
+def _check_ids(source, tokens, served):
     blank = [k + 2 for k, t in enumerate(tokens) if not t.strip()]
     if blank:
-        raise ColdStartError(f"new-item file {path}: empty item id on line(s) {blank[:10]}.")
+        where = "line(s)" if source.startswith("new-item file") else "item(s) numbered (from 2)"
+        raise ColdStartError(f"{source}: empty item id on {where} {blank[:10]}.")
     repeated = sorted(t for t, n in Counter(tokens).items() if n > 1)
     if repeated:
-        raise ColdStartError(f"new-item file {path}: item id(s) {repeated[:10]} appear more than once.")
+        raise ColdStartError(f"{source}: item id(s) {repeated[:10]} appear more than once.")
     known = served.dataset.field2token_id[served.iid_field]
     clashes = [t for t in tokens if t in known and known[t] != 0]
     if clashes:
         shown = ", ".join(repr(t) for t in clashes[:10]) + (" ..." if len(clashes) > 10 else "")
         raise ColdStartError(
-            f"new-item file {path}: {len(clashes)} item id(s) already belong to items of dataset "
+            f"{source}: {len(clashes)} item id(s) already belong to items of dataset "
             f"{served.dataset.dataset_name!r}: {shown}. New items need ids the trained model has never seen "
             "(write them under new ids)."
         )

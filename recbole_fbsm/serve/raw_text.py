@@ -1,7 +1,7 @@
 """Raw text of new items -> the tokens training saw, with the analyzer the converter stored.
 
 `python -m recbole_fbsm.convert` writes `NAME.analyzer.json` beside a dataset: for each token_seq field
-the tokeniser, stop words, stemmer (or "whole" tags) and vocabulary. A new item given as raw text (a
+the tokeniser, stop words, stemmer (or "whole" tags) and vocabulary; a model artifact carries a copy. A new item given as raw text (a
 CSV/TSV file, or an `.item` file read with `raw_text=True`) goes through exactly that analyzer, field by
 field. A field the file does not describe (a dataset not made by the converter, such as ml-100k) is
 split as RecBole splits it: on `seq_separator` for token_seq fields, the whole cell for token fields.
@@ -15,32 +15,16 @@ from pathlib import Path
 
 from recbole.utils import FeatureType
 
-from recbole_fbsm.convert.analyzer import analyzer_path, read_analyzer
+from recbole_fbsm.convert.analyzer import analyzer_records
 from recbole_fbsm.convert.text import default_sep
 from recbole_fbsm.errors import ColdStartError
 
 
 def dataset_analyzers(served):
-    """{field: FieldRecord} stored beside the served model's dataset ({} when there is none)."""
-    folder = Path(served.config["data_path"])
-    path = analyzer_path(folder, served.config["dataset"])
-    if not path.is_file():
+    """{field: FieldRecord} of the analyzer the served model's artifact carries ({} when there is none)."""
+    if not served.analyzer:
         return {}
-    try:
-        records = read_analyzer(path)
-    except ValueError as error:
-        raise ColdStartError(str(error)) from None
-    for name, record in records.items():
-        if name in served.fields:
-            vocabulary = set(record.vocabulary)
-            unseen = [t for t in served.dataset.field2id_token[name][1:] if str(t) not in vocabulary]
-            if unseen:
-                raise ColdStartError(
-                    f"{path} does not describe dataset {served.config['dataset']!r}: {len(unseen)} token(s) of field "
-                    f"{name!r} (e.g. {unseen[0]!r}) are not in its vocabulary (was the dataset converted again "
-                    "or edited since?)."
-                )
-    return records
+    return analyzer_records(served.analyzer)
 
 
 @dataclass

@@ -44,9 +44,7 @@ class UserComparison:
 
 def test_likes(served):
     """(user ids, item ids) of the test split's likes."""
-    dataset = served.test_data._dataset
-    return (dataset.inter_feat[dataset.uid_field].numpy().astype(np.int64),
-            dataset.inter_feat[dataset.iid_field].numpy().astype(np.int64))
+    return served.split_likes("test")
 
 
 @torch.no_grad()
@@ -65,11 +63,8 @@ def per_user_recall(served, k=10):
             f"checkpoint {served.checkpoint}: compare-users is for FBSM, UFSM and CoSim checkpoints; "
             f"{served.model_name} is not one (compare it with python -m recbole_fbsm.compare)."
         )
-    dataset = served.test_data._dataset
-    candidates = getattr(dataset, "split_items", None)
-    if candidates is None:
-        raise ColdStartError(f"checkpoint {served.checkpoint}: the test split has no item list (eval_args.group_by must be item).")
-    candidates = torch.as_tensor(np.asarray(candidates), dtype=torch.long, device=device)
+    dataset = served.dataset
+    candidates = torch.as_tensor(served.split_items("test"), dtype=torch.long, device=device)
     position = torch.full((dataset.item_num,), -1, dtype=torch.long, device=device)
     position[candidates] = torch.arange(len(candidates), device=device)
     like_users, like_items = test_likes(served)
@@ -117,7 +112,7 @@ def check_same_split(a, b):
     """A ColdStartError unless ``a`` and ``b`` were trained on the same dataset and item split."""
     checks = [
         ("dataset", a.config["dataset"], b.config["dataset"]),
-        ("split_seed", a.config.split_seed, b.config.split_seed),
+        ("split_seed", a.split_seed, b.split_seed),
         ("eval_args.split", a.config["eval_args"].get("split"), b.config["eval_args"].get("split")),
         ("eval_args.group_by", a.config["eval_args"].get("group_by"), b.config["eval_args"].get("group_by")),
     ]
@@ -129,8 +124,7 @@ def check_same_split(a, b):
             )
 
     def test_split(served):
-        dataset = served.test_data._dataset
-        items = set(served.item_tokens(dataset.split_items))
+        items = set(served.item_tokens(served.split_items("test")))
         users, liked = test_likes(served)
         return items, set(zip(served.user_tokens(users), served.item_tokens(liked)))
 

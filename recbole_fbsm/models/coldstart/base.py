@@ -20,9 +20,8 @@ from recbole.utils import InputType
 from torch import nn
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.features import features_from_config, like_matrix, training_items
+from recbole_fbsm.data.model_inputs import model_inputs
 from recbole_fbsm.models.sparse import TorchCsr, rows_times_table
-from recbole_fbsm.warm import training_item_mask, warm_embeddings
 
 
 def csr_rows(matrix):
@@ -89,27 +88,30 @@ class ContentColdStartRecommender(GeneralRecommender):
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
-        self.training_items = training_items(dataset)
-        features = features_from_config(dataset, self.training_items, config, self.normalize_features(config))
+        inputs = model_inputs(config, dataset, warm_backbone=True)
+        features = inputs.features
+        self.training_items = inputs.training_items
         self.feature_names = features.names
         self.n_features = features.n_features
         if self.n_features == 0:
             raise ColdStartError(f"{type(self).__name__}: the item features are empty (no token in any training item).")
-        self.F = TorchCsr(features.matrix)   # items x features (non-persistent: rebuilt from the dataset)
-        self.R = TorchCsr(like_matrix(dataset))  # users x items: training likes (serving counts them)
-        user_emb, item_emb = warm_embeddings(config, dataset)
+        self.F = TorchCsr(features.matrix)   # items x features (the fitted inputs, not parameters)
+        self.R = TorchCsr(inputs.likes)      # users x items: training likes (serving counts them)
+        user_emb, item_emb = inputs.warm
         self.embedding_size = user_emb.shape[1]
         # persistent: the checkpoint holds the warm tables, so serving (and a later warm_checkpoint) needs no retraining
         self.register_buffer("warm_user_embedding", user_emb.cpu())
         self.register_buffer("warm_item_embedding", item_emb.cpu())
-        self.register_buffer("training_item_mask", training_item_mask(dataset), persistent=False)
+        mask = torch.zeros(self.n_items, dtype=torch.bool)
+        mask[torch.as_tensor(self.training_items)] = True
+        self.register_buffer("training_item_mask", mask, persistent=False)
         self.register_buffer("user_has_likes", user_emb.abs().sum(1).cpu() > 0, persistent=False)
         self._generator = torch.Generator().manual_seed(int(config["seed"]))
         self._cache = None
 
-    def normalize_features(self, config):
-        value = config["feature_normalize"]
-        return True if value is None else bool(value)
+    @classmethod
+    def uses_warm_backbone(cls, config):
+        return True
 
     # -------------------------------------------------------------------------------- subclass parts
     def user_vectors(self, users):

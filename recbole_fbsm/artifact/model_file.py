@@ -1,0 +1,240 @@
+"""The model artifact: one file that holds everything needed to score, and nothing that runs code.
+
+Contents (tensors and plain values, read with ``torch.load(weights_only=True)``):
+
+- ``format``, ``format_version``, ``package_version``, ``model``: what the file is and what wrote it;
+- ``settings``: the run's final settings as plain data (the model's hyperparameters among them);
+- ``data``: the fingerprint of the dataset's atomic files it was trained on (``artifact.fingerprint``);
+- ``vocabulary``: the user and item tokens by internal id, each feature field's type and dataset tokens;
+- ``features``: the fitted ``ItemFeatures`` (column names field:token in order, idf / BM25 statistics,
+  normalisation and shrink, and the weighted rows of the dataset's items);
+- ``likes``: the training likes (users x items); ``training_items``;
+- ``split``: the validation and test items and likes (what ``compare-users`` evaluates on);
+- ``analyzer``: the converter's raw-text analyzer of the feature fields, when the dataset has one;
+- ``state_dict`` / ``other_parameter``: the learned parameters (and, for the two-tower models, the
+  warm backbone's tables).
+
+A served model is rebuilt from these alone: no dataset folder, no retraining, features matched by name.
+"""
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib.metadata import PackageNotFoundError, version
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from recbole.utils import FeatureType
+
+from recbole_fbsm.artifact.fingerprint import config_fingerprint
+from recbole_fbsm.artifact.safe_files import Settings, load_tensors, plain, save_tensors
+from recbole_fbsm.convert.analyzer import analyzer_path, read_analyzer_document
+from recbole_fbsm.data.model_inputs import ModelInputs
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.features import ItemFeatures
+
+FORMAT = "recbole-fbsm model"
+FORMAT_VERSION = 1
+SUFFIX = ".fbsm"
+_FEATURE_ARRAYS = ("column_weights", "column_field", "field_scales", "source_columns", "average_lengths",
+                   "mean_square_norms")
+_FEATURE_VALUES = ("weighting", "normalize", "bm25_k1", "bm25_b", "shrink")
+
+
+def package_version():
+    try:
+        return version("recbole-fbsm")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+# --------------------------------------------------------------------------------- sparse matrices
+def csr_record(matrix):
+    matrix = sp.csr_matrix(matrix)
+    return {"indptr": torch.as_tensor(matrix.indptr.astype(np.int64)),
+            "indices": torch.as_tensor(matrix.indices.astype(np.int64)),
+            "data": torch.as_tensor(matrix.data), "shape": [int(n) for n in matrix.shape]}
+
+
+def csr_from_record(record):
+    return sp.csr_matrix((record["data"].numpy(), record["indices"].numpy(), record["indptr"].numpy()),
+                         shape=tuple(record["shape"]))
+
+
+# ------------------------------------------------------------------------------------------- features
+def features_record(features):
+    record = {"matrix": csr_record(features.matrix), "names": [str(n) for n in features.names],
+              "fields": list(features.fields), "dense_fields": list(features.dense_fields)}
+    for name in _FEATURE_ARRAYS:
+        value = getattr(features, name)
+        record[name] = None if value is None else torch.as_tensor(np.asarray(value))
+    record.update({name: plain(getattr(features, name)) for name in _FEATURE_VALUES})
+    return record
+
+
+def features_from_record(record):
+    arrays = {name: None if record[name] is None else record[name].numpy() for name in _FEATURE_ARRAYS}
+    return ItemFeatures(
+        matrix=csr_from_record(record["matrix"]), names=list(record["names"]), fields=tuple(record["fields"]),
+        dense_fields=tuple(record["dense_fields"]), **arrays, **{name: record[name] for name in _FEATURE_VALUES})
+
+
+# ------------------------------------------------------------------------------------ the vocabulary
+@dataclass
+class Vocabulary:
+    """The ids and tokens of the dataset a model was trained on: what a model and the serving code ask of
+    a RecBole dataset (``num``, ``field2id_token``, ``field2token_id``, ``field2type``), without the data."""
+
+    dataset_name: str
+    uid_field: str
+    iid_field: str
+    field2id_token: dict               # field -> np.ndarray of tokens by internal id (0: padding)
+    field2type: dict                   # field -> FeatureType
+    model_inputs: ModelInputs = None   # the fitted inputs a model is built from (data.model_inputs)
+    _token_ids: dict = field(default_factory=dict, repr=False)
+
+    def num(self, name):
+        return len(self.field2id_token[name])
+
+    @property
+    def user_num(self):
+        return self.num(self.uid_field)
+
+    @property
+    def item_num(self):
+        return self.num(self.iid_field)
+
+    @cached_property
+    def field2token_id(self):
+        return _LazyTokenIds(self.field2id_token)
+
+
+class _LazyTokenIds(dict):
+    """field -> {token: id}, built on first use of each field (an item vocabulary can be large)."""
+
+    def __init__(self, field2id_token):
+        super().__init__()
+        self._tokens = field2id_token
+
+    def __missing__(self, name):
+        mapping = {str(token): k for k, token in enumerate(self._tokens[name])}
+        self[name] = mapping
+        return mapping
+
+
+def vocabulary_record(dataset, fields):
+    tokens = {name: [str(t) for t in dataset.field2id_token[name]]
+              for name in [dataset.uid_field, dataset.iid_field] + list(fields)}
+    return {"dataset": str(dataset.dataset_name), "uid_field": dataset.uid_field, "iid_field": dataset.iid_field,
+            "tokens": tokens, "types": {name: dataset.field2type[name].value for name in fields}}
+
+
+def vocabulary_from_record(record):
+    tokens = {name: np.asarray(values, dtype=object) for name, values in record["tokens"].items()}
+    types = {name: FeatureType(kind) for name, kind in record["types"].items()}
+    return Vocabulary(record["dataset"], record["uid_field"], record["iid_field"], tokens, types)
+
+
+# ------------------------------------------------------------------------------------------- building
+def split_record(dataset):
+    """Items and likes of a validation or test split (None when there is none)."""
+    if dataset is None or getattr(dataset, "split_items", None) is None:
+        return None
+    return {"items": torch.as_tensor(np.asarray(dataset.split_items, dtype=np.int64)),
+            "users_of_likes": torch.as_tensor(dataset.inter_feat[dataset.uid_field].numpy().astype(np.int64)),
+            "items_of_likes": torch.as_tensor(dataset.inter_feat[dataset.iid_field].numpy().astype(np.int64))}
+
+
+def build_artifact(model, config, train_dataset, valid_dataset=None, test_dataset=None, analyzer=None):
+    """The artifact of a trained ``model`` (see the module docstring) as a dict of tensors and plain values.
+
+    ``train_dataset`` carries the fitted ``model_inputs`` the model was built from (``quick_start.prepare``
+    attaches them); ``analyzer``: the converter's analyzer document of the dataset, if any.
+    """
+    inputs = getattr(train_dataset, "model_inputs", None)
+    if inputs is None:
+        raise ColdStartError(f"model {config['model']}: no fitted inputs on its training data; only FBSM, UFSM, CoSim, "
+                             "DropoutNet, Heater and ALDI (models built from item features) make a model artifact.")
+    features = inputs.features
+    warm = inputs.warm
+    return {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "package_version": package_version(),
+        "model": str(config["model"]),
+        "settings": dict(Settings.of(config)),
+        "data": config_fingerprint(config),
+        "vocabulary": vocabulary_record(train_dataset, features.fields),
+        "features": features_record(features),
+        "likes": csr_record(inputs.likes),
+        "training_items": torch.as_tensor(np.asarray(inputs.training_items, dtype=np.int64)),
+        "warm_shapes": None if warm is None else [list(warm[0].shape), list(warm[1].shape)],
+        "split": {"valid": split_record(valid_dataset), "test": split_record(test_dataset)},
+        "analyzer": analyzer,
+        "state_dict": {key: value.detach().cpu() for key, value in model.state_dict().items()},
+        "other_parameter": model.other_parameter() or None,
+    }
+
+
+def dataset_analyzer(config, fields, dataset):
+    """The converter's analyzer document stored beside the dataset (None when there is none), after checking
+    it describes this dataset's vocabulary."""
+    path = analyzer_path(config["data_path"], config["dataset"])
+    if not path.is_file():
+        return None
+    try:
+        document = read_analyzer_document(path)
+    except ValueError as error:
+        raise ColdStartError(str(error)) from None
+    for name, spec in document["fields"].items():
+        if name in fields:
+            vocabulary = set(spec["vocabulary"])
+            unseen = [t for t in dataset.field2id_token[name][1:] if str(t) not in vocabulary]
+            if unseen:
+                raise ColdStartError(
+                    f"{path} does not describe dataset {config['dataset']!r}: {len(unseen)} token(s) of field "
+                    f"{name!r} (e.g. {unseen[0]!r}) are not in its vocabulary (was the dataset converted again "
+                    "or edited since?).")
+    return document
+
+
+def write_artifact(path, artifact):
+    """Write atomically (a temporary file, flushed, renamed): never a truncated artifact."""
+    try:
+        save_tensors(artifact, path)
+    except OSError as error:
+        raise ColdStartError(f"model artifact {path} could not be written ({error.strerror or error}).") from None
+    return path
+
+
+# -------------------------------------------------------------------------------------------- reading
+def read_artifact(path):
+    """The artifact dict of a ``.fbsm`` file, after checking it is one, of a format this release reads."""
+    content = load_tensors(path, "model artifact")
+    if not isinstance(content, dict) or content.get("format") != FORMAT:
+        if isinstance(content, dict) and "state_dict" in content and "config" in content:
+            raise ColdStartError(
+                f"{path} is a training checkpoint, not a model artifact: a training run writes its artifact beside it "
+                f"(the same name ending in {SUFFIX}); for a checkpoint alone, make one with "
+                f"recbole-fbsm serve export {path} -o MODEL{SUFFIX} (it reads the dataset once).")
+        raise ColdStartError(f"{path} is not a recbole-fbsm model artifact (expected a {SUFFIX} file written by a run).")
+    check_artifact(content, path)
+    return content
+
+
+def check_artifact(content, path):
+    """A ColdStartError unless ``content`` is an artifact of the format version this release reads."""
+    if content.get("format_version") != FORMAT_VERSION:
+        raise ColdStartError(
+            f"model artifact {path} has format version {content.get('format_version')!r} (written by recbole-fbsm "
+            f"{content.get('package_version')}); this release ({package_version()}) reads version {FORMAT_VERSION}: "
+            "export it again with the release that wrote it, or retrain.")
+
+
+def model_inputs_from_artifact(content, device):
+    """The ``ModelInputs`` a model of this artifact is built from (the warm tables as zeros of the saved
+    shape: the state dict fills them)."""
+    features = features_from_record(content["features"])
+    warm = None
+    if content.get("warm_shapes"):
+        users, items = content["warm_shapes"]
+        warm = (torch.zeros(users, device=device), torch.zeros(items, device=device))
+    return ModelInputs(features, csr_from_record(content["likes"]), content["training_items"].numpy(), warm)

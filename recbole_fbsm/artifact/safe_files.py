@@ -1,0 +1,159 @@
+"""Files that are written whole or not at all, and read without running code.
+
+Every file a run leaves for later (checkpoints, model artifacts, result records) is written to a
+temporary file in the same folder, flushed to disk and renamed over the target: a killed process or a
+full disk never leaves a truncated file where a good one was. Tensor files are read with
+``torch.load(weights_only=True)``, which unpickles tensors and plain containers only: a crafted file
+cannot make loading run its code.
+"""
+
+import io
+import os
+import pickle
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from recbole_fbsm.errors import ColdStartError
+
+
+def write_atomic(path, data: bytes):
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def save_tensors(obj, path):
+    """``torch.save`` of tensors and plain values (dict, list, str, int, float, bool, None), atomically."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    write_atomic(path, buffer.getvalue())
+
+
+def load_tensors(path, what, device="cpu"):
+    """The content of a file written by ``save_tensors``, loaded without running code.
+
+    ``what`` names the file in errors ("checkpoint", "model artifact"). A file whose pickle holds
+    anything but tensors and plain values (an older release's checkpoint pickled RecBole's Config
+    object) is refused before any of its code can run.
+    """
+    path = str(path)
+    if not os.path.isfile(path):
+        raise ColdStartError(f"{what} {path} not found.")
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as error:
+        if "unsupported global" in str(error).lower() or "not an allowed global" in str(error):
+            raise PickledFileError(path, what) from None
+        raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
+    except Exception as error:  # noqa: BLE001 (torch raises many kinds for a damaged file)
+        raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
+
+
+class PickledFileError(ColdStartError):
+    """A file that holds pickled objects beyond tensors and plain values: loading it could run code."""
+
+    def __init__(self, path, what):
+        self.path = path
+        super().__init__(
+            f"{what} {path} holds pickled Python objects (a checkpoint of recbole-fbsm before 0.2, or a file "
+            "from elsewhere): loading it could run any code, so it is not loaded. If it comes from a source you "
+            f"trust, convert it once: recbole-fbsm serve export {path} --trust-pickle -o MODEL.fbsm")
+
+
+def load_checkpoint(path, device="cpu"):
+    """A training checkpoint (``ColdStartTrainerMixin._save_checkpoint``): tensors and plain settings."""
+    state = load_tensors(path, "checkpoint", device)
+    if isinstance(state, dict) and isinstance(state.get("config"), dict):
+        state["config"] = Settings(state["config"])
+    if isinstance(state, dict) and state.get("other_parameter") is not None:
+        state["other_parameter"] = decode_arrays(state["other_parameter"])
+    return state
+
+
+def encode_arrays(value):
+    """numpy arrays and scipy sparse matrices (RecBole's ItemKNN, EASE, ... keep theirs in
+    ``other_parameter``) as tagged tensors, which ``weights_only`` loading accepts; ``decode_arrays`` undoes it."""
+    if sp.issparse(value):
+        matrix = sp.csr_matrix(value)
+        return {"__csr__": [torch.as_tensor(matrix.indptr), torch.as_tensor(matrix.indices),
+                            torch.as_tensor(matrix.data), list(matrix.shape)]}
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        return {"__ndarray__": torch.as_tensor(value)}
+    if isinstance(value, dict):
+        return {key: encode_arrays(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [encode_arrays(item) for item in value]
+    return value
+
+
+def decode_arrays(value):
+    if isinstance(value, dict):
+        if set(value) == {"__csr__"}:
+            indptr, indices, data, shape = value["__csr__"]
+            return sp.csr_matrix((data.numpy(), indices.numpy(), indptr.numpy()), shape=tuple(shape))
+        if set(value) == {"__ndarray__"}:
+            return value["__ndarray__"].numpy()
+        return {key: decode_arrays(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [decode_arrays(item) for item in value]
+    return value
+
+
+def load_trusted_pickle(path, device="cpu"):
+    """``torch.load`` with full unpickling: only for a file the user vouched for (``--trust-pickle``)."""
+    return torch.load(str(path), map_location=device, weights_only=False)
+
+
+def _first_line(error):
+    return (str(error).strip().splitlines() or [""])[0][:300]
+
+
+def plain(value):
+    """``value`` as JSON-like plain data: numpy and torch scalars to numbers, devices and other objects to
+    their text, containers element by element."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:  # numpy (np.float64 is a float) / torch scalars
+        return value.item()
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return value
+    return str(value)
+
+
+class Settings(dict):
+    """A run's settings as plain data; a missing key reads as None, as in RecBole's Config."""
+
+    def __getitem__(self, key):
+        return self.get(key)
+
+    @classmethod
+    def of(cls, config):
+        """The final settings of a RecBole ``Config`` (or any mapping) as plain data."""
+        values = getattr(config, "final_config_dict", config)
+        return cls({str(key): plain(value) for key, value in values.items()})

@@ -14,20 +14,19 @@ renamed); a later call with the same ``--results`` and the same settings skips t
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import math
-import os
 import re
 import shlex
 import sys
-import tempfile
 import time
 import traceback
 import warnings
 from datetime import datetime
 from pathlib import Path
 
+from recbole_fbsm.artifact.run_records import (
+    changed_settings, plain_record_value, read_record, settings_of, write_record)
+from recbole_fbsm.artifact.safe_files import write_atomic
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.run_log import last_run_log_file
 from recbole_fbsm.quick_start import run
@@ -120,75 +119,11 @@ def default_results_dir(dataset):
 
 
 # ----------------------------------------------------------------------------------------- records
-def settings_of(dataset, config_file_list, overrides):
-    """What a stored result must match to be reused: dataset, config files (path and content), overrides."""
-    files = []
-    for path in config_file_list or []:
-        try:
-            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-        except OSError:
-            digest = None
-        files.append({"path": str(path), "sha256": digest})
-    return {"dataset": str(dataset), "config_files": files, "overrides": {k: str(v) for k, v in (overrides or {}).items()}}
-
-
 def record_path(results_dir, model, seed):
     return Path(results_dir) / f"{model}-{seed}.json"
 
 
-def _plain(value):
-    """numpy scalars and OrderedDicts to JSON-friendly floats and dicts."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (str, bool, int)) or value is None:
-        return value
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def write_atomic(path, data: bytes):
-    """Write to a temporary file in the same folder, then rename: a crash never leaves a half file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_record(path, record):
-    write_atomic(path, (json.dumps(record, indent=2, sort_keys=False) + "\n").encode("utf-8"))
-
-
-def read_record(path):
-    """The record stored at ``path``, or None when it is missing or not a result record."""
-    try:
-        record = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(record, dict) or not {"model", "seed", "status", "settings"} <= set(record):
-        return None
-    return record
+_plain = plain_record_value
 
 
 def load_records(results_dir):
@@ -303,7 +238,8 @@ def compare(
             log(f"{prefix}: done before, skipped ({_short_result(old)})")
             continue
         if old is not None and old["settings"] != settings:
-            log(f"{prefix}: stored result has other settings: running again (it will be replaced)")
+            changed = ", ".join(changed_settings(old["settings"], settings)) or "settings"
+            log(f"{prefix}: stored result differs in {changed}: running again (it will be replaced)")
         elif old is not None:
             log(f"{prefix}: failed before: running again")
         try:

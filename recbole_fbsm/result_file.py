@@ -9,6 +9,13 @@ file can be read with ``compare.read_record`` and dropped into a comparison's re
 from datetime import datetime
 from pathlib import Path
 
+from recbole.utils import get_local_time
+
+from recbole_fbsm.artifact.fingerprint import config_fingerprint
+from recbole_fbsm.artifact.run_records import plain_record_value as _plain
+from recbole_fbsm.artifact.run_records import settings_of, write_record
+from recbole_fbsm.run_log import RECBOLE_LOG_ROOT
+
 
 def result_file_for(log_file, config):
     """``log/MODEL/MODEL-DATASET-time-md5.json`` beside ``log/MODEL/MODEL-DATASET-time-md5.log``; when
@@ -16,23 +23,18 @@ def result_file_for(log_file, config):
     folder with the run id in the name."""
     if log_file:
         return Path(log_file).with_suffix(".json")
-    from recbole.utils import get_local_time
-
-    from recbole_fbsm.run_log import RECBOLE_LOG_ROOT
-
     name = f"{config['model']}-{config['dataset']}-{get_local_time()}-{config['run_id']}.json"
     return Path(RECBOLE_LOG_ROOT).resolve() / str(config["model"]) / name
 
 
 def run_record(config, result, config_file_list, config_dict, wall_seconds, log_file=None):
     """compare's record of one finished run (status ok), plus the log file, run id and final config."""
-    from recbole_fbsm.compare import _plain, settings_of  # compare imports quick_start: import late
-
     return {
         "model": config["model"],
         "seed": config["seed"],
         "split_seed": config.split_seed,
         "settings": settings_of(config["dataset"], config_file_list, config_dict),
+        "data": config_fingerprint(config),  # each atomic file's sha256: what the numbers were computed on
         "status": "ok",
         "wall_seconds": wall_seconds,
         "valid_metric": str(config["valid_metric"]).lower(),
@@ -43,6 +45,7 @@ def run_record(config, result, config_file_list, config_dict, wall_seconds, log_
         "best_valid_result": _plain(result.get("best_valid_result") or {}),
         "test_result": _plain(result.get("test_result") or {}),
         "saved_model_file": result.get("saved_model_file"),
+        "artifact_file": result.get("artifact_file"),
         "eval_user_sample": result.get("eval_user_sample"),
         "finished_at": datetime.now().isoformat(timespec="seconds"),
         "log_file": str(log_file) if log_file else None,
@@ -53,7 +56,5 @@ def run_record(config, result, config_file_list, config_dict, wall_seconds, log_
 
 def write_result_file(path, record):
     """Write the record atomically (a crash never leaves half a file)."""
-    from recbole_fbsm.compare import write_record
-
     write_record(path, record)
     return Path(path)

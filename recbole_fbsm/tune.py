@@ -37,7 +37,10 @@ from optuna.trial import TrialState
 
 from recbole_fbsm import search_space, shared_grid
 from recbole_fbsm.cli import settings_from_args
-from recbole_fbsm.compare import QUIET_DEFAULTS, settings_of, write_atomic
+from recbole_fbsm.artifact.fingerprint import fingerprint_of
+from recbole_fbsm.artifact.run_records import settings_of
+from recbole_fbsm.artifact.safe_files import write_atomic
+from recbole_fbsm.compare import QUIET_DEFAULTS
 from recbole_fbsm.config import ColdStartConfig, tuned_properties_file
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.settings import check_user_settings, precheck
@@ -94,6 +97,10 @@ class Search:
             "model": self.model, "dataset": str(self.dataset), "seeds": self.seeds,
             "search_space": [p.line() for p in self.params], "valid_metric": self.valid_metric,
             "bigger": self.bigger, "config_files": fixed["config_files"], "overrides": fixed["overrides"],
+            # the data's content and the release: a study on changed data is another study (another default name)
+            # (with every override: data_path says where the data is, though it does not change the trials)
+            "data_sha256": fingerprint_of(self.dataset, self.config_files, self.overrides),
+            "package_version": fixed["package_version"],
         }, default=str))
 
     def default_study_name(self):

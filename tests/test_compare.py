@@ -9,6 +9,8 @@ import pytest
 from recbole_fbsm import compare as cmp
 from recbole_fbsm.errors import ColdStartError
 
+from helpers import write_dataset
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -199,6 +201,23 @@ def test_changed_settings_or_config_file_run_again(fake, tmp_path):
     (tmp_path / "a.yaml").write_text("epochs: 4\n")  # the same file name, another content
     cmp.main(args + ["--epochs=5"])
     assert len(fake.calls) == 3
+
+
+def test_changed_data_runs_again(fake, tmp_path, capsys):
+    """A stored result is bound to the content of the data it was computed on, not to the dataset's name."""
+    write_dataset(tmp_path / "data", "toy")
+    args = ["--dataset=toy", "--models", "Pop", "--seeds", "1", "--results", "r", f"--data_path={tmp_path / 'data'}"]
+    cmp.main(args)
+    cmp.main(args)
+    assert len(fake.calls) == 1
+    record = json.loads((tmp_path / "r" / "Pop-1.json").read_text())
+    assert len(record["settings"]["data_sha256"]) == 64 and record["settings"]["package_version"]
+    inter = tmp_path / "data" / "toy" / "toy.inter"
+    inter.write_text(inter.read_text().replace("\t1\n", "\t2\n", 20))  # 20 ratings changed
+    capsys.readouterr()
+    cmp.main(args)
+    assert len(fake.calls) == 2
+    assert "stored result differs in the data: running again" in capsys.readouterr().out
 
 
 def test_failing_model_is_recorded_and_the_others_go_on(fake, tmp_path, capsys):

@@ -97,7 +97,7 @@ def test_bad_requests_get_a_4xx_json_error_and_the_service_goes_on(service, meth
 
 def test_concurrent_requests_see_whole_catalogues(service):
     """Readers never fail or see half a catalogue while writers add and remove items."""
-    url, served, data = service["url"], service["served"], service["data"]
+    url, served = service["url"], service["served"]
     user = served.user_tokens([2])[0]
     extra = [{"id": f"c{k}", "tokens": {"words": ["t1", f"n{k}"]}} for k in range(4)]
     failures, sizes = [], []

@@ -20,6 +20,10 @@ def test_run_writes_a_record_that_compare_reads(toy, tmp_path):
     assert record["saved_model_file"] == result["saved_model_file"] and Path(record["saved_model_file"]).is_file()
     assert record["settings"]["dataset"] == toy.name and record["settings"]["overrides"]["seed"] == "7"
     assert record["config"]["seed"] == 7 and record["valid_metric"] == "recall@10"
+    # bound to the data it was computed on: each atomic file's content hash, and the package version
+    assert set(record["data"]["files"]) == {"toy.inter", "toy.item"}
+    assert record["settings"]["data_sha256"] == record["data"]["sha256"] and record["settings"]["package_version"]
+    assert record["artifact_file"] == result["artifact_file"] and Path(record["artifact_file"]).is_file()
 
 
 def test_the_record_has_every_key_of_compares_own(toy, tmp_path):

@@ -45,7 +45,6 @@ def test_an_empty_config_file_holds_no_setting(tmp_path):
 def test_a_failed_checkpoint_write_leaves_the_last_good_one_whole(tmp_path, monkeypatch):
     """A save that dies half-way (a full disk, a kill) never truncates the file a good checkpoint was in."""
     import pytest
-    import torch
 
     from recbole_fbsm.errors import ColdStartError
     from recbole_fbsm.quick_start import prepare

@@ -15,7 +15,7 @@ import pytest
 import torch
 from recbole.data.interaction import Interaction
 
-from helpers import HEADER, QUIET, item_line, write_planted
+from helpers import HEADER, QUIET, write_planted
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.features import build_item_features, term_counts
 from recbole_fbsm.quick_start import prepare, run

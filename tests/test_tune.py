@@ -13,6 +13,7 @@ from optuna.trial import TrialState
 from recbole_fbsm import config as config_module
 from recbole_fbsm import search_space, shared_grid, tune
 from recbole_fbsm.config import ColdStartConfig
+from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.registry import get_trainer
 
@@ -261,3 +262,24 @@ def test_a_best_within_the_noise_is_said_not_crowned():
     one_split = study_of([(0.2003, [0.2003]), (0.2001, [0.2001]), (0.1801, [0.1801])])
     assert "leads the next trial (1) by only 0.0002 (0.1%)" in noise_note(search, one_split)
     assert noise_note(search, study_of([(0.2100, [0.21]), (0.2000, [0.2])])) is None
+
+
+def test_a_search_on_changed_data_is_another_study(toy, tmp_path):
+    """The study's default name and its stored settings carry the data's content fingerprint: after a change
+    of the data a search starts afresh instead of reporting the old best."""
+    storage = f"sqlite:///{tmp_path}/t.db"
+    before = toy_search(toy, "FBSM", "rank choice [1, 2]\n")
+    name = before.default_study_name()
+    tune.open_study(before, storage, "named", optuna.samplers.RandomSampler(), optuna.pruners.NopPruner())
+    inter = toy.folder / f"{toy.name}.inter"
+    original = inter.read_text()
+    try:
+        lines = original.splitlines()
+        inter.write_text("\n".join(lines[:-3]) + "\n")  # three ratings fewer
+        after = toy_search(toy, "FBSM", "rank choice [1, 2]\n")
+        assert after.default_study_name() != name
+        with pytest.raises(ColdStartError, match=r"made with other settings \(data_sha256\)"):
+            tune.open_study(after, storage, "named", optuna.samplers.RandomSampler(), optuna.pruners.NopPruner())
+    finally:
+        inter.write_text(original)
+    assert toy_search(toy, "FBSM", "rank choice [1, 2]\n").default_study_name() == name

@@ -11,7 +11,6 @@ import csv
 import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from recbole.utils import FeatureType
 

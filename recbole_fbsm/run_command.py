@@ -58,6 +58,8 @@ def main(argv=None, prog=None):
     print(f"test result: {_plain(result['test_result'])}")
     if result.get("saved_model_file"):
         print(f"saved model: {result['saved_model_file']}")
+    if result.get("artifact_file"):
+        print(f"model artifact: {result['artifact_file']} (serve it: recbole-fbsm serve http {result['artifact_file']})")
     return 0
 
 

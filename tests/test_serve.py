@@ -517,3 +517,17 @@ def test_moved_data_is_found_with_data_path(trained, tmp_path):
     assert moved.features.names == load_model(trained["checkpoint"]["CoSim"]).features.names
     with pytest.raises(ColdStartError, match=r"cannot be loaded: dataset 'plant': folder .*nowhere.* not found.*--data-path"):
         load_model(trained["checkpoint"]["CoSim"], data_path=tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("name", ["FBSM", "UFSM", "CoSim"])
+def test_few_items_scored_item_side_first_equal_the_profile_scores(served, trained, name):
+    """Serving scores a few new items for every user item side first (sparse profiles x weighted item rows);
+    many items through dense profile blocks: both are f_i^T W_u f_u."""
+    from recbole_fbsm.serve.scoring import item_major_scores, profile_scores
+
+    s = served(name)
+    matrix = read_new_items(s, trained["new_file"], warn=False).torch_matrix()
+    users = all_users(s.model)
+    expected = profile_scores(s.model, users, matrix)
+    torch.testing.assert_close(item_major_scores(s.model, users, matrix), expected, rtol=1e-4,
+                               atol=1e-5 * float(expected.abs().max()))

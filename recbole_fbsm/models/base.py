@@ -62,6 +62,13 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         """V^T as an (n_features, h) tensor, or None for purely diagonal similarities."""
         return None
 
+    def diagonal_parts(self, users):
+        """c_u as a mixture: (basis (l, n_features), mixture (len(users), l)) with c_u = mixture[u] @ basis. A
+        shared diagonal is one basis row for every user; UFSM's user mixture of l functions overrides this.
+        Serving scores a few items for every user through it, item by item (``scoring.item_major_scores``)."""
+        weights = self.diagonal_weights(users)
+        return weights[None, :], torch.ones(len(users), 1, dtype=weights.dtype, device=weights.device)
+
     # --------------------------------------------------------------------------------- pair scores
     def pair_scores(self, users, items, self_in_profile, user_factors=None, item_factors=None, item_rows=None,
                     user_entries=None):

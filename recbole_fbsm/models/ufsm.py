@@ -26,6 +26,9 @@ class UFSM(FeatureSimilarityRecommender):
     def diagonal_weights(self, users):
         return self.M[users] @ self.W
 
+    def diagonal_parts(self, users):
+        return self.W, self.M[users]
+
     def pair_scores(self, users, items, self_in_profile, user_factors=None, item_factors=None, item_rows=None,
                     user_entries=None):
         # sum_d m_ud sum_k w_dk a_k with a_k = f_ik (f_uk - s f_ik): gather W per nonzero, not per user x feature

@@ -128,3 +128,12 @@ def test_concurrent_requests_see_whole_catalogues(service):
     assert not failures
     assert set(np.unique(sizes)) <= set(range(len(base), len(base) + 5))  # never a catalogue mid-update
     assert call(f"{url}/items")[1]["items"] == base
+
+
+def test_a_port_in_use_is_one_error(service):
+    from recbole_fbsm.errors import ColdStartError
+    from recbole_fbsm.serve.http import bound_socket
+
+    port = int(service["url"].rsplit(":", 1)[1])
+    with pytest.raises(ColdStartError, match=rf"cannot listen on 127.0.0.1:{port}: Address already in use"):
+        bound_socket("127.0.0.1", port)

@@ -7,7 +7,7 @@ Trials run the plugin's cold-start protocol and live in an Optuna study (``--sto
 
 import sys
 
-from recbole_fbsm.tune import main
+from recbole_fbsm.experiments.tune import main
 
 if __name__ == "__main__":
     sys.exit(main(prog="run_hyper.py"))

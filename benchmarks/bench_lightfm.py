@@ -89,7 +89,7 @@ def export_split(args):
     warnings.filterwarnings("ignore")
     import numpy as np
 
-    from recbole_fbsm.features import features_from_config
+    from recbole_fbsm.data.features import features_from_config
     from recbole_fbsm.quick_start import prepare
 
     config, _, (train_data, _, test_data) = prepare("CoSim", args.dataset, config_dict=plugin_config(args))
@@ -168,7 +168,7 @@ def plugin_worker(args, name, settings):
     import torch
 
     from recbole_fbsm.quick_start import prepare
-    from recbole_fbsm.registry import get_trainer
+    from recbole_fbsm.training.trainer import get_trainer
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -12,7 +12,7 @@ to a temporary working directory, never into the repository.
         --words-per-item 30 --interactions 200000
     python benchmarks/bench_models.py --dataset ml-100k --models FBSM BPR --epochs 5 --repeats 5 --json out.json
 
-Generated data come from ``recbole_fbsm.synthetic.scale_dataset`` (long-tailed item popularity, user
+Generated data come from ``recbole_fbsm.experiments.synthetic.scale_dataset`` (long-tailed item popularity, user
 activity and word frequencies; every item liked at least once), written once into ``--data-dir`` (a
 temporary folder by default) and shared by the models.
 """
@@ -44,7 +44,7 @@ def worker(args):
     import torch
 
     from recbole_fbsm.quick_start import prepare
-    from recbole_fbsm.registry import get_trainer
+    from recbole_fbsm.training.trainer import get_trainer
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -130,7 +130,7 @@ def worker(args):
         n_features, nnz = features.shape[1], int(features.values.numel())
     else:  # BPR and other RecBole models: the plugin's feature matrix, for the dataset columns only
         from recbole_fbsm.errors import ColdStartError
-        from recbole_fbsm.features import features_from_config
+        from recbole_fbsm.data.features import features_from_config
 
         try:
             matrix = features_from_config(train_dataset, train_dataset.split_items, config, normalize=True).matrix
@@ -283,7 +283,7 @@ def main(argv=None):
         dataset, data_path, label = args.dataset, args.data_path, args.dataset
         if args.generated:
             sys.path.insert(0, str(REPO_ROOT))
-            from recbole_fbsm.synthetic import scale_dataset
+            from recbole_fbsm.experiments.synthetic import scale_dataset
 
             dataset = (f"gen_u{args.users}_i{args.items}_f{args.features}_w{args.words_per_item}"
                        f"_n{args.interactions}")

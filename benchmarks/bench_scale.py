@@ -1,6 +1,6 @@
 """How FBSM's training epoch time and peak memory grow with the data, from 10^5 to 10^7 interactions.
 
-For each size N (interactions) the script generates data with ``recbole_fbsm.synthetic.scale_dataset``
+For each size N (interactions) the script generates data with ``recbole_fbsm.experiments.synthetic.scale_dataset``
 (users, items and vocabulary scaled with N by the rule below), then trains FBSM in a fresh subprocess
 through the plugin's pipeline and trainer, and records: seconds per epoch (median of up to ``--epochs``
 epochs, fewer once ``--time-budget`` seconds of epochs are spent), the peak RSS of the setup (RecBole's
@@ -67,7 +67,7 @@ def worker(args):
 
     import recbole_fbsm.quick_start as quick_start
     from recbole_fbsm.quick_start import prepare
-    from recbole_fbsm.registry import get_trainer
+    from recbole_fbsm.training.trainer import get_trainer
 
     # seconds of each step of prepare(): the files' checks and RecBole's dataset ("load"), the split and
     # dataloaders, the model's matrices (F, F_U, R)

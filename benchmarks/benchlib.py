@@ -194,7 +194,7 @@ def feature_sizes(model, train_dataset, config):
     F, F_U = getattr(model, "F", None), getattr(model, "F_U", None)
     n_features, nnz_f, nnz_fu = getattr(model, "n_features", None), nnz_of(F), nnz_of(F_U)
     if nnz_f is None or nnz_fu is None:
-        from recbole_fbsm.features import features_from_config, like_matrix
+        from recbole_fbsm.data.features import features_from_config, like_matrix
 
         matrix = features_from_config(train_dataset, train_dataset.split_items, config, normalize=True).matrix
         n_features = matrix.shape[1]
@@ -213,7 +213,7 @@ def ensure_generated(data_path, users, items, features, words_per_item, interact
     """Write ``scale_dataset`` data into ``data_path`` unless already there; returns the dataset name."""
     name = generated_name(users, items, features, words_per_item, interactions)
     if not (Path(data_path) / name / f"{name}.inter").is_file():
-        from recbole_fbsm.synthetic import scale_dataset
+        from recbole_fbsm.experiments.synthetic import scale_dataset
 
         start = time.perf_counter()
         scale_dataset(data_path, name, users, items, features, words_per_item, interactions, seed=seed)

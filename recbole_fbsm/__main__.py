@@ -10,8 +10,8 @@ import sys
 # command: (module with main(argv), what it does). Imported only when chosen: --help costs no torch import.
 COMMANDS = {
     "run": ("recbole_fbsm.run_command", "train and test one model under the item cold-start protocol (run_recbole.py)"),
-    "compare": ("recbole_fbsm.compare", "run several models over the same item splits: a table and a chart"),
-    "hyper": ("recbole_fbsm.tune", "search hyperparameters on validation, on an Optuna study (run_hyper.py)"),
+    "compare": ("recbole_fbsm.experiments.compare", "run several models over the same item splits: a table and a chart"),
+    "hyper": ("recbole_fbsm.experiments.tune", "search hyperparameters on validation, on an Optuna study (run_hyper.py)"),
     "convert": ("recbole_fbsm.convert.__main__", "write RecBole atomic files from CiteULike/CTR files or CSV + text"),
     "serve": ("recbole_fbsm.serve.__main__", "score brand-new items with a trained model, explain scores"),
 }

@@ -11,15 +11,15 @@ import torch
 from recbole.utils import ModelType, init_seed, set_color
 
 from recbole_fbsm.artifact.model_file import SUFFIX, build_artifact, dataset_analyzer, write_artifact
-from recbole_fbsm.config import ColdStartConfig
+from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data import create_dataset, data_preparation
-from recbole_fbsm.data.model_inputs import fit_model_inputs, needs_warm_backbone
+from recbole_fbsm.models.inputs import fit_model_inputs, needs_warm_backbone
 from recbole_fbsm.data.preparation import check_dataset_files
-from recbole_fbsm import distributed
+from recbole_fbsm.runtime import distributed
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.registry import get_trainer
-from recbole_fbsm.result_file import result_file_for, run_record, write_result_file
-from recbole_fbsm.run_log import current_log_file, discard_run_log_on, end_run_log, on_console, start_run_log
+from recbole_fbsm.training.trainer import get_trainer
+from recbole_fbsm.training.result_file import result_file_for, run_record, write_result_file
+from recbole_fbsm.training.run_log import current_log_file, discard_run_log_on, end_run_log, on_console, start_run_log
 
 
 # settings that size a model's parameters, named when they do not fit in memory
@@ -51,7 +51,7 @@ def build_model(config, train_dataset):
 
 def attach_model_inputs(config, train_dataset):
     """Fit the content models' inputs (features, likes, warm backbone) once, on the training split, and
-    hand them to the model through the dataset (``recbole_fbsm.data.model_inputs``)."""
+    hand them to the model through the dataset (``recbole_fbsm.models.inputs``)."""
     model_class = config.model_class
     if getattr(model_class, "uses_warm_backbone", None) is None:
         return None  # RecBole's models, ItemKNNCBF (its own weighting): nothing to fit here
@@ -109,7 +109,7 @@ def run(model, dataset, config_file_list=None, config_dict=None, saved=True,
     ``result_file``, the JSON record of the run written beside its log).
 
     ``nproc``, ``world_size``, ``ip``, ``port``, ``group_offset``: RecBole's data-parallel launch
-    (``recbole_fbsm.distributed``). With ``nproc`` > 1 or a ``world_size``, this machine starts ``nproc``
+    (``recbole_fbsm.runtime.distributed``). With ``nproc`` > 1 or a ``world_size``, this machine starts ``nproc``
     ranks (``group_offset``, ``group_offset`` + 1, ...); the result is rank 0's (None on a machine
     without rank 0).
     """

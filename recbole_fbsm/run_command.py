@@ -12,7 +12,7 @@ the CPU, nccl on GPUs); over machines, each machine runs ``--world_size=W --ip=H
 import argparse
 import sys
 
-from recbole_fbsm.cli import settings_from_args
+from recbole_fbsm.config.cli import settings_from_args
 from recbole_fbsm.errors import ColdStartError
 
 
@@ -39,7 +39,7 @@ def main(argv=None, prog=None):
     args, overrides = parse_args(sys.argv[1:] if argv is None else argv, prog)
     config_files = args.config_files.split() if args.config_files else None
     try:
-        from recbole_fbsm.settings import precheck
+        from recbole_fbsm.config.settings import precheck
 
         precheck(args.model, config_files, overrides)  # a typo fails here, before the heavy imports
         from recbole_fbsm.quick_start import run

@@ -13,7 +13,7 @@ import torch
 
 from helpers import QUIET, write_planted
 from recbole_fbsm.artifact.model_file import FORMAT_VERSION, read_artifact
-from recbole_fbsm.artifact.safe_files import load_tensors, save_tensors
+from recbole_fbsm.storage.safe_files import load_tensors, save_tensors
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.serve import compare_users, explain, load_model, read_new_items, recommend, strongest_interactions
@@ -147,7 +147,7 @@ def _writer(path, rounds):
     """Child process: rewrite ``path`` with a large artifact-like file, over and over."""
     code = (
         "import sys, torch\n"
-        "from recbole_fbsm.artifact.safe_files import save_tensors\n"
+        "from recbole_fbsm.storage.safe_files import save_tensors\n"
         f"for k in range({rounds}):\n"
         "    save_tensors({'round': k, 'weights': torch.full((4_000_000,), float(k))}, sys.argv[1])\n"
         "    print(k, flush=True)\n"

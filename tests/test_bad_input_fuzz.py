@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from helpers import REPO_ROOT, RUN_RECBOLE, run_cli, write_dataset
-from recbole_fbsm.config import ColdStartConfig
+from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data.preparation import check_dataset_files
 
 pytestmark = pytest.mark.usefixtures("workdir")

@@ -8,10 +8,10 @@ import torch
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
-from recbole_fbsm.registry import get_trainer
+from recbole_fbsm.training.trainer import get_trainer
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr
-from recbole_fbsm.synthetic import planted_interactions, write_atomic
-from recbole_fbsm.warm import warm_embeddings
+from recbole_fbsm.experiments.synthetic import planted_interactions, write_atomic
+from recbole_fbsm.models.warm_backbone import warm_embeddings
 
 MODELS = ("DropoutNet", "Heater", "ALDI")
 QUIET = {"state": "ERROR", "show_progress": False, "torch_threads": 1}

@@ -1,4 +1,4 @@
-"""`python -m recbole_fbsm.compare`: the table, the chart, one JSON file per (model, seed), resuming,
+"""`python -m recbole_fbsm.experiments.compare`: the table, the chart, one JSON file per (model, seed), resuming,
 failures recorded, user mistakes stopping at once."""
 
 import json
@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from recbole_fbsm import compare as cmp
+from recbole_fbsm.experiments import compare as cmp
 from recbole_fbsm.errors import ColdStartError
 
 from helpers import write_dataset
@@ -64,7 +64,7 @@ def test_each_run_log_holds_the_runs_epochs_at_the_quiet_default(tmp_path):
                                       "load_col": {"inter": ["user_id", "item_id", "rating"],
                                                    "item": ["item_id", "genre", "words"]}}))
     process = subprocess.run(
-        [sys.executable, "-m", "recbole_fbsm.compare", "--dataset=toy", "--models", "CoSim", "Pop", "--seeds", "1",
+        [sys.executable, "-m", "recbole_fbsm.experiments.compare", "--dataset=toy", "--models", "CoSim", "Pop", "--seeds", "1",
          "--results", "results/x", f"--config_files={config}", "--use_gpu=False", "--worker=0"],
         cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300)
     assert process.returncode == 0, process.stderr[-3000:]

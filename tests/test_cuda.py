@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from recbole_fbsm.quick_start import prepare, run
-from recbole_fbsm.registry import get_trainer
+from recbole_fbsm.training.trainer import get_trainer
 from test_coldstart_models import SMALL, topics_dataset
 
 pytestmark = [pytest.mark.cuda,

@@ -1,4 +1,4 @@
-"""Data-parallel runs (``recbole_fbsm.distributed``): 2 CPU processes over gloo on small generated data.
+"""Data-parallel runs (``recbole_fbsm.runtime.distributed``): 2 CPU processes over gloo on small generated data.
 
 What must hold: each rank trains on whole users and all ranks together on exactly the batch one process
 would; a step's averaged gradient is the one-process gradient on the whole batch; evaluation gives the
@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 import torch
 
-from recbole_fbsm import distributed
+from recbole_fbsm.runtime import distributed
 from recbole_fbsm.data.user_batches import UserGroupedBatchSampler
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import run
-from recbole_fbsm.synthetic import planted_interactions
+from recbole_fbsm.experiments.synthetic import planted_interactions
 from helpers import RUN_RECBOLE, REPO_ROOT, dataset_config
 
 
@@ -79,8 +79,8 @@ def _gradient_worker(local_rank, config_dict, launch_settings, queue):
     import torch.distributed as dist
 
     from recbole_fbsm.quick_start import prepare
-    from recbole_fbsm.registry import get_trainer
-    from recbole_fbsm.trainer import share_weighted
+    from recbole_fbsm.training.trainer import get_trainer
+    from recbole_fbsm.training.trainer import share_weighted
 
     try:
         config, model, (train_data, _, _) = prepare(

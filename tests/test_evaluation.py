@@ -9,10 +9,10 @@ import torch
 from recbole.data.interaction import Interaction
 
 from helpers import dataset_config
-from recbole_fbsm.config import ColdStartConfig
-from recbole_fbsm.evaluation import TieBreakingCollector
+from recbole_fbsm.config.cold_start_config import ColdStartConfig
+from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.quick_start import prepare, run
-from recbole_fbsm.registry import get_trainer
+from recbole_fbsm.training.trainer import get_trainer
 
 pytestmark = pytest.mark.usefixtures("workdir")
 
@@ -216,7 +216,7 @@ def test_random_draws_independent_lists_for_users_of_one_batch():
     """RecBole's Random repeats one score vector for the whole batch; the plugin's draws per user."""
     from recbole.data.interaction import Interaction
 
-    from recbole_fbsm.registry import get_model
+    from recbole_fbsm.config.registry import get_model
 
     model_class = get_model("Random")
     assert model_class.__module__ == "recbole_fbsm.models.random"

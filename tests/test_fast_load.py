@@ -12,7 +12,7 @@ from recbole.data.dataset import Dataset
 from recbole.utils import FeatureType
 
 import recbole_fbsm.data.dataset as dataset_module
-from recbole_fbsm.config import ColdStartConfig
+from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data import fast_load
 from recbole_fbsm.data.dataset import ColdStartDataset
 from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns

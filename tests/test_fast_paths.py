@@ -7,10 +7,10 @@ import scipy.sparse as sp
 import torch
 
 from helpers import dataset_config
-from recbole_fbsm.models.sparse import TorchCsr, rows_times_table, stable_argsort_bounded
+from recbole_fbsm.kernels.sparse import TorchCsr, rows_times_table, stable_argsort_bounded
 from recbole_fbsm.quick_start import prepare
-from recbole_fbsm.registry import get_trainer
-from recbole_fbsm.trainer import fused_if_possible
+from recbole_fbsm.training.trainer import get_trainer
+from recbole_fbsm.training.trainer import fused_if_possible
 
 
 @pytest.mark.parametrize("bound", [50, 70_000, 3_000_000_000])  # one 16-bit pass, two passes, torch's sort

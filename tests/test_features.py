@@ -6,9 +6,9 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from recbole_fbsm.features import build_item_features
+from recbole_fbsm.data.features import build_item_features
 from recbole_fbsm.quick_start import prepare, run
-from recbole_fbsm.synthetic import write_atomic
+from recbole_fbsm.experiments.synthetic import write_atomic
 
 QUIET = {"state": "ERROR", "show_progress": False}
 
@@ -92,7 +92,7 @@ def test_a_dense_field_holding_the_sparse_rows_gives_the_same_similarities(tmp_p
 
 
 def test_transform_weights_new_rows_like_training_with_fields_and_dense_columns(tmp_path):
-    from recbole_fbsm.features import term_counts
+    from recbole_fbsm.data.features import term_counts
 
     folder = tmp_path / "dense"
     rng = np.random.default_rng(0)
@@ -136,7 +136,7 @@ def test_bm25_and_row_shrink_follow_their_formulas_with_training_statistics_only
     """BM25: tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen)) x log(1 + (N - df + 0.5) / (df + 0.5)), with N,
     df and avglen over training items; the row shrink multiplies by sqrt(1 + s) / sqrt(||x||^2 + s m), m the
     training rows' mean squared norm. Checked against a dense brute force, per field with field weights."""
-    from recbole_fbsm.features import term_counts
+    from recbole_fbsm.data.features import term_counts
 
     folder = tmp_path / "data"
     two_field_data(folder)

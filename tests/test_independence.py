@@ -8,7 +8,7 @@ import torch
 
 from helpers import dataset_config, write_dataset
 from recbole_fbsm.quick_start import prepare, run
-from recbole_fbsm.registry import get_trainer
+from recbole_fbsm.training.trainer import get_trainer
 
 pytestmark = pytest.mark.usefixtures("workdir")
 

@@ -4,7 +4,7 @@ kept and what that gained over the untrained (CoSim) start."""
 import pytest
 
 from recbole_fbsm.quick_start import run
-from recbole_fbsm.synthetic import topic_text
+from recbole_fbsm.experiments.synthetic import topic_text
 
 QUIET = {"state": "ERROR", "show_progress": False}
 
@@ -61,7 +61,7 @@ def test_the_run_says_plainly_when_nothing_beat_the_start(topics):
 ])
 def test_the_new_options_are_checked_before_anything_runs(setting, value, expected):
     from recbole_fbsm.errors import ColdStartError
-    from recbole_fbsm.settings import precheck
+    from recbole_fbsm.config.settings import precheck
 
     with pytest.raises(ColdStartError, match=expected):
         precheck("FBSM", None, {setting: value})

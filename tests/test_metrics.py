@@ -7,7 +7,7 @@ import pytest
 import torch
 from recbole.evaluator.collector import DataStruct
 
-from recbole_fbsm.metrics import DCG, Rec
+from recbole_fbsm.evaluation.metrics import DCG, Rec
 from recbole_fbsm.quick_start import run
 
 

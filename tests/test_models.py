@@ -7,11 +7,11 @@ import torch
 from recbole.data.interaction import Interaction
 
 from helpers import tiny_word_dataset
-from recbole_fbsm.models.sparse import TorchCsr
+from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.quick_start import prepare, run
-from recbole_fbsm.registry import get_trainer
-from recbole_fbsm.synthetic import planted_interactions
-from recbole_fbsm.trainer import load_checkpoint
+from recbole_fbsm.training.trainer import get_trainer
+from recbole_fbsm.experiments.synthetic import planted_interactions
+from recbole_fbsm.training.trainer import load_checkpoint
 
 QUIET = {"state": "ERROR", "show_progress": False}
 

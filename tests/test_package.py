@@ -52,7 +52,7 @@ def test_unpacked_wheel_runs_fbsm_from_an_empty_folder(wheel, tmp_path):
     empty.mkdir()
     script = (
         "import json, recbole_fbsm\n"
-        "from recbole_fbsm.config import ColdStartConfig\n"
+        "from recbole_fbsm.config.cold_start_config import ColdStartConfig\n"
         "from recbole_fbsm.quick_start import run\n"
         "settings = {'epochs': 1, 'state': 'ERROR', 'use_gpu': False, 'torch_threads': 1}\n"
         "config = ColdStartConfig(model='FBSM', dataset='ml-100k', config_dict=settings)\n"

@@ -12,11 +12,12 @@ import torch
 
 from helpers import dataset_config, run_cli, start_cli
 from recbole_fbsm import quick_start
-from recbole_fbsm.config import ColdStartConfig
+from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
-from recbole_fbsm.registry import get_model, get_trainer
-from recbole_fbsm.trainer import load_checkpoint
+from recbole_fbsm.config.registry import get_model
+from recbole_fbsm.training.trainer import get_trainer
+from recbole_fbsm.training.trainer import load_checkpoint
 
 CLI_MODELS = ["BPR", "Pop", "Random", "ItemKNN", "FM"]
 GARBAGE = b"not a pickle: a cache file must never be read\x00\xff"

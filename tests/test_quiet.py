@@ -8,7 +8,7 @@ import sys
 
 import recbole_fbsm
 from helpers import RUN_RECBOLE, dataset_config
-from recbole_fbsm.run_log import QuietConsoleHandler, on_console
+from recbole_fbsm.training.run_log import QuietConsoleHandler, on_console
 
 MAX_CONSOLE_LINES = 40
 
@@ -51,7 +51,7 @@ def test_plugin_config_raises_no_numpy_deprecation():
         "warnings.simplefilter('always')\n"
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"
-        "    from recbole_fbsm.config import ColdStartConfig\n"
+        "    from recbole_fbsm.config.cold_start_config import ColdStartConfig\n"
         "    ColdStartConfig(model='CoSim', dataset='ml-100k', config_dict={'use_gpu': False})\n"
         "    import numpy as np\n"
         "    np.object, np.str, np.float, np.float_\n"

@@ -15,7 +15,7 @@ import torch
 
 from helpers import QUIET
 from recbole_fbsm.convert import convert_text
-from recbole_fbsm.convert.analyzer import TextAnalyzer, WholeTokenAnalyzer, analyzer_path, read_analyzer
+from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer, analyzer_path, read_analyzer
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve import UnknownTokensWarning, explain, load_model, read_new_items

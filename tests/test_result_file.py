@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from helpers import dataset_config, run_cli
-from recbole_fbsm import compare
+from recbole_fbsm.experiments import compare
 from recbole_fbsm.quick_start import run
 
 

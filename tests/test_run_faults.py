@@ -48,7 +48,7 @@ def test_a_failed_checkpoint_write_leaves_the_last_good_one_whole(tmp_path, monk
 
     from recbole_fbsm.errors import ColdStartError
     from recbole_fbsm.quick_start import prepare
-    from recbole_fbsm.registry import get_trainer
+    from recbole_fbsm.training.trainer import get_trainer
 
     write_dataset(tmp_path, "toy")
     monkeypatch.chdir(tmp_path)
@@ -57,7 +57,7 @@ def test_a_failed_checkpoint_write_leaves_the_last_good_one_whole(tmp_path, monk
     trainer = get_trainer(config["MODEL_TYPE"], "FBSM")(config, model)
     trainer._save_checkpoint(0, verbose=False)
     good = open(trainer.saved_model_file, "rb").read()
-    import recbole_fbsm.artifact.safe_files as safe_files
+    import recbole_fbsm.storage.safe_files as safe_files
 
     def disk_full(descriptor):  # the bytes went to the temporary file, the flush to disk fails
         raise OSError(28, "No space left on device")

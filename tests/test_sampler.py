@@ -9,7 +9,7 @@ import pytest
 from helpers import dataset_config, write_dataset
 from recbole.utils import init_seed
 
-from recbole_fbsm.config import ColdStartConfig
+from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data import create_dataset, data_preparation
 
 pytestmark = pytest.mark.usefixtures("workdir")

@@ -5,9 +5,9 @@ import math
 import optuna
 import pytest
 
-from recbole_fbsm import config as config_module
-from recbole_fbsm import search_space
-from recbole_fbsm.config import ColdStartConfig
+from recbole_fbsm.config import cold_start_config as config_module
+from recbole_fbsm.experiments import search_space
+from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.errors import ColdStartError
 
 # Every line of every version of RecBole's hyper.test (RUCAIBox/RecBole, hyper.test history).

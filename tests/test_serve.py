@@ -17,9 +17,9 @@ from recbole.data.interaction import Interaction
 
 from helpers import HEADER, QUIET, write_planted
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.features import build_item_features, term_counts
+from recbole_fbsm.data.features import build_item_features, term_counts
 from recbole_fbsm.quick_start import prepare, run
-from recbole_fbsm.registry import get_trainer
+from recbole_fbsm.training.trainer import get_trainer
 from recbole_fbsm.serve import (
     UnknownTokensWarning, compare_users, explain, load_model, per_user_recall, read_new_items, recommend,
     strongest_interactions,

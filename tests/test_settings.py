@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from recbole_fbsm import settings
+from recbole_fbsm.config import settings
 from recbole_fbsm.errors import ColdStartError
 
 
@@ -38,7 +38,7 @@ def test_keys_of_recbole_models_and_datasets_are_known():
 def test_a_model_class_of_the_callers_own_may_read_unknown_settings():
     from recbole.model.general_recommender import BPR
 
-    from recbole_fbsm.config import ColdStartConfig
+    from recbole_fbsm.config.cold_start_config import ColdStartConfig
 
     class OwnBPR(BPR):
         pass
@@ -58,7 +58,7 @@ def test_command_line_values_are_read_like_recbole_but_without_eval():
 
 
 def test_the_precheck_imports_neither_torch_nor_recbole():
-    code = ("import sys; from recbole_fbsm.settings import precheck\n"
+    code = ("import sys; from recbole_fbsm.config.settings import precheck\n"
             "try:\n    precheck('FBMS', None, {})\nexcept Exception as e: print(e)\n"
             "print('torch' in sys.modules, 'recbole' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
@@ -70,7 +70,7 @@ def test_config_adds_numpy_aliases_without_warnings_of_its_own():
     """RecBole needs numpy aliases removed in numpy 2; asking numpy for them printed two FutureWarnings."""
     code = ("import warnings\nwarnings.simplefilter('always')\n"
             "with warnings.catch_warnings(record=True) as caught:\n"
-            "    from recbole_fbsm.config import ColdStartConfig\n"
+            "    from recbole_fbsm.config.cold_start_config import ColdStartConfig\n"
             "    ColdStartConfig(model='CoSim', dataset='ml-100k', config_dict={'use_gpu': False})\n"
             "print([str(w.message) for w in caught if 'recbole_fbsm' in w.filename])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

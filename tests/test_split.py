@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from helpers import dataset_config, split_by_token, tokens_of, write_dataset
-from recbole_fbsm.config import ColdStartConfig
+from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data import create_dataset
 
 pytestmark = pytest.mark.usefixtures("workdir")

@@ -1,4 +1,4 @@
-"""Hyperparameter search (`run_hyper.py`, `python -m recbole_fbsm.tune`): trials, seeds, pruning, grid
+"""Hyperparameter search (`run_hyper.py`, `python -m recbole_fbsm.experiments.tune`): trials, seeds, pruning, grid
 claims, the output file and the tuned property layer; and the selection of the untrained model
 (`valid_before_training`)."""
 
@@ -10,12 +10,14 @@ import torch
 import yaml
 from optuna.trial import TrialState
 
-from recbole_fbsm import config as config_module
-from recbole_fbsm import search_space, shared_grid, tune
-from recbole_fbsm.config import ColdStartConfig
+from recbole_fbsm.config import cold_start_config as config_module
+from recbole_fbsm.experiments import search_space
+from recbole_fbsm.experiments import shared_grid
+from recbole_fbsm.experiments import tune
+from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
-from recbole_fbsm.registry import get_trainer
+from recbole_fbsm.training.trainer import get_trainer
 
 from helpers import dataset_config
 
@@ -244,7 +246,7 @@ def test_a_best_within_the_noise_is_said_not_crowned():
 
     import optuna
 
-    from recbole_fbsm.tune import noise_note
+    from recbole_fbsm.experiments.tune import noise_note
 
     def study_of(trials):
         study = optuna.create_study(direction="maximize")

@@ -19,19 +19,19 @@ A served model is rebuilt from these alone: no dataset folder, no retraining, fe
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 from recbole.utils import FeatureType
 
-from recbole_fbsm.artifact.fingerprint import config_fingerprint
-from recbole_fbsm.artifact.safe_files import Settings, load_tensors, plain, save_tensors
-from recbole_fbsm.convert.analyzer import analyzer_path, read_analyzer_document
-from recbole_fbsm.data.model_inputs import ModelInputs
+from recbole_fbsm.storage.fingerprint import config_fingerprint
+from recbole_fbsm.storage.run_records import package_version
+from recbole_fbsm.storage.safe_files import Settings, load_tensors, plain, save_tensors
+from recbole_fbsm.data.analyzer import analyzer_path, read_analyzer_document
+from recbole_fbsm.models.inputs import ModelInputs
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.features import ItemFeatures
+from recbole_fbsm.data.features import ItemFeatures
 
 FORMAT = "recbole-fbsm model"
 FORMAT_VERSION = 1
@@ -39,13 +39,6 @@ SUFFIX = ".fbsm"
 _FEATURE_ARRAYS = ("column_weights", "column_field", "field_scales", "source_columns", "average_lengths",
                    "mean_square_norms")
 _FEATURE_VALUES = ("weighting", "normalize", "bm25_k1", "bm25_b", "shrink")
-
-
-def package_version():
-    try:
-        return version("recbole-fbsm")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 # --------------------------------------------------------------------------------- sparse matrices

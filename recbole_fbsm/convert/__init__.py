@@ -7,7 +7,7 @@ CSV/TSV interactions and item texts; both apply the paper's feature preprocessin
 dataset atomically. Command line: `python -m recbole_fbsm.convert --help`.
 """
 
-from .analyzer import TextAnalyzer, WholeTokenAnalyzer, read_analyzer
+from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer, read_analyzer
 from .atomic import ConversionError, ConversionResult
 from .ctr import convert_ctr, ctr_paths
 from .text import build_analyzer, convert_text, default_min_df, filter_document_frequency

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from .analyzer import WholeTokenAnalyzer
+from recbole_fbsm.data.analyzer import WholeTokenAnalyzer
 from .atomic import ConversionError, Skipped, bad_id, csv_records, skip_malformed
 
 TAG_SEP = "|"  # default separator of several tags inside one cell (as in MovieLens' genre lists)

@@ -32,7 +32,7 @@ from .atomic import (
     target_folder,
     write_dataset,
 )
-from .analyzer import FieldRecord, TextAnalyzer, WholeTokenAnalyzer, analyzer_path, write_analyzer
+from recbole_fbsm.data.analyzer import FieldRecord, TextAnalyzer, WholeTokenAnalyzer, analyzer_path, write_analyzer
 from .tags import TAG_DF_OPTIONS, TAG_SEP, read_tag_file
 
 PAPER_MIN_DF = 20  # keep terms that occur in at least this many items (the paper, on ~25,000 articles)

@@ -21,9 +21,9 @@ from recbole.data.interaction import Interaction
 from recbole.utils import FeatureSource, FeatureType, ModelType
 from torch.utils.data import BatchSampler
 
-from recbole_fbsm import distributed
+from recbole_fbsm.runtime import distributed
 from recbole_fbsm.data.sampler import UsedIds, sorted_unique
-from recbole_fbsm.models.sparse import TorchCsr
+from recbole_fbsm.kernels.sparse import TorchCsr
 
 
 def _rows_as_csr(per_user, n_items):

@@ -12,7 +12,7 @@ than that gets a batch of their own). A user's likes keep one order (a batch's l
 triplets, so the order inside a batch changes nothing): the plan of an epoch is then linear in the
 likes, with no sort (a sort by (user rank, random key) took 2.8 s per epoch at 6 million likes).
 
-In a data-parallel run (``recbole_fbsm.distributed``) every rank plans the same epoch (the loaders'
+In a data-parallel run (``recbole_fbsm.runtime.distributed``) every rank plans the same epoch (the loaders'
 generators are seeded alike) and takes its share of each batch: the batch's users dealt round-robin,
 so a step of W ranks covers the batch one process would train on, and every rank takes the same
 number of steps (DDP needs that). A batch with fewer users than ranks is merged into the next one.
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from recbole.data.interaction import Interaction
 
-from recbole_fbsm import distributed
+from recbole_fbsm.runtime import distributed
 from recbole_fbsm.errors import ColdStartError
 
 

@@ -16,8 +16,8 @@ from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.data.model_inputs import model_inputs
-from recbole_fbsm.models.sparse import TorchCsr, rows_times_table, stable_argsort_bounded
+from recbole_fbsm.models.inputs import model_inputs
+from recbole_fbsm.kernels.sparse import TorchCsr, rows_times_table, stable_argsort_bounded
 
 
 # A training batch of whole users builds their profiles densely when users x features stays below these

@@ -28,7 +28,7 @@ class FBSM(FeatureSimilarityRecommender):
     feature_shrink: 0``).
 
     Optional, beyond the paper (``align_weight`` γ > 0, the idea of ALDI, SIGIR 2023): training items have
-    many likes, so a warm collaborative model (``recbole_fbsm.warm``, BPR-MF on the training split only)
+    many likes, so a warm collaborative model (``recbole_fbsm.models.warm_backbone``, BPR-MF on the training split only)
     knows which of them are alike. The loss adds γ times ``alignment_loss``: for the batch's positive items,
     each item's distribution over the others, softmax(sim / τ), follows the warm model's
     softmax(cos(e_i, e_j) / τ) (KL divergence). Scoring is unchanged: still f_i^T (D + V^T V) f_j.

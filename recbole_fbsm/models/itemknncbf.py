@@ -29,8 +29,8 @@ from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType, ModelType
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.features import features_from_config, like_matrix, training_items
-from recbole_fbsm.models.sparse import TorchCsr
+from recbole_fbsm.data.features import features_from_config, like_matrix, training_items
+from recbole_fbsm.kernels.sparse import TorchCsr
 
 SIMILARITIES = ("cosine", "asymmetric", "jaccard", "tversky", "dot")
 # candidates x training items cells of one dense similarity block (16 MiB of float32)

@@ -16,14 +16,14 @@ from recbole.utils import init_seed
 
 from recbole_fbsm.artifact.model_file import (
     FORMAT, build_artifact, check_artifact, dataset_analyzer, model_inputs_from_artifact, vocabulary_from_record)
-from recbole_fbsm.artifact.safe_files import PickledFileError, Settings, load_tensors, load_trusted_pickle
-from recbole_fbsm.config import ColdStartConfig
+from recbole_fbsm.storage.safe_files import PickledFileError, Settings, load_tensors, load_trusted_pickle
+from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data import create_dataset, data_preparation
-from recbole_fbsm.data.model_inputs import fit_model_inputs
+from recbole_fbsm.models.inputs import fit_model_inputs
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.base import FeatureSimilarityRecommender
 from recbole_fbsm.models.coldstart.base import ContentColdStartRecommender
-from recbole_fbsm.registry import get_model
+from recbole_fbsm.config.registry import get_model
 
 SERVED_MODELS = ("FBSM", "UFSM", "CoSim", "DropoutNet", "Heater", "ALDI")
 # models that score an item from its feature row (the others are refused: they cannot serve new items)

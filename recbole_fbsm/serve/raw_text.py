@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from recbole.utils import FeatureType
 
-from recbole_fbsm.convert.analyzer import analyzer_records
+from recbole_fbsm.data.analyzer import analyzer_records
 from recbole_fbsm.convert.text import default_sep
 from recbole_fbsm.errors import ColdStartError
 

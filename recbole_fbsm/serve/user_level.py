@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.evaluation import TieBreakingCollector
+from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.serve.loading import ServedModel, load_model
 from recbole_fbsm.serve.scoring import profile_scores, rows_as_sparse
 
@@ -61,7 +61,7 @@ def per_user_recall(served, k=10):
     if not hasattr(model, "low_rank_factors"):
         raise ColdStartError(
             f"checkpoint {served.checkpoint}: compare-users is for FBSM, UFSM and CoSim checkpoints; "
-            f"{served.model_name} is not one (compare it with python -m recbole_fbsm.compare)."
+            f"{served.model_name} is not one (compare it with python -m recbole_fbsm.experiments.compare)."
         )
     dataset = served.dataset
     candidates = torch.as_tensor(served.split_items("test"), dtype=torch.long, device=device)

@@ -3,7 +3,7 @@
 Every model here scores score(u, i) = user_vector(u) . item_vector(i). The user vector comes from the
 user's warm (BPR-MF) embedding; the item vector from the item's content features (``F``, built by
 ``build_item_features`` with statistics from training items) and, for training items only, from the
-item's warm embedding. An item outside the training split has a zero warm row (``recbole_fbsm.warm``)
+item's warm embedding. An item outside the training split has a zero warm row (``recbole_fbsm.models.warm_backbone``)
 and is scored through the content path alone: its id never enters its score.
 
 The content path starts with ``SparseLinear``, a linear layer over the sparse feature rows (an embedding
@@ -20,8 +20,8 @@ from recbole.utils import InputType
 from torch import nn
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.data.model_inputs import model_inputs
-from recbole_fbsm.models.sparse import TorchCsr, rows_times_table
+from recbole_fbsm.models.inputs import model_inputs
+from recbole_fbsm.kernels.sparse import TorchCsr, rows_times_table
 
 
 def csr_rows(matrix):

@@ -13,7 +13,7 @@ from recbole_fbsm.models.coldstart.base import (
 class DropoutNet(ContentColdStartRecommender):
     """User tower f_U(U_u), item tower f_V([V_v, phi(x_v)]), score f_U . f_V.
 
-    - U, V: the warm BPR-MF embeddings (``recbole_fbsm.warm``) as they are (as ColdRec feeds them; the
+    - U, V: the warm BPR-MF embeddings (``recbole_fbsm.models.warm_backbone``) as they are (as ColdRec feeds them; the
       authors standardised their WMF factors, whose products are near 0/1 ratings: standardised BPR factors
       give targets of variance ~d that the tanh towers fit far worse, measured on ml-100k); x_v: the item's
       feature row.

@@ -19,8 +19,10 @@ from contextlib import contextmanager
 
 from recbole.utils import init_logger
 
+from recbole_fbsm.errors import ColdStartError
+
 RECBOLE_LOG_ROOT = "./log"  # hard-coded in recbole.utils.init_logger
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # recbole_fbsm/
 
 _handlers_of_last_run = []
 _ANSI = re.compile(r"\x1B(?:[@-Z\\-_]|\[[0-?]*[ -/]*[@-~])")
@@ -45,7 +47,6 @@ def make_run_dirs(config):
         try:
             os.makedirs(path, exist_ok=True)
         except OSError as error:
-            from recbole_fbsm.errors import ColdStartError
 
             raise ColdStartError(f"cannot create the folder {path} ({error.strerror}); expected a writable "
                                  "checkpoint_dir and working directory.") from None

@@ -32,9 +32,9 @@ from logging import getLogger
 
 import torch
 
-from recbole_fbsm.artifact.safe_files import load_checkpoint
+from recbole_fbsm.storage.safe_files import load_checkpoint
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.features import training_items
+from recbole_fbsm.data.features import training_items
 
 WARM_DEFAULTS = {
     "warm_checkpoint": None,

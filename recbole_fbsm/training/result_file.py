@@ -1,7 +1,7 @@
 """The result file of a run: metrics, settings and checkpoint as JSON beside the run's log.
 
 Why: the metrics of a `run_recbole.py` run were only on the console and inside the log. The record has
-the schema of `python -m recbole_fbsm.compare`'s per-run files (``compare.run_pair``), so a result
+the schema of `python -m recbole_fbsm.experiments.compare`'s per-run files (``compare.run_pair``), so a result
 file can be read with ``compare.read_record`` and dropped into a comparison's results folder; it adds
 ``log_file``, ``run_id`` and the run's final ``config``.
 """
@@ -11,10 +11,10 @@ from pathlib import Path
 
 from recbole.utils import get_local_time
 
-from recbole_fbsm.artifact.fingerprint import config_fingerprint
-from recbole_fbsm.artifact.run_records import plain_record_value as _plain
-from recbole_fbsm.artifact.run_records import settings_of, write_record
-from recbole_fbsm.run_log import RECBOLE_LOG_ROOT
+from recbole_fbsm.storage.fingerprint import config_fingerprint
+from recbole_fbsm.storage.run_records import plain_record_value as _plain
+from recbole_fbsm.storage.run_records import settings_of, write_record
+from recbole_fbsm.training.run_log import RECBOLE_LOG_ROOT
 
 
 def result_file_for(log_file, config):

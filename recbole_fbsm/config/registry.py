@@ -1,12 +1,13 @@
-"""Model and trainer lookup: this plugin's models first, then RecBole's general and context-aware ones.
+"""Model lookup: this plugin's models first, then RecBole's general and context-aware ones.
 
 Only the lookup functions import RecBole: ``PLUGIN_MODELS`` and ``RECBOLE_SUBMODULES`` are read by
-``recbole_fbsm.settings`` to reject an unknown model before torch and RecBole are imported.
+``recbole_fbsm.config.settings`` to reject an unknown model before torch and RecBole are imported.
 """
 
 import importlib
 import importlib.util
 
+from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
 
 PLUGIN_MODELS = {"FBSM": "recbole_fbsm.models.fbsm", "UFSM": "recbole_fbsm.models.ufsm", "CoSim": "recbole_fbsm.models.cosim",
@@ -46,24 +47,8 @@ def get_model(name):
             model_class = getattr(importlib.import_module(module_path), name, None)
             if model_class is not None:
                 return model_class
-    from recbole_fbsm.settings import unknown_model_message
-
     raise ColdStartError(unknown_model_message(name, available_model_names()))
 
 
-def get_trainer(model_type, model_name):
-    """RecBole's trainer for this model, with the cold-start evaluation mixed in."""
-    from recbole.utils import ModelType
-
-    from recbole_fbsm.early_stopping import paper_early_stopping
-    from recbole_fbsm.trainer import cold_start_trainer_class
-
-    if model_type == ModelType.DECISIONTREE:
-        raise ColdStartError(f"model {model_name!r}: decision-tree models are not supported by this plugin.")
-    return paper_early_stopping(cold_start_trainer_class(recbole_get_trainer(model_type, model_name)))
-
-
-def recbole_get_trainer(model_type, model_name):
-    from recbole.utils import get_trainer
-
-    return get_trainer(model_type, model_name)
+def unknown_model_message(name, available):
+    return f"unknown model {name!r}{suggestion(name, available) or '.'} Available models: {', '.join(available)}."

@@ -1,6 +1,6 @@
 """Compare models on one dataset over the same item splits: one command, a markdown table and a chart.
 
-``python -m recbole_fbsm.compare --dataset=ml-100k --models FBSM CoSim Pop --seeds 2020 2021 --results results/x
+``python -m recbole_fbsm.experiments.compare --dataset=ml-100k --models FBSM CoSim Pop --seeds 2020 2021 --results results/x
 [--config_files "a.yaml b.yaml"] [--key=value ...]``
 
 Every (model, seed) pair is one call of :func:`recbole_fbsm.quick_start.run` in this process, with the
@@ -24,14 +24,16 @@ import warnings
 from datetime import datetime
 from pathlib import Path
 
-from recbole_fbsm.artifact.run_records import (
+from recbole_fbsm.storage.run_records import (
     changed_settings, plain_record_value, read_record, settings_of, write_record)
-from recbole_fbsm.artifact.safe_files import write_atomic
+from recbole_fbsm.storage.safe_files import write_atomic
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.run_log import last_run_log_file
+from recbole_fbsm.training.run_log import last_run_log_file
 from recbole_fbsm.quick_start import run
-from recbole_fbsm.cli import settings_from_args
-from recbole_fbsm.settings import SEED_MAX
+from recbole_fbsm.config.cli import settings_from_args
+from recbole_fbsm.config.cold_start_config import ColdStartConfig
+from recbole_fbsm.config.registry import get_model
+from recbole_fbsm.config.settings import SEED_MAX
 
 DEFAULT_MODELS = ["FBSM", "UFSM", "ItemKNNCBF", "CoSim", "FM", "DeepFM", "WideDeep", "BPR", "Pop", "Random"]
 # every table shows each model's ratio to these, when they are in it: the strongest simple content baseline
@@ -54,9 +56,9 @@ CHECKPOINT_SUBDIR = "saved"
 ERROR_CHARS_IN_TABLE = 160
 
 EPILOG = """examples:
-  python -m recbole_fbsm.compare --dataset=ml-100k
-  python -m recbole_fbsm.compare --dataset=ml-100k --models FBSM CoSim Pop --seeds 2020 2021 --results results/x
-  python -m recbole_fbsm.compare --dataset=ml-100k --results results/x --epochs=30 --metrics="['Recall','NDCG','Rec','DCG']"
+  python -m recbole_fbsm.experiments.compare --dataset=ml-100k
+  python -m recbole_fbsm.experiments.compare --dataset=ml-100k --models FBSM CoSim Pop --seeds 2020 2021 --results results/x
+  python -m recbole_fbsm.experiments.compare --dataset=ml-100k --results results/x --epochs=30 --metrics="['Recall','NDCG','Rec','DCG']"
 
 Every other RecBole setting is given as --key=value and passed to every model (seed and split_seed
 are set per split by --seeds). Quiet defaults: state=WARNING, show_progress=False; checkpoints go to
@@ -71,7 +73,7 @@ error, an unknown model, or a dataset/setting error raised by the first run."""
 
 
 # ------------------------------------------------------------------------------------ command line
-def build_parser(prog="python -m recbole_fbsm.compare") -> argparse.ArgumentParser:
+def build_parser(prog="python -m recbole_fbsm.experiments.compare") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Run a list of models on one dataset over the same random item splits (one per seed)\n"
@@ -98,7 +100,7 @@ def build_parser(prog="python -m recbole_fbsm.compare") -> argparse.ArgumentPars
     return parser
 
 
-def parse_args(argv, prog="python -m recbole_fbsm.compare"):
+def parse_args(argv, prog="python -m recbole_fbsm.experiments.compare"):
     parser = build_parser(prog)
     args, rest = parser.parse_known_args(argv)
     overrides = settings_from_args(parser, rest, RESERVED_KEYS)
@@ -140,8 +142,6 @@ def _config_facts(model, dataset, config_file_list, config_dict):
     """The ``valid_metric`` this run was selected on (the model's yaml or the user's files may change it)
     and the plugin's property files that were applied (overall, dataset, model, dataset/model)."""
     try:
-        from recbole_fbsm.config import ColdStartConfig
-
         config = ColdStartConfig(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
         return str(config["valid_metric"]).lower(), list(config.property_files)
     except Exception:  # only labels for the table
@@ -210,8 +210,6 @@ def compare(
     (model, seed)) and records (those in the table). Raises ColdStartError for an unknown model, and
     for a dataset/setting error raised by the first run of this call.
     """
-    from recbole_fbsm.registry import get_model
-
     models = list(DEFAULT_MODELS if models is None else models)
     seeds = [int(s) for s in (DEFAULT_SEEDS if seeds is None else seeds)]
     overrides = dict(overrides or {})
@@ -495,13 +493,13 @@ def write_report(results_dir, settings, models_first=(), command=None, log=print
 
 
 # -------------------------------------------------------------------------------------------- main
-def main(argv=None, prog="python -m recbole_fbsm.compare"):
+def main(argv=None, prog="python -m recbole_fbsm.experiments.compare"):
     argv = sys.argv[1:] if argv is None else list(argv)
     args, overrides = parse_args(argv, prog)
     config_files = args.config_files.split() if args.config_files else None
     results_dir = Path(args.results) if args.results else default_results_dir(args.dataset)
     command_argv = list(argv) if args.results else [*argv, f"--results={results_dir}"]
-    command = shlex.join(["python", "-m", "recbole_fbsm.compare", *command_argv])
+    command = shlex.join(["python", "-m", "recbole_fbsm.experiments.compare", *command_argv])
     with warnings.catch_warnings():
         # RecBole 1.2.1 on pandas 2 / torch 2 warns about its own code at every run: noise on the console.
         warnings.simplefilter("ignore", FutureWarning)

@@ -5,7 +5,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from recbole_fbsm.config import ColdStartConfig
+from recbole_fbsm.config.cold_start_config import ColdStartConfig
 
 # RecBole's atomic file suffixes (``Dataset._load_data`` reads these when present)
 ATOMIC_SUFFIXES = ("inter", "item", "user", "kg", "link", "net")

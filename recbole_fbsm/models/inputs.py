@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from recbole_fbsm.features import ItemFeatures, features_from_config, like_matrix, training_items
-from recbole_fbsm.warm import warm_embeddings
+from recbole_fbsm.data.features import ItemFeatures, features_from_config, like_matrix, training_items
+from recbole_fbsm.models.warm_backbone import warm_embeddings
 
 
 @dataclass

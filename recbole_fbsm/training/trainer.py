@@ -12,7 +12,7 @@ What the mixin changes, and why:
 - a model may supply its own optimizer parameter groups (``optimizer_param_groups``), e.g. the paper's
   separate learning rates for D and V;
 - a caller may watch every validation (``validation_callback``): the tuner feeds its pruner from it;
-- data-parallel runs (``recbole_fbsm.distributed``) on CPU and CUDA: RecBole's wrapper assumes one GPU per
+- data-parallel runs (``recbole_fbsm.runtime.distributed``) on CPU and CUDA: RecBole's wrapper assumes one GPU per
   process; here DDP gets the device the config chose, leaves the constant buffers (F, profiles) alone,
   weighs each rank's loss by its share of the step's triplets, gathers evaluation rows instead of
   averaging per-rank metrics, and lets rank 0 alone write and read checkpoints.
@@ -29,13 +29,15 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from recbole.data.dataloader import FullSortEvalDataLoader
-from recbole.utils import get_local_time
+from recbole.utils import ModelType, get_local_time
+from recbole.utils import get_trainer as recbole_trainer_lookup
 from torch.nn.parallel import DistributedDataParallel
 
-from recbole_fbsm import distributed
-from recbole_fbsm.artifact.safe_files import Settings, encode_arrays, load_checkpoint, plain, save_tensors
+from recbole_fbsm.runtime import distributed
+from recbole_fbsm.storage.safe_files import Settings, encode_arrays, load_checkpoint, plain, save_tensors
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.evaluation import TieBreakingCollector
+from recbole_fbsm.evaluation.collector import TieBreakingCollector
+from recbole_fbsm.evaluation.early_stopping import paper_early_stopping
 
 _TRAINER_CACHE = {}
 # below this many triplets per process and step, a data-parallel CPU run is slower than one process
@@ -355,3 +357,14 @@ def cold_start_trainer_class(base):
     if base not in _TRAINER_CACHE:
         _TRAINER_CACHE[base] = type(f"ColdStart{base.__name__}", (ColdStartTrainerMixin, base), {})
     return _TRAINER_CACHE[base]
+
+
+def get_trainer(model_type, model_name):
+    """RecBole's trainer for this model, with the cold-start evaluation mixed in."""
+    if model_type == ModelType.DECISIONTREE:
+        raise ColdStartError(f"model {model_name!r}: decision-tree models are not supported by this plugin.")
+    return paper_early_stopping(cold_start_trainer_class(recbole_get_trainer(model_type, model_name)))
+
+
+def recbole_get_trainer(model_type, model_name):
+    return recbole_trainer_lookup(model_type, model_name)

@@ -8,11 +8,18 @@ release means a new run, never an old number.
 
 import hashlib
 import json
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from recbole_fbsm.artifact.fingerprint import fingerprint_of
-from recbole_fbsm.artifact.model_file import package_version
-from recbole_fbsm.artifact.safe_files import write_atomic
+from recbole_fbsm.storage.fingerprint import fingerprint_of
+from recbole_fbsm.storage.safe_files import write_atomic
+
+
+def package_version():
+    try:
+        return version("recbole-fbsm")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def settings_of(dataset, config_file_list, overrides):

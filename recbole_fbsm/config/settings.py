@@ -23,9 +23,11 @@ from pathlib import Path
 
 import yaml
 
+from recbole_fbsm.config.registry import PLUGIN_MODELS, RECBOLE_SUBMODULES, unknown_model_message
+from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # recbole_fbsm/
 # the plugin's property files: package data, found from any folder and in any install
 PROPERTIES_DIR = PACKAGE_DIR / "properties"
 
@@ -166,21 +168,6 @@ def is_known(key):
     return key in RUNTIME_KEYS or key in known_defaults() or key in keys_read_by_code()
 
 
-def suggestion(word, choices):
-    """ ``; did you mean 'x'?`` for the closest of ``choices`` (case-insensitive), or nothing."""
-    choices = sorted(set(map(str, choices)))
-    lowered = {c.lower(): c for c in choices}
-    if str(word).lower() in lowered:
-        return f"; did you mean {lowered[str(word).lower()]!r}?"
-    prefixed = [c for c in lowered if len(str(word)) >= 3 and c.startswith(str(word).lower())]
-    if len(prefixed) == 1:
-        return f"; did you mean {lowered[prefixed[0]]!r}?"
-    close = difflib.get_close_matches(str(word).lower(), list(lowered), n=3, cutoff=0.6)
-    if not close:
-        return ""
-    return "; did you mean " + " or ".join(repr(lowered[c]) for c in close) + "?"
-
-
 # ------------------------------------------------------------------------------ model names
 _CLASS = re.compile(r"^class (\w+)\(", re.M)
 
@@ -189,8 +176,6 @@ _CLASS = re.compile(r"^class (\w+)\(", re.M)
 def recbole_model_files():
     """{model class name: module file} for RecBole's general and context-aware models, found by reading
     the files (a class whose lower-cased name is its module's name), without importing them."""
-    from recbole_fbsm.registry import RECBOLE_SUBMODULES
-
     models = {}
     for submodule in RECBOLE_SUBMODULES:
         for path in sorted((recbole_dir() / "model" / submodule).glob("*.py")):
@@ -203,19 +188,11 @@ def recbole_model_files():
 
 
 def model_names():
-    from recbole_fbsm.registry import PLUGIN_MODELS
-
     return list(PLUGIN_MODELS) + sorted(n for n in recbole_model_files() if n not in PLUGIN_MODELS)
-
-
-def unknown_model_message(name, available):
-    return f"unknown model {name!r}{suggestion(name, available) or '.'} Available models: {', '.join(available)}."
 
 
 def check_model_name(name):
     """An unknown model name is an error (with the closest names), decided without importing a model."""
-    from recbole_fbsm.registry import PLUGIN_MODELS
-
     if not isinstance(name, str):
         return
     if name in PLUGIN_MODELS or name in recbole_model_files():
@@ -228,7 +205,7 @@ def check_model_name(name):
 def metric_names():
     """{lower-case metric name: (display name, is a top-k metric)} of RecBole's and the plugin's metrics."""
     names = {}
-    for path in (recbole_dir() / "evaluator" / "metrics.py", PACKAGE_DIR / "metrics.py"):
+    for path in (recbole_dir() / "evaluator" / "metrics.py", PACKAGE_DIR / "evaluation" / "metrics.py"):
         text = path.read_text(encoding="utf-8")
         for name, base in re.findall(r"^class (\w+)\((\w+)\)", text, re.M):
             if base.endswith("Metric") and not name.endswith("Metric"):

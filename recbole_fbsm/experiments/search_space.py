@@ -28,7 +28,7 @@ from pathlib import Path
 import optuna
 import yaml
 
-from recbole_fbsm.config import PROPERTIES_DIR
+from recbole_fbsm.config.cold_start_config import PROPERTIES_DIR
 from recbole_fbsm.errors import ColdStartError
 
 KINDS = ("choice", "uniform", "loguniform", "quniform")

@@ -9,9 +9,9 @@ train, keep the best epoch on validation, test. Its score is the mean over the s
 validation score (``valid_metric``); test results are stored and shown, never used to choose. Trials
 live in an Optuna study (``--storage``, any database URL Optuna accepts): an interrupted search resumes,
 and processes or machines started on one study share its trials (a grid point is run by one of them,
-``recbole_fbsm.shared_grid``). The pruner sees the trainer's validation curve
-(``recbole_fbsm.trainer.validation_callback``) and stops trials that fall behind. ``python -m
-recbole_fbsm.tune`` is the same command.
+``recbole_fbsm.experiments.shared_grid``). The pruner sees the trainer's validation curve
+(``recbole_fbsm.training.trainer.validation_callback``) and stops trials that fall behind. ``python -m
+recbole_fbsm.experiments.tune`` is the same command.
 """
 
 from __future__ import annotations
@@ -35,16 +35,19 @@ import optuna
 import yaml
 from optuna.trial import TrialState
 
-from recbole_fbsm import search_space, shared_grid
-from recbole_fbsm.cli import settings_from_args
-from recbole_fbsm.artifact.fingerprint import fingerprint_of
-from recbole_fbsm.artifact.run_records import settings_of
-from recbole_fbsm.artifact.safe_files import write_atomic
-from recbole_fbsm.compare import QUIET_DEFAULTS
-from recbole_fbsm.config import ColdStartConfig, tuned_properties_file
+from recbole_fbsm.experiments import search_space
+
+from recbole_fbsm.experiments import shared_grid
+from recbole_fbsm.config.cli import settings_from_args
+from recbole_fbsm.storage.fingerprint import fingerprint_of
+from recbole_fbsm.storage.run_records import settings_of
+from recbole_fbsm.storage.safe_files import write_atomic
+from recbole_fbsm.experiments.compare import QUIET_DEFAULTS
+from recbole_fbsm.config.cold_start_config import ColdStartConfig, tuned_properties_file
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.settings import check_user_settings, precheck
-from recbole_fbsm.trainer import validation_callback
+from recbole_fbsm.config.settings import check_user_settings, precheck
+from recbole_fbsm.training.trainer import validation_callback
+from recbole_fbsm.quick_start import run
 
 RESERVED_KEYS = {"seed": "set per split by --seeds", "split_seed": "set per split by --seeds",
                  "model": "use --model", "dataset": "use --dataset"}
@@ -182,8 +185,6 @@ class Objective:
     """One trial: the sampled settings, run once per seed; the pruner is fed after every validation."""
 
     def __init__(self, search, points=None, log=print):
-        from recbole_fbsm.quick_start import run  # noqa: PLC0415 (the heavy import only when trials run)
-
         self.run, self.search, self.points, self.log = run, search, points, log
         self.skip = set()  # grid points that failed in this process: not retried by it
         self.exhausted = False  # no grid point left to claim
@@ -494,4 +495,4 @@ def _main(args, overrides, argv, prog):
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m recbole_fbsm.tune"))
+    sys.exit(main(prog="python -m recbole_fbsm.experiments.tune"))

@@ -3,7 +3,7 @@
 Layering (lowest priority first): RecBole's own internal yaml files, then this plugin's
 ``properties/overall.yaml``, ``properties/dataset/<dataset>.yaml``, ``properties/model/<model>.yaml`` and
 ``properties/dataset/<dataset>/<model>.yaml`` (a model's settings for that dataset: values chosen on
-validation by ``recbole_fbsm.tune``, cost caps; skipped with ``use_tuned_properties: False``), then the user's config files, then ``config_dict``. ``eval_args`` is merged key by key, so that a user
+validation by ``recbole_fbsm.experiments.tune``, cost caps; skipped with ``use_tuned_properties: False``), then the user's config files, then ``config_dict``. ``eval_args`` is merged key by key, so that a user
 file setting only ``eval_args: {mode: uni100}`` keeps the item split.
 """
 
@@ -14,13 +14,15 @@ import numpy as np
 from recbole.config import Config
 from recbole.utils import InputType, ModelType
 
-import recbole_fbsm.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
+import recbole_fbsm.evaluation.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
+from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.settings import PROPERTIES_DIR, check_final, check_user_settings, convert_value, read_yaml
+from recbole_fbsm.runtime.distributed import init_process_group
+from recbole_fbsm.config.settings import PROPERTIES_DIR, check_final, check_user_settings, convert_value, read_yaml
 
 
 def tuned_properties_file(model, dataset):
-    """A model's settings for one dataset: values chosen on validation by ``python -m recbole_fbsm.tune
+    """A model's settings for one dataset: values chosen on validation by ``python -m recbole_fbsm.experiments.tune
     --write``, and cost caps (e.g. for context-aware models on long texts)."""
     return PROPERTIES_DIR / "dataset" / str(dataset) / f"{model}.yaml"
 GROUP_BY_CHOICES = ("item", "user", "none")
@@ -40,7 +42,7 @@ class ColdStartConfig(Config):
     Unlike RecBole's Config, it never reads ``sys.argv`` (``run_recbole.py`` parses the command line
     itself and passes the values as ``config_dict``), so that embedding the plugin in another program
     or a test runner cannot inject settings by accident. The caller's settings are checked first
-    (``recbole_fbsm.settings``: known keys, typed values, readable files), and string values are
+    (``recbole_fbsm.config.settings``: known keys, typed values, readable files), and string values are
     converted without ``eval``.
     """
 
@@ -70,12 +72,10 @@ class ColdStartConfig(Config):
 
     def _init_device(self):
         """RecBole's device setup, except in a data-parallel run (``local_rank`` given by the launcher):
-        there ``recbole_fbsm.distributed`` joins the process group with the backend the device needs
+        there ``recbole_fbsm.runtime.distributed`` joins the process group with the backend the device needs
         (RecBole's always asks for NCCL and one GPU per process)."""
         if "local_rank" not in self.final_config_dict:
             return super()._init_device()
-        from recbole_fbsm.distributed import init_process_group
-
         init_process_group(self.final_config_dict)
 
     def _convert_config_dict(self, config_dict):
@@ -98,8 +98,6 @@ class ColdStartConfig(Config):
         return dict()
 
     def _get_model_and_dataset(self, model, dataset):
-        from recbole_fbsm.registry import get_model
-
         if model is None:
             model = self.external_config_dict.get("model")
             if model is None:

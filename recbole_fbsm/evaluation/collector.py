@@ -14,7 +14,7 @@ the top-20), and evaluation never consumes a random number that training would o
 import torch
 from recbole.evaluator import Collector
 
-from recbole_fbsm import distributed
+from recbole_fbsm.runtime import distributed
 
 _TOPK_KEYS = ("rec.items", "rec.topk")
 # what RecBole's Collector accumulates batch by batch, one row per evaluated user (the rest is per model or data)

@@ -1,0 +1,1 @@
+"""How a run executes: processes (``distributed``: torch.distributed groups, rank shares, broadcasts)."""

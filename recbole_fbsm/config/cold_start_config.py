@@ -15,6 +15,7 @@ from recbole.config import Config
 from recbole.utils import InputType, ModelType
 
 import recbole_fbsm.evaluation.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
+from recbole_fbsm.recbole_compat import ConfigRoutes, restore_numpy_aliases
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.runtime.distributed import init_process_group
@@ -36,7 +37,7 @@ def _shown_path(path):
         return str(path)
 
 
-class ColdStartConfig(Config):
+class ColdStartConfig(ConfigRoutes, Config):
     """RecBole configuration for the item cold-start protocol.
 
     Unlike RecBole's Config, it never reads ``sys.argv`` (``run_recbole.py`` parses the command line
@@ -54,8 +55,8 @@ class ColdStartConfig(Config):
             config_file_list = [path for path in config_file_list if read_yaml(path)] or None
         super().__init__(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
 
-    def _set_train_neg_sample_args(self):
-        super()._set_train_neg_sample_args()
+    def plugin_set_train_neg_sample_args(self):
+        super().plugin_set_train_neg_sample_args()
         args = self.final_config_dict.get("train_neg_sample_args") or {}
         if args.get("distribution") != "none":
             return
@@ -70,34 +71,24 @@ class ColdStartConfig(Config):
                 "on the item split (its data has likes only); expected e.g. {distribution: uniform, sample_num: 1}; got none."
             )
 
-    def _init_device(self):
+    def plugin_init_device(self):
         """RecBole's device setup, except in a data-parallel run (``local_rank`` given by the launcher):
         there ``recbole_fbsm.runtime.distributed`` joins the process group with the backend the device needs
         (RecBole's always asks for NCCL and one GPU per process)."""
         if "local_rank" not in self.final_config_dict:
-            return super()._init_device()
+            return super().plugin_init_device()
         init_process_group(self.final_config_dict)
 
-    def _convert_config_dict(self, config_dict):
+    def plugin_convert_config_dict(self, config_dict):
         return {key: convert_value(value) for key, value in config_dict.items()}
 
     def compatibility_settings(self):
-        # RecBole 1.2.1 still uses the aliases removed in numpy 2 (np.float_, np.bool, np.long, ...).
-        aliases = {
-            "bool": np.bool_, "int": np.int64, "float": np.float64, "complex": np.complex128,
-            "object": np.object_, "str": np.str_, "long": np.int64, "unicode": np.str_,
-            "float_": np.float64, "complex_": np.complex128, "unicode_": np.str_,
-        }
-        for name, target in aliases.items():
-            # only fill what numpy lacks, never rebind what exists; looked up in the module's namespace,
-            # since getattr(np, "object") itself raises numpy's FutureWarning about the removed alias
-            if name not in vars(np):
-                setattr(np, name, target)
+        restore_numpy_aliases()
 
-    def _load_cmd_line(self):
+    def plugin_load_cmd_line(self):
         return dict()
 
-    def _get_model_and_dataset(self, model, dataset):
+    def plugin_get_model_and_dataset(self, model, dataset):
         if model is None:
             model = self.external_config_dict.get("model")
             if model is None:
@@ -109,8 +100,8 @@ class ColdStartConfig(Config):
         model_class = get_model(model) if isinstance(model, str) else model
         return model_class.__name__, model_class, dataset
 
-    def _load_internal_config_dict(self, model, model_class, dataset):
-        super()._load_internal_config_dict(model, model_class, dataset)
+    def plugin_load_internal_config_dict(self, model, model_class, dataset):
+        super().plugin_load_internal_config_dict(model, model_class, dataset)
         self.property_files = []  # the plugin's property files applied, in order (compare's table lists them)
         for path in (
             PROPERTIES_DIR / "overall.yaml",
@@ -128,8 +119,8 @@ class ColdStartConfig(Config):
         value = self.external_config_dict.get("use_tuned_properties", True)
         return str(value).lower() not in ("false", "0", "no", "none")
 
-    def _get_final_config_dict(self):
-        final = super()._get_final_config_dict()
+    def plugin_get_final_config_dict(self):
+        final = super().plugin_get_final_config_dict()
         internal_eval = self.internal_config_dict.get("eval_args") or {}
         external_eval = self.external_config_dict.get("eval_args")
         if isinstance(external_eval, dict):

@@ -10,6 +10,7 @@ from recbole.data.dataset import Dataset
 from recbole.data.interaction import Interaction
 from recbole.utils import FeatureSource, FeatureType, ModelType
 
+from recbole_fbsm.recbole_compat import DatasetRoutes
 from recbole_fbsm.data.atomic_files import codes_of
 from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns, split_rows
 from recbole_fbsm.errors import ColdStartError
@@ -107,7 +108,7 @@ def _isin(values, allowed):
     return member[values.cat.codes.to_numpy()]  # code -1 (missing) reads the last slot
 
 
-class ColdStartDataset(Dataset):
+class ColdStartDataset(DatasetRoutes, Dataset):
     """A RecBole Dataset whose ``build()`` partitions items, not interactions, when
     ``eval_args.group_by`` is ``item``.
 
@@ -124,7 +125,7 @@ class ColdStartDataset(Dataset):
 
     phase = None
     split_items = None
-    _coded = None
+    _coded = None  # (source, token_seq field) -> vocabulary of the fast reader's codes
 
     def __str__(self):
         """RecBole's summary with real counts: ``user_num`` and ``item_num`` include the padding id 0."""
@@ -206,22 +207,18 @@ class ColdStartDataset(Dataset):
         return np.ones(n, dtype=bool)
 
     # ------------------------------------------------------------------------------ canonical order
-    def _get_preset(self):
-        super()._get_preset()
-        self._coded = {}  # (source, token_seq field) -> vocabulary of the fast reader's codes
-
-    def _load_data(self, token, dataset_path):
+    def plugin_load_data(self, token, dataset_path):
         """RecBole's loading, then every table in a canonical row order (``_remap`` numbers users, items and
         tokens in sorted order): ids, vocabularies and batches then depend on the data, not on the order of
         the files' lines (the same likes in another order gave other results)."""
-        super()._load_data(token, dataset_path)
+        super().plugin_load_data(token, dataset_path)
         self.inter_feat = canonical_order(self.inter_feat, [self.uid_field, self.iid_field])
         if self.item_feat is not None:
             self.item_feat = canonical_order(self.item_feat, [self.iid_field])
         if self.user_feat is not None:
             self.user_feat = canonical_order(self.user_feat, [self.uid_field])
 
-    def _remap(self, remap_list):
+    def plugin_remap(self, remap_list):
         """RecBole's remapping of tokens to ids, with ids in sorted token order instead of first appearance:
         a user's, an item's or a feature token's id then depends only on which tokens exist, not on the
         interactions (adding validation/test likes of existing items no longer renumbers items, which moved
@@ -273,13 +270,13 @@ class ColdStartDataset(Dataset):
         flat = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
         source = next((s for s, name in ((FeatureSource.INTERACTION, "inter_feat"), (FeatureSource.USER, "user_feat"),
                                          (FeatureSource.ITEM, "item_feat")) if getattr(self, name, None) is feat), None)
-        vocabulary = self._coded.get((source, field))
+        vocabulary = (self._coded or {}).get((source, field))
         if vocabulary is not None and flat.dtype.kind in "iu":
             return flat.astype(np.int64), vocabulary, lengths
         codes, uniques = pd.factorize(flat.astype(object)) if len(flat) else (np.zeros(0, dtype=np.int64), [])
         return codes.astype(np.int64), np.asarray(uniques, dtype=object), lengths
 
-    def _filter_inter_by_user_or_item(self):
+    def plugin_filter_inter_by_user_or_item(self):
         """RecBole's filter (interactions whose user or item has no row in the .user / .item file are
         dropped), by category codes when the columns are ``Categorical``."""
         if self.config["filter_inter_by_user_or_item"] is not True:
@@ -290,7 +287,7 @@ class ColdStartDataset(Dataset):
                 remained &= _isin(self.inter_feat[field], feat[field])
         self.inter_feat.drop(self.inter_feat.index[~remained], inplace=True)
 
-    def _filter_by_inter_num(self):
+    def plugin_filter_by_inter_num(self):
         """RecBole's filter by number of interactions (``user_inter_num_interval``, ``item_inter_num_interval``;
         RecBole's default for a new dataset is ``[0,inf)``, which drops nothing), with counts per id code
         instead of ``Counter``s of tokens: the same rounds and the same rows dropped."""
@@ -345,7 +342,7 @@ class ColdStartDataset(Dataset):
         previous = csv.field_size_limit()
         csv.field_size_limit(CSV_FIELD_LIMIT)
         try:
-            return super()._load_feat(filepath, source)
+            return super().plugin_load_feat(filepath, source)
         finally:
             csv.field_size_limit(previous)
 
@@ -398,14 +395,14 @@ class ColdStartDataset(Dataset):
                 column[:] = [seq[:limit] for seq in sequences.column]
                 df[field] = column
             self.field2seqlen[field] = longest if limit is None else min(limit, longest)
-            self._coded[(source, field)] = sequences.vocabulary
+            self._coded = {**(self._coded or {}), (source, field): sequences.vocabulary}
         return df
 
-    def _dataframe_to_interaction(self, data):
+    def plugin_dataframe_to_interaction(self, data):
         """RecBole's conversion to an ``Interaction``; sequence fields are padded by one numpy scatter
         instead of one tensor per row (14 s for 2 million items)."""
         if len(data) == 0:
-            return super()._dataframe_to_interaction(data)
+            return super().plugin_dataframe_to_interaction(data)
         numerical = self.config["numerical_features"] or []
         new_data = {}
         for field in data:
@@ -414,11 +411,11 @@ class ColdStartDataset(Dataset):
                 dtype = np.int64 if ftype == FeatureType.TOKEN_SEQ else np.float32
                 new_data[field] = torch.from_numpy(pad_sequences(data[field].values, self.field2seqlen[field], dtype))
             else:
-                new_data.update(super()._dataframe_to_interaction(data[[field]]).interaction)
+                new_data.update(super().plugin_dataframe_to_interaction(data[[field]]).interaction)
         return Interaction(new_data)
 
     # ------------------------------------------------------------------------- context-model inputs
-    def _load_feat(self, filepath, source):
+    def plugin_load_feat(self, filepath, source):
         """RecBole's loader (``_read_feat``); for context-aware models, ``token_seq`` item fields keep each token once.
 
         The converters repeat a term once per occurrence so that FBSM's tf-idf sees term counts. A

@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from recbole.sampler import Sampler
 
+from recbole_fbsm.recbole_compat import SamplerRoutes
+
 POPULARITY_REJECTION_ROUNDS = 16
 
 
@@ -71,7 +73,7 @@ class UsedIds:
         return sets
 
 
-class ColdStartSampler(Sampler):
+class ColdStartSampler(SamplerRoutes, Sampler):
     """RecBole ``Sampler`` restricted to the items of each phase's split (see module docstring)."""
 
     def __init__(self, phases, datasets, distribution="uniform", alpha=1.0):
@@ -118,7 +120,7 @@ class ColdStartSampler(Sampler):
             used[phase] = UsedIds(np.concatenate(users), np.concatenate(items), self.user_num, self.item_num)
         return used
 
-    def _build_alias_table(self):
+    def plugin_build_alias_table(self):
         """Popularity cumulative distributions per phase (RecBole builds one alias table over all items)."""
         self._pop_cdf = {}
         for phase, dataset in zip(self.phases, self.datasets):

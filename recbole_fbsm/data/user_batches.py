@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from recbole.data.interaction import Interaction
 
+from recbole_fbsm.recbole_compat import TrainLoaderRoutes
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.errors import ColdStartError
 
@@ -95,17 +96,16 @@ class UserGroupedBatchSampler:
 def user_grouped(loader_class):
     """``loader_class`` (RecBole's TrainDataLoader) with batches of whole users."""
 
-    class UserGroupedTrainDataLoader(loader_class):
-        @property
-        def _index_sampler(self):
+    class UserGroupedTrainDataLoader(TrainLoaderRoutes, loader_class):
+        def plugin_index_sampler(self):
             if getattr(self, "_user_batches", None) is None:
                 users = self._dataset.inter_feat[self._dataset.uid_field].numpy()
                 rank, size = distributed.world()
                 self._user_batches = UserGroupedBatchSampler(users, self._whole_batch_step, self.generator, rank, size)
             return self._user_batches
 
-        def _init_batch_size_and_step(self):
-            super()._init_batch_size_and_step()
+        def plugin_init_batch_size_and_step(self):
+            super().plugin_init_batch_size_and_step()
             # the batch of the whole run: RecBole divides ``step`` by the world size afterwards, in a
             # data-parallel run; here each rank takes its share of the whole batch instead
             self._whole_batch_step = self.step
@@ -122,14 +122,14 @@ def user_grouped(loader_class):
             rows = Interaction({field: inter_feat[field].index_select(0, index) for field in inter_feat.columns})
             return self._neg_sampling(self.transform(self._dataset, self._dataset.join(rows)))
 
-        def _neg_sampling(self, inter_feat):
+        def plugin_neg_sampling(self, inter_feat):
             """RecBole's dynamic negative sampling (the best scored of ``candidate_num`` draws) without its
             deep copy of the batch, its tiling of every column and its Python loop over the triplets:
             the candidates are scored as (user, item) pairs only, without a graph. Models that read
             more than those two columns in ``predict`` keep RecBole's version."""
             model = getattr(self, "model", None)
             if not self.neg_sample_args.get("dynamic", False) or not getattr(model, "reads_own_features", False):
-                return super()._neg_sampling(inter_feat)
+                return super().plugin_neg_sampling(inter_feat)
             candidate_num = self.neg_sample_args["candidate_num"]
             users, items = inter_feat[self.uid_field], inter_feat[self.iid_field]
             candidates = self._sampler.sample_by_user_ids(users.numpy(), items.numpy(),

@@ -10,7 +10,8 @@
 
 import numpy as np
 from recbole.evaluator.base_metric import TopkMetric
-from recbole.evaluator.register import metric_information, metric_types, metrics_dict, smaller_metrics
+
+from recbole_fbsm.recbole_compat import register_metric
 
 
 class DCG(TopkMetric):
@@ -34,15 +35,5 @@ class Rec(TopkMetric):
         return np.cumsum(pos_index, axis=1) / np.minimum(ranks[None, :], pos_len.reshape(-1, 1))
 
 
-def register(metric_class):
-    """Add a metric class to RecBole's registries (the same dicts RecBole's Config and Evaluator read)."""
-    name = metric_class.__name__.lower()
-    metrics_dict[name] = metric_class
-    metric_types[name] = metric_class.metric_type
-    metric_information[name] = metric_class.metric_need
-    if metric_class.smaller and name not in smaller_metrics:
-        smaller_metrics.append(name)
-
-
 for _metric in (DCG, Rec):
-    register(_metric)
+    register_metric(_metric)

@@ -33,6 +33,7 @@ from recbole.utils import ModelType, get_local_time
 from recbole.utils import get_trainer as recbole_trainer_lookup
 from torch.nn.parallel import DistributedDataParallel
 
+from recbole_fbsm.recbole_compat import TrainerRoutes
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.storage.safe_files import Settings, encode_arrays, load_checkpoint, plain, save_tensors
 from recbole_fbsm.errors import ColdStartError
@@ -107,10 +108,10 @@ class ColdStartTrainerMixin:
         self.context_eval_chunk = int(config["context_eval_chunk"] or 65536)
         self._candidates = self._candidate_position = None
 
-    def _build_optimizer(self, **kwargs):
+    def plugin_build_optimizer(self, **kwargs):
         if "params" not in kwargs and hasattr(self.model, "optimizer_param_groups"):
             kwargs["params"] = self.model.optimizer_param_groups(self.learning_rate)
-        return fused_if_possible(super()._build_optimizer(**kwargs))
+        return fused_if_possible(super().plugin_build_optimizer(**kwargs))
 
     def fit(self, train_data, valid_data=None, *args, **kwargs):
         """RecBole's ``fit``; with ``valid_before_training`` the untrained model is validated first and
@@ -156,27 +157,27 @@ class ColdStartTrainerMixin:
         self.logger.warning(message + f" The best epoch so far on validation ({self.kept_epoch}) is kept and tested.")
         return self.best_valid_score, self.best_valid_result
 
-    def _train_epoch(self, train_data, epoch_idx, loss_func=None, *args, **kwargs):
+    def plugin_train_epoch(self, train_data, epoch_idx, loss_func=None, *args, **kwargs):
         self.epochs_trained = epoch_idx + 1 - self.start_epoch
         self._epoch_in_progress = epoch_idx
         if distributed.is_distributed(self.config):
             loss_func = share_weighted(loss_func or self.model.calculate_loss, self.device)
-        return super()._train_epoch(train_data, epoch_idx, loss_func, *args, **kwargs)
+        return super().plugin_train_epoch(train_data, epoch_idx, loss_func, *args, **kwargs)
 
-    def _map_reduce(self, result, num_sample):
+    def plugin_map_reduce(self, result, num_sample):
         """The collector already gathered every rank's rows: the result is the whole evaluation's
         (RecBole's version averages per-rank metrics, which is not the metric over all users)."""
         return result
 
-    def _valid_epoch(self, *args, **kwargs):
-        valid_score, valid_result = super()._valid_epoch(*args, **kwargs)
+    def plugin_valid_epoch(self, *args, **kwargs):
+        valid_score, valid_result = super().plugin_valid_epoch(*args, **kwargs)
         self.valid_history.append((self._epoch_in_progress, valid_score))
         callback = _VALIDATION_CALLBACK.get()
         if callback is not None:
             callback(valid_score, valid_result)
         return valid_score, valid_result
 
-    def _save_checkpoint(self, epoch, verbose=True, **kwargs):
+    def plugin_save_checkpoint(self, epoch, verbose=True, **kwargs):
         """RecBole's checkpoint content, with the settings as plain data instead of the pickled Config (so it
         loads with ``weights_only=True``), written atomically (``artifact.safe_files.save_tensors``): a killed
         process or a full disk never leaves a truncated file where a good one was."""
@@ -273,13 +274,13 @@ class ColdStartTrainerMixin:
             position[self._candidates] = torch.arange(len(self._candidates), device=self.device)
             self._candidate_position, self._candidate_key = position, key
 
-    def _full_sort_batch_eval(self, batched_data):
+    def plugin_full_sort_batch_eval(self, batched_data):
         """Scores of the batch's users over the split's items only: a (users x candidates) matrix, the
         positives and history mapped to candidate columns (the collector maps top-k back to item ids)."""
         interaction, history_index, positive_u, positive_i = batched_data
         candidates = self._candidates
         if candidates is None:
-            return super()._full_sort_batch_eval(batched_data)
+            return super().plugin_full_sort_batch_eval(batched_data)
         interaction = interaction.to(self.device)
         if hasattr(self.model, "score_candidates"):
             scores = self.model.score_candidates(interaction, candidates)
@@ -355,7 +356,7 @@ def fused_if_possible(optimizer):
 def cold_start_trainer_class(base):
     """``base`` (a RecBole trainer class) with ``ColdStartTrainerMixin`` in front."""
     if base not in _TRAINER_CACHE:
-        _TRAINER_CACHE[base] = type(f"ColdStart{base.__name__}", (ColdStartTrainerMixin, base), {})
+        _TRAINER_CACHE[base] = type(f"ColdStart{base.__name__}", (ColdStartTrainerMixin, TrainerRoutes, base), {})
     return _TRAINER_CACHE[base]
 
 

@@ -181,3 +181,5 @@ def restore_numpy_aliases():
         # only what numpy lacks; looked up in the namespace, as getattr(np, "object") warns about the alias
         if name not in vars(np):
             setattr(np, name, target)
+
+check_version()

@@ -10,11 +10,11 @@ file setting only ``eval_args: {mode: uni100}`` keeps the item split.
 import os
 from pathlib import Path
 
-import numpy as np
 from recbole.config import Config
 from recbole.utils import InputType, ModelType
 
 import recbole_fbsm.evaluation.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.recbole_compat import ConfigRoutes, restore_numpy_aliases
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.errors import ColdStartError
@@ -116,7 +116,7 @@ class ColdStartConfig(ConfigRoutes, Config):
                     self.parameters["Dataset"] += [k for k in loaded if k not in self.parameters["Dataset"]]
 
     def _use_tuned(self):
-        value = self.external_config_dict.get("use_tuned_properties", True)
+        value = setting(self.external_config_dict, "use_tuned_properties")
         return str(value).lower() not in ("false", "0", "no", "none")
 
     def plugin_get_final_config_dict(self):

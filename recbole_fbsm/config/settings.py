@@ -13,34 +13,24 @@ fraction of a second instead of after seconds of imports.
 """
 
 import ast
-import difflib
 import functools
-import importlib.util
-import math
 import os
 import re
 from pathlib import Path
 
 import yaml
 
+from recbole_fbsm.config.checks import _is_number, metric_names
+from recbole_fbsm.config.paths import PACKAGE_DIR, PROPERTIES_DIR, recbole_dir
 from recbole_fbsm.config.registry import PLUGIN_MODELS, RECBOLE_SUBMODULES, unknown_model_message
+from recbole_fbsm.config.schema import SPECS
 from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
-
-PACKAGE_DIR = Path(__file__).resolve().parent.parent  # recbole_fbsm/
-# the plugin's property files: package data, found from any folder and in any install
-PROPERTIES_DIR = PACKAGE_DIR / "properties"
 
 # Keys the plugin or RecBole sets at run time or accepts from the caller without a property file.
 RUNTIME_KEYS = {"model", "dataset", "config_files", "run_id", "use_tuned_properties", "local_rank", "world_size",
                 "nproc", "offset", "ip", "port", "device", "MODEL_TYPE", "MODEL_INPUT_TYPE", "eval_type",
                 "single_spec", "valid_neg_sample_args", "test_neg_sample_args", "encoding"}
-LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")
-STATES = ("info", "debug", "warning", "error", "critical")
-NEG_DISTRIBUTIONS = ("uniform", "popularity", "none")
-SEED_MAX = 2 ** 32 - 1  # numpy's legacy seeding, which RecBole's init_seed uses
-
-
 # ------------------------------------------------------------------------------ reading values
 class _Loader(yaml.SafeLoader):
     """RecBole's yaml reading: ``1e-4`` is a float (plain YAML 1.1 reads it as a string)."""
@@ -116,13 +106,6 @@ def read_yaml(path):
 
 
 # ------------------------------------------------------------------------------ the known keys
-def recbole_dir():
-    spec = importlib.util.find_spec("recbole")  # locates the package without importing it
-    if spec is None or not spec.submodule_search_locations:
-        raise ColdStartError("RecBole is not installed: pip install recbole==1.2.1.")
-    return Path(list(spec.submodule_search_locations)[0])
-
-
 def property_files():
     """Every property file: RecBole's, then this plugin's (grids list values to try, not settings)."""
     files = sorted((recbole_dir() / "properties").rglob("*.yaml"))
@@ -198,207 +181,6 @@ def check_model_name(name):
     if name in PLUGIN_MODELS or name in recbole_model_files():
         return
     raise ColdStartError(unknown_model_message(name, model_names()))
-
-
-# ------------------------------------------------------------------------------ metric names
-@functools.lru_cache(maxsize=1)
-def metric_names():
-    """{lower-case metric name: (display name, is a top-k metric)} of RecBole's and the plugin's metrics."""
-    names = {}
-    for path in (recbole_dir() / "evaluator" / "metrics.py", PACKAGE_DIR / "evaluation" / "metrics.py"):
-        text = path.read_text(encoding="utf-8")
-        for name, base in re.findall(r"^class (\w+)\((\w+)\)", text, re.M):
-            if base.endswith("Metric") and not name.endswith("Metric"):
-                names[name.lower()] = (name, base == "TopkMetric")
-    return names
-
-
-# ------------------------------------------------------------------------------ value checks
-def _type_name(value):
-    return {bool: "a flag", int: "an integer", float: "a number", str: "text", list: "a list", tuple: "a list",
-            dict: "a mapping", type(None): "~ (none)"}.get(type(value), type(value).__name__)
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value):
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and not (isinstance(value, float) and math.isnan(value)))
-
-
-def integer(low=None, high=None):
-    expected = {None: "an integer", 0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer >= {low}")
-    if high is not None:
-        expected = f"an integer from {low} to {high}"
-
-    def check(value):
-        if not _is_int(value) or (low is not None and value < low) or (high is not None and value > high):
-            return expected
-    return check
-
-
-def thread_count(value):
-    """1 to the machine's cores: more threads than cores only wait on each other (README, speed)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if not _is_int(value) or not 1 <= value <= cores:
-        return f"an integer from 1 to {cores} (this machine's cores)"
-
-
-def nonempty_words(value):
-    problem = words(value)
-    if problem is None and not value:
-        return "at least one field name, e.g. [genre, words] (~ for every token field of the .item file)"
-    return problem
-
-
-def number(low=None, strict=False):
-    def check(value):
-        bound = "" if low is None else f" {'>' if strict else '>='} {low:g}"
-        if not _is_number(value) or not math.isfinite(value):
-            return "a finite number" + bound
-        if low is not None and (value < low or (strict and value == low)):
-            return "a number" + bound
-    return check
-
-
-def unit_interval(value):
-    if not _is_number(value) or not 0 <= value <= 1:
-        return "a number from 0 to 1"
-
-
-def flag(value):
-    if not isinstance(value, bool):
-        return "True or False"
-
-
-class Problem(str):
-    """What was expected (the text), what was found (``got``) and a hint (``did you mean``)."""
-
-    def __new__(cls, expected, got=None, hint=""):
-        problem = super().__new__(cls, expected)
-        problem.got, problem.hint = got, hint
-        return problem
-
-
-def choice(options, case=False):
-    def check(value):
-        text = value.lower() if isinstance(value, str) and not case else value
-        if text not in options:
-            hint = suggestion(value, options) if isinstance(value, str) else ""
-            return Problem("one of " + ", ".join(options), value, hint)
-    return check
-
-
-def optional(inner):
-    def check(value):
-        if value is None:
-            return None
-        problem = inner(value)
-        if problem is None:
-            return None
-        return Problem(f"{problem} (or ~)", getattr(problem, "got", None), getattr(problem, "hint", ""))
-    return check
-
-
-def words(value):
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
-        return "a list of field names, e.g. [genre, words]"
-
-
-def text(value):
-    if not isinstance(value, str) or not value:
-        return "a non-empty text"
-
-
-def topk(value):
-    values = value if isinstance(value, (list, tuple)) else [value]
-    if not values or not all(_is_int(v) and v >= 1 for v in values):
-        return "a positive integer or a list of them, e.g. [10, 20]"
-
-
-def metrics(value):
-    values = value if isinstance(value, (list, tuple)) else [value]
-    if not values or not all(isinstance(v, str) for v in values):
-        return "a list of metric names, e.g. [Recall, NDCG]"
-    known = metric_names()
-    for v in values:
-        if v.lower() not in known:
-            names = [display for display, _ in known.values()]
-            return Problem(f"metric names among {', '.join(sorted(names))}", v, suggestion(v, names))
-
-
-def mapping_of(key_check, value_check, example):
-    def check(value):
-        if not isinstance(value, dict):
-            return f"a mapping like {example}"
-        for key, item in value.items():
-            if key_check(key) is not None:
-                return Problem(f"a mapping like {example}, with field names as keys", key)
-            problem = value_check(item)
-            if problem is not None:
-                return Problem(f"{key!r} to be {problem}", item, getattr(problem, "hint", ""))
-    return check
-
-
-def neg_sample_args(value):
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        return "a mapping, e.g. {distribution: uniform, sample_num: 1}"
-    checks = {"distribution": optional(choice(NEG_DISTRIBUTIONS)), "sample_num": integer(1), "alpha": number(),
-              "dynamic": flag, "candidate_num": integer(0)}
-    for key, item in value.items():
-        if key not in checks:
-            return Problem(f"keys among {', '.join(checks)}", key, suggestion(key, checks))
-        problem = checks[key](item)
-        if problem:
-            return Problem(f"{key} to be {problem}", item, getattr(problem, "hint", ""))
-    if value.get("dynamic") and not value.get("candidate_num"):
-        return Problem("candidate_num >= 1 with dynamic: True (the negative is the best of candidate_num draws)",
-                       value.get("candidate_num"))
-
-
-SPECS = {
-    # the plugin's models
-    "rank": integer(1), "n_functions": integer(1),
-    "reg_V": number(0), "reg_D": number(0), "reg_M": number(0), "reg_W": number(0),
-    "init_D": number(), "init_W": number(), "init_std": number(0),
-    "learning_rate": number(0), "learning_rate_D": optional(number(0)),  # 0 freezes (tests, ablations)
-    "learner": choice(LEARNERS),
-    "align_weight": number(0), "align_temperature": number(0, strict=True), "bpr_profile_alpha": number(0),
-    "field_weights": optional(mapping_of(text, number(0), "{words: 1, tags: 2}")),
-    "warm_embedding_size": integer(1), "warm_epochs": integer(0), "warm_batch_size": integer(1),
-    "warm_learning_rate": number(0, strict=True), "warm_reg": number(0), "warm_checkpoint": optional(text),
-    # the protocol and the plugin's switches
-    "feature_weighting": choice(("tfidf", "bm25", "tf", "none", "binary"), case=True), "feature_normalize": flag,
-    "bm25_k1": number(0), "bm25_b": unit_interval, "feature_shrink": number(0),
-    "similarity": choice(("cosine", "asymmetric", "jaccard", "tversky", "dot")), "shrink": number(0),
-    "knn": optional(integer(1)), "similarity_exponent": number(0, strict=True), "asymmetric_alpha": unit_interval,
-    "tversky_alpha": number(0), "tversky_beta": number(0),
-    "feature_fields": optional(nonempty_words), "split_seed": optional(integer(0, SEED_MAX)),
-    "torch_threads": optional(thread_count),
-    "train_batch_by_user": flag, "valid_before_training": flag, "bpr_user_weighting": flag,
-    "context_distinct_tokens": flag, "context_use_item_id": flag, "use_tuned_properties": flag,
-    "eval_user_sample": optional(integer(1)), "context_eval_chunk": integer(1),
-    "dist_backend": choice(("auto", "gloo", "nccl")), "dist_timeout": number(0, strict=True),
-    # RecBole settings the protocol relies on
-    "seed": integer(0, SEED_MAX), "epochs": integer(1), "eval_step": integer(1), "stopping_step": integer(1),
-    "train_batch_size": integer(1), "eval_batch_size": integer(1), "topk": topk, "metrics": metrics,
-    "valid_metric": text, "valid_metric_bigger": flag, "weight_decay": number(0),
-    "state": optional(choice(STATES)), "use_gpu": flag, "show_progress": flag, "reproducibility": flag,
-    "save_dataset": flag, "save_dataloaders": flag, "worker": integer(0), "shuffle": flag,
-    "threshold": optional(mapping_of(text, number(), "{rating: 4}")),
-    "load_col": optional(mapping_of(text, words, "{inter: [user_id, item_id, rating], item: [item_id, genre]}")),
-    "unload_col": optional(mapping_of(text, words, "{item: [plot]}")),
-    "seq_len": optional(mapping_of(text, integer(1), "{words: 100}")),
-    "train_neg_sample_args": neg_sample_args,
-    "field_separator": text, "seq_separator": text, "USER_ID_FIELD": text, "ITEM_ID_FIELD": text,
-    "data_path": text, "checkpoint_dir": text, "filter_inter_by_user_or_item": flag,
-    "rm_dup_inter": optional(choice(("first", "last"), case=True)),
-    "clip_grad_norm": optional(mapping_of(text, number(0), "{max_norm: 5, norm_type: 2}")),
-}
 
 
 def _default_kind(defaults):

@@ -425,8 +425,9 @@ def check_dataset(config, reads_own_features=False):
 
 def _check_features(config, atomic, table, loaded_columns, seq_separator):
     """At least one feature token: a model that scores items by their features has nothing else."""
-    fields = config["feature_fields"] or [c for c in loaded_columns if c != config["ITEM_ID_FIELD"]
-                                          and atomic.columns[c] in ("token", "token_seq")]
+    fields = config["feature_fields"]
+    if fields is None:  # ~: every token field
+        fields = [c for c in loaded_columns if c != config["ITEM_ID_FIELD"] and atomic.columns[c] in ("token", "token_seq")]
     fields = [f for f in fields if f in table]
     if not fields:
         return

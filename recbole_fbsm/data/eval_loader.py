@@ -47,10 +47,10 @@ def feature_columns(config, dataset):
     the sizes of the feature fields' vocabularies; 0 for other models."""
     if not getattr(config.model_class, "reads_own_features", False) or dataset.item_feat is None:
         return 0
-    fields = config["feature_fields"] or [
-        f for f in dataset.fields(ftype=[FeatureType.TOKEN, FeatureType.TOKEN_SEQ], source=[FeatureSource.ITEM])
-        if f != dataset.iid_field
-    ]
+    fields = config["feature_fields"]
+    if fields is None:  # ~: every token field
+        fields = [f for f in dataset.fields(ftype=[FeatureType.TOKEN, FeatureType.TOKEN_SEQ], source=[FeatureSource.ITEM])
+                  if f != dataset.iid_field]
     return sum(dataset.num(f) for f in fields if f in dataset.field2id_token)
 
 

@@ -33,7 +33,7 @@ from recbole_fbsm.quick_start import run
 from recbole_fbsm.config.cli import settings_from_args
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.config.registry import get_model
-from recbole_fbsm.config.settings import SEED_MAX
+from recbole_fbsm.config.checks import SEED_MAX
 
 DEFAULT_MODELS = ["FBSM", "UFSM", "ItemKNNCBF", "CoSim", "FM", "DeepFM", "WideDeep", "BPR", "Pop", "Random"]
 # every table shows each model's ratio to these, when they are in it: the strongest simple content baseline
@@ -230,16 +230,9 @@ def compare(
     for index, (model, seed) in enumerate(pairs, 1):
         prefix = f"[{index}/{len(pairs)}] {model:<{width}} seed {seed}"
         path = record_path(results_dir, model, seed)
-        old = read_record(path)
-        if old is not None and old["settings"] == settings and old["status"] == "ok":
+        if _reusable(read_record(path), settings, prefix, log):
             skipped.append((model, seed))
-            log(f"{prefix}: done before, skipped ({_short_result(old)})")
             continue
-        if old is not None and old["settings"] != settings:
-            changed = ", ".join(changed_settings(old["settings"], settings)) or "settings"
-            log(f"{prefix}: stored result differs in {changed}: running again (it will be replaced)")
-        elif old is not None:
-            log(f"{prefix}: failed before: running again")
         try:
             # A bad dataset or setting in the first run would fail the same way for every model: stop.
             record = run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings,
@@ -260,6 +253,20 @@ def compare(
     report = write_report(results_dir, settings, models, command=command, log=log)
     report.update(results_dir=results_dir, ran=ran, skipped=skipped, failed=failed)
     return report
+
+
+def _reusable(old, settings, prefix, log):
+    """True when the stored record ``old`` holds a finished run with these settings (data included); else
+    says why the pair runs again."""
+    if old is not None and old["settings"] == settings and old["status"] == "ok":
+        log(f"{prefix}: done before, skipped ({_short_result(old)})")
+        return True
+    if old is not None and old["settings"] != settings:
+        changed = ", ".join(changed_settings(old["settings"], settings)) or "settings"
+        log(f"{prefix}: stored result differs in {changed}: running again (it will be replaced)")
+    elif old is not None:
+        log(f"{prefix}: failed before: running again")
+    return False
 
 
 def _remove_empty_tree(folder):
@@ -349,30 +356,9 @@ def build_table(rows, settings, command=None):
     header = ["model", "splits", valid_header, *metrics, *ratio_headers, "time (s)", "status"]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 2) + ["---"]) + "|")
+    baseline_rows = [next(r for r in rows if r["model"] == b) for b in baselines]
     for row in rows:
-        ok, failed = row["ok"], row["failed"]
-        n_total = len(row["records"])
-        splits = f"{len(ok)}" if not failed else f"{len(ok)}/{n_total}"
-        if ok:
-            if same_valid:
-                valid = _cell([r.get("best_valid_score") for r in ok])
-            else:
-                names = sorted({str(r.get("valid_metric")) for r in ok})
-                valid = f"{_cell([r.get('best_valid_score') for r in ok])} ({', '.join(names)})"
-            cells = [_cell([r["test_result"].get(m) for r in ok if m in r["test_result"]]) for m in metrics]
-            time_cell = _cell([r.get("wall_seconds") for r in ok], digits=1)
-        else:
-            valid, cells, time_cell = "–", ["–"] * len(metrics), "–"
-        samples = sorted({int(r["eval_user_sample"]) for r in ok if r.get("eval_user_sample")})
-        if not failed:
-            status = "ok" + (f"; evaluated on {', '.join(map(str, samples))} random users per split" if samples else "")
-        else:
-            first = failed[0]
-            which = ", ".join(str(r["seed"]) for r in failed)
-            status = _escape(f"failed (seed {which}): {first.get('error', 'unknown error')}")
-        ratios = [ratio_cell(row, baseline_row, ratio_metric) for baseline_row in
-                  (next(r for r in rows if r["model"] == b) for b in baselines)]
-        lines.append("| " + " | ".join([row["model"], splits, valid, *cells, *ratios, time_cell, status]) + " |")
+        lines.append(_table_row(row, metrics, same_valid, baseline_rows, ratio_metric))
     failures = [r for row in rows for r in row["failed"]]
     if baselines:
         lines += ["", f"`{ratio_metric} / MODEL`: the mean over the splits of the per-split ratio of the test "
@@ -382,6 +368,28 @@ def build_table(rows, settings, command=None):
         for r in failures:
             lines.append(f"- {r['model']}, seed {r['seed']}: {_escape(r.get('error', ''), limit=1000)}")
     return "\n".join(lines) + "\n"
+
+
+def _table_row(row, metrics, same_valid, baseline_rows, ratio_metric):
+    """One model's line of the table: splits, validation score, test metrics, ratios, time, status."""
+    ok, failed = row["ok"], row["failed"]
+    splits = f"{len(ok)}" if not failed else f"{len(ok)}/{len(row['records'])}"
+    if ok:
+        valid = _cell([r.get("best_valid_score") for r in ok])
+        if not same_valid:
+            valid += f" ({', '.join(sorted({str(r.get('valid_metric')) for r in ok}))})"
+        cells = [_cell([r["test_result"].get(m) for r in ok if m in r["test_result"]]) for m in metrics]
+        time_cell = _cell([r.get("wall_seconds") for r in ok], digits=1)
+    else:
+        valid, cells, time_cell = "–", ["–"] * len(metrics), "–"
+    samples = sorted({int(r["eval_user_sample"]) for r in ok if r.get("eval_user_sample")})
+    if not failed:
+        status = "ok" + (f"; evaluated on {', '.join(map(str, samples))} random users per split" if samples else "")
+    else:
+        which = ", ".join(str(r["seed"]) for r in failed)
+        status = _escape(f"failed (seed {which}): {failed[0].get('error', 'unknown error')}")
+    ratios = [ratio_cell(row, baseline_row, ratio_metric) for baseline_row in baseline_rows]
+    return "| " + " | ".join([row["model"], splits, valid, *cells, *ratios, time_cell, status]) + " |"
 
 
 def _ratio_metric(metrics, valid_metrics):

@@ -15,6 +15,7 @@ import torch
 from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
 
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.inputs import model_inputs
 from recbole_fbsm.kernels.sparse import TorchCsr, rows_times_table, stable_argsort_bounded
@@ -44,7 +45,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         self.F_U = TorchCsr(likes @ features.matrix)  # users x features: f_u = sum of liked items' f
         self.R = TorchCsr(likes)                      # users x items: training likes
         self.user_weighting = bool(config["bpr_user_weighting"])
-        self.profile_alpha = float(config["bpr_profile_alpha"] or 0.0)
+        self.profile_alpha = float(setting(config, "bpr_profile_alpha"))
         if self.n_features == 0:
             raise ColdStartError(f"{type(self).__name__}: the item features are empty (no token in any training item).")
 

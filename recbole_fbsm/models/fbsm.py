@@ -3,6 +3,7 @@
 import torch
 from torch import nn
 
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.models.base import FeatureSimilarityRecommender
 
 # RecBole learners whose weight_decay adds weight_decay * p to the gradient (the gradient of an L2 term)
@@ -46,8 +47,8 @@ class FBSM(FeatureSimilarityRecommender):
         generator = torch.Generator().manual_seed(int(config["seed"]))
         self.D = nn.Parameter(torch.full((self.n_features,), float(config["init_D"])))
         self.V = nn.Parameter(float(config["init_std"]) * torch.randn(self.n_features, self.rank, generator=generator))
-        self.align_weight = float(config["align_weight"] or 0.0)
-        self.align_temperature = float(config["align_temperature"] or 0.1)
+        self.align_weight = float(setting(config, "align_weight"))
+        self.align_temperature = float(setting(config, "align_temperature"))
         if self.align_weight > 0:
             _, warm_items = self.warm_tables
             # only for the training loss: not a parameter, not in the checkpoint
@@ -55,7 +56,7 @@ class FBSM(FeatureSimilarityRecommender):
 
     @classmethod
     def uses_warm_backbone(cls, config):
-        return float(config["align_weight"] or 0.0) > 0
+        return float(setting(config, "align_weight")) > 0
 
     def diagonal_weights(self, users):
         return self.D

@@ -11,7 +11,7 @@ gives them one, without leaking anything about validation or test items:
   (n_users x d) and ``item_emb`` (n_items x d), rows indexed by RecBole's internal ids. Rows of items
   outside the training split and of users without a training like are **zero**: nothing was learned
   for them from training data, and a zero row cannot carry an item's identity into a cold score.
-- Source, chosen by settings (all optional; defaults in ``WARM_DEFAULTS``):
+- Source, chosen by settings (all optional; defaults in ``config.schema``):
   - ``warm_checkpoint: ~`` (default): RecBole's ``BPR`` model trained here, on the training likes only,
     negatives drawn uniformly among training items the user has not liked; ``warm_embedding_size``,
     ``warm_epochs``, ``warm_batch_size``, ``warm_learning_rate`` (Adam), ``warm_reg`` (L2 on the batch's
@@ -32,32 +32,16 @@ from logging import getLogger
 
 import torch
 
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.storage.safe_files import load_checkpoint
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.data.features import training_items
 
-WARM_DEFAULTS = {
-    "warm_checkpoint": None,
-    "warm_embedding_size": 200,   # the rank of the pretrained embeddings in DropoutNet, Heater and ALDI on CiteULike
-    "warm_epochs": 100,
-    "warm_batch_size": 8192,      # large batches: each Adam step passes over the whole tables
-    "warm_learning_rate": 0.01,
-    "warm_reg": 0.0001,
-}
 # keys of the two embedding tables in the checkpoints this module reads
 CHECKPOINT_KEYS = (
     ("warm_user_embedding", "warm_item_embedding"),          # models built on this module
     ("user_embedding.weight", "item_embedding.weight"),      # RecBole's BPR and similar MF models
 )
-
-
-def warm_setting(config, key):
-    """``config[key]``, or its default when unset (RecBole's Config answers None for unknown keys)."""
-    try:
-        value = config[key]
-    except KeyError:
-        value = None
-    return WARM_DEFAULTS[key] if value is None else value
 
 
 def training_item_mask(train_dataset):
@@ -84,7 +68,7 @@ def zero_untrained_rows(user_emb, item_emb, train_dataset):
 
 def warm_embeddings(config, train_dataset):
     """(user_emb, item_emb) float32 tensors on ``config["device"]``; see the module docstring."""
-    path = warm_setting(config, "warm_checkpoint")
+    path = setting(config, "warm_checkpoint")
     if path:
         user_emb, item_emb = load_warm_checkpoint(str(path), config, train_dataset)
     else:
@@ -112,11 +96,11 @@ def train_bpr(config, train_dataset):
     """RecBole's BPR trained on ``train_dataset.inter_feat`` (the training likes) only."""
     from recbole.model.general_recommender.bpr import BPR
 
-    size = int(warm_setting(config, "warm_embedding_size"))
-    epochs = int(warm_setting(config, "warm_epochs"))
-    batch_size = int(warm_setting(config, "warm_batch_size"))
-    learning_rate = float(warm_setting(config, "warm_learning_rate"))
-    reg = float(warm_setting(config, "warm_reg"))
+    size = int(setting(config, "warm_embedding_size"))
+    epochs = int(setting(config, "warm_epochs"))
+    batch_size = int(setting(config, "warm_batch_size"))
+    learning_rate = float(setting(config, "warm_learning_rate"))
+    reg = float(setting(config, "warm_reg"))
     device = config["device"]
     users = torch.as_tensor(train_dataset.inter_feat[train_dataset.uid_field].numpy(), dtype=torch.long)
     items = torch.as_tensor(train_dataset.inter_feat[train_dataset.iid_field].numpy(), dtype=torch.long)

@@ -41,14 +41,7 @@ def _common(parser, output_help="output file (.csv or .json; default: stdout)"):
         parser.add_argument("--output", "-o", default=None, help=output_help)
 
 
-def build_parser(prog="python -m recbole_fbsm.serve"):
-    parser = argparse.ArgumentParser(
-        prog=prog, description=__doc__, epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    commands = parser.add_subparsers(dest="command", required=True,
-                                     metavar="{recommend,explain,interactions,compare-users,http,export}")
-
+def _add_recommend(commands):
     recommend = commands.add_parser(
         "recommend", help="top users for each new item, and top new items for users",
         description="Score brand-new items (an .item file) with a trained model: (a) for each new item the top-N "
@@ -71,6 +64,8 @@ def build_parser(prog="python -m recbole_fbsm.serve"):
     recommend.add_argument("--seed", type=int, default=None, help="seed of the random tie breaking (default: the checkpoint's seed)")
     _common(recommend, output_help=None)
 
+
+def _add_explain(commands):
     explain = commands.add_parser(
         "explain", help="break one (user, item) score into feature pairs and liked items",
         description="Explain score(user, item): the contributions of feature pairs (diagonal part f_ip c_p f_up; "
@@ -89,6 +84,8 @@ def build_parser(prog="python -m recbole_fbsm.serve"):
                          help="entries shown per part and for items; the rest is summed in one line (default: %(default)s)")
     _common(explain, output_help="output file (.csv or .json; default: a readable summary on stdout)")
 
+
+def _add_interactions(commands):
     interactions = commands.add_parser(
         "interactions", help="FBSM's strongest learned feature interactions",
         description="The largest and most negative off-diagonal entries v_p.v_q of FBSM's D + V V^T (p != q, each pair "
@@ -103,6 +100,8 @@ def build_parser(prog="python -m recbole_fbsm.serve"):
                                    "of validation/test items only, which training never touched; default: %(default)s)")
     _common(interactions)
 
+
+def _add_compare_users(commands):
     compare = commands.add_parser(
         "compare-users", help="users for whom model A is better, the same, or worse than B (test Recall@k)",
         description="The paper's user-level investigation: per-user test Recall@k of two checkpoints trained on the same "
@@ -117,6 +116,8 @@ def build_parser(prog="python -m recbole_fbsm.serve"):
     compare.add_argument("--per-user", default=None, help="also write the per-user recalls and groups to this file")
     _common(compare, output_help="file for the group table (.csv or .json; default: stdout)")
 
+
+def _add_http(commands):
     http = commands.add_parser(
         "http", help="an HTTP service: add new items, get top-N lists and explanations (JSON)",
         description="Serve the model over HTTP (Starlette on uvicorn): POST /items adds new items (raw text or tokens), "
@@ -130,6 +131,8 @@ def build_parser(prog="python -m recbole_fbsm.serve"):
     http.add_argument("--new-items", default=None, help="new items to start with (.item file, or CSV/TSV of raw text)")
     _common(http, output_help=None)
 
+
+def _add_export(commands):
     export = commands.add_parser(
         "export", help="make the model artifact (.fbsm) of a training checkpoint",
         description="Read a training checkpoint and its dataset once, and write the model artifact that serves without "
@@ -137,6 +140,21 @@ def build_parser(prog="python -m recbole_fbsm.serve"):
                     "--trust-pickle).", epilog=EPILOG)
     export.add_argument("checkpoint", help="training checkpoint (.pth)")
     _common(export, output_help="the artifact to write (default: the checkpoint's name ending in .fbsm)")
+
+
+def build_parser(prog="python -m recbole_fbsm.serve"):
+    parser = argparse.ArgumentParser(
+        prog=prog, description=__doc__, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True,
+                                     metavar="{recommend,explain,interactions,compare-users,http,export}")
+    _add_recommend(commands)
+    _add_explain(commands)
+    _add_interactions(commands)
+    _add_compare_users(commands)
+    _add_http(commands)
+    _add_export(commands)
     return parser
 
 

@@ -33,6 +33,7 @@ from recbole.utils import ModelType, get_local_time
 from recbole.utils import get_trainer as recbole_trainer_lookup
 from torch.nn.parallel import DistributedDataParallel
 
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.recbole_compat import TrainerRoutes
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.storage.safe_files import Settings, encode_arrays, load_checkpoint, plain, save_tensors
@@ -105,7 +106,7 @@ class ColdStartTrainerMixin:
         name = f"{config['model']}-{get_local_time()}-{uuid.uuid4().hex[:8]}.pth"
         self.saved_model_file = os.path.join(self.checkpoint_dir, distributed.broadcast_object(name))
         self.eval_collector = TieBreakingCollector(config)
-        self.context_eval_chunk = int(config["context_eval_chunk"] or 65536)
+        self.context_eval_chunk = int(setting(config, "context_eval_chunk"))
         self._candidates = self._candidate_position = None
 
     def plugin_build_optimizer(self, **kwargs):

@@ -5,6 +5,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.models.coldstart.base import ContentColdStartRecommender, SparseLinear, truncated_normal_init
 
 
@@ -30,7 +31,7 @@ class ALDI(ContentColdStartRecommender):
         d = self.embedding_size
         hidden = int(config["hidden_size"])
         self.alpha, self.beta, self.gamma = (float(config[k]) for k in ("alpha", "beta", "gamma"))
-        self.reg_weight = float(config["reg_weight"] or 0.0)
+        self.reg_weight = float(setting(config, "reg_weight"))
         self.item_hidden = SparseLinear(self.n_features, hidden, generator=self._generator)
         self.item_norm = nn.BatchNorm1d(hidden, momentum=0.01, eps=0.001)
         self.item_output = nn.Linear(hidden, d)

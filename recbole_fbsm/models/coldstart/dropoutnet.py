@@ -5,6 +5,7 @@ is handled by the content part."""
 import torch
 from torch import nn
 
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.models.coldstart.base import (
     ContentColdStartRecommender, SparseLinear, TanhBlock, truncated_normal_init,
 )
@@ -29,9 +30,10 @@ class DropoutNet(ContentColdStartRecommender):
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
         hidden = [int(h) for h in config["hidden_sizes"]]
-        self.output_size = int(config["output_size"] or self.embedding_size)
+        output = setting(config, "output_size")
+        self.output_size = self.embedding_size if output is None else int(output)  # ~: the warm rank
         self.dropout_rate = float(config["dropout_rate"])
-        self.reg_weight = float(config["reg_weight"] or 0.0)
+        self.reg_weight = float(setting(config, "reg_weight"))
         d = self.embedding_size
         self.item_content = SparseLinear(self.n_features, hidden[0], generator=self._generator)
         self.item_preference = nn.Linear(d, hidden[0], bias=False)

@@ -5,6 +5,7 @@ the transformed content instead of the warm embedding at random."""
 import torch
 from torch import nn
 
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.models.coldstart.base import (
     ContentColdStartRecommender, SparseLinear, TanhBlock, standardized, truncated_normal_init,
 )
@@ -31,9 +32,9 @@ class Heater(ContentColdStartRecommender):
         self.n_experts = int(config["n_experts"])
         self.randomized_rate = float(config["randomized_rate"])
         self.alignment_weight = float(config["alignment_weight"])
-        self.reg_weight = float(config["reg_weight"] or 0.0)
+        self.reg_weight = float(setting(config, "reg_weight"))
         self.negatives_per_like = int((config["train_neg_sample_args"] or {}).get("sample_num") or 1)
-        output = int(config["output_size"] or d)
+        output = d if setting(config, "output_size") is None else int(setting(config, "output_size"))  # ~: warm rank
         self.register_buffer("user_input", standardized(self.warm_user_embedding, self.user_has_likes, 5.0),
                              persistent=False)
         self.register_buffer("item_input", standardized(self.warm_item_embedding, self.training_item_mask, 1.0),

@@ -1,0 +1,179 @@
+"""Value checks for settings: each takes a value and returns what was expected (a ``Problem``) or None."""
+
+import functools
+import math
+import os
+import re
+
+from recbole_fbsm.config.paths import PACKAGE_DIR, recbole_dir
+from recbole_fbsm.config.suggestions import suggestion
+
+LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")
+STATES = ("info", "debug", "warning", "error", "critical")
+NEG_DISTRIBUTIONS = ("uniform", "popularity", "none")
+SEED_MAX = 2 ** 32 - 1  # numpy's legacy seeding, which RecBole's init_seed uses
+
+
+# ------------------------------------------------------------------------------ metric names
+@functools.lru_cache(maxsize=1)
+def metric_names():
+    """{lower-case metric name: (display name, is a top-k metric)} of RecBole's and the plugin's metrics."""
+    names = {}
+    for path in (recbole_dir() / "evaluator" / "metrics.py", PACKAGE_DIR / "evaluation" / "metrics.py"):
+        text = path.read_text(encoding="utf-8")
+        for name, base in re.findall(r"^class (\w+)\((\w+)\)", text, re.M):
+            if base.endswith("Metric") and not name.endswith("Metric"):
+                names[name.lower()] = (name, base == "TopkMetric")
+    return names
+
+
+# ------------------------------------------------------------------------------ value checks
+def _type_name(value):
+    return {bool: "a flag", int: "an integer", float: "a number", str: "text", list: "a list", tuple: "a list",
+            dict: "a mapping", type(None): "~ (none)"}.get(type(value), type(value).__name__)
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and not (isinstance(value, float) and math.isnan(value)))
+
+
+def integer(low=None, high=None):
+    expected = {None: "an integer", 0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer >= {low}")
+    if high is not None:
+        expected = f"an integer from {low} to {high}"
+
+    def check(value):
+        if not _is_int(value) or (low is not None and value < low) or (high is not None and value > high):
+            return expected
+    return check
+
+
+def thread_count(value):
+    """1 to the machine's cores: more threads than cores only wait on each other (README, speed)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if not _is_int(value) or not 1 <= value <= cores:
+        return f"an integer from 1 to {cores} (this machine's cores)"
+
+
+def nonempty_words(value):
+    problem = words(value)
+    if problem is None and not value:
+        return "at least one field name, e.g. [genre, words] (~ for every token field of the .item file)"
+    return problem
+
+
+def number(low=None, strict=False):
+    def check(value):
+        bound = "" if low is None else f" {'>' if strict else '>='} {low:g}"
+        if not _is_number(value) or not math.isfinite(value):
+            return "a finite number" + bound
+        if low is not None and (value < low or (strict and value == low)):
+            return "a number" + bound
+    return check
+
+
+def unit_interval(value):
+    if not _is_number(value) or not 0 <= value <= 1:
+        return "a number from 0 to 1"
+
+
+def flag(value):
+    if not isinstance(value, bool):
+        return "True or False"
+
+
+class Problem(str):
+    """What was expected (the text), what was found (``got``) and a hint (``did you mean``)."""
+
+    def __new__(cls, expected, got=None, hint=""):
+        problem = super().__new__(cls, expected)
+        problem.got, problem.hint = got, hint
+        return problem
+
+
+def choice(options, case=False):
+    def check(value):
+        text = value.lower() if isinstance(value, str) and not case else value
+        if text not in options:
+            hint = suggestion(value, options) if isinstance(value, str) else ""
+            return Problem("one of " + ", ".join(options), value, hint)
+    return check
+
+
+def optional(inner):
+    def check(value):
+        if value is None:
+            return None
+        problem = inner(value)
+        if problem is None:
+            return None
+        return Problem(f"{problem} (or ~)", getattr(problem, "got", None), getattr(problem, "hint", ""))
+    return check
+
+
+def words(value):
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        return "a list of field names, e.g. [genre, words]"
+
+
+def text(value):
+    if not isinstance(value, str) or not value:
+        return "a non-empty text"
+
+
+def topk(value):
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if not values or not all(_is_int(v) and v >= 1 for v in values):
+        return "a positive integer or a list of them, e.g. [10, 20]"
+
+
+def positive_integers(value):
+    if not isinstance(value, (list, tuple)) or not value or not all(_is_int(v) and v >= 1 for v in value):
+        return "a list of positive integers, e.g. [200, 100]"
+
+
+def metrics(value):
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if not values or not all(isinstance(v, str) for v in values):
+        return "a list of metric names, e.g. [Recall, NDCG]"
+    known = metric_names()
+    for v in values:
+        if v.lower() not in known:
+            names = [display for display, _ in known.values()]
+            return Problem(f"metric names among {', '.join(sorted(names))}", v, suggestion(v, names))
+
+
+def mapping_of(key_check, value_check, example):
+    def check(value):
+        if not isinstance(value, dict):
+            return f"a mapping like {example}"
+        for key, item in value.items():
+            if key_check(key) is not None:
+                return Problem(f"a mapping like {example}, with field names as keys", key)
+            problem = value_check(item)
+            if problem is not None:
+                return Problem(f"{key!r} to be {problem}", item, getattr(problem, "hint", ""))
+    return check
+
+
+def neg_sample_args(value):
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return "a mapping, e.g. {distribution: uniform, sample_num: 1}"
+    checks = {"distribution": optional(choice(NEG_DISTRIBUTIONS)), "sample_num": integer(1), "alpha": number(),
+              "dynamic": flag, "candidate_num": integer(0)}
+    for key, item in value.items():
+        if key not in checks:
+            return Problem(f"keys among {', '.join(checks)}", key, suggestion(key, checks))
+        problem = checks[key](item)
+        if problem:
+            return Problem(f"{key} to be {problem}", item, getattr(problem, "hint", ""))
+    if value.get("dynamic") and not value.get("candidate_num"):
+        return Problem("candidate_num >= 1 with dynamic: True (the negative is the best of candidate_num draws)",
+                       value.get("candidate_num"))

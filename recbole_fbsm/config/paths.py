@@ -1,0 +1,17 @@
+"""Where the plugin's and RecBole's files are (found without importing RecBole)."""
+
+import importlib.util
+from pathlib import Path
+
+from recbole_fbsm.errors import ColdStartError
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # recbole_fbsm/
+# the plugin's property files: package data, found from any folder and in any install
+PROPERTIES_DIR = PACKAGE_DIR / "properties"
+
+
+def recbole_dir():
+    spec = importlib.util.find_spec("recbole")  # locates the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise ColdStartError("RecBole is not installed: pip install recbole==1.2.1.")
+    return Path(list(spec.submodule_search_locations)[0])

@@ -1,0 +1,85 @@
+"""One table of the plugin's settings (recbole_fbsm/config/schema.py): the YAML files agree with it, and
+code reads plugin settings without fallback defaults of its own."""
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+
+from recbole_fbsm.config.paths import PROPERTIES_DIR, recbole_dir
+from recbole_fbsm.config.schema import MODEL, OVERALL, PLUGIN_SETTINGS, SPECS, setting
+
+PACKAGE = Path(__file__).resolve().parent.parent / "recbole_fbsm"
+
+
+def load(path):
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def recbole_keys():
+    keys = set()
+    for path in (recbole_dir() / "properties").rglob("*.yaml"):
+        keys |= set(load(path))
+    return keys
+
+
+def test_overall_yaml_holds_every_overall_default_of_the_table():
+    overall = load(PROPERTIES_DIR / "overall.yaml")
+    for key, spec in PLUGIN_SETTINGS.items():
+        if spec.layer == OVERALL:
+            assert key in overall, f"{key}: the table's default {spec.default!r} is missing from overall.yaml"
+            assert overall[key] == spec.default, f"{key}: overall.yaml has {overall[key]!r}, the table {spec.default!r}"
+        else:
+            assert key not in overall, f"{key} is a model setting: set it in properties/model/*.yaml"
+
+
+@pytest.mark.parametrize("path", sorted(PROPERTIES_DIR.rglob("*.yaml")), ids=lambda p: str(p.relative_to(PROPERTIES_DIR)))
+def test_every_property_file_value_passes_the_table(path):
+    values = load(path)
+    grid = path.parent.name == "grids"
+    declared = set(PLUGIN_SETTINGS) | recbole_keys()
+    for key, value in values.items():
+        assert key in declared, f"{path.name}: {key} is neither a RecBole setting nor in the plugin's table"
+        for candidate in (value if grid else [value]):
+            problem = SPECS[key](candidate) if key in SPECS else None
+            assert problem is None, f"{path.name}: {key}: expected {problem}; got {candidate!r}"
+
+
+def test_model_defaults_of_the_table_pass_their_own_checks():
+    for key, spec in PLUGIN_SETTINGS.items():
+        assert spec.layer in (OVERALL, MODEL)
+        assert spec.check(spec.default) is None, f"{key}: default {spec.default!r}"
+        assert spec.doc
+
+
+def fallbacks(tree):
+    """``config["key"] or default`` and ``config.get("key", default)`` on plugin settings."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+            first = node.values[0]
+            if isinstance(first, ast.Subscript) and isinstance(first.slice, ast.Constant) and \
+                    first.slice.value in PLUGIN_SETTINGS:
+                found.append((node.lineno, first.slice.value))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and \
+                len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and node.args[0].value in PLUGIN_SETTINGS:
+            found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def test_code_reads_plugin_settings_without_fallbacks_of_its_own():
+    offenders = [f"{path.relative_to(PACKAGE.parent)}:{line} {key}"
+                 for path in sorted(PACKAGE.rglob("*.py")) if path.name != "schema.py"
+                 for line, key in fallbacks(ast.parse(path.read_text()))]
+    assert not offenders, "read these through config.schema.setting(config, key):\n" + "\n".join(offenders)
+
+
+def test_setting_falls_back_on_the_table_only_when_the_config_lacks_the_key():
+    class Config(dict):
+        def __getitem__(self, key):  # RecBole's Config answers None for an unknown key
+            return self.get(key)
+
+    assert setting(Config(), "align_temperature") == 0.1
+    assert setting(Config(align_temperature=0.5), "align_temperature") == 0.5
+    assert setting(Config(align_weight=0), "align_weight") == 0

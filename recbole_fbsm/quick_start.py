@@ -10,6 +10,7 @@ import torch
 
 from recbole.utils import ModelType, init_seed, set_color
 
+from recbole_fbsm.models.contract import BuiltFromFittedInputs, reads_own_features as model_reads_own_features
 from recbole_fbsm.artifact.model_file import SUFFIX, build_artifact, dataset_analyzer, write_artifact
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data import create_dataset, data_preparation
@@ -53,7 +54,7 @@ def attach_model_inputs(config, train_dataset):
     """Fit the content models' inputs (features, likes, warm backbone) once, on the training split, and
     hand them to the model through the dataset (``recbole_fbsm.models.inputs``)."""
     model_class = config.model_class
-    if getattr(model_class, "uses_warm_backbone", None) is None:
+    if not issubclass(model_class, BuiltFromFittedInputs):
         return None  # RecBole's models, ItemKNNCBF (its own weighting): nothing to fit here
     train_dataset.model_inputs = fit_model_inputs(config, train_dataset, needs_warm_backbone(model_class, config))
     return train_dataset.model_inputs
@@ -72,7 +73,7 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
     """Config, dataloaders and an initialised model, ready for a trainer (also used by tools and tests)."""
     config = ColdStartConfig(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
     set_torch_threads(config["torch_threads"])
-    reads_own_features = getattr(config.model_class, "reads_own_features", False)
+    reads_own_features = model_reads_own_features(config.model_class)
     report = check_dataset_files(config, reads_own_features)  # settings and files checked before any log file
     init_seed(config["seed"], config["reproducibility"])
     if distributed.is_main_process():

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from recbole_fbsm.models.contract import BuiltFromFittedInputs
 from recbole_fbsm.data.features import ItemFeatures, features_from_config, like_matrix, training_items
 from recbole_fbsm.models.warm_backbone import warm_embeddings
 
@@ -54,5 +55,4 @@ def model_inputs(config, dataset, warm_backbone=False):
 
 def needs_warm_backbone(model_class, config):
     """Whether ``model_class`` with ``config`` trains on a warm backbone (its ``uses_warm_backbone``)."""
-    uses = getattr(model_class, "uses_warm_backbone", None)
-    return bool(uses(config)) if uses is not None else False
+    return issubclass(model_class, BuiltFromFittedInputs) and bool(model_class.uses_warm_backbone(config))

@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 from recbole.data.interaction import Interaction
 
+from recbole_fbsm.models.contract import FeatureSimilarity
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.loading import ServedModel, load_model
 from recbole_fbsm.serve.new_items import NewItems, read_new_items
@@ -112,7 +113,7 @@ def explain(served, user, item, new_items=None, raw_text=None):
     if new_items is not None and not isinstance(new_items, NewItems):
         new_items = read_new_items(served, new_items, raw_text=raw_text)
     model, device = served.model, served.device
-    if not hasattr(model, "diagonal_weights"):
+    if not isinstance(model, FeatureSimilarity):
         raise ColdStartError(
             f"checkpoint {served.checkpoint}: explain splits a feature-similarity score (FBSM, UFSM, CoSim) into "
             f"feature pairs and liked items; a {served.model_name} score is a dot product of neural towers."

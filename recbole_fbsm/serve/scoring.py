@@ -13,6 +13,8 @@ items) product: no loop over users, items or features, and never a features x fe
 
 import torch
 
+from recbole_fbsm.models.contract import FeatureSimilarity, ScoresFeatureRows
+
 DEFAULT_CELLS = 1 << 24  # dense users x features (or users x items) cells per batch
 # fewer new items than users, their dense rows at most this many cells: item side first (``item_major_scores``)
 ITEM_MAJOR_CELLS = 1 << 20
@@ -76,12 +78,12 @@ def item_major_scores(model, users, item_matrix):
 def iter_profile_scores(model, users, item_matrix, cells=DEFAULT_CELLS):
     """Yield (start, scores) for consecutive batches of ``users``, ``cells`` dense cells at a time."""
     n_items = item_matrix.shape[0]
-    if hasattr(model, "diagonal_parts") and n_items < len(users) and n_items * model.n_features <= ITEM_MAJOR_CELLS:
+    if isinstance(model, FeatureSimilarity) and n_items < len(users) and n_items * model.n_features <= ITEM_MAJOR_CELLS:
         step = max(1, cells // max(item_matrix.shape[0] * model.diagonal_parts(users[:1])[0].shape[0], 1))
         for start in range(0, len(users), step):
             yield start, item_major_scores(model, users[start:start + step], item_matrix)
         return
-    if hasattr(model, "score_feature_rows"):  # two-tower models (DropoutNet, Heater, ALDI): U_u . item vector
+    if isinstance(model, ScoresFeatureRows):  # two-tower models (DropoutNet, Heater, ALDI): U_u . item vector
         step = max(1, cells // max(item_matrix.shape[0], 1))
         for start in range(0, len(users), step):
             yield start, model.score_feature_rows(users[start:start + step], item_matrix)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from recbole_fbsm.models.contract import FeatureSimilarity
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.serve.loading import ServedModel, load_model
@@ -58,7 +59,7 @@ def per_user_recall(served, k=10):
     if not isinstance(served, ServedModel):
         served = load_model(served)
     model, config, device = served.model, served.config, served.device
-    if not hasattr(model, "low_rank_factors"):
+    if not isinstance(model, FeatureSimilarity):
         raise ColdStartError(
             f"checkpoint {served.checkpoint}: compare-users is for FBSM, UFSM and CoSim checkpoints; "
             f"{served.model_name} is not one (compare it with python -m recbole_fbsm.experiments.compare)."

@@ -33,6 +33,7 @@ from recbole.utils import ModelType, get_local_time
 from recbole.utils import get_trainer as recbole_trainer_lookup
 from torch.nn.parallel import DistributedDataParallel
 
+from recbole_fbsm.models.contract import HasOptimizerGroups, ScoresCandidates
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.recbole_compat import TrainerRoutes
 from recbole_fbsm.runtime import distributed
@@ -110,7 +111,7 @@ class ColdStartTrainerMixin:
         self._candidates = self._candidate_position = None
 
     def plugin_build_optimizer(self, **kwargs):
-        if "params" not in kwargs and hasattr(self.model, "optimizer_param_groups"):
+        if "params" not in kwargs and isinstance(self.model, HasOptimizerGroups):
             kwargs["params"] = self.model.optimizer_param_groups(self.learning_rate)
         return fused_if_possible(super().plugin_build_optimizer(**kwargs))
 
@@ -283,7 +284,7 @@ class ColdStartTrainerMixin:
         if candidates is None:
             return super().plugin_full_sort_batch_eval(batched_data)
         interaction = interaction.to(self.device)
-        if hasattr(self.model, "score_candidates"):
+        if isinstance(self.model, ScoresCandidates):
             scores = self.model.score_candidates(interaction, candidates)
         else:
             try:

@@ -16,9 +16,9 @@ import pytest
 
 from helpers import REPO_ROOT
 
-PROPERTY_FILES = sorted(
-    path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "recbole_fbsm" / "properties").rglob("*")
-    if path.suffix in (".yaml", ".hyper")  # .hyper: run_hyper.py's params files
+PROPERTY_FILES = sorted(  # the checkout's properties/ folder, as the wheel's recbole_fbsm/properties/
+    "recbole_fbsm/" + path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "properties").rglob("*")
+    if path.suffix == ".yaml"
 )
 
 
@@ -27,7 +27,8 @@ def wheel(tmp_path_factory):
     pytest.importorskip("setuptools")
     src = tmp_path_factory.mktemp("src")
     shutil.copytree(REPO_ROOT / "recbole_fbsm", src / "recbole_fbsm", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
+    shutil.copytree(REPO_ROOT / "properties", src / "properties")
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO_ROOT / name, src / name)
     out = tmp_path_factory.mktemp("wheel")
     done = subprocess.run(

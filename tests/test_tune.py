@@ -81,7 +81,7 @@ def test_the_pruner_sees_every_validation_and_stops_training(toy, pruner, state,
 
 @pytest.fixture
 def tuned_dir(tmp_path, monkeypatch):
-    """recbole_fbsm/properties/dataset/DATASET/MODEL.yaml redirected to a temporary folder."""
+    """properties/dataset/DATASET/MODEL.yaml redirected to a temporary folder."""
     def tuned_file(model, dataset):
         return tmp_path / "tuned" / str(dataset) / f"{model}.yaml"
     monkeypatch.setattr(config_module, "tuned_properties_file", tuned_file)

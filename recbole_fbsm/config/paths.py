@@ -6,8 +6,10 @@ from pathlib import Path
 from recbole_fbsm.errors import ColdStartError
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # recbole_fbsm/
-# the plugin's property files: package data, found from any folder and in any install
-PROPERTIES_DIR = PACKAGE_DIR / "properties"
+# the plugin's property files: the checkout's top-level properties/ folder, which an installed wheel carries
+# as recbole_fbsm/properties/ (setup.py)
+PROPERTIES_DIR = next((folder for folder in (PACKAGE_DIR / "properties", PACKAGE_DIR.parent / "properties")
+                       if (folder / "overall.yaml").is_file()), PACKAGE_DIR / "properties")
 
 
 def recbole_dir():

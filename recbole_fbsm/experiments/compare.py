@@ -4,7 +4,7 @@
 [--config_files "a.yaml b.yaml"] [--key=value ...]``
 
 Every (model, seed) pair is one call of :func:`recbole_fbsm.quick_start.run` in this process, with the
-model's own property file (``recbole_fbsm/properties/model/NAME.yaml``), the given config files and ``--key=value``
+model's own property file (``properties/model/NAME.yaml``), the given config files and ``--key=value``
 overrides, and ``seed = split_seed = SEED``: every model sees the same item split for a given seed.
 Each finished pair is stored as ``<results>/<MODEL>-<SEED>.json`` (written to a temporary file, then
 renamed); a later call with the same ``--results`` and the same settings skips the pairs already done.

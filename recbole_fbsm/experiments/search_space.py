@@ -176,12 +176,12 @@ def read_search_space(path):
 
 
 def default_params_file(model):
-    """``recbole_fbsm/properties/grids/MODEL.hyper``, else the yaml grid ``MODEL.yaml`` there."""
+    """``properties/grids/MODEL.hyper``, else the yaml grid ``MODEL.yaml`` there."""
     for suffix in (".hyper", ".yaml"):
         path = PROPERTIES_DIR / "grids" / f"{model}{suffix}"
         if path.is_file():
             return path
-    raise ColdStartError(f"no --params_file given and no recbole_fbsm/properties/grids/{model}.hyper or .yaml for model {model!r}")
+    raise ColdStartError(f"no --params_file given and no properties/grids/{model}.hyper or .yaml for model {model!r}")
 
 
 def is_grid(params):

@@ -388,7 +388,7 @@ def _config_value(value):
 
 
 def write_tuned(search, best, command):
-    """Write (or update) ``recbole_fbsm/properties/dataset/DATASET/MODEL.yaml`` with the best values; other keys of
+    """Write (or update) ``properties/dataset/DATASET/MODEL.yaml`` with the best values; other keys of
     an existing file (e.g. a cost cap set by hand) are kept."""
     path = tuned_properties_file(search.model, search.dataset)
     values = {}
@@ -415,7 +415,7 @@ def build_parser(prog="run_hyper.py"):
     parser.add_argument("--config_files", default=None, help="space-separated yaml files, used by every trial")
     parser.add_argument("--params_file", default=None,
                         help="RecBole params file (NAME choice|uniform|loguniform|quniform RANGE per line) or a yaml "
-                             "grid (default: recbole_fbsm/properties/grids/MODEL.hyper, else MODEL.yaml)")
+                             "grid (default: properties/grids/MODEL.hyper, else MODEL.yaml)")
     parser.add_argument("--output_file", default=None, help="RecBole's result file (default: STUDY_NAME.result)")
     parser.add_argument("--algo", choices=sorted(ALGOS), default=None,
                         help="grid (every parameter a choice; the default then), tpe (the default otherwise) or random")
@@ -427,7 +427,7 @@ def build_parser(prog="run_hyper.py"):
     parser.add_argument("--pruner", choices=["median", "none"], default="median",
                         help="stop trials whose validation curve is below the median of finished ones (default)")
     parser.add_argument("--write", action="store_true",
-                        help="write the best values to recbole_fbsm/properties/dataset/DATASET/MODEL.yaml")
+                        help="write the best values to properties/dataset/DATASET/MODEL.yaml")
     return parser
 
 

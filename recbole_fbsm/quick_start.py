@@ -19,6 +19,7 @@ from recbole_fbsm.data.preparation import check_dataset_files
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.training.trainer import get_trainer
+from recbole_fbsm.storage.run_records import plain_record_value
 from recbole_fbsm.training.result_file import result_file_for, run_record, write_result_file
 from recbole_fbsm.training.run_log import current_log_file, discard_run_log_on, end_run_log, on_console, start_run_log
 
@@ -145,15 +146,6 @@ def write_run_artifact(config, model, loaders, checkpoint_file):
     return str(write_artifact(os.path.splitext(str(checkpoint_file))[0] + SUFFIX, artifact))
 
 
-def _plain_number(value):
-    return float(value) if value is not None and not isinstance(value, bool) else value
-
-
-def _plain_metrics(result):
-    """RecBole's OrderedDict of numpy floats as a plain dict of floats, in the same order."""
-    return None if result is None else {str(key): _plain_number(value) for key, value in result.items()}
-
-
 def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
     start = time.perf_counter()
     try:
@@ -167,10 +159,10 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
         logger.info(set_color("best valid ", "yellow") + f": {best_valid_result}", extra=on_console(False))
         logger.info(set_color("test result", "yellow") + f": {test_result}", extra=on_console(False))
         result = {  # plain Python numbers: {'recall@10': 0.0971}, not OrderedDict of np.float64
-            "best_valid_score": _plain_number(best_valid_score),
+            "best_valid_score": plain_record_value(best_valid_score),
             "valid_score_bigger": config["valid_metric_bigger"],
-            "best_valid_result": _plain_metrics(best_valid_result),
-            "test_result": _plain_metrics(test_result),
+            "best_valid_result": plain_record_value(best_valid_result),
+            "test_result": plain_record_value(test_result),
             "saved_model_file": trainer.saved_model_file if saved else None,
             "eval_user_sample": config["eval_user_sample"],
             # which epoch was kept on validation (-1: the untrained start) and what it gained over that start
@@ -188,6 +180,7 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
             logger.info(f"model artifact: {result['artifact_file']}", extra=on_console())
         log_file = current_log_file()
         record = run_record(config, result, config_file_list, config_dict, time.perf_counter() - start, log_file)
+        result["record"] = record  # the JSON record of the run (compare stores it as it is)
         path = result_file_for(log_file, config)
         try:
             result["result_file"] = str(write_result_file(path, record))

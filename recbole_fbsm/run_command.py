@@ -31,7 +31,7 @@ def parse_args(argv, prog=None):
     return args, overrides
 
 
-def _plain(result):
+def _rounded(result):
     return {key: round(float(value), 4) for key, value in (result or {}).items()}
 
 
@@ -54,8 +54,8 @@ def main(argv=None, prog=None):
     if result is None:  # a machine of a multi-machine run without rank 0: rank 0 reports
         print(f"ranks {args.group_offset}..{args.group_offset + args.nproc - 1} done; rank 0 reports the results.")
         return 0
-    print(f"best valid: {_plain(result['best_valid_result'])}")
-    print(f"test result: {_plain(result['test_result'])}")
+    print(f"best valid: {_rounded(result['best_valid_result'])}")
+    print(f"test result: {_rounded(result['test_result'])}")
     if result.get("saved_model_file"):
         print(f"saved model: {result['saved_model_file']}")
     if result.get("artifact_file"):

@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from recbole_fbsm.experiments import compare as cmp
+from recbole_fbsm.experiments import report
 from recbole_fbsm.errors import ColdStartError
 
 from helpers import write_dataset
@@ -121,13 +122,16 @@ class FakeRun:
             raise self.error
         base = (sum(map(ord, model)) % 7) / 10 + (config_dict["seed"] % 10) / 100
         metrics = {"recall@10": base, "ndcg@10": base / 2, "hit@10": min(1.0, base * 3)}
-        return {
+        result = {
             "best_valid_score": base + 0.01,
             "valid_score_bigger": True,
             "best_valid_result": {k: v + 0.01 for k, v in metrics.items()},
             "test_result": metrics,
             "saved_model_file": f"saved/{model}.pth",
         }
+        record = {"model": model, "seed": config_dict["seed"], "split_seed": config_dict["seed"], "status": "ok",
+                  "valid_metric": "recall@10", "property_files": [], "log_file": None, "eval_user_sample": None}
+        return {**result, "record": {**record, **result}}
 
     @property
     def pairs(self):
@@ -177,7 +181,7 @@ def test_every_run_gets_the_split_seed_the_overrides_and_checkpoints_in_the_resu
     cells = table_rows(table)["Pop"]
     # two splits: mean and sample std of the made-up scores (base + seed/100)
     base = (sum(map(ord, "Pop")) % 7) / 10
-    mean, std = cmp.mean_std([base + 0.07, base + 0.08])
+    mean, std = report.mean_std([base + 0.07, base + 0.08])
     assert f"{mean:.4f} ± {std:.4f}" in cells and std > 0
     assert "`--epochs=2`" in table and "`a.yaml`" in table
 
@@ -323,13 +327,13 @@ def test_table_shows_each_models_per_split_ratio_to_itemknncbf_and_cosim():
                 "test_result": {"recall@10": recall, "ndcg@10": 0.5}, "wall_seconds": 1.0}
     records = [record("FBSM", 1, 0.22), record("FBSM", 2, 0.30), record("ItemKNNCBF", 1, 0.20),
                record("ItemKNNCBF", 2, 0.25), record("CoSim", 1, 0.11), record("CoSim", 2, 0.20)]
-    rows = cmp.summarise(records, ["FBSM", "ItemKNNCBF", "CoSim"])
-    table = cmp.build_table(rows, {"dataset": "d", "config_files": [], "overrides": {}})
+    rows = report.summarise(records, ["FBSM", "ItemKNNCBF", "CoSim"])
+    table = report.build_table(rows, {"dataset": "d", "config_files": [], "overrides": {}})
     header = next(line for line in table.splitlines() if line.startswith("| model"))
     assert "recall@10 / ItemKNNCBF" in header and "recall@10 / CoSim" in header
     fbsm = next(line for line in table.splitlines() if line.startswith("| FBSM"))
     assert "1.150 (1.100, 1.200)" in fbsm and "1.750 (2.000, 1.500)" in fbsm
-    without = cmp.build_table(cmp.summarise(records[:2], ["FBSM"]), {"dataset": "d", "config_files": [], "overrides": {}})
+    without = report.build_table(report.summarise(records[:2], ["FBSM"]), {"dataset": "d", "config_files": [], "overrides": {}})
     assert "/ ItemKNNCBF" not in without
 
 

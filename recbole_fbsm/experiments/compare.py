@@ -14,7 +14,6 @@ renamed); a later call with the same ``--results`` and the same settings skips t
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import shlex
 import sys
@@ -25,20 +24,16 @@ from datetime import datetime
 from pathlib import Path
 
 from recbole_fbsm.storage.run_records import (
-    changed_settings, plain_record_value, read_record, settings_of, write_record)
-from recbole_fbsm.storage.safe_files import write_atomic
+    changed_settings, read_record, settings_of, write_record)
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.training.run_log import last_run_log_file
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.config.cli import settings_from_args
-from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.config.checks import SEED_MAX
+from recbole_fbsm.experiments.report import CHART_METRICS, write_report
 
 DEFAULT_MODELS = ["FBSM", "UFSM", "ItemKNNCBF", "CoSim", "FM", "DeepFM", "WideDeep", "BPR", "Pop", "Random"]
-# every table shows each model's ratio to these, when they are in it: the strongest simple content baseline
-# (ItemKNNCBF, tuned or not) and the paper's cosine
-RATIO_BASELINES = ("ItemKNNCBF", "CoSim")
 DEFAULT_SEEDS = [2020, 2021, 2022]
 # Quiet defaults; any of them can be overridden with --key=value.
 QUIET_DEFAULTS = {"state": "WARNING", "show_progress": False}
@@ -49,11 +44,7 @@ RESERVED_KEYS = {
     "model": "use --models",
     "dataset": "use --dataset",
 }
-CHART_METRICS = ("recall@10", "ndcg@10")
-TABLE_FILE = "table.md"
-CHART_FILE = "chart.png"
 CHECKPOINT_SUBDIR = "saved"
-ERROR_CHARS_IN_TABLE = 160
 
 EPILOG = """examples:
   python -m recbole_fbsm.experiments.compare --dataset=ml-100k
@@ -125,27 +116,7 @@ def record_path(results_dir, model, seed):
     return Path(results_dir) / f"{model}-{seed}.json"
 
 
-_plain = plain_record_value
 
-
-def load_records(results_dir):
-    """Every result record of the folder (unreadable or foreign JSON files are left out)."""
-    records = []
-    for path in sorted(Path(results_dir).glob("*.json")):
-        record = read_record(path)
-        if record is not None:
-            records.append(record)
-    return records
-
-
-def _config_facts(model, dataset, config_file_list, config_dict):
-    """The ``valid_metric`` this run was selected on (the model's yaml or the user's files may change it)
-    and the plugin's property files that were applied (overall, dataset, model, dataset/model)."""
-    try:
-        config = ColdStartConfig(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
-        return str(config["valid_metric"]).lower(), list(config.property_files)
-    except Exception:  # only labels for the table
-        return None, []
 
 
 # ------------------------------------------------------------------------------------------ running
@@ -169,21 +140,9 @@ def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, set
             traceback=traceback.format_exc(limit=20),
             wall_seconds=time.perf_counter() - start,
         )
-    else:
-        valid_metric, property_files = _config_facts(model, dataset, config_file_list, config_dict)
-        record.update(
-            status="ok",
-            wall_seconds=time.perf_counter() - start,
-            valid_metric=valid_metric,
-            property_files=property_files,
-            log_file=last_run_log_file(),
-            best_valid_score=_plain(result.get("best_valid_score")),
-            valid_score_bigger=bool(result.get("valid_score_bigger", True)),
-            best_valid_result=_plain(result.get("best_valid_result") or {}),
-            test_result=_plain(result.get("test_result") or {}),
-            saved_model_file=result.get("saved_model_file"),
-            eval_user_sample=result.get("eval_user_sample"),
-        )
+    else:  # the run's own record (quick_start.run builds it once), under this comparison's settings
+        record = {**result["record"], "settings": settings, "wall_seconds": time.perf_counter() - start,
+                  "log_file": result["record"].get("log_file") or last_run_log_file()}
     record["finished_at"] = datetime.now().isoformat(timespec="seconds")
     return record
 
@@ -284,220 +243,6 @@ def _remove_empty_tree(folder):
         folder.rmdir()
     except OSError:
         pass
-
-
-# ------------------------------------------------------------------------------------------ report
-def mean_std(values):
-    """Mean and sample standard deviation (n - 1); the deviation of a single value is 0."""
-    values = [float(v) for v in values]
-    n = len(values)
-    mean = sum(values) / n
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    return mean, std
-
-
-def _cell(values, digits=4):
-    values = [v for v in values if v is not None]
-    if not values:
-        return "–"
-    mean, std = mean_std(values)
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
-
-
-def _escape(text, limit=ERROR_CHARS_IN_TABLE):
-    text = " ".join(str(text).split())
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text.replace("|", "\\|")
-
-
-def summarise(records, models_first=()):
-    """Group the records by model: rows in the order of ``models_first``, then the others by name."""
-    by_model = {}
-    for record in records:
-        by_model.setdefault(record["model"], []).append(record)
-    order = [m for m in models_first if m in by_model] + sorted(m for m in by_model if m not in models_first)
-    rows = []
-    for model in order:
-        group = sorted(by_model[model], key=lambda r: r["seed"])
-        ok = [r for r in group if r["status"] == "ok"]
-        rows.append({"model": model, "records": group, "ok": ok, "failed": [r for r in group if r["status"] != "ok"]})
-    return rows
-
-
-def build_table(rows, settings, command=None):
-    ok_records = [r for row in rows for r in row["ok"]]
-    metrics = []
-    for record in ok_records:
-        metrics += [k for k in record.get("test_result", {}) if k not in metrics]
-    valid_metrics = {r.get("valid_metric") for r in ok_records}
-    same_valid = len(valid_metrics) == 1 and None not in valid_metrics
-    valid_header = f"valid {valid_metrics.copy().pop()}" if same_valid else "valid score"
-    seeds = sorted({r["seed"] for row in rows for r in row["records"]})
-
-    lines = [f"# Model comparison on {settings['dataset']}", ""]
-    if command:
-        lines += [f"Command: `{command}`", ""]
-    files = ", ".join(f"`{f['path']}`" for f in settings["config_files"]) or "none"
-    overrides = " ".join(f"`--{k}={v}`" for k, v in settings["overrides"].items()) or "none"
-    lines += [
-        f"Item splits (seed = split_seed): {', '.join(map(str, seeds))}. Your config files: {files}. "
-        f"Overrides: {overrides}.",
-        "",
-        *property_file_lines(rows),
-        "Cells: mean ± standard deviation over the splits (sample std, n − 1; 0 for a single split). "
-        f"Metrics on the test items; `{valid_header}`: the validation score of the epoch kept "
-        "(best on validation); `time (s)`: wall seconds of one run (load, split, train, evaluate).",
-        "",
-    ]
-    ratio_metric = _ratio_metric(metrics, valid_metrics)
-    baselines = [b for b in RATIO_BASELINES if any(row["model"] == b and row["ok"] for row in rows)] if ratio_metric else []
-    ratio_headers = [f"{ratio_metric} / {b}" for b in baselines]
-    header = ["model", "splits", valid_header, *metrics, *ratio_headers, "time (s)", "status"]
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 2) + ["---"]) + "|")
-    baseline_rows = [next(r for r in rows if r["model"] == b) for b in baselines]
-    for row in rows:
-        lines.append(_table_row(row, metrics, same_valid, baseline_rows, ratio_metric))
-    failures = [r for row in rows for r in row["failed"]]
-    if baselines:
-        lines += ["", f"`{ratio_metric} / MODEL`: the mean over the splits of the per-split ratio of the test "
-                  f"{ratio_metric} to that model's on the same split (each split's ratio in brackets)."]
-    if failures:
-        lines += ["", "Failed runs (full messages and tracebacks in the JSON files):", ""]
-        for r in failures:
-            lines.append(f"- {r['model']}, seed {r['seed']}: {_escape(r.get('error', ''), limit=1000)}")
-    return "\n".join(lines) + "\n"
-
-
-def _table_row(row, metrics, same_valid, baseline_rows, ratio_metric):
-    """One model's line of the table: splits, validation score, test metrics, ratios, time, status."""
-    ok, failed = row["ok"], row["failed"]
-    splits = f"{len(ok)}" if not failed else f"{len(ok)}/{len(row['records'])}"
-    if ok:
-        valid = _cell([r.get("best_valid_score") for r in ok])
-        if not same_valid:
-            valid += f" ({', '.join(sorted({str(r.get('valid_metric')) for r in ok}))})"
-        cells = [_cell([r["test_result"].get(m) for r in ok if m in r["test_result"]]) for m in metrics]
-        time_cell = _cell([r.get("wall_seconds") for r in ok], digits=1)
-    else:
-        valid, cells, time_cell = "–", ["–"] * len(metrics), "–"
-    samples = sorted({int(r["eval_user_sample"]) for r in ok if r.get("eval_user_sample")})
-    if not failed:
-        status = "ok" + (f"; evaluated on {', '.join(map(str, samples))} random users per split" if samples else "")
-    else:
-        which = ", ".join(str(r["seed"]) for r in failed)
-        status = _escape(f"failed (seed {which}): {failed[0].get('error', 'unknown error')}")
-    ratios = [ratio_cell(row, baseline_row, ratio_metric) for baseline_row in baseline_rows]
-    return "| " + " | ".join([row["model"], splits, valid, *cells, *ratios, time_cell, status]) + " |"
-
-
-def _ratio_metric(metrics, valid_metrics):
-    """The test metric the ratio columns compare: the validation metric's, else the first one."""
-    valid = {str(v).lower() for v in valid_metrics if v}
-    same = [m for m in metrics if m.lower() in valid]
-    return same[0] if same else (metrics[0] if metrics else None)
-
-
-def ratio_cell(row, baseline_row, metric):
-    """Mean of the per-split ratios row / baseline of ``metric`` on the splits both have, and each ratio."""
-    base = {r["seed"]: r["test_result"].get(metric) for r in baseline_row["ok"]}
-    ratios = [r["test_result"][metric] / base[r["seed"]] for r in row["ok"]
-              if metric in r["test_result"] and base.get(r["seed"])]
-    if not ratios:
-        return "–"
-    mean = sum(ratios) / len(ratios)
-    return f"{mean:.3f} ({', '.join(f'{v:.3f}' for v in ratios)})"
-
-
-def build_chart(rows, path, dataset):
-    """Grouped bars of the mean test Recall@10 and NDCG@10 of each model, with std error bars."""
-    from matplotlib.figure import Figure  # a bare Figure renders with Agg; pyplot's backend is left alone
-
-    rows = [row for row in rows if row["ok"]]
-    if not rows:
-        return None
-    available = []
-    for row in rows:
-        for record in row["ok"]:
-            available += [k for k in record["test_result"] if k not in available]
-    metrics = [m for m in CHART_METRICS if m in available] or available[:2]
-    if not metrics:
-        return None
-    figure = Figure(figsize=(max(6.0, 0.9 * len(rows) + 2.5), 4.5), dpi=150)
-    figure.set_canvas(_agg_canvas(figure))
-    axes = figure.add_subplot(1, 1, 1)
-    width = 0.8 / len(metrics)
-    n_splits = set()
-    for k, metric in enumerate(metrics):
-        means, stds = [], []
-        for row in rows:
-            values = [r["test_result"][metric] for r in row["ok"] if metric in r["test_result"]]
-            n_splits.add(len(values))
-            mean, std = mean_std(values) if values else (0.0, 0.0)
-            means.append(mean)
-            stds.append(std)
-        positions = [i + (k - (len(metrics) - 1) / 2) * width for i in range(len(rows))]
-        axes.bar(positions, means, width, yerr=stds, capsize=3, label=_metric_label(metric))
-    axes.set_xticks(range(len(rows)))
-    axes.set_xticklabels([row["model"] for row in rows], rotation=30, ha="right")
-    axes.set_ylabel("test score (mean over splits)")
-    splits = "/".join(str(n) for n in sorted(n_splits))
-    axes.set_title(f"{dataset}: item cold start, {splits} split(s), error bars: std")
-    axes.legend()
-    axes.grid(axis="y", alpha=0.3)
-    axes.set_axisbelow(True)
-    figure.tight_layout()
-    import io
-
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    write_atomic(path, buffer.getvalue())
-    return Path(path)
-
-
-def _agg_canvas(figure):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    return FigureCanvasAgg(figure)
-
-
-def _metric_label(metric):
-    name, _, k = metric.partition("@")
-    known = {"recall": "Recall", "ndcg": "NDCG", "precision": "Precision", "hit": "Hit", "mrr": "MRR",
-             "rec": "Rec", "dcg": "DCG"}
-    return f"{known.get(name, name)}@{k}" if k else known.get(name, name)
-
-
-def property_file_lines(rows):
-    """Per model, the plugin's property files its runs loaded (before your config files and overrides)."""
-    lines = []
-    for row in rows:
-        loaded = []
-        for record in row["ok"]:
-            loaded += [p for p in record.get("property_files") or [] if p not in loaded]
-        if loaded:
-            lines.append(f"- {row['model']}: " + ", ".join(f"`{p}`" for p in loaded))
-    if not lines:
-        return []
-    return ["Property files loaded (lowest priority first; your config files and overrides come after):", "", *lines, ""]
-
-
-def write_report(results_dir, settings, models_first=(), command=None, log=print):
-    """Rebuild table.md and chart.png from the folder's JSON files recorded with ``settings``."""
-    results_dir = Path(results_dir)
-    records = load_records(results_dir)
-    kept = [r for r in records if r["settings"] == settings]
-    other = [r for r in records if r["settings"] != settings]
-    if other:
-        names = ", ".join(f"{r['model']}-{r['seed']}" for r in other)
-        log(f"left out of the table: {len(other)} result(s) recorded with other settings ({names})")
-    rows = summarise(kept, models_first)
-    table_path = results_dir / TABLE_FILE
-    table = build_table(rows, settings, command=command)
-    write_atomic(table_path, table.encode("utf-8"))
-    chart_path = build_chart(rows, results_dir / CHART_FILE, settings["dataset"])
-    return {"table": table_path, "chart": chart_path, "records": kept, "markdown": table}
 
 
 # -------------------------------------------------------------------------------------------- main

@@ -40,17 +40,17 @@ from recbole_fbsm.experiments import search_space
 from recbole_fbsm.experiments import shared_grid
 from recbole_fbsm.config.cli import settings_from_args
 from recbole_fbsm.storage.fingerprint import fingerprint_of
-from recbole_fbsm.storage.run_records import settings_of
+from recbole_fbsm.storage.run_records import plain_record_value, settings_of
 from recbole_fbsm.storage.safe_files import write_atomic
 from recbole_fbsm.experiments.compare import QUIET_DEFAULTS
+from recbole_fbsm.experiments.compare import RESERVED_KEYS as COMPARE_RESERVED_KEYS
 from recbole_fbsm.config.cold_start_config import ColdStartConfig, tuned_properties_file
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.config.settings import check_user_settings, precheck
 from recbole_fbsm.training.trainer import validation_callback
 from recbole_fbsm.quick_start import run
 
-RESERVED_KEYS = {"seed": "set per split by --seeds", "split_seed": "set per split by --seeds",
-                 "model": "use --model", "dataset": "use --dataset"}
+RESERVED_KEYS = {**COMPARE_RESERVED_KEYS, "split_seed": "set per split by --seeds", "model": "use --model"}
 ALGOS = {"grid": "grid", "exhaustive": "grid", "tpe": "tpe", "bayes": "tpe", "random": "random"}
 DEFAULT_STORAGE = "sqlite:///tune.db"
 DEFAULT_MAX_EVALS = 100  # RecBole's, for tpe and random
@@ -168,15 +168,6 @@ def suggest(trial, param):
                                log=distribution.log)
 
 
-def _plain(value):
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return str(value)
-
-
 def _better(a, b, bigger):
     return max(a, b) if bigger else min(a, b)
 
@@ -247,8 +238,8 @@ class Objective:
                 result = self.run(self.search.model, self.search.dataset,
                                   config_file_list=self.search.config_files, config_dict=config_dict)
         return {"seed": seed, "best_valid_score": float(result["best_valid_score"]),
-                "best_valid_result": _plain(result["best_valid_result"] or {}),
-                "test_result": _plain(result["test_result"] or {}), "seconds": time.perf_counter() - start}
+                "best_valid_result": plain_record_value(result["best_valid_result"] or {}),
+                "test_result": plain_record_value(result["test_result"] or {}), "seconds": time.perf_counter() - start}
 
 
 def finished_trials(study):

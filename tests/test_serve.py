@@ -523,11 +523,9 @@ def test_moved_data_is_found_with_data_path(trained, tmp_path):
 def test_few_items_scored_item_side_first_equal_the_profile_scores(served, trained, name):
     """Serving scores a few new items for every user item side first (sparse profiles x weighted item rows);
     many items through dense profile blocks: both are f_i^T W_u f_u."""
-    from recbole_fbsm.serve.scoring import item_major_scores, profile_scores
-
     s = served(name)
     matrix = read_new_items(s, trained["new_file"], warn=False).torch_matrix()
     users = all_users(s.model)
-    expected = profile_scores(s.model, users, matrix)
-    torch.testing.assert_close(item_major_scores(s.model, users, matrix), expected, rtol=1e-4,
+    expected = s.model.score_feature_rows(users, matrix)
+    torch.testing.assert_close(s.model.score_rows_item_side(users, matrix), expected, rtol=1e-4,
                                atol=1e-5 * float(expected.abs().max()))

@@ -66,7 +66,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
     def diagonal_parts(self, users):
         """c_u as a mixture: (basis (l, n_features), mixture (len(users), l)) with c_u = mixture[u] @ basis. A
         shared diagonal is one basis row for every user; UFSM's user mixture of l functions overrides this.
-        Serving scores a few items for every user through it, item by item (``scoring.item_major_scores``)."""
+        Serving scores a few items for every user through it, item by item (``score_rows_item_side``)."""
         weights = self.diagonal_weights(users)
         return weights[None, :], torch.ones(len(users), 1, dtype=weights.dtype, device=weights.device)
 
@@ -250,12 +250,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         F only: evaluation on a cold split never touches the other splits' items."""
         users = interaction[self.USER_ID]
         F_c, position = self._candidate_matrix(candidates)
-        f_u = self.F_U.dense_rows(users)                                   # B x n_features
-        weights = self.diagonal_weights(users)
-        scores = torch.sparse.mm(F_c, (f_u * weights).T).T                 # B x C
-        factors = self.low_rank_factors()
-        if factors is not None:
-            scores = scores + (f_u @ factors) @ torch.sparse.mm(F_c, factors).T
+        scores = self.score_feature_rows(users, F_c)                       # B x C
         # estimation constraint: a training like is scored without its own features
         owner, liked, _, _ = self.R.gather_rows(users)
         column = position[liked]
@@ -263,6 +258,35 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         if bool(keep.any()):
             owner, liked, column = owner[keep], liked[keep], column[keep]
             scores[owner, column] -= self.self_similarity(users[owner], liked)
+        return scores
+
+    def score_feature_rows(self, users, item_matrix, item_factors=None):
+        """(len(users) x n_items) scores f_i^T W_u f_u against the rows of ``item_matrix`` (items x features,
+        torch sparse CSR: candidates, or new items weighted like ``F``), through dense profiles f_u. No
+        estimation constraint: the items are not among the users' training likes. ``item_factors``: V f_i of
+        the rows, when the caller already has them."""
+        f_u = self.F_U.dense_rows(users)                                   # B x n_features
+        scores = torch.sparse.mm(item_matrix, (f_u * self.diagonal_weights(users)).T).T
+        factors = self.low_rank_factors()
+        if factors is not None:
+            if item_factors is None:
+                item_factors = torch.sparse.mm(item_matrix, factors)
+            scores = scores + (f_u @ factors) @ item_factors.T
+        return scores
+
+    def score_rows_item_side(self, users, item_matrix):
+        """The scores of ``score_feature_rows`` for few items and many users, item side first: with c_u =
+        mixture[u] @ basis (``diagonal_parts``), the diagonal part is sum_l mixture[u, l] F_U (b_l * f_i) and
+        the low-rank part (V f_u) . (V f_i); one sparse (users x features) x dense (features x l items)
+        product over the profiles' nonzeros instead of a dense users x features block of profiles."""
+        basis, mixture = self.diagonal_parts(users)                        # (l, F), (B, l)
+        items = item_matrix.to_dense()                                     # n_items x F
+        weighted = (basis[:, None, :] * items[None, :, :]).reshape(-1, items.shape[1])  # (l n_items) x F
+        parts = torch.sparse.mm(self.F_U.rows_matrix(users), weighted.T)
+        scores = (mixture[:, :, None] * parts.reshape(len(users), basis.shape[0], items.shape[0])).sum(1)
+        factors = self.low_rank_factors()
+        if factors is not None:
+            scores = scores + self.user_factors(users, factors) @ torch.sparse.mm(item_matrix, factors).T
         return scores
 
     def _candidate_matrix(self, candidates):

@@ -48,10 +48,14 @@ class FeatureSimilarity(Protocol):
     def low_rank_factors(self):
         """V^T (n_features x h), or None."""
 
+    def score_rows_item_side(self, users, item_matrix):
+        """``score_feature_rows`` for few items and many users, computed item side first."""
+
 
 @runtime_checkable
 class ScoresFeatureRows(Protocol):
-    """Two-tower models (DropoutNet, Heater, ALDI): new items scored from their feature rows alone."""
+    """Every model that serves new items: items scored from their feature rows alone (FBSM, UFSM, CoSim:
+    f_i^T W_u f_u; DropoutNet, Heater, ALDI: user vector . content tower)."""
 
     def score_feature_rows(self, users, item_matrix):
         """(len(users) x new items) scores; ``item_matrix``: torch sparse CSR rows weighted like ``F``."""

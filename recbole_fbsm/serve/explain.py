@@ -28,7 +28,7 @@ from recbole_fbsm.models.contract import FeatureSimilarity
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.loading import ServedModel, load_model
 from recbole_fbsm.serve.new_items import NewItems, read_new_items
-from recbole_fbsm.serve.scoring import profile_scores, scipy_to_torch_csr
+from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 
 FEATURE_COLUMNS = ["part", "item_feature", "user_feature", "item_value", "user_value", "weight", "contribution"]
 
@@ -133,7 +133,7 @@ def explain(served, user, item, new_items=None, raw_text=None):
         item_vals = torch.as_tensor(row.data, dtype=torch.float64, device=device)
         i = None
         in_profile = False
-        model_score = float(profile_scores(model, u, scipy_to_torch_csr(row, device, model.F.values.dtype))[0, 0])
+        model_score = float(model.score_feature_rows(u, scipy_to_torch_csr(row, device, model.F.values.dtype))[0, 0])
     else:
         i = served.item_ids([item])
         _, item_cols, item_vals, _ = model.F.gather_rows(i)

@@ -1,6 +1,6 @@
 """Recommend brand-new items: the top users for each new item, and the top new items for users.
 
-Scores are f_i^T W_u f_u (``scoring.profile_scores``): a new item is never among a user's training
+Scores are f_i^T W_u f_u (the model's ``score_feature_rows``): a new item is never among a user's training
 likes, so the whole profile counts. Users are scored in batches (sparse x dense products); the top
 lists keep a running top-k with random, seeded tie breaking (never by internal id, which follows
 popularity in RecBole).

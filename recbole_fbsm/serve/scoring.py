@@ -13,10 +13,10 @@ items) product: no loop over users, items or features, and never a features x fe
 
 import torch
 
-from recbole_fbsm.models.contract import FeatureSimilarity, ScoresFeatureRows
+from recbole_fbsm.models.contract import FeatureSimilarity
 
 DEFAULT_CELLS = 1 << 24  # dense users x features (or users x items) cells per batch
-# fewer new items than users, their dense rows at most this many cells: item side first (``item_major_scores``)
+# fewer new items than users, their dense rows at most this many cells: item side first (``score_rows_item_side``)
 ITEM_MAJOR_CELLS = 1 << 20
 
 
@@ -39,51 +39,15 @@ def user_batch_size(n_features, n_items, cells=DEFAULT_CELLS):
     return max(1, cells // max(n_features, n_items, 1))
 
 
-@torch.no_grad()
-def profile_scores(model, users, item_matrix, item_factors=None):
-    """(len(users) x n_items) scores f_i^T W_u f_u of ``users`` (a long tensor) against the rows of
-    ``item_matrix`` (items x features, torch sparse CSR). The estimation constraint does not apply:
-    the items must not be among the users' training likes (new items, validation or test items)."""
-    f_u = model.F_U.dense_rows(users)                       # B x n_features
-    weights = model.diagonal_weights(users)                 # (n_features,) or (B, n_features)
-    scores = torch.sparse.mm(item_matrix, (f_u * weights).T).T
-    factors = model.low_rank_factors()
-    if factors is not None:
-        if item_factors is None:
-            item_factors = torch.sparse.mm(item_matrix, factors)
-        scores = scores + (f_u @ factors) @ item_factors.T
-    return scores
-
-
-@torch.no_grad()
-def item_major_scores(model, users, item_matrix):
-    """(len(users) x n_items) scores f_i^T W_u f_u for few items and many users, item side first.
-
-    With c_u = mixture[u] @ basis (``diagonal_parts``), the diagonal part is sum_l mixture[u, l] (F_U (b_l * f_i))
-    and the low-rank part (V f_u) . (V f_i): one sparse (users x features) x dense (features x l items)
-    product over the profiles' nonzeros, instead of a dense users x features block of profiles.
-    """
-    basis, mixture = model.diagonal_parts(users)                          # (l, F), (B, l)
-    items = item_matrix.to_dense()                                        # n_items x F
-    weighted = (basis[:, None, :] * items[None, :, :]).reshape(-1, items.shape[1])  # (l n_items) x F
-    profiles = model.F_U.rows_matrix(users)                               # B x F, sparse
-    parts = torch.sparse.mm(profiles, weighted.T).reshape(len(users), basis.shape[0], items.shape[0])
-    scores = (mixture[:, :, None] * parts).sum(1)
-    factors = model.low_rank_factors()
-    if factors is not None:
-        scores = scores + model.user_factors(users, factors) @ torch.sparse.mm(item_matrix, factors).T
-    return scores
-
-
 def iter_profile_scores(model, users, item_matrix, cells=DEFAULT_CELLS):
     """Yield (start, scores) for consecutive batches of ``users``, ``cells`` dense cells at a time."""
     n_items = item_matrix.shape[0]
     if isinstance(model, FeatureSimilarity) and n_items < len(users) and n_items * model.n_features <= ITEM_MAJOR_CELLS:
         step = max(1, cells // max(item_matrix.shape[0] * model.diagonal_parts(users[:1])[0].shape[0], 1))
         for start in range(0, len(users), step):
-            yield start, item_major_scores(model, users[start:start + step], item_matrix)
+            yield start, model.score_rows_item_side(users[start:start + step], item_matrix)
         return
-    if isinstance(model, ScoresFeatureRows):  # two-tower models (DropoutNet, Heater, ALDI): U_u . item vector
+    if not isinstance(model, FeatureSimilarity):  # two-tower models (DropoutNet, Heater, ALDI): U_u . item vector
         step = max(1, cells // max(item_matrix.shape[0], 1))
         for start in range(0, len(users), step):
             yield start, model.score_feature_rows(users[start:start + step], item_matrix)
@@ -92,7 +56,7 @@ def iter_profile_scores(model, users, item_matrix, cells=DEFAULT_CELLS):
     item_factors = None if factors is None else torch.sparse.mm(item_matrix, factors)
     step = user_batch_size(model.n_features, item_matrix.shape[0], cells)
     for start in range(0, len(users), step):
-        yield start, profile_scores(model, users[start:start + step], item_matrix, item_factors)
+        yield start, model.score_feature_rows(users[start:start + step], item_matrix, item_factors)
 
 
 def ranked(scores, keys, k):

@@ -25,7 +25,7 @@ from recbole_fbsm.models.contract import FeatureSimilarity
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.serve.loading import ServedModel, load_model
-from recbole_fbsm.serve.scoring import profile_scores, rows_as_sparse
+from recbole_fbsm.serve.scoring import rows_as_sparse
 
 GROUPS = ("better", "same", "worse")
 
@@ -88,7 +88,7 @@ def per_user_recall(served, k=10):
         raise ColdStartError("a test like's item is not among the test split's items.")
     for start in range(0, len(users), step):
         batch = torch.as_tensor(users[start:start + step], device=device)
-        scores = profile_scores(model, batch, matrix, item_factors)
+        scores = model.score_feature_rows(batch, matrix, item_factors)
         columns = candidates
         if scores.shape[1] < depth:  # fewer candidates than k: never-relevant fillers, as the collector does
             filler = torch.full((len(batch), depth - scores.shape[1]), -torch.inf, device=device)

@@ -1,4 +1,4 @@
-"""`python -m recbole_fbsm.experiments.compare`: the table, the chart, one JSON file per (model, seed), resuming,
+"""`recbole-fbsm compare`: the table, the chart, one JSON file per (model, seed), resuming,
 failures recorded, user mistakes stopping at once."""
 
 import json

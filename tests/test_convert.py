@@ -501,7 +501,7 @@ def test_citeulike_t_conversion(tmp_path, monkeypatch):
     assert 2000 <= counts["features (terms after the filter)"] <= 8000  # paper's CUL: 6,359 features
     assert result.skipped == {"items without interactions (left out)": 25975 - 25584}
     dataset = load_with_recbole(monkeypatch, tmp_path, "citeulike-t",
-                                config_files=[str(ROOT / "recbole_fbsm" / "properties" / "dataset" / "citeulike-t.yaml")])
+                                config_files=[str(ROOT / "properties" / "dataset" / "citeulike-t.yaml")])
     assert dataset.user_num - 1 == counts["users"] and dataset.item_num - 1 == counts["items"]
     assert len(dataset.field2id_token["words"]) - 1 == counts["features (terms after the filter)"]
 

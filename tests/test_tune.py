@@ -1,4 +1,4 @@
-"""Hyperparameter search (`run_hyper.py`, `python -m recbole_fbsm.experiments.tune`): trials, seeds, pruning, grid
+"""Hyperparameter search (`run_hyper.py`, `recbole-fbsm hyper`): trials, seeds, pruning, grid
 claims, the output file and the tuned property layer; and the selection of the untrained model
 (`valid_before_training`)."""
 

@@ -1,4 +1,4 @@
-"""Command-line helpers shared by ``run_recbole.py`` and ``python -m recbole_fbsm.experiments.compare``."""
+"""Command-line helpers shared by ``run_recbole.py`` and ``recbole-fbsm compare``."""
 
 
 def settings_from_args(parser, rest, reserved=None):

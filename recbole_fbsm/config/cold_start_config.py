@@ -23,7 +23,7 @@ from recbole_fbsm.config.settings import PROPERTIES_DIR, check_final, check_user
 
 
 def tuned_properties_file(model, dataset):
-    """A model's settings for one dataset: values chosen on validation by ``python -m recbole_fbsm.experiments.tune
+    """A model's settings for one dataset: values chosen on validation by ``recbole-fbsm hyper
     --write``, and cost caps (e.g. for context-aware models on long texts)."""
     return PROPERTIES_DIR / "dataset" / str(dataset) / f"{model}.yaml"
 GROUP_BY_CHOICES = ("item", "user", "none")

@@ -4,7 +4,7 @@ to raw text of new items.
 
 `convert_ctr` reads the CTR/CDL format of the public CiteULike datasets, `convert_text` reads
 CSV/TSV interactions and item texts; both apply the paper's feature preprocessing and write the
-dataset atomically. Command line: `python -m recbole_fbsm.convert --help`.
+dataset atomically. Command line: `recbole-fbsm convert --help`.
 """
 
 from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer, read_analyzer

@@ -1,4 +1,4 @@
-"""Command line: `python -m recbole_fbsm.convert {ctr,text} ...` (see --help and docs/convert.md)."""
+"""Command line: `recbole-fbsm convert {ctr,text} ...` (see --help and docs/convert.md)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from .tags import TAG_SEP
 from .text import PAPER_MAX_DF, convert_text
 
 EPILOG = """examples:
-  python -m recbole_fbsm.convert ctr --src ../shared/datasets/citeulike-t --name citeulike-t --out dataset/
-  python -m recbole_fbsm.convert ctr --src ../shared/datasets/citeulike-t --tags --name citeulike-t-tags --out dataset/
-  python -m recbole_fbsm.convert text --inter ratings.csv --items books.csv --threshold 3 --header \\
+  recbole-fbsm convert ctr --src ../shared/datasets/citeulike-t --name citeulike-t --out dataset/
+  recbole-fbsm convert ctr --src ../shared/datasets/citeulike-t --tags --name citeulike-t-tags --out dataset/
+  recbole-fbsm convert text --inter ratings.csv --items books.csv --threshold 3 --header \\
       --name amazon-books --out dataset/
 
 Writes OUT/NAME/NAME.inter, OUT/NAME/NAME.item (words:token_seq, a term repeated once per occurrence)
@@ -46,7 +46,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tags-max-df", type=float, help="drop tags found in more than this fraction of items (default: --max-df)")
 
 
-def build_parser(prog="python -m recbole_fbsm.convert") -> argparse.ArgumentParser:
+def build_parser(prog="recbole-fbsm convert") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Write RecBole .inter/.item files with item text as a token_seq field 'words',\n"
@@ -86,7 +86,7 @@ def build_parser(prog="python -m recbole_fbsm.convert") -> argparse.ArgumentPars
     return parser
 
 
-def main(argv: list[str] | None = None, prog="python -m recbole_fbsm.convert") -> int:
+def main(argv: list[str] | None = None, prog="recbole-fbsm convert") -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     logging.getLogger("recbole_fbsm.convert").setLevel(logging.ERROR)  # the summary below reports skips

@@ -1,6 +1,6 @@
 """Compare models on one dataset over the same item splits: one command, a markdown table and a chart.
 
-``python -m recbole_fbsm.experiments.compare --dataset=ml-100k --models FBSM CoSim Pop --seeds 2020 2021 --results results/x
+``recbole-fbsm compare --dataset=ml-100k --models FBSM CoSim Pop --seeds 2020 2021 --results results/x
 [--config_files "a.yaml b.yaml"] [--key=value ...]``
 
 Every (model, seed) pair is one call of :func:`recbole_fbsm.quick_start.run` in this process, with the
@@ -47,9 +47,9 @@ RESERVED_KEYS = {
 CHECKPOINT_SUBDIR = "saved"
 
 EPILOG = """examples:
-  python -m recbole_fbsm.experiments.compare --dataset=ml-100k
-  python -m recbole_fbsm.experiments.compare --dataset=ml-100k --models FBSM CoSim Pop --seeds 2020 2021 --results results/x
-  python -m recbole_fbsm.experiments.compare --dataset=ml-100k --results results/x --epochs=30 --metrics="['Recall','NDCG','Rec','DCG']"
+  recbole-fbsm compare --dataset=ml-100k
+  recbole-fbsm compare --dataset=ml-100k --models FBSM CoSim Pop --seeds 2020 2021 --results results/x
+  recbole-fbsm compare --dataset=ml-100k --results results/x --epochs=30 --metrics="['Recall','NDCG','Rec','DCG']"
 
 Every other RecBole setting is given as --key=value and passed to every model (seed and split_seed
 are set per split by --seeds). Quiet defaults: state=WARNING, show_progress=False; checkpoints go to
@@ -64,7 +64,7 @@ error, an unknown model, or a dataset/setting error raised by the first run."""
 
 
 # ------------------------------------------------------------------------------------ command line
-def build_parser(prog="python -m recbole_fbsm.experiments.compare") -> argparse.ArgumentParser:
+def build_parser(prog="recbole-fbsm compare") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Run a list of models on one dataset over the same random item splits (one per seed)\n"
@@ -91,7 +91,7 @@ def build_parser(prog="python -m recbole_fbsm.experiments.compare") -> argparse.
     return parser
 
 
-def parse_args(argv, prog="python -m recbole_fbsm.experiments.compare"):
+def parse_args(argv, prog="recbole-fbsm compare"):
     parser = build_parser(prog)
     args, rest = parser.parse_known_args(argv)
     overrides = settings_from_args(parser, rest, RESERVED_KEYS)
@@ -246,7 +246,7 @@ def _remove_empty_tree(folder):
 
 
 # -------------------------------------------------------------------------------------------- main
-def main(argv=None, prog="python -m recbole_fbsm.experiments.compare"):
+def main(argv=None, prog="recbole-fbsm compare"):
     argv = sys.argv[1:] if argv is None else list(argv)
     args, overrides = parse_args(argv, prog)
     config_files = args.config_files.split() if args.config_files else None

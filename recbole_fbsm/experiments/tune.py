@@ -486,4 +486,4 @@ def _main(args, overrides, argv, prog):
 
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m recbole_fbsm.experiments.tune"))
+    sys.exit(main(prog="recbole-fbsm hyper"))

@@ -8,7 +8,7 @@
 - ``strongest_interactions``: FBSM's largest learned feature interactions, without a dense matrix;
 - ``compare_users``: the paper's user-level comparison of two checkpoints on the same test split.
 
-The command line is ``python -m recbole_fbsm.serve {recommend,explain,interactions,compare-users}``;
+The command line is ``recbole-fbsm serve {recommend,explain,interactions,compare-users}``;
 see docs/serve.md.
 """
 

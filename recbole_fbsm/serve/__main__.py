@@ -142,7 +142,7 @@ def _add_export(commands):
     _common(export, output_help="the artifact to write (default: the checkpoint's name ending in .fbsm)")
 
 
-def build_parser(prog="python -m recbole_fbsm.serve"):
+def build_parser(prog="recbole-fbsm serve"):
     parser = argparse.ArgumentParser(
         prog=prog, description=__doc__, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -158,7 +158,7 @@ def build_parser(prog="python -m recbole_fbsm.serve"):
     return parser
 
 
-def main(argv=None, prog="python -m recbole_fbsm.serve"):
+def main(argv=None, prog="recbole-fbsm serve"):
     parser = build_parser(prog)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if getattr(args, "top", 1) is not None and getattr(args, "top", 1) < 1:

@@ -1,6 +1,6 @@
 """Raw text of new items -> the tokens training saw, with the analyzer the converter stored.
 
-`python -m recbole_fbsm.convert` writes `NAME.analyzer.json` beside a dataset: for each token_seq field
+`recbole-fbsm convert` writes `NAME.analyzer.json` beside a dataset: for each token_seq field
 the tokeniser, stop words, stemmer (or "whole" tags) and vocabulary; a model artifact carries a copy. A new item given as raw text (a
 CSV/TSV file, or an `.item` file read with `raw_text=True`) goes through exactly that analyzer, field by
 field. A field the file does not describe (a dataset not made by the converter, such as ml-100k) is

@@ -62,7 +62,7 @@ def per_user_recall(served, k=10):
     if not isinstance(model, FeatureSimilarity):
         raise ColdStartError(
             f"checkpoint {served.checkpoint}: compare-users is for FBSM, UFSM and CoSim checkpoints; "
-            f"{served.model_name} is not one (compare it with python -m recbole_fbsm.experiments.compare)."
+            f"{served.model_name} is not one (compare it with recbole-fbsm compare)."
         )
     dataset = served.dataset
     candidates = torch.as_tensor(served.split_items("test"), dtype=torch.long, device=device)

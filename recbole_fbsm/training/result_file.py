@@ -1,7 +1,7 @@
 """The result file of a run: metrics, settings and checkpoint as JSON beside the run's log.
 
 Why: the metrics of a `run_recbole.py` run were only on the console and inside the log. The record has
-the schema of `python -m recbole_fbsm.experiments.compare`'s per-run files (``compare.run_pair``), so a result
+the schema of `recbole-fbsm compare`'s per-run files (``compare.run_pair``), so a result
 file can be read with ``compare.read_record`` and dropped into a comparison's results folder; it adds
 ``log_file``, ``run_id`` and the run's final ``config``.
 """

@@ -190,9 +190,6 @@ FILE_CASES = [
      [r"toy\.item", r"'vec' \(float_seq\)", r"line 5: 'oops'"]),
     ("user-id-column-missing", "Pop", lambda d: header(d.inter_path, "uid:token\titem_id:token\trating:float"), [],
      [r"load_col|toy\.inter", r"'user_id'"]),
-    ("ids-read-as-missing", "Pop", lambda d: (set_cell(d.inter_path, 2, 0, "NA"), set_cell(d.inter_path, 5, 1, "null")), [],
-     [r"toy\.inter: 1 line\(s\) have user_id 'NA' \(line 3: 'NA'\)", r"takes for a missing value and drops",
-      r"rename these ids \(e\.g\. 'NA' -> 'id_NA'\)"]),
     ("user-id-not-token", "Pop", lambda d: header(d.inter_path, "user_id:float\titem_id:token\trating:float"), [],
      [r"toy\.inter", r"'user_id'", r"expected token"]),
     ("missing-dataset-folder", "Pop", "nowhere", [], [r"'nowhere'", r"not found"]),
@@ -338,3 +335,61 @@ def test_an_error_found_after_loading_leaves_no_log(tmp_path, capsys):
     message = single_error(capsys, argv)
     assert "too small to split" in message
     assert_no_log_left(tmp_path)
+
+
+# ------------------------------------------------------------------------------- read correctly
+# every string pandas reads as missing by default (pandas._libs.parsers.STR_NA_VALUES), but ''
+NA_LIKE = ["#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA",
+           "NULL", "NaN", "None", "n/a", "nan", "null"]
+
+
+def rename_tokens(data, users, items):
+    """Rename users and items in both files (whole cells only) and add the item names as feature words."""
+    def edit(rows):
+        for k in range(1, len(rows)):
+            if rows[k]:
+                cells = rows[k].split("\t")
+                cells = [users.get(cells[0], cells[0]), items.get(cells[1], cells[1])] + cells[2:]
+                rows[k] = "\t".join(cells)
+    rewrite(data.inter_path, edit)
+
+    def edit_items(rows):
+        for k in range(1, len(rows)):
+            if rows[k]:
+                item, genre, words = rows[k].split("\t")
+                rows[k] = "\t".join([items.get(item, item), genre, words + " NA null"])
+    rewrite(data.item_path, edit_items)
+
+
+@pytest.mark.parametrize("reader", ["fast", "pandas"])
+def test_ids_pandas_reads_as_missing_are_ids(tmp_path, capsys, monkeypatch, reader):
+    """Users and items called NA, null, nan, None, N/A, ... (RecBole's reader took them for missing and dropped
+    their lines; a previous version refused them) are read as those ids, by both readers, and a model trains."""
+    from recbole_fbsm.data import dataset as dataset_module
+    from recbole_fbsm.quick_start import prepare
+
+    if reader == "pandas":
+        monkeypatch.setattr(dataset_module, "plain_file", lambda path, separator: False)
+    data = write_dataset(tmp_path, "toy")
+    users = {f"u{k:03d}": name for k, name in enumerate(NA_LIKE)}
+    items = dict(zip(sorted(data.interacted_items)[:6], ["NA", "null", "nan", "None", "N/A", "NULL"]))
+    rename_tokens(data, users, items)
+    rows = [line.split("\t") for line in lines(data.inter_path)[1:] if line]
+    likes = sum(float(rating) >= 4 for _, _, rating in rows)
+    file_items = {line.split("\t")[0] for line in lines(data.item_path)[1:] if line}
+    config_files = f"--config_files={config_file(tmp_path, 'FBSM', {})}"
+    assert run_recbole.main(["--model=FBSM", "--dataset=toy", config_files]) == 0, capsys.readouterr().err[-2000:]
+    assert "test result" in capsys.readouterr().out
+
+    _, _, (train, valid, test) = prepare("FBSM", "toy", config_file_list=[str(tmp_path / "toy.yaml")])
+    dataset = train.dataset
+    user_tokens = dataset.field2id_token["user_id"][1:].tolist()
+    item_tokens = dataset.field2id_token["item_id"][1:].tolist()
+    assert sorted(user_tokens) == sorted({user for user, _, _ in rows})
+    assert set(NA_LIKE) <= set(user_tokens)
+    assert sorted(item_tokens) == sorted(file_items) and set(items.values()) <= set(item_tokens)
+    assert sum(len(part.dataset.inter_feat) for part in (train, valid, test)) == likes
+    words = dataset.field2id_token["words"].tolist()
+    assert "NA" in words and "null" in words
+    row = dataset.item_feat["words"][dataset.token2id("item_id", "NA")]
+    assert {"NA", "null"} <= {words[t] for t in row.tolist() if t}

@@ -219,6 +219,17 @@ def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, t
         read_new_items(s, latin)
 
 
+def test_new_items_called_na_or_null_keep_their_ids(trained, served, tmp_path):
+    """pandas' default missing values (NA, null, ...) are ids and tokens in a new-item file, as in training."""
+    s = served("FBSM")
+    feats = trained["features"][s.item_tokens(s.training_items()[:1])[0]]
+    words = " ".join(feats["words"])
+    path = write_item_file(tmp_path / "na.item", [f"NA\t{feats['genre']}\t{words}\n", f"null\t{feats['genre']}\t{words}\n"])
+    new = read_new_items(s, path, warn=False)
+    assert new.tokens == ["NA", "null"]
+    assert (new.matrix[0] != new.matrix[1]).nnz == 0 and new.matrix[0].nnz > 0
+
+
 def test_unknown_tokens_are_ignored_and_counted_in_a_warning(trained, served, tmp_path):
     s = served("FBSM")
     train_item = s.item_tokens(s.training_items()[:1])[0]

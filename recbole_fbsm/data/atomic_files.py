@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from recbole_fbsm.data.fast_load import NA_STRINGS, plain_file, read_plain_columns
+from recbole_fbsm.data.fast_load import plain_file, read_plain_columns
 from recbole_fbsm.errors import ColdStartError
 
 TYPES = ("token", "token_seq", "float", "float_seq")
@@ -271,14 +271,6 @@ def check_ids(atomic, name, values, unique):
         rows = np.flatnonzero(empty)
         raise ColdStartError(f"{atomic.path}: the id column {name!r} is empty on {len(rows)} line(s) "
                              f"({_examples(atomic, rows)}); expected an id on every line.")
-    missing_like = pd.Index(distinct).isin(NA_STRINGS)[codes]
-    if missing_like.any():
-        rows = np.flatnonzero(missing_like)
-        found = sorted({str(distinct[c]) for c in codes[rows]})
-        raise ColdStartError(
-            f"{atomic.path}: {len(rows)} line(s) have {name} {', '.join(map(repr, found))} "
-            f"({_examples(atomic, rows, distinct[codes[rows]])}), which RecBole's reader (pandas) takes for a missing "
-            f"value and drops with its lines; rename these ids (e.g. {found[0]!r} -> 'id_{found[0]}').")
     if unique:
         lines = np.bincount(codes, minlength=len(distinct))
         repeated = lines[codes] > 1

@@ -393,3 +393,51 @@ def test_ids_pandas_reads_as_missing_are_ids(tmp_path, capsys, monkeypatch, read
     assert "NA" in words and "null" in words
     row = dataset.item_feat["words"][dataset.token2id("item_id", "NA")]
     assert {"NA", "null"} <= {words[t] for t in row.tolist() if t}
+
+
+# ------------------------------------------------------------------------------- seq_separator
+def join_words_with(data, joiner):
+    """The 'words' cells written with ``joiner`` instead of a space; returns the new cells by line."""
+    def edit(rows):
+        for k in range(1, len(rows)):
+            if rows[k]:
+                cells = rows[k].split("\t")
+                cells[2] = cells[2].replace(" ", joiner)
+                rows[k] = "\t".join(cells)
+    rewrite(data.item_path, edit)
+    return [row.split("\t")[2] for row in lines(data.item_path)[1:] if row]
+
+
+@pytest.mark.parametrize("joiner", [",", "|", ";"])
+@pytest.mark.parametrize("reader", ["fast", "pandas"])
+def test_token_seq_cells_with_another_separator_warn_with_counts(tmp_path, monkeypatch, joiner, reader):
+    """'w1,w2,w3' with seq_separator ' ' is one token per cell, silently (RecBole and the plugin alike)."""
+    from recbole_fbsm.data import atomic_files
+
+    if reader == "pandas":
+        monkeypatch.setattr(atomic_files, "plain_file", lambda path, separator: False)
+    data = write_dataset(tmp_path, "toy")
+    cells = join_words_with(data, joiner)
+    config = ColdStartConfig(model="FBSM", dataset="toy", config_file_list=[str(config_file(tmp_path, "FBSM", {}))])
+    (warning,) = check_dataset_files(config, reads_own_features=True).warnings
+    first = next(line for line, cell in enumerate(cells, 2) if joiner in cell)
+    assert warning == (f"{data.item_path}: {sum(joiner in c for c in cells)} of {len(cells)} cells of 'words' (token_seq) "
+                       f"hold {joiner!r} but never seq_separator ' ' (line {first}: {cells[first - 2]!r}): each cell is "
+                       f"read as one token; set seq_separator: {joiner!r}?")
+    config = ColdStartConfig(model="FBSM", dataset="toy", config_file_list=[str(config_file(
+        tmp_path, "FBSM", {"seq_separator": joiner, "load_col": {"inter": ["user_id", "item_id", "rating"],
+                                                                  "item": ["item_id", "words"]}}))])
+    assert check_dataset_files(config, reads_own_features=True).warnings == []  # the setting it suggests
+
+
+def test_multi_word_tokens_of_a_comma_separated_column_do_not_warn(tmp_path):
+    """seq_separator ',' with genres such as 'science fiction' in one-genre cells: most cells are split by
+    ',', so the spaces are inside tokens."""
+    data = write_dataset(tmp_path, "toy")
+    cells = join_words_with(data, ",")
+    rewrite(data.item_path, lambda rows: rows.__setitem__(2, rows[2].split("\t")[0] + "\tg1\tscience fiction"))
+    config = ColdStartConfig(model="FBSM", dataset="toy", config_file_list=[str(config_file(
+        tmp_path, "FBSM", {"seq_separator": ",", "load_col": {"inter": ["user_id", "item_id", "rating"],
+                                                           "item": ["item_id", "words"]}}))])
+    assert sum("," in c for c in cells) > 1
+    assert check_dataset_files(config, reads_own_features=True).warnings == []

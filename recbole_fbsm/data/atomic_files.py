@@ -155,11 +155,12 @@ def scan(path, separator="\t", encoding="utf-8"):
     return AtomicFile(str(path), columns, n_rows, blanks)
 
 
-def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=" ", store=None):
+def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=" ", store=None, coded_out=None):
     """The named columns as text (no NaN filling), one row per data line. Token columns of a plain file
     (``fast_load.plain_file``) come as ``Categorical`` read from the bytes (one string per distinct id,
     not per line: 10^7 likes took 28 s and 1.7 GB as text), its token_seq columns as a bool per line:
-    whether the cell has a token with a non-blank character."""
+    whether the cell has a token with a non-blank character; their tokens (``CodedSequences``) then go to
+    ``coded_out`` (a dict) by column name."""
     order = list(atomic.columns)
     positions = sorted(order.index(n) for n in names)
     tokens = [order[p] for p in positions if atomic.columns[order[p]] in ("token", "token_seq")]
@@ -172,6 +173,8 @@ def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=
         text = read_columns(atomic, rest, separator, encoding) if read is not None and rest else None
         if read is not None and (text is None or len(text) == len(read[0])):
             frame, coded = read
+            if coded_out is not None:
+                coded_out.update(coded)
             for name, sequences in coded.items():  # what the checks ask of a token_seq cell: a non-blank token
                 blank = pd.Series(sequences.vocabulary, dtype=object).str.strip().eq("").to_numpy()
                 rows = np.repeat(np.arange(len(sequences.counts)), sequences.counts)
@@ -252,6 +255,41 @@ def check_float_seq_column(atomic, name, values, seq_separator, report=None):
         report.warnings.append(
             f"{atomic.path}: {len(short)} row(s) of {name!r} (float_seq) have fewer values than the longest "
             f"({int(filled.max())}); RecBole pads them with zeros ({_examples(atomic, short, [f'{n} values' for n in lengths[short[:SHOWN]]])}).")
+
+
+SEPARATORS = (",", ";", "|", "\t", " ")  # what a token_seq cell may be written with instead of seq_separator
+
+
+def check_seq_separator(atomic, name, values, sequences, seq_separator, field_separator, report):
+    """A token_seq column whose cells seq_separator does not split, but which hold another common separator,
+    is read as one token per cell ('drama,comedy' one genre): a warning with counts when such cells
+    outnumber the cells seq_separator splits. ``values``: the cells as text, or ``sequences`` (the fast
+    reader's ``CodedSequences``)."""
+    if sequences is None:
+        tokens = values.str.split(seq_separator, regex=False).explode()
+        tokens = tokens[tokens.notna() & (tokens != "")]
+        codes, vocabulary = pd.factorize(tokens.to_numpy())
+        counts = np.bincount(tokens.index.to_numpy(), minlength=len(values)) if len(values) else np.zeros(0, int)
+    else:
+        codes, vocabulary, counts = sequences.codes, sequences.vocabulary, sequences.counts
+    rows = np.repeat(np.arange(len(counts)), counts)
+    single, split = counts == 1, int((counts >= 2).sum())
+    best = None
+    for candidate in SEPARATORS:
+        if candidate in seq_separator or candidate == field_separator:
+            continue
+        holds = pd.Series(vocabulary, dtype=object).str.contains(candidate, regex=False).to_numpy(dtype=bool)
+        cells = np.flatnonzero(single & (np.bincount(rows[holds[codes]], minlength=len(counts)) > 0))
+        if len(cells) > split and (best is None or len(cells) > len(best[1])):
+            best = candidate, cells
+    if best is None:
+        return
+    candidate, cells = best
+    first = np.flatnonzero(rows == cells[0])[0]
+    report.warnings.append(
+        f"{atomic.path}: {len(cells)} of {len(counts)} cells of {name!r} (token_seq) hold {candidate!r} but never "
+        f"seq_separator {seq_separator!r} ({_examples(atomic, cells[:1], [vocabulary[codes[first]]])}): each cell is "
+        f"read as one token; set seq_separator: {candidate!r}?")
 
 
 def codes_of(values):
@@ -350,10 +388,11 @@ def check_dataset(config, reads_own_features=False):
         if not columns:
             continue
         ids = {"inter": [uid, iid], "item": [iid], "user": [uid]}[suffix]
-        wanted = [c for c in columns if c in ids or atomic.columns[c] in ("float", "float_seq")
-                  or (suffix == "item" and reads_own_features and atomic.columns[c] in ("token", "token_seq"))]
+        wanted = [c for c in columns if c in ids or atomic.columns[c] in ("float", "float_seq", "token_seq")
+                  or (suffix == "item" and reads_own_features and atomic.columns[c] == "token")]
+        coded = {}
         try:
-            table = (read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed) if wanted
+            table = (read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed, coded) if wanted
                      else pd.DataFrame())
         except pd.errors.ParserError:
             raise ColdStartError(quote_problem(atomic, separator, encoding, "a CSV reader cannot split it into rows")) from None
@@ -377,6 +416,8 @@ def check_dataset(config, reads_own_features=False):
                         )
             elif kind == "float_seq":
                 check_float_seq_column(atomic, column, table[column], seq_separator, report)
+            elif kind == "token_seq":
+                check_seq_separator(atomic, column, table[column], coded.get(column), seq_separator, separator, report)
 
     if "inter" in tables:
         user_codes, _ = codes_of(tables["inter"][uid])

@@ -13,6 +13,7 @@ fraction of a second instead of after seconds of imports.
 """
 
 import ast
+import codecs
 import difflib
 import functools
 import importlib.util
@@ -360,6 +361,69 @@ def neg_sample_args(value):
                        value.get("candidate_num"))
 
 
+def distinct_words(value):
+    """A list of field names, none of them twice (a repeated feature field counted its features twice; a
+    repeated load_col column ended in a pandas traceback)."""
+    problem = words(value)
+    if problem is None and len(set(value)) < len(value):
+        return "a list of distinct field names, e.g. [genre, words]"
+    return problem
+
+
+def distinct_nonempty_words(value):
+    return nonempty_words(value) or distinct_words(value)
+
+
+def clip_grad_norm(value):
+    """``torch.nn.utils.clip_grad_norm_``'s keyword arguments: max_norm 0 sets every gradient to zero (the
+    model never learns), an unknown key is a TypeError at the first batch."""
+    if not isinstance(value, dict):
+        return "a mapping like {max_norm: 5, norm_type: 2}"
+    checks = {"max_norm": number(0, strict=True), "norm_type": number(0, strict=True), "error_if_nonfinite": flag,
+              "foreach": optional(flag)}
+    for key, item in value.items():
+        if key not in checks:
+            return Problem(f"keys among {', '.join(checks)}", key, suggestion(str(key), checks))
+        problem = checks[key](item)
+        if problem:
+            return Problem(f"{key} to be {problem}" + (" (0 sets every gradient to zero)" if key == "max_norm" else ""),
+                           item)
+    if "max_norm" not in value:
+        return Problem("a mapping with max_norm, e.g. {max_norm: 5, norm_type: 2}", value)
+
+
+_INTERVAL = re.compile(r"^\s*([\[(])\s*([^,\s]+)\s*,\s*([^,\s]+)\s*([\])])\s*$")
+
+
+def intervals(value):
+    """RecBole's interval syntax, '[5,inf)' (several joined by ';'; a list [5, 10] reads as '[5, 10]'). RecBole
+    skips a malformed interval with a warning (the filter silently off) or fails on a bad number."""
+    expected = "an interval like '[5,inf)' or '(0,10]' (several joined by ';')"
+    if isinstance(value, (list, tuple)):
+        value = str(list(value))
+    if not isinstance(value, str) or not value.strip():
+        return expected
+    for part in value.split(";"):
+        match = _INTERVAL.match(part)
+        if not match:
+            return Problem(expected, part.strip())
+        try:
+            low, high = float(match.group(2)), float(match.group(3))
+        except ValueError:
+            return Problem(expected + ", with numbers as endpoints", part.strip())
+        if math.isnan(low) or math.isnan(high) or low > high:
+            return Problem(expected + ", its left end not above its right end", part.strip())
+
+
+def encoding_name(value):
+    if not isinstance(value, str):
+        return "the name of a text encoding, e.g. utf-8"
+    try:
+        codecs.lookup(value)
+    except LookupError:
+        return Problem("the name of a text encoding Python knows, e.g. utf-8 or latin-1", value)
+
+
 SPECS = {
     # the plugin's models
     "rank": integer(1), "n_functions": integer(1),
@@ -377,7 +441,7 @@ SPECS = {
     "similarity": choice(("cosine", "asymmetric", "jaccard", "tversky", "dot")), "shrink": number(0),
     "knn": optional(integer(1)), "similarity_exponent": number(0, strict=True), "asymmetric_alpha": unit_interval,
     "tversky_alpha": number(0), "tversky_beta": number(0),
-    "feature_fields": optional(nonempty_words), "split_seed": optional(integer(0, SEED_MAX)),
+    "feature_fields": optional(distinct_nonempty_words), "split_seed": optional(integer(0, SEED_MAX)),
     "torch_threads": optional(thread_count),
     "train_batch_by_user": flag, "valid_before_training": flag, "bpr_user_weighting": flag,
     "context_distinct_tokens": flag, "context_use_item_id": flag, "use_tuned_properties": flag,
@@ -390,14 +454,19 @@ SPECS = {
     "state": optional(choice(STATES)), "use_gpu": flag, "show_progress": flag, "reproducibility": flag,
     "save_dataset": flag, "save_dataloaders": flag, "worker": integer(0), "shuffle": flag,
     "threshold": optional(mapping_of(text, number(), "{rating: 4}")),
-    "load_col": optional(mapping_of(text, words, "{inter: [user_id, item_id, rating], item: [item_id, genre]}")),
-    "unload_col": optional(mapping_of(text, words, "{item: [plot]}")),
+    "load_col": optional(mapping_of(text, distinct_words, "{inter: [user_id, item_id, rating], item: [item_id, genre]}")),
+    "unload_col": optional(mapping_of(text, distinct_words, "{item: [plot]}")),
     "seq_len": optional(mapping_of(text, integer(1), "{words: 100}")),
     "train_neg_sample_args": neg_sample_args,
     "field_separator": text, "seq_separator": text, "USER_ID_FIELD": text, "ITEM_ID_FIELD": text,
     "data_path": text, "checkpoint_dir": text, "filter_inter_by_user_or_item": flag,
     "rm_dup_inter": optional(choice(("first", "last"), case=True)),
-    "clip_grad_norm": optional(mapping_of(text, number(0), "{max_norm: 5, norm_type: 2}")),
+    "clip_grad_norm": optional(clip_grad_norm),
+    "user_inter_num_interval": optional(intervals), "item_inter_num_interval": optional(intervals),
+    "val_interval": optional(mapping_of(text, intervals, "{rating: '[3,inf)'}")),
+    "encoding": optional(encoding_name),
+    # RecBole models' sizes: 0 builds a model whose every score is 0 (the ranking is its tie breaking)
+    "embedding_size": integer(1),
 }
 
 
@@ -479,8 +548,9 @@ def check_writable(path, setting):
 
 def check_final(config):
     """Checks across settings, on the final (merged) configuration: the validation metric must be one of
-    the metrics computed, at a computed cut-off; the item split allows only metrics of a top-k list;
-    load_col and unload_col exclude each other; the run's folders can be written."""
+    the metrics computed, at a computed cut-off; the item split allows only metrics of a top-k list, better
+    when bigger; seq_separator is not the field_separator; the user and item ids are two columns; load_col
+    and unload_col exclude each other; the run's folders can be written."""
     eval_args = config.get("eval_args") or {}
     if str(eval_args.get("group_by")).lower() == "item":
         listed = config.get("metrics")
@@ -490,6 +560,20 @@ def check_final(config):
                     f"metrics: {metric} needs labelled pairs or full ranks; the item split ranks the split's "
                     "items and reports top-k metrics (Recall, NDCG, Precision, Hit, MRR, MAP, Rec, DCG, ...)."
                 )
+        if config.get("valid_metric_bigger") is False:
+            raise ColdStartError(
+                f"valid_metric_bigger: False keeps the epoch (and makes run_hyper pick the settings) with the lowest "
+                f"{config.get('valid_metric')}, but the item split's top-k metrics are better when bigger; expected True "
+                "(or leave it out).")
+    field_separator, seq_separator = config.get("field_separator"), config.get("seq_separator")
+    if isinstance(seq_separator, str) and seq_separator and seq_separator == field_separator:
+        raise ColdStartError(
+            f"seq_separator {seq_separator!r} is also the field_separator: no token_seq cell can hold it, so every "
+            "cell would be read as one token; expected another character (RecBole's default: ' ').")
+    if config.get("USER_ID_FIELD") is not None and config.get("USER_ID_FIELD") == config.get("ITEM_ID_FIELD"):
+        raise ColdStartError(
+            f"USER_ID_FIELD and ITEM_ID_FIELD are both {config['USER_ID_FIELD']!r}; expected two different columns "
+            "of the .inter file (e.g. user_id and item_id).")
     both = set(config.get("load_col") or {}) & set(config.get("unload_col") or {})
     if both:
         raise ColdStartError(f"load_col and unload_col both name the {sorted(both)} file(s); expected one of them "

@@ -371,13 +371,14 @@ def check_ids(atomic, name, values, unique, report=None):
     id than 'u1') and for one id written in two Unicode normalisation forms (two ids)."""
     codes, distinct = codes_of(values)
     text = pd.Series(distinct, dtype=object).astype(str)
-    empty = (text.str.strip() == "").to_numpy()[codes]
+    stripped = text.str.strip()
+    empty = (stripped == "").to_numpy()[codes]
     if empty.any():
         rows = np.flatnonzero(empty)
         raise ColdStartError(f"{atomic.path}: the id column {name!r} is empty on {len(rows)} line(s) "
                              f"({_examples(atomic, rows)}); expected an id on every line.")
     if report is not None:
-        padded = (text.str.strip() != text).to_numpy()
+        padded = (stripped != text).to_numpy()
         if padded.any():
             rows = np.flatnonzero(padded[codes])
             report.warnings.append(

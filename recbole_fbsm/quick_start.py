@@ -41,6 +41,7 @@ def build_model(config, train_dataset):
                 model = model_class(config, train_dataset)
         else:
             model = model_class(config, train_dataset)
+        check_learner(config, model)
         return model.to(config["device"])
     except (RuntimeError, MemoryError) as error:
         if not isinstance(error, MemoryError) and "allocate" not in str(error):
@@ -49,6 +50,20 @@ def build_model(config, train_dataset):
         raise ColdStartError(
             f"model {config['model']}: its parameters do not fit in memory ({str(error).splitlines()[0][:200]}); "
             f"lower the settings that size them ({sizes}).") from None
+
+
+def check_learner(config, model):
+    """``learner: sparse_adam`` (torch's SparseAdam) takes only the sparse gradients of embeddings built with
+    ``sparse=True``; on any other parameter torch stops at the first step with a traceback."""
+    if str(config["learner"]).lower() != "sparse_adam":
+        return
+    sparse = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse}
+    dense = [name for name, parameter in model.named_parameters() if parameter.requires_grad and id(parameter) not in sparse]
+    if dense:
+        raise ColdStartError(
+            f"learner sparse_adam: model {config['model']} has parameters with dense gradients ({', '.join(dense[:3])}"
+            f"{', ...' if len(dense) > 3 else ''}), which SparseAdam cannot update (it takes the sparse gradients of "
+            "embeddings only); expected adam, adamw, sgd, adagrad or rmsprop.")
 
 
 def attach_model_inputs(config, train_dataset):

@@ -73,6 +73,40 @@ def add_price(data):
     rewrite(data.item_path, edit)
 
 
+def item_folder(data):
+    data.item_path.unlink()
+    data.item_path.mkdir()
+
+
+def gzipped(path):
+    import gzip
+
+    path.write_bytes(gzip.compress(path.read_bytes()))
+
+
+def spaces_around_ids(data):
+    def edit(rows):
+        rows[3] = rows[3].replace("\t", " \t", 1)  # 'u000 '
+        rows[5] = " " + rows[5]  # ' u000'
+    rewrite(data.inter_path, edit)
+
+
+def two_normalisation_forms(data):
+    """User u001 becomes 'José' (é as one character, NFC) on some lines and 'José' (e and a combining accent,
+    NFD) on the others."""
+    import unicodedata
+
+    forms = [unicodedata.normalize(form, "Jos\u00e9") for form in ("NFC", "NFD")]
+
+    def edit(rows):
+        seen = 0
+        for k in range(1, len(rows)):
+            if rows[k].startswith("u001\t"):
+                rows[k] = forms[seen % 2] + rows[k][4:]
+                seen += 1
+    rewrite(data.inter_path, edit)
+
+
 # Each case: (id, model, edit of the generated dataset or None, extra argv, file settings or None,
 #             regular expressions the single error line must match)
 SETTING_CASES = [
@@ -121,7 +155,7 @@ SETTING_CASES = [
     ("load-col-not-mapping", "Pop", None, ["--load_col=abc"], None, [r"--load_col", r"a mapping"]),
     ("feature-fields-text", "CoSim", None, ["--feature_fields=genre"], None, [r"--feature_fields", r"list of field names"]),
     ("stopping-step-zero", "Pop", None, ["--stopping_step=0"], None, [r"--stopping_step", r"positive integer"]),
-    ("recbole-model-setting-text", "BPR", None, ["--embedding_size=abc"], None, [r"--embedding_size", r"a number"]),
+    ("recbole-model-setting-text", "LightGCN", None, ["--n_layers=abc"], None, [r"--n_layers", r"a number"]),
     ("pairwise-without-negatives", "BPR", None, ["--train_neg_sample_args=None"], None,
      [r"train_neg_sample_args", r"model BPR trains on .* triplets", r"distribution: uniform"]),
     ("context-model-without-negatives", "FM", None, ["--train_neg_sample_args=None"], None,
@@ -142,6 +176,33 @@ SETTING_CASES = [
      [r"the filters leave no data", r"user_inter_num_interval='\[100,inf\)'"]),
     ("yaml-syntax", "Pop", None, [], "rank: [1, 2\nepochs: 1\n", [r"toy\.yaml line \d+", r"not valid YAML"]),
     ("yaml-not-mapping", "Pop", None, [], "- epochs\n- 1\n", [r"toy\.yaml", r"expected key: value settings, found a list"]),
+    ("clip-grad-norm-zero", "FBSM", None, ["--clip_grad_norm={'max_norm': 0}"], None,
+     [r"--clip_grad_norm: expected max_norm to be a number > 0 \(0 sets every gradient to zero\)", r"got 0\."]),
+    ("clip-grad-norm-unknown-key", "FBSM", None, ["--clip_grad_norm={'maxnorm': 5}"], None,
+     [r"--clip_grad_norm: expected keys among max_norm, norm_type", r"got 'maxnorm'; did you mean 'max_norm'\?"]),
+    ("sparse-adam-dense-model", "FBSM", None, ["--learner=sparse_adam"], None,
+     [r"learner sparse_adam: model FBSM has parameters with dense gradients \(D, V\)", r"expected adam, adamw"]),
+    ("feature-fields-repeated", "FBSM", None, ["--feature_fields=['genre', 'genre']"], None,
+     [r"--feature_fields: expected a list of distinct field names", r"got \['genre', 'genre'\]"]),
+    ("load-col-repeated", "Pop", None, ["--load_col={'inter': ['user_id', 'item_id', 'item_id', 'rating']}"], None,
+     [r"--load_col: expected 'inter' to be a list of distinct field names", r"got \['user_id', 'item_id', 'item_id'"]),
+    ("seq-separator-is-field-separator", "FBSM", None, ["--seq_separator=\t"], None,
+     [r"seq_separator '\\t' is also the field_separator: no token_seq cell can hold it"]),
+    ("eval-args-unknown-key", "Pop", None, ["--eval_args={'groupby': 'user'}"], None,
+     [r"eval_args: unknown key 'groupby'; expected keys among split, group_by, order, mode", r"did you mean 'group_by'\?"]),
+    ("interval-malformed", "Pop", None, ["--user_inter_num_interval=abc"], None,
+     [r"--user_inter_num_interval: expected an interval like '\[5,inf\)'", r"got 'abc'\."]),
+    ("interval-reversed", "Pop", None, ["--item_inter_num_interval=[5,2]"], None,
+     [r"--item_inter_num_interval: expected an interval .*its left end not above its right end", r"got '\[5, 2\]'"]),
+    ("embedding-size-zero", "BPR", None, ["--embedding_size=0"], None, [r"--embedding_size: expected a positive integer; got 0"]),
+    ("valid-metric-smaller-is-better", "Pop", None, ["--valid_metric_bigger=False"], None,
+     [r"valid_metric_bigger: False keeps the epoch .* with the lowest Recall@10", r"better when bigger; expected True"]),
+    ("user-and-item-id-one-column", "Pop", None, ["--ITEM_ID_FIELD=user_id"], None,
+     [r"USER_ID_FIELD and ITEM_ID_FIELD are both 'user_id'; expected two different columns"]),
+    ("model-named-in-config-file", "FBSM", None, [], {"model": "BPR"},
+     [r"config file .*toy\.yaml sets model: BPR, but this run's model is 'FBSM' \(--model\)", r"--model=BPR"]),
+    ("encoding-unknown", "Pop", None, ["--encoding=utf9"], None,
+     [r"--encoding: expected the name of a text encoding Python knows", r"got 'utf9'"]),
 ]
 
 FILE_CASES = [
@@ -190,12 +251,26 @@ FILE_CASES = [
      [r"toy\.item", r"'vec' \(float_seq\)", r"line 5: 'oops'"]),
     ("user-id-column-missing", "Pop", lambda d: header(d.inter_path, "uid:token\titem_id:token\trating:float"), [],
      [r"load_col|toy\.inter", r"'user_id'"]),
-    ("ids-read-as-missing", "Pop", lambda d: (set_cell(d.inter_path, 2, 0, "NA"), set_cell(d.inter_path, 5, 1, "null")), [],
-     [r"toy\.inter: 1 line\(s\) have user_id 'NA' \(line 3: 'NA'\)", r"takes for a missing value and drops",
-      r"rename these ids \(e\.g\. 'NA' -> 'id_NA'\)"]),
     ("user-id-not-token", "Pop", lambda d: header(d.inter_path, "user_id:float\titem_id:token\trating:float"), [],
      [r"toy\.inter", r"'user_id'", r"expected token"]),
     ("missing-dataset-folder", "Pop", "nowhere", [], [r"'nowhere'", r"not found"]),
+    ("seq-len-unknown-field", "FBSM", None, ["--seq_len={'wrds': 2}"],
+     [r"seq_len names \['wrds'\], not a loaded token_seq or float_seq column \(loaded: \['genre', 'words'\]\)",
+      r"did you mean 'words'\?"]),
+    ("item-id-not-loaded", "Pop", None,
+     ["--load_col={'inter': ['user_id', 'item_id', 'rating'], 'item': ['genre', 'words']}"],
+     [r"load_col\.item \['genre', 'words'\] lacks 'item_id' \(ITEM_ID_FIELD\); the item rows are joined"]),
+    ("item-id-unloaded", "Pop", None, ["--load_col=None", "--unload_col={'item': ['item_id']}"],
+     [r"unload_col\.item names 'item_id' \(ITEM_ID_FIELD\)", r"keep it loaded"]),
+    ("atomic-file-is-a-folder", "Pop", item_folder, [], [r"toy/toy\.item is a folder; expected the item file there"]),
+    ("compressed-file", "Pop", lambda d: gzipped(d.inter_path), [],
+     [r"toy\.inter: the file is gzip-compressed; RecBole reads plain text: decompress it \(e\.g\. gunzip toy\.inter\)"]),
+    ("utf16-file", "Pop", lambda d: d.item_path.write_bytes(d.item_path.read_text().encode("utf-16")), [],
+     [r"toy\.item: the file is UTF-16 text \(it starts with a UTF-16 byte order mark\)", r"save it as UTF-8"]),
+    ("utf16-file-without-bom", "Pop", lambda d: d.inter_path.write_bytes(d.inter_path.read_text().encode("utf-16-le")),
+     [], [r"toy\.inter line 1: NUL bytes \(0x00\) in the header: the file is binary, or UTF-16/UTF-32 text"]),
+    ("nul-byte", "Pop", lambda d: d.item_path.write_bytes(d.item_path.read_bytes().replace(b"w1", b"w\x001", 1)), [],
+     [r"toy\.item line \d+: a NUL byte \(0x00\); expected utf-8 text"]),
 ]
 
 WARNING_CASES = [
@@ -208,6 +283,12 @@ WARNING_CASES = [
     ("float-seq-ragged", lambda d: add_float_seq(d, short=True),
      [r"toy\.item: 1 row\(s\) of 'vec' \(float_seq\) have fewer values than the longest \(2\)", r"pads them with zeros",
       r"line 5: '1 values'"]),
+    ("id-with-spaces-around", spaces_around_ids,
+     [r"toy\.inter: 2 line\(s\) have a user_id with spaces around it \(line 4: 'u000 ', line 6: ' u000'\)",
+      r"'u000 ' is not 'u000'\): remove the spaces"]),
+    ("unicode-normalisation-forms", two_normalisation_forms,
+     [r"toy\.inter: 1 user_id\(s\) are written in two Unicode normalisation forms \(e\.g\. 'Jose\\u0301' and 'Jos\\xe9'",
+      r"each form is read as an id of its own: save the file in one form \(NFC\)"]),
 ]
 
 
@@ -338,3 +419,138 @@ def test_an_error_found_after_loading_leaves_no_log(tmp_path, capsys):
     message = single_error(capsys, argv)
     assert "too small to split" in message
     assert_no_log_left(tmp_path)
+
+
+# ------------------------------------------------------------------------------- read correctly
+# every string pandas reads as missing by default (pandas._libs.parsers.STR_NA_VALUES), but ''
+NA_LIKE = ["#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA",
+           "NULL", "NaN", "None", "n/a", "nan", "null"]
+
+
+def rename_tokens(data, users, items):
+    """Rename users and items in both files (whole cells only) and add the item names as feature words."""
+    def edit(rows):
+        for k in range(1, len(rows)):
+            if rows[k]:
+                cells = rows[k].split("\t")
+                cells = [users.get(cells[0], cells[0]), items.get(cells[1], cells[1])] + cells[2:]
+                rows[k] = "\t".join(cells)
+    rewrite(data.inter_path, edit)
+
+    def edit_items(rows):
+        for k in range(1, len(rows)):
+            if rows[k]:
+                item, genre, words = rows[k].split("\t")
+                rows[k] = "\t".join([items.get(item, item), genre, words + " NA null"])
+    rewrite(data.item_path, edit_items)
+
+
+@pytest.mark.parametrize("reader", ["fast", "pandas"])
+def test_ids_pandas_reads_as_missing_are_ids(tmp_path, capsys, monkeypatch, reader):
+    """Users and items called NA, null, nan, None, N/A, ... (RecBole's reader took them for missing and dropped
+    their lines; a previous version refused them) are read as those ids, by both readers, and a model trains."""
+    from recbole_fbsm.data import dataset as dataset_module
+    from recbole_fbsm.quick_start import prepare
+
+    if reader == "pandas":
+        monkeypatch.setattr(dataset_module, "plain_file", lambda path, separator: False)
+    data = write_dataset(tmp_path, "toy")
+    users = {f"u{k:03d}": name for k, name in enumerate(NA_LIKE)}
+    items = dict(zip(sorted(data.interacted_items)[:6], ["NA", "null", "nan", "None", "N/A", "NULL"]))
+    rename_tokens(data, users, items)
+    rows = [line.split("\t") for line in lines(data.inter_path)[1:] if line]
+    likes = sum(float(rating) >= 4 for _, _, rating in rows)
+    file_items = {line.split("\t")[0] for line in lines(data.item_path)[1:] if line}
+    config_files = f"--config_files={config_file(tmp_path, 'FBSM', {})}"
+    assert run_recbole.main(["--model=FBSM", "--dataset=toy", config_files]) == 0, capsys.readouterr().err[-2000:]
+    assert "test result" in capsys.readouterr().out
+
+    _, _, (train, valid, test) = prepare("FBSM", "toy", config_file_list=[str(tmp_path / "toy.yaml")])
+    dataset = train.dataset
+    user_tokens = dataset.field2id_token["user_id"][1:].tolist()
+    item_tokens = dataset.field2id_token["item_id"][1:].tolist()
+    assert sorted(user_tokens) == sorted({user for user, _, _ in rows})
+    assert set(NA_LIKE) <= set(user_tokens)
+    assert sorted(item_tokens) == sorted(file_items) and set(items.values()) <= set(item_tokens)
+    assert sum(len(part.dataset.inter_feat) for part in (train, valid, test)) == likes
+    words = dataset.field2id_token["words"].tolist()
+    assert "NA" in words and "null" in words
+    row = dataset.item_feat["words"][dataset.token2id("item_id", "NA")]
+    assert {"NA", "null"} <= {words[t] for t in row.tolist() if t}
+
+
+# ------------------------------------------------------------------------------- seq_separator
+def join_words_with(data, joiner):
+    """The 'words' cells written with ``joiner`` instead of a space; returns the new cells by line."""
+    def edit(rows):
+        for k in range(1, len(rows)):
+            if rows[k]:
+                cells = rows[k].split("\t")
+                cells[2] = cells[2].replace(" ", joiner)
+                rows[k] = "\t".join(cells)
+    rewrite(data.item_path, edit)
+    return [row.split("\t")[2] for row in lines(data.item_path)[1:] if row]
+
+
+@pytest.mark.parametrize("joiner", [",", "|", ";"])
+@pytest.mark.parametrize("reader", ["fast", "pandas"])
+def test_token_seq_cells_with_another_separator_warn_with_counts(tmp_path, monkeypatch, joiner, reader):
+    """'w1,w2,w3' with seq_separator ' ' is one token per cell, silently (RecBole and the plugin alike)."""
+    from recbole_fbsm.data import atomic_files
+
+    if reader == "pandas":
+        monkeypatch.setattr(atomic_files, "plain_file", lambda path, separator: False)
+    data = write_dataset(tmp_path, "toy")
+    cells = join_words_with(data, joiner)
+    config = ColdStartConfig(model="FBSM", dataset="toy", config_file_list=[str(config_file(tmp_path, "FBSM", {}))])
+    (warning,) = check_dataset_files(config, reads_own_features=True).warnings
+    first = next(line for line, cell in enumerate(cells, 2) if joiner in cell)
+    assert warning == (f"{data.item_path}: {sum(joiner in c for c in cells)} of {len(cells)} cells of 'words' (token_seq) "
+                       f"hold {joiner!r} but never seq_separator ' ' (line {first}: {cells[first - 2]!r}): each cell is "
+                       f"read as one token; set seq_separator: {joiner!r}?")
+    config = ColdStartConfig(model="FBSM", dataset="toy", config_file_list=[str(config_file(
+        tmp_path, "FBSM", {"seq_separator": joiner, "load_col": {"inter": ["user_id", "item_id", "rating"],
+                                                                  "item": ["item_id", "words"]}}))])
+    assert check_dataset_files(config, reads_own_features=True).warnings == []  # the setting it suggests
+
+
+def test_multi_word_tokens_of_a_comma_separated_column_do_not_warn(tmp_path):
+    """seq_separator ',' with genres such as 'science fiction' in one-genre cells: most cells are split by
+    ',', so the spaces are inside tokens."""
+    data = write_dataset(tmp_path, "toy")
+    cells = join_words_with(data, ",")
+    rewrite(data.item_path, lambda rows: rows.__setitem__(2, rows[2].split("\t")[0] + "\tg1\tscience fiction"))
+    config = ColdStartConfig(model="FBSM", dataset="toy", config_file_list=[str(config_file(
+        tmp_path, "FBSM", {"seq_separator": ",", "load_col": {"inter": ["user_id", "item_id", "rating"],
+                                                           "item": ["item_id", "words"]}}))])
+    assert sum("," in c for c in cells) > 1
+    assert check_dataset_files(config, reads_own_features=True).warnings == []
+
+
+# ------------------------------------------------------------------------------- further cases
+def test_a_setting_given_twice_on_the_command_line_is_refused(tmp_path, capsys):
+    """argparse and RecBole took the last of '--epochs=3 --epochs=1' without a word."""
+    write_dataset(tmp_path, "toy")
+    with pytest.raises(SystemExit) as stop:
+        run_recbole.main(["--model=Pop", "--dataset=toy", f"--data_path={tmp_path}", "--epochs=3", "--epochs=1"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1].endswith("error: --epochs is given twice (--epochs=3 and --epochs=1); "
+                                                "expected it once")
+    assert_no_log_left(tmp_path)
+
+
+def test_an_id_in_another_normalisation_form_than_the_item_file_says_so(tmp_path):
+    """The .inter spells an item 'café' (NFC), the .item 'café' (NFD): the item-without-row warning says why."""
+    import unicodedata
+
+    data = write_dataset(tmp_path, "toy")
+    item = sorted(data.interacted_items)[0]
+    nfc, nfd = (unicodedata.normalize(form, "caf\u00e9") for form in ("NFC", "NFD"))
+    data.inter_path.write_text(data.inter_path.read_text(encoding="utf-8").replace(item, nfc), encoding="utf-8")
+    data.item_path.write_text(data.item_path.read_text(encoding="utf-8").replace(item, nfd), encoding="utf-8")
+    config = ColdStartConfig(model="Pop", dataset="toy", config_file_list=[str(config_file(tmp_path, "Pop", {}))])
+    (warning,) = check_dataset_files(config).warnings
+    assert warning.startswith(f"1 item(s) of {data.inter_path} ('caf\u00e9', ...) have no row in {data.item_path} (1 of "
+                              "them differ from an id there only in spaces or Unicode normalisation, e.g. 'caf\\xe9': "
+                              "save both files in one form, NFC, without spaces around ids): their ")

@@ -555,3 +555,31 @@ def test_an_output_folder_that_cannot_be_made_fails_before_the_work(tmp_path):
     (tmp_path / "a_file").write_text("")
     with pytest.raises(ConversionError, match=r"output folder .*a_file/out \(--out\) cannot be created"):
         convert_text(inter, items, "books", tmp_path / "a_file" / "out", min_df=1, max_df=1.0)
+
+
+def test_ids_pandas_reads_as_missing_round_trip(tmp_path):
+    """Users and items called NA, null, nan, None, N/A (pandas' default missing values) are written as those
+    ids and read back as those ids by the plugin's dataset, with every interaction and item kept."""
+    from recbole_fbsm.config.cold_start_config import ColdStartConfig
+    from recbole_fbsm.data.preparation import create_dataset
+
+    names = ["NA", "null", "nan", "None", "N/A", "NULL", "#N/A"]
+    inter_rows = [f"{user},{item},{5 if (u + i) % 3 else 2}" for u, user in enumerate(names)
+                  for i, item in enumerate(names) if (u + i) % 2 == 0]
+    inter = write_lines(tmp_path / "r.csv", inter_rows)
+    items = write_lines(tmp_path / "items.csv", [f"{item},graph model of cats number {k % 3} NA" for k, item in enumerate(names)])
+    result = convert_text(inter, items, "nas", tmp_path / "out", threshold=4, min_df=1, max_df=1.0)
+    assert result.counts["users"] == len(names) and result.counts["items"] == len(names)
+    assert result.counts["interactions"] == len(inter_rows) and not result.skipped
+    written = read_inter(tmp_path / "out" / "nas" / "nas.inter")[1:]
+    assert [row[:2] for row in written] == [row.split(",")[:2] for row in inter_rows]
+    assert set(read_item(tmp_path / "out" / "nas" / "nas.item")) == set(names)
+
+    config = ColdStartConfig(model="Pop", dataset="nas", config_dict={
+        "data_path": str(tmp_path / "out"), "state": "ERROR", "checkpoint_dir": str(tmp_path / "saved"),
+        "load_col": {"inter": ["user_id", "item_id", "label"], "item": ["item_id", "words"]}, "threshold": None})
+    dataset = create_dataset(config)
+    assert sorted(dataset.field2id_token["user_id"][1:].tolist()) == sorted(names)
+    assert sorted(dataset.field2id_token["item_id"][1:].tolist()) == sorted(names)
+    assert len(dataset.inter_feat) == len(inter_rows)
+    assert "na" in dataset.field2id_token["words"].tolist()  # the word NA of the texts, lower-cased

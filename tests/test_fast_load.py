@@ -42,7 +42,10 @@ def test_read_plain_columns_matches_recbole_reader(tmp_path, extra):
                                       {"id:token": "token", "words:token_seq": "token_seq", "score:float": "float"},
                                       "utf-8")
     expected = pd.read_csv(path, delimiter="\t", dtype={"id:token": str, "words:token_seq": str,
-                                                          "score:float": np.float64}, engine="python")
+                                                          "score:float": np.float64}, engine="python",
+                           keep_default_na=False, na_values={"id:token": [""], "words:token_seq": [""],
+                                                             "score:float": ["", "NA"]})
+    assert "NA" in expected["id:token"].tolist() and "null" in expected["id:token"].tolist()  # ids, not missing
     assert frame["id"].astype(object).where(frame["id"].notna(), None).tolist() == \
         expected["id:token"].astype(object).where(expected["id:token"].notna(), None).tolist()
     assert np.array_equal(frame["score"].to_numpy(), expected["score:float"].to_numpy(), equal_nan=True)
@@ -83,9 +86,9 @@ def test_plain_file_refuses_what_the_c_parser_reads_otherwise(tmp_path):
 
 # ------------------------------------------------------------------------------- whole datasets
 def write_odd_dataset(root, name="odd", empty_rating=True, na_ids=True):
-    """Items with odd feature cells, a user and an item id RecBole reads as missing (``NA``; the files'
-    checks refuse them, the readers must still agree on them), interactions of an item that has no .item
-    row, items without interactions."""
+    """Items with odd feature cells, a user and an item id ``NA`` (RecBole's own reader took them for
+    missing; both readers must read them as ids), interactions of an item that has no .item row, items
+    without interactions."""
     rng = np.random.default_rng(3)
     folder = root / name
     folder.mkdir(parents=True)
@@ -198,6 +201,9 @@ def test_fast_load_gives_recbole_dataset(tmp_path, monkeypatch, model, settings)
     slow, slow_parts = load(config, False, monkeypatch)
     assert read == [True, True]
     assert fast.item_feat["words"].shape[1] > 0 and fast.item_feat["tags"].shape[1] > 0
+    assert "NA" in fast.field2id_token["tags"].tolist()
+    if "user_inter_num_interval" not in settings:  # user NA has one interaction
+        assert "NA" in fast.field2id_token["user_id"].tolist()
     assert_same(fast, slow)
     for a, b in zip(fast_parts, slow_parts):
         assert a.phase == b.phase
@@ -259,7 +265,7 @@ def test_the_checks_parse_each_file_once_for_the_dataset(tmp_path, monkeypatch):
     """The token columns the files' checks parsed are handed to the dataset (same dataset as a fresh read)."""
     from recbole_fbsm.data import preparation
 
-    name = write_odd_dataset(tmp_path, empty_rating=False, na_ids=False)  # the checks refuse both
+    name = write_odd_dataset(tmp_path, empty_rating=False)  # the checks refuse an empty rating
     config = ColdStartConfig(model="FBSM", dataset=name, config_dict=dict(
         state="ERROR", use_gpu=False, data_path=str(tmp_path), checkpoint_dir=str(tmp_path / "saved"),
         load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words", "tags", "price"]},

@@ -219,6 +219,17 @@ def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, t
         read_new_items(s, latin)
 
 
+def test_new_items_called_na_or_null_keep_their_ids(trained, served, tmp_path):
+    """pandas' default missing values (NA, null, ...) are ids and tokens in a new-item file, as in training."""
+    s = served("FBSM")
+    feats = trained["features"][s.item_tokens(s.training_items()[:1])[0]]
+    words = " ".join(feats["words"])
+    path = write_item_file(tmp_path / "na.item", [f"NA\t{feats['genre']}\t{words}\n", f"null\t{feats['genre']}\t{words}\n"])
+    new = read_new_items(s, path, warn=False)
+    assert new.tokens == ["NA", "null"]
+    assert (new.matrix[0] != new.matrix[1]).nnz == 0 and new.matrix[0].nnz > 0
+
+
 def test_unknown_tokens_are_ignored_and_counted_in_a_warning(trained, served, tmp_path):
     s = served("FBSM")
     train_item = s.item_tokens(s.training_items()[:1])[0]
@@ -529,3 +540,29 @@ def test_few_items_scored_item_side_first_equal_the_profile_scores(served, train
     expected = s.model.score_feature_rows(users, matrix)
     torch.testing.assert_close(s.model.score_rows_item_side(users, matrix), expected, rtol=1e-4,
                                atol=1e-5 * float(expected.abs().max()))
+
+
+@pytest.mark.parametrize("device,message", [
+    ("bogus", r"device 'bogus' \(--device\): expected a torch device such as cpu, cuda or cuda:0\."),
+    ("cuda:7", r"device 'cuda:7' \(--device\): torch sees (no CUDA device on this machine; expected cpu|\d CUDA device\(s\), cuda:0 to cuda:\d)\."),
+])
+def test_a_device_this_machine_lacks_is_one_error_line(tmp_path, capsys, device, message):
+    """torch's answer was a traceback (RuntimeError for a misspelled device, AssertionError without CUDA); the
+    device is checked before the model file is read."""
+    import re
+
+    if device == "cuda:7" and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has eight GPUs")
+    assert main(["recommend", str(tmp_path / "absent.fbsm"), str(tmp_path / "new.item"), "--device", device]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and re.fullmatch("error: " + message, err.strip()), err
+
+
+def test_a_gpu_index_past_the_visible_ones_is_named(monkeypatch):
+    from recbole_fbsm.serve.loading import scoring_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(ColdStartError, match=r"device 'cuda:2' \(--device\): torch sees 2 CUDA device\(s\), cuda:0 to cuda:1\."):
+        scoring_device("cuda:2")
+    assert scoring_device("cuda:1") == torch.device("cuda:1")

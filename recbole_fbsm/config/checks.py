@@ -1,5 +1,6 @@
 """Value checks for settings: each takes a value and returns what was expected (a ``Problem``) or None."""
 
+import codecs
 import functools
 import math
 import os
@@ -177,3 +178,66 @@ def neg_sample_args(value):
     if value.get("dynamic") and not value.get("candidate_num"):
         return Problem("candidate_num >= 1 with dynamic: True (the negative is the best of candidate_num draws)",
                        value.get("candidate_num"))
+
+
+def distinct_words(value):
+    """A list of field names, none of them twice (a repeated feature field counted its features twice; a
+    repeated load_col column ended in a pandas traceback)."""
+    problem = words(value)
+    if problem is None and len(set(value)) < len(value):
+        return "a list of distinct field names, e.g. [genre, words]"
+    return problem
+
+
+def distinct_nonempty_words(value):
+    return nonempty_words(value) or distinct_words(value)
+
+
+def clip_grad_norm(value):
+    """``torch.nn.utils.clip_grad_norm_``'s keyword arguments: max_norm 0 sets every gradient to zero (the
+    model never learns), an unknown key is a TypeError at the first batch."""
+    if not isinstance(value, dict):
+        return "a mapping like {max_norm: 5, norm_type: 2}"
+    checks = {"max_norm": number(0, strict=True), "norm_type": number(0, strict=True), "error_if_nonfinite": flag,
+              "foreach": optional(flag)}
+    for key, item in value.items():
+        if key not in checks:
+            return Problem(f"keys among {', '.join(checks)}", key, suggestion(str(key), checks))
+        problem = checks[key](item)
+        if problem:
+            return Problem(f"{key} to be {problem}" + (" (0 sets every gradient to zero)" if key == "max_norm" else ""),
+                           item)
+    if "max_norm" not in value:
+        return Problem("a mapping with max_norm, e.g. {max_norm: 5, norm_type: 2}", value)
+
+
+_INTERVAL = re.compile(r"^\s*([\[(])\s*([^,\s]+)\s*,\s*([^,\s]+)\s*([\])])\s*$")
+
+
+def intervals(value):
+    """RecBole's interval syntax, '[5,inf)' (several joined by ';'; a list [5, 10] reads as '[5, 10]'). RecBole
+    skips a malformed interval with a warning (the filter silently off) or fails on a bad number."""
+    expected = "an interval like '[5,inf)' or '(0,10]' (several joined by ';')"
+    if isinstance(value, (list, tuple)):
+        value = str(list(value))
+    if not isinstance(value, str) or not value.strip():
+        return expected
+    for part in value.split(";"):
+        match = _INTERVAL.match(part)
+        if not match:
+            return Problem(expected, part.strip())
+        try:
+            low, high = float(match.group(2)), float(match.group(3))
+        except ValueError:
+            return Problem(expected + ", with numbers as endpoints", part.strip())
+        if math.isnan(low) or math.isnan(high) or low > high:
+            return Problem(expected + ", its left end not above its right end", part.strip())
+
+
+def encoding_name(value):
+    if not isinstance(value, str):
+        return "the name of a text encoding, e.g. utf-8"
+    try:
+        codecs.lookup(value)
+    except LookupError:
+        return Problem("the name of a text encoding Python knows, e.g. utf-8 or latin-1", value)

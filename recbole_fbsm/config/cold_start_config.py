@@ -20,6 +20,7 @@ from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.runtime.distributed import init_process_group
 from recbole_fbsm.config.settings import PROPERTIES_DIR, check_final, check_user_settings, convert_value, read_yaml
+from recbole_fbsm.config.suggestions import suggestion
 
 
 def tuned_properties_file(model, dataset):
@@ -27,6 +28,7 @@ def tuned_properties_file(model, dataset):
     --write``, and cost caps (e.g. for context-aware models on long texts)."""
     return PROPERTIES_DIR / "dataset" / str(dataset) / f"{model}.yaml"
 GROUP_BY_CHOICES = ("item", "user", "none")
+EVAL_ARGS_KEYS = ("split", "group_by", "order", "mode")  # what RecBole reads of eval_args; it ignores the rest
 
 
 def _shown_path(path):
@@ -51,6 +53,7 @@ class ColdStartConfig(ConfigRoutes, Config):
         own_model_class = not isinstance(model, str) and model is not None and not str(
             getattr(model, "__module__", "")).startswith(("recbole.", "recbole_fbsm."))
         check_user_settings(config_file_list, config_dict, known_only=not own_model_class)
+        _check_run_names(model, dataset, config_file_list, config_dict)
         if config_file_list:  # an empty file holds no setting (RecBole's reader fails on it)
             config_file_list = [path for path in config_file_list if read_yaml(path)] or None
         super().__init__(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
@@ -143,9 +146,28 @@ class ColdStartConfig(ConfigRoutes, Config):
         return self["seed"] if seed is None else seed
 
 
+def _check_run_names(model, dataset, config_file_list, config_dict):
+    """A config file (or config_dict) that names another model or dataset than the run's: RecBole takes the
+    run's (``--model``, ``--dataset``) and ignores the setting without a word."""
+    run = {"model": model if isinstance(model, str) or model is None else model.__name__, "dataset": dataset}
+    sources = [(f"config file {path}", read_yaml(path)) for path in config_file_list or []]
+    sources.append(("config_dict", config_dict or {}))
+    for source, settings in sources:
+        for key, value in run.items():
+            given = settings.get(key)
+            if value is not None and given is not None and str(given) != str(value):
+                raise ColdStartError(f"{source} sets {key}: {given}, but this run's {key} is {value!r} (--{key}); "
+                                     f"the run's {key} is used: remove the {key} line, or run with --{key}={given}.")
+
+
 def _check_eval_args(eval_args):
     if not isinstance(eval_args, dict):
         raise ColdStartError(f"eval_args: expected a mapping with split, group_by, order, mode; got {eval_args!r}.")
+    for key in eval_args:
+        if key not in EVAL_ARGS_KEYS:
+            hint = suggestion(str(key), EVAL_ARGS_KEYS)
+            raise ColdStartError(f"eval_args: unknown key {key!r}; expected keys among {', '.join(EVAL_ARGS_KEYS)} "
+                                 f"(RecBole ignores any other, silently){hint or '.'}")
     group_by = eval_args.get("group_by", "user")
     if str(group_by).lower() not in GROUP_BY_CHOICES and group_by is not None:
         raise ColdStartError(

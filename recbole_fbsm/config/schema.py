@@ -11,8 +11,9 @@ type checks to RecBole's own settings that the protocol relies on (their default
 from typing import Callable, NamedTuple
 
 from recbole_fbsm.config.checks import (
-    LEARNERS, SEED_MAX, STATES, choice, flag, integer, mapping_of, metrics, neg_sample_args,
-    nonempty_words, number, optional, positive_integers, text, thread_count, topk, unit_interval, words)
+    LEARNERS, SEED_MAX, STATES, choice, clip_grad_norm, distinct_nonempty_words, distinct_words, encoding_name, flag,
+    integer, intervals, mapping_of, metrics, neg_sample_args, number, optional, positive_integers, text, thread_count,
+    topk, unit_interval)
 
 OVERALL, MODEL = "overall", "model"
 WEIGHTINGS = ("tfidf", "bm25", "tf", "none", "binary")
@@ -28,7 +29,7 @@ class Setting(NamedTuple):
 S = Setting
 PLUGIN_SETTINGS = {
     # item features
-    "feature_fields": S(optional(nonempty_words), None, OVERALL, "the .item token fields used as features (~: all)"),
+    "feature_fields": S(optional(distinct_nonempty_words), None, OVERALL, "the .item token fields used as features (~: all)"),
     "feature_weighting": S(choice(WEIGHTINGS, case=True), "tfidf", OVERALL,
                            "term weighting, statistics from training items only"),
     "bm25_k1": S(number(0), 1.2, OVERALL, "BM25's term-frequency saturation"),
@@ -100,14 +101,19 @@ RECBOLE_CHECKS = {
     "state": optional(choice(STATES)), "use_gpu": flag, "show_progress": flag, "reproducibility": flag,
     "save_dataset": flag, "save_dataloaders": flag, "worker": integer(0), "shuffle": flag,
     "threshold": optional(mapping_of(text, number(), "{rating: 4}")),
-    "load_col": optional(mapping_of(text, words, "{inter: [user_id, item_id, rating], item: [item_id, genre]}")),
-    "unload_col": optional(mapping_of(text, words, "{item: [plot]}")),
+    "load_col": optional(mapping_of(text, distinct_words, "{inter: [user_id, item_id, rating], item: [item_id, genre]}")),
+    "unload_col": optional(mapping_of(text, distinct_words, "{item: [plot]}")),
     "seq_len": optional(mapping_of(text, integer(1), "{words: 100}")),
     "train_neg_sample_args": neg_sample_args,
     "field_separator": text, "seq_separator": text, "USER_ID_FIELD": text, "ITEM_ID_FIELD": text,
     "data_path": text, "checkpoint_dir": text, "filter_inter_by_user_or_item": flag,
     "rm_dup_inter": optional(choice(("first", "last"), case=True)),
-    "clip_grad_norm": optional(mapping_of(text, number(0), "{max_norm: 5, norm_type: 2}")),
+    "clip_grad_norm": optional(clip_grad_norm),
+    "user_inter_num_interval": optional(intervals), "item_inter_num_interval": optional(intervals),
+    "val_interval": optional(mapping_of(text, intervals, "{rating: '[3,inf)'}")),
+    "encoding": optional(encoding_name),
+    # RecBole models' sizes: 0 builds a model whose every score is 0 (the ranking is its tie breaking)
+    "embedding_size": integer(1),
 }
 # every checked key: the plugin's settings and RecBole's
 SPECS = {**{key: spec.check for key, spec in PLUGIN_SETTINGS.items()}, **RECBOLE_CHECKS}

@@ -261,8 +261,9 @@ def check_writable(path, setting):
 
 def check_final(config):
     """Checks across settings, on the final (merged) configuration: the validation metric must be one of
-    the metrics computed, at a computed cut-off; the item split allows only metrics of a top-k list;
-    load_col and unload_col exclude each other; the run's folders can be written."""
+    the metrics computed, at a computed cut-off; the item split allows only metrics of a top-k list, better
+    when bigger; seq_separator is not the field_separator; the user and item ids are two columns; load_col
+    and unload_col exclude each other; the run's folders can be written."""
     eval_args = config.get("eval_args") or {}
     if str(eval_args.get("group_by")).lower() == "item":
         listed = config.get("metrics")
@@ -272,6 +273,20 @@ def check_final(config):
                     f"metrics: {metric} needs labelled pairs or full ranks; the item split ranks the split's "
                     "items and reports top-k metrics (Recall, NDCG, Precision, Hit, MRR, MAP, Rec, DCG, ...)."
                 )
+        if config.get("valid_metric_bigger") is False:
+            raise ColdStartError(
+                f"valid_metric_bigger: False keeps the epoch (and makes run_hyper pick the settings) with the lowest "
+                f"{config.get('valid_metric')}, but the item split's top-k metrics are better when bigger; expected True "
+                "(or leave it out).")
+    field_separator, seq_separator = config.get("field_separator"), config.get("seq_separator")
+    if isinstance(seq_separator, str) and seq_separator and seq_separator == field_separator:
+        raise ColdStartError(
+            f"seq_separator {seq_separator!r} is also the field_separator: no token_seq cell can hold it, so every "
+            "cell would be read as one token; expected another character (RecBole's default: ' ').")
+    if config.get("USER_ID_FIELD") is not None and config.get("USER_ID_FIELD") == config.get("ITEM_ID_FIELD"):
+        raise ColdStartError(
+            f"USER_ID_FIELD and ITEM_ID_FIELD are both {config['USER_ID_FIELD']!r}; expected two different columns "
+            "of the .inter file (e.g. user_id and item_id).")
     both = set(config.get("load_col") or {}) & set(config.get("unload_col") or {})
     if both:
         raise ColdStartError(f"load_col and unload_col both name the {sorted(both)} file(s); expected one of them "

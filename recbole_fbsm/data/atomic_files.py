@@ -12,19 +12,28 @@ chunk at a time; the values of the columns that matter (ids, floats, features) a
 pandas' C parser as text.
 """
 
+import codecs
 import csv
 import os
+import unicodedata
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from recbole_fbsm.data.fast_load import NA_STRINGS, plain_file, read_plain_columns
+from recbole_fbsm.config.suggestions import suggestion
+from recbole_fbsm.data.fast_load import plain_file, read_plain_columns
 from recbole_fbsm.errors import ColdStartError
 
 TYPES = ("token", "token_seq", "float", "float_seq")
 CHUNK_BYTES = 1 << 24
 SHOWN = 3  # examples shown in a message
+HEADER_BYTES = 1 << 24  # the longest header line read
+# how compressed files start: RecBole reads them as text and fails on the first byte, or reads garbage
+COMPRESSED = {b"\x1f\x8b": ("gzip", "gunzip"), b"PK\x03\x04": ("zip", "unzip"), b"BZh": ("bzip2", "bunzip2"),
+              b"\xfd7zXZ\x00": ("xz", "unxz"), b"\x28\xb5\x2f\xfd": ("zstd", "unzstd")}
+WIDE_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16",
+             b"\xfe\xff": "UTF-16"}
 
 
 @dataclass
@@ -49,10 +58,31 @@ def _where(path, line=None):
     return f"{path}" + (f" line {line}" if line is not None else "")
 
 
+def _not_text(path, first, encoding):
+    """What makes a file that starts with the bytes ``first`` unreadable as ``encoding`` text: compressed, UTF-16
+    or UTF-32 text (a byte order mark, or NUL bytes between the characters), or None."""
+    for magic, (kind, tool) in COMPRESSED.items():
+        if first.startswith(magic):
+            return (f"{path}: the file is {kind}-compressed; RecBole reads plain text: decompress it "
+                    f"(e.g. {tool} {os.path.basename(path)}).")
+    wide = codecs.lookup(encoding).name.startswith(("utf-16", "utf-32"))
+    for bom, kind in WIDE_BOMS.items():
+        if first.startswith(bom) and not wide:
+            return (f"{path}: the file is {kind} text (it starts with a {kind} byte order mark); RecBole reads "
+                    f"{encoding} (setting encoding): save it as UTF-8.")
+    if b"\x00" in first and not wide:
+        return (f"{_where(path, 1)}: NUL bytes (0x00) in the header: the file is binary, or UTF-16/UTF-32 text; "
+                f"expected {encoding} text (save it as UTF-8).")
+    return None
+
+
 def read_header(path, separator, encoding="utf-8"):
     """{column name: type} from the first line, or a ColdStartError saying what is wrong with it."""
     with open(path, "rb") as handle:
-        first = handle.readline()
+        first = handle.readline(HEADER_BYTES)
+    problem = _not_text(path, first, encoding)
+    if problem:
+        raise ColdStartError(problem)
     try:
         header = first.decode(encoding)
     except UnicodeDecodeError as error:
@@ -117,6 +147,11 @@ def _scan_lines(path, separator, n_columns, encoding):
                     raise ColdStartError(f"{_where(path, line)}: not {encoding} text ({error.reason} at byte "
                                          f"0x{data[error.start]:02x}); save the file as {encoding}.") from None
                 buffer = np.frombuffer(data, dtype=np.uint8)
+                nul = np.flatnonzero(buffer == 0)
+                if len(nul):  # valid utf-8, but no text: RecBole would keep the byte inside a token
+                    line = line_base + data[:nul[0]].count(b"\n") + 1
+                    raise ColdStartError(f"{_where(path, line)}: a NUL byte (0x00); expected {encoding} text (is the "
+                                         "file binary, or UTF-16 text?).")
                 ends = np.flatnonzero(buffer == 10)
                 if len(data) and data[-1:] != b"\n":
                     ends = np.r_[ends, len(buffer)]
@@ -155,11 +190,12 @@ def scan(path, separator="\t", encoding="utf-8"):
     return AtomicFile(str(path), columns, n_rows, blanks)
 
 
-def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=" ", store=None):
+def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=" ", store=None, coded_out=None):
     """The named columns as text (no NaN filling), one row per data line. Token columns of a plain file
     (``fast_load.plain_file``) come as ``Categorical`` read from the bytes (one string per distinct id,
     not per line: 10^7 likes took 28 s and 1.7 GB as text), its token_seq columns as a bool per line:
-    whether the cell has a token with a non-blank character."""
+    whether the cell has a token with a non-blank character; their tokens (``CodedSequences``) then go to
+    ``coded_out`` (a dict) by column name."""
     order = list(atomic.columns)
     positions = sorted(order.index(n) for n in names)
     tokens = [order[p] for p in positions if atomic.columns[order[p]] in ("token", "token_seq")]
@@ -172,6 +208,8 @@ def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=
         text = read_columns(atomic, rest, separator, encoding) if read is not None and rest else None
         if read is not None and (text is None or len(text) == len(read[0])):
             frame, coded = read
+            if coded_out is not None:
+                coded_out.update(coded)
             for name, sequences in coded.items():  # what the checks ask of a token_seq cell: a non-blank token
                 blank = pd.Series(sequences.vocabulary, dtype=object).str.strip().eq("").to_numpy()
                 rows = np.repeat(np.arange(len(sequences.counts)), sequences.counts)
@@ -254,6 +292,41 @@ def check_float_seq_column(atomic, name, values, seq_separator, report=None):
             f"({int(filled.max())}); RecBole pads them with zeros ({_examples(atomic, short, [f'{n} values' for n in lengths[short[:SHOWN]]])}).")
 
 
+SEPARATORS = (",", ";", "|", "\t", " ")  # what a token_seq cell may be written with instead of seq_separator
+
+
+def check_seq_separator(atomic, name, values, sequences, seq_separator, field_separator, report):
+    """A token_seq column whose cells seq_separator does not split, but which hold another common separator,
+    is read as one token per cell ('drama,comedy' one genre): a warning with counts when such cells
+    outnumber the cells seq_separator splits. ``values``: the cells as text, or ``sequences`` (the fast
+    reader's ``CodedSequences``)."""
+    if sequences is None:
+        tokens = values.str.split(seq_separator, regex=False).explode()
+        tokens = tokens[tokens.notna() & (tokens != "")]
+        codes, vocabulary = pd.factorize(tokens.to_numpy())
+        counts = np.bincount(tokens.index.to_numpy(), minlength=len(values)) if len(values) else np.zeros(0, int)
+    else:
+        codes, vocabulary, counts = sequences.codes, sequences.vocabulary, sequences.counts
+    rows = np.repeat(np.arange(len(counts)), counts)
+    single, split = counts == 1, int((counts >= 2).sum())
+    best = None
+    for candidate in SEPARATORS:
+        if candidate in seq_separator or candidate == field_separator:
+            continue
+        holds = pd.Series(vocabulary, dtype=object).str.contains(candidate, regex=False).to_numpy(dtype=bool)
+        cells = np.flatnonzero(single & (np.bincount(rows[holds[codes]], minlength=len(counts)) > 0))
+        if len(cells) > split and (best is None or len(cells) > len(best[1])):
+            best = candidate, cells
+    if best is None:
+        return
+    candidate, cells = best
+    first = np.flatnonzero(rows == cells[0])[0]
+    report.warnings.append(
+        f"{atomic.path}: {len(cells)} of {len(counts)} cells of {name!r} (token_seq) hold {candidate!r} but never "
+        f"seq_separator {seq_separator!r} ({_examples(atomic, cells[:1], [vocabulary[codes[first]]])}): each cell is "
+        f"read as one token; set seq_separator: {candidate!r}?")
+
+
 def codes_of(values):
     """(code per row, distinct values) of a text or ``Categorical`` column."""
     if isinstance(values.dtype, pd.CategoricalDtype):
@@ -262,23 +335,66 @@ def codes_of(values):
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
 
-def check_ids(atomic, name, values, unique):
+def normalisation_twins(distinct):
+    """{NFC form: [spellings]} of the ids among ``distinct`` that are one text in two Unicode normalisation
+    forms (e.g. 'é' as one character, NFC, or as 'e' and a combining accent, NFD). Only non-ASCII ids are
+    normalised."""
+    texts = pd.Series(distinct, dtype=object).astype(str)
+    wide = texts[~texts.map(str.isascii)]
+    if wide.empty:
+        return {}
+    forms = wide.map(lambda text: unicodedata.normalize("NFC", text))
+    groups = {}
+    for spelling, form in zip(wide, forms):
+        groups.setdefault(form, []).append(spelling)
+    ascii_ids = set(texts[texts.map(str.isascii)])
+    return {form: spellings for form, spellings in groups.items()
+            if len(spellings) > 1 or (form in ascii_ids and form not in spellings)}
+
+
+def _canonical(text):
+    return unicodedata.normalize("NFC", str(text).strip())
+
+
+def _near_ids(missing, listed):
+    """The ids of ``missing`` that equal an id of ``listed`` once spaces around them and the Unicode
+    normalisation form are set aside (only such ids are normalised: plain ASCII ids are their own form)."""
+    listed = pd.Series(listed, dtype=object).astype(str)
+    odd = listed[~listed.map(str.isascii) | (listed.str.strip() != listed)]
+    forms = set(listed) | set(odd.map(_canonical))
+    return [m for m in missing if _canonical(m) in forms]
+
+
+def check_ids(atomic, name, values, unique, report=None):
     """No empty id; with ``unique`` (an .item or .user file) no id on two lines. Works on the distinct
-    ids and a code per line."""
+    ids and a code per line. With a ``report``: a warning for ids with spaces around them ('u1 ' is another
+    id than 'u1') and for one id written in two Unicode normalisation forms (two ids)."""
     codes, distinct = codes_of(values)
-    empty = (pd.Series(distinct, dtype=object).str.strip() == "").to_numpy()[codes]
+    text = pd.Series(distinct, dtype=object).astype(str)
+    stripped = text.str.strip()
+    empty = (stripped == "").to_numpy()[codes]
     if empty.any():
         rows = np.flatnonzero(empty)
         raise ColdStartError(f"{atomic.path}: the id column {name!r} is empty on {len(rows)} line(s) "
                              f"({_examples(atomic, rows)}); expected an id on every line.")
-    missing_like = pd.Index(distinct).isin(NA_STRINGS)[codes]
-    if missing_like.any():
-        rows = np.flatnonzero(missing_like)
-        found = sorted({str(distinct[c]) for c in codes[rows]})
-        raise ColdStartError(
-            f"{atomic.path}: {len(rows)} line(s) have {name} {', '.join(map(repr, found))} "
-            f"({_examples(atomic, rows, distinct[codes[rows]])}), which RecBole's reader (pandas) takes for a missing "
-            f"value and drops with its lines; rename these ids (e.g. {found[0]!r} -> 'id_{found[0]}').")
+    if report is not None:
+        padded = (stripped != text).to_numpy()
+        if padded.any():
+            rows = np.flatnonzero(padded[codes])
+            report.warnings.append(
+                f"{atomic.path}: {len(rows)} line(s) have a {name} with spaces around it "
+                f"({_examples(atomic, rows, distinct[codes[rows]])}); each is an id of its own "
+                f"({str(distinct[codes[rows[0]]])!r} is not {str(distinct[codes[rows[0]]]).strip()!r}): remove the spaces.")
+        twins = normalisation_twins(distinct)
+        if twins:
+            spellings = {s for group in twins.values() for s in group}
+            rows = np.flatnonzero(pd.Index(distinct).isin(list(spellings))[codes])
+            form, group = next(iter(twins.items()))
+            shown = " and ".join(ascii(s) for s in sorted(set(group) | ({form} if form not in group else set())))
+            report.warnings.append(
+                f"{atomic.path}: {len(twins)} {name}(s) are written in two Unicode normalisation forms (e.g. {shown}, "
+                f"{_examples(atomic, rows[:1])}) on {len(rows)} line(s); each form is read as an id of its own: "
+                "save the file in one form (NFC).")
     if unique:
         lines = np.bincount(codes, minlength=len(distinct))
         repeated = lines[codes] > 1
@@ -322,10 +438,11 @@ def check_dataset(config, reads_own_features=False):
     def path_of(suffix):
         return os.path.join(folder, f"{name}.{suffix}")
 
+    unload_col = config["unload_col"] or {}
+
     def loaded(suffix, atomic):
-        if load_col is None:
-            return list(atomic.columns)
-        return [c for c in load_col.get(suffix, []) if c in atomic.columns]
+        columns = list(atomic.columns) if load_col is None else [c for c in load_col.get(suffix, []) if c in atomic.columns]
+        return [c for c in columns if c not in unload_col.get(suffix, [])]
 
     suffixes = ["inter"] + [s for s in ("user", "item") if os.path.isfile(path_of(s))
                             and (load_col is None or s in load_col)]
@@ -337,8 +454,27 @@ def check_dataset(config, reads_own_features=False):
         if inter.columns[id_field] != "token":
             raise ColdStartError(f"{inter.path}: column {id_field!r} ({role}) has type {inter.columns[id_field]}; "
                                  "expected token.")
+        if id_field in unload_col.get("inter", []):
+            raise ColdStartError(f"unload_col.inter names {id_field!r} ({role}); RecBole needs it.")
         if load_col is not None and id_field not in loaded("inter", inter):
             raise ColdStartError(f"load_col.inter {load_col.get('inter')} lacks {id_field!r} ({role}); RecBole needs it.")
+    for suffix, id_field, role in (("item", iid, "ITEM_ID_FIELD"), ("user", uid, "USER_ID_FIELD")):
+        atomic = files.get(suffix)
+        if atomic is None or not loaded(suffix, atomic) or id_field in loaded(suffix, atomic):
+            continue  # RecBole fails on a file loaded without its id ("iid_field must be loaded ...")
+        join = f"the {suffix} rows are joined to the interactions by it"
+        if id_field not in atomic.columns:
+            raise ColdStartError(f"{atomic.path}: no column {id_field!r} ({role}); {join}; its header has "
+                                 f"{list(atomic.columns)}.")
+        if id_field in unload_col.get(suffix, []):
+            raise ColdStartError(f"unload_col.{suffix} names {id_field!r} ({role}); {join}: keep it loaded.")
+        raise ColdStartError(f"load_col.{suffix} {load_col.get(suffix)} lacks {id_field!r} ({role}); {join}: add it.")
+    sequences = sorted({c for suffix, atomic in files.items() for c in loaded(suffix, atomic)
+                        if atomic.columns[c] in ("token_seq", "float_seq")})
+    unknown = [f for f in config["seq_len"] or {} if f not in sequences]
+    if unknown:  # RecBole ignores them: the sequences stay whole
+        raise ColdStartError(f"seq_len names {unknown}, not a loaded token_seq or float_seq column (loaded: "
+                             f"{sequences}){suggestion(unknown[0], sequences) or '.'}")
     if inter.n_rows == 0:
         raise ColdStartError(f"{inter.path}: no interactions (only a header).")
     threshold = config["threshold"] or {}
@@ -358,10 +494,11 @@ def check_dataset(config, reads_own_features=False):
         if not columns:
             continue
         ids = {"inter": [uid, iid], "item": [iid], "user": [uid]}[suffix]
-        wanted = [c for c in columns if c in ids or atomic.columns[c] in ("float", "float_seq")
-                  or (suffix == "item" and reads_own_features and atomic.columns[c] in ("token", "token_seq"))]
+        wanted = [c for c in columns if c in ids or atomic.columns[c] in ("float", "float_seq", "token_seq")
+                  or (suffix == "item" and reads_own_features and atomic.columns[c] == "token")]
+        coded = {}
         try:
-            table = (read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed) if wanted
+            table = (read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed, coded) if wanted
                      else pd.DataFrame())
         except pd.errors.ParserError:
             raise ColdStartError(quote_problem(atomic, separator, encoding, "a CSV reader cannot split it into rows")) from None
@@ -371,7 +508,7 @@ def check_dataset(config, reads_own_features=False):
         for column in wanted:
             kind = atomic.columns[column]
             if column in ids:
-                check_ids(atomic, column, table[column], unique=suffix != "inter")
+                check_ids(atomic, column, table[column], unique=suffix != "inter", report=report)
             elif kind == "float":
                 values = check_float_column(atomic, column, table[column], None if suffix == "inter" else report)
                 if suffix == "inter" and (column in threshold or column == config["RATING_FIELD"]):
@@ -385,6 +522,8 @@ def check_dataset(config, reads_own_features=False):
                         )
             elif kind == "float_seq":
                 check_float_seq_column(atomic, column, table[column], seq_separator, report)
+            elif kind == "token_seq":
+                check_seq_separator(atomic, column, table[column], coded.get(column), seq_separator, separator, report)
 
     if "inter" in tables:
         user_codes, _ = codes_of(tables["inter"][uid])
@@ -407,6 +546,10 @@ def check_dataset(config, reads_own_features=False):
         n_ids = len(np.unique(codes[missing]))
         shown = ", ".join(map(repr, distinct[pd.unique(codes[missing])[:SHOWN]]))
         what = f"{n_ids} {suffix}(s) of {inter.path} ({shown}, ...) have no row in {files[suffix].path}"
+        near = _near_ids(distinct[pd.unique(codes[missing])], listed)
+        if near:
+            what += (f" ({len(near)} of them differ from an id there only in spaces or Unicode normalisation, e.g. "
+                     f"{ascii(near[0])}: save both files in one form, NFC, without spaces around ids)")
         if not filtering:
             report.warnings.append(f"{what}: their {int(missing.sum())} interaction(s) are kept without {suffix} features.")
         elif missing.all():

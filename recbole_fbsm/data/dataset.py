@@ -6,6 +6,7 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 import torch
+from pandas._libs.parsers import STR_NA_VALUES
 from recbole.data.dataset import Dataset
 from recbole.data.interaction import Interaction
 from recbole.utils import FeatureSource, FeatureType, ModelType
@@ -336,31 +337,16 @@ class ColdStartDataset(DatasetRoutes, Dataset):
             self.inter_feat.drop(self.inter_feat.index[dropped], inplace=True)
 
     # --------------------------------------------------------------------------------------- reading
-    def _recbole_read(self, filepath, source):
-        """RecBole's own reader (pandas' Python engine, Python's csv module underneath), with the csv module's
-        field limit (131,072 characters, a ParserError past it) raised for the read: a long text is legitimate."""
-        previous = csv.field_size_limit()
-        csv.field_size_limit(CSV_FIELD_LIMIT)
-        try:
-            return super().plugin_load_feat(filepath, source)
-        finally:
-            csv.field_size_limit(previous)
-
-    def _read_feat(self, filepath, source):
-        """RecBole's ``_load_feat`` (same rows, same field properties) through ``fast_load`` for plain
-        interaction, user and item files; RecBole's own reader otherwise. Token columns come back as
-        sorted ``Categorical`` and ``token_seq`` columns as codes (``_coded``), which ``_remap`` numbers."""
-        separator = self.config["field_separator"]
-        if not isinstance(source, FeatureSource) or not plain_file(filepath, separator):
-            return self._recbole_read(filepath, source)
+    def _loaded_columns(self, filepath, source):
+        """[(field, FeatureType, 'field:type' header column)] of the columns RecBole's ``_load_feat`` loads
+        from ``filepath`` (``load_col`` / ``unload_col``), with RecBole's error for an unknown type."""
         load_col, unload_col = self._get_load_and_unload_col(source)
         if load_col == set():
-            return None
-        encoding = self.config["encoding"]
-        with open(filepath, "r", encoding=encoding) as handle:
+            return []
+        with open(filepath, "r", encoding=self.config["encoding"]) as handle:
             head = handle.readline()[:-1]
-        properties, columns, usecols, kinds = [], [], [], {}
-        for field_type in head.split(separator):
+        loaded = []
+        for field_type in head.split(self.config["field_separator"]):
             field, ftype = field_type.split(":")
             try:
                 ftype = FeatureType(ftype)
@@ -368,24 +354,87 @@ class ColdStartDataset(DatasetRoutes, Dataset):
                 raise ValueError(f"Type {ftype} from field {field} is not supported.")
             if (load_col is not None and field not in load_col) or (unload_col is not None and field in unload_col):
                 continue
-            properties.append((field, ftype))
-            columns.append(field)
-            usecols.append(field_type)
-            kinds[field_type] = ftype.value
-        if not columns:
-            return self._recbole_read(filepath, source)
-        read = read_plain_columns(filepath, separator, self.config["seq_separator"], usecols, columns, kinds, encoding,
-                                  store=self.preread)
-        if read is None:
-            return self._recbole_read(filepath, source)
-        df, coded = read
-        for field, ftype in properties:
+            loaded.append((field, ftype, field_type))
+        return loaded
+
+    def _set_field_properties(self, loaded, source):
+        for field, ftype, _ in loaded:
             self.field2source[field] = source
             self.field2type[field] = ftype
             if not ftype.value.endswith("seq"):
                 self.field2seqlen[field] = 1
             if "float" in ftype.value:
                 self.field2bucketnum[field] = 2
+
+    def _recbole_read(self, filepath, source):
+        """RecBole's ``_load_feat`` (pandas' Python engine, Python's csv module underneath), with token and
+        token_seq cells read as text: RecBole reads them with pandas' default NA strings, so a user or item
+        ``NA``, ``null``, ``nan`` or ``None`` became a missing value and lost its interactions (an empty cell
+        is still missing). The csv module's field limit (131,072 characters, a ParserError past it) is raised
+        for the read: a long text is legitimate."""
+        if not isinstance(source, FeatureSource):
+            return super().plugin_load_feat(filepath, source)
+        loaded = self._loaded_columns(filepath, source)
+        if not loaded:
+            if self._get_load_and_unload_col(source)[0] != set():
+                self.logger.warning(f"No columns has been loaded from [{source}]")
+            return None
+        self._set_field_properties(loaded, source)
+        dtype = {header: np.float64 if ftype == FeatureType.FLOAT else str for _, ftype, header in loaded}
+        na_values = {header: sorted(STR_NA_VALUES) if ftype == FeatureType.FLOAT else [""]
+                     for _, ftype, header in loaded}
+        previous = csv.field_size_limit()
+        csv.field_size_limit(CSV_FIELD_LIMIT)
+        try:
+            df = pd.read_csv(filepath, delimiter=self.config["field_separator"], usecols=[h for _, _, h in loaded],
+                             dtype=dtype, encoding=self.config["encoding"], engine="python", keep_default_na=False,
+                             na_values=na_values)
+        finally:
+            csv.field_size_limit(previous)
+        df = df[[header for _, _, header in loaded]]
+        df.columns = [field for field, _, _ in loaded]
+        seq_separator = self.config["seq_separator"]
+        seq_len = self.config["seq_len"]
+        for field, ftype, _ in loaded:
+            if not ftype.value.endswith("seq"):
+                continue
+            cells = df[field].fillna("").to_numpy()
+            if ftype == FeatureType.TOKEN_SEQ:
+                column = [np.array(list(filter(None, cell.split(seq_separator)))) for cell in cells]
+            else:
+                column = [np.array(list(map(float, filter(None, cell.split(seq_separator))))) for cell in cells]
+            longest = max(map(len, column), default=0)
+            if seq_len and field in seq_len:
+                column = [seq[:seq_len[field]] for seq in column]
+                self.field2seqlen[field] = min(seq_len[field], longest)
+            else:
+                self.field2seqlen[field] = longest
+            values = np.empty(len(column), dtype=object)
+            values[:] = column
+            df[field] = values
+        return df
+
+    def _read_feat(self, filepath, source):
+        """RecBole's ``_load_feat`` (same rows, same field properties) through ``fast_load`` for plain
+        interaction, user and item files; ``_recbole_read`` otherwise. Token columns come back as sorted
+        ``Categorical`` and ``token_seq`` columns as codes (``_coded``), which ``_remap`` numbers."""
+        separator = self.config["field_separator"]
+        if not isinstance(source, FeatureSource) or not plain_file(filepath, separator):
+            return self._recbole_read(filepath, source)
+        if self._get_load_and_unload_col(source)[0] == set():
+            return None
+        loaded = self._loaded_columns(filepath, source)
+        if not loaded:
+            return self._recbole_read(filepath, source)
+        columns = [field for field, _, _ in loaded]
+        usecols = [header for _, _, header in loaded]
+        kinds = {header: ftype.value for _, ftype, header in loaded}
+        read = read_plain_columns(filepath, separator, self.config["seq_separator"], usecols, columns, kinds,
+                                  self.config["encoding"], store=self.preread)
+        if read is None:
+            return self._recbole_read(filepath, source)
+        df, coded = read
+        self._set_field_properties(loaded, source)
         seq_len = self.config["seq_len"]
         for field, sequences in coded.items():
             limit = seq_len[field] if seq_len and field in seq_len else None

@@ -8,11 +8,13 @@ short-lived objects, paid again (about 90 s more) when those strings are sorted,
 ``read_plain_columns`` reads the same columns from the file's bytes with numpy instead: the cells and
 tokens of a column are packed into integers and factorised, and only the distinct ones are decoded.
 Token columns become ``pandas.Categorical`` (sorted categories: ``ColdStartDataset`` sorts, filters and
-numbers them by code), ``token_seq`` columns integer codes per row into a sorted vocabulary. Missing
-cells, pandas' default NA strings (``NA``, ``null``, ...), runs of separators and empty tokens behave
-exactly as in RecBole. Files another parser could read differently (a double quote or a carriage return
-anywhere, a separator longer than one character, rows with another column count, very long tokens) are
-left to RecBole's own reader.
+numbers them by code), ``token_seq`` columns integer codes per row into a sorted vocabulary. Token cells
+are text: an empty cell is missing, but ``NA``, ``null``, ``nan`` or ``None`` are tokens of those names
+(RecBole's reader, pandas with its default NA strings, took them for missing: an item called ``NA`` lost
+its interactions); runs of separators and empty tokens behave exactly as in RecBole. Files another parser
+could read differently (a double quote or a carriage return anywhere, a separator longer than one
+character, rows with another column count, very long tokens) are left to the pandas reader
+(``ColdStartDataset._recbole_read``).
 """
 
 import codecs
@@ -21,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from pandas._libs.parsers import STR_NA_VALUES
 
 SCAN_BYTES = 1 << 24
 
@@ -40,7 +41,6 @@ def plain_file(path, separator):
                 return False
 
 
-NA_STRINGS = frozenset(STR_NA_VALUES)  # cells pandas reads as missing (RecBole reads with the default na_values)
 MAX_TOKEN_BYTES = 64  # longer tokens: the file is left to pandas
 
 
@@ -62,9 +62,9 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
     a NUL byte, a float pandas' C parser refuses, an encoding other than UTF-8).
 
     Returns (DataFrame, {name: CodedSequences}): token columns are ``pandas.Categorical`` with sorted
-    categories (missing and NA cells: NaN), float columns float64 (pandas' C parser: the same values as
-    RecBole's Python-engine reading), ``token_seq`` columns coded (a placeholder column in the frame).
-    ``missing=False`` keeps empty and NA cells of token columns as text (for the files' checks).
+    categories (empty cells: NaN; ``NA`` or ``null`` are tokens), float columns float64 (pandas' C parser:
+    the same values as RecBole's Python-engine reading), ``token_seq`` columns coded (a placeholder column in the frame).
+    ``missing=False`` keeps empty cells of token columns as text (for the files' checks).
     ``store`` (a dict) holds parsed token columns between calls: an entry for this file (unchanged since)
     is used and removed, and with ``keep`` the columns parsed here are left in it (the checks keep them
     for the dataset: each file is parsed once)."""
@@ -118,14 +118,14 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
             frame[name] = numbers[column].to_numpy()
         elif kind == "token":
             codes, vocabulary, _ = parsed[column]
-            absent = pd.Index(vocabulary).isin(NA_STRINGS | {""}) if missing else np.zeros(len(vocabulary), dtype=bool)
+            absent = pd.Index(vocabulary).isin([""]) if missing else np.zeros(len(vocabulary), dtype=bool)
             keep = np.flatnonzero(~absent)
             remap = np.full(len(vocabulary), -1, dtype=np.int64)
             remap[keep] = np.arange(len(keep))
             frame[name] = pd.Categorical.from_codes(remap[codes], categories=pd.Index(vocabulary[keep], dtype=object),
                                                     validate=False)
         elif kind == "token_seq":
-            coded[name] = _coded_sequences(*parsed[column], missing=missing)
+            coded[name] = _coded_sequences(*parsed[column])
             frame[name] = coded[name].column
         else:
             return None  # float_seq: RecBole's own parsing
@@ -175,9 +175,8 @@ def _parse_layout(path, separator, encoding):
 
 def _token_seq_spans(body, data, starts, ends, seq_separator):
     """Every cell ``data[start:end]`` split on ``seq_separator``, empty tokens dropped: (code per token,
-    row per token, whether the token is its cell's whole text, sorted vocabulary, number of rows), or None
-    (a token too long). Token boundaries are the separators inside the cells and the cells' ends, found by
-    one pass over the bytes."""
+    row per token, sorted vocabulary, number of rows), or None (a token too long). Token boundaries are the
+    separators inside the cells and the cells' ends, found by one pass over the bytes."""
     inside = np.zeros(len(data) + 1, dtype=np.int8)
     inside[starts] += 1
     inside[ends] -= 1
@@ -198,22 +197,16 @@ def _token_seq_spans(body, data, starts, ends, seq_separator):
     token_starts[~first] = token_ends[:-1][~first[1:]] + 1
     lengths = token_ends - token_starts
     keep = lengths > 0
-    whole_cell = (first & is_end)[keep]
     token_starts, lengths, rows = token_starts[keep], lengths[keep], rows[keep]
     del token_ends, is_end, first, keep
     tokens = _tokens(body, data, token_starts, lengths)
     if tokens is None:
         return None
-    return tokens[0], rows, whole_cell, tokens[1], len(starts)
+    return tokens[0], rows, tokens[1], len(starts)
 
 
-def _coded_sequences(codes, rows, whole_cell, vocabulary, n_rows, missing=True):
-    """``CodedSequences`` of split cells; with ``missing`` a cell that pandas reads as NA (one NA string:
-    ``NA``, ``null``, ...) has no token, as in RecBole (inside a list the string is a token)."""
-    na_token = pd.Index(vocabulary).isin(NA_STRINGS)
-    if missing and na_token.any():
-        drop = na_token[codes] & whole_cell
-        codes, rows = codes[~drop], rows[~drop]
+def _coded_sequences(codes, rows, vocabulary, n_rows):
+    """``CodedSequences`` of split cells (a cell ``NA`` holds the token ``NA``: cells are text)."""
     counts = np.bincount(rows, minlength=n_rows)
     return CodedSequences(split_rows(codes, counts), vocabulary, codes, counts)
 

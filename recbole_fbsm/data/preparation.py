@@ -142,6 +142,11 @@ def check_dataset_files(config, reads_own_features=False):
             f"dataset {name!r}: folder {folder} not found (data_path={config['data_path']!r}); "
             f"expected it to hold {name}.inter."
         )
+    for suffix in sorted({"inter", "item", "user"} | set(config["load_col"] or {})):
+        path = os.path.join(folder, f"{name}.{suffix}")
+        if os.path.isdir(path):  # RecBole skips an .item or .user folder without a word, and fails on an .inter one
+            raise ColdStartError(f"dataset {name!r}: {path} is a folder; expected the {suffix} file there (text, "
+                                 "one row per line) or nothing.")
     inter_file = os.path.join(folder, f"{name}.inter")
     if not os.path.isfile(inter_file):
         raise ColdStartError(f"dataset {name!r}: interaction file {inter_file} not found.")

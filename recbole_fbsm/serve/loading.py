@@ -145,8 +145,26 @@ def read_model_file(path, data_path=None, trust_pickle=False):
     return export_checkpoint(content, path, data_path)
 
 
+def scoring_device(device):
+    """``device`` as a ``torch.device`` this machine has: torch's own answer to a misspelled device or a GPU it
+    does not see is a traceback (RuntimeError, or an AssertionError from a build without CUDA)."""
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ColdStartError(f"device {device!r} (--device): expected a torch device such as cpu, cuda or cuda:0.") from None
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ColdStartError(f"device {device!r} (--device): torch sees no CUDA device on this machine; expected cpu.")
+        if parsed.index is not None and parsed.index >= count:
+            raise ColdStartError(f"device {device!r} (--device): torch sees {count} CUDA device(s), "
+                                 f"cuda:0 to cuda:{count - 1}.")
+    return parsed
+
+
 def load_model(path, device="cpu", data_path=None, trust_pickle=False):
     """The ``ServedModel`` of an artifact (or of a checkpoint, see ``read_model_file``) on ``device``."""
+    device = scoring_device(device)
     return served_from_artifact(read_model_file(path, data_path, trust_pickle), str(path), device)
 
 

@@ -138,7 +138,8 @@ def read_atomic_items(path, served):
     wanted = [iid] + list(served.fields)
     header = [f"{name}:{columns[name].value}" for name in wanted]
     try:
-        frame = pd.read_csv(path, delimiter=separator, usecols=header, dtype=str, encoding=encoding, engine="python")
+        frame = pd.read_csv(path, delimiter=separator, usecols=header, dtype=str, encoding=encoding, engine="python",
+                            keep_default_na=False)  # cells are text: an item or a token 'NA' is not missing
     except UnicodeDecodeError as error:
         raise not_text_error(path, error, encoding) from None
     frame = frame.fillna("")  # as RecBole: a missing cell has no token

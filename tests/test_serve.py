@@ -405,7 +405,7 @@ def test_interactions_are_fbsms_only(trained, served, tmp_path, capsys):
     with pytest.raises(ColdStartError, match=r"this is a UFSM model, whose similarity has no cross-feature terms"):
         strongest_interactions(served("UFSM"))
     assert main(["interactions", trained["checkpoint"]["CoSim"]]) == 2
-    assert "error: checkpoint" in capsys.readouterr().err
+    assert "error: model " in capsys.readouterr().err
     out = tmp_path / "pairs.json"
     assert main(["interactions", trained["checkpoint"]["FBSM"], "--top", "4", "--min-items", "1", "-o", str(out)]) == 0
     document = json.loads(out.read_text())
@@ -498,7 +498,7 @@ def test_compare_users_refuses_checkpoints_of_different_splits(trained, tmp_path
     with pytest.raises(ColdStartError, match=r"not trained on the same split: split_seed is 2020 vs 7"):
         compare_users(trained["checkpoint"]["FBSM"], other)
     assert main(["compare-users", trained["checkpoint"]["FBSM"], other]) == 2
-    assert capsys.readouterr().err.startswith("error: checkpoints ")
+    assert capsys.readouterr().err.startswith("error: models ")
 
 
 

@@ -115,7 +115,7 @@ def explain(served, user, item, new_items=None, raw_text=None):
     model, device = served.model, served.device
     if not isinstance(model, FeatureSimilarity):
         raise ColdStartError(
-            f"checkpoint {served.checkpoint}: explain splits a feature-similarity score (FBSM, UFSM, CoSim) into "
+            f"model {served.checkpoint}: explain splits a feature-similarity score (FBSM, UFSM, CoSim) into "
             f"feature pairs and liked items; a {served.model_name} score is a dot product of neural towers."
         )
     u = served.user_ids([user])

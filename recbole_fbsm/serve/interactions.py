@@ -75,7 +75,7 @@ def strongest_interactions(served, top=20, min_items=0, cells=DEFAULT_CELLS):
     model = served.model
     if served.model_name != "FBSM" or not hasattr(model, "D"):
         raise ColdStartError(
-            f"checkpoint {served.checkpoint}: feature interactions are FBSM's (D + V V^T); this is a "
+            f"model {served.checkpoint}: feature interactions are FBSM's (D + V V^T); this is a "
             f"{served.model_name} model, whose similarity has no cross-feature terms."
         )
     frequency = np.asarray(served.training_item_frequency)

@@ -61,7 +61,7 @@ def per_user_recall(served, k=10):
     model, config, device = served.model, served.config, served.device
     if not isinstance(model, FeatureSimilarity):
         raise ColdStartError(
-            f"checkpoint {served.checkpoint}: compare-users is for FBSM, UFSM and CoSim checkpoints; "
+            f"model {served.checkpoint}: compare-users is for FBSM, UFSM and CoSim models; "
             f"{served.model_name} is not one (compare it with recbole-fbsm compare)."
         )
     dataset = served.dataset
@@ -120,7 +120,7 @@ def check_same_split(a, b):
     for name, value_a, value_b in checks:
         if value_a != value_b:
             raise ColdStartError(
-                f"checkpoints {a.checkpoint} and {b.checkpoint} were not trained on the same split: "
+                f"models {a.checkpoint} and {b.checkpoint} were not trained on the same split: "
                 f"{name} is {value_a!r} vs {value_b!r}; the per-user comparison needs the same dataset and split seed."
             )
 
@@ -133,7 +133,7 @@ def check_same_split(a, b):
     items_b, likes_b = test_split(b)
     if items_a != items_b or likes_a != likes_b:
         raise ColdStartError(
-            f"checkpoints {a.checkpoint} and {b.checkpoint} name the same dataset and split seed, but their test "
+            f"models {a.checkpoint} and {b.checkpoint} name the same dataset and split seed, but their test "
             f"splits differ ({len(items_a)} vs {len(items_b)} items, {len(likes_a)} vs {len(likes_b)} likes): "
             "different data files, filters or like threshold?"
         )

@@ -429,25 +429,42 @@ def check_dataset(config, reads_own_features=False):
     ``field_separator``, ``seq_separator``, ``USER_ID_FIELD``, ``ITEM_ID_FIELD``, ``threshold``,
     ``feature_fields``, ``filter_inter_by_user_or_item``, ``encoding``)."""
     report = DatasetReport()
-    name, folder = config["dataset"], config["data_path"]
-    separator, seq_separator = config["field_separator"], config["seq_separator"]
+    columns = LoadedColumns(config)
     encoding = config["encoding"] or "utf-8"
-    uid, iid = config["USER_ID_FIELD"], config["ITEM_ID_FIELD"]
-    load_col = config["load_col"]
+    suffixes = ["inter"] + [s for s in ("user", "item") if os.path.isfile(columns.path_of(s))
+                            and (columns.load_col is None or s in columns.load_col)]
+    files = {s: scan(columns.path_of(s), config["field_separator"], encoding) for s in suffixes}
+    _check_id_columns(config, files, columns)
+    _check_seq_len_and_threshold(config, files, columns)
+    tables = {suffix: _read_and_check(config, suffix, atomic, columns(suffix, atomic), reads_own_features, report)
+              for suffix, atomic in files.items() if columns(suffix, atomic)}
+    _check_repeated_pairs(config, files["inter"], tables, report)
+    _check_rows_of_ids(config, files, tables, report)
+    if reads_own_features and "item" in tables:
+        _check_features(config, files["item"], tables["item"], columns("item", files["item"]), config["seq_separator"])
+    return report
 
-    def path_of(suffix):
-        return os.path.join(folder, f"{name}.{suffix}")
 
-    unload_col = config["unload_col"] or {}
+class LoadedColumns:
+    """The columns RecBole will load from each atomic file (``load_col`` / ``unload_col``)."""
 
-    def loaded(suffix, atomic):
-        columns = list(atomic.columns) if load_col is None else [c for c in load_col.get(suffix, []) if c in atomic.columns]
-        return [c for c in columns if c not in unload_col.get(suffix, [])]
+    def __init__(self, config):
+        self.name, self.folder = config["dataset"], config["data_path"]
+        self.load_col, self.unload_col = config["load_col"], config["unload_col"] or {}
 
-    suffixes = ["inter"] + [s for s in ("user", "item") if os.path.isfile(path_of(s))
-                            and (load_col is None or s in load_col)]
-    files = {s: scan(path_of(s), separator, encoding) for s in suffixes}
-    inter = files["inter"]
+    def path_of(self, suffix):
+        return os.path.join(self.folder, f"{self.name}.{suffix}")
+
+    def __call__(self, suffix, atomic):
+        columns = (list(atomic.columns) if self.load_col is None
+                   else [c for c in self.load_col.get(suffix, []) if c in atomic.columns])
+        return [c for c in columns if c not in self.unload_col.get(suffix, [])]
+
+
+def _check_id_columns(config, files, columns):
+    """The user and item id columns: present, of type token, loaded (RecBole needs them to join the files)."""
+    uid, iid, inter = config["USER_ID_FIELD"], config["ITEM_ID_FIELD"], files["inter"]
+    load_col, unload_col = columns.load_col, columns.unload_col
     for id_field, role in ((uid, "USER_ID_FIELD"), (iid, "ITEM_ID_FIELD")):
         if id_field not in inter.columns:
             raise ColdStartError(f"{inter.path}: no column {id_field!r} ({role}); its header has {list(inter.columns)}.")
@@ -456,11 +473,11 @@ def check_dataset(config, reads_own_features=False):
                                  "expected token.")
         if id_field in unload_col.get("inter", []):
             raise ColdStartError(f"unload_col.inter names {id_field!r} ({role}); RecBole needs it.")
-        if load_col is not None and id_field not in loaded("inter", inter):
+        if load_col is not None and id_field not in columns("inter", inter):
             raise ColdStartError(f"load_col.inter {load_col.get('inter')} lacks {id_field!r} ({role}); RecBole needs it.")
     for suffix, id_field, role in (("item", iid, "ITEM_ID_FIELD"), ("user", uid, "USER_ID_FIELD")):
         atomic = files.get(suffix)
-        if atomic is None or not loaded(suffix, atomic) or id_field in loaded(suffix, atomic):
+        if atomic is None or not columns(suffix, atomic) or id_field in columns(suffix, atomic):
             continue  # RecBole fails on a file loaded without its id ("iid_field must be loaded ...")
         join = f"the {suffix} rows are joined to the interactions by it"
         if id_field not in atomic.columns:
@@ -469,73 +486,93 @@ def check_dataset(config, reads_own_features=False):
         if id_field in unload_col.get(suffix, []):
             raise ColdStartError(f"unload_col.{suffix} names {id_field!r} ({role}); {join}: keep it loaded.")
         raise ColdStartError(f"load_col.{suffix} {load_col.get(suffix)} lacks {id_field!r} ({role}); {join}: add it.")
-    sequences = sorted({c for suffix, atomic in files.items() for c in loaded(suffix, atomic)
+
+
+def _check_seq_len_and_threshold(config, files, columns):
+    """``seq_len`` names loaded sequence columns (RecBole ignores others: the sequences stay whole); the
+    file has interactions; ``threshold`` names a loaded float column."""
+    inter = files["inter"]
+    sequences = sorted({c for suffix, atomic in files.items() for c in columns(suffix, atomic)
                         if atomic.columns[c] in ("token_seq", "float_seq")})
     unknown = [f for f in config["seq_len"] or {} if f not in sequences]
-    if unknown:  # RecBole ignores them: the sequences stay whole
+    if unknown:
         raise ColdStartError(f"seq_len names {unknown}, not a loaded token_seq or float_seq column (loaded: "
                              f"{sequences}){suggestion(unknown[0], sequences) or '.'}")
     if inter.n_rows == 0:
         raise ColdStartError(f"{inter.path}: no interactions (only a header).")
-    threshold = config["threshold"] or {}
-    for column in threshold:
-        if column not in inter.columns or column not in loaded("inter", inter):
+    for column in config["threshold"] or {}:
+        if column not in inter.columns or column not in columns("inter", inter):
             raise ColdStartError(
                 f"threshold names column {column!r}, which is not a loaded column of {inter.path} "
-                f"(loaded: {loaded('inter', inter)}); expected a float column such as rating."
+                f"(loaded: {columns('inter', inter)}); expected a float column such as rating."
             )
         if inter.columns[column] != "float":
             raise ColdStartError(f"threshold names column {column!r} of {inter.path}, of type "
                                  f"{inter.columns[column]}; expected a float column.")
 
-    tables = {}
-    for suffix, atomic in files.items():
-        columns = loaded(suffix, atomic)
-        if not columns:
-            continue
-        ids = {"inter": [uid, iid], "item": [iid], "user": [uid]}[suffix]
-        wanted = [c for c in columns if c in ids or atomic.columns[c] in ("float", "float_seq", "token_seq")
-                  or (suffix == "item" and reads_own_features and atomic.columns[c] == "token")]
-        coded = {}
-        try:
-            table = (read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed, coded) if wanted
-                     else pd.DataFrame())
-        except pd.errors.ParserError:
-            raise ColdStartError(quote_problem(atomic, separator, encoding, "a CSV reader cannot split it into rows")) from None
-        if wanted and len(table) != atomic.n_rows:
-            raise ColdStartError(quote_problem(atomic, separator, encoding, f"a CSV reader sees {len(table)} rows"))
-        tables[suffix] = table
-        for column in wanted:
-            kind = atomic.columns[column]
-            if column in ids:
-                check_ids(atomic, column, table[column], unique=suffix != "inter", report=report)
-            elif kind == "float":
-                values = check_float_column(atomic, column, table[column], None if suffix == "inter" else report)
-                if suffix == "inter" and (column in threshold or column == config["RATING_FIELD"]):
-                    negative = np.flatnonzero(values < 0)
-                    if len(negative):
-                        report.warnings.append(
-                            f"{atomic.path}: {len(negative)} negative value(s) in {column!r} "
-                            f"({_examples(atomic, negative, [f'{v:g}' for v in values[negative[:SHOWN]]])})"
-                            + (f"; with threshold {column} >= {threshold[column]} they are dislikes."
-                               if column in threshold else ".")
-                        )
-            elif kind == "float_seq":
-                check_float_seq_column(atomic, column, table[column], seq_separator, report)
-            elif kind == "token_seq":
-                check_seq_separator(atomic, column, table[column], coded.get(column), seq_separator, separator, report)
 
-    if "inter" in tables:
-        user_codes, _ = codes_of(tables["inter"][uid])
-        item_codes, _ = codes_of(tables["inter"][iid])
-        pairs = np.sort(user_codes * (int(item_codes.max(initial=0)) + 1) + item_codes)
-        repeated = int((pairs[1:] == pairs[:-1]).sum())
-        del pairs
-        if repeated and not config["rm_dup_inter"]:
-            report.warnings.append(f"{inter.path}: {repeated} interaction(s) repeat a (user, item) pair already "
-                                   "given; each copy counts (set rm_dup_inter: first to keep one).")
-    filtering = config["filter_inter_by_user_or_item"]
-    for suffix, id_field in (("item", iid), ("user", uid)):
+def _read_and_check(config, suffix, atomic, loaded, reads_own_features, report):
+    """Read the columns of one file that the checks need (ids, numbers, sequences; item tokens for the models
+    that read features) and check each; returns them as a table."""
+    uid, iid = config["USER_ID_FIELD"], config["ITEM_ID_FIELD"]
+    separator, seq_separator = config["field_separator"], config["seq_separator"]
+    encoding = config["encoding"] or "utf-8"
+    ids = {"inter": [uid, iid], "item": [iid], "user": [uid]}[suffix]
+    wanted = [c for c in loaded if c in ids or atomic.columns[c] in ("float", "float_seq", "token_seq")
+              or (suffix == "item" and reads_own_features and atomic.columns[c] == "token")]
+    coded = {}
+    try:
+        table = (read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed, coded) if wanted
+                 else pd.DataFrame())
+    except pd.errors.ParserError:
+        raise ColdStartError(quote_problem(atomic, separator, encoding, "a CSV reader cannot split it into rows")) from None
+    if wanted and len(table) != atomic.n_rows:
+        raise ColdStartError(quote_problem(atomic, separator, encoding, f"a CSV reader sees {len(table)} rows"))
+    for column in wanted:
+        kind = atomic.columns[column]
+        if column in ids:
+            check_ids(atomic, column, table[column], unique=suffix != "inter", report=report)
+        elif kind == "float":
+            values = check_float_column(atomic, column, table[column], None if suffix == "inter" else report)
+            if suffix == "inter":
+                _warn_negative_ratings(config, atomic, column, values, report)
+        elif kind == "float_seq":
+            check_float_seq_column(atomic, column, table[column], seq_separator, report)
+        elif kind == "token_seq":
+            check_seq_separator(atomic, column, table[column], coded.get(column), seq_separator, separator, report)
+    return table
+
+
+def _warn_negative_ratings(config, atomic, column, values, report):
+    threshold = config["threshold"] or {}
+    if column not in threshold and column != config["RATING_FIELD"]:
+        return
+    negative = np.flatnonzero(values < 0)
+    if len(negative):
+        report.warnings.append(
+            f"{atomic.path}: {len(negative)} negative value(s) in {column!r} "
+            f"({_examples(atomic, negative, [f'{v:g}' for v in values[negative[:SHOWN]]])})"
+            + (f"; with threshold {column} >= {threshold[column]} they are dislikes." if column in threshold else ".")
+        )
+
+
+def _check_repeated_pairs(config, inter, tables, report):
+    if "inter" not in tables:
+        return
+    user_codes, _ = codes_of(tables["inter"][config["USER_ID_FIELD"]])
+    item_codes, _ = codes_of(tables["inter"][config["ITEM_ID_FIELD"]])
+    pairs = np.sort(user_codes * (int(item_codes.max(initial=0)) + 1) + item_codes)
+    repeated = int((pairs[1:] == pairs[:-1]).sum())
+    if repeated and not config["rm_dup_inter"]:
+        report.warnings.append(f"{inter.path}: {repeated} interaction(s) repeat a (user, item) pair already "
+                               "given; each copy counts (set rm_dup_inter: first to keep one).")
+
+
+def _check_rows_of_ids(config, files, tables, report):
+    """Interactions whose user or item has no row in the .user / .item file: dropped by RecBole's filter (a
+    warning with counts), or kept without features; an error when every one would go."""
+    inter = files["inter"]
+    for suffix, id_field in (("item", config["ITEM_ID_FIELD"]), ("user", config["USER_ID_FIELD"])):
         if suffix not in tables or "inter" not in tables or id_field not in tables[suffix]:
             continue
         codes, distinct = codes_of(tables["inter"][id_field])
@@ -550,7 +587,7 @@ def check_dataset(config, reads_own_features=False):
         if near:
             what += (f" ({len(near)} of them differ from an id there only in spaces or Unicode normalisation, e.g. "
                      f"{ascii(near[0])}: save both files in one form, NFC, without spaces around ids)")
-        if not filtering:
+        if not config["filter_inter_by_user_or_item"]:
             report.warnings.append(f"{what}: their {int(missing.sum())} interaction(s) are kept without {suffix} features.")
         elif missing.all():
             raise ColdStartError(f"no {suffix} of {inter.path} has a row in {files[suffix].path}: every interaction "
@@ -560,10 +597,6 @@ def check_dataset(config, reads_own_features=False):
                 f"{what}: their {int(missing.sum())} interaction(s) of {len(missing)} "
                 f"({_percent(missing.sum(), len(missing))}) are dropped (filter_inter_by_user_or_item: True)."
             )
-
-    if reads_own_features and "item" in tables:
-        _check_features(config, files["item"], tables["item"], loaded("item", files["item"]), seq_separator)
-    return report
 
 
 def _check_features(config, atomic, table, loaded_columns, seq_separator):

@@ -255,11 +255,41 @@ def make_dataset(
     frequencies are counted over the items that remain. Items with no token left in a field are kept
     with an empty cell (they are real items; models see a zero feature row) and counted.
     """
+    inter = _usable_interactions(inter, pd.Index(item_ids), skipped, texts_source)
+    used = pd.Index(item_ids).isin(inter["item_id"].unique())
+    skipped.add("items without interactions (left out)", n=int((~used).sum()))
+    rows = np.flatnonzero(used)
+    item_ids = pd.Index(item_ids)[rows]
+    result_counts = {
+        "users": int(inter["user_id"].nunique()),
+        "items": len(item_ids),
+        "interactions": len(inter),
+    }
+    if "label" in inter:
+        result_counts["likes (label 1)"] = int((inter["label"] == 1).sum())
+        result_counts["dislikes (label 0)"] = int((inter["label"] == 0).sum())
+    warnings = list(skipped.warnings)
+    cells, records = {}, []
+    for field in fields:
+        cells[field.name], record = _filtered_field(field, rows, result_counts, warnings)
+        records.append(record)
+    result_counts |= extra_counts or {}
+    for line in skipped.lines():
+        log.warning("skipped %s", line)
+    readme = _readme(readme_head, name, fields, inter, result_counts, skipped, warnings)
+
+    def write_analyzer_file(folder: Path) -> None:
+        write_analyzer(analyzer_path(folder, name), command, records)
+
+    path = write_dataset(out_dir, name, inter, list(item_ids), cells, readme, overwrite, extra=write_analyzer_file)
+    return ConversionResult(path, result_counts, dict(skipped.counts), skipped.lines(), warnings)
+
+
+def _usable_interactions(inter, item_index, skipped, texts_source):
+    """The interactions without repeated (user, item) pairs and naming an item that has text."""
     n_pairs = len(inter)
     inter = inter.drop_duplicates(["user_id", "item_id"], keep="first")
     skipped.add("duplicate user-item pairs (kept the first)", n=n_pairs - len(inter))
-
-    item_index = pd.Index(item_ids)
     known = inter["item_id"].isin(item_index)
     if not known.all():
         first = inter.loc[~known].iloc[0]
@@ -273,57 +303,47 @@ def make_dataset(
         raise ConversionError(
             f"no usable interactions: none names an item that has text in {texts_source} ({skipped.describe()})"
         )
+    return inter
 
-    used = item_index.isin(inter["item_id"].unique())
-    skipped.add("items without interactions (left out)", n=int((~used).sum()))
-    rows = np.flatnonzero(used)
-    item_ids = item_index[rows]
-    result_counts = {
-        "users": int(inter["user_id"].nunique()),
-        "items": len(item_ids),
-        "interactions": len(inter),
+
+def _filtered_field(field, rows, result_counts, warnings):
+    """One field's token cells after the document-frequency filter over the kept items ``rows``, and its
+    analyzer record; its counts go into ``result_counts``, a filter warning into ``warnings``."""
+    counts = field.counts.tocsr()[rows]
+    min_df = default_min_df(len(rows)) if field.min_df is None else field.min_df
+    empty_before = int((np.diff(counts.indptr) == 0).sum())
+    warning = filter_warning(counts, field.terms, min_df, field.max_df, field=field.name, what=field.what,
+                             options=field.options)
+    counts, terms = filter_document_frequency(
+        counts, field.terms, min_df, field.max_df, what=field.what, options=field.options
+    )
+    if warning:
+        warnings.append(warning)
+        log.warning("%s", warning)
+    lengths = np.asarray(counts.sum(axis=1)).ravel()
+    keys = field.count_keys()
+    result_counts |= {
+        keys["min_df"]: min_df,
+        keys["kept"]: len(terms),
+        keys["tokens"]: int(lengths.sum()),
+        keys["max"]: int(lengths.max()),
+        keys["empty_before"]: empty_before,
+        keys["empty_after"]: int((lengths == 0).sum()),
     }
-    if "label" in inter:
-        result_counts["likes (label 1)"] = int((inter["label"] == 1).sum())
-        result_counts["dislikes (label 0)"] = int((inter["label"] == 0).sum())
-
-    cells, records, warnings = {}, [], list(skipped.warnings)
-    for field in fields:
-        counts = field.counts.tocsr()[rows]
-        min_df = default_min_df(len(rows)) if field.min_df is None else field.min_df
-        empty_before = int((np.diff(counts.indptr) == 0).sum())
-        warning = filter_warning(counts, field.terms, min_df, field.max_df, field=field.name, what=field.what,
-                                 options=field.options)
-        counts, terms = filter_document_frequency(
-            counts, field.terms, min_df, field.max_df, what=field.what, options=field.options
+    if result_counts[keys["empty_after"]]:
+        log.warning(
+            "%d items have no %s left in %s after preprocessing and filtering; kept with an empty cell",
+            result_counts[keys["empty_after"]], field.what, field.name,
         )
-        if warning:
-            warnings.append(warning)
-            log.warning("%s", warning)
-        cells[field.name] = token_cells(counts, terms)
-        records.append(FieldRecord(field.name, field.analyzer, min_df, field.max_df, terms, field.raw_column))
-        lengths = np.asarray(counts.sum(axis=1)).ravel()
-        keys = field.count_keys()
-        result_counts |= {
-            keys["min_df"]: min_df,
-            keys["kept"]: len(terms),
-            keys["tokens"]: int(lengths.sum()),
-            keys["max"]: int(lengths.max()),
-            keys["empty_before"]: empty_before,
-            keys["empty_after"]: int((lengths == 0).sum()),
-        }
-        if result_counts[keys["empty_after"]]:
-            log.warning(
-                "%d items have no %s left in %s after preprocessing and filtering; kept with an empty cell",
-                result_counts[keys["empty_after"]], field.what, field.name,
-            )
-    result_counts |= extra_counts or {}
-    for line in skipped.lines():
-        log.warning("skipped %s", line)
+    record = FieldRecord(field.name, field.analyzer, min_df, field.max_df, terms, field.raw_column)
+    return token_cells(counts, terms), record
 
+
+def _readme(head, name, fields, inter, result_counts, skipped, warnings):
+    """README.txt of the converted dataset: where it came from, its counts, what was skipped, its files."""
     columns = ", ".join(f"{field.name}:token_seq ({field.description})" for field in fields)
-    readme = "\n".join(
-        [readme_head, "", "counts:"]
+    return "\n".join(
+        [head, "", "counts:"]
         + [f"  {key}: {value:,}" for key, value in result_counts.items()]
         + ["", "skipped:"]
         + [f"  {line}" for line in skipped.lines() or ["nothing"]]
@@ -338,11 +358,6 @@ def make_dataset(
             "",
         ]
     )
-    def write_analyzer_file(folder: Path) -> None:
-        write_analyzer(analyzer_path(folder, name), command, records)
-
-    path = write_dataset(out_dir, name, inter, list(item_ids), cells, readme, overwrite, extra=write_analyzer_file)
-    return ConversionResult(path, result_counts, dict(skipped.counts), skipped.lines(), warnings)
 
 
 def readme_head(command: str, sources: dict[str, str | os.PathLike], options: dict[str, object]) -> str:

@@ -118,3 +118,16 @@ def test_no_import_cycle():
         if node not in state:
             walk(node, [node])
     assert not cycles, "\n".join(cycles)
+
+
+def test_no_function_is_longer_than_60_lines_without_a_reason_beside_it():
+    """A long function says why on the line above its ``def``: ``# longer than 60 lines: ...``."""
+    long = []
+    for name, path in modules():
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 60:
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                if not lines[first - 2].lstrip().startswith("# longer than 60 lines:"):
+                    long.append(f"{name}.{node.name}: {node.end_lineno - node.lineno + 1} lines")
+    assert not long, "\n".join(long)

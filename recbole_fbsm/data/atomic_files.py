@@ -116,6 +116,7 @@ def read_header(path, separator, encoding="utf-8"):
     return columns
 
 
+# longer than 60 lines: one vectorised pass over the file's bytes (column counts, encoding, blank lines) whose arrays the checks share; split, it would read the file twice
 def _scan_lines(path, separator, n_columns, encoding):
     """Column count and encoding of every line after the header, without a Python loop over lines.
 

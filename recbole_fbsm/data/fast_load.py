@@ -55,6 +55,7 @@ class CodedSequences:
     counts: np.ndarray = None  # tokens per row
 
 
+# longer than 60 lines: one pass that parses every loaded column from the file's bytes, sharing the row boundaries; each column kind is one short branch
 def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, encoding, missing=True, store=None,
                        keep=False):
     """The loaded columns of a plain atomic file (see ``plain_file``) as RecBole would read them, or None

@@ -53,7 +53,7 @@ def test_a_crafted_pickle_is_refused_and_its_payload_never_runs(trained, tmp_pat
         load_model(crafted)
     assert serve_main(["recommend", str(crafted), str(trained["new_file"])]) == 2
     assert capsys.readouterr().err.startswith("error: model file ")
-    with pytest.raises(ColdStartError, match=r"warm_checkpoint: checkpoint .* holds pickled Python objects"):
+    with pytest.raises(ColdStartError, match=r"warm_checkpoint: .*crafted.pth holds pickled Python objects .* Train the warm"):
         run("DropoutNet", trained["name"], config_dict={**trained["common"], "warm_checkpoint": str(crafted)})
     assert not marker.exists()
     # the plugin's own files load without unpickling any object

@@ -33,7 +33,7 @@ from logging import getLogger
 import torch
 
 from recbole_fbsm.config.schema import setting
-from recbole_fbsm.storage.safe_files import load_checkpoint
+from recbole_fbsm.storage.safe_files import PickledFileError, load_checkpoint
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.data.features import training_items
 
@@ -171,6 +171,12 @@ def load_warm_checkpoint(path, config, train_dataset):
         raise ColdStartError(f"warm_checkpoint: {path} not found (expected a .pth checkpoint, e.g. of BPR).")
     try:
         state = load_checkpoint(path)
+    except PickledFileError:
+        raise ColdStartError(
+            f"warm_checkpoint: {path} holds pickled Python objects (a checkpoint of RecBole itself, or of recbole-fbsm "
+            "before 0.2): loading it could run any code, so it is not loaded. Train the warm model with this plugin "
+            "(run_recbole.py --model=BPR --dataset=... --seed=...), whose checkpoints hold tensors and plain values only."
+        ) from None
     except ColdStartError as error:
         raise ColdStartError(f"warm_checkpoint: {error}") from None
     if not isinstance(state, dict) or "state_dict" not in state:

@@ -268,3 +268,9 @@ def write_planted(root, name="plant", seed=0):
     return {"root": root, "name": name, "features": features, "topic_of": topic_of, "held_out": held_out,
             "users_of_topic": users_of_topic, "likes": likes, "item_file": folder / f"{name}.item",
             "new_file": root / "new.item"}
+
+
+def planted_settings(root):
+    """config_dict for a dataset of ``write_planted(root)``: quiet, checkpoints under ``root/saved``, implicit likes."""
+    return dict(QUIET, data_path=str(root), checkpoint_dir=str(root / "saved"), seed=2020, threshold=None,
+                load_col={"inter": ["user_id", "item_id"], "item": ["item_id", "genre", "words"]})

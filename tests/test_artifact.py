@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import QUIET, write_planted
+from helpers import planted_settings, write_planted
 from recbole_fbsm.artifact.model_file import FORMAT_VERSION, read_artifact
 from recbole_fbsm.storage.safe_files import load_tensors, save_tensors
 from recbole_fbsm.errors import ColdStartError
@@ -25,8 +25,7 @@ from recbole_fbsm.serve.recommend import score_new_items
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("artifact")
     data = write_planted(root)
-    common = dict(QUIET, data_path=str(root), checkpoint_dir=str(root / "saved"), seed=2020, threshold=None,
-                  load_col={"inter": ["user_id", "item_id"], "item": ["item_id", "genre", "words"]})
+    common = planted_settings(root)
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
         data["FBSM"] = run("FBSM", data["name"], config_dict={**common, "epochs": 2, "rank": 3, "init_std": 0.1})

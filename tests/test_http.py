@@ -8,7 +8,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from helpers import QUIET, write_planted
+from helpers import planted_settings, write_planted
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve import load_model, recommend
 from recbole_fbsm.serve.http import create_app, service_in_thread
@@ -18,8 +18,7 @@ from recbole_fbsm.serve.http import create_app, service_in_thread
 def service(tmp_path_factory):
     root = tmp_path_factory.mktemp("http")
     data = write_planted(root)
-    common = dict(QUIET, data_path=str(root), checkpoint_dir=str(root / "saved"), seed=2020, threshold=None,
-                  load_col={"inter": ["user_id", "item_id"], "item": ["item_id", "genre", "words"]})
+    common = planted_settings(root)
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
         result = run("FBSM", data["name"], config_dict={**common, "epochs": 2, "rank": 3, "init_std": 0.1})

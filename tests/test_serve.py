@@ -15,7 +15,7 @@ import pytest
 import torch
 from recbole.data.interaction import Interaction
 
-from helpers import HEADER, QUIET, write_planted
+from helpers import HEADER, planted_settings, write_planted
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.data.features import build_item_features, term_counts
 from recbole_fbsm.quick_start import prepare, run
@@ -33,8 +33,7 @@ from recbole_fbsm.serve.recommend import score_new_items
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("serve")
     data = write_planted(root)
-    common = dict(QUIET, data_path=str(root), checkpoint_dir=str(root / "saved"), seed=2020, threshold=None,
-                  load_col={"inter": ["user_id", "item_id"], "item": ["item_id", "genre", "words"]})
+    common = planted_settings(root)
     settings = {
         "FBSM": {"epochs": 3, "rank": 3, "init_std": 0.1, "learning_rate": 0.05},
         "UFSM": {"epochs": 2, "n_functions": 2, "init_std": 0.3, "learning_rate": 0.05},

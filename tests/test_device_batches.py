@@ -14,6 +14,7 @@ from recbole_fbsm.training.trainer import get_trainer
 
 DYNAMIC = {"distribution": "uniform", "sample_num": 1, "alpha": 1.0, "dynamic": True, "candidate_num": 5}
 UNIFORM = {"distribution": "uniform", "sample_num": 1, "alpha": 1.0, "dynamic": False, "candidate_num": 0}
+WARM = {"warm_embedding_size": 8, "warm_epochs": 3, "hidden_sizes": [16, 8]}  # DropoutNet, small and quick
 
 
 def prepared(data, model="FBSM", **overrides):
@@ -34,21 +35,26 @@ def recbole_loader(config, train_data, model):
     return loader
 
 
-def test_the_device_loader_serves_feature_models_with_whole_user_batches_and_can_be_switched_off(toy):
+def test_the_device_loader_serves_the_plugins_models_and_can_be_switched_off(toy):
     for model in ("FBSM", "UFSM"):
         _, _, (train_data, _, _) = prepared(toy, model)
         assert type(train_data).__name__ == "DeviceUserGroupedTrainDataLoader", model
     _, _, (train_data, _, _) = prepared(toy, train_batches_on_device=False)
     assert type(train_data).__name__ == "UserGroupedTrainDataLoader"
     _, _, (train_data, _, _) = prepared(toy, train_batch_by_user=False)
-    assert type(train_data).__name__ == "TrainDataLoader"
+    assert type(train_data).__name__ == "DeviceTrainDataLoader"
+    _, _, (train_data, _, _) = prepared(toy, "DropoutNet", **WARM)
+    assert type(train_data).__name__ == "DeviceTrainDataLoader"
     _, _, (train_data, _, _) = prepare("BPR", toy.name, config_dict=dataset_config(toy, train_batch_by_user=True))
     assert type(train_data).__name__ == "UserGroupedTrainDataLoader", "RecBole's models read more than three columns"
 
 
-@pytest.mark.parametrize("negatives", [DYNAMIC, UNIFORM, {**UNIFORM, "sample_num": 2}, {**UNIFORM, "distribution": "popularity"}])
-def test_batches_hold_whole_users_cover_every_like_once_and_never_leave_the_training_split(toy, negatives):
-    config, model, (train_data, valid_data, test_data) = prepared(toy, train_neg_sample_args=negatives)
+@pytest.mark.parametrize("negatives, by_user", [
+    (DYNAMIC, True), (UNIFORM, True), ({**UNIFORM, "sample_num": 2}, True),
+    ({**UNIFORM, "distribution": "popularity"}, True), (DYNAMIC, False), ({**UNIFORM, "sample_num": 2}, False)])
+def test_batches_are_recboles_cover_every_like_once_and_never_leave_the_training_split(toy, negatives, by_user):
+    config, model, (train_data, valid_data, test_data) = prepared(toy, train_neg_sample_args=negatives,
+                                                                  train_batch_by_user=by_user)
     dataset = train_data._dataset
     likes = sorted(zip(dataset.inter_feat[dataset.uid_field].tolist(), dataset.inter_feat[dataset.iid_field].tolist()))
     train_items = set(dataset.split_items.tolist())
@@ -59,13 +65,13 @@ def test_batches_hold_whole_users_cover_every_like_once_and_never_leave_the_trai
     for _ in range(2):
         assert len(train_data) == len(reference)
         seen, plan = [], []
-        for ours, theirs in zip(train_data, reference):
+        for ours, theirs in zip(list(train_data), list(reference)):  # whole epochs (RecBole draws at the end)
             users, positives, negative_items = ours[model.USER_ID], ours[model.ITEM_ID], ours[model.NEG_ITEM_ID]
-            # the same plan as RecBole's whole-user loader: the same users and positives, batch by batch
+            # the same plan as RecBole's loader: the same users and positives, batch by batch
             assert torch.equal(users, theirs[model.USER_ID]) and torch.equal(positives, theirs[model.ITEM_ID])
             n = len(users) // times
             assert torch.equal(users, users[:n].repeat(times)) and torch.equal(positives, positives[:n].repeat(times))
-            if times == 1:
+            if times == 1 and by_user:
                 assert model.whole_user_slots(users, positives) is not None, "a user split over two batches"
             assert set(negative_items.tolist()) <= train_items and not set(negative_items.tolist()) & other_items
             assert not set(positives.tolist()) & other_items
@@ -74,14 +80,15 @@ def test_batches_hold_whole_users_cover_every_like_once_and_never_leave_the_trai
             plan.append(tuple(users[:n].tolist()))
         assert sorted(seen) == likes, "every training like exactly once per epoch"
         plans.append(plan)
-    assert plans[0] != plans[1], "users are reshuffled every epoch"
+    assert plans[0] != plans[1], "reshuffled every epoch"
 
 
 def test_negatives_of_users_with_dislikes_are_their_dislikes(toy):
     _, model, (train_data, _, _) = prepared(toy, train_neg_sample_args=UNIFORM)
     dataset = train_data._dataset
     disliked = {}
-    for user, item in zip(dataset.dislike_feat[dataset.uid_field].tolist(), dataset.dislike_feat[dataset.iid_field].tolist()):
+    dislikes = dataset.dislike_feat
+    for user, item in zip(dislikes[dataset.uid_field].tolist(), dislikes[dataset.iid_field].tolist()):
         disliked.setdefault(user, set()).add(item)
     checked = 0
     for batch in train_data:
@@ -118,18 +125,25 @@ def deterministic_draws(monkeypatch):
                         lambda self, users: torch.from_numpy(draw(self.pool.numpy(), users.numpy())))
 
 
-@pytest.mark.parametrize("model_name, negatives", [("FBSM", DYNAMIC), ("FBSM", UNIFORM), ("UFSM", DYNAMIC)])
+@pytest.mark.parametrize("model_name, settings", [
+    ("FBSM", {"train_neg_sample_args": DYNAMIC}), ("FBSM", {"train_neg_sample_args": UNIFORM}),
+    ("UFSM", {"train_neg_sample_args": DYNAMIC}),
+    ("FBSM", {"train_neg_sample_args": DYNAMIC, "train_batch_by_user": False}), ("DropoutNet", WARM)])
 def test_an_epoch_on_device_batches_has_the_losses_and_parameters_of_recboles_loader(toy, monkeypatch, model_name,
-                                                                                      negatives):
+                                                                                      settings):
     """Given the same triplets (and the same dynamic candidates), a trainer's epoch on the device batches and
     on RecBole's loader takes the same steps: every batch's loss and the parameters after the epoch agree."""
     deterministic_draws(monkeypatch)
-    config, model, (train_data, _, _) = prepared(toy, model_name, train_neg_sample_args=negatives, learning_rate=0.05)
+    config, model, (train_data, _, _) = prepared(toy, model_name, learning_rate=0.05, **settings)
     reference = recbole_loader(config, train_data, model)
     start = {key: value.clone() for key, value in model.state_dict().items()}
+    own_generator = getattr(model, "_generator", None)  # DropoutNet's dropout draws
+    generator_state = None if own_generator is None else own_generator.get_state()
     outcomes = []
     for loader in (train_data, reference):
         model.load_state_dict(start)
+        if own_generator is not None:
+            own_generator.set_state(generator_state)
         trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
         losses, calculate_loss = [], model.calculate_loss
 
@@ -177,7 +191,8 @@ def test_each_rank_cuts_its_share_of_every_batch(toy, monkeypatch):
     shares = []
     for rank in range(2):
         monkeypatch.setattr(distributed, "world", lambda rank=rank: (rank, 2))
-        loader = train_loader_class(config, True, train_data._sampler)(config, dataset, train_data._sampler, shuffle=True)
+        loader_class = train_loader_class(config, True, train_data._sampler)
+        loader = loader_class(config, dataset, train_data._sampler, shuffle=True)
         loader.get_model(model)
         shares.append([(b[model.USER_ID].tolist(), b[model.ITEM_ID].tolist()) for b in loader])
     assert len(shares[0]) == len(shares[1]) > 1

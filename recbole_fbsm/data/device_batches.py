@@ -7,9 +7,9 @@ was most of a step (benchmarks/README.md). The models that read their own featur
 columns (user, positive, negative), so here the training likes are held once as two tensors on the
 model's device, and a batch is
 
-- the epoch plan of ``UserGroupedBatchSampler`` (the same shuffled whole users, the same batches and the same
-  per-rank shares as the whole-user RecBole loader: it draws from the same generator), moved to the device
-  once per epoch and sliced per batch;
+- the epoch plan of RecBole's loader, drawn from the same generator: with ``train_batch_by_user`` that of
+  ``UserGroupedBatchSampler`` (the same shuffled whole users, batches and per-rank shares), otherwise the
+  same shuffled rows in batches of ``train_batch_size``; moved to the device once per epoch, sliced per batch;
 - two ``index_select`` for its users and positives;
 - negatives from ``DeviceNegativeSampler`` (the train split's items only, the same distribution as
   ``ColdStartSampler``) drawn on the device; with dynamic sampling, ``candidate_num`` of them per triplet
@@ -33,28 +33,48 @@ from recbole_fbsm.runtime import distributed
 
 def device_batches_apply(config, reads_own_features, sampler):
     """Whether the run's training batches can be cut on the device: a model that reads its own features (it
-    needs only users, positives and negatives), whole-user batches, BPR pairs with sampled negatives from the
-    plugin's split sampler; ``train_batches_on_device: False`` keeps RecBole's loader (for comparison)."""
+    needs only users, positives and negatives), BPR pairs with sampled negatives from the plugin's split
+    sampler, and whole-user batches (any number of processes) or RecBole's shuffled rows in one process
+    (its data-parallel split of rows is its DistributedSampler's); ``train_batches_on_device: False`` keeps
+    RecBole's loader (for comparison)."""
     args = config["train_neg_sample_args"] or {}
-    return (bool(config["train_batches_on_device"]) and reads_own_features and bool(config["train_batch_by_user"])
+    return (bool(config["train_batches_on_device"]) and reads_own_features
+            and (bool(config["train_batch_by_user"]) or not distributed.is_distributed(config))
             and isinstance(sampler, ColdStartSampler) and config["MODEL_INPUT_TYPE"] == InputType.PAIRWISE
             and args.get("distribution") in ("uniform", "popularity") and args.get("sample_num") not in (None, "none"))
 
 
 def device_batches(loader_class):
-    """``loader_class`` (a whole-user loader of ``user_batches.user_grouped``) whose iteration yields batches
-    cut on the model's device; everything else (length, plan, model, dataset, settings) is the loader's."""
+    """``loader_class`` (RecBole's TrainDataLoader, or its whole-user version of ``user_batches.user_grouped``)
+    whose iteration yields batches cut on the model's device; everything else (length, model, dataset,
+    settings) is the loader's."""
 
     class DeviceTrainDataLoader(loader_class):
         def __iter__(self):
             likes = self.device_likes()
-            order, cuts = self._index_sampler.epoch_plan()
-            # torch's DataLoader iterator draws its workers' base seed from the loader's generator after the
-            # plan: drawn here too, the plans of later epochs stay those of RecBole's loader
-            torch.empty((), dtype=torch.int64).random_(generator=self.generator)
-            order = torch.from_numpy(np.ascontiguousarray(order)).to(likes["device"])
+            order, cuts = self.epoch_plan()
+            order = torch.as_tensor(order).to(likes["device"])
             bounds = cuts.tolist()
             return (self.cut_batch(likes, order[a:b]) for a, b in zip(bounds[:-1], bounds[1:]))
+
+        def epoch_plan(self):
+            """(like indices in batch order, batch boundaries): the batches RecBole's loader iterates in an epoch,
+            drawn from the same generator and in the same order, so that every epoch of a run is the one
+            RecBole's loader would give: torch's DataLoader iterator draws its workers' base seed (after a
+            whole-user plan, before a shuffled sampler's permutation), and its RandomSampler draws a second
+            permutation when the epoch's indices run out."""
+            index_sampler, generator = self._index_sampler, self.generator
+            if hasattr(index_sampler, "epoch_plan"):  # whole users
+                order, cuts = index_sampler.epoch_plan()
+                torch.empty((), dtype=torch.int64).random_(generator=generator)
+                return np.ascontiguousarray(order), cuts
+            torch.empty((), dtype=torch.int64).random_(generator=generator)
+            n = self.sample_size
+            order = torch.arange(n)
+            if self.shuffle:
+                order = torch.randperm(n, generator=generator)
+                torch.randperm(n, generator=generator)
+            return order, np.r_[np.arange(0, n, max(1, int(self.step))), n] if n else np.zeros(1, dtype=np.int64)
 
         def device_likes(self):
             """The training likes and the negative sampler on the model's device, built on first use (the

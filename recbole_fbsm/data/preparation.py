@@ -53,8 +53,8 @@ def data_preparation(config, dataset, reads_own_features=False):
     With ``eval_args.group_by: item`` the samplers are ``ColdStartSampler`` (negatives only from the
     phase's own split). ``reads_own_features`` skips RecBole's per-batch feature join for models that
     hold their own feature matrices. ``train_batch_by_user`` makes every training batch hold whole users
-    (see ``user_batches``); for such models these batches are cut from tensors on the model's device
-    (``device_batches``) unless ``train_batches_on_device`` is off.
+    (see ``user_batches``). For models that read their own features the batches are cut from tensors on the
+    model's device (``device_batches``) unless ``train_batches_on_device`` is off.
     """
     if config["MODEL_TYPE"] not in (ModelType.GENERAL, ModelType.CONTEXT, ModelType.TRADITIONAL):
         raise ColdStartError(f"model {config['model']!r}: only general and context-aware models are supported.")
@@ -91,8 +91,8 @@ def train_loader_class(config, reads_own_features, sampler):
     loader = get_dataloader(config, "train")
     if config["train_batch_by_user"]:
         loader = user_grouped(loader)
-        if device_batches_apply(config, reads_own_features, sampler):
-            loader = device_batches(loader)
+    if device_batches_apply(config, reads_own_features, sampler):
+        loader = device_batches(loader)
     return loader
 
 

@@ -37,6 +37,15 @@ def test_a_model_trains_on_the_gpu_and_its_checkpoint_scores_alike_on_the_cpu(to
         assert cpu[metric] == pytest.approx(value, abs=0.01), (metric, cpu, gpu["test_result"])
 
 
+@pytest.mark.parametrize("name", ("FBSM", "DropoutNet"))
+def test_training_batches_are_cut_and_their_negatives_drawn_on_the_gpu(topics, name):
+    _, model, (train_data, _, _) = prepare(name, "topics", config_dict={**topics, **GPU})
+    assert type(train_data).__name__.startswith("Device")
+    batch = next(iter(train_data))
+    assert all(batch[field].device.type == "cuda" for field in (model.USER_ID, model.ITEM_ID, model.NEG_ITEM_ID))
+    assert set(batch[model.NEG_ITEM_ID].tolist()) <= set(train_data._dataset.split_items.tolist())
+
+
 @pytest.mark.parametrize("name", ("FBSM", "Heater"))
 def test_serving_on_the_gpu_scores_as_on_the_cpu(topics, tmp_path, name):
     from recbole_fbsm.serve.loading import load_model

@@ -53,12 +53,14 @@ def plugin_classes():
     from recbole.data.dataloader import FullSortEvalDataLoader, TrainDataLoader
     from recbole.trainer import Trainer
 
+    from recbole_fbsm.data.device_batches import device_batches
     from recbole_fbsm.data.eval_loader import vectorised_eval_loader
     from recbole_fbsm.data.user_batches import user_grouped
     from recbole_fbsm.training.trainer import get_trainer
     from recbole.utils import ModelType
 
-    yield from (user_grouped(TrainDataLoader), vectorised_eval_loader(FullSortEvalDataLoader),
+    yield from (user_grouped(TrainDataLoader), device_batches(user_grouped(TrainDataLoader)),
+                vectorised_eval_loader(FullSortEvalDataLoader),
                 get_trainer(ModelType.GENERAL, "BPR"), Trainer)
 
 

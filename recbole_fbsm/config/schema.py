@@ -42,6 +42,8 @@ PLUGIN_SETTINGS = {
     "split_seed": S(optional(integer(0, SEED_MAX)), None, OVERALL, "seed of the item split (~: seed)"),
     "torch_threads": S(optional(thread_count), None, OVERALL, "torch's CPU threads (~: torch's choice)"),
     "train_batch_by_user": S(flag, False, OVERALL, "training batches of whole users"),
+    "train_batches_on_device": S(flag, True, OVERALL,
+                                 "feature models' batches cut on the model's device (False: RecBole's loader)"),
     "valid_before_training": S(flag, False, OVERALL, "the untrained model is a candidate checkpoint"),
     "bpr_user_weighting": S(flag, False, OVERALL, "every user weighs the same in the BPR loss"),
     "bpr_profile_alpha": S(number(0), 0, OVERALL, "BPR differences scaled by (user's likes)^-alpha"),

@@ -16,6 +16,7 @@ from recbole.utils import ModelType, set_color
 
 from recbole_fbsm.data.atomic_files import check_dataset, read_header
 from recbole_fbsm.data.dataset import ColdStartDataset
+from recbole_fbsm.data.device_batches import device_batches, device_batches_apply
 from recbole_fbsm.data.eval_loader import vectorised_eval_loader
 from recbole_fbsm.data.sampler import ColdStartSampler
 from recbole_fbsm.data.user_batches import user_grouped
@@ -52,7 +53,8 @@ def data_preparation(config, dataset, reads_own_features=False):
     With ``eval_args.group_by: item`` the samplers are ``ColdStartSampler`` (negatives only from the
     phase's own split). ``reads_own_features`` skips RecBole's per-batch feature join for models that
     hold their own feature matrices. ``train_batch_by_user`` makes every training batch hold whole users
-    (see ``user_batches``).
+    (see ``user_batches``). For models that read their own features the batches are cut from tensors on the
+    model's device (``device_batches``) unless ``train_batches_on_device`` is off.
     """
     if config["MODEL_TYPE"] not in (ModelType.GENERAL, ModelType.CONTEXT, ModelType.TRADITIONAL):
         raise ColdStartError(f"model {config['model']!r}: only general and context-aware models are supported.")
@@ -65,10 +67,8 @@ def data_preparation(config, dataset, reads_own_features=False):
     else:
         samplers = create_samplers(config, dataset, built)
     train_sampler, valid_sampler, test_sampler = samplers
-    train_loader = get_dataloader(config, "train")
-    if config["train_batch_by_user"]:
-        train_loader = user_grouped(train_loader)
-    train_data = train_loader(config, built[0], train_sampler, shuffle=config["shuffle"])
+    train_data = train_loader_class(config, reads_own_features, train_sampler)(
+        config, built[0], train_sampler, shuffle=config["shuffle"])
     valid_data = vectorised_eval_loader(get_dataloader(config, "valid"))(config, built[1], valid_sampler, shuffle=False)
     test_data = vectorised_eval_loader(get_dataloader(config, "test"))(config, built[2], test_sampler, shuffle=False)
     logger = getLogger()
@@ -83,6 +83,17 @@ def data_preparation(config, dataset, reads_own_features=False):
             + "/".join(str(0 if d.dislike_feat is None else len(d.dislike_feat)) for d in built)
         )
     return train_data, valid_data, test_data
+
+
+def train_loader_class(config, reads_own_features, sampler):
+    """RecBole's training loader for the model type; whole users per batch with ``train_batch_by_user``; cut
+    on the model's device when ``device_batches_apply``."""
+    loader = get_dataloader(config, "train")
+    if config["train_batch_by_user"]:
+        loader = user_grouped(loader)
+    if device_batches_apply(config, reads_own_features, sampler):
+        loader = device_batches(loader)
+    return loader
 
 
 def _sample_seed(config):

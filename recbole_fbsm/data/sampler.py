@@ -198,3 +198,78 @@ class ColdStartSampler(SamplerRoutes, Sampler):
                 f"{len(sorted_unique(users))} user(s) liked every item of the {self.phase} split: they have no "
                 "true negative, so their negatives are drawn among their own likes."
             )
+
+
+class DeviceNegativeSampler:
+    """One phase of a ``ColdStartSampler`` as tensors on a device: the same negatives' distribution (dislikes,
+    uniform among the split's items the user has not liked, popularity with rejection), drawn by torch on
+    that device from its own generator, so that a training loop cuts its batches without leaving the device
+    (``data.device_batches``)."""
+
+    def __init__(self, sampler, device, generator):
+        phase, self.device, self.generator = sampler.phase, torch.device(device), generator
+        likes, dislikes = sampler._likes[phase], sampler._dislikes[phase]
+        pool = sampler._pools[phase]
+        self.pool_size = len(pool)
+
+        def put(array):
+            return torch.as_tensor(np.ascontiguousarray(array)).to(self.device)
+
+        self.pool = put(pool)
+        self.like_counts, self.like_starts = put(likes.counts), put(likes.indptr[:-1])
+        self.shifted_keys, self.liked_keys = put(likes.shifted_keys), put(likes.liked_keys)
+        # users who liked every item of the split: known up front, so no per-batch check (and no device sync)
+        self.saturated = put(likes.counts >= self.pool_size)
+        self.dislikes = None
+        if dislikes is not None and len(dislikes.values):
+            self.dislikes = (put(dislikes.counts), put(dislikes.indptr[:-1]), put(dislikes.values))
+        cdf = sampler._pop_cdf.get(phase) if sampler.distribution == "popularity" else None
+        self.popularity_cdf = None if cdf is None else put(cdf)
+        saturated = likes.counts >= self.pool_size
+        if dislikes is not None:
+            saturated &= dislikes.counts == 0
+        if saturated.any():
+            sampler._warn_saturated(np.flatnonzero(saturated))
+
+    def uniforms(self, n):
+        return torch.rand(n, generator=self.generator, device=self.device, dtype=torch.float64)
+
+    def sample(self, users):
+        """One negative item (internal id) per entry of ``users`` (a long tensor on the device)."""
+        result = self.pool.index_select(0, self.free_positions(users, self.uniforms(len(users))))
+        if self.popularity_cdf is not None:
+            result = self._popularity_draw(users, result)
+        if self.dislikes is not None:  # users with dislikes in the split draw among them, whatever the distribution
+            counts, starts, values = self.dislikes
+            user_counts = counts.index_select(0, users)
+            pick = starts.index_select(0, users) + (self.uniforms(len(users)) * user_counts).long()
+            disliked = values.index_select(0, pick.clamp(max=len(values) - 1))
+            result = torch.where(user_counts > 0, disliked, result)
+        return result
+
+    def free_positions(self, users, uniforms):
+        """Positions in the pool, exactly uniform among those the user has not liked (as
+        ``ColdStartSampler._uniform_free_positions``, from the given uniforms in [0, 1))."""
+        saturated = self.saturated.index_select(0, users)
+        free = self.pool_size - self.like_counts.index_select(0, users)
+        r = (uniforms * torch.where(saturated, self.pool_size, free)).long()
+        keys = users * (self.pool_size + 1) + r
+        below = torch.searchsorted(self.shifted_keys, keys, right=True) - self.like_starts.index_select(0, users)
+        return torch.where(saturated, r, r + below)
+
+    def _popularity_draw(self, users, result):
+        """Split popularity with rejection of liked items for a few rounds; rows still clashing keep their
+        uniform free draw (``result``), as the numpy sampler does."""
+        cdf, liked, n = self.popularity_cdf, self.liked_keys, self.pool_size + 1
+        todo = torch.ones(len(users), dtype=torch.bool, device=self.device)
+        for _ in range(POPULARITY_REJECTION_ROUNDS):
+            positions = torch.searchsorted(cdf, self.uniforms(len(users)), right=True).clamp(max=self.pool_size - 1)
+            keys = users * n + positions
+            found = torch.searchsorted(liked, keys).clamp(max=max(len(liked) - 1, 0))
+            clash = liked.index_select(0, found) == keys if len(liked) else torch.zeros_like(todo)
+            accept = todo & ~clash
+            result = torch.where(accept, self.pool.index_select(0, positions), result)
+            todo &= clash
+            if not bool(todo.any()):
+                break
+        return result

@@ -44,9 +44,10 @@ class UserGroupedBatchSampler:
         self.starts = (np.cumsum(counts) - counts)[self.active_users]
 
     def _plan(self):
+        """The epoch as (like indices in batch order, batch boundaries): batch k is order[cuts[k]:cuts[k + 1]]."""
         n = len(self.users)
         if n == 0:
-            return []
+            return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
         seed = int(torch.randint(0, 2**62, (1,), generator=self.generator))
         shuffled = np.random.default_rng(seed).permutation(len(self.active_users))
         lengths, starts = self.counts[shuffled], self.starts[shuffled]
@@ -57,8 +58,7 @@ class UserGroupedBatchSampler:
         first = np.flatnonzero(np.r_[True, batch_of_user[1:] != batch_of_user[:-1]])
         if self.world_size > 1:
             return self._share(order, lengths, first)
-        cuts = np.r_[user_first[first], n]
-        return [order[a:b].tolist() for a, b in zip(cuts[:-1], cuts[1:])]
+        return order, np.r_[user_first[first], n]
 
     def _share(self, order, lengths, first):
         """This rank's part of each batch of the epoch: the batch's users in epoch order, dealt round-robin
@@ -79,18 +79,22 @@ class UserGroupedBatchSampler:
         mine = np.repeat(dealt, lengths)                      # each like goes with its user
         like_segment = np.repeat(segment, lengths)[mine]
         order = order[mine]
-        cuts = np.r_[0, np.flatnonzero(like_segment[1:] != like_segment[:-1]) + 1, len(order)]
-        return [order[a:b].tolist() for a, b in zip(cuts[:-1], cuts[1:])]
+        return order, np.r_[0, np.flatnonzero(like_segment[1:] != like_segment[:-1]) + 1, len(order)]
+
+    def epoch_plan(self):
+        """(order, cuts) of the next epoch (the one ``len()`` planned, if it was asked first)."""
+        planned = self._planned if self._planned is not None else self._plan()
+        self._planned = None
+        return planned
 
     def __iter__(self):
-        batches = self._planned if self._planned is not None else self._plan()
-        self._planned = None
-        return iter(batches)
+        order, cuts = self.epoch_plan()
+        return iter([order[a:b].tolist() for a, b in zip(cuts[:-1], cuts[1:])])
 
     def __len__(self):
         if self._planned is None:
             self._planned = self._plan()
-        return len(self._planned)
+        return len(self._planned[1]) - 1
 
 
 def user_grouped(loader_class):

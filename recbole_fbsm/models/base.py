@@ -213,11 +213,11 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         return sums.index_select(0, inverse)
 
     def predict(self, interaction):
-        """Scores of (user, item) pairs. When the pairs have few distinct users (RecBole's dynamic
-        negative sampling scores ``candidate_num`` items for each user of a training batch), the
-        users' profiles are built densely once: the diagonal part is one sparse x dense product,
-        F[items] @ (W_u's diagonal * f_u for each user), the low-rank part (V f_i) . (V f_u). No binary
-        search in F_U per nonzero of every candidate, no pass over the users' likes."""
+        """Scores of (user, item) pairs. When the pairs have few distinct users (dynamic negative sampling
+        scores ``candidate_num`` items for each user of a training batch), the users' profiles are built
+        densely once and each nonzero of an item's f_i reads its user's f_u there (no binary search in F_U,
+        no sparse product of every pair with every user); the low-rank part is (V f_i) . (V f_u), with
+        V f_u summed over the users' likes or taken from the dense profiles, whichever is smaller."""
         users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
         self_in_profile = self.R.contains(users, items)
         unique_users, inverse = torch.unique(users, return_inverse=True)
@@ -226,18 +226,30 @@ class FeatureSimilarityRecommender(GeneralRecommender):
                 n_users * self.n_features > DENSE_PROFILE_CELLS):
             return self.pair_scores(users, items, self_in_profile)
         profiles = self.F_U.dense_rows(unique_users)                        # users x features
-        weighted = (profiles * self.diagonal_weights(unique_users)).T.contiguous()  # W_u's diagonal * f_u
         rows = self.F.gather_rows(items)
-        scores = torch.sparse.mm(self.F.rows_matrix(items, rows), weighted)  # pairs x users
-        scores = scores.gather(1, inverse[:, None]).squeeze(1)
+        owner, cols, values, _ = rows
+        cells = inverse.index_select(0, owner) * self.n_features + cols     # (the pair's user, feature) per entry
+        weights = self.diagonal_weights(unique_users)                       # W_u's diagonal
+        weights = weights.index_select(0, cols) if weights.dim() == 1 else weights.reshape(-1).index_select(0, cells)
+        entries = values * weights * profiles.view(-1).index_select(0, cells)
+        scores = torch.zeros(len(items), dtype=entries.dtype, device=entries.device).index_add_(0, owner, entries)
         factors = self.low_rank_factors()
         if factors is not None:
-            user_factors = (profiles @ factors).index_select(0, inverse)   # V f_u per pair
+            user_factors = self.few_user_factors(unique_users, profiles, factors).index_select(0, inverse)
             scores = scores + (rows_times_table(*rows, factors) * user_factors).sum(-1)
         if bool(self_in_profile.any()):  # estimation constraint: a training like without its own f_i
             liked = torch.nonzero(self_in_profile).squeeze(1)
             scores = scores.index_add(0, liked, -self.self_similarity(users[liked], items[liked]))
         return scores
+
+    def few_user_factors(self, users, profiles, factors):
+        """V f_u for distinct ``users`` whose dense ``profiles`` are at hand: the sum over their likes'
+        V f_j (``user_factors``) when their likes' nonzeros are fewer than the profiles' cells, else
+        profiles @ V (a heavy user's likes hold far more entries than the vocabulary)."""
+        likes = int((self.R.indptr.index_select(0, users + 1) - self.R.indptr.index_select(0, users)).sum())
+        if likes * len(self.F.values) < len(users) * self.n_features * max(self.F.shape[0], 1):
+            return self.user_factors(users, factors)
+        return profiles @ factors
 
     # ------------------------------------------------------------------------------ full ranking
     def full_sort_predict(self, interaction):

@@ -1,0 +1,128 @@
+"""Training batches cut from tensors on the model's device: the training loop without the loader's toll.
+
+RecBole's loader builds every batch in Python on the CPU: torch's DataLoader fetches a list of indices, the
+collate indexes every column of the interaction table, wraps them in an ``Interaction``, repeats it for
+the negatives and joins their fields; dynamic negatives copy the batch again. For FBSM at batch 256 that
+was most of a step (benchmarks/README.md). The models that read their own features need only three
+columns (user, positive, negative), so here the training likes are held once as two tensors on the
+model's device, and a batch is
+
+- the epoch plan of RecBole's loader, drawn from the same generator: with ``train_batch_by_user`` that of
+  ``UserGroupedBatchSampler`` (the same shuffled whole users, batches and per-rank shares), otherwise the
+  same shuffled rows in batches of ``train_batch_size``; moved to the device once per epoch, sliced per batch;
+- two ``index_select`` for its users and positives;
+- negatives from ``DeviceNegativeSampler`` (the train split's items only, the same distribution as
+  ``ColdStartSampler``) drawn on the device; with dynamic sampling, ``candidate_num`` of them per triplet
+  scored by ``model.predict`` as (user, item) pairs, the best kept.
+
+No Python loop over rows, no per-batch collate. RecBole's trainer still drives the epochs (it iterates the
+loader and asks its length), evaluation, early stopping and checkpoints. The loader draws its negatives
+from a generator of its own (seeded by the run's seed and the process's rank), so its negatives differ from
+the RecBole loader's; its batches' users and positives do not.
+"""
+
+import numpy as np
+import torch
+from recbole.data.interaction import Interaction
+from recbole.utils import InputType
+
+from recbole_fbsm.data.sampler import ColdStartSampler, DeviceNegativeSampler
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.runtime import distributed
+
+
+def device_batches_apply(config, reads_own_features, sampler):
+    """Whether the run's training batches can be cut on the device: a model that reads its own features (it
+    needs only users, positives and negatives), BPR pairs with sampled negatives from the plugin's split
+    sampler, and whole-user batches (any number of processes) or RecBole's shuffled rows in one process
+    (its data-parallel split of rows is its DistributedSampler's); ``train_batches_on_device: False`` keeps
+    RecBole's loader (for comparison)."""
+    args = config["train_neg_sample_args"] or {}
+    return (bool(config["train_batches_on_device"]) and reads_own_features
+            and (bool(config["train_batch_by_user"]) or not distributed.is_distributed(config))
+            and isinstance(sampler, ColdStartSampler) and config["MODEL_INPUT_TYPE"] == InputType.PAIRWISE
+            and args.get("distribution") in ("uniform", "popularity") and args.get("sample_num") not in (None, "none"))
+
+
+# longer than 60 lines: a class factory whose body is the class (its methods are short)
+def device_batches(loader_class):
+    """``loader_class`` (RecBole's TrainDataLoader, or its whole-user version of ``user_batches.user_grouped``)
+    whose iteration yields batches cut on the model's device; everything else (length, model, dataset,
+    settings) is the loader's."""
+
+    class DeviceTrainDataLoader(loader_class):
+        def __iter__(self):
+            likes = self.device_likes()
+            order, cuts = self.epoch_plan()
+            order = torch.as_tensor(order).to(likes["device"])
+            bounds = cuts.tolist()
+            return (self.cut_batch(likes, order[a:b]) for a, b in zip(bounds[:-1], bounds[1:]))
+
+        def epoch_plan(self):
+            """(like indices in batch order, batch boundaries): the batches RecBole's loader iterates in an epoch,
+            drawn from the same generator and in the same order, so that every epoch of a run is the one
+            RecBole's loader would give: torch's DataLoader iterator draws its workers' base seed (after a
+            whole-user plan, before a shuffled sampler's permutation), and its RandomSampler draws a second
+            permutation when the epoch's indices run out."""
+            index_sampler, generator = self._index_sampler, self.generator
+            if hasattr(index_sampler, "epoch_plan"):  # whole users
+                order, cuts = index_sampler.epoch_plan()
+                torch.empty((), dtype=torch.int64).random_(generator=generator)
+                return np.ascontiguousarray(order), cuts
+            torch.empty((), dtype=torch.int64).random_(generator=generator)
+            n = self.sample_size
+            order = torch.arange(n)
+            if self.shuffle:
+                order = torch.randperm(n, generator=generator)
+                torch.randperm(n, generator=generator)
+            return order, np.r_[np.arange(0, n, max(1, int(self.step))), n] if n else np.zeros(1, dtype=np.int64)
+
+        def device_likes(self):
+            """The training likes and the negative sampler on the model's device, built on first use (the
+            model is built after the loaders) and again if the model moves."""
+            device = torch.device(self.model.device if self.model is not None else self.config["device"])
+            held = getattr(self, "_device_likes", None)
+            if held is None or held["device"] != device:
+                inter_feat = self._dataset.inter_feat
+                rank = distributed.world()[0]
+                seed = int(np.random.SeedSequence([int(self.config["seed"]), rank]).generate_state(1)[0])
+                generator = torch.Generator(device=device).manual_seed(seed)
+                held = self._device_likes = {
+                    "device": device,
+                    "users": inter_feat[self.uid_field].to(device),
+                    "items": inter_feat[self.iid_field].to(device),
+                    "negatives": DeviceNegativeSampler(self._sampler, device, generator),
+                }
+            return held
+
+        def cut_batch(self, likes, index):
+            """The batch of like indices ``index``: users, positives (each repeated ``sample_num`` times, as
+            RecBole's pairwise batches) and their negatives."""
+            users, items = likes["users"].index_select(0, index), likes["items"].index_select(0, index)
+            if self.times > 1:
+                users, items = users.repeat(self.times), items.repeat(self.times)
+            negatives = self.device_negatives(likes["negatives"], users)
+            return Interaction({self.uid_field: users, self.iid_field: items, self.neg_item_id: negatives})
+
+        def device_negatives(self, sampler, users):
+            """One negative per entry of ``users``; with dynamic sampling the best scored by the model of
+            ``candidate_num`` draws (as ``user_batches``' ``plugin_neg_sampling``, on the device)."""
+            if not self.neg_sample_args.get("dynamic", False):
+                return sampler.sample(users)
+            model = self.model
+            if model is None:
+                raise ColdStartError("dynamic negative sampling scores its candidates with the model: hand it to the "
+                                     "training loader first (train_data.get_model(model)).")
+            candidate_num = int(self.neg_sample_args["candidate_num"])
+            pair_users = users.repeat(candidate_num)
+            candidates = sampler.sample(pair_users)
+            was_training = model.training
+            model.eval()
+            with torch.no_grad():
+                scores = model.predict(Interaction({self.uid_field: pair_users, self.iid_field: candidates}))
+            model.train(was_training)
+            best = scores.reshape(candidate_num, -1).argmax(0, keepdim=True)
+            return candidates.reshape(candidate_num, -1).gather(0, best).view(-1)
+
+    DeviceTrainDataLoader.__name__ = "Device" + loader_class.__name__
+    return DeviceTrainDataLoader

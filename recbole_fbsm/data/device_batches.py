@@ -2,10 +2,9 @@
 
 RecBole's loader builds every batch in Python on the CPU: torch's DataLoader fetches a list of indices, the
 collate indexes every column of the interaction table, wraps them in an ``Interaction``, repeats it for
-the negatives and joins their fields; dynamic negatives copy the batch again. For FBSM at batch 256 that
-was most of a step (benchmarks/README.md). The models that read their own features need only three
-columns (user, positive, negative), so here the training likes are held once as two tensors on the
-model's device, and a batch is
+the negatives and joins their fields, and on a GPU copies the batch over (and dynamic negatives' choice
+back). The models that read their own features need only three columns (user, positive, negative), so
+here the training likes are held once as two tensors on the model's device, and a batch is
 
 - the epoch plan of RecBole's loader, drawn from the same generator: with ``train_batch_by_user`` that of
   ``UserGroupedBatchSampler`` (the same shuffled whole users, batches and per-rank shares), otherwise the
@@ -38,10 +37,10 @@ def device_batches_apply(config, reads_own_features, sampler):
     (its data-parallel split of rows is its DistributedSampler's); ``train_batches_on_device: False`` keeps
     RecBole's loader (for comparison)."""
     args = config["train_neg_sample_args"] or {}
-    return (bool(config["train_batches_on_device"]) and reads_own_features
+    sampled = args.get("distribution") in ("uniform", "popularity") and args.get("sample_num") not in (None, "none")
+    return (bool(config["train_batches_on_device"]) and reads_own_features and sampled
             and (bool(config["train_batch_by_user"]) or not distributed.is_distributed(config))
-            and isinstance(sampler, ColdStartSampler) and config["MODEL_INPUT_TYPE"] == InputType.PAIRWISE
-            and args.get("distribution") in ("uniform", "popularity") and args.get("sample_num") not in (None, "none"))
+            and isinstance(sampler, ColdStartSampler) and config["MODEL_INPUT_TYPE"] == InputType.PAIRWISE)
 
 
 # longer than 60 lines: a class factory whose body is the class (its methods are short)

@@ -240,10 +240,14 @@ def integer(low=None, high=None):
 
 
 def thread_count(value):
-    """1 to the machine's cores: more threads than cores only wait on each other (README, speed)."""
+    """``auto`` (threads per phase, ``runtime.threads``) or 1 to the machine's cores: more threads than cores
+    only wait on each other (docs/performance.md)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if not _is_int(value) or not 1 <= value <= cores:
-        return f"an integer from 1 to {cores} (this machine's cores)"
+        hint = suggestion(value, ["auto"]) if isinstance(value, str) else ""
+        return Problem(f"auto or an integer from 1 to {cores} (this machine's cores)", value, hint)
 
 
 def nonempty_words(value):
@@ -516,6 +520,7 @@ def check_final(config):
 
 
 def precheck(model, config_file_list=None, config_dict=None):
-    """The command line's fast check (no torch, no RecBole): the model name and the user's settings."""
+    """The command line's fast check (no torch, no RecBole): the model name and the user's settings, which
+    it returns merged (``check_user_settings``)."""
     check_model_name(model)
-    check_user_settings(config_file_list, config_dict, source=None)
+    return check_user_settings(config_file_list, config_dict, source=None)

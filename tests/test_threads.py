@@ -52,7 +52,7 @@ def test_auto_is_unset_tilde_or_auto(value, auto):
 # ------------------------------------------------------------------------------------------ the policy
 def test_auto_trains_small_steps_on_one_thread_and_evaluates_on_the_cores():
     plan = plan_threads("auto", 1024, cores=4, passive=True)
-    assert (plan.train, plan.evaluate, plan.load) == (1, 4, 4)
+    assert (plan.train, plan.evaluate, plan.load) == (1, 4, 1)
     assert plan_threads(None, 256, cores=4, passive=True) == plan_threads("auto", 256, cores=4, passive=True)
 
 
@@ -153,7 +153,7 @@ def test_a_run_trains_and_evaluates_with_its_plans_counts(toy, quiet, workdir, r
         config, model, (train_data, valid_data, _) = prepare("FBSM", toy.name, config_dict=dataset_config(toy, quiet))
     assert any(record.getMessage().startswith("torch threads: ") for record in caplog.records)
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
-    trainer.threads = ThreadPlan(train=1, evaluate=2, load=2, why="test")
+    trainer.threads = ThreadPlan(train=1, evaluate=2, load=1, why="test")
     seen = {"train": set(), "evaluate": set()}
     loss, scores = model.calculate_loss, model.score_candidates
 

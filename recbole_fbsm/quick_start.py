@@ -149,6 +149,7 @@ def _plain_metrics(result):
 
 def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
     start = time.perf_counter()
+    threads_before = torch.get_num_threads()  # the caller's count comes back after the run (runtime.threads)
     try:
         config, model, (train_data, valid_data, test_data) = prepare(model, dataset, config_file_list, config_dict)
         logger = getLogger()
@@ -192,3 +193,4 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
         return result
     finally:
         end_run_log()
+        torch.set_num_threads(threads_before)

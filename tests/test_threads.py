@@ -9,7 +9,7 @@ import torch
 from helpers import dataset_config
 from recbole_fbsm.config import settings
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.quick_start import prepare
+from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.runtime import openmp, threads
 from recbole_fbsm.runtime.threads import TRAIN_ROWS_FOR_CORES, ThreadPlan, plan_for_config, plan_threads
 from recbole_fbsm.training.trainer import get_trainer
@@ -170,4 +170,10 @@ def test_a_run_trains_and_evaluates_with_its_plans_counts(toy, quiet, workdir, r
     trainer._train_epoch(train_data, 0)
     trainer.evaluate(valid_data, load_best_model=False)
     assert seen == {"train": {1}, "evaluate": {2}}
+    assert torch.get_num_threads() == 2
+
+
+def test_a_run_gives_the_callers_thread_count_back(toy, quiet, workdir, restore_threads):
+    torch.set_num_threads(2)
+    run("CoSim", toy.name, config_dict=dataset_config(toy, quiet, torch_threads=1))
     assert torch.get_num_threads() == 2

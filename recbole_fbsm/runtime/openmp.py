@@ -4,7 +4,7 @@ torch runs a CPU operation on a team of OpenMP threads and joins the team at its
 the threads of a team wait, and by default they wait by spinning (libgomp, which torch's CPU wheels link:
 300,000 turns before sleeping). When other processes keep the cores busy, spinning threads hold cores the
 team's other threads need, and every join waits for a thread that has no core: FBSM's training epochs on
-ml-100k took 33 s instead of 1 s (benchmarks/README.md, "Threads: the default"). With
+ml-100k took 34-42 s instead of 1.1 s (benchmarks/README.md, "Threads: the default"). With
 ``OMP_WAIT_POLICY=PASSIVE`` waiting threads sleep, and the cores pay off wherever an operation is large
 (evaluation); small operations pay for the wake-ups, so training steps keep one thread (``runtime.threads``).
 

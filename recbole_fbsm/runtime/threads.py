@@ -3,7 +3,7 @@
 Why not torch's own default (one thread per core, everywhere): on a machine whose cores other processes
 keep busy, every operation of a team of threads ends by waiting for its slowest thread, which waits for a
 core. A training step holds hundreds of small operations, and with OpenMP's spinning waits FBSM's epochs
-on ml-100k took 33 s instead of 1.1 s at one thread (benchmarks/README.md, "Threads: the default").
+on ml-100k took 34-42 s instead of 1.1 s at one thread (benchmarks/README.md, "Threads: the default").
 Large operations (evaluation's score matrices, large batches) gain from the cores and lose little to a
 late thread, provided the waiting threads sleep (``OMP_WAIT_POLICY=PASSIVE``, ``runtime.openmp``).
 
@@ -30,9 +30,10 @@ import torch
 
 from recbole_fbsm.runtime.openmp import is_auto, waits_passively
 
-# Rows per process and training step from which training uses the cores (auto). Measured on FBSM,
-# citeulike-t, 2 cores, passive waits (benchmarks/README.md, "Threads: the default"): two threads against
-# one, quiet, 1.09x slower at 256 rows and 1.2x at 1,024, 0.96x at 4,096, 0.84x at 16,384.
+# Rows per process and training step from which training uses the cores (auto). Measured on FBSM, 2 cores,
+# passive waits (benchmarks/README.md, "Threads: the default"): two threads' epoch time over one thread's is
+# 2.2 on ml-100k's steps of 256 rows (quiet), 0.99-1.09 on citeulike-t at 256-1,024 rows, 0.83-1.07 from
+# 4,096 rows on (quiet and busy), and 0.73 with steps of 8,192 in the whole job.
 TRAIN_ROWS_FOR_CORES = 4096
 PHASES = ("train", "evaluate", "load")
 

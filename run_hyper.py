@@ -7,7 +7,10 @@ Trials run the plugin's cold-start protocol and live in an Optuna study (``--sto
 
 import sys
 
-from recbole_fbsm.experiments.tune import main
+from recbole_fbsm.runtime.openmp import prefer_passive_wait_for
 
 if __name__ == "__main__":
+    prefer_passive_wait_for(sys.argv[1:])  # before torch loads OpenMP: torch_threads auto (docs/performance.md)
+    from recbole_fbsm.experiments.tune import main
+
     sys.exit(main(prog="run_hyper.py"))

@@ -76,6 +76,8 @@ def plugin_config(args, settings=None):
     config = dict(QUIET_CONFIG, checkpoint_dir=str(Path.cwd() / "saved"), seed=args.seed, use_gpu=False)
     if args.data_path:
         config["data_path"] = args.data_path
+    if isinstance(args.threads, int) and args.threads:  # explicit: the same count in every phase
+        config["torch_threads"] = args.threads
     config.update(json.loads(args.config_json))
     config.update(settings or {})
     return config

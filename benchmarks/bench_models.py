@@ -61,6 +61,8 @@ def worker(args):
         config_dict["data_path"] = args.data_path
     if args.device == "cpu":
         config_dict["use_gpu"] = False
+    if args.threads:  # explicit: the same count in every phase (0: the plugin's default, torch_threads auto)
+        config_dict["torch_threads"] = args.threads
     config_dict.update(json.loads(args.config_json))
 
     start = time.perf_counter()
@@ -259,7 +261,7 @@ def main(argv=None):
     runs.add_argument("--device", choices=("cpu", "auto"), default="cpu",
                       help="cpu, or auto (RecBole's use_gpu default: CUDA when available)")
     runs.add_argument("--threads", type=int, default=1,
-                      help="torch intra-op threads (default %(default)s; 0: torch's choice, one per core). On a "
+                      help="torch intra-op threads in every phase (default %(default)s; 0: the plugin's default, torch_threads auto). On a "
                       "shared machine 2 threads spin-wait for each other and epochs get 10-50x slower")
     runs.add_argument("--config", nargs="*", metavar="KEY=VALUE",
                       help="extra RecBole settings for every model, e.g. train_batch_size=4096")

@@ -87,6 +87,8 @@ def worker(args):
     peaks = PhasePeaks()
     config_dict = dict(QUIET_CONFIG, checkpoint_dir=str(Path.cwd() / "saved"), seed=args.seed, use_gpu=False,
                        data_path=args.data_path, **json.loads(args.config_json))
+    if args.threads:  # explicit: the same count in every phase (0: the plugin's default, torch_threads auto)
+        config_dict.setdefault("torch_threads", args.threads)
     start = time.perf_counter()
     config, model, (train_data, _, test_data) = prepare(args.model, args.dataset, config_dict=config_dict)
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
@@ -272,7 +274,7 @@ def main(argv=None):
     runs.add_argument("--warmup", type=int, default=0, help="untimed epochs before the timed ones")
     runs.add_argument("--time-budget", type=float, default=1200,
                       help="stop timing epochs once they add up to this many seconds (at least one epoch)")
-    runs.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's choice)")
+    runs.add_argument("--threads", type=int, default=1, help="torch threads in every phase (0: the plugin's default, auto)")
     runs.add_argument("--eval", action="store_true",
                       help="also time one full-sort test evaluation (grows as test users x test items)")
     runs.add_argument("--max-memory-gb", type=float, help="stop a size whose RSS passes this many GiB")

@@ -7,6 +7,8 @@ import difflib
 import importlib
 import sys
 
+from recbole_fbsm.runtime.openmp import prefer_passive_wait_for
+
 # command: (module with main(argv), what it does). Imported only when chosen: --help costs no torch import.
 COMMANDS = {
     "run": ("recbole_fbsm.run_command", "train and test one model under the item cold-start protocol (run_recbole.py)"),
@@ -16,6 +18,8 @@ COMMANDS = {
     "serve": ("recbole_fbsm.serve.__main__", "score brand-new items with a trained model, explain scores"),
 }
 PROG = "recbole-fbsm"
+# commands that train with torch_threads: auto (runtime.threads): OpenMP's threads should sleep while they wait
+TRAINING_COMMANDS = ("run", "compare", "hyper")
 
 
 def usage():
@@ -44,6 +48,8 @@ def main(argv=None):
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         print(f"error: unknown command {command!r}{hint}; the commands are {', '.join(COMMANDS)}.", file=sys.stderr)
         return 2
+    if command in TRAINING_COMMANDS:  # before the command's imports load torch and its OpenMP runtime
+        prefer_passive_wait_for(rest)
     module = importlib.import_module(COMMANDS[command][0])
     return module.main(rest, prog=f"{PROG} {command}")
 

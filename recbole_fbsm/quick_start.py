@@ -17,6 +17,7 @@ from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.models.inputs import fit_model_inputs, needs_warm_backbone
 from recbole_fbsm.data.preparation import check_dataset_files
 from recbole_fbsm.runtime import distributed
+from recbole_fbsm.runtime.threads import plan_for_config, usable_cores
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.training.trainer import get_trainer
 from recbole_fbsm.storage.run_records import plain_record_value
@@ -76,19 +77,11 @@ def attach_model_inputs(config, train_dataset):
     return train_dataset.model_inputs
 
 
-def set_torch_threads(threads):
-    """``torch_threads``: torch's intra-op threads on the CPU (None: leave torch's choice)."""
-    if threads is None:
-        return
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ColdStartError(f"torch_threads: expected a positive integer (or ~ for torch's own choice); got {threads!r}.")
-    torch.set_num_threads(threads)
-
-
 def prepare(model, dataset, config_file_list=None, config_dict=None):
     """Config, dataloaders and an initialised model, ready for a trainer (also used by tools and tests)."""
     config = ColdStartConfig(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
-    set_torch_threads(config["torch_threads"])
+    threads = plan_for_config(config)
+    torch.set_num_threads(threads.load)  # the trainer switches per phase (training, evaluation)
     reads_own_features = model_reads_own_features(config.model_class)
     report = check_dataset_files(config, reads_own_features)  # settings and files checked before any log file
     init_seed(config["seed"], config["reproducibility"])
@@ -105,6 +98,7 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
                            "(RecBole sets CUDA_VISIBLE_DEVICES to it): running on the CPU.")
         logger.info(sys.argv, extra=on_console(False))
         logger.info(config, extra=on_console(False))  # the config dump: in the log file, not on a quiet console
+        logger.info(threads.describe(), extra=on_console(usable_cores() > 1))  # what it chose, where there is a choice
         data = create_dataset(config, report)
         logger.info(data, extra=on_console())
         train_data, valid_data, test_data = data_preparation(config, data, reads_own_features=reads_own_features)
@@ -163,6 +157,7 @@ def write_run_artifact(config, model, loaders, checkpoint_file):
 
 def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
     start = time.perf_counter()
+    threads_before = torch.get_num_threads()  # the caller's count comes back after the run (runtime.threads)
     try:
         config, model, (train_data, valid_data, test_data) = prepare(model, dataset, config_file_list, config_dict)
         logger = getLogger()
@@ -207,3 +202,4 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
         return result
     finally:
         end_run_log()
+        torch.set_num_threads(threads_before)

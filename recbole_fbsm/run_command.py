@@ -14,6 +14,7 @@ import sys
 
 from recbole_fbsm.config.cli import settings_from_args
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.runtime.openmp import prefer_passive_wait
 
 
 def parse_args(argv, prog=None):
@@ -41,7 +42,8 @@ def main(argv=None, prog=None):
     try:
         from recbole_fbsm.config.settings import precheck
 
-        precheck(args.model, config_files, overrides)  # a typo fails here, before the heavy imports
+        settings = precheck(args.model, config_files, overrides)  # a typo fails here, before the heavy imports
+        prefer_passive_wait(settings.get("torch_threads"))  # before torch loads OpenMP (runtime.openmp)
         from recbole_fbsm.quick_start import run
 
         # RecBole converts the strings ('0.01', '[10, 20]', 'True') as it does for its own command line.

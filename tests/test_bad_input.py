@@ -98,23 +98,26 @@ def test_bad_split_settings(tmp_path, capsys, eval_args, expected):
         assert re.search(pattern, message), f"{pattern!r} not in {message!r}"
 
 
-@pytest.mark.parametrize("value", ["0", "-2", "'two'", "1.5"])
+@pytest.mark.parametrize("value", ["0", "-2", "'two'", "1.5", "autp"])
 def test_bad_torch_threads(tmp_path, capsys, value):
     write_dataset(tmp_path, "toy")
     message = cli_error(capsys, ["--model=Pop", "--dataset=toy", toy_yaml(tmp_path), f"--torch_threads={value}"])
-    assert "torch_threads" in message and "an integer from 1 to" in message and "this machine's cores" in message
+    assert "torch_threads" in message and "auto or an integer from 1 to" in message and "this machine's cores" in message
+    assert len(message.strip().splitlines()) == 1
 
 
-def test_torch_threads_sets_torchs_thread_count(tmp_path):
+def test_torch_threads_sets_torchs_thread_count_in_every_phase():
     import torch
-    from recbole_fbsm.quick_start import set_torch_threads
+    from recbole_fbsm.runtime.threads import plan_threads
 
     before = torch.get_num_threads()
     try:
-        set_torch_threads(1)
-        assert torch.get_num_threads() == 1
-        set_torch_threads(None)  # ~: torch's own choice is left alone
-        assert torch.get_num_threads() == 1
+        torch.set_num_threads(2)
+        plan = plan_threads(1, 1 << 20)  # explicit: 1 even for large steps
+        for phase in ("train", "evaluate", "load"):
+            with plan.phase(phase):
+                assert torch.get_num_threads() == 1
+            assert torch.get_num_threads() == 2  # the count before the phase comes back
     finally:
         torch.set_num_threads(before)
 

@@ -55,10 +55,14 @@ def integer(low=None, high=None):
 
 
 def thread_count(value):
-    """1 to the machine's cores: more threads than cores only wait on each other (README, speed)."""
+    """``auto`` (threads per phase, ``runtime.threads``) or 1 to the machine's cores: more threads than cores
+    only wait on each other (docs/performance.md)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if not _is_int(value) or not 1 <= value <= cores:
-        return f"an integer from 1 to {cores} (this machine's cores)"
+        hint = suggestion(value, ["auto"]) if isinstance(value, str) else ""
+        return Problem(f"auto or an integer from 1 to {cores} (this machine's cores)", value, hint)
 
 
 def nonempty_words(value):

@@ -40,7 +40,8 @@ PLUGIN_SETTINGS = {
                        "per-field weights of the cosine (~: one joint L2 norm)"),
     # the protocol and the plugin's switches
     "split_seed": S(optional(integer(0, SEED_MAX)), None, OVERALL, "seed of the item split (~: seed)"),
-    "torch_threads": S(optional(thread_count), None, OVERALL, "torch's CPU threads (~: torch's choice)"),
+    "torch_threads": S(optional(thread_count), "auto", OVERALL,
+                       "torch's CPU threads: auto (per phase, safe on busy cores) or N in every phase"),
     "train_batch_by_user": S(flag, False, OVERALL, "training batches of whole users"),
     "train_batches_on_device": S(flag, True, OVERALL,
                                  "feature models' batches cut on the model's device (False: RecBole's loader)"),

@@ -313,6 +313,7 @@ def check_final(config):
 
 
 def precheck(model, config_file_list=None, config_dict=None):
-    """The command line's fast check (no torch, no RecBole): the model name and the user's settings."""
+    """The command line's fast check (no torch, no RecBole): the model name and the user's settings, which
+    it returns merged (``check_user_settings``)."""
     check_model_name(model)
-    check_user_settings(config_file_list, config_dict, source=None)
+    return check_user_settings(config_file_list, config_dict, source=None)

@@ -19,7 +19,6 @@ What each rank does (the trainer and the loaders ask this module, they hold no l
 """
 
 import logging
-import os
 import socket
 from datetime import timedelta
 
@@ -97,9 +96,7 @@ def init_process_group(settings):
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
     else:
-        device = torch.device("cpu")
-        if settings.get("torch_threads") is None:  # N processes share the cores instead of each taking all
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, int(settings["nproc"]))))
+        device = torch.device("cpu")  # N processes share the cores: runtime.threads (torch_threads: auto)
     backend = choose_backend(settings.get("dist_backend"), device)
     if not dist.is_initialized():
         dist.init_process_group(

@@ -12,6 +12,8 @@ What the mixin changes, and why:
 - a model may supply its own optimizer parameter groups (``optimizer_param_groups``), e.g. the paper's
   separate learning rates for D and V;
 - a caller may watch every validation (``validation_callback``): the tuner feeds its pruner from it;
+- torch's CPU threads follow the run's ``ThreadPlan`` per phase (``runtime.threads``: with ``torch_threads:
+  auto``, one thread for small training steps, the cores for evaluation);
 - data-parallel runs (``recbole_fbsm.runtime.distributed``) on CPU and CUDA: RecBole's wrapper assumes one GPU per
   process; here DDP gets the device the config chose, leaves the constant buffers (F, profiles) alone,
   weighs each rank's loss by its share of the step's triplets, gathers evaluation rows instead of
@@ -37,6 +39,7 @@ from recbole_fbsm.models.contract import HasOptimizerGroups, ScoresCandidates
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.recbole_compat import TrainerRoutes
 from recbole_fbsm.runtime import distributed
+from recbole_fbsm.runtime.threads import plan_for_config
 from recbole_fbsm.storage.safe_files import Settings, encode_arrays, load_checkpoint, plain, save_tensors
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
@@ -108,6 +111,7 @@ class ColdStartTrainerMixin:
         self.saved_model_file = os.path.join(self.checkpoint_dir, distributed.broadcast_object(name))
         self.eval_collector = TieBreakingCollector(config)
         self.context_eval_chunk = int(setting(config, "context_eval_chunk"))
+        self.threads = plan_for_config(config)  # torch's threads per phase (torch_threads)
         self._candidates = self._candidate_position = None
 
     def plugin_build_optimizer(self, **kwargs):
@@ -164,7 +168,8 @@ class ColdStartTrainerMixin:
         self._epoch_in_progress = epoch_idx
         if distributed.is_distributed(self.config):
             loss_func = share_weighted(loss_func or self.model.calculate_loss, self.device)
-        return super().plugin_train_epoch(train_data, epoch_idx, loss_func, *args, **kwargs)
+        with self.threads.phase("train"):
+            return super().plugin_train_epoch(train_data, epoch_idx, loss_func, *args, **kwargs)
 
     def plugin_map_reduce(self, result, num_sample):
         """The collector already gathered every rank's rows: the result is the whole evaluation's
@@ -248,7 +253,8 @@ class ColdStartTrainerMixin:
             self._candidates = self._candidate_position = None
         self.eval_collector.reset_ties()
         self.eval_collector.candidates = self._candidates
-        return super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
+        with self.threads.phase("evaluate"):
+            return super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
 
     def _load_kept_model(self, checkpoint_file):
         """The checkpoint's model; in a data-parallel run rank 0 reads it (only rank 0 wrote it, maybe on

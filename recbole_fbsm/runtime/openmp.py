@@ -1,0 +1,78 @@
+"""OpenMP's wait policy, chosen before torch loads its OpenMP runtime (standard library and PyYAML only).
+
+torch runs a CPU operation on a team of OpenMP threads and joins the team at its end. Between operations
+the threads of a team wait, and by default they wait by spinning (libgomp, which torch's CPU wheels link:
+300,000 turns before sleeping). When other processes keep the cores busy, spinning threads hold cores the
+team's other threads need, and every join waits for a thread that has no core: FBSM's training epochs on
+ml-100k took 34-42 s instead of 1.1 s (benchmarks/README.md, "Threads: the default"). With
+``OMP_WAIT_POLICY=PASSIVE`` waiting threads sleep, and the cores pay off wherever an operation is large
+(evaluation); small operations pay for the wake-ups, so training steps keep one thread (``runtime.threads``).
+
+The runtime reads the variable once, when it is loaded (``import torch``), so the command line calls
+``prefer_passive_wait_for(argv)`` before it imports anything that imports torch. A host application that
+imports the package is left alone: its OpenMP waits as it chose, and ``torch_threads: auto`` then keeps
+every phase at one thread (``runtime.threads``).
+"""
+
+import os
+import sys
+
+import yaml
+
+# any of these set by the user is their choice of how OpenMP waits (libgomp, LLVM's and Intel's runtimes)
+WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+
+
+def is_auto(torch_threads):
+    """``torch_threads`` asks for the default thread policy: unset, ``~`` or ``auto``."""
+    return torch_threads is None or (isinstance(torch_threads, str) and torch_threads.strip().lower() in ("auto", "~", "none"))
+
+
+def waits_passively(environ=None):
+    """Whether this process's OpenMP threads sleep while they wait (read from the variables the runtime read)."""
+    environ = os.environ if environ is None else environ
+    return (environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
+            or environ.get("GOMP_SPINCOUNT", "").strip() == "0")
+
+
+def prefer_passive_wait(torch_threads=None, environ=None, modules=None):
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` for this process (and the processes it starts) when the thread
+    policy is ``auto``, the user set no wait variable and torch is not loaded yet. An explicit
+    ``torch_threads: N`` keeps OpenMP's own (spinning) waits, as before. True when it was set."""
+    environ = os.environ if environ is None else environ
+    modules = sys.modules if modules is None else modules
+    if not is_auto(torch_threads) or "torch" in modules or any(name in environ for name in WAIT_VARIABLES):
+        return False
+    environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    return True
+
+
+def torch_threads_asked(argv):
+    """The user's ``torch_threads`` from a command line: ``--torch_threads=V``, else the last of the
+    ``--config_files`` that sets it; None when neither does. Unreadable files are skipped here: the
+    settings check names them later."""
+    given, files = None, []
+    argv = list(argv)
+    for position, item in enumerate(argv):
+        if item.startswith("--torch_threads="):
+            given = item.partition("=")[2]
+        elif item.startswith("--config_files="):
+            files = item.partition("=")[2].split()
+        elif item == "--config_files" and position + 1 < len(argv):
+            files = argv[position + 1].split()
+    if given is not None:
+        return given
+    for path in reversed(files):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                loaded = yaml.safe_load(handle)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        if isinstance(loaded, dict) and "torch_threads" in loaded:
+            return loaded["torch_threads"]
+    return None
+
+
+def prefer_passive_wait_for(argv):
+    """``prefer_passive_wait`` with the ``torch_threads`` of a command line (the entry points call it first)."""
+    return prefer_passive_wait(torch_threads_asked(argv))

@@ -1,0 +1,111 @@
+"""torch's intra-op threads for each phase of a run: ``torch_threads: auto``, the default.
+
+Why not torch's own default (one thread per core, everywhere): on a machine whose cores other processes
+keep busy, every operation of a team of threads ends by waiting for its slowest thread, which waits for a
+core. A training step holds hundreds of small operations, and with OpenMP's spinning waits FBSM's epochs
+on ml-100k took 34-42 s instead of 1.1 s at one thread (benchmarks/README.md, "Threads: the default").
+Large operations (evaluation's score matrices, large batches) gain from the cores and lose little to a
+late thread, provided the waiting threads sleep (``OMP_WAIT_POLICY=PASSIVE``, ``runtime.openmp``).
+
+``auto`` therefore gives:
+
+- training: one thread, unless a step holds at least ``TRAIN_ROWS_FOR_CORES`` rows (triplets) per
+  process: then the cores;
+- evaluation: the cores;
+- loading (RecBole's dataset, the split, the models' fitted inputs, a warm backbone's training): one
+  thread. It is mostly pandas and numpy; two threads did not measurably help (citeulike-t 4.3 s against
+  4.1 s, 10^6 generated likes 7.4 s against 7.8 s, medians of 3, passive waits);
+- every phase one thread where OpenMP spin-waits (torch was loaded before the wait policy could be set,
+  or the user set another) or where one core is usable.
+
+"The cores" are the cores this process may use (its CPU affinity, at most ``OMP_NUM_THREADS``), shared
+among the data-parallel processes of this machine. An explicit ``torch_threads: N`` is N in every phase.
+"""
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+import torch
+
+from recbole_fbsm.runtime.openmp import is_auto, waits_passively
+
+# Rows per process and training step from which training uses the cores (auto). Measured on FBSM, 2 cores,
+# passive waits (benchmarks/README.md, "Threads: the default"): two threads' epoch time over one thread's is
+# 2.2 on ml-100k's steps of 256 rows (quiet), 0.99-1.09 on citeulike-t at 256-1,024 rows, 0.83-1.07 from
+# 4,096 rows on (quiet and busy), and 0.73 with steps of 8,192 in the whole job.
+TRAIN_ROWS_FOR_CORES = 4096
+PHASES = ("train", "evaluate", "load")
+
+
+def usable_cores(environ=None):
+    """The cores this process may run on (CPU affinity), at most ``OMP_NUM_THREADS`` when that is set."""
+    environ = os.environ if environ is None else environ
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    limit = environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if limit.isdigit() and int(limit) >= 1:
+        cores = min(cores, int(limit))
+    return max(1, cores)
+
+
+@dataclass(frozen=True)
+class ThreadPlan:
+    """Threads per phase, and the one line that says why."""
+    train: int
+    evaluate: int
+    load: int
+    why: str
+
+    @contextlib.contextmanager
+    def phase(self, name):
+        """torch's thread count for ``name`` (train, evaluate, load) inside the block, the previous one after."""
+        wanted, before = getattr(self, name), torch.get_num_threads()
+        if wanted != before:
+            torch.set_num_threads(wanted)
+        try:
+            yield
+        finally:
+            if torch.get_num_threads() != before:
+                torch.set_num_threads(before)
+
+    def describe(self):
+        if self.train == self.evaluate == self.load:
+            counts = f"{self.train} in every phase"
+        else:
+            counts = f"training {self.train}, evaluation {self.evaluate}, loading {self.load}"
+        return f"torch threads: {counts} ({self.why})"
+
+
+def plan_threads(torch_threads, rows_per_step, processes=1, cores=None, passive=None):
+    """The ``ThreadPlan`` for a ``torch_threads`` setting (checked: None, ``auto`` or 1..cores), training
+    steps of ``rows_per_step`` rows per process, and ``processes`` data-parallel processes on this machine."""
+    if not is_auto(torch_threads):
+        count = int(torch_threads)
+        return ThreadPlan(count, count, count, f"torch_threads: {count}")
+    cores = max(1, (usable_cores() if cores is None else cores) // max(1, int(processes or 1)))
+    passive = waits_passively() if passive is None else passive
+    share = " per process" if processes and processes > 1 else ""
+    if cores == 1:
+        return ThreadPlan(1, 1, 1, f"torch_threads: auto, 1 usable core{share}")
+    if not passive:
+        return ThreadPlan(1, 1, 1, (
+            f"torch_threads: auto; {cores} cores{share}, but OpenMP spin-waits in this process (OMP_WAIT_POLICY is "
+            f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}), and spinning threads on busy cores made epochs 10-35 "
+            "times slower: set OMP_WAIT_POLICY=PASSIVE before Python starts to let evaluation use the cores"))
+    rows = int(rows_per_step or 0)
+    train = cores if rows >= TRAIN_ROWS_FOR_CORES else 1
+    step = (f"steps of {rows} rows{share}: {'at least' if train > 1 else 'fewer than'} {TRAIN_ROWS_FOR_CORES} "
+            "for the cores in training")
+    return ThreadPlan(train, cores, 1, f"torch_threads: auto, {cores} cores{share}, OpenMP waits passively; {step}")
+
+
+def plan_for_config(config):
+    """The ``ThreadPlan`` of a run's config (RecBole's Config or a dict)."""
+    def get(key):
+        return config[key] if key in config else None
+
+    processes, world_size = 1, 1
+    if get("single_spec") is False:  # a rank of a data-parallel run (runtime.distributed)
+        processes, world_size = int(get("nproc") or 1), int(get("world_size") or 1)
+    rows = int(get("train_batch_size") or 0) // max(1, world_size)
+    return plan_threads(get("torch_threads"), rows, processes)

@@ -1,0 +1,179 @@
+"""torch_threads: the setting (auto / ~ / N), the per-phase thread policy, OpenMP's wait policy set before
+torch loads, and a run that follows its plan. No timings here: speed is measured in benchmarks/bench_threads.py."""
+
+import logging
+
+import pytest
+import torch
+
+from helpers import dataset_config
+from recbole_fbsm.config import settings
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.quick_start import prepare, run
+from recbole_fbsm.runtime import openmp, threads
+from recbole_fbsm.runtime.threads import TRAIN_ROWS_FOR_CORES, ThreadPlan, plan_for_config, plan_threads
+from recbole_fbsm.training.trainer import get_trainer
+
+
+@pytest.fixture
+def restore_threads():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+# ------------------------------------------------------------------------------------------ the setting
+@pytest.mark.parametrize("value", ["auto", "AUTO", None, 1])
+def test_torch_threads_accepts_auto_none_and_a_core_count(value):
+    settings.check_settings({"torch_threads": value}, None)
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "autp", "two", 10 ** 6])
+def test_torch_threads_rejects_bad_values_in_one_line_naming_the_setting(value):
+    with pytest.raises(ColdStartError) as caught:
+        settings.check_settings({"torch_threads": value}, None)
+    message = str(caught.value)
+    assert message.startswith("setting --torch_threads: expected auto or an integer from 1 to ")
+    assert "this machine's cores" in message and len(message.splitlines()) == 1
+    if value == "autp":
+        assert "did you mean 'auto'" in message
+
+
+def test_the_default_is_auto():
+    assert "auto" in settings.known_defaults()["torch_threads"]
+
+
+@pytest.mark.parametrize("value, auto", [(None, True), ("auto", True), (" Auto ", True), ("~", True), ("None", True),
+                                         (1, False), (2, False), ("2", False)])
+def test_auto_is_unset_tilde_or_auto(value, auto):
+    assert openmp.is_auto(value) is auto
+
+
+# ------------------------------------------------------------------------------------------ the policy
+def test_auto_trains_small_steps_on_one_thread_and_evaluates_on_the_cores():
+    plan = plan_threads("auto", 1024, cores=4, passive=True)
+    assert (plan.train, plan.evaluate, plan.load) == (1, 4, 1)
+    assert plan_threads(None, 256, cores=4, passive=True) == plan_threads("auto", 256, cores=4, passive=True)
+
+
+def test_auto_trains_large_steps_on_the_cores():
+    assert plan_threads("auto", TRAIN_ROWS_FOR_CORES, cores=4, passive=True).train == 4
+    assert plan_threads("auto", TRAIN_ROWS_FOR_CORES - 1, cores=4, passive=True).train == 1
+
+
+def test_auto_stays_on_one_thread_where_openmp_spins_or_one_core_is_usable():
+    spinning = plan_threads("auto", 1 << 20, cores=4, passive=False)
+    assert (spinning.train, spinning.evaluate, spinning.load) == (1, 1, 1)
+    assert "OMP_WAIT_POLICY=PASSIVE" in spinning.describe()
+    single = plan_threads("auto", 1 << 20, cores=1, passive=True)
+    assert (single.train, single.evaluate, single.load) == (1, 1, 1)
+
+
+def test_data_parallel_processes_share_the_cores():
+    plan = plan_threads("auto", 1024, processes=2, cores=4, passive=True)
+    assert (plan.train, plan.evaluate) == (1, 2)
+    assert plan_threads("auto", 1024, processes=4, cores=2, passive=True).evaluate == 1
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_an_explicit_count_is_never_overridden(count):
+    for rows in (1, 1 << 20):
+        for passive in (True, False):
+            plan = plan_threads(count, rows, processes=2, cores=8, passive=passive)
+            assert (plan.train, plan.evaluate, plan.load) == (count, count, count)
+            assert plan.describe() == f"torch threads: {count} in every phase (torch_threads: {count})"
+
+
+def test_plan_of_a_config_uses_each_processes_share_of_the_batch(monkeypatch):
+    monkeypatch.setattr(threads, "usable_cores", lambda: 4)
+    monkeypatch.setattr(threads, "waits_passively", lambda: True)
+    one = {"torch_threads": None, "train_batch_size": 2 * TRAIN_ROWS_FOR_CORES}
+    assert plan_for_config(one).train == 4
+    ranks = dict(one, single_spec=False, nproc=2, world_size=4)  # 2 processes here, 4 in all: 2,048 rows each
+    assert (plan_for_config(ranks).train, plan_for_config(ranks).evaluate) == (1, 2)
+    assert plan_for_config(dict(ranks, torch_threads=3)).evaluate == 3
+
+
+def test_usable_cores_follow_affinity_and_omp_num_threads(monkeypatch):
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert threads.usable_cores({}) == 4
+    assert threads.usable_cores({"OMP_NUM_THREADS": "2"}) == 2
+    assert threads.usable_cores({"OMP_NUM_THREADS": "16"}) == 4
+    assert threads.usable_cores({"OMP_NUM_THREADS": "junk"}) == 4
+
+
+def test_a_phase_sets_its_count_and_restores_the_previous_one(restore_threads):
+    torch.set_num_threads(1)
+    plan = ThreadPlan(train=1, evaluate=2, load=2, why="test")
+    with plan.phase("evaluate"):
+        assert torch.get_num_threads() == 2
+        with plan.phase("train"):
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+    assert torch.get_num_threads() == 1
+
+
+# ------------------------------------------------------------------------------------------ OpenMP's waits
+def test_passive_waits_are_set_only_for_auto_before_torch_and_without_a_users_choice():
+    environ = {}
+    assert openmp.prefer_passive_wait(None, environ, modules={}) is True
+    assert environ == {"OMP_WAIT_POLICY": "PASSIVE"} and openmp.waits_passively(environ)
+    for torch_threads, environ, modules in [
+        (None, {}, {"torch": object()}),                   # too late: the runtime read its variables
+        (None, {"OMP_WAIT_POLICY": "ACTIVE"}, {}),         # the user's choice
+        (None, {"GOMP_SPINCOUNT": "10000"}, {}),
+        (2, {}, {}),                                       # an explicit count keeps OpenMP's own waits
+    ]:
+        before = dict(environ)
+        assert openmp.prefer_passive_wait(torch_threads, environ, modules) is False
+        assert environ == before
+
+
+def test_waits_passively_reads_the_variables():
+    assert openmp.waits_passively({"OMP_WAIT_POLICY": "passive"})
+    assert openmp.waits_passively({"GOMP_SPINCOUNT": "0"})
+    assert not openmp.waits_passively({})
+    assert not openmp.waits_passively({"OMP_WAIT_POLICY": "ACTIVE"})
+
+
+def test_torch_threads_asked_reads_the_command_line_then_its_config_files(tmp_path):
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text("torch_threads: 2\n")
+    second.write_text("epochs: 3\n")
+    assert openmp.torch_threads_asked(["--model=FBSM"]) is None
+    assert openmp.torch_threads_asked(["--torch_threads=1"]) == "1"
+    assert openmp.torch_threads_asked([f"--config_files={first} {second}"]) == 2
+    assert openmp.torch_threads_asked(["--config_files", f"{second} {first}", "--torch_threads=auto"]) == "auto"
+    assert openmp.torch_threads_asked([f"--config_files={tmp_path / 'missing.yaml'}"]) is None
+
+
+# ------------------------------------------------------------------------------------------ a run
+def test_a_run_trains_and_evaluates_with_its_plans_counts(toy, quiet, workdir, restore_threads, caplog):
+    with caplog.at_level(logging.INFO):
+        config, model, (train_data, valid_data, _) = prepare("FBSM", toy.name, config_dict=dataset_config(toy, quiet))
+    assert any(record.getMessage().startswith("torch threads: ") for record in caplog.records)
+    trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
+    trainer.threads = ThreadPlan(train=1, evaluate=2, load=1, why="test")
+    seen = {"train": set(), "evaluate": set()}
+    loss, scores = model.calculate_loss, model.score_candidates
+
+    def counting_loss(*args, **kwargs):
+        seen["train"].add(torch.get_num_threads())
+        return loss(*args, **kwargs)
+
+    def counting_scores(*args, **kwargs):
+        seen["evaluate"].add(torch.get_num_threads())
+        return scores(*args, **kwargs)
+
+    model.calculate_loss, model.score_candidates = counting_loss, counting_scores
+    torch.set_num_threads(2)
+    trainer._train_epoch(train_data, 0)
+    trainer.evaluate(valid_data, load_best_model=False)
+    assert seen == {"train": {1}, "evaluate": {2}}
+    assert torch.get_num_threads() == 2
+
+
+def test_a_run_gives_the_callers_thread_count_back(toy, quiet, workdir, restore_threads):
+    torch.set_num_threads(2)
+    run("CoSim", toy.name, config_dict=dataset_config(toy, quiet, torch_threads=1))
+    assert torch.get_num_threads() == 2

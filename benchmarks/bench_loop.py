@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import QUIET_CONFIG, REPO_ROOT, ensure_generated, fmt, markdown, parse_config, spread  # noqa: E402
+from benchlib import (  # noqa: E402
+    QUIET_CONFIG, REPO_ROOT, count_loss_rows, device_sync, ensure_generated, fmt, markdown, parse_config, spread)
 
 LOOPS = ("device", "recbole")
 
@@ -67,20 +68,8 @@ def measure(args, workdir):
     import torch
 
     config, model, trainer, loaders = build(args, workdir)
-    cuda = torch.device(config["device"]).type == "cuda"
-
-    def sync():
-        if cuda:
-            torch.cuda.synchronize()
-
-    rows = [0]
-    calculate_loss = model.calculate_loss
-
-    def counting_loss(interaction):
-        rows[0] += len(interaction)
-        return calculate_loss(interaction)
-
-    model.calculate_loss = counting_loss
+    sync = device_sync(torch, config["device"])
+    rows = count_loss_rows(model)
     epochs = {name: [] for name in LOOPS}
     epochs_cpu = {name: [] for name in LOOPS}
     alone = {name: [] for name in LOOPS}

@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (  # noqa: E402
+    count_loss_rows, device_sync,
     REPO_ROOT, current_rss_mib, emit, fmt, parse_config, parse_result, peak_rss_mib, spread,
 )
 
@@ -70,21 +71,8 @@ def worker(args):
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
     prepare_s = time.perf_counter() - start
     peak_after_prepare = peak_rss_mib()
-    cuda = torch.device(config["device"]).type == "cuda"
-
-    def sync():
-        if cuda:
-            torch.cuda.synchronize()
-
-    # count the triplets the trainer actually feeds the model (one row = user, positive, negative)
-    triplets = [0]
-    calculate_loss = model.calculate_loss
-
-    def counting_loss(interaction):
-        triplets[0] += len(interaction)
-        return calculate_loss(interaction)
-
-    model.calculate_loss = counting_loss
+    sync = device_sync(torch, config["device"])
+    triplets = count_loss_rows(model)  # the triplets the trainer feeds the model (user, positive, negative)
 
     epoch_s, epoch_triplets = [], []
     for epoch in range(args.warmup + args.epochs):
@@ -109,7 +97,7 @@ def worker(args):
         eval_s.append(time.perf_counter() - start)
 
     peak_rss = peak_rss_mib()  # before anything below allocates
-    peak_gpu = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
+    peak_gpu = torch.cuda.max_memory_allocated() / 2**20 if torch.device(config["device"]).type == "cuda" else None
 
     profile_text = None
     if args.profile:

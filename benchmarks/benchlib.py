@@ -220,3 +220,25 @@ def ensure_generated(data_path, users, items, features, words_per_item, interact
         if not quiet:
             print(f"generated {name} in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     return name
+
+
+# ------------------------------------------------------------------------------------------ timing
+def device_sync(torch, device):
+    """A function that waits for the device's queued work (CUDA), so that wall times include it; a no-op on the
+    CPU. ``torch`` is passed in: this module does not import it."""
+    if torch.device(device).type == "cuda":
+        return torch.cuda.synchronize
+    return lambda: None
+
+
+def count_loss_rows(model):
+    """Wrap ``model.calculate_loss`` to count the rows (triplets) the trainer feeds it; returns the counter, a
+    one-element list that the caller may reset."""
+    counter, calculate_loss = [0], model.calculate_loss
+
+    def counting_loss(interaction):
+        counter[0] += len(interaction)
+        return calculate_loss(interaction)
+
+    model.calculate_loss = counting_loss
+    return counter

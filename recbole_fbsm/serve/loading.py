@@ -21,13 +21,10 @@ from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.models.inputs import fit_model_inputs
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.models.base import FeatureSimilarityRecommender
-from recbole_fbsm.models.coldstart.base import ContentColdStartRecommender
 from recbole_fbsm.config.registry import get_model
+from recbole_fbsm.models.contract import ScoresFeatureRows
 
 SERVED_MODELS = ("FBSM", "UFSM", "CoSim", "DropoutNet", "Heater", "ALDI")
-# models that score an item from its feature row (the others are refused: they cannot serve new items)
-FEATURE_MODEL_BASES = (FeatureSimilarityRecommender, ContentColdStartRecommender)
 # settings of a checkpoint that RecBole derives (or the machine decides): not given back when rebuilding its Config
 DERIVED_SETTINGS = ("model", "dataset", "data_path", "device", "MODEL_TYPE", "MODEL_INPUT_TYPE", "eval_type",
                     "single_spec", "local_rank", "train_neg_sample_args", "valid_neg_sample_args",
@@ -182,6 +179,9 @@ def served_from_artifact(content, source, device="cpu"):
             f"model {source}: the model uses dense float_seq feature fields {list(features.dense_fields)}; serving new "
             "items reads token/token_seq fields only (train without them to serve, or score through run()).")
     model = get_model(name)(settings, vocabulary)
+    if not isinstance(model, ScoresFeatureRows):
+        raise ColdStartError(f"model {source}: a {name} cannot score items from their feature rows, so it cannot serve "
+                             "new items.")
     try:
         model.load_state_dict(content["state_dict"])
     except RuntimeError as error:

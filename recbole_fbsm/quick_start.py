@@ -141,6 +141,7 @@ def _run_rank(local_rank, model, dataset, config_file_list, config_dict, saved, 
         raise
     if distributed.is_main_process():
         queue.put(("result", result))
+    queue.put(("done", local_rank))
     distributed.end_process_group(together=True)
 
 

@@ -123,6 +123,23 @@ def test_a_two_process_step_has_the_one_process_gradient_of_the_whole_batch(toy)
         np.testing.assert_allclose(ddp, one, rtol=1e-10, atol=1e-12)
 
 
+def _aborting_worker(local_rank, finish_first, launch_settings, queue):
+    """A rank that dies by SIGABRT (as gloo aborts a rank while the process group is torn down), after or
+    before it reported its work done."""
+    if finish_first:
+        if local_rank == 0:
+            queue.put(("result", {"value": 7}))
+        queue.put(("done", local_rank))
+    if local_rank == 1:
+        os.abort()
+
+
+def test_an_abort_while_leaving_the_group_keeps_the_finished_result_and_an_earlier_one_fails():
+    assert distributed.launch(_aborting_worker, 2, -1, "localhost", None, 0, (True,)) == {"value": 7}
+    with pytest.raises(torch.multiprocessing.ProcessExitedException, match="SIGABRT"):
+        distributed.launch(_aborting_worker, 2, -1, "localhost", None, 0, (False,))
+
+
 def _metrics(result):
     return result["best_valid_result"], result["test_result"]
 

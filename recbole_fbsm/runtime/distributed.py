@@ -187,7 +187,8 @@ def broadcast_batchnorm_stats(module):
 
 def launch(target, nproc, world_size, ip, port, group_offset, args):
     """Start ``nproc`` processes running ``target(local_rank, *args, launch_settings, queue)`` and return
-    what rank 0 put in the queue as ``("result", value)`` (None on a machine without rank 0). ``value``
+    what rank 0 put in the queue as ``("result", value)`` (None on a machine without rank 0); each rank puts
+    ``("done", local_rank)`` once its work is finished, before it leaves the process group. ``value``
     must be plain data (numbers, numpy arrays): torch tensors travel as handles that die with the process.
 
     A ``ColdStartError`` in any rank comes back as a ``ColdStartError`` (one line); other failures as
@@ -207,18 +208,25 @@ def launch(target, nproc, world_size, ip, port, group_offset, args):
     spawn_log.setLevel(logging.ERROR)
     try:
         mp.spawn(target, args=(*args, settings, queue), nprocs=int(nproc), join=True)
-    except (mp.ProcessRaisedException, mp.ProcessExitedException):
-        messages = [value for kind, value in _drain(queue) if kind == "error"]
-        if messages:
-            raise ColdStartError(messages[0]) from None
-        raise
+        messages = list(_drain(queue))
+    except (mp.ProcessRaisedException, mp.ProcessExitedException) as failure:
+        messages = list(_drain(queue))
+        errors = [value for kind, value in messages if kind == "error"]
+        if errors:
+            raise ColdStartError(errors[0]) from None
+        finished = sum(kind == "done" for kind, _ in messages)
+        # every rank finished its work and only then died (gloo can abort a rank while the process group is torn
+        # down, "terminate called without an active exception"): the run's result stands
+        if not (isinstance(failure, mp.ProcessExitedException) and finished == int(nproc)):
+            raise
     finally:
         spawn_log.setLevel(level)
     outcome = None
-    for kind, value in _drain(queue):
+    for kind, value in messages:
         if kind == "error":
             raise ColdStartError(value)
-        outcome = value
+        if kind == "result":
+            outcome = value
     return outcome
 
 

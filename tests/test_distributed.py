@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -131,6 +132,8 @@ def _aborting_worker(local_rank, finish_first, launch_settings, queue):
             queue.put(("result", {"value": 7}))
         queue.put(("done", local_rank))
     if local_rank == 1:
+        if finish_first:  # a real run's ranks pass a barrier after reporting; here rank 0 gets time to report
+            time.sleep(3)
         os.abort()
 
 

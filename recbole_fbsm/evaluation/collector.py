@@ -84,7 +84,8 @@ class TieBreakingCollector(Collector):
         Exact and cheaper than sorting keys for every row: one ``topk`` of k + 1 columns shows which rows
         have items outside the first k tied with the k-th score. Only those rows get keys over all their
         columns (the items tied at the k-th score compete for the remaining places by key); every other
-        row's top-k set is already unique. The k chosen items are then ordered by score, equal scores by key.
+        row's top-k set is already unique. The k chosen items are then ordered by score, equal scores by key;
+        rows whose chosen scores are all distinct keep ``topk``'s order (the same order) without keys.
         """
         n_rows, n_cols = scores.shape
         device = scores.device
@@ -92,7 +93,10 @@ class TieBreakingCollector(Collector):
         items = torch.arange(n_cols, device=device) if items is None else items.to(device)
         k = min(k, n_cols)
         top = torch.topk(scores, min(k + 1, n_cols), dim=1)
-        chosen = top.indices[:, :k].clone()
+        chosen = top.indices[:, :k]
+        # rows whose k chosen scores, in topk's descending order, are not strictly decreasing (a tie, or a
+        # NaN): only their order needs the keys; every other row's order is its scores' alone
+        unsorted = ~(top.values[:, 1:k] < top.values[:, :k - 1]).all(dim=1)
         if n_cols > k:
             threshold = top.values[:, k - 1:k]
             rows = torch.nonzero(top.values[:, k] == threshold[:, 0]).squeeze(1)
@@ -100,11 +104,19 @@ class TieBreakingCollector(Collector):
                 tied, level = scores[rows], threshold[rows]
                 keys = tie_keys(self.tie_seed, users[rows][:, None], items[None, :])
                 selection_key = torch.where(tied > level, 2.0, torch.where(tied == level, keys, -1.0))
+                chosen = chosen.clone()
                 chosen[rows] = torch.topk(selection_key, k, dim=1).indices
-        keys = tie_keys(self.tie_seed, users[:, None], items[chosen])
-        chosen = chosen.gather(1, keys.argsort(dim=1, descending=True))
-        by_score = scores.gather(1, chosen).argsort(dim=1, descending=True, stable=True)
-        return chosen.gather(1, by_score)
+                unsorted[rows] = True
+        rows = torch.nonzero(unsorted).squeeze(1)
+        chosen = chosen.contiguous() if len(rows) == 0 else chosen.clone()
+        if len(rows) == 0:
+            return chosen
+        picked = chosen[rows]
+        keys = tie_keys(self.tie_seed, users[rows][:, None], items[picked])
+        picked = picked.gather(1, keys.argsort(dim=1, descending=True))
+        by_score = scores[rows].gather(1, picked).argsort(dim=1, descending=True, stable=True)
+        chosen[rows] = picked.gather(1, by_score)
+        return chosen
 
     def eval_batch_collect(self, scores_tensor, interaction, positive_u, positive_i):
         candidates = self.candidates

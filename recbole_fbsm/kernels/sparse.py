@@ -92,6 +92,22 @@ def rows_times_table(owner, cols, values, offsets, table):
     return _RowsTimesTable.apply(owner, cols, values.to(table.dtype), offsets, table)
 
 
+def csr_times_dense(matrix, dense):
+    """``matrix`` (a torch sparse CSR tensor, n x m) @ ``dense`` (m x d), as one embedding bag per row.
+
+    On CPU torch's embedding bag with per-sample weights is FBGEMM's generated kernel: measured 2.7 to 3
+    times faster than ``torch.sparse.mm`` (MKL) for evaluation's product of the candidates' feature rows
+    (5,117 x 3,490, 82k nonzeros) with a block of user profiles (3,490 x 32..655), 1 thread. Each row is
+    summed over its nonzeros in column order, so equal rows give bitwise equal results (ties stay ties).
+    Differentiable in ``dense`` (torch's embedding-bag backward: fine outside training's hot path)."""
+    n_rows = matrix.shape[0]
+    if n_rows == 0 or dense.shape[1] == 0:
+        return torch.zeros(n_rows, dense.shape[1], dtype=dense.dtype, device=dense.device)
+    return nn.functional.embedding_bag(
+        matrix.col_indices(), dense, matrix.crow_indices(), mode="sum",
+        per_sample_weights=matrix.values().to(dense.dtype), include_last_offset=True)
+
+
 class _RowsTimesTable(torch.autograd.Function):
     @staticmethod
     def forward(ctx, owner, cols, values, offsets, table):

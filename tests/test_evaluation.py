@@ -185,6 +185,40 @@ def test_distinct_scores_are_ranked_by_score_not_by_the_tie_order(toy):
     assert torch.equal(scores.gather(1, items), torch.sort(scores.gather(1, expected), dim=1, descending=True).values)
 
 
+def test_ties_inside_the_top_k_are_ordered_at_random_and_the_rest_by_score(toy):
+    """Two leaders tie well above the k-th score: each comes first for about half the users; rows
+    without a tie among their chosen items, and the places after the tie, follow the scores exactly."""
+    collector, _ = collector_for(toy, metrics=["Recall"], topk=[10])
+    n_users, n_items = 2000, 60
+    scores = torch.rand(n_users, n_items, generator=torch.Generator().manual_seed(1))
+    tied = torch.arange(n_users) % 2 == 0
+    scores[tied, 5] = scores[tied, 9] = 2.0
+    topk = collector.random_tie_topk(scores, 10)
+    assert torch.equal(torch.sort(topk[tied, :2], dim=1).values, torch.tensor([5, 9]).expand(int(tied.sum()), 2))
+    share = float((topk[tied, 0] == 5).float().mean())
+    assert 0.44 < share < 0.56, f"item 5 first for {share:.2f} of the users; a fair draw gives 0.5"
+    expected = torch.topk(scores, 10, dim=1).indices
+    assert torch.equal(topk[tied, 2:], expected[tied, 2:])
+    assert torch.equal(topk[~tied], expected[~tied])
+
+
+def test_validation_after_training_steps_scores_with_the_new_parameters(toy):
+    """FBSM caches its candidates' V f_i for an evaluation: after a training epoch (fused Adam, which
+    leaves torch's version counter of V alone) the next validation scores with the new V, exactly as
+    a model without the cache would."""
+    _, trainer, (train_data, valid_data, _) = make_trainer("FBSM", toy, rank=4, learner="adam", eval_batch_size=64 * 3)
+    assert trainer.optimizer.defaults.get("fused"), "the fused optimizer is the case to cover"
+    before, _, _ = evaluate_with_spy(trainer, valid_data)
+    trainer._train_epoch(train_data, 0)
+    after, _, _ = evaluate_with_spy(trainer, valid_data)
+    assert len(after) > 1, "the cache is reused across several batches"
+    trainer.model._candidate_factor_cache = None
+    fresh, _, _ = evaluate_with_spy(trainer, valid_data)
+    assert not torch.equal(before[0][1], after[0][1]), "training changed the scores"
+    for (_, cached, _, _), (_, recomputed, _, _) in zip(after, fresh):
+        assert torch.equal(cached, recomputed)
+
+
 def test_evaluating_twice_gives_the_same_result(toy):
     _, trainer, (train_data, valid_data, _) = make_trainer("Pop", toy)
     trainer._train_epoch(train_data, 0)

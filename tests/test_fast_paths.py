@@ -1,5 +1,6 @@
 """The fast paths of a training step give the same numbers as the plain formulas they replace:
-the radix-sorted embedding-bag backward, the fused optimizer, and λ, β as weight decay."""
+the radix-sorted embedding-bag backward, the fused optimizer, and λ, β as weight decay; and
+evaluation's sparse x dense product as embedding bags."""
 
 import numpy as np
 import pytest
@@ -7,7 +8,7 @@ import scipy.sparse as sp
 import torch
 
 from helpers import dataset_config
-from recbole_fbsm.kernels.sparse import TorchCsr, rows_times_table, stable_argsort_bounded
+from recbole_fbsm.kernels.sparse import TorchCsr, csr_times_dense, rows_times_table, stable_argsort_bounded
 from recbole_fbsm.quick_start import prepare
 from recbole_fbsm.training.trainer import get_trainer
 from recbole_fbsm.training.trainer import fused_if_possible
@@ -39,6 +40,25 @@ def test_rows_times_table_value_and_gradient_equal_the_dense_product(n_cols):
     dense = torch.from_numpy(matrix.toarray())[rows]
     assert torch.allclose(out, dense @ table.detach(), atol=1e-12)
     assert torch.allclose(table.grad, dense.T @ weights, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_csr_times_dense_equals_the_dense_product(dtype):
+    """Repeated rows, an empty row, no rows and no columns; equal rows give bitwise equal rows (evaluation's
+    ties stay ties)."""
+    rng = np.random.default_rng(2)
+    matrix = sp.random(30, 50, density=0.2, random_state=rng, format="csr")
+    matrix.data = rng.normal(size=matrix.nnz)
+    matrix.data[matrix.indptr[5]:matrix.indptr[6]] = 0  # an empty row
+    matrix.eliminate_zeros()
+    csr = TorchCsr(matrix, dtype=dtype)
+    rows = csr.rows_matrix(torch.tensor([3, 5, 3, 29, 0, 7]))
+    dense = torch.randn(50, 7, dtype=dtype)
+    out = csr_times_dense(rows, dense)
+    torch.testing.assert_close(out, rows.to_dense() @ dense)
+    assert torch.equal(out[0], out[2]) and not out[1].any()
+    assert csr_times_dense(csr.rows_matrix(torch.zeros(0, dtype=torch.long)), dense).shape == (0, 7)
+    assert csr_times_dense(rows, dense[:, :0]).shape == (6, 0)
 
 
 def _one_step(config_dict, toy, regulariser_in_optimizer):

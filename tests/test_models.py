@@ -213,3 +213,42 @@ def test_untrained_ufsm_with_one_function_is_exactly_its_fixed_similarity(tiny):
     with torch.no_grad():
         torch.testing.assert_close(ufsm.score_candidates(users, candidates), knn.score_candidates(users, candidates))
         torch.testing.assert_close(ufsm_tfidf.score_candidates(users, candidates), cosim.score_candidates(users, candidates))
+
+
+def candidate_reference(model, F, likes, users, candidates):
+    """FBSM's scores of ``users`` over ``candidates`` from the dense formula, estimation constraint included."""
+    W = dense_similarity(model, None)
+    users, candidates = users.numpy(), candidates.numpy()
+    items = F[candidates]
+    own = np.einsum("ij,jk,ik->i", items, W, items)
+    return (likes[users] @ F) @ W @ items.T - likes[users][:, candidates] * own[None, :]
+
+
+def test_cached_candidate_factors_follow_every_change_of_v(tiny):
+    """Evaluation computes the candidates' V f_i once and reuses them while V is unchanged; every way V can
+    change gives the new V's scores: a fused Adam step (which does not bump torch's version counter), a
+    write through ``V.data``, a checkpoint's state loaded."""
+    model, _ = build("FBSM", {**tiny, "rank": 3})
+    F, likes = randomise_features(model, seed=4)
+    users, candidates = torch.arange(1, likes.shape[0]), torch.arange(1, F.shape[0])
+    batch = Interaction({"user_id": users})
+
+    def scores():
+        with torch.no_grad():
+            return model.score_candidates(batch, candidates)
+
+    start = scores()
+    np.testing.assert_allclose(start.numpy(), candidate_reference(model, F, likes, users, candidates), rtol=1e-9, atol=1e-9)
+    cached = model._candidate_factor_cache[2]
+    assert torch.equal(scores(), start) and model._candidate_factor_cache[2] is cached  # reused, not recomputed
+    state = {key: value.clone() for key, value in model.state_dict().items()}
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1, fused=True)
+    (model.V.sum() ** 2 + model.D.sum()).backward()
+    optimizer.step()
+    np.testing.assert_allclose(scores().numpy(), candidate_reference(model, F, likes, users, candidates), rtol=1e-9, atol=1e-9)
+    model.V.data[1:] *= 2.0
+    np.testing.assert_allclose(scores().numpy(), candidate_reference(model, F, likes, users, candidates), rtol=1e-9, atol=1e-9)
+    model.load_state_dict(state)
+    assert torch.equal(scores(), start)
+    assert model.score_feature_rows(users[:0], model.F.rows_matrix(candidates)).shape == (0, len(candidates))

@@ -8,6 +8,7 @@ from recbole.data.interaction import Interaction
 
 from helpers import tiny_word_dataset
 from recbole_fbsm.kernels.sparse import TorchCsr
+from recbole_fbsm.models import base
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.training.trainer import get_trainer
 from recbole_fbsm.experiments.synthetic import planted_interactions
@@ -216,20 +217,43 @@ def test_untrained_ufsm_with_one_function_is_exactly_its_fixed_similarity(tiny):
 
 
 def candidate_reference(model, F, likes, users, candidates):
-    """FBSM's scores of ``users`` over ``candidates`` from the dense formula, estimation constraint included."""
-    W = dense_similarity(model, None)
-    users, candidates = users.numpy(), candidates.numpy()
-    items = F[candidates]
-    own = np.einsum("ij,jk,ik->i", items, W, items)
-    return (likes[users] @ F) @ W @ items.T - likes[users][:, candidates] * own[None, :]
+    """Scores of ``users`` over ``candidates`` from the dense formula, estimation constraint included."""
+    items = F[candidates.numpy()]
+    rows = []
+    for u in users.tolist():
+        W = dense_similarity(model, u)
+        own = np.einsum("ij,jk,ik->i", items, W, items)
+        rows.append((likes[u] @ F) @ W @ items.T - likes[u][candidates.numpy()] * own)
+    return np.array(rows)
 
 
-def test_cached_candidate_factors_follow_every_change_of_v(tiny):
-    """Evaluation computes the candidates' V f_i once and reuses them while V is unchanged; every way V can
-    change gives the new V's scores: a fused Adam step (which does not bump torch's version counter), a
-    write through ``V.data``, a checkpoint's state loaded."""
+@pytest.mark.parametrize("name, fold", [("FBSM", True), ("FBSM", False), ("UFSM", None), ("CoSim", None)])
+def test_candidate_scores_in_blocks_of_users_equal_the_dense_formula(tiny, monkeypatch, name, fold):
+    """Evaluation's scores, users in blocks of two, the low-rank part folded into the profiles or added
+    item side (``folds_low_rank``), per-user weights for UFSM."""
+    model, _ = build(name, {**tiny, "rank": 3, "n_functions": 2})
+    F, likes = randomise_features(model, seed=5)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn_like(parameter))
+    monkeypatch.setattr(base, "SCORE_BLOCK_CELLS", 2 * max(model.n_features, F.shape[0]))
+    if fold is not None:
+        monkeypatch.setattr(model, "folds_low_rank", lambda n_items: fold)
+    users, candidates = torch.arange(1, likes.shape[0]), torch.arange(1, F.shape[0])
+    with torch.no_grad():
+        scores = model.score_candidates(Interaction({"user_id": users}), candidates)
+    assert len(users) > 4, "several blocks"
+    np.testing.assert_allclose(scores.numpy(), candidate_reference(model, F, likes, users, candidates), rtol=1e-9, atol=1e-9)
+    assert model.score_feature_rows(users[:0], model.F.rows_matrix(candidates)).shape == (0, len(candidates))
+
+
+def test_cached_candidate_factors_follow_every_change_of_v(tiny, monkeypatch):
+    """Where the low-rank part is added item side, evaluation computes the candidates' V f_i once and
+    reuses them while V is unchanged; every way V can change gives the new V's scores: a fused Adam step
+    (which does not bump torch's version counter), a write through ``V.data``, a checkpoint's state loaded."""
     model, _ = build("FBSM", {**tiny, "rank": 3})
     F, likes = randomise_features(model, seed=4)
+    monkeypatch.setattr(model, "folds_low_rank", lambda n_items: False)
     users, candidates = torch.arange(1, likes.shape[0]), torch.arange(1, F.shape[0])
     batch = Interaction({"user_id": users})
 
@@ -237,8 +261,11 @@ def test_cached_candidate_factors_follow_every_change_of_v(tiny):
         with torch.no_grad():
             return model.score_candidates(batch, candidates)
 
+    def reference():
+        return candidate_reference(model, F, likes, users, candidates)
+
     start = scores()
-    np.testing.assert_allclose(start.numpy(), candidate_reference(model, F, likes, users, candidates), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(start.numpy(), reference(), rtol=1e-9, atol=1e-9)
     cached = model._candidate_factor_cache[2]
     assert torch.equal(scores(), start) and model._candidate_factor_cache[2] is cached  # reused, not recomputed
     state = {key: value.clone() for key, value in model.state_dict().items()}
@@ -246,9 +273,8 @@ def test_cached_candidate_factors_follow_every_change_of_v(tiny):
     optimizer = torch.optim.Adam(model.parameters(), lr=0.1, fused=True)
     (model.V.sum() ** 2 + model.D.sum()).backward()
     optimizer.step()
-    np.testing.assert_allclose(scores().numpy(), candidate_reference(model, F, likes, users, candidates), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(scores().numpy(), reference(), rtol=1e-9, atol=1e-9)
     model.V.data[1:] *= 2.0
-    np.testing.assert_allclose(scores().numpy(), candidate_reference(model, F, likes, users, candidates), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(scores().numpy(), reference(), rtol=1e-9, atol=1e-9)
     model.load_state_dict(state)
     assert torch.equal(scores(), start)
-    assert model.score_feature_rows(users[:0], model.F.rows_matrix(candidates)).shape == (0, len(candidates))

@@ -97,14 +97,14 @@ def test_evaluation_batches_stay_within_eval_batch_size_cells_with_a_large_vocab
         eval_batch_size=cells, topk=[5], valid_metric="Recall@5"))
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
     widths = []
-    dense_rows = model.F_U.dense_rows
+    weighted_profiles_t = model.weighted_profiles_t
 
-    def spy(users):
-        block = dense_rows(users)
+    def spy(users, *args):
+        block = weighted_profiles_t(users, *args)  # the users' dense profiles, features x users
         widths.append(block.numel())
         return block
 
-    model.F_U.dense_rows = spy
+    model.weighted_profiles_t = spy
     trainer.evaluate(valid_data, load_best_model=False)
     assert model.n_features >= n_words * 0.5 and widths
     assert max(widths) <= cells, f"a dense block of {max(widths)} cells for eval_batch_size {cells}"

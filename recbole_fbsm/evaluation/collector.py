@@ -108,9 +108,9 @@ class TieBreakingCollector(Collector):
                 chosen[rows] = torch.topk(selection_key, k, dim=1).indices
                 unsorted[rows] = True
         rows = torch.nonzero(unsorted).squeeze(1)
-        chosen = chosen.contiguous() if len(rows) == 0 else chosen.clone()
         if len(rows) == 0:
-            return chosen
+            return chosen.contiguous()
+        chosen = chosen.clone()
         picked = chosen[rows]
         keys = tie_keys(self.tie_seed, users[rows][:, None], items[picked])
         picked = picked.gather(1, keys.argsort(dim=1, descending=True))

@@ -312,7 +312,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
 
     def folds_low_rank(self, n_items):
         """Whether scoring ``n_items`` items folds V V^T f_u into the profiles (a features x h x users GEMM)
-        rather than adding (V f_i) . (V f_u) (items x h x users): the smaller of the two."""
+        rather than adding (V f_i) . (V f_u) (an items x h x users GEMM): whichever GEMM is smaller."""
         return self.n_features <= n_items
 
     def score_block(self, users, item_matrix, factors, item_factors=None):

@@ -262,7 +262,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         F only: evaluation on a cold split never touches the other splits' items."""
         users = interaction[self.USER_ID]
         F_c, position = self._candidate_matrix(candidates)
-        scores = self.score_feature_rows(users, F_c)                       # B x C
+        scores = self.score_feature_rows(users, F_c, self._candidate_factors(candidates, F_c))  # B x C
         # estimation constraint: a training like is scored without its own features
         owner, liked, _, _ = self.R.gather_rows(users)
         column = position[liked]
@@ -278,12 +278,17 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         estimation constraint: the items are not among the users' training likes. ``item_factors``: V f_i of
         the rows, when the caller already has them."""
         f_u = self.F_U.dense_rows(users)                                   # B x n_features
-        scores = torch.sparse.mm(item_matrix, (f_u * self.diagonal_weights(users)).T).T
         factors = self.low_rank_factors()
+        user_factors = None if factors is None else f_u @ factors          # V f_u
+        weighted = f_u * self.diagonal_weights(users)
+        del f_u  # each B x n_features block is freed as soon as it is used (the evaluation's peak memory)
+        scores = torch.sparse.mm(item_matrix, weighted.T).T
+        del weighted
         if factors is not None:
             if item_factors is None:
                 item_factors = torch.sparse.mm(item_matrix, factors)
-            scores = scores + (f_u @ factors) @ item_factors.T
+            # the diagonal part added into the low-rank block (a + b == b + a): one B x n_items block less
+            scores = (user_factors @ item_factors.T).add_(scores)
         return scores
 
     def score_rows_item_side(self, users, item_matrix):
@@ -312,6 +317,23 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         position[candidates] = torch.arange(len(candidates), device=candidates.device)
         self._candidate_cache = (candidates, matrix, position)
         return matrix, position
+
+    def _candidate_factors(self, candidates, matrix):
+        """V f_i of the candidates (``matrix``: their rows of F), computed once for all the batches of an
+        evaluation: kept with a copy of the V it came from, and used only while V equals that copy bit for
+        bit (a version counter would not do: torch's fused optimizers update V without counting); None
+        while gradients are on, or for models without V."""
+        factors = self.low_rank_factors()
+        if factors is None or torch.is_grad_enabled():
+            return None
+        cached = getattr(self, "_candidate_factor_cache", None)
+        if (cached is not None and cached[0] is candidates and cached[1].device == factors.device
+                and cached[1].shape == factors.shape and torch.equal(cached[1], factors)):
+            return cached[2]
+        self._candidate_factor_cache = None  # the old blocks are freed before the new ones are made
+        item_factors = torch.sparse.mm(matrix, factors)
+        self._candidate_factor_cache = (candidates, factors.detach().clone(), item_factors)
+        return item_factors
 
     def self_similarity(self, users, items):
         """f_i^T W_u f_i for (user, item) pairs."""

@@ -641,7 +641,7 @@ def main(argv=None):
     light.add_argument("--lightfm-scoring", choices=("dense", "predict"), default="dense",
                        help="evaluation scoring: dense (representations, then user x item products) or predict "
                        "(LightFM.predict over every (user, test item) pair)")
-    light.add_argument("--lightfm-eval-cells", type=int, default=2**24,
+    light.add_argument("--lightfm-eval-cells", type=int, default=2**22,
                        help="user x item cells per scoring batch (the plugin's eval_batch_size)")
     light.add_argument("--lightfm-epochs", type=int, default=30,
                        help="LightFM's quality: untimed epochs up to this total, then test Recall@10 (0: off)")

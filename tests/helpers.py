@@ -158,6 +158,15 @@ def dataset_config(data, quiet=None, implicit=None, **overrides):
     return config
 
 
+def item_token_ids(dataset, field, item):
+    """The token ids of one item's ``field`` (the padding left out), wherever the dataset keeps them:
+    ``item_token_rows`` for the models that read their own features, RecBole's padded rows otherwise."""
+    from recbole_fbsm.data.features import item_token_rows  # helpers stay importable without torch
+
+    indptr, indices = item_token_rows(dataset, field)
+    return indices[indptr[item]:indptr[item + 1]]
+
+
 def tokens_of(dataset, field, ids):
     """External tokens of internal ids of a token field."""
     return [str(t) for t in dataset.field2id_token[field][np.asarray(ids, dtype=np.int64)]]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import REPO_ROOT, RUN_RECBOLE, run_cli, write_dataset
+from helpers import REPO_ROOT, RUN_RECBOLE, item_token_ids, run_cli, write_dataset
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data.preparation import check_dataset_files
 
@@ -475,7 +475,7 @@ def test_ids_pandas_reads_as_missing_are_ids(tmp_path, capsys, monkeypatch, read
     assert sum(len(part.dataset.inter_feat) for part in (train, valid, test)) == likes
     words = dataset.field2id_token["words"].tolist()
     assert "NA" in words and "null" in words
-    row = dataset.item_feat["words"][dataset.token2id("item_id", "NA")]
+    row = item_token_ids(dataset, "words", dataset.token2id("item_id", "NA"))
     assert {"NA", "null"} <= {words[t] for t in row.tolist() if t}
 
 

@@ -94,7 +94,7 @@ def _gradient_worker(local_rank, config_dict, launch_settings, queue):
         reference.regulariser_in_optimizer = model.regulariser_in_optimizer  # the trainer's optimizer took λ
         share = next(iter(train_data))
         trainer.set_reduce_hook()
-        loss = share_weighted(model.calculate_loss, torch.device("cpu"))(share) + trainer.sync_grad_loss()
+        loss = share_weighted(model.calculate_loss, train_data.step_weights)(share) + trainer.sync_grad_loss()
         loss.backward()
         shares = [None] * dist.get_world_size()
         dist.all_gather_object(shares, {key: value for key, value in share.interaction.items()})
@@ -116,12 +116,69 @@ def _gradient_worker(local_rank, config_dict, launch_settings, queue):
 
 def test_a_two_process_step_has_the_one_process_gradient_of_the_whole_batch(toy):
     config = dataset_config(toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3,
-                            torch_threads=1)
+                            torch_threads=1, parallel_sync="gradients")
     got = distributed.launch(_gradient_worker, 2, -1, "localhost", None, 0, (config,))
     assert all(got["rows"]) and not got["users"][0] & got["users"][1], "shares must be non-empty, whole users"
     for ddp, one in zip(got["ddp"], got["one"]):
         assert np.abs(one).max() > 0
         np.testing.assert_allclose(ddp, one, rtol=1e-10, atol=1e-12)
+
+
+def _averaging_worker(local_rank, config_dict, launch_settings, queue):
+    """One rank of ``parallel_sync: average``: one epoch through the trainer, counting every collective
+    exchange; then every rank's steps, users, parameters and profiles."""
+    import torch.distributed as dist
+
+    from recbole_fbsm.quick_start import prepare
+    from recbole_fbsm.training.trainer import get_trainer
+
+    try:
+        config, model, (train_data, _, _) = prepare(
+            "FBSM", "toy", config_dict={**config_dict, **launch_settings, "local_rank": local_rank})
+        trainer = get_trainer(config["MODEL_TYPE"], "FBSM")(config, model)
+        start = [parameter.detach().clone() for parameter in model.parameters()]
+        users = set().union(*(set(batch[model.USER_ID].tolist()) for batch in train_data))
+        exchanges, all_reduce = [], dist.all_reduce
+        dist.all_reduce = lambda tensor, *args, **kwargs: exchanges.append(tensor.numel()) or all_reduce(tensor, *args, **kwargs)
+        steps = len(train_data)
+        try:
+            trainer._train_epoch(train_data, 0)
+        finally:
+            dist.all_reduce = all_reduce
+        mine = {"steps": steps, "users": users, "exchanges": exchanges,
+                "profiles": set(np.flatnonzero(np.diff(model.F_U.indptr.numpy())).tolist()),
+                "start": [parameter.numpy().copy() for parameter in start],
+                "end": [parameter.detach().numpy().copy() for parameter in model.parameters()]}
+        ranks = [None] * dist.get_world_size()
+        dist.all_gather_object(ranks, mine)
+        if dist.get_rank() == 0:
+            queue.put(("result", {"ranks": ranks, "parameters": sum(p.numel() for p in model.parameters())}))
+        distributed.end_process_group(together=True)
+    finally:
+        distributed.end_process_group()
+
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_averaging_ranks_hold_their_own_users_exchange_only_the_parameters_and_end_the_epoch_alike(toy, every):
+    """Local SGD: each rank trains on and holds the profiles of its own users (ids = rank mod 2); the ranks
+    start from one model, exchange nothing but the flat parameters (no gradients, no row counts) about every
+    ``every`` steps of the longest rank and after the last step, plus one number per epoch, and then hold
+    the same model."""
+    config = dataset_config(toy, train_batch_by_user=True, train_batch_size=16, rank=3, init_std=0.3,
+                            torch_threads=1, parallel_sync="average", parallel_average_every=every)
+    got = distributed.launch(_averaging_worker, 2, -1, "localhost", None, 0, (config,))
+    ranks = got["ranks"]
+    longest = max(rank["steps"] for rank in ranks)
+    assert min(rank["steps"] for rank in ranks) >= 2
+    for index, rank in enumerate(ranks):
+        assert rank["users"] and all(user % 2 == index for user in rank["users"])
+        assert rank["users"] <= rank["profiles"] and all(user % 2 == index for user in rank["profiles"])
+        assert rank["exchanges"] == [1] + [got["parameters"]] * -(-longest // every), rank["exchanges"]
+        for start_0, start in zip(ranks[0]["start"], rank["start"]):
+            np.testing.assert_array_equal(start, start_0)
+        for end_0, end in zip(ranks[0]["end"], rank["end"]):
+            np.testing.assert_array_equal(end, end_0)
+    assert any(np.abs(end - start).max() > 1e-6 for end, start in zip(ranks[0]["end"], ranks[0]["start"]))
 
 
 def _aborting_worker(local_rank, finish_first, launch_settings, queue):
@@ -158,26 +215,35 @@ def test_two_processes_evaluate_exactly_like_one(toy):
     assert two["world_size"] == 2 and os.path.isfile(two["result_file"])
 
 
-def test_fbsm_on_two_processes_learns_like_one(tmp_path):
+@pytest.fixture(scope="module")
+def planted_one_process(tmp_path_factory):
+    """The planted-pairs data, and FBSM's and CoSim's test recall@10 on one process."""
+    root = tmp_path_factory.mktemp("planted")
+    planted_interactions(root / "data", "planted", split_seed=2020)
+    common = {"state": "ERROR", "show_progress": False, "data_path": str(root / "data"), "seed": 2020,
+              "checkpoint_dir": str(root / "saved"), "torch_threads": 1}  # the default epochs
+    one = run("FBSM", "planted", config_dict=dict(common))["test_result"]["recall@10"]
+    cosim = run("CoSim", "planted", config_dict=dict(common))["test_result"]["recall@10"]
+    return common, one, cosim
+
+
+@pytest.mark.parametrize("sync", ["gradients", "average"])
+def test_fbsm_on_two_processes_learns_like_one(planted_one_process, tmp_path, sync):
     """Planted feature pairs: FBSM on 2 processes finds them as on 1, and only rank 0 wrote a checkpoint and
     a log. The negatives differ, and V leaves its near-zero start after a plateau of a random length, so
     early stopping keeps epochs tens apart: 0.26 on one process and 0.34 on two were seen for this seed.
-    The steps themselves are equal to 1e-10 (``test_a_two_process_step_has_the_one_process_gradient_of_the_whole_batch``)."""
-    planted_interactions(tmp_path / "data", "planted", split_seed=2020)
-    common = {"state": "ERROR", "show_progress": False, "data_path": str(tmp_path / "data"),
-              "checkpoint_dir": str(tmp_path / "saved"), "seed": 2020, "torch_threads": 1}  # the default epochs
-    one = run("FBSM", "planted", config_dict=dict(common))["test_result"]["recall@10"]
+    With ``gradients`` the steps themselves are equal to 1e-10
+    (``test_a_two_process_step_has_the_one_process_gradient_of_the_whole_batch``)."""
+    common, one, cosim = planted_one_process
+    common = {**common, "checkpoint_dir": str(tmp_path / "saved"), "parallel_sync": sync}
     two_result = run("FBSM", "planted", config_dict=dict(common), nproc=2)
     two = two_result["test_result"]["recall@10"]
-    cosim = run("CoSim", "planted", config_dict=dict(common))["test_result"]["recall@10"]
     assert min(one, two) >= 2 * cosim and min(one, two) > 0.2, (one, two, cosim)
     assert abs(two - one) <= 0.35 * max(one, two), (one, two)
     saved = os.listdir(tmp_path / "saved")
-    assert [name for name in saved if name.startswith("FBSM")].count(os.path.basename(two_result["saved_model_file"])) == 1
-    # one checkpoint and one artifact per run, none from rank 1
-    assert len([name for name in saved if name.startswith("FBSM") and name.endswith(".pth")]) == 2, saved
-    assert sorted(name for name in saved if name.startswith("FBSM") and name.endswith(".fbsm")) == sorted(
-        name.replace(".pth", ".fbsm") for name in saved if name.startswith("FBSM") and name.endswith(".pth"))
+    # one checkpoint and one artifact, none from rank 1
+    files = sorted(os.path.basename(two_result[key]) for key in ("saved_model_file", "artifact_file"))
+    assert sorted(name for name in saved if name.startswith("FBSM")) == files, saved
 
 
 def _free_port():

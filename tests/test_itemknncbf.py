@@ -7,7 +7,7 @@ import torch
 from recbole.data.interaction import Interaction
 
 from recbole_fbsm.quick_start import prepare, run
-from helpers import tiny_word_dataset
+from helpers import item_token_ids, tiny_word_dataset
 
 QUIET = {"state": "ERROR", "show_progress": False}
 
@@ -21,10 +21,9 @@ def tiny(tmp_path, monkeypatch):
 
 def counts_and_likes(dataset):
     """Term counts (items x vocabulary, by brute force over the token rows) and each user's training likes."""
-    words = dataset.item_feat["words"].numpy()
     counts = np.zeros((dataset.item_num, len(dataset.field2id_token["words"])))
     for item in range(1, dataset.item_num):
-        for token in words[item]:
+        for token in item_token_ids(dataset, "words", item):
             if token:
                 counts[item, token] += 1
     liked = {}

@@ -6,7 +6,7 @@ import scipy.sparse as sp
 import torch
 from recbole.data.interaction import Interaction
 
-from helpers import tiny_word_dataset
+from helpers import item_token_ids, tiny_word_dataset
 from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.models import base
 from recbole_fbsm.quick_start import prepare, run
@@ -115,11 +115,10 @@ def test_cosim_equals_a_brute_force_double_loop(tiny):
     """TF-IDF (document frequencies on training items), cosine, summed over the other training likes."""
     model, (train_data, _, _) = build("CoSim", tiny)
     dataset = train_data._dataset
-    words = dataset.item_feat["words"].numpy()
     vocabulary_size = len(dataset.field2id_token["words"])
     counts = np.zeros((dataset.item_num, vocabulary_size))
     for item in range(1, dataset.item_num):
-        for token in words[item]:
+        for token in item_token_ids(dataset, "words", item):
             if token:
                 counts[item, token] += 1
     train_items = dataset.split_items

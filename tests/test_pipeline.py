@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import dataset_config, run_cli, start_cli
+from helpers import dataset_config, item_token_ids, run_cli, start_cli
 from recbole_fbsm import quick_start
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.errors import ColdStartError
@@ -331,7 +331,7 @@ def test_context_models_see_each_token_once_while_fbsm_keeps_term_counts(toy, tm
         config, model, (train_data, _, _) = quick_start.prepare(model_name, toy.name, config_dict=dataset_config(toy, **overrides))
         dataset = train_data._dataset
         item = dataset.token2id(dataset.iid_field, token)
-        ids = dataset.item_feat["words"][item].numpy()
+        ids = item_token_ids(dataset, "words", item)
         return [t for t in dataset.field2id_token["words"][ids[ids > 0]]], dataset.field2seqlen["words"]
 
     distinct = first[2].split()[: len(set(first[2].split()))]

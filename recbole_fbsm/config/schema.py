@@ -55,6 +55,11 @@ PLUGIN_SETTINGS = {
     "use_tuned_properties": S(flag, True, OVERALL, "apply properties/dataset/DATASET/MODEL.yaml"),
     "dist_backend": S(choice(("auto", "gloo", "nccl")), "auto", OVERALL, "torch.distributed backend"),
     "dist_timeout": S(number(0, strict=True), 1800, OVERALL, "seconds a data-parallel rank waits for the others"),
+    "parallel_sync": S(choice(("average", "gradients")), "average", OVERALL,
+                       "data-parallel exchange: average the parameters every few steps, or the gradients every step"),
+    "parallel_average_every": S(integer(1), 16, OVERALL, "parallel_sync average: steps between two averages"),
+    "parallel_scale_learning_rate": S(flag, True, OVERALL,
+                                      "parallel_sync average: an SGD learning rate times the number of processes"),
     # the warm BPR-MF backbone (DropoutNet, Heater, ALDI; FBSM's alignment)
     "warm_checkpoint": S(optional(text), None, OVERALL, "a BPR checkpoint of the same split, instead of training"),
     "warm_embedding_size": S(integer(1), 200, OVERALL, "rank of the warm embeddings"),

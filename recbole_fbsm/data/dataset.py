@@ -13,7 +13,7 @@ from recbole.utils import FeatureSource, FeatureType, ModelType
 
 from recbole_fbsm.recbole_compat import DatasetRoutes
 from recbole_fbsm.data.atomic_files import codes_of
-from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns, split_rows
+from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns, sequence_rows, split_rows
 from recbole_fbsm.errors import ColdStartError
 
 # the csv module's field limit while RecBole's reader runs (its default, 131,072 characters, stops long texts)
@@ -121,7 +121,10 @@ class ColdStartDataset(DatasetRoutes, Dataset):
     - ``inter_feat``: the split's *likes* only;
     - ``dislike_feat``: the split's explicit dislikes (label 0), or ``None`` for implicit data.
 
-    All splits share one id remapping, vocabulary and ``item_feat``.
+    All splits share one id remapping, vocabulary and ``item_feat``. With ``item_token_rows_only`` (set by
+    ``data_preparation`` for the models that read their own features) the ``token_seq`` fields of the .item
+    file are left out of ``item_feat`` and kept in ``item_token_rows`` instead: {field: (indptr, indices)}, a
+    CSR layout of the same token ids without RecBole's padding to the longest item (``item_token_rows``).
     """
 
     phase = None
@@ -142,6 +145,8 @@ class ColdStartDataset(DatasetRoutes, Dataset):
     dislike_feat = None
     _hidden_fields = frozenset()
     _skip_feature_join = False
+    item_token_rows_only = False
+    item_token_rows = None  # {token_seq field of the .item file: (indptr, indices)} with item_token_rows_only
 
     # ----------------------------------------------------------------------------------------- split
     def build(self):
@@ -449,13 +454,19 @@ class ColdStartDataset(DatasetRoutes, Dataset):
 
     def plugin_dataframe_to_interaction(self, data):
         """RecBole's conversion to an ``Interaction``; sequence fields are padded by one numpy scatter
-        instead of one tensor per row (14 s for 2 million items)."""
+        instead of one tensor per row (14 s for 2 million items). With ``item_token_rows_only`` the .item
+        file's ``token_seq`` fields go to ``item_token_rows`` unpadded, not into ``item_feat``."""
         if len(data) == 0:
             return super().plugin_dataframe_to_interaction(data)
         numerical = self.config["numerical_features"] or []
+        rows_only = self.item_token_rows_only and data is self.item_feat
         new_data = {}
         for field in data:
             ftype = self.field2type[field]
+            if rows_only and ftype == FeatureType.TOKEN_SEQ:
+                self.item_token_rows = {**(self.item_token_rows or {}),
+                                        field: sequence_rows(data[field].values, self.field2seqlen[field])}
+                continue
             if ftype == FeatureType.TOKEN_SEQ or (ftype == FeatureType.FLOAT_SEQ and field not in numerical):
                 dtype = np.int64 if ftype == FeatureType.TOKEN_SEQ else np.float32
                 new_data[field] = torch.from_numpy(pad_sequences(data[field].values, self.field2seqlen[field], dtype))

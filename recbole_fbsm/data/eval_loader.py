@@ -24,6 +24,7 @@ from torch.utils.data import BatchSampler
 from recbole_fbsm.recbole_compat import EvalLoaderRoutes
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.data.sampler import UsedIds, sorted_unique
+from recbole_fbsm.data.user_batches import shards_users
 from recbole_fbsm.kernels.sparse import TorchCsr
 
 
@@ -55,14 +56,20 @@ def feature_columns(config, dataset):
 
 
 class ShardedEvalMixin:
-    """Evaluation batches of this rank's contiguous block of users only (all of them in one process)."""
+    """Evaluation batches of this rank's contiguous block of users only (all of them in one process); with
+    ``parallel_sync: average`` the rank's own users (it holds only their profiles)."""
 
     def plugin_index_sampler(self):
         rank, size = distributed.world()
         if size == 1 or self.config["single_spec"]:
             return super().plugin_index_sampler()
-        start, stop = distributed.shard_bounds(self.sample_size, rank, size)
-        return BatchSampler(range(start, stop), max(1, int(self.step)), drop_last=False)
+        uid_list = getattr(self, "uid_list", None)
+        if shards_users(self.config) and uid_list is not None and not self.is_sequential:
+            owned = distributed.owned_users(self._dataset.user_num)
+            rows = np.flatnonzero(owned[np.asarray(uid_list, dtype=np.int64)]).tolist()
+        else:
+            rows = range(*distributed.shard_bounds(self.sample_size, rank, size))
+        return BatchSampler(rows, max(1, int(self.step)), drop_last=False)
 
 
 class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, EvalLoaderRoutes, FullSortEvalDataLoader):

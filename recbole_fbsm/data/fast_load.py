@@ -284,3 +284,18 @@ def pad_sequences(values, width_limit, dtype):
     padded = np.zeros((len(values), width), dtype=dtype)
     padded[np.repeat(np.arange(len(values)), lengths)[keep], position[keep]] = flat[keep]
     return padded
+
+
+def sequence_rows(values, width_limit):
+    """What ``pad_sequences(values, width_limit, int64)`` holds, without the padding: (indptr int64, indices
+    int32) of a CSR layout, the first ``width_limit`` tokens of every row in order, padding ids 0 left out
+    (a padded row of 1,231 int64 slots for 16 distinct words on citeulike-t: 240 MiB against 3 MiB)."""
+    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+    flat = np.concatenate(values) if len(values) else np.zeros(0, dtype=np.int64)
+    position = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    keep = (position < width_limit) & (flat != 0)
+    rows = np.repeat(np.arange(len(values)), lengths)[keep]
+    indptr = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=len(values)), out=indptr[1:])
+    indices = flat[keep]
+    return indptr, indices.astype(np.int32 if not len(indices) or indices.max() < 2**31 else np.int64)

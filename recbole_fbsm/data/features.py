@@ -131,9 +131,10 @@ def feature_fields(dataset, fields=None):
     """The configured feature fields, or every token/token_seq field of the .item file but item_id.
     Dense ``float_seq`` fields (e.g. text embeddings, an LSA of the text) are used when named."""
     loaded = dataset.item_feat is not None
+    rows = getattr(dataset, "item_token_rows", None) or {}
     available = [
         f for f in dataset.fields(ftype=[FeatureType.TOKEN, FeatureType.TOKEN_SEQ])
-        if f != dataset.iid_field and loaded and f in dataset.item_feat
+        if f != dataset.iid_field and loaded and (f in dataset.item_feat or f in rows)
     ]
     dense = [f for f in dataset.fields(ftype=[FeatureType.FLOAT_SEQ]) if loaded and f in dataset.item_feat]
     if not fields:
@@ -167,17 +168,10 @@ def term_counts(dataset, fields):
             blocks.append(sp.csr_matrix(values))
             names += [f"{field}:{k}" for k in range(values.shape[1])]
             continue
-        tokens = dataset.item_feat[field].numpy()
-        if tokens.ndim == 1:
-            tokens = tokens[:, None]
+        indptr, indices = item_token_rows(dataset, field)
         vocabulary = dataset.field2id_token[field]
-        rows = np.repeat(np.arange(tokens.shape[0]), tokens.shape[1])
-        cols = tokens.ravel()
-        keep = cols > 0  # 0 is RecBole's [PAD]
-        block = sp.csr_matrix(
-            (np.ones(keep.sum(), dtype=np.float64), (rows[keep], cols[keep])),
-            shape=(tokens.shape[0], len(vocabulary)),
-        )
+        block = sp.csr_matrix((np.ones(len(indices), dtype=np.float64), indices, indptr),
+                              shape=(len(indptr) - 1, len(vocabulary)), copy=True)  # sum_duplicates sorts in place
         block.sum_duplicates()
         blocks.append(block[:, 1:])
         names += [f"{field}:{token}" for token in vocabulary[1:]]
@@ -185,6 +179,22 @@ def term_counts(dataset, fields):
     if counts.shape[0] != dataset.item_num:
         raise ColdStartError(f"item features have {counts.shape[0]} rows for {dataset.item_num} items.")
     return counts, names
+
+
+def item_token_rows(dataset, field):
+    """(indptr, indices): the token ids of ``field`` item by item, [PAD] (0) left out, in a CSR layout. From
+    ``item_token_rows`` where the dataset keeps them there (``ColdStartDataset``, models that read their own
+    features), else from ``item_feat``'s column (one id per item, or RecBole's padded rows)."""
+    rows = (getattr(dataset, "item_token_rows", None) or {}).get(field)
+    if rows is not None:
+        return rows
+    tokens = dataset.item_feat[field].numpy()
+    if tokens.ndim == 1:
+        tokens = tokens[:, None]
+    kept = tokens > 0
+    indptr = np.zeros(tokens.shape[0] + 1, dtype=np.int64)
+    np.cumsum(kept.sum(axis=1), out=indptr[1:])
+    return indptr, tokens[kept]
 
 
 def field_scales(fields, field_weights):

@@ -52,13 +52,15 @@ def data_preparation(config, dataset, reads_own_features=False):
 
     With ``eval_args.group_by: item`` the samplers are ``ColdStartSampler`` (negatives only from the
     phase's own split). ``reads_own_features`` skips RecBole's per-batch feature join for models that
-    hold their own feature matrices. ``train_batch_by_user`` makes every training batch hold whole users
+    hold their own feature matrices, and keeps the .item file's ``token_seq`` fields as unpadded rows for them
+(``ColdStartDataset.item_token_rows``). ``train_batch_by_user`` makes every training batch hold whole users
     (see ``user_batches``). For models that read their own features the batches are cut from tensors on the
     model's device (``device_batches``) unless ``train_batches_on_device`` is off.
     """
     if config["MODEL_TYPE"] not in (ModelType.GENERAL, ModelType.CONTEXT, ModelType.TRADITIONAL):
         raise ColdStartError(f"model {config['model']!r}: only general and context-aware models are supported.")
     dataset._skip_feature_join = reads_own_features
+    dataset.item_token_rows_only = reads_own_features  # their F is built from unpadded token rows
     built = dataset.build()
     if config["eval_user_sample"]:
         sample_evaluated_users(built[1:], int(config["eval_user_sample"]), _sample_seed(config))

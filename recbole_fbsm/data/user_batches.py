@@ -22,32 +22,48 @@ import numpy as np
 import torch
 from recbole.data.interaction import Interaction
 
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.recbole_compat import TrainLoaderRoutes
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.errors import ColdStartError
 
 
+def shards_users(config):
+    """Whether each rank of this run holds, trains and evaluates users of its own (``runtime.distributed.
+    owned_users``) and averages parameters: ``parallel_sync: average`` with whole-user batches (the plugin's
+    feature models). RecBole's own loaders deal rows, not users: those runs exchange gradients."""
+    return (distributed.world()[1] > 1 and setting(config, "parallel_sync") == "average"
+            and bool(config["train_batch_by_user"]))
+
+
 class UserGroupedBatchSampler:
     """Lists of interaction indices, grouped by user, with a new random order every epoch."""
 
-    def __init__(self, users, batch_size, generator, rank=0, world_size=1):
+    def __init__(self, users, batch_size, generator, rank=0, world_size=1, owned=None):
+        """``owned``: a bool mask over user ids; only those users' likes are planned (a rank of
+        ``parallel_sync: average`` plans its own users alone, with rank 0 of 1)."""
         self.users = np.asarray(users, dtype=np.int64)
         self.batch_size = max(1, int(batch_size))
         self.generator = generator
         self.rank, self.world_size = int(rank), int(world_size)
         self._planned = None
+        self._step_weights = iter(())
         # the likes grouped by user, once: each user's segment [start, start + count) of by_user
         self.by_user = np.argsort(self.users, kind="stable")
         counts = np.bincount(self.users) if len(self.users) else np.zeros(0, dtype=np.int64)
-        self.active_users = np.flatnonzero(counts)
+        active = counts > 0
+        if owned is not None:
+            active &= np.asarray(owned, dtype=bool)[: len(counts)]
+        self.active_users = np.flatnonzero(active)
         self.counts = counts[self.active_users]
         self.starts = (np.cumsum(counts) - counts)[self.active_users]
 
     def _plan(self):
-        """The epoch as (like indices in batch order, batch boundaries): batch k is order[cuts[k]:cuts[k + 1]]."""
-        n = len(self.users)
+        """The epoch as (like indices in batch order, batch boundaries, each batch's weight): batch k is
+        order[cuts[k]:cuts[k + 1]]; its weight is W x its likes / the likes of the step on all ranks."""
+        n = int(self.counts.sum())
         if n == 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
+            return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(0)
         seed = int(torch.randint(0, 2**62, (1,), generator=self.generator))
         shuffled = np.random.default_rng(seed).permutation(len(self.active_users))
         lengths, starts = self.counts[shuffled], self.starts[shuffled]
@@ -58,7 +74,7 @@ class UserGroupedBatchSampler:
         first = np.flatnonzero(np.r_[True, batch_of_user[1:] != batch_of_user[:-1]])
         if self.world_size > 1:
             return self._share(order, lengths, first)
-        return order, np.r_[user_first[first], n]
+        return order, np.r_[user_first[first], n], np.ones(len(first))
 
     def _share(self, order, lengths, first):
         """This rank's part of each batch of the epoch: the batch's users in epoch order, dealt round-robin
@@ -77,15 +93,22 @@ class UserGroupedBatchSampler:
         segment = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n_users]))
         dealt = (np.arange(n_users) - starts[segment]) % size == self.rank
         mine = np.repeat(dealt, lengths)                      # each like goes with its user
-        like_segment = np.repeat(segment, lengths)[mine]
+        every_like_segment = np.repeat(segment, lengths)
+        like_segment = every_like_segment[mine]
+        weights = size * np.bincount(like_segment, minlength=len(starts)) / np.bincount(every_like_segment)
         order = order[mine]
-        return order, np.r_[0, np.flatnonzero(like_segment[1:] != like_segment[:-1]) + 1, len(order)]
+        return order, np.r_[0, np.flatnonzero(like_segment[1:] != like_segment[:-1]) + 1, len(order)], weights
 
     def epoch_plan(self):
         """(order, cuts) of the next epoch (the one ``len()`` planned, if it was asked first)."""
-        planned = self._planned if self._planned is not None else self._plan()
+        order, cuts, weights = self._planned if self._planned is not None else self._plan()
         self._planned = None
-        return planned
+        self._step_weights = iter(weights.tolist())
+        return order, cuts
+
+    def next_step_weight(self):
+        """The weight of the next batch of the epoch being iterated (``_plan``)."""
+        return next(self._step_weights)
 
     def __iter__(self):
         order, cuts = self.epoch_plan()
@@ -97,6 +120,7 @@ class UserGroupedBatchSampler:
         return len(self._planned[1]) - 1
 
 
+# longer than 60 lines: a class factory whose body is the class (its methods are short)
 def user_grouped(loader_class):
     """``loader_class`` (RecBole's TrainDataLoader) with batches of whole users."""
 
@@ -104,15 +128,24 @@ def user_grouped(loader_class):
         def plugin_index_sampler(self):
             if getattr(self, "_user_batches", None) is None:
                 users = self._dataset.inter_feat[self._dataset.uid_field].numpy()
-                rank, size = distributed.world()
-                self._user_batches = UserGroupedBatchSampler(users, self._whole_batch_step, self.generator, rank, size)
+                if shards_users(self.config):  # this rank's own users, alone
+                    self._user_batches = UserGroupedBatchSampler(
+                        users, self._whole_batch_step, self.generator, owned=distributed.owned_users(self._dataset.user_num))
+                else:
+                    rank, size = distributed.world()
+                    self._user_batches = UserGroupedBatchSampler(users, self._whole_batch_step, self.generator, rank, size)
             return self._user_batches
 
         def plugin_init_batch_size_and_step(self):
             super().plugin_init_batch_size_and_step()
             # the batch of the whole run: RecBole divides ``step`` by the world size afterwards, in a
-            # data-parallel run; here each rank takes its share of the whole batch instead
+            # data-parallel run; here each rank takes its share of the whole batch instead (or, with
+            # parallel_sync: average, whole batches of its own users)
             self._whole_batch_step = self.step
+
+        def step_weights(self):
+            """The weight of the next batch's loss in a data-parallel step (``UserGroupedBatchSampler._plan``)."""
+            return self.plugin_index_sampler().next_step_weight()
 
         def set_batch_size(self, batch_size):
             super().set_batch_size(batch_size)

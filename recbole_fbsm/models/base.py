@@ -43,7 +43,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
         inputs = model_inputs(config, dataset, self.uses_warm_backbone(config))
-        features, likes = inputs.features, inputs.likes
+        features, likes = inputs.features, inputs.held_likes()
         self.warm_tables = inputs.warm  # (users, items) of the warm backbone, for models that align to it
         self.feature_names = features.names
         self.n_features = features.n_features
@@ -387,6 +387,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
                 and cached[1].dtype == factors.dtype and cached[1].device == factors.device
                 and torch.equal(cached[1], factors)):
             return cached[2]
+        self._candidate_factor_cache = None  # the old blocks are freed before the new ones are made
         item_factors = csr_times_dense(matrix, factors)
         self._candidate_factor_cache = (matrix, factors.detach().clone(), item_factors)
         return item_factors

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from recbole_fbsm.data.user_batches import shards_users
 from recbole_fbsm.models.contract import BuiltFromFittedInputs
+from recbole_fbsm.runtime import distributed
 from recbole_fbsm.data.features import ItemFeatures, features_from_config, like_matrix, training_items
 from recbole_fbsm.models.warm_backbone import warm_embeddings
 
@@ -23,6 +25,17 @@ class ModelInputs:
     likes: sp.csr_matrix         # users x items: the training likes (binary)
     training_items: np.ndarray   # internal ids of the training split's items
     warm: tuple = None           # (user table, item table) of the warm backbone, when the model needs one
+    owned_users: np.ndarray = None  # bool mask of the users this rank holds (parallel_sync: average); None: all
+
+    def held_likes(self):
+        """The likes of the users this process holds (the other users' rows empty): what a model builds
+        its profiles from. ``likes`` stays whole for the artifact."""
+        if self.owned_users is None:
+            return self.likes
+        held = self.likes.copy()
+        held.data = held.data * np.repeat(self.owned_users[: held.shape[0]], np.diff(held.indptr))
+        held.eliminate_zeros()
+        return held
 
 
 def normalize_features(config):
@@ -38,7 +51,8 @@ def fit_model_inputs(config, train_dataset, warm_backbone=False):
     warm = None
     if warm_backbone:
         warm = warm_embeddings(config, train_dataset)
-    return ModelInputs(features, like_matrix(train_dataset), items, warm)
+    owned = distributed.owned_users(train_dataset.user_num) if shards_users(config) else None
+    return ModelInputs(features, like_matrix(train_dataset), items, warm, owned)
 
 
 def model_inputs(config, dataset, warm_backbone=False):

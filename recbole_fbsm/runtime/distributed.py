@@ -10,9 +10,13 @@ What each rank does (the trainer and the loaders ask this module, they hold no l
 
 - it loads the same data and draws the same item split (both are seeded, not rank-dependent);
 - it trains on its share of every training batch (``data/user_batches``: whole users, about
-  1/W of the batch's triplets each) and DistributedDataParallel averages the gradients: a step is the
-  step one process would take on the whole batch, up to the negatives drawn;
-- it evaluates a contiguous block of the evaluated users; the top-k rows are gathered in rank order
+  1/W of the batch's triplets each). With ``parallel_sync: gradients`` DistributedDataParallel averages the
+  gradients: a step is the step one process would take on the whole batch, up to the negatives drawn.
+  With ``parallel_sync: average`` (local SGD) each rank holds users of its own (``owned_users``: their
+  likes and profiles only), steps alone on batches of ``train_batch_size`` of them, and the parameters
+  are averaged about every ``parallel_average_every`` steps and at the end of each epoch
+  (``PeriodicAveraging``): far fewer exchanges;
+- it evaluates a contiguous block of the evaluated users (with ``average``: its own users); the top-k rows are gathered in rank order
   (``gather_rows``), so every rank computes the metrics of one process over the same rows, ties included;
 - only rank 0 logs, writes checkpoints and the result file; the kept checkpoint is loaded by rank 0
   and its state broadcast, so the ranks need no shared disk.
@@ -20,10 +24,13 @@ What each rank does (the trainer and the loaders ask this module, they hold no l
 
 import logging
 import socket
+from collections import Counter
 from datetime import timedelta
 
+import numpy as np
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.model_averaging import utils as model_averaging
 
 from recbole_fbsm.errors import ColdStartError
 
@@ -165,6 +172,67 @@ def gather_rows(tensors):
 def shard_bounds(n, rank, size):
     """This rank's contiguous block [start, stop) of n rows: blocks in rank order concatenate to 0..n."""
     return n * rank // size, n * (rank + 1) // size
+
+
+def broadcast_parameters(module):
+    """Rank 0's parameters on every rank (each rank builds its model from its own random stream)."""
+    if world()[1] == 1:
+        return
+    device = _collective_device()
+    with torch.no_grad():
+        for parameter in module.parameters():
+            moved = parameter.data.to(device)
+            dist.broadcast(moved, src=0)
+            parameter.data.copy_(moved)
+
+
+def average_parameters(module):
+    """Every rank's parameters replaced by their mean over the ranks (torch's model averaging: one flat
+    all-reduce)."""
+    if world()[1] == 1:
+        return
+    parameters = [parameter for parameter in module.parameters() if parameter.requires_grad]
+    if parameters:
+        model_averaging.average_parameters(iter(parameters), dist.group.WORLD)
+
+
+def owned_users(n_users):
+    """This rank's users when each rank trains and evaluates users of its own (``parallel_sync: average``):
+    the ids equal to the rank modulo the world size (a bool mask over the ``n_users`` ids)."""
+    rank, size = world()
+    return np.arange(n_users) % size == rank
+
+
+class PeriodicAveraging:
+    """Local SGD: every rank steps alone on its own batches and the parameters are averaged about every
+    ``every`` steps of the longest rank, always at the end of an epoch.
+
+    The ranks hold users of their own, so they take different numbers of steps in an epoch. Each epoch
+    every rank averages the same number of times (ceil(longest / every), agreed by one all-reduce of one
+    number), spread evenly over its own steps, the last after its last step: the ranks meet at every
+    average, and every epoch ends with one model on all of them."""
+
+    def __init__(self, module, every):
+        self.module, self.every = module, max(1, int(every))
+        self.points, self.steps = Counter(), 0
+
+    def attach(self, optimizer):
+        optimizer.register_step_post_hook(self._after_step)
+
+    def plan_epoch(self, steps):
+        """Before an epoch of ``steps`` optimizer steps on this rank."""
+        longest = torch.tensor([int(steps)], dtype=torch.int64, device=_collective_device())
+        dist.all_reduce(longest, op=dist.ReduceOp.MAX)
+        count = max(1, -(-int(longest) // self.every))
+        self.points = Counter(int(steps) * k // count for k in range(1, count + 1))  # steps done at each average
+        self.steps = 0
+        for _ in range(self.points.pop(0, 0)):  # more averages than steps on this rank: the extra ones now
+            average_parameters(self.module)
+
+    def _after_step(self, optimizer, args, kwargs):
+        self.steps += 1
+        for _ in range(self.points.get(self.steps, 0)):
+            average_parameters(self.module)
 
 
 def broadcast_batchnorm_stats(module):

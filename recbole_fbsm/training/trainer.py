@@ -35,6 +35,7 @@ from recbole.utils import ModelType, get_local_time
 from recbole.utils import get_trainer as recbole_trainer_lookup
 from torch.nn.parallel import DistributedDataParallel
 
+from recbole_fbsm.data.user_batches import shards_users
 from recbole_fbsm.models.contract import HasOptimizerGroups, ScoresCandidates
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.recbole_compat import TrainerRoutes
@@ -92,27 +93,68 @@ class ColdStartTrainerMixin:
             super().__init__(config, model)
         finally:
             config["single_spec"] = not parallel
+        self.distributed_model = self.averaging = None
         if parallel:
-            device = torch.device(config["device"])
-            # broadcast_buffers off: F, the profiles and the warm embeddings are constant and alike on every
-            # rank; batch-norm statistics are taken from rank 0 before each evaluation instead
-            with warnings.catch_warnings():  # torch deprecates the flag, but its successor still syncs at init
-                warnings.filterwarnings("ignore", message=".*broadcast_buffers", category=FutureWarning)
-                self.distributed_model = DistributedDataParallel(
-                    self.model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False)
-            share = int(config["train_batch_size"]) // dist.get_world_size()
-            if device.type == "cpu" and share < SMALL_CPU_SHARE and distributed.is_main_process():
-                self.logger.warning(
-                    f"train_batch_size={config['train_batch_size']} over {dist.get_world_size()} processes: about {share} "
-                    f"triplets per process and step. On CPUs such steps cost less than exchanging V and D every "
-                    f"step (measured: 2 processes 2.5 times slower than one at 256, 2.3 times faster at 4,096; "
-                    f"benchmarks/README.md); raise train_batch_size to gain from more processes.")
+            self._start_data_parallel(config)
         name = f"{config['model']}-{get_local_time()}-{uuid.uuid4().hex[:8]}.pth"
         self.saved_model_file = os.path.join(self.checkpoint_dir, distributed.broadcast_object(name))
         self.eval_collector = TieBreakingCollector(config)
         self.context_eval_chunk = int(setting(config, "context_eval_chunk"))
         self.threads = plan_for_config(config)  # torch's threads per phase (torch_threads)
         self._candidates = self._candidate_position = None
+
+    def _start_data_parallel(self, config):
+        """``parallel_sync: gradients``: DDP on the device the config chose. ``average``: the ranks start from
+        rank 0's parameters and the optimizer averages them every ``parallel_average_every`` steps."""
+        if shards_users(config):
+            distributed.broadcast_parameters(self.model)
+            self.averaging = distributed.PeriodicAveraging(self.model, setting(config, "parallel_average_every"))
+            self.averaging.attach(self.optimizer)
+            self._scale_learning_rate(config)
+            return
+        if setting(config, "parallel_sync") == "average" and distributed.is_main_process():
+            self.logger.info("parallel_sync: average needs whole-user batches (train_batch_by_user: True); "
+                             f"{config['model']} exchanges gradients at every step instead.")
+        device = torch.device(config["device"])
+        # broadcast_buffers off: F, the profiles and the warm embeddings are constant and alike on every
+        # rank; batch-norm statistics are taken from rank 0 before each evaluation instead
+        with warnings.catch_warnings():  # torch deprecates the flag, but its successor still syncs at init
+            warnings.filterwarnings("ignore", message=".*broadcast_buffers", category=FutureWarning)
+            self.distributed_model = DistributedDataParallel(
+                self.model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False)
+        share = int(config["train_batch_size"]) // dist.get_world_size()
+        if device.type == "cpu" and share < SMALL_CPU_SHARE and distributed.is_main_process():
+            self.logger.warning(
+                f"train_batch_size={config['train_batch_size']} over {dist.get_world_size()} processes: about {share} "
+                f"triplets per process and step. On CPUs such steps cost less than exchanging V and D every "
+                f"step (measured: 2 processes 2.5 times slower than one at 256, 2.3 times faster at 4,096; "
+                f"benchmarks/README.md); raise train_batch_size.")
+
+    def _scale_learning_rate(self, config):
+        """``parallel_sync: average``: W processes take 1/W of one process's steps per epoch, each on a batch of
+        its own; an SGD rate times W keeps an epoch's progress (the linear scaling rule). Adam's step does not
+        grow with the gradient: its rate is kept."""
+        size = dist.get_world_size()
+        sgd = isinstance(self.optimizer, torch.optim.SGD)
+        if sgd and setting(config, "parallel_scale_learning_rate"):
+            for group in self.optimizer.param_groups:
+                group["lr"] *= size
+        if distributed.is_main_process():
+            rates = sorted({f"{group['lr']:g}" for group in self.optimizer.param_groups})
+            scaled = f"x {size} (SGD, parallel_scale_learning_rate)" if sgd and setting(
+                config, "parallel_scale_learning_rate") else "as set"
+            self.logger.info(
+                f"data-parallel: {size} processes, each training its own users on batches of "
+                f"{config['train_batch_size']} triplets; parameters averaged every "
+                f"{setting(config, 'parallel_average_every')} steps and after each epoch; learning rate "
+                f"{', '.join(rates)} ({scaled})")
+
+    def set_reduce_hook(self):
+        if self.distributed_model is not None:  # parallel_sync: gradients
+            super().set_reduce_hook()
+
+    def sync_grad_loss(self):
+        return super().sync_grad_loss() if self.distributed_model is not None else 0
 
     def plugin_build_optimizer(self, **kwargs):
         if "params" not in kwargs and isinstance(self.model, HasOptimizerGroups):
@@ -166,8 +208,11 @@ class ColdStartTrainerMixin:
     def plugin_train_epoch(self, train_data, epoch_idx, loss_func=None, *args, **kwargs):
         self.epochs_trained = epoch_idx + 1 - self.start_epoch
         self._epoch_in_progress = epoch_idx
-        if distributed.is_distributed(self.config):
-            loss_func = share_weighted(loss_func or self.model.calculate_loss, self.device)
+        shares = getattr(train_data, "step_weights", None)
+        if self.distributed_model is not None and shares is not None:
+            loss_func = share_weighted(loss_func or self.model.calculate_loss, shares)
+        if self.averaging is not None:
+            self.averaging.plan_epoch(len(train_data))  # the last average follows the epoch's last step
         with self.threads.phase("train"):
             return super().plugin_train_epoch(train_data, epoch_idx, loss_func, *args, **kwargs)
 
@@ -324,19 +369,16 @@ class ColdStartTrainerMixin:
         return torch.cat(scores).view(n_users, n_candidates)
 
 
-def share_weighted(loss_func, device):
-    """``loss_func`` scaled by (world size x this rank's rows / the step's rows on all ranks).
+def share_weighted(loss_func, shares):
+    """``loss_func`` scaled by (world size x this rank's rows / the step's rows on all ranks), read from
+    ``shares()`` (the loader's plan of the epoch knows every rank's share: no exchange).
 
     DDP averages the ranks' gradients; a model's loss is a mean over its batch rows. With this weight the
     average is the gradient of the mean over all the step's rows, as one process on the whole batch would
     take, whatever the shares' sizes (whole users make them uneven)."""
-    world = dist.get_world_size()
 
     def weighted(interaction):
-        rows = float(len(interaction))
-        total = torch.tensor([rows], dtype=torch.float64, device=device)
-        dist.all_reduce(total)
-        factor = world * rows / float(total)
+        factor = shares()
         losses = loss_func(interaction)
         if isinstance(losses, tuple):
             return tuple(loss * factor for loss in losses)

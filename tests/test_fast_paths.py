@@ -8,7 +8,9 @@ import scipy.sparse as sp
 import torch
 
 from helpers import dataset_config
-from recbole_fbsm.kernels.sparse import TorchCsr, csr_times_dense, rows_times_table, stable_argsort_bounded
+from recbole_fbsm.kernels.sparse import (
+    TorchCsr, csr_times_dense, matmul_by_bags, rows_times_table, stable_argsort_bounded,
+)
 from recbole_fbsm.quick_start import prepare
 from recbole_fbsm.training.trainer import get_trainer
 from recbole_fbsm.training.trainer import fused_if_possible
@@ -59,6 +61,19 @@ def test_csr_times_dense_equals_the_dense_product(dtype):
     assert torch.equal(out[0], out[2]) and not out[1].any()
     assert csr_times_dense(csr.rows_matrix(torch.zeros(0, dtype=torch.long)), dense).shape == (0, 7)
     assert csr_times_dense(rows, dense[:, :0]).shape == (6, 0)
+
+
+def test_matmul_by_bags_is_the_product_with_the_same_bits_in_any_block_of_columns():
+    """Evaluation's users are columns: a user's scores must not depend on how many users share a block
+    (MKL's GEMM rounds 1 to 15 columns differently)."""
+    generator = torch.Generator().manual_seed(3)
+    left, right = torch.randn(300, 64, generator=generator), torch.randn(64, 40, generator=generator)
+    out = matmul_by_bags(left, right)
+    torch.testing.assert_close(out, left @ right)
+    for width in (1, 2, 3, 7, 16, 39):
+        assert torch.equal(matmul_by_bags(left, right[:, :width].contiguous()), out[:, :width])
+    assert torch.equal(matmul_by_bags(left[5:6], right), out[5:6])
+    assert matmul_by_bags(left[:0], right).shape == (0, 40) and matmul_by_bags(left, right[:, :0]).shape == (300, 0)
 
 
 def _one_step(config_dict, toy, regulariser_in_optimizer):

@@ -18,7 +18,9 @@ from recbole.utils import InputType
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.inputs import model_inputs
-from recbole_fbsm.kernels.sparse import TorchCsr, csr_times_dense, rows_times_table, stable_argsort_bounded
+from recbole_fbsm.kernels.sparse import (
+    TorchCsr, csr_times_dense, matmul_by_bags, rows_times_table, stable_argsort_bounded,
+)
 
 
 # A training batch of whole users builds their profiles densely when users x features stays below these
@@ -300,6 +302,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         elif item_factors is None:
             item_factors = csr_times_dense(item_matrix, factors)
         step = max(1, SCORE_BLOCK_CELLS // max(self.n_features, n_items, 1))
+        step = step - step % 16 if step > 16 else step  # whole vectors of 16 floats per table row: measured faster
         scores = None
         for start in range(0, len(users), step):
             block = self.score_block(users[start:start + step], item_matrix, factors, item_factors)
@@ -319,15 +322,16 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         """(n_items x len(users)) scores: the item rows times the users' weighted profiles, one embedding
         bag per item (``csr_times_dense``). The low-rank part is folded into the profiles (c_u f_u +
         V V^T f_u) when ``item_factors`` is None, else added as (V f_i) . (V f_u); V^T f_u is a bag over
-        the profiles' nonzeros, not a dense product over every feature."""
+        the profiles' nonzeros, not a dense product over every feature. Every product here is an embedding
+        bag (``matmul_by_bags``, not a GEMM), so a user's scores are the same bits in any block."""
         gathered = self.F_U.gather_rows(users)
         profiles = self.weighted_profiles_t(users, gathered)                   # features x users
         if factors is None:
             return csr_times_dense(item_matrix, profiles)
-        user_factors = rows_times_table(*gathered, factors)                    # users x h
+        user_factors = rows_times_table(*gathered, factors).T.contiguous()     # h x users
         if item_factors is None:
-            return csr_times_dense(item_matrix, torch.addmm(profiles, factors, user_factors.T))
-        return torch.addmm(csr_times_dense(item_matrix, profiles), item_factors, user_factors.T)
+            return csr_times_dense(item_matrix, profiles + matmul_by_bags(factors, user_factors))
+        return csr_times_dense(item_matrix, profiles) + matmul_by_bags(item_factors, user_factors)
 
     def weighted_profiles_t(self, users, gathered=None):
         """(n_features x len(users)) dense block of c_u * f_u, one column per user, built from F_U's

@@ -45,6 +45,8 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--seed", type=int, default=2020)
     parser.add_argument("--config", nargs="*", default=["rank=64"], help="plugin settings key=value")
+    parser.add_argument("--block-cells", type=int, default=None,
+                        help="models.base.SCORE_BLOCK_CELLS for this run (cells of a block of users)")
     parser.add_argument("--json", default=None, help="also write the medians to this file")
     return parser.parse_args(argv)
 
@@ -75,13 +77,11 @@ def steps(config, model, trainer, data):
     import torch
 
     from recbole_fbsm.kernels.sparse import csr_times_dense, rows_times_table
-    from recbole_fbsm.models import base
-
     users = torch.as_tensor(np.asarray(data.uid_list), dtype=torch.long)
     candidates = torch.as_tensor(data._dataset.split_items, dtype=torch.long)
     F_c, _ = model._candidate_matrix(candidates)
     factors = model.low_rank_factors()
-    block = max(1, base.SCORE_BLOCK_CELLS // max(model.n_features, len(candidates)))
+    block = model.score_block_users(len(candidates))
     blocks = [users[start:start + block] for start in range(0, len(users), block)]
     h = 64 if factors is None else factors.shape[1]
     V = torch.randn(model.n_features, h) if factors is None else factors.detach()
@@ -106,12 +106,16 @@ def steps(config, model, trainer, data):
                 collector.random_tie_topk(scores, 10, interaction[model.USER_ID], candidates)
 
     trainer.evaluate(data, load_best_model=False)  # sets the trainer's candidates; warms the caches
+    side = None if model.folds_low_rank(len(candidates)) else item_factors
+
+    def each(function, items):  # each result dropped before the next: memory reused, as in an evaluation
+        for item in items:
+            function(item)
+
     return {
-        f"rank-{h} product": lambda: [u @ item_factors.T for u in user_factors],
-        "diagonal product": lambda: [csr_times_dense(F_c, model.weighted_profiles_t(b)) for b in blocks],
-        "both products, as FBSM adds them": lambda: [
-            model.score_block(b, F_c, factors, None if model.folds_low_rank(len(candidates)) else item_factors)
-            for b in blocks],
+        f"rank-{h} product": lambda: each(lambda u: u @ item_factors.T, user_factors),
+        "diagonal product": lambda: each(lambda b: csr_times_dense(F_c, model.weighted_profiles_t(b)), blocks),
+        "both products, as FBSM adds them": lambda: each(lambda b: model.score_block(b, F_c, factors, side), blocks),
         "score_candidates": lambda: scored_batches(False),
         "+ tie-fair top-k": lambda: scored_batches(True),
         "trainer.evaluate": lambda: trainer.evaluate(data, load_best_model=False),
@@ -128,6 +132,10 @@ def main(argv=None):
 
     torch.set_num_threads(args.threads)
     config, model, trainer, data = prepare_model(args)
+    if args.block_cells:
+        from recbole_fbsm.models import base
+
+        base.SCORE_BLOCK_CELLS = args.block_cells
     with torch.no_grad():
         measured, sizes = steps(config, model, trainer, data)
         times = {name: [] for name in measured}

@@ -301,8 +301,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
             item_factors = None
         elif item_factors is None:
             item_factors = csr_times_dense(item_matrix, factors)
-        step = max(1, SCORE_BLOCK_CELLS // max(self.n_features, n_items, 1))
-        step = step - step % 16 if step > 16 else step  # whole vectors of 16 floats per table row: measured faster
+        step = self.score_block_users(n_items)
         scores = None
         for start in range(0, len(users), step):
             block = self.score_block(users[start:start + step], item_matrix, factors, item_factors)
@@ -312,6 +311,13 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         if scores is None:  # no users
             return torch.zeros(0, n_items, dtype=self.F.values.dtype, device=self.F.values.device)
         return scores
+
+    def score_block_users(self, n_items):
+        """Users per block of ``score_feature_rows`` against ``n_items`` items: ``SCORE_BLOCK_CELLS`` cells of
+        the wider of the two dense blocks, a multiple of 16 above 16 (whole vectors per row of the
+        profiles: measured faster)."""
+        step = max(1, SCORE_BLOCK_CELLS // max(self.n_features, n_items, 1))
+        return step - step % 16 if step > 16 else step
 
     def folds_low_rank(self, n_items):
         """Whether scoring ``n_items`` items folds V V^T f_u into the profiles (a features x h x users GEMM)

@@ -32,9 +32,9 @@ DENSE_CELLS_PER_ENTRY = 64
 MAX_PREDICT_PROFILE_USERS = 256
 # ``score_feature_rows`` scores users in blocks whose dense (features x users) profiles and (items x users)
 # scores hold at most this many cells each (2 MiB of float32), so that the embedding bags find the profiles
-# in the core's cache. citeulike-t's test split, 1 thread (3,490 features, 5,117 items, 5,988 users): the
-# scoring took 0.19 s in blocks of 655 users (one batch of eval_batch_size 2^24) and 0.07 s in blocks of
-# 64 to 128; 32 were slower again (0.08 s).
+# in the core's cache. benchmarks/bench_eval.py, citeulike-t's test split (3,490 features, 5,117 items,
+# 5,988 users), 1 thread: both products took 0.056 s in blocks of 96 users (2^19 cells), 0.087 s in blocks
+# of 400 (2^21) and 0.165 s in blocks of 16 (2^17).
 SCORE_BLOCK_CELLS = 1 << 19
 
 

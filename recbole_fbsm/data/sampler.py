@@ -226,10 +226,19 @@ class DeviceNegativeSampler:
         cdf = sampler._pop_cdf.get(phase) if sampler.distribution == "popularity" else None
         self.popularity_cdf = None if cdf is None else put(cdf)
         saturated = likes.counts >= self.pool_size
+        # every draw is an item its user has not liked: uniform free draws, popularity draws that clash fall
+        # back to them; only a user who liked every item draws any (a dislike may also be a like: not assumed)
+        self._excludes_likes = not saturated.any() and self.dislikes is None
         if dislikes is not None:
             saturated &= dislikes.counts == 0
         if saturated.any():
             sampler._warn_saturated(np.flatnonzero(saturated))
+
+    @property
+    def excludes_likes(self):
+        """True when ``sample`` never returns an item its user liked (a dynamic sampler's scoring may then skip
+        the estimation constraint, which only changes the score of a like)."""
+        return self._excludes_likes
 
     def uniforms(self, n):
         return torch.rand(n, generator=self.generator, device=self.device, dtype=torch.float64)

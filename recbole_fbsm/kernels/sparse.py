@@ -37,10 +37,9 @@ class TorchCsr(nn.Module):
         return owner, cols, values, offsets
 
     def gather_bags(self, rows):
-        """(columns, values, bag offsets) of ``self[rows]``: ``gather_rows`` without the owner of each entry,
-        what an embedding bag over the rows needs."""
-        cols, values, offsets, _ = self._gather(rows)
-        return cols, values, offsets
+        """(columns, values, bag offsets, row lengths) of ``self[rows]``: ``gather_rows`` without the owner of
+        each entry, what an embedding bag over the rows needs."""
+        return self._gather(rows)
 
     def gather_rows_and_bags(self, rows, bag_rows):
         """(``gather_rows(rows)``, ``gather_bags(bag_rows)``) from one gather (half the small operations)."""
@@ -48,7 +47,8 @@ class TorchCsr(nn.Module):
         n = len(rows)
         split = int(offsets[n]) if len(bag_rows) else len(cols)
         owner = torch.repeat_interleave(counts[:n], output_size=split)
-        return (owner, cols[:split], values[:split], offsets[:n]), (cols[split:], values[split:], offsets[n:] - split)
+        return (owner, cols[:split], values[:split], offsets[:n]), (
+            cols[split:], values[split:], offsets[n:] - split, counts[n:])
 
     def _gather(self, rows):
         positions, offsets, counts = self.positions(rows)

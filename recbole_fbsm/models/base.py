@@ -280,35 +280,36 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         The batch's ``WholeUserBatch`` gives the profiles (its dense block, kept for the step's loss) and V f_u
         (the sum of the positives' V f_i); a candidate is a like of its user when it is among the user's
         positives (no search in R), unless the caller knows none is (``unliked``). Two embedding bags over the
-        candidates' nonzeros: one reads c_u * f_u for each of the batch's users (features x users, built from the
-        dense profiles: nothing per nonzero and user), the other V."""
+        candidates' nonzeros: one reads c_u * f_u at (the candidate's user slot, column) in the batch's dense
+        profiles, the other V."""
         batch = self.whole_user_batch(users, positives)
         n_features = self.n_features
         if batch is None or not len(users) or len(candidates) % len(users) or (
                 batch.n_users * n_features > DENSE_PROFILE_CELLS):
             return None
         repeats = len(candidates) // len(users)
-        slots = batch.slots.repeat(repeats)
-        cols, values, offsets = batch.bags(candidates)
-        # diagonal part: one embedding bag over the candidates' nonzeros reading (c_u * f_u) for every user slot
-        # (features x users: f_c^T diag(c_u) f_u for all the batch's users), each candidate keeping its own user's
-        diagonal = batch.dense_profiles().view(batch.n_users, n_features) * self.diagonal_weights(batch.users)
-        bags = nn.functional.embedding_bag(cols, diagonal.T.contiguous(), offsets, mode="sum",
-                                           per_sample_weights=values.to(diagonal.dtype))
-        scores = bags.gather(1, slots[:, None]).view(-1)
+        cols, values, offsets, counts = batch.bags(candidates)
+        # diagonal part: per nonzero of f_c, c_u * f_u at (the candidate's user slot, column) in the batch's dense
+        # profiles: one embedding bag, a cost per nonzero whatever the number of users
+        table = batch.dense_profiles().view(batch.n_users, n_features) * self.diagonal_weights(batch.users)
+        cells = torch.add(cols, torch.repeat_interleave(batch.slots.repeat(repeats), counts, output_size=len(cols)),
+                          alpha=n_features)
+        scores = nn.functional.embedding_bag(cells, table.view(-1, 1), offsets, mode="sum",
+                                             per_sample_weights=values.to(table.dtype)).view(-1)
         factors = self.low_rank_factors()
-        if factors is not None:  # low-rank part: (V f_c) . (V f_u), V f_u the sum of the user's positives' V f_i
+        if factors is not None:  # low-rank part: (V^T f_c) . (V^T f_u), V^T f_u the sum of the positives' V^T f_i
             user_factors = torch.zeros(batch.n_users, factors.shape[1], dtype=factors.dtype, device=factors.device)
             user_factors = user_factors.index_add_(0, batch.slots, rows_times_table(*batch.rows, factors))
             item_factors = nn.functional.embedding_bag(cols, factors, offsets, mode="sum",
                                                        per_sample_weights=values.to(factors.dtype))
             scores = scores + (item_factors.view(repeats, len(users), -1)
                                * user_factors.index_select(0, batch.slots)).sum(-1).view(-1)
-        liked = None if unliked else batch.liked(users.repeat(repeats), candidates, self.R.shape[1])
+        pair_users = None if unliked else users.repeat(repeats)
+        liked = None if unliked else batch.liked(pair_users, candidates, self.R.shape[1])
         if liked is not None and bool(liked.any()):  # estimation constraint: a training like without its own f_i
             liked = torch.nonzero(liked).squeeze(1)
-            scores = scores.index_add(0, liked, -self.self_similarity(batch.users.index_select(
-                0, slots.index_select(0, liked)), candidates.index_select(0, liked)))
+            scores = scores.index_add(0, liked, -self.self_similarity(pair_users.index_select(0, liked),
+                                                                      candidates.index_select(0, liked)))
         return scores
 
     def few_user_factors(self, users, profiles, factors):

@@ -117,15 +117,15 @@ def device_batches(loader_class):
             candidate_num = int(self.neg_sample_args["candidate_num"])
             pair_users = users.repeat(candidate_num)
             candidates = sampler.sample(pair_users)
-            was_training = model.training
-            model.eval()
-            with torch.no_grad():
+            with torch.no_grad():  # ``score_training_candidates`` does not depend on the model's training mode
                 score_batch = getattr(model, "score_training_candidates", None)
                 scores = None if score_batch is None else score_batch(users, positives, candidates,
                                                                       sampler.excludes_likes)
                 if scores is None:
+                    was_training = model.training
+                    model.eval()
                     scores = model.predict(Interaction({self.uid_field: pair_users, self.iid_field: candidates}))
-            model.train(was_training)
+                    model.train(was_training)
             # the first best of each column, as argmax (max over dim 0 is 4 times faster on CPU)
             best = scores.reshape(candidate_num, -1).max(0, keepdim=True).indices
             return candidates.reshape(candidate_num, -1).gather(0, best).view(-1)

@@ -281,7 +281,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         (the sum of the positives' V f_i); a candidate is a like of its user when it is among the user's
         positives (no search in R), unless the caller knows none is (``unliked``). Two embedding bags over the
         candidates' nonzeros: one reads c_u * f_u at (the candidate's user slot, column) in the batch's dense
-        profiles, the other V."""
+        profiles, the other V. Nothing here depends on the model's training mode (the caller does not switch it)."""
         batch = self.whole_user_batch(users, positives)
         n_features = self.n_features
         if batch is None or not len(users) or len(candidates) % len(users) or (

@@ -123,6 +123,7 @@ def deterministic_draws(monkeypatch):
                         lambda self, users: draw(self._pools[self.phase], np.asarray(users)))
     monkeypatch.setattr(DeviceNegativeSampler, "sample",
                         lambda self, users: torch.from_numpy(draw(self.pool.numpy(), users.numpy())))
+    monkeypatch.setattr(DeviceNegativeSampler, "excludes_likes", property(lambda self: False))  # draws may be likes
 
 
 @pytest.mark.parametrize("model_name, settings", [

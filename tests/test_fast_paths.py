@@ -1,6 +1,7 @@
 """The fast paths of a training step give the same numbers as the plain formulas they replace:
-the radix-sorted embedding-bag backward, the fused optimizer, and λ, β as weight decay; and
-evaluation's sparse x dense product as embedding bags."""
+the radix-sorted embedding-bag backward, the row gather, the whole-user loss node with its hand-written
+backward, the fused optimizer, and λ, β as weight decay; and evaluation's sparse x dense product as
+embedding bags."""
 
 import numpy as np
 import pytest
@@ -9,8 +10,9 @@ import torch
 
 from helpers import dataset_config
 from recbole_fbsm.kernels.sparse import (
-    TorchCsr, csr_times_dense, matmul_by_bags, rows_times_table, stable_argsort_bounded,
+    TorchCsr, concat_rows, csr_times_dense, matmul_by_bags, rows_times_table, stable_argsort_bounded,
 )
+from recbole_fbsm.models.whole_user import WholeUserBatch, whole_user_bpr_difference
 from recbole_fbsm.quick_start import prepare
 from recbole_fbsm.training.trainer import get_trainer
 from recbole_fbsm.training.trainer import fused_if_possible
@@ -74,6 +76,75 @@ def test_matmul_by_bags_is_the_product_with_the_same_bits_in_any_block_of_column
         assert torch.equal(matmul_by_bags(left, right[:, :width].contiguous()), out[:, :width])
     assert torch.equal(matmul_by_bags(left[5:6], right), out[5:6])
     assert matmul_by_bags(left[:0], right).shape == (0, 40) and matmul_by_bags(left, right[:, :0]).shape == (300, 0)
+
+
+def _csr_with_empty_rows(n_rows=40, n_cols=30, seed=2):
+    rng = np.random.default_rng(seed)
+    matrix = sp.random(n_rows, n_cols, density=0.2, random_state=rng, format="lil")
+    for row in (0, 3, n_rows - 1):  # empty rows first, inside and last
+        matrix[row] = 0
+    matrix = matrix.tocsr()
+    matrix.eliminate_zeros()
+    matrix.data = rng.normal(size=matrix.nnz)
+    return matrix
+
+
+@pytest.mark.parametrize("rows", [[0, 3, 39, 0], [39, 39], [], [5, 0, 7, 3, 3, 39, 1], [0], [7]])
+def test_gather_rows_and_bags_equal_scipys_row_selection(rows):
+    """The cumulative-sum gather, rows without entries anywhere (first, inside, last, repeated)."""
+    matrix = _csr_with_empty_rows()
+    csr = TorchCsr(matrix, dtype=torch.float64)
+    rows = torch.tensor(rows, dtype=torch.long)
+    owner, cols, values, offsets = csr.gather_rows(rows)
+    bag_cols, bag_values, bag_offsets, bag_counts = csr.gather_bags(rows)
+    expected = matrix[rows.numpy()].tocsr() if len(rows) else sp.csr_matrix((0, matrix.shape[1]))
+    assert np.array_equal(cols.numpy(), expected.indices) and np.array_equal(values.numpy(), expected.data)
+    assert np.array_equal(offsets.numpy(), expected.indptr[:-1])
+    assert np.array_equal(owner.numpy(), np.repeat(np.arange(len(rows)), np.diff(expected.indptr)))
+    assert torch.equal(bag_cols, cols) and torch.equal(bag_values, values) and torch.equal(bag_offsets, offsets)
+    assert np.array_equal(bag_counts.numpy(), np.diff(expected.indptr))
+    other = torch.tensor([3, 1, 39])
+    first, second = csr.gather_rows_and_bags(rows, other)
+    assert all(torch.equal(a, b) for a, b in zip(first, csr.gather_rows(rows)))
+    assert all(torch.equal(a, b) for a, b in zip(second, csr.gather_bags(other)))
+    first, second = csr.gather_rows_and_bags(other, rows)
+    assert all(torch.equal(a, b) for a, b in zip(second, csr.gather_bags(rows)))
+
+
+def test_whole_user_difference_and_its_backward_equal_autograd_on_the_plain_formula():
+    """``models.whole_user``'s hand-written node: r_ui - r_uj = f_i^T W (f_u - f_i) - f_j^T W f_u with W = diag(d) +
+    V V^T and f_u the sum of the user's positives' rows, and the gradients of d and V, equal autograd's on the
+    dense formula; repeated negatives, a negative that is another user's positive, an empty row."""
+    matrix = _csr_with_empty_rows()
+    csr = TorchCsr(matrix, dtype=torch.float64)
+    users = torch.tensor([4, 4, 4, 9, 2, 2])           # three users, whole (each like once)
+    positives = torch.tensor([1, 5, 0, 7, 8, 12])       # row 0 is empty
+    negatives = torch.tensor([20, 20, 7, 3, 13, 1])
+    slots = torch.unique(users, return_inverse=True)[1]
+    n_users = int(slots.max()) + 1
+    batch = WholeUserBatch(torch.unique(users), slots, None, positives, csr)
+    rows = concat_rows(batch.rows, csr.gather_rows(negatives))
+    owner, cols, _, _ = rows
+    cells = torch.cat([slots, slots]).index_select(0, owner) * matrix.shape[1] + cols
+    entries = batch.dense_profiles().index_select(0, cells)
+    generator = torch.Generator().manual_seed(0)
+    d = torch.randn(matrix.shape[1], dtype=torch.float64, generator=generator, requires_grad=True)
+    V = torch.randn(matrix.shape[1], 4, dtype=torch.float64, generator=generator, requires_grad=True)
+    weights = torch.randn(len(users), dtype=torch.float64, generator=generator)
+
+    ours = whole_user_bpr_difference(batch, rows, entries, d, V)
+    (ours * weights).sum().backward()
+    grads = d.grad.clone(), V.grad.clone()
+    d.grad = V.grad = None
+
+    dense = torch.from_numpy(matrix.toarray())
+    f_i, f_j = dense[positives], dense[negatives]
+    f_u = torch.zeros(n_users, dense.shape[1], dtype=torch.float64).index_add(0, slots, f_i)[slots]
+    W = torch.diag(d) + V @ V.T
+    expected = ((f_i @ W) * (f_u - f_i)).sum(1) - ((f_j @ W) * f_u).sum(1)
+    (expected * weights).sum().backward()
+    assert torch.allclose(ours, expected, atol=1e-10)
+    assert torch.allclose(grads[0], d.grad, atol=1e-10) and torch.allclose(grads[1], V.grad, atol=1e-10)
 
 
 def _one_step(config_dict, toy, regulariser_in_optimizer):

@@ -2,9 +2,12 @@
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
+from recbole.data.interaction import Interaction
 
 from recbole_fbsm.data.user_batches import UserGroupedBatchSampler
+from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.quick_start import prepare
 from helpers import dataset_config
 
@@ -31,33 +34,42 @@ def test_batches_hold_whole_users_cover_every_like_once_and_reshuffle():
     assert epochs[0] != epochs[1], "the order must change between epochs"
 
 
-def test_fbsm_loss_and_gradient_are_the_same_with_whole_user_batches(toy):
-    """The batch profile shortcut gives exactly the loss and gradients of the full-profile path."""
-    config, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(
-        toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3))
+def scipy_matrix(csr):
+    return sp.csr_matrix((csr.values.numpy(), csr.indices.numpy(), csr.indptr.numpy()), shape=csr.shape)
+
+
+@pytest.mark.parametrize("model_name", ["FBSM", "UFSM"])
+@pytest.mark.parametrize("dense_cells", [1 << 22, 0])  # the dense profile block, and the sum by key
+def test_loss_and_gradient_are_the_same_with_whole_user_batches(toy, monkeypatch, model_name, dense_cells):
+    """The whole-user path (profiles from the batch's positives; FBSM: one hand-written autograd node) gives
+    the loss and gradients of the full-profile path (profiles from F_U, autograd through every operation)."""
+    from recbole_fbsm.models import base
+
+    monkeypatch.setattr(base, "DENSE_PROFILE_CELLS", dense_cells)
+    config, model, (train_data, _, _) = prepare(model_name, toy.name, config_dict=dataset_config(
+        toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3, n_functions=2))
     model.double()
-    for module in (model.F, model.F_U, model.R):
+    for module in (model.F, model.R):
         module.values = module.values.double()
+    model.F_U = TorchCsr(scipy_matrix(model.R) @ scipy_matrix(model.F), dtype=torch.float64)  # not float32's sums
     batch = next(iter(train_data))
     users, positives = batch[model.USER_ID], batch[model.ITEM_ID]
-    factors = model.F.bag_sum(positives, model.V)
-    assert model.profile_factors_from_batch(users, positives, factors) is not None, "batch is not user-complete"
+    assert model.whole_user_batch(users, positives) is not None, "batch is not user-complete"
 
     def loss_and_grads(use_shortcut):
         model.zero_grad()
-        original = type(model).profile_factors_from_batch
         if not use_shortcut:
-            model.profile_factors_from_batch = lambda *args: None
+            model.whole_user_batch = lambda *args: None
         try:
             loss = model.calculate_loss(batch)
         finally:
-            model.__dict__.pop("profile_factors_from_batch", None)
+            model.__dict__.pop("whole_user_batch", None)
         loss.backward()
-        return loss.item(), model.D.grad.clone(), model.V.grad.clone()
+        return [loss.item()] + [parameter.grad.clone() for parameter in model.parameters()]
 
     fast, slow = loss_and_grads(True), loss_and_grads(False)
     assert fast[0] == pytest.approx(slow[0], rel=1e-12)
-    assert torch.allclose(fast[1], slow[1], atol=1e-12) and torch.allclose(fast[2], slow[2], atol=1e-12)
+    assert len(fast) == 3 and all(torch.allclose(a, b, atol=1e-12) for a, b in zip(fast[1:], slow[1:]))
 
 
 def test_a_batch_missing_a_like_of_its_user_falls_back_to_the_full_profile(toy):
@@ -119,3 +131,43 @@ def test_lean_dynamic_negative_sampling_equals_recboles(toy, sample_num):
         assert not bool(model.R.contains(ours[model.USER_ID], negatives).any())
         checked += len(negatives)
     assert checked == sample_num * len(train_data._dataset.inter_feat)
+
+
+@pytest.mark.parametrize("model_name", ["FBSM", "UFSM", "CoSim"])
+def test_training_candidates_of_whole_users_are_scored_as_predict_scores_them(toy, model_name):
+    """Dynamic sampling's candidates, scored from the batch's own positives (``score_training_candidates``),
+    get ``predict``'s scores: training likes among them without their own features (estimation constraint)."""
+    _, model, (train_data, _, _) = prepare(model_name, toy.name, config_dict=dataset_config(
+        toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3, n_functions=2))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.1 * torch.randn_like(parameter))
+    items = torch.as_tensor(train_data._dataset.split_items)
+    generator = torch.Generator().manual_seed(0)
+    checked_likes = 0
+    for batch in train_data:
+        users, positives = batch[model.USER_ID], batch[model.ITEM_ID]
+        drawn = items[torch.randint(len(items), (3 * len(users),), generator=generator)]
+        candidates = torch.cat([drawn, positives.flip(0), positives])  # some are likes of their pair's user
+        with torch.no_grad():
+            ours = model.score_training_candidates(users, positives, candidates)
+            expected = model.predict(Interaction({model.USER_ID: users.repeat(5), model.ITEM_ID: candidates}))
+            liked = model.R.contains(users.repeat(5), candidates)
+        assert ours is not None and torch.allclose(ours, expected, rtol=1e-5, atol=1e-5)
+        checked_likes += int(liked.sum())
+        with torch.no_grad():  # not whole users, or not k candidates per triplet: the caller falls back to predict
+            assert model.score_training_candidates(users[1:], positives[1:], candidates[: 5 * len(users) - 5]) is None
+            assert model.score_training_candidates(users, positives, candidates[:-1]) is None
+    assert checked_likes >= len(train_data._dataset.inter_feat)
+
+
+def test_candidates_known_to_be_unliked_skip_the_like_check(toy):
+    _, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(
+        toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3))
+    batch = next(iter(train_data))
+    users, positives = batch[model.USER_ID], batch[model.ITEM_ID]
+    candidates = torch.cat([positives, positives])
+    with torch.no_grad():
+        checked = model.score_training_candidates(users, positives, candidates)
+        trusted = model.score_training_candidates(users, positives, candidates, True)
+    assert bool((trusted > checked + 1e-6).all()), "a like's own similarity is in its score only when trusted"

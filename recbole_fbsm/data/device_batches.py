@@ -100,12 +100,14 @@ def device_batches(loader_class):
             users, items = likes["users"].index_select(0, index), likes["items"].index_select(0, index)
             if self.times > 1:
                 users, items = users.repeat(self.times), items.repeat(self.times)
-            negatives = self.device_negatives(likes["negatives"], users)
+            negatives = self.device_negatives(likes["negatives"], users, items)
             return Interaction({self.uid_field: users, self.iid_field: items, self.neg_item_id: negatives})
 
-        def device_negatives(self, sampler, users):
+        def device_negatives(self, sampler, users, positives):
             """One negative per entry of ``users``; with dynamic sampling the best scored by the model of
-            ``candidate_num`` draws (as ``user_batches``' ``plugin_neg_sampling``, on the device)."""
+            ``candidate_num`` draws (as ``user_batches``' ``plugin_neg_sampling``, on the device). A model with
+            ``score_training_candidates`` (the feature-similarity models) scores them from the batch's own
+            positives when they are whole users; otherwise ``predict`` scores them as (user, item) pairs."""
             if not self.neg_sample_args.get("dynamic", False):
                 return sampler.sample(users)
             model = self.model
@@ -115,12 +117,17 @@ def device_batches(loader_class):
             candidate_num = int(self.neg_sample_args["candidate_num"])
             pair_users = users.repeat(candidate_num)
             candidates = sampler.sample(pair_users)
-            was_training = model.training
-            model.eval()
-            with torch.no_grad():
-                scores = model.predict(Interaction({self.uid_field: pair_users, self.iid_field: candidates}))
-            model.train(was_training)
-            best = scores.reshape(candidate_num, -1).argmax(0, keepdim=True)
+            with torch.no_grad():  # ``score_training_candidates`` does not depend on the model's training mode
+                score_batch = getattr(model, "score_training_candidates", None)
+                scores = None if score_batch is None else score_batch(users, positives, candidates,
+                                                                      sampler.excludes_likes)
+                if scores is None:
+                    was_training = model.training
+                    model.eval()
+                    scores = model.predict(Interaction({self.uid_field: pair_users, self.iid_field: candidates}))
+                    model.train(was_training)
+            # the first best of each column, as argmax (max over dim 0 is 4 times faster on CPU)
+            best = scores.reshape(candidate_num, -1).max(0, keepdim=True).indices
             return candidates.reshape(candidate_num, -1).gather(0, best).view(-1)
 
     DeviceTrainDataLoader.__name__ = "Device" + loader_class.__name__

@@ -226,10 +226,20 @@ class DeviceNegativeSampler:
         cdf = sampler._pop_cdf.get(phase) if sampler.distribution == "popularity" else None
         self.popularity_cdf = None if cdf is None else put(cdf)
         saturated = likes.counts >= self.pool_size
+        # every draw is an item its user has not liked: uniform free draws, popularity draws that clash fall
+        # back to them; only a user who liked every item draws any (a dislike may also be a like: not assumed)
+        self._any_saturated = bool(saturated.any())  # none (the usual case): no per-draw check
+        self._excludes_likes = not self._any_saturated and self.dislikes is None
         if dislikes is not None:
             saturated &= dislikes.counts == 0
         if saturated.any():
             sampler._warn_saturated(np.flatnonzero(saturated))
+
+    @property
+    def excludes_likes(self):
+        """True when ``sample`` never returns an item its user liked (a dynamic sampler's scoring may then skip
+        the estimation constraint, which only changes the score of a like)."""
+        return self._excludes_likes
 
     def uniforms(self, n):
         return torch.rand(n, generator=self.generator, device=self.device, dtype=torch.float64)
@@ -250,12 +260,12 @@ class DeviceNegativeSampler:
     def free_positions(self, users, uniforms):
         """Positions in the pool, exactly uniform among those the user has not liked (as
         ``ColdStartSampler._uniform_free_positions``, from the given uniforms in [0, 1))."""
-        saturated = self.saturated.index_select(0, users)
         free = self.pool_size - self.like_counts.index_select(0, users)
-        r = (uniforms * torch.where(saturated, self.pool_size, free)).long()
+        saturated = self.saturated.index_select(0, users) if self._any_saturated else None
+        r = (uniforms * (free if saturated is None else torch.where(saturated, self.pool_size, free))).long()
         keys = users * (self.pool_size + 1) + r
-        below = torch.searchsorted(self.shifted_keys, keys, right=True) - self.like_starts.index_select(0, users)
-        return torch.where(saturated, r, r + below)
+        below = torch.searchsorted(self.shifted_keys, keys, right=True).sub_(self.like_starts.index_select(0, users))
+        return r.add_(below) if saturated is None else torch.where(saturated, r, r + below)
 
     def _popularity_draw(self, users, result):
         """Split popularity with rejection of liked items for a few rounds; rows still clashing keep their

@@ -32,12 +32,44 @@ class TorchCsr(nn.Module):
         """Nonzeros of ``self[rows]``: (position in ``rows``, column, value) per entry, and bag offsets.
 
         All gathers are ``index_select``: on CPU it is 3 times faster than advanced indexing (``x[idx]``)."""
+        cols, values, offsets, counts = self._gather(rows)
+        owner = torch.repeat_interleave(counts, output_size=len(cols))
+        return owner, cols, values, offsets
+
+    def gather_bags(self, rows):
+        """(columns, values, bag offsets, row lengths) of ``self[rows]``: ``gather_rows`` without the owner of
+        each entry, what an embedding bag over the rows needs."""
+        return self._gather(rows)
+
+    def gather_rows_and_bags(self, rows, bag_rows):
+        """(``gather_rows(rows)``, ``gather_bags(bag_rows)``) from one gather (half the small operations)."""
+        cols, values, offsets, counts = self._gather(torch.cat([rows, bag_rows]))
+        n = len(rows)
+        split = int(offsets[n]) if len(bag_rows) else len(cols)
+        owner = torch.repeat_interleave(counts[:n], output_size=split)
+        return (owner, cols[:split], values[:split], offsets[:n]), (
+            cols[split:], values[split:], offsets[n:] - split, counts[n:])
+
+    def _gather(self, rows):
+        positions, offsets, counts = self.positions(rows)
+        return self.indices.index_select(0, positions), self.values.index_select(0, positions), offsets, counts
+
+    def positions(self, rows):
+        """(positions of ``self[rows]``'s entries in the CSR arrays, bag offsets, row lengths).
+
+        The positions are a cumulative sum of steps: 1 inside a row, and at a row's first entry the jump from
+        the previous row's end to its start (one pass over the entries instead of a repeat and a gather of each
+        row's start); rows without entries add their jumps at the same place."""
         starts = self.indptr.index_select(0, rows)
-        counts = self.indptr.index_select(0, rows + 1) - starts
-        offsets = torch.cumsum(counts, 0) - counts
-        owner = torch.repeat_interleave(torch.arange(len(rows), device=rows.device), counts)
-        positions = torch.arange(len(owner), device=rows.device) + (starts - offsets).index_select(0, owner)
-        return owner, self.indices.index_select(0, positions), self.values.index_select(0, positions), offsets
+        stops = self.indptr.index_select(0, rows + 1)
+        counts = stops - starts
+        ends = torch.cumsum(counts, 0)
+        total = int(ends[-1]) if len(ends) else 0
+        offsets = ends - counts
+        steps = torch.ones(total + 1, dtype=starts.dtype, device=starts.device)
+        steps[0] = 0
+        steps.index_add_(0, offsets, starts).index_add_(0, ends, stops, alpha=-1)  # the last row's stop lands at total
+        return torch.cumsum(steps[:total], 0), offsets, counts
 
     def lookup(self, rows, cols):
         """Entries ``self[rows[n], cols[n]]`` (zero where absent)."""
@@ -50,9 +82,12 @@ class TorchCsr(nn.Module):
         return torch.where(hit, values, torch.zeros_like(values))
 
     def contains(self, rows, cols):
+        return self.contains_keys(rows * self.shape[1] + cols)
+
+    def contains_keys(self, query):
+        """Whether each key row * n_cols + col is a nonzero."""
         if len(self.keys) == 0:
-            return torch.zeros(len(rows), dtype=torch.bool, device=rows.device)
-        query = rows * self.shape[1] + cols
+            return torch.zeros(len(query), dtype=torch.bool, device=query.device)
         found = torch.searchsorted(self.keys, query).clamp_(max=len(self.keys) - 1)
         return self.keys.index_select(0, found) == query
 
@@ -78,6 +113,14 @@ class TorchCsr(nn.Module):
     def bag_sum(self, rows, table):
         """``self[rows] @ table``, differentiable in ``table`` (see ``rows_times_table``)."""
         return rows_times_table(*self.gather_rows(rows), table)
+
+
+def concat_rows(first, second):
+    """Two ``gather_rows`` results as one: the rows of ``first`` then those of ``second``."""
+    owner_a, cols_a, values_a, offsets_a = first
+    owner_b, cols_b, values_b, offsets_b = second
+    return (torch.cat([owner_a, owner_b + len(offsets_a)]), torch.cat([cols_a, cols_b]),
+            torch.cat([values_a, values_b]), torch.cat([offsets_a, offsets_b + len(cols_a)]))
 
 
 def rows_times_table(owner, cols, values, offsets, table):
@@ -134,14 +177,19 @@ class _RowsTimesTable(torch.autograd.Function):
         if not ctx.needs_input_grad[4]:
             return None, None, None, None, None
         owner, cols, values = ctx.saved_tensors
-        n = ctx.n_table_rows
-        order = stable_argsort_bounded(cols, n)
-        counts = torch.bincount(cols, minlength=n)
-        column_offsets = torch.cumsum(counts, 0) - counts
-        grad_table = nn.functional.embedding_bag(
-            owner.index_select(0, order), grad_rows.contiguous(), column_offsets, mode="sum",
-            per_sample_weights=values.index_select(0, order))
-        return None, None, None, None, grad_table
+        return None, None, None, None, table_gradient(owner, cols, values, grad_rows, ctx.n_table_rows)
+
+
+def table_gradient(owner, cols, values, grad_rows, n_table_rows):
+    """The gradient of a table from that of ``rows_times_table``'s rows: (sparse rows)^T @ ``grad_rows``, an
+    embedding bag over the entries ordered by column (a radix sort; torch's own embedding-bag backward sorts
+    with a comparison sort)."""
+    order = stable_argsort_bounded(cols, n_table_rows)
+    counts = torch.bincount(cols, minlength=n_table_rows)
+    column_offsets = torch.cumsum(counts, 0) - counts
+    return nn.functional.embedding_bag(
+        owner.index_select(0, order), grad_rows.contiguous(), column_offsets, mode="sum",
+        per_sample_weights=values.index_select(0, order))
 
 
 def stable_argsort_bounded(keys, bound):

@@ -12,6 +12,7 @@ low-rank part only V f_i and V f_u (embedding bags), so a pair costs O((nnz(f_u)
 """
 
 import torch
+from torch import nn
 from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
 
@@ -19,8 +20,9 @@ from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.inputs import model_inputs
 from recbole_fbsm.kernels.sparse import (
-    TorchCsr, csr_times_dense, matmul_by_bags, rows_times_table, stable_argsort_bounded,
+    TorchCsr, concat_rows, csr_times_dense, matmul_by_bags, rows_times_table, stable_argsort_bounded,
 )
+from recbole_fbsm.models.whole_user import WholeUserBatch, whole_user_bpr_difference
 
 
 # A training batch of whole users builds their profiles densely when users x features stays below these
@@ -41,6 +43,9 @@ SCORE_BLOCK_CELLS = 1 << 19
 class FeatureSimilarityRecommender(GeneralRecommender):
     input_type = InputType.PAIRWISE
     reads_own_features = True  # the pipeline skips RecBole's per-batch feature join
+    # c_u is one vector for all users (FBSM, CoSim): a whole-user batch's loss is one hand-written autograd node
+    # (``models.whole_user``); UFSM's user mixtures keep the general path
+    shared_diagonal = True
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
@@ -121,17 +126,24 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         """r_ui - r_uj for the batch's triplets (i a training like, j a negative).
 
         V f_u is computed once per distinct user for both sides. When the batch holds every like of
-        each of its users (``train_batch_by_user``), V f_u is the sum of the batch's own V f_i per user:
-        the profile costs nothing beyond the positives, and an epoch is linear in the likes.
+        each of its users (``train_batch_by_user``), f_u and V f_u are sums over the batch's own positives:
+        the profile costs nothing beyond the positives, and an epoch is linear in the likes; with a shared
+        diagonal the difference is then one autograd node (``models.whole_user``).
         """
         users = interaction[self.USER_ID]
         positives, negatives = interaction[self.ITEM_ID], interaction[self.NEG_ITEM_ID]
         n = len(users)
+        batch = self.whole_user_batch(users, positives)
+        if batch is not None and self.shared_diagonal:
+            rows = concat_rows(batch.rows, self.F.gather_rows(negatives))
+            entries = self.profile_entries_from_batch((batch.slots, batch.n_users), rows, n, batch)
+            return whole_user_bpr_difference(batch, rows, entries, self.diagonal_weights(batch.users),
+                                             self.low_rank_factors())
         # positives and negatives in one pass: one gather of F's rows, one embedding bag, one lookup
         pair_users, items = torch.cat([users, users]), torch.cat([positives, negatives])
         self_in_profile = torch.arange(2 * n, device=users.device) < n
-        rows = self.F.gather_rows(items)
-        slots = self.whole_user_slots(users, positives)
+        rows = self.F.gather_rows(items) if batch is None else concat_rows(batch.rows, self.F.gather_rows(negatives))
+        slots = None if batch is None else (batch.slots, batch.n_users)
         factors = self.low_rank_factors()
         v_items = v_u = None
         if factors is not None:
@@ -139,14 +151,15 @@ class FeatureSimilarityRecommender(GeneralRecommender):
             v_u = self.profile_factors_from_batch(users, positives, v_items[:n], slots)
             v_u = self.batch_user_factors(users, factors) if v_u is None else v_u
             v_u = torch.cat([v_u, v_u])
-        user_entries = None if slots is None else self.profile_entries_from_batch(slots, rows, n)
+        user_entries = None if slots is None else self.profile_entries_from_batch(slots, rows, n, batch)
         scores = self.pair_scores(pair_users, items, self_in_profile, v_u, v_items, rows, user_entries)
         return scores[:n] - scores[n:]
 
-    def profile_entries_from_batch(self, slots, rows, n):
+    def profile_entries_from_batch(self, slots, rows, n, batch=None):
         """f_u at every entry of the batch's item ``rows`` (``gather_rows`` of positives then negatives;
         the first ``n`` rows are the positives), with f_u summed from the batch's own positives
-        (whole-user batches): no search in the global F_U.
+        (whole-user batches): no search in the global F_U. ``batch``: the ``WholeUserBatch`` of those
+        positives, whose dense profiles are then built once for the step.
 
         Small vocabularies build the profiles densely (users x features); once that block is more than
         ``DENSE_CELLS_PER_ENTRY`` cells per entry (or ``DENSE_PROFILE_CELLS`` in all), the entries are
@@ -156,9 +169,13 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         owner, cols, values, offsets = rows
         inverse, n_users = slots
         keys = torch.cat([inverse, inverse]).index_select(0, owner) * self.n_features + cols
-        n_positive_entries = int(offsets[n]) if n < len(offsets) else len(cols)  # positives' entries come first
+        # the positives' entries come first
+        n_positive_entries = len(batch.rows[1]) if batch is not None else int(offsets[n]) if n < len(offsets) else len(
+            cols)
         cells = n_users * self.n_features
         if cells <= DENSE_PROFILE_CELLS and cells <= DENSE_CELLS_PER_ENTRY * max(len(keys), 1):
+            if batch is not None:
+                return batch.dense_profiles().index_select(0, keys)
             profiles = torch.zeros(cells, dtype=values.dtype, device=values.device)
             profiles.index_add_(0, keys[:n_positive_entries], values[:n_positive_entries])
             return profiles.index_select(0, keys)
@@ -194,20 +211,33 @@ class FeatureSimilarityRecommender(GeneralRecommender):
 
     def whole_user_slots(self, users, positives):
         """(slot of each triplet's user, number of users) when the batch holds exactly its users'
-        training likes, each once (``train_batch_by_user``); None otherwise.
+        training likes, each once (``train_batch_by_user``); None otherwise."""
+        batch = self.whole_user_batch(users, positives)
+        return None if batch is None else (batch.slots, batch.n_users)
+
+    def whole_user_batch(self, users, positives):
+        """The ``WholeUserBatch`` of these triplets, or None when they are not exactly their users' training
+        likes, each once. The last one is kept while ``users`` and ``positives`` are the same tensors, unchanged:
+        a training step asks for it when it scores its negative candidates and again in its loss.
 
         Checked without a search in R's global keys (a cache miss per level at 10^7 likes): the batch's
-        positives, sorted by (user slot, item), must equal the users' rows of R, which are contiguous
-        and sorted by item."""
-        unique_users, inverse, counts = torch.unique(users, return_inverse=True, return_counts=True)
-        likes = self.R.indptr.index_select(0, unique_users + 1) - self.R.indptr.index_select(0, unique_users)
-        if not torch.equal(counts, likes):
+        (user, positive) keys, sorted, must equal the users' rows of R's keys, which are contiguous and sorted."""
+        key = (users._version, positives._version, self.F.values)
+        kept = getattr(self, "_whole_user_batch", None)
+        if kept is not None and kept[0] is users and kept[1] is positives and kept[2][:2] == key[:2] and (
+                kept[2][2] is key[2]):
+            return kept[3]
+        batch = self._build_whole_user_batch(users, positives)
+        self._whole_user_batch = (users, positives, key, batch)
+        return batch
+
+    def _build_whole_user_batch(self, users, positives):
+        unique_users, inverse = torch.unique(users, return_inverse=True)
+        # the batch's (user, positive) keys, sorted, must be its users' rows of R's keys (contiguous and sorted)
+        like_keys = torch.sort(users * self.R.shape[1] + positives).values
+        if not torch.equal(like_keys, self.R.keys.index_select(0, self.R.positions(unique_users)[0])):
             return None
-        order = torch.argsort(inverse * self.R.shape[1] + positives)
-        _, liked, _, _ = self.R.gather_rows(unique_users)
-        if not torch.equal(positives.index_select(0, order), liked):
-            return None
-        return inverse, len(unique_users)
+        return WholeUserBatch(unique_users, inverse, like_keys, positives, self.F)
 
     def profile_factors_from_batch(self, users, positives, positive_factors, slots=None):
         """V f_u per triplet as the sum of ``positive_factors`` over the user's triplets, or None when
@@ -248,6 +278,46 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         if bool(self_in_profile.any()):  # estimation constraint: a training like without its own f_i
             liked = torch.nonzero(self_in_profile).squeeze(1)
             scores = scores.index_add(0, liked, -self.self_similarity(users[liked], items[liked]))
+        return scores
+
+    def score_training_candidates(self, users, positives, candidates, unliked=False):
+        """``predict``'s scores of the pairs (``users.repeat(k)``, ``candidates``): dynamic negative sampling's k
+        candidates per triplet of a training batch of whole users, or None when the batch is not one (or its
+        profiles are too large to hold densely); then the caller uses ``predict``.
+
+        The batch's ``WholeUserBatch`` gives the profiles (its dense block, kept for the step's loss) and V f_u
+        (the sum of the positives' V f_i); a candidate is a like of its user when it is among the user's
+        positives (no search in R), unless the caller knows none is (``unliked``). Two embedding bags over the
+        candidates' nonzeros: one reads c_u * f_u at (the candidate's user slot, column) in the batch's dense
+        profiles, the other V. Nothing here depends on the model's training mode (the caller does not switch it)."""
+        batch = self.whole_user_batch(users, positives)
+        n_features = self.n_features
+        if batch is None or not len(users) or len(candidates) % len(users) or (
+                batch.n_users * n_features > DENSE_PROFILE_CELLS):
+            return None
+        repeats = len(candidates) // len(users)
+        cols, values, offsets, counts = batch.bags(candidates)
+        # diagonal part: per nonzero of f_c, c_u * f_u at (the candidate's user slot, column) in the batch's dense
+        # profiles: one embedding bag, a cost per nonzero whatever the number of users
+        table = batch.dense_profiles().view(batch.n_users, n_features) * self.diagonal_weights(batch.users)
+        cells = torch.add(cols, torch.repeat_interleave(batch.slots.repeat(repeats), counts, output_size=len(cols)),
+                          alpha=n_features)
+        scores = nn.functional.embedding_bag(cells, table.view(-1, 1), offsets, mode="sum",
+                                             per_sample_weights=values.to(table.dtype)).view(-1)
+        factors = self.low_rank_factors()
+        if factors is not None:  # low-rank part: (V^T f_c) . (V^T f_u), V^T f_u the sum of the positives' V^T f_i
+            user_factors = torch.zeros(batch.n_users, factors.shape[1], dtype=factors.dtype, device=factors.device)
+            user_factors = user_factors.index_add_(0, batch.slots, rows_times_table(*batch.rows, factors))
+            item_factors = nn.functional.embedding_bag(cols, factors, offsets, mode="sum",
+                                                       per_sample_weights=values.to(factors.dtype))
+            scores = scores + (item_factors.view(repeats, len(users), -1)
+                               * user_factors.index_select(0, batch.slots)).sum(-1).view(-1)
+        pair_users = None if unliked else users.repeat(repeats)
+        liked = None if unliked else batch.liked(pair_users, candidates, self.R.shape[1])
+        if liked is not None and bool(liked.any()):  # estimation constraint: a training like without its own f_i
+            liked = torch.nonzero(liked).squeeze(1)
+            scores = scores.index_add(0, liked, -self.self_similarity(pair_users.index_select(0, liked),
+                                                                      candidates.index_select(0, liked)))
         return scores
 
     def few_user_factors(self, users, profiles, factors):

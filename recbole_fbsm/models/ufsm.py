@@ -11,6 +11,8 @@ class UFSM(FeatureSimilarityRecommender):
     """Parameters: ``W`` (l x n_features, the global similarity weights w_d) and ``M``
     (n_users x l, the users' mixture weights m_u). Loss: BPR + λ ||m_u||² (batch users) + μ1 ||W||²."""
 
+    shared_diagonal = False  # c_u = m_u W: the loss keeps the general path (``pair_scores`` below)
+
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
         self.n_functions = int(config["n_functions"])

@@ -1,0 +1,132 @@
+"""A training batch of whole users (``train_batch_by_user``), as the feature-similarity models' step uses it.
+
+When a batch holds every training like of each of its users, each once, the users' profiles f_u are sums over
+the batch's own positives. ``WholeUserBatch`` holds what follows from the batch alone, whatever the
+parameters: each triplet's user slot, the positives' feature rows and, when small enough, the profiles as a
+dense (users x features) block. A training step builds it once: dynamic negative sampling scores its
+candidates with it (``FeatureSimilarityRecommender.score_training_candidates``) and the loss reads it again
+(the model keeps the last one, keyed by the batch's tensors and their versions).
+
+``whole_user_bpr_difference`` is the loss's r_ui - r_uj for such a batch as one autograd node with a
+hand-written backward (the chain of about forty small autograd nodes it replaces cost more per step than
+the arithmetic; tests/test_fast_paths.py checks it against autograd on the plain formula):
+
+    r_ui - r_uj = sum_e a_e c[k_e] + (v_i - v_j) . v_u - v_i . v_i
+
+with, per nonzero e of f_i (sign +) and of f_j (sign -), a_e = ±f_e (f_u[col_e] - [e in f_i] f_e) and c the
+diagonal weights shared by all users (FBSM's D; UFSM's per-user mixtures keep the general path); v_i = V f_i,
+v_j = V f_j, and v_u = V f_u = sum of the user's v_i over the batch.
+"""
+
+import torch
+from torch import nn
+
+from recbole_fbsm.kernels.sparse import table_gradient
+
+
+class WholeUserBatch:
+    """What a whole-user batch gives without the parameters.
+
+    ``slots``: each triplet's user slot (0 .. n_users - 1); ``users``: the distinct users, by slot;
+    ``like_keys``: user * n_items + positive, sorted (a candidate is one of its user's likes when its key is
+    there); ``rows``: ``gather_rows`` of the positives in ``features`` (a ``TorchCsr``), gathered on first use
+    (``rows_and_bags`` gathers them with other rows); ``dense_profiles()``: f_u per slot, flattened
+    (n_users * n_features), built on first use."""
+
+    def __init__(self, users, slots, like_keys, positives, features):
+        self.users, self.slots, self.like_keys = users, slots, like_keys
+        self.positives, self.features = positives, features
+        self.n_users, self.n_features = len(users), features.shape[1]
+        self.entry_cells = self._rows = self._profiles = None
+
+    @property
+    def rows(self):
+        if self._rows is None:
+            self._rows = self.features.gather_rows(self.positives)
+        return self._rows
+
+    def bags(self, items):
+        """``gather_bags`` of ``items``, gathered with the positives' rows when those are not held yet."""
+        if self._rows is not None:
+            return self.features.gather_bags(items)
+        self._rows, bags = self.features.gather_rows_and_bags(self.positives, items)
+        return bags
+
+    def cells(self):
+        """slot * n_features + column for each nonzero of the positives' rows."""
+        if self.entry_cells is None:
+            owner, cols, _, _ = self.rows
+            self.entry_cells = self.slots.index_select(0, owner) * self.n_features + cols
+        return self.entry_cells
+
+    def dense_profiles(self):
+        if self._profiles is None:
+            values = self.rows[2]
+            profiles = torch.zeros(self.n_users * self.n_features, dtype=values.dtype, device=values.device)
+            self._profiles = profiles.index_add_(0, self.cells(), values)
+        return self._profiles
+
+    def liked(self, users, items, n_items):
+        """Whether each (user, item) pair, the user one of the batch's, is one of the user's training likes."""
+        keys = users * n_items + items
+        found = torch.searchsorted(self.like_keys, keys).clamp_(max=len(self.like_keys) - 1)
+        return self.like_keys.index_select(0, found) == keys
+
+
+def whole_user_bpr_difference(batch, rows, profile_entries, weights, factors):
+    """r_ui - r_uj per triplet of a whole-user ``batch`` (see the module docstring).
+
+    ``rows``: ``gather_rows`` of the positives then the negatives (2n rows); ``profile_entries``: f_u at each of
+    their nonzeros; ``weights``: the diagonal weights c (n_features,); ``factors``: V^T (n_features x h) or
+    None. Differentiable in ``weights`` and ``factors``."""
+    owner, cols, values, offsets = rows
+    n = len(batch.slots)
+    n_positive_entries = len(batch.rows[1])  # the positives' entries come first
+    values = values.to(weights.dtype)
+    signed = values * profile_entries
+    signed[:n_positive_entries] -= values[:n_positive_entries] * values[:n_positive_entries]
+    signed[n_positive_entries:] *= -1
+    triplet = owner.clone()
+    triplet[n_positive_entries:] -= n
+    if factors is None:
+        factors = weights.new_zeros((0, 0))
+    return _WholeUserBprDifference.apply(weights, factors, batch.slots, batch.n_users, rows, signed, triplet)
+
+
+class _WholeUserBprDifference(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, weights, factors, slots, n_users, rows, signed, triplet):
+        owner, cols, values, offsets = rows
+        n = len(slots)
+        entries = signed * weights.index_select(0, cols)
+        difference = torch.zeros(n, dtype=weights.dtype, device=weights.device).index_add_(0, triplet, entries)
+        ctx.low_rank = factors.numel() > 0
+        ctx.n_weights, ctx.n_users = len(weights), n_users
+        ctx.save_for_backward(cols, signed, triplet, slots)
+        if ctx.low_rank:
+            v = nn.functional.embedding_bag(cols, factors, offsets, mode="sum", per_sample_weights=values.to(factors.dtype))
+            v_i, v_j = v[:n], v[n:]
+            v_u = torch.zeros(n_users, v.shape[1], dtype=v.dtype, device=v.device).index_add_(0, slots, v_i)
+            v_u = v_u.index_select(0, slots)
+            difference += ((v_i - v_j) * v_u).sum(1) - (v_i * v_i).sum(1)
+            ctx.rows, ctx.n_table_rows = (owner, cols, values), factors.shape[0]
+            ctx.factors_saved = (v_i, v_j, v_u)
+        return difference
+
+    @staticmethod
+    def backward(ctx, grad):
+        cols, signed, triplet, slots = ctx.saved_tensors
+        grad_weights = grad_factors = None
+        if ctx.needs_input_grad[0]:
+            grad_weights = torch.zeros(ctx.n_weights, dtype=grad.dtype, device=grad.device)
+            grad_weights = grad_weights.index_add_(0, cols, signed * grad.index_select(0, triplet))
+        if ctx.low_rank and ctx.needs_input_grad[1]:
+            v_i, v_j, v_u = ctx.factors_saved
+            g = grad[:, None]
+            # v_u sums the slot's v_i: each v_i also gets sum over its slot of g (v_i - v_j)
+            through_profile = torch.zeros(ctx.n_users, v_i.shape[1], dtype=v_i.dtype, device=v_i.device)
+            through_profile = through_profile.index_add_(0, slots, g * (v_i - v_j)).index_select(0, slots)
+            grad_rows = torch.cat([g * (v_u - 2 * v_i) + through_profile, -g * v_u])
+            owner, _, values = ctx.rows
+            grad_factors = table_gradient(owner, cols, values.to(grad_rows.dtype), grad_rows, ctx.n_table_rows)
+        return grad_weights, grad_factors, None, None, None, None, None

@@ -1,7 +1,9 @@
 """Data-parallel runs (``recbole_fbsm.runtime.distributed``): 2 CPU processes over gloo on small generated data.
 
-What must hold: each rank trains on whole users and all ranks together on exactly the batch one process
-would; a step's averaged gradient is the one-process gradient on the whole batch; evaluation gives the
+What must hold: with ``parallel_sync: gradients`` each rank trains on whole users and all ranks together on
+exactly the batch one process would, and a step's averaged gradient is the one-process gradient on the whole
+batch; with ``average`` (the default) each rank holds and trains its own users, the ranks exchange only the
+parameters, every few steps, and end each epoch with one model; both learn like one process; evaluation gives the
 one-process metrics to the last digit; two launches of one rank each (two "machines" on this host) run
 the same as ``--nproc=2``; only rank 0 writes.
 """

@@ -137,19 +137,20 @@ class ColdStartTrainerMixin:
         its own; an SGD rate times W keeps an epoch's progress (the linear scaling rule). Adam's step does not
         grow with the gradient: its rate is kept."""
         size = dist.get_world_size()
-        sgd = isinstance(self.optimizer, torch.optim.SGD)
-        if sgd and setting(config, "parallel_scale_learning_rate"):
+        scale = isinstance(self.optimizer, torch.optim.SGD) and setting(config, "parallel_scale_learning_rate")
+        set_rates = sorted({f"{group['lr']:g}" for group in self.optimizer.param_groups})
+        if scale:
             for group in self.optimizer.param_groups:
                 group["lr"] *= size
         if distributed.is_main_process():
             rates = sorted({f"{group['lr']:g}" for group in self.optimizer.param_groups})
-            scaled = f"x {size} (SGD, parallel_scale_learning_rate)" if sgd and setting(
-                config, "parallel_scale_learning_rate") else "as set"
+            how = (f"{', '.join(set_rates)} x {size} processes: SGD, parallel_scale_learning_rate" if scale
+                   else "as set")
             self.logger.info(
                 f"data-parallel: {size} processes, each training its own users on batches of "
                 f"{config['train_batch_size']} triplets; parameters averaged every "
                 f"{setting(config, 'parallel_average_every')} steps and after each epoch; learning rate "
-                f"{', '.join(rates)} ({scaled})")
+                f"{', '.join(rates)} ({how})")
 
     def set_reduce_hook(self):
         if self.distributed_model is not None:  # parallel_sync: gradients

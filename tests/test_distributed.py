@@ -23,6 +23,7 @@ from recbole_fbsm.runtime import distributed
 from recbole_fbsm.data.user_batches import UserGroupedBatchSampler
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import run
+from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.experiments.synthetic import planted_interactions
 from helpers import RUN_RECBOLE, REPO_ROOT, dataset_config
 
@@ -246,6 +247,11 @@ def test_fbsm_on_two_processes_learns_like_one(planted_one_process, tmp_path, sy
     # one checkpoint and one artifact, none from rank 1
     files = sorted(os.path.basename(two_result[key]) for key in ("saved_model_file", "artifact_file"))
     assert sorted(name for name in saved if name.startswith("FBSM")) == files, saved
+    # rank 0 held only its own users' profiles, but its artifact serves every user
+    served = load_model(two_result["artifact_file"]).model
+    with_likes = np.diff(served.R.indptr.numpy()) > 0
+    assert with_likes[0::2].any() and with_likes[1::2].any()
+    np.testing.assert_array_equal(np.diff(served.F_U.indptr.numpy()) > 0, with_likes)
 
 
 def _free_port():

@@ -88,7 +88,7 @@ TRAIN_LOADER = (
 )
 EVAL_LOADER = (
     Private("torch.utils.data.dataloader.DataLoader", "_index_sampler",
-            "the batches' index lists: in a data-parallel run each rank evaluates its block of users",
+            "the batches' index lists: in a data-parallel run each rank evaluates its block (or its own) users",
             "362bb4bb9d4b", is_property=True),
     Private("recbole.data.dataloader.general_dataloader.FullSortEvalDataLoader", "_init_batch_size_and_step",
             "users per batch from eval_batch_size / items: the plugin also bounds the profiles' width",

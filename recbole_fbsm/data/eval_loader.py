@@ -24,7 +24,7 @@ from torch.utils.data import BatchSampler
 from recbole_fbsm.recbole_compat import EvalLoaderRoutes
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.data.sampler import UsedIds, sorted_unique
-from recbole_fbsm.data.user_batches import shards_users
+from recbole_fbsm.data.user_batches import held_users
 from recbole_fbsm.kernels.sparse import TorchCsr
 
 
@@ -64,8 +64,8 @@ class ShardedEvalMixin:
         if size == 1 or self.config["single_spec"]:
             return super().plugin_index_sampler()
         uid_list = getattr(self, "uid_list", None)
-        if shards_users(self.config) and uid_list is not None and not self.is_sequential:
-            owned = distributed.owned_users(self._dataset.user_num)
+        owned = held_users(self.config, self._dataset.user_num)
+        if owned is not None and uid_list is not None and not self.is_sequential:
             rows = np.flatnonzero(owned[np.asarray(uid_list, dtype=np.int64)]).tolist()
         else:
             rows = range(*distributed.shard_bounds(self.sample_size, rank, size))

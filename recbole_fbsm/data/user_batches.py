@@ -36,6 +36,11 @@ def shards_users(config):
             and bool(config["train_batch_by_user"]))
 
 
+def held_users(config, n_users):
+    """The bool mask of the users this process holds (``shards_users``), or None when it holds them all."""
+    return distributed.owned_users(n_users) if shards_users(config) else None
+
+
 class UserGroupedBatchSampler:
     """Lists of interaction indices, grouped by user, with a new random order every epoch."""
 
@@ -128,9 +133,10 @@ def user_grouped(loader_class):
         def plugin_index_sampler(self):
             if getattr(self, "_user_batches", None) is None:
                 users = self._dataset.inter_feat[self._dataset.uid_field].numpy()
-                if shards_users(self.config):  # this rank's own users, alone
-                    self._user_batches = UserGroupedBatchSampler(
-                        users, self._whole_batch_step, self.generator, owned=distributed.owned_users(self._dataset.user_num))
+                owned = held_users(self.config, self._dataset.user_num)
+                if owned is not None:  # this rank's own users, alone
+                    self._user_batches = UserGroupedBatchSampler(users, self._whole_batch_step, self.generator,
+                                                                 owned=owned)
                 else:
                     rank, size = distributed.world()
                     self._user_batches = UserGroupedBatchSampler(users, self._whole_batch_step, self.generator, rank, size)

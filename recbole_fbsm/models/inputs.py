@@ -12,9 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from recbole_fbsm.data.user_batches import shards_users
+from recbole_fbsm.data.user_batches import held_users
 from recbole_fbsm.models.contract import BuiltFromFittedInputs
-from recbole_fbsm.runtime import distributed
 from recbole_fbsm.data.features import ItemFeatures, features_from_config, like_matrix, training_items
 from recbole_fbsm.models.warm_backbone import warm_embeddings
 
@@ -51,8 +50,7 @@ def fit_model_inputs(config, train_dataset, warm_backbone=False):
     warm = None
     if warm_backbone:
         warm = warm_embeddings(config, train_dataset)
-    owned = distributed.owned_users(train_dataset.user_num) if shards_users(config) else None
-    return ModelInputs(features, like_matrix(train_dataset), items, warm, owned)
+    return ModelInputs(features, like_matrix(train_dataset), items, warm, held_users(config, train_dataset.user_num))
 
 
 def model_inputs(config, dataset, warm_backbone=False):

@@ -16,7 +16,8 @@ What each rank does (the trainer and the loaders ask this module, they hold no l
   likes and profiles only), steps alone on batches of ``train_batch_size`` of them, and the parameters
   are averaged about every ``parallel_average_every`` steps and at the end of each epoch
   (``PeriodicAveraging``): far fewer exchanges;
-- it evaluates a contiguous block of the evaluated users (with ``average``: its own users); the top-k rows are gathered in rank order
+- it evaluates a contiguous block of the evaluated users (with ``average``: its own users); the top-k
+  rows are gathered in rank order
   (``gather_rows``), so every rank computes the metrics of one process over the same rows, ties included;
 - only rank 0 logs, writes checkpoints and the result file; the kept checkpoint is loaded by rank 0
   and its state broadcast, so the ranks need no shared disk.

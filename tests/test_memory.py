@@ -4,16 +4,20 @@
   (``ColdStartDataset.item_token_rows``, not RecBole's rows padded to the longest item): the same F, F_U, R,
   scores and metrics as from the padded rows, which remain the path of RecBole's context-aware models.
 - Evaluation: the candidates' V f_i kept across batches is recomputed once V changes; scores do not depend
-  on ``eval_batch_size``."""
+  on ``eval_batch_size``.
+- The user profiles F_U = R F built by blocks of users hold scipy's whole product exactly; entry keys for
+  lookups are built only by a lookup."""
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
 
 from helpers import QUIET, dataset_config, write_dataset
 from recbole_fbsm.data.dataset import ColdStartDataset
 from recbole_fbsm.data.fast_load import pad_sequences, sequence_rows
 from recbole_fbsm.data.features import features_from_config
+from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.training.trainer import get_trainer
 
@@ -168,3 +172,28 @@ def test_scores_and_metrics_do_not_depend_on_the_evaluation_batch(tmp_path, monk
     assert steps[0] > steps[-1] > 0  # the batches did differ
     for step, scores, metrics in results.values():
         assert torch.equal(scores, results[1 << 24][1]) and metrics == results[1 << 24][2]
+
+
+@pytest.mark.parametrize("rows_per_block", [1, 7, 1 << 14])
+def test_profiles_built_by_blocks_equal_the_whole_product(rows_per_block):
+    """F_U = R F built block by block holds exactly the entries and values of scipy's whole product (empty rows,
+    empty blocks and the last partial block included), and fills only the entries it has."""
+    rng = np.random.default_rng(3)
+    likes = sp.random(200, 90, density=0.04, random_state=4, format="csr")
+    likes.data[:] = 1.0
+    likes = sp.csr_matrix(likes.multiply(rng.random((200, 1)) > 0.3))  # some users without likes
+    features = sp.random(90, 60, density=0.1, random_state=5, format="csr")
+    whole, blocks = TorchCsr(likes @ features), TorchCsr.product(likes, features, rows_per_block=rows_per_block)
+    assert blocks.shape == whole.shape
+    for name in ("indptr", "indices", "values"):
+        assert torch.equal(getattr(blocks, name), getattr(whole, name)), name
+    assert torch.equal(blocks.lookup(torch.tensor([0, 5, 199]), torch.tensor([3, 7, 59])),
+                       whole.lookup(torch.tensor([0, 5, 199]), torch.tensor([3, 7, 59])))
+
+
+def test_entry_keys_are_built_only_when_an_entry_is_looked_up():
+    """The sorted keys for lookups cost 8 bytes per entry: a matrix nobody searches never builds them."""
+    matrix = TorchCsr(sp.csr_matrix(np.array([[0.0, 2.0, 0.0], [1.0, 0.0, 3.0]])))
+    assert matrix._keys is None
+    assert matrix.contains(torch.tensor([1, 1, 0]), torch.tensor([2, 1, 1])).tolist() == [True, False, True]
+    assert matrix._keys.tolist() == [1, 3, 5]

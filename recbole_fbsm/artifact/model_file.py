@@ -45,7 +45,7 @@ _FEATURE_VALUES = ("weighting", "normalize", "bm25_k1", "bm25_b", "shrink")
 def csr_record(matrix):
     matrix = sp.csr_matrix(matrix)
     return {"indptr": torch.as_tensor(matrix.indptr.astype(np.int64)),
-            "indices": torch.as_tensor(matrix.indices.astype(np.int64)),
+            "indices": torch.as_tensor(matrix.indices),  # scipy's own width: int32 below 2^31 columns
             "data": torch.as_tensor(matrix.data), "shape": [int(n) for n in matrix.shape]}
 
 

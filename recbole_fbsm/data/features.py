@@ -67,7 +67,8 @@ class ItemFeatures:
                 binary @ sp.diags((~dense).astype(np.float64)) + counts @ sp.diags(dense.astype(np.float64)))
         if self.weighting == "bm25":
             counts = self._bm25_term_frequencies(counts)
-        weighted = sp.csr_matrix(counts @ sp.diags(self.column_weights))
+        weighted = counts.copy()  # counts @ diag(column_weights), entry by entry (no product's temporaries)
+        weighted.data *= self.column_weights[weighted.indices]
         weighted.eliminate_zeros()
         if self.normalize:
             weighted = self._normalise(weighted)
@@ -104,7 +105,7 @@ class ItemFeatures:
 
     def square_norms(self, weighted):
         """Squared L2 norm of each row's normalised blocks: (rows x 1) jointly, (rows x fields) per field."""
-        squares = weighted.multiply(weighted)
+        squares = sp.csr_matrix((weighted.data * weighted.data, weighted.indices, weighted.indptr), shape=weighted.shape)
         if self.field_scales is None:
             return np.asarray(squares.sum(axis=1)).reshape(-1, 1)
         return np.asarray((squares @ self._membership()).todense())
@@ -121,10 +122,12 @@ class ItemFeatures:
         scales = np.ones(1) if self.field_scales is None else self.field_scales
         scales = scales * np.sqrt(1.0 + self.shrink)
         factors = np.divide(scales[None, :], norms, out=np.zeros_like(norms), where=norms > 0)
-        coo = weighted.tocoo()
-        block = np.zeros_like(coo.col) if self.field_scales is None else self.column_field[coo.col]
-        values = coo.data * factors[coo.row, block]
-        return sp.csr_matrix((values, (coo.row, coo.col)), shape=weighted.shape)
+        if self.field_scales is None:  # in place: ``weighted`` is transform's own copy
+            weighted.data *= np.repeat(factors[:, 0], np.diff(weighted.indptr))
+        else:
+            rows = np.repeat(np.arange(weighted.shape[0]), np.diff(weighted.indptr))
+            weighted.data *= factors[rows, self.column_field[weighted.indices]]
+        return weighted
 
 
 def feature_fields(dataset, fields=None):
@@ -170,15 +173,35 @@ def term_counts(dataset, fields):
             continue
         indptr, indices = item_token_rows(dataset, field)
         vocabulary = dataset.field2id_token[field]
-        block = sp.csr_matrix((np.ones(len(indices), dtype=np.float64), indices, indptr),
-                              shape=(len(indptr) - 1, len(vocabulary)), copy=True)  # sum_duplicates sorts in place
-        block.sum_duplicates()
-        blocks.append(block[:, 1:])
+        # [PAD] (id 0) is not among the indices: column k holds token k + 1 (no copy for dropping column 0)
+        block = sp.csr_matrix((np.ones(len(indices), dtype=np.float64), indices - 1, indptr),
+                              shape=(len(indptr) - 1, len(vocabulary) - 1))
+        block.sum_duplicates()  # sorts the new indices in place
+        blocks.append(block)
         names += [f"{field}:{token}" for token in vocabulary[1:]]
-    counts = sp.hstack(blocks, format="csr")
+    counts = blocks[0] if len(blocks) == 1 else sp.hstack(blocks, format="csr")
     if counts.shape[0] != dataset.item_num:
         raise ColdStartError(f"item features have {counts.shape[0]} rows for {dataset.item_num} items.")
     return counts, names
+
+
+def select_columns(matrix, columns):
+    """``matrix[:, columns]`` for distinct ``columns``, by renumbering the kept entries' columns (scipy's column
+    indexing builds its result through temporaries several times the matrix's size); indices sorted."""
+    index_type = np.int32 if len(columns) < 2**31 else np.int64
+    position = np.full(matrix.shape[1], -1, dtype=index_type)
+    position[columns] = np.arange(len(columns), dtype=index_type)
+    new_columns = position[matrix.indices]
+    dropped = np.flatnonzero(new_columns < 0)  # usually few: tokens of no training item
+    indptr = matrix.indptr - np.searchsorted(dropped, matrix.indptr)  # dropped entries before each row's start
+    if len(dropped):
+        kept = new_columns >= 0
+        data, new_columns = matrix.data[kept], new_columns[kept]
+    else:
+        data = matrix.data.copy()
+    selected = sp.csr_matrix((data, new_columns, indptr), shape=(matrix.shape[0], len(columns)))
+    selected.sort_indices()
+    return selected
 
 
 def item_token_rows(dataset, field):
@@ -265,10 +288,11 @@ def build_item_features(dataset, training_items, fields=None, weighting="tfidf",
     dense_fields = tuple(f for f in fields if is_dense_field(dataset, f))
     dense = np.isin(column_field, [fields.index(f) for f in dense_fields])
     training = counts[np.asarray(training_items, dtype=np.int64)]
-    seen = (np.asarray((training != 0).sum(axis=0)).ravel() > 0) | dense
+    seen = (np.bincount(training.indices[training.data != 0], minlength=counts.shape[1]) > 0) | dense
     source_columns = np.flatnonzero(seen)
     source_columns = source_columns[np.lexsort((names[source_columns], column_field[source_columns]))]
-    counts, training = counts[:, source_columns], training[:, source_columns]
+    counts = select_columns(counts, source_columns)  # one at a time: each old matrix freed before the next
+    training = select_columns(training, source_columns)
     weighting = "tf" if weighting == "none" else weighting
     column_weights = np.ones(len(source_columns))
     if weighting == "tfidf":

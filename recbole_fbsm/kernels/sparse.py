@@ -17,16 +17,52 @@ class TorchCsr(nn.Module):
         super().__init__()
         matrix = sp.csr_matrix(matrix)
         matrix.sort_indices()
-        self.shape = matrix.shape
-        self.register_buffer("indptr", torch.from_numpy(matrix.indptr.astype(np.int64)), persistent=False)
-        self.register_buffer("indices", torch.from_numpy(matrix.indices.astype(np.int64)), persistent=False)
-        self.register_buffer("values", torch.as_tensor(matrix.data, dtype=dtype), persistent=False)
-        # row * n_cols + col, globally sorted: entry lookups by binary search (built in place: at 10^7 likes
-        # F_U has ~10^8 entries, and each temporary array is 8 bytes per entry)
-        keys = np.repeat(np.arange(matrix.shape[0], dtype=np.int64), np.diff(matrix.indptr))
-        keys *= matrix.shape[1]
-        keys += self.indices.numpy()
-        self.register_buffer("keys", torch.from_numpy(keys), persistent=False)
+        self._hold(matrix.indptr, matrix.indices, matrix.data, matrix.shape, dtype)
+
+    def _hold(self, indptr, indices, values, shape, dtype):
+        self.shape = tuple(shape)
+        self.register_buffer("indptr", torch.from_numpy(indptr.astype(np.int64, copy=False)), persistent=False)
+        self.register_buffer("indices", torch.from_numpy(indices.astype(np.int64, copy=False)), persistent=False)
+        self.register_buffer("values", torch.as_tensor(values, dtype=dtype), persistent=False)
+        self.register_buffer("_keys", None, persistent=False)  # built on the first lookup: see ``keys``
+
+    @classmethod
+    def product(cls, left: sp.csr_matrix, right: sp.csr_matrix, dtype=torch.float32, rows_per_block=1 << 14):
+        """``TorchCsr(left @ right)`` (the same entries and values) without scipy's whole product beside the
+        buffers made from it: blocks of ``rows_per_block`` rows are multiplied one after the other and copied
+        into arrays sized by an upper bound on the entries, of which only the filled part is ever touched
+        (so resident). At 10^7 likes the user profiles F_U = R F peaked at 24 bytes per entry, now 12."""
+        left, right = sp.csr_matrix(left), sp.csr_matrix(right)
+        n_rows, n_cols = left.shape[0], right.shape[1]
+        row_bounds = np.minimum(left.astype(np.int64) @ np.diff(right.indptr).astype(np.int64), n_cols) \
+            if left.nnz else np.zeros(n_rows, dtype=np.int64)
+        bound = int(row_bounds.sum())
+        indptr = np.zeros(n_rows + 1, dtype=np.int64)
+        indices = np.empty(bound, dtype=np.int64)
+        values = np.empty(bound, dtype=torch.empty(0, dtype=dtype).numpy().dtype)
+        filled = 0
+        for start in range(0, n_rows, rows_per_block):  # blocks of rows, each one vectorised product
+            part = left[start:start + rows_per_block] @ right
+            part.sort_indices()
+            indices[filled:filled + part.nnz] = part.indices
+            values[filled:filled + part.nnz] = part.data
+            indptr[start + 1:start + 1 + part.shape[0]] = filled + part.indptr[1:]
+            filled += part.nnz
+        held = cls.__new__(cls)
+        nn.Module.__init__(held)
+        held._hold(indptr, indices[:filled], values[:filled], (n_rows, n_cols), dtype)
+        return held
+
+    @property
+    def keys(self):
+        """row * n_cols + col of every entry, globally sorted: entry lookups by binary search. Built on first use
+        (on the buffers' device) and kept: a model trained on whole-user batches never looks an entry up in its
+        profiles F_U or features F, and at 10^7 likes these keys alone were 0.8 GB."""
+        if self._keys is None:
+            rows = torch.arange(self.shape[0], device=self.indptr.device)
+            self._keys = torch.repeat_interleave(rows, torch.diff(self.indptr), output_size=len(self.indices))
+            self._keys.mul_(self.shape[1]).add_(self.indices)
+        return self._keys
 
     def gather_rows(self, rows):
         """Nonzeros of ``self[rows]``: (position in ``rows``, column, value) per entry, and bag offsets.

@@ -55,7 +55,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         self.feature_names = features.names
         self.n_features = features.n_features
         self.F = TorchCsr(features.matrix)            # items x features
-        self.F_U = TorchCsr(likes @ features.matrix)  # users x features: f_u = sum of liked items' f
+        self.F_U = TorchCsr.product(likes, features.matrix)  # users x features: f_u = sum of liked items' f
         self.R = TorchCsr(likes)                      # users x items: training likes
         self.user_weighting = bool(config["bpr_user_weighting"])
         self.profile_alpha = float(setting(config, "bpr_profile_alpha"))

@@ -7,7 +7,6 @@ full disk never leaves a truncated file where a good one was. Tensor files are r
 cannot make loading run its code.
 """
 
-import io
 import os
 import pickle
 import tempfile
@@ -20,15 +19,19 @@ import torch
 from recbole_fbsm.errors import ColdStartError
 
 
-def write_atomic(path, data: bytes):
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+def write_atomic(path, data):
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename. ``data``: bytes, or a
+    function that writes to the open binary file it is given (a large file is then never held in memory)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            if callable(data):
+                data(handle)
+            else:
+                handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -47,10 +50,10 @@ def _umask():
 
 
 def save_tensors(obj, path):
-    """``torch.save`` of tensors and plain values (dict, list, str, int, float, bool, None), atomically."""
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    write_atomic(path, buffer.getvalue())
+    """``torch.save`` of tensors and plain values (dict, list, str, int, float, bool, None), atomically, straight
+    into the file (through a buffer of the whole file and a copy of it, a 10^7-like artifact cost 1.2 GB more at
+    its peak)."""
+    write_atomic(path, lambda handle: torch.save(obj, handle))
 
 
 def load_tensors(path, what, device="cpu"):

@@ -17,6 +17,7 @@ from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.models.inputs import fit_model_inputs, needs_warm_backbone
 from recbole_fbsm.data.preparation import check_dataset_files
 from recbole_fbsm.runtime import distributed
+from recbole_fbsm.runtime.memory import release_free_memory
 from recbole_fbsm.runtime.threads import plan_for_config, usable_cores
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.training.trainer import get_trainer
@@ -100,12 +101,15 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
         logger.info(config, extra=on_console(False))  # the config dump: in the log file, not on a quiet console
         logger.info(threads.describe(), extra=on_console(usable_cores() > 1))  # what it chose, where there is a choice
         data = create_dataset(config, report)
+        release_free_memory()  # the parsing's temporaries, before the split and the features
         logger.info(data, extra=on_console())
         train_data, valid_data, test_data = data_preparation(config, data, reads_own_features=reads_own_features)
         # each rank its own random stream (negatives), by global rank: the same on one machine or several
         init_seed(config["seed"] + distributed.world()[0], config["reproducibility"])
         attach_model_inputs(config, train_data._dataset)
+        release_free_memory()  # the feature fitting's temporaries, before the model's profiles
         model = build_model(config, train_data._dataset)
+        release_free_memory()
     # dynamic negative sampling scores its candidates with the model; RecBole's fit() hands the model to
     # the loader, callers that drive epochs themselves (benchmarks, tools) need it here
     train_data.get_model(model)

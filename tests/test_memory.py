@@ -197,3 +197,17 @@ def test_entry_keys_are_built_only_when_an_entry_is_looked_up():
     assert matrix._keys is None
     assert matrix.contains(torch.tensor([1, 1, 0]), torch.tensor([2, 1, 1])).tolist() == [True, False, True]
     assert matrix._keys.tolist() == [1, 3, 5]
+
+
+def test_token_ids_are_built_by_the_first_lookup(tmp_path, monkeypatch):
+    """``field2token_id`` tables (400 MB for 2 million items) are built only when a token is looked up, and
+    then answer as RecBole's dicts did."""
+    monkeypatch.chdir(tmp_path)
+    data = write_dataset(tmp_path)
+    config, _, (train, _, _) = prepare("FBSM", data.name, config_dict=dataset_config(data, epochs=1))
+    dataset = train._dataset
+    items = dataset.field2token_id[dataset.iid_field]
+    assert items._ids is None and len(items) == dataset.item_num
+    token = dataset.field2id_token[dataset.iid_field][5]
+    assert dataset.token2id(dataset.iid_field, token) == 5 and items._ids is not None
+    assert "[PAD]" in items and "no such item" not in items and items["[PAD]"] == 0

@@ -17,7 +17,7 @@ Contents (tensors and plain values, read with ``torch.load(weights_only=True)``)
 A served model is rebuilt from these alone: no dataset folder, no retraining, features matched by name.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -32,6 +32,7 @@ from recbole_fbsm.data.analyzer import analyzer_path, read_analyzer_document
 from recbole_fbsm.models.inputs import ModelInputs
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.data.features import ItemFeatures
+from recbole_fbsm.data.token_ids import TokenIds
 
 FORMAT = "recbole-fbsm model"
 FORMAT_VERSION = 1
@@ -84,7 +85,6 @@ class Vocabulary:
     field2id_token: dict               # field -> np.ndarray of tokens by internal id (0: padding)
     field2type: dict                   # field -> FeatureType
     model_inputs: ModelInputs = None   # the fitted inputs a model is built from (data.model_inputs)
-    _token_ids: dict = field(default_factory=dict, repr=False)
 
     def num(self, name):
         return len(self.field2id_token[name])
@@ -99,20 +99,7 @@ class Vocabulary:
 
     @cached_property
     def field2token_id(self):
-        return _LazyTokenIds(self.field2id_token)
-
-
-class _LazyTokenIds(dict):
-    """field -> {token: id}, built on first use of each field (an item vocabulary can be large)."""
-
-    def __init__(self, field2id_token):
-        super().__init__()
-        self._tokens = field2id_token
-
-    def __missing__(self, name):
-        mapping = {str(token): k for k, token in enumerate(self._tokens[name])}
-        self[name] = mapping
-        return mapping
+        return {name: TokenIds(tokens) for name, tokens in self.field2id_token.items()}
 
 
 def vocabulary_record(dataset, fields):

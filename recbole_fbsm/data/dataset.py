@@ -13,6 +13,7 @@ from recbole.utils import FeatureSource, FeatureType, ModelType
 
 from recbole_fbsm.recbole_compat import DatasetRoutes
 from recbole_fbsm.data.atomic_files import codes_of
+from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns, sequence_rows, split_rows
 from recbole_fbsm.errors import ColdStartError
 
@@ -253,7 +254,7 @@ class ColdStartDataset(DatasetRoutes, Dataset):
         new_id[:n_global] = np.cumsum(used[:n_global]) * used[:n_global]
         tokens = texts[order][new_distinct][used[:n_global]]
         mp = np.array(["[PAD]"] + tokens.tolist())
-        token_id = {t: i for i, t in enumerate(mp)}
+        token_id = TokenIds(mp)
         for (feat, field, ftype), codes, (_, _, lengths) in zip(remap_list, mapped, parts):
             if field not in self.field2id_token:
                 self.field2id_token[field] = mp

@@ -68,7 +68,8 @@ class ItemFeatures:
         if self.weighting == "bm25":
             counts = self._bm25_term_frequencies(counts)
         weighted = counts.copy()  # counts @ diag(column_weights), entry by entry (no product's temporaries)
-        weighted.data *= self.column_weights[weighted.indices]
+        for rows, entries in row_chunks(weighted.indptr):
+            weighted.data[entries] *= self.column_weights[weighted.indices[entries]]
         weighted.eliminate_zeros()
         if self.normalize:
             weighted = self._normalise(weighted)
@@ -105,10 +106,15 @@ class ItemFeatures:
 
     def square_norms(self, weighted):
         """Squared L2 norm of each row's normalised blocks: (rows x 1) jointly, (rows x fields) per field."""
-        squares = sp.csr_matrix((weighted.data * weighted.data, weighted.indices, weighted.indptr), shape=weighted.shape)
-        if self.field_scales is None:
-            return np.asarray(squares.sum(axis=1)).reshape(-1, 1)
-        return np.asarray((squares @ self._membership()).todense())
+        sums = np.zeros((weighted.shape[0], 1 if self.field_scales is None else len(self.fields)))
+        by_field = None if self.field_scales is None else self._membership()
+        for rows, entries in row_chunks(weighted.indptr):  # a block of rows at a time: no copy of the matrix
+            data = weighted.data[entries]
+            squares = sp.csr_matrix((data * data, weighted.indices[entries],
+                                     weighted.indptr[rows.start:rows.stop + 1] - entries.start),
+                                    shape=(rows.stop - rows.start, weighted.shape[1]))
+            sums[rows] = squares.sum(axis=1) if by_field is None else (squares @ by_field).todense()
+        return sums
 
     def _normalise(self, weighted):
         """Joint L2 rows (``field_scales`` None), or per field: each field's block of a row L2-normalised
@@ -122,11 +128,10 @@ class ItemFeatures:
         scales = np.ones(1) if self.field_scales is None else self.field_scales
         scales = scales * np.sqrt(1.0 + self.shrink)
         factors = np.divide(scales[None, :], norms, out=np.zeros_like(norms), where=norms > 0)
-        if self.field_scales is None:  # in place: ``weighted`` is transform's own copy
-            weighted.data *= np.repeat(factors[:, 0], np.diff(weighted.indptr))
-        else:
-            rows = np.repeat(np.arange(weighted.shape[0]), np.diff(weighted.indptr))
-            weighted.data *= factors[rows, self.column_field[weighted.indices]]
+        for rows, entries in row_chunks(weighted.indptr):  # in place: ``weighted`` is transform's own copy
+            row_of_entry = np.repeat(np.arange(rows.start, rows.stop), np.diff(weighted.indptr[rows.start:rows.stop + 1]))
+            block = 0 if self.field_scales is None else self.column_field[weighted.indices[entries]]
+            weighted.data[entries] *= factors[row_of_entry, block]
         return weighted
 
 
@@ -183,6 +188,15 @@ def term_counts(dataset, fields):
     if counts.shape[0] != dataset.item_num:
         raise ColdStartError(f"item features have {counts.shape[0]} rows for {dataset.item_num} items.")
     return counts, names
+
+
+def row_chunks(indptr, entries_per_chunk=1 << 22):
+    """(rows, entries) slices cutting a CSR matrix into blocks of whole rows of about ``entries_per_chunk``
+    entries: elementwise work on a large matrix then needs temporaries of one block, not of the matrix."""
+    n_rows = len(indptr) - 1
+    cuts = np.searchsorted(indptr, np.arange(entries_per_chunk, indptr[-1], entries_per_chunk), side="left")
+    starts = np.unique(np.concatenate(([0], np.minimum(cuts, n_rows), [n_rows])))
+    return [(slice(a, b), slice(int(indptr[a]), int(indptr[b]))) for a, b in zip(starts[:-1].tolist(), starts[1:].tolist())]
 
 
 def select_columns(matrix, columns):

@@ -15,7 +15,7 @@ from recbole_fbsm.kernels.sparse import (
 from recbole_fbsm.models.whole_user import WholeUserBatch, whole_user_bpr_difference
 from recbole_fbsm.quick_start import prepare
 from recbole_fbsm.training.trainer import get_trainer
-from recbole_fbsm.training.trainer import fused_if_possible
+from recbole_fbsm.training.trainer import ClippedSGD, clipped_sgd_if_possible, fused_if_possible
 
 
 @pytest.mark.parametrize("bound", [50, 70_000, 3_000_000_000])  # one 16-bit pass, two passes, torch's sort
@@ -190,3 +190,43 @@ def test_adam_is_fused_with_the_same_groups():
     assert [(g["lr"], g["weight_decay"], g["fused"]) for g in fused.param_groups] == [(0.1, 0.5, True), (0.01, 0, True)]
     sgd = torch.optim.SGD([V], lr=0.1)
     assert fused_if_possible(sgd) is sgd
+
+
+@pytest.mark.parametrize("max_norm", [0.05, 1e6])  # the clip binds; it does not
+def test_clipped_sgd_step_equals_the_clip_then_sgd(max_norm):
+    """One ``ClippedSGD`` step = ``clip_grad_norm_`` over the parameters, then SGD with each group's weight decay."""
+    torch.manual_seed(0)
+    start = [torch.randn(5), torch.randn(6, 3)]
+    grads = [torch.randn(5), torch.randn(6, 3)]
+
+    def params_with_grads():
+        params = [torch.nn.Parameter(p.clone()) for p in start]
+        for p, g in zip(params, grads):
+            p.grad = g.clone()
+        return params
+
+    def groups(params):
+        return [{"params": [params[0]], "lr": 0.3, "weight_decay": 0.1}, {"params": [params[1]], "lr": 0.2}]
+
+    expected = params_with_grads()
+    torch.nn.utils.clip_grad_norm_(expected, max_norm=max_norm, norm_type=2)
+    torch.optim.SGD(groups(expected), lr=0.1, weight_decay=0.01).step()
+    got = params_with_grads()
+    ClippedSGD(groups(got), {"max_norm": max_norm, "norm_type": 2}, lr=0.1, weight_decay=0.01).step()
+    for a, b in zip(got, expected):
+        assert torch.allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_the_trainer_clips_in_its_sgd_step(toy):
+    """FBSM's defaults (sgd, clip_grad_norm): the optimizer is ``ClippedSGD`` and RecBole's loop no longer clips;
+    without a clip, or with momentum, SGD stays torch's."""
+    config, model, _ = prepare("FBSM", toy.name, config_dict=dataset_config(toy))
+    trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
+    assert type(trainer.optimizer) is ClippedSGD and trainer.clip_grad_norm is None
+    assert [g["weight_decay"] for g in trainer.optimizer.param_groups] == [2 * model.reg_D, 2 * model.reg_V]
+    V = torch.nn.Parameter(torch.zeros(3, 2))
+    other = torch.nn.Linear(1, 1)
+    for sgd, clip, module in [(torch.optim.SGD([V], lr=0.1), None, model),
+                              (torch.optim.SGD([V], lr=0.1, momentum=0.9), {"max_norm": 5}, model),
+                              (torch.optim.SGD([V], lr=0.1), {"max_norm": 5}, other)]:  # not the model's parameters
+        assert clipped_sgd_if_possible(sgd, clip, module) is sgd

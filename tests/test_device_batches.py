@@ -110,6 +110,11 @@ def test_device_draws_are_the_numpy_samplers_given_the_same_uniforms(toy, monkey
     expected = sampler._uniform_free_positions(users)
     ours = device_sampler.free_positions(torch.from_numpy(users), torch.from_numpy(uniforms))
     assert np.array_equal(ours.numpy(), expected)
+    # searched among the users' own likes (a batch's distinct users and each draw's index among them): the same
+    order = np.random.default_rng(4).permutation(len(users))[: len(users) // 2]
+    some, some_uniforms = torch.from_numpy(users[order]), torch.from_numpy(uniforms[order])
+    grouped = device_sampler.free_positions(some, some_uniforms, torch.unique(some, return_inverse=True))
+    assert np.array_equal(grouped.numpy(), expected[order])
 
 
 def deterministic_draws(monkeypatch):
@@ -122,7 +127,7 @@ def deterministic_draws(monkeypatch):
     monkeypatch.setattr(ColdStartSampler, "sample_negatives",
                         lambda self, users: draw(self._pools[self.phase], np.asarray(users)))
     monkeypatch.setattr(DeviceNegativeSampler, "sample",
-                        lambda self, users: torch.from_numpy(draw(self.pool.numpy(), users.numpy())))
+                        lambda self, users, groups=None: torch.from_numpy(draw(self.pool.numpy(), users.numpy())))
     monkeypatch.setattr(DeviceNegativeSampler, "excludes_likes", property(lambda self: False))  # draws may be likes
 
 

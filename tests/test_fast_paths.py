@@ -230,3 +230,40 @@ def test_the_trainer_clips_in_its_sgd_step(toy):
                               (torch.optim.SGD([V], lr=0.1, momentum=0.9), {"max_norm": 5}, model),
                               (torch.optim.SGD([V], lr=0.1), {"max_norm": 5}, other)]:  # not the model's parameters
         assert clipped_sgd_if_possible(sgd, clip, module) is sgd
+
+
+@pytest.mark.parametrize("one_table", [True, False])  # candidates read [V | every user's c_u f_u]; or their own user's
+def test_the_loss_from_the_scored_candidates_equals_the_loss_computed_again(toy, monkeypatch, one_table):
+    """A device batch's loss takes its negatives' V f_j and diagonal parts (and V f_i, V f_u) from the scores of its
+    candidates: the same loss and gradients as computing them again; used once, and not after V changed."""
+    _, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(
+        toy, train_batch_size=64, rank=3, init_std=0.3))
+    if not one_table:
+        monkeypatch.setattr(type(model), "candidate_table", lambda self, batch, weights, factors: (None, 3))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.1 * torch.randn_like(parameter))
+    results, reused = [], []
+    original = WholeUserBatch.scored_negatives
+
+    def recorded(self, *args):
+        parts = original(self, *args)
+        reused.append(parts is not None)
+        return parts
+
+    monkeypatch.setattr(WholeUserBatch, "scored_negatives", recorded)
+    batch = next(iter(train_data))  # scores the candidates
+    for _ in range(2):  # from the kept scores, then computed again
+        model.zero_grad()
+        loss = model.calculate_loss(batch)
+        loss.backward()
+        results.append((loss.item(), model.D.grad.clone(), model.V.grad.clone()))
+    assert reused == [True, False]
+    assert results[0][0] == pytest.approx(results[1][0], rel=1e-6)
+    torch.testing.assert_close(results[0][1], results[1][1], rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(results[0][2], results[1][2], rtol=1e-5, atol=1e-7)
+    batch = next(iter(train_data))
+    with torch.no_grad():
+        model.V.mul_(1.0)  # an in-place update: the kept parts are stale
+    model.calculate_loss(batch)
+    assert reused[-1] is False

@@ -15,7 +15,7 @@ from recbole_fbsm.kernels.sparse import (
 from recbole_fbsm.models.whole_user import WholeUserBatch, whole_user_bpr_difference
 from recbole_fbsm.quick_start import prepare
 from recbole_fbsm.training.trainer import get_trainer
-from recbole_fbsm.training.trainer import fused_if_possible
+from recbole_fbsm.training.trainer import ClippedSGD, clipped_sgd_if_possible, fused_if_possible
 
 
 @pytest.mark.parametrize("bound", [50, 70_000, 3_000_000_000])  # one 16-bit pass, two passes, torch's sort
@@ -190,3 +190,80 @@ def test_adam_is_fused_with_the_same_groups():
     assert [(g["lr"], g["weight_decay"], g["fused"]) for g in fused.param_groups] == [(0.1, 0.5, True), (0.01, 0, True)]
     sgd = torch.optim.SGD([V], lr=0.1)
     assert fused_if_possible(sgd) is sgd
+
+
+@pytest.mark.parametrize("max_norm", [0.05, 1e6])  # the clip binds; it does not
+def test_clipped_sgd_step_equals_the_clip_then_sgd(max_norm):
+    """One ``ClippedSGD`` step = ``clip_grad_norm_`` over the parameters, then SGD with each group's weight decay."""
+    torch.manual_seed(0)
+    start = [torch.randn(5), torch.randn(6, 3)]
+    grads = [torch.randn(5), torch.randn(6, 3)]
+
+    def params_with_grads():
+        params = [torch.nn.Parameter(p.clone()) for p in start]
+        for p, g in zip(params, grads):
+            p.grad = g.clone()
+        return params
+
+    def groups(params):
+        return [{"params": [params[0]], "lr": 0.3, "weight_decay": 0.1}, {"params": [params[1]], "lr": 0.2}]
+
+    expected = params_with_grads()
+    torch.nn.utils.clip_grad_norm_(expected, max_norm=max_norm, norm_type=2)
+    torch.optim.SGD(groups(expected), lr=0.1, weight_decay=0.01).step()
+    got = params_with_grads()
+    ClippedSGD(groups(got), {"max_norm": max_norm, "norm_type": 2}, lr=0.1, weight_decay=0.01).step()
+    for a, b in zip(got, expected):
+        assert torch.allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_the_trainer_clips_in_its_sgd_step(toy):
+    """FBSM's defaults (sgd, clip_grad_norm): the optimizer is ``ClippedSGD`` and RecBole's loop no longer clips;
+    without a clip, or with momentum, SGD stays torch's."""
+    config, model, _ = prepare("FBSM", toy.name, config_dict=dataset_config(toy))
+    trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
+    assert type(trainer.optimizer) is ClippedSGD and trainer.clip_grad_norm is None
+    assert [g["weight_decay"] for g in trainer.optimizer.param_groups] == [2 * model.reg_D, 2 * model.reg_V]
+    V = torch.nn.Parameter(torch.zeros(3, 2))
+    other = torch.nn.Linear(1, 1)
+    for sgd, clip, module in [(torch.optim.SGD([V], lr=0.1), None, model),
+                              (torch.optim.SGD([V], lr=0.1, momentum=0.9), {"max_norm": 5}, model),
+                              (torch.optim.SGD([V], lr=0.1), {"max_norm": 5}, other)]:  # not the model's parameters
+        assert clipped_sgd_if_possible(sgd, clip, module) is sgd
+
+
+@pytest.mark.parametrize("one_table", [True, False])  # candidates read [V | every user's c_u f_u]; or their own user's
+def test_the_loss_from_the_scored_candidates_equals_the_loss_computed_again(toy, monkeypatch, one_table):
+    """A device batch's loss takes its negatives' V f_j and diagonal parts (and V f_i, V f_u) from the scores of its
+    candidates: the same loss and gradients as computing them again; used once, and not after V changed."""
+    _, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(
+        toy, train_batch_size=64, rank=3, init_std=0.3))
+    if not one_table:
+        monkeypatch.setattr(type(model), "candidate_table", lambda self, batch, weights, factors: (None, 3))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.1 * torch.randn_like(parameter))
+    results, reused = [], []
+    original = WholeUserBatch.scored_negatives
+
+    def recorded(self, *args):
+        parts = original(self, *args)
+        reused.append(parts is not None)
+        return parts
+
+    monkeypatch.setattr(WholeUserBatch, "scored_negatives", recorded)
+    batch = next(iter(train_data))  # scores the candidates
+    for _ in range(2):  # from the kept scores, then computed again
+        model.zero_grad()
+        loss = model.calculate_loss(batch)
+        loss.backward()
+        results.append((loss.item(), model.D.grad.clone(), model.V.grad.clone()))
+    assert reused == [True, False]
+    assert results[0][0] == pytest.approx(results[1][0], rel=1e-6)
+    torch.testing.assert_close(results[0][1], results[1][1], rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(results[0][2], results[1][2], rtol=1e-5, atol=1e-7)
+    batch = next(iter(train_data))
+    with torch.no_grad():
+        model.V.mul_(1.0)  # an in-place update: the kept parts are stale
+    model.calculate_loss(batch)
+    assert reused[-1] is False

@@ -133,12 +133,16 @@ def test_lean_dynamic_negative_sampling_equals_recboles(toy, sample_num):
     assert checked == sample_num * len(train_data._dataset.inter_feat)
 
 
+@pytest.mark.parametrize("one_table", [True, False])  # one bag over [V | every user's c_u f_u]; or by user slot
 @pytest.mark.parametrize("model_name", ["FBSM", "UFSM", "CoSim"])
-def test_training_candidates_of_whole_users_are_scored_as_predict_scores_them(toy, model_name):
+def test_training_candidates_of_whole_users_are_scored_as_predict_scores_them(toy, model_name, one_table, monkeypatch):
     """Dynamic sampling's candidates, scored from the batch's own positives (``score_training_candidates``),
     get ``predict``'s scores: training likes among them without their own features (estimation constraint)."""
     _, model, (train_data, _, _) = prepare(model_name, toy.name, config_dict=dataset_config(
         toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3, n_functions=2))
+    table = type(model).candidate_table
+    monkeypatch.setattr(type(model), "candidate_table", lambda self, batch, weights, factors: (
+        table(self, batch, weights, factors) if one_table else (None, 0 if factors is None else factors.shape[1])))
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.add_(0.1 * torch.randn_like(parameter))

@@ -116,7 +116,8 @@ def device_batches(loader_class):
                                      "training loader first (train_data.get_model(model)).")
             candidate_num = int(self.neg_sample_args["candidate_num"])
             pair_users = users.repeat(candidate_num)
-            candidates = sampler.sample(pair_users)
+            distinct, index = torch.unique(users, return_inverse=True)  # a batch's few users: a local search
+            candidates = sampler.sample(pair_users, (distinct, index.repeat(candidate_num)))
             with torch.no_grad():  # ``score_training_candidates`` does not depend on the model's training mode
                 score_batch = getattr(model, "score_training_candidates", None)
                 scores = None if score_batch is None else score_batch(users, positives, candidates,

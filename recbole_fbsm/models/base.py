@@ -137,8 +137,9 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         if batch is not None and self.shared_diagonal:
             rows = concat_rows(batch.rows, self.F.gather_rows(negatives))
             entries = self.profile_entries_from_batch((batch.slots, batch.n_users), rows, n, batch)
-            return whole_user_bpr_difference(batch, rows, entries, self.diagonal_weights(batch.users),
-                                             self.low_rank_factors())
+            weights, factors = self.diagonal_weights(batch.users), self.low_rank_factors()
+            return whole_user_bpr_difference(batch, rows, entries, weights, factors,
+                                             batch.scored_negatives(negatives, (weights, factors)))
         # positives and negatives in one pass: one gather of F's rows, one embedding bag, one lookup
         pair_users, items = torch.cat([users, users]), torch.cat([positives, negatives])
         self_in_profile = torch.arange(2 * n, device=users.device) < n
@@ -287,9 +288,12 @@ class FeatureSimilarityRecommender(GeneralRecommender):
 
         The batch's ``WholeUserBatch`` gives the profiles (its dense block, kept for the step's loss) and V f_u
         (the sum of the positives' V f_i); a candidate is a like of its user when it is among the user's
-        positives (no search in R), unless the caller knows none is (``unliked``). Two embedding bags over the
-        candidates' nonzeros: one reads c_u * f_u at (the candidate's user slot, column) in the batch's dense
-        profiles, the other V. Nothing here depends on the model's training mode (the caller does not switch it)."""
+        positives (no search in R), unless the caller knows none is (``unliked``). One embedding bag over the
+        candidates' nonzeros reads, per nonzero, V's row and the column of c_u * f_u for every user of the batch
+        (``candidate_table``); the candidate's own user's column is kept. The parts the loss needs again (V f_i of
+        the positives, V f_u, each candidate's V f_c and diagonal part) are kept with the batch
+        (``WholeUserBatch.keep_scored``): the step's loss takes its negatives' parts from there. Nothing here
+        depends on the model's training mode (the caller does not switch it)."""
         batch = self.whole_user_batch(users, positives)
         n_features = self.n_features
         if batch is None or not len(users) or len(candidates) % len(users) or (
@@ -297,20 +301,26 @@ class FeatureSimilarityRecommender(GeneralRecommender):
             return None
         repeats = len(candidates) // len(users)
         cols, values, offsets, counts = batch.bags(candidates)
-        # diagonal part: per nonzero of f_c, c_u * f_u at (the candidate's user slot, column) in the batch's dense
-        # profiles: one embedding bag, a cost per nonzero whatever the number of users
-        table = batch.dense_profiles().view(batch.n_users, n_features) * self.diagonal_weights(batch.users)
-        cells = torch.add(cols, torch.repeat_interleave(batch.slots.repeat(repeats), counts, output_size=len(cols)),
-                          alpha=n_features)
-        scores = nn.functional.embedding_bag(cells, table.view(-1, 1), offsets, mode="sum",
-                                             per_sample_weights=values.to(table.dtype)).view(-1)
-        factors = self.low_rank_factors()
+        weights, factors = self.diagonal_weights(batch.users), self.low_rank_factors()
+        table, rank = self.candidate_table(batch, weights, factors)
+        slots = batch.slots.repeat(repeats)
+        if table is not None:  # [V | (c_u * f_u) for every user]: one bag, each candidate's own user's column kept
+            bags = nn.functional.embedding_bag(cols, table, offsets, mode="sum", per_sample_weights=values.to(table.dtype))
+            diagonal = bags[:, rank:].gather(1, slots[:, None]).view(-1)
+            item_factors = bags[:, :rank] if rank else None
+        else:  # many users: per nonzero, c_u * f_u at (the candidate's user slot, column) of the dense profiles
+            profiles = batch.dense_profiles().view(batch.n_users, n_features) * weights
+            cells = torch.add(cols, torch.repeat_interleave(slots, counts, output_size=len(cols)), alpha=n_features)
+            diagonal = nn.functional.embedding_bag(cells, profiles.view(-1, 1), offsets, mode="sum",
+                                                   per_sample_weights=values.to(profiles.dtype)).view(-1)
+            item_factors = None if factors is None else nn.functional.embedding_bag(
+                cols, factors, offsets, mode="sum", per_sample_weights=values.to(factors.dtype))
+        scores, positive_factors, user_factors = diagonal, None, None
         if factors is not None:  # low-rank part: (V^T f_c) . (V^T f_u), V^T f_u the sum of the positives' V^T f_i
+            positive_factors = rows_times_table(*batch.rows, factors)
             user_factors = torch.zeros(batch.n_users, factors.shape[1], dtype=factors.dtype, device=factors.device)
-            user_factors = user_factors.index_add_(0, batch.slots, rows_times_table(*batch.rows, factors))
-            item_factors = nn.functional.embedding_bag(cols, factors, offsets, mode="sum",
-                                                       per_sample_weights=values.to(factors.dtype))
-            scores = scores + (item_factors.view(repeats, len(users), -1)
+            user_factors = user_factors.index_add_(0, batch.slots, positive_factors)
+            scores = scores + (item_factors.reshape(repeats, len(users), -1)
                                * user_factors.index_select(0, batch.slots)).sum(-1).view(-1)
         pair_users = None if unliked else users.repeat(repeats)
         liked = None if unliked else batch.liked(pair_users, candidates, self.R.shape[1])
@@ -318,7 +328,21 @@ class FeatureSimilarityRecommender(GeneralRecommender):
             liked = torch.nonzero(liked).squeeze(1)
             scores = scores.index_add(0, liked, -self.self_similarity(pair_users.index_select(0, liked),
                                                                       candidates.index_select(0, liked)))
+        else:  # the loss may reuse the parts (a like's score has the self-similarity taken off: not kept then)
+            batch.keep_scored(candidates, scores, diagonal, item_factors, positive_factors, user_factors,
+                              (weights, factors))
         return scores
+
+    def candidate_table(self, batch, weights, factors):
+        """(the table of ``score_training_candidates``' one embedding bag, the rank h): V's columns then one column
+        of c_u * f_u per user of the batch (features x (h + users)), or (None, h) when the batch has more users
+        than V has columns (each nonzero would then read more than twice V's row; the caller looks up the
+        candidate's own user alone)."""
+        rank = 0 if factors is None else factors.shape[1]
+        if batch.n_users > max(rank, 16):
+            return None, rank
+        profiles = batch.dense_profiles().view(batch.n_users, self.n_features) * weights
+        return (profiles.T.contiguous() if factors is None else torch.cat([factors, profiles.T], 1)), rank
 
     def few_user_factors(self, users, profiles, factors):
         """V f_u for distinct ``users`` whose dense ``profiles`` are at hand: the sum over their likes'

@@ -37,7 +37,7 @@ class WholeUserBatch:
         self.users, self.slots, self.like_keys = users, slots, like_keys
         self.positives, self.features = positives, features
         self.n_users, self.n_features = len(users), features.shape[1]
-        self.entry_cells = self._rows = self._profiles = None
+        self.entry_cells = self._rows = self._profiles = self._scored = None
 
     @property
     def rows(self):
@@ -66,6 +66,35 @@ class WholeUserBatch:
             self._profiles = profiles.index_add_(0, self.cells(), values)
         return self._profiles
 
+    def keep_scored(self, candidates, scores, diagonal, item_factors, positive_factors, user_factors, parameters):
+        """Keeps the parts of the candidates' scores (``score_training_candidates``) for the step's loss, with the
+        parameters they were computed from and those tensors' versions (an in-place update changes the version)."""
+        self._scored = (candidates, scores, diagonal, item_factors, positive_factors, user_factors,
+                        [(p, None if p is None else p._version) for p in parameters])
+
+    def scored_negatives(self, negatives, parameters):
+        """(V f_i, V f_j, V f_u per triplet, the diagonal part of each negative's score) from the kept candidate
+        scores, when ``negatives`` are the best of them (the first best of each triplet's candidates, as the
+        loader picks them) and ``parameters`` are the same tensors, unchanged since; else None. Used once: a
+        second loss on the same batch computes everything again."""
+        scored, self._scored = self._scored, None
+        if scored is None:
+            return None
+        candidates, scores, diagonal, item_factors, positive_factors, user_factors, kept = scored
+        if len(kept) != len(parameters) or any(p is not q or (p is not None and p._version != version)
+                                               for (p, version), q in zip(kept, parameters)):
+            return None
+        n = len(self.slots)
+        if len(negatives) != n or not n or len(candidates) % n:
+            return None
+        best = scores.view(-1, n).max(0).indices
+        chosen = torch.add(torch.arange(n, device=best.device), best, alpha=n)
+        if not torch.equal(candidates.index_select(0, chosen), negatives):
+            return None
+        factors = None if item_factors is None else (
+            positive_factors, item_factors.index_select(0, chosen), user_factors.index_select(0, self.slots))
+        return factors, diagonal.index_select(0, chosen)
+
     def liked(self, users, items, n_items):
         """Whether each (user, item) pair, the user one of the batch's, is one of the user's training likes."""
         keys = users * n_items + items
@@ -73,12 +102,15 @@ class WholeUserBatch:
         return self.like_keys.index_select(0, found) == keys
 
 
-def whole_user_bpr_difference(batch, rows, profile_entries, weights, factors):
+def whole_user_bpr_difference(batch, rows, profile_entries, weights, factors, scored=None):
     """r_ui - r_uj per triplet of a whole-user ``batch`` (see the module docstring).
 
     ``rows``: ``gather_rows`` of the positives then the negatives (2n rows); ``profile_entries``: f_u at each of
     their nonzeros; ``weights``: the diagonal weights c (n_features,); ``factors``: V^T (n_features x h) or
-    None. Differentiable in ``weights`` and ``factors``."""
+    None. Differentiable in ``weights`` and ``factors``. ``scored``: ``WholeUserBatch.scored_negatives``, the
+    parts that scoring the negatives as candidates computed with these parameters ((v_i, v_j, v_u) or None,
+    the negatives' diagonal parts): the forward then takes them instead of computing them again (the same
+    values up to rounding; the backward is the same)."""
     owner, cols, values, offsets = rows
     n = len(batch.slots)
     n_positive_entries = len(batch.rows[1])  # the positives' entries come first
@@ -90,24 +122,34 @@ def whole_user_bpr_difference(batch, rows, profile_entries, weights, factors):
     triplet[n_positive_entries:] -= n
     if factors is None:
         factors = weights.new_zeros((0, 0))
-    return _WholeUserBprDifference.apply(weights, factors, batch.slots, batch.n_users, rows, signed, triplet)
+    return _WholeUserBprDifference.apply(weights, factors, batch.slots, batch.n_users, rows, signed, triplet,
+                                         None if scored is None else (*scored, n_positive_entries))
 
 
 class _WholeUserBprDifference(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, weights, factors, slots, n_users, rows, signed, triplet):
+    def forward(ctx, weights, factors, slots, n_users, rows, signed, triplet, scored):
         owner, cols, values, offsets = rows
         n = len(slots)
-        entries = signed * weights.index_select(0, cols)
-        difference = torch.zeros(n, dtype=weights.dtype, device=weights.device).index_add_(0, triplet, entries)
+        difference = torch.zeros(n, dtype=weights.dtype, device=weights.device)
+        if scored is None:
+            difference.index_add_(0, triplet, signed * weights.index_select(0, cols))
+        else:  # the negatives' diagonal parts are the candidates': the positives' entries alone
+            scored_factors, negative_diagonal, positive = scored
+            difference.index_add_(0, triplet[:positive], signed[:positive] * weights.index_select(0, cols[:positive]))
+            difference -= negative_diagonal
         ctx.low_rank = factors.numel() > 0
         ctx.n_weights, ctx.n_users = len(weights), n_users
         ctx.save_for_backward(cols, signed, triplet, slots)
         if ctx.low_rank:
-            v = nn.functional.embedding_bag(cols, factors, offsets, mode="sum", per_sample_weights=values.to(factors.dtype))
-            v_i, v_j = v[:n], v[n:]
-            v_u = torch.zeros(n_users, v.shape[1], dtype=v.dtype, device=v.device).index_add_(0, slots, v_i)
-            v_u = v_u.index_select(0, slots)
+            if scored is None or scored_factors is None:
+                v = nn.functional.embedding_bag(cols, factors, offsets, mode="sum",
+                                                per_sample_weights=values.to(factors.dtype))
+                v_i, v_j = v[:n], v[n:]
+                v_u = torch.zeros(n_users, v.shape[1], dtype=v.dtype, device=v.device).index_add_(0, slots, v_i)
+                v_u = v_u.index_select(0, slots)
+            else:
+                v_i, v_j, v_u = scored_factors
             difference += ((v_i - v_j) * v_u).sum(1) - (v_i * v_i).sum(1)
             ctx.rows, ctx.n_table_rows = (owner, cols, values), factors.shape[0]
             ctx.factors_saved = (v_i, v_j, v_u)
@@ -129,4 +171,4 @@ class _WholeUserBprDifference(torch.autograd.Function):
             grad_rows = torch.cat([g * (v_u - 2 * v_i) + through_profile, -g * v_u])
             owner, _, values = ctx.rows
             grad_factors = table_gradient(owner, cols, values.to(grad_rows.dtype), grad_rows, ctx.n_table_rows)
-        return grad_weights, grad_factors, None, None, None, None, None
+        return grad_weights, grad_factors, None, None, None, None, None, None

@@ -162,7 +162,11 @@ class ColdStartTrainerMixin:
     def plugin_build_optimizer(self, **kwargs):
         if "params" not in kwargs and isinstance(self.model, HasOptimizerGroups):
             kwargs["params"] = self.model.optimizer_param_groups(self.learning_rate)
-        return fused_if_possible(super().plugin_build_optimizer(**kwargs))
+        optimizer = fused_if_possible(super().plugin_build_optimizer(**kwargs))
+        clipped = clipped_sgd_if_possible(optimizer, self.clip_grad_norm, self.model)
+        if clipped is not optimizer:
+            self.clip_grad_norm = None  # the optimizer's step clips (RecBole's loop would clip first)
+        return clipped
 
     def fit(self, train_data, valid_data=None, *args, **kwargs):
         """RecBole's ``fit``; with ``valid_before_training`` the untrained model is validated first and
@@ -404,6 +408,60 @@ def fused_if_possible(optimizer):
         return type(optimizer)(groups, **{**optimizer.defaults, "fused": True, "foreach": None})
     except (RuntimeError, ValueError, TypeError):
         return optimizer
+
+
+class ClippedSGD(torch.optim.SGD):
+    """Plain SGD (no momentum) whose step first clips the gradients' total norm, as RecBole's loop does with
+    ``clip_grad_norm_`` before each step, then applies weight decay and the rate in one pass per tensor:
+    p <- (1 - lr wd) p - lr c g, with c = min(1, max_norm / (||g|| + 1e-6)): the same update as the clip
+    followed by SGD's step (up to rounding). Measured on FBSM's citeulike-t step (V 3,490 x 64, 1 thread):
+    58 us against 147 us for clip_grad_norm_, SGD's step and zero_grad. Sparse gradients take the clip and
+    SGD's own step."""
+
+    def __init__(self, params, clip, **kwargs):
+        super().__init__(params, **kwargs)
+        self.max_norm = float(clip["max_norm"])
+        self.norm_type = float(clip.get("norm_type", 2.0))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        params = [p for group in self.param_groups for p in group["params"] if p.grad is not None]
+        if not params:
+            return loss
+        if any(p.grad.is_sparse for p in params):
+            torch.nn.utils.clip_grad_norm_(params, self.max_norm, self.norm_type)
+            return super().step()
+        norms = [torch.linalg.vector_norm(p.grad, self.norm_type) for p in params]
+        total = torch.linalg.vector_norm(torch.stack(norms), self.norm_type) if len(norms) > 1 else norms[0]
+        coefficient = float((self.max_norm / (total + 1e-6)).clamp(max=1.0))  # nan stays nan, as in the clip
+        for group in self.param_groups:
+            rate, decay = group["lr"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if decay:
+                    p.mul_(1 - rate * decay)
+                p.add_(p.grad, alpha=-rate * coefficient)
+        return loss
+
+
+def clipped_sgd_if_possible(optimizer, clip, model):
+    """RecBole's plain SGD rebuilt as ``ClippedSGD`` when the trainer clips the gradient norm over exactly the
+    optimizer's parameters (RecBole clips ``model.parameters()``); anything else is kept."""
+    if not clip or type(optimizer) is not torch.optim.SGD:
+        return optimizer
+    defaults = optimizer.defaults
+    if defaults.get("momentum") or defaults.get("nesterov") or defaults.get("maximize") or defaults.get("dampening"):
+        return optimizer
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    if {id(p) for p in params} != {id(p) for p in model.parameters()} or set(clip) - {"max_norm", "norm_type"}:
+        return optimizer
+    groups = [dict(group) for group in optimizer.param_groups]
+    return ClippedSGD(groups, clip, lr=defaults["lr"], weight_decay=defaults.get("weight_decay", 0))
 
 
 def cold_start_trainer_class(base):

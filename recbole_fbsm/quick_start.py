@@ -85,6 +85,7 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
     torch.set_num_threads(threads.load)  # the trainer switches per phase (training, evaluation)
     reads_own_features = model_reads_own_features(config.model_class)
     report = check_dataset_files(config, reads_own_features)  # settings and files checked before any log file
+    release_free_memory()  # the checks' parsing temporaries (their parsed columns stay, for the dataset)
     init_seed(config["seed"], config["reproducibility"])
     if distributed.is_main_process():
         start_run_log(config)

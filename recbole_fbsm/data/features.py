@@ -60,15 +60,18 @@ class ItemFeatures:
         counts = sp.csr_matrix(counts, dtype=np.float64)
         if counts.shape[1] != len(self.column_weights):
             raise ValueError(f"transform: expected {len(self.column_weights)} columns, got {counts.shape[1]}.")
+        weighted = None  # a matrix of transform's own, weighted in place
         if self.weighting == "binary":
             dense = self._dense_columns()
             binary = (counts != 0).astype(np.float64)
-            counts = binary if not dense.any() else sp.csr_matrix(
+            weighted = binary if not dense.any() else sp.csr_matrix(
                 binary @ sp.diags((~dense).astype(np.float64)) + counts @ sp.diags(dense.astype(np.float64)))
         if self.weighting == "bm25":
-            counts = self._bm25_term_frequencies(counts)
-        weighted = counts.copy()  # counts @ diag(column_weights), entry by entry (no product's temporaries)
-        for rows, entries in row_chunks(weighted.indptr):
+            weighted = self._bm25_term_frequencies(counts)
+        if weighted is None:
+            weighted = counts.copy()
+        del counts
+        for rows, entries in row_chunks(weighted.indptr):  # @ diag(column_weights), entry by entry
             weighted.data[entries] *= self.column_weights[weighted.indices[entries]]
         weighted.eliminate_zeros()
         if self.normalize:
@@ -83,13 +86,17 @@ class ItemFeatures:
         item's summed counts in that field, ``avglen`` the training items' mean (dense columns untouched)."""
         dense = self._dense_columns()
         lengths = self.field_lengths(counts)                        # rows x fields
-        coo = counts.tocoo()
-        field = self.column_field[coo.col]
-        ratio = lengths[coo.row, field] / np.maximum(self.average_lengths[field], 1e-12)
-        tf = coo.data
-        saturated = tf * (self.bm25_k1 + 1) / (tf + self.bm25_k1 * (1 - self.bm25_b + self.bm25_b * ratio))
-        values = np.where(dense[coo.col], tf, saturated)
-        return sp.csr_matrix((values, (coo.row, coo.col)), shape=counts.shape)
+        saturated = sp.csr_matrix((np.empty_like(counts.data), counts.indices.copy(), counts.indptr.copy()),
+                                  shape=counts.shape)
+        for rows, entries in row_chunks(counts.indptr):  # a block of rows at a time: temporaries of one block
+            row_of_entry = np.repeat(np.arange(rows.start, rows.stop), np.diff(counts.indptr[rows.start:rows.stop + 1]))
+            columns = counts.indices[entries]
+            field = self.column_field[columns]
+            ratio = lengths[row_of_entry, field] / np.maximum(self.average_lengths[field], 1e-12)
+            tf = counts.data[entries]
+            values = tf * (self.bm25_k1 + 1) / (tf + self.bm25_k1 * (1 - self.bm25_b + self.bm25_b * ratio))
+            saturated.data[entries] = np.where(dense[columns], tf, values)
+        return saturated
 
     def field_lengths(self, counts):
         """Summed counts of each row in each field (rows x fields)."""

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from helpers import planted_settings, write_planted
-from recbole_fbsm.artifact.model_file import FORMAT_VERSION, read_artifact
+from recbole_fbsm.artifact.model_file import FORMAT_VERSION, read_artifact, tokens_from_record
 from recbole_fbsm.storage.safe_files import load_tensors, save_tensors
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
@@ -131,7 +131,7 @@ def test_artifacts_of_another_format_or_kind_are_refused_in_one_line(trained, tm
     content = read_artifact(trained["FBSM"]["artifact_file"])
     future = tmp_path / "future.fbsm"
     save_tensors({**content, "format_version": FORMAT_VERSION + 1}, future)
-    with pytest.raises(ColdStartError, match=r"format version 2 .* reads version 1"):
+    with pytest.raises(ColdStartError, match=rf"format version {FORMAT_VERSION + 1} .* reads versions 1, 2"):
         load_model(future)
     with pytest.raises(ColdStartError, match=r"is a training checkpoint, not a model artifact"):
         read_artifact(trained["FBSM"]["saved_model_file"])
@@ -140,6 +140,23 @@ def test_artifacts_of_another_format_or_kind_are_refused_in_one_line(trained, tm
     assert serve_main(["interactions", str(other)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "neither a recbole-fbsm model artifact" in err
+
+
+def test_a_version_1_artifact_still_serves_the_same_lists(trained, tmp_path):
+    """Version 1 kept the vocabulary's tokens as lists of strings (version 2: UTF-8 bytes and lengths): this
+    release reads both, to the same tokens and the same recommendations."""
+    content = read_artifact(trained["FBSM"]["artifact_file"])
+    assert content["format_version"] == 2 and content["vocabulary"]["tokens"]["item_id"]["utf8"].dtype == torch.uint8
+    vocabulary = content["vocabulary"]
+    old = {**content, "format_version": 1, "vocabulary": {
+        **vocabulary, "tokens": {name: tokens_from_record(record) for name, record in vocabulary["tokens"].items()}}}
+    old_file = tmp_path / "version1.fbsm"
+    save_tensors(old, old_file)
+    new, before = load_model(trained["FBSM"]["artifact_file"]), load_model(old_file)
+    for name in new.dataset.field2id_token:
+        assert list(before.dataset.field2id_token[name]) == list(new.dataset.field2id_token[name])
+    lists = recommend(new, trained["new_file"], top=3).for_items
+    assert recommend(before, trained["new_file"], top=3).for_items.equals(lists)
 
 
 def _writer(path, rounds):

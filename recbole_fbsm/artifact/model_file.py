@@ -113,7 +113,8 @@ def tokens_record(tokens):
     lengths = np.char.str_len(encoded).astype(np.int64)
     width = encoded.dtype.itemsize
     packed = np.frombuffer(encoded.tobytes(), dtype=np.uint8).reshape(len(encoded), width)
-    return {"utf8": torch.from_numpy(packed[np.arange(width) < lengths[:, None]]), "lengths": torch.from_numpy(lengths)}
+    kept = np.arange(width) < lengths[:, None]  # each token's bytes, without numpy's padding
+    return {"utf8": torch.from_numpy(packed[kept]), "lengths": torch.from_numpy(lengths)}
 
 
 def tokens_from_record(record):

@@ -89,7 +89,7 @@ class ItemFeatures:
         saturated = sp.csr_matrix((np.empty_like(counts.data), counts.indices.copy(), counts.indptr.copy()),
                                   shape=counts.shape)
         for rows, entries in row_chunks(counts.indptr):  # a block of rows at a time: temporaries of one block
-            row_of_entry = np.repeat(np.arange(rows.start, rows.stop), np.diff(counts.indptr[rows.start:rows.stop + 1]))
+            row_of_entry = rows_of_entries(counts.indptr, rows)
             columns = counts.indices[entries]
             field = self.column_field[columns]
             ratio = lengths[row_of_entry, field] / np.maximum(self.average_lengths[field], 1e-12)
@@ -136,7 +136,7 @@ class ItemFeatures:
         scales = scales * np.sqrt(1.0 + self.shrink)
         factors = np.divide(scales[None, :], norms, out=np.zeros_like(norms), where=norms > 0)
         for rows, entries in row_chunks(weighted.indptr):  # in place: ``weighted`` is transform's own copy
-            row_of_entry = np.repeat(np.arange(rows.start, rows.stop), np.diff(weighted.indptr[rows.start:rows.stop + 1]))
+            row_of_entry = rows_of_entries(weighted.indptr, rows)
             block = 0 if self.field_scales is None else self.column_field[weighted.indices[entries]]
             weighted.data[entries] *= factors[row_of_entry, block]
         return weighted
@@ -203,7 +203,13 @@ def row_chunks(indptr, entries_per_chunk=1 << 22):
     n_rows = len(indptr) - 1
     cuts = np.searchsorted(indptr, np.arange(entries_per_chunk, indptr[-1], entries_per_chunk), side="left")
     starts = np.unique(np.concatenate(([0], np.minimum(cuts, n_rows), [n_rows])))
-    return [(slice(a, b), slice(int(indptr[a]), int(indptr[b]))) for a, b in zip(starts[:-1].tolist(), starts[1:].tolist())]
+    bounds = zip(starts[:-1].tolist(), starts[1:].tolist())
+    return [(slice(a, b), slice(int(indptr[a]), int(indptr[b]))) for a, b in bounds]
+
+
+def rows_of_entries(indptr, rows):
+    """The row of each entry of the block ``rows`` (a slice) of a CSR matrix."""
+    return np.repeat(np.arange(rows.start, rows.stop), np.diff(indptr[rows.start:rows.stop + 1]))
 
 
 def select_columns(matrix, columns):

@@ -13,13 +13,16 @@ warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta"
 class TorchCsr(nn.Module):
     """A scipy CSR matrix held as torch buffers (moved with the model, not saved in checkpoints)."""
 
-    def __init__(self, matrix: sp.csr_matrix, dtype=torch.float32):
+    def __init__(self, matrix, dtype=torch.float32):
+        """``matrix``: a scipy sparse matrix, or (indptr, indices, values, shape) of a CSR matrix whose rows'
+        indices are sorted (``product``'s arrays, held without a copy where their types already fit)."""
         super().__init__()
-        matrix = sp.csr_matrix(matrix)
-        matrix.sort_indices()
-        self._hold(matrix.indptr, matrix.indices, matrix.data, matrix.shape, dtype)
-
-    def _hold(self, indptr, indices, values, shape, dtype):
+        if isinstance(matrix, tuple):
+            indptr, indices, values, shape = matrix
+        else:
+            matrix = sp.csr_matrix(matrix)
+            matrix.sort_indices()
+            indptr, indices, values, shape = matrix.indptr, matrix.indices, matrix.data, matrix.shape
         self.shape = tuple(shape)
         self.register_buffer("indptr", torch.from_numpy(indptr.astype(np.int64, copy=False)), persistent=False)
         self.register_buffer("indices", torch.from_numpy(indices.astype(np.int64, copy=False)), persistent=False)
@@ -39,7 +42,7 @@ class TorchCsr(nn.Module):
         bound = int(row_bounds.sum())
         indptr = np.zeros(n_rows + 1, dtype=np.int64)
         indices = np.empty(bound, dtype=np.int64)
-        values = np.empty(bound, dtype=torch.empty(0, dtype=dtype).numpy().dtype)
+        values = torch.empty(bound, dtype=dtype).numpy()
         filled = 0
         for start in range(0, n_rows, rows_per_block):  # blocks of rows, each one vectorised product
             part = left[start:start + rows_per_block] @ right
@@ -48,10 +51,7 @@ class TorchCsr(nn.Module):
             values[filled:filled + part.nnz] = part.data
             indptr[start + 1:start + 1 + part.shape[0]] = filled + part.indptr[1:]
             filled += part.nnz
-        held = cls.__new__(cls)
-        nn.Module.__init__(held)
-        held._hold(indptr, indices[:filled], values[:filled], (n_rows, n_cols), dtype)
-        return held
+        return cls((indptr, indices[:filled], values[:filled], (n_rows, n_cols)), dtype)
 
     @property
     def keys(self):

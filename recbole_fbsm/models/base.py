@@ -174,9 +174,10 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         owner, cols, values, offsets = rows
         inverse, n_users = slots
         keys = torch.cat([inverse, inverse]).index_select(0, owner) * self.n_features + cols
-        # the positives' entries come first
-        n_positive_entries = len(batch.rows[1]) if batch is not None else int(offsets[n]) if n < len(offsets) else len(
-            cols)
+        if batch is not None:  # the positives' entries come first
+            n_positive_entries = len(batch.rows[1])
+        else:
+            n_positive_entries = int(offsets[n]) if n < len(offsets) else len(cols)
         cells = n_users * self.n_features
         if cells <= DENSE_PROFILE_CELLS and cells <= DENSE_CELLS_PER_ENTRY * max(len(keys), 1):
             if batch is not None:

@@ -14,13 +14,13 @@ from recbole.config import Config
 from recbole.utils import InputType, ModelType
 
 import recbole_fbsm.evaluation.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
-from recbole_fbsm.config.schema import setting
-from recbole_fbsm.recbole_compat import ConfigRoutes, restore_numpy_aliases
 from recbole_fbsm.config.registry import get_model
-from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.runtime.distributed import init_process_group
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.config.settings import PROPERTIES_DIR, check_final, check_user_settings, convert_value, read_yaml
 from recbole_fbsm.config.suggestions import suggestion
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.recbole_compat import ConfigRoutes, restore_numpy_aliases
+from recbole_fbsm.runtime.distributed import init_process_group
 
 
 def tuned_properties_file(model, dataset):

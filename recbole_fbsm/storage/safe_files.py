@@ -10,6 +10,7 @@ cannot make loading run its code.
 import os
 import pickle
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +67,9 @@ def load_tensors(path, what, device="cpu"):
     path = str(path)
     if not os.path.isfile(path):
         raise ColdStartError(f"{what} {path} not found.")
+    if not zipfile.is_zipfile(path):  # torch would try its pre-1.6 pickle format and fail deep inside it
+        raise ColdStartError(f"{what} {path} is not a file written by torch.save (a zip archive, as every .fbsm "
+                             "artifact and .pth checkpoint is): another kind of file, or one cut short in a copy.")
     try:
         return torch.load(path, map_location=device, weights_only=True)
     except pickle.UnpicklingError as error:

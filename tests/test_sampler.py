@@ -5,6 +5,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+import torch
 
 from helpers import dataset_config, write_dataset
 from recbole.utils import init_seed
@@ -191,3 +192,34 @@ def test_user_who_liked_every_training_item_does_not_hang(tmp_path, distribution
         np.concatenate([users[others], more_users[keep]]),
         np.concatenate([loader_negatives[others], more_negatives[keep]]),
     )
+
+
+def test_used_ids_and_liked_keys_are_read_from_the_splits_when_asked(toy):
+    """Each phase's used ids are the (user, item) likes of its split and the splits before it, whether read as
+    sorted keys (the evaluation loaders) or per user (RecBole's loops); the keys of a phase's likes that only
+    the popularity draw reads are not held for a uniform sampler, and equal the likes when derived."""
+    from recbole_fbsm.data.sampler import DeviceNegativeSampler, UsedIds, sorted_unique
+
+    _, (train_data, valid_data, test_data) = prepare_data(toy)
+    parts = [d._dataset for d in (train_data, valid_data, test_data)]
+    n_items = parts[0].item_num
+    for k, loader in enumerate((train_data, valid_data, test_data)):
+        used = loader._sampler.used_ids
+        assert isinstance(used, UsedIds)
+        expected = sorted_unique(np.concatenate([p.inter_feat["user_id"].numpy().astype(np.int64) * n_items
+                                                 + p.inter_feat["item_id"].numpy() for p in parts[:k + 1]]))
+        assert np.array_equal(used.keys(), expected)
+        user = int(expected[len(expected) // 2] // n_items)
+        assert used[user] == {int(key % n_items) for key in expected if key // n_items == user}
+        assert np.array_equal(used.keys(), expected)  # the same once indexed
+    sampler = train_data._sampler
+    likes = sampler._likes["train"]
+    assert likes._liked_keys is None
+    device = DeviceNegativeSampler(sampler, "cpu", torch.Generator().manual_seed(0))
+    assert device.liked_keys is None and likes._liked_keys is None  # uniform: never derived
+    pool = sampler._pools["train"]
+    train = parts[0].inter_feat
+    in_pool = np.isin(train["item_id"].numpy(), pool)
+    keys = sorted_unique(train["user_id"].numpy()[in_pool].astype(np.int64) * (len(pool) + 1)
+                         + np.searchsorted(pool, train["item_id"].numpy()[in_pool]))
+    assert np.array_equal(likes.liked_keys, keys)

@@ -357,11 +357,12 @@ def _width(dataset, field):
 
 
 def like_matrix(dataset):
-    """Binary n_users x n_items matrix of the dataset's interactions (likes), duplicates merged."""
+    """Binary n_users x n_items matrix of the dataset's interactions (likes), duplicates merged. Its ones are
+    float32 (exact; products with float64 features are float64 all the same): 4 bytes less per like."""
     users = dataset.inter_feat[dataset.uid_field].numpy()
     items = dataset.inter_feat[dataset.iid_field].numpy()
     matrix = sp.csr_matrix(
-        (np.ones(len(users)), (users, items)), shape=(dataset.user_num, dataset.item_num)
+        (np.ones(len(users), dtype=np.float32), (users, items)), shape=(dataset.user_num, dataset.item_num)
     )
     matrix.data[:] = 1.0
     matrix.sort_indices()

@@ -35,7 +35,31 @@ class _Csr:
         counts = np.bincount(np.asarray(users, dtype=np.int64), minlength=n_users)
         self.indptr = np.concatenate(([0], np.cumsum(counts)))
         self.counts = counts
-        self.rows = np.repeat(np.arange(n_users), counts)
+
+
+class _Likes:
+    """A phase's likes as the uniform draw reads them: per user (``indptr``, ``counts``) the shifted keys
+    user * (pool + 1) + p_k - k of the user's sorted distinct liked pool positions p_0 < p_1 < ...
+    (``ColdStartSampler._uniform_free_positions``). The keys user * (pool + 1) + p_k themselves, which only the
+    popularity draw reads, are derived on first use: at 10^7 likes each like-sized array is 48 MB."""
+
+    def __init__(self, keys, n_users, pool_size):
+        """``keys``: the sorted distinct user * (pool_size + 1) + position of every like."""
+        users = keys // (pool_size + 1)
+        self.counts = np.bincount(users, minlength=n_users)
+        self.indptr = np.concatenate(([0], np.cumsum(self.counts)))
+        self.shifted_keys = keys - self.within_user_index()
+        self._liked_keys = None
+
+    def within_user_index(self):
+        """k of each like among its user's (0, 1, ... per user)."""
+        return np.arange(self.indptr[-1]) - np.repeat(self.indptr[:-1], self.counts)
+
+    @property
+    def liked_keys(self):
+        if self._liked_keys is None:
+            self._liked_keys = self.shifted_keys + self.within_user_index()
+        return self._liked_keys
 
 
 def sorted_unique(values):
@@ -48,26 +72,36 @@ def sorted_unique(values):
 
 class UsedIds:
     """RecBole's ``used_ids`` of one phase (indexing by a user gives the set of items the user liked up
-    to that phase), stored as each user's sorted distinct items (``indptr``, ``items``)."""
+    to that phase), read from the phases' datasets when asked: the evaluation loaders read ``keys()`` once
+    while they are built, and holding the sorted pairs of every phase for the whole run cost 48 MB per phase
+    per 6 million training likes. Indexing by a user sorts them once and keeps them (RecBole's own loops;
+    the plugin's loaders do not index)."""
 
-    def __init__(self, users, items, n_users, n_items):
-        keys = sorted_unique(np.asarray(users, dtype=np.int64) * n_items + np.asarray(items, dtype=np.int64))
-        self.n_items = n_items
-        self.items = keys % n_items
-        self.indptr = np.concatenate(([0], np.cumsum(np.bincount(keys // n_items, minlength=n_users))))
+    def __init__(self, datasets, uid_field, iid_field, n_users, n_items):
+        self.datasets, self.uid_field, self.iid_field = list(datasets), uid_field, iid_field
+        self.n_users, self.n_items = n_users, n_items
+        self._items = self._indptr = None
 
     def keys(self):
-        """Sorted ``user * n_items + item`` of every (user, liked item)."""
-        return np.repeat(np.arange(len(self)), np.diff(self.indptr)) * self.n_items + self.items
+        """Sorted distinct ``user * n_items + item`` of every (user, liked item)."""
+        if self._items is not None:
+            return np.repeat(np.arange(self.n_users), np.diff(self._indptr)) * self.n_items + self._items
+        return sorted_unique(np.concatenate([
+            d.inter_feat[self.uid_field].numpy().astype(np.int64) * self.n_items
+            + d.inter_feat[self.iid_field].numpy().astype(np.int64) for d in self.datasets]))
 
     def __len__(self):
-        return len(self.indptr) - 1
+        return self.n_users
 
     def __getitem__(self, user):
         if user is None:  # RecBole's evaluation loader asks for its "no user yet" before the first user
             return set()
+        if self._items is None:
+            keys = self.keys()
+            self._items = keys % self.n_items
+            self._indptr = np.concatenate(([0], np.cumsum(np.bincount(keys // self.n_items, minlength=self.n_users))))
         if np.ndim(user) == 0:
-            return set(self.items[self.indptr[user]:self.indptr[user + 1]].tolist())
+            return set(self._items[self._indptr[user]:self._indptr[user + 1]].tolist())
         sets = np.empty(len(user), dtype=object)
         sets[:] = [self[u] for u in np.asarray(user).tolist()]
         return sets
@@ -93,13 +127,9 @@ class ColdStartSampler(SamplerRoutes, Sampler):
             in_pool[pool] = True
             in_pool = in_pool[items]
             users, positions = users[in_pool], np.searchsorted(pool, items[in_pool])
-            key = sorted_unique(users * (len(pool) + 1) + positions)  # dedupe repeated likes
-            likes = self._likes[phase] = _Csr(key // (len(pool) + 1), key % (len(pool) + 1), n_users, presorted=True)
-            # p_k - k for the user's k-th liked position: non-decreasing per user, see _uniform_free_positions
-            likes.shifted_keys = likes.rows * (len(pool) + 1) + (
-                likes.values - (np.arange(len(likes.values)) - np.repeat(likes.indptr[:-1], likes.counts))
-            )
-            likes.liked_keys = key  # row * (len(pool) + 1) + value: the sorted distinct keys it was built from
+            # dedupe repeated likes; p_k - k for the user's k-th liked position is non-decreasing per user
+            self._likes[phase] = _Likes(sorted_unique(users * (len(pool) + 1) + positions), n_users, len(pool))
+            del users, items, positions
             dislikes = dataset.dislike_feat
             self._dislikes[phase] = None if dislikes is None else _Csr(
                 dislikes[dataset.uid_field].numpy(), dislikes[dataset.iid_field].numpy(), n_users
@@ -109,16 +139,11 @@ class ColdStartSampler(SamplerRoutes, Sampler):
     # ----------------------------------------------------------------------- RecBole's interface
     def get_used_ids(self):
         """Per phase, per user, the items liked up to that phase: RecBole's format (``used_ids[phase][user]``
-        is a set, used by the evaluation dataloaders for the history mask), held as one sorted array per
-        phase (``UsedIds``; a set per user and phase took 25 s and 1.5 GB at 10^7 likes). Unlike RecBole,
+        is a set, used by the evaluation dataloaders for the history mask), read from the splits as sorted
+        arrays when asked (``UsedIds``; a set per user and phase took 25 s and 1.5 GB at 10^7 likes). Unlike RecBole,
         a user who liked every item is not an error."""
-        used = {}
-        users, items = [], []
-        for phase, dataset in zip(self.phases, self.datasets):
-            users.append(dataset.inter_feat[self.uid_field].numpy())
-            items.append(dataset.inter_feat[self.iid_field].numpy())
-            used[phase] = UsedIds(np.concatenate(users), np.concatenate(items), self.user_num, self.item_num)
-        return used
+        return {phase: UsedIds(self.datasets[:k + 1], self.uid_field, self.iid_field, self.user_num, self.item_num)
+                for k, phase in enumerate(self.phases)}
 
     def plugin_build_alias_table(self):
         """Popularity cumulative distributions per phase (RecBole builds one alias table over all items)."""
@@ -217,14 +242,15 @@ class DeviceNegativeSampler:
 
         self.pool = put(pool)
         self.like_counts, self.like_starts = put(likes.counts), put(likes.indptr[:-1])
-        self.shifted_keys, self.liked_keys = put(likes.shifted_keys), put(likes.liked_keys)
+        cdf = sampler._pop_cdf.get(phase) if sampler.distribution == "popularity" else None
+        self.popularity_cdf = None if cdf is None else put(cdf)
+        self.shifted_keys = put(likes.shifted_keys)
+        self.liked_keys = None if cdf is None else put(likes.liked_keys)  # read by the popularity draw alone
         # users who liked every item of the split: known up front, so no per-batch check (and no device sync)
         self.saturated = put(likes.counts >= self.pool_size)
         self.dislikes = None
         if dislikes is not None and len(dislikes.values):
             self.dislikes = (put(dislikes.counts), put(dislikes.indptr[:-1]), put(dislikes.values))
-        cdf = sampler._pop_cdf.get(phase) if sampler.distribution == "popularity" else None
-        self.popularity_cdf = None if cdf is None else put(cdf)
         saturated = likes.counts >= self.pool_size
         # every draw is an item its user has not liked: uniform free draws, popularity draws that clash fall
         # back to them; only a user who liked every item draws any (a dislike may also be a like: not assumed)

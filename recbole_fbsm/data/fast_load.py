@@ -42,6 +42,7 @@ def plain_file(path, separator):
 
 
 MAX_TOKEN_BYTES = 64  # longer tokens: the file is left to pandas
+WINDOW_PADDING = 8  # zero bytes after a parsed body: an 8-byte window starts at any of its offsets
 
 
 @dataclass
@@ -82,7 +83,7 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
         layout = _parse_layout(path, separator, encoding)
         if layout is None:
             return None
-        header, body, data, line_starts, line_ends, cuts = layout
+        header, data, line_starts, line_ends, cuts = layout
         n_rows = len(line_starts)
         for column in wanted:
             if column in parsed:
@@ -91,13 +92,13 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
             starts = line_starts if position == 0 else cuts[:, position - 1] + 1
             ends = line_ends if position == len(header) - 1 else cuts[:, position]
             if kinds[column] == "token":
-                tokens = _tokens(body, data, starts, ends - starts)
+                tokens = _tokens(data, starts, ends - starts)
                 parsed[column] = None if tokens is None else tokens + (n_rows,)
             else:
-                parsed[column] = _token_seq_spans(body, data, starts, ends, seq_separator)
+                parsed[column] = _token_seq_spans(data, starts, ends, seq_separator)
             if parsed[column] is None:
                 return None
-        del layout, body, data, line_starts, line_ends, cuts
+        del layout, data, line_starts, line_ends, cuts
     if store is not None and keep:
         for column, entry in parsed.items():
             store[identity + (column,)] = _narrowed(entry)
@@ -145,22 +146,28 @@ def _widened(entry):
 
 
 def _parse_layout(path, separator, encoding):
-    """(header, body bytes, body as uint8, start and end of every non-blank line, the field separators'
-    positions as a lines x (columns - 1) array), or None when a line has another column count."""
+    """(header, the body's bytes as uint8, start and end of every non-blank line, the field separators'
+    positions as a lines x (columns - 1) array), or None when a line has another column count.
+
+    The file is read straight into a numpy buffer (no bytes object beside it) with ``WINDOW_PADDING`` zero
+    bytes after the body, which ``_tokens`` reads its 8-byte windows through without copying the body."""
+    size = os.path.getsize(path)
+    buffer = np.zeros(size + 1 + WINDOW_PADDING, dtype=np.uint8)
     with open(path, "rb") as handle:
-        raw = handle.read()
-    head_end = raw.find(b"\n")
-    if head_end < 0:
+        read = handle.readinto(memoryview(buffer)[:size])
+    if read and buffer[read - 1] != 10:
+        buffer[read] = 10  # a last line without its newline
+        read += 1
+    newlines = np.flatnonzero(buffer[:read] == 10)
+    if not len(newlines):
         return None
-    header = raw[:head_end].decode(encoding or "utf-8").split(separator)
-    body = raw[head_end + 1:]
-    del raw
-    if body and not body.endswith(b"\n"):
-        body += b"\n"
-    data = np.frombuffer(body, dtype=np.uint8)
+    head_end = int(newlines[0])
+    header = buffer[:head_end].tobytes().decode(encoding or "utf-8").split(separator)
+    data = buffer[head_end + 1:read]
     if not len(data) or (data == 0).any():
         return None
-    line_ends = np.flatnonzero(data == 10)
+    line_ends = newlines[1:] - (head_end + 1)
+    del newlines
     line_starts = np.concatenate(([0], line_ends[:-1] + 1))
     filled = line_ends > line_starts  # both parsers skip blank lines
     field_cuts = np.flatnonzero(data == ord(separator))
@@ -171,10 +178,10 @@ def _parse_layout(path, separator, encoding):
     if n_rows == 0:
         return None
     cuts = field_cuts.reshape(n_rows, len(header) - 1)
-    return header, body, data, line_starts[filled], line_ends[filled], cuts
+    return header, data, line_starts[filled], line_ends[filled], cuts
 
 
-def _token_seq_spans(body, data, starts, ends, seq_separator):
+def _token_seq_spans(data, starts, ends, seq_separator):
     """Every cell ``data[start:end]`` split on ``seq_separator``, empty tokens dropped: (code per token,
     row per token, sorted vocabulary, number of rows), or None (a token too long). Token boundaries are the
     separators inside the cells and the cells' ends, found by one pass over the bytes."""
@@ -190,17 +197,24 @@ def _token_seq_spans(body, data, starts, ends, seq_separator):
     is_end = np.zeros(len(data), dtype=bool)
     is_end[ends] = True
     is_end = is_end[token_ends]
-    rows = np.cumsum(is_end) - is_end  # the cell (row) of each token
+    # the cell (row) of each token; int32 below 2^31 rows (a 10^7-like item file has 32 million tokens)
+    rows = np.cumsum(is_end, dtype=np.int32 if len(starts) < 2 ** 31 else np.int64)
+    rows -= is_end
     first = np.ones(len(token_ends), dtype=bool)
     first[1:] = is_end[:-1]
+    del is_end
     token_starts = np.empty(len(token_ends), dtype=np.int64)
     token_starts[first] = starts[rows[first]]
     token_starts[~first] = token_ends[:-1][~first[1:]] + 1
-    lengths = token_ends - token_starts
+    del first
+    lengths = np.subtract(token_ends, token_starts, out=token_ends)  # the ends are not read again
     keep = lengths > 0
-    token_starts, lengths, rows = token_starts[keep], lengths[keep], rows[keep]
-    del token_ends, is_end, first, keep
-    tokens = _tokens(body, data, token_starts, lengths)
+    if not keep.all():  # empty tokens (runs of separators): one array filtered at a time
+        token_starts = token_starts[keep]
+        lengths = lengths[keep]
+        rows = rows[keep]
+    del token_ends, keep
+    tokens = _tokens(data, token_starts, lengths)
     if tokens is None:
         return None
     return tokens[0], rows, tokens[1], len(starts)
@@ -221,7 +235,7 @@ def split_rows(flat, lengths):
     return column
 
 
-def _tokens(body, data, starts, lengths):
+def _tokens(data, starts, lengths):
     """(code of each span, sorted distinct texts) of the byte spans ``data[start:start+length]``, or None
     when a span is longer than ``MAX_TOKEN_BYTES``. Spans are packed into big-endian uint64 words and
     factorised word by word; only the distinct spans are decoded. No token holds a NUL byte (the caller
@@ -231,16 +245,14 @@ def _tokens(body, data, starts, lengths):
     longest = int(lengths.max())
     if longest > MAX_TOKEN_BYTES:
         return None
-    padded = np.concatenate((data, np.zeros(8, dtype=np.uint8)))
-    windows = np.lib.stride_tricks.as_strided(padded, shape=(len(data), 8), strides=(1, 1))  # 8 bytes from each offset
+    windows = _windows(data)
     if longest <= 8:
         # one word, left-aligned (the bytes past the token's end cleared): numeric order is byte order,
         # which for UTF-8 is the order of the texts
-        key = _word(windows, starts, lengths, len(data))
-        shift = (8 * (8 - lengths)).astype(np.uint64)
-        np.left_shift(key, shift, out=key, where=lengths > 0)
+        key = _word(windows, starts, lengths)
+        np.left_shift(key, _unused_bits(lengths), out=key, where=lengths > 0)
         codes, distinct = pd.factorize(key)
-        del key, shift
+        del key
         order = np.argsort(distinct, kind="stable")
         raw = distinct[order].astype(">u8").view("S8")  # numpy drops the trailing zero bytes
         if len(raw) and raw.view(np.uint8).max() < 128:
@@ -252,12 +264,14 @@ def _tokens(body, data, starts, lengths):
         return rank[codes], texts
     codes = None
     for word in range(-(-longest // 8)):
-        word_codes, _ = pd.factorize(_word(windows, starts + 8 * word, np.clip(lengths - 8 * word, 0, 8), len(data)))
+        word_starts = np.minimum(starts + 8 * word, len(data))  # past a token's end its width is 0
+        word_codes, _ = pd.factorize(_word(windows, word_starts, np.clip(lengths - 8 * word, 0, 8)))
+        del word_starts
         codes = word_codes if codes is None else pd.factorize(codes * (int(word_codes.max()) + 1) + word_codes)[0]
     n_distinct = int(codes.max()) + 1
     first = np.empty(n_distinct, dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
-    texts = np.array([body[a:a + n].decode("utf-8") for a, n in zip(starts[first].tolist(), lengths[first].tolist())],
+    texts = np.array([data[a:a + n].tobytes().decode("utf-8") for a, n in zip(starts[first].tolist(), lengths[first].tolist())],
                      dtype=object)
     order = np.argsort(texts.astype(str), kind="stable")
     rank = np.empty(n_distinct, dtype=np.int64)
@@ -265,12 +279,36 @@ def _tokens(body, data, starts, lengths):
     return rank[codes], texts[order]
 
 
-def _word(windows, starts, widths, size):
-    """The ``widths[k]`` bytes from ``starts[k]`` as a big-endian number (right-aligned; 0 for width 0)."""
-    key = windows[np.minimum(starts, size - 1)].view(">u8").ravel().astype(np.uint64)
+def _windows(data):
+    """(len(data) + 1) x 8 view: the 8 bytes from each offset of ``data``, the last ones reading zeros past its
+    end. Without a copy when ``data`` lies in a buffer with ``WINDOW_PADDING`` more bytes, all zero, after it
+    (``_parse_layout``'s); otherwise from a padded copy."""
+    base = data.base
+    if isinstance(base, np.ndarray) and base.dtype == np.uint8 and base.ndim == 1 and data.flags.c_contiguous:
+        offset = data.ctypes.data - base.ctypes.data
+        tail = base[offset + len(data):offset + len(data) + WINDOW_PADDING]
+        if len(tail) == WINDOW_PADDING and not tail.any():
+            return np.lib.stride_tricks.as_strided(data, shape=(len(data) + 1, 8), strides=(1, 1), writeable=False)
+    padded = np.concatenate((data, np.zeros(WINDOW_PADDING, dtype=np.uint8)))
+    return np.lib.stride_tricks.as_strided(padded, shape=(len(data) + 1, 8), strides=(1, 1), writeable=False)
+
+
+def _word(windows, starts, widths):
+    """The ``widths[k]`` bytes from ``starts[k]`` (at most the windows' last row) as a big-endian number
+    (right-aligned; 0 for width 0)."""
+    key = windows[starts].view(">u8").ravel()
+    key = key.byteswap(inplace=True).view(np.dtype(np.uint64).newbyteorder("="))  # native order, no copy
     key[widths == 0] = 0
-    np.right_shift(key, (8 * (8 - widths)).astype(np.uint64), out=key, where=widths > 0)
+    np.right_shift(key, _unused_bits(widths), out=key, where=widths > 0)
     return key
+
+
+def _unused_bits(widths):
+    """8 * (8 - width) per entry as uint8 (shifts of a uint64 key; the ufunc widens them by chunks, where
+    int64 temporaries cost 24 bytes per token)."""
+    bits = np.subtract(8, widths, dtype=np.uint8, casting="unsafe")
+    bits <<= 3
+    return bits
 
 
 def pad_sequences(values, width_limit, dtype):

@@ -3,6 +3,8 @@ vocabularies, ids, interaction and item rows, split; on files with the odd cases
 converted file has (empty and NA cells, repeated tokens, runs of separators, non-ASCII and long tokens,
 ids missing from the .item file, items without interactions, ``seq_len``)."""
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -283,3 +285,25 @@ def test_the_checks_parse_each_file_once_for_the_dataset(tmp_path, monkeypatch):
     assert_same(shared, fresh)
     for a, b in zip(shared_parts, fresh_parts):
         assert_same(a, b)
+
+
+def test_token_codes_are_the_same_read_in_place_or_from_a_copy():
+    """``_tokens`` reads 8-byte windows through the zero padding ``_parse_layout`` leaves after the body, without a
+    copy; bytes in a plain array (no padding after them) are padded in a copy. Both give the same codes and texts,
+    for one-word and multi-word tokens, UTF-8 ones, and a token ending on the body's last byte."""
+    text = "né ab abcdefgh abcdefghi x\nzz abcdefghijklmnopq né\nq".encode("utf-8")
+    plain = np.frombuffer(text, dtype=np.uint8)
+    buffer = np.zeros(len(text) + fast_load.WINDOW_PADDING, dtype=np.uint8)
+    buffer[:len(text)] = plain
+    in_place = buffer[:len(text)]
+    spans = [(m.start(), m.end() - m.start()) for m in re.finditer(rb"[^ \n]+", text)]
+    starts = np.array([a for a, _ in spans], dtype=np.int64)
+    lengths = np.array([n for _, n in spans], dtype=np.int64)
+    expected = [text[a:a + n].decode("utf-8") for a, n in spans]
+    for data in (in_place, plain):
+        for keep in (lengths <= 8, np.ones(len(spans), dtype=bool)):  # the one-word path, then the multi-word one
+            codes, texts = fast_load._tokens(data, starts[keep], lengths[keep])
+            assert [texts[c] for c in codes] == [t for t, k in zip(expected, keep) if k]
+            assert list(texts) == sorted(set(texts))
+    assert np.shares_memory(fast_load._windows(in_place), buffer)  # read in place
+    assert not np.shares_memory(fast_load._windows(plain), plain) and len(fast_load._windows(plain)) == len(text) + 1

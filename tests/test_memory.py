@@ -191,6 +191,24 @@ def test_profiles_built_by_blocks_equal_the_whole_product(rows_per_block):
                        whole.lookup(torch.tensor([0, 5, 199]), torch.tensor([3, 7, 59])))
 
 
+def test_int32_column_indices_give_what_int64_ones_give():
+    """Profiles and likes hold their column indices as int32 (half of F_U's largest array); every gather, lookup,
+    product and sparse view answers as with int64 indices, and gathered columns are int64."""
+    likes = sp.random(120, 70, density=0.05, random_state=6, format="csr")
+    likes.data[:] = 1.0
+    features = sp.random(70, 40, density=0.1, random_state=7, format="csr")
+    wide, narrow = TorchCsr.product(likes, features), TorchCsr.product(likes, features, index_dtype=torch.int32)
+    assert narrow.indices.dtype == torch.int32 and wide.indices.dtype == torch.int64
+    assert TorchCsr(likes, index_dtype=torch.int32).indices.dtype == torch.int32
+    rows, cols = torch.tensor([0, 7, 7, 119, 50]), torch.tensor([0, 3, 39, 12, 5])
+    for a, b in zip(wide.gather_rows(rows), narrow.gather_rows(rows)):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    assert torch.equal(wide.lookup(rows, cols), narrow.lookup(rows, cols))
+    assert torch.equal(wide.keys, narrow.keys)
+    assert torch.equal(wide.dense_rows(rows), narrow.dense_rows(rows))
+    assert torch.equal(wide.to_torch_sparse().to_dense(), narrow.to_torch_sparse().to_dense())
+
+
 def test_entry_keys_are_built_only_when_an_entry_is_looked_up():
     """The sorted keys for lookups cost 8 bytes per entry: a matrix nobody searches never builds them."""
     matrix = TorchCsr(sp.csr_matrix(np.array([[0.0, 2.0, 0.0], [1.0, 0.0, 3.0]])))

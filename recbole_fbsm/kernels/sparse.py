@@ -13,9 +13,13 @@ warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta"
 class TorchCsr(nn.Module):
     """A scipy CSR matrix held as torch buffers (moved with the model, not saved in checkpoints)."""
 
-    def __init__(self, matrix, dtype=torch.float32):
+    def __init__(self, matrix, dtype=torch.float32, index_dtype=torch.int64):
         """``matrix``: a scipy sparse matrix, or (indptr, indices, values, shape) of a CSR matrix whose rows'
-        indices are sorted (``product``'s arrays, held without a copy where their types already fit)."""
+        indices are sorted (``product``'s arrays, held without a copy where their types already fit).
+
+        ``index_dtype``: how the column indices are held. torch.int32 halves them (for a matrix whose rows are
+        gathered now and then, not in every training step: at 10^7 likes the user profiles' indices are
+        544 MB as int64); gathers still return int64 columns. Columns past int32's range keep int64."""
         super().__init__()
         if isinstance(matrix, tuple):
             indptr, indices, values, shape = matrix
@@ -24,13 +28,15 @@ class TorchCsr(nn.Module):
             matrix.sort_indices()
             indptr, indices, values, shape = matrix.indptr, matrix.indices, matrix.data, matrix.shape
         self.shape = tuple(shape)
+        index_type = np.int32 if index_dtype == torch.int32 and self.shape[1] <= np.iinfo(np.int32).max else np.int64
         self.register_buffer("indptr", torch.from_numpy(indptr.astype(np.int64, copy=False)), persistent=False)
-        self.register_buffer("indices", torch.from_numpy(indices.astype(np.int64, copy=False)), persistent=False)
+        self.register_buffer("indices", torch.from_numpy(indices.astype(index_type, copy=False)), persistent=False)
         self.register_buffer("values", torch.as_tensor(values, dtype=dtype), persistent=False)
         self.register_buffer("_keys", None, persistent=False)  # built on the first lookup: see ``keys``
 
     @classmethod
-    def product(cls, left: sp.csr_matrix, right: sp.csr_matrix, dtype=torch.float32, rows_per_block=1 << 14):
+    def product(cls, left: sp.csr_matrix, right: sp.csr_matrix, dtype=torch.float32, rows_per_block=1 << 14,
+                index_dtype=torch.int64):
         """``TorchCsr(left @ right)`` (the same entries and values) without scipy's whole product beside the
         buffers made from it: blocks of ``rows_per_block`` rows are multiplied one after the other and copied
         into arrays sized by an upper bound on the entries, of which only the filled part is ever touched
@@ -41,7 +47,8 @@ class TorchCsr(nn.Module):
             if left.nnz else np.zeros(n_rows, dtype=np.int64)
         bound = int(row_bounds.sum())
         indptr = np.zeros(n_rows + 1, dtype=np.int64)
-        indices = np.empty(bound, dtype=np.int64)
+        indices = np.empty(bound, dtype=np.int32 if index_dtype == torch.int32 and n_cols <= np.iinfo(np.int32).max
+                           else np.int64)
         values = torch.empty(bound, dtype=dtype).numpy()
         filled = 0
         for start in range(0, n_rows, rows_per_block):  # blocks of rows, each one vectorised product
@@ -51,7 +58,7 @@ class TorchCsr(nn.Module):
             values[filled:filled + part.nnz] = part.data
             indptr[start + 1:start + 1 + part.shape[0]] = filled + part.indptr[1:]
             filled += part.nnz
-        return cls((indptr, indices[:filled], values[:filled], (n_rows, n_cols)), dtype)
+        return cls((indptr, indices[:filled], values[:filled], (n_rows, n_cols)), dtype, index_dtype)
 
     @property
     def keys(self):
@@ -88,7 +95,8 @@ class TorchCsr(nn.Module):
 
     def _gather(self, rows):
         positions, offsets, counts = self.positions(rows)
-        return self.indices.index_select(0, positions), self.values.index_select(0, positions), offsets, counts
+        return (self.indices.index_select(0, positions).to(torch.int64), self.values.index_select(0, positions),
+                offsets, counts)
 
     def positions(self, rows):
         """(positions of ``self[rows]``'s entries in the CSR arrays, bag offsets, row lengths).
@@ -143,7 +151,7 @@ class TorchCsr(nn.Module):
 
     def to_torch_sparse(self):
         return torch.sparse_csr_tensor(
-            self.indptr, self.indices, self.values, size=self.shape, check_invariants=False
+            self.indptr, self.indices.to(torch.int64), self.values, size=self.shape, check_invariants=False
         )
 
     def bag_sum(self, rows, table):

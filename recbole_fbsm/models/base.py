@@ -59,8 +59,10 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         self.feature_names = features.names
         self.n_features = features.n_features
         self.F = TorchCsr(features.matrix)            # items x features
-        self.F_U = TorchCsr.product(likes, features.matrix)  # users x features: f_u = sum of liked items' f
-        self.R = TorchCsr(likes)                      # users x items: training likes
+        # users x features: f_u = sum of liked items' f; users x items: training likes. Both are gathered by
+        # evaluation and lookups, not by whole-user training steps: their column indices are held as int32
+        self.F_U = TorchCsr.product(likes, features.matrix, index_dtype=torch.int32)
+        self.R = TorchCsr(likes, index_dtype=torch.int32)
         self.user_weighting = bool(config["bpr_user_weighting"])
         self.profile_alpha = float(setting(config, "bpr_profile_alpha"))
         if self.n_features == 0:

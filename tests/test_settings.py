@@ -55,6 +55,12 @@ def test_command_line_values_are_read_like_recbole_but_without_eval():
     assert settings.convert_value("true") is True and settings.convert_value("False") is False
     assert settings.convert_value("adam") == "adam"
     assert settings.convert_value("__import__('os').getcwd()") == "__import__('os').getcwd()"
+    # a mapping written as in a property file, or as JSON, is the mapping (RecBole's literal reading refuses both)
+    expected = {"distribution": "uniform", "sample_num": 1, "dynamic": False}
+    assert settings.convert_value("{distribution: uniform, sample_num: 1, dynamic: false}") == expected
+    assert settings.convert_value('{"distribution":"uniform","sample_num":1,"dynamic":false}') == expected
+    assert settings.convert_value("[a, b]") == ["a", "b"]
+    assert settings.convert_value("{unclosed: [}") == "{unclosed: [}"
 
 
 def test_the_precheck_imports_neither_torch_nor_recbole():

@@ -67,15 +67,25 @@ _Loader.add_implicit_resolver(
 
 def convert_value(text):
     """A ``--key=value`` string as RecBole converts it (Python literal, ``true``/``false``, else the
-    string), without ``eval``."""
+    string), without ``eval``. A mapping or list that is not a Python literal is read as YAML, as a property
+    file would read it: ``{distribution: uniform, dynamic: false}`` or JSON (RecBole keeps such a value as a
+    string, and the setting then fails)."""
     if not isinstance(text, str):
         return text
     try:
         return ast.literal_eval(text.strip())
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        lowered = text.strip().lower()
+        stripped = text.strip()
+        lowered = stripped.lower()
         if lowered in ("true", "false"):
             return lowered == "true"
+        if stripped[:1] in "{[" and stripped[-1:] in "}]":
+            try:
+                loaded = yaml.safe_load(stripped)
+            except yaml.YAMLError:
+                return text
+            if isinstance(loaded, (dict, list)):
+                return loaded
         return text
 
 

@@ -164,6 +164,31 @@ def test_dot_on_shrunk_rows_is_the_untrained_fbsm(tiny):
         np.testing.assert_allclose(model_scores(knn_model, users), model_scores(fbsm, users), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("knn", [None, 10 ** 6])
+def test_the_linear_defaults_score_as_the_similarity_blocks(tiny, monkeypatch, knn):
+    """dot, every neighbour, p = 1: the scores x_i . f_u less the own term of a liked candidate equal the sums of
+    similarity blocks, over every item (training items included: the estimation constraint), by full ranking,
+    by the trainer's candidate scoring and by pair prediction."""
+    from recbole_fbsm.models.itemknncbf import ItemKNNCBF
+
+    settings = {**tiny, "feature_weighting": "bm25", "feature_shrink": 1.0, "similarity": "dot", "knn": knn}
+    _, model, (train_data, _, _) = prepare("ItemKNNCBF", "tiny", config_dict=settings)
+    assert model.linear
+    _, liked = counts_and_likes(train_data._dataset)
+    users = sorted(liked)
+    others = np.setdiff1d(np.arange(1, model.n_items), model.neighbours)[:3]  # items of the other splits
+    candidates = torch.as_tensor(np.r_[model.neighbours[:5], others])
+    pairs = Interaction({"user_id": torch.tensor(users[:4]), "item_id": candidates[:4]})
+    linear = (model_scores(model, users), model.score_candidates({"user_id": torch.tensor(users)}, candidates),
+              model.predict(pairs))
+    monkeypatch.setattr(ItemKNNCBF, "linear", property(lambda self: False))
+    blocks = (model_scores(model, users), model.score_candidates({"user_id": torch.tensor(users)}, candidates),
+              model.predict(pairs))
+    for a, b in zip(linear, blocks):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+    assert (np.asarray(linear[0]) != 0).any()
+
+
 def test_predict_matches_full_ranking(tiny):
     _, model, (train_data, _, _) = prepare("ItemKNNCBF", "tiny", config_dict={**tiny, "knn": 5})
     users = torch.tensor([1, 2, 3, 3, 5])

@@ -20,6 +20,12 @@ sim(i, j) on the weighted features x (``feature_weighting``; rows not normalised
 Nothing is learned. Similarities are computed per evaluation batch, in blocks of candidate items
 against the training items (scipy.sparse products, a dense block of at most ``BLOCK_CELLS`` cells);
 with ``knn`` set, the kept neighbours of a candidate set are cached as a sparse matrix (k per item).
+The defaults (``dot``, every training item a neighbour, p = 1) are linear in the user's likes:
+
+    score(u, i) = x_i . (sum of u's liked x_j) - [i liked by u] x_i . x_i
+
+so they are scored as two sparse products per batch (``linear``), without any candidates x training items
+block: the same scores up to float rounding (on citeulike-t's test evaluation, 12.5 s became 0.2 s).
 """
 
 import numpy as np
@@ -74,6 +80,14 @@ class ItemKNNCBF(GeneralRecommender):
         self.likes = TorchCsr(likes)
         self.fake_loss = torch.nn.Parameter(torch.zeros(1))  # RecBole's trainer needs a parameter
         self._cache = None
+        self._candidate_rows = None
+
+    @property
+    def linear(self):
+        """Whether sim_k(i, j) = x_i . x_j for every training item j (``dot``, every training item a neighbour,
+        p = 1): the scores are then x_i . f_u, f_u the sum of the user's liked x_j (see the module docstring)."""
+        return (self.similarity == "dot" and self.exponent == 1
+                and (self.knn is None or self.knn >= len(self.neighbours)))
 
     def calculate_loss(self, interaction):
         return torch.nn.Parameter(torch.zeros(1, device=self.fake_loss.device))
@@ -131,6 +145,8 @@ class ItemKNNCBF(GeneralRecommender):
     def score_candidates(self, interaction, candidates):
         """(batch users x candidates) scores: the users' training likes times each block of similarities."""
         users = interaction[self.USER_ID]
+        if self.linear:
+            return self._linear_scores(users, candidates)
         likes = self.likes.rows_matrix(users).to(torch.float64)               # B x training items (sparse)
         scores = torch.zeros(len(users), len(candidates), dtype=torch.float64, device=users.device)
         for start, end, block in self._blocks(candidates):
@@ -138,6 +154,30 @@ class ItemKNNCBF(GeneralRecommender):
             rows = torch.from_numpy(np.ascontiguousarray(dense.T)).to(users.device)  # training items x block
             scores[:, start:end] = torch.sparse.mm(likes, rows)
         return scores.to(torch.float32)
+
+    def _linear_scores(self, users, candidates):
+        """(batch users x candidates) x_i . f_u, less x_i . x_i where the user liked candidate i (j != i)."""
+        owner, liked, _, _ = self.likes.gather_rows(users)
+        owner, liked = owner.cpu().numpy(), liked.cpu().numpy()
+        likes = sp.csr_matrix((np.ones(len(owner)), (owner, liked)), shape=(len(users), len(self.neighbours)))
+        profiles = (likes @ self.X[self.neighbours]).toarray()             # B x features: f_u
+        rows, position = self._rows_of(candidates)
+        scores = np.ascontiguousarray((rows @ profiles.T).T)              # B x candidates
+        column = position[self.neighbours[liked]]                          # the liked item's candidate column
+        own = column >= 0
+        np.subtract.at(scores, (owner[own], column[own]), self.square_norms[self.neighbours[liked[own]]])
+        return torch.from_numpy(scores).to(device=users.device, dtype=torch.float32)
+
+    def _rows_of(self, candidates):
+        """(x rows of ``candidates``, each item's column among them or -1), kept while the candidate tensor is the
+        same (the trainer reuses one per split)."""
+        kept = self._candidate_rows
+        if kept is None or kept[0] is not candidates:
+            items = candidates.cpu().numpy()
+            position = np.full(self.n_items, -1, dtype=np.int64)
+            position[items] = np.arange(len(items))
+            kept = self._candidate_rows = (candidates, sp.csr_matrix(self.X[items]), position)
+        return kept[1], kept[2]
 
     def full_sort_predict(self, interaction):
         everything = torch.arange(self.n_items, device=interaction[self.USER_ID].device)

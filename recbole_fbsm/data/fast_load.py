@@ -271,8 +271,8 @@ def _tokens(data, starts, lengths):
     n_distinct = int(codes.max()) + 1
     first = np.empty(n_distinct, dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
-    texts = np.array([data[a:a + n].tobytes().decode("utf-8") for a, n in zip(starts[first].tolist(), lengths[first].tolist())],
-                     dtype=object)
+    texts = np.array([data[a:a + n].tobytes().decode("utf-8")
+                      for a, n in zip(starts[first].tolist(), lengths[first].tolist())], dtype=object)
     order = np.argsort(texts.astype(str), kind="stable")
     rank = np.empty(n_distinct, dtype=np.int64)
     rank[order] = np.arange(n_distinct)

@@ -28,10 +28,9 @@ POPULARITY_REJECTION_ROUNDS = 16
 class _Csr:
     """Per-user sorted integer lists (row pointer + values), for vectorised lookups."""
 
-    def __init__(self, users, values, n_users, presorted=False):
-        """``presorted``: the pairs are already in (user, value) order (no sort)."""
+    def __init__(self, users, values, n_users):
         values = np.asarray(values, dtype=np.int64)
-        self.values = values if presorted else values[np.lexsort((values, users))]
+        self.values = values[np.lexsort((values, users))]
         counts = np.bincount(np.asarray(users, dtype=np.int64), minlength=n_users)
         self.indptr = np.concatenate(([0], np.cumsum(counts)))
         self.counts = counts

@@ -9,13 +9,15 @@ import sys
 
 from recbole_fbsm.runtime.openmp import prefer_passive_wait_for
 
-# command: (module with main(argv), what it does). Imported only when chosen: --help costs no torch import.
+# command: (module with main(argv), or module:function, what it does). Imported only when chosen.
 COMMANDS = {
     "run": ("recbole_fbsm.run_command", "train and test one model under the item cold-start protocol (run_recbole.py)"),
     "compare": ("recbole_fbsm.experiments.compare", "run several models over the same item splits: a table and a chart"),
     "hyper": ("recbole_fbsm.experiments.tune", "search hyperparameters on validation, on an Optuna study (run_hyper.py)"),
+    "download": ("recbole_fbsm.run_command:download_main", "fetch a public dataset (citeulike-t), check its checksums, convert it"),
     "convert": ("recbole_fbsm.convert.__main__", "write RecBole atomic files from CiteULike/CTR files or CSV + text"),
     "serve": ("recbole_fbsm.serve.__main__", "score brand-new items with a trained model, explain scores"),
+    "models": ("recbole_fbsm.run_command:models_main", "list every model a run accepts, with one line of what it is"),
 }
 PROG = "recbole-fbsm"
 # commands that train with torch_threads: auto (runtime.threads): OpenMP's threads should sleep while they wait
@@ -28,7 +30,8 @@ def usage():
              "Item cold-start recommendation on RecBole: FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater, ALDI", "",
              "commands:"]
     lines += [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
-    lines += ["", f"example: {PROG} run --model=FBSM --dataset=ml-100k"]
+    lines += ["", f"example: {PROG} run --model=FBSM --dataset=ml-100k",
+              f"         {PROG} download citeulike-t && {PROG} run --model=FBSM --dataset=citeulike-t"]
     return "\n".join(lines)
 
 
@@ -50,8 +53,9 @@ def main(argv=None):
         return 2
     if command in TRAINING_COMMANDS:  # before the command's imports load torch and its OpenMP runtime
         prefer_passive_wait_for(rest)
-    module = importlib.import_module(COMMANDS[command][0])
-    return module.main(rest, prog=f"{PROG} {command}")
+    module_name, _, function = COMMANDS[command][0].partition(":")
+    entry = getattr(importlib.import_module(module_name), function or "main")
+    return entry(rest, prog=f"{PROG} {command}")
 
 
 if __name__ == "__main__":

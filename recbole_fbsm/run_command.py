@@ -10,6 +10,9 @@ the CPU, nccl on GPUs); over machines, each machine runs ``--world_size=W --ip=H
 """
 
 import argparse
+import ast
+import logging
+import re
 import sys
 
 from recbole_fbsm.config.cli import settings_from_args
@@ -36,6 +39,16 @@ def _rounded(result):
     return {key: round(float(value), 4) for key, value in (result or {}).items()}
 
 
+def check_dataset_name(name, settings):
+    """A missing dataset folder, before the heavy imports: ours names its download command, a mistyped
+    name the closest known one (``config.datasets``); anything else is left to the dataset checks."""
+    from recbole_fbsm.config.datasets import DEFAULT_DATA_PATH, missing_dataset_message
+
+    message = missing_dataset_message(name, settings.get("data_path") or DEFAULT_DATA_PATH)
+    if message:
+        raise ColdStartError(message)
+
+
 def main(argv=None, prog=None):
     args, overrides = parse_args(sys.argv[1:] if argv is None else argv, prog)
     config_files = args.config_files.split() if args.config_files else None
@@ -43,6 +56,7 @@ def main(argv=None, prog=None):
         from recbole_fbsm.config.settings import precheck
 
         settings = precheck(args.model, config_files, overrides)  # a typo fails here, before the heavy imports
+        check_dataset_name(args.dataset, settings)
         prefer_passive_wait(settings.get("torch_threads"))  # before torch loads OpenMP (runtime.openmp)
         from recbole_fbsm.quick_start import run
 
@@ -62,6 +76,125 @@ def main(argv=None, prog=None):
         print(f"saved model: {result['saved_model_file']}")
     if result.get("artifact_file"):
         print(f"model artifact: {result['artifact_file']} (serve it: recbole-fbsm serve http {result['artifact_file']})")
+    return 0
+
+
+# ------------------------------------------------------------------------------- recbole-fbsm download
+DOWNLOAD_EPILOG = """examples:
+  recbole-fbsm download citeulike-t
+  recbole-fbsm download citeulike-tags --out data/
+  recbole-fbsm download citeulike-t --mirror http://files.example.org/citeulike-t/
+
+Every file is checked against its size and SHA-256 before it is converted (docs/datasets.md). The files
+arrive in OUT/.NAME.download/; a failed or interrupted run leaves nothing under OUT/NAME, ends with one
+'error: ...' line (exit status 2), and the same command resumes it."""
+
+
+def download_parser(prog="recbole-fbsm download"):
+    from recbole_fbsm.config.datasets import DATASETS  # light: the table, no torch
+
+    parser = argparse.ArgumentParser(
+        prog=prog, epilog=DOWNLOAD_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Download a public dataset, check every file's SHA-256, and write it as a RecBole dataset:\n"
+        + "\n".join(f"  {name:<15} {dataset.about}" for name, dataset in DATASETS.items()))
+    parser.add_argument("name", metavar="NAME", help="dataset to download: " + ", ".join(DATASETS))
+    parser.add_argument("--out", default="dataset", help="folder that receives NAME/ (default: %(default)s, RecBole's data_path)")
+    parser.add_argument("--mirror", metavar="URL", help="base URL serving the same file names (default: the dataset's public repository)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT/NAME dataset folder")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds a connection or a read may wait (default: %(default)s)")
+    return parser
+
+
+def download_main(argv=None, prog="recbole-fbsm download"):
+    """``recbole-fbsm download NAME``: the files, checked, converted; then the dataset's summary and the next command."""
+    args = download_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
+    from recbole_fbsm.config.datasets import DATASETS, SOURCES, run_command
+    from recbole_fbsm.convert import ConversionError
+    from recbole_fbsm.convert.download import download_dataset
+
+    logging.getLogger("recbole_fbsm.convert").setLevel(logging.ERROR)  # the summary reports what was skipped
+    try:
+        result = download_dataset(args.name, args.out, mirror=args.mirror, overwrite=args.overwrite, timeout=args.timeout)
+    except (ColdStartError, ConversionError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"error: download of {args.name} interrupted; nothing was written under {args.out}/{args.name}, "
+              "run the same command to resume.", file=sys.stderr)
+        return 2
+    source = SOURCES[DATASETS[args.name].source]
+    size = sum(source["files"][file][0] for file in DATASETS[args.name].files)
+    print(f"downloaded {len(DATASETS[args.name].files)} files ({size / 1e6:.1f} MB) from {args.mirror or source['url']}, "
+          "sizes and SHA-256 checked")
+    print(result.summary())
+    print(f"next: {run_command(args.name, args.out)}")
+    return 0
+
+
+# --------------------------------------------------------------------------------- recbole-fbsm models
+# One line per model of this plugin (a new model adds its line: tests/test_download.py checks every one has it).
+PLUGIN_MODEL_LINES = {
+    "FBSM": "learns a bilinear feature similarity D + V'V on top of BM25 (Sharma, Zhou, Hu, Karypis, SDM 2015)",
+    "UFSM": "per-user mixtures of learned linear feature similarities (Elbadrawy & Karypis; the paper's baseline)",
+    "CoSim": "sum of tf-idf cosine similarities to the user's liked items; nothing learned (the paper's baseline)",
+    "ItemKNNCBF": "content item neighbourhood: BM25 or tf-idf, shrunk cosine and others, k neighbours; nothing learned",
+    "Random": "independent random scores for every user and item: the honest floor",
+    "DropoutNet": "preference and content towers trained with input dropout on a warm BPR-MF (NeurIPS 2017)",
+    "Heater": "a mixture of experts mapping content into a warm BPR-MF's embedding space (SIGIR 2020)",
+    "ALDI": "a content-to-embedding generator distilled from a warm BPR-MF (SIGIR 2023)",
+}
+LINE_WIDTH = 110  # RecBole's descriptions are cut at a word to keep one line per model
+
+
+def describe_models():
+    """[(group, [(model, one line), ...]), ...]: this plugin's models, then RecBole's context-aware and general
+    ones, RecBole's described by their docstrings, read from the source files (nothing imported: no torch)."""
+    from recbole_fbsm.config.registry import PLUGIN_MODELS
+    from recbole_fbsm.config.settings import recbole_model_files
+
+    groups = [("this plugin's item cold-start models (new items scored from their features)",
+               [(name, PLUGIN_MODEL_LINES.get(name, "(no description yet)")) for name in PLUGIN_MODELS])]
+    recbole = recbole_model_files()
+    for folder, title in (("context_aware_recommender", "RecBole's context-aware models (new items scored from their "
+                                                        "features when item_id is not one of their fields)"),
+                          ("general_recommender", "RecBole's general models (collaborative only: no signal for a new "
+                                                  "item; sanity floors)")):
+        groups.append((title, [(name, _docstring_line(path, name)) for name, path in sorted(recbole.items(), key=lambda kv: kv[0].lower())
+                               if path.parent.name == folder and name not in PLUGIN_MODELS]))
+    return groups
+
+
+def _docstring_line(path, class_name):
+    """The first sentence of the class's docstring; for a class without one, its module's reference (RecBole's
+    module docstrings name the paper after 'Reference:')."""
+    tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    of_class = next((ast.get_docstring(node) for node in tree.body
+                     if isinstance(node, ast.ClassDef) and node.name == class_name), None) or ""
+    lines = (ast.get_docstring(tree) or "").splitlines()
+    reference = next((lines[k + 1].strip() for k, line in enumerate(lines[:-1]) if line.strip() == "Reference:"), "")
+    text = _first_sentence(of_class) or reference or "(no description in its source)"
+    return text if len(text) <= LINE_WIDTH else text[: text.rfind(" ", 0, LINE_WIDTH - 1)] + " …"
+
+
+def _first_sentence(text):
+    """The first paragraph's first sentence, its lines joined."""
+    paragraph = " ".join(line.strip() for line in text.strip().split("\n\n")[0].splitlines())
+    match = re.search(r"(?<=\S)\.(\s|$)", paragraph)
+    return paragraph[: match.start() + 1] if match else paragraph
+
+
+def models_main(argv=None, prog="recbole-fbsm models"):
+    """``recbole-fbsm models``: every model a run accepts, with one line of what it is."""
+    parser = argparse.ArgumentParser(prog=prog, description="List every model `recbole-fbsm run --model=NAME` accepts: "
+                                     "this plugin's, then RecBole's context-aware and general ones, one line each.")
+    parser.parse_args(sys.argv[1:] if argv is None else argv)
+    for title, models in describe_models():
+        width = max(len(name) for name, _ in models)
+        print(f"{title}:")
+        for name, line in models:
+            print(f"  {name:<{width}}  {line}")
+        print()
+    print("details of this plugin's models: docs/models.md; RecBole's: https://recbole.io/model_list.html")
     return 0
 
 

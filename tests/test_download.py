@@ -1,0 +1,302 @@
+"""`recbole-fbsm download`: files fetched from a loopback HTTP server started here, checked, converted; every
+failure (checksum, truncated file, 404, a server that stops mid-file, an interrupted run) ends in one
+`error:` line and leaves nothing under the dataset's name, and the next run resumes. Also the missing-dataset
+and did-you-mean lines of a run, and `recbole-fbsm models`."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from recbole_fbsm import run_command
+from recbole_fbsm.config import datasets
+from recbole_fbsm.config.registry import PLUGIN_MODELS
+from recbole_fbsm.convert import download
+
+ROOT = Path(__file__).resolve().parents[1]
+CITEULIKE_T = ROOT.parent / "shared" / "datasets" / "citeulike-t"
+
+# A tiny CTR dataset the converter accepts: 30 items, each with two of ten words (every word on 6 items,
+# 20% of them: inside the default filter), 10 users with 5 likes each.
+WORDS = ["graph", "network", "protein", "gene", "neural", "cell", "market", "price", "music", "sound"]
+TINY = {
+    "users.dat": "".join(f"5 {' '.join(str((3 * u + k) % 30) for k in range(5))}\n" for u in range(10)),
+    "mult.dat": "".join(f"2 {i % 10}:1 {(i + 1) % 10}:2\n" for i in range(30)),
+    "vocabulary.dat": "".join(f"{word}\n" for word in WORDS),
+}
+TINY = {name: text.encode() for name, text in TINY.items()}
+
+
+class FileServer(BaseHTTPRequestHandler):
+    """Serves ``files`` {name: bytes} with HTTP Range, and misbehaves on request: ``modes`` {name: mode}
+    with mode 'close' (announces the whole file, sends half, closes), 'stall' (sends half, then waits),
+    'no-range' (ignores Range, sends everything). ``requests`` records (path, Range header)."""
+
+    files: dict = {}
+    modes: dict = {}
+    requests: list = []
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        name = self.path.lstrip("/")
+        self.requests.append((name, self.headers.get("Range")))
+        if name not in self.files:
+            self.send_error(404, "Not Found")
+            return
+        body, mode = self.files[name], self.modes.get(name)
+        start = 0
+        match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
+        if match and mode != "no-range":
+            start = int(match.group(1))
+            if start >= len(body):
+                self.send_error(416, "Range Not Satisfiable")
+                return
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", str(len(body) - start))
+        self.end_headers()
+        if mode in ("close", "stall"):
+            self.wfile.write(body[start:start + (len(body) - start) // 2])
+            self.wfile.flush()
+            if mode == "stall":
+                time.sleep(1.5)
+            self.close_connection = True
+            return
+        self.wfile.write(body[start:])
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    """A loopback server on a free port, its files and modes reset for each test."""
+    handler = type("Handler", (FileServer,), {"files": {}, "modes": {}, "requests": []})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    handler.url = f"http://127.0.0.1:{httpd.server_address[1]}/"
+    yield handler
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def tiny(server, monkeypatch):
+    """The tiny dataset 'tiny' in the download table (the test's own source, checksums of its files)."""
+    monkeypatch.setitem(datasets.SOURCES, "tiny", {
+        "url": server.url, "files": {name: (len(body), hashlib.sha256(body).hexdigest()) for name, body in TINY.items()}})
+    monkeypatch.setitem(datasets.DATASETS, "tiny", datasets.Downloadable("tiny", tuple(TINY), "a tiny test dataset"))
+    server.files.update(TINY)
+    return server
+
+
+def download_cli(out, *more):
+    return run_command.download_main(["tiny", "--out", str(out), *more])
+
+
+def error_line(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+def assert_nothing_under_final_name(out, name="tiny"):
+    assert not (out / name).exists()
+    assert [p.name for p in out.iterdir() if not p.name.startswith(".")] == []
+
+
+def test_download_checks_converts_and_says_the_next_command(tiny, tmp_path, capsys):
+    out = tmp_path / "data"
+    assert download_cli(out) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote {out / 'tiny'}" in printed and "items: 30" in printed and "interactions: 50" in printed
+    assert printed.strip().splitlines()[-1] == f"next: recbole-fbsm run --model=FBSM --dataset=tiny --data_path={out}"
+    assert sorted(p.name for p in (out / "tiny").iterdir()) == ["README.txt", "tiny.analyzer.json", "tiny.inter", "tiny.item"]
+    assert hashlib.sha256(TINY["users.dat"]).hexdigest() in (out / "tiny" / "README.txt").read_text()
+    assert sorted(p.name for p in out.iterdir()) == ["tiny"]  # the download folder is gone
+    assert sorted(name for name, _ in tiny.requests) == sorted(TINY)
+
+
+def test_a_checksum_mismatch_is_one_error_line_and_keeps_nothing(tiny, tmp_path, capsys):
+    body = bytearray(TINY["mult.dat"])
+    body[10] ^= 1  # same size, one bit flipped
+    tiny.files["mult.dat"] = bytes(body)
+    out = tmp_path / "data"
+    assert download_cli(out) == 2
+    line = error_line(capsys)
+    assert "mult.dat: SHA-256" in line and "differs from the expected" in line
+    assert_nothing_under_final_name(out)
+    assert not (out / ".tiny.download" / "mult.dat.part").exists()  # a wrong file is never resumed
+
+
+def test_a_truncated_file_is_refused(tiny, tmp_path, capsys):
+    tiny.files["users.dat"] = TINY["users.dat"][:-7]
+    out = tmp_path / "data"
+    assert download_cli(out) == 2
+    line = error_line(capsys)
+    assert f"the server offers {len(TINY['users.dat']) - 7:,} bytes, expected {len(TINY['users.dat']):,}" in line
+    assert_nothing_under_final_name(out)
+    assert not list((out / ".tiny.download").glob("*.part"))
+
+
+def test_a_missing_file_is_the_http_status(tiny, tmp_path, capsys):
+    del tiny.files["vocabulary.dat"]
+    out = tmp_path / "data"
+    assert download_cli(out) == 2
+    assert "vocabulary.dat: HTTP 404" in error_line(capsys)
+    assert_nothing_under_final_name(out)
+
+
+def test_a_server_closing_mid_file_leaves_a_part_that_the_rerun_resumes(tiny, tmp_path, capsys):
+    tiny.modes["mult.dat"] = "close"
+    out = tmp_path / "data"
+    assert download_cli(out) == 2
+    size = len(TINY["mult.dat"])
+    assert f"mult.dat: the connection ended after {size // 2:,} of {size:,} bytes; rerun" in error_line(capsys)
+    assert_nothing_under_final_name(out)
+    assert (out / ".tiny.download" / "mult.dat.part").read_bytes() == TINY["mult.dat"][: size // 2]
+    del tiny.modes["mult.dat"]
+    tiny.requests.clear()
+    assert download_cli(out) == 0
+    assert ("mult.dat", f"bytes={size // 2}-") in tiny.requests  # only the rest was asked for
+    assert ("users.dat", None) not in tiny.requests  # a file checked earlier is not fetched again
+    assert (out / "tiny" / "tiny.item").is_file()
+
+
+def test_a_stalled_server_times_out(tiny, tmp_path, capsys):
+    tiny.modes["users.dat"] = "stall"
+    out = tmp_path / "data"
+    assert download_cli(out, "--timeout", "0.3") == 2
+    line = error_line(capsys)
+    assert "users.dat: the download stopped after" in line and "no data within the timeout" in line
+    assert_nothing_under_final_name(out)
+
+
+class InterruptAfter:
+    """A progress bar that stands for the user's Ctrl-C once ``limit`` bytes have arrived."""
+
+    def __init__(self, limit):
+        self.limit, self.n = limit, 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n):
+        self.n += n
+        if self.n > self.limit:
+            raise KeyboardInterrupt
+
+
+def test_an_interrupted_run_is_one_error_line_and_the_rerun_resumes(tiny, tmp_path, capsys, monkeypatch):
+    chunk, progress_bar = download.CHUNK_BYTES, download._progress_bar
+    monkeypatch.setattr(download, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(download, "_progress_bar", lambda *args: InterruptAfter(len(TINY["users.dat"]) + 100))
+    out = tmp_path / "data"
+    assert download_cli(out) == 2
+    assert "interrupted; nothing was written under" in error_line(capsys)
+    assert_nothing_under_final_name(out)
+    have = (out / ".tiny.download" / "mult.dat.part").stat().st_size
+    assert 0 < have < len(TINY["mult.dat"])
+    monkeypatch.setattr(download, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(download, "_progress_bar", progress_bar)
+    tiny.requests.clear()
+    assert download_cli(out) == 0
+    assert tiny.requests[0] == ("mult.dat", f"bytes={have}-")
+    assert (out / "tiny" / "tiny.inter").is_file()
+
+
+def test_a_server_without_range_support_starts_the_file_again(tiny, tmp_path):
+    out = tmp_path / "data"
+    cache = out / ".tiny.download"
+    cache.mkdir(parents=True)
+    (cache / "mult.dat.part").write_bytes(TINY["mult.dat"][:20])
+    tiny.modes["mult.dat"] = "no-range"
+    assert download_cli(out) == 0
+    assert (out / "tiny" / "tiny.item").is_file()
+
+
+def test_an_existing_dataset_is_refused_before_any_download(tiny, tmp_path, capsys):
+    (tmp_path / "data" / "tiny").mkdir(parents=True)
+    assert download_cli(tmp_path / "data") == 2
+    assert "already exists; pass --overwrite" in error_line(capsys)
+    assert tiny.requests == []
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("citeulike-tt", "did you mean 'citeulike-t'"),
+    ("ml-1m", "'ml-1m' is one of RecBole's datasets, published by RecBole at https://"),
+])
+def test_download_of_an_unknown_name(name, expected, capsys):
+    assert run_command.download_main([name]) == 2
+    line = error_line(capsys)
+    assert expected in line and "Downloadable here: citeulike-t, citeulike-tags." in line
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--dataset=citeulike-t"], "error: dataset 'citeulike-t': folder dataset/citeulike-t not found; download and "
+                                "convert it with: recbole-fbsm download citeulike-t"),
+    (["--dataset=citeulike-tags", "--data_path=data"], "with: recbole-fbsm download citeulike-tags --out data"),
+    (["--dataset=ml-100"], "error: dataset 'ml-100': folder dataset/ml-100 not found (data_path='dataset'); did you mean 'ml-100k'?"),
+    (["--dataset=citeulike-tt"], "did you mean 'citeulike-t'"),
+    (["--dataset=mydata", "--data_path=data"], "did you mean 'my-data'?"),  # a folder present under data_path
+])
+def test_a_run_without_its_dataset_folder_says_what_to_do(argv, expected, workdir, capsys):
+    (workdir / "data" / "my-data").mkdir(parents=True)
+    assert run_command.main(["--model=FBSM", *argv]) == 2
+    assert expected in error_line(capsys)
+
+
+def test_the_new_commands_answer_without_importing_torch():
+    """download --help and models are read from tables and source files: no torch, no RecBole import."""
+    code = ("import sys; from recbole_fbsm.__main__ import main\n"
+            "for argv in (['models'], ['download', '--help']):\n"
+            "    try: main(argv)\n"
+            "    except SystemExit: pass\n"
+            "print(sorted(m for m in ('torch', 'recbole', 'pandas') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_models_lists_every_model_a_run_accepts_with_a_line_each(capsys):
+    from recbole_fbsm.config.settings import model_names
+
+    assert set(run_command.PLUGIN_MODEL_LINES) == set(PLUGIN_MODELS)  # a new model of ours says what it is
+    assert run_command.models_main([]) == 0
+    listed = {}
+    for line in capsys.readouterr().out.splitlines():
+        match = re.fullmatch(r"  (\S+)\s+(.+)", line)
+        if match:
+            listed[match.group(1)] = match.group(2)
+    assert set(listed) == set(model_names())
+    assert listed["FM"].startswith("Factorization Machine") and listed["BPR"].startswith("BPR is")
+    assert listed["NCEPLRec"].startswith("Ga Wu, et al.")  # no class docstring: the module's reference
+    assert all(len(text) <= run_command.LINE_WIDTH + 2 for text in listed.values())
+
+
+@pytest.mark.slow
+def test_the_real_citeulike_t_files_from_a_mirror(server, tmp_path, capsys):
+    """The published files (served from ../shared), their checksums in the table, converted as `convert ctr` does."""
+    if not CITEULIKE_T.is_dir():
+        pytest.skip(f"{CITEULIKE_T} is absent (the published citeulike-t files)")
+    server.files.update({p.name: p.read_bytes() for p in CITEULIKE_T.glob("*.dat")})
+    out = tmp_path / "dataset"
+    assert run_command.download_main(["citeulike-tags", "--out", str(out), "--mirror", server.url]) == 0
+    printed = capsys.readouterr().out
+    for count in ("users: 7,947", "items: 25,584", "interactions: 134,860", "features (terms after the filter): 3,490"):
+        assert count in printed
+    assert sorted(name for name, _ in server.requests) == sorted(datasets.DATASETS["citeulike-tags"].files)
+    assert "tags:token_seq" in (out / "citeulike-tags" / "citeulike-tags.item").open().readline()

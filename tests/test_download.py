@@ -178,9 +178,11 @@ def test_a_stalled_server_times_out(tiny, tmp_path, capsys):
     tiny.modes["users.dat"] = "stall"
     out = tmp_path / "data"
     assert download_cli(out, "--timeout", "0.3") == 2
+    size = len(TINY["users.dat"])
     line = error_line(capsys)
-    assert "users.dat: the download stopped after" in line and "no data within the timeout" in line
+    assert f"users.dat: the download stopped after {size // 2:,} of {size:,} bytes (no data within the timeout)" in line
     assert_nothing_under_final_name(out)
+    assert (out / ".tiny.download" / "users.dat.part").read_bytes() == TINY["users.dat"][: size // 2]
 
 
 class InterruptAfter:
@@ -236,6 +238,12 @@ def test_an_existing_dataset_is_refused_before_any_download(tiny, tmp_path, caps
     assert tiny.requests == []
 
 
+def test_a_mirror_that_is_no_url_is_refused_before_any_download(tiny, tmp_path, capsys):
+    assert download_cli(tmp_path / "data", "--mirror", "ftp://x/") == 2
+    assert error_line(capsys) == "error: --mirror 'ftp://x/': expected a base URL starting with http://, https:// or file://"
+    assert not (tmp_path / "data").exists()
+
+
 @pytest.mark.parametrize("name, expected", [
     ("citeulike-tt", "did you mean 'citeulike-t'"),
     ("ml-1m", "'ml-1m' is one of RecBole's datasets, published by RecBole at https://"),
@@ -243,7 +251,8 @@ def test_an_existing_dataset_is_refused_before_any_download(tiny, tmp_path, caps
 def test_download_of_an_unknown_name(name, expected, capsys):
     assert run_command.download_main([name]) == 2
     line = error_line(capsys)
-    assert expected in line and "Downloadable here: citeulike-t, citeulike-tags." in line
+    assert line.startswith(f"error: no download for dataset {name!r} (downloadable here: citeulike-t, citeulike-tags); ")
+    assert expected in line
 
 
 @pytest.mark.parametrize("argv, expected", [

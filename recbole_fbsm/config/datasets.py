@@ -101,9 +101,11 @@ def missing_dataset_message(name, data_path=DEFAULT_DATA_PATH):
 def unknown_download_message(name, data_path=DEFAULT_DATA_PATH):
     """Why ``download NAME`` cannot write ``name``, with the closest known name."""
     recbole_urls = recbole_downloadable()
-    own = (f"; {name!r} is one of RecBole's datasets, published by RecBole at {recbole_urls[name]}"
-           if name in recbole_urls else suggestion(name, known_datasets(data_path)) or "")
-    return f"no download for dataset {name!r}{own}. Downloadable here: {', '.join(DATASETS)}."
+    if name in recbole_urls:
+        hint = f"; {name!r} is one of RecBole's datasets, published by RecBole at {recbole_urls[name]}."
+    else:
+        hint = suggestion(name, known_datasets(data_path)) or "."
+    return f"no download for dataset {name!r} (downloadable here: {', '.join(DATASETS)}){hint}"
 
 
 def _is_default(folder):

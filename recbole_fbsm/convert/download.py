@@ -162,9 +162,10 @@ def _copy(url, response, part, have, size, bar):
     """Write the response's body after the ``have`` bytes already in ``part``; return the bytes now there
     (one more chunk than ``size`` at most: a server sending more is refused by the caller)."""
     received = have
+    read = getattr(response, "read1", response.read)  # read1: what has arrived, so a stall keeps those bytes
     try:
         with open(part, "ab" if have else "wb") as f:
-            while chunk := response.read(CHUNK_BYTES):
+            while chunk := read(CHUNK_BYTES):
                 received += len(chunk)
                 if received > size:
                     break

@@ -6,6 +6,7 @@ and did-you-mean lines of a run, and `recbole-fbsm models`."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -309,3 +310,28 @@ def test_the_real_citeulike_t_files_from_a_mirror(server, tmp_path, capsys):
         assert count in printed
     assert sorted(name for name, _ in server.requests) == sorted(datasets.DATASETS["citeulike-tags"].files)
     assert "tags:token_seq" in (out / "citeulike-tags" / "citeulike-tags.item").open().readline()
+
+
+# README.md, "Results on citeulike-t": test Recall@10, mean over the item splits of seeds 2020-2022, with the
+# tuned property files of properties/dataset/citeulike-t/ (which a run on that name loads by itself).
+README_TEST_RECALL = {"FBSM": 0.2011, "ItemKNNCBF": 0.1982, "CoSim": 0.1784}
+
+
+@pytest.mark.slow
+def test_download_then_compare_reproduces_the_readme_rows(server, workdir):
+    """From an empty folder: download citeulike-t from a mirror, compare three models over three splits (about
+    15 minutes on 2 busy cores), and find the README's figures to the printed digits."""
+    if not CITEULIKE_T.is_dir():
+        pytest.skip(f"{CITEULIKE_T} is absent (the published citeulike-t files)")
+    from recbole_fbsm.experiments.compare import compare
+
+    server.files.update({p.name: p.read_bytes() for p in CITEULIKE_T.glob("*.dat")})
+    assert run_command.download_main(["citeulike-t", "--mirror", server.url]) == 0
+    seeds = [2020, 2021, 2022]
+    done = compare(models=list(README_TEST_RECALL), dataset="citeulike-t", seeds=seeds, results_dir=workdir / "results",
+                   overrides={"torch_threads": 1}, log=lambda *args: None)
+    assert not done["failed"]
+    for model, expected in README_TEST_RECALL.items():
+        recalls = [json.loads((workdir / "results" / f"{model}-{seed}.json").read_text())["test_result"]["recall@10"]
+                   for seed in seeds]
+        assert round(sum(recalls) / len(recalls), 4) == expected, (model, recalls)

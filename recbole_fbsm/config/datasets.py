@@ -7,6 +7,7 @@ command line can name the download command, or a did-you-mean, in a fraction of 
 """
 
 import os
+import shlex
 from dataclasses import dataclass
 
 import yaml
@@ -73,12 +74,12 @@ def known_datasets(data_path=DEFAULT_DATA_PATH):
 
 def download_command(name, out=DEFAULT_DATA_PATH):
     """The command that writes dataset ``name`` under the folder ``out``."""
-    return f"recbole-fbsm download {name}" + ("" if _is_default(out) else f" --out {out}")
+    return f"recbole-fbsm download {name}" + ("" if _is_default(out) else f" --out {shlex.quote(str(out))}")
 
 
 def run_command(name, out=DEFAULT_DATA_PATH, model="FBSM"):
     """The command that trains on dataset ``name`` written under the folder ``out``."""
-    return f"recbole-fbsm run --model={model} --dataset={name}" + ("" if _is_default(out) else f" --data_path={out}")
+    return f"recbole-fbsm run --model={model} --dataset={name}" + ("" if _is_default(out) else f" --data_path={shlex.quote(str(out))}")
 
 
 def missing_dataset_message(name, data_path=DEFAULT_DATA_PATH):

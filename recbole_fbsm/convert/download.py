@@ -44,6 +44,7 @@ def download_dataset(name, out="dataset", mirror=None, overwrite=False, timeout=
     """Fetch the files of dataset ``name`` (from ``mirror``, a base URL, instead of the table's when given),
     check each against its size and SHA-256, convert them into ``out/name`` and return the ConversionResult.
     Raises DownloadError (a ColdStartError) or ConversionError; nothing is left under ``out/name`` then."""
+    out = os.path.expanduser(str(out))  # '--out=~/data': no shell expands a ~ after '='
     if name not in DATASETS:
         raise ColdStartError(unknown_download_message(name, out))
     dataset = DATASETS[name]

@@ -129,6 +129,7 @@ class ColdStartConfig(ConfigRoutes, Config):
         if isinstance(external_eval, dict):
             final["eval_args"] = {**internal_eval, **external_eval}
         _check_eval_args(final.get("eval_args"))
+        self.valid_metric_followed = valid_metric_following_topk(final, self.external_config_dict)
         for key in ("data_path", "checkpoint_dir"):  # '--data_path=~/data': no shell expands a ~ after '='
             if isinstance(final.get(key), str) and final[key].startswith("~"):
                 final[key] = os.path.expanduser(final[key])
@@ -144,6 +145,24 @@ class ColdStartConfig(ConfigRoutes, Config):
     def split_seed(self):
         seed = self.final_config_dict.get("split_seed")
         return self["seed"] if seed is None else seed
+
+
+def valid_metric_following_topk(final, user_settings):
+    """``--topk=[5]`` without ``valid_metric``: the default ``valid_metric`` (Recall@10, properties/overall.yaml)
+    would name a cut-off the run does not compute and stop it. A ``valid_metric`` the user did not set (in their
+    config files or ``config_dict``: ``user_settings``, RecBole's external layer) keeps its metric and takes the
+    first ``topk`` cut-off when its own is not among them. Returns the new name, or None when nothing changed."""
+    if "valid_metric" in (user_settings or {}):
+        return None
+    metric, cutoffs = final.get("valid_metric"), final.get("topk")
+    cutoffs = list(cutoffs) if isinstance(cutoffs, (list, tuple)) else [cutoffs]
+    if not isinstance(metric, str) or "@" not in metric or not cutoffs or not isinstance(cutoffs[0], int):
+        return None
+    name, _, cutoff = metric.partition("@")
+    if cutoff.isdigit() and int(cutoff) in cutoffs:
+        return None
+    final["valid_metric"] = f"{name}@{cutoffs[0]}"
+    return final["valid_metric"]
 
 
 def _check_run_names(model, dataset, config_file_list, config_dict):

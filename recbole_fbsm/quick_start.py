@@ -101,6 +101,9 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
         logger.info(sys.argv, extra=on_console(False))
         logger.info(config, extra=on_console(False))  # the config dump: in the log file, not on a quiet console
         logger.info(threads.describe(), extra=on_console(usable_cores() > 1))  # what it chose, where there is a choice
+        if getattr(config, "tuned_files", None):  # values a search chose override the model's defaults: say from where
+            logger.info(f"tuned settings loaded from {', '.join(map(str, config.tuned_files))} (written by recbole-fbsm "
+                        "hyper --write; --use_tuned_properties=False ignores them)", extra=on_console())
         data = create_dataset(config, report)
         release_free_memory()  # the parsing's temporaries, before the split and the features
         logger.info(data, extra=on_console())

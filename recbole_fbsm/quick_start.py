@@ -18,6 +18,7 @@ from recbole_fbsm.models.inputs import fit_model_inputs, needs_warm_backbone
 from recbole_fbsm.data.preparation import check_dataset_files
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.runtime.memory import release_free_memory
+from recbole_fbsm.runtime.openmp import chosen_by_command_line
 from recbole_fbsm.runtime.threads import plan_for_config, usable_cores
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.training.trainer import get_trainer
@@ -100,7 +101,10 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
                            "(RecBole sets CUDA_VISIBLE_DEVICES to it): running on the CPU.")
         logger.info(sys.argv, extra=on_console(False))
         logger.info(config, extra=on_console(False))  # the config dump: in the log file, not on a quiet console
-        logger.info(threads.describe(), extra=on_console(usable_cores() > 1))  # what it chose, where there is a choice
+        # what it chose, where there is a choice; advice on OpenMP's variables only to the command line's user (the
+        # Python API's host chose its own OpenMP; the log file, and state: INFO, still show it)
+        logger.info(threads.describe(), extra=on_console(usable_cores() > 1 and (not threads.advice or
+                                                                             chosen_by_command_line())))
         if getattr(config, "tuned_files", None):  # values a search chose override the model's defaults: say from where
             logger.info(f"tuned settings loaded from {', '.join(map(str, config.tuned_files))} (written by recbole-fbsm "
                         "hyper --write; --use_tuned_properties=False ignores them)", extra=on_console())

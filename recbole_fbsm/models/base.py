@@ -48,10 +48,10 @@ def fixed_similarity_words(config, start=""):
     """Plain words for the fixed similarity f_i . f_j of a run's item features, named after the baseline that
     scores with it: FBSM's and UFSM's untrained start (``valid_before_training`` keeps it when no epoch beats
     it). ``start``: the model's initial values, added to the settings in brackets."""
-    weighting = str(config["feature_weighting"]).lower()
-    shrink = float(config["feature_shrink"] or 0)
+    weighting = str(setting(config, "feature_weighting")).lower()
+    shrink = float(setting(config, "feature_shrink"))
     settings = f"feature_weighting: {weighting}, feature_shrink: {shrink:g}" + (f"; {start}" if start else "")
-    if config["feature_normalize"] is False:
+    if setting(config, "feature_normalize") is False:
         return f"the fixed similarity f_i . f_j of its features, rows not normalised ({settings})"
     if weighting == "bm25" and shrink > 0:
         return f"ItemKNNCBF's BM25 similarity with the row shrink ({settings})"

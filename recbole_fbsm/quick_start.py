@@ -11,13 +11,14 @@ import torch
 from recbole.utils import ModelType, init_seed, set_color
 
 from recbole_fbsm.models.contract import BuiltFromFittedInputs, reads_own_features as model_reads_own_features
-from recbole_fbsm.artifact.model_file import SUFFIX, build_artifact, dataset_analyzer, write_artifact
+from recbole_fbsm.artifact.model_file import SUFFIX, build_artifact, dataset_analyzer, training_record, write_artifact
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.models.inputs import fit_model_inputs, needs_warm_backbone
 from recbole_fbsm.data.preparation import check_dataset_files
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.runtime.memory import release_free_memory
+from recbole_fbsm.runtime.openmp import chosen_by_command_line
 from recbole_fbsm.runtime.threads import plan_for_config, usable_cores
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.training.trainer import get_trainer
@@ -100,7 +101,13 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
                            "(RecBole sets CUDA_VISIBLE_DEVICES to it): running on the CPU.")
         logger.info(sys.argv, extra=on_console(False))
         logger.info(config, extra=on_console(False))  # the config dump: in the log file, not on a quiet console
-        logger.info(threads.describe(), extra=on_console(usable_cores() > 1))  # what it chose, where there is a choice
+        # what it chose, where there is a choice; advice on OpenMP's variables only to the command line's user (the
+        # Python API's host chose its own OpenMP; the log file, and state: INFO, still show it)
+        logger.info(threads.describe(), extra=on_console(usable_cores() > 1 and (not threads.advice or
+                                                                             chosen_by_command_line())))
+        if getattr(config, "tuned_files", None):  # values a search chose override the model's defaults: say from where
+            logger.info(f"tuned settings loaded from {', '.join(map(str, config.tuned_files))} (written by recbole-fbsm "
+                        "hyper --write; --use_tuned_properties=False ignores them)", extra=on_console())
         data = create_dataset(config, report)
         release_free_memory()  # the parsing's temporaries, before the split and the features
         logger.info(data, extra=on_console())
@@ -150,14 +157,15 @@ def _run_rank(local_rank, model, dataset, config_file_list, config_dict, saved, 
     distributed.end_process_group(together=True)
 
 
-def write_run_artifact(config, model, loaders, checkpoint_file):
+def write_run_artifact(config, model, loaders, checkpoint_file, training=None):
     """The kept model's artifact (``recbole_fbsm.artifact``) beside its checkpoint (same name, ``.fbsm``), for
-    the models built from item features; None for the others and for runs that save no checkpoint."""
+    the models built from item features; None for the others and for runs that save no checkpoint.
+    ``training``: which epoch was kept (``artifact.model_file.training_record``)."""
     train_dataset, valid_dataset, test_dataset = (loader._dataset for loader in loaders)
     if not checkpoint_file or getattr(train_dataset, "model_inputs", None) is None:
         return None
     analyzer = dataset_analyzer(config, train_dataset.model_inputs.features.fields, train_dataset)
-    artifact = build_artifact(model, config, train_dataset, valid_dataset, test_dataset, analyzer)
+    artifact = build_artifact(model, config, train_dataset, valid_dataset, test_dataset, analyzer, training)
     return str(write_artifact(os.path.splitext(str(checkpoint_file))[0] + SUFFIX, artifact))
 
 
@@ -186,12 +194,16 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
             "start_valid_score": getattr(trainer, "start_valid_score", None),
             "kept_summary": trainer.kept_summary() if hasattr(trainer, "kept_summary") and valid_data else None,
         }
+        # the kept epoch -1 is the untrained start: for FBSM and UFSM a fixed similarity, said in words
+        describe = getattr(config.model_class, "untrained_start", None)
+        result["untrained_start"] = describe(config) if describe is not None and result["best_epoch"] == -1 else None
         if distributed.is_distributed(config):
             result["world_size"] = config["world_size"]
         if not distributed.is_main_process():
             return result
         result["artifact_file"] = write_run_artifact(config, model, (train_data, valid_data, test_data),
-                                                     trainer.saved_model_file if saved else None)
+                                                     trainer.saved_model_file if saved else None,
+                                                     training_record(config, result))
         if result["artifact_file"]:
             logger.info(f"model artifact: {result['artifact_file']}", extra=on_console())
         log_file = current_log_file()

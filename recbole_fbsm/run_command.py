@@ -13,6 +13,7 @@ import argparse
 import ast
 import logging
 import re
+import shlex
 import sys
 
 from recbole_fbsm.config.cli import settings_from_args
@@ -76,6 +77,8 @@ def main(argv=None, prog=None):
         print(f"saved model: {result['saved_model_file']}")
     if result.get("artifact_file"):
         print(f"model artifact: {result['artifact_file']} (serve it: recbole-fbsm serve http {result['artifact_file']})")
+    for line in kept_start_lines(args, config_files, result):
+        print(line)
     return 0
 
 
@@ -196,6 +199,24 @@ def models_main(argv=None, prog="recbole-fbsm models"):
         print()
     print("details of this plugin's models: docs/models.md; RecBole's: https://recbole.io/model_list.html")
     return 0
+
+
+def kept_start_lines(args, config_files, result):
+    """The run's last lines when validation kept the untrained start: what the kept model is, in plain words,
+    and the command that sets it beside the baselines (empty when an epoch was kept)."""
+    start = result.get("untrained_start")
+    if result.get("best_epoch") != -1 or not start:
+        return []
+    metric = (result.get("record") or {}).get("valid_metric") or "the validation metric"
+    compare = ["recbole-fbsm", "compare", f"--dataset={args.dataset}", "--models", args.model, "ItemKNNCBF", "CoSim"]
+    if config_files:
+        compare[3:3] = [f"--config_files={' '.join(config_files)}"]
+    return [
+        f"kept the untrained start: no training epoch beat it on validation ({metric} "
+        f"{float(result['best_valid_score']):.4f}).",
+        f"{args.model} starts as {start}, so the model kept is that fixed similarity, not a learned one.",
+        f"side by side with the baselines: {shlex.join(compare)}",
+    ]
 
 
 if __name__ == "__main__":

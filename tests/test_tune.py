@@ -2,7 +2,10 @@
 claims, the output file and the tuned property layer; and the selection of the untrained model
 (`valid_before_training`)."""
 
+import logging
+import shutil
 import subprocess
+from pathlib import Path
 
 import optuna
 import pytest
@@ -80,13 +83,9 @@ def test_the_pruner_sees_every_validation_and_stops_training(toy, pruner, state,
 
 
 @pytest.fixture
-def tuned_dir(tmp_path, monkeypatch):
-    """properties/dataset/DATASET/MODEL.yaml redirected to a temporary folder."""
-    def tuned_file(model, dataset):
-        return tmp_path / "tuned" / str(dataset) / f"{model}.yaml"
-    monkeypatch.setattr(config_module, "tuned_properties_file", tuned_file)
-    monkeypatch.setattr(tune, "tuned_properties_file", tuned_file)
-    return tmp_path / "tuned"
+def tuned_dir(workdir):
+    """The working directory's properties/dataset/: where --write writes, and what runs started there load."""
+    return workdir / "properties" / "dataset"
 
 
 def write_toy_config(toy, path, **settings):
@@ -97,7 +96,9 @@ def write_toy_config(toy, path, **settings):
 def test_grid_search_output_file_and_write_the_winner(toy, tuned_dir, tmp_path, capsys):
     config_file = write_toy_config(toy, tmp_path / "toy.yaml")
     params_file = tmp_path / "fbsm.hyper"
-    params_file.write_text("rank choice [1, 2]\nclip_grad_norm choice [\"{'max_norm': 5, 'norm_type': 2}\"]\n")
+    # two feature weightings: two different untrained starts, so a winner (two ranks both kept the start: a tie)
+    params_file.write_text("feature_weighting choice ['tfidf', 'binary']\n"
+                           "clip_grad_norm choice [\"{'max_norm': 5, 'norm_type': 2}\"]\n")
     path = tuned_dir / toy.name / "FBSM.yaml"
     path.parent.mkdir(parents=True)
     path.write_text("seq_len: {words: 7}\nrank: 9\n")
@@ -106,23 +107,26 @@ def test_grid_search_output_file_and_write_the_winner(toy, tuned_dir, tmp_path, 
     assert tune.main(args + ["--write"]) == 0
     study = optuna.load_study(study_name="fbsm-toy", storage=f"sqlite:///{tmp_path}/tune.db")
     complete = study.get_trials(states=(TrialState.COMPLETE,))
-    assert sorted(t.params["rank"] for t in complete) == [1, 2]
+    assert sorted(t.params["feature_weighting"] for t in complete) == ["binary", "tfidf"]
+    assert complete[0].value != complete[1].value
     best = max(complete, key=lambda t: t.value)
     text = (tmp_path / "out.result").read_text()
-    assert text.startswith(f"best params: rank:{best.params['rank']}, clip_grad_norm:")
+    assert text.startswith(f"best params: feature_weighting:{best.params['feature_weighting']}, clip_grad_norm:")
     assert text.count("Valid result:\n") == 2 and text.count("Test result:\n") == 2
 
     written = path.read_text()
-    assert written.startswith("# FBSM on") and "# search space: rank choice [1, 2]" in written
+    assert written.startswith("# FBSM on") and "# search space: feature_weighting choice ['tfidf', 'binary']" in written
     values = yaml.safe_load(written)
-    assert values["seq_len"] == {"words": 7}  # hand-set keys are kept
+    assert values["seq_len"] == {"words": 7} and values["rank"] == 9  # hand-set keys are kept
     assert values["clip_grad_norm"] == {"max_norm": 5, "norm_type": 2}  # as Config read it, not as a string
-    assert ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy))["rank"] == best.params["rank"]
+    tuned = ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy))
+    assert tuned["feature_weighting"] == best.params["feature_weighting"] and tuned["rank"] == 9
     # the user's settings still win over tuned values, and the layer can be switched off
-    assert ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy, rank=4))["rank"] == 4
+    assert ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy, feature_weighting="tf"))[
+        "feature_weighting"] == "tf"
     plain = ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy, use_tuned_properties=False))
     model_file = config_module.PROPERTIES_DIR / "model" / "FBSM.yaml"
-    assert plain["rank"] == yaml.safe_load(model_file.read_text())["rank"] != best.params["rank"]
+    assert plain["feature_weighting"] == yaml.safe_load(model_file.read_text())["feature_weighting"] == "bm25"
 
     # the same command again: the study is complete, nothing runs
     capsys.readouterr()
@@ -285,3 +289,72 @@ def test_a_search_on_changed_data_is_another_study(toy, tmp_path):
     finally:
         inter.write_text(original)
     assert toy_search(toy, "FBSM", "rank choice [1, 2]\n").default_study_name() == name
+
+
+# ------------------------------------------------------------------------------- --write: where and when
+def grid_args(toy, tmp_path, params_text, model="CoSim"):
+    config_file = write_toy_config(toy, tmp_path / "toy.yaml")
+    params_file = tmp_path / "grid.hyper"
+    params_file.write_text(params_text)
+    return [f"--model={model}", f"--dataset={toy.name}", f"--config_files={config_file}", f"--params_file={params_file}",
+            f"--storage=sqlite:///{tmp_path}/tune.db", f"--output_file={tmp_path}/out.result"]
+
+
+def files_under(folder):
+    return {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+
+
+def test_write_never_writes_into_an_installed_package(toy, tmp_path, workdir, monkeypatch, capsys):
+    """The plugin's properties resolved inside a (fake) site-packages: --write writes to ./properties/, and a
+    --properties-dir inside an installed package is refused before any trial runs."""
+    installed = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "recbole_fbsm" / "properties"
+    shutil.copytree(config_module.PROPERTIES_DIR, installed)
+    monkeypatch.setattr(config_module, "PROPERTIES_DIR", installed)
+    before = files_under(installed.parents[1])
+    args = grid_args(toy, tmp_path, "feature_weighting choice ['tfidf', 'binary']\n")  # two scores (tf = binary here)
+    assert tune.main(args + ["--write"]) == 0
+    out = capsys.readouterr().out
+    assert files_under(installed.parents[1]) == before  # nothing written into the package
+    local = workdir / "properties" / "dataset" / toy.name / "CoSim.yaml"
+    assert f"best values written to {Path('properties') / 'dataset' / toy.name / 'CoSim.yaml'}" in out
+    assert yaml.safe_load(local.read_text())["feature_weighting"] in ("tfidf", "binary")
+
+    args = grid_args(toy, tmp_path, "feature_weighting choice ['tf']\n")
+    assert tune.main(args + ["--write", f"--properties-dir={installed}", "--study_name=refused"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"error: --write: {installed} is inside an installed package")
+    assert "[trial" not in captured.out and files_under(installed.parents[1]) == before
+
+
+def test_a_tie_at_the_best_score_writes_nothing_and_says_so(toy, tmp_path, workdir, capsys):
+    # bm25_k1 is not read by tf-idf weighting: both grid points score the same
+    args = grid_args(toy, tmp_path, "bm25_k1 choice [1.2, 2.0]\n") + ["--feature_weighting=tfidf"]
+    assert tune.main(args + ["--write"]) == 0
+    out = capsys.readouterr().out
+    assert "--write: nothing written: 2 trials tie at the best validation recall@10" in out
+    assert "bm25_k1:1.2" in out and "bm25_k1:2.0" in out
+    assert not (workdir / "properties").exists()
+
+
+def test_a_run_that_loads_a_tuned_file_says_which_on_the_console(toy, workdir, caplog):
+    tuned = workdir / "properties" / "dataset" / toy.name / "CoSim.yaml"
+    tuned.parent.mkdir(parents=True)
+    tuned.write_text("feature_weighting: binary\n")
+    with caplog.at_level(logging.INFO):
+        config, _, _ = prepare("CoSim", toy.name, config_dict=dataset_config(toy))
+    assert config["feature_weighting"] == "binary"
+    lines = [r for r in caplog.records if "tuned settings loaded from" in r.getMessage()]
+    assert len(lines) == 1 and getattr(lines[0], "console", None) is True
+    assert str(Path("properties") / "dataset" / toy.name / "CoSim.yaml") in lines[0].getMessage()
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        prepare("CoSim", toy.name, config_dict=dataset_config(toy, use_tuned_properties=False))
+    assert not [r for r in caplog.records if "tuned settings" in r.getMessage()]
+
+
+def test_a_tuned_file_in_the_working_directory_is_checked_like_a_users_file(toy, workdir):
+    tuned = workdir / "properties" / "dataset" / toy.name / "CoSim.yaml"
+    tuned.parent.mkdir(parents=True)
+    tuned.write_text("feature_wieghting: binary\n")
+    with pytest.raises(ColdStartError, match=r"unknown setting 'feature_wieghting' in tuned file properties/dataset/"):
+        ColdStartConfig(model="CoSim", dataset=toy.name, config_dict=dataset_config(toy))

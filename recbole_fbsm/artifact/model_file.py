@@ -14,7 +14,10 @@ Contents (tensors and plain values, read with ``torch.load(weights_only=True)``)
 - ``split``: the validation and test items and likes (what ``compare-users`` evaluates on);
 - ``analyzer``: the converter's raw-text analyzer of the feature fields, when the dataset has one;
 - ``state_dict`` / ``other_parameter``: the learned parameters (and, for the two-tower models, the
-  warm backbone's tables).
+  warm backbone's tables);
+- ``training``: which epoch validation kept (``kept_epoch`` -1: the untrained start, e.g. FBSM's fixed
+  similarity with V still at its random initialisation), its validation score and the start's; absent in
+  artifacts written before it was recorded (unknown, not "learned").
 
 A served model is rebuilt from these alone: no dataset folder, no retraining, features matched by name.
 """
@@ -147,11 +150,30 @@ def split_record(dataset):
             "items_of_likes": torch.as_tensor(dataset.inter_feat[dataset.iid_field].numpy().astype(np.int64))}
 
 
-def build_artifact(model, config, train_dataset, valid_dataset=None, test_dataset=None, analyzer=None):
+def training_record(config, result):
+    """What the artifact records of training (``training``): the kept epoch (-1: the untrained start, None: not
+    known), its validation score and the untrained start's, from ``quick_start.run``'s result (or a checkpoint's
+    ``epoch``)."""
+    def number(value):
+        return None if value is None else float(value)
+
+    epoch = result.get("best_epoch")
+    return {"kept_epoch": None if epoch is None else int(epoch), "valid_metric": str(config["valid_metric"]).lower(),
+            "kept_valid_score": number(result.get("best_valid_score")),
+            "start_valid_score": number(result.get("start_valid_score"))}
+
+
+def kept_untrained_start(training):
+    """True when validation kept the untrained model (``training`` of an artifact; None: not recorded)."""
+    return isinstance(training, dict) and training.get("kept_epoch") == -1
+
+
+def build_artifact(model, config, train_dataset, valid_dataset=None, test_dataset=None, analyzer=None, training=None):
     """The artifact of a trained ``model`` (see the module docstring) as a dict of tensors and plain values.
 
     ``train_dataset`` carries the fitted ``model_inputs`` the model was built from (``quick_start.prepare``
-    attaches them); ``analyzer``: the converter's analyzer document of the dataset, if any.
+    attaches them); ``analyzer``: the converter's analyzer document of the dataset, if any; ``training``: the
+    ``training_record`` of the run (None: not known).
     """
     inputs = getattr(train_dataset, "model_inputs", None)
     if inputs is None:
@@ -173,6 +195,7 @@ def build_artifact(model, config, train_dataset, valid_dataset=None, test_datase
         "analyzer": analyzer,
         "state_dict": {key: value.detach().cpu() for key, value in model.state_dict().items()},
         "other_parameter": model.other_parameter() or None,
+        "training": training,
     }
 
 

@@ -20,3 +20,28 @@ def settings_from_args(parser, rest, reserved=None):
             parser.error(f"--{key} is given twice (--{key}={settings[key]} and --{key}={value}); expected it once")
         settings[key] = value
     return settings
+
+
+def typed_command(argv, prog, process_argv=None, original_argv=None):
+    """The command line as the user typed it, shell-quoted, for a record such as compare's table.md.
+
+    When ``argv`` are the process's own arguments (``sys.argv`` ends with them, after the script and at most
+    the command's name), it is ``sys.argv`` as given: a console script by its name (``recbole-fbsm compare
+    ...``; the shell hands over its full path), ``python -m ...`` and ``python script.py ...`` as the
+    interpreter received them (``sys.orig_argv``). A call from Python with arguments of its own
+    (``main([...])``) is shown as ``prog`` followed by them."""
+    import os
+    import shlex
+    import sys
+
+    process_argv = list(sys.argv if process_argv is None else process_argv)
+    original_argv = list(getattr(sys, "orig_argv", process_argv) if original_argv is None else original_argv)
+    argv = list(argv)
+    prefix = process_argv[:len(process_argv) - len(argv)]
+    from_process = (process_argv[len(prefix):] == argv and
+                    (len(prefix) == 1 or (len(prefix) == 2 and prefix[1] == str(prog).split()[-1])))
+    if not from_process:
+        return shlex.join([*str(prog).split(), *argv])
+    if "-m" in original_argv[1:3] or prefix[0].endswith(".py"):  # python -m MODULE ..., python run_recbole.py ...
+        return shlex.join(original_argv)
+    return shlex.join([os.path.basename(prefix[0]), *process_argv[1:]])

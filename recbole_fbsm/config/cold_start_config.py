@@ -16,27 +16,49 @@ from recbole.utils import InputType, ModelType
 import recbole_fbsm.evaluation.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.config.schema import setting
-from recbole_fbsm.config.settings import PROPERTIES_DIR, check_final, check_user_settings, convert_value, read_yaml
+from recbole_fbsm.config.settings import (
+    PROPERTIES_DIR, check_final, check_settings, check_user_settings, convert_value, read_yaml)
 from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.recbole_compat import ConfigRoutes, restore_numpy_aliases
 from recbole_fbsm.runtime.distributed import init_process_group
 
 
-def tuned_properties_file(model, dataset):
-    """A model's settings for one dataset: values chosen on validation by ``recbole-fbsm hyper
-    --write``, and cost caps (e.g. for context-aware models on long texts)."""
-    return PROPERTIES_DIR / "dataset" / str(dataset) / f"{model}.yaml"
+LOCAL_PROPERTIES_DIR = Path("properties")  # the working directory's, where ``hyper --write`` writes by default
+
+
+def tuned_properties_file(model, dataset, properties_dir=None):
+    """A model's settings for one dataset, ``properties_dir/dataset/DATASET/MODEL.yaml`` (default: the plugin's
+    properties): values chosen on validation by ``recbole-fbsm hyper --write``, and cost caps (e.g. for
+    context-aware models on long texts)."""
+    return Path(PROPERTIES_DIR if properties_dir is None else properties_dir) / "dataset" / str(dataset) / f"{model}.yaml"
+
+
+def tuned_properties_files(model, dataset):
+    """The tuned files a run loads, lowest priority first: the plugin's (shipped with it), then the working
+    directory's ``properties/`` (where ``hyper --write`` writes, so that an installed package is never
+    written to); one file when both are the same (a run from the checkout)."""
+    files = []
+    for path in (tuned_properties_file(model, dataset), tuned_properties_file(model, dataset, LOCAL_PROPERTIES_DIR)):
+        if path.is_file() and all(path.resolve() != other.resolve() for other in files):
+            files.append(path)
+    return files
+
+
 GROUP_BY_CHOICES = ("item", "user", "none")
 EVAL_ARGS_KEYS = ("split", "group_by", "order", "mode")  # what RecBole reads of eval_args; it ignores the rest
 
 
 def _shown_path(path):
-    """A property file's path as the tables show it: relative to the plugin's folder when inside it."""
-    try:
-        return str(Path(path).resolve().relative_to(PROPERTIES_DIR.parent))
-    except ValueError:
-        return str(path)
+    """A property file's path as the tables show it: relative to the plugin's folder when inside it, else to the
+    working directory when inside it."""
+    resolved = Path(path).resolve()
+    for base in (PROPERTIES_DIR.parent, Path.cwd()):
+        try:
+            return str(resolved.relative_to(base.resolve()))
+        except ValueError:
+            continue
+    return str(path)
 
 
 class ColdStartConfig(ConfigRoutes, Config):
@@ -106,13 +128,16 @@ class ColdStartConfig(ConfigRoutes, Config):
     def plugin_load_internal_config_dict(self, model, model_class, dataset):
         super().plugin_load_internal_config_dict(model, model_class, dataset)
         self.property_files = []  # the plugin's property files applied, in order (compare's table lists them)
+        self.tuned_files = tuned_properties_files(model, dataset) if self._use_tuned() else []
         for path in (
             PROPERTIES_DIR / "overall.yaml",
             PROPERTIES_DIR / "dataset" / f"{dataset}.yaml",
             PROPERTIES_DIR / "model" / f"{model}.yaml",
-            tuned_properties_file(model, dataset) if self._use_tuned() else None,
+            *self.tuned_files,
         ):
             if path is not None and path.is_file():
+                if path in self.tuned_files:  # written by a search, maybe in the working directory: checked as a user's file
+                    check_settings(read_yaml(path), f"tuned file {path}")
                 loaded = self._update_internal_config_dict(str(path)) or {}
                 self.property_files.append(_shown_path(path))
                 if path.parent.name == "dataset":
@@ -129,6 +154,7 @@ class ColdStartConfig(ConfigRoutes, Config):
         if isinstance(external_eval, dict):
             final["eval_args"] = {**internal_eval, **external_eval}
         _check_eval_args(final.get("eval_args"))
+        self.valid_metric_followed = valid_metric_following_topk(final, self.external_config_dict)
         for key in ("data_path", "checkpoint_dir"):  # '--data_path=~/data': no shell expands a ~ after '='
             if isinstance(final.get(key), str) and final[key].startswith("~"):
                 final[key] = os.path.expanduser(final[key])
@@ -144,6 +170,24 @@ class ColdStartConfig(ConfigRoutes, Config):
     def split_seed(self):
         seed = self.final_config_dict.get("split_seed")
         return self["seed"] if seed is None else seed
+
+
+def valid_metric_following_topk(final, user_settings):
+    """``--topk=[5]`` without ``valid_metric``: the default ``valid_metric`` (Recall@10, properties/overall.yaml)
+    would name a cut-off the run does not compute and stop it. A ``valid_metric`` the user did not set (in their
+    config files or ``config_dict``: ``user_settings``, RecBole's external layer) keeps its metric and takes the
+    first ``topk`` cut-off when its own is not among them. Returns the new name, or None when nothing changed."""
+    if "valid_metric" in (user_settings or {}):
+        return None
+    metric, cutoffs = final.get("valid_metric"), final.get("topk")
+    cutoffs = list(cutoffs) if isinstance(cutoffs, (list, tuple)) else [cutoffs]
+    if not isinstance(metric, str) or "@" not in metric or not cutoffs or not isinstance(cutoffs[0], int):
+        return None
+    name, _, cutoff = metric.partition("@")
+    if cutoff.isdigit() and int(cutoff) in cutoffs:
+        return None
+    final["valid_metric"] = f"{name}@{cutoffs[0]}"
+    return final["valid_metric"]
 
 
 def _check_run_names(model, dataset, config_file_list, config_dict):

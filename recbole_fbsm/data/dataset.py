@@ -173,20 +173,26 @@ class ColdStartDataset(DatasetRoutes, Dataset):
                     f"({len(part.split_items)} items) without any liked interaction; "
                     "use more data or change eval_args.split."
                 )
-        self._check_candidates(datasets[1:])
+        self._check_candidates(datasets[1:], sum(len(part.split_items) for part in datasets))
         return datasets
 
-    def _check_candidates(self, parts):
+    def _check_candidates(self, parts, n_split_items):
         """A split with no more items than the largest cut-off puts every candidate in every top-k list:
-        Recall@k is 1.0 for every model, a meaningless figure reported as a result."""
+        Recall@k is 1.0 for every model, a meaningless figure reported as a result. The message names both
+        settings that decide it: ``topk``, and the split ratios applied to the dataset's items."""
         topk = self.config["topk"]
         largest = max(topk) if isinstance(topk, (list, tuple)) else int(topk)
+        ratios = self.config["eval_args"]["split"]["RS"]
+        shown_topk = list(topk) if isinstance(topk, (list, tuple)) else topk
         for part in parts:
-            if len(part.split_items) <= largest:
+            n = len(part.split_items)
+            if n <= largest:
+                lower = f"lower topk (now {shown_topk}) below {n}, or " if n > 1 else ""
                 raise ColdStartError(
-                    f"dataset {self.dataset_name!r}: the {part.phase} split has {len(part.split_items)} item(s), "
-                    f"not more than the largest topk ({largest}): every item would be in every top-{largest} "
-                    f"list (Recall@{largest} = 1.0 for any model). Use more items or a smaller topk."
+                    f"dataset {self.dataset_name!r}: the {part.phase} split has {n} item(s), not more than the "
+                    f"largest topk ({largest}): every item would be in every top-{largest} list (Recall@{largest} = "
+                    f"1.0 for any model); {lower}give the {part.phase} split more items (eval_args.split RS "
+                    f"{list(ratios)} of the dataset's {n_split_items} items with interactions)."
                 )
 
     def item_split_assignment(self):

@@ -28,7 +28,7 @@ from recbole_fbsm.storage.run_records import (
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.training.run_log import last_run_log_file
 from recbole_fbsm.quick_start import run
-from recbole_fbsm.config.cli import settings_from_args
+from recbole_fbsm.config.cli import settings_from_args, typed_command
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.config.checks import SEED_MAX
 from recbole_fbsm.experiments.report import CHART_METRICS, write_report
@@ -162,6 +162,7 @@ def compare(
     overrides=None,
     command=None,
     log=print,
+    resume=None,
 ):
     """Run every (model, seed) pair not already done in ``results_dir`` and rebuild the table and chart.
 
@@ -209,7 +210,7 @@ def compare(
             failed.append((model, seed))
             log(f"{prefix}: FAILED after {record['wall_seconds']:.1f} s: {record['error']}")
 
-    report = write_report(results_dir, settings, models, command=command, log=log)
+    report = write_report(results_dir, settings, models, command=command, log=log, resume=resume)
     report.update(results_dir=results_dir, ran=ran, skipped=skipped, failed=failed)
     return report
 
@@ -251,8 +252,8 @@ def main(argv=None, prog="recbole-fbsm compare"):
     args, overrides = parse_args(argv, prog)
     config_files = args.config_files.split() if args.config_files else None
     results_dir = Path(args.results) if args.results else default_results_dir(args.dataset)
-    command_argv = list(argv) if args.results else [*argv, f"--results={results_dir}"]
-    command = shlex.join(["python", "-m", "recbole_fbsm.experiments.compare", *command_argv])
+    command = typed_command(argv, prog)  # as typed; the folder it chose is said apart, for resuming
+    resume = None if args.results else f"the same command with --results={shlex.quote(str(results_dir))}"
     with warnings.catch_warnings():
         # RecBole 1.2.1 on pandas 2 / torch 2 warns about its own code at every run: noise on the console.
         warnings.simplefilter("ignore", FutureWarning)
@@ -260,6 +261,7 @@ def main(argv=None, prog="recbole-fbsm compare"):
         try:
             report = compare(
                 args.models, args.dataset, args.seeds, results_dir, config_files, overrides, command=command,
+                resume=resume,
             )
         except ColdStartError as error:
             print(f"error: {error}", file=sys.stderr)

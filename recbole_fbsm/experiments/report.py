@@ -64,7 +64,7 @@ def summarise(records, models_first=()):
     return rows
 
 
-def build_table(rows, settings, command=None):
+def build_table(rows, settings, command=None, resume=None):
     ok_records = [r for row in rows for r in row["ok"]]
     metrics = []
     for record in ok_records:
@@ -76,7 +76,7 @@ def build_table(rows, settings, command=None):
 
     lines = [f"# Model comparison on {settings['dataset']}", ""]
     if command:
-        lines += [f"Command: `{command}`", ""]
+        lines += [f"Command: `{command}`" + (f" (to resume or add runs: {resume})" if resume else ""), ""]
     files = ", ".join(f"`{f['path']}`" for f in settings["config_files"]) or "none"
     overrides = " ".join(f"`--{k}={v}`" for k, v in settings["overrides"].items()) or "none"
     lines += [
@@ -150,7 +150,21 @@ def ratio_cell(row, baseline_row, metric):
 
 
 def build_chart(rows, path, dataset):
-    """Grouped bars of the mean test Recall@10 and NDCG@10 of each model, with std error bars."""
+    """Grouped bars of the mean test Recall@10 and NDCG@10 of each model, with std error bars, as a PNG at
+    ``path`` (None when no run succeeded)."""
+    figure = chart_figure(rows, dataset)
+    if figure is None:
+        return None
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    write_atomic(path, buffer.getvalue())
+    return Path(path)
+
+
+def chart_figure(rows, dataset):
+    """The chart's matplotlib Figure (Agg canvas), or None when there is nothing to draw."""
     from matplotlib.figure import Figure  # a bare Figure renders with Agg; pyplot's backend is left alone
 
     rows = [row for row in rows if row["ok"]]
@@ -163,7 +177,7 @@ def build_chart(rows, path, dataset):
     metrics = [m for m in CHART_METRICS if m in available] or available[:2]
     if not metrics:
         return None
-    figure = Figure(figsize=(max(6.0, 0.9 * len(rows) + 2.5), 4.5), dpi=150)
+    figure = Figure(figsize=(max(6.0, 0.9 * len(rows) + 2.5) + 1.5, 4.5), dpi=150)  # + 1.5: the legend
     figure.set_canvas(_agg_canvas(figure))
     axes = figure.add_subplot(1, 1, 1)
     width = 0.8 / len(metrics)
@@ -183,16 +197,12 @@ def build_chart(rows, path, dataset):
     axes.set_ylabel("test score (mean over splits)")
     splits = "/".join(str(n) for n in sorted(n_splits))
     axes.set_title(f"{dataset}: item cold start, {splits} split(s), error bars: std")
-    axes.legend()
+    # the legend beside the axes, never over a bar or its error bar (inside, "best" can only pick the least bad place)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     axes.grid(axis="y", alpha=0.3)
     axes.set_axisbelow(True)
     figure.tight_layout()
-    import io
-
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    write_atomic(path, buffer.getvalue())
-    return Path(path)
+    return figure
 
 
 def _agg_canvas(figure):
@@ -222,7 +232,7 @@ def property_file_lines(rows):
     return ["Property files loaded (lowest priority first; your config files and overrides come after):", "", *lines, ""]
 
 
-def write_report(results_dir, settings, models_first=(), command=None, log=print):
+def write_report(results_dir, settings, models_first=(), command=None, log=print, resume=None):
     """Rebuild table.md and chart.png from the folder's JSON files recorded with ``settings``."""
     results_dir = Path(results_dir)
     records = load_records(results_dir)
@@ -233,7 +243,7 @@ def write_report(results_dir, settings, models_first=(), command=None, log=print
         log(f"left out of the table: {len(other)} result(s) recorded with other settings ({names})")
     rows = summarise(kept, models_first)
     table_path = results_dir / TABLE_FILE
-    table = build_table(rows, settings, command=command)
+    table = build_table(rows, settings, command=command, resume=resume)
     write_atomic(table_path, table.encode("utf-8"))
     chart_path = build_chart(rows, results_dir / CHART_FILE, settings["dataset"])
     return {"table": table_path, "chart": chart_path, "records": kept, "markdown": table}

@@ -2,7 +2,8 @@
 
 ``python run_hyper.py --model=FBSM --dataset=citeulike-t [--params_file=FBSM.hyper] [--config_files=...]
 [--output_file=...] [--algo grid|tpe|random] [--max_evals=N] [--seeds 2020 2021 2022]
-[--storage=sqlite:///tune.db] [--study_name=NAME] [--pruner median|none] [--write] [--key=value ...]``
+[--storage=sqlite:///tune.db] [--study_name=NAME] [--pruner median|none] [--write [--properties-dir DIR]]
+[--key=value ...]``
 
 Every trial runs :func:`recbole_fbsm.quick_start.run` once per split seed (``seed = split_seed``):
 train, keep the best epoch on validation, test. Its score is the mean over the seeds of the best
@@ -21,9 +22,9 @@ import ast
 import hashlib
 import json
 import math
-import shlex
 import statistics
 import sys
+import sysconfig
 import tempfile
 import time
 import traceback
@@ -38,13 +39,13 @@ from optuna.trial import TrialState
 from recbole_fbsm.experiments import search_space
 
 from recbole_fbsm.experiments import shared_grid
-from recbole_fbsm.config.cli import settings_from_args
+from recbole_fbsm.config.cli import settings_from_args, typed_command
 from recbole_fbsm.storage.fingerprint import fingerprint_of
 from recbole_fbsm.storage.run_records import plain_record_value, settings_of
 from recbole_fbsm.storage.safe_files import write_atomic
 from recbole_fbsm.experiments.compare import QUIET_DEFAULTS
 from recbole_fbsm.experiments.compare import RESERVED_KEYS as COMPARE_RESERVED_KEYS
-from recbole_fbsm.config.cold_start_config import ColdStartConfig, tuned_properties_file
+from recbole_fbsm.config.cold_start_config import LOCAL_PROPERTIES_DIR, ColdStartConfig, tuned_properties_file
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.config.settings import check_user_settings, precheck
 from recbole_fbsm.training.trainer import validation_callback
@@ -378,10 +379,47 @@ def _config_value(value):
     return value
 
 
-def write_tuned(search, best, command):
-    """Write (or update) ``properties/dataset/DATASET/MODEL.yaml`` with the best values; other keys of
-    an existing file (e.g. a cost cap set by hand) are kept."""
-    path = tuned_properties_file(search.model, search.dataset)
+def tied_best_trials(search, study):
+    """The finished trials whose score equals the best one exactly (the best among them), or [] when one trial
+    leads: on a tie the grid has no winner, and a file "chosen by validation" would be the first tried."""
+    best = best_trial(study)
+    if best is None:
+        return []
+    tied = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value == best.value]
+    return tied if len(tied) > 1 else []
+
+
+def installed_location(path):
+    """True when ``path`` lies in an installed package's folder (site-packages, dist-packages, the interpreter's
+    library folders): a file written there changes every run of that environment and is lost on reinstall."""
+    resolved = Path(path).resolve()
+    if any(part in ("site-packages", "dist-packages") for part in resolved.parts):
+        return True
+    paths = sysconfig.get_paths()
+    for key in ("purelib", "platlib", "stdlib", "platstdlib"):
+        try:
+            resolved.relative_to(Path(paths[key]).resolve())
+            return True
+        except (KeyError, ValueError):
+            continue
+    return False
+
+
+def check_properties_dir(properties_dir):
+    """The folder ``--write`` writes into (``properties_dir/dataset/DATASET/MODEL.yaml``), refused before the
+    search when it is inside an installed package."""
+    if installed_location(properties_dir):
+        raise ColdStartError(
+            f"--write: {Path(properties_dir).resolve()} is inside an installed package; tuned values are written to "
+            "your own folder: run from your project folder (they go to ./properties/) or give --properties-dir DIR.")
+    return Path(properties_dir)
+
+
+def write_tuned(search, best, command, properties_dir=LOCAL_PROPERTIES_DIR):
+    """Write (or update) ``properties_dir/dataset/DATASET/MODEL.yaml`` with the best values (default: the working
+    directory's ``properties/``, which runs started there load); other keys of an existing file (e.g. a cost
+    cap set by hand) are kept."""
+    path = tuned_properties_file(search.model, search.dataset, check_properties_dir(properties_dir))
     values = {}
     if path.is_file():
         values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -394,6 +432,24 @@ def write_tuned(search, best, command):
         f"# search space: {'; '.join(p.line() for p in search.params)}\n"
     )
     write_atomic(path, (header + yaml.safe_dump(values, sort_keys=False)).encode("utf-8"))
+    return path
+
+
+def report_write(search, study, best, command, properties_dir):
+    """``--write``: the winner's file and where it was written, or why nothing was (a tie)."""
+    tied = tied_best_trials(search, study)
+    if tied:
+        shown = "; ".join(f"trial {t.number}: {params_text(search_space.settings_of_trial(search.params, t.params))}"
+                          for t in tied[:5]) + ("; ..." if len(tied) > 5 else "")
+        print(f"--write: nothing written: {len(tied)} trials tie at the best validation {search.valid_metric} "
+              f"{best.value:.4f} ({shown}), so validation chose none of them; separate them (more --seeds, other "
+              "values) or set the values yourself.")
+        return None
+    path = write_tuned(search, best, command, properties_dir)
+    read_by_runs = path.resolve() in {tuned_properties_file(search.model, search.dataset, folder).resolve()
+                                      for folder in (None, LOCAL_PROPERTIES_DIR)}
+    print(f"best values written to {path}" + ("" if read_by_runs else
+          f" (runs load ./properties/ only: use it with --config_files={path})"))
     return path
 
 
@@ -418,7 +474,10 @@ def build_parser(prog="run_hyper.py"):
     parser.add_argument("--pruner", choices=["median", "none"], default="median",
                         help="stop trials whose validation curve is below the median of finished ones (default)")
     parser.add_argument("--write", action="store_true",
-                        help="write the best values to properties/dataset/DATASET/MODEL.yaml")
+                        help="write the best values to ./properties/dataset/DATASET/MODEL.yaml, which runs started in "
+                             "this folder load (nothing on a tie; never inside an installed package)")
+    parser.add_argument("--properties-dir", default=str(LOCAL_PROPERTIES_DIR), metavar="DIR",
+                        help="folder --write writes DIR/dataset/DATASET/MODEL.yaml into (default: %(default)s)")
     return parser
 
 
@@ -441,6 +500,8 @@ def main(argv=None, prog="run_hyper.py"):
 
 def _main(args, overrides, argv, prog):
     try:
+        if args.write:  # before the search: a folder it may not write into is said now, not after hours of trials
+            check_properties_dir(args.properties_dir)
         params_file = args.params_file or search_space.default_params_file(args.model)
         params = search_space.read_search_space(params_file)
         algo = ALGOS[args.algo] if args.algo else ("grid" if search_space.is_grid(params) else "tpe")
@@ -480,8 +541,12 @@ def _main(args, overrides, argv, prog):
     if note:
         print(f"note: {note}")
     if args.write:
-        command = " ".join([prog, *map(shlex.quote, argv)])
-        print(f"best values written to {write_tuned(search, best, command)}")
+        command = typed_command(argv, prog)
+        try:
+            report_write(search, study, best, command, args.properties_dir)
+        except ColdStartError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -44,6 +44,24 @@ SCORE_BLOCK_CELLS = 1 << 19
 CANDIDATE_TABLE_CELLS = 1 << 19
 
 
+def fixed_similarity_words(config, start=""):
+    """Plain words for the fixed similarity f_i . f_j of a run's item features, named after the baseline that
+    scores with it: FBSM's and UFSM's untrained start (``valid_before_training`` keeps it when no epoch beats
+    it). ``start``: the model's initial values, added to the settings in brackets."""
+    weighting = str(setting(config, "feature_weighting")).lower()
+    shrink = float(setting(config, "feature_shrink"))
+    settings = f"feature_weighting: {weighting}, feature_shrink: {shrink:g}" + (f"; {start}" if start else "")
+    if setting(config, "feature_normalize") is False:
+        return f"the fixed similarity f_i . f_j of its features, rows not normalised ({settings})"
+    if weighting == "bm25" and shrink > 0:
+        return f"ItemKNNCBF's BM25 similarity with the row shrink ({settings})"
+    if weighting == "bm25":
+        return f"ItemKNNCBF's BM25 cosine similarity ({settings})"
+    if weighting == "tfidf" and shrink == 0:
+        return f"CoSim's tf-idf cosine similarity ({settings})"
+    return f"the fixed similarity f_i . f_j of its features ({settings})"
+
+
 class FeatureSimilarityRecommender(GeneralRecommender):
     input_type = InputType.PAIRWISE
     reads_own_features = True  # the pipeline skips RecBole's per-batch feature join
@@ -72,6 +90,12 @@ class FeatureSimilarityRecommender(GeneralRecommender):
     def uses_warm_backbone(cls, config):
         """Whether training needs the warm BPR-MF backbone (fitted by the pipeline, not by the model)."""
         return False
+
+    @classmethod
+    def untrained_start(cls, config):
+        """Plain words for what the untrained model scores with, or None when it is not a fixed similarity worth
+        naming (FBSM and UFSM say theirs): the run's last lines use them when the start was kept."""
+        return None
 
     # ------------------------------------------------------------------ per-model similarity parts
     def diagonal_weights(self, users):

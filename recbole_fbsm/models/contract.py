@@ -65,3 +65,10 @@ def reads_own_features(model_or_class):
     """True for models that read the item features themselves (the pipeline then skips RecBole's per-batch
     feature join); RecBole's models do not declare it."""
     return bool(getattr(model_or_class, "reads_own_features", False))
+
+
+def has_nothing_to_train(model_or_class):
+    """True for models with no parameter to learn (CoSim, ItemKNNCBF: a fixed similarity): the trainer skips the
+    pass over the training data and says so in one line instead of a "train loss 0.0000" epoch. RecBole's own
+    traditional models (Pop counts items in ``calculate_loss``) do not declare it."""
+    return bool(getattr(model_or_class, "nothing_to_train", False))

@@ -11,6 +11,7 @@ class CoSim(FeatureSimilarityRecommender):
     no learning) so it reports the same metrics in the same pipeline."""
 
     type = ModelType.TRADITIONAL
+    nothing_to_train = True  # a fixed similarity: the trainer validates it once (models.contract)
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)

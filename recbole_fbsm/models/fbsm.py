@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from recbole_fbsm.config.schema import setting
-from recbole_fbsm.models.base import FeatureSimilarityRecommender
+from recbole_fbsm.models.base import FeatureSimilarityRecommender, fixed_similarity_words
 
 # RecBole learners whose weight_decay adds weight_decay * p to the gradient (the gradient of an L2 term)
 L2_DECAY_LEARNERS = ("adam", "sgd", "adagrad", "rmsprop")
@@ -57,6 +57,10 @@ class FBSM(FeatureSimilarityRecommender):
     @classmethod
     def uses_warm_backbone(cls, config):
         return float(setting(config, "align_weight")) > 0
+
+    @classmethod
+    def untrained_start(cls, config):
+        return fixed_similarity_words(config, f"D = {float(config['init_D']):g}, V near 0")
 
     def diagonal_weights(self, users):
         return self.D

@@ -51,6 +51,7 @@ class ItemKNNCBF(GeneralRecommender):
     type = ModelType.TRADITIONAL
     input_type = InputType.PAIRWISE
     reads_own_features = True  # the pipeline skips RecBole's per-batch feature join
+    nothing_to_train = True  # a fixed similarity: the trainer validates it once (models.contract)
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)

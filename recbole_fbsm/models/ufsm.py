@@ -4,7 +4,7 @@ linear similarity functions, gsim_d(i, j) = w_d . (f_i * f_j), sim_u(i, j) = sum
 import torch
 from torch import nn
 
-from recbole_fbsm.models.base import FeatureSimilarityRecommender
+from recbole_fbsm.models.base import FeatureSimilarityRecommender, fixed_similarity_words
 
 
 class UFSM(FeatureSimilarityRecommender):
@@ -24,6 +24,10 @@ class UFSM(FeatureSimilarityRecommender):
         generator = torch.Generator().manual_seed(int(config["seed"]))
         self.W = nn.Parameter(float(config["init_W"]) + std * torch.randn(self.n_functions, self.n_features, generator=generator))
         self.M = nn.Parameter(1.0 / self.n_functions + std * torch.randn(self.n_users, self.n_functions, generator=generator))
+
+    @classmethod
+    def untrained_start(cls, config):
+        return fixed_similarity_words(config, f"W = {float(config['init_W']):g}, M = 1/l")
 
     def diagonal_weights(self, users):
         return self.M[users] @ self.W

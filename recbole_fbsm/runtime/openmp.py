@@ -21,6 +21,14 @@ import yaml
 
 # any of these set by the user is their choice of how OpenMP waits (libgomp, LLVM's and Intel's runtimes)
 WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+# whether this process's command line chose the wait policy (``prefer_passive_wait``): only there is advice on
+# OpenMP's variables the user's business on the console; a host application importing the package gets none
+_CHOSEN = {"by_command_line": False}
+
+
+def chosen_by_command_line():
+    """True once the command line (not a host application) has set or respected the wait policy."""
+    return _CHOSEN["by_command_line"]
 
 
 def is_auto(torch_threads):
@@ -39,6 +47,8 @@ def prefer_passive_wait(torch_threads=None, environ=None, modules=None):
     """Set ``OMP_WAIT_POLICY=PASSIVE`` for this process (and the processes it starts) when the thread
     policy is ``auto``, the user set no wait variable and torch is not loaded yet. An explicit
     ``torch_threads: N`` keeps OpenMP's own (spinning) waits, as before. True when it was set."""
+    if environ is None:
+        _CHOSEN["by_command_line"] = True
     environ = os.environ if environ is None else environ
     modules = sys.modules if modules is None else modules
     if not is_auto(torch_threads) or "torch" in modules or any(name in environ for name in WAIT_VARIABLES):

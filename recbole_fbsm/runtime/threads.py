@@ -55,6 +55,7 @@ class ThreadPlan:
     evaluate: int
     load: int
     why: str
+    advice: bool = False  # ``why`` advises setting OpenMP's variables (shown on the console from the command line only)
 
     @contextlib.contextmanager
     def phase(self, name):
@@ -91,7 +92,7 @@ def plan_threads(torch_threads, rows_per_step, processes=1, cores=None, passive=
         return ThreadPlan(1, 1, 1, (
             f"torch_threads: auto; {cores} cores{share}, but OpenMP spin-waits in this process (OMP_WAIT_POLICY is "
             f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}), and spinning threads on busy cores made epochs up to 40 "
-            "times slower: set OMP_WAIT_POLICY=PASSIVE before Python starts to let evaluation use the cores"))
+            "times slower: set OMP_WAIT_POLICY=PASSIVE before Python starts to let evaluation use the cores"), advice=True)
     rows = int(rows_per_step or 0)
     train = cores if rows >= TRAIN_ROWS_FOR_CORES else 1
     step = (f"steps of {rows} rows{share}: {'at least' if train > 1 else 'fewer than'} {TRAIN_ROWS_FOR_CORES} "

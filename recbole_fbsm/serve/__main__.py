@@ -211,13 +211,42 @@ def run_recommend(args):
                        for_items=to_stdout or args.item_output is not None,
                        for_users=to_stdout or args.user_output is not None or users is not None, seed=args.seed,
                        raw_text=args.raw_text or None)
+    kinds = []  # (output file or None for stdout, label, table, document)
     if result.for_items is not None and (to_stdout or args.item_output):
-        write_output(args.item_output, args.format, result.for_items,
-                     {"items": grouped_records(result.for_items, "item_id", "users")})
+        kinds.append((args.item_output, f"top {args.top} users for each new item", result.for_items,
+                      {"items": grouped_records(result.for_items, "item_id", "users")}))
     if result.for_users is not None:  # to stdout when --users came without --user-output
-        write_output(args.user_output, args.format, result.for_users,
-                     {"users": grouped_records(result.for_users, "user_id", "items")})
+        kinds.append((args.user_output, f"top {args.top} new items for each user", result.for_users,
+                      {"users": grouped_records(result.for_users, "user_id", "items")}))
+    for path, _, table, document in kinds:
+        if path is not None:
+            write_output(path, args.format, table, document)
+    shown = [kind for kind in kinds if kind[0] is None]
+    if shown:
+        print_recommendations(shown, args.format)
     return [path for path in (args.item_output, args.user_output) if path]
+
+
+def print_recommendations(kinds, fmt):
+    """The lists without an output file, on stdout: one labelled table per kind (a readable table, or CSV under a
+    ``# label`` line with ``--format csv``), or one JSON document holding every kind with ``--format json``."""
+    from recbole_fbsm.serve.output import write_output
+
+    if fmt == "json":
+        document = {}
+        for _, _, _, part in kinds:
+            document.update(part)
+        write_output(None, "json", None, document)
+        return
+    for position, (_, label, table, _) in enumerate(kinds):
+        if position:
+            print()
+        if fmt == "csv":
+            print(f"# {label}")
+            write_output(None, "csv", table, None)
+        else:
+            print(f"{label}:")
+            print(table.to_string(index=False, float_format=lambda value: f"{value:.6g}") if len(table) else "  (none)")
 
 
 def run_explain(args):

@@ -78,6 +78,12 @@ def strongest_interactions(served, top=20, min_items=0, cells=DEFAULT_CELLS):
             f"model {served.checkpoint}: feature interactions are FBSM's (D + V V^T); this is a "
             f"{served.model_name} model, whose similarity has no cross-feature terms."
         )
+    if served.kept_untrained_start:  # V is its random initialisation: its "strongest" pairs would be noise
+        raise ColdStartError(
+            f"model {served.checkpoint}: validation kept FBSM's untrained start (no training epoch beat it), so V holds "
+            f"its random initialisation (init_std {served.config['init_std']}) and there are no learned interactions to "
+            f"list; the model scores with the fixed similarity of its features (D = {served.config['init_D']} on every feature). Train longer "
+            "or with other settings (docs/tune.md) for interactions.")
     frequency = np.asarray(served.training_item_frequency)
     selected = np.flatnonzero(frequency >= int(min_items))
     if len(selected) == 0:

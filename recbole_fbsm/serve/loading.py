@@ -15,7 +15,8 @@ import torch
 from recbole.utils import init_seed
 
 from recbole_fbsm.artifact.model_file import (
-    FORMAT, build_artifact, check_artifact, dataset_analyzer, model_inputs_from_artifact, vocabulary_from_record)
+    FORMAT, build_artifact, check_artifact, dataset_analyzer, kept_untrained_start, model_inputs_from_artifact,
+    training_record, vocabulary_from_record)
 from recbole_fbsm.storage.safe_files import PickledFileError, Settings, load_tensors, load_trusted_pickle
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data import create_dataset, data_preparation
@@ -47,6 +48,12 @@ class ServedModel:
     split: dict                # {"valid": ..., "test": ...}: items and likes of each evaluation split
     analyzer: dict = None      # the converter's analyzer document, when the dataset had one
     data: dict = None          # fingerprint of the training data
+    training: dict = None      # the epoch validation kept (``artifact.model_file.training_record``); None: not recorded
+
+    @property
+    def kept_untrained_start(self):
+        """Validation kept the untrained model: its parameters are their initial values, not learned ones."""
+        return kept_untrained_start(self.training)
 
     @property
     def model_name(self):
@@ -193,7 +200,7 @@ def served_from_artifact(content, source, device="cpu"):
     training = vocabulary.model_inputs.training_items
     frequency = np.asarray((features.matrix[training] != 0).sum(axis=0)).ravel()
     return ServedModel(source, settings, model, vocabulary, features, list(features.fields), frequency,
-                       content.get("split") or {}, content.get("analyzer"), content.get("data"))
+                       content.get("split") or {}, content.get("analyzer"), content.get("data"), content.get("training"))
 
 
 def _check_served_model(name, source):
@@ -256,8 +263,10 @@ def export_checkpoint(state, path, data_path=None):
             f"{config['dataset']!r} at {config['data_path']} (have the dataset files changed since training?): {error}"
         ) from None
     model.load_other_parameter(state.get("other_parameter"))
+    epoch = state.get("epoch")  # the checkpoint's epoch is the kept one (-1: the untrained start)
     return build_artifact(model, config, train_dataset, valid_data._dataset, test_data._dataset,
-                          dataset_analyzer(config, inputs.features.fields, train_dataset))
+                          dataset_analyzer(config, inputs.features.fields, train_dataset),
+                          training_record(config, {"best_epoch": epoch, "best_valid_score": state.get("best_valid_score")}))
 
 
 def _first_difference(a, b):

@@ -43,6 +43,8 @@ def run_record(config, result, config_file_list, config_dict, wall_seconds, log_
         "best_valid_score": _plain(result.get("best_valid_score")),
         "valid_score_bigger": bool(result.get("valid_score_bigger", True)),
         "best_valid_result": _plain(result.get("best_valid_result") or {}),
+        "best_epoch": result.get("best_epoch"),  # the epoch kept on validation; -1: the untrained start
+        "start_valid_score": _plain(result.get("start_valid_score")),
         "test_result": _plain(result.get("test_result") or {}),
         "saved_model_file": result.get("saved_model_file"),
         "artifact_file": result.get("artifact_file"),

@@ -26,6 +26,7 @@ import contextlib
 import contextvars
 import logging
 import os
+import re
 import uuid
 import warnings
 
@@ -38,7 +39,7 @@ from recbole.utils import get_trainer as recbole_trainer_lookup
 from torch.nn.parallel import DistributedDataParallel
 
 from recbole_fbsm.data.user_batches import shards_users
-from recbole_fbsm.models.contract import HasOptimizerGroups, ScoresCandidates
+from recbole_fbsm.models.contract import HasOptimizerGroups, ScoresCandidates, has_nothing_to_train
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.recbole_compat import TrainerRoutes
 from recbole_fbsm.runtime import distributed
@@ -53,6 +54,7 @@ _TRAINER_CACHE = {}
 # (benchmarks/bench_distributed.py: the per-step exchange of V and D and per-batch costs dominate)
 SMALL_CPU_SHARE = 1024
 _VALIDATION_CALLBACK = contextvars.ContextVar("validation_callback", default=None)
+_ANSI = re.compile(r"\x1B\[[0-?]*[ -/]*[@-~]")  # RecBole's set_color
 
 
 @contextlib.contextmanager
@@ -65,6 +67,14 @@ def validation_callback(callback):
         yield
     finally:
         _VALIDATION_CALLBACK.reset(token)
+
+
+class _RecBoleEpochLines(logging.Filter):
+    """RecBole's per-epoch lines ("epoch 0 training [... train loss: 0.0000]", "epoch 0 evaluating [...]") of a
+    model with nothing to train: the trainer says that in one line instead."""
+
+    def filter(self, record):
+        return not _ANSI.sub("", str(record.msg)).startswith("epoch ")
 
 
 class _RecBoleStopLine(logging.Filter):
@@ -185,6 +195,8 @@ class ColdStartTrainerMixin:
                 self.logger.info(f"before training: valid_score {valid_score:.6f}")
             if kwargs.get("saved", True):
                 self._save_checkpoint(-1, verbose=verbose)
+        if has_nothing_to_train(self.model):
+            return self._fit_nothing(train_data, valid_data, *args, **kwargs)
         try:
             with _without_recbole_stop_line(self.logger):  # kept_summary() says which epoch was kept
                 result = super().fit(train_data, valid_data, *args, **kwargs)
@@ -196,6 +208,21 @@ class ColdStartTrainerMixin:
             best = [epoch for epoch, score in self.valid_history if score == self.best_valid_score]
             self.kept_epoch = best[0] if best else None
         if valid_data and verbose:
+            self.logger.info(self.kept_summary())
+        return result
+
+    def _fit_nothing(self, train_data, valid_data, *args, **kwargs):
+        """A model with nothing to learn (``models.contract.has_nothing_to_train``): RecBole's one epoch, without
+        the pass over the training data, its loss line and the kept-epoch line; one line says what happened."""
+        line_filter = _RecBoleEpochLines()
+        self.logger.addFilter(line_filter)
+        try:
+            with _without_recbole_stop_line(self.logger):
+                result = super().fit(train_data, valid_data, *args, **kwargs)
+        finally:
+            self.logger.removeFilter(line_filter)
+        self.kept_epoch = 0 if valid_data else None
+        if kwargs.get("verbose", True):
             self.logger.info(self.kept_summary())
         return result
 
@@ -213,6 +240,8 @@ class ColdStartTrainerMixin:
         return self.best_valid_score, self.best_valid_result
 
     def plugin_train_epoch(self, train_data, epoch_idx, loss_func=None, *args, **kwargs):
+        if has_nothing_to_train(self.model):  # no parameter to learn: no pass over the training data
+            return 0.0
         self.epochs_trained = epoch_idx + 1 - self.start_epoch
         self._epoch_in_progress = epoch_idx
         shares = getattr(train_data, "step_weights", None)
@@ -269,6 +298,9 @@ class ColdStartTrainerMixin:
         ``kept epoch 14 of 25: valid recall@10 0.1985 (untrained start 0.1772, +12.0%)``."""
         metric = self.valid_metric
         best = float(self.best_valid_score)
+        if has_nothing_to_train(self.model):
+            return (f"nothing to train: {type(self.model).__name__} is a fixed similarity of the item features: "
+                    f"valid {metric} {best:.4f}")
         trained = f"{self.epochs_trained} epoch{'s' if self.epochs_trained != 1 else ''} trained"
         if self.start_valid_score is None:
             return f"kept epoch {self.kept_epoch} ({trained}): valid {metric} {best:.4f}"

@@ -67,6 +67,16 @@ def _tokens(content, field):
     return tokens_from_record(content["vocabulary"]["tokens"][field])
 
 
+def _split_character(content):
+    """Item 3 ends in a two-byte character whose second byte is moved into item 4: every byte is still UTF-8."""
+    tokens = _tokens(content, "item_id")
+    tokens[3] += "\u00e9"
+    _set_tokens(content, "item_id", tokens)
+    lengths = content["vocabulary"]["tokens"]["item_id"]["lengths"]
+    lengths[3] -= 1
+    lengths[4] += 1
+
+
 def _swap_names(content):
     names = content["features"]["names"]
     a, b = [k for k, name in enumerate(names) if name.startswith("words:")][:2]
@@ -104,7 +114,15 @@ CASES = [
     ("features key removed", lambda c: c.pop("features"), r": key\(s\) \['features'\] missing"),
     ("settings a string", lambda c: c.__setitem__("settings", "abc"), r"settings: expected a mapping, got 'abc'"),
     ("bad UTF-8 byte in the vocabulary", lambda c: c["vocabulary"]["tokens"]["item_id"]["utf8"].__setitem__(8, 0xFF),
-     r"vocabulary\.tokens\.item_id\.utf8: a token is not UTF-8 \(invalid start byte"),
+     r"vocabulary\.tokens\.item_id\.utf8: token 1 is not UTF-8 \(invalid start byte, byte 8\)"),
+    ("a token starting inside a character", _split_character,
+     r"vocabulary\.tokens\.item_id\.utf8: token 4 is not UTF-8 \(a token starts inside a character"),
+    ("a user token twice (answers to the wrong user)",
+     lambda c: _set_tokens(c, "user_id", [*_tokens(c, "user_id")[:5], _tokens(c, "user_id")[4],
+                                          *_tokens(c, "user_id")[6:]]),
+     r"vocabulary\.tokens\.user_id: token 'u\w+' appears more than once"),
+    ("a feature token twice", lambda c: _set_tokens(c, "genre", ["[PAD]", "g0", "g0", *_tokens(c, "genre")[3:]]),
+     r"vocabulary\.tokens\.genre: token 'g0' appears more than once"),
     ("settings.seed = 'abc'", lambda c: c["settings"].__setitem__("seed", "abc"),
      r"settings\.seed: expected an integer from 0 to 4294967295, got 'abc'"),
     ("state_dict a list", lambda c: c.__setitem__("state_dict", list(c["state_dict"].values())),

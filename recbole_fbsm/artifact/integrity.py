@@ -25,6 +25,7 @@ import re
 import struct
 
 import numpy as np
+import pandas as pd
 import torch
 import yaml
 from recbole.utils import FeatureType
@@ -416,43 +417,74 @@ def check_warm_shapes(content, ctx):
 STRUCTURE_CHECKS = (check_vocabulary_fields, check_warm_shapes)
 
 
+def check_utf8(record, where):
+    """Each token of a version 2+ record is UTF-8 text, without decoding them one by one: the bytes decode as a
+    whole and no token starts inside a character (a continuation byte, 0b10xxxxxx)."""
+    data, lengths = record["utf8"].numpy(), record["lengths"].numpy()
+    ends = np.cumsum(lengths)
+    try:
+        data.tobytes().decode("utf-8")
+        position = None
+    except UnicodeDecodeError as error:
+        position, reason = error.start, error.reason
+    starts = ends - lengths
+    inside = np.flatnonzero((lengths > 0) & ((data[np.minimum(starts, max(len(data) - 1, 0))] & 0xC0) == 0x80)) \
+        if len(data) else np.zeros(0, dtype=np.int64)
+    if position is None and len(inside):
+        position, reason = int(starts[inside[0]]), "a token starts inside a character"
+    if position is not None:
+        token = int(np.searchsorted(ends, position, side="right"))
+        raise Invalid(f"{where}.utf8", f"token {token} is not UTF-8 ({reason}, byte {position})")
+
+
 def decode_tokens(record, where):
-    """A field's tokens as strings (version 1: the list itself), with errors for bad UTF-8 and repeats."""
+    """A field's tokens as strings (version 1: the list itself), checked: UTF-8, distinct, '[PAD]' first."""
+    if not isinstance(record, list):
+        check_utf8(record, where)
     if isinstance(record, list):
-        tokens = record
+        tokens = np.asarray(record, dtype=object)
     else:
-        data, lengths = record["utf8"].numpy(), record["lengths"].numpy()
-        ends = np.cumsum(lengths)
-        try:
-            tokens = [data[a:b].tobytes().decode("utf-8") for a, b in zip((ends - lengths).tolist(), ends.tolist())]
-        except UnicodeDecodeError as error:
-            raise Invalid(f"{where}.utf8", f"a token is not UTF-8 ({error.reason} at byte {error.start} of it)") from None
-    if len(set(tokens)) != len(tokens):
-        raise Invalid(where, "expected distinct tokens, some appear more than once")
-    if not tokens or tokens[0] != "[PAD]":
-        raise Invalid(where, f"expected RecBole's padding token '[PAD]' first, got {_got(tokens[0] if tokens else None)}")
+        data, ends = record["utf8"].numpy(), np.cumsum(record["lengths"].numpy())
+        starts = (ends - record["lengths"].numpy()).tolist()
+        tokens = np.asarray([data[a:b].tobytes().decode("utf-8") for a, b in zip(starts, ends.tolist())], dtype=object)
+    check_distinct_tokens(tokens, where)
     return tokens
 
 
+def check_distinct_tokens(tokens, where):
+    """RecBole's padding token first, and no token twice (a token's second id would never be reached)."""
+    if not len(tokens) or tokens[0] != "[PAD]":
+        raise Invalid(where, f"expected RecBole's padding token '[PAD]' first, got {_got(tokens[0] if len(tokens) else None)}")
+    repeated = pd.Index(tokens).duplicated()
+    if repeated.any():
+        raise Invalid(where, f"token {tokens[np.flatnonzero(repeated)[0]]!r} appears more than once")
+
+
 def check_tokens_and_names(content, ctx):
-    """Every vocabulary decodes; each feature name is its column's token (``source_columns``): a renamed or
-    swapped name would put a learned weight on another token."""
+    """Every vocabulary is UTF-8 (the users' and items' are decoded once, by ``vocabulary_from_record``, which
+    checks them with ``check_distinct_tokens``); each feature name is its column's token (``source_columns``): a
+    renamed or swapped name would put a learned weight on another token."""
     vocabulary, features = content["vocabulary"], content["features"]
-    tokens = {name: decode_tokens(record, f"vocabulary.tokens.{name}") for name, record in vocabulary["tokens"].items()}
     fields = list(features["fields"])
-    offsets = np.cumsum([0] + [len(tokens[f]) - 1 for f in fields])
+    for name, record in vocabulary["tokens"].items():
+        if name not in fields and not isinstance(record, list):
+            check_utf8(record, f"vocabulary.tokens.{name}")
+    tokens = {name: decode_tokens(vocabulary["tokens"][name], f"vocabulary.tokens.{name}") for name in fields}
     column_field, source = features["column_field"].numpy(), features["source_columns"].numpy()
-    dense = set(features["dense_fields"])
-    for k, name in enumerate(features["names"]):
-        field = fields[column_field[k]]
-        if field in dense:
-            continue  # a dense field's columns are "field:position", not tokens
-        position = source[k] - offsets[column_field[k]]
-        expected = f"{field}:{tokens[field][position + 1]}" if 0 <= position < len(tokens[field]) - 1 else None
-        if name != expected:
-            raise Invalid(f"features.names[{k}]", f"expected {expected!r} (the token of its column), got {name!r}")
-    keys = list(zip(column_field.tolist(), features["names"]))
-    if keys != sorted(keys):
+    sparse = ~np.isin(np.asarray(fields, dtype=object)[column_field], list(features["dense_fields"]))
+    # the fields' tokens side by side ([PAD] left out), as source_columns number them; dense fields: none
+    side_by_side = np.concatenate([np.asarray([f"{f}:"], dtype=object) + tokens[f][1:] for f in fields]
+                                  + [np.zeros(0, dtype=object)])
+    names = np.asarray(features["names"], dtype=object)
+    expected = np.full(len(names), None, dtype=object)
+    within = sparse & (source < len(side_by_side))
+    expected[within] = side_by_side[source[within]]
+    wrong = np.flatnonzero(sparse & (expected != names))
+    if len(wrong):
+        k = int(wrong[0])
+        raise Invalid(f"features.names[{k}]", f"expected {expected[k]!r} (the token of its column), got {names[k]!r}")
+    order = np.lexsort((names.astype(str), column_field))
+    if not np.array_equal(order, np.arange(len(names))):
         raise Invalid("features.names", "expected the columns sorted by field and token, as the features are built")
 
 

@@ -34,7 +34,7 @@ from recbole.utils import FeatureType
 from recbole_fbsm.storage.fingerprint import config_fingerprint
 from recbole_fbsm.storage.run_records import package_version
 from recbole_fbsm.storage.safe_files import Settings, in_memory, load_tensors, plain, save_tensors
-from recbole_fbsm.artifact.integrity import seal, validate
+from recbole_fbsm.artifact.integrity import ArtifactError, Invalid, check_distinct_tokens, seal, validate
 from recbole_fbsm.data.analyzer import analyzer_path, read_analyzer_document
 from recbole_fbsm.models.inputs import ModelInputs
 from recbole_fbsm.errors import ColdStartError
@@ -137,9 +137,16 @@ def vocabulary_record(dataset, fields):
             "tokens": tokens, "types": {name: dataset.field2type[name].value for name in fields}}
 
 
-def vocabulary_from_record(record):
+def vocabulary_from_record(record, source="model artifact"):
+    """The ``Vocabulary`` of a validated artifact's record; an ``ArtifactError`` naming ``source`` for a token
+    that appears twice (checked here, where the tokens are decoded anyway)."""
     tokens = {name: np.asarray(values if isinstance(values, list) else tokens_from_record(values), dtype=object)
               for name, values in record["tokens"].items()}
+    try:
+        for name, values in tokens.items():
+            check_distinct_tokens(values, f"vocabulary.tokens.{name}")
+    except Invalid as error:
+        raise ArtifactError(source, error.where, error.message) from None
     types = {name: FeatureType(kind) for name, kind in record["types"].items()}
     return Vocabulary(record["dataset"], record["uid_field"], record["iid_field"], tokens, types)
 

@@ -171,7 +171,7 @@ def served_from_artifact(content, source, device="cpu"):
     _check_served_model(name, source)
     settings = Settings(content["settings"])
     settings["device"] = torch.device(device)
-    vocabulary = vocabulary_from_record(content["vocabulary"])
+    vocabulary = vocabulary_from_record(content["vocabulary"], source)
     vocabulary.model_inputs = model_inputs_from_artifact(content, device)
     features = vocabulary.model_inputs.features
     if features.dense_fields:

@@ -58,7 +58,7 @@ class Invalid(Exception):
 
 def _got(value):
     if isinstance(value, torch.Tensor):
-        return f"a {str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}"
+        return f"a tensor of dtype {str(value.dtype).removeprefix('torch.')} and shape {tuple(value.shape)}"
     if isinstance(value, (dict, list, tuple)):
         return f"{type(value).__name__} of {len(value)}"
     shown = repr(value)
@@ -80,8 +80,11 @@ class Context:
             self.dims[base], self.defined_by[base] = size, where
             return
         if self.dims[base] != size:
-            raise Invalid(where, f"expected {base} = {self.dims[base] + int(plus or 0)} (as {self.defined_by[base]} "
-                                 f"gives), got {size + int(plus or 0)}")
+            source = f"{base} = {self.dims[base]} as {self.defined_by[base]} gives"
+            if plus:
+                raise Invalid(where, f"expected length {self.dims[base] + int(plus)} ({base} + {plus}, {source}), "
+                                     f"got {size + int(plus)}")
+            raise Invalid(where, f"expected {base} = {self.dims[base]} (as {self.defined_by[base]} gives), got {size}")
 
 
 class Spec:
@@ -184,7 +187,7 @@ class Record(Spec):
             raise Invalid(where, f"expected a mapping, got {_got(value)}")
         unknown = [key for key in value if key not in self.fields]
         if unknown:
-            raise Invalid(where, f"unknown key(s) {unknown[:5]}: an artifact holds {list(self.fields)} only")
+            raise Invalid(where, f"unknown key(s) {unknown[:5]}, not among the {len(self.fields)} this release writes")
         missing = [key for key in self.fields if key not in value and key not in self.optional]
         if missing:
             raise Invalid(where, f"key(s) {missing} missing")
@@ -613,8 +616,7 @@ def check_state_dict(state_dict, model, path):
     for key, value in expected.items():
         stored = state_dict[key]
         if stored.dtype != value.dtype or stored.shape != value.shape:
-            raise ArtifactError(path, f"state_dict.{key}", f"expected a {str(value.dtype).removeprefix('torch.')} "
-                                                           f"tensor of shape {tuple(value.shape)}, got {_got(stored)}")
+            raise ArtifactError(path, f"state_dict.{key}", f"expected {_got(value)}, got {_got(stored)}")
         if stored.is_floating_point() and not bool(torch.isfinite(stored).all()):
             bad = int((~torch.isfinite(stored)).sum())
             raise ArtifactError(path, f"state_dict.{key}", f"{bad} non-finite value(s) (NaN or inf): a model with "

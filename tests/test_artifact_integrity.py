@@ -208,8 +208,22 @@ def test_a_model_s_artifact_labelled_as_the_other_model_is_refused(trained, tmp_
                                                          r"UFSM is built from .* another model's artifact")
     # with the settings made to fit, the parameters still tell: a UFSM has W and M, this file D and V
     fbsm["settings"].update(n_functions=1, reg_M=0.1, reg_W=0.1, init_W=1.0)
-    _refused(_write(fbsm, tmp_path / "fbsm2.fbsm", True), r"state_dict: a UFSM has parameters \['M', 'W'\]; the file "
-                                                          r"has \['D', 'V'\] \(is it another model's artifact\?\)")
+    _refused(_write(fbsm, tmp_path / "fbsm2.fbsm", True), r"state_dict: no W, which a UFSM has \(is it another "
+                                                          r"model's artifact\?\)")
+    cosim = _content(trained, "FBSM")
+    cosim["model"] = "CoSim"  # no setting of its own: its one parameter is compared once it is built
+    _refused(_write(cosim, tmp_path / "cosim.fbsm", True), r"state_dict: a CoSim has parameters \['fake_loss'\]; "
+                                                           r"the file has \['D', 'V'\] \(is it another model's artifact")
+
+
+@pytest.mark.parametrize("model, setting, value", [("FBSM", "rank", 10 ** 9), ("UFSM", "n_functions", 10 ** 7)])
+def test_a_size_setting_that_does_not_fit_the_parameters_is_refused_before_the_model_is_built(
+        trained, tmp_path, model, setting, value):
+    content = _content(trained, model)
+    content["settings"][setting] = value  # would allocate (features x 10^9) or (users x 10^7) floats
+    _refused(_write(content, tmp_path / "sized.fbsm", reseal=True),
+             rf"settings\.{setting}: {value} does not size the stored state_dict\.\w+ \(shape \(\d+, \d+\)\): the "
+             r"model it builds would not fit its parameters")
 
 
 def test_an_extra_large_tensor_is_refused_before_it_is_read(trained, tmp_path, monkeypatch):

@@ -623,6 +623,31 @@ def check_state_dict(state_dict, model, path):
                                                            "them scores nothing")
 
 
+# Settings that size a model's parameters, and the dimension of a stored parameter each must equal: checked
+# before the model is built, so that a rank of 10^9 written into the settings is refused, not allocated.
+# (setting, parameter, dimension); "hidden_sizes[k]": every entry k >= 1 of the list, {j} = k - 1.
+MODEL_SIZES = {
+    "FBSM": (("rank", "V", 1),),
+    "UFSM": (("n_functions", "W", 0), ("n_functions", "M", 1)),
+    "DropoutNet": (("hidden_sizes[0]", "item_content.weight", 1), ("hidden_sizes[k]", "item_layers.{j}.linear.weight", 0),
+                   ("output_size", "item_output.weight", 0)),
+    "Heater": (("n_experts", "gate.weight", 1), ("output_size", "user_output.weight", 0)),
+    "ALDI": (("hidden_size", "item_hidden.weight", 1),),
+}
+
+
+def _sized_settings(settings, entry):
+    """(name, value, parameter) of each setting an entry of ``MODEL_SIZES`` checks."""
+    name, parameter, _ = entry
+    if not name.endswith("]"):
+        return [(name, settings.get(name), parameter)]
+    key, _, index = name[:-1].partition("[")
+    values = settings.get(key) or []
+    if index == "0":
+        return [(f"{key}[0]", values[0] if values else None, parameter)]
+    return [(f"{key}[{k}]", values[k], parameter.format(j=k - 1)) for k in range(1, len(values))]
+
+
 def check_model_settings(content, path):
     """The settings a model of the artifact's name is built from (its ``properties/model/NAME.yaml`` keys among
     the plugin's model settings) are all there: a UFSM's artifact labelled FBSM has no ``rank``."""
@@ -637,3 +662,16 @@ def check_model_settings(content, path):
     if missing:
         raise ArtifactError(path, "settings", f"no {', '.join(missing)}, which a {name} is built from "
                                               f"(properties/model/{name}.yaml): is it another model's artifact?")
+    weights = content["state_dict"]
+    for entry in MODEL_SIZES.get(name, ()):
+        for setting, value, parameter in _sized_settings(content["settings"], entry):
+            if value is None:
+                continue  # a default the model derives from checked shapes (output_size ~: the warm rank)
+            stored = weights.get(parameter)
+            if stored is None:
+                raise ArtifactError(path, "state_dict", f"no {parameter}, which a {name} has (is it another model's "
+                                                        "artifact?)")
+            if stored.dim() <= entry[2] or stored.shape[entry[2]] != value:
+                raise ArtifactError(path, f"settings.{setting}", f"{_got(value)} does not size the stored "
+                                                                 f"state_dict.{parameter} (shape {tuple(stored.shape)}): "
+                                                                 "the model it builds would not fit its parameters")

@@ -159,8 +159,10 @@ class ListOf(Spec):
             raise Invalid(where, f"expected a list, got {_got(value)}")
         if self.length is not None:
             ctx.dimension(self.length, len(value), where)
+        test = self.item.test if isinstance(self.item, Kind) else None
         for k, item in enumerate(value):
-            self.item.check(item, f"{where}[{k}]", ctx)
+            if test is None or not test(item):  # a plain kind: the path text only for a failing item
+                self.item.check(item, f"{where}[{k}]", ctx)
 
 
 class MapOf(Spec):

@@ -154,6 +154,8 @@ CASES = [
     ("features weights as float32",
      lambda c: c["features"].__setitem__("column_weights", c["features"]["column_weights"].float()),
      r"features\.column_weights: expected dtype float64, got float32"),
+    ("other_parameter overwriting a model attribute", lambda c: c.__setitem__("other_parameter", {"F": "x"}),
+     r"other_parameter: expected None \(the served models keep no other parameter\), got dict of 1"),
     ("unknown key", lambda c: c.__setitem__("extra", torch.zeros(3)), r": unknown key\(s\) \['extra'\], not among the 16 this release writes"),
 ]
 

@@ -386,7 +386,9 @@ ARTIFACT = Record({
     "split": Record({"valid": SPLIT, "test": SPLIT}),
     "analyzer": Optional(Plain()),
     "state_dict": MapOf(AnyTensor()),
-    "other_parameter": Optional(Plain()),
+    # RecBole's load_other_parameter sets each entry as an attribute of the model: none of the served models
+    # keeps one, so a value could only overwrite what the model built (its F, its R)
+    "other_parameter": Kind("None (the served models keep no other parameter)", lambda v: v is None),
     "integrity": Record({"sha256": SHA256, "tensor_bytes": COUNT}),
 }, optional=("integrity",))  # versions 1 and 2 carry no checksum
 

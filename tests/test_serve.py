@@ -199,7 +199,7 @@ def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, t
                          r"missing\.item lacks feature field\(s\) \['words'\]: the model was trained on \['genre', 'words'\]"),
         "empty.item": ("", r"empty\.item is empty: expected a header"),
         "header_only.item": (HEADER, r"header_only\.item has a header but no item rows"),
-        "twice.item": (HEADER + "a1\tg1\tt0\na1\tg2\tt1\n", r"twice\.item: item id\(s\) \['a1'\] appear more than once"),
+        "twice.item": (HEADER + "a1\tg1\tt0\na1\tg2\tt1\n", r"twice\.item: item_id 'a1' is on 2 lines \(line 2, line 3\)"),
         "wrong_type.item": ("item_id:token\tgenre:token\twords:token\nfresh\tg1\tt0\n",
                             r"wrong_type\.item: field 'words' is token, but the model was trained on it as token_seq"),
         "no_id.item": ("name:token\tgenre:token\twords:token_seq\nfresh\tg1\tt0\n", r"no_id\.item has no item id column 'item_id'"),

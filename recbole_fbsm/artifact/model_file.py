@@ -18,10 +18,14 @@ Contents (tensors and plain values, read with ``torch.load(weights_only=True)``)
 - ``training``: which epoch validation kept (``kept_epoch`` -1: the untrained start, e.g. FBSM's fixed
   similarity with V still at its random initialisation), its validation score and the start's; absent in
   artifacts written before it was recorded (unknown, not "learned").
+- ``integrity`` (version 3): the SHA-256 of all the above and the bytes of its tensors, written by
+  ``write_artifact`` and checked with every field's shape, dtype and values before anything is used
+  (``artifact.integrity``).
 
 A served model is rebuilt from these alone: no dataset folder, no retraining, features matched by name.
 """
 
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -32,7 +36,8 @@ from recbole.utils import FeatureType
 
 from recbole_fbsm.storage.fingerprint import config_fingerprint
 from recbole_fbsm.storage.run_records import package_version
-from recbole_fbsm.storage.safe_files import Settings, load_tensors, plain, save_tensors
+from recbole_fbsm.storage.safe_files import Settings, in_memory, load_tensors, plain, save_tensors
+from recbole_fbsm.artifact.integrity import ArtifactError, Invalid, check_distinct_tokens, seal, validate
 from recbole_fbsm.data.analyzer import analyzer_path, read_analyzer_document
 from recbole_fbsm.models.inputs import ModelInputs
 from recbole_fbsm.errors import ColdStartError
@@ -40,8 +45,10 @@ from recbole_fbsm.data.features import ItemFeatures
 from recbole_fbsm.data.token_ids import TokenIds
 
 FORMAT = "recbole-fbsm model"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # 1: the vocabulary's tokens as lists of strings
+FORMAT_VERSION = 3
+# 1: the vocabulary's tokens as lists of strings; 1 and 2: no checksum (read, validated, with a warning)
+READABLE_VERSIONS = (1, 2, 3)
+UNSEALED_VERSIONS = (1, 2)
 SUFFIX = ".fbsm"
 _FEATURE_ARRAYS = ("column_weights", "column_field", "field_scales", "source_columns", "average_lengths",
                    "mean_square_norms")
@@ -133,9 +140,16 @@ def vocabulary_record(dataset, fields):
             "tokens": tokens, "types": {name: dataset.field2type[name].value for name in fields}}
 
 
-def vocabulary_from_record(record):
+def vocabulary_from_record(record, source="model artifact"):
+    """The ``Vocabulary`` of a validated artifact's record; an ``ArtifactError`` naming ``source`` for a token
+    that appears twice (checked here, where the tokens are decoded anyway)."""
     tokens = {name: np.asarray(values if isinstance(values, list) else tokens_from_record(values), dtype=object)
               for name, values in record["tokens"].items()}
+    try:
+        for name, values in tokens.items():
+            check_distinct_tokens(values, f"vocabulary.tokens.{name}")
+    except Invalid as error:
+        raise ArtifactError(source, error.where, error.message) from None
     types = {name: FeatureType(kind) for name, kind in record["types"].items()}
     return Vocabulary(record["dataset"], record["uid_field"], record["iid_field"], tokens, types)
 
@@ -222,7 +236,12 @@ def dataset_analyzer(config, fields, dataset):
 
 
 def write_artifact(path, artifact):
-    """Write atomically (a temporary file, flushed, renamed): never a truncated artifact."""
+    """Write atomically (a temporary file, flushed, renamed): never a truncated artifact. The content is written
+    as the current version (an older one's token lists become UTF-8 records), sealed with its SHA-256."""
+    vocabulary = artifact["vocabulary"]
+    tokens = {name: tokens_record(values) if isinstance(values, list) else values
+              for name, values in vocabulary["tokens"].items()}
+    artifact = seal({**artifact, "format_version": FORMAT_VERSION, "vocabulary": {**vocabulary, "tokens": tokens}})
     try:
         save_tensors(artifact, path)
     except OSError as error:
@@ -233,7 +252,7 @@ def write_artifact(path, artifact):
 # -------------------------------------------------------------------------------------------- reading
 def read_artifact(path):
     """The artifact dict of a ``.fbsm`` file, after checking it is one, of a format this release reads."""
-    content = load_tensors(path, "model artifact")
+    content = load_tensors(path, "model artifact", mmap=True)
     if not isinstance(content, dict) or content.get("format") != FORMAT:
         if isinstance(content, dict) and "state_dict" in content and "config" in content:
             raise ColdStartError(
@@ -241,18 +260,30 @@ def read_artifact(path):
                 f"(the same name ending in {SUFFIX}); for a checkpoint alone, make one with "
                 f"recbole-fbsm serve export {path} -o MODEL{SUFFIX} (it reads the dataset once).")
         raise ColdStartError(f"{path} is not a recbole-fbsm model artifact (expected a {SUFFIX} file written by a run).")
-    check_artifact(content, path)
-    return content
+    return check_artifact(content, path)
+
+
+class UnsealedArtifactWarning(UserWarning):
+    """An artifact of a version without checksum: validated, but damage that stays valid goes unnoticed."""
 
 
 def check_artifact(content, path):
-    """A ColdStartError unless ``content`` is an artifact of the format version this release reads."""
-    if content.get("format_version") not in READABLE_VERSIONS:
+    """``content`` (loaded with ``mmap=True``: nothing read yet) in memory, after checking it is an artifact of a
+    version this release reads and validating it (``artifact.integrity``); a ColdStartError otherwise."""
+    version = content.get("format_version")
+    if version not in READABLE_VERSIONS:
         raise ColdStartError(
-            f"model artifact {path} has format version {content.get('format_version')!r} (written by recbole-fbsm "
+            f"model artifact {path} has format version {version!r} (written by recbole-fbsm "
             f"{content.get('package_version')}); this release ({package_version()}) reads versions "
             f"{', '.join(map(str, READABLE_VERSIONS))}: "
             "export it again with the release that wrote it, or retrain.")
+    validate(content, path, checksum=version not in UNSEALED_VERSIONS)
+    if version in UNSEALED_VERSIONS:
+        warnings.warn(f"model artifact {path} is of format version {version}, which carries no checksum: it was "
+                      "validated, but damage that leaves valid values cannot be detected; rewrite it once as version "
+                      f"{FORMAT_VERSION} with: recbole-fbsm serve export {path} -o NEW{SUFFIX}", UnsealedArtifactWarning,
+                      stacklevel=2)
+    return in_memory(content)
 
 
 def model_inputs_from_artifact(content, device):

@@ -158,31 +158,50 @@ def build_parser(prog="recbole-fbsm serve"):
     return parser
 
 
+# the largest list length and cut-off the command line takes: longer lists are not for a terminal or a CSV
+# file (and the library clamps lengths to the candidates anyway)
+MAX_LIST_LENGTH = 1_000_000
+SEED_MAX = 2 ** 32 - 1  # torch's and numpy's seeds (config.checks.SEED_MAX)
+# option -> (lowest, highest, what it counts): checked after parsing, one 'error:' line each
+NUMBER_OPTIONS = {"top": (1, MAX_LIST_LENGTH, "entries per list"), "k": (1, MAX_LIST_LENGTH, "the Recall cut-off"),
+                  "min_items": (0, MAX_LIST_LENGTH, "training items per feature"),
+                  "seed": (0, SEED_MAX, "the seed of the tie breaking")}
+
+
+def check_numbers(args):
+    """A ColdStartError for a number option outside its range (a seed of 2**70 overflowed torch's generator, a
+    --k of 10^9 asked for a 10^9-column score matrix)."""
+    for name, (low, high, what) in NUMBER_OPTIONS.items():
+        value = getattr(args, name, None)
+        if value is not None and not low <= value <= high:
+            raise ColdStartError(f"--{name.replace('_', '-')}: expected {what}, an integer from {low} to {high}; "
+                                 f"got {value}.")
+
+
 def main(argv=None, prog="recbole-fbsm serve"):
     parser = build_parser(prog)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if getattr(args, "top", 1) is not None and getattr(args, "top", 1) < 1:
-        parser.error("--top must be at least 1")
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings():
         warnings.simplefilter("always")
+        warnings.showwarning = _show_warning  # printed when they happen: a service's start-up warnings at start-up
         try:
+            check_numbers(args)
             written = COMMANDS[args.command](args)
         except ColdStartError as error:
-            _show_warnings(caught)
             print(f"error: {error}", file=sys.stderr)
             return 2
-    _show_warnings(caught)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
-def _show_warnings(caught):
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """The serving tools' own warnings, one 'warning:' line each (library noise stays out of the way)."""
+    from recbole_fbsm.artifact.model_file import UnsealedArtifactWarning
     from recbole_fbsm.serve.new_items import ServeWarning
 
-    for warning in caught:  # only the serving tools' own warnings, not library noise
-        if issubclass(warning.category, ServeWarning):
-            print(f"warning: {warning.message}", file=sys.stderr)
+    if issubclass(category, (ServeWarning, UnsealedArtifactWarning)):
+        print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def _load(args):

@@ -14,10 +14,11 @@ import numpy as np
 import torch
 from recbole.utils import init_seed
 
+from recbole_fbsm.artifact.integrity import check_model_settings, check_state_dict
 from recbole_fbsm.artifact.model_file import (
     FORMAT, build_artifact, check_artifact, dataset_analyzer, kept_untrained_start, model_inputs_from_artifact,
     training_record, vocabulary_from_record)
-from recbole_fbsm.storage.safe_files import PickledFileError, Settings, load_tensors, load_trusted_pickle
+from recbole_fbsm.storage.safe_files import PickledFileError, Settings, in_memory, load_tensors, load_trusted_pickle
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.models.inputs import fit_model_inputs
@@ -136,17 +137,16 @@ def read_model_file(path, data_path=None, trust_pickle=False):
         raise ColdStartError(f"model file {path} not found (expected the .fbsm artifact a training run writes beside "
                              "its checkpoint, or the checkpoint .pth).")
     try:
-        content = load_tensors(path, "model file")
+        content = load_tensors(path, "model file", mmap=True)
     except PickledFileError:
         if not trust_pickle:
             raise
         content = load_trusted_pickle(path)
     if isinstance(content, dict) and content.get("format") == FORMAT:
-        check_artifact(content, path)
-        return content
+        return check_artifact(content, path)
     if not isinstance(content, dict) or "config" not in content or "state_dict" not in content:
         raise ColdStartError(f"{path} is neither a recbole-fbsm model artifact (.fbsm) nor a training checkpoint (.pth).")
-    return export_checkpoint(content, path, data_path)
+    return export_checkpoint(in_memory(content), path, data_path)
 
 
 def scoring_device(device):
@@ -178,21 +178,20 @@ def served_from_artifact(content, source, device="cpu"):
     _check_served_model(name, source)
     settings = Settings(content["settings"])
     settings["device"] = torch.device(device)
-    vocabulary = vocabulary_from_record(content["vocabulary"])
+    vocabulary = vocabulary_from_record(content["vocabulary"], source)
     vocabulary.model_inputs = model_inputs_from_artifact(content, device)
     features = vocabulary.model_inputs.features
     if features.dense_fields:
         raise ColdStartError(
             f"model {source}: the model uses dense float_seq feature fields {list(features.dense_fields)}; serving new "
             "items reads token/token_seq fields only (train without them to serve, or score through run()).")
+    check_model_settings(content, source)
     model = get_model(name)(settings, vocabulary)
     if not isinstance(model, ScoresFeatureRows):
         raise ColdStartError(f"model {source}: a {name} cannot score items from their feature rows, so it cannot serve "
                              "new items.")
-    try:
-        model.load_state_dict(content["state_dict"])
-    except RuntimeError as error:
-        raise ColdStartError(f"model {source}: its parameters do not fit a {name} of its own settings: {error}") from None
+    check_state_dict(content["state_dict"], model, source)  # keys, shapes, exact dtypes, finite: nothing cast
+    model.load_state_dict(content["state_dict"])
     model.load_other_parameter(content.get("other_parameter"))
     model = model.to(device).eval()
     for parameter in model.parameters():

@@ -15,6 +15,7 @@ without a learned weight) are ignored and counted in an ``UnknownTokensWarning``
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ import scipy.sparse as sp
 import torch
 from recbole.utils import FeatureType
 
+from recbole_fbsm.data.atomic_files import AtomicFile, _scan_lines, check_ids, quote_problem
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.raw_text import (
     dataset_analyzers,
@@ -135,6 +137,9 @@ def read_atomic_items(path, served):
                 f"new-item file {path}: field {name!r} is {columns[name].value}, but the model was trained "
                 f"on it as {expected.value}."
             )
+    # every line has the header's column count (a first row with an extra cell made pandas take the ids for an
+    # index and shift every column; a later row's extra cell was dropped; a short row read as empty cells)
+    n_rows, blanks = _scan_lines(path, separator, len(columns), encoding)
     wanted = [iid] + list(served.fields)
     header = [f"{name}:{columns[name].value}" for name in wanted]
     try:
@@ -142,10 +147,17 @@ def read_atomic_items(path, served):
                             keep_default_na=False)  # cells are text: an item or a token 'NA' is not missing
     except UnicodeDecodeError as error:
         raise not_text_error(path, error, encoding) from None
+    atomic = AtomicFile(path, {name: kind.value for name, kind in columns.items()}, n_rows, blanks)
+    if len(frame) != n_rows:
+        raise ColdStartError(quote_problem(atomic, separator, encoding, f"{len(frame)} rows were read"))
     frame = frame.fillna("")  # as RecBole: a missing cell has no token
     frame.columns = [column.split(":")[0] for column in frame.columns]
     if len(frame) == 0:
         raise ColdStartError(f"new-item file {path} has a header but no item rows: expected one row per new item.")
+    report = SimpleNamespace(warnings=[])
+    check_ids(atomic, iid, frame[iid], unique=True, report=report)  # the training reader's checks and warnings
+    for message in report.warnings:
+        warnings.warn(message, ServeWarning, stacklevel=3)
     return [str(t) for t in frame[iid].tolist()], {name: frame[name].tolist() for name in served.fields}
 
 

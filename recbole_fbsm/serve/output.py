@@ -1,4 +1,7 @@
-"""Writing results as CSV (one flat table) or JSON (nested records), chosen by extension or flag."""
+"""Writing results as CSV (one flat table) or JSON (nested records), chosen by extension or flag.
+
+A file is written whole or not at all (a temporary file in its folder, renamed over it): a run killed while
+writing leaves the previous file as it was."""
 
 import json
 import math
@@ -6,6 +9,7 @@ import sys
 from pathlib import Path
 
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.storage.safe_files import write_atomic
 
 FORMATS = ("csv", "json")
 
@@ -51,7 +55,7 @@ def _clean(value):
 
 def write_output(path, fmt, table, document):
     """Write ``table`` (a DataFrame) as CSV or ``document`` (JSON-able) as JSON to ``path`` (None or
-    '-': stdout). The folder of ``path`` is created."""
+    '-': stdout), atomically. The folder of ``path`` is created."""
     fmt = resolve_format(path, fmt)
     if fmt == "csv":
         text = table.to_csv(index=False, float_format="%.6g")
@@ -62,8 +66,7 @@ def write_output(path, fmt, table, document):
         return None
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text.encode("utf-8"))
     except OSError as error:
         raise ColdStartError(f"output file {path} cannot be written ({error.strerror or error}); expected a path in "
                              "a writable folder.") from None

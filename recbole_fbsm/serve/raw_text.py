@@ -75,7 +75,9 @@ def read_text_table(path, served, analyzers):
     separator = default_sep(path)  # tab for .tsv / .tab, comma otherwise, as `convert text`
     try:
         with open(path, newline="", encoding=served.config["encoding"] or "utf-8") as handle:
-            rows = [row for row in csv.reader(handle, delimiter=separator) if row]
+            reader = csv.reader(handle, delimiter=separator)
+            numbered = [(reader.line_num, row) for row in reader if row]  # a quoted cell may span lines
+        lines, rows = [n for n, _ in numbered], [row for _, row in numbered]
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise ColdStartError(f"new-item file {path} cannot be read as {'TSV' if separator == chr(9) else 'CSV'}: {error}") from None
     if not rows:
@@ -97,12 +99,12 @@ def read_text_table(path, served, analyzers):
     body = rows[1:]
     if not body:
         raise ColdStartError(f"new-item file {path} has a header but no item rows: expected one row per new item.")
-    short = [k + 2 for k, row in enumerate(body) if len(row) < len(header)]
-    if short:
-        raise ColdStartError(
-            f"new-item file {path}: line(s) {short[:10]} have fewer than the header's {len(header)} columns "
-            f"(separator {separator!r}, from the file extension)."
-        )
+    for relation, test in (("fewer", lambda n: n < len(header)), ("more", lambda n: n > len(header))):
+        wrong = [lines[k + 1] for k, row in enumerate(body) if test(len(row))]
+        if wrong:  # a short row is not read as empty cells, a long row's extra cell is not dropped
+            raise ColdStartError(
+                f"new-item file {path}: line(s) {wrong[:10]} have {relation} than the header's {len(header)} columns "
+                f"(separator {separator!r}, from the file extension).")
     tokens = [row[id_column].strip() for row in body]
     return tokens, {name: [row[k] for row in body] for name, k in columns.items()}
 

@@ -57,12 +57,14 @@ def save_tensors(obj, path):
     write_atomic(path, lambda handle: torch.save(obj, handle))
 
 
-def load_tensors(path, what, device="cpu"):
+def load_tensors(path, what, device="cpu", mmap=False):
     """The content of a file written by ``save_tensors``, loaded without running code.
 
     ``what`` names the file in errors ("checkpoint", "model artifact"). A file whose pickle holds
     anything but tensors and plain values (an older release's checkpoint pickled RecBole's Config
-    object) is refused before any of its code can run.
+    object) is refused before any of its code can run. ``mmap``: the tensors are mapped from the file, not
+    read until used (a model artifact's sizes are checked before its arrays are read; ``in_memory`` then
+    copies them, so that a file replaced or cut later cannot pull pages from under a running service).
     """
     path = str(path)
     if not os.path.isfile(path):
@@ -71,13 +73,24 @@ def load_tensors(path, what, device="cpu"):
         raise ColdStartError(f"{what} {path} is not a file written by torch.save (a zip archive, as every .fbsm "
                              "artifact and .pth checkpoint is): another kind of file, or one cut short in a copy.")
     try:
-        return torch.load(path, map_location=device, weights_only=True)
+        return torch.load(path, map_location=device, weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as error:
         if "unsupported global" in str(error).lower() or "not an allowed global" in str(error):
             raise PickledFileError(path, what) from None
         raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
     except Exception as error:  # noqa: BLE001 (torch raises many kinds for a damaged file)
         raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
+
+
+def in_memory(value):
+    """``value`` with every tensor copied into memory (from a memory-mapped load)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, dict):
+        return {key: in_memory(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(in_memory(item) for item in value)
+    return value
 
 
 class PickledFileError(ColdStartError):

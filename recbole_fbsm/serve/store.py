@@ -46,11 +46,13 @@ class Store:
 
     def __init__(self, location):
         self.location = location
-        self._lock = threading.Lock()
+        # two connections: reads (every request) never wait behind a write's commit (an fsync)
+        self._lock, self._read_lock = threading.Lock(), threading.Lock()
         self._connection = self._connect()
-        with self._write() as cursor:
+        with self._write() as write:
             for statement in self._schema():
-                cursor.execute(statement)
+                write.execute(statement)
+        self._reader = self._connect()
 
     # ------------------------------------------------------------------ dialect
     def _connect(self):
@@ -111,8 +113,8 @@ class Store:
         return Store._Write(self)
 
     def _read(self, statement, parameters=()):
-        with self._lock:
-            cursor = self._connection.cursor()
+        with self._read_lock:
+            cursor = self._reader.cursor()
             try:
                 cursor.execute(self._sql(statement), parameters)
                 rows = cursor.fetchall()
@@ -122,7 +124,7 @@ class Store:
         return rows
 
     def _end_read(self):
-        """Close the read's implicit transaction (PostgreSQL), so the next read sees newer commits."""
+        """Close the read's implicit transaction (PostgreSQL), so that the next read sees newer commits."""
 
     def _log(self, write, kind, user=None, item=None):
         """Append a change; its sequence number."""
@@ -216,8 +218,9 @@ class Store:
             return self._log(write, RELOAD)
 
     def close(self):
-        with self._lock:
+        with self._lock, self._read_lock:
             self._connection.close()
+            self._reader.close()
 
 
 class SqliteStore(Store):
@@ -274,7 +277,7 @@ class PostgresStore(Store):
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
 
     def _end_read(self):
-        self._connection.rollback()
+        self._reader.rollback()
 
     def _log(self, write, kind, user=None, item=None):
         return write.execute("INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?) RETURNING seq",

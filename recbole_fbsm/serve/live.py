@@ -59,6 +59,7 @@ class ModelView:
         self.matrix = served.features.matrix.tocsr().astype(np.float32)      # every dataset item's weighted row
         self.training_items = np.asarray(served.training_items(), dtype=np.int64)
         self.warm_matrix = self.matrix[self.training_items]
+        self.warm_ids = np.asarray(served.dataset.field2id_token[served.iid_field], dtype=object)[self.training_items]
         self.item_of = served.dataset.field2token_id[served.iid_field]
         self.user_of = served.dataset.field2token_id[served.uid_field]
         self.item_tokens = np.asarray(served.dataset.field2id_token[served.iid_field], dtype=object)
@@ -282,19 +283,20 @@ def user_weights(snapshot, user, dataset_likes, new_rows):
     return w
 
 
-def score_user(snapshot, user, scope):
-    """(item ids, scores, note) of every candidate of ``scope`` for ``user``, the user's likes left out."""
+def score_candidates(snapshot, user, scope):
+    """(scores, eligible, id_of, note): the scores of every item of ``scope`` for ``user`` (training items
+    first, then the new items), whether each may be recommended (not liked), and the id of a position."""
     view = snapshot.view
     dataset_likes, new_rows = liked_items(snapshot, user)
     blocks = []
     if scope in ("all", "warm"):
-        blocks.append(("warm", view.warm_matrix, view.item_tokens[view.training_items]))
+        blocks.append(("warm", view.warm_matrix))
     if scope in ("all", "new"):
-        blocks.append(("new", snapshot.catalogue.matrix, np.asarray(snapshot.catalogue.tokens, dtype=object)))
+        blocks.append(("new", snapshot.catalogue.matrix))
     note = None
     if view.profile:
         w = user_weights(snapshot, user, dataset_likes, new_rows)
-        scores = [matrix @ w for _, matrix, _ in blocks]
+        scores = [matrix @ w for _, matrix in blocks]
     else:
         internal = view.dataset_user(user)
         if not internal:
@@ -304,35 +306,56 @@ def score_user(snapshot, user, scope):
         users = torch.tensor([internal], device=view.served.device)
         scores = [view.served.model.score_feature_rows(users, scipy_to_torch_csr(matrix, view.served.device))[0]
                   .detach().cpu().numpy() if matrix.shape[0] else np.zeros(0, dtype=np.float32)
-                  for _, matrix, _ in blocks]
+                  for _, matrix in blocks]
         if snapshot.likes.get(user):
             note = (f"{view.name} scores a user by the embedding learned in training: the likes stored since are "
                     "left out of the list, and change the scores once a retrained model is loaded")
-    ids = np.concatenate([ids for _, _, ids in blocks]) if blocks else np.zeros(0, dtype=object)
-    scores = np.concatenate(scores).astype(np.float32) if blocks else np.zeros(0, dtype=np.float32)
-    keep = np.ones(len(ids), dtype=bool)
-    offset = 0
-    for kind, matrix, _ in blocks:
+    scores = np.concatenate(scores).astype(np.float32, copy=False)
+    eligible = np.ones(len(scores), dtype=bool)
+    offset, warm_count = 0, 0
+    for kind, matrix in blocks:
         if kind == "warm":
-            keep[offset + np.flatnonzero(np.isin(view.training_items, dataset_likes))] = False
+            eligible[np.flatnonzero(np.isin(view.training_items, dataset_likes))] = False
+            warm_count = matrix.shape[0]
         else:
-            keep[offset + new_rows] = False
+            eligible[offset + new_rows] = False
         offset += matrix.shape[0]
-    return ids[keep], scores[keep], note
+    tokens = snapshot.catalogue.tokens
+    has_warm = bool(blocks) and blocks[0][0] == "warm"
+
+    def id_of(position):
+        if has_warm and position < warm_count:
+            return str(view.warm_ids[position])
+        return tokens[position - warm_count]
+
+    return scores, eligible, id_of, note
+
+
+def score_user(snapshot, user, scope):
+    """(item ids, scores, note) of every candidate of ``scope`` for ``user``, the user's likes left out."""
+    scores, eligible, id_of, note = score_candidates(snapshot, user, scope)
+    positions = np.flatnonzero(eligible)
+    return np.asarray([id_of(j) for j in positions], dtype=object), scores[positions], note
 
 
 def top_items(snapshot, user, scope="all", top=10):
-    """[(item id, score)] of ``user``'s ``top`` best items of ``scope``, ties broken at random (seeded by the
-    model's seed): never by position, which follows popularity for dataset items. A non-finite score ranks last."""
-    ids, scores, note = score_user(snapshot, user, scope)
-    if len(ids) == 0:
+    """[(item id, score)] of ``user``'s ``top`` best items of ``scope``, and the note of ``score_candidates``.
+    Ties are broken at random (seeded by the model's seed), never by position, which follows popularity for
+    dataset items: every eligible item scoring at least the ``top``-th best score is a candidate (one partial
+    partition, no sort of the whole catalogue), and the candidates are ordered by (score, random key). A
+    non-finite score ranks last."""
+    scores, eligible, id_of, note = score_candidates(snapshot, user, scope)
+    k = min(int(top), int(eligible.sum()))
+    if k == 0:
         return [], note
     finite = np.where(np.isfinite(scores), scores, -np.inf)
+    ranked_scores = np.where(eligible, finite, -np.inf)
+    threshold = np.partition(ranked_scores, len(ranked_scores) - k)[len(ranked_scores) - k]  # the k-th best
+    candidates = np.flatnonzero((ranked_scores >= threshold) & eligible)  # every item tied with it included
     generator = torch.Generator().manual_seed(snapshot.view.seed)
-    keys = torch.rand((1, len(ids)), generator=generator)
-    best = ranked(torch.as_tensor(finite)[None], keys, top)[0].numpy()
-    return [(str(ids[k]), float(scores[k])) for k in best], note
-
+    keys = torch.rand((1, len(candidates)), generator=generator)
+    best = candidates[ranked(torch.as_tensor(finite[candidates])[None], keys, k)[0].numpy()]
+    return [(id_of(j), float(scores[j])) for j in best], note
 
 
 def stored_items_of(new_items, served):

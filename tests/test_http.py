@@ -1,41 +1,20 @@
 """The HTTP service, over real HTTP on the loopback interface: answers, errors, concurrency."""
 
-import json
 import threading
-import urllib.error
-import urllib.request
 
 import numpy as np
 import pytest
 
-from helpers import planted_settings, write_planted
-from recbole_fbsm.quick_start import run
-from recbole_fbsm.serve import load_model, recommend
-from recbole_fbsm.serve.http import create_app, service_in_thread
+from http_helpers import call, live_service, train
+from recbole_fbsm.serve import recommend
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
     root = tmp_path_factory.mktemp("http")
-    data = write_planted(root)
-    common = planted_settings(root)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        result = run("FBSM", data["name"], config_dict={**common, "epochs": 2, "rank": 3, "init_std": 0.1})
-    served = load_model(result["artifact_file"])
-    with service_in_thread(create_app(served)) as url:
-        yield {"url": url, "served": served, "data": data}
-
-
-def call(url, method="GET", body=None, raw=None):
-    """(status, JSON answer) of one request."""
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return answer.status, json.loads(answer.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
+    artifacts, data = train(root, ["FBSM"])
+    with live_service(artifacts["FBSM"], str(root / "store.sqlite")) as (url, state):
+        yield {"url": url, "served": state.current().view.served, "data": data}
 
 
 def held_out_items(data, count=6):
@@ -55,7 +34,7 @@ def test_new_items_are_added_scored_and_explained_over_http(service):
     status, answer = call(f"{url}/items", "POST", {"items": held_out_items(data)})
     assert status == 200 and answer["total"] == 6 and sorted(answer["added"]) == sorted(data["held_out"][:6])
     user = served.user_tokens([1])[0]
-    status, answer = call(f"{url}/users/{user}/items?top=3")
+    status, answer = call(f"{url}/users/{user}/items?top=3&scope=new")
     assert status == 200 and len(answer["items"]) == 3
     scores = [entry["score"] for entry in answer["items"]]
     assert scores == sorted(scores, reverse=True)
@@ -81,7 +60,7 @@ def test_new_items_are_added_scored_and_explained_over_http(service):
     ("POST", "/items", {"items": [{"id": "k0i00", "tokens": {"words": ["t0"]}}]}, None, 400, "already belong to items"),
     ("POST", "/items", {"items": [{"id": "a", "tokens": {"words": ["t0"]}}, {"id": "a", "tokens": {"words": ["t1"]}}]},
      None, 400, "more than once"),
-    ("GET", "/users/nobody/items", None, None, 404, "not a user"),
+    ("GET", "/users/nobody/items", None, None, 404, "neither a user"),
     ("GET", "/users/u0_0/items?top=abc", None, None, 400, "whole number"),
     ("GET", "/users/u0_0/items?top=0", None, None, 400, "expected 1 to"),
     ("GET", "/items/missing/users", None, None, 404, "not in the catalogue"),

@@ -4,8 +4,9 @@
   recbole-fbsm serve explain MODEL --user 196 --item new_1 --new-items NEW_ITEMS
   recbole-fbsm serve interactions MODEL --top 20 --min-items 2 --output interactions.csv
   recbole-fbsm serve compare-users MODEL_A MODEL_B --output groups.csv --per-user users.csv
-  recbole-fbsm serve http MODEL --port 8000 [--new-items NEW_ITEMS]
+  recbole-fbsm serve http MODEL --port 8000 [--new-items NEW_ITEMS] [--store FILE] [--token T] [--workers N]
   recbole-fbsm serve export CHECKPOINT -o MODEL.fbsm
+  recbole-fbsm serve export-likes MODEL.fbsm.store.sqlite -o DIR
 
 MODEL is the .fbsm artifact a training run writes beside its checkpoint (the run prints 'model artifact:
 saved/FBSM-....fbsm'; quick_start.run returns it as result['artifact_file']): it holds the parameters,
@@ -119,17 +120,41 @@ def _add_compare_users(commands):
 
 def _add_http(commands):
     http = commands.add_parser(
-        "http", help="an HTTP service: add new items, get top-N lists and explanations (JSON)",
+        "http", help="an HTTP service that remembers: new items, likes, top-N lists of the whole catalogue (JSON)",
         description="Serve the model over HTTP (Starlette on uvicorn): POST /items adds new items (raw text or tokens), "
-                    "GET /users/{user}/items gives a user's top new items, GET /items/{item}/users the users a new item "
+                    "POST /users/{user}/likes records likes that count in that user's next answer, GET /users/{user}/items "
+                    "ranks the whole catalogue (scope=all|new|warm), GET /items/{item}/users gives the users a new item "
                     "should go to, GET /users/{user}/items/{item}/explanation breaks a score down; GET /health, /model, "
-                    "/items. Bad requests get a 4xx JSON error; the service goes on. Stop it with Ctrl-C.",
+                    "/items; POST /admin/reload (or SIGHUP) swaps in a retrained artifact. New items and likes live in "
+                    "the store (--store), committed before each answer. Stop it with Ctrl-C.",
         epilog="See docs/serve.md for the request and answer formats.")
     http.add_argument("checkpoint", metavar="model", help="model artifact (.fbsm) or checkpoint (.pth)")
-    http.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s; 0.0.0.0: every interface)")
+    http.add_argument("--host", default="127.0.0.1",
+                      help="address to listen on (default: %(default)s; any other address needs --token)")
     http.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
-    http.add_argument("--new-items", default=None, help="new items to start with (.item file, or CSV/TSV of raw text)")
+    http.add_argument("--new-items", default=None, help="new items to add to the store at start (.item file, or CSV/TSV of raw text)")
+    http.add_argument("--store", default=None,
+                      help="where new items and likes live: an SQLite file (default: MODEL.store.sqlite beside the model) "
+                           "or a PostgreSQL URL postgresql://user@host/db (pip install 'recbole-fbsm[postgres]')")
+    http.add_argument("--token", default=None,
+                      help="bearer token that POST and DELETE requests need (default: $RECBOLE_FBSM_TOKEN; none: loopback only)")
+    http.add_argument("--max-body", type=int, default=8 << 20, help="largest request body in bytes (default: %(default)s)")
+    http.add_argument("--workers", type=int, default=1,
+                      help="worker processes behind the port, sharing the store (default: %(default)s)")
     _common(http, output_help=None)
+
+
+def _add_export_likes(commands):
+    export = commands.add_parser(
+        "export-likes", help="write a store's likes and new items as RecBole atomic files, to retrain on",
+        description="Write the likes (.inter: user_id, item_id) and new items (.item: the model's feature fields) a "
+                    "store holds as RecBole atomic files DIR/NAME.inter and DIR/NAME.item (NAME: the folder's name), to "
+                    "add to the dataset before retraining. Raw-text items are analysed as the converter did, which needs "
+                    "the model (--model; found beside a default store MODEL.store.sqlite).", epilog=EPILOG)
+    export.add_argument("store", help="the store: an SQLite file or a postgresql:// URL")
+    export.add_argument("--output", "-o", required=True, help="folder to write NAME.inter and NAME.item into")
+    export.add_argument("--model", default=None, help="the model artifact the items were served with (default: the "
+                                                      "store's name without .store.sqlite, when that file exists)")
 
 
 def _add_export(commands):
@@ -148,13 +173,14 @@ def build_parser(prog="recbole-fbsm serve"):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True,
-                                     metavar="{recommend,explain,interactions,compare-users,http,export}")
+                                     metavar="{recommend,explain,interactions,compare-users,http,export,export-likes}")
     _add_recommend(commands)
     _add_explain(commands)
     _add_interactions(commands)
     _add_compare_users(commands)
     _add_http(commands)
     _add_export(commands)
+    _add_export_likes(commands)
     return parser
 
 
@@ -337,17 +363,39 @@ def run_compare(args):
 
 
 def run_http(args):
-    from recbole_fbsm.serve.http import run_service
+    import os
+
+    from recbole_fbsm.serve.http import TOKEN_VARIABLE, check_exposure, run_service
+    from recbole_fbsm.serve.live import LiveState, stored_items_of
     from recbole_fbsm.serve.new_items import read_new_items
+    from recbole_fbsm.serve.store import default_store_path, open_store
 
     if not 0 <= args.port <= 65535:
         raise ColdStartError(f"--port: expected 0 to 65535; got {args.port}.")
-    served = _load(args)
-    new_items = read_new_items(served, args.new_items) if args.new_items else None
-    print(f"serving {served.model_name} of {served.checkpoint} on http://{args.host}:{args.port} (Ctrl-C stops)",
-          file=sys.stderr)
-    run_service(served, args.host, args.port, new_items)
+    if not 1 <= args.workers <= 64:
+        raise ColdStartError(f"--workers: expected 1 to 64; got {args.workers}.")
+    if args.max_body < 1:
+        raise ColdStartError(f"--max-body: expected a positive number of bytes; got {args.max_body}.")
+    token = args.token or os.environ.get(TOKEN_VARIABLE) or None
+    check_exposure(args.host, token)  # before the model loads: one line, at once
+    location = args.store or default_store_path(args.checkpoint)
+    with warnings.catch_warnings(record=True) as caught:  # start-up warnings print now, not at exit
+        warnings.simplefilter("always")
+        served = _load(args)
+        new_items = read_new_items(served, args.new_items) if args.new_items else None
+    _show_warnings(caught)
+    store = open_store(location)
+    if new_items is not None:
+        store.put_items(stored_items_of(new_items, served))
+    run_service(LiveState(args.checkpoint, store, device=args.device, served=served), args.host, args.port, token,
+                args.max_body, args.workers, location, args.device)
     return []
+
+
+def run_export_likes(args):
+    from recbole_fbsm.serve.export import export_likes
+
+    return export_likes(args.store, args.output, args.model)
 
 
 def run_export(args):
@@ -364,7 +412,8 @@ def run_export(args):
 
 
 COMMANDS = {"recommend": run_recommend, "explain": run_explain, "interactions": run_interactions,
-            "compare-users": run_compare, "http": run_http, "export": run_export}
+            "compare-users": run_compare, "http": run_http, "export": run_export,
+            "export-likes": run_export_likes}
 
 
 if __name__ == "__main__":

@@ -1,46 +1,69 @@
-"""An HTTP service for a model artifact: new items in, top-N lists and explanations out, JSON both ways.
+"""An HTTP service for a model artifact that remembers: new items and users' likes live in a store
+(``serve/store.py``: SQLite beside the artifact, or PostgreSQL), a like counts in that user's next answer,
+and a user's list ranks the whole catalogue.
 
-  recbole-fbsm serve http MODEL.fbsm --port 8000 [--new-items FILE]
+  recbole-fbsm serve http MODEL.fbsm [--store FILE|postgresql://...] [--token T] [--workers N]
 
-Endpoints (all JSON):
+Endpoints (JSON both ways; POST and DELETE need ``Authorization: Bearer TOKEN`` when a token is set):
 
-- ``GET  /health``: status, model, number of users and of current new items;
-- ``GET  /model``: what the artifact is (model, dataset, data fingerprint, feature fields, versions);
-- ``GET  /items``: the ids of the current new items;
-- ``POST /items``: add (or replace) new items, ``{"items": [{"id": "n1", "text": {"words": "raw text"}},
-  {"id": "n2", "tokens": {"words": ["graph", "mine"]}}]}``; raw text goes through the dataset's analyzer;
-  the answer counts ignored tokens and names items left without a known feature;
-- ``DELETE /items/{id}``: remove a new item;
-- ``GET  /users/{user}/items?top=10``: the user's top new items;
-- ``GET  /items/{id}/users?top=10``: the users a new item should go to;
-- ``GET  /users/{user}/items/{id}/explanation?top=10``: the score broken into features and liked items.
+- ``GET  /health``, ``GET /model`` (no absolute path), ``GET /items`` (the stored new items' ids);
+- ``POST /items``: add or replace new items, ``{"items": [{"id": "n1", "text": {"words": "raw text"}},
+  {"id": "n2", "tokens": {"words": ["graph", "mine"]}}]}``; ``DELETE /items/{id}`` (its likes go too);
+- ``POST /users/{user}/likes {"items": [...]}`` (dataset or new items; a new user is created),
+  ``DELETE /users/{user}/likes/{item}``, ``GET /users/{user}/likes``;
+- ``GET  /users/{user}/items?top=10&scope=all|new|warm``: the user's top items (``live.py``): ``all`` the
+  training items and the new items together, ``new`` the new items, ``warm`` the training items; the user's
+  likes (training and stored) left out;
+- ``GET  /items/{id}/users?top=10``: the users a new item should go to (training profiles);
+- ``GET  /users/{user}/items/{id}/explanation?top=10``: the score broken into features and liked items
+  (training profile);
+- ``POST /admin/reload``: read the artifact again (a retrained one) and swap it in without dropping a request.
 
-A bad request gets a 4xx answer ``{"error": "..."}`` and an unexpected failure a 500 one; neither stops
-the service. Requests run concurrently (Starlette runs these handlers in its thread pool): the catalogue of
-new items is replaced whole under a lock, so a request always scores one consistent catalogue.
+Safe by default: bodies are JSON only (415), at most ``max_body`` bytes counted while reading (413), nested at
+most ``MAX_DEPTH`` levels (400); ids follow ``check_id`` (400 naming the rule); a 500 says "internal error"
+and an id that finds its log line; every request logs one line (method, path, status, ms).
 """
 
+import asyncio
 import contextlib
+import hmac
+import ipaddress
+import json
+import logging
+import math
+import os
+import signal
 import socket
 import threading
 import time
+import unicodedata
+import uuid
 import warnings
 
-import scipy.sparse as sp
 import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.explain import explain
+from recbole_fbsm.serve.live import SCOPES, Conflict, LiveState, top_items
 from recbole_fbsm.serve.new_items import NewItems, ServeWarning, new_items_from_cells, unknown_tokens_message
 from recbole_fbsm.serve.recommend import recommend
+from recbole_fbsm.serve.store import StoredItem, describe, open_store
 
 MAX_TOP = 1000
 MAX_ITEMS_PER_REQUEST = 10_000
+MAX_ID_LENGTH = 256
+MAX_DEPTH = 32
+DEFAULT_MAX_BODY = 8 << 20
+TOKEN_VARIABLE = "RECBOLE_FBSM_TOKEN"
+SETTINGS_VARIABLE = "RECBOLE_FBSM_SERVE_SETTINGS"  # the workers' settings (serve http --workers N)
+
+log = logging.getLogger("recbole_fbsm.serve.http")
 
 
 class BadRequest(Exception):
@@ -51,81 +74,184 @@ class BadRequest(Exception):
         self.status = status
 
 
-class ItemCatalogue:
-    """The current new items (ids and weighted rows). Changes build a new catalogue and swap it in under a
-    lock; readers take the current one without waiting."""
+class SafeJSONResponse(JSONResponse):
+    """JSON that always encodes: non-finite floats become null (a NaN model answer is never a 500), text is
+    ASCII-escaped (a lone surrogate can never fail the UTF-8 encoding)."""
 
-    def __init__(self, n_features):
-        self._lock = threading.Lock()
-        self._items = NewItems("catalogue", [], sp.csr_matrix((0, n_features)), sp.csr_matrix((0, n_features)))
-
-    @property
-    def current(self):
-        return self._items
-
-    def add(self, items):
-        """Add ``items`` (a ``NewItems``); items of the same id are replaced. Returns the replaced ids."""
-        with self._lock:
-            old = self._items
-            new_ids = set(items.tokens)
-            keep = [k for k, token in enumerate(old.tokens) if token not in new_ids]
-            replaced = [token for token in old.tokens if token in new_ids]
-            self._items = NewItems(
-                "catalogue", [old.tokens[k] for k in keep] + list(items.tokens),
-                sp.vstack([old.counts[keep], items.counts], format="csr"),
-                sp.vstack([old.matrix[keep], items.matrix], format="csr"))
-        return replaced
-
-    def remove(self, token):
-        with self._lock:
-            old = self._items
-            if token not in old.tokens:
-                return False
-            keep = [k for k, t in enumerate(old.tokens) if t != token]
-            self._items = NewItems("catalogue", [old.tokens[k] for k in keep], old.counts[keep], old.matrix[keep])
-        return True
+    def render(self, content):
+        try:
+            text = json.dumps(content, allow_nan=False, separators=(",", ":"))
+        except ValueError:
+            text = json.dumps(_finite(content), allow_nan=False, separators=(",", ":"))
+        return text.encode("ascii")
 
 
-def create_app(served, catalogue=None):
-    """The Starlette application serving ``served`` (a ``ServedModel``)."""
-    catalogue = catalogue or ItemCatalogue(served.features.n_features)
-    app = Starlette(routes=[
-        Route("/health", lambda request: _health(served, catalogue), methods=["GET"]),
-        Route("/model", lambda request: JSONResponse(_model_document(served)), methods=["GET"]),
-        Route("/items", lambda request: JSONResponse({"items": list(catalogue.current.tokens)}), methods=["GET"]),
-        Route("/items", _handler(_add_items, served, catalogue, body=True), methods=["POST"]),
-        Route("/items/{item}", _handler(_remove_item, served, catalogue), methods=["DELETE"]),
-        Route("/users/{user}/items", _handler(_user_items, served, catalogue), methods=["GET"]),
-        Route("/items/{item}/users", _handler(_item_users, served, catalogue), methods=["GET"]),
-        Route("/users/{user}/items/{item}/explanation", _handler(_explanation, served, catalogue), methods=["GET"]),
-    ], exception_handlers={HTTPException: _http_error, Exception: _server_error})
-    app.state.served, app.state.catalogue = served, catalogue
-    return app
+def _finite(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
-def _handler(function, served, catalogue, body=False):
-    """An endpoint: the body is parsed as JSON (when ``body``), the work runs in a worker thread, mistakes
-    become 4xx answers."""
+# ------------------------------------------------------------------------------------------------ ids
+def check_id(value, what="id"):
+    """``value`` if it is an id the service can store, list, serve and delete; else a BadRequest naming the rule."""
+    if isinstance(value, bool) or isinstance(value, (int, float)):
+        raise BadRequest(f"{what} {value!r}: booleans and numbers are not ids; write the id as a JSON string")
+    if not isinstance(value, str):
+        raise BadRequest(f"{what}: expected a string; got {type(value).__name__}")
+    if not value:
+        raise BadRequest(f"{what}: an id cannot be empty")
+    if len(value) > MAX_ID_LENGTH:
+        raise BadRequest(f"{what} {value[:20]!r}...: at most {MAX_ID_LENGTH} characters; got {len(value)}")
+    if any("\ud800" <= c <= "\udfff" for c in value):
+        raise BadRequest(f"{what} {value!r}: an id cannot hold a lone surrogate (not text)")
+    if "\x00" in value:
+        raise BadRequest(f"{what} {value!r}: an id cannot hold NUL")
+    if any(unicodedata.category(c) == "Cc" for c in value):
+        raise BadRequest(f"{what} {value!r}: an id cannot hold control characters (newline, tab, ...)")
+    if "/" in value:
+        raise BadRequest(f"{what} {value!r}: an id cannot hold '/' (it could not be named in a URL path)")
+    if value != value.strip():
+        raise BadRequest(f"{what} {value!r}: an id cannot start or end with white space")
+    return value
+
+
+def _check_text(value, where):
+    if any("\ud800" <= c <= "\udfff" for c in value) or "\x00" in value:
+        raise BadRequest(f"{where}: the text holds a lone surrogate or NUL (not text)")
+    return value
+
+
+# ------------------------------------------------------------------------------------------------ app
+def create_app(state, token=None, max_body=DEFAULT_MAX_BODY):
+    """The Starlette application of ``state`` (a ``LiveState``). ``token``: the bearer token POST and DELETE
+    need (None: none needed, loopback only). ``max_body``: the largest request body, bytes."""
+    routes = [
+        ("GET", "/health", _health, False),
+        ("GET", "/model", _model_document, False),
+        ("GET", "/items", _list_items, False),
+        ("POST", "/items", _add_items, True),
+        ("DELETE", "/items/{item}", _remove_item, False),
+        ("GET", "/users/{user}/items", _user_items, False),
+        ("GET", "/users/{user}/likes", _list_likes, False),
+        ("POST", "/users/{user}/likes", _add_likes, True),
+        ("DELETE", "/users/{user}/likes/{item}", _remove_like, False),
+        ("GET", "/items/{item}/users", _item_users, False),
+        ("GET", "/users/{user}/items/{item}/explanation", _explanation, False),
+        ("POST", "/admin/reload", _reload, False),
+    ]
+    app = Starlette(
+        routes=[Route(path, _endpoint(function, method, body, token, max_body), methods=[method])
+                for method, path, function, body in routes],
+        exception_handlers={HTTPException: _http_error, Exception: _server_error})
+    app.state.live = state
+    return AccessLog(app)
+
+
+class AccessLog:
+    """ASGI middleware: one log line per request, ``METHOD path status ms`` (499: the client left, or the
+    service stopped, before an answer)."""
+
+    def __init__(self, app):
+        self.app = app
+        self.state = app.state
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start, status = time.perf_counter(), [None]
+
+        async def recording(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording)
+        except asyncio.CancelledError:
+            # a forced stop (second Ctrl-C) cancels the requests still open: one line each, not a traceback
+            log.warning("%s %s: cancelled, the service is stopping", scope["method"], scope["path"])
+            if status[0] is None:  # an answer, so that uvicorn has nothing to complain of
+                with contextlib.suppress(Exception):
+                    await _error("the service is stopping", 503)(scope, receive, recording)
+        finally:
+            log.info("%s %s %s %.1f ms", scope["method"], scope["path"], status[0] or 499,
+                     (time.perf_counter() - start) * 1000)
+
+
+def _endpoint(function, method, body, token, max_body):
+    """A route: auth (mutations), the body read as bounded JSON, the work in a worker thread on the current
+    snapshot, mistakes as 4xx answers."""
 
     async def endpoint(request):
+        if method in ("POST", "DELETE") and token is not None and not _authorised(request, token):
+            return _error("missing or wrong token: send the header 'Authorization: Bearer TOKEN'", 401)
         payload = None
-        if body:
-            try:
-                payload = await request.json()
-            except ValueError:
-                return _error("the request body is not JSON", 400)
         try:
-            return JSONResponse(await run_in_threadpool(function, served, catalogue, request, payload))
+            if body:
+                payload = await _read_json(request, max_body)
+            return SafeJSONResponse(await run_in_threadpool(function, request.app.state.live, request, payload))
         except BadRequest as error:
             return _error(str(error), error.status)
+        except Conflict as error:
+            return _error(str(error), 409)
         except ColdStartError as error:
             return _error(str(error), 400)
+        except ClientDisconnect:
+            log.warning("%s %s: the client disconnected before its request body was read whole", method, request.url.path)
+            return _error("client disconnected", 499)
 
     return endpoint
 
 
+def _authorised(request, token):
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+async def _read_json(request, max_body):
+    """The body as JSON: 415 unless it says application/json, 413 past ``max_body`` bytes (counted while it
+    arrives, before any parsing), 400 when it is not JSON or nests deeper than ``MAX_DEPTH``."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise BadRequest(f"Content-Type {kind or '(none)'!r}: expected application/json", 415)
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_body:
+        raise BadRequest(f"request body of {int(declared)} bytes: at most {max_body} (--max-body)", 413)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_body:
+            raise BadRequest(f"request body over {max_body} bytes (--max-body)", 413)
+        chunks.append(chunk)
+    try:
+        payload = json.loads(b"".join(chunks))
+    except RecursionError:
+        raise BadRequest(f"the request body nests deeper than {MAX_DEPTH} levels") from None
+    except ValueError:
+        raise BadRequest("the request body is not JSON (UTF-8)") from None
+    if _depth(payload) > MAX_DEPTH:
+        raise BadRequest(f"the request body nests deeper than {MAX_DEPTH} levels")
+    return payload
+
+
+def _depth(value):
+    """Nesting depth of parsed JSON, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
 def _error(message, status):
-    return JSONResponse({"error": message}, status_code=status)
+    return SafeJSONResponse({"error": message}, status_code=status)
 
 
 async def _http_error(request, error):
@@ -133,82 +259,100 @@ async def _http_error(request, error):
 
 
 async def _server_error(request, error):
-    return _error(f"internal error ({type(error).__name__}: {error}); the service goes on", 500)
+    """A 500: the answer names an id, the log line with that id has the exception; never its text in the answer."""
+    incident = uuid.uuid4().hex[:12]
+    log.error("internal error %s on %s %s", incident, request.method, request.url.path, exc_info=error)
+    return _error(f"internal error (id {incident}: see the service's log); the service goes on", 500)
 
 
-# ------------------------------------------------------------------------------------------ handlers
-def _health(served, catalogue):
-    return JSONResponse({"status": "ok", "model": served.model_name, "users": int(served.dataset.user_num - 1),
-                         "new_items": len(catalogue.current.tokens)})
+# ------------------------------------------------------------------------------------------- handlers
+def _health(live, request, payload):
+    snapshot = live.current()
+    return {"status": "ok", "model": snapshot.view.name, "users": int(snapshot.view.served.dataset.user_num - 1),
+            "new_items": len(snapshot.catalogue.tokens), "users_with_stored_likes": len(snapshot.likes),
+            "store": describe(live.store.location), "pid": os.getpid()}
 
 
-def _model_document(served):
+def _model_document(live, request, payload):
+    served = live.current().view.served
     data = served.data or {}
-    return {"model": served.model_name, "file": served.checkpoint, "dataset": served.dataset.dataset_name,
+    return {"model": served.model_name, "file": os.path.basename(served.checkpoint), "dataset": served.dataset.dataset_name,
             "data_fingerprint": data.get("sha256"), "feature_fields": served.fields,
             "features": served.features.n_features, "users": int(served.dataset.user_num - 1),
-            "items": int(served.dataset.item_num - 1)}
+            "items": int(served.dataset.item_num - 1), "training_items": int(len(served.training_items()))}
 
 
-def _add_items(served, catalogue, request, payload):
+def _list_items(live, request, payload):
+    snapshot = live.current()
+    return {"items": list(snapshot.catalogue.tokens),
+            "not_served": [{"item_id": item, "reason": why} for item, why in sorted(snapshot.skipped.items())]}
+
+
+def _add_items(live, request, payload):
     items = payload.get("items") if isinstance(payload, dict) else None
     if not isinstance(items, list) or not items:
         raise BadRequest('expected {"items": [{"id": ..., "text": {field: text}} or {"id": ..., "tokens": '
                          '{field: [tokens]}}, ...]}')
     if len(items) > MAX_ITEMS_PER_REQUEST:
         raise BadRequest(f"{len(items)} items in one request; at most {MAX_ITEMS_PER_REQUEST}")
-    raw, tokenised = _parse_items(items, served)
-    added, replaced, ignored, featureless, messages = [], [], 0, [], []
-    for is_raw, group in ((True, raw), (False, tokenised)):
+    served = live.current().view.served
+    stored = _parse_items(items, served)
+    ignored, featureless, messages = 0, [], []
+    for raw in (True, False):  # weighed first: a bad item is a 400 before anything is stored
+        group = [s for s in stored if s.raw == raw]
         if not group:
             continue
-        ids = [item_id for item_id, _ in group]
-        cells = {name: [values.get(name, "") for _, values in group] for name in served.fields}
+        cells = {name: [s.cells.get(name, "") for s in group] for name in served.fields}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ServeWarning)
-            new = new_items_from_cells(served, ids, cells, is_raw, source="request", warn=False)
+            new = new_items_from_cells(served, [s.item_id for s in group], cells, raw, source="request", warn=False)
         if new.n_ignored or new.featureless:
             messages.append(unknown_tokens_message(new))
-        replaced += catalogue.add(new)
-        added += ids
         ignored += new.n_ignored
         featureless += new.featureless
-    return {"added": added, "replaced": replaced, "total": len(catalogue.current.tokens),
+    replaced = live.store.put_items(stored)
+    snapshot = live.current()
+    return {"added": [s.item_id for s in stored], "replaced": replaced, "total": len(snapshot.catalogue.tokens),
             "ignored_token_occurrences": ignored, "featureless": featureless, "warnings": messages}
 
 
 def _parse_items(items, served):
-    """([(id, {field: raw text})], [(id, {field: token string})]) of the request's items."""
+    """The request's items as ``StoredItem``s (cells: raw text, or tokens joined by the dataset's separator)."""
     separator = served.config["seq_separator"] or " "
-    raw, tokenised = [], []
+    parsed, seen = [], set()
     for number, item in enumerate(items, 1):
-        if not isinstance(item, dict) or not isinstance(item.get("id"), (str, int)) or str(item.get("id")).strip() == "":
+        if not isinstance(item, dict) or "id" not in item:
             raise BadRequest(f"item {number}: expected an object with an \"id\" (a string) and \"text\" or \"tokens\"")
+        item_id = check_id(item["id"], f"item {number}: id")
+        if item_id in seen:
+            raise BadRequest(f"item id {item_id!r} appears more than once in the request")
+        seen.add(item_id)
         kind = [key for key in ("text", "tokens") if key in item]
         if len(kind) != 1 or not isinstance(item[kind[0]], dict):
-            raise BadRequest(f"item {item['id']!r}: expected exactly one of \"text\" or \"tokens\", an object "
+            raise BadRequest(f"item {item_id!r}: expected exactly one of \"text\" or \"tokens\", an object "
                              f"{{field: ...}} over the feature fields {served.fields}")
         values = item[kind[0]]
         unknown = sorted(set(values) - set(served.fields))
         if unknown:
-            raise BadRequest(f"item {item['id']!r}: unknown feature field(s) {unknown}; the model reads {served.fields}")
+            raise BadRequest(f"item {item_id!r}: unknown feature field(s) {unknown}; the model reads {served.fields}")
         cells = {}
         for name, value in values.items():
             if kind[0] == "tokens" and isinstance(value, list) and all(isinstance(t, str) for t in value):
                 value = separator.join(value)
             if not isinstance(value, str):
-                raise BadRequest(f"item {item['id']!r}, field {name!r}: expected "
+                raise BadRequest(f"item {item_id!r}, field {name!r}: expected "
                                  f"{'a string' if kind[0] == 'text' else 'a list of strings'}")
-            cells[name] = value
-        (raw if kind[0] == "text" else tokenised).append((str(item["id"]), cells))
-    return raw, tokenised
+            cells[name] = _check_text(value, f"item {item_id!r}, field {name!r}")
+        parsed.append(StoredItem(item_id, kind[0] == "text", cells))
+    return parsed
 
 
-def _remove_item(served, catalogue, request, payload):
-    item = request.path_params["item"]
-    if not catalogue.remove(item):
+def _remove_item(live, request, payload):
+    item = check_id(request.path_params["item"], "item id")
+    users = live.store.delete_item(item)
+    if users is None:
         raise BadRequest(f"new item {item!r} is not in the catalogue", 404)
-    return {"removed": item, "total": len(catalogue.current.tokens)}
+    return {"removed": item, "likes_removed": len(users), "total": len(live.current().catalogue.tokens)}
 
 
 def _top(request):
@@ -222,44 +366,93 @@ def _top(request):
     return top
 
 
-def _known_user(served, user):
-    mapping = served.dataset.field2token_id[served.uid_field]
-    if mapping.get(user, 0) == 0:
-        raise BadRequest(f"user {user!r} is not a user of dataset {served.dataset.dataset_name!r}", 404)
+def _known_user(snapshot, user):
+    if not snapshot.knows_user(user):
+        raise BadRequest(f"user {user!r} is neither a user of dataset {snapshot.view.served.dataset.dataset_name!r} "
+                         "nor one with stored likes (POST /users/{user}/likes creates one)", 404)
 
 
-def _user_items(served, catalogue, request, payload):
-    user, top = request.path_params["user"], _top(request)
-    _known_user(served, user)
-    items = catalogue.current
-    if not items.tokens:
-        return {"user": user, "items": [], "new_items": 0}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ServeWarning)
-        table = recommend(served, items, top=top, users=[user], for_items=False).for_users
-    return {"user": user, "items": _records(table, "item_id"), "new_items": len(items.tokens),
-            "warnings": [str(w.message) for w in caught if issubclass(w.category, ServeWarning)]}
+def _user_items(live, request, payload):
+    user, top = check_id(request.path_params["user"], "user id"), _top(request)
+    scope = request.query_params.get("scope", "all")
+    if scope not in SCOPES:
+        raise BadRequest(f"scope: expected one of {', '.join(SCOPES)}; got {scope!r}")
+    snapshot = live.current()
+    _known_user(snapshot, user)
+    ranked_items, note = top_items(snapshot, user, scope, top)
+    answer = {"user": user, "scope": scope,
+              "items": [{"item_id": item, "rank": rank, "score": score, "new": item in snapshot.position}
+                        for rank, (item, score) in enumerate(ranked_items, 1)],
+              "new_items": len(snapshot.catalogue.tokens)}
+    if note:
+        answer["note"] = note
+    return answer
 
 
-def _item_users(served, catalogue, request, payload):
-    item, top = request.path_params["item"], _top(request)
-    items = catalogue.current
-    if item not in items.tokens:
+def _list_likes(live, request, payload):
+    user = check_id(request.path_params["user"], "user id")
+    snapshot = live.current()
+    _known_user(snapshot, user)
+    view = snapshot.view
+    internal = view.dataset_user(user)
+    training = view.likes.indices[view.likes.indptr[internal]:view.likes.indptr[internal + 1]] if internal else []
+    return {"user": user, "likes": list(snapshot.likes.get(user, ())),
+            "training_likes": [str(t) for t in view.item_tokens[training]]}
+
+
+def _add_likes(live, request, payload):
+    user = check_id(request.path_params["user"], "user id")
+    items = payload.get("items") if isinstance(payload, dict) else None
+    if not isinstance(items, list) or not items:
+        raise BadRequest('expected {"items": ["item id", ...]}')
+    if len(items) > MAX_ITEMS_PER_REQUEST:
+        raise BadRequest(f"{len(items)} likes in one request; at most {MAX_ITEMS_PER_REQUEST}")
+    items = [check_id(item, f"likes item {number}") for number, item in enumerate(items, 1)]
+    snapshot = live.current()
+    unknown = [item for item in items if not snapshot.knows_item(item)]
+    if unknown:
+        raise BadRequest(f"item(s) {unknown[:10]} are neither items of the dataset nor stored new items", 404)
+    added = live.store.add_likes(user, items)
+    snapshot = live.current()
+    return {"user": user, "added": added, "likes": len(snapshot.likes.get(user, ()))}
+
+
+def _remove_like(live, request, payload):
+    user = check_id(request.path_params["user"], "user id")
+    item = check_id(request.path_params["item"], "item id")
+    if not live.store.delete_like(user, item):
+        raise BadRequest(f"user {user!r} has no stored like of item {item!r}", 404)
+    return {"user": user, "removed": item, "likes": len(live.current().likes.get(user, ()))}
+
+
+def _item_users(live, request, payload):
+    item, top = check_id(request.path_params["item"], "item id"), _top(request)
+    snapshot = live.current()
+    if item not in snapshot.position:
         raise BadRequest(f"new item {item!r} is not in the catalogue (POST it to /items first)", 404)
-    row = items.tokens.index(item)
+    row = snapshot.position[item]
+    items = snapshot.catalogue
     one = NewItems("catalogue", [item], items.counts[[row]], items.matrix[[row]])
-    table = recommend(served, one, top=top, for_users=False).for_items
+    table = recommend(snapshot.view.served, one, top=top, for_users=False).for_items
     return {"item": item, "users": _records(table, "user_id")}
 
 
-def _explanation(served, catalogue, request, payload):
-    user, item, top = request.path_params["user"], request.path_params["item"], _top(request)
-    _known_user(served, user)
-    items = catalogue.current
-    known = served.dataset.field2token_id[served.iid_field]
-    if known.get(item, 0) == 0 and item not in items.tokens:
+def _explanation(live, request, payload):
+    user = check_id(request.path_params["user"], "user id")
+    item, top = check_id(request.path_params["item"], "item id"), _top(request)
+    snapshot = live.current()
+    if not snapshot.view.dataset_user(user):
+        raise BadRequest(f"user {user!r} is not a user of dataset {snapshot.view.served.dataset.dataset_name!r} "
+                         "(explanations read the training profile)", 404)
+    if not snapshot.knows_item(item):
         raise BadRequest(f"item {item!r} is neither an item of the dataset nor a new item of the catalogue", 404)
-    return explain(served, user, item, new_items=items).to_dict(top)
+    return explain(snapshot.view.served, user, item, new_items=snapshot.catalogue).to_dict(top)
+
+
+def _reload(live, request, payload):
+    snapshot = live.reload()
+    return {"reloaded": os.path.basename(live.model_path), "model": snapshot.view.name,
+            "new_items": len(snapshot.catalogue.tokens)}
 
 
 def _records(table, column):
@@ -268,16 +461,86 @@ def _records(table, column):
 
 
 # ------------------------------------------------------------------------------------------- running
-def run_service(served, host="127.0.0.1", port=8000, new_items=None, log_level="warning"):
-    """Serve ``served`` until interrupted (uvicorn)."""
-    app = create_app(served)
-    if new_items is not None:
-        app.state.catalogue.add(new_items)
-    sock = bound_socket(host, port)
+def is_loopback(host):
+    if host == "localhost":
+        return True
     try:
-        uvicorn.Server(uvicorn.Config(app, log_level=log_level)).run(sockets=[sock])
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host, token):
+    """A ColdStartError for a service reachable from other machines that anyone could write to."""
+    if not is_loopback(host) and not token:
+        raise ColdStartError(f"--host {host} listens beyond this machine without a token: anyone could add items "
+                             f"and likes; give --token (or set {TOKEN_VARIABLE}), or listen on 127.0.0.1.")
+
+
+def configure_logging(level=logging.INFO):
+    """Log lines (access lines included) to stderr, once."""
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s [%(process)d] %(message)s"))
+        log.addHandler(handler)
+        log.propagate = False
+    log.setLevel(level)
+
+
+def app_from_environment():
+    """The application of one worker process (``serve http --workers N``): settings from ``SETTINGS_VARIABLE``."""
+    settings = json.loads(os.environ[SETTINGS_VARIABLE])
+    configure_logging(settings.get("log_level", logging.INFO))
+    state = LiveState(settings["model"], open_store(settings["store"]), device=settings.get("device", "cpu"))
+    return create_app(state, token=settings.get("token"), max_body=settings["max_body"])
+
+
+class QuietServer(uvicorn.Server):
+    """uvicorn's server, ended quietly by Ctrl-C: uvicorn re-raises the captured signal inside the event loop at
+    exit, where asyncio turns it into a KeyboardInterrupt that cancels the requests still open and logs each as a
+    traceback (a second Ctrl-C during a request). The shutdown itself is uvicorn's (graceful, then forced)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        with super().capture_signals():
+            yield
+            self._captured_signals.clear()
+
+
+def run_service(state, host="127.0.0.1", port=8000, token=None, max_body=DEFAULT_MAX_BODY, workers=1,
+                store_location=None, device="cpu"):
+    """Serve until interrupted. One worker: ``state`` in this process. Several: uvicorn's supervisor starts
+    ``workers`` processes that share the socket and the store (``store_location``), each with its own model;
+    SIGHUP to the supervisor replaces them one by one (the artifact read again), each new one ready first."""
+    check_exposure(host, token)
+    configure_logging()
+    sock = bound_socket(host, port)
+    log.warning("serving %s on http://%s:%d (store %s, %d worker(s)%s)", os.path.basename(state.model_path),
+                host, sock.getsockname()[1], describe(state.store.location), workers,
+                ", token required for POST/DELETE" if token else "")
+    try:
+        if workers <= 1:
+            if hasattr(signal, "SIGHUP"):  # reload the artifact, in a thread; the old model serves meanwhile
+                signal.signal(signal.SIGHUP, lambda number, frame: state.reload_from_signal())
+            # no lifespan: a second Ctrl-C would cancel it mid-wait and uvicorn would log that as a traceback
+            config = uvicorn.Config(create_app(state, token, max_body), log_level="warning", lifespan="off",
+                                    timeout_graceful_shutdown=10)
+            QuietServer(config).run(sockets=[sock])
+        else:
+            from uvicorn.supervisors import Multiprocess
+
+            state.store.close()
+            os.environ[SETTINGS_VARIABLE] = json.dumps({
+                "model": state.model_path, "store": store_location, "token": token, "max_body": max_body,
+                "device": str(device)})
+            config = uvicorn.Config("recbole_fbsm.serve.http:app_from_environment", factory=True, workers=workers,
+                                    log_level="warning", lifespan="off", timeout_graceful_shutdown=10)
+            Multiprocess(config, sockets=[sock]).run()
+    except KeyboardInterrupt:  # a second Ctrl-C while requests finish
+        log.warning("interrupted")
     finally:
         sock.close()
+        log.warning("stopped (pid %d)", os.getpid())
 
 
 def bound_socket(host, port):

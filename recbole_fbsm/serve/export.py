@@ -1,0 +1,77 @@
+"""``recbole-fbsm serve export-likes STORE -o DIR``: what the live service learned, as RecBole atomic files.
+
+The likes become ``DIR/NAME.inter`` (``user_id:token``, ``item_id:token``) and the stored new items
+``DIR/NAME.item`` (``item_id:token`` and the model's feature fields with their types), NAME being the
+folder's name (RecBole's layout). Add their rows to the dataset's files and retrain: the new items become
+training items, and the users of the stored likes users the model knows. Raw-text items are analysed as
+the converter did (the model's stored analyzer), so their cells are the tokens the training data holds.
+Files are written whole or not at all (a temporary file and a rename).
+"""
+
+import os
+
+from recbole.utils import FeatureType
+
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.serve.loading import load_model
+from recbole_fbsm.serve.raw_text import dataset_analyzers, tokenize_field
+from recbole_fbsm.serve.store import default_store_path, open_store
+from recbole_fbsm.storage.safe_files import write_atomic
+
+STORE_SUFFIX = default_store_path("")
+
+
+def model_beside(store_location):
+    """The model a default store (``MODEL.store.sqlite``) belongs to, when that file exists."""
+    location = str(store_location)
+    if location.endswith(STORE_SUFFIX) and os.path.isfile(location[: -len(STORE_SUFFIX)]):
+        return location[: -len(STORE_SUFFIX)]
+    return None
+
+
+def _cell(value):
+    """A cell of an atomic file: tabs and line breaks would break its row."""
+    return " ".join(str(value).split())
+
+
+def export_likes(store_location, output, model=None):
+    """Write the store's likes and items into folder ``output``; the paths written."""
+    location = str(store_location)
+    if not location.startswith(("postgresql://", "postgres://")) and not os.path.isfile(location):
+        raise ColdStartError(f"store {location} not found (expected the SQLite file serve http --store wrote, "
+                             "or a postgresql:// URL).")
+    store = open_store(location)
+    try:
+        items, likes = store.items(), store.all_likes()
+    finally:
+        store.close()
+    name = os.path.basename(os.path.normpath(output))
+    written = []
+    inter = "user_id:token\titem_id:token\n" + "".join(f"{user}\t{item}\n" for user, item in likes)
+    path = os.path.join(output, f"{name}.inter")
+    write_atomic(path, inter.encode("utf-8"))
+    written.append(path)
+    if items:
+        model = model or model_beside(location)
+        if model is None:
+            raise ColdStartError(f"store {location}: {len(items)} new item(s) need the model they were served with to "
+                                 "be written as atomic files (their feature fields and types, the raw-text analyzer): "
+                                 "give --model MODEL.fbsm.")
+        served = load_model(model)
+        analyzers = dataset_analyzers(served)
+        separator = served.config["seq_separator"] or " "
+        columns = {}
+        for raw in (True, False):
+            group = [item for item in items if item.raw == raw]
+            for field in served.fields:
+                cells = tokenize_field([item.cells.get(field, "") for item in group], field, served, analyzers, raw).cells
+                for item, tokens in zip(group, cells):
+                    columns.setdefault(item.item_id, {})[field] = separator.join(_cell(t) for t in tokens)
+        types = {field: "token_seq" if served.dataset.field2type[field] == FeatureType.TOKEN_SEQ else "token"
+                 for field in served.fields}
+        header = "\t".join([f"{served.iid_field}:token"] + [f"{field}:{types[field]}" for field in served.fields])
+        rows = ["\t".join([item.item_id] + [columns[item.item_id][field] for field in served.fields]) for item in items]
+        path = os.path.join(output, f"{name}.item")
+        write_atomic(path, ("\n".join([header, *rows]) + "\n").encode("utf-8"))
+        written.append(path)
+    return written

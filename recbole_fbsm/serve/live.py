@@ -1,0 +1,375 @@
+"""The live service's state: a model artifact plus what the store learned since (new items, likes), and the
+scores of the whole catalogue for one user with those likes counted at once.
+
+Profile models (FBSM, UFSM, CoSim) score score(u, i) = f_i^T W_u f_u with f_u the sum of the rows of the
+items u likes (``serve/scoring.py``). A like stored after training only adds a row to that sum, so the next
+answer counts it without retraining: ``user_weights`` builds f_u from the training likes plus the stored
+ones (one sparse row sum), folds W_u into one dense vector w_u = c_u * f_u + V (V^T f_u), and every item is
+scored by one sparse (items x features) x dense (features) product. Nothing here assumes that a feature is
+content: an item row may hold an identity column (a hybrid FBSM's warm-item id token), which new items
+simply lack.
+
+What a profile cannot give:
+
+- UFSM's c_u is learned per user: a user unknown at training has none, so the service answers 409 for them
+  (their likes are stored, and count once a retrained model knows them);
+- DropoutNet, Heater and ALDI score a user by the embedding learned in training: their stored likes are
+  kept and excluded from the list, but change the scores only after retraining (the answer says so);
+  a user unknown at training gets 409.
+
+Worker processes each hold a ``LiveState``; before every request it applies the store's changes since the
+last one it saw (``Store.changes_since``), so a write acknowledged by any worker is in the next answer of
+every worker. Snapshots are immutable and swapped whole: a request scores one consistent catalogue.
+"""
+
+import logging
+import threading
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.models.contract import FeatureSimilarity
+from recbole_fbsm.serve.loading import load_model
+from recbole_fbsm.serve.new_items import NewItems, ServeWarning, new_items_from_cells
+from recbole_fbsm.serve.scoring import ranked, scipy_to_torch_csr
+from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, StoredItem
+
+log = logging.getLogger("recbole_fbsm.serve.http")
+
+SCOPES = ("all", "new", "warm")
+
+
+class Conflict(Exception):
+    """A request the model cannot answer for this user (409): the message names the reason."""
+
+
+class ModelView:
+    """One loaded artifact and what scoring needs of it, built once per (re)load."""
+
+    def __init__(self, served):
+        self.served = served
+        model = served.model
+        inputs = served.dataset.model_inputs
+        self.likes = inputs.likes.tocsr()                                    # users x items: training likes
+        self.matrix = served.features.matrix.tocsr().astype(np.float32)      # every dataset item's weighted row
+        self.training_items = np.asarray(served.training_items(), dtype=np.int64)
+        self.warm_matrix = self.matrix[self.training_items]
+        self.warm_ids = np.asarray(served.dataset.field2id_token[served.iid_field], dtype=object)[self.training_items]
+        self.item_of = served.dataset.field2token_id[served.iid_field]
+        self.user_of = served.dataset.field2token_id[served.uid_field]
+        self.item_tokens = np.asarray(served.dataset.field2id_token[served.iid_field], dtype=object)
+        self.profile = isinstance(model, FeatureSimilarity)
+        self.per_user_weights = self.profile and model.diagonal_weights(torch.tensor([1])).dim() == 2
+        if self.profile:
+            factors = model.low_rank_factors()
+            self.factors = None if factors is None else factors.detach().cpu().numpy().astype(np.float32)
+            self.shared_weights = (None if self.per_user_weights else
+                                   model.diagonal_weights(torch.tensor([1])).detach().cpu().numpy().astype(np.float32))
+        self.seed = int(served.config["seed"] or 0)
+
+    @property
+    def name(self):
+        return self.served.model_name
+
+    def dataset_user(self, user):
+        """The internal id of a dataset user, else 0."""
+        return int(self.user_of.get(user, 0))
+
+    def dataset_item(self, item):
+        return int(self.item_of.get(item, 0))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one request scores against: never changed once built."""
+
+    view: ModelView
+    catalogue: NewItems                  # the stored new items, weighted by this model
+    position: dict                       # new item id -> row of ``catalogue``
+    likes: dict                          # user -> tuple of stored liked item ids, oldest first
+    seq: int                             # the last store change applied
+    skipped: dict = field(default_factory=dict)  # stored item id -> why this model cannot serve it
+
+    def knows_item(self, item):
+        return item in self.position or self.view.dataset_item(item) != 0
+
+    def knows_user(self, user):
+        return self.view.dataset_user(user) != 0 or bool(self.likes.get(user))
+
+
+def empty_catalogue(n_features):
+    return NewItems("catalogue", [], sp.csr_matrix((0, n_features), dtype=np.float32),
+                    sp.csr_matrix((0, n_features), dtype=np.float32))
+
+
+def weigh_items(served, stored):
+    """(NewItems of the ``StoredItem``s this model can serve, {id: why not} of the others)."""
+    known = served.dataset.field2token_id[served.iid_field]
+    skipped = {s.item_id: "now an item of the model's dataset (retrained on it)" for s in stored if known.get(s.item_id, 0)}
+    parts = empty_catalogue(served.features.n_features)
+    for raw in (True, False):
+        group = [s for s in stored if s.raw == raw and s.item_id not in skipped]
+        if not group:
+            continue
+        cells = {name: [s.cells.get(name, "") for s in group] for name in served.fields}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ServeWarning)
+            try:
+                new = new_items_from_cells(served, [s.item_id for s in group], cells, raw, source="store", warn=False)
+            except ColdStartError as error:  # never one bad item stopping every answer: logged, left out
+                log.error("store items left out: %s", error)
+                skipped.update({s.item_id: str(error) for s in group})
+                continue
+        parts = replace_items(parts, new)
+    return parts, skipped
+
+
+def replace_items(catalogue, new):
+    """``catalogue`` with ``new``'s items added, items of the same id replaced (new rows last)."""
+    replacing = set(new.tokens)
+    keep = [k for k, token in enumerate(catalogue.tokens) if token not in replacing]
+    return NewItems("catalogue", [catalogue.tokens[k] for k in keep] + list(new.tokens),
+                    sp.vstack([catalogue.counts[keep], new.counts], format="csr"),
+                    sp.vstack([catalogue.matrix[keep], new.matrix.astype(np.float32)], format="csr"))
+
+
+def remove_items(catalogue, gone):
+    keep = [k for k, token in enumerate(catalogue.tokens) if token not in gone]
+    return NewItems("catalogue", [catalogue.tokens[k] for k in keep], catalogue.counts[keep], catalogue.matrix[keep])
+
+
+class LiveState:
+    """A model and the store, kept in step: ``current()`` applies the store's new changes and gives the snapshot."""
+
+    def __init__(self, model_path, store, device="cpu", served=None):
+        self.model_path, self.store, self.device = model_path, store, device
+        self._lock = threading.Lock()
+        self._reloading = None
+        self._reload_seq = store.last_change()  # reload requests up to here are in this model
+        self._snapshot = self._full_snapshot(served or load_model(model_path, device=device))
+
+    def _full_snapshot(self, served):
+        seq = self.store.last_change()  # first: changes after it are applied again (idempotent), none missed
+        catalogue, skipped = weigh_items(served, self.store.items())
+        likes = defaultdict(list)
+        for user, item in self.store.all_likes():
+            likes[user].append(item)
+        return Snapshot(ModelView(served), catalogue, {t: k for k, t in enumerate(catalogue.tokens)},
+                        {u: tuple(items) for u, items in likes.items()}, seq, skipped)
+
+    def current(self):
+        """The snapshot with every change the store acknowledged so far."""
+        with self._lock:
+            changes = self.store.changes_since(self._snapshot.seq)
+            if changes:
+                self._snapshot = self._apply(self._snapshot, changes)
+            return self._snapshot
+
+    def _apply(self, snapshot, changes):
+        items, users, reload = set(), set(), False
+        for seq, kind, user, item in changes:
+            if kind == ITEM:
+                items.add(item)
+            elif kind == LIKE:
+                users.add(user)
+            elif kind == RELOAD and seq > self._reload_seq:
+                reload = True
+        catalogue, skipped = snapshot.catalogue, dict(snapshot.skipped)
+        if items:
+            stored = self.store.items(items)
+            catalogue = remove_items(catalogue, items)
+            for item in items:
+                skipped.pop(item, None)
+            added, newly_skipped = weigh_items(snapshot.view.served, stored)
+            catalogue = replace_items(catalogue, added)
+            skipped.update(newly_skipped)
+        likes = snapshot.likes
+        if users:
+            likes = dict(likes)
+            for user in users:
+                now = tuple(self.store.likes(user))
+                if now:
+                    likes[user] = now
+                else:
+                    likes.pop(user, None)
+        if reload:
+            self._reload_in_background(changes[-1][0])
+        return Snapshot(snapshot.view, catalogue, {t: k for k, t in enumerate(catalogue.tokens)}, likes,
+                        changes[-1][0], skipped)
+
+    # ----------------------------------------------------------------------------- reloading
+    def reload(self):
+        """Read the artifact again (a retrained one swapped in at the same path) and swap it in; requests in
+        flight finish on the old snapshot. A file that does not load leaves the old model serving (the
+        ColdStartError goes to the caller). Other workers follow through the store's change log."""
+        served = load_model(self.model_path, device=self.device)
+        seq = self.store.request_reload()
+        snapshot = self._full_snapshot(served)
+        with self._lock:
+            self._reload_seq = max(self._reload_seq, seq)
+            self._snapshot = snapshot
+        log.warning("reloaded model %s (%s)", self.model_path.rsplit("/", 1)[-1], served.model_name)
+        return snapshot
+
+    def _reload_in_background(self, seq):
+        """Another worker asked for a reload: load it in a thread, keep answering with the old model meanwhile."""
+        self._reload_seq = seq
+        if self._reloading is not None and self._reloading.is_alive():
+            return
+
+        def work():
+            try:
+                served = load_model(self.model_path, device=self.device)
+                snapshot = self._full_snapshot(served)
+                with self._lock:
+                    self._snapshot = snapshot
+                log.warning("reloaded model %s (%s), as another worker asked", self.model_path.rsplit("/", 1)[-1],
+                            served.model_name)
+            except Exception as error:  # the old model goes on serving
+                log.error("reload failed, the old model goes on serving: %s", error)
+
+        self._reloading = threading.Thread(target=work, daemon=True)
+        self._reloading.start()
+
+    def reload_from_signal(self):
+        """SIGHUP: ``reload`` in a thread, errors logged (one line) instead of raised."""
+
+        def work():
+            try:
+                self.reload()
+            except Exception as error:
+                log.error("reload (SIGHUP) failed, the old model goes on serving: %s", error)
+
+        threading.Thread(target=work, daemon=True).start()
+
+
+# ----------------------------------------------------------------------------------- scoring
+def liked_items(snapshot, user):
+    """(dataset item ids liked in training or since, new-item rows liked since) of ``user``."""
+    view = snapshot.view
+    internal = view.dataset_user(user)
+    training = view.likes.indices[view.likes.indptr[internal]:view.likes.indptr[internal + 1]] if internal else []
+    stored = snapshot.likes.get(user, ())
+    dataset = np.asarray([view.dataset_item(i) for i in stored], dtype=np.int64)
+    dataset = np.union1d(np.asarray(training, dtype=np.int64), dataset[dataset > 0])
+    new_rows = np.asarray([snapshot.position[i] for i in stored if i in snapshot.position], dtype=np.int64)
+    return dataset, new_rows
+
+
+def user_weights(snapshot, user, dataset_likes, new_rows):
+    """w_u = c_u * f_u + V (V^T f_u) (dense, features), f_u the sum of the liked items' rows."""
+    view = snapshot.view
+    f_u = np.asarray(view.matrix[dataset_likes].sum(axis=0)).ravel()
+    if len(new_rows):
+        f_u = f_u + np.asarray(snapshot.catalogue.matrix[new_rows].sum(axis=0)).ravel()
+    f_u = f_u.astype(np.float32)
+    if view.per_user_weights:
+        internal = view.dataset_user(user)
+        if not internal:
+            raise Conflict(f"user {user!r} is not a user the {view.name} model was trained on, and {view.name} learns "
+                           "each user's feature weights (c_u): their likes are stored and count once a model retrained "
+                           "on them is loaded (serve export-likes, then POST /admin/reload)")
+        weights = view.served.model.diagonal_weights(torch.tensor([internal])).detach().cpu().numpy()[0]
+    else:
+        weights = view.shared_weights
+    w = weights * f_u
+    if view.factors is not None:
+        w = w + view.factors @ (view.factors.T @ f_u)
+    return w
+
+
+def score_candidates(snapshot, user, scope):
+    """(scores, eligible, id_of, note): the scores of every item of ``scope`` for ``user`` (training items
+    first, then the new items), whether each may be recommended (not liked), and the id of a position."""
+    view = snapshot.view
+    dataset_likes, new_rows = liked_items(snapshot, user)
+    blocks = []
+    if scope in ("all", "warm"):
+        blocks.append(("warm", view.warm_matrix))
+    if scope in ("all", "new"):
+        blocks.append(("new", snapshot.catalogue.matrix))
+    note = None
+    if view.profile:
+        w = user_weights(snapshot, user, dataset_likes, new_rows)
+        scores = [matrix @ w for _, matrix in blocks]
+    else:
+        internal = view.dataset_user(user)
+        if not internal:
+            raise Conflict(f"user {user!r} is not a user the {view.name} model was trained on, and {view.name} scores "
+                           "a user by the embedding learned in training: their likes are stored and count once a model "
+                           "retrained on them is loaded (serve export-likes, then POST /admin/reload)")
+        users = torch.tensor([internal], device=view.served.device)
+        scores = [view.served.model.score_feature_rows(users, scipy_to_torch_csr(matrix, view.served.device))[0]
+                  .detach().cpu().numpy() if matrix.shape[0] else np.zeros(0, dtype=np.float32)
+                  for _, matrix in blocks]
+        if snapshot.likes.get(user):
+            note = (f"{view.name} scores a user by the embedding learned in training: the likes stored since are "
+                    "left out of the list, and change the scores once a retrained model is loaded")
+    scores = np.concatenate(scores).astype(np.float32, copy=False)
+    eligible = np.ones(len(scores), dtype=bool)
+    offset, warm_count = 0, 0
+    for kind, matrix in blocks:
+        if kind == "warm":
+            eligible[np.flatnonzero(np.isin(view.training_items, dataset_likes))] = False
+            warm_count = matrix.shape[0]
+        else:
+            eligible[offset + new_rows] = False
+        offset += matrix.shape[0]
+    tokens = snapshot.catalogue.tokens
+    has_warm = bool(blocks) and blocks[0][0] == "warm"
+
+    def id_of(position):
+        if has_warm and position < warm_count:
+            return str(view.warm_ids[position])
+        return tokens[position - warm_count]
+
+    return scores, eligible, id_of, note
+
+
+def score_user(snapshot, user, scope):
+    """(item ids, scores, note) of every candidate of ``scope`` for ``user``, the user's likes left out."""
+    scores, eligible, id_of, note = score_candidates(snapshot, user, scope)
+    positions = np.flatnonzero(eligible)
+    return np.asarray([id_of(j) for j in positions], dtype=object), scores[positions], note
+
+
+def top_items(snapshot, user, scope="all", top=10):
+    """[(item id, score)] of ``user``'s ``top`` best items of ``scope``, and the note of ``score_candidates``.
+    Ties are broken at random (seeded by the model's seed), never by position, which follows popularity for
+    dataset items: every eligible item scoring at least the ``top``-th best score is a candidate (one partial
+    partition, no sort of the whole catalogue), and the candidates are ordered by (score, random key). A
+    non-finite score ranks last."""
+    scores, eligible, id_of, note = score_candidates(snapshot, user, scope)
+    k = min(int(top), int(eligible.sum()))
+    if k == 0:
+        return [], note
+    finite = np.where(np.isfinite(scores), scores, -np.inf)
+    ranked_scores = np.where(eligible, finite, -np.inf)
+    threshold = np.partition(ranked_scores, len(ranked_scores) - k)[len(ranked_scores) - k]  # the k-th best
+    candidates = np.flatnonzero((ranked_scores >= threshold) & eligible)  # every item tied with it included
+    generator = torch.Generator().manual_seed(snapshot.view.seed)
+    keys = torch.rand((1, len(candidates)), generator=generator)
+    best = candidates[ranked(torch.as_tensor(finite[candidates])[None], keys, k)[0].numpy()]
+    return [(id_of(j), float(scores[j])) for j in best], note
+
+
+def stored_items_of(new_items, served):
+    """``StoredItem``s (token cells) of a ``NewItems`` read from a file (``serve http --new-items``): each
+    known token repeated as often as the item has it, so that the store weighs it the same way again."""
+    names = served.features.names
+    separator = served.config["seq_separator"] or " "
+    counts = new_items.counts.tocsr()
+    stored = []
+    for row, item_id in enumerate(new_items.tokens):
+        cells = {field: [] for field in served.fields}
+        span = slice(counts.indptr[row], counts.indptr[row + 1])
+        for column, count in zip(counts.indices[span], counts.data[span]):
+            field, _, token = names[column].partition(":")
+            cells[field] += [token] * int(count)
+        stored.append(StoredItem(item_id, False, {field: separator.join(tokens) for field, tokens in cells.items()}))
+    return stored

@@ -1,0 +1,315 @@
+"""Where the live service keeps what it learns after training: new items and users' likes.
+
+One small interface (``Store``) over two backends:
+
+- ``SqliteStore``: one file (default: beside the artifact), WAL journal, ``synchronous=FULL``; every write is
+  one transaction committed before the method returns, so an acknowledged write survives a SIGKILL (and a
+  power cut) at any moment. Several worker processes on one machine share the file.
+- ``PostgresStore`` (``postgresql://...``, psycopg 3): the same tables on a PostgreSQL server, for several
+  machines behind a balancer.
+
+Every write appends to a change log (``changes``: a sequence number, the kind, the user and item it touched).
+A worker process keeps its own in-memory copy and asks for the changes after the last one it applied before
+each request (``changes_since``: one indexed query), so a write acknowledged by one worker is seen by the
+next request to any worker. Writes are serialised (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a lock on the
+change log), so sequence numbers become visible in order and no reader skips one.
+
+Items are kept as the request gave them (``raw``: raw text to analyse, else token strings; ``cells``:
+{field: text}), not as weighted rows: a retrained artifact reads them with its own vocabulary.
+"""
+
+import json
+import os
+import sqlite3
+import threading
+from dataclasses import dataclass
+
+from recbole_fbsm.errors import ColdStartError
+
+ITEM, LIKE, RELOAD = "item", "like", "reload"
+WRITE_LOCK = 0x46_42_53_4D  # PostgreSQL advisory lock key of the store's writes ("FBSM")
+
+
+@dataclass(frozen=True)
+class StoredItem:
+    item_id: str
+    raw: bool      # cells are raw text (analysed as the converter did), else token strings
+    cells: dict    # {feature field: text}
+
+
+class Store:
+    """New items and likes, shared by every worker. Methods are thread-safe; each write is durable when it
+    returns. Subclasses give ``_connect`` and their SQL dialect."""
+
+    placeholder = "?"
+    serial = "INTEGER PRIMARY KEY AUTOINCREMENT"
+
+    def __init__(self, location):
+        self.location = location
+        # two connections: reads (every request) never wait behind a write's commit (an fsync)
+        self._lock, self._read_lock = threading.Lock(), threading.Lock()
+        self._connection = self._connect()
+        with self._write() as write:
+            for statement in self._schema():
+                write.execute(statement)
+        self._reader = self._connect()
+
+    # ------------------------------------------------------------------ dialect
+    def _connect(self):
+        raise NotImplementedError
+
+    def _begin_write(self, cursor):
+        raise NotImplementedError
+
+    def _commit(self):
+        self._connection.commit()
+
+    def _rollback(self):
+        self._connection.rollback()
+
+    def _sql(self, statement):
+        return statement.replace("?", self.placeholder)
+
+    def _schema(self):
+        return [
+            "CREATE TABLE IF NOT EXISTS items (item_id TEXT PRIMARY KEY, raw INTEGER NOT NULL, cells TEXT NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS likes (user_id TEXT NOT NULL, item_id TEXT NOT NULL, seq BIGINT NOT NULL, "
+            "PRIMARY KEY (user_id, item_id))",
+            f"CREATE TABLE IF NOT EXISTS changes (seq {self.serial}, kind TEXT NOT NULL, user_id TEXT, item_id TEXT)",
+            "CREATE INDEX IF NOT EXISTS likes_of_item ON likes (item_id)",
+        ]
+
+    # ---------------------------------------------------------------- plumbing
+    class _Write:
+        def __init__(self, store):
+            self.store = store
+
+        def __enter__(self):
+            self.store._lock.acquire()
+            try:
+                self.cursor = self.store._connection.cursor()
+                self.store._begin_write(self.cursor)
+            except BaseException:
+                self.store._lock.release()
+                raise
+            return self
+
+        def execute(self, statement, parameters=()):
+            self.cursor.execute(self.store._sql(statement), parameters)
+            return self.cursor
+
+        def __exit__(self, kind, error, trace):
+            try:
+                if kind is None:
+                    self.store._commit()
+                else:
+                    self.store._rollback()
+            finally:
+                self.cursor.close()
+                self.store._lock.release()
+
+    def _write(self):
+        """One write transaction, committed (durably) on a clean exit, rolled back on an exception."""
+        return Store._Write(self)
+
+    def _read(self, statement, parameters=()):
+        with self._read_lock:
+            cursor = self._reader.cursor()
+            try:
+                cursor.execute(self._sql(statement), parameters)
+                rows = cursor.fetchall()
+            finally:
+                cursor.close()
+            self._end_read()
+        return rows
+
+    def _end_read(self):
+        """Close the read's implicit transaction (PostgreSQL), so that the next read sees newer commits."""
+
+    def _log(self, write, kind, user=None, item=None):
+        """Append a change; its sequence number."""
+        raise NotImplementedError
+
+    # -------------------------------------------------------------- interface
+    def changes_since(self, seq):
+        """[(seq, kind, user, item)] after ``seq``, in order."""
+        return [(int(s), k, u, i) for s, k, u, i in
+                self._read("SELECT seq, kind, user_id, item_id FROM changes WHERE seq > ? ORDER BY seq", (int(seq),))]
+
+    def last_change(self):
+        rows = self._read("SELECT MAX(seq) FROM changes")
+        return int(rows[0][0] or 0)
+
+    def put_items(self, items):
+        """Add or replace ``items`` (``StoredItem``s); the ids that replaced an item."""
+        replaced = []
+        with self._write() as write:
+            for item in items:
+                existed = write.execute("SELECT 1 FROM items WHERE item_id = ?", (item.item_id,)).fetchone()
+                if existed:
+                    replaced.append(item.item_id)
+                    write.execute("UPDATE items SET raw = ?, cells = ? WHERE item_id = ?",
+                                  (int(item.raw), json.dumps(item.cells), item.item_id))
+                else:
+                    write.execute("INSERT INTO items (item_id, raw, cells) VALUES (?, ?, ?)",
+                                  (item.item_id, int(item.raw), json.dumps(item.cells)))
+                self._log(write, ITEM, item=item.item_id)
+        return replaced
+
+    def delete_item(self, item_id):
+        """Remove a new item and every like of it; None if there was none, else the users whose likes went."""
+        with self._write() as write:
+            if not write.execute("SELECT 1 FROM items WHERE item_id = ?", (item_id,)).fetchone():
+                return None
+            users = [row[0] for row in write.execute("SELECT user_id FROM likes WHERE item_id = ?", (item_id,)).fetchall()]
+            write.execute("DELETE FROM likes WHERE item_id = ?", (item_id,))
+            write.execute("DELETE FROM items WHERE item_id = ?", (item_id,))
+            for user in users:
+                self._log(write, LIKE, user=user, item=item_id)
+            self._log(write, ITEM, item=item_id)
+        return users
+
+    def items(self, ids=None):
+        """Every stored item (or those of ``ids`` that exist), in id order."""
+        if ids is None:
+            rows = self._read("SELECT item_id, raw, cells FROM items ORDER BY item_id")
+        else:
+            ids = list(ids)
+            rows = []
+            for start in range(0, len(ids), 500):
+                part = ids[start:start + 500]
+                rows += self._read(f"SELECT item_id, raw, cells FROM items WHERE item_id IN ({', '.join('?' * len(part))})",
+                                   tuple(part))
+            rows.sort()
+        return [StoredItem(i, bool(raw), json.loads(cells)) for i, raw, cells in rows]
+
+    def add_likes(self, user, items):
+        """Record that ``user`` likes ``items``; the items newly liked (in the given order)."""
+        added = []
+        with self._write() as write:
+            for item in dict.fromkeys(items):
+                if write.execute("SELECT 1 FROM likes WHERE user_id = ? AND item_id = ?", (user, item)).fetchone():
+                    continue
+                seq = self._log(write, LIKE, user=user, item=item)
+                write.execute("INSERT INTO likes (user_id, item_id, seq) VALUES (?, ?, ?)", (user, item, seq))
+                added.append(item)
+        return added
+
+    def delete_like(self, user, item):
+        """Forget one like; whether there was one."""
+        with self._write() as write:
+            if not write.execute("SELECT 1 FROM likes WHERE user_id = ? AND item_id = ?", (user, item)).fetchone():
+                return False
+            write.execute("DELETE FROM likes WHERE user_id = ? AND item_id = ?", (user, item))
+            self._log(write, LIKE, user=user, item=item)
+        return True
+
+    def likes(self, user):
+        """The items ``user`` liked, oldest first."""
+        return [row[0] for row in self._read("SELECT item_id FROM likes WHERE user_id = ? ORDER BY seq", (user,))]
+
+    def all_likes(self):
+        """[(user, item)] of every stored like, oldest first."""
+        return [(u, i) for u, i in self._read("SELECT user_id, item_id FROM likes ORDER BY seq")]
+
+    def request_reload(self):
+        """Ask every worker to read the artifact again (``POST /admin/reload``); the change's number."""
+        with self._write() as write:
+            return self._log(write, RELOAD)
+
+    def close(self):
+        with self._lock, self._read_lock:
+            self._connection.close()
+            self._reader.close()
+
+
+class SqliteStore(Store):
+    """The store in one SQLite file: WAL, ``synchronous=FULL``, ``BEGIN IMMEDIATE`` writes."""
+
+    def _connect(self):
+        folder = os.path.dirname(os.path.abspath(self.location))
+        if not os.path.isdir(folder):
+            raise ColdStartError(f"--store {self.location}: folder {folder} does not exist.")
+        try:
+            connection = sqlite3.connect(self.location, isolation_level=None, check_same_thread=False, timeout=30)
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=FULL")
+            connection.execute("PRAGMA busy_timeout=30000")
+        except sqlite3.DatabaseError as error:
+            raise ColdStartError(f"--store {self.location}: not a store SQLite can open ({error}).") from None
+        return connection
+
+    def _begin_write(self, cursor):
+        cursor.execute("BEGIN IMMEDIATE")
+
+    def _commit(self):
+        self._connection.execute("COMMIT")
+
+    def _rollback(self):
+        if self._connection.in_transaction:
+            self._connection.execute("ROLLBACK")
+
+    def _log(self, write, kind, user=None, item=None):
+        return write.execute("INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?)", (kind, user, item)).lastrowid
+
+
+class PostgresStore(Store):
+    """The store on a PostgreSQL server (psycopg 3). Writes hold one transaction-scoped advisory lock, so
+    they run one at a time across workers and machines, and sequence numbers commit in order (the tables'
+    creation by workers starting together included)."""
+
+    placeholder = "%s"
+    serial = "BIGSERIAL PRIMARY KEY"
+
+    def _connect(self):
+        try:
+            import psycopg
+        except ImportError:
+            raise ColdStartError(f"--store {_without_password(self.location)}: the PostgreSQL store needs psycopg "
+                                 "(pip install 'recbole-fbsm[postgres]').") from None
+        try:
+            return psycopg.connect(self.location, connect_timeout=10)
+        except psycopg.Error as error:
+            message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ColdStartError(f"--store {_without_password(self.location)}: cannot connect: {message}") from None
+
+    def _begin_write(self, cursor):
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+
+    def _end_read(self):
+        self._reader.rollback()
+
+    def _log(self, write, kind, user=None, item=None):
+        return write.execute("INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?) RETURNING seq",
+                             (kind, user, item)).fetchone()[0]
+
+
+def _without_password(url):
+    """A PostgreSQL URL fit for a log line: the password replaced by ***."""
+    head, at, tail = url.rpartition("@")
+    if not at or ":" not in head.split("//", 1)[-1]:
+        return url
+    scheme, _, credentials = head.partition("//")
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}//{user}:***@{tail}"
+
+
+def default_store_path(model_path):
+    """The store's default file: beside the artifact, ``MODEL.fbsm.store.sqlite``."""
+    return f"{model_path}.store.sqlite"
+
+
+def open_store(location):
+    """A ``PostgresStore`` for a ``postgresql://`` (or ``postgres://``) URL, else a ``SqliteStore`` file."""
+    location = str(location)
+    if location.startswith(("postgresql://", "postgres://")):
+        return PostgresStore(location)
+    return SqliteStore(location)
+
+
+def describe(location):
+    """The store for a log line or /health: a file's name, a server URL without its password."""
+    location = str(location)
+    if location.startswith(("postgresql://", "postgres://")):
+        return _without_password(location)
+    return os.path.basename(location)

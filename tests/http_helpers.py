@@ -1,0 +1,101 @@
+"""Shared pieces of the HTTP service tests: small trained artifacts, a live service on a store, requests."""
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from helpers import REPO_ROOT, cli_env, planted_settings, write_planted
+from recbole_fbsm.quick_start import run
+from recbole_fbsm.serve.http import create_app, service_in_thread
+from recbole_fbsm.serve.live import LiveState
+from recbole_fbsm.serve.store import open_store
+
+SETTINGS = {
+    "FBSM": {"epochs": 2, "rank": 3, "init_std": 0.1},
+    "UFSM": {"epochs": 1, "n_functions": 2, "init_std": 0.3, "learning_rate": 0.05},
+    "CoSim": {},
+    "DropoutNet": {"epochs": 1},
+}
+
+
+def train(root, names):
+    """{model name: artifact path} of models trained on a planted dataset under ``root``, and the data."""
+    data = write_planted(root)
+    common = planted_settings(root)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        artifacts = {name: run(name, data["name"], config_dict={**common, **SETTINGS[name]})["artifact_file"]
+                     for name in names}
+    return artifacts, data
+
+
+@contextlib.contextmanager
+def live_service(artifact, store, token=None, max_body=8 << 20):
+    """(base URL, LiveState) of a service in this process on ``store`` (a location)."""
+    state = LiveState(str(artifact), open_store(store))
+    try:
+        with service_in_thread(create_app(state, token=token, max_body=max_body)) as url:
+            yield url, state
+    finally:
+        state.store.close()
+
+
+def call(url, method="GET", body=None, raw=None, headers=None, timeout=30):
+    """(status, JSON answer) of one request."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def healthy(url):
+    return call(f"{url}/health")[0] == 200
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def cli_service(args, cwd, port, timeout=120):
+    """``recbole-fbsm serve http ARGS --port PORT`` in its own process (group); yields (process, URL) once it answers."""
+    process = subprocess.Popen([sys.executable, "-m", "recbole_fbsm", "serve", "http", *map(str, args), "--port", str(port)],
+                               cwd=cwd, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            if process.poll() is not None:
+                raise AssertionError(f"the service exited: {process.stderr.read()}")
+            try:
+                if healthy(url):
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError("the service did not answer in time")
+            time.sleep(0.2)
+        yield process, url
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+__all__ = ["REPO_ROOT", "train", "live_service", "call", "healthy", "free_port", "cli_service"]

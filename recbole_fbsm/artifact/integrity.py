@@ -389,8 +389,16 @@ ARTIFACT = Record({
     # RecBole's load_other_parameter sets each entry as an attribute of the model: none of the served models
     # keeps one, so a value could only overwrite what the model built (its F, its R)
     "other_parameter": Kind("None (the served models keep no other parameter)", lambda v: v is None),
+    # which epoch validation kept (-1: the untrained start) and the scores behind it (model_file.training_record)
+    "training": Optional(Record({
+        "kept_epoch": Optional(Kind("a whole number of at least -1", lambda v: isinstance(v, int)
+                                    and not isinstance(v, bool) and v >= -1)),
+        "valid_metric": TEXT,
+        "kept_valid_score": Optional(Kind("a finite number", lambda v: _is_real(v) and math.isfinite(v))),
+        "start_valid_score": Optional(Kind("a finite number", lambda v: _is_real(v) and math.isfinite(v))),
+    })),
     "integrity": Record({"sha256": SHA256, "tensor_bytes": COUNT}),
-}, optional=("integrity",))  # versions 1 and 2 carry no checksum
+}, optional=("integrity", "training"))  # versions 1 and 2 carry no checksum; older files no training record
 
 
 # ------------------------------------------------------------------------------ checks across fields

@@ -272,6 +272,30 @@ def test_two_workers_share_the_store_and_see_each_others_writes(trained, tmp_pat
             assert item in call(f"{url}/items")[1]["items"]
             pids.add(call(f"{url}/health")[1]["pid"])
         assert len(pids) == 2
+        # a reload asked of one worker reaches the other through the store
+        model.write_bytes(open(trained["artifacts"]["CoSim"], "rb").read())
+        assert call(f"{url}/admin/reload", "POST", headers=AUTH)[1]["model"] == "CoSim"
+        seen, deadline = {}, time.monotonic() + 120
+        while len(seen) < 2 or set(seen.values()) != {"CoSim"}:
+            assert time.monotonic() < deadline, seen
+            health = call(f"{url}/health")[1]
+            seen[health["pid"]] = health["model"]
+            time.sleep(0.1)
+        assert "w0" in call(f"{url}/items")[1]["items"]  # the store outlives the model swap
+
+
+def test_sighup_swaps_in_a_retrained_artifact(trained, tmp_path):
+    model = tmp_path / "h.fbsm"
+    model.write_bytes(open(trained["artifacts"]["FBSM"], "rb").read())
+    with cli_service([model], tmp_path, free_port()) as (process, url):
+        assert call(f"{url}/users/u0_0/likes", "POST", {"items": ["k1i00"]})[0] == 200
+        model.write_bytes(open(trained["artifacts"]["CoSim"], "rb").read())
+        process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 120
+        while call(f"{url}/model")[1]["model"] != "CoSim":  # answers go on meanwhile, from the old model
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.1)
+        assert call(f"{url}/users/u0_0/likes")[1]["likes"] == ["k1i00"]
 
 
 WRITES = 400

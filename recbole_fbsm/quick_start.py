@@ -13,6 +13,7 @@ from recbole.utils import ModelType, init_seed, set_color
 from recbole_fbsm.models.contract import BuiltFromFittedInputs, reads_own_features as model_reads_own_features
 from recbole_fbsm.artifact.model_file import SUFFIX, build_artifact, dataset_analyzer, write_artifact
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.models.inputs import fit_model_inputs, needs_warm_backbone
 from recbole_fbsm.data.preparation import check_dataset_files
@@ -72,6 +73,9 @@ def attach_model_inputs(config, train_dataset):
     """Fit the content models' inputs (features, likes, warm backbone) once, on the training split, and
     hand them to the model through the dataset (``recbole_fbsm.models.inputs``)."""
     model_class = config.model_class
+    if setting(config, "identity_features") and not getattr(model_class, "learns_identity", False):
+        raise ColdStartError(f"identity_features: True is for FBSM (its V learns the identity columns' item-to-item "
+                             f"terms); model {config['model']} would ignore them.")
     if not issubclass(model_class, BuiltFromFittedInputs):
         return None  # RecBole's models, ItemKNNCBF (its own weighting): nothing to fit here
     train_dataset.model_inputs = fit_model_inputs(config, train_dataset, needs_warm_backbone(model_class, config))
@@ -161,6 +165,14 @@ def write_run_artifact(config, model, loaders, checkpoint_file):
     return str(write_artifact(os.path.splitext(str(checkpoint_file))[0] + SUFFIX, artifact))
 
 
+def hybrid_group_results(trainer, test_result):
+    """The hybrid scenario's cold and warm metrics of the test and of the kept validation epoch."""
+    valid_groups = trainer.valid_group_history.get(trainer.kept_epoch, {}) if trainer.valid_group_history else {}
+    groups = {"test": trainer.group_results if test_result is not None else {}, "valid": valid_groups}
+    return {f"{phase}_result_{name}": plain_record_value(groups[phase].get(name) or {})
+            for phase in ("valid", "test") for name in ("cold", "warm")}
+
+
 def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
     start = time.perf_counter()
     threads_before = torch.get_num_threads()  # the caller's count comes back after the run (runtime.threads)
@@ -186,6 +198,8 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
             "start_valid_score": getattr(trainer, "start_valid_score", None),
             "kept_summary": trainer.kept_summary() if hasattr(trainer, "kept_summary") and valid_data else None,
         }
+        if config.hybrid:  # the "all" group is test_result / best_valid_result; the groups beside it
+            result.update(hybrid_group_results(trainer, test_result))
         if distributed.is_distributed(config):
             result["world_size"] = config["world_size"]
         if not distributed.is_main_process():

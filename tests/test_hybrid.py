@@ -188,3 +188,81 @@ def test_no_cold_item_is_a_training_negative(data, quiet, model_name):
             negatives += batch[config["NEG_PREFIX"] + config["ITEM_ID_FIELD"]].tolist()
             positives += batch[config["ITEM_ID_FIELD"]].tolist()
     assert len(set(negatives)) > 20 and not (set(negatives) & cold) and not (set(positives) & cold)
+
+
+class _Fixed:
+    """A stand-in model with fixed (users x items) scores."""
+
+    def __init__(self, scores):
+        self.scores = torch.as_tensor(scores, dtype=torch.float64)
+
+    def score_candidates(self, interaction, candidates):
+        return self.scores[:, candidates]
+
+
+def test_the_blend_standardises_each_model_per_user_and_leaves_cold_items_neutral_for_the_warm_model():
+    from types import SimpleNamespace
+
+    from recbole_fbsm.models.hybrid_blend import HybridBlend, standardised
+
+    warm = [[1.0, 2.0, 3.0, 100.0, -100.0], [0.0, 0.0, 6.0, 5.0, 5.0]]
+    content = [[5.0, 1.0, 0.0, 2.0, 2.0], [1.0, 2.0, 3.0, 4.0, 5.0]]
+    is_warm = torch.tensor([True, True, True, False, False])
+    blend = SimpleNamespace(warm_model=_Fixed(warm), content_model=_Fixed(content), is_warm=is_warm, weight=0.3)
+    candidates = torch.arange(5)
+    scores = HybridBlend.score_candidates(blend, None, candidates)
+    z_warm = torch.cat([standardised(torch.tensor(warm)[:, :3].double()), torch.zeros(2, 2, dtype=torch.float64)], 1)
+    expected = 0.3 * z_warm + 0.7 * standardised(torch.tensor(content, dtype=torch.float64))
+    assert torch.allclose(scores, expected)
+    row = torch.tensor([1.0, 2.0, 3.0])
+    assert torch.allclose(standardised(row[None])[0], (row - row.mean()) / row.std(unbiased=False))
+    # the warm model's huge scores for cold items 3 and 4 change nothing: z = 0 there
+    assert torch.allclose(scores[0, 3:], 0.7 * standardised(torch.tensor(content, dtype=torch.float64))[0, 3:])
+
+
+def test_the_blend_weight_is_chosen_on_validation_only(data, quiet, monkeypatch):
+    from recbole_fbsm.training.trainer import ColdStartTrainerMixin
+
+    seen = []
+    original = ColdStartTrainerMixin.evaluate
+
+    def recording(self, eval_data, *args, **kwargs):
+        result = original(self, eval_data, *args, **kwargs)
+        weight = getattr(self.model, "weight", None)
+        if weight is not None:
+            seen.append((eval_data._dataset.phase, weight, result["recall@5"]))
+        return result
+
+    monkeypatch.setattr(ColdStartTrainerMixin, "evaluate", recording)
+    result = run("HybridBlend", data.name, config_dict=dataset_config(
+        data, quiet, warm_model="BPR", content_model="CoSim", **HYBRID))
+    valid = [(w, score) for phase, w, score in seen if phase == "valid"]
+    tests = [w for phase, w, _ in seen if phase == "test"]
+    assert len(valid) == 11 and tests == [result["blend_weight"]]  # the test split is evaluated once, afterwards
+    best = max(score for _, score in valid)
+    assert result["blend_weight"] == next(w for w, score in valid if score == best)
+    assert result["best_valid_score"] == best and result["record"]["model"] == "HybridBlend"
+    assert set(result["test_result_cold"]) == {"recall@5", "ndcg@5"}
+
+
+def test_identity_features_go_to_items_with_training_likes_only_and_dropout_hides_them(data, quiet):
+    config, model, (train, valid, test) = prepare("FBSM", data.name, config_dict=dataset_config(
+        data, quiet, identity_features=True, identity_weight=0.5, identity_dropout=1.0, **HYBRID))
+    features = train._dataset.model_inputs.features
+    liked = set(train._dataset.inter_feat[train._dataset.iid_field].numpy().tolist())
+    assert set(features.identity_items.tolist()) == liked and model.n_identity == len(liked)
+    names = features.names[-model.n_identity:]
+    assert names == [f"identity:{t}" for t in tokens_of(train._dataset, "item_id", features.identity_items)]
+    matrix = features.matrix.tocsc()[:, -model.n_identity:].tocsr()
+    cold = np.concatenate([valid._dataset.cold_items, test._dataset.cold_items])
+    assert matrix[cold].nnz == 0, "a cold item never has an identity"
+    assert (matrix[features.identity_items].toarray() == 0.5 * np.eye(len(liked))).all()
+    # identity_dropout 1: in training every identity is hidden; the model's F is restored afterwards
+    batch = next(iter(train))
+    full = model.F.values.clone()
+    model.train()
+    loss = model.calculate_loss(batch)
+    assert torch.equal(model.F.values, full)
+    model.F.values = full.index_put((model.identity_entries,), torch.zeros(len(model.identity_entries)))
+    model.identity_dropout = 0.0
+    assert torch.allclose(loss, model.calculate_loss(batch))

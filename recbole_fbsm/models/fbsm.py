@@ -1,5 +1,7 @@
 """FBSM_bpr (Sharma, Zhou, Hu, Karypis, SDM 2015): sim(i, j) = f_i^T (D + V^T V) f_j."""
 
+import contextlib
+
 import torch
 from torch import nn
 
@@ -11,6 +13,8 @@ L2_DECAY_LEARNERS = ("adam", "sgd", "adagrad", "rmsprop")
 
 
 class FBSM(FeatureSimilarityRecommender):
+    learns_identity = True  # identity_features: V learns item-to-item terms between warm items (hybrid scenario)
+
     """Feature-based factorized Bilinear Similarity Model.
 
     Parameters: ``D`` (n_features,), the diagonal of D; ``V`` (n_features x h), row p is the paper's
@@ -53,6 +57,31 @@ class FBSM(FeatureSimilarityRecommender):
             _, warm_items = self.warm_tables
             # only for the training loss: not a parameter, not in the checkpoint
             self.register_buffer("warm_items", nn.functional.normalize(warm_items, dim=1), persistent=False)
+        self._start_identity_dropout(config)
+
+    def _start_identity_dropout(self, config):
+        """Identity features (hybrid scenario): the positions in F's values of the identity entries, one per
+        warm item, which ``identities_dropped`` zeroes for a random share of the items in each training batch."""
+        self.identity_dropout = float(setting(config, "identity_dropout")) if self.n_identity else 0.0
+        entries = torch.nonzero(self.F.indices >= self.n_features - self.n_identity).squeeze(1)
+        self.register_buffer("identity_entries", entries if self.identity_dropout else None, persistent=False)
+
+    @contextlib.contextmanager
+    def identities_dropped(self):
+        """Within this block, each warm item's identity is hidden with probability ``identity_dropout`` (one draw
+        per item, for the whole batch: as a candidate and in its users' profiles). DropoutNet's trick: the content
+        part must rank a warm item without its identity, so that cold items (which never have one) are scored
+        on the same scale as warm ones."""
+        if not (self.training and self.identity_dropout > 0 and len(self.identity_entries)):
+            yield
+            return
+        full = self.F.values
+        kept = torch.rand(len(self.identity_entries), device=full.device) >= self.identity_dropout
+        self.F.values = full.index_put((self.identity_entries,), full.index_select(0, self.identity_entries) * kept)
+        try:
+            yield
+        finally:
+            self.F.values = full
 
     @classmethod
     def uses_warm_backbone(cls, config):
@@ -65,7 +94,8 @@ class FBSM(FeatureSimilarityRecommender):
         return self.V
 
     def calculate_loss(self, interaction):
-        loss = self.bpr_loss(interaction, self.bpr_difference(interaction))
+        with self.identities_dropped():
+            loss = self.bpr_loss(interaction, self.bpr_difference(interaction))
         if self.align_weight > 0:
             loss = loss + self.align_weight * self.alignment_loss(interaction[self.ITEM_ID])
         if not self.regulariser_in_optimizer:

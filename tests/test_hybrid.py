@@ -266,3 +266,23 @@ def test_identity_features_go_to_items_with_training_likes_only_and_dropout_hide
     model.F.values = full.index_put((model.identity_entries,), torch.zeros(len(model.identity_entries)))
     model.identity_dropout = 0.0
     assert torch.allclose(loss, model.calculate_loss(batch))
+
+
+def test_the_softmax_loss_equals_its_definition_over_the_full_scores(data, quiet):
+    config, model, (train, valid, test) = prepare("FBSM", data.name, config_dict=dataset_config(
+        data, quiet, identity_features=True, identity_dropout=0.0, fbsm_loss="softmax", bpr_profile_alpha=0.5,
+        softmax_temperature=0.2, init_std=0.3, reg_V=0.0, reg_D=0.0, **HYBRID))
+    batch = next(iter(train))
+    model.train()
+    loss = model.calculate_loss(batch)
+    users, items = batch["user_id"], batch["item_id"]
+    training_items = torch.as_tensor(train._dataset.split_items)
+    with torch.no_grad():
+        scores = model.full_sort_predict({model.USER_ID: users}).view(len(users), -1)[:, training_items]
+        likes = torch.as_tensor(np.diff(train._dataset.model_inputs.likes.indptr))[users].double()
+        log_p = torch.log_softmax(scores.double() * likes.pow(-0.5)[:, None] / 0.2, dim=1)
+        column = torch.searchsorted(training_items, items)
+        expected = -log_p[torch.arange(len(users)), column].mean()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    loss.backward()
+    assert model.V.grad.abs().sum() > 0 and model.D.grad.abs().sum() > 0

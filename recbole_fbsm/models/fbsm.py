@@ -7,6 +7,7 @@ from torch import nn
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.models.base import FeatureSimilarityRecommender
+from recbole_fbsm.models.inputs import model_inputs
 
 # RecBole learners whose weight_decay adds weight_decay * p to the gradient (the gradient of an L2 term)
 L2_DECAY_LEARNERS = ("adam", "sgd", "adagrad", "rmsprop")
@@ -58,6 +59,14 @@ class FBSM(FeatureSimilarityRecommender):
             # only for the training loss: not a parameter, not in the checkpoint
             self.register_buffer("warm_items", nn.functional.normalize(warm_items, dim=1), persistent=False)
         self._start_identity_dropout(config)
+        self.loss_type = str(setting(config, "fbsm_loss")).lower()
+        self.softmax_temperature = float(setting(config, "softmax_temperature"))
+        if self.loss_type == "softmax":  # the training items: the softmax's classes
+            items = torch.as_tensor(model_inputs(config, dataset).training_items, dtype=torch.long)
+            position = torch.full((self.F.shape[0],), -1, dtype=torch.long)
+            position[items] = torch.arange(len(items))
+            self.register_buffer("softmax_items", items, persistent=False)
+            self.register_buffer("softmax_position", position, persistent=False)
 
     def _start_identity_dropout(self, config):
         """Identity features (hybrid scenario): the positions in F's values of the identity entries, one per
@@ -95,12 +104,37 @@ class FBSM(FeatureSimilarityRecommender):
 
     def calculate_loss(self, interaction):
         with self.identities_dropped():
-            loss = self.bpr_loss(interaction, self.bpr_difference(interaction))
+            if self.loss_type == "softmax":
+                loss = self.softmax_loss(interaction)
+            else:
+                loss = self.bpr_loss(interaction, self.bpr_difference(interaction))
         if self.align_weight > 0:
             loss = loss + self.align_weight * self.alignment_loss(interaction[self.ITEM_ID])
         if not self.regulariser_in_optimizer:
             loss = loss + self.reg_V * self.V.pow(2).sum() + self.reg_D * self.D.pow(2).sum()
         return loss
+
+    def softmax_loss(self, interaction):
+        """Mean over the batch's (user, liked item) pairs of -log softmax over every training item of the user's
+        scores (``fbsm_loss: softmax``), a training like scored without its own features, as in evaluation.
+        Scores are scaled by (the user's likes)^-``bpr_profile_alpha`` and divided by ``softmax_temperature``.
+        Every item is a negative of every step, not one sampled item: the listwise objective ranks the warm items'
+        collaborative terms against the whole catalogue at once (the batch's negatives are not read)."""
+        users, positives = interaction[self.USER_ID], interaction[self.ITEM_ID]
+        distinct, row = torch.unique(users, return_inverse=True)
+        candidates = self.softmax_items
+        scores = self.score_feature_rows(distinct, self.F.rows_matrix(candidates))
+        owner, liked, _, _ = self.R.gather_rows(distinct)
+        column = self.softmax_position.index_select(0, liked)
+        keep = column >= 0
+        owner, liked, column = owner[keep], liked[keep], column[keep]
+        own = self.self_similarity(distinct.index_select(0, owner), liked)
+        scores = scores.index_put((owner, column), -own, accumulate=True)
+        if self.profile_alpha:
+            likes = (self.R.indptr[distinct + 1] - self.R.indptr[distinct]).clamp(min=1).to(scores.dtype)
+            scores = scores * likes.pow(-self.profile_alpha)[:, None]
+        log_probability = torch.log_softmax(scores / self.softmax_temperature, dim=1)
+        return -log_probability[row, self.softmax_position.index_select(0, positives)].mean()
 
     def alignment_loss(self, items):
         """Mean over the batch's distinct positive items i of KL(warm || model) between the distributions

@@ -201,10 +201,17 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
         if not probe.hybrid:
             raise ColdStartError("model HybridBlend blends a warm model with a content model over warm and cold items: "
                                  "it needs cold_start_scenario: hybrid.")
-        warm_config, warm_model, _, _ = _trained(names["warm_model"], dataset, config_file_list, settings, saved)
+        _, warm_model, warm_trainer, warm_loaders = _trained(names["warm_model"], dataset, config_file_list, settings,
+                                                             saved)
         config, content_model, trainer, loaders = _trained(names["content_model"], dataset, config_file_list,
                                                            settings, saved)
         train_data, valid_data, test_data = loaders
+        parts = {}  # each model alone on the test split, beside the blend (the same split, the same training)
+        for part, part_trainer, part_test in (("warm_model", warm_trainer, warm_loaders[2]),
+                                              ("content_model", trainer, test_data)):
+            alone = part_trainer.evaluate(part_test, load_best_model=False)
+            parts[f"{part}_test_result"] = {"all": plain_record_value(alone), **{
+                name: plain_record_value(groups) for name, groups in part_trainer.group_results.items()}}
         blend = HybridBlend(config, train_data._dataset, warm_model, content_model).to(config["device"])
         trainer.model = blend
         group = str(setting(config, "hybrid_valid_group"))
@@ -224,14 +231,14 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
             "saved_model_file": None, "artifact_file": None, "eval_user_sample": config["eval_user_sample"],
             "blend_weight": best, "warm_model": names["warm_model"], "content_model": names["content_model"],
             "blend_search": {str(w): searched[w][0] for w in BLEND_WEIGHTS},
-            **hybrid_group_results(trainer, test_result),
+            **hybrid_group_results(trainer, test_result), **parts,
         }
         getLogger().info(f"HybridBlend: w = {best} of {list(BLEND_WEIGHTS)} on valid {group} {trainer.valid_metric} "
                          f"({searched[best][0]:.4f})", extra=on_console())
         config["model"] = "HybridBlend"
         record = run_record(config, result, config_file_list, config_dict, time.perf_counter() - start, None)
         record.update(model="HybridBlend", blend_weight=best, warm_model=names["warm_model"],
-                      content_model=names["content_model"], blend_search=result["blend_search"])
+                      content_model=names["content_model"], blend_search=result["blend_search"], **parts)
         result["record"] = record
         result["result_file"] = str(write_result_file(result_file_for(None, config), record))
         return result

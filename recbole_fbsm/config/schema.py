@@ -91,8 +91,9 @@ PLUGIN_SETTINGS = {
     "learning_rate_D": S(optional(number(0)), None, MODEL, "FBSM: D's learning rate (~: learning_rate)"),
     "align_weight": S(number(0), 0, MODEL, "FBSM: weight of the alignment to the warm model (0: off)"),
     "align_temperature": S(number(0, strict=True), 0.1, MODEL, "FBSM: temperature of that alignment"),
-    "fbsm_loss": S(choice(("bpr", "softmax")), "bpr", MODEL,
-                   "FBSM: bpr (sampled triplets, the paper) or softmax (every training item a class)"),
+    "fbsm_loss": S(choice(("auto", "bpr", "softmax")), "auto", MODEL,
+                   "FBSM: bpr (sampled triplets, the paper), softmax (every training item a class); auto: softmax "
+                   "with identity_features, else bpr"),
     "softmax_temperature": S(number(0, strict=True), 0.1, MODEL, "FBSM: temperature of fbsm_loss: softmax"),
     "n_functions": S(integer(1), 1, MODEL, "UFSM: l, the number of global similarity functions"),
     "reg_M": S(number(0), 0.0001, MODEL, "UFSM: L2 on the users' mixture weights"),

@@ -60,6 +60,8 @@ class FBSM(FeatureSimilarityRecommender):
             self.register_buffer("warm_items", nn.functional.normalize(warm_items, dim=1), persistent=False)
         self._start_identity_dropout(config)
         self.loss_type = str(setting(config, "fbsm_loss")).lower()
+        if self.loss_type == "auto":  # the hybrid FBSM learns its identity terms with the softmax (BPR did not move it)
+            self.loss_type = "softmax" if self.n_identity else "bpr"
         self.softmax_temperature = float(setting(config, "softmax_temperature"))
         if self.loss_type == "softmax":  # the training items: the softmax's classes
             items = torch.as_tensor(model_inputs(config, dataset).training_items, dtype=torch.long)
@@ -117,7 +119,8 @@ class FBSM(FeatureSimilarityRecommender):
     def softmax_loss(self, interaction):
         """Mean over the batch's (user, liked item) pairs of -log softmax over every training item of the user's
         scores (``fbsm_loss: softmax``), a training like scored without its own features, as in evaluation.
-        Scores are scaled by (the user's likes)^-``bpr_profile_alpha`` and divided by ``softmax_temperature``.
+        Scores are divided by the user's likes (the mean similarity to them, FISM's normalisation with α = 1: a heavy
+        user's sums would otherwise make a far sharper softmax) and by ``softmax_temperature``.
         Every item is a negative of every step, not one sampled item: the listwise objective ranks the warm items'
         collaborative terms against the whole catalogue at once (the batch's negatives are not read)."""
         users, positives = interaction[self.USER_ID], interaction[self.ITEM_ID]
@@ -130,10 +133,8 @@ class FBSM(FeatureSimilarityRecommender):
         owner, liked, column = owner[keep], liked[keep], column[keep]
         own = self.self_similarity(distinct.index_select(0, owner), liked)
         scores = scores.index_put((owner, column), -own, accumulate=True)
-        if self.profile_alpha:
-            likes = (self.R.indptr[distinct + 1] - self.R.indptr[distinct]).clamp(min=1).to(scores.dtype)
-            scores = scores * likes.pow(-self.profile_alpha)[:, None]
-        log_probability = torch.log_softmax(scores / self.softmax_temperature, dim=1)
+        likes = (self.R.indptr[distinct + 1] - self.R.indptr[distinct]).clamp(min=1).to(scores.dtype)
+        log_probability = torch.log_softmax(scores / (likes[:, None] * self.softmax_temperature), dim=1)
         return -log_probability[row, self.softmax_position.index_select(0, positives)].mean()
 
     def alignment_loss(self, items):

@@ -286,3 +286,18 @@ def test_the_softmax_loss_equals_its_definition_over_the_full_scores(data, quiet
     assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
     loss.backward()
     assert model.V.grad.abs().sum() > 0 and model.D.grad.abs().sum() > 0
+
+
+def test_the_artifact_records_the_scenario_and_the_identity_vocabulary(data, quiet):
+    from recbole_fbsm.serve.loading import load_model
+
+    result = run("FBSM", data.name, config_dict=dataset_config(data, quiet, identity_features=True, **HYBRID))
+    served = load_model(result["artifact_file"])
+    assert served.config["cold_start_scenario"] == "hybrid" and served.config["identity_features"] is True
+    names = served.features.names
+    identity = [name for name in names if name.startswith("identity:")]
+    assert served.model.n_identity == len(identity) > 0 and names[-len(identity):] == identity
+    # an item weighted from its text (a new item) gets no identity
+    counts = np.zeros((1, len(served.features.column_weights)))
+    counts[0, :3] = 1
+    assert served.features.transform(counts)[:, -len(identity):].nnz == 0

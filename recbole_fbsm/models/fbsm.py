@@ -116,6 +116,11 @@ class FBSM(FeatureSimilarityRecommender):
             loss = loss + self.reg_V * self.V.pow(2).sum() + self.reg_D * self.D.pow(2).sum()
         return loss
 
+    @property
+    def reads_negatives(self):
+        """The softmax ranks every training item and reads no sampled negative: the loader need not score any."""
+        return self.loss_type != "softmax"
+
     def softmax_loss(self, interaction):
         """Mean over the batch's (user, liked item) pairs of -log softmax over every training item of the user's
         scores (``fbsm_loss: softmax``), a training like scored without its own features, as in evaluation.

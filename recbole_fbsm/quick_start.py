@@ -13,7 +13,9 @@ from recbole.utils import ModelType, init_seed, set_color
 from recbole_fbsm.models.contract import BuiltFromFittedInputs, reads_own_features as model_reads_own_features
 from recbole_fbsm.artifact.model_file import SUFFIX, build_artifact, dataset_analyzer, training_record, write_artifact
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.data import create_dataset, data_preparation
+from recbole_fbsm.models.hybrid_blend import BLEND_WEIGHTS, HybridBlend
 from recbole_fbsm.models.inputs import fit_model_inputs, needs_warm_backbone
 from recbole_fbsm.data.preparation import check_dataset_files
 from recbole_fbsm.runtime import distributed
@@ -73,6 +75,9 @@ def attach_model_inputs(config, train_dataset):
     """Fit the content models' inputs (features, likes, warm backbone) once, on the training split, and
     hand them to the model through the dataset (``recbole_fbsm.models.inputs``)."""
     model_class = config.model_class
+    if setting(config, "identity_features") and not getattr(model_class, "learns_identity", False):
+        raise ColdStartError(f"identity_features: True is for FBSM (its V learns the identity columns' item-to-item "
+                             f"terms); model {config['model']} would ignore them.")
     if not issubclass(model_class, BuiltFromFittedInputs):
         return None  # RecBole's models, ItemKNNCBF (its own weighting): nothing to fit here
     train_dataset.model_inputs = fit_model_inputs(config, train_dataset, needs_warm_backbone(model_class, config))
@@ -136,6 +141,8 @@ def run(model, dataset, config_file_list=None, config_dict=None, saved=True,
     ranks (``group_offset``, ``group_offset`` + 1, ...); the result is rank 0's (None on a machine
     without rank 0).
     """
+    if model == "HybridBlend":
+        return run_blend(dataset, config_file_list, config_dict, saved)
     if nproc != 1 or (world_size is not None and world_size > 0):
         return distributed.launch(_run_rank, nproc, world_size, ip, port, group_offset,
                                   (model, dataset, config_file_list, dict(config_dict or {}), saved))
@@ -169,6 +176,85 @@ def write_run_artifact(config, model, loaders, checkpoint_file, training=None):
     return str(write_artifact(os.path.splitext(str(checkpoint_file))[0] + SUFFIX, artifact))
 
 
+def hybrid_group_results(trainer, test_result):
+    """The hybrid scenario's cold and warm metrics of the test and of the kept validation epoch."""
+    valid_groups = trainer.valid_group_history.get(trainer.kept_epoch, {}) if trainer.valid_group_history else {}
+    groups = {"test": trainer.group_results if test_result is not None else {}, "valid": valid_groups}
+    return {f"{phase}_result_{name}": plain_record_value(groups[phase].get(name) or {})
+            for phase in ("valid", "test") for name in ("cold", "warm")}
+
+
+def _trained(model, dataset, config_file_list, config_dict, saved):
+    """(config, model at its best validation epoch, trainer, loaders) of one model (the blend's parts)."""
+    config, model, loaders = prepare(model, dataset, config_file_list, config_dict)
+    trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
+    trainer.fit(loaders[0], loaders[1], saved=saved, show_progress=config["show_progress"])
+    if saved:
+        trainer._load_kept_model(trainer.saved_model_file)
+    end_run_log()
+    return config, model, trainer, loaders
+
+
+def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
+    """``--model=HybridBlend --warm_model=BPR --content_model=ItemKNNCBF`` (hybrid scenario): both models trained on
+    the same training split (each keeps its best validation epoch), blended per user (``models.hybrid_blend``)
+    with the weight w of ``BLEND_WEIGHTS`` that is best on validation (``valid_metric`` on ``hybrid_valid_group``;
+    the first of equal ones), then tested once with that weight."""
+    start = time.perf_counter()
+    threads_before = torch.get_num_threads()
+    settings = dict(config_dict or {})
+    try:
+        probe = ColdStartConfig(model="BPR", dataset=dataset, config_file_list=config_file_list, config_dict=settings)
+        names = {part: str(setting(probe, part)) for part in ("warm_model", "content_model")}
+        if not probe.hybrid:
+            raise ColdStartError("model HybridBlend blends a warm model with a content model over warm and cold items: "
+                                 "it needs cold_start_scenario: hybrid.")
+        _, warm_model, warm_trainer, warm_loaders = _trained(names["warm_model"], dataset, config_file_list, settings,
+                                                             saved)
+        config, content_model, trainer, loaders = _trained(names["content_model"], dataset, config_file_list,
+                                                           settings, saved)
+        train_data, valid_data, test_data = loaders
+        parts = {}  # each model alone on the test split, beside the blend (the same split, the same training)
+        for part, part_trainer, part_test in (("warm_model", warm_trainer, warm_loaders[2]),
+                                              ("content_model", trainer, test_data)):
+            alone = part_trainer.evaluate(part_test, load_best_model=False)
+            parts[f"{part}_test_result"] = {"all": plain_record_value(alone), **{
+                name: plain_record_value(groups) for name, groups in part_trainer.group_results.items()}}
+        blend = HybridBlend(config, train_data._dataset, warm_model, content_model).to(config["device"])
+        trainer.model = blend
+        group = str(setting(config, "hybrid_valid_group"))
+        searched = {}
+        for weight in BLEND_WEIGHTS:
+            blend.weight = weight
+            result = trainer.evaluate(valid_data, load_best_model=False)
+            groups = {"all": result, **trainer.group_results}
+            searched[weight] = (float(groups[group].get(trainer.valid_metric, 0.0)), result, dict(trainer.group_results))
+        best = max(BLEND_WEIGHTS, key=lambda w: (searched[w][0], -BLEND_WEIGHTS.index(w)))
+        blend.weight = best
+        test_result = trainer.evaluate(test_data, load_best_model=False)
+        trainer.valid_group_history, trainer.kept_epoch = {best: searched[best][2]}, best
+        result = {
+            "best_valid_score": searched[best][0], "valid_score_bigger": True,
+            "best_valid_result": plain_record_value(searched[best][1]), "test_result": plain_record_value(test_result),
+            "saved_model_file": None, "artifact_file": None, "eval_user_sample": config["eval_user_sample"],
+            "blend_weight": best, "warm_model": names["warm_model"], "content_model": names["content_model"],
+            "blend_search": {str(w): searched[w][0] for w in BLEND_WEIGHTS},
+            **hybrid_group_results(trainer, test_result), **parts,
+        }
+        getLogger().info(f"HybridBlend: w = {best} of {list(BLEND_WEIGHTS)} on valid {group} {trainer.valid_metric} "
+                         f"({searched[best][0]:.4f})", extra=on_console())
+        config["model"] = "HybridBlend"
+        record = run_record(config, result, config_file_list, config_dict, time.perf_counter() - start, None)
+        record.update(model="HybridBlend", blend_weight=best, warm_model=names["warm_model"],
+                      content_model=names["content_model"], blend_search=result["blend_search"], **parts)
+        result["record"] = record
+        result["result_file"] = str(write_result_file(result_file_for(None, config), record))
+        return result
+    finally:
+        end_run_log()
+        torch.set_num_threads(threads_before)
+
+
 def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
     start = time.perf_counter()
     threads_before = torch.get_num_threads()  # the caller's count comes back after the run (runtime.threads)
@@ -197,6 +283,8 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
         # the kept epoch -1 is the untrained start: for FBSM and UFSM a fixed similarity, said in words
         describe = getattr(config.model_class, "untrained_start", None)
         result["untrained_start"] = describe(config) if describe is not None and result["best_epoch"] == -1 else None
+        if config.hybrid:  # the "all" group is test_result / best_valid_result; the groups beside it
+            result.update(hybrid_group_results(trainer, test_result))
         if distributed.is_distributed(config):
             result["world_size"] = config["world_size"]
         if not distributed.is_main_process():

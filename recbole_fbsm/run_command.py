@@ -73,6 +73,10 @@ def main(argv=None, prog=None):
         return 0
     print(f"best valid: {_rounded(result['best_valid_result'])}")
     print(f"test result: {_rounded(result['test_result'])}")
+    for phase in ("valid", "test"):  # the hybrid scenario: the cold and warm groups beside "all"
+        for group in ("cold", "warm"):
+            if f"{phase}_result_{group}" in result:
+                print(f"{phase} {group} items: {_rounded(result[f'{phase}_result_{group}'])}")
     if result.get("saved_model_file"):
         print(f"saved model: {result['saved_model_file']}")
     if result.get("artifact_file"):

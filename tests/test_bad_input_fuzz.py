@@ -203,6 +203,20 @@ SETTING_CASES = [
      [r"config file .*toy\.yaml sets model: BPR, but this run's model is 'FBSM' \(--model\)", r"--model=BPR"]),
     ("encoding-unknown", "Pop", None, ["--encoding=utf9"], None,
      [r"--encoding: expected the name of a text encoding Python knows", r"got 'utf9'"]),
+    ("identity-features-item-scenario", "FBSM", None, ["--identity_features=True"], None,
+     [r"identity_features: True needs cold_start_scenario: hybrid \(in the item scenario no candidate is a training item"]),
+    ("identity-features-not-fbsm", "UFSM", None, ["--cold_start_scenario=hybrid", "--identity_features=True"], None,
+     [r"identity_features: True is for FBSM .*; model UFSM would ignore them\."]),
+    ("hybrid-with-user-grouping", "Pop", None,
+     ["--cold_start_scenario=hybrid", "--eval_args={'group_by': 'user', 'split': {'RS': [0.8, 0.1, 0.1]}}"], None,
+     [r"cold_start_scenario: hybrid splits items itself \(eval_args.group_by: item\); got eval_args.group_by: user\."]),
+    ("hybrid-cold-ratio-one", "Pop", None, ["--cold_start_scenario=hybrid", "--hybrid_cold_ratio=1"], None,
+     [r"hybrid_cold_ratio: expected the share of items held out as cold, between 0 and 1 \(exclusive\); got 1\."]),
+    ("hybrid-warm-split-sum", "Pop", None, ["--hybrid_warm_split=[0.8, 0.1, 0.3]"], None,
+     [r"--hybrid_warm_split: expected three positive ratios \[train, valid, test\] that sum to 1"]),
+    ("blend-in-item-scenario", "HybridBlend", None, [], None,
+     [r"model HybridBlend blends a warm model with a content model over warm and cold items: it needs "
+      r"cold_start_scenario: hybrid\."]),
 ]
 
 FILE_CASES = [

@@ -51,8 +51,8 @@ READABLE_VERSIONS = (1, 2, 3)
 UNSEALED_VERSIONS = (1, 2)
 SUFFIX = ".fbsm"
 _FEATURE_ARRAYS = ("column_weights", "column_field", "field_scales", "source_columns", "average_lengths",
-                   "mean_square_norms")
-_FEATURE_VALUES = ("weighting", "normalize", "bm25_k1", "bm25_b", "shrink")
+                   "mean_square_norms", "identity_items")
+_FEATURE_VALUES = ("weighting", "normalize", "bm25_k1", "bm25_b", "shrink", "identity_weight")
 
 
 # --------------------------------------------------------------------------------- sparse matrices
@@ -80,10 +80,11 @@ def features_record(features):
 
 
 def features_from_record(record):
-    arrays = {name: None if record[name] is None else record[name].numpy() for name in _FEATURE_ARRAYS}
+    # an artifact of an earlier release has no identity_items / identity_weight: no identity columns
+    arrays = {name: None if record.get(name) is None else record[name].numpy() for name in _FEATURE_ARRAYS}
     return ItemFeatures(
         matrix=csr_from_record(record["matrix"]), names=list(record["names"]), fields=tuple(record["fields"]),
-        dense_fields=tuple(record["dense_fields"]), **arrays, **{name: record[name] for name in _FEATURE_VALUES})
+        dense_fields=tuple(record["dense_fields"]), **arrays, **{name: record.get(name) for name in _FEATURE_VALUES})
 
 
 # ------------------------------------------------------------------------------------ the vocabulary

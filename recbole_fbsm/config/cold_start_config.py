@@ -167,6 +167,11 @@ class ColdStartConfig(ConfigRoutes, Config):
         return str(self["eval_args"]["group_by"]).lower() == "item"
 
     @property
+    def hybrid(self):
+        """True in the hybrid scenario (``cold_start_scenario: hybrid``): warm and cold items ranked together."""
+        return self.item_split and str(setting(self, "cold_start_scenario")).lower() == "hybrid"
+
+    @property
     def split_seed(self):
         seed = self.final_config_dict.get("split_seed")
         return self["seed"] if seed is None else seed

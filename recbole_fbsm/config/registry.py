@@ -14,7 +14,7 @@ PLUGIN_MODELS = {"FBSM": "recbole_fbsm.models.fbsm", "UFSM": "recbole_fbsm.model
                  "ItemKNNCBF": "recbole_fbsm.models.itemknncbf",
                  "Random": "recbole_fbsm.models.random",
                  "DropoutNet": "recbole_fbsm.models.coldstart.dropoutnet", "Heater": "recbole_fbsm.models.coldstart.heater",
-                 "ALDI": "recbole_fbsm.models.coldstart.aldi"}
+                 "ALDI": "recbole_fbsm.models.coldstart.aldi", "HybridBlend": "recbole_fbsm.models.hybrid_blend"}
 # Sequential and knowledge-aware models need inputs (sequences, a KG) that the item split does not provide.
 RECBOLE_SUBMODULES = ("general_recommender", "context_aware_recommender")
 

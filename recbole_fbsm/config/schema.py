@@ -11,7 +11,7 @@ type checks to RecBole's own settings that the protocol relies on (their default
 from typing import Callable, NamedTuple
 
 from recbole_fbsm.config.checks import (
-    LEARNERS, SEED_MAX, STATES, choice, clip_grad_norm, distinct_nonempty_words, distinct_words, encoding_name, flag,
+    LEARNERS, SEED_MAX, STATES, choice, split_ratios, clip_grad_norm, distinct_nonempty_words, distinct_words, encoding_name, flag,
     integer, intervals, mapping_of, metrics, neg_sample_args, number, optional, positive_integers, text, thread_count,
     topk, unit_interval)
 
@@ -40,6 +40,21 @@ PLUGIN_SETTINGS = {
                        "per-field weights of the cosine (~: one joint L2 norm)"),
     # the protocol and the plugin's switches
     "split_seed": S(optional(integer(0, SEED_MAX)), None, OVERALL, "seed of the item split (~: seed)"),
+    "cold_start_scenario": S(choice(("item", "hybrid")), "item", OVERALL,
+                             "item: cold items ranked among cold items (the paper); hybrid: warm and cold items together"),
+    "hybrid_cold_ratio": S(number(0, strict=True), 0.2, OVERALL,
+                           "hybrid: share of the items held out as cold items (half validation, half test)"),
+    "hybrid_warm_split": S(split_ratios, [0.8, 0.1, 0.1], OVERALL,
+                           "hybrid: each user's likes of warm items split train/valid/test at random"),
+    "hybrid_valid_group": S(choice(("all", "cold", "warm")), "all", OVERALL,
+                            "hybrid: the group whose valid_metric picks the epoch"),
+    "identity_features": S(flag, False, OVERALL, "FBSM (hybrid scenario): an identity feature per training item"),
+    "identity_weight": S(number(0, strict=True), 1.0, OVERALL,
+                         "FBSM: value of an item's identity column beside its L2-normalised content row"),
+    "identity_dropout": S(unit_interval, 0.3, OVERALL,
+                          "FBSM: share of the training items whose identity is dropped in each batch"),
+    "warm_model": S(text, "BPR", OVERALL, "HybridBlend: the RecBole general model for warm items"),
+    "content_model": S(text, "ItemKNNCBF", OVERALL, "HybridBlend: the content model for every item"),
     "torch_threads": S(optional(thread_count), "auto", OVERALL,
                        "torch's CPU threads: auto (per phase, safe on busy cores) or N in every phase"),
     "train_batch_by_user": S(flag, False, OVERALL, "training batches of whole users"),
@@ -76,6 +91,10 @@ PLUGIN_SETTINGS = {
     "learning_rate_D": S(optional(number(0)), None, MODEL, "FBSM: D's learning rate (~: learning_rate)"),
     "align_weight": S(number(0), 0, MODEL, "FBSM: weight of the alignment to the warm model (0: off)"),
     "align_temperature": S(number(0, strict=True), 0.1, MODEL, "FBSM: temperature of that alignment"),
+    "fbsm_loss": S(choice(("auto", "bpr", "softmax")), "auto", MODEL,
+                   "FBSM: bpr (sampled triplets, the paper), softmax (every training item a class); auto: softmax "
+                   "with identity_features, else bpr"),
+    "softmax_temperature": S(number(0, strict=True), 0.1, MODEL, "FBSM: temperature of fbsm_loss: softmax"),
     "n_functions": S(integer(1), 1, MODEL, "UFSM: l, the number of global similarity functions"),
     "reg_M": S(number(0), 0.0001, MODEL, "UFSM: L2 on the users' mixture weights"),
     "reg_W": S(number(0), 0.0001, MODEL, "UFSM: L2 on the functions' weights"),

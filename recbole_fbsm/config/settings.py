@@ -269,6 +269,23 @@ def check_writable(path, setting):
                              "expected a folder the run can create and write.")
 
 
+def check_scenario(config):
+    """``cold_start_scenario: hybrid`` builds on the item split; ``identity_features`` needs training items
+    among the candidates, which only the hybrid scenario has."""
+    scenario = str(config.get("cold_start_scenario") or "item").lower()
+    group_by = str((config.get("eval_args") or {}).get("group_by")).lower()
+    if scenario == "hybrid" and group_by != "item":
+        raise ColdStartError(f"cold_start_scenario: hybrid splits items itself (eval_args.group_by: item); got "
+                             f"eval_args.group_by: {group_by}.")
+    ratio = config.get("hybrid_cold_ratio")
+    if scenario == "hybrid" and isinstance(ratio, (int, float)) and not 0 < ratio < 1:
+        raise ColdStartError(f"hybrid_cold_ratio: expected the share of items held out as cold, between 0 and 1 "
+                             f"(exclusive); got {ratio!r}.")
+    if config.get("identity_features") is True and scenario != "hybrid":
+        raise ColdStartError("identity_features: True needs cold_start_scenario: hybrid (in the item scenario no "
+                             "candidate is a training item, so no candidate has an identity).")
+
+
 def check_final(config):
     """Checks across settings, on the final (merged) configuration: the validation metric must be one of
     the metrics computed, at a computed cut-off; the item split allows only metrics of a top-k list, better
@@ -288,6 +305,7 @@ def check_final(config):
                 f"valid_metric_bigger: False keeps the epoch (and makes run_hyper pick the settings) with the lowest "
                 f"{config.get('valid_metric')}, but the item split's top-k metrics are better when bigger; expected True "
                 "(or leave it out).")
+    check_scenario(config)
     field_separator, seq_separator = config.get("field_separator"), config.get("seq_separator")
     if isinstance(seq_separator, str) and seq_separator and seq_separator == field_separator:
         raise ColdStartError(

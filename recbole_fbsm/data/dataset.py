@@ -15,6 +15,7 @@ from recbole_fbsm.recbole_compat import DatasetRoutes
 from recbole_fbsm.data.atomic_files import codes_of
 from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns, sequence_rows, split_rows
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
 
 # the csv module's field limit while RecBole's reader runs (its default, 131,072 characters, stops long texts)
@@ -45,6 +46,30 @@ def item_split(tokens, ratios, seed):
     bounds = np.cumsum((0,) + sizes)
     for index in range(3):
         split[shuffled[bounds[index]:bounds[index + 1]]] = index
+    return split
+
+
+def per_user_split(users, ratios, seed):
+    """Split index (0 train, 1 valid, 2 test) of each entry of ``users`` (one entry per distinct (user, item)
+    pair, in a canonical order): each user's entries shuffled with ``numpy.random.default_rng(seed)`` and cut
+    with RecBole's per-user ``RS`` sizes (``Dataset._calcu_split_ids``: floor(ratio x n) for valid and test, one
+    more for a split whose share is under one entry while train keeps more than one, train the rest)."""
+    users = np.asarray(users, dtype=np.int64)
+    ratios = np.asarray(ratios, dtype=np.float64) / float(sum(ratios))
+    order = np.lexsort((np.random.default_rng(seed).random(len(users)), users))
+    counts = np.bincount(users)
+    n = counts.astype(np.float64)
+    sizes = [None, np.floor(ratios[1] * n).astype(np.int64), np.floor(ratios[2] * n).astype(np.int64)]
+    train = counts - sizes[1] - sizes[2]
+    for index in (2, 1):  # RecBole's loop: test first, then valid, while train keeps more than one
+        bump = (train > 1) & (ratios[index] * n > 0) & (ratios[index] * n < 1)
+        sizes[index] = sizes[index] + bump
+        train = train - bump
+    sorted_users = users[order]
+    rank = np.arange(len(users)) - (np.cumsum(counts) - counts)[sorted_users]
+    split_sorted = (rank >= train[sorted_users]).astype(np.int64) + (rank >= (train + sizes[1])[sorted_users])
+    split = np.empty(len(users), dtype=np.int64)
+    split[order] = split_sorted
     return split
 
 
@@ -150,10 +175,15 @@ class ColdStartDataset(DatasetRoutes, Dataset):
     item_token_rows = None  # {token_seq field of the .item file: (indptr, indices)} with item_token_rows_only
 
     # ----------------------------------------------------------------------------------------- split
+    cold_items = None  # hybrid scenario: the split's cold items (sorted internal ids; none in train)
+    warm_items = None  # hybrid scenario: the warm items (candidates of every split, the training negative pool)
+
     def build(self):
         if not self.config.item_split:
             return super().build()
         self._change_feat_format()
+        if self.config.hybrid:
+            return self._build_hybrid()
         split_of_item = self.item_split_assignment()
         item_ids = self.inter_feat[self.iid_field].numpy()
         likes = self._like_mask()
@@ -176,13 +206,54 @@ class ColdStartDataset(DatasetRoutes, Dataset):
         self._check_candidates(datasets[1:], sum(len(part.split_items) for part in datasets))
         return datasets
 
+    def _build_hybrid(self):
+        """The hybrid scenario's splits (``cold_start_scenario: hybrid``): a share ``hybrid_cold_ratio`` of the
+        items with interactions become cold items (half validation, half test; ``item_split`` with split_seed),
+        none of their interactions in training; each user's interactions with the other (warm) items are split
+        ``hybrid_warm_split`` at random (distinct (user, item) pairs: a warm test like is never a training
+        interaction). Every split's candidates (``split_items``) are the warm items plus its own cold items."""
+        cold_share = float(setting(self.config, "hybrid_cold_ratio"))
+        split_of_item = self.item_split_assignment((1.0 - cold_share, cold_share / 2, cold_share / 2),
+                                                   "hybrid_cold_ratio")
+        users = self.inter_feat[self.uid_field].numpy().astype(np.int64)
+        items = self.inter_feat[self.iid_field].numpy().astype(np.int64)
+        warm = split_of_item[items] == 0
+        pairs, pair_of_row = np.unique(users[warm] * self.item_num + items[warm], return_inverse=True)
+        pair_split = per_user_split(pairs // self.item_num, setting(self.config, "hybrid_warm_split"),
+                                    [int(self.config.split_seed), 1])
+        phase_of_row = split_of_item[items].copy()  # cold rows: their item's split (1 or 2)
+        phase_of_row[warm] = pair_split[pair_of_row.reshape(-1)]
+        likes = self._like_mask()
+        warm_items = np.flatnonzero(split_of_item == 0)
+        datasets = []
+        for index, phase in enumerate(PHASES):
+            in_split = phase_of_row == index
+            part = self.copy(_rows(self.inter_feat, in_split & likes))
+            part.phase, part.warm_items = phase, warm_items
+            part.cold_items = np.flatnonzero(split_of_item == index) if index else np.zeros(0, dtype=np.int64)
+            part.split_items = np.union1d(warm_items, part.cold_items)
+            dislikes = in_split & ~likes
+            part.dislike_feat = _rows(self.inter_feat, dislikes) if dislikes.any() else None
+            datasets.append(part)
+        for part in datasets:
+            if len(part.inter_feat) == 0:
+                raise ColdStartError(
+                    f"dataset {self.dataset_name!r}: the hybrid split leaves the {part.phase} split without any "
+                    "liked interaction; use more data or change hybrid_cold_ratio / hybrid_warm_split.")
+        self._check_candidates(datasets[1:], len(np.flatnonzero(split_of_item >= 0)))
+        return datasets
+
     def _check_candidates(self, parts, n_split_items):
         """A split with no more items than the largest cut-off puts every candidate in every top-k list:
         Recall@k is 1.0 for every model, a meaningless figure reported as a result. The message names both
         settings that decide it: ``topk``, and the split ratios applied to the dataset's items."""
         topk = self.config["topk"]
         largest = max(topk) if isinstance(topk, (list, tuple)) else int(topk)
-        ratios = self.config["eval_args"]["split"]["RS"]
+        if setting(self.config, "cold_start_scenario") == "hybrid":
+            split_settings = (f"hybrid_cold_ratio {setting(self.config, 'hybrid_cold_ratio')} and hybrid_warm_split "
+                              f"{list(setting(self.config, 'hybrid_warm_split'))}")
+        else:
+            split_settings = f"eval_args.split RS {list(self.config['eval_args']['split']['RS'])}"
         shown_topk = list(topk) if isinstance(topk, (list, tuple)) else topk
         for part in parts:
             n = len(part.split_items)
@@ -191,23 +262,25 @@ class ColdStartDataset(DatasetRoutes, Dataset):
                 raise ColdStartError(
                     f"dataset {self.dataset_name!r}: the {part.phase} split has {n} item(s), not more than the "
                     f"largest topk ({largest}): every item would be in every top-{largest} list (Recall@{largest} = "
-                    f"1.0 for any model); {lower}give the {part.phase} split more items (eval_args.split RS "
-                    f"{list(ratios)} of the dataset's {n_split_items} items with interactions)."
+                    f"1.0 for any model); {lower}give the {part.phase} split more items ({split_settings} "
+                    f"of the dataset's {n_split_items} items with interactions)."
                 )
 
-    def item_split_assignment(self):
+    def item_split_assignment(self, ratios=None, setting_name="eval_args.split.RS"):
         """Array ``split_of_item[internal_id]`` in {0: train, 1: valid, 2: test, -1: no interaction}.
 
         The items that have interactions are ordered by their external token (so the result does not
         depend on file order or internal ids) and shuffled with ``split_seed`` (default: ``seed``).
+        ``ratios``: (train, valid, test) shares (default ``eval_args.split.RS``).
         """
-        ratios = self.config["eval_args"]["split"]["RS"]
+        ratios = self.config["eval_args"]["split"]["RS"] if ratios is None else ratios
         items = np.flatnonzero(np.bincount(self.inter_feat[self.iid_field].numpy(), minlength=self.item_num))
         tokens = self.field2id_token[self.iid_field][items]
         try:
             split_of_token = item_split(tokens, ratios, self.config.split_seed)
         except ColdStartError as error:
-            raise ColdStartError(f"dataset {self.dataset_name!r} is too small to split: {error}") from None
+            message = str(error).replace("eval_args.split.RS", setting_name)
+            raise ColdStartError(f"dataset {self.dataset_name!r} is too small to split: {message}") from None
         split_of_item = np.full(self.item_num, -1, dtype=np.int64)
         split_of_item[items] = split_of_token
         return split_of_item

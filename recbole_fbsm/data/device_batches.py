@@ -108,9 +108,9 @@ def device_batches(loader_class):
             ``candidate_num`` draws (as ``user_batches``' ``plugin_neg_sampling``, on the device). A model with
             ``score_training_candidates`` (the feature-similarity models) scores them from the batch's own
             positives when they are whole users; otherwise ``predict`` scores them as (user, item) pairs."""
-            if not self.neg_sample_args.get("dynamic", False):
-                return sampler.sample(users)
             model = self.model
+            if not self.neg_sample_args.get("dynamic", False) or not getattr(model, "reads_negatives", True):
+                return sampler.sample(users)  # (a model whose loss ignores negatives: none to score)
             if model is None:
                 raise ColdStartError("dynamic negative sampling scores its candidates with the model: hand it to the "
                                      "training loader first (train_data.get_model(model)).")

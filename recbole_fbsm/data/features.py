@@ -45,10 +45,19 @@ class ItemFeatures:
     average_lengths: np.ndarray = None  # BM25: per field, the training items' mean length (summed counts)
     shrink: float = 0.0                # row shrink s (see the module docstring); 0: plain L2 rows
     mean_square_norms: np.ndarray = None  # per normalised block (one, or one per field), over training items
+    # identity features (hybrid FBSM, ``with_identity``): the items that have an identity column, in the order of
+    # the last columns of ``matrix`` (names "identity:TOKEN"), and that column's value; None: no identity columns
+    identity_items: np.ndarray = None
+    identity_weight: float = None
 
     @property
     def n_features(self):
         return self.matrix.shape[1]
+
+    @property
+    def n_identity(self):
+        """Number of identity columns (the last columns of ``matrix``)."""
+        return 0 if self.identity_items is None else len(self.identity_items)
 
     def transform(self, counts):
         """Weight raw term counts (rows x n_features, the columns of ``names``) exactly as ``matrix``
@@ -77,6 +86,8 @@ class ItemFeatures:
         if self.normalize:
             weighted = self._normalise(weighted)
         weighted = sp.csr_matrix(weighted)
+        if self.n_identity:  # items weighted from their counts are new items: no identity, zero columns
+            weighted = sp.csr_matrix(sp.hstack([weighted, sp.csr_matrix((weighted.shape[0], self.n_identity))]))
         weighted.eliminate_zeros()
         weighted.sort_indices()
         return weighted
@@ -346,6 +357,22 @@ def build_item_features(dataset, training_items, fields=None, weighting="tfidf",
             column[column > 0].mean() if (column > 0).any() else 1.0 for column in squares.T])
     features.matrix = features.transform(counts)
     return features
+
+
+def with_identity(features, items, tokens, weight):
+    """``features`` with one identity column per item of ``items`` (internal ids; their external ``tokens``
+    name the columns "identity:TOKEN"), valued ``weight`` beside the item's normalised content row: FBSM's
+    V then learns an item-to-item (FISM) term between those items. Only items with training likes get one:
+    a cold item has no identity, and ``transform`` gives any item weighted from its text none either."""
+    items = np.asarray(items, dtype=np.int64)
+    n_items = features.matrix.shape[0]
+    identity = sp.csr_matrix((np.full(len(items), float(weight)), (items, np.arange(len(items)))),
+                             shape=(n_items, len(items)))
+    matrix = sp.csr_matrix(sp.hstack([features.matrix, identity]))
+    matrix.sort_indices()
+    names = list(features.names) + [f"identity:{token}" for token in tokens]
+    return ItemFeatures(**{**features.__dict__, "matrix": matrix, "names": names, "identity_items": items,
+                           "identity_weight": float(weight)})
 
 
 def _width(dataset, field):

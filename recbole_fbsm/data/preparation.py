@@ -74,7 +74,16 @@ def data_preparation(config, dataset, reads_own_features=False):
     valid_data = vectorised_eval_loader(get_dataloader(config, "valid"))(config, built[1], valid_sampler, shuffle=False)
     test_data = vectorised_eval_loader(get_dataloader(config, "test"))(config, built[2], test_sampler, shuffle=False)
     logger = getLogger()
-    if config.item_split:
+    if config.hybrid:
+        cold_likes = ["0"] + [str(int(np.isin(d.inter_feat[d.iid_field].numpy(), d.cold_items).sum())) for d in built[1:]]
+        logger.info(
+            set_color("[Hybrid split]", "pink")
+            + f" warm items {len(built[0].warm_items)}, cold items valid/test = "
+            + "/".join(str(len(d.cold_items)) for d in built[1:])
+            + ", likes train/valid/test = " + "/".join(str(len(d.inter_feat)) for d in built)
+            + " (of them on cold items: " + "/".join(cold_likes) + ")"
+        )
+    elif config.item_split:
         logger.info(
             set_color("[Item split]", "pink")
             + " items train/valid/test = "

@@ -80,6 +80,7 @@ class TieBreakingCollector(Collector):
         self.tie_seed = config["seed"]
         self.uid_field = config["USER_ID_FIELD"]
         self.candidates = None  # item id of each score column when scores cover candidates only
+        self.group_collectors = {}  # hybrid scenario: {group name: (collector, column mask)} (``set_groups``)
 
     def get_data_struct(self):
         """RecBole's collected rows; in a data-parallel run every rank's block of users, gathered in rank
@@ -89,6 +90,38 @@ class TieBreakingCollector(Collector):
             for key, rows in distributed.gather_rows(held).items():
                 self.data_struct.set(key, rows)
         return super().get_data_struct()
+
+    def set_groups(self, masks):
+        """Also collect each group of candidate columns on its own (the hybrid scenario's cold and warm items):
+        ``masks`` is {name: bool tensor over the candidate columns}, or None for none. A group's collector sees its
+        columns only and the positives among them; a user without a positive there is left out of its mean."""
+        self.group_collectors = {}
+        for name, mask in (masks or {}).items():
+            child = TieBreakingCollector(self.config)
+            for key, value in self.data_struct._data_dict.items():  # data.* (item counts): collected once, shared
+                if key.startswith("data."):
+                    child.data_struct.set(key, value)
+            columns = torch.nonzero(mask).squeeze(1)
+            position = torch.full((len(mask),), -1, dtype=torch.long, device=mask.device)
+            position[columns] = torch.arange(len(columns), device=mask.device)
+            child.candidates = self.candidates.index_select(0, columns.to(self.candidates.device))
+            self.group_collectors[name] = (child, columns, position)
+
+    def group_structs(self):
+        """{group name: its collected rows}, as ``get_data_struct`` (which they follow, rows reset)."""
+        return {name: child.get_data_struct() for name, (child, _, _) in self.group_collectors.items()}
+
+    def _collect_groups(self, scores, interaction, positive_u, positive_i):
+        """Each group's columns of ``scores``, for the rows (users) with at least one positive among them."""
+        for child, columns, position in self.group_collectors.values():
+            columns, position = columns.to(scores.device), position.to(scores.device)
+            column = position.index_select(0, positive_i.to(scores.device).long())
+            inside = column >= 0
+            rows = torch.unique(positive_u.to(scores.device)[inside])
+            row_of = torch.full((len(scores),), -1, dtype=torch.long, device=scores.device)
+            row_of[rows] = torch.arange(len(rows), device=scores.device)
+            child.eval_batch_collect(scores.index_select(0, rows).index_select(1, columns), interaction[rows.cpu()],
+                                     row_of.index_select(0, positive_u.to(scores.device)[inside].long()), column[inside])
 
     def reset_ties(self):
         """Nothing to restart: the tie order is a function of (seed, user, item), not a stream."""
@@ -164,6 +197,8 @@ class TieBreakingCollector(Collector):
             if self.register.need("rec.topk"):
                 hits, pos_len = _hits(scores_tensor.shape, topk_idx, positive_u, positive_i)
                 self.data_struct.update_tensor("rec.topk", torch.cat((hits, pos_len), dim=1))
+        if self.group_collectors:
+            self._collect_groups(scores_tensor, interaction, positive_u, positive_i)
         register = self.register
         self.register = _RegisterWithout(register, _TOPK_KEYS)
         try:

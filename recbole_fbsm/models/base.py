@@ -76,6 +76,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         self.warm_tables = inputs.warm  # (users, items) of the warm backbone, for models that align to it
         self.feature_names = features.names
         self.n_features = features.n_features
+        self.n_identity = features.n_identity  # identity columns (the last ones; hybrid FBSM), 0 without
         self.F = TorchCsr(features.matrix)            # items x features
         # users x features: f_u = sum of liked items' f; users x items: training likes. Both are gathered by
         # evaluation and lookups, not by whole-user training steps: their column indices are held as int32

@@ -1,16 +1,21 @@
 """FBSM_bpr (Sharma, Zhou, Hu, Karypis, SDM 2015): sim(i, j) = f_i^T (D + V^T V) f_j."""
 
+import contextlib
+
 import torch
 from torch import nn
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.models.base import FeatureSimilarityRecommender, fixed_similarity_words
+from recbole_fbsm.models.inputs import model_inputs
 
 # RecBole learners whose weight_decay adds weight_decay * p to the gradient (the gradient of an L2 term)
 L2_DECAY_LEARNERS = ("adam", "sgd", "adagrad", "rmsprop")
 
 
 class FBSM(FeatureSimilarityRecommender):
+    learns_identity = True  # identity_features: V learns item-to-item terms between warm items (hybrid scenario)
+
     """Feature-based factorized Bilinear Similarity Model.
 
     Parameters: ``D`` (n_features,), the diagonal of D; ``V`` (n_features x h), row p is the paper's
@@ -53,6 +58,41 @@ class FBSM(FeatureSimilarityRecommender):
             _, warm_items = self.warm_tables
             # only for the training loss: not a parameter, not in the checkpoint
             self.register_buffer("warm_items", nn.functional.normalize(warm_items, dim=1), persistent=False)
+        self._start_identity_dropout(config)
+        self.loss_type = str(setting(config, "fbsm_loss")).lower()
+        if self.loss_type == "auto":  # the hybrid FBSM learns its identity terms with the softmax (BPR did not move it)
+            self.loss_type = "softmax" if self.n_identity else "bpr"
+        self.softmax_temperature = float(setting(config, "softmax_temperature"))
+        if self.loss_type == "softmax":  # the training items: the softmax's classes
+            items = torch.as_tensor(model_inputs(config, dataset).training_items, dtype=torch.long)
+            position = torch.full((self.F.shape[0],), -1, dtype=torch.long)
+            position[items] = torch.arange(len(items))
+            self.register_buffer("softmax_items", items, persistent=False)
+            self.register_buffer("softmax_position", position, persistent=False)
+
+    def _start_identity_dropout(self, config):
+        """Identity features (hybrid scenario): the positions in F's values of the identity entries, one per
+        warm item, which ``identities_dropped`` zeroes for a random share of the items in each training batch."""
+        self.identity_dropout = float(setting(config, "identity_dropout")) if self.n_identity else 0.0
+        entries = torch.nonzero(self.F.indices >= self.n_features - self.n_identity).squeeze(1)
+        self.register_buffer("identity_entries", entries if self.identity_dropout else None, persistent=False)
+
+    @contextlib.contextmanager
+    def identities_dropped(self):
+        """Within this block, each warm item's identity is hidden with probability ``identity_dropout`` (one draw
+        per item, for the whole batch: as a candidate and in its users' profiles). DropoutNet's trick: the content
+        part must rank a warm item without its identity, so that cold items (which never have one) are scored
+        on the same scale as warm ones."""
+        if not (self.training and self.identity_dropout > 0 and len(self.identity_entries)):
+            yield
+            return
+        full = self.F.values
+        kept = torch.rand(len(self.identity_entries), device=full.device) >= self.identity_dropout
+        self.F.values = full.index_put((self.identity_entries,), full.index_select(0, self.identity_entries) * kept)
+        try:
+            yield
+        finally:
+            self.F.values = full
 
     @classmethod
     def uses_warm_backbone(cls, config):
@@ -69,12 +109,42 @@ class FBSM(FeatureSimilarityRecommender):
         return self.V
 
     def calculate_loss(self, interaction):
-        loss = self.bpr_loss(interaction, self.bpr_difference(interaction))
+        with self.identities_dropped():
+            if self.loss_type == "softmax":
+                loss = self.softmax_loss(interaction)
+            else:
+                loss = self.bpr_loss(interaction, self.bpr_difference(interaction))
         if self.align_weight > 0:
             loss = loss + self.align_weight * self.alignment_loss(interaction[self.ITEM_ID])
         if not self.regulariser_in_optimizer:
             loss = loss + self.reg_V * self.V.pow(2).sum() + self.reg_D * self.D.pow(2).sum()
         return loss
+
+    @property
+    def reads_negatives(self):
+        """The softmax ranks every training item and reads no sampled negative: the loader need not score any."""
+        return self.loss_type != "softmax"
+
+    def softmax_loss(self, interaction):
+        """Mean over the batch's (user, liked item) pairs of -log softmax over every training item of the user's
+        scores (``fbsm_loss: softmax``), a training like scored without its own features, as in evaluation.
+        Scores are divided by the user's likes (the mean similarity to them, FISM's normalisation with α = 1: a heavy
+        user's sums would otherwise make a far sharper softmax) and by ``softmax_temperature``.
+        Every item is a negative of every step, not one sampled item: the listwise objective ranks the warm items'
+        collaborative terms against the whole catalogue at once (the batch's negatives are not read)."""
+        users, positives = interaction[self.USER_ID], interaction[self.ITEM_ID]
+        distinct, row = torch.unique(users, return_inverse=True)
+        candidates = self.softmax_items
+        scores = self.score_feature_rows(distinct, self.F.rows_matrix(candidates))
+        owner, liked, _, _ = self.R.gather_rows(distinct)
+        column = self.softmax_position.index_select(0, liked)
+        keep = column >= 0
+        owner, liked, column = owner[keep], liked[keep], column[keep]
+        own = self.self_similarity(distinct.index_select(0, owner), liked)
+        scores = scores.index_put((owner, column), -own, accumulate=True)
+        likes = (self.R.indptr[distinct + 1] - self.R.indptr[distinct]).clamp(min=1).to(scores.dtype)
+        log_probability = torch.log_softmax(scores / (likes[:, None] * self.softmax_temperature), dim=1)
+        return -log_probability[row, self.softmax_position.index_select(0, positives)].mean()
 
     def alignment_loss(self, items):
         """Mean over the batch's distinct positive items i of KL(warm || model) between the distributions

@@ -14,7 +14,8 @@ import scipy.sparse as sp
 
 from recbole_fbsm.data.user_batches import held_users
 from recbole_fbsm.models.contract import BuiltFromFittedInputs
-from recbole_fbsm.data.features import ItemFeatures, features_from_config, like_matrix, training_items
+from recbole_fbsm.config.schema import setting
+from recbole_fbsm.data.features import ItemFeatures, features_from_config, like_matrix, training_items, with_identity
 from recbole_fbsm.models.warm_backbone import warm_embeddings
 
 
@@ -47,10 +48,15 @@ def fit_model_inputs(config, train_dataset, warm_backbone=False):
     """Fit the features on ``train_dataset``'s items, read its likes, train (or load) the warm backbone."""
     items = training_items(train_dataset)
     features = features_from_config(train_dataset, items, config, normalize_features(config))
+    likes = like_matrix(train_dataset)
+    if setting(config, "identity_features"):  # hybrid FBSM: an identity column per item with training likes
+        liked = np.flatnonzero(np.diff(likes.tocsc().indptr))
+        features = with_identity(features, liked, train_dataset.field2id_token[train_dataset.iid_field][liked],
+                                 setting(config, "identity_weight"))
     warm = None
     if warm_backbone:
         warm = warm_embeddings(config, train_dataset)
-    return ModelInputs(features, like_matrix(train_dataset), items, warm, held_users(config, train_dataset.user_num))
+    return ModelInputs(features, likes, items, warm, held_users(config, train_dataset.user_num))
 
 
 def model_inputs(config, dataset, warm_backbone=False):

@@ -17,6 +17,9 @@ from recbole_fbsm.storage.run_records import settings_of, write_record
 from recbole_fbsm.training.run_log import RECBOLE_LOG_ROOT
 
 
+HYBRID_GROUPS = ("valid_result_cold", "valid_result_warm", "test_result_cold", "test_result_warm")
+
+
 def result_file_for(log_file, config):
     """``log/MODEL/MODEL-DATASET-time-md5.json`` beside ``log/MODEL/MODEL-DATASET-time-md5.log``; when
     the run wrote no log file of its own (a host application, e.g. pytest, owns the logging), the same
@@ -46,6 +49,8 @@ def run_record(config, result, config_file_list, config_dict, wall_seconds, log_
         "best_epoch": result.get("best_epoch"),  # the epoch kept on validation; -1: the untrained start
         "start_valid_score": _plain(result.get("start_valid_score")),
         "test_result": _plain(result.get("test_result") or {}),
+        # the hybrid scenario's groups (test_result and best_valid_result hold "all"); absent in the item scenario
+        **{key: _plain(result[key]) for key in HYBRID_GROUPS if key in result},
         "saved_model_file": result.get("saved_model_file"),
         "artifact_file": result.get("artifact_file"),
         "eval_user_sample": result.get("eval_user_sample"),

@@ -113,7 +113,14 @@ class ColdStartTrainerMixin:
         self.eval_collector = TieBreakingCollector(config)
         self.context_eval_chunk = int(setting(config, "context_eval_chunk"))
         self.threads = plan_for_config(config)  # torch's threads per phase (torch_threads)
-        self._candidates = self._candidate_position = None
+        self._candidates = self._candidate_position = self._cold_columns = None
+        self.group_results = {}  # hybrid scenario: {"cold": metrics, "warm": metrics} of the last evaluation
+        self.valid_group_history = {}  # hybrid scenario: epoch -> the validation's group_results
+        hybrid = bool(getattr(config, "hybrid", False))
+        self.valid_group = str(setting(config, "hybrid_valid_group")).lower() if hybrid else "all"
+        # RecBole's general models know warm items only: a cold candidate gets their lowest score (hybrid scenario)
+        self.warm_only_scores = hybrid and model.type == ModelType.GENERAL and not getattr(
+            model, "reads_own_features", False) and not getattr(model, "scores_cold_items", False)
 
     def _start_data_parallel(self, config):
         """``parallel_sync: gradients``: DDP on the device the config chose. ``average``: the ranks start from
@@ -259,6 +266,10 @@ class ColdStartTrainerMixin:
 
     def plugin_valid_epoch(self, *args, **kwargs):
         valid_score, valid_result = super().plugin_valid_epoch(*args, **kwargs)
+        if self.group_results:
+            self.valid_group_history[self._epoch_in_progress] = self.group_results
+            if self.valid_group != "all":  # valid_metric read on that group (hybrid_valid_group)
+                valid_score = float(self.group_results[self.valid_group].get(self.valid_metric, 0.0))
         self.valid_history.append((self._epoch_in_progress, valid_score))
         callback = _VALIDATION_CALLBACK.get()
         if callback is not None:
@@ -337,8 +348,23 @@ class ColdStartTrainerMixin:
             self._candidates = self._candidate_position = None
         self.eval_collector.reset_ties()
         self.eval_collector.candidates = self._candidates
+        self._cold_columns = self._group_masks(eval_data) if self._candidates is not None else None
+        self.eval_collector.set_groups(None if self._cold_columns is None else {
+            "cold": self._cold_columns, "warm": ~self._cold_columns})
         with self.threads.phase("evaluate"):
-            return super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
+            result = super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
+        self.group_results = {name: (self.evaluator.evaluate(struct) if "rec.topk" in struct else {})
+                              for name, struct in self.eval_collector.group_structs().items()}
+        return result
+
+    def _group_masks(self, eval_data):
+        """The hybrid scenario's cold candidate columns (a bool tensor over the candidates), or None elsewhere."""
+        cold = getattr(eval_data._dataset, "cold_items", None)
+        if cold is None:
+            return None
+        is_cold = torch.zeros(eval_data._dataset.item_num, dtype=torch.bool, device=self.device)
+        is_cold[torch.as_tensor(np.asarray(cold, dtype=np.int64), device=self.device)] = True
+        return is_cold.index_select(0, self._candidates)
 
     def _load_kept_model(self, checkpoint_file):
         """The checkpoint's model; in a data-parallel run rank 0 reads it (only rank 0 wrote it, maybe on
@@ -381,6 +407,8 @@ class ColdStartTrainerMixin:
                 scores = self.model.full_sort_predict(interaction).view(-1, self.tot_item_num)[:, candidates]
             except NotImplementedError:
                 scores = self._predict_candidates(interaction, candidates)
+        if self.warm_only_scores and self._cold_columns is not None and bool(self._cold_columns.any()):
+            scores = lowest_for_cold(scores, self._cold_columns)
         position = self._candidate_position
         if history_index is not None:
             rows, items = (index.to(self.device) for index in history_index)
@@ -406,6 +434,16 @@ class ColdStartTrainerMixin:
             pairs.update(self.item_tensor[candidates[cells % n_candidates]])
             scores.append(self.model.predict(pairs))
         return torch.cat(scores).view(n_users, n_candidates)
+
+
+def lowest_for_cold(scores, cold_columns):
+    """``scores`` with every cold column set to its row's lowest warm score: a model that knows warm items only
+    ranks cold items last (ties among them, and with the lowest warm item, broken fairly by the collector)."""
+    warm = scores[:, ~cold_columns]
+    lowest = warm.masked_fill(~torch.isfinite(warm), torch.inf).min(dim=1, keepdim=True).values
+    scores = scores.clone()
+    scores[:, cold_columns] = lowest.expand(-1, int(cold_columns.sum()))
+    return scores
 
 
 def share_weighted(loss_func, shares):

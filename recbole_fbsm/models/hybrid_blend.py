@@ -1,0 +1,66 @@
+"""HybridBlend: a warm collaborative model and a content model mixed per user, the hybrid scenario's baseline.
+
+Both models are trained on the same training split (``quick_start.run_blend``); for a user, each one's scores
+are standardised (z-scores: the warm model's over the warm candidates, the content model's over every
+candidate), a cold item is neutral for the warm model (z = 0: it knows nothing of it, which is not the same
+as knowing it is bad; giving it the warm model's lowest score made the blend worse than the content model
+alone on citeulike-t), and the blend is w z_warm + (1 - w) z_content, with w chosen on validation.
+"""
+
+import torch
+from recbole.model.abstract_recommender import GeneralRecommender
+from recbole.utils import InputType
+
+from recbole_fbsm.models.contract import ScoresCandidates
+
+# the blend weights searched on validation (w = 0: the content model alone; w = 1: the warm model, cold items 0)
+BLEND_WEIGHTS = tuple(round(0.1 * k, 1) for k in range(11))
+
+
+def candidate_scores(model, interaction, candidates):
+    """(users x candidates) scores of any model: its ``score_candidates`` or its full ranking's columns."""
+    if isinstance(model, ScoresCandidates):
+        return model.score_candidates(interaction, candidates)
+    return model.full_sort_predict(interaction).view(len(interaction), -1).index_select(1, candidates)
+
+
+def standardised(scores):
+    """Each row's z-scores over its finite entries (a row without spread: zeros); infinite entries stay as they are."""
+    finite = torch.isfinite(scores)
+    count = finite.sum(1, keepdim=True).clamp(min=1)
+    values = torch.where(finite, scores, torch.zeros_like(scores))
+    mean = values.sum(1, keepdim=True) / count
+    spread = (torch.where(finite, scores - mean, torch.zeros_like(scores)).pow(2).sum(1, keepdim=True) / count).sqrt()
+    z = (values - mean) / torch.where(spread > 0, spread, torch.ones_like(spread))
+    return torch.where(finite, z, scores)
+
+
+class HybridBlend(GeneralRecommender):
+    """w z_warm + (1 - w) z_content over the candidates (module docstring); ``weight`` is w. Not trained itself:
+    ``quick_start.run_blend`` trains its two models and searches w on validation."""
+
+    input_type = InputType.POINTWISE
+    scores_cold_items = True  # the trainer must not give cold items the warm model's lowest score: z = 0 does
+
+    def __init__(self, config, dataset, warm_model=None, content_model=None):
+        super().__init__(config, dataset)
+        self.warm_model, self.content_model = warm_model, content_model
+        is_warm = torch.zeros(dataset.item_num, dtype=torch.bool)
+        is_warm[torch.as_tensor(dataset.split_items, dtype=torch.long)] = True  # the training split's items
+        self.register_buffer("is_warm", is_warm, persistent=False)
+        self.weight = 0.5
+
+    def calculate_loss(self, interaction):
+        raise NotImplementedError("HybridBlend is not trained: its two models are (quick_start.run_blend).")
+
+    def score_candidates(self, interaction, candidates):
+        warm = candidate_scores(self.warm_model, interaction, candidates)
+        content = candidate_scores(self.content_model, interaction, candidates)
+        warm_columns = self.is_warm.to(candidates.device).index_select(0, candidates)
+        z_warm = torch.zeros_like(content)
+        z_warm[:, warm_columns] = standardised(warm[:, warm_columns]).to(content.dtype)
+        return self.weight * z_warm + (1.0 - self.weight) * standardised(content)
+
+    def full_sort_predict(self, interaction):
+        everything = torch.arange(self.n_items, device=self.is_warm.device)
+        return self.score_candidates(interaction, everything).reshape(-1)

@@ -1,0 +1,223 @@
+"""Every ```bash and ```python block of README.md and docs/*.md runs here, so the docs cannot go stale.
+
+- Sybil parses the markdown: its PythonCodeBlockParser runs the ```python blocks (one namespace per document),
+  a CodeBlockParser for ```bash runs each bash block with ``bash -e -o pipefail``, and its SkipParser reads
+  ``<!-- skip: next "why" -->``, the only way to keep a block from running (install lines, a long-running
+  server, curl against it, several machines). A skip without a reason fails, as does a fenced block in a
+  language that nothing runs (``sh``, ``console``, ...): no block is left out silently.
+- The blocks of one document run in order, in one temporary working directory (so a block may use what an
+  earlier one wrote), with this venv's ``recbole-fbsm`` on PATH and ``python run_recbole.py`` / ``python
+  run_hyper.py`` available; ``../shared/datasets`` points at the checkout's shared datasets, when there are any.
+- Blocks that name citeulike-t (or the citeulike-tags conversion) are marked ``slow`` and skipped where
+  ``../shared/datasets/citeulike-t`` is absent; they convert the files themselves (`recbole-fbsm convert ctr`).
+- Time: the bash blocks' training commands (``recbole-fbsm run|compare|hyper``, ``run_recbole.py``,
+  ``run_hyper.py``) get ``DOCS_TEST_OVERRIDES`` (default below: 2 epochs, 2 warm BPR-MF epochs, one torch
+  thread) appended for every
+  setting the command does not give itself; the multi-model ml-100k comparisons of docs/compare.md would
+  otherwise take minutes. ``DOCS_TEST_OVERRIDES=""`` runs them exactly as written. The ```python blocks run
+  as written.
+"""
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sybil import Sybil
+from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+CITEULIKE = SHARED / "datasets" / "citeulike-t"
+DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+RUNNABLE = {"bash", "python"}
+# fenced blocks in these languages are data or output, shown and never run
+DATA_LANGUAGES = {"", "text", "json", "yaml", "csv", "tsv"}
+NEEDS_CITEULIKE = re.compile(r"citeulike-t|citeulike-tags")
+DEFAULT_OVERRIDES = "--epochs=2 --warm_epochs=2 --torch_threads=1"
+BLOCK_TIMEOUT_S = 1800
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```+|~~~+)(?P<info>[^\n`]*)$", re.M)
+
+# run_recbole.py / run_hyper.py in the block's working directory: the checkout's script, with the overrides
+SCRIPT_SHIM = '''import os, runpy, sys
+given = {a.split("=", 1)[0] for a in sys.argv[1:] if a.startswith("--")}
+sys.argv += [o for o in os.environ.get("DOCS_TEST_OVERRIDES", "").split() if o.split("=", 1)[0] not in given]
+runpy.run_path(SCRIPT, run_name="__main__")
+'''
+# the same for the installed command, as a shell function defined before every bash block
+SHELL_PRELUDE = '''recbole-fbsm() {
+  case "$1" in
+    run|compare|hyper)
+      local extra=() o
+      for o in $DOCS_TEST_OVERRIDES; do
+        case " $* " in *" ${o%%=*}="*) ;; *) extra+=("$o") ;; esac
+      done
+      command recbole-fbsm "$@" "${extra[@]}" ;;
+    *) command recbole-fbsm "$@" ;;
+  esac
+}
+'''
+
+
+def run_bash(example):
+    """Evaluate a ```bash block in its document's working directory; fail with the end of its output."""
+    workdir = example.namespace["workdir"]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+               DOCS_TEST_OVERRIDES=os.environ.get("DOCS_TEST_OVERRIDES", DEFAULT_OVERRIDES))
+    script = SHELL_PRELUDE + example.parsed
+    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S)
+    if done.returncode != 0:
+        output = (done.stdout + done.stderr)[-4000:]
+        return f"bash block exited with {done.returncode}:\n{output}"
+    return None
+
+
+SYBIL = Sybil(parsers=[SkipParser(), PythonCodeBlockParser(), CodeBlockParser("bash", run_bash)])
+
+
+def _is_skip(example):
+    return isinstance(example.parsed, tuple)
+
+
+def _documents():
+    return {path: list(SYBIL.parse(path)) for path in DOC_FILES}
+
+
+DOCUMENTS = _documents()
+
+
+def _adjacent(marker, example):
+    """Whether only the end of the marker's comment and blank space stand between it and the example."""
+    return not example.document.text[marker.end:example.start].replace("-->", "", 1).strip()
+
+
+def _skip_reason(examples, index):
+    """The reason of a ``<!-- skip: next "why" -->`` right above code example ``index``, else None."""
+    example = examples[index]
+    if index == 0 or not _is_skip(examples[index - 1]):
+        return None
+    marker = examples[index - 1]
+    if not _adjacent(marker, example):
+        return None
+    action, reason = marker.parsed
+    return eval(reason, {}) if action == "next" and reason else None
+
+
+def _cases():
+    cases = []
+    for path, examples in DOCUMENTS.items():
+        for index, example in enumerate(examples):
+            if _is_skip(example):
+                continue
+            block_id = f"{path.relative_to(ROOT)}:{example.line}"
+            reason = _skip_reason(examples, index)
+            marks = []
+            if reason:
+                marks.append(pytest.mark.skip(reason=f"marked in the doc: {reason}"))
+            elif NEEDS_CITEULIKE.search(str(example.parsed)):
+                marks += [pytest.mark.slow, pytest.mark.skipif(not CITEULIKE.is_dir(),
+                                                               reason=f"needs {CITEULIKE}")]
+            cases.append(pytest.param(path, index, marks=marks, id=block_id))
+    return cases
+
+
+@pytest.fixture(scope="module")
+def workdirs(tmp_path_factory):
+    """One working directory per document, made on first use, with the scripts and ../shared in reach."""
+    made = {}
+
+    def workdir_of(path):
+        if path not in made:
+            base = tmp_path_factory.mktemp(path.stem)
+            work = base / "work"
+            work.mkdir()
+            if SHARED.is_dir():
+                (base / "shared").symlink_to(SHARED, target_is_directory=True)
+            for script in ("run_recbole.py", "run_hyper.py"):
+                (work / script).write_text(SCRIPT_SHIM.replace("SCRIPT", repr(str(ROOT / script))))
+            made[path] = work
+        return made[path]
+
+    return workdir_of
+
+
+@pytest.mark.parametrize("path, index", _cases())
+def test_doc_block_runs(path, index, workdirs, monkeypatch):
+    example = DOCUMENTS[path][index]
+    workdir = workdirs(path)
+    example.namespace["workdir"] = workdir
+    monkeypatch.chdir(workdir)  # the ```python blocks run in this process, in the document's folder
+    example.evaluate()
+
+
+def _fences(text):
+    """(line, language, indent) of every opening fence of a markdown text."""
+    found, open_fence = [], None
+    for match in FENCE.finditer(text):
+        if open_fence is None:
+            open_fence = match["fence"]
+            line = text.count("\n", 0, match.start()) + 1
+            found.append((line, match["info"].strip().split(" ")[0].lower(), match["indent"]))
+        elif match["fence"].startswith(open_fence) and not match["info"].strip():
+            open_fence = None
+    return found
+
+
+def block_problems(path, examples):
+    """What keeps a document's fenced blocks from all being run or marked: the docs test's own rules."""
+    code_lines = {e.line for e in examples if not _is_skip(e)}
+    problems = []
+    for line, language, indent in _fences(path.read_text(encoding="utf-8")):
+        if language in RUNNABLE:
+            if indent:
+                problems.append(f"line {line}: an indented ```{language} block (put it at the margin so it runs)")
+            elif line not in code_lines:
+                problems.append(f"line {line}: a ```{language} block the docs test did not collect")
+        elif language not in DATA_LANGUAGES:
+            problems.append(f"line {line}: ```{language}: nothing runs this language; write ```bash or ```python "
+                            f"(or a data language: {sorted(DATA_LANGUAGES - {''})})")
+    for index, example in enumerate(examples):
+        if _is_skip(example):
+            action, reason = example.parsed
+            nxt = examples[index + 1] if index + 1 < len(examples) else None
+            if action != "next" or not reason:
+                problems.append(f"line {example.line}: write <!-- skip: next \"why it cannot run\" -->")
+            elif nxt is None or _is_skip(nxt) or not _adjacent(example, nxt):
+                problems.append(f"line {example.line}: a skip marker must stand right above the block it skips")
+    return problems
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_block_is_left_out_silently(path):
+    """Every fenced block runs (bash, python) or is data (json, yaml, output); every skip says why."""
+    problems = block_problems(path, DOCUMENTS[path])
+    assert not problems, f"{path.name}: " + "; ".join(problems)
+
+
+def test_a_block_nothing_runs_is_caught(tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text('```sh\nls\n```\n\n<!-- skip: next -->\n```bash\nls\n```\n\n'
+                   '<!-- skip: next "a server" -->\n\ntext between\n\n```bash\nls\n```\n\n'
+                   '```bash\nls\n```\n\n```text\noutput\n```\n\n- item\n\n  ```python\n  1\n  ```\n')
+    problems = block_problems(doc, list(SYBIL.parse(doc)))
+    assert [p.split(":")[0] for p in problems] == ["line 1", "line 28", "line 5", "line 10"], problems
+
+
+def test_the_override_shim_keeps_a_setting_the_command_gives(tmp_path):
+    """The fast tier's overrides never clash with a setting the doc's command sets itself."""
+    env = dict(os.environ, DOCS_TEST_OVERRIDES="--epochs=2 --torch_threads=1")
+    script = SHELL_PRELUDE.replace("command recbole-fbsm", "echo") + "recbole-fbsm run --epochs=7 --x=1\n"
+    shown = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=True).stdout
+    assert shlex.split(shown) == ["run", "--epochs=7", "--x=1", "--torch_threads=1"]
+    shim = tmp_path / "shim.py"
+    target = tmp_path / "show.py"
+    target.write_text("import sys; print(' '.join(sys.argv[1:]))\n")
+    shim.write_text(SCRIPT_SHIM.replace("SCRIPT", repr(str(target))))
+    shown = subprocess.run([sys.executable, str(shim), "--epochs=5"], env=env, capture_output=True, text=True,
+                           check=True).stdout
+    assert shown.split() == ["--epochs=5", "--torch_threads=1"]

@@ -12,7 +12,7 @@ from recbole_fbsm.experiments import doc_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 # a markdown table that reports scores: its header names a metric
-METRIC_HEADER = re.compile(r"^\|.*\b(recall|ndcg|precision|hit|mrr|rec@|dcg)", re.I)
+METRIC_HEADER = re.compile(r"^\|.*\b(recall|ndcg|precision|hit|mrr|rec@|dcg|valid|test)\b", re.I)
 NOT_REPRODUCED = "<!-- not-reproduced:"
 
 

@@ -10,18 +10,16 @@
   run_hyper.py`` available; ``../shared/datasets`` points at the checkout's shared datasets, when there are any.
 - Blocks that name citeulike-t (or the citeulike-tags conversion) are marked ``slow`` and skipped where
   ``../shared/datasets/citeulike-t`` is absent; they convert the files themselves (`recbole-fbsm convert ctr`).
-- Time: the bash blocks' training commands (``recbole-fbsm run|compare|hyper``, ``run_recbole.py``,
-  ``run_hyper.py``) get ``DOCS_TEST_OVERRIDES`` (default below: 2 epochs, 2 warm BPR-MF epochs, one torch
-  thread) appended for every
-  setting the command does not give itself; the multi-model ml-100k comparisons of docs/compare.md would
-  otherwise take minutes. ``DOCS_TEST_OVERRIDES=""`` runs them exactly as written. The ```python blocks run
-  as written.
+- Time: the bash blocks' training commands (``recbole-fbsm run|compare|hyper``, ``python run_recbole.py``,
+  ``python run_hyper.py``) go through tests/docs_fast_args.py: 2 epochs, 2 warm BPR-MF epochs, one torch
+  thread for every setting the command does not give itself, and the first seed of a ``--seeds`` list
+  (the ml-100k comparisons of docs/compare.md would otherwise take many minutes on 2 cores).
+  ``DOCS_TEST_OVERRIDES= DOCS_TEST_SEEDS= pytest tests/test_docs.py`` runs them exactly as written. The
+  ```python blocks always run as written.
 """
 
 import os
 import re
-import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,37 +37,21 @@ RUNNABLE = {"bash", "python"}
 DATA_LANGUAGES = {"", "text", "json", "yaml", "csv", "tsv"}
 NEEDS_CITEULIKE = re.compile(r"citeulike-t|citeulike-tags")
 DEFAULT_OVERRIDES = "--epochs=2 --warm_epochs=2 --torch_threads=1"
+DEFAULT_SEEDS = "1"
 BLOCK_TIMEOUT_S = 1800
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```+|~~~+)(?P<info>[^\n`]*)$", re.M)
 
-# run_recbole.py / run_hyper.py in the block's working directory: the checkout's script, with the overrides
-SCRIPT_SHIM = '''import os, runpy, sys
-given = {a.split("=", 1)[0] for a in sys.argv[1:] if a.startswith("--")}
-sys.argv += [o for o in os.environ.get("DOCS_TEST_OVERRIDES", "").split() if o.split("=", 1)[0] not in given]
-runpy.run_path(SCRIPT, run_name="__main__")
-'''
-# the same for the installed command, as a shell function defined before every bash block
-SHELL_PRELUDE = '''recbole-fbsm() {
-  case "$1" in
-    run|compare|hyper)
-      local extra=() o
-      for o in $DOCS_TEST_OVERRIDES; do
-        case " $* " in *" ${o%%=*}="*) ;; *) extra+=("$o") ;; esac
-      done
-      command recbole-fbsm "$@" "${extra[@]}" ;;
-    *) command recbole-fbsm "$@" ;;
-  esac
-}
-'''
+FAST_ARGS_DIR = Path(__file__).resolve().parent  # docs_fast_args.py
 
 
 def run_bash(example):
     """Evaluate a ```bash block in its document's working directory; fail with the end of its output."""
-    workdir = example.namespace["workdir"]
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-               DOCS_TEST_OVERRIDES=os.environ.get("DOCS_TEST_OVERRIDES", DEFAULT_OVERRIDES))
-    script = SHELL_PRELUDE + example.parsed
-    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=workdir, env=env,
+    workdir, bindir = example.namespace["workdir"], example.namespace["bindir"]
+    path = os.pathsep.join([str(bindir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = dict(os.environ, PATH=path,
+               DOCS_TEST_OVERRIDES=os.environ.get("DOCS_TEST_OVERRIDES", DEFAULT_OVERRIDES),
+               DOCS_TEST_SEEDS=os.environ.get("DOCS_TEST_SEEDS", DEFAULT_SEEDS))
+    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", example.parsed], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S)
     if done.returncode != 0:
         output = (done.stdout + done.stderr)[-4000:]
@@ -134,13 +116,17 @@ def workdirs(tmp_path_factory):
     def workdir_of(path):
         if path not in made:
             base = tmp_path_factory.mktemp(path.stem)
-            work = base / "work"
+            work, bindir = base / "work", base / "bin"
             work.mkdir()
+            bindir.mkdir()
             if SHARED.is_dir():
                 (base / "shared").symlink_to(SHARED, target_is_directory=True)
             for script in ("run_recbole.py", "run_hyper.py"):
-                (work / script).write_text(SCRIPT_SHIM.replace("SCRIPT", repr(str(ROOT / script))))
-            made[path] = work
+                (work / script).write_text(shim(ROOT / script))
+            command = bindir / "recbole-fbsm"
+            command.write_text(shim(Path(sys.executable).parent / "recbole-fbsm", subcommands=True))
+            command.chmod(0o755)
+            made[path] = work, bindir
         return made[path]
 
     return workdir_of
@@ -149,8 +135,8 @@ def workdirs(tmp_path_factory):
 @pytest.mark.parametrize("path, index", _cases())
 def test_doc_block_runs(path, index, workdirs, monkeypatch):
     example = DOCUMENTS[path][index]
-    workdir = workdirs(path)
-    example.namespace["workdir"] = workdir
+    workdir, bindir = workdirs(path)
+    example.namespace.update(workdir=workdir, bindir=bindir)
     monkeypatch.chdir(workdir)  # the ```python blocks run in this process, in the document's folder
     example.evaluate()
 
@@ -208,16 +194,40 @@ def test_a_block_nothing_runs_is_caught(tmp_path):
     assert [p.split(":")[0] for p in problems] == ["line 1", "line 28", "line 5", "line 10"], problems
 
 
-def test_the_override_shim_keeps_a_setting_the_command_gives(tmp_path):
+def shim(target, subcommands=False):
+    """A script that runs the Python script ``target`` with the fast tier's arguments (docs_fast_args.py)."""
+    return "\n".join([
+        f"#!{sys.executable}",
+        "import runpy, sys",
+        f"sys.path.insert(0, {str(FAST_ARGS_DIR)!r})",
+        "from docs_fast_args import fast_args",
+        f"sys.argv = [{str(target)!r}] + fast_args(sys.argv[1:], subcommands={subcommands})",
+        f"runpy.run_path({str(target)!r}, run_name='__main__')",
+        "",
+    ])
+
+
+def test_the_fast_arguments_keep_what_the_command_gives(monkeypatch):
     """The fast tier's overrides never clash with a setting the doc's command sets itself."""
-    env = dict(os.environ, DOCS_TEST_OVERRIDES="--epochs=2 --torch_threads=1")
-    script = SHELL_PRELUDE.replace("command recbole-fbsm", "echo") + "recbole-fbsm run --epochs=7 --x=1\n"
-    shown = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=True).stdout
-    assert shlex.split(shown) == ["run", "--epochs=7", "--x=1", "--torch_threads=1"]
-    shim = tmp_path / "shim.py"
+    from docs_fast_args import fast_args
+
+    monkeypatch.setenv("DOCS_TEST_OVERRIDES", "--epochs=2 --torch_threads=1")
+    monkeypatch.setenv("DOCS_TEST_SEEDS", "1")
+    assert fast_args(["--model=FBSM", "--epochs=7"]) == ["--model=FBSM", "--epochs=7", "--torch_threads=1"]
+    assert fast_args(["compare", "--models", "A", "B", "--seeds", "1", "2", "3", "--x=1"], subcommands=True) == [
+        "compare", "--models", "A", "B", "--seeds", "1", "--x=1", "--epochs=2", "--torch_threads=1"]
+    assert fast_args(["serve", "explain", "m.fbsm", "--top", "3"], subcommands=True) == [
+        "serve", "explain", "m.fbsm", "--top", "3"]
+    monkeypatch.setenv("DOCS_TEST_OVERRIDES", "")
+    monkeypatch.setenv("DOCS_TEST_SEEDS", "")
+    assert fast_args(["compare", "--seeds", "1", "2"], subcommands=True) == ["compare", "--seeds", "1", "2"]
+
+
+def test_the_shim_runs_the_script_with_the_fast_arguments(tmp_path):
     target = tmp_path / "show.py"
     target.write_text("import sys; print(' '.join(sys.argv[1:]))\n")
-    shim.write_text(SCRIPT_SHIM.replace("SCRIPT", repr(str(target))))
-    shown = subprocess.run([sys.executable, str(shim), "--epochs=5"], env=env, capture_output=True, text=True,
-                           check=True).stdout
-    assert shown.split() == ["--epochs=5", "--torch_threads=1"]
+    (tmp_path / "shim.py").write_text(shim(target))
+    env = dict(os.environ, DOCS_TEST_OVERRIDES="--epochs=2", DOCS_TEST_SEEDS="")
+    shown = subprocess.run([sys.executable, str(tmp_path / "shim.py"), "--x=1"], env=env, capture_output=True,
+                           text=True, check=True).stdout
+    assert shown.split() == ["--x=1", "--epochs=2"]

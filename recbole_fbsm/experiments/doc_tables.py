@@ -69,6 +69,9 @@ def _records_by_model(folder):
 
 
 def _mean_std(values):
+    """mean ± sample std over the splits; a single split's value alone (a std of one value would read as 0)."""
+    if len(values) == 1:
+        return f"{float(values[0]):.4f}"
     mean, std = mean_std(values)
     return f"{mean:.4f} ± {std:.4f}"
 

@@ -66,8 +66,9 @@ def test_a_table_follows_its_records(tmp_path):
     _write(tmp_path / "res", [_record("A", 2, 0.5)])
     assert "0.3500 ± 0.2121" in doc_tables.render_text(text, root=tmp_path)
     # one split: its value, never a "± 0.0000" that would read as no spread
-    _write(tmp_path / "one" / "res", [_record("A", 1, 0.2)])
-    assert doc_tables.render_table("res | A | **recall@10**", root=tmp_path / "one").splitlines()[2] == "| A | **0.2000** |"
+    _write(tmp_path / "one" / "res", [_record("A", 1, 0.2), _record("B", 1, 0.1)])
+    assert doc_tables.render_table("res | A | **recall@10**, /B", root=tmp_path / "one").splitlines()[2] == (
+        "| A | **0.2000** | 2.000 |")
 
 
 def test_a_bad_marker_is_named(tmp_path):

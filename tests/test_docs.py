@@ -231,3 +231,8 @@ def test_the_shim_runs_the_script_with_the_fast_arguments(tmp_path):
     shown = subprocess.run([sys.executable, str(tmp_path / "shim.py"), "--x=1"], env=env, capture_output=True,
                            text=True, check=True).stdout
     assert shown.split() == ["--x=1", "--epochs=2"]
+
+
+def test_the_readme_stays_a_page():
+    """README.md is a user's page (at most 150 lines); details go to docs/."""
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 150

@@ -111,6 +111,8 @@ def render_table(spec, root=ROOT):
                 raise TableError(f"results-table {folder}: no records of baseline {column[1:]}")
             shared = [s for s in seeds if s in base]
             ratios = [runs[s]["test_result"][valid_metric] / base[s]["test_result"][valid_metric] for s in shared]
+            if len(ratios) == 1:
+                return f"{ratios[0]:.3f}"
             return f"{sum(ratios) / len(ratios):.3f} ({', '.join(f'{r:.2f}' for r in ratios)})"
         missing = [s for s in seeds if column not in runs[s]["test_result"]]
         if missing:

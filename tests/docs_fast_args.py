@@ -2,12 +2,14 @@
 
 ``DOCS_TEST_OVERRIDES`` (e.g. ``--epochs=2 --warm_epochs=2 --torch_threads=1``) is appended for every setting the
 command does not give itself, so an override never clashes with a doc's own setting; with ``DOCS_TEST_SEEDS=1``
-a ``--seeds a b c`` list keeps its first seed. Both empty: the command runs exactly as written.
+a ``--seeds a b c`` list keeps its first seed, and a
+``compare`` without ``--seeds`` gets the first of its default ones. Both empty: the command runs exactly as written.
 """
 
 import os
 
 TRAINING_SUBCOMMANDS = ("run", "compare", "hyper")
+DEFAULT_COMPARE_SEEDS = ("2020", "2021", "2022")  # recbole_fbsm/experiments/compare.py
 
 
 def fast_args(args, subcommands=False):
@@ -25,5 +27,7 @@ def fast_args(args, subcommands=False):
             seeds_left -= 1
         kept.append(arg)
     given = {a.split("=", 1)[0] for a in args if a.startswith("--")}
+    if keep_seeds and subcommands and args[0] == "compare" and "--seeds" not in given:
+        kept += ["--seeds", *DEFAULT_COMPARE_SEEDS[:keep_seeds]]  # compare's default is three splits
     overrides = os.environ.get("DOCS_TEST_OVERRIDES", "").split()
     return kept + [o for o in overrides if o.split("=", 1)[0] not in given]

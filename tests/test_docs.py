@@ -216,6 +216,8 @@ def test_the_fast_arguments_keep_what_the_command_gives(monkeypatch):
     assert fast_args(["--model=FBSM", "--epochs=7"]) == ["--model=FBSM", "--epochs=7", "--torch_threads=1"]
     assert fast_args(["compare", "--models", "A", "B", "--seeds", "1", "2", "3", "--x=1"], subcommands=True) == [
         "compare", "--models", "A", "B", "--seeds", "1", "--x=1", "--epochs=2", "--torch_threads=1"]
+    assert fast_args(["compare", "--models", "A"], subcommands=True) == [
+        "compare", "--models", "A", "--seeds", "2020", "--epochs=2", "--torch_threads=1"]
     assert fast_args(["serve", "explain", "m.fbsm", "--top", "3"], subcommands=True) == [
         "serve", "explain", "m.fbsm", "--top", "3"]
     monkeypatch.setenv("DOCS_TEST_OVERRIDES", "")

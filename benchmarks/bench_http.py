@@ -1,17 +1,24 @@
-"""Throughput and latency of the HTTP service (``recbole-fbsm serve http``) on the loopback interface.
+"""Throughput and latency of the live HTTP service (``recbole-fbsm serve http``) on the loopback interface,
+and the durability of its store under SIGKILL.
 
-  python benchmarks/bench_http.py MODEL.fbsm [--new-items 100] [--clients 1 8 32] [--requests 2000] [--seconds 30]
+  python benchmarks/bench_http.py MODEL.fbsm [--workers 1 2] [--clients 1 8 32] [--requests 2000] [--seconds 20]
+                                             [--kills 20]
 
 1. **Load**: in this process, the median over ``--repeats`` of loading the artifact and scoring one new item
-   for every user (what a fresh worker does before its first answer), and the service's start: from
-   launching ``recbole-fbsm serve http`` to its first ``/health`` answer (Python and torch imports included).
-2. **Load test**: the service runs in its own process; ``--new-items`` new items are POSTed (the token rows
-   of the artifact's test items, under new ids); then for each client count, that many threads, each with
-   its own keep-alive connection, send ``GET /users/{user}/items?top=10`` for random users (seeded) until
-   ``--requests`` answers or ``--seconds`` have passed. Reported: requests/s, p50 and p99 latency, errors.
-   One row more: ``GET /items/{item}/users?top=10`` (every user scored for one item) at 8 clients.
+   for every user, and the service's start: from launching ``recbole-fbsm serve http`` to its first answer.
+2. **Mixed load** (for each ``--workers`` count and each ``--clients`` count): the service runs in its own
+   process(es) on a fresh SQLite store; ``--new-items`` new items are POSTed (the token rows of the artifact's
+   test items, under new ids); then ``clients`` reader threads, each with its own keep-alive connection, send
+   ``GET /users/{user}/items?top=10`` (scope all: training and new items) for random users (seeded), while one
+   writer thread POSTs likes (``POST /users/{user}/likes``, one like each, committed before the answer) and
+   every 20th write a new item, until ``--requests`` reads or ``--seconds`` have passed. Reported: reads/s,
+   read p50 and p99, writes/s and write p99, errors.
+3. **Kill test**: ``--kills`` times, the service (``--kill-workers`` workers) is started on one store, 4 writer
+   threads POST likes, and after a random 0.2-1.5 s the whole process group gets SIGKILL. After the last
+   kill the service starts once more and every like that got a 200 is looked up: the count missing must be 0.
 
-Client and server share the machine: on few cores the client's threads take CPU from the service.
+Bounded in count and in time (``--requests``, ``--seconds``, ``--kills``). Client and server share the
+machine: on few cores the client's threads take CPU from the service.
 """
 
 import argparse
@@ -19,9 +26,12 @@ import http.client
 import json
 import os
 import random
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -33,12 +43,15 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="model artifact (.fbsm)")
     parser.add_argument("--new-items", type=int, default=100, help="new items in the catalogue (default: %(default)s)")
-    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32], help="concurrent clients (default: 1 8 32)")
-    parser.add_argument("--requests", type=int, default=2000, help="answers per client count at most (default: %(default)s)")
-    parser.add_argument("--seconds", type=float, default=30.0, help="time per client count at most (default: %(default)s)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker processes (default: 1 2)")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32], help="concurrent readers (default: 1 8 32)")
+    parser.add_argument("--requests", type=int, default=2000, help="reads per row at most (default: %(default)s)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="time per row at most (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=3, help="repeats of the in-process load timing (default: %(default)s)")
+    parser.add_argument("--kills", type=int, default=20, help="SIGKILLs of the kill test (0: none; default: %(default)s)")
+    parser.add_argument("--kill-workers", type=int, default=2, help="workers of the kill test's service (default: %(default)s)")
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads of the service (default: torch's)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per worker (default: %(default)s)")
     parser.add_argument("--json", default=None, help="also write the results to this file")
     return parser.parse_args(argv)
 
@@ -89,14 +102,20 @@ def request(connection, method, path, body=None):
     return answer.status, payload
 
 
-def load_test(port, paths, clients, max_requests, max_seconds):
-    """(requests/s, p50 ms, p99 ms, answers, errors) of ``clients`` threads cycling through ``paths``."""
-    latencies, errors, lock = [], [0], threading.Lock()
+def percentile(values, q):
+    values = sorted(values)
+    return 1000 * values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def mixed_load(port, users, items, clients, max_requests, max_seconds, seed):
+    """Readers (``clients`` threads) and one writer at once; their latencies and errors."""
+    reads, writes, errors, lock = [], [], [0], threading.Lock()
     counter = iter(range(max_requests))
+    stop = threading.Event()
     deadline = time.perf_counter() + max_seconds
 
-    def client(seed):
-        rng = random.Random(seed)
+    def reader(k):
+        rng = random.Random(seed * 1000 + k)
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         mine = []
         while time.perf_counter() < deadline:
@@ -104,35 +123,60 @@ def load_test(port, paths, clients, max_requests, max_seconds):
                 if next(counter, None) is None:
                     break
             start = time.perf_counter()
-            status, _ = request(connection, "GET", rng.choice(paths))
+            status, _ = request(connection, "GET", f"/users/{rng.choice(users)}/items?top=10")
             mine.append(time.perf_counter() - start)
             if status != 200:
                 with lock:
                     errors[0] += 1
         connection.close()
         with lock:
-            latencies.extend(mine)
+            reads.extend(mine)
 
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    def writer():
+        rng = random.Random(seed)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        n = 0
+        while not stop.is_set():
+            n += 1
+            start = time.perf_counter()
+            if n % 20 == 0:
+                body = {"items": [dict(rng.choice(items), id=f"bench_w{seed}_{n}")]}
+                status, _ = request(connection, "POST", "/items", body)
+            else:
+                status, _ = request(connection, "POST", f"/users/{rng.choice(users)}/likes",
+                                    {"items": [rng.choice(items)["id"]]})
+            writes.append(time.perf_counter() - start)
+            if status != 200:
+                with lock:
+                    errors[0] += 1
+        connection.close()
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(clients)]
+    write_thread = threading.Thread(target=writer)
     start = time.perf_counter()
+    write_thread.start()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - start
-    latencies.sort()
-    p = lambda q: 1000 * latencies[min(len(latencies) - 1, int(q * len(latencies)))]  # noqa: E731
-    return {"clients": clients, "answers": len(latencies), "seconds": wall, "requests_per_s": len(latencies) / wall,
-            "p50_ms": p(0.50), "p99_ms": p(0.99), "errors": errors[0]}
+    stop.set()
+    write_thread.join()
+    return {"clients": clients, "reads": len(reads), "seconds": wall, "reads_per_s": len(reads) / wall,
+            "read_p50_ms": percentile(reads, 0.50), "read_p99_ms": percentile(reads, 0.99),
+            "writes_per_s": len(writes) / wall, "write_p99_ms": percentile(writes, 0.99), "errors": errors[0]}
 
 
-def start_service(model, port, threads):
+def start_service(model, port, threads, workers=1, store=None, timeout=120):
+    """The service in its own process group; (process, seconds to its first answer)."""
     env = dict(os.environ)
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
-    command = [sys.executable, "-m", "recbole_fbsm", "serve", "http", model, "--port", str(port)]
+    command = [sys.executable, "-m", "recbole_fbsm", "serve", "http", model, "--port", str(port),
+               "--workers", str(workers)] + (["--store", store] if store else [])
     start = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
     while True:
         try:
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
@@ -140,50 +184,116 @@ def start_service(model, port, threads):
                 return process, time.perf_counter() - start
         except OSError:
             if process.poll() is not None:
-                raise RuntimeError(f"the service stopped: {process.stderr.read()[-2000:]}") from None
+                raise RuntimeError(f"the service stopped (exit {process.returncode})") from None
+            if time.perf_counter() - start > timeout:
+                os.killpg(process.pid, signal.SIGKILL)
+                raise RuntimeError("the service did not answer in time") from None
             time.sleep(0.05)
+
+
+def stop_service(process, sig=signal.SIGTERM):
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        pass
+    process.wait(60)
+
+
+def kill_test(model, port, threads, workers, kills, store, liked, seed=0):
+    """``kills`` SIGKILLs under write load (likes of the dataset items ``liked``); (acknowledged writes,
+    missing after the restart)."""
+    rng = random.Random(seed)
+    acknowledged, lock = [], threading.Lock()
+    for round_ in range(kills):
+        process, _ = start_service(model, port, threads, workers, store)
+        stop = threading.Event()
+
+        def writer(k):
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            n = 0
+            while not stop.is_set():
+                n += 1
+                user, item = f"kill{round_}_{k}", liked[n % len(liked)]
+                try:
+                    status, _ = request(connection, "POST", f"/users/{user}/likes", {"items": [item]})
+                except (OSError, http.client.HTTPException):
+                    return
+                if status == 200:
+                    with lock:
+                        acknowledged.append((user, item))
+
+        writers = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+        for thread in writers:
+            thread.start()
+        time.sleep(rng.uniform(0.2, 1.5))
+        stop_service(process, signal.SIGKILL)
+        stop.set()
+        for thread in writers:
+            thread.join()
+    process, _ = start_service(model, port, threads, workers, store)
+    missing = 0
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        by_user = {}
+        for user, item in acknowledged:
+            by_user.setdefault(user, set()).add(item)
+        for user, items in by_user.items():
+            status, body = request(connection, "GET", f"/users/{user}/likes")
+            stored = set(json.loads(body)["likes"]) if status == 200 else set()
+            missing += len(items - stored)
+    finally:
+        stop_service(process)
+    return len(acknowledged), missing
 
 
 def main(argv=None):
     args = parse_args(argv)
     served, load_s, score_s = time_load(args.model, args.repeats)
     print(f"artifact {args.model}: {served.model_name}, {served.dataset.user_num - 1} users, "
-          f"{served.features.n_features} features, {os.path.getsize(args.model) / 2**20:.1f} MiB")
-    print(f"load (median of {args.repeats}): {load_s:.3f} s; one new item scored for every user: {score_s * 1000:.1f} ms; "
-          f"together {load_s + score_s:.3f} s")
-    process, start_s = start_service(args.model, args.port, args.threads)
-    rows = []
+          f"{len(served.training_items())} training items, {served.features.n_features} features, "
+          f"{os.path.getsize(args.model) / 2**20:.1f} MiB")
+    print(f"load (median of {args.repeats}): {load_s:.3f} s; one new item scored for every user: {score_s * 1000:.1f} ms")
+    items = catalogue_items(served, args.new_items)
+    users = served.user_tokens(range(1, served.dataset.user_num))
+    rows, results = [], {"load_s": load_s, "score_one_item_s": score_s}
+    folder = tempfile.mkdtemp(prefix="bench-http-")
     try:
-        connection = http.client.HTTPConnection("127.0.0.1", args.port, timeout=60)
-        status, body = request(connection, "POST", "/items", {"items": catalogue_items(served, args.new_items)})
-        assert status == 200, body
-        total = json.loads(body)["total"]
-        users = served.user_tokens(range(1, served.dataset.user_num))
-        user_paths = [f"/users/{user}/items?top=10" for user in users]
-        print(f"service start to first answer: {start_s:.2f} s; catalogue: {total} new items\n")
-        print("| request | clients | answers | requests/s | p50 ms | p99 ms | errors |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
-        for clients in args.clients:
-            row = {"request": "GET /users/{user}/items?top=10",
-                   **load_test(args.port, user_paths, clients, args.requests, args.seconds)}
-            rows.append(row)
-            print(_line(row))
-        item_paths = [f"/items/{item['id']}/users?top=10" for item in catalogue_items(served, args.new_items)]
-        row = {"request": "GET /items/{item}/users?top=10", **load_test(args.port, item_paths, 8, args.requests // 4,
-                                                                         args.seconds)}
-        rows.append(row)
-        print(_line(row))
+        print("\n| workers | readers | reads | reads/s | read p50 ms | read p99 ms | writes/s | write p99 ms | errors |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for workers in args.workers:
+            for clients in args.clients:
+                store = os.path.join(folder, f"w{workers}c{clients}.sqlite")
+                process, start_s = start_service(args.model, args.port, args.threads, workers, store)
+                try:
+                    connection = http.client.HTTPConnection("127.0.0.1", args.port, timeout=60)
+                    status, body = request(connection, "POST", "/items", {"items": items})
+                    assert status == 200, body
+                    row = {"workers": workers, "start_s": start_s,
+                           **mixed_load(args.port, users, items, clients, args.requests, args.seconds, clients)}
+                finally:
+                    stop_service(process)
+                rows.append(row)
+                print(_line(row), flush=True)
+        results["rows"] = rows
+        if args.kills:
+            store = os.path.join(folder, "kill.sqlite")
+            liked = served.item_tokens(served.training_items()[:200])
+            acknowledged, missing = kill_test(args.model, args.port, args.threads, args.kill_workers, args.kills, store,
+                                              liked)
+            results["kill_test"] = {"kills": args.kills, "workers": args.kill_workers, "acknowledged": acknowledged,
+                                    "missing": missing}
+            print(f"\nkill test: {args.kills} SIGKILLs of {args.kill_workers} worker(s) under write load; "
+                  f"{acknowledged} acknowledged likes, {missing} missing after restart")
     finally:
-        process.terminate()
-        process.wait(30)
+        shutil.rmtree(folder, ignore_errors=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"load_s": load_s, "score_one_item_s": score_s, "start_s": start_s,
-                                               "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps(results, indent=1))
 
 
 def _line(row):
-    return (f"| `{row['request']}` | {row['clients']} | {row['answers']} | {row['requests_per_s']:.0f} | "
-            f"{row['p50_ms']:.1f} | {row['p99_ms']:.1f} | {row['errors']} |")
+    return (f"| {row['workers']} | {row['clients']} | {row['reads']} | {row['reads_per_s']:.0f} | "
+            f"{row['read_p50_ms']:.1f} | {row['read_p99_ms']:.1f} | {row['writes_per_s']:.0f} | "
+            f"{row['write_p99_ms']:.1f} | {row['errors']} |")
 
 
 if __name__ == "__main__":

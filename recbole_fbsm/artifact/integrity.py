@@ -368,10 +368,11 @@ ARTIFACT = Record({
         "fields": ListOf(TEXT, length="fields"),
         "dense_fields": ListOf(TEXT),
         "matrix": Csr("items", "features", torch.float64),
-        "column_weights": Tensor(torch.float64, ("features",), (non_negative,)),
-        "column_field": Tensor(torch.int64, ("features",), (in_range(0, "fields"),)),
+        # content columns: the first ones of matrix; identity columns (hybrid FBSM) follow them
+        "column_weights": Tensor(torch.float64, ("content_features",), (non_negative,)),
+        "column_field": Tensor(torch.int64, ("content_features",), (in_range(0, "fields"),)),
         "field_scales": Optional(Tensor(torch.float64, ("fields",), (non_negative,))),
-        "source_columns": Tensor(torch.int64, ("features",), (in_range(0, "source_columns"),)),
+        "source_columns": Tensor(torch.int64, ("content_features",), (in_range(0, "source_columns"),)),
         "average_lengths": Optional(Tensor(torch.float64, ("fields",), (non_negative,))),
         "mean_square_norms": Optional(Tensor(torch.float64, (None,), (non_negative,))),
         "weighting": choice(*WEIGHTINGS),
@@ -379,7 +380,9 @@ ARTIFACT = Record({
         "bm25_k1": Optional(NON_NEGATIVE),
         "bm25_b": Optional(Kind("a number from 0 to 1", lambda v: _is_real(v) and 0 <= v <= 1)),
         "shrink": NON_NEGATIVE,
-    }),
+        "identity_items": Optional(Tensor(torch.int64, ("identity",), (in_range(1, "items"), distinct))),
+        "identity_weight": Optional(NON_NEGATIVE),
+    }, optional=("identity_items", "identity_weight")),  # artifacts before the hybrid FBSM have neither
     "likes": Csr("users", "items", (torch.float32, torch.float64)),
     "training_items": Tensor(torch.int64, ("training_items",), (in_range(1, "items"), distinct)),
     "warm_shapes": Optional(ListOf(ListOf(COUNT))),
@@ -491,6 +494,7 @@ def check_tokens_and_names(content, ctx):
     side_by_side = np.concatenate([np.asarray([f"{f}:"], dtype=object) + tokens[f][1:] for f in fields]
                                   + [np.zeros(0, dtype=object)])
     names = np.asarray(features["names"], dtype=object)
+    names = check_identity_names(content, names, ctx)
     expected = np.full(len(names), None, dtype=object)
     within = sparse & (source < len(side_by_side))
     expected[within] = side_by_side[source[within]]
@@ -501,6 +505,30 @@ def check_tokens_and_names(content, ctx):
     order = np.lexsort((names.astype(str), column_field))
     if not np.array_equal(order, np.arange(len(names))):
         raise Invalid("features.names", "expected the columns sorted by field and token, as the features are built")
+
+
+def check_identity_names(content, names, ctx):
+    """The identity columns (hybrid FBSM) follow the content columns, one per item of ``identity_items``, named
+    "identity:TOKEN" by that item's token; returns the content columns' names."""
+    features = content["features"]
+    identity = features.get("identity_items")
+    n_identity = 0 if identity is None else len(identity)
+    if (identity is None) != (features.get("identity_weight") is None):
+        raise Invalid("features.identity_weight", "expected identity_items and identity_weight both or neither")
+    n_content = ctx.dims["content_features"]
+    if n_content + n_identity != len(names):
+        raise Invalid("features.names", f"expected {n_content} content and {n_identity} identity columns, "
+                                        f"got {len(names)} names")
+    if n_identity:
+        iid = content["vocabulary"]["iid_field"]
+        items = decode_tokens(content["vocabulary"]["tokens"][iid], f"vocabulary.tokens.{iid}")
+        expected = np.asarray(["identity:"], dtype=object) + items[identity.numpy()]
+        wrong = np.flatnonzero(expected != names[n_content:])
+        if len(wrong):
+            k = int(wrong[0])
+            raise Invalid(f"features.names[{n_content + k}]", f"expected {expected[k]!r} (the identity of item "
+                                                              f"{int(identity[k])}), got {names[n_content + k]!r}")
+    return names[:n_content]
 
 
 def check_settings(content, ctx):

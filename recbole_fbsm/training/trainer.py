@@ -248,6 +248,7 @@ class ColdStartTrainerMixin:
 
     def plugin_train_epoch(self, train_data, epoch_idx, loss_func=None, *args, **kwargs):
         if has_nothing_to_train(self.model):  # no parameter to learn: no pass over the training data
+            self._epoch_in_progress = epoch_idx  # its validation is that epoch's (the hybrid groups' history)
             return 0.0
         self.epochs_trained = epoch_idx + 1 - self.start_epoch
         self._epoch_in_progress = epoch_idx

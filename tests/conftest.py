@@ -28,3 +28,16 @@ def quiet(tmp_path):
 def toy(tmp_path):
     """A small explicit-feedback dataset (ratings 1-5, like = rating >= 4) with token_seq item features."""
     return write_dataset(tmp_path, "toy")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slow tier (real citeulike-t data: the docs' citeulike-t blocks, the README reproduction, the real
+    files' conversion) runs only when asked for with ``-m slow``: together they take well over an hour on 2 cores,
+    so the default run (the README's test command, CI's) leaves them out and says so."""
+    markexpr = config.option.markexpr or ""
+    if "slow" in markexpr and "not slow" not in markexpr:
+        return
+    skip = pytest.mark.skip(reason="slow tier (real citeulike-t data): run it with -m slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

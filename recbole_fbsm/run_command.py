@@ -149,6 +149,7 @@ PLUGIN_MODEL_LINES = {
     "DropoutNet": "preference and content towers trained with input dropout on a warm BPR-MF (NeurIPS 2017)",
     "Heater": "a mixture of experts mapping content into a warm BPR-MF's embedding space (SIGIR 2020)",
     "ALDI": "a content-to-embedding generator distilled from a warm BPR-MF (SIGIR 2023)",
+    "HybridBlend": "hybrid scenario: a warm RecBole model and a content model, z-scored, mixed on validation",
 }
 LINE_WIDTH = 110  # RecBole's descriptions are cut at a word to keep one line per model
 

@@ -379,11 +379,8 @@ def run_http(args):
     token = args.token or os.environ.get(TOKEN_VARIABLE) or None
     check_exposure(args.host, token)  # before the model loads: one line, at once
     location = args.store or default_store_path(args.checkpoint)
-    with warnings.catch_warnings(record=True) as caught:  # start-up warnings print now, not at exit
-        warnings.simplefilter("always")
-        served = _load(args)
-        new_items = read_new_items(served, args.new_items) if args.new_items else None
-    _show_warnings(caught)
+    served = _load(args)  # its warnings print as they happen (main's warnings hook): at start-up, not at exit
+    new_items = read_new_items(served, args.new_items) if args.new_items else None
     store = open_store(location)
     if new_items is not None:
         store.put_items(stored_items_of(new_items, served))

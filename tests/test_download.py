@@ -359,3 +359,12 @@ def compared(tmp_path_factory, request):
 def test_download_then_compare_reproduces_the_readme_rows(compared, model):
     recalls = [json.loads((compared / f"{model}-{seed}.json").read_text())["test_result"]["recall@10"] for seed in SEEDS]
     assert round(sum(recalls) / len(recalls), 4) == readme_test_recall(model), recalls
+
+
+def test_compare_without_its_dataset_folder_names_the_download_command(workdir, capsys):
+    """compare (and hyper) reach the folder check of the data layer, not run's early one: the same hint."""
+    from recbole_fbsm.experiments.compare import main as compare_main
+
+    assert compare_main(["--dataset=citeulike-t", "--models", "ItemKNNCBF", "--seeds", "2020"]) != 0
+    printed = capsys.readouterr()
+    assert "download and convert it with: recbole-fbsm download citeulike-t" in printed.out + printed.err

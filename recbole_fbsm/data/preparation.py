@@ -14,6 +14,7 @@ import torch
 from recbole.data.utils import create_samplers, get_dataloader
 from recbole.utils import ModelType, set_color
 
+from recbole_fbsm.config.datasets import missing_dataset_message
 from recbole_fbsm.data.atomic_files import check_dataset, read_header
 from recbole_fbsm.data.dataset import ColdStartDataset
 from recbole_fbsm.data.device_batches import device_batches, device_batches_apply
@@ -160,6 +161,10 @@ def check_dataset_files(config, reads_own_features=False):
             f"dataset {name!r}: a dataset is named by its folder, and its files by that name ({last}.inter); for "
             f"data in a subfolder give --data_path=DATA_PATH/{parent} --dataset={last}.")
     if not os.path.isdir(folder):
+        # ours (citeulike-t, citeulike-tags): the download command; a near miss of a known name: did you mean
+        hint = missing_dataset_message(name, os.path.dirname(os.path.normpath(folder)))
+        if hint:
+            raise ColdStartError(hint)
         raise ColdStartError(
             f"dataset {name!r}: folder {folder} not found (data_path={config['data_path']!r}); "
             f"expected it to hold {name}.inter."

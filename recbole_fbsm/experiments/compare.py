@@ -31,7 +31,7 @@ from recbole_fbsm.quick_start import run
 from recbole_fbsm.config.cli import settings_from_args, typed_command
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.config.checks import SEED_MAX
-from recbole_fbsm.experiments.report import CHART_METRICS, write_report
+from recbole_fbsm.experiments.report import CHART_METRICS, group_result, result_groups, write_report
 
 DEFAULT_MODELS = ["FBSM", "UFSM", "ItemKNNCBF", "CoSim", "FM", "DeepFM", "WideDeep", "BPR", "Pop", "Random"]
 DEFAULT_SEEDS = [2020, 2021, 2022]
@@ -150,7 +150,12 @@ def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, set
 def _short_result(record):
     test = record.get("test_result") or {}
     shown = [k for k in CHART_METRICS if k in test] or list(test)[:2]
-    return " ".join(f"{k}={test[k]:.4f}" for k in shown)
+    groups = result_groups([record])
+    if groups == (None,) or not shown:
+        return " ".join(f"{k}={test[k]:.4f}" for k in shown)
+    # the hybrid scenario: the first metric for all / cold / warm items
+    values = [group_result(record, g).get(shown[0]) for g in groups]
+    return f"{shown[0]} {'/'.join(groups)}=" + "/".join("–" if v is None else f"{v:.4f}" for v in values)
 
 
 def compare(

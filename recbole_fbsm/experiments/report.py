@@ -11,6 +11,8 @@ from recbole_fbsm.storage.safe_files import write_atomic
 # (ItemKNNCBF, tuned or not) and the paper's cosine
 RATIO_BASELINES = ("ItemKNNCBF", "CoSim")
 CHART_METRICS = ("recall@10", "ndcg@10")
+# the hybrid scenario's groups: "all" is the record's test_result, the others test_result_<group>
+HYBRID_GROUPS = ("all", "cold", "warm")
 TABLE_FILE = "table.md"
 CHART_FILE = "chart.png"
 ERROR_CHARS_IN_TABLE = 160
@@ -48,6 +50,24 @@ def _escape(text, limit=ERROR_CHARS_IN_TABLE):
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return text.replace("|", "\\|")
+
+
+def group_result(record, group=None):
+    """The test metrics of one group of a record: ``None``/"all" is ``test_result`` (the item scenario's only one,
+    the hybrid scenario's ranking of all items); "cold"/"warm" the hybrid scenario's ``test_result_<group>``."""
+    if group in (None, "all"):
+        return record.get("test_result") or {}
+    return record.get(f"test_result_{group}") or {}
+
+
+def result_groups(records):
+    """The groups a table shows: all/cold/warm when a record holds the hybrid scenario's groups, else one."""
+    hybrid = any(f"test_result_{g}" in r for r in records for g in HYBRID_GROUPS[1:])
+    return HYBRID_GROUPS if hybrid else (None,)
+
+
+def _column_label(metric, group):
+    return metric if group is None else f"{metric} {group}"
 
 
 def summarise(records, models_first=()):
@@ -89,18 +109,26 @@ def build_table(rows, settings, command=None, resume=None):
         "(best on validation); `time (s)`: wall seconds of one run (load, split, train, evaluate).",
         "",
     ]
+    groups = result_groups(ok_records)
+    if groups != (None,):
+        lines += ["Hybrid scenario: every metric for **all** items (warm and cold candidates ranked together), "
+                  "the **cold** items alone and the **warm** items alone (`test_result`, `test_result_cold`, "
+                  "`test_result_warm` of the records); the ratios are on all items.", ""]
+    columns = [(metric, group) for metric in metrics for group in groups]
     ratio_metric = _ratio_metric(metrics, valid_metrics)
     baselines = [b for b in RATIO_BASELINES if any(row["model"] == b and row["ok"] for row in rows)] if ratio_metric else []
-    ratio_headers = [f"{ratio_metric} / {b}" for b in baselines]
-    header = ["model", "splits", valid_header, *metrics, *ratio_headers, "time (s)", "status"]
+    ratio_label = _column_label(ratio_metric, groups[0])
+    ratio_headers = [f"{ratio_label} / {b}" for b in baselines]
+    header = ["model", "splits", valid_header, *(_column_label(m, g) for m, g in columns), *ratio_headers,
+              "time (s)", "status"]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 2) + ["---"]) + "|")
     baseline_rows = [next(r for r in rows if r["model"] == b) for b in baselines]
     for row in rows:
-        lines.append(_table_row(row, metrics, same_valid, baseline_rows, ratio_metric))
+        lines.append(_table_row(row, columns, same_valid, baseline_rows, ratio_metric))
     failures = [r for row in rows for r in row["failed"]]
     if baselines:
-        lines += ["", f"`{ratio_metric} / MODEL`: the mean over the splits of the per-split ratio of the test "
+        lines += ["", f"`{ratio_label} / MODEL`: the mean over the splits of the per-split ratio of the test "
                   f"{ratio_metric} to that model's on the same split (each split's ratio in brackets)."]
     if failures:
         lines += ["", "Failed runs (full messages and tracebacks in the JSON files):", ""]
@@ -109,18 +137,19 @@ def build_table(rows, settings, command=None, resume=None):
     return "\n".join(lines) + "\n"
 
 
-def _table_row(row, metrics, same_valid, baseline_rows, ratio_metric):
-    """One model's line of the table: splits, validation score, test metrics, ratios, time, status."""
+def _table_row(row, columns, same_valid, baseline_rows, ratio_metric):
+    """One model's line of the table: splits, validation score, test metrics ((metric, group) columns), ratios,
+    time, status."""
     ok, failed = row["ok"], row["failed"]
     splits = f"{len(ok)}" if not failed else f"{len(ok)}/{len(row['records'])}"
     if ok:
         valid = _cell([r.get("best_valid_score") for r in ok])
         if not same_valid:
             valid += f" ({', '.join(sorted({str(r.get('valid_metric')) for r in ok}))})"
-        cells = [_cell([r["test_result"].get(m) for r in ok if m in r["test_result"]]) for m in metrics]
+        cells = [_cell([group_result(r, g).get(m) for r in ok]) for m, g in columns]
         time_cell = _cell([r.get("wall_seconds") for r in ok], digits=1)
     else:
-        valid, cells, time_cell = "–", ["–"] * len(metrics), "–"
+        valid, cells, time_cell = "–", ["–"] * len(columns), "–"
     samples = sorted({int(r["eval_user_sample"]) for r in ok if r.get("eval_user_sample")})
     if not failed:
         status = "ok" + (f"; evaluated on {', '.join(map(str, samples))} random users per split" if samples else "")
@@ -177,26 +206,31 @@ def chart_figure(rows, dataset):
     metrics = [m for m in CHART_METRICS if m in available] or available[:2]
     if not metrics:
         return None
+    groups = result_groups([r for row in rows for r in row["ok"]])
+    # the hybrid scenario: the first metric for all, cold and warm items (the table has the rest)
+    bars = [(metric, None) for metric in metrics] if groups == (None,) else [(metrics[0], g) for g in groups]
     figure = Figure(figsize=(max(6.0, 0.9 * len(rows) + 2.5) + 1.5, 4.5), dpi=150)  # + 1.5: the legend
     figure.set_canvas(_agg_canvas(figure))
     axes = figure.add_subplot(1, 1, 1)
-    width = 0.8 / len(metrics)
+    width = 0.8 / len(bars)
     n_splits = set()
-    for k, metric in enumerate(metrics):
+    for k, (metric, group) in enumerate(bars):
         means, stds = [], []
         for row in rows:
-            values = [r["test_result"][metric] for r in row["ok"] if metric in r["test_result"]]
+            values = [group_result(r, group)[metric] for r in row["ok"] if metric in group_result(r, group)]
             n_splits.add(len(values))
             mean, std = mean_std(values) if values else (0.0, 0.0)
             means.append(mean)
             stds.append(std)
-        positions = [i + (k - (len(metrics) - 1) / 2) * width for i in range(len(rows))]
-        axes.bar(positions, means, width, yerr=stds, capsize=3, label=_metric_label(metric))
+        positions = [i + (k - (len(bars) - 1) / 2) * width for i in range(len(rows))]
+        label = _metric_label(metric) + ("" if group is None else f" {group}")
+        axes.bar(positions, means, width, yerr=stds, capsize=3, label=label)
     axes.set_xticks(range(len(rows)))
     axes.set_xticklabels([row["model"] for row in rows], rotation=30, ha="right")
     axes.set_ylabel("test score (mean over splits)")
     splits = "/".join(str(n) for n in sorted(n_splits))
-    axes.set_title(f"{dataset}: item cold start, {splits} split(s), error bars: std")
+    scenario = "item cold start" if groups == (None,) else "hybrid scenario (all, cold, warm items)"
+    axes.set_title(f"{dataset}: {scenario}, {splits} split(s), error bars: std")
     # the legend beside the axes, never over a bar or its error bar (inside, "best" can only pick the least bad place)
     axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     axes.grid(axis="y", alpha=0.3)

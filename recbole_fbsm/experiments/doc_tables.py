@@ -15,6 +15,13 @@ second the rows in order, the third the columns:
   split, each split's ratio in brackets (the ratio the project's claims are about);
 - ``s/run``: mean wall seconds of one run; ``splits``: how many splits the row has.
 
+The hybrid scenario's records (``--cold_start_scenario=hybrid``) hold three groups: ``GROUP:`` before a test metric
+or a ratio picks one (``all:recall@20``, ``cold:ndcg@20``, ``warm:/EASE``; ``all`` is ``test_result``, ``cold`` and
+``warm`` are ``test_result_cold`` / ``test_result_warm``). ``/max(A B)`` divides by the better of A and B on each
+split. A row ``SUB/MODEL`` takes MODEL's records from the subfolder SUB (a second `compare` with other settings,
+e.g. ``--identity_features=True``); its label adds the settings in which they differ from the folder's own records,
+and a HybridBlend row names its two models.
+
 ``**column**`` prints that column in bold. ``python -m recbole_fbsm.experiments.doc_tables`` rewrites the tables
 in place; ``--check`` only says which are stale (tests/test_doc_tables.py runs it), so a re-run's new records
 and the docs can never disagree unnoticed.
@@ -33,6 +40,8 @@ BLOCK = re.compile(
     r"(?P<open><!-- results-table: (?P<spec>[^\n]*?) -->\n)(?P<body>.*?)(?P<close><!-- end results-table -->)",
     re.S,
 )
+GROUPS = ("all", "cold", "warm")  # the hybrid scenario's: all items, cold items alone, warm items alone
+MAX_OF = re.compile(r"^max\((?P<models>[^()]+)\)$")
 METRIC_NAMES = {"recall": "Recall", "ndcg": "NDCG", "precision": "Precision", "hit": "Hit", "mrr": "MRR",
                 "rec": "Rec", "dcg": "DCG"}
 
@@ -68,6 +77,33 @@ def _records_by_model(folder):
     return by_model
 
 
+def _group_result(record, group):
+    """The test metrics of one group of a record (``None`` or "all": ``test_result``)."""
+    key = "test_result" if group in (None, "all") else f"test_result_{group}"
+    if key not in record:
+        raise TableError(f"results-table: {record['model']} (seed {record['seed']}) has no {key}: "
+                         f"a {group} column needs records of the hybrid scenario")
+    return record[key]
+
+
+def _overrides(record):
+    return (record.get("settings") or {}).get("overrides") or {}
+
+
+def _row_label(token, runs, own_overrides):
+    """A row's label: the model, the two models of a blend, and a subfolder's settings that differ from the
+    folder's own records (e.g. ``FBSM --identity_features=True``)."""
+    first = runs[min(runs)]
+    label = first["model"]
+    if first.get("warm_model") and first.get("content_model"):
+        label += f" ({first['warm_model']} + {first['content_model']})"
+    if "/" in token:
+        shown = {"warm_model", "content_model"}
+        extra = [f"--{k}={v}" for k, v in _overrides(first).items() if k not in shown and own_overrides.get(k) != v]
+        label += "".join(f" `{e}`" for e in extra)
+    return label
+
+
 def _mean_std(values):
     """mean ± sample std over the splits; a single split's value alone (a std of one value would read as 0)."""
     if len(values) == 1:
@@ -76,28 +112,66 @@ def _mean_std(values):
     return f"{mean:.4f} ± {std:.4f}"
 
 
+def _split_group(column):
+    """(group or None, rest) of a column: ``cold:recall@20`` -> ("cold", "recall@20")."""
+    group, colon, rest = column.partition(":")
+    if colon and group in GROUPS:
+        return group, rest
+    if colon:
+        raise TableError(f"results-table column '{column}': expected GROUP:COLUMN with GROUP one of {', '.join(GROUPS)}")
+    return None, column
+
+
 def render_table(spec, root=ROOT):
     """The markdown table of one marker's spec, from the records in its folder."""
     folder, models, columns = parse_spec(spec)
     by_model = _records_by_model(Path(root) / folder)
-    valid_metrics = {r.get("valid_metric") for runs in by_model.values() for r in runs.values()}
+    own_overrides = {}
+    for runs in by_model.values():
+        for record in runs.values():
+            own_overrides.update(_overrides(record))
+    for token in models:  # SUB/MODEL: MODEL's records in a subfolder, under the token
+        if "/" in token:
+            sub, _, model = token.rpartition("/")
+            by_model[token] = _records_by_model(Path(root) / folder / sub).get(model) or {}
+    valid_metrics = {r.get("valid_metric") for token in models for r in by_model.get(token, {}).values()}
     if len(valid_metrics) != 1:
         raise TableError(f"results-table {folder}: the records were chosen on different metrics {valid_metrics}")
     valid_metric = str(valid_metrics.pop()).lower()
 
     def header(column):
+        group, column = _split_group(column)
+        suffix = f" {group}" if group else ""
         if column == "valid":
             return f"valid {metric_label(valid_metric)}"
         if column.startswith("/"):
-            return f"/ {column[1:]} (per split)"
+            return f"/ {column[1:]}{suffix} (per split)"
         if column in ("s/run", "splits"):
             return column
-        return f"test {metric_label(column)}" if column == valid_metric else metric_label(column)
+        return (f"test {metric_label(column)}" if column == valid_metric else metric_label(column)) + suffix
 
-    def cell(model, column):
+    def runs_of(model):
         runs = by_model.get(model)
         if not runs:
             raise TableError(f"results-table {folder}: no records of model {model}")
+        return runs
+
+    def base_value(baseline, seed, group):
+        """The baseline's test value of the validation metric on one split (the better one of ``max(A B)``)."""
+        match = MAX_OF.match(baseline)
+        names = match["models"].split() if match else [baseline]
+        values = []
+        for name in names:
+            runs = by_model.get(name)
+            if not runs:
+                raise TableError(f"results-table {folder}: no records of baseline {name}")
+            if seed in runs:
+                values.append(_group_result(runs[seed], group)[valid_metric])
+        return max(values) if len(values) == len(names) else None
+
+    def cell(model, column):
+        group, column = _split_group(column)
+        runs = runs_of(model)
         seeds = sorted(runs)
         if column == "valid":
             return _mean_std([runs[s]["best_valid_score"] for s in seeds])
@@ -106,18 +180,17 @@ def render_table(spec, root=ROOT):
         if column == "splits":
             return str(len(seeds))
         if column.startswith("/"):
-            base = by_model.get(column[1:])
-            if not base:
-                raise TableError(f"results-table {folder}: no records of baseline {column[1:]}")
-            shared = [s for s in seeds if s in base]
-            ratios = [runs[s]["test_result"][valid_metric] / base[s]["test_result"][valid_metric] for s in shared]
+            bases = {s: base_value(column[1:], s, group) for s in seeds}
+            ratios = [_group_result(runs[s], group)[valid_metric] / bases[s] for s in seeds if bases[s]]
+            if not ratios:
+                raise TableError(f"results-table {folder}: {model} shares no split with {column[1:]}")
             if len(ratios) == 1:
                 return f"{ratios[0]:.3f}"
             return f"{sum(ratios) / len(ratios):.3f} ({', '.join(f'{r:.2f}' for r in ratios)})"
-        missing = [s for s in seeds if column not in runs[s]["test_result"]]
+        missing = [s for s in seeds if column not in _group_result(runs[s], group)]
         if missing:
             raise TableError(f"results-table {folder}: {model} has no test {column} (seeds {missing})")
-        return _mean_std([runs[s]["test_result"][column] for s in seeds])
+        return _mean_std([_group_result(runs[s], group)[column] for s in seeds])
 
     def bold(text, on):
         return f"**{text}**" if on else text
@@ -125,7 +198,8 @@ def render_table(spec, root=ROOT):
     lines = ["| model | " + " | ".join(bold(header(c), b) for c, b in columns) + " |",
              "|---|" + "---:|" * len(columns)]
     for model in models:
-        lines.append(f"| {model} | " + " | ".join(bold(cell(model, c), b) for c, b in columns) + " |")
+        label = _row_label(model, runs_of(model), own_overrides)
+        lines.append(f"| {label} | " + " | ".join(bold(cell(model, c), b) for c, b in columns) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -48,6 +48,7 @@ from recbole_fbsm.experiments.compare import RESERVED_KEYS as COMPARE_RESERVED_K
 from recbole_fbsm.config.cold_start_config import LOCAL_PROPERTIES_DIR, ColdStartConfig, tuned_properties_file
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.config.settings import check_user_settings, precheck
+from recbole_fbsm.training.result_file import HYBRID_GROUPS
 from recbole_fbsm.training.trainer import validation_callback
 from recbole_fbsm.quick_start import run
 
@@ -92,6 +93,9 @@ class Search:
                                  config_dict={**QUIET_DEFAULTS, **self.overrides})
         self.valid_metric = str(config["valid_metric"]).lower()
         self.bigger = bool(config["valid_metric_bigger"])
+        # the hybrid scenario: trials are chosen on the valid metric of this group (all items unless told otherwise)
+        hybrid = str(config["cold_start_scenario"] or "item").lower() == "hybrid"
+        self.valid_group = str(config["hybrid_valid_group"] or "all").lower() if hybrid else None
 
     def signature(self):
         """Everything that makes two trials comparable; stored in the study, checked when it is reused."""
@@ -240,7 +244,9 @@ class Objective:
                                   config_file_list=self.search.config_files, config_dict=config_dict)
         return {"seed": seed, "best_valid_score": float(result["best_valid_score"]),
                 "best_valid_result": plain_record_value(result["best_valid_result"] or {}),
-                "test_result": plain_record_value(result["test_result"] or {}), "seconds": time.perf_counter() - start}
+                "test_result": plain_record_value(result["test_result"] or {}), "seconds": time.perf_counter() - start,
+                # the hybrid scenario's cold and warm groups (best_valid_result and test_result hold all items)
+                **{key: plain_record_value(result[key]) for key in HYBRID_GROUPS if key in result}}
 
 
 def finished_trials(study):
@@ -343,9 +349,10 @@ def output_text(search, study):
     lines = []
     if best is not None:
         settings = search_space.settings_of_trial(search.params, best.params)
+        on_group = f" on {search.valid_group} items" if search.valid_group else ""
         lines += [f"best params: {params_text(settings)}",
-                  f"best valid score: {best.value:.4f} (trial {best.number}; mean {search.valid_metric} over split"
-                  f" seeds {search.seeds}; chosen on validation, test shown only)"]
+                  f"best valid score: {best.value:.4f} (trial {best.number}; mean {search.valid_metric}{on_group} over "
+                  f"split seeds {search.seeds}; chosen on validation, test shown only)"]
         note = noise_note(search, study)
         lines += ([f"note: {note}"] if note else []) + [""]
     for trial in study.get_trials(deepcopy=False):
@@ -355,7 +362,12 @@ def output_text(search, study):
         runs = trial.user_attrs.get("runs") or []
         if trial.state == TrialState.COMPLETE:
             lines += ["Valid result:", _result_text([r["best_valid_result"] for r in runs]),
-                      "Test result:", _result_text([r["test_result"] for r in runs]), ""]
+                      "Test result:", _result_text([r["test_result"] for r in runs])]
+            for phase, key in (("Valid", "valid_result"), ("Test", "test_result")):  # the hybrid scenario's groups
+                for group in ("cold", "warm"):
+                    if all(f"{key}_{group}" in r for r in runs):
+                        lines += [f"{phase} result, {group} items:", _result_text([r[f"{key}_{group}"] for r in runs])]
+            lines.append("")
         elif trial.state == TrialState.PRUNED:
             steps = trial.intermediate_values
             last = f" (valid {steps[max(steps)]:.4f} so far)" if steps else ""

@@ -18,6 +18,7 @@ importing torch or RecBole.
     python benchmarks/bench_lightfm.py --threads 2 1 --epochs 5 --repeats 3 --json out.json
     python benchmarks/bench_lightfm.py --generated --users 5000 --items 20000 --features 5000 \\
         --words-per-item 30 --interactions 200000
+    python benchmarks/bench_lightfm.py --hybrid --dataset ml-100k --threads 1   # LightFM's hybrid, all/cold/warm
 
 LightFM is optional (``pip install lightfm-next`` or ``pip install -e '.[bench]'``); without it the
 LightFM rows are skipped with a message.
@@ -647,6 +648,15 @@ def main(argv=None):
                        help="LightFM's quality: untimed epochs up to this total, then test Recall@10 (0: off)")
     light.add_argument("--lightfm-args", nargs="*", metavar="KEY=VALUE",
                        help="LightFM constructor arguments for every LightFM, e.g. learning_rate=0.05 max_sampled=10")
+    hybrid = parser.add_argument_group("hybrid scenario (LightFM with item identity + content features; quality only)")
+    hybrid.add_argument("--hybrid", action="store_true",
+                        help="run LightFM's hybrid on the plugin's hybrid split and print test Recall@k of all / cold / "
+                        "warm items beside the committed records (benchmarks/lightfm_hybrid.py)")
+    hybrid.add_argument("--hybrid-seeds", type=int, nargs="+", default=[2020, 2021, 2022], metavar="SEED",
+                        help="one hybrid split per seed (default: %(default)s)")
+    hybrid.add_argument("--hybrid-topk", type=int, default=20, help="k of Recall@k (default: %(default)s)")
+    hybrid.add_argument("--hybrid-records", default=str(REPO_ROOT / "docs" / "results" / "ml-100k-hybrid"),
+                        help="compare records shown beside LightFM (default: the committed ml-100k ones)")
     internal = parser.add_argument_group("internal")
     internal.add_argument("--worker", help=argparse.SUPPRESS)
     internal.add_argument("--export", help=argparse.SUPPRESS)
@@ -659,6 +669,19 @@ def main(argv=None):
             return export_split(args)
         name, settings, _ = parse_spec(args.worker)
         return lightfm_worker(args, settings) if name == "LightFM" else plugin_worker(args, name, settings)
+    if args.hybrid:
+        if importlib.util.find_spec("lightfm") is None:
+            print(LIGHTFM_MISSING, file=sys.stderr)
+            return 2
+        from lightfm_hybrid import main_hybrid
+
+        args.threads = args.threads[0]
+        args.config = parse_config(args.config)
+        if args.data_path:
+            args.data_path = str(Path(args.data_path).resolve())
+        elif (REPO_ROOT / "dataset" / args.dataset).is_dir():
+            args.data_path = str(REPO_ROOT / "dataset")
+        return main_hybrid(args, plugin_config, parse_config(args.lightfm_args))
     if min(args.epochs, args.repeats) < 1 or args.warmup < 0:
         parser.error("--epochs and --repeats must be >= 1, --warmup >= 0")
     args.config = parse_config(args.config)

@@ -122,84 +122,96 @@ def _split_group(column):
     return None, column
 
 
-def render_table(spec, root=ROOT):
-    """The markdown table of one marker's spec, from the records in its folder."""
-    folder, models, columns = parse_spec(spec)
+def _load_rows(folder, models, root):
+    """Records by row token (``MODEL`` from the folder, ``SUB/MODEL`` from its subfolder), the folder's own
+    overrides (for the subfolder rows' labels) and the one validation metric they were all chosen on."""
     by_model = _records_by_model(Path(root) / folder)
     own_overrides = {}
     for runs in by_model.values():
         for record in runs.values():
             own_overrides.update(_overrides(record))
-    for token in models:  # SUB/MODEL: MODEL's records in a subfolder, under the token
+    for token in models:
         if "/" in token:
             sub, _, model = token.rpartition("/")
             by_model[token] = _records_by_model(Path(root) / folder / sub).get(model) or {}
     valid_metrics = {r.get("valid_metric") for token in models for r in by_model.get(token, {}).values()}
     if len(valid_metrics) != 1:
         raise TableError(f"results-table {folder}: the records were chosen on different metrics {valid_metrics}")
-    valid_metric = str(valid_metrics.pop()).lower()
+    return by_model, own_overrides, str(valid_metrics.pop()).lower()
 
-    def header(column):
-        group, column = _split_group(column)
-        suffix = f" {group}" if group else ""
-        if column == "valid":
-            return f"valid {metric_label(valid_metric)}"
-        if column.startswith("/"):
-            return f"/ {column[1:]}{suffix} (per split)"
-        if column in ("s/run", "splits"):
-            return column
-        return (f"test {metric_label(column)}" if column == valid_metric else metric_label(column)) + suffix
 
-    def runs_of(model):
-        runs = by_model.get(model)
+def _header(column, valid_metric):
+    group, column = _split_group(column)
+    suffix = f" {group}" if group else ""
+    if column == "valid":
+        return f"valid {metric_label(valid_metric)}"
+    if column.startswith("/"):
+        return f"/ {column[1:]}{suffix} (per split)"
+    if column in ("s/run", "splits"):
+        return column
+    return (f"test {metric_label(column)}" if column == valid_metric else metric_label(column)) + suffix
+
+
+def _runs_of(by_model, folder, model):
+    runs = by_model.get(model)
+    if not runs:
+        raise TableError(f"results-table {folder}: no records of model {model}")
+    return runs
+
+
+def _base_value(by_model, folder, baseline, seed, group, valid_metric):
+    """The baseline's test value of the validation metric on one split (the better one of ``max(A B)``); None when
+    a baseline lacks the split."""
+    match = MAX_OF.match(baseline)
+    names = match["models"].split() if match else [baseline]
+    values = []
+    for name in names:
+        runs = by_model.get(name)
         if not runs:
-            raise TableError(f"results-table {folder}: no records of model {model}")
-        return runs
+            raise TableError(f"results-table {folder}: no records of baseline {name}")
+        if seed in runs:
+            values.append(_group_result(runs[seed], group)[valid_metric])
+    return max(values) if len(values) == len(names) else None
 
-    def base_value(baseline, seed, group):
-        """The baseline's test value of the validation metric on one split (the better one of ``max(A B)``)."""
-        match = MAX_OF.match(baseline)
-        names = match["models"].split() if match else [baseline]
-        values = []
-        for name in names:
-            runs = by_model.get(name)
-            if not runs:
-                raise TableError(f"results-table {folder}: no records of baseline {name}")
-            if seed in runs:
-                values.append(_group_result(runs[seed], group)[valid_metric])
-        return max(values) if len(values) == len(names) else None
 
-    def cell(model, column):
-        group, column = _split_group(column)
-        runs = runs_of(model)
-        seeds = sorted(runs)
-        if column == "valid":
-            return _mean_std([runs[s]["best_valid_score"] for s in seeds])
-        if column == "s/run":
-            return f"{sum(runs[s]['wall_seconds'] for s in seeds) / len(seeds):.0f}"
-        if column == "splits":
-            return str(len(seeds))
-        if column.startswith("/"):
-            bases = {s: base_value(column[1:], s, group) for s in seeds}
-            ratios = [_group_result(runs[s], group)[valid_metric] / bases[s] for s in seeds if bases[s]]
-            if not ratios:
-                raise TableError(f"results-table {folder}: {model} shares no split with {column[1:]}")
-            if len(ratios) == 1:
-                return f"{ratios[0]:.3f}"
-            return f"{sum(ratios) / len(ratios):.3f} ({', '.join(f'{r:.2f}' for r in ratios)})"
-        missing = [s for s in seeds if column not in _group_result(runs[s], group)]
-        if missing:
-            raise TableError(f"results-table {folder}: {model} has no test {column} (seeds {missing})")
-        return _mean_std([_group_result(runs[s], group)[column] for s in seeds])
+def _cell(by_model, folder, model, column, valid_metric):
+    group, column = _split_group(column)
+    runs = _runs_of(by_model, folder, model)
+    seeds = sorted(runs)
+    if column == "valid":
+        return _mean_std([runs[s]["best_valid_score"] for s in seeds])
+    if column == "s/run":
+        return f"{sum(runs[s]['wall_seconds'] for s in seeds) / len(seeds):.0f}"
+    if column == "splits":
+        return str(len(seeds))
+    if column.startswith("/"):
+        bases = {s: _base_value(by_model, folder, column[1:], s, group, valid_metric) for s in seeds}
+        ratios = [_group_result(runs[s], group)[valid_metric] / bases[s] for s in seeds if bases[s]]
+        if not ratios:
+            raise TableError(f"results-table {folder}: {model} shares no split with {column[1:]}")
+        if len(ratios) == 1:
+            return f"{ratios[0]:.3f}"
+        return f"{sum(ratios) / len(ratios):.3f} ({', '.join(f'{r:.2f}' for r in ratios)})"
+    missing = [s for s in seeds if column not in _group_result(runs[s], group)]
+    if missing:
+        raise TableError(f"results-table {folder}: {model} has no test {column} (seeds {missing})")
+    return _mean_std([_group_result(runs[s], group)[column] for s in seeds])
+
+
+def render_table(spec, root=ROOT):
+    """The markdown table of one marker's spec, from the records in its folder."""
+    folder, models, columns = parse_spec(spec)
+    by_model, own_overrides, valid_metric = _load_rows(folder, models, root)
 
     def bold(text, on):
         return f"**{text}**" if on else text
 
-    lines = ["| model | " + " | ".join(bold(header(c), b) for c, b in columns) + " |",
+    lines = ["| model | " + " | ".join(bold(_header(c, valid_metric), b) for c, b in columns) + " |",
              "|---|" + "---:|" * len(columns)]
     for model in models:
-        label = _row_label(model, runs_of(model), own_overrides)
-        lines.append(f"| {label} | " + " | ".join(bold(cell(model, c), b) for c, b in columns) + " |")
+        label = _row_label(model, _runs_of(by_model, folder, model), own_overrides)
+        cells = [bold(_cell(by_model, folder, model, c, valid_metric), b) for c, b in columns]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -16,7 +16,10 @@ from recbole_fbsm.config.checks import (
     topk, unit_interval)
 
 OVERALL, MODEL = "overall", "model"
+# feature_weighting's choices; an alias is resolved before use, so a fitted model (and its artifact) holds the target
 WEIGHTINGS = ("tfidf", "bm25", "tf", "none", "binary")
+WEIGHTING_ALIASES = {"none": "tf"}  # "none": raw term counts, which is "tf"
+SIMILARITIES = ("cosine", "asymmetric", "jaccard", "tversky", "dot")  # ItemKNNCBF's similarity
 
 
 class Setting(NamedTuple):
@@ -100,7 +103,7 @@ PLUGIN_SETTINGS = {
     "reg_W": S(number(0), 0.0001, MODEL, "UFSM: L2 on the functions' weights"),
     "init_W": S(number(), 1.0, MODEL, "UFSM: initial W"),
     # ItemKNNCBF
-    "similarity": S(choice(("cosine", "asymmetric", "jaccard", "tversky", "dot")), "dot", MODEL,
+    "similarity": S(choice(SIMILARITIES), "dot", MODEL,
                     "ItemKNNCBF: the similarity"),
     "shrink": S(number(0), 0, MODEL, "ItemKNNCBF: added to the similarity's denominator"),
     "knn": S(optional(integer(1)), None, MODEL, "ItemKNNCBF: neighbours kept per item (~: all)"),

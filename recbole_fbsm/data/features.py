@@ -20,9 +20,8 @@ import scipy.sparse as sp
 from recbole.utils import FeatureType
 from sklearn.feature_extraction.text import TfidfTransformer
 
+from recbole_fbsm.config.schema import WEIGHTING_ALIASES, WEIGHTINGS
 from recbole_fbsm.errors import ColdStartError
-
-WEIGHTINGS = ("tfidf", "bm25", "tf", "none", "binary")  # "none": raw term counts, the same as "tf"
 
 
 @dataclass
@@ -331,7 +330,7 @@ def build_item_features(dataset, training_items, fields=None, weighting="tfidf",
     source_columns = source_columns[np.lexsort((names[source_columns], column_field[source_columns]))]
     counts = select_columns(counts, source_columns)  # one at a time: each old matrix freed before the next
     training = select_columns(training, source_columns)
-    weighting = "tf" if weighting == "none" else weighting
+    weighting = WEIGHTING_ALIASES.get(weighting, weighting)
     column_weights = np.ones(len(source_columns))
     if weighting == "tfidf":
         idf = TfidfTransformer(norm=None, smooth_idf=True).fit(training).idf_

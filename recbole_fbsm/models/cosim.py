@@ -17,9 +17,6 @@ class CoSim(FeatureSimilarityRecommender):
         super().__init__(config, dataset)
         self.fake_loss = torch.nn.Parameter(torch.zeros(1))  # RecBole's trainer needs a parameter
 
-    def normalize_features(self, config):
-        return True  # cosine: always on L2-normalised rows, whatever the weighting
-
     def diagonal_weights(self, users):
         return torch.ones(self.n_features, dtype=self.F.values.dtype, device=self.F.values.device)
 

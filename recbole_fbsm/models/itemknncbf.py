@@ -34,11 +34,11 @@ import torch
 from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType, ModelType
 
+from recbole_fbsm.config.schema import SIMILARITIES
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.data.features import features_from_config, like_matrix, training_items
 from recbole_fbsm.kernels.sparse import TorchCsr
 
-SIMILARITIES = ("cosine", "asymmetric", "jaccard", "tversky", "dot")
 # candidates x training items cells of one dense similarity block (16 MiB of float32)
 BLOCK_CELLS = 1 << 22
 

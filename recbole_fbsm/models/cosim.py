@@ -21,4 +21,12 @@ class CoSim(FeatureSimilarityRecommender):
         return torch.ones(self.n_features, dtype=self.F.values.dtype, device=self.F.values.device)
 
     def calculate_loss(self, interaction):
+        """Nothing to learn: a zero that RecBole's trainer can step on.
+
+        Args:
+            interaction (Interaction): a training batch (unused).
+
+        Returns:
+            torch.nn.Parameter: zero, shape [1].
+        """
         return torch.nn.Parameter(torch.zeros(1, device=self.fake_loss.device))

@@ -308,7 +308,8 @@ def check_final(config):
         if config.get("valid_metric_bigger") is False:
             raise ColdStartError(
                 f"valid_metric_bigger: False keeps the epoch (and makes run_hyper pick the settings) with the lowest "
-                f"{config.get('valid_metric')}, but the item split's top-k metrics are better when bigger; expected True "
+                f"{config.get('valid_metric')}, but the item split's top-k metrics are better when bigger; "
+                "expected True "
                 "(or leave it out).")
     check_scenario(config)
     field_separator, seq_separator = config.get("field_separator"), config.get("seq_separator")

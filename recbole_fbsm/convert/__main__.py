@@ -19,7 +19,8 @@ EPILOG = """examples:
 
 Writes OUT/NAME/NAME.inter, OUT/NAME/NAME.item (words:token_seq, a term repeated once per occurrence)
 (with tags: a second field tags:token_seq, each tag one token kept whole)
-OUT/NAME/README.txt and OUT/NAME/NAME.analyzer.json (how text became tokens, for serving raw text); skipped input is counted in the summary. Exit status 2 with 'error: ...' when
+OUT/NAME/README.txt and OUT/NAME/NAME.analyzer.json (how text became tokens, for serving raw text);
+skipped input is counted in the summary. Exit status 2 with 'error: ...' when
 no usable dataset can be written (nothing is written then)."""
 
 

@@ -79,7 +79,7 @@ class ItemFeatures:
         if weighted is None:
             weighted = counts.copy()
         del counts
-        for rows, entries in row_chunks(weighted.indptr):  # @ diag(column_weights), entry by entry
+        for _, entries in row_chunks(weighted.indptr):  # @ diag(column_weights), entry by entry
             weighted.data[entries] *= self.column_weights[weighted.indices[entries]]
         weighted.eliminate_zeros()
         if self.normalize:

@@ -47,6 +47,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tags-max-df", type=float, help="drop tags found in more than this fraction of items (default: --max-df)")
 
 
+# longer than 60 lines: one add_argument per converter option, each with its help, in the order --help shows
 def build_parser(prog="recbole-fbsm convert") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,

@@ -298,6 +298,7 @@ def features_from_config(dataset, training_items, config, normalize):
         bm25_b=config["bm25_b"], shrink=config["feature_shrink"])
 
 
+# longer than 60 lines: a docstring with the weightings' formulas, then one pass: counts, training vocabulary, weights
 def build_item_features(dataset, training_items, fields=None, weighting="tfidf", normalize=True, field_weights=None,
                         bm25_k1=None, bm25_b=None, shrink=0.0):
     """Weighted (and optionally normalised) item feature matrix; everything from ``training_items``.

@@ -320,6 +320,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
             scores = scores.index_add(0, liked, -self.self_similarity(users[liked], items[liked]))
         return scores
 
+    # longer than 60 lines: a docstring for the fast path, then one embedding-bag pass whose parts the loss reuses
     def score_training_candidates(self, users, positives, candidates, unliked=False):
         """``predict``'s scores of the pairs (``users.repeat(k)``, ``candidates``): dynamic negative sampling's k
         candidates per triplet of a training batch of whole users, or None when the batch is not one (or its

@@ -1,4 +1,5 @@
-"""RecBole's ``run_recbole.py`` for the plugin: ``python run_recbole.py --model=FBSM --dataset=ml-100k [--key=value ...]``.
+"""RecBole's ``run_recbole.py`` for the plugin:
+``python run_recbole.py --model=FBSM --dataset=ml-100k [--key=value ...]``.
 
 The same command as the installed ``recbole-fbsm run`` (``recbole_fbsm/run_command.py``; ``--help`` lists the options).
 """

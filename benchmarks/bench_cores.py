@@ -10,7 +10,8 @@ import subprocess
 import sys
 
 WORK = {
-    "dense matmul": "import torch, time; torch.set_num_threads(1); a = torch.randn(1000, 1000); t = time.perf_counter(); "
+    "dense matmul": "import torch, time; torch.set_num_threads(1); a = torch.randn(1000, 1000); "
+                    "t = time.perf_counter(); "
                     "[a @ a for _ in range(60)]; print(time.perf_counter() - t)",
     "plain Python": "import time; t = time.perf_counter(); s = 0\nfor i in range(6_000_000): s += i * i\n"
                     "print(time.perf_counter() - t)",

@@ -16,8 +16,8 @@ Printed per variant: the median epoch time (rank 0's ``epoch N: ... (Xs)`` lines
 the first variant, the training steps of rank 0, wall seconds, the peak memory of each process that ran a
 rank (``VmHWM``, polled while it runs; the launcher of an N-process run is not counted) and its ratio to
 the first variant's, also above the RSS of a process that only imported torch, RecBole and the plugin
-(the same in every process: it cannot shrink). For a variant that exchanges gradients, a gloo all-reduce of V and D's size is timed
-alone, next to its ms/step.
+(the same in every process: it cannot shrink). For a variant that exchanges gradients, a gloo all-reduce of
+V and D's size is timed alone, next to its ms/step.
 
     python benchmarks/bench_distributed.py --sizes 1e6 --variants 1 2:parallel_sync=gradients \\
         2:parallel_sync=average --epochs 3 --repeats 3
@@ -157,7 +157,8 @@ def steps_per_epoch(dataset, data_path, args):
     code = (
         "import json, warnings; warnings.filterwarnings('ignore');"
         "from recbole_fbsm.quick_start import prepare;"
-        f"config, model, (train, _, _) = prepare({args.model!r}, {dataset!r}, config_dict={{'data_path': {str(data_path)!r},"
+        f"config, model, (train, _, _) = prepare({args.model!r}, {dataset!r}, "
+        f"config_dict={{'data_path': {str(data_path)!r},"
         f" 'state': 'ERROR', 'torch_threads': 1, **json.loads({json.dumps(json.dumps(args.config))})}});"
         "print('RESULT', len(train), model.n_features, config['rank'])"
     )
@@ -204,7 +205,7 @@ def measure(dataset, data_path, label, args, scratch):
     steps, features, rank = steps_per_epoch(dataset, data_path, args)
     exchanged = features * (rank + 1)  # V and D, float32
     runs = {text: [] for text, _, _ in variants}
-    for repeat in range(args.repeats):
+    for _ in range(args.repeats):
         for text, nproc, settings in variants:
             workdir = Path(scratch) / f"run_{label}_{len(runs[text])}_{abs(hash(text))}"
             workdir.mkdir()

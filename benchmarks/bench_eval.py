@@ -144,7 +144,8 @@ def main(argv=None):
                 begin = time.perf_counter()
                 step()
                 times[name].append(time.perf_counter() - begin)
-    print(f"{args.model} on {args.dataset} ({args.split}): {sizes['users']:,} users x {sizes['candidates']:,} candidates, "
+    print(f"{args.model} on {args.dataset} ({args.split}): "
+          f"{sizes['users']:,} users x {sizes['candidates']:,} candidates, "
           f"{sizes['features']:,} features; blocks of {sizes['block']} users, batches of {sizes['batch users']}; "
           f"{args.threads} thread(s), {args.repeats} repeats\n")
     print(markdown(["step", "s median (min-max)"], [[name, spread(values)] for name, values in times.items()]))

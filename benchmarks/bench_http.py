@@ -208,7 +208,7 @@ def kill_test(model, port, threads, workers, kills, store, liked, seed=0):
         process, _ = start_service(model, port, threads, workers, store)
         stop = threading.Event()
 
-        def writer(k):
+        def writer(k, stop=stop, round_=round_):  # bound now: each round has its own
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
             n = 0
             while not stop.is_set():

@@ -249,7 +249,8 @@ def main(argv=None):
     runs.add_argument("--device", choices=("cpu", "auto"), default="cpu",
                       help="cpu, or auto (RecBole's use_gpu default: CUDA when available)")
     runs.add_argument("--threads", type=int, default=1,
-                      help="torch intra-op threads in every phase (default %(default)s; 0: the plugin's default, torch_threads auto). On a "
+                      help="torch intra-op threads in every phase (default %(default)s; 0: the plugin's default, "
+                      "torch_threads auto). On a "
                       "shared machine 2 threads spin-wait for each other and epochs get 10-50x slower")
     runs.add_argument("--config", nargs="*", metavar="KEY=VALUE",
                       help="extra RecBole settings for every model, e.g. train_batch_size=4096")

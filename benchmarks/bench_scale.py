@@ -74,7 +74,7 @@ def worker(args):
     steps = {}
     for name, step in (("check_dataset_files", "load_s"), ("create_dataset", "load_s"),
                        ("data_preparation", "dataloaders_s"), ("build_model", "model_s")):
-        def timed(*a, _function=getattr(quick_start, name), _step=step, **k):
+        def timed(*a, _function=getattr(quick_start, name), _step=step, **k):  # noqa: B008 (binds this step)
             begin = time.perf_counter()
             try:
                 return _function(*a, **k)

@@ -195,6 +195,7 @@ def _trained(model, dataset, config_file_list, config_dict, saved):
     return config, model, trainer, loaders
 
 
+# longer than 60 lines: the blend's run in order: both models trained, each tested alone, w searched, tested, recorded
 def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
     """``--model=HybridBlend --warm_model=BPR --content_model=ItemKNNCBF`` (hybrid scenario): both models trained on
     the same training split (each keeps its best validation epoch), blended per user (``models.hybrid_blend``)

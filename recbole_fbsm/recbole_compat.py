@@ -113,8 +113,8 @@ TRAINER = (
 # private behaviour relied on without overriding it
 RELIED_ON = (
     Private("recbole.utils.utils.early_stopping", "",
-            "fit() keeps a new best only when the score is strictly better (`>`): the plugin's tie guard nudges the "
-            "kept best by one ulp so that a later equal score does not count as an improvement", "1890e39e7fb8"),
+            "counts a score equal to the best as an improvement (`>=`, `<=` when smaller is better): the plugin's "
+            "tie guard nudges the kept best by one ulp so that a later equal score does not replace it", "1890e39e7fb8"),
     Private("recbole.evaluator.collector.Collector", "eval_batch_collect",
             "asks self.register.need('rec.items' / 'rec.topk') before computing them: the plugin's collector "
             "supplies its own top-k and hides those keys meanwhile", "e7ec500fc074"),

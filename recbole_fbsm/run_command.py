@@ -113,7 +113,8 @@ def download_parser(prog="recbole-fbsm download"):
 
 
 def download_main(argv=None, prog="recbole-fbsm download"):
-    """``recbole-fbsm download NAME``: the files, checked, converted; then the dataset's summary and the next command."""
+    """``recbole-fbsm download NAME``: the files, checked, converted; then the dataset's summary and the next
+    command."""
     args = download_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
     from recbole_fbsm.config.datasets import DATASETS, SOURCES, run_command
     from recbole_fbsm.convert import ConversionError

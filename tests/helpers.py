@@ -210,7 +210,7 @@ def run_cli(args, cwd, timeout=300):
     except subprocess.TimeoutExpired:
         process.kill()
         out, err = process.communicate()
-        raise AssertionError(f"run_recbole.py {args} did not finish in {timeout}s:\n{err[-3000:]}")
+        raise AssertionError(f"run_recbole.py {args} did not finish in {timeout}s:\n{err[-3000:]}") from None
     return process.returncode, out, err
 
 

@@ -73,7 +73,8 @@ def free_port():
 
 @contextlib.contextmanager
 def cli_service(args, cwd, port, timeout=120):
-    """``recbole-fbsm serve http ARGS --port PORT`` in its own process (group); yields (process, URL) once it answers."""
+    """``recbole-fbsm serve http ARGS --port PORT`` in its own process (group); yields (process, URL) once it
+    answers."""
     process = subprocess.Popen([sys.executable, "-m", "recbole_fbsm", "serve", "http", *map(str, args), "--port", str(port)],
                                cwd=cwd, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)

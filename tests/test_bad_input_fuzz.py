@@ -204,12 +204,14 @@ SETTING_CASES = [
     ("encoding-unknown", "Pop", None, ["--encoding=utf9"], None,
      [r"--encoding: expected the name of a text encoding Python knows", r"got 'utf9'"]),
     ("identity-features-item-scenario", "FBSM", None, ["--identity_features=True"], None,
-     [r"identity_features: True needs cold_start_scenario: hybrid \(in the item scenario no candidate is a training item"]),
+     [r"identity_features: True needs cold_start_scenario: hybrid "
+      r"\(in the item scenario no candidate is a training item"]),
     ("identity-features-not-fbsm", "UFSM", None, ["--cold_start_scenario=hybrid", "--identity_features=True"], None,
      [r"identity_features: True is for FBSM .*; model UFSM would ignore them\."]),
     ("hybrid-with-user-grouping", "Pop", None,
      ["--cold_start_scenario=hybrid", "--eval_args={'group_by': 'user', 'split': {'RS': [0.8, 0.1, 0.1]}}"], None,
-     [r"cold_start_scenario: hybrid splits items itself \(eval_args.group_by: item\); got eval_args.group_by: user\."]),
+     [r"cold_start_scenario: hybrid splits items itself \(eval_args.group_by: item\); "
+      r"got eval_args.group_by: user\."]),
     ("hybrid-cold-ratio-one", "Pop", None, ["--cold_start_scenario=hybrid", "--hybrid_cold_ratio=1"], None,
      [r"hybrid_cold_ratio: expected the share of items held out as cold, between 0 and 1 \(exclusive\); got 1\."]),
     ("hybrid-warm-split-sum", "Pop", None, ["--hybrid_warm_split=[0.8, 0.1, 0.3]"], None,
@@ -278,7 +280,8 @@ FILE_CASES = [
      [r"unload_col\.item names 'item_id' \(ITEM_ID_FIELD\)", r"keep it loaded"]),
     ("atomic-file-is-a-folder", "Pop", item_folder, [], [r"toy/toy\.item is a folder; expected the item file there"]),
     ("compressed-file", "Pop", lambda d: gzipped(d.inter_path), [],
-     [r"toy\.inter: the file is gzip-compressed; RecBole reads plain text: decompress it \(e\.g\. gunzip toy\.inter\)"]),
+     [r"toy\.inter: the file is gzip-compressed; RecBole reads plain text: "
+      r"decompress it \(e\.g\. gunzip toy\.inter\)"]),
     ("utf16-file", "Pop", lambda d: d.item_path.write_bytes(d.item_path.read_text().encode("utf-16")), [],
      [r"toy\.item: the file is UTF-16 text \(it starts with a UTF-16 byte order mark\)", r"save it as UTF-8"]),
     ("utf16-file-without-bom", "Pop", lambda d: d.inter_path.write_bytes(d.inter_path.read_text().encode("utf-16-le")),
@@ -301,7 +304,8 @@ WARNING_CASES = [
      [r"toy\.inter: 2 line\(s\) have a user_id with spaces around it \(line 4: 'u000 ', line 6: ' u000'\)",
       r"'u000 ' is not 'u000'\): remove the spaces"]),
     ("unicode-normalisation-forms", two_normalisation_forms,
-     [r"toy\.inter: 1 user_id\(s\) are written in two Unicode normalisation forms \(e\.g\. 'Jose\\u0301' and 'Jos\\xe9'",
+     [r"toy\.inter: 1 user_id\(s\) are written in two Unicode normalisation forms "
+      r"\(e\.g\. 'Jose\\u0301' and 'Jos\\xe9'",
       r"each form is read as an id of its own: save the file in one form \(NFC\)"]),
 ]
 

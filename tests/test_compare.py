@@ -14,6 +14,7 @@ from recbole_fbsm.errors import ColdStartError
 from helpers import write_dataset
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+BOOM = RuntimeError("boom | bad\nthing")  # a message with a table's separator and a line break
 
 
 def table_rows(table):
@@ -111,7 +112,7 @@ def test_real_comparison_ranks_cosim_above_pop(real_results):
 class FakeRun:
     """Stands in for run(): records its calls, fails for the models in ``fail``, returns made-up scores."""
 
-    def __init__(self, fail=(), raise_on_call=None, error=RuntimeError("boom | bad\nthing")):
+    def __init__(self, fail=(), raise_on_call=None, error=BOOM):
         self.calls = []
         self.fail = set(fail)
         self.raise_on_call = raise_on_call
@@ -174,7 +175,7 @@ def test_every_run_gets_the_split_seed_the_overrides_and_checkpoints_in_the_resu
                      "--config_files", "a.yaml", "--epochs=2", "--state=INFO"])
     assert code == 0
     assert fake.pairs == [("Pop", 7), ("BPR", 7), ("Pop", 8), ("BPR", 8)]  # one whole split after the other
-    for model, seed, dataset, files, config in fake.calls:
+    for _, seed, dataset, files, config in fake.calls:
         assert dataset == "ml-100k" and files == ["a.yaml"]
         assert config["seed"] == config["split_seed"] == seed
         assert config["checkpoint_dir"] == "out/saved"

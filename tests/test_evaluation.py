@@ -72,7 +72,7 @@ def test_scores_cover_exactly_the_split_items_and_topk_stays_inside(toy, model_n
     batches, struct, result = evaluate_with_spy(trainer, loader)
     assert len(batches) > 1, "the test needs several evaluation batches"
 
-    users, topk_rows, positives_per_row = [], [], []
+    users, positives_per_row = [], []
     candidates = trainer._candidates.cpu()
     assert np.array_equal(np.sort(candidates.numpy()), split_items), "candidates are exactly the split's items"
     for interaction, scores, positive_u, positive_i in batches:

@@ -24,7 +24,7 @@ def two_field_data(folder, name="two", dense=None, test_item_words=None, seed=4)
     path = write_atomic(folder, name, interactions, words)
     header = "item_id:token\twords:token_seq\ttags:token_seq" + ("\temb:float_seq" if dense is not None else "")
     lines = [header]
-    for k, item in enumerate(words):
+    for item in words:
         row = [item, " ".join(words[item]), " ".join(tags[item])]
         if dense is not None:
             row.append(" ".join(f"{v:.17g}" for v in dense[item]))
@@ -148,7 +148,7 @@ def test_bm25_and_row_shrink_follow_their_formulas_with_training_statistics_only
         k1, b, s = 1.7, 0.4, 0.8
         features = build_item_features(dataset, train, fields, "bm25", True, weights, bm25_k1=k1, bm25_b=b, shrink=s)
         blocks = []
-        for k, field in enumerate(fields):
+        for field in fields:
             columns = [c for c, name in enumerate(names) if name.startswith(field + ":")]
             x = counts[:, columns]
             seen = (x[train] > 0).sum(axis=0) > 0

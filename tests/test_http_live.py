@@ -302,7 +302,8 @@ WRITES = 400
 
 
 def test_sigkill_of_the_service_loses_no_acknowledged_write(trained, tmp_path):
-    """Writers post likes; the service is SIGKILLed mid-way, restarted on its store: every like that got a 200 is there."""
+    """Writers post likes; the service is SIGKILLed mid-way, restarted on its store: every like that got a 200 is
+    there."""
     model = tmp_path / "k.fbsm"
     model.write_bytes(open(trained["artifacts"]["FBSM"], "rb").read())
     port = free_port()

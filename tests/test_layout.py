@@ -120,14 +120,23 @@ def test_no_import_cycle():
     assert not cycles, "\n".join(cycles)
 
 
+def comment_above(lines, line):
+    """The first line of the comment block that ends just above ``line`` (1-based), or ''."""
+    start = line - 1
+    while start > 0 and lines[start - 1].lstrip().startswith("#"):
+        start -= 1
+    return lines[start].lstrip() if start < line - 1 else ""
+
+
 def test_no_function_is_longer_than_60_lines_without_a_reason_beside_it():
-    """A long function says why on the line above its ``def``: ``# longer than 60 lines: ...``."""
+    """A long function says why in the comment just above its ``def``: ``# longer than 60 lines: ...`` (the
+    comment may go on over the next lines, as the formatter's line length asks)."""
     long = []
     for name, path in modules():
         lines = path.read_text().splitlines()
         for node in ast.walk(ast.parse("\n".join(lines))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 60:
                 first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                if not lines[first - 2].lstrip().startswith("# longer than 60 lines:"):
+                if not comment_above(lines, first).startswith("# longer than 60 lines:"):
                     long.append(f"{name}.{node.name}: {node.end_lineno - node.lineno + 1} lines")
     assert not long, "\n".join(long)

@@ -170,7 +170,7 @@ def test_scores_and_metrics_do_not_depend_on_the_evaluation_batch(tmp_path, monk
         results[cells] = (step, scores, trainer.evaluate(loaders[2], load_best_model=False))
     steps = [step for step, _, _ in results.values()]
     assert steps[0] > steps[-1] > 0  # the batches did differ
-    for step, scores, metrics in results.values():
+    for _, scores, metrics in results.values():
         assert torch.equal(scores, results[1 << 24][1]) and metrics == results[1 << 24][2]
 
 

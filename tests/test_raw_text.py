@@ -86,7 +86,10 @@ def write_csv(path, rows, header=("item_id", "text", "tags"), delimiter=","):
     return path
 
 
-def write_tokens(path, rows, words=TextAnalyzer.paper(), tags=WholeTokenAnalyzer("|")):
+PAPER_WORDS, TAG_CELLS = TextAnalyzer.paper(), WholeTokenAnalyzer("|")  # the converter's analyzers
+
+
+def write_tokens(path, rows, words=PAPER_WORDS, tags=TAG_CELLS):
     """The .item file the converter's own analyzers make of the raw rows."""
     lines = ["item_id:token\twords:token_seq\ttags:token_seq"]
     lines += [f"{item}\t{' '.join(words(text))}\t{' '.join(tags(tag_cell))}" for item, text, tag_cell in rows]

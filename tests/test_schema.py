@@ -2,13 +2,15 @@
 code reads plugin settings without fallback defaults of its own."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from recbole_fbsm.config.paths import PROPERTIES_DIR, recbole_dir
-from recbole_fbsm.config.schema import MODEL, OVERALL, PLUGIN_SETTINGS, SPECS, setting
+from recbole_fbsm.config.registry import PLUGIN_MODELS
+from recbole_fbsm.config.schema import MODEL, OVERALL, PLUGIN_SETTINGS, SPECS, model_default, setting
 
 PACKAGE = Path(__file__).resolve().parent.parent / "recbole_fbsm"
 
@@ -51,6 +53,48 @@ def test_model_defaults_of_the_table_pass_their_own_checks():
         assert spec.layer in (OVERALL, MODEL)
         assert spec.check(spec.default) is None, f"{key}: default {spec.default!r}"
         assert spec.doc
+        for model, value in (spec.per_model or {}).items():
+            assert model in PLUGIN_MODELS, f"{key}: per_model names {model}, not a plugin model"
+            assert spec.check(value) is None, f"{key}: {model}'s value {value!r}"
+            assert value != spec.default, f"{key}: {model}'s per_model value is the default: drop it"
+
+
+MODEL_FILES = sorted((PROPERTIES_DIR / "model").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", MODEL_FILES, ids=lambda p: p.stem)
+def test_model_files_set_plugin_settings_to_the_tables_value_for_that_model(path):
+    """A plugin setting in properties/model/MODEL.yaml has the table's value for MODEL (its default, or its
+    ``per_model`` entry), and every ``per_model`` entry is set by that model's file: declared once, held equal."""
+    model, values = path.stem, load(path)
+    assert model in PLUGIN_MODELS, f"{path.name}: no plugin model {model}"
+    for key in set(values) & set(PLUGIN_SETTINGS):
+        assert values[key] == model_default(key, model), \
+            f"{path.name}: {key}: {values[key]!r}, the table {model_default(key, model)!r} (schema.py: per_model)"
+    for key, spec in PLUGIN_SETTINGS.items():
+        if model in (spec.per_model or {}):
+            assert key in values, f"schema.py: {key}'s per_model gives {model} a value its file does not set"
+
+
+# RecBole's model files comment every key: `key: value  # (type) meaning`
+TYPED_COMMENT = re.compile(r"#\s*\((int|float|str|bool|list|dict)( or ~)?\)\s+\S")
+COMMENT_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list,), "dict": (dict,)}
+
+
+@pytest.mark.parametrize("path", MODEL_FILES, ids=lambda p: p.stem)
+def test_every_model_file_key_has_a_typed_comment_that_fits_its_value(path):
+    lines = path.read_text(encoding="utf-8").splitlines()
+    root = yaml.compose(path.read_text(encoding="utf-8"))
+    for key_node, _ in root.value:
+        key, line = key_node.value, lines[key_node.start_mark.line]
+        comment = TYPED_COMMENT.search(line)
+        assert comment, f"{path.name}:{key_node.start_mark.line + 1}: {key} needs a `# (type) meaning` comment"
+        value, kind, optional = load(path)[key], comment.group(1), comment.group(2)
+        if value is None:
+            assert optional, f"{path.name}: {key} is ~: its comment's type says `({kind} or ~)`"
+        else:
+            fits = isinstance(value, COMMENT_TYPES[kind]) and (kind == "bool" or not isinstance(value, bool))
+            assert fits, f"{path.name}: {key}: {value!r} is not ({kind})"
 
 
 def fallbacks(tree):

@@ -102,7 +102,6 @@ def test_new_item_rows_are_weighted_like_training_and_scored_by_brute_force(trai
     config = s.config
     k1, b, shrink = config["bm25_k1"], config["bm25_b"], config["feature_shrink"]
     assert config["feature_weighting"] == "bm25" and shrink > 0
-    dataset = s.dataset
     train_tokens = sorted(set(s.item_tokens(s.training_items())))
     test_item = s.item_tokens(s.split_items("test")[:1])[0]
 
@@ -341,8 +340,7 @@ def test_explanations_add_up_to_the_model_score(trained, served, name):
     assert name != "FBSM" or shared_somewhere >= 4
 
 
-def test_explain_cli_json_shows_top_entries_and_the_rest(trained, served, tmp_path, capsys):
-    s = served("FBSM")
+def test_explain_cli_json_shows_top_entries_and_the_rest(trained, tmp_path, capsys):
     user, item = "u0_0", trained["held_out"][0]
     out = tmp_path / "why.json"
     assert main(["explain", trained["checkpoint"]["FBSM"], "--user", user, "--item", item,
@@ -551,7 +549,8 @@ def test_few_items_scored_item_side_first_equal_the_profile_scores(served, train
 
 @pytest.mark.parametrize("device,message", [
     ("bogus", r"device 'bogus' \(--device\): expected a torch device such as cpu, cuda or cuda:0\."),
-    ("cuda:7", r"device 'cuda:7' \(--device\): torch sees (no CUDA device on this machine; expected cpu|\d CUDA device\(s\), cuda:0 to cuda:\d)\."),
+    ("cuda:7", r"device 'cuda:7' \(--device\): torch sees "
+               r"(no CUDA device on this machine; expected cpu|\d CUDA device\(s\), cuda:0 to cuda:\d)\."),
 ])
 def test_a_device_this_machine_lacks_is_one_error_line(tmp_path, capsys, device, message):
     """torch's answer was a traceback (RuntimeError for a misspelled device, AssertionError without CUDA); the

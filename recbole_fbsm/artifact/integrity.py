@@ -31,11 +31,12 @@ import yaml
 from recbole.utils import FeatureType
 
 from recbole_fbsm.config.paths import PROPERTIES_DIR
-from recbole_fbsm.config.schema import MODEL, PLUGIN_SETTINGS, SPECS
+from recbole_fbsm.config.schema import MODEL, PLUGIN_SETTINGS, SPECS, WEIGHTING_ALIASES, WEIGHTINGS
 from recbole_fbsm.data.analyzer import analyzer_records
 from recbole_fbsm.errors import ColdStartError
 
-WEIGHTINGS = ("tfidf", "bm25", "tf", "binary")
+# an artifact stores the weighting its features were fitted with: an alias ("none") is already resolved
+FITTED_WEIGHTINGS = tuple(w for w in WEIGHTINGS if w not in WEIGHTING_ALIASES)
 # settings whose check depends on the machine, not on the artifact (a run on 16 cores kept torch_threads 16)
 MACHINE_SETTINGS = ("torch_threads", "encoding", "data_path", "checkpoint_dir")
 MAX_PLAIN_DEPTH = 32
@@ -375,7 +376,7 @@ ARTIFACT = Record({
         "source_columns": Tensor(torch.int64, ("content_features",), (in_range(0, "source_columns"),)),
         "average_lengths": Optional(Tensor(torch.float64, ("fields",), (non_negative,))),
         "mean_square_norms": Optional(Tensor(torch.float64, (None,), (non_negative,))),
-        "weighting": choice(*WEIGHTINGS),
+        "weighting": choice(*FITTED_WEIGHTINGS),
         "normalize": FLAG,
         "bm25_k1": Optional(NON_NEGATIVE),
         "bm25_b": Optional(Kind("a number from 0 to 1", lambda v: _is_real(v) and 0 <= v <= 1)),

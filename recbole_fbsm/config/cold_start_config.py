@@ -3,7 +3,8 @@
 Layering (lowest priority first): RecBole's own internal yaml files, then this plugin's
 ``properties/overall.yaml``, ``properties/dataset/<dataset>.yaml``, ``properties/model/<model>.yaml`` and
 ``properties/dataset/<dataset>/<model>.yaml`` (a model's settings for that dataset: values chosen on
-validation by ``recbole_fbsm.experiments.tune``, cost caps; skipped with ``use_tuned_properties: False``), then the user's config files, then ``config_dict``. ``eval_args`` is merged key by key, so that a user
+validation by ``recbole_fbsm.experiments.tune``, cost caps; skipped with ``use_tuned_properties: False``),
+then the user's config files, then ``config_dict``. ``eval_args`` is merged key by key, so that a user
 file setting only ``eval_args: {mode: uni100}`` keeps the item split.
 """
 
@@ -93,7 +94,8 @@ class ColdStartConfig(ConfigRoutes, Config):
         if self.final_config_dict.get("MODEL_TYPE") == ModelType.CONTEXT and self.item_split:
             raise ColdStartError(
                 f"train_neg_sample_args: context-aware model {self.model} learns likes against sampled negatives "
-                "on the item split (its data has likes only); expected e.g. {distribution: uniform, sample_num: 1}; got none."
+                "on the item split (its data has likes only); expected e.g. {distribution: uniform, sample_num: 1}; "
+                "got none."
             )
 
     def plugin_init_device(self):

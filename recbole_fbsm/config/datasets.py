@@ -90,7 +90,8 @@ def missing_dataset_message(name, data_path=DEFAULT_DATA_PATH):
     if name == "ml-100k" or "/" in name or "\\" in name or os.path.isdir(folder):
         return None
     if name in DATASETS:
-        return f"dataset {name!r}: folder {folder} not found; download and convert it with: {download_command(name, data_path)}"
+        command = download_command(name, data_path)
+        return f"dataset {name!r}: folder {folder} not found; download and convert it with: {command}"
     if name in recbole_downloadable():
         return None
     hint = suggestion(name, known_datasets(data_path))

@@ -4,7 +4,9 @@
 value of ``properties/overall.yaml`` (``tests/test_schema.py`` compares them); ``MODEL`` settings are set by
 the model files (``properties/model/*.yaml``), and their ``default`` is what a model reads when no file set
 them (a RecBole Config built without the plugin's layers, an artifact of an older release): code reads a
-plugin setting through ``setting(config, key)``, never with a fallback of its own. ``RECBOLE_CHECKS`` adds
+plugin setting through ``setting(config, key)``, never with a fallback of its own. A model file that sets a
+plugin setting to another value than ``default`` says so here, in ``per_model`` (``tests/test_schema.py`` holds
+every model file equal to ``model_default``). ``RECBOLE_CHECKS`` adds
 type checks to RecBole's own settings that the protocol relies on (their defaults are RecBole's).
 """
 
@@ -16,7 +18,10 @@ from recbole_fbsm.config.checks import (
     topk, unit_interval)
 
 OVERALL, MODEL = "overall", "model"
+# feature_weighting's choices; an alias is resolved before use, so a fitted model (and its artifact) holds the target
 WEIGHTINGS = ("tfidf", "bm25", "tf", "none", "binary")
+WEIGHTING_ALIASES = {"none": "tf"}  # "none": raw term counts, which is "tf"
+SIMILARITIES = ("cosine", "asymmetric", "jaccard", "tversky", "dot")  # ItemKNNCBF's similarity
 
 
 class Setting(NamedTuple):
@@ -24,6 +29,7 @@ class Setting(NamedTuple):
     default: object       # the value when nothing sets it
     layer: str            # OVERALL: overall.yaml holds the default; MODEL: the model files set it
     doc: str
+    per_model: dict = None  # {model: the value properties/model/MODEL.yaml sets instead of default}
 
 
 S = Setting
@@ -31,11 +37,13 @@ PLUGIN_SETTINGS = {
     # item features
     "feature_fields": S(optional(distinct_nonempty_words), None, OVERALL, "the .item token fields used as features (~: all)"),
     "feature_weighting": S(choice(WEIGHTINGS, case=True), "tfidf", OVERALL,
-                           "term weighting, statistics from training items only"),
+                           "term weighting, statistics from training items only",
+                           per_model={"FBSM": "bm25", "UFSM": "bm25", "ItemKNNCBF": "bm25"}),
     "bm25_k1": S(number(0), 1.2, OVERALL, "BM25's term-frequency saturation"),
     "bm25_b": S(unit_interval, 0.3, OVERALL, "BM25's length normalisation, 0 (none) to 1 (full)"),
     "feature_normalize": S(flag, True, OVERALL, "L2-normalise item feature rows"),
-    "feature_shrink": S(number(0), 0, OVERALL, "row shrink s, in units of the training rows' mean squared norm"),
+    "feature_shrink": S(number(0), 0, OVERALL, "row shrink s, in units of the training rows' mean squared norm",
+                        per_model={"FBSM": 1, "UFSM": 1, "ItemKNNCBF": 1}),
     "field_weights": S(optional(mapping_of(text, number(0), "{words: 1, tags: 2}")), None, OVERALL,
                        "per-field weights of the cosine (~: one joint L2 norm)"),
     # the protocol and the plugin's switches
@@ -57,10 +65,12 @@ PLUGIN_SETTINGS = {
     "content_model": S(text, "ItemKNNCBF", OVERALL, "HybridBlend: the content model for every item"),
     "torch_threads": S(optional(thread_count), "auto", OVERALL,
                        "torch's CPU threads: auto (per phase, safe on busy cores) or N in every phase"),
-    "train_batch_by_user": S(flag, False, OVERALL, "training batches of whole users"),
+    "train_batch_by_user": S(flag, False, OVERALL, "training batches of whole users",
+                             per_model={"FBSM": True, "UFSM": True}),
     "train_batches_on_device": S(flag, True, OVERALL,
                                  "feature models' batches cut on the model's device (False: RecBole's loader)"),
-    "valid_before_training": S(flag, False, OVERALL, "the untrained model is a candidate checkpoint"),
+    "valid_before_training": S(flag, False, OVERALL, "the untrained model is a candidate checkpoint",
+                               per_model={"FBSM": True, "UFSM": True}),
     "bpr_user_weighting": S(flag, False, OVERALL, "every user weighs the same in the BPR loss"),
     "bpr_profile_alpha": S(number(0), 0, OVERALL, "BPR differences scaled by (user's likes)^-alpha"),
     "context_distinct_tokens": S(flag, True, OVERALL, "context-aware models: a token_seq token counts once"),
@@ -100,7 +110,7 @@ PLUGIN_SETTINGS = {
     "reg_W": S(number(0), 0.0001, MODEL, "UFSM: L2 on the functions' weights"),
     "init_W": S(number(), 1.0, MODEL, "UFSM: initial W"),
     # ItemKNNCBF
-    "similarity": S(choice(("cosine", "asymmetric", "jaccard", "tversky", "dot")), "dot", MODEL,
+    "similarity": S(choice(SIMILARITIES), "dot", MODEL,
                     "ItemKNNCBF: the similarity"),
     "shrink": S(number(0), 0, MODEL, "ItemKNNCBF: added to the similarity's denominator"),
     "knn": S(optional(integer(1)), None, MODEL, "ItemKNNCBF: neighbours kept per item (~: all)"),
@@ -112,7 +122,8 @@ PLUGIN_SETTINGS = {
     "hidden_sizes": S(positive_integers, [200, 100], MODEL, "DropoutNet: hidden layer sizes"),
     "output_size": S(optional(integer(1)), None, MODEL, "DropoutNet, Heater: output size (~: the warm rank)"),
     "dropout_rate": S(unit_interval, 0.5, MODEL, "DropoutNet: item preference dropout"),
-    "reg_weight": S(number(0), 0, MODEL, "DropoutNet, Heater, ALDI: L2 (weight decay) on the towers"),
+    "reg_weight": S(number(0), 0, MODEL, "DropoutNet, Heater, ALDI: L2 (weight decay) on the layers",
+                    per_model={"Heater": 0.0001, "ALDI": 0.0001}),  # the authors' reg; DropoutNet: none
     "n_experts": S(integer(1), 5, MODEL, "Heater: mixture-of-experts size"),
     "randomized_rate": S(unit_interval, 0.5, MODEL, "Heater: randomized training rate"),
     "alignment_weight": S(number(0), 0.0001, MODEL, "Heater: weight of the alignment loss"),
@@ -144,6 +155,12 @@ RECBOLE_CHECKS = {
 }
 # every checked key: the plugin's settings and RecBole's
 SPECS = {**{key: spec.check for key, spec in PLUGIN_SETTINGS.items()}, **RECBOLE_CHECKS}
+
+
+def model_default(key, model):
+    """The value ``properties/model/MODEL.yaml`` gives ``key``: its ``per_model`` entry, else the default."""
+    spec = PLUGIN_SETTINGS[key]
+    return (spec.per_model or {}).get(model, spec.default)
 
 
 def setting(config, key):

@@ -21,9 +21,9 @@ from pathlib import Path
 import yaml
 
 from recbole_fbsm.config.checks import _is_number, metric_names
-from recbole_fbsm.config.paths import PACKAGE_DIR, PROPERTIES_DIR, recbole_dir
+from recbole_fbsm.config.paths import PROPERTIES_DIR, recbole_dir
 from recbole_fbsm.config.registry import PLUGIN_MODELS, RECBOLE_SUBMODULES, unknown_model_message
-from recbole_fbsm.config.schema import SPECS
+from recbole_fbsm.config.schema import PLUGIN_SETTINGS, SPECS
 from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
 
@@ -143,22 +143,27 @@ _READ_KEY = re.compile(r"""config\[\s*["'](\w+)["']\s*\]""")
 
 @functools.lru_cache(maxsize=1)
 def keys_read_by_code():
-    """Keys RecBole's or the plugin's code reads as ``config["key"]`` (some have no property file)."""
+    """Keys RecBole's code reads as ``config["key"]`` (some have no property file). The plugin's own keys
+    are not searched for: they are declared in ``schema.PLUGIN_SETTINGS`` (``known_keys``)."""
     keys = set()
-    for root in (recbole_dir(), PACKAGE_DIR):
-        for path in root.rglob("*.py"):
-            try:
-                keys.update(_READ_KEY.findall(path.read_text(encoding="utf-8", errors="replace")))
-            except OSError:
-                continue
+    for path in recbole_dir().rglob("*.py"):
+        try:
+            keys.update(_READ_KEY.findall(path.read_text(encoding="utf-8", errors="replace")))
+        except OSError:
+            continue
     argument_list = recbole_dir() / "utils" / "argument_list.py"
     if argument_list.is_file():
         keys.update(re.findall(r"'(\w+)'", argument_list.read_text(encoding="utf-8")))
     return keys
 
 
+def known_keys():
+    """Every setting a user may set: the plugin's table, the property files' keys, RecBole's code's keys."""
+    return set(PLUGIN_SETTINGS) | set(known_defaults()) | keys_read_by_code()
+
+
 def is_known(key):
-    return key in RUNTIME_KEYS or key in known_defaults() or key in keys_read_by_code()
+    return key in RUNTIME_KEYS or key in PLUGIN_SETTINGS or key in known_defaults() or key in keys_read_by_code()
 
 
 # ------------------------------------------------------------------------------ model names
@@ -224,7 +229,7 @@ def check_settings(settings, source, known_only=True):
     for key, value in settings.items():
         name = f"--{key}" if source is None else f"{key!r} in {source}"
         if known_only and not is_known(key):
-            known = set(known_defaults()) | keys_read_by_code()
+            known = known_keys()
             hint = suggestion(key, known) or "; see properties/overall.yaml and RecBole's settings"
             raise ColdStartError(f"unknown setting {name}{hint}" + ("" if hint.endswith("?") else "."))
         problem = value_problem(key, value)
@@ -303,7 +308,8 @@ def check_final(config):
         if config.get("valid_metric_bigger") is False:
             raise ColdStartError(
                 f"valid_metric_bigger: False keeps the epoch (and makes run_hyper pick the settings) with the lowest "
-                f"{config.get('valid_metric')}, but the item split's top-k metrics are better when bigger; expected True "
+                f"{config.get('valid_metric')}, but the item split's top-k metrics are better when bigger; "
+                "expected True "
                 "(or leave it out).")
     check_scenario(config)
     field_separator, seq_separator = config.get("field_separator"), config.get("seq_separator")

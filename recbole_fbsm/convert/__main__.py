@@ -19,7 +19,8 @@ EPILOG = """examples:
 
 Writes OUT/NAME/NAME.inter, OUT/NAME/NAME.item (words:token_seq, a term repeated once per occurrence)
 (with tags: a second field tags:token_seq, each tag one token kept whole)
-OUT/NAME/README.txt and OUT/NAME/NAME.analyzer.json (how text became tokens, for serving raw text); skipped input is counted in the summary. Exit status 2 with 'error: ...' when
+OUT/NAME/README.txt and OUT/NAME/NAME.analyzer.json (how text became tokens, for serving raw text);
+skipped input is counted in the summary. Exit status 2 with 'error: ...' when
 no usable dataset can be written (nothing is written then)."""
 
 
@@ -46,6 +47,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tags-max-df", type=float, help="drop tags found in more than this fraction of items (default: --max-df)")
 
 
+# longer than 60 lines: one add_argument per converter option, each with its help, in the order --help shows
 def build_parser(prog="recbole-fbsm convert") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,

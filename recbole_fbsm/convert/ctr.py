@@ -176,7 +176,8 @@ def read_ctr_tags(
     return count_matrix(rows[known], np.asarray(tokens, dtype=object)[known], len(item_ids))
 
 
-# longer than 60 lines: half of it is the signature (one keyword per converter option); the body reads, counts and hands over to make_dataset
+# longer than 60 lines: half of it is the signature (one keyword per converter option); the body reads,
+# counts and hands over to make_dataset
 def convert_ctr(
     users: str | os.PathLike,
     mult: str | os.PathLike,

@@ -3,8 +3,9 @@
 A tag such as `scale_free` or `ucsc-browser` names one thing; the word analyzer would split it
 (`scale`, `free`) or stem it. Here every tag becomes exactly one token: lower case, runs of
 whitespace (and double quotes, which RecBole's reader would take for quoting) joined by `_`, since
-a token_seq cell is split on spaces; a tag without any letter or digit is dropped. This module reads a CSV/TSV file of `item,tag[,tag...]` lines for
-`convert text`; `ctr.read_ctr_tags` reads citeulike-t's `tag-item.dat` + `tags.dat`.
+a token_seq cell is split on spaces; a tag without any letter or digit is dropped. This module reads a
+CSV/TSV file of `item,tag[,tag...]` lines for `convert text`; `ctr.read_ctr_tags` reads citeulike-t's
+`tag-item.dat` + `tags.dat`.
 """
 
 from __future__ import annotations

@@ -470,7 +470,8 @@ def read_item_texts(
     return ids, texts
 
 
-# longer than 60 lines: half of it is the signature (one keyword per converter option); the body reads, counts and hands over to make_dataset
+# longer than 60 lines: half of it is the signature (one keyword per converter option); the body reads,
+# counts and hands over to make_dataset
 def convert_text(
     inter: str | os.PathLike,
     items: str | os.PathLike,

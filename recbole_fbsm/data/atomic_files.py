@@ -116,7 +116,8 @@ def read_header(path, separator, encoding="utf-8"):
     return columns
 
 
-# longer than 60 lines: one vectorised pass over the file's bytes (column counts, encoding, blank lines) whose arrays the checks share; split, it would read the file twice
+# longer than 60 lines: one vectorised pass over the file's bytes (column counts, encoding, blank lines) whose
+# arrays the checks share; split, it would read the file twice
 def _scan_lines(path, separator, n_columns, encoding):
     """Column count and encoding of every line after the header, without a Python loop over lines.
 
@@ -290,7 +291,8 @@ def check_float_seq_column(atomic, name, values, seq_separator, report=None):
     if report is not None and len(short):
         report.warnings.append(
             f"{atomic.path}: {len(short)} row(s) of {name!r} (float_seq) have fewer values than the longest "
-            f"({int(filled.max())}); RecBole pads them with zeros ({_examples(atomic, short, [f'{n} values' for n in lengths[short[:SHOWN]]])}).")
+            f"({int(filled.max())}); RecBole pads them with zeros "
+            f"({_examples(atomic, short, [f'{n} values' for n in lengths[short[:SHOWN]]])}).")
 
 
 SEPARATORS = (",", ";", "|", "\t", " ")  # what a token_seq cell may be written with instead of seq_separator
@@ -385,7 +387,8 @@ def check_ids(atomic, name, values, unique, report=None):
             report.warnings.append(
                 f"{atomic.path}: {len(rows)} line(s) have a {name} with spaces around it "
                 f"({_examples(atomic, rows, distinct[codes[rows]])}); each is an id of its own "
-                f"({str(distinct[codes[rows[0]]])!r} is not {str(distinct[codes[rows[0]]]).strip()!r}): remove the spaces.")
+                f"({str(distinct[codes[rows[0]]])!r} is not {str(distinct[codes[rows[0]]]).strip()!r}): "
+                "remove the spaces.")
         twins = normalisation_twins(distinct)
         if twins:
             spellings = {s for group in twins.values() for s in group}

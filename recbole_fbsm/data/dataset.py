@@ -436,7 +436,7 @@ class ColdStartDataset(DatasetRoutes, Dataset):
             try:
                 ftype = FeatureType(ftype)
             except ValueError:
-                raise ValueError(f"Type {ftype} from field {field} is not supported.")
+                raise ValueError(f"Type {ftype} from field {field} is not supported.") from None
             if (load_col is not None and field not in load_col) or (unload_col is not None and field in unload_col):
                 continue
             loaded.append((field, ftype, field_type))

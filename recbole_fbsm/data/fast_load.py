@@ -56,7 +56,8 @@ class CodedSequences:
     counts: np.ndarray = None  # tokens per row
 
 
-# longer than 60 lines: one pass that parses every loaded column from the file's bytes, sharing the row boundaries; each column kind is one short branch
+# longer than 60 lines: one pass that parses every loaded column from the file's bytes, sharing the row
+# boundaries; each column kind is one short branch
 def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, encoding, missing=True, store=None,
                        keep=False):
     """The loaded columns of a plain atomic file (see ``plain_file``) as RecBole would read them, or None
@@ -65,7 +66,8 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
 
     Returns (DataFrame, {name: CodedSequences}): token columns are ``pandas.Categorical`` with sorted
     categories (empty cells: NaN; ``NA`` or ``null`` are tokens), float columns float64 (pandas' C parser:
-    the same values as RecBole's Python-engine reading), ``token_seq`` columns coded (a placeholder column in the frame).
+    the same values as RecBole's Python-engine reading), ``token_seq`` columns coded (a placeholder column in
+    the frame).
     ``missing=False`` keeps empty cells of token columns as text (for the files' checks).
     ``store`` (a dict) holds parsed token columns between calls: an entry for this file (unchanged since)
     is used and removed, and with ``keep`` the columns parsed here are left in it (the checks keep them

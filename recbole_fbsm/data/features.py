@@ -20,9 +20,8 @@ import scipy.sparse as sp
 from recbole.utils import FeatureType
 from sklearn.feature_extraction.text import TfidfTransformer
 
+from recbole_fbsm.config.schema import WEIGHTING_ALIASES, WEIGHTINGS
 from recbole_fbsm.errors import ColdStartError
-
-WEIGHTINGS = ("tfidf", "bm25", "tf", "none", "binary")  # "none": raw term counts, the same as "tf"
 
 
 @dataclass
@@ -80,7 +79,7 @@ class ItemFeatures:
         if weighted is None:
             weighted = counts.copy()
         del counts
-        for rows, entries in row_chunks(weighted.indptr):  # @ diag(column_weights), entry by entry
+        for _, entries in row_chunks(weighted.indptr):  # @ diag(column_weights), entry by entry
             weighted.data[entries] *= self.column_weights[weighted.indices[entries]]
         weighted.eliminate_zeros()
         if self.normalize:
@@ -299,6 +298,7 @@ def features_from_config(dataset, training_items, config, normalize):
         bm25_b=config["bm25_b"], shrink=config["feature_shrink"])
 
 
+# longer than 60 lines: a docstring with the weightings' formulas, then one pass: counts, training vocabulary, weights
 def build_item_features(dataset, training_items, fields=None, weighting="tfidf", normalize=True, field_weights=None,
                         bm25_k1=None, bm25_b=None, shrink=0.0):
     """Weighted (and optionally normalised) item feature matrix; everything from ``training_items``.
@@ -331,7 +331,7 @@ def build_item_features(dataset, training_items, fields=None, weighting="tfidf",
     source_columns = source_columns[np.lexsort((names[source_columns], column_field[source_columns]))]
     counts = select_columns(counts, source_columns)  # one at a time: each old matrix freed before the next
     training = select_columns(training, source_columns)
-    weighting = "tf" if weighting == "none" else weighting
+    weighting = WEIGHTING_ALIASES.get(weighting, weighting)
     column_weights = np.ones(len(source_columns))
     if weighting == "tfidf":
         idf = TfidfTransformer(norm=None, smooth_idf=True).fit(training).idf_

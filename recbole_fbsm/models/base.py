@@ -288,7 +288,14 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         scores ``candidate_num`` items for each user of a training batch), the users' profiles are built
         densely once and each nonzero of an item's f_i reads its user's f_u there (no binary search in F_U,
         no sparse product of every pair with every user); the low-rank part is (V f_i) . (V f_u), with
-        V f_u summed over the users' likes or taken from the dense profiles, whichever is smaller."""
+        V f_u summed over the users' likes or taken from the dense profiles, whichever is smaller.
+
+        Args:
+            interaction (Interaction): ``USER_ID`` and ``ITEM_ID``, LongTensors of shape [n_pairs].
+
+        Returns:
+            torch.Tensor: the scores, shape [n_pairs].
+        """
         users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
         self_in_profile = self.R.contains(users, items)
         unique_users, inverse = torch.unique(users, return_inverse=True)
@@ -313,6 +320,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
             scores = scores.index_add(0, liked, -self.self_similarity(users[liked], items[liked]))
         return scores
 
+    # longer than 60 lines: a docstring for the fast path, then one embedding-bag pass whose parts the loss reuses
     def score_training_candidates(self, users, positives, candidates, unliked=False):
         """``predict``'s scores of the pairs (``users.repeat(k)``, ``candidates``): dynamic negative sampling's k
         candidates per triplet of a training batch of whole users, or None when the batch is not one (or its
@@ -388,7 +396,14 @@ class FeatureSimilarityRecommender(GeneralRecommender):
 
     # ------------------------------------------------------------------------------ full ranking
     def full_sort_predict(self, interaction):
-        """Scores of a batch of users against every item, with sparse x dense products."""
+        """Scores of a batch of users against every item, with sparse x dense products.
+
+        Args:
+            interaction (Interaction): ``USER_ID``: the users, a LongTensor of shape [batch_size].
+
+        Returns:
+            torch.Tensor: the scores, flattened from shape [batch_size, n_items].
+        """
         everything = torch.arange(self.F.shape[0], device=self.F.values.device)
         return self.score_candidates(interaction, everything).reshape(-1)
 

@@ -68,7 +68,8 @@ def reads_own_features(model_or_class):
 
 
 def has_nothing_to_train(model_or_class):
-    """True for models with no parameter to learn (CoSim, ItemKNNCBF: a fixed similarity): the trainer skips the
-    pass over the training data and says so in one line instead of a "train loss 0.0000" epoch. RecBole's own
+    """True for models with no parameter to learn (CoSim, ItemKNNCBF: a fixed similarity; Random): the trainer
+    skips the pass over the training data and says so in one line instead of a "train loss 0.0000" epoch (a
+    model's ``nothing_to_train`` is True, or the words for what it is: "a random scorer"). RecBole's own
     traditional models (Pop counts items in ``calculate_loss``) do not declare it."""
     return bool(getattr(model_or_class, "nothing_to_train", False))

@@ -17,11 +17,16 @@ class CoSim(FeatureSimilarityRecommender):
         super().__init__(config, dataset)
         self.fake_loss = torch.nn.Parameter(torch.zeros(1))  # RecBole's trainer needs a parameter
 
-    def normalize_features(self, config):
-        return True  # cosine: always on L2-normalised rows, whatever the weighting
-
     def diagonal_weights(self, users):
         return torch.ones(self.n_features, dtype=self.F.values.dtype, device=self.F.values.device)
 
     def calculate_loss(self, interaction):
+        """Nothing to learn: a zero that RecBole's trainer can step on.
+
+        Args:
+            interaction (Interaction): a training batch (unused).
+
+        Returns:
+            torch.nn.Parameter: zero, shape [1].
+        """
         return torch.nn.Parameter(torch.zeros(1, device=self.fake_loss.device))

@@ -8,6 +8,7 @@ alone on citeulike-t), and the blend is w z_warm + (1 - w) z_content, with w cho
 """
 
 import torch
+from recbole.data.interaction import Interaction
 from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
 
@@ -51,6 +52,14 @@ class HybridBlend(GeneralRecommender):
         self.weight = 0.5
 
     def calculate_loss(self, interaction):
+        """Not trained: ``quick_start.run_blend`` trains the two models and searches the weight on validation.
+
+        Args:
+            interaction (Interaction): a training batch (unused).
+
+        Returns:
+            Nothing: raises NotImplementedError.
+        """
         raise NotImplementedError("HybridBlend is not trained: its two models are (quick_start.run_blend).")
 
     def score_candidates(self, interaction, candidates):
@@ -62,5 +71,28 @@ class HybridBlend(GeneralRecommender):
         return self.weight * z_warm + (1.0 - self.weight) * standardised(content)
 
     def full_sort_predict(self, interaction):
+        """Blended scores of a batch of users against every item.
+
+        Args:
+            interaction (Interaction): ``USER_ID``: the users, a LongTensor of shape [batch_size].
+
+        Returns:
+            torch.Tensor: the scores, flattened from shape [batch_size, n_items].
+        """
         everything = torch.arange(self.n_items, device=self.is_warm.device)
         return self.score_candidates(interaction, everything).reshape(-1)
+
+    def predict(self, interaction):
+        """Blended scores of (user, item) pairs: each pair's entry of its user's full ranking, since the z-scores
+        are taken over every candidate of the user, not over the pairs asked for.
+
+        Args:
+            interaction (Interaction): ``USER_ID`` and ``ITEM_ID``, LongTensors of shape [n_pairs].
+
+        Returns:
+            torch.Tensor: the scores, shape [n_pairs].
+        """
+        users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
+        distinct, inverse = torch.unique(users, return_inverse=True)
+        rows = self.full_sort_predict(Interaction({self.USER_ID: distinct})).view(len(distinct), -1)
+        return rows[inverse, items]

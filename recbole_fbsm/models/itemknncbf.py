@@ -34,11 +34,11 @@ import torch
 from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType, ModelType
 
+from recbole_fbsm.config.schema import SIMILARITIES
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.data.features import features_from_config, like_matrix, training_items
 from recbole_fbsm.kernels.sparse import TorchCsr
 
-SIMILARITIES = ("cosine", "asymmetric", "jaccard", "tversky", "dot")
 # candidates x training items cells of one dense similarity block (16 MiB of float32)
 BLOCK_CELLS = 1 << 22
 
@@ -91,6 +91,14 @@ class ItemKNNCBF(GeneralRecommender):
                 and (self.knn is None or self.knn >= len(self.neighbours)))
 
     def calculate_loss(self, interaction):
+        """Nothing to learn: a zero that RecBole's trainer can step on.
+
+        Args:
+            interaction (Interaction): a training batch (unused).
+
+        Returns:
+            torch.nn.Parameter: zero, shape [1].
+        """
         return torch.nn.Parameter(torch.zeros(1, device=self.fake_loss.device))
 
     # --------------------------------------------------------------------------------- similarities
@@ -181,11 +189,26 @@ class ItemKNNCBF(GeneralRecommender):
         return kept[1], kept[2]
 
     def full_sort_predict(self, interaction):
+        """Scores of a batch of users against every item.
+
+        Args:
+            interaction (Interaction): ``USER_ID``: the users, a LongTensor of shape [batch_size].
+
+        Returns:
+            torch.Tensor: the scores, flattened from shape [batch_size, n_items].
+        """
         everything = torch.arange(self.n_items, device=interaction[self.USER_ID].device)
         return self.score_candidates(interaction, everything).reshape(-1)
 
     def predict(self, interaction):
-        """Scores of (user, item) pairs, through the distinct users' scores over the distinct items."""
+        """Scores of (user, item) pairs, through the distinct users' scores over the distinct items.
+
+        Args:
+            interaction (Interaction): ``USER_ID`` and ``ITEM_ID``, LongTensors of shape [n_pairs].
+
+        Returns:
+            torch.Tensor: the scores, shape [n_pairs].
+        """
         users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
         unique_users, user_position = torch.unique(users, return_inverse=True)
         unique_items, item_position = torch.unique(items, return_inverse=True)

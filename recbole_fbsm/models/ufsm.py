@@ -53,6 +53,15 @@ class UFSM(FeatureSimilarityRecommender):
         return (per_function * self.M.index_select(0, users)).sum(-1)
 
     def calculate_loss(self, interaction):
+        """BPR on the batch's (like, negative) score differences, with the L2 of M (the batch's users) and W.
+
+        Args:
+            interaction (Interaction): a training batch: ``USER_ID``, ``ITEM_ID`` (a liked training item) and
+                ``NEG_ITEM_ID`` (a sampled training item), LongTensors of shape [batch_size].
+
+        Returns:
+            torch.Tensor: the batch's loss, a scalar.
+        """
         difference = self.bpr_difference(interaction)
         users = interaction[self.USER_ID]
         regulariser = self.reg_M * self.M[users].pow(2).sum(-1).mean() + self.reg_W * self.W.pow(2).sum()

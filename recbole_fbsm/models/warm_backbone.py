@@ -175,7 +175,8 @@ def load_warm_checkpoint(path, config, train_dataset):
         raise ColdStartError(
             f"warm_checkpoint: {path} holds pickled Python objects (a checkpoint of RecBole itself, or of recbole-fbsm "
             "before 0.2): loading it could run any code, so it is not loaded. Train the warm model with this plugin "
-            "(run_recbole.py --model=BPR --dataset=... --seed=...), whose checkpoints hold tensors and plain values only."
+            "(run_recbole.py --model=BPR --dataset=... --seed=...), whose checkpoints hold tensors and plain values "
+            "only."
         ) from None
     except ColdStartError as error:
         raise ColdStartError(f"warm_checkpoint: {error}") from None

@@ -91,7 +91,8 @@ def plan_threads(torch_threads, rows_per_step, processes=1, cores=None, passive=
     if not passive:
         return ThreadPlan(1, 1, 1, (
             f"torch_threads: auto; {cores} cores{share}, but OpenMP spin-waits in this process (OMP_WAIT_POLICY is "
-            f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}), and spinning threads on busy cores made epochs up to 40 "
+            f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}), and spinning threads on busy cores made epochs up to "
+            "40 "
             "times slower: set OMP_WAIT_POLICY=PASSIVE before Python starts to let evaluation use the cores"), advice=True)
     rows = int(rows_per_step or 0)
     train = cores if rows >= TRAIN_ROWS_FOR_CORES else 1

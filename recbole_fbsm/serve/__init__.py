@@ -8,8 +8,8 @@
 - ``strongest_interactions``: FBSM's largest learned feature interactions, without a dense matrix;
 - ``compare_users``: the paper's user-level comparison of two checkpoints on the same test split.
 
-The command line is ``recbole-fbsm serve {recommend,explain,interactions,compare-users}``;
-see docs/serve.md.
+The command line is ``recbole-fbsm serve COMMAND`` (``recbole-fbsm serve --help`` lists the commands, the
+HTTP service and the exports included); see docs/serve.md.
 """
 
 from recbole_fbsm.serve.explain import Explanation, explain

@@ -311,8 +311,9 @@ class ColdStartTrainerMixin:
         metric = self.valid_metric
         best = float(self.best_valid_score)
         if has_nothing_to_train(self.model):
-            return (f"nothing to train: {type(self.model).__name__} is a fixed similarity of the item features: "
-                    f"valid {metric} {best:.4f}")
+            what = self.model.nothing_to_train  # True, or the model's own words
+            what = what if isinstance(what, str) else "a fixed similarity of the item features"
+            return f"nothing to train: {type(self.model).__name__} is {what}: valid {metric} {best:.4f}"
         trained = f"{self.epochs_trained} epoch{'s' if self.epochs_trained != 1 else ''} trained"
         if self.start_valid_score is None:
             return f"kept epoch {self.kept_epoch} ({trained}): valid {metric} {best:.4f}"

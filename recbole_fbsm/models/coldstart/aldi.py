@@ -66,6 +66,15 @@ class ALDI(ContentColdStartRecommender):
         return self.generate(rows)
 
     def calculate_loss(self, interaction):
+        """The student's distillation loss (rating, ranking and identification aligning; the class docstring).
+
+        Args:
+            interaction (Interaction): a training batch: ``USER_ID``, ``ITEM_ID`` (a liked training item) and
+                ``NEG_ITEM_ID`` (a sampled training item), LongTensors of shape [batch_size].
+
+        Returns:
+            torch.Tensor: the batch's loss, a scalar.
+        """
         users, positives, negatives = self.batch_triplets(interaction)
         n = len(users)
         generated = self.generate(self.F.gather_rows(torch.cat([positives, negatives])))

@@ -153,6 +153,14 @@ class ContentColdStartRecommender(GeneralRecommender):
 
     # ---------------------------------------------------------------------------------------- scores
     def predict(self, interaction):
+        """Scores of (user, item) pairs: the user vector . the item's vector (content tower or warm).
+
+        Args:
+            interaction (Interaction): ``USER_ID`` and ``ITEM_ID``, LongTensors of shape [n_pairs].
+
+        Returns:
+            torch.Tensor: the scores, shape [n_pairs].
+        """
         users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
         return (self.user_vectors(users) * self.item_vectors(items)).sum(-1)
 
@@ -161,6 +169,14 @@ class ContentColdStartRecommender(GeneralRecommender):
         return self.user_vectors(interaction[self.USER_ID]) @ self._candidate_vectors(candidates).T
 
     def full_sort_predict(self, interaction):
+        """Scores of a batch of users against every item.
+
+        Args:
+            interaction (Interaction): ``USER_ID``: the users, a LongTensor of shape [batch_size].
+
+        Returns:
+            torch.Tensor: the scores, flattened from shape [batch_size, n_items].
+        """
         everything = torch.arange(self.n_items, device=self.warm_item_embedding.device)
         return self.score_candidates(interaction, everything).reshape(-1)
 

@@ -56,6 +56,15 @@ class DropoutNet(ContentColdStartRecommender):
         return self.item_output(self.item_layers(hidden))
 
     def calculate_loss(self, interaction):
+        """The towers' squared error to the warm model's scores of the batch's likes and negatives.
+
+        Args:
+            interaction (Interaction): a training batch: ``USER_ID``, ``ITEM_ID`` (a liked training item) and
+                ``NEG_ITEM_ID`` (a sampled training item), LongTensors of shape [batch_size].
+
+        Returns:
+            torch.Tensor: the batch's loss, a scalar.
+        """
         users, positives, negatives = self.batch_triplets(interaction)
         users = torch.cat([users, users])
         items = torch.cat([positives, negatives])

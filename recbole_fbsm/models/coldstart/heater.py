@@ -63,6 +63,16 @@ class Heater(ContentColdStartRecommender):
         return self.item_output(self.item_layer(item_input))
 
     def calculate_loss(self, interaction):
+        """Squared error of the scores to 1 (likes, each counted once) and 0 (negatives), plus the alignment of
+        the training items' content to their warm embeddings.
+
+        Args:
+            interaction (Interaction): a training batch: ``USER_ID``, ``ITEM_ID`` (a liked training item) and
+                ``NEG_ITEM_ID`` (a sampled training item), LongTensors of shape [batch_size].
+
+        Returns:
+            torch.Tensor: the batch's loss, a scalar.
+        """
         users, positives, negatives = self.batch_triplets(interaction)
         n = len(users)
         users, items = torch.cat([users, users]), torch.cat([positives, negatives])

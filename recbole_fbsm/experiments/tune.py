@@ -46,6 +46,7 @@ from recbole_fbsm.storage.safe_files import write_atomic
 from recbole_fbsm.experiments.compare import QUIET_DEFAULTS
 from recbole_fbsm.experiments.compare import RESERVED_KEYS as COMPARE_RESERVED_KEYS
 from recbole_fbsm.config.cold_start_config import LOCAL_PROPERTIES_DIR, ColdStartConfig, tuned_properties_file
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.config.settings import check_user_settings, precheck
 from recbole_fbsm.training.result_file import HYBRID_GROUPS
@@ -94,8 +95,8 @@ class Search:
         self.valid_metric = str(config["valid_metric"]).lower()
         self.bigger = bool(config["valid_metric_bigger"])
         # the hybrid scenario: trials are chosen on the valid metric of this group (all items unless told otherwise)
-        hybrid = str(config["cold_start_scenario"] or "item").lower() == "hybrid"
-        self.valid_group = str(config["hybrid_valid_group"] or "all").lower() if hybrid else None
+        hybrid = str(setting(config, "cold_start_scenario")).lower() == "hybrid"
+        self.valid_group = str(setting(config, "hybrid_valid_group")).lower() if hybrid else None
 
     def signature(self):
         """Everything that makes two trials comparable; stored in the study, checked when it is reused."""

@@ -51,7 +51,7 @@ def _add_recommend(commands):
                     "ignored and counted in a warning. Without --item-output / --user-output both lists go to stdout.",
         epilog=EPILOG,
     )
-    recommend.add_argument("checkpoint", metavar="model", help="model artifact (.fbsm) or checkpoint (.pth) of FBSM, UFSM, CoSim, DropoutNet, Heater or ALDI")
+    recommend.add_argument("checkpoint", metavar="model", help="model artifact (.fbsm) or checkpoint (.pth) of FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater or ALDI")
     recommend.add_argument("new_items", help=".item file of new items (same feature fields as training, new ids), "
                                              "or a CSV/TSV file of their raw text")
     recommend.add_argument("--raw-text", action="store_true",

@@ -1,13 +1,17 @@
 """The live service's state: a model artifact plus what the store learned since (new items, likes), and the
 scores of the whole catalogue for one user with those likes counted at once.
 
-Profile models (FBSM, UFSM, CoSim) score score(u, i) = f_i^T W_u f_u with f_u the sum of the rows of the
+Profile models (FBSM, UFSM, CoSim; ItemKNNCBF at its linear defaults, W_u = I) score score(u, i) = f_i^T W_u f_u with f_u the sum of the rows of the
 items u likes (``serve/scoring.py``). A like stored after training only adds a row to that sum, so the next
 answer counts it without retraining: ``user_weights`` builds f_u from the training likes plus the stored
 ones (one sparse row sum), folds W_u into one dense vector w_u = c_u * f_u + V (V^T f_u), and every item is
 scored by one sparse (items x features) x dense (features) product. Nothing here assumes that a feature is
 content: an item row may hold an identity column (a hybrid FBSM's warm-item id token), which new items
 simply lack.
+
+ItemKNNCBF with another similarity, ``knn`` or p != 1 sums the similarities of the candidate to the user's
+likes, stored likes of new items included (``serve/neighbours.py`` says how a like outside the training items
+becomes a neighbour).
 
 What a profile cannot give:
 
@@ -33,8 +37,9 @@ import scipy.sparse as sp
 import torch
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.models.contract import FeatureSimilarity
+from recbole_fbsm.models.contract import FeatureSimilarity, ItemNeighbourhood
 from recbole_fbsm.serve.loading import load_model
+from recbole_fbsm.serve.neighbours import NeighbourScorer
 from recbole_fbsm.serve.new_items import NewItems, ServeWarning, new_items_from_cells
 from recbole_fbsm.serve.scoring import ranked, scipy_to_torch_csr
 from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, StoredItem
@@ -65,11 +70,17 @@ class ModelView:
         self.item_tokens = np.asarray(served.dataset.field2id_token[served.iid_field], dtype=object)
         self.profile = isinstance(model, FeatureSimilarity)
         self.per_user_weights = self.profile and model.diagonal_weights(torch.tensor([1])).dim() == 2
+        self.neighbours = None
         if self.profile:
             factors = model.low_rank_factors()
             self.factors = None if factors is None else factors.detach().cpu().numpy().astype(np.float32)
             self.shared_weights = (None if self.per_user_weights else
                                    model.diagonal_weights(torch.tensor([1])).detach().cpu().numpy().astype(np.float32))
+        elif isinstance(model, ItemNeighbourhood) and model.linear:  # x_i . f_u: a profile with W_u = I
+            self.profile, self.factors = True, None
+            self.shared_weights = np.ones(self.matrix.shape[1], dtype=np.float32)
+        elif isinstance(model, ItemNeighbourhood):
+            self.neighbours = NeighbourScorer(model, self.training_items)
         self.seed = int(served.config["seed"] or 0)
 
     @property
@@ -297,6 +308,11 @@ def score_candidates(snapshot, user, scope):
     if view.profile:
         w = user_weights(snapshot, user, dataset_likes, new_rows)
         scores = [matrix @ w for _, matrix in blocks]
+    elif view.neighbours is not None:  # ItemKNNCBF: the user's likes, stored ones included, are the neighbours
+        model = view.served.model
+        training = model.neighbour_index[dataset_likes] >= 0
+        others = sp.vstack([model.X[dataset_likes[~training]], snapshot.catalogue.matrix[new_rows]], format="csr")
+        scores = [view.neighbours.scores(kind, matrix, dataset_likes[training], others) for kind, matrix in blocks]
     else:
         internal = view.dataset_user(user)
         if not internal:

@@ -221,7 +221,7 @@ def kill_test(model, port, threads, workers, kills, store, liked, seed=0, max_se
         round_start = time.perf_counter()
         stop = threading.Event()
 
-        def writer(k):
+        def writer(k, round_, stop):
             n = 0
             connection = None
             while not stop.is_set():
@@ -240,7 +240,7 @@ def kill_test(model, port, threads, workers, kills, store, liked, seed=0, max_se
                     with lock:
                         acknowledged.append((user, item))
 
-        writers = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+        writers = [threading.Thread(target=writer, args=(k, round_, stop)) for k in range(4)]
         for thread in writers:
             thread.start()
         try:

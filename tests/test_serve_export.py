@@ -1,9 +1,10 @@
 """serve export-likes writes the artifact's own id fields, so that its files load as a RecBole dataset with the
 settings the model was trained with (a dataset whose ids are not named user_id / item_id)."""
 
+import numpy as np
 import pytest
-
 from helpers import planted_settings, write_planted
+
 from recbole_fbsm.data import create_dataset
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve.__main__ import main as serve_main
@@ -58,8 +59,7 @@ def test_exported_likes_and_items_load_as_a_dataset_with_the_model_s_settings(re
     assert len(pairs) == len(data["likes"]) + 3
     words = dataset.field2id_token["words"]
     for token in fresh:
-        row = dataset.item_feat["words"][dataset.field2token_id["paper"][token]]
-        row = getattr(row, "numpy", lambda: row)()
+        row = np.asarray(dataset.item_feat["words"][dataset.field2token_id["paper"][token]])
         assert sorted(words[row[row > 0]]) == sorted(data["features"][token]["words"])
 
 

@@ -6,19 +6,19 @@ import re
 import numpy as np
 import pytest
 import torch
-from recbole.data.interaction import Interaction
-
 from helpers import planted_settings, write_planted
 from http_helpers import call, live_service
-from recbole_fbsm.quick_start import run
-from recbole_fbsm.serve.live import score_user
-from recbole_fbsm.serve.loading import load_model
-from recbole_fbsm.serve.recommend import recommend
-from recbole_fbsm.serve.new_items import new_items_from_cells
+from recbole.data.interaction import Interaction
+
 from recbole_fbsm.artifact import integrity
 from recbole_fbsm.artifact.model_file import read_artifact
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve.explain import explain
+from recbole_fbsm.serve.live import score_user
+from recbole_fbsm.serve.loading import load_model
+from recbole_fbsm.serve.new_items import new_items_from_cells
+from recbole_fbsm.serve.recommend import recommend
 from recbole_fbsm.storage.safe_files import save_tensors
 
 TOKEN = "s3cret"

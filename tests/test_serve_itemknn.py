@@ -88,6 +88,16 @@ def test_the_service_scores_as_the_model_evaluates(trained, tmp_path, variant):
         assert dict(zip(every, every_scores)) == {**dict(zip(warm, warm_scores)), **dict(zip(new, new_scores))}
         top = call(f"{url}/users/{user}/items?top=5&scope=all")[1]["items"]
         assert len(top) == 5 and top[0]["score"] == pytest.approx(float(every_scores.max()), rel=1e-6)
+        assert call(f"{url}/model")[1]["model"] == "ItemKNNCBF"
+        # the users a new item goes to: scored as the model scores its row for every training user
+        copy = next(iter(copies))
+        status, answer = call(f"{url}/items/{copy}/users?top=3")
+        assert status == 200 and len(answer["users"]) == 3
+        for entry in answer["users"]:
+            assert entry["score"] == pytest.approx(
+                float(model_scores(served, entry["user_id"], served.item_ids([copies[copy]]).numpy())[0]), rel=1e-5)
+        status, answer = call(f"{url}/users/{user}/items/{copy}/explanation")
+        assert status == 400 and "a ItemKNNCBF score is a sum of item-to-item similarities" in answer["error"]
 
 
 def brute_force(served, liked_rows, candidate_rows, training_liked, candidate_items=None):

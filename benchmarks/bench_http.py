@@ -54,7 +54,8 @@ def parse_args(argv=None):
     parser.add_argument("--seconds", type=float, default=20.0, help="time per row at most (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=3, help="repeats of the in-process load timing (default: %(default)s)")
     parser.add_argument("--kills", type=int, default=20, help="SIGKILLs of the kill test (0: none; default: %(default)s)")
-    parser.add_argument("--kill-workers", type=int, default=2, help="workers of the kill test's service (default: %(default)s)")
+    parser.add_argument("--kill-workers", type=int, default=2,
+                        help="workers of the kill test's service (default: %(default)s)")
     parser.add_argument("--kill-seconds", type=float, default=1800.0,
                         help="wall-clock bound of the whole kill test (default: %(default)s)")
     parser.add_argument("--kill-only", action="store_true", help="only the kill test (no load timing, no load table)")

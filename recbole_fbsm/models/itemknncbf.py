@@ -21,8 +21,9 @@ Nothing is learned, but the model is built from the pipeline's fitted inputs (``
 weighted features, the training likes) like the other content models, so a run writes an artifact and the
 service rebuilds it from that file alone; ``score_feature_rows`` scores items never seen in training by their
 similarities to the training items, and ``row_similarities`` gives sim(i, j)^p of any two sets of rows (the
-service's likes of items outside the training items). Similarities are computed per evaluation batch, in blocks of candidate items
-against the training items (scipy.sparse products, a dense block of at most ``BLOCK_CELLS`` cells);
+service's likes of items outside the training items). Similarities are computed per evaluation batch, in
+blocks of candidate items against the training items (scipy.sparse products, a dense block of at most
+``BLOCK_CELLS`` cells);
 with ``knn`` set, the kept neighbours of a candidate set are cached as a sparse matrix (k per item).
 The defaults (``dot``, every training item a neighbour, p = 1) are linear in the user's likes:
 

@@ -1,11 +1,12 @@
 """The live service's state: a model artifact plus what the store learned since (new items, likes), and the
 scores of the whole catalogue for one user with those likes counted at once.
 
-Profile models (FBSM, UFSM, CoSim; ItemKNNCBF at its linear defaults, W_u = I) score score(u, i) = f_i^T W_u f_u with f_u the sum of the rows of the
-items u likes (``serve/scoring.py``). A like stored after training only adds a row to that sum, so the next
-answer counts it without retraining: ``user_weights`` builds f_u from the training likes plus the stored
-ones (one sparse row sum), folds W_u into one dense vector w_u = c_u * f_u + V (V^T f_u), and every item is
-scored by one sparse (items x features) x dense (features) product. Nothing here assumes that a feature is
+Profile models (FBSM, UFSM, CoSim; ItemKNNCBF at its linear defaults, W_u = I) score
+score(u, i) = f_i^T W_u f_u with f_u the sum of the rows of the items u likes (``serve/scoring.py``). A like
+stored after training only adds a row to that sum, so the next answer counts it without retraining:
+``user_weights`` builds f_u from the training likes plus the stored ones (one sparse row sum), folds W_u into
+one dense vector w_u = c_u * f_u + V (V^T f_u), and every item is scored by one sparse (items x features) x
+dense (features) product. Nothing here assumes that a feature is
 content: an item row may hold an identity column (a hybrid FBSM's warm-item id token), which new items
 simply lack.
 

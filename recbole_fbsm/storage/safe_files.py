@@ -100,8 +100,8 @@ def check_pickle_size(path, what, limit=None):
         raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
     for info in records:
         if info.compress_type != zipfile.ZIP_STORED:
-            raise ColdStartError(f"{what} {path}: its pickled values ({info.filename}) are compressed, which torch.save "
-                                 "never does: refused before unpickling (a file from elsewhere?).")
+            raise ColdStartError(f"{what} {path}: its pickled values ({info.filename}) are compressed, which "
+                                 "torch.save never does: refused before unpickling (a file from elsewhere?).")
         if info.file_size > limit:
             raise ColdStartError(f"{what} {path}: its pickled values ({info.filename}) declare {info.file_size} bytes, "
                                  f"more than the {limit} this release unpickles: refused before reading them.")

@@ -155,6 +155,9 @@ def test_a_like_changes_the_next_answer(trained, tmp_path, variant):
             rows = snapshot.catalogue.matrix[[snapshot.position[i] for i in others]]
             expected = brute_force(served, new_row, rows, liked_training)
             assert np.allclose([after[i] for i in others], expected, rtol=1e-5, atol=1e-7)
+            # the users the twin goes to: the same score, the stored likes counted
+            listed = {e["user_id"]: e["score"] for e in call(f"{url}/items/twin/users?top=1000")[1]["users"]}
+            assert listed[user] == pytest.approx(float(after["twin"]), rel=1e-5, abs=1e-7)
             assert call(f"{url}/users/{user}/likes/{fresh[0]}", "DELETE", headers=AUTH)[0] == 200
             without = dict(zip(*score_user(state.current(), user, "all")[:2]))
             assert without["twin"] < after["twin"] - 1e-3

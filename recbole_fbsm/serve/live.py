@@ -375,6 +375,75 @@ def top_items(snapshot, user, scope="all", top=10):
     return [(id_of(j), float(scores[j])) for j in best], note
 
 
+def like_matrix_of(snapshot):
+    """(users x (dataset items + catalogue rows) binary likes, training ones and stored ones, the users' ids, and
+    their internal ids (0: unknown at training)): the users with at least one like, dataset users first."""
+    view = snapshot.view
+    n_items, n_users = view.likes.shape[1], view.likes.shape[0]
+    stored = [(user, item) for user, items in snapshot.likes.items() for item in items]
+    newcomers = sorted({user for user, _ in stored if not view.dataset_user(user)})
+    row_of = {user: n_users + k for k, user in enumerate(newcomers)}
+    rows = np.asarray([view.dataset_user(user) or row_of[user] for user, _ in stored], dtype=np.int64)
+    columns = np.asarray([view.dataset_item(item) or n_items + snapshot.position.get(item, -1 - n_items)
+                          for _, item in stored], dtype=np.int64)
+    known = columns >= 0  # a stored like of an item no longer in the catalogue counts nowhere
+    extra = sp.csr_matrix((np.ones(int(known.sum())), (rows[known], columns[known])),
+                          shape=(n_users + len(newcomers), n_items + len(snapshot.catalogue.tokens)))
+    training = sp.csr_matrix(view.likes, shape=(n_users, n_items)).astype(np.float64)
+    training.resize(extra.shape)
+    likes = (training + extra).tocsr()
+    likes.data[:] = 1.0  # a like stored again for a training like counts once, as in ``liked_items``
+    users = np.flatnonzero(np.diff(likes.indptr))
+    dataset_users = view.served.dataset.field2id_token[view.served.uid_field]
+    tokens = np.concatenate([dataset_users, np.asarray(newcomers, dtype=object)])
+    return likes[users], tokens[users], np.where(users < n_users, users, 0)
+
+
+def item_users(snapshot, item, top=10):
+    """[(user id, score)] of the ``top`` users a catalogue item should go to, every like counted (training and
+    stored), users who like it left out: the scores ``top_items`` gives the item for each user, for all users at
+    once (one sparse users x items product with an item-side vector). Two-tower models score by the embeddings
+    learned in training: ``None`` (the caller ranks the training users with ``serve recommend``)."""
+    view = snapshot.view
+    model = view.served.model
+    if not view.profile and view.neighbours is None:
+        return None
+    likes, tokens, internal = like_matrix_of(snapshot)
+    x = snapshot.catalogue.matrix[snapshot.position[item]]
+    every_row = sp.vstack([view.matrix, snapshot.catalogue.matrix], format="csr")
+    if view.neighbours is not None:  # sim_k(x, j) of every item j, as a liked neighbour (serve/neighbours.py)
+        scorer = view.neighbours
+        similar = model.row_similarities(x, every_row)[0]
+        if scorer.k is not None:
+            kept, floor = scorer._kept(x)
+            similar = np.where(similar >= floor[0], similar, 0.0)
+            similar[model.neighbours] = kept.toarray()[0]
+        scores = likes @ similar
+    else:
+        x = np.asarray(x.todense()).ravel()
+        if view.per_user_weights:  # c_u = mixture[u] @ basis, learned for the users known at training only
+            keep = internal > 0
+            likes, tokens, internal = likes[keep], tokens[keep], internal[keep]
+            basis, mixture = model.diagonal_parts(torch.as_tensor(internal, dtype=torch.long))
+            basis, mixture = basis.detach().cpu().numpy(), mixture.detach().cpu().numpy()
+        else:
+            basis, mixture = view.shared_weights[None, :], np.ones((likes.shape[0], 1), dtype=np.float32)
+        per_function = likes @ (every_row @ (basis * x).T)               # users x l
+        scores = (per_function * mixture).sum(axis=1)
+        if view.factors is not None:
+            scores = scores + likes @ (every_row @ (view.factors @ (view.factors.T @ x)))
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    column = view.likes.shape[1] + snapshot.position[item]
+    eligible = np.flatnonzero(np.asarray(likes[:, column].todense()).ravel() == 0)
+    k = min(int(top), len(eligible))
+    if k == 0:
+        return []
+    generator = torch.Generator().manual_seed(view.seed)
+    keys = torch.rand((1, len(eligible)), generator=generator)
+    best = eligible[ranked(torch.as_tensor(scores[eligible])[None], keys, k)[0].numpy()]
+    return [(str(tokens[j]), float(scores[j])) for j in best]
+
+
 def stored_items_of(new_items, served):
     """``StoredItem``s (token cells) of a ``NewItems`` read from a file (``serve http --new-items``): each
     known token repeated as often as the item has it, so that the store weighs it the same way again."""

@@ -2,7 +2,7 @@
 and the durability of its store under SIGKILL.
 
   python benchmarks/bench_http.py MODEL.fbsm [--workers 1 2] [--clients 1 8 32] [--requests 2000] [--seconds 20]
-                                             [--kills 20]
+                                             [--kills 20] [--kill-seconds 1800] [--kill-only]
 
 1. **Load**: in this process, the median over ``--repeats`` of loading the artifact and scoring one new item
    for every user, and the service's start: from launching ``recbole-fbsm serve http`` to its first answer.
@@ -14,11 +14,16 @@ and the durability of its store under SIGKILL.
    every 20th write a new item, until ``--requests`` reads or ``--seconds`` have passed. Reported: reads/s,
    read p50 and p99, writes/s and write p99, errors.
 3. **Kill test**: ``--kills`` times, the service (``--kill-workers`` workers) is started on one store, 4 writer
-   threads POST likes, and after a random 0.2-1.5 s the whole process group gets SIGKILL. After the last
-   kill the service starts once more and every like that got a 200 is looked up: the count missing must be 0.
+   threads POST likes from the launch on (a refused connection is retried: no time is spent waiting for the
+   start-up beside them), and a random 0.2-1.5 s after its first answer the whole process group gets SIGKILL.
+   After the last kill the service starts once more and every like that got a 200 is looked up: the count
+   missing must be 0. A round's time is the service's start-up (imports and model load in the supervisor and in
+   every worker, about a minute for 2 workers on a loaded 2-core machine), not the writes: ``--kill-seconds``
+   bounds the whole test, a round that would not fit in what is left is not started, and the line says how
+   many kills were done. ``--kill-only`` skips parts 1 and 2.
 
-Bounded in count and in time (``--requests``, ``--seconds``, ``--kills``). Client and server share the
-machine: on few cores the client's threads take CPU from the service.
+Bounded in count and in time (``--requests``, ``--seconds``, ``--kills``, ``--kill-seconds``). Client and server
+share the machine: on few cores the client's threads take CPU from the service.
 """
 
 import argparse
@@ -49,7 +54,11 @@ def parse_args(argv=None):
     parser.add_argument("--seconds", type=float, default=20.0, help="time per row at most (default: %(default)s)")
     parser.add_argument("--repeats", type=int, default=3, help="repeats of the in-process load timing (default: %(default)s)")
     parser.add_argument("--kills", type=int, default=20, help="SIGKILLs of the kill test (0: none; default: %(default)s)")
-    parser.add_argument("--kill-workers", type=int, default=2, help="workers of the kill test's service (default: %(default)s)")
+    parser.add_argument("--kill-workers", type=int, default=2,
+                        help="workers of the kill test's service (default: %(default)s)")
+    parser.add_argument("--kill-seconds", type=float, default=1800.0,
+                        help="wall-clock bound of the whole kill test (default: %(default)s)")
+    parser.add_argument("--kill-only", action="store_true", help="only the kill test (no load timing, no load table)")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker (default: %(default)s)")
     parser.add_argument("--json", default=None, help="also write the results to this file")
@@ -199,37 +208,54 @@ def stop_service(process, sig=signal.SIGTERM):
     process.wait(60)
 
 
-def kill_test(model, port, threads, workers, kills, store, liked, seed=0):
-    """``kills`` SIGKILLs under write load (likes of the dataset items ``liked``); (acknowledged writes,
-    missing after the restart)."""
+def kill_test(model, port, threads, workers, kills, store, liked, seed=0, max_seconds=1800.0):
+    """Up to ``kills`` SIGKILLs under write load (likes of the dataset items ``liked``) within ``max_seconds``;
+    {"kills", "acknowledged", "missing" after the restart, "seconds", "round_s" (each round's wall time)}."""
     rng = random.Random(seed)
     acknowledged, lock = [], threading.Lock()
+    began, rounds = time.perf_counter(), []
     for round_ in range(kills):
-        process, _ = start_service(model, port, threads, workers, store)
+        longest = max(rounds, default=0.0)
+        # room for this round and for the final start (about one round's start-up), judged by the longest so far
+        if rounds and time.perf_counter() - began + 2 * longest > max_seconds:
+            break
+        round_start = time.perf_counter()
         stop = threading.Event()
 
-        def writer(k, stop=stop, round_=round_):  # bound now: each round has its own
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        def writer(k, round_, stop):
             n = 0
+            connection = None
             while not stop.is_set():
-                n += 1
-                user, item = f"kill{round_}_{k}", liked[n % len(liked)]
+                if connection is None:
+                    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                user, item = f"kill{round_}_{k}", liked[(n + 1) % len(liked)]
                 try:
                     status, _ = request(connection, "POST", f"/users/{user}/likes", {"items": [item]})
-                except (OSError, http.client.HTTPException):
-                    return
+                except (OSError, http.client.HTTPException):  # not listening yet, or killed: retry until stopped
+                    connection.close()
+                    connection = None
+                    time.sleep(0.05)
+                    continue
+                n += 1
                 if status == 200:
                     with lock:
                         acknowledged.append((user, item))
 
-        writers = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+        writers = [threading.Thread(target=writer, args=(k, round_, stop)) for k in range(4)]
         for thread in writers:
             thread.start()
+        try:
+            process, _ = start_service(model, port, threads, workers, store)
+        except BaseException:
+            stop.set()
+            raise
         time.sleep(rng.uniform(0.2, 1.5))
         stop_service(process, signal.SIGKILL)
         stop.set()
         for thread in writers:
             thread.join()
+        rounds.append(time.perf_counter() - round_start)
+        print(f"  kill {round_ + 1}: {rounds[-1]:.1f} s, {len(acknowledged)} acknowledged so far", flush=True)
     process, _ = start_service(model, port, threads, workers, store)
     missing = 0
     try:
@@ -243,51 +269,73 @@ def kill_test(model, port, threads, workers, kills, store, liked, seed=0):
             missing += len(items - stored)
     finally:
         stop_service(process)
-    return len(acknowledged), missing
+    return {"kills": len(rounds), "acknowledged": len(acknowledged), "missing": missing,
+            "seconds": time.perf_counter() - began, "round_s": rounds}
 
 
 def main(argv=None):
     args = parse_args(argv)
-    served, load_s, score_s = time_load(args.model, args.repeats)
+    results = {}
+    if args.kill_only:
+        served = load_artifact(args.model)
+    else:
+        served, load_s, score_s = time_load(args.model, args.repeats)
+        results.update({"load_s": load_s, "score_one_item_s": score_s})
     print(f"artifact {args.model}: {served.model_name}, {served.dataset.user_num - 1} users, "
           f"{len(served.training_items())} training items, {served.features.n_features} features, "
           f"{os.path.getsize(args.model) / 2**20:.1f} MiB")
-    print(f"load (median of {args.repeats}): {load_s:.3f} s; one new item scored for every user: {score_s * 1000:.1f} ms")
-    items = catalogue_items(served, args.new_items)
-    users = served.user_tokens(range(1, served.dataset.user_num))
-    rows, results = [], {"load_s": load_s, "score_one_item_s": score_s}
     folder = tempfile.mkdtemp(prefix="bench-http-")
     try:
-        print("\n| workers | readers | reads | reads/s | read p50 ms | read p99 ms | writes/s | write p99 ms | errors |")
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for workers in args.workers:
-            for clients in args.clients:
-                store = os.path.join(folder, f"w{workers}c{clients}.sqlite")
-                process, start_s = start_service(args.model, args.port, args.threads, workers, store)
-                try:
-                    connection = http.client.HTTPConnection("127.0.0.1", args.port, timeout=60)
-                    status, body = request(connection, "POST", "/items", {"items": items})
-                    assert status == 200, body
-                    row = {"workers": workers, "start_s": start_s,
-                           **mixed_load(args.port, users, items, clients, args.requests, args.seconds, clients)}
-                finally:
-                    stop_service(process)
-                rows.append(row)
-                print(_line(row), flush=True)
-        results["rows"] = rows
+        if not args.kill_only:
+            print(f"load (median of {args.repeats}): {load_s:.3f} s; one new item scored for every user: "
+                  f"{score_s * 1000:.1f} ms")
+            results["rows"] = load_table(args, served, folder)
         if args.kills:
             store = os.path.join(folder, "kill.sqlite")
             liked = served.item_tokens(served.training_items()[:200])
-            acknowledged, missing = kill_test(args.model, args.port, args.threads, args.kill_workers, args.kills, store,
-                                              liked)
-            results["kill_test"] = {"kills": args.kills, "workers": args.kill_workers, "acknowledged": acknowledged,
-                                    "missing": missing}
-            print(f"\nkill test: {args.kills} SIGKILLs of {args.kill_workers} worker(s) under write load; "
-                  f"{acknowledged} acknowledged likes, {missing} missing after restart")
+            print(f"\nkill test: up to {args.kills} SIGKILLs of {args.kill_workers} worker(s) under write load, "
+                  f"at most {args.kill_seconds:.0f} s", flush=True)
+            kill = kill_test(args.model, args.port, args.threads, args.kill_workers, args.kills, store, liked,
+                             max_seconds=args.kill_seconds)
+            results["kill_test"] = {"workers": args.kill_workers, **kill}
+            bounded = "" if kill["kills"] == args.kills else f" (time bound reached: {kill['kills']} of {args.kills})"
+            print(f"kill test: {kill['kills']} SIGKILLs of {args.kill_workers} worker(s){bounded}; "
+                  f"{kill['acknowledged']} acknowledged likes, {kill['missing']} missing after restart; "
+                  f"{kill['seconds']:.0f} s (rounds: median {statistics.median(kill['round_s'] or [0]):.1f} s)")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+def load_artifact(path):
+    from recbole_fbsm.serve.loading import load_model
+
+    return load_model(path)
+
+
+def load_table(args, served, folder):
+    """Part 2: one row per (workers, clients), each on a fresh service and store."""
+    items = catalogue_items(served, args.new_items)
+    users = served.user_tokens(range(1, served.dataset.user_num))
+    rows = []
+    print("\n| workers | readers | reads | reads/s | read p50 ms | read p99 ms | writes/s | write p99 ms | errors |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for workers in args.workers:
+        for clients in args.clients:
+            store = os.path.join(folder, f"w{workers}c{clients}.sqlite")
+            process, start_s = start_service(args.model, args.port, args.threads, workers, store)
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", args.port, timeout=60)
+                status, body = request(connection, "POST", "/items", {"items": items})
+                assert status == 200, body
+                row = {"workers": workers, "start_s": start_s,
+                       **mixed_load(args.port, users, items, clients, args.requests, args.seconds, clients)}
+            finally:
+                stop_service(process)
+            rows.append(row)
+            print(_line(row), flush=True)
+    return rows
 
 
 def _line(row):

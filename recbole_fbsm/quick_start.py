@@ -79,8 +79,9 @@ def attach_model_inputs(config, train_dataset):
         raise ColdStartError(f"identity_features: True is for FBSM (its V learns the identity columns' item-to-item "
                              f"terms); model {config['model']} would ignore them.")
     if not issubclass(model_class, BuiltFromFittedInputs):
-        return None  # RecBole's models, ItemKNNCBF (its own weighting): nothing to fit here
-    train_dataset.model_inputs = fit_model_inputs(config, train_dataset, needs_warm_backbone(model_class, config))
+        return None  # RecBole's models: nothing to fit here
+    train_dataset.model_inputs = fit_model_inputs(config, train_dataset, needs_warm_backbone(model_class, config),
+                                                  model_class)
     return train_dataset.model_inputs
 
 

@@ -23,6 +23,7 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve import load_model, recommend
 from recbole_fbsm.serve.__main__ import main as serve_main
+from recbole_fbsm.storage import safe_files
 from recbole_fbsm.storage.safe_files import load_tensors, save_tensors
 
 CHECKSUM = r"its SHA-256 is not the one it was written with|integrity\.tensor_bytes: the file declares"
@@ -291,3 +292,29 @@ def test_the_checksum_covers_every_value_and_is_stable(trained):
         change(edited)
         assert integrity.content_digest(edited) != digest
     assert np.isclose(integrity.tensor_bytes(content), content["integrity"]["tensor_bytes"])
+
+
+def test_pickled_values_are_size_bounded_before_unpickling(trained, tmp_path, monkeypatch):
+    """The pickled part (``data.pkl``) is checked by its declared size and storage before torch reads it: too
+    large, or deflated (a small file that expands a thousandfold), is one error line."""
+    path = trained["FBSM"]["artifact_file"]
+    with zipfile.ZipFile(path) as archive:
+        size = next(info.file_size for info in archive.infolist() if info.filename.endswith("/data.pkl"))
+    monkeypatch.setattr(safe_files, "MAX_PICKLE_BYTES", size - 1)
+    _refused_unread(path, rf"pickled values \(\S+/data\.pkl\) declare {size} bytes, more than the {size - 1} .* refused "
+                   "before reading them")
+    monkeypatch.setattr(safe_files, "MAX_PICKLE_BYTES", size)
+    load_model(path)  # at the limit: read
+    deflated = tmp_path / "deflated.fbsm"
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(deflated, "w") as target:
+        for info in source.infolist():
+            kind = zipfile.ZIP_DEFLATED if info.filename.endswith("/data.pkl") else zipfile.ZIP_STORED
+            target.writestr(info.filename, source.read(info.filename), compress_type=kind)
+    _refused_unread(deflated, r"pickled values \(\S+/data\.pkl\) are compressed, which torch\.save never does")
+
+
+def _refused_unread(path, pattern):
+    with pytest.raises(ColdStartError) as caught:
+        load_model(path)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"model file {path}: ") and re.search(pattern, message), message

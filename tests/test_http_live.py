@@ -359,3 +359,28 @@ def test_the_service_on_a_postgresql_store(trained, tmp_path):
             assert call(f"{url}/users/u0_0/items?top=5")[1] == first
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("name", ["FBSM", "UFSM", "CoSim"])
+def test_the_users_of_a_new_item_count_stored_likes(trained, tmp_path, name):
+    """GET /items/{id}/users ranks every user with a like (training or stored) by the score their own list gives
+    the item; a user who likes it is left out; a user known only by stored likes is among them (not for UFSM,
+    whose c_u is learned per user)."""
+    data = trained["data"]
+    with live_service(trained["artifacts"][name], str(tmp_path / "s.sqlite"), token=TOKEN) as (url, state):
+        fresh = data["held_out"][:3]
+        call(f"{url}/items", "POST", {"items": [new_item(data, t) for t in fresh]}, headers=AUTH)
+        call(f"{url}/users/u1_0/likes", "POST", {"items": other_topic_items(data, "u1_0") + [fresh[1]]}, headers=AUTH)
+        call(f"{url}/users/newcomer/likes", "POST", {"items": [fresh[1]]}, headers=AUTH)
+        call(f"{url}/users/u2_2/likes", "POST", {"items": [fresh[0]]}, headers=AUTH)
+        status, answer = call(f"{url}/items/{fresh[0]}/users?top=1000")
+        assert status == 200
+        listed = {entry["user_id"]: entry["score"] for entry in answer["users"]}
+        snapshot = state.current()
+        assert "u2_2" not in listed and ("newcomer" in listed) == (name != "UFSM")
+        assert len(listed) == len({user for user, _ in data["likes"]}) - 1 + (name != "UFSM")
+        for user in ("u1_0", "u0_3", "newcomer") if name != "UFSM" else ("u1_0", "u0_3"):
+            ids, scores, _ = score_user(snapshot, user, "new")
+            assert listed[user] == pytest.approx(float(scores[list(ids).index(fresh[0])]), rel=1e-5, abs=1e-7)
+        scores = [entry["score"] for entry in answer["users"]]
+        assert scores == sorted(scores, reverse=True)

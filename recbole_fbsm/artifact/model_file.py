@@ -193,7 +193,8 @@ def build_artifact(model, config, train_dataset, valid_dataset=None, test_datase
     inputs = getattr(train_dataset, "model_inputs", None)
     if inputs is None:
         raise ColdStartError(f"model {config['model']}: no fitted inputs on its training data; only FBSM, UFSM, CoSim, "
-                             "DropoutNet, Heater and ALDI (models built from item features) make a model artifact.")
+                             "ItemKNNCBF, DropoutNet, Heater and ALDI (models built from item features) make a model "
+                             "artifact.")
     features = inputs.features
     warm = inputs.warm
     return {

@@ -28,7 +28,7 @@ class HasOptimizerGroups(Protocol):
 @runtime_checkable
 class BuiltFromFittedInputs(Protocol):
     """Built from the pipeline's fitted inputs (``models.inputs``: features, likes, warm backbone), so it can
-    be saved as an artifact and serve new items (FBSM, UFSM, CoSim, DropoutNet, Heater, ALDI)."""
+    be saved as an artifact and serve new items (FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater, ALDI)."""
 
     def uses_warm_backbone(self, config):
         """Whether training needs the warm BPR-MF backbone (a classmethod)."""
@@ -50,6 +50,18 @@ class FeatureSimilarity(Protocol):
 
     def score_rows_item_side(self, users, item_matrix):
         """``score_feature_rows`` for few items and many users, computed item side first."""
+
+
+@runtime_checkable
+class ItemNeighbourhood(Protocol):
+    """score(u, i) = sum over u's likes j of sim_k(i, j) (ItemKNNCBF): a like of any item, training or not, can
+    be read as one more neighbour, from the rows' similarities (``serve/neighbours.py``)."""
+
+    def neighbour_similarities(self, rows, columns=None):
+        """sim_k of feature rows against every training item (dense), k kept per row, j = i dropped."""
+
+    def row_similarities(self, rows, others):
+        """sim(i, j)^p of feature rows against other rows (dense), nothing dropped."""
 
 
 @runtime_checkable

@@ -38,16 +38,21 @@ class ModelInputs:
         return held
 
 
-def normalize_features(config):
-    """``feature_normalize``: L2 rows unless the run says otherwise."""
+def normalize_features(config, model_class=None):
+    """``feature_normalize``: L2 rows unless the run says otherwise, or the model class decides
+    (``feature_normalization(config)``: ItemKNNCBF normalises for its ``dot`` similarity only)."""
+    decides = getattr(model_class, "feature_normalization", None)
+    if decides is not None:
+        return bool(decides(config))
     value = config["feature_normalize"]
     return True if value is None else bool(value)
 
 
-def fit_model_inputs(config, train_dataset, warm_backbone=False):
-    """Fit the features on ``train_dataset``'s items, read its likes, train (or load) the warm backbone."""
+def fit_model_inputs(config, train_dataset, warm_backbone=False, model_class=None):
+    """Fit the features on ``train_dataset``'s items, read its likes, train (or load) the warm backbone
+    (``model_class``: the model they are for, when it decides the rows' normalisation)."""
     items = training_items(train_dataset)
-    features = features_from_config(train_dataset, items, config, normalize_features(config))
+    features = features_from_config(train_dataset, items, config, normalize_features(config, model_class))
     likes = like_matrix(train_dataset)
     if setting(config, "identity_features"):  # hybrid FBSM: an identity column per item with training likes
         liked = np.flatnonzero(np.diff(likes.tocsc().indptr))
@@ -59,12 +64,12 @@ def fit_model_inputs(config, train_dataset, warm_backbone=False):
     return ModelInputs(features, likes, items, warm, held_users(config, train_dataset.user_num))
 
 
-def model_inputs(config, dataset, warm_backbone=False):
+def model_inputs(config, dataset, warm_backbone=False, model_class=None):
     """The inputs the pipeline attached to ``dataset`` (``dataset.model_inputs``), or fitted here when a
     caller built the model on a bare RecBole dataset (RecBole's own tools, tests)."""
     inputs = getattr(dataset, "model_inputs", None)
     if inputs is None:
-        inputs = fit_model_inputs(config, dataset, warm_backbone)
+        inputs = fit_model_inputs(config, dataset, warm_backbone, model_class)
         return inputs
     if warm_backbone and inputs.warm is None:
         inputs.warm = warm_embeddings(config, dataset)

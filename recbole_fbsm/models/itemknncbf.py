@@ -17,8 +17,13 @@ sim(i, j) on the weighted features x (``feature_weighting``; rows not normalised
 - ``dot``:        x_i . x_j on rows normalised as FBSM's are (L2, or shrunk by ``feature_shrink``):
                   the untrained FBSM's similarity, for a neighbourhood on the same features.
 
-Nothing is learned. Similarities are computed per evaluation batch, in blocks of candidate items
-against the training items (scipy.sparse products, a dense block of at most ``BLOCK_CELLS`` cells);
+Nothing is learned, but the model is built from the pipeline's fitted inputs (``models.inputs``: the
+weighted features, the training likes) like the other content models, so a run writes an artifact and the
+service rebuilds it from that file alone; ``score_feature_rows`` scores items never seen in training by their
+similarities to the training items, and ``row_similarities`` gives sim(i, j)^p of any two sets of rows (the
+service's likes of items outside the training items). Similarities are computed per evaluation batch, in
+blocks of candidate items against the training items (scipy.sparse products, a dense block of at most
+``BLOCK_CELLS`` cells);
 with ``knn`` set, the kept neighbours of a candidate set are cached as a sparse matrix (k per item).
 The defaults (``dot``, every training item a neighbour, p = 1) are linear in the user's likes:
 
@@ -36,8 +41,8 @@ from recbole.utils import InputType, ModelType
 
 from recbole_fbsm.config.schema import SIMILARITIES
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.data.features import features_from_config, like_matrix, training_items
 from recbole_fbsm.kernels.sparse import TorchCsr
+from recbole_fbsm.models.inputs import model_inputs
 
 # candidates x training items cells of one dense similarity block (16 MiB of float32)
 BLOCK_CELLS = 1 << 22
@@ -63,25 +68,33 @@ class ItemKNNCBF(GeneralRecommender):
         self.exponent = float(config["similarity_exponent"])
         self.asymmetric_alpha = float(config["asymmetric_alpha"])
         self.tversky_alpha, self.tversky_beta = float(config["tversky_alpha"]), float(config["tversky_beta"])
-        features = features_from_config(dataset, training_items(dataset), config, normalize=self.similarity == "dot")
+        inputs = model_inputs(config, dataset, model_class=type(self))
+        features = inputs.features
         if features.n_features == 0:
             raise ColdStartError("ItemKNNCBF: the item features are empty (no token in any training item).")
         self.feature_names = features.names
         self.n_features = features.n_features
-        matrix = features.matrix.astype(np.float64)
-        if self.similarity in ("jaccard", "tversky"):
-            matrix = (matrix != 0).astype(np.float64)
-        self.X = sp.csr_matrix(matrix)                                    # items x features
-        self.square_norms = np.asarray(self.X.multiply(self.X).sum(axis=1)).ravel()
-        self.neighbours = training_items(dataset)                         # the only items j ever used
+        self.X = self.weighted_rows(features.matrix)                      # items x features
+        self.square_norms = squared_norms(self.X)
+        self.neighbours = np.asarray(inputs.training_items, dtype=np.int64)  # the only items j ever used
         self.X_neighbours_T = sp.csr_matrix(self.X[self.neighbours].T)    # features x training items
         self.neighbour_index = np.full(self.n_items, -1, dtype=np.int64)
         self.neighbour_index[self.neighbours] = np.arange(len(self.neighbours))
-        likes = like_matrix(dataset)[:, self.neighbours]                  # users x training items
+        likes = sp.csr_matrix(inputs.likes)[:, self.neighbours]           # users x training items
         self.likes = TorchCsr(likes)
         self.fake_loss = torch.nn.Parameter(torch.zeros(1))  # RecBole's trainer needs a parameter
         self._cache = None
         self._candidate_rows = None
+
+    @classmethod
+    def uses_warm_backbone(cls, config):
+        """Built from the fitted inputs (``models.contract.BuiltFromFittedInputs``), without a warm backbone."""
+        return False
+
+    @classmethod
+    def feature_normalization(cls, config):
+        """Rows normalised as FBSM's for ``dot`` only: the other similarities divide by the rows' own norms."""
+        return str(config["similarity"]).lower() == "dot"
 
     @property
     def linear(self):
@@ -102,13 +115,17 @@ class ItemKNNCBF(GeneralRecommender):
         return torch.nn.Parameter(torch.zeros(1, device=self.fake_loss.device))
 
     # --------------------------------------------------------------------------------- similarities
-    def similarity_block(self, items):
-        """sim_k(i, j) for ``items`` (numpy ids) against every training item j, as a dense
-        (len(items) x n_training_items) float64 array: zero for j = i (the estimation constraint) and,
-        with ``knn``, outside each row's k largest."""
-        dot = (self.X[items] @ self.X_neighbours_T).toarray()
-        own = self.square_norms[items][:, None]
-        other = self.square_norms[self.neighbours][None, :]
+    def weighted_rows(self, matrix):
+        """Feature rows (weighted like the dataset's: ``ItemFeatures.transform``) as the similarities read them:
+        float64, and binary for ``jaccard`` and ``tversky``."""
+        matrix = sp.csr_matrix(matrix, dtype=np.float64)
+        if self.similarity in ("jaccard", "tversky"):
+            matrix = (matrix != 0).astype(np.float64)
+        return matrix
+
+    def similarities(self, dot, own, other):
+        """sim(i, j)^p from the dot products x_i . x_j (dense, rows i x columns j), the rows' squared norms
+        ``own`` (column vector) and the columns' ``other`` (row vector)."""
         if self.similarity == "dot":
             block = dot
         elif self.similarity == "cosine":
@@ -120,15 +137,35 @@ class ItemKNNCBF(GeneralRecommender):
             block = dot / _positive(own + other - dot + self.shrink)
         else:  # tversky; on binary rows the squared norm is the number of tokens
             block = dot / _positive(dot + self.tversky_alpha * (own - dot) + self.tversky_beta * (other - dot) + self.shrink)
-        column = self.neighbour_index[items]
-        is_training = column >= 0
-        block[np.flatnonzero(is_training), column[is_training]] = 0.0
-        if self.exponent != 1:
-            block = np.power(block, self.exponent)
+        return np.power(block, self.exponent) if self.exponent != 1 else block
+
+    def row_similarities(self, rows, others):
+        """sim(i, j)^p (dense, len(rows) x len(others)) of feature rows against other rows (scipy, weighted like
+        the dataset's), no neighbour kept or dropped: what the service reads for liked items outside training."""
+        rows, others = self.weighted_rows(rows), self.weighted_rows(others)
+        dot = (rows @ others.T).toarray()
+        return self.similarities(dot, squared_norms(rows)[:, None], squared_norms(others)[None, :])
+
+    def neighbour_similarities(self, rows, columns=None):
+        """sim_k(i, j) of feature rows (weighted like the dataset's) against every training item j, as a dense
+        (len(rows) x n_training_items) float64 array: zero where j is the row's own item (``columns``: each row's
+        training column, -1 for none) and, with ``knn``, outside each row's k largest."""
+        rows = self.weighted_rows(rows)
+        dot = (rows @ self.X_neighbours_T).toarray()
+        block = self.similarities(dot, squared_norms(rows)[:, None], self.square_norms[self.neighbours][None, :])
+        if columns is not None:
+            is_training = columns >= 0
+            block[np.flatnonzero(is_training), columns[is_training]] = 0.0
         if self.knn is not None and self.knn < block.shape[1]:
             drop = np.argpartition(-block, self.knn, axis=1)[:, self.knn:]
             np.put_along_axis(block, drop, 0.0, axis=1)
         return block
+
+    def similarity_block(self, items):
+        """sim_k(i, j) for ``items`` (numpy ids) against every training item j, as a dense
+        (len(items) x n_training_items) float64 array: zero for j = i (the estimation constraint) and,
+        with ``knn``, outside each row's k largest."""
+        return self.neighbour_similarities(self.X[items], self.neighbour_index[items])
 
     def _blocks(self, candidates):
         """(start, end, similarity rows) over ``candidates`` in blocks of at most ``BLOCK_CELLS`` cells;
@@ -188,6 +225,26 @@ class ItemKNNCBF(GeneralRecommender):
             kept = self._candidate_rows = (candidates, sp.csr_matrix(self.X[items]), position)
         return kept[1], kept[2]
 
+    def score_feature_rows(self, users, item_matrix):
+        """(len(users) x rows) scores of items never seen in training from their feature rows (torch sparse CSR,
+        weighted like the dataset's): each user's training likes times the rows' similarities to the training
+        items (``models.contract.ScoresFeatureRows``), in blocks of at most ``BLOCK_CELLS`` cells."""
+        rows = sp.csr_matrix((item_matrix.values().cpu().double().numpy(), item_matrix.col_indices().cpu().numpy(),
+                              item_matrix.crow_indices().cpu().numpy()), shape=tuple(item_matrix.shape))
+        owner, liked, _, _ = self.likes.gather_rows(users)
+        likes = sp.csr_matrix((np.ones(len(owner)), (owner.cpu().numpy(), liked.cpu().numpy())),
+                              shape=(len(users), len(self.neighbours)))
+        if self.linear:
+            profiles = likes @ self.X[self.neighbours]                     # users x features: f_u
+            scores = (profiles @ self.weighted_rows(rows).T).toarray()
+        else:
+            scores = np.zeros((len(users), rows.shape[0]))
+            step = max(1, BLOCK_CELLS // max(len(self.neighbours), 1))
+            for start in range(0, rows.shape[0], step):
+                block = self.neighbour_similarities(rows[start:start + step])
+                scores[:, start:start + step] = likes @ block.T
+        return torch.from_numpy(scores).to(device=users.device, dtype=torch.float32)
+
     def full_sort_predict(self, interaction):
         """Scores of a batch of users against every item.
 
@@ -215,6 +272,11 @@ class ItemKNNCBF(GeneralRecommender):
         self._cache = None
         scores = self.score_candidates({self.USER_ID: unique_users}, unique_items)
         return scores[user_position, item_position]
+
+
+def squared_norms(matrix):
+    """||x||^2 of every row of a scipy sparse matrix."""
+    return np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel()
 
 
 def _positive(denominator):

@@ -51,7 +51,7 @@ def _add_recommend(commands):
                     "ignored and counted in a warning. Without --item-output / --user-output both lists go to stdout.",
         epilog=EPILOG,
     )
-    recommend.add_argument("checkpoint", metavar="model", help="model artifact (.fbsm) or checkpoint (.pth) of FBSM, UFSM, CoSim, DropoutNet, Heater or ALDI")
+    recommend.add_argument("checkpoint", metavar="model", help="model artifact (.fbsm) or checkpoint (.pth) of FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater or ALDI")
     recommend.add_argument("new_items", help=".item file of new items (same feature fields as training, new ids), "
                                              "or a CSV/TSV file of their raw text")
     recommend.add_argument("--raw-text", action="store_true",
@@ -147,10 +147,11 @@ def _add_http(commands):
 def _add_export_likes(commands):
     export = commands.add_parser(
         "export-likes", help="write a store's likes and new items as RecBole atomic files, to retrain on",
-        description="Write the likes (.inter: user_id, item_id) and new items (.item: the model's feature fields) a "
-                    "store holds as RecBole atomic files DIR/NAME.inter and DIR/NAME.item (NAME: the folder's name), to "
-                    "add to the dataset before retraining. Raw-text items are analysed as the converter did, which needs "
-                    "the model (--model; found beside a default store MODEL.store.sqlite).", epilog=EPILOG)
+        description="Write the likes (.inter: the model's user and item id fields) and new items (.item: the model's "
+                    "feature fields) a store holds as RecBole atomic files DIR/NAME.inter and DIR/NAME.item (NAME: the "
+                    "folder's name), to add to the dataset before retraining. The model gives the field names and "
+                    "analyses raw-text items as the converter did (--model; found beside a default store "
+                    "MODEL.store.sqlite).", epilog=EPILOG)
     export.add_argument("store", help="the store: an SQLite file or a postgresql:// URL")
     export.add_argument("--output", "-o", required=True, help="folder to write NAME.inter and NAME.item into")
     export.add_argument("--model", default=None, help="the model artifact the items were served with (default: the "

@@ -1,8 +1,9 @@
 """``recbole-fbsm serve export-likes STORE -o DIR``: what the live service learned, as RecBole atomic files.
 
-The likes become ``DIR/NAME.inter`` (``user_id:token``, ``item_id:token``) and the stored new items
-``DIR/NAME.item`` (``item_id:token`` and the model's feature fields with their types), NAME being the
-folder's name (RecBole's layout). Add their rows to the dataset's files and retrain: the new items become
+The likes become ``DIR/NAME.inter`` and the stored new items ``DIR/NAME.item`` (the model's feature fields with
+their types), NAME being the folder's name (RecBole's layout), under the model's own id fields (its
+``USER_ID_FIELD`` and ``ITEM_ID_FIELD``, e.g. ``user_id:token``), so that ``run_recbole.py`` reads them with the
+settings the model was trained with. Add their rows to the dataset's files and retrain: the new items become
 training items, and the users of the stored likes users the model knows. Raw-text items are analysed as
 the converter did (the model's stored analyzer), so their cells are the tokens the training data holds.
 Files are written whole or not at all (a temporary file and a rename).
@@ -40,6 +41,12 @@ def export_likes(store_location, output, model=None):
     if not location.startswith(("postgresql://", "postgres://")) and not os.path.isfile(location):
         raise ColdStartError(f"store {location} not found (expected the SQLite file serve http --store wrote, "
                              "or a postgresql:// URL).")
+    model = model or model_beside(location)
+    if model is None:
+        raise ColdStartError(f"store {location}: the model it served is needed to write its likes and items as atomic "
+                             "files (their user and item id fields, the items' feature fields and types, the raw-text "
+                             "analyzer): give --model MODEL.fbsm.")
+    served = load_model(model)
     store = open_store(location)
     try:
         items, likes = store.items(), store.all_likes()
@@ -47,17 +54,11 @@ def export_likes(store_location, output, model=None):
         store.close()
     name = os.path.basename(os.path.normpath(output))
     written = []
-    inter = "user_id:token\titem_id:token\n" + "".join(f"{user}\t{item}\n" for user, item in likes)
+    header = f"{served.uid_field}:token\t{served.iid_field}:token\n"
     path = os.path.join(output, f"{name}.inter")
-    write_atomic(path, inter.encode("utf-8"))
+    write_atomic(path, (header + "".join(f"{user}\t{item}\n" for user, item in likes)).encode("utf-8"))
     written.append(path)
     if items:
-        model = model or model_beside(location)
-        if model is None:
-            raise ColdStartError(f"store {location}: {len(items)} new item(s) need the model they were served with to "
-                                 "be written as atomic files (their feature fields and types, the raw-text analyzer): "
-                                 "give --model MODEL.fbsm.")
-        served = load_model(model)
         analyzers = dataset_analyzers(served)
         separator = served.config["seq_separator"] or " "
         columns = {}

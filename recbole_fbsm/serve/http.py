@@ -14,7 +14,7 @@ Endpoints (JSON both ways; POST and DELETE need ``Authorization: Bearer TOKEN`` 
 - ``GET  /users/{user}/items?top=10&scope=all|new|warm``: the user's top items (``live.py``): ``all`` the
   training items and the new items together, ``new`` the new items, ``warm`` the training items; the user's
   likes (training and stored) left out;
-- ``GET  /items/{id}/users?top=10``: the users a new item should go to (training profiles);
+- ``GET  /items/{id}/users?top=10``: the users a new item should go to (training and stored likes);
 - ``GET  /users/{user}/items/{id}/explanation?top=10``: the score broken into features and liked items
   (training profile);
 - ``POST /admin/reload``: read the artifact again (a retrained one) and swap it in without dropping a request.
@@ -50,7 +50,7 @@ from starlette.routing import Route
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.explain import explain
-from recbole_fbsm.serve.live import SCOPES, Conflict, LiveState, top_items
+from recbole_fbsm.serve.live import SCOPES, Conflict, LiveState, item_users, top_items
 from recbole_fbsm.serve.new_items import NewItems, ServeWarning, new_items_from_cells, unknown_tokens_message
 from recbole_fbsm.serve.recommend import recommend
 from recbole_fbsm.serve.store import StoredItem, describe, open_store
@@ -430,7 +430,11 @@ def _item_users(live, request, payload):
     snapshot = live.current()
     if item not in snapshot.position:
         raise BadRequest(f"new item {item!r} is not in the catalogue (POST it to /items first)", 404)
-    row = snapshot.position[item]
+    ranked_users = item_users(snapshot, item, top)
+    if ranked_users is not None:  # every like counted, stored ones included (live.item_users)
+        return {"item": item, "users": [{"user_id": user, "rank": rank, "score": score}
+                                        for rank, (user, score) in enumerate(ranked_users, 1)]}
+    row = snapshot.position[item]  # two-tower models: the training users, by their learned embeddings
     items = snapshot.catalogue
     one = NewItems("catalogue", [item], items.counts[[row]], items.matrix[[row]])
     table = recommend(snapshot.view.served, one, top=top, for_users=False).for_items

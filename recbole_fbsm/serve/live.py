@@ -1,13 +1,18 @@
 """The live service's state: a model artifact plus what the store learned since (new items, likes), and the
 scores of the whole catalogue for one user with those likes counted at once.
 
-Profile models (FBSM, UFSM, CoSim) score score(u, i) = f_i^T W_u f_u with f_u the sum of the rows of the
-items u likes (``serve/scoring.py``). A like stored after training only adds a row to that sum, so the next
-answer counts it without retraining: ``user_weights`` builds f_u from the training likes plus the stored
-ones (one sparse row sum), folds W_u into one dense vector w_u = c_u * f_u + V (V^T f_u), and every item is
-scored by one sparse (items x features) x dense (features) product. Nothing here assumes that a feature is
+Profile models (FBSM, UFSM, CoSim; ItemKNNCBF at its linear defaults, W_u = I) score
+score(u, i) = f_i^T W_u f_u with f_u the sum of the rows of the items u likes (``serve/scoring.py``). A like
+stored after training only adds a row to that sum, so the next answer counts it without retraining:
+``user_weights`` builds f_u from the training likes plus the stored ones (one sparse row sum), folds W_u into
+one dense vector w_u = c_u * f_u + V (V^T f_u), and every item is scored by one sparse (items x features) x
+dense (features) product. Nothing here assumes that a feature is
 content: an item row may hold an identity column (a hybrid FBSM's warm-item id token), which new items
 simply lack.
+
+ItemKNNCBF with another similarity, ``knn`` or p != 1 sums the similarities of the candidate to the user's
+likes, stored likes of new items included (``serve/neighbours.py`` says how a like outside the training items
+becomes a neighbour).
 
 What a profile cannot give:
 
@@ -33,8 +38,9 @@ import scipy.sparse as sp
 import torch
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.models.contract import FeatureSimilarity
+from recbole_fbsm.models.contract import FeatureSimilarity, ItemNeighbourhood
 from recbole_fbsm.serve.loading import load_model
+from recbole_fbsm.serve.neighbours import NeighbourScorer
 from recbole_fbsm.serve.new_items import NewItems, ServeWarning, new_items_from_cells
 from recbole_fbsm.serve.scoring import ranked, scipy_to_torch_csr
 from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, StoredItem
@@ -65,11 +71,17 @@ class ModelView:
         self.item_tokens = np.asarray(served.dataset.field2id_token[served.iid_field], dtype=object)
         self.profile = isinstance(model, FeatureSimilarity)
         self.per_user_weights = self.profile and model.diagonal_weights(torch.tensor([1])).dim() == 2
+        self.neighbours = None
         if self.profile:
             factors = model.low_rank_factors()
             self.factors = None if factors is None else factors.detach().cpu().numpy().astype(np.float32)
             self.shared_weights = (None if self.per_user_weights else
                                    model.diagonal_weights(torch.tensor([1])).detach().cpu().numpy().astype(np.float32))
+        elif isinstance(model, ItemNeighbourhood) and model.linear:  # x_i . f_u: a profile with W_u = I
+            self.profile, self.factors = True, None
+            self.shared_weights = np.ones(self.matrix.shape[1], dtype=np.float32)
+        elif isinstance(model, ItemNeighbourhood):
+            self.neighbours = NeighbourScorer(model, self.training_items)
         self.seed = int(served.config["seed"] or 0)
 
     @property
@@ -297,6 +309,11 @@ def score_candidates(snapshot, user, scope):
     if view.profile:
         w = user_weights(snapshot, user, dataset_likes, new_rows)
         scores = [matrix @ w for _, matrix in blocks]
+    elif view.neighbours is not None:  # ItemKNNCBF: the user's likes, stored ones included, are the neighbours
+        model = view.served.model
+        training = model.neighbour_index[dataset_likes] >= 0
+        others = sp.vstack([model.X[dataset_likes[~training]], snapshot.catalogue.matrix[new_rows]], format="csr")
+        scores = [view.neighbours.scores(kind, matrix, dataset_likes[training], others) for kind, matrix in blocks]
     else:
         internal = view.dataset_user(user)
         if not internal:
@@ -356,6 +373,75 @@ def top_items(snapshot, user, scope="all", top=10):
     keys = torch.rand((1, len(candidates)), generator=generator)
     best = candidates[ranked(torch.as_tensor(finite[candidates])[None], keys, k)[0].numpy()]
     return [(id_of(j), float(scores[j])) for j in best], note
+
+
+def like_matrix_of(snapshot):
+    """(users x (dataset items + catalogue rows) binary likes, training ones and stored ones, the users' ids, and
+    their internal ids (0: unknown at training)): the users with at least one like, dataset users first."""
+    view = snapshot.view
+    n_items, n_users = view.likes.shape[1], view.likes.shape[0]
+    stored = [(user, item) for user, items in snapshot.likes.items() for item in items]
+    newcomers = sorted({user for user, _ in stored if not view.dataset_user(user)})
+    row_of = {user: n_users + k for k, user in enumerate(newcomers)}
+    rows = np.asarray([view.dataset_user(user) or row_of[user] for user, _ in stored], dtype=np.int64)
+    columns = np.asarray([view.dataset_item(item) or n_items + snapshot.position.get(item, -1 - n_items)
+                          for _, item in stored], dtype=np.int64)
+    known = columns >= 0  # a stored like of an item no longer in the catalogue counts nowhere
+    extra = sp.csr_matrix((np.ones(int(known.sum())), (rows[known], columns[known])),
+                          shape=(n_users + len(newcomers), n_items + len(snapshot.catalogue.tokens)))
+    training = sp.csr_matrix(view.likes, shape=(n_users, n_items)).astype(np.float64)
+    training.resize(extra.shape)
+    likes = (training + extra).tocsr()
+    likes.data[:] = 1.0  # a like stored again for a training like counts once, as in ``liked_items``
+    users = np.flatnonzero(np.diff(likes.indptr))
+    dataset_users = view.served.dataset.field2id_token[view.served.uid_field]
+    tokens = np.concatenate([dataset_users, np.asarray(newcomers, dtype=object)])
+    return likes[users], tokens[users], np.where(users < n_users, users, 0)
+
+
+def item_users(snapshot, item, top=10):
+    """[(user id, score)] of the ``top`` users a catalogue item should go to, every like counted (training and
+    stored), users who like it left out: the scores ``top_items`` gives the item for each user, for all users at
+    once (one sparse users x items product with an item-side vector). Two-tower models score by the embeddings
+    learned in training: ``None`` (the caller ranks the training users with ``serve recommend``)."""
+    view = snapshot.view
+    model = view.served.model
+    if not view.profile and view.neighbours is None:
+        return None
+    likes, tokens, internal = like_matrix_of(snapshot)
+    x = snapshot.catalogue.matrix[snapshot.position[item]]
+    every_row = sp.vstack([view.matrix, snapshot.catalogue.matrix], format="csr")
+    if view.neighbours is not None:  # sim_k(x, j) of every item j, as a liked neighbour (serve/neighbours.py)
+        scorer = view.neighbours
+        similar = model.row_similarities(x, every_row)[0]
+        if scorer.k is not None:
+            kept, floor = scorer._kept(x)
+            similar = np.where(similar >= floor[0], similar, 0.0)
+            similar[model.neighbours] = kept.toarray()[0]
+        scores = likes @ similar
+    else:
+        x = np.asarray(x.todense()).ravel()
+        if view.per_user_weights:  # c_u = mixture[u] @ basis, learned for the users known at training only
+            keep = internal > 0
+            likes, tokens, internal = likes[keep], tokens[keep], internal[keep]
+            basis, mixture = model.diagonal_parts(torch.as_tensor(internal, dtype=torch.long))
+            basis, mixture = basis.detach().cpu().numpy(), mixture.detach().cpu().numpy()
+        else:
+            basis, mixture = view.shared_weights[None, :], np.ones((likes.shape[0], 1), dtype=np.float32)
+        per_function = likes @ (every_row @ (basis * x).T)               # users x l
+        scores = (per_function * mixture).sum(axis=1)
+        if view.factors is not None:
+            scores = scores + likes @ (every_row @ (view.factors @ (view.factors.T @ x)))
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    column = view.likes.shape[1] + snapshot.position[item]
+    eligible = np.flatnonzero(np.asarray(likes[:, column].todense()).ravel() == 0)
+    k = min(int(top), len(eligible))
+    if k == 0:
+        return []
+    generator = torch.Generator().manual_seed(view.seed)
+    keys = torch.rand((1, len(eligible)), generator=generator)
+    best = eligible[ranked(torch.as_tensor(scores[eligible])[None], keys, k)[0].numpy()]
+    return [(str(tokens[j]), float(scores[j])) for j in best]
 
 
 def stored_items_of(new_items, served):

@@ -26,7 +26,7 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.models.contract import ScoresFeatureRows
 
-SERVED_MODELS = ("FBSM", "UFSM", "CoSim", "DropoutNet", "Heater", "ALDI")
+SERVED_MODELS = ("FBSM", "UFSM", "CoSim", "ItemKNNCBF", "DropoutNet", "Heater", "ALDI")
 # settings of a checkpoint that RecBole derives (or the machine decides): not given back when rebuilding its Config
 DERIVED_SETTINGS = ("model", "dataset", "data_path", "device", "MODEL_TYPE", "MODEL_INPUT_TYPE", "eval_type",
                     "single_spec", "local_rank", "train_neg_sample_args", "valid_neg_sample_args",
@@ -70,7 +70,14 @@ class ServedModel:
 
     @property
     def device(self):
-        return self.model.F.values.device
+        F = getattr(self.model, "F", None)  # ItemKNNCBF keeps no F: its one (unused) parameter's device
+        return next(self.model.parameters()).device if F is None else F.values.device
+
+    @property
+    def row_dtype(self):
+        """The dtype new items' rows are scored in: the model's F's (ItemKNNCBF, which keeps none: float32)."""
+        F = getattr(self.model, "F", None)
+        return torch.float32 if F is None else F.values.dtype
 
     @property
     def split_seed(self):
@@ -110,8 +117,7 @@ class ServedModel:
     # ---------------------------------------------------------------------------------- likes
     def training_likes_per_user(self):
         """Number of training likes of every user id (index = internal id)."""
-        R = self.model.R
-        return (R.indptr[1:] - R.indptr[:-1]).cpu().numpy()
+        return np.diff(self.dataset.model_inputs.likes.tocsr().indptr)
 
     def split_likes(self, name):
         """(user ids, item ids) of the likes of evaluation split ``name`` ("valid" or "test")."""
@@ -242,7 +248,7 @@ def export_checkpoint(state, path, data_path=None):
         ) from None
     train_data, valid_data, test_data = data_preparation(config, dataset, reads_own_features=True)
     train_dataset = train_data._dataset
-    inputs = fit_model_inputs(config, train_dataset, warm_backbone=False)
+    inputs = fit_model_inputs(config, train_dataset, warm_backbone=False, model_class=get_model(config["model"]))
     weights = state["state_dict"]
     if "warm_user_embedding" in weights:  # the two-tower models' backbone is in the checkpoint: no retraining
         inputs.warm = (weights["warm_user_embedding"].float(), weights["warm_item_embedding"].float())

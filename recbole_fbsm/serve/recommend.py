@@ -43,7 +43,7 @@ def users_with_likes(served):
 
 def score_new_items(served, new_items, users):
     """Dense (len(users) x len(new_items)) scores; ``users`` are internal ids (tests, small sets)."""
-    matrix = new_items.torch_matrix(served.device, served.model.F.values.dtype)
+    matrix = new_items.torch_matrix(served.device, served.row_dtype)
     return torch.cat([scores for _, scores in iter_profile_scores(served.model, users, matrix)], dim=0)
 
 
@@ -64,7 +64,7 @@ def recommend(served, new_items, top=10, users=None, for_items=True, for_users=T
         raise ColdStartError(f"top: expected a positive number of entries per list; got {top}.")
     seed = served.config["seed"] if seed is None else seed
     model = served.model
-    matrix = new_items.torch_matrix(served.device, model.F.values.dtype)
+    matrix = new_items.torch_matrix(served.device, served.row_dtype)
     item_tokens = np.asarray(new_items.tokens, dtype=object)
 
     items_table = None

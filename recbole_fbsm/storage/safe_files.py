@@ -72,6 +72,7 @@ def load_tensors(path, what, device="cpu", mmap=False):
     if not zipfile.is_zipfile(path):  # torch would try its pre-1.6 pickle format and fail deep inside it
         raise ColdStartError(f"{what} {path} is not a file written by torch.save (a zip archive, as every .fbsm "
                              "artifact and .pth checkpoint is): another kind of file, or one cut short in a copy.")
+    check_pickle_size(path, what)
     try:
         return torch.load(path, map_location=device, weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as error:
@@ -80,6 +81,30 @@ def load_tensors(path, what, device="cpu", mmap=False):
         raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
     except Exception as error:  # noqa: BLE001 (torch raises many kinds for a damaged file)
         raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
+
+
+# The pickled part of a file (its plain values: settings, feature names, the analyzer document; the tensors are
+# stored beside it): torch reads it whole into memory and unpickles it before anything can be checked, and a
+# deflated record can declare a size a thousand times its bytes. A 10^6-feature artifact's is tens of MiB.
+MAX_PICKLE_BYTES = 1 << 28
+
+
+def check_pickle_size(path, what, limit=None):
+    """Refuse, in one line and before torch reads it, a pickled record (``data.pkl``) that declares more than
+    ``limit`` bytes (default ``MAX_PICKLE_BYTES``) or is compressed (``torch.save`` stores it as it is)."""
+    limit = MAX_PICKLE_BYTES if limit is None else limit
+    try:
+        with zipfile.ZipFile(path) as archive:
+            records = [info for info in archive.infolist() if info.filename.rsplit("/", 1)[-1] == "data.pkl"]
+    except (zipfile.BadZipFile, OSError, ValueError) as error:
+        raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
+    for info in records:
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise ColdStartError(f"{what} {path}: its pickled values ({info.filename}) are compressed, which "
+                                 "torch.save never does: refused before unpickling (a file from elsewhere?).")
+        if info.file_size > limit:
+            raise ColdStartError(f"{what} {path}: its pickled values ({info.filename}) declare {info.file_size} bytes, "
+                                 f"more than the {limit} this release unpickles: refused before reading them.")
 
 
 def in_memory(value):

@@ -1,0 +1,78 @@
+"""ItemKNNCBF in the live service: a user's stored likes are neighbours at once, like their training likes.
+
+ItemKNNCBF scores score(u, i) = sum over u's likes j of sim_k(i, j), with sim_k(i, j) = sim(i, j)^p when j is
+among the k training items most similar to i (``models/itemknncbf.py``). A like stored after training is a
+like: it counts in the next answer without retraining.
+
+- A stored like of a training item adds its sim_k(i, j) column, exactly as if training had held it.
+- A stored like of an item outside the training items (a new item POSTed to the catalogue, or a validation or
+  test item of the dataset) is a neighbour of i when it is at least as similar to i as i's k-th nearest training
+  item (every one of them without ``knn``): it joins i's neighbours and drops none of the training ones, so the
+  training items' k nearest, and the model's scores for users without stored likes, stay the model's own.
+
+The default ``dot`` similarity with every training item a neighbour and p = 1 is linear in the likes (x_i . f_u):
+the service scores it as a profile model (``live.ModelView``), and this module is not used. With ``knn``, the
+kept neighbours of the training items are computed once per loaded model and those of the catalogue's new items
+once per catalogue change (sparse, k per row); a request then costs one sparse product and, for the likes outside
+training, one (candidates x those likes) similarity block: no loop over items or users.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+BLOCK_CELLS = 1 << 22  # rows x training items cells of one dense similarity block (32 MiB of float64)
+
+
+class NeighbourScorer:
+    """The live scores of an ``ItemNeighbourhood`` model (ItemKNNCBF) over the training items and the new items."""
+
+    def __init__(self, model, training_items):
+        self.model = model
+        self.n_training = len(model.neighbours)
+        self.k = model.knn if model.knn is not None and model.knn < self.n_training else None
+        self.warm = None
+        if self.k is not None:
+            self.warm = self._kept(model.X[training_items], model.neighbour_index[training_items])
+        self._new = (None, None)  # (the catalogue's matrix, its kept neighbours) of the last catalogue scored
+
+    def _kept(self, rows, columns=None):
+        """(sim_k of ``rows`` against the training items as a sparse matrix, each row's k-th largest similarity:
+        the least a liked item outside training needs to be one of its neighbours), in bounded blocks."""
+        kept, floors = [sp.csr_matrix((0, self.n_training))], [np.zeros(0)]
+        step = max(1, BLOCK_CELLS // max(self.n_training, 1))
+        for start in range(0, rows.shape[0], step):
+            part = None if columns is None else columns[start:start + step]
+            block = self.model.neighbour_similarities(rows[start:start + step], part)
+            floors.append(np.partition(block, -self.k, axis=1)[:, -self.k])
+            kept.append(sp.csr_matrix(block))
+        return sp.vstack(kept, format="csr"), np.concatenate(floors)
+
+    def _new_kept(self, matrix):
+        held, kept = self._new
+        if held is not matrix:  # snapshots are immutable: a new catalogue is a new matrix object
+            kept = self._kept(matrix)
+            self._new = (matrix, kept)
+        return kept
+
+    def scores(self, kind, matrix, liked_training, liked_other_rows):
+        """Scores (float32, one per row of ``matrix``) of the ``kind`` ("warm": the training items in the model's
+        order, "new": the catalogue's matrix) block; ``liked_training``: the user's liked training items (internal
+        ids, training likes and stored ones); ``liked_other_rows``: the feature rows of their other liked items."""
+        model = self.model
+        if matrix.shape[0] == 0:
+            return np.zeros(0, dtype=np.float32)
+        if self.k is None:  # every item a neighbour: every like counts in full
+            liked = sp.vstack([model.X[liked_training], sp.csr_matrix(liked_other_rows, dtype=np.float64)])
+            if liked.shape[0] == 0:
+                return np.zeros(matrix.shape[0], dtype=np.float32)
+            similar = model.row_similarities(matrix, liked)
+            if kind == "warm":  # j != i, as in the model (the rows are the training items in the model's order)
+                similar[model.neighbour_index[liked_training], np.arange(len(liked_training))] = 0.0
+            return similar.sum(axis=1).astype(np.float32)
+        kept, floor = self.warm if kind == "warm" else self._new_kept(matrix)
+        columns = model.neighbour_index[liked_training]
+        scores = np.asarray(kept[:, columns[columns >= 0]].sum(axis=1)).ravel()
+        if liked_other_rows.shape[0]:
+            similar = model.row_similarities(matrix, liked_other_rows)
+            scores = scores + np.where(similar >= floor[:, None], similar, 0.0).sum(axis=1)
+        return scores.astype(np.float32)

@@ -7,10 +7,8 @@ Trials run the plugin's cold-start protocol and live in an Optuna study (``--sto
 
 import sys
 
-from recbole_fbsm.runtime.openmp import prefer_passive_wait_for
+from recbole_fbsm.__main__ import dispatch
 
 if __name__ == "__main__":
-    prefer_passive_wait_for(sys.argv[1:])  # before torch loads OpenMP: torch_threads auto (docs/performance.md)
-    from recbole_fbsm.experiments.tune import main
-
-    sys.exit(main(prog="run_hyper.py"))
+    # as `recbole-fbsm hyper`: --help before torch loads, OpenMP's wait policy set first (docs/performance.md)
+    sys.exit(dispatch("hyper", sys.argv[1:], prog="run_hyper.py"))

@@ -6,18 +6,36 @@ Each command takes the options of the script or module it stands for (``recbole-
 import difflib
 import importlib
 import sys
+from typing import NamedTuple
 
 from recbole_fbsm.runtime.openmp import prefer_passive_wait_for
 
-# command: (module with main(argv), or module:function, what it does). Imported only when chosen.
+
+class Command(NamedTuple):
+    """One command: ``parser`` and ``main`` are "module:function" names, imported only when the command is chosen.
+    The parser's module imports no torch, RecBole or pandas (tests/test_cli_help.py): ``--help`` and usage errors
+    answer from it at once, and only then is ``main``'s module imported and ``main(argv, prog=...)`` run."""
+
+    parser: str
+    main: str
+    about: str
+
+
 COMMANDS = {
-    "run": ("recbole_fbsm.run_command", "train and test one model under the item cold-start protocol (run_recbole.py)"),
-    "compare": ("recbole_fbsm.experiments.compare", "run several models over the same item splits: a table and a chart"),
-    "hyper": ("recbole_fbsm.experiments.tune", "search hyperparameters on validation, on an Optuna study (run_hyper.py)"),
-    "download": ("recbole_fbsm.run_command:download_main", "fetch a public dataset (citeulike-t), check its checksums, convert it"),
-    "convert": ("recbole_fbsm.convert.__main__", "write RecBole atomic files from CiteULike/CTR files or CSV + text"),
-    "serve": ("recbole_fbsm.serve.__main__", "score brand-new items with a trained model, explain scores"),
-    "models": ("recbole_fbsm.run_command:models_main", "list every model a run accepts, with one line of what it is"),
+    "run": Command("recbole_fbsm.run_command:run_parser", "recbole_fbsm.run_command:main",
+                   "train and test one model under the item cold-start protocol (run_recbole.py)"),
+    "compare": Command("recbole_fbsm.arguments.compare:build_parser", "recbole_fbsm.experiments.compare:main",
+                       "run several models over the same item splits: a table and a chart"),
+    "hyper": Command("recbole_fbsm.arguments.hyper:build_parser", "recbole_fbsm.experiments.tune:main",
+                     "search hyperparameters on validation, on an Optuna study (run_hyper.py)"),
+    "download": Command("recbole_fbsm.run_command:download_parser", "recbole_fbsm.run_command:download_main",
+                        "fetch a public dataset (citeulike-t), check its checksums, convert it"),
+    "convert": Command("recbole_fbsm.arguments.convert:build_parser", "recbole_fbsm.convert.__main__:main",
+                       "write RecBole atomic files from CiteULike/CTR files or CSV + text"),
+    "serve": Command("recbole_fbsm.arguments.serve:build_parser", "recbole_fbsm.serve.__main__:main",
+                     "score brand-new items with a trained model, explain scores"),
+    "models": Command("recbole_fbsm.run_command:models_parser", "recbole_fbsm.run_command:models_main",
+                      "list every model a run accepts, with one line of what it is"),
 }
 PROG = "recbole-fbsm"
 # commands that train with torch_threads: auto (runtime.threads): OpenMP's threads should sleep while they wait
@@ -29,7 +47,7 @@ def usage():
     lines = [f"usage: {PROG} COMMAND [options]   ({PROG} COMMAND --help for a command's options)", "",
              "Item cold-start recommendation on RecBole: FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater, ALDI", "",
              "commands:"]
-    lines += [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
+    lines += [f"  {name:<{width}}  {command.about}" for name, command in COMMANDS.items()]
     lines += ["", f"example: {PROG} run --model=FBSM --dataset=ml-100k",
               f"         {PROG} download citeulike-t && {PROG} run --model=FBSM --dataset=citeulike-t"]
     return "\n".join(lines)
@@ -51,11 +69,23 @@ def main(argv=None):
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         print(f"error: unknown command {command!r}{hint}; the commands are {', '.join(COMMANDS)}.", file=sys.stderr)
         return 2
+    return dispatch(command, rest, prog=f"{PROG} {command}")
+
+
+def dispatch(command, argv, prog):
+    """Run one command with its arguments (``run_hyper.py`` comes here too): parsed first by its light parser,
+    so that ``--help`` and a usage error never wait for torch; then its module is imported and run."""
     if command in TRAINING_COMMANDS:  # before the command's imports load torch and its OpenMP runtime
-        prefer_passive_wait_for(rest)
-    module_name, _, function = COMMANDS[command][0].partition(":")
-    entry = getattr(importlib.import_module(module_name), function or "main")
-    return entry(rest, prog=f"{PROG} {command}")
+        prefer_passive_wait_for(argv)
+    spec = COMMANDS[command]
+    _named(spec.parser)(prog).parse_known_args(argv)  # --help, a missing or malformed option: exits here
+    return _named(spec.main)(argv, prog=prog)
+
+
+def _named(name):
+    """The function of a "module:function" name, its module imported now."""
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.runtime.openmp import prefer_passive_wait
 
 
-def parse_args(argv, prog=None):
+def run_parser(prog=None):
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", "-m", default="FBSM", help="model name (plugin models first, then RecBole's)")
     parser.add_argument("--dataset", "-d", default="ml-100k", help="dataset name")
@@ -31,6 +31,11 @@ def parse_args(argv, prog=None):
     parser.add_argument("--ip", default="localhost", help="address of the machine of rank 0")
     parser.add_argument("--port", default=None, help="its port (default: a free one on one machine, 5678 on several)")
     parser.add_argument("--group_offset", type=int, default=0, help="rank of this machine's first process")
+    return parser
+
+
+def parse_args(argv, prog=None):
+    parser = run_parser(prog)
     args, rest = parser.parse_known_args(argv)
     overrides = settings_from_args(parser, rest)
     return args, overrides
@@ -192,11 +197,14 @@ def _first_sentence(text):
     return paragraph[: match.start() + 1] if match else paragraph
 
 
+def models_parser(prog="recbole-fbsm models"):
+    return argparse.ArgumentParser(prog=prog, description="List every model `recbole-fbsm run --model=NAME` accepts: "
+                                   "this plugin's, then RecBole's context-aware and general ones, one line each.")
+
+
 def models_main(argv=None, prog="recbole-fbsm models"):
     """``recbole-fbsm models``: every model a run accepts, with one line of what it is."""
-    parser = argparse.ArgumentParser(prog=prog, description="List every model `recbole-fbsm run --model=NAME` accepts: "
-                                     "this plugin's, then RecBole's context-aware and general ones, one line each.")
-    parser.parse_args(sys.argv[1:] if argv is None else argv)
+    models_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
     for title, models in describe_models():
         width = max(len(name) for name, _ in models)
         print(f"{title}:")

@@ -11,8 +11,11 @@
 - Blocks that name citeulike-t (or the citeulike-tags conversion) are marked ``slow`` and skipped where
   ``../shared/datasets/citeulike-t`` is absent; they convert the files themselves (`recbole-fbsm convert ctr`).
 - Time: the bash blocks' training commands (``recbole-fbsm run|compare|hyper``, ``python run_recbole.py``,
-  ``python run_hyper.py``) go through tests/docs_fast_args.py: 2 epochs, 2 warm BPR-MF epochs, one torch
-  thread for every setting the command does not give itself, and the first seed of a ``--seeds`` list
+  ``python run_hyper.py``) go through tests/docs_fast_args.py: 2 epochs, 2 warm BPR-MF epochs of rank 32
+  (docs/compare.md's DropoutNet, Heater and ALDI block takes a third of its time at the default rank 200),
+  evaluation on 300 users drawn at random (``eval_user_sample``: the context-aware models of docs/compare.md
+  spend most of a 2-epoch run scoring every user x candidate pair), one torch thread for every setting the
+  command does not give itself, and the first seed of a ``--seeds`` list
   (the ml-100k comparisons of docs/compare.md would otherwise take many minutes on 2 cores).
   ``DOCS_TEST_OVERRIDES= DOCS_TEST_SEEDS= pytest tests/test_docs.py`` runs them exactly as written. The
   ```python blocks always run as written.
@@ -36,7 +39,7 @@ RUNNABLE = {"bash", "python"}
 # fenced blocks in these languages are data or output, shown and never run
 DATA_LANGUAGES = {"", "text", "json", "yaml", "csv", "tsv"}
 NEEDS_CITEULIKE = re.compile(r"citeulike-t|citeulike-tags")
-DEFAULT_OVERRIDES = "--epochs=2 --warm_epochs=2 --torch_threads=1"
+DEFAULT_OVERRIDES = "--epochs=2 --warm_epochs=2 --warm_embedding_size=32 --eval_user_sample=300 --torch_threads=1"
 DEFAULT_SEEDS = "1"
 BLOCK_TIMEOUT_S = 1800
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```+|~~~+)(?P<info>[^\n`]*)$", re.M)

@@ -6,6 +6,7 @@ The folders are layers, lowest first; a module imports only from its own layer o
     runtime, kernels              processes and devices; sparse torch kernels
     evaluation                    tie-fair evaluation of the split's candidates, metrics, early stopping
     config                        settings (checked before torch is imported), RecBole's Config, model lookup
+    arguments                     the options of the commands whose modules load torch (argparse only: fast --help)
     storage                       atomic code-free files, data fingerprints, run records
     data                          atomic files, the item split, samplers, loaders, item features
     models                        the recommenders, their fitted inputs, the warm backbone
@@ -25,6 +26,7 @@ LAYERS = [
     {"runtime", "kernels"},
     {"evaluation"},
     {"config"},
+    {"arguments"},
     {"storage"},
     {"data"},
     {"models"},

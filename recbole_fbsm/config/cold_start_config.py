@@ -15,6 +15,7 @@ from recbole.config import Config
 from recbole.utils import InputType, ModelType
 
 import recbole_fbsm.evaluation.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
+from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.config.settings import (
@@ -23,9 +24,6 @@ from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.recbole_compat import ConfigRoutes, restore_numpy_aliases
 from recbole_fbsm.runtime.distributed import init_process_group
-
-
-LOCAL_PROPERTIES_DIR = Path("properties")  # the working directory's, where ``hyper --write`` writes by default
 
 
 def tuned_properties_file(model, dataset, properties_dir=None):

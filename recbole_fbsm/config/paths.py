@@ -10,6 +10,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent  # recbole_fbsm/
 # as recbole_fbsm/properties/ (setup.py)
 PROPERTIES_DIR = next((folder for folder in (PACKAGE_DIR / "properties", PACKAGE_DIR.parent / "properties")
                        if (folder / "overall.yaml").is_file()), PACKAGE_DIR / "properties")
+LOCAL_PROPERTIES_DIR = Path("properties")  # the working directory's, where ``hyper --write`` writes by default
 
 
 def recbole_dir():

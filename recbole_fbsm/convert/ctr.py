@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from recbole_fbsm.config.conversion import CTR_FILES, CTR_TAG_FILES, PAPER_MAX_DF
 from .atomic import ConversionError, ConversionResult, Skipped, target_folder
 from .tags import TAG_DF_OPTIONS, count_matrix, whole_token
 from .text import (
-    PAPER_MAX_DF,
     _min_df_option,
     TokenField,
     build_analyzer,
@@ -31,9 +31,6 @@ from .text import (
     tag_field,
     tag_options,
 )
-
-CTR_FILES = {"users": "users.dat", "mult": "mult.dat", "vocab": "vocabulary.dat"}
-CTR_TAG_FILES = {"tag_item": "tag-item.dat", "tag_names": "tags.dat"}
 
 
 def read_lines(path: str | os.PathLike, what: str) -> list[str]:

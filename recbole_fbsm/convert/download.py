@@ -22,11 +22,12 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from recbole_fbsm.config.conversion import CTR_FILES, CTR_TAG_FILES
 from recbole_fbsm.config.datasets import DATASETS, SOURCES, unknown_download_message
 from recbole_fbsm.errors import ColdStartError
 
 from .atomic import target_folder
-from .ctr import CTR_FILES, CTR_TAG_FILES, convert_ctr
+from .ctr import convert_ctr
 
 DEFAULT_TIMEOUT = 30.0  # seconds a connection or a read may wait for the server
 CHUNK_BYTES = 1 << 16

@@ -21,7 +21,6 @@ import scipy.sparse as sp
 from recbole_fbsm.data.analyzer import WholeTokenAnalyzer
 from .atomic import ConversionError, Skipped, bad_id, csv_records, skip_malformed
 
-TAG_SEP = "|"  # default separator of several tags inside one cell (as in MovieLens' genre lists)
 TAG_DF_OPTIONS = ("--tags-min-df", "--tags-max-df")
 
 

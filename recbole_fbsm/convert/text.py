@@ -33,10 +33,10 @@ from .atomic import (
     write_dataset,
 )
 from recbole_fbsm.data.analyzer import FieldRecord, TextAnalyzer, WholeTokenAnalyzer, analyzer_path, write_analyzer
-from .tags import TAG_DF_OPTIONS, TAG_SEP, read_tag_file
+from recbole_fbsm.config.conversion import PAPER_MAX_DF, TAG_SEP
+from .tags import TAG_DF_OPTIONS, read_tag_file
 
 PAPER_MIN_DF = 20  # keep terms that occur in at least this many items (the paper, on ~25,000 articles)
-PAPER_MAX_DF = 0.2  # ... and in at most this fraction of the items
 PAPER_ITEMS = 25_000  # the size of the data the paper's 20 items were chosen for (CiteULike)
 MIN_DF_FLOOR = 2  # a term found in one item links no two items
 SMALL_DATA_ITEMS = 1_000  # below this, the filter's effect is always reported

@@ -17,7 +17,6 @@ recbole_fbsm.experiments.tune`` is the same command.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import hashlib
 import json
@@ -36,16 +35,17 @@ import optuna
 import yaml
 from optuna.trial import TrialState
 
+from recbole_fbsm.arguments.hyper import ALGOS, DEFAULT_MAX_EVALS, parse_args
 from recbole_fbsm.experiments import search_space
 
 from recbole_fbsm.experiments import shared_grid
-from recbole_fbsm.config.cli import settings_from_args, typed_command
+from recbole_fbsm.config.cli import typed_command
 from recbole_fbsm.storage.fingerprint import fingerprint_of
 from recbole_fbsm.storage.run_records import plain_record_value, settings_of
 from recbole_fbsm.storage.safe_files import write_atomic
 from recbole_fbsm.experiments.compare import QUIET_DEFAULTS
-from recbole_fbsm.experiments.compare import RESERVED_KEYS as COMPARE_RESERVED_KEYS
-from recbole_fbsm.config.cold_start_config import LOCAL_PROPERTIES_DIR, ColdStartConfig, tuned_properties_file
+from recbole_fbsm.config.cold_start_config import ColdStartConfig, tuned_properties_file
+from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.config.settings import check_user_settings, precheck
@@ -53,10 +53,6 @@ from recbole_fbsm.training.result_file import HYBRID_GROUPS
 from recbole_fbsm.training.trainer import validation_callback
 from recbole_fbsm.quick_start import run
 
-RESERVED_KEYS = {**COMPARE_RESERVED_KEYS, "split_seed": "set per split by --seeds", "model": "use --model"}
-ALGOS = {"grid": "grid", "exhaustive": "grid", "tpe": "tpe", "bayes": "tpe", "random": "random"}
-DEFAULT_STORAGE = "sqlite:///tune.db"
-DEFAULT_MAX_EVALS = 100  # RecBole's, for tpe and random
 # settings that do not change a trial's result: processes may differ in them and still share a study
 NEUTRAL_KEYS = {"torch_threads", "state", "show_progress", "checkpoint_dir"}
 # pruner steps: validation n of the k-th seed is step k * SEED_STRIDE + n
@@ -467,42 +463,9 @@ def report_write(search, study, best, command, properties_dir):
 
 
 # ---------------------------------------------------------------------------------------- command line
-def build_parser(prog="run_hyper.py"):
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    parser.add_argument("--model", "-m", required=True)
-    parser.add_argument("--dataset", "-d", default="ml-100k")
-    parser.add_argument("--config_files", default=None, help="space-separated yaml files, used by every trial")
-    parser.add_argument("--params_file", default=None,
-                        help="RecBole params file (NAME choice|uniform|loguniform|quniform RANGE per line) or a yaml "
-                             "grid (default: properties/grids/MODEL.hyper, else MODEL.yaml)")
-    parser.add_argument("--output_file", default=None, help="RecBole's result file (default: STUDY_NAME.result)")
-    parser.add_argument("--algo", choices=sorted(ALGOS), default=None,
-                        help="grid (every parameter a choice; the default then), tpe (the default otherwise) or random")
-    parser.add_argument("--max_evals", type=int, default=None,
-                        help=f"finished trials the study should hold (default: the grid's size, or {DEFAULT_MAX_EVALS})")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[2020], help="split seeds (default: 2020)")
-    parser.add_argument("--storage", default=DEFAULT_STORAGE, help="Optuna database URL (default: %(default)s)")
-    parser.add_argument("--study_name", default=None, help="default: MODEL-DATASET-<hash of the search's settings>")
-    parser.add_argument("--pruner", choices=["median", "none"], default="median",
-                        help="stop trials whose validation curve is below the median of finished ones (default)")
-    parser.add_argument("--write", action="store_true",
-                        help="write the best values to ./properties/dataset/DATASET/MODEL.yaml, which runs started in "
-                             "this folder load (nothing on a tie; never inside an installed package)")
-    parser.add_argument("--properties-dir", default=str(LOCAL_PROPERTIES_DIR), metavar="DIR",
-                        help="folder --write writes DIR/dataset/DATASET/MODEL.yaml into (default: %(default)s)")
-    return parser
-
-
 def main(argv=None, prog="run_hyper.py"):
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(prog)
-    args, rest = parser.parse_known_args(argv)
-    overrides = settings_from_args(parser, rest, RESERVED_KEYS)
-    if len(set(args.seeds)) != len(args.seeds):
-        parser.error("--seeds: a seed is listed twice")
-    if args.max_evals is not None and args.max_evals < 1:
-        parser.error("--max_evals: expected a positive number")
+    args, overrides = parse_args(argv, prog)  # the options: recbole_fbsm.arguments.hyper, read before torch loads
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # trials are reported by our own lines
     with warnings.catch_warnings():  # RecBole's numpy, pandas and torch deprecation noise; Optuna's heartbeat
         warnings.simplefilter("ignore", FutureWarning)

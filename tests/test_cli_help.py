@@ -1,0 +1,82 @@
+"""Every command's ``--help`` (and a usage error) answers without importing torch, RecBole, scipy or pandas, which
+take seconds to load: ``recbole_fbsm.__main__`` parses with the command's light parser (``recbole_fbsm.arguments``,
+``run_command``) before it imports the command's module. The commands and sub-commands are read from the command
+table and the parsers themselves, so a new one is checked without being listed here. Timings are not asserted
+(a loaded machine would make them flaky): the heavy imports are what take the seconds."""
+
+import argparse
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recbole_fbsm.__main__ import COMMANDS, PROG
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("torch", "recbole", "scipy", "pandas")
+
+
+def parser_of(command):
+    module, _, function = COMMANDS[command].parser.partition(":")
+    return getattr(importlib.import_module(module), function)(f"{PROG} {command}")
+
+
+def sub_commands(parser):
+    return [
+        name for action in parser._actions if isinstance(action, argparse._SubParsersAction) for name in action.choices
+    ]
+
+
+COMMAND_LINES = [
+    [command, *sub] for command in COMMANDS for sub in [[]] + [[s] for s in sub_commands(parser_of(command))]
+]
+
+
+def run_python(*args):
+    """(exit status, stdout, stderr, top-level packages imported) of ``python -X importtime ARGS``."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    imported = {
+        line.rsplit("|", 1)[-1].strip().split(".")[0]
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    return done.returncode, done.stdout, done.stderr, imported
+
+
+def test_the_command_lines_cover_the_sub_commands():
+    assert ["serve", "recommend"] in COMMAND_LINES and ["convert", "ctr"] in COMMAND_LINES
+    assert len(COMMAND_LINES) >= len(COMMANDS) + 9
+
+
+@pytest.mark.parametrize("line", COMMAND_LINES, ids=" ".join)
+def test_help_answers_without_the_heavy_imports(line):
+    status, out, err, imported = run_python("-m", "recbole_fbsm", *line, "--help")
+    assert status == 0, err
+    assert out.startswith(f"usage: {PROG} {' '.join(line)}")
+    assert sorted(imported & set(HEAVY)) == []
+
+
+@pytest.mark.parametrize("script, prog", [("run_hyper.py", "run_hyper.py"), ("run_recbole.py", "run_recbole.py")])
+def test_the_scripts_help_answers_without_the_heavy_imports(script, prog):
+    status, out, err, imported = run_python(script, "--help")
+    assert status == 0, err
+    assert out.startswith(f"usage: {prog}") and "--model" in out
+    assert sorted(imported & set(HEAVY)) == []
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        (["hyper", "--dataset=ml-100k"], "the following arguments are required: --model/-m"),
+        (["serve", "recommend", "model.fbsm"], "the following arguments are required: new_items"),
+        (["compare", "--seeds", "x"], "--seeds: invalid int value: 'x'"),
+    ],
+)
+def test_a_usage_error_answers_without_the_heavy_imports(line, expected):
+    status, _, err, imported = run_python("-m", "recbole_fbsm", *line)
+    assert status == 2 and expected in err
+    assert sorted(imported & set(HEAVY)) == []

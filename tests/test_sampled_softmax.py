@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from helpers import dataset_config, write_dataset
+
 from recbole_fbsm.quick_start import prepare, run
 
 pytestmark = pytest.mark.usefixtures("workdir")
@@ -24,8 +24,8 @@ def data(tmp_path):
 def prepared(data, quiet, **overrides):
     """(model in training mode, a training batch, the training loader's dataset), identity dropout off so that
     two calls of the loss differ only by the sample."""
-    settings = dict(identity_dropout=0.0, softmax_temperature=0.2, init_std=0.3, reg_V=0.0, reg_D=0.0)
-    config, model, (train, valid, test) = prepare("FBSM", data.name, config_dict=dataset_config(
+    settings = {"identity_dropout": 0.0, "softmax_temperature": 0.2, "init_std": 0.3, "reg_V": 0.0, "reg_D": 0.0}
+    _, model, (train, valid, test) = prepare("FBSM", data.name, config_dict=dataset_config(
         data, quiet, **{**HYBRID, **settings, **overrides}))
     model.train()
     return model, next(iter(train)), train._dataset, (valid._dataset, test._dataset)
@@ -40,7 +40,7 @@ def loss_and_gradients(model, batch):
 
 @pytest.mark.parametrize("covering", [80, 10_000])
 def test_negatives_covering_every_training_item_give_the_full_softmax_exactly(data, quiet, covering):
-    model, batch, train, _ = prepared(data, quiet, softmax_negatives=None)
+    model, batch, _, _ = prepared(data, quiet, softmax_negatives=None)
     assert len(model.softmax_items) <= covering
     full = loss_and_gradients(model, batch)
     model.softmax_negatives = covering
@@ -52,7 +52,7 @@ def test_negatives_covering_every_training_item_give_the_full_softmax_exactly(da
 
 
 def test_the_sample_holds_training_items_only_with_every_positive_once(data, quiet):
-    model, batch, train, (valid, test) = prepared(data, quiet, softmax_negatives=7)
+    model, batch, _, (valid, test) = prepared(data, quiet, softmax_negatives=7)
     training = set(model.softmax_items.tolist())
     held_out = set(valid.cold_items.tolist()) | set(test.cold_items.tolist())
     assert held_out and not (held_out & training)

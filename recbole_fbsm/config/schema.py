@@ -105,6 +105,8 @@ PLUGIN_SETTINGS = {
                    "FBSM: bpr (sampled triplets, the paper), softmax (every training item a class); auto: softmax "
                    "with identity_features, else bpr"),
     "softmax_temperature": S(number(0, strict=True), 0.1, MODEL, "FBSM: temperature of fbsm_loss: softmax"),
+    "softmax_negatives": S(optional(integer(1)), 2000, MODEL,
+                           "FBSM: fbsm_loss: softmax over the batch's positives and N sampled training items (~: all)"),
     "n_functions": S(integer(1), 1, MODEL, "UFSM: l, the number of global similarity functions"),
     "reg_M": S(number(0), 0.0001, MODEL, "UFSM: L2 on the users' mixture weights"),
     "reg_W": S(number(0), 0.0001, MODEL, "UFSM: L2 on the functions' weights"),

@@ -1,6 +1,7 @@
 """FBSM_bpr (Sharma, Zhou, Hu, Karypis, SDM 2015): sim(i, j) = f_i^T (D + V^T V) f_j."""
 
 import contextlib
+import math
 
 import torch
 from torch import nn
@@ -63,12 +64,11 @@ class FBSM(FeatureSimilarityRecommender):
         if self.loss_type == "auto":  # the hybrid FBSM learns its identity terms with the softmax (BPR did not move it)
             self.loss_type = "softmax" if self.n_identity else "bpr"
         self.softmax_temperature = float(setting(config, "softmax_temperature"))
-        if self.loss_type == "softmax":  # the training items: the softmax's classes
-            items = torch.as_tensor(model_inputs(config, dataset).training_items, dtype=torch.long)
-            position = torch.full((self.F.shape[0],), -1, dtype=torch.long)
-            position[items] = torch.arange(len(items))
+        negatives = setting(config, "softmax_negatives")
+        self.softmax_negatives = None if negatives is None else int(negatives)
+        if self.loss_type == "softmax":  # the training items (sorted): the softmax's classes
+            items = torch.unique(torch.as_tensor(model_inputs(config, dataset).training_items, dtype=torch.long))
             self.register_buffer("softmax_items", items, persistent=False)
-            self.register_buffer("softmax_position", position, persistent=False)
 
     def _start_identity_dropout(self, config):
         """Identity features (hybrid scenario): the positions in F's values of the identity entries, one per
@@ -126,25 +126,51 @@ class FBSM(FeatureSimilarityRecommender):
         return self.loss_type != "softmax"
 
     def softmax_loss(self, interaction):
-        """Mean over the batch's (user, liked item) pairs of -log softmax over every training item of the user's
+        """Mean over the batch's (user, liked item) pairs of -log softmax over the training items of the user's
         scores (``fbsm_loss: softmax``), a training like scored without its own features, as in evaluation.
         Scores are divided by the user's likes (the mean similarity to them, FISM's normalisation with α = 1: a heavy
         user's sums would otherwise make a far sharper softmax) and by ``softmax_temperature``.
-        Every item is a negative of every step, not one sampled item: the listwise objective ranks the warm items'
-        collaborative terms against the whole catalogue at once (the batch's negatives are not read)."""
+        The classes are every training item, or with ``softmax_negatives: N`` the batch's sample of them
+        (``softmax_classes``): the listwise objective ranks the warm items' collaborative terms against the whole
+        catalogue at once, not against one sampled item (the batch's BPR negatives are not read)."""
         users, positives = interaction[self.USER_ID], interaction[self.ITEM_ID]
         distinct, row = torch.unique(users, return_inverse=True)
-        candidates = self.softmax_items
-        scores = self.score_feature_rows(distinct, self.F.rows_matrix(candidates))
+        classes, log_weights = self.softmax_classes(positives)
+        scores = self.score_feature_rows(distinct, self.F.rows_matrix(classes))
         owner, liked, _, _ = self.R.gather_rows(distinct)
-        column = self.softmax_position.index_select(0, liked)
-        keep = column >= 0
+        column = torch.searchsorted(classes, liked).clamp(max=len(classes) - 1)
+        keep = classes.index_select(0, column) == liked  # the user's training likes among the classes
         owner, liked, column = owner[keep], liked[keep], column[keep]
         own = self.self_similarity(distinct.index_select(0, owner), liked)
         scores = scores.index_put((owner, column), -own, accumulate=True)
         likes = (self.R.indptr[distinct + 1] - self.R.indptr[distinct]).clamp(min=1).to(scores.dtype)
-        log_probability = torch.log_softmax(scores / (likes[:, None] * self.softmax_temperature), dim=1)
-        return -log_probability[row, self.softmax_position.index_select(0, positives)].mean()
+        logits = scores / (likes[:, None] * self.softmax_temperature)
+        if log_weights is not None:
+            logits = logits + log_weights
+        log_probability = torch.log_softmax(logits, dim=1)
+        return -log_probability[row, torch.searchsorted(classes, positives)].mean()
+
+    def softmax_classes(self, positives):
+        """(the softmax's classes, sorted; their log weights in its normaliser, or None for weight 1).
+
+        Every training item without ``softmax_negatives``. With ``softmax_negatives: N``, one sample for the
+        batch: the batch's positives plus N training items drawn uniformly without replacement (validation, test
+        and cold items are never drawn: they are not training items). Each item is a class once, so a like is
+        never its own negative twice. A drawn item that is no positive stands for the n / N training items
+        (n of them) that the draw could have picked: its exp(logit) counts n / N times in the normaliser
+        (the logQ correction of sampled softmax), an unbiased estimate of the full softmax's normaliser. With
+        N >= n every training item is drawn, each weighs 1: the full softmax, at the same cost."""
+        items = self.softmax_items
+        if self.softmax_negatives is None:
+            return items, None
+        n = len(items)
+        drawn = items if self.softmax_negatives >= n else items.index_select(
+            0, torch.randperm(n, device=items.device)[: self.softmax_negatives])
+        classes = torch.unique(torch.cat([positives, drawn]))
+        is_positive = torch.zeros(len(classes), dtype=torch.bool, device=classes.device)
+        is_positive[torch.searchsorted(classes, positives)] = True
+        log_weights = torch.where(is_positive, 0.0, math.log(n / len(drawn))).to(self.V.dtype)
+        return classes, log_weights
 
     def alignment_loss(self, items):
         """Mean over the batch's distinct positive items i of KL(warm || model) between the distributions

@@ -184,19 +184,11 @@ def test_a_seeded_run_repeats_exactly(runs, name):
     assert torch.equal(run["first"], run["again"]), f"{name}: two runs with seed 2020 scored differently"
 
 
-# models/fbsm.py is rewritten on another branch this session (the hybrid softmax): its calculate_loss gets its
-# Args/Returns there; strict, so this mark fails (and goes) as soon as it has them
-PENDING_DOCSTRINGS = {"FBSM": "FBSM.calculate_loss: Args/Returns pending (models/fbsm.py)"}
 
 
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(reason=PENDING_DOCSTRINGS[n], strict=True))
-        if n in PENDING_DOCSTRINGS
-        else n
-        for n in MODELS
-    ],
+    MODELS,
 )
 def test_the_plugins_interface_methods_document_their_tensors(name):
     model_class = get_model(name)

@@ -109,6 +109,17 @@ class FBSM(FeatureSimilarityRecommender):
         return self.V
 
     def calculate_loss(self, interaction):
+        """The batch's training loss: BPR over (user, liked item, negative) triplets, the paper's, or the softmax
+        of the hybrid FBSM (``fbsm_loss``), plus the optional alignment and the L2 terms on V and D (unless the
+        optimizer's weight decay holds them).
+
+        Args:
+            interaction (Interaction): the batch; ``USER_ID`` and ``ITEM_ID`` of shape [batch_size], and
+                ``NEG_ITEM_ID`` of shape [batch_size] for BPR.
+
+        Returns:
+            torch.Tensor: the loss, shape [] (a scalar).
+        """
         with self.identities_dropped():
             if self.loss_type == "softmax":
                 loss = self.softmax_loss(interaction)

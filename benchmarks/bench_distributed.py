@@ -105,7 +105,9 @@ class RankPeaks(threading.Thread):
             pids = [self.process.pid] if self.nproc == 1 else _children(self.process.pid)
             for pid in pids:
                 peak, cmdline = _peak_mib(pid)
-                if peak is None or (self.nproc > 1 and (b"spawn_main" not in cmdline or b"resource_tracker" in cmdline)):
+                if peak is None or (
+                    self.nproc > 1 and (b"spawn_main" not in cmdline or b"resource_tracker" in cmdline)
+                ):
                     continue
                 self.peaks[pid] = max(peak, self.peaks.get(pid, 0.0))
             self.done.wait(self.every)
@@ -113,16 +115,32 @@ class RankPeaks(threading.Thread):
 
 # ---------------------------------------------------------------------------------------- runs
 def run_once(dataset, data_path, nproc, settings, args, workdir):
-    settings = {"epochs": args.epochs, "eval_step": args.epochs, "torch_threads": args.threads, "state": "INFO",
-                "eval_user_sample": args.eval_users, "stopping_step": args.epochs + 1, "valid_before_training": False,
-                **args.config, **settings}
-    command = [sys.executable, str(REPO_ROOT / "run_recbole.py"), "--model=" + args.model, "--dataset=" + dataset,
-               f"--data_path={data_path}", f"--nproc={nproc}", f"--checkpoint_dir={workdir / 'saved'}"]
+    settings = {
+        "epochs": args.epochs,
+        "eval_step": args.epochs,
+        "torch_threads": args.threads,
+        "state": "INFO",
+        "eval_user_sample": args.eval_users,
+        "stopping_step": args.epochs + 1,
+        "valid_before_training": False,
+        **args.config,
+        **settings,
+    }
+    command = [
+        sys.executable,
+        str(REPO_ROOT / "run_recbole.py"),
+        "--model=" + args.model,
+        "--dataset=" + dataset,
+        f"--data_path={data_path}",
+        f"--nproc={nproc}",
+        f"--checkpoint_dir={workdir / 'saved'}",
+    ]
     command += [f"--{key}={value}" for key, value in settings.items()]
     start = time.perf_counter()
     with open(workdir / "out.txt", "w") as out:
-        process = subprocess.Popen(command, cwd=workdir, env=thread_env(args.threads), stdout=out,
-                                   stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(
+            command, cwd=workdir, env=thread_env(args.threads), stdout=out, stderr=subprocess.STDOUT, text=True
+        )
         peaks = RankPeaks(process, nproc)
         peaks.start()
         try:
@@ -137,17 +155,30 @@ def run_once(dataset, data_path, nproc, settings, args, workdir):
     epochs = [float(match[1] or match[3]) for match in EPOCH_LINE.findall(text)]
     test = re.search(r"test result: (\{.*\})", text)
     valid = re.search(r"valid recall@10 ([\d.]+)", text)
-    return {"wall_s": wall, "epoch_s": epochs, "test": test.group(1) if test else None,
-            "valid": float(valid.group(1)) if valid else None, "peak_mib": sorted(peaks.peaks.values())}
+    return {
+        "wall_s": wall,
+        "epoch_s": epochs,
+        "test": test.group(1) if test else None,
+        "valid": float(valid.group(1)) if valid else None,
+        "peak_mib": sorted(peaks.peaks.values()),
+    }
 
 
 def import_baseline_mib(args):
     """Peak RSS of a process that imported what a rank imports (torch, RecBole, the plugin) and nothing else."""
-    code = ("import re, warnings; warnings.filterwarnings('ignore'); import recbole_fbsm.quick_start, "
-            "recbole_fbsm.training.trainer; print('RESULT', re.search(r'VmHWM:\\s+(\\d+)', "
-            "open('/proc/self/status').read()).group(1))")
-    out = subprocess.run([sys.executable, "-c", code], env=thread_env(args.threads), capture_output=True, text=True,
-                         timeout=args.timeout, cwd=tempfile.gettempdir())
+    code = (
+        "import re, warnings; warnings.filterwarnings('ignore'); import recbole_fbsm.quick_start, "
+        "recbole_fbsm.training.trainer; print('RESULT', re.search(r'VmHWM:\\s+(\\d+)', "
+        "open('/proc/self/status').read()).group(1))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=thread_env(args.threads),
+        capture_output=True,
+        text=True,
+        timeout=args.timeout,
+        cwd=tempfile.gettempdir(),
+    )
     line = [row for row in out.stdout.splitlines() if row.startswith("RESULT")]
     return int(line[0].split()[1]) / 1024 if line else 0.0
 
@@ -162,8 +193,14 @@ def steps_per_epoch(dataset, data_path, args):
         f" 'state': 'ERROR', 'torch_threads': 1, **json.loads({json.dumps(json.dumps(args.config))})}});"
         "print('RESULT', len(train), model.n_features, config['rank'])"
     )
-    out = subprocess.run([sys.executable, "-c", code], env=thread_env(1), capture_output=True, text=True,
-                         timeout=args.timeout, cwd=tempfile.gettempdir())
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=thread_env(1),
+        capture_output=True,
+        text=True,
+        timeout=args.timeout,
+        cwd=tempfile.gettempdir(),
+    )
     line = [row for row in out.stdout.splitlines() if row.startswith("RESULT")]
     if not line:
         raise SystemExit(out.stderr[-3000:])
@@ -221,13 +258,39 @@ def measure(dataset, data_path, label, args, scratch):
         gradients = nproc > 1 and settings.get("parallel_sync", "gradients") == "gradients"
         reduce_ms = 1000 * allreduce_seconds(exchanged, nproc, args.allreduce_repeats) if gradients else None
         base = base or (epoch, wall, peak)
-        records.append({"data": label, "variant": text, "nproc": nproc, "settings": settings, "steps_one": steps,
-                        "epoch_s": epoch, "wall_s": wall, "peak_mib": peak, "import_mib": imports,
-                        "allreduce_ms": reduce_ms, "runs": done})
+        records.append(
+            {
+                "data": label,
+                "variant": text,
+                "nproc": nproc,
+                "settings": settings,
+                "steps_one": steps,
+                "epoch_s": epoch,
+                "wall_s": wall,
+                "peak_mib": peak,
+                "import_mib": imports,
+                "allreduce_ms": reduce_ms,
+                "runs": done,
+            }
+        )
         above = (peak - imports) / max(base[2] - imports, 1e-9)
-        rows.append([label, text, f"{epoch:.3f}", f"{base[0] / epoch:.2f}", f"{wall:.1f}", f"{base[1] / wall:.2f}",
-                     f"{peak:,.0f}", f"{peak / base[2]:.2f}", f"{peak - imports:,.0f}", f"{above:.2f}",
-                     "" if reduce_ms is None else f"{reduce_ms:.2f}", done[0]["valid"] or "", done[0]["test"] or ""])
+        rows.append(
+            [
+                label,
+                text,
+                f"{epoch:.3f}",
+                f"{base[0] / epoch:.2f}",
+                f"{wall:.1f}",
+                f"{base[1] / wall:.2f}",
+                f"{peak:,.0f}",
+                f"{peak / base[2]:.2f}",
+                f"{peak - imports:,.0f}",
+                f"{above:.2f}",
+                "" if reduce_ms is None else f"{reduce_ms:.2f}",
+                done[0]["valid"] or "",
+                done[0]["test"] or "",
+            ]
+        )
     return rows, records
 
 
@@ -265,11 +328,30 @@ def main(argv=None):
             dataset = ensure_generated(data_path, users, items, vocabulary, WORDS_PER_ITEM, n, 2020)
             found = measure(dataset, data_path, f"{n:,} likes", args, scratch)
             rows, records = rows + found[0], records + found[1]
-    print(f"{args.model}, {args.threads} torch thread(s) per process, {args.epochs} epochs, {args.repeats} run(s) per "
-          f"variant in turns, evaluation on {args.eval_users} sampled users; settings {args.config or 'defaults'}\n")
-    print(markdown(["data", "variant", "s/epoch (median)", "epoch speedup", "end-to-end s", "end-to-end speedup",
-                    "peak MiB per process", "ratio", "above imports MiB", "ratio", "all-reduce of V+D alone, ms",
-                    "valid recall@10", "test"], rows))
+    print(
+        f"{args.model}, {args.threads} torch thread(s) per process, {args.epochs} epochs, {args.repeats} run(s) per "
+        f"variant in turns, evaluation on {args.eval_users} sampled users; settings {args.config or 'defaults'}\n"
+    )
+    print(
+        markdown(
+            [
+                "data",
+                "variant",
+                "s/epoch (median)",
+                "epoch speedup",
+                "end-to-end s",
+                "end-to-end speedup",
+                "peak MiB per process",
+                "ratio",
+                "above imports MiB",
+                "ratio",
+                "all-reduce of V+D alone, ms",
+                "valid recall@10",
+                "test",
+            ],
+            rows,
+        )
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(records, indent=1))
 

@@ -45,8 +45,12 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--seed", type=int, default=2020)
     parser.add_argument("--config", nargs="*", default=["rank=64"], help="plugin settings key=value")
-    parser.add_argument("--block-cells", type=int, default=None,
-                        help="models.base.SCORE_BLOCK_CELLS for this run (cells of a block of users)")
+    parser.add_argument(
+        "--block-cells",
+        type=int,
+        default=None,
+        help="models.base.SCORE_BLOCK_CELLS for this run (cells of a block of users)",
+    )
     parser.add_argument("--json", default=None, help="also write the medians to this file")
     return parser.parse_args(argv)
 
@@ -58,8 +62,13 @@ def prepare_model(args):
     from recbole_fbsm.quick_start import prepare
     from recbole_fbsm.training.trainer import get_trainer
 
-    config = dict(QUIET_CONFIG, checkpoint_dir=str(Path.cwd() / "saved"), seed=args.seed, use_gpu=False,
-                  torch_threads=args.threads)
+    config = dict(
+        QUIET_CONFIG,
+        checkpoint_dir=str(Path.cwd() / "saved"),
+        seed=args.seed,
+        use_gpu=False,
+        torch_threads=args.threads,
+    )
     if args.data_path:
         config["data_path"] = args.data_path
     config.update(parse_config(args.config))
@@ -77,12 +86,13 @@ def steps(config, model, trainer, data):
     import torch
 
     from recbole_fbsm.kernels.sparse import csr_times_dense, rows_times_table
+
     users = torch.as_tensor(np.asarray(data.uid_list), dtype=torch.long)
     candidates = torch.as_tensor(data._dataset.split_items, dtype=torch.long)
     F_c, _ = model._candidate_matrix(candidates)
     factors = model.low_rank_factors()
     block = model.score_block_users(len(candidates))
-    blocks = [users[start:start + block] for start in range(0, len(users), block)]
+    blocks = [users[start : start + block] for start in range(0, len(users), block)]
     h = 64 if factors is None else factors.shape[1]
     V = torch.randn(model.n_features, h) if factors is None else factors.detach()
     item_factors = csr_times_dense(F_c, V)
@@ -96,7 +106,7 @@ def steps(config, model, trainer, data):
 
     def numpy_scoring():
         for start in range(0, len(U_np), per_batch):
-            scores = U_np[start:start + per_batch] @ I_np.T
+            scores = U_np[start : start + per_batch] @ I_np.T
             np.argpartition(scores, scores.shape[1] - 10, axis=1)[:, -10:]
 
     def scored_batches(topk):
@@ -120,8 +130,13 @@ def steps(config, model, trainer, data):
         "+ tie-fair top-k": lambda: scored_batches(True),
         "trainer.evaluate": lambda: trainer.evaluate(data, load_best_model=False),
         f"numpy rank-{h} + top-k (LightFM's dense scoring)": numpy_scoring,
-    }, {"users": len(users), "candidates": len(candidates), "features": model.n_features, "block": block,
-        "batch users": data.step}
+    }, {
+        "users": len(users),
+        "candidates": len(candidates),
+        "features": model.n_features,
+        "block": block,
+        "batch users": data.step,
+    }
 
 
 def main(argv=None):
@@ -144,10 +159,12 @@ def main(argv=None):
                 begin = time.perf_counter()
                 step()
                 times[name].append(time.perf_counter() - begin)
-    print(f"{args.model} on {args.dataset} ({args.split}): "
-          f"{sizes['users']:,} users x {sizes['candidates']:,} candidates, "
-          f"{sizes['features']:,} features; blocks of {sizes['block']} users, batches of {sizes['batch users']}; "
-          f"{args.threads} thread(s), {args.repeats} repeats\n")
+    print(
+        f"{args.model} on {args.dataset} ({args.split}): "
+        f"{sizes['users']:,} users x {sizes['candidates']:,} candidates, "
+        f"{sizes['features']:,} features; blocks of {sizes['block']} users, batches of {sizes['batch users']}; "
+        f"{args.threads} thread(s), {args.repeats} repeats\n"
+    )
     print(markdown(["step", "s median (min-max)"], [[name, spread(values)] for name, values in times.items()]))
     if args.json:
         medians = {name: statistics.median(values) for name, values in times.items()}

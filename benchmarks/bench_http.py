@@ -49,15 +49,26 @@ def parse_args(argv=None):
     parser.add_argument("model", help="model artifact (.fbsm)")
     parser.add_argument("--new-items", type=int, default=100, help="new items in the catalogue (default: %(default)s)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker processes (default: 1 2)")
-    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32], help="concurrent readers (default: 1 8 32)")
+    parser.add_argument(
+        "--clients", type=int, nargs="+", default=[1, 8, 32], help="concurrent readers (default: 1 8 32)"
+    )
     parser.add_argument("--requests", type=int, default=2000, help="reads per row at most (default: %(default)s)")
     parser.add_argument("--seconds", type=float, default=20.0, help="time per row at most (default: %(default)s)")
-    parser.add_argument("--repeats", type=int, default=3, help="repeats of the in-process load timing (default: %(default)s)")
-    parser.add_argument("--kills", type=int, default=20, help="SIGKILLs of the kill test (0: none; default: %(default)s)")
-    parser.add_argument("--kill-workers", type=int, default=2,
-                        help="workers of the kill test's service (default: %(default)s)")
-    parser.add_argument("--kill-seconds", type=float, default=1800.0,
-                        help="wall-clock bound of the whole kill test (default: %(default)s)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="repeats of the in-process load timing (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--kills", type=int, default=20, help="SIGKILLs of the kill test (0: none; default: %(default)s)"
+    )
+    parser.add_argument(
+        "--kill-workers", type=int, default=2, help="workers of the kill test's service (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--kill-seconds",
+        type=float,
+        default=1800.0,
+        help="wall-clock bound of the whole kill test (default: %(default)s)",
+    )
     parser.add_argument("--kill-only", action="store_true", help="only the kill test (no load timing, no load table)")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker (default: %(default)s)")
@@ -152,8 +163,9 @@ def mixed_load(port, users, items, clients, max_requests, max_seconds, seed):
                 body = {"items": [dict(rng.choice(items), id=f"bench_w{seed}_{n}")]}
                 status, _ = request(connection, "POST", "/items", body)
             else:
-                status, _ = request(connection, "POST", f"/users/{rng.choice(users)}/likes",
-                                    {"items": [rng.choice(items)["id"]]})
+                status, _ = request(
+                    connection, "POST", f"/users/{rng.choice(users)}/likes", {"items": [rng.choice(items)["id"]]}
+                )
             writes.append(time.perf_counter() - start)
             if status != 200:
                 with lock:
@@ -171,9 +183,17 @@ def mixed_load(port, users, items, clients, max_requests, max_seconds, seed):
     wall = time.perf_counter() - start
     stop.set()
     write_thread.join()
-    return {"clients": clients, "reads": len(reads), "seconds": wall, "reads_per_s": len(reads) / wall,
-            "read_p50_ms": percentile(reads, 0.50), "read_p99_ms": percentile(reads, 0.99),
-            "writes_per_s": len(writes) / wall, "write_p99_ms": percentile(writes, 0.99), "errors": errors[0]}
+    return {
+        "clients": clients,
+        "reads": len(reads),
+        "seconds": wall,
+        "reads_per_s": len(reads) / wall,
+        "read_p50_ms": percentile(reads, 0.50),
+        "read_p99_ms": percentile(reads, 0.99),
+        "writes_per_s": len(writes) / wall,
+        "write_p99_ms": percentile(writes, 0.99),
+        "errors": errors[0],
+    }
 
 
 def start_service(model, port, threads, workers=1, store=None, timeout=120):
@@ -181,11 +201,22 @@ def start_service(model, port, threads, workers=1, store=None, timeout=120):
     env = dict(os.environ)
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
-    command = [sys.executable, "-m", "recbole_fbsm", "serve", "http", model, "--port", str(port),
-               "--workers", str(workers)] + (["--store", store] if store else [])
+    command = [
+        sys.executable,
+        "-m",
+        "recbole_fbsm",
+        "serve",
+        "http",
+        model,
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ] + (["--store", store] if store else [])
     start = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     while True:
         try:
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
@@ -269,8 +300,13 @@ def kill_test(model, port, threads, workers, kills, store, liked, seed=0, max_se
             missing += len(items - stored)
     finally:
         stop_service(process)
-    return {"kills": len(rounds), "acknowledged": len(acknowledged), "missing": missing,
-            "seconds": time.perf_counter() - began, "round_s": rounds}
+    return {
+        "kills": len(rounds),
+        "acknowledged": len(acknowledged),
+        "missing": missing,
+        "seconds": time.perf_counter() - began,
+        "round_s": rounds,
+    }
 
 
 def main(argv=None):
@@ -281,27 +317,44 @@ def main(argv=None):
     else:
         served, load_s, score_s = time_load(args.model, args.repeats)
         results.update({"load_s": load_s, "score_one_item_s": score_s})
-    print(f"artifact {args.model}: {served.model_name}, {served.dataset.user_num - 1} users, "
-          f"{len(served.training_items())} training items, {served.features.n_features} features, "
-          f"{os.path.getsize(args.model) / 2**20:.1f} MiB")
+    print(
+        f"artifact {args.model}: {served.model_name}, {served.dataset.user_num - 1} users, "
+        f"{len(served.training_items())} training items, {served.features.n_features} features, "
+        f"{os.path.getsize(args.model) / 2**20:.1f} MiB"
+    )
     folder = tempfile.mkdtemp(prefix="bench-http-")
     try:
         if not args.kill_only:
-            print(f"load (median of {args.repeats}): {load_s:.3f} s; one new item scored for every user: "
-                  f"{score_s * 1000:.1f} ms")
+            print(
+                f"load (median of {args.repeats}): {load_s:.3f} s; one new item scored for every user: "
+                f"{score_s * 1000:.1f} ms"
+            )
             results["rows"] = load_table(args, served, folder)
         if args.kills:
             store = os.path.join(folder, "kill.sqlite")
             liked = served.item_tokens(served.training_items()[:200])
-            print(f"\nkill test: up to {args.kills} SIGKILLs of {args.kill_workers} worker(s) under write load, "
-                  f"at most {args.kill_seconds:.0f} s", flush=True)
-            kill = kill_test(args.model, args.port, args.threads, args.kill_workers, args.kills, store, liked,
-                             max_seconds=args.kill_seconds)
+            print(
+                f"\nkill test: up to {args.kills} SIGKILLs of {args.kill_workers} worker(s) under write load, "
+                f"at most {args.kill_seconds:.0f} s",
+                flush=True,
+            )
+            kill = kill_test(
+                args.model,
+                args.port,
+                args.threads,
+                args.kill_workers,
+                args.kills,
+                store,
+                liked,
+                max_seconds=args.kill_seconds,
+            )
             results["kill_test"] = {"workers": args.kill_workers, **kill}
             bounded = "" if kill["kills"] == args.kills else f" (time bound reached: {kill['kills']} of {args.kills})"
-            print(f"kill test: {kill['kills']} SIGKILLs of {args.kill_workers} worker(s){bounded}; "
-                  f"{kill['acknowledged']} acknowledged likes, {kill['missing']} missing after restart; "
-                  f"{kill['seconds']:.0f} s (rounds: median {statistics.median(kill['round_s'] or [0]):.1f} s)")
+            print(
+                f"kill test: {kill['kills']} SIGKILLs of {args.kill_workers} worker(s){bounded}; "
+                f"{kill['acknowledged']} acknowledged likes, {kill['missing']} missing after restart; "
+                f"{kill['seconds']:.0f} s (rounds: median {statistics.median(kill['round_s'] or [0]):.1f} s)"
+            )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     if args.json:
@@ -329,8 +382,11 @@ def load_table(args, served, folder):
                 connection = http.client.HTTPConnection("127.0.0.1", args.port, timeout=60)
                 status, body = request(connection, "POST", "/items", {"items": items})
                 assert status == 200, body
-                row = {"workers": workers, "start_s": start_s,
-                       **mixed_load(args.port, users, items, clients, args.requests, args.seconds, clients)}
+                row = {
+                    "workers": workers,
+                    "start_s": start_s,
+                    **mixed_load(args.port, users, items, clients, args.requests, args.seconds, clients),
+                }
             finally:
                 stop_service(process)
             rows.append(row)
@@ -339,9 +395,11 @@ def load_table(args, served, folder):
 
 
 def _line(row):
-    return (f"| {row['workers']} | {row['clients']} | {row['reads']} | {row['reads_per_s']:.0f} | "
-            f"{row['read_p50_ms']:.1f} | {row['read_p99_ms']:.1f} | {row['writes_per_s']:.0f} | "
-            f"{row['write_p99_ms']:.1f} | {row['errors']} |")
+    return (
+        f"| {row['workers']} | {row['clients']} | {row['reads']} | {row['reads_per_s']:.0f} | "
+        f"{row['read_p50_ms']:.1f} | {row['read_p99_ms']:.1f} | {row['writes_per_s']:.0f} | "
+        f"{row['write_p99_ms']:.1f} | {row['errors']} |"
+    )
 
 
 if __name__ == "__main__":

@@ -39,15 +39,34 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (  # noqa: E402
-    QUIET_CONFIG, REPO_ROOT, PhasePeaks, emit, ensure_generated, feature_sizes, fingerprint, fmt, markdown,
-    parse_config, parse_result, spread, thread_env,
+    QUIET_CONFIG,
+    REPO_ROOT,
+    PhasePeaks,
+    emit,
+    ensure_generated,
+    feature_sizes,
+    fingerprint,
+    fmt,
+    markdown,
+    parse_config,
+    parse_result,
+    spread,
+    thread_env,
 )
 
-DEFAULT_SPECS = ["FBSM:rank=10", "FBSM:rank=64", "UFSM", "CoSim", "LightFM:no_components=16",
-                 "LightFM:no_components=64"]
+DEFAULT_SPECS = [
+    "FBSM:rank=10",
+    "FBSM:rank=64",
+    "UFSM",
+    "CoSim",
+    "LightFM:no_components=16",
+    "LightFM:no_components=64",
+]
 DEFAULT_RATIOS = ["FBSM h=64/LightFM d=64", "FBSM h=10/LightFM d=16"]
-LIGHTFM_MISSING = ("LightFM is not installed: its rows are skipped. Install it with `pip install lightfm-next` "
-                   "(or `pip install -e '.[bench]'`).")
+LIGHTFM_MISSING = (
+    "LightFM is not installed: its rows are skipped. Install it with `pip install lightfm-next` "
+    "(or `pip install -e '.[bench]'`)."
+)
 TOPK = 10
 
 
@@ -98,11 +117,14 @@ def export_split(args):
     config, _, (train_data, _, test_data) = prepare("CoSim", args.dataset, config_dict=plugin_config(args))
     train, test = train_data._dataset, test_data._dataset
     features = features_from_config(
-        train, train.split_items, config,
+        train,
+        train.split_items,
+        config,
         normalize=True if config["feature_normalize"] is None else bool(config["feature_normalize"]),
     ).matrix.tocsr()
     arrays = {
-        "n_users": np.int64(train.user_num), "n_items": np.int64(train.item_num),
+        "n_users": np.int64(train.user_num),
+        "n_items": np.int64(train.item_num),
         "train_items": np.asarray(train.split_items, dtype=np.int64),
         "test_items": np.asarray(test.split_items, dtype=np.int64),
         "train_users_of_likes": train.inter_feat[train.uid_field].numpy().astype(np.int64),
@@ -110,12 +132,19 @@ def export_split(args):
         "test_users_of_likes": test.inter_feat[test.uid_field].numpy().astype(np.int64),
         "test_items_of_likes": test.inter_feat[test.iid_field].numpy().astype(np.int64),
         "eval_users": np.asarray(test_data.uid_list, dtype=np.int64),
-        "F_data": features.data.astype(np.float32), "F_indices": features.indices.astype(np.int32),
-        "F_indptr": features.indptr.astype(np.int64), "F_shape": np.asarray(features.shape, dtype=np.int64),
+        "F_data": features.data.astype(np.float32),
+        "F_indices": features.indices.astype(np.int32),
+        "F_indptr": features.indptr.astype(np.int64),
+        "F_shape": np.asarray(features.shape, dtype=np.int64),
     }
     np.savez(args.export, **arrays)
-    emit({"split": fingerprint(train.split_items, test.split_items, [len(train.inter_feat)]),
-          "features": int(features.shape[1]), "nnz_F": int(features.nnz)})
+    emit(
+        {
+            "split": fingerprint(train.split_items, test.split_items, [len(train.inter_feat)]),
+            "features": int(features.shape[1]),
+            "nnz_F": int(features.nnz),
+        }
+    )
 
 
 # ------------------------------------------------------------------------------ ranking (numpy)
@@ -141,8 +170,10 @@ def ranking_metrics(top, users, n_candidates, truth, positives):
     discounts = 1.0 / np.log2(np.arange(2, top.shape[1] + 2))
     ideal = np.cumsum(discounts)[np.minimum(n_pos, top.shape[1]).astype(np.int64) - 1]
     k = top.shape[1]
-    return {f"recall@{k}": float(np.mean(hits.sum(1) / n_pos)),
-            f"ndcg@{k}": float(np.mean((hits * discounts).sum(1) / ideal))}
+    return {
+        f"recall@{k}": float(np.mean(hits.sum(1) / n_pos)),
+        f"ndcg@{k}": float(np.mean((hits * discounts).sum(1) / ideal)),
+    }
 
 
 # ------------------------------------------------------------------------------- worker protocol
@@ -222,18 +253,35 @@ def plugin_worker(args, name, settings):
         state_mib = torch_state_mib(model, getattr(trainer, "optimizer", None))
         n_features, nnz_f, nnz_fu = feature_sizes(model, train, config)
         return {
-            "kind": "plugin", "threads": torch.get_num_threads(), "prepare_s": prepare_s,
-            "users": int(train.user_num - 1), "items": int(train.item_num - 1), "features": n_features,
-            "nnz_F": nnz_f, "nnz_F_U": nnz_fu, "train_likes": int(len(train.inter_feat)),
-            "train_items": len(train.split_items), "test_items": len(test.split_items),
-            "eval_users": len(test_data.uid_list), "batch": int(config["train_batch_size"]),
-            "epoch_s": state["epoch_s"], "rows_per_epoch": state["rows_per_epoch"], "eval_s": state["eval_s"],
-            "metrics": state["metrics"], "metrics_epochs": state.get("metrics_epochs"), "state_mib": state_mib,
+            "kind": "plugin",
+            "threads": torch.get_num_threads(),
+            "prepare_s": prepare_s,
+            "users": int(train.user_num - 1),
+            "items": int(train.item_num - 1),
+            "features": n_features,
+            "nnz_F": nnz_f,
+            "nnz_F_U": nnz_fu,
+            "train_likes": int(len(train.inter_feat)),
+            "train_items": len(train.split_items),
+            "test_items": len(test.split_items),
+            "eval_users": len(test_data.uid_list),
+            "batch": int(config["train_batch_size"]),
+            "epoch_s": state["epoch_s"],
+            "rows_per_epoch": state["rows_per_epoch"],
+            "eval_s": state["eval_s"],
+            "metrics": state["metrics"],
+            "metrics_epochs": state.get("metrics_epochs"),
+            "state_mib": state_mib,
             **peaks.report(),
         }
 
-    emit({"ready": True, "split": fingerprint(train.split_items, test.split_items, [len(train.inter_feat)]),
-          "prepare_s": prepare_s})
+    emit(
+        {
+            "ready": True,
+            "split": fingerprint(train.split_items, test.split_items, [len(train.inter_feat)]),
+            "prepare_s": prepare_s,
+        }
+    )
     serve({"epoch": epoch, "eval": evaluate, "quality": quality, "finish": finish})
 
 
@@ -242,7 +290,7 @@ def torch_state_mib(model, optimizer=None):
     import torch
 
     tensors = list(model.parameters()) + list(model.buffers())
-    for per_parameter in (optimizer.state.values() if optimizer is not None else ()):
+    for per_parameter in optimizer.state.values() if optimizer is not None else ():
         tensors += [value for value in per_parameter.values() if torch.is_tensor(value)]
     storages = {}
     for tensor in tensors:
@@ -315,15 +363,16 @@ def lightfm_worker(args, settings):
             n_test = len(test_items)
             item_ids = np.arange(n_test, dtype=np.int32)
             for begin in range(0, len(eval_users), cells):
-                users = eval_users[begin:begin + cells].astype(np.int32)
-                scores = model.predict(np.repeat(users, n_test), np.tile(item_ids, len(users)),
-                                       item_features=F_test, num_threads=threads).reshape(len(users), n_test)
+                users = eval_users[begin : begin + cells].astype(np.int32)
+                scores = model.predict(
+                    np.repeat(users, n_test), np.tile(item_ids, len(users)), item_features=F_test, num_threads=threads
+                ).reshape(len(users), n_test)
                 tops.append(top_k(scores))
         else:  # dense: the representations once, then batched user x item products (BLAS)
             item_bias, item_embedding = model.get_item_representations(F_test)
             user_bias, user_embedding = model.get_user_representations()
             for begin in range(0, len(eval_users), cells):
-                users = eval_users[begin:begin + cells]
+                users = eval_users[begin : begin + cells]
                 scores = user_embedding[users] @ item_embedding.T
                 scores += user_bias[users, None]
                 scores += item_bias[None, :]
@@ -361,19 +410,39 @@ def lightfm_worker(args, settings):
         state_mib = sum(array.nbytes for array in arrays) / 2**20
 
         return {
-            "kind": "lightfm", "threads": threads, "prepare_s": prepare_s, "lightfm_version": lightfm.__version__,
-            "lightfm_args": lightfm_args, "features_weighting": args.lightfm_features, "scoring": args.lightfm_scoring,
-            "users": n_users - 1, "items": int(data["n_items"]) - 1, "features": int(F.shape[1]),
-            "nnz_F": int(F.nnz), "train_likes": int(interactions.nnz), "train_items": len(train_items),
-            "test_items": len(test_items), "eval_users": len(eval_users),
-            "epoch_s": state["epoch_s"], "rows_per_epoch": [int(interactions.nnz)] * len(state["epoch_s"]),
-            "eval_s": state["eval_s"], "metrics": state["metrics"], "metrics_epochs": state.get("metrics_epochs"),
-            "quality": state["quality"], "quality_epochs": state.get("quality_epochs"), "state_mib": state_mib,
+            "kind": "lightfm",
+            "threads": threads,
+            "prepare_s": prepare_s,
+            "lightfm_version": lightfm.__version__,
+            "lightfm_args": lightfm_args,
+            "features_weighting": args.lightfm_features,
+            "scoring": args.lightfm_scoring,
+            "users": n_users - 1,
+            "items": int(data["n_items"]) - 1,
+            "features": int(F.shape[1]),
+            "nnz_F": int(F.nnz),
+            "train_likes": int(interactions.nnz),
+            "train_items": len(train_items),
+            "test_items": len(test_items),
+            "eval_users": len(eval_users),
+            "epoch_s": state["epoch_s"],
+            "rows_per_epoch": [int(interactions.nnz)] * len(state["epoch_s"]),
+            "eval_s": state["eval_s"],
+            "metrics": state["metrics"],
+            "metrics_epochs": state.get("metrics_epochs"),
+            "quality": state["quality"],
+            "quality_epochs": state.get("quality_epochs"),
+            "state_mib": state_mib,
             **peaks.report(),
         }
 
-    emit({"ready": True, "prepare_s": prepare_s,
-          "split": fingerprint(train_items, test_items, [len(data["train_users_of_likes"])])})
+    emit(
+        {
+            "ready": True,
+            "prepare_s": prepare_s,
+            "split": fingerprint(train_items, test_items, [len(data["train_users_of_likes"])]),
+        }
+    )
     serve({"epoch": epoch, "eval": evaluate, "quality": quality, "finish": finish})
 
 
@@ -386,8 +455,14 @@ class Worker:
         self.timeout, self.error = timeout, None
         self.log = Path(workdir) / f"worker_{abs(hash(spec))}.log"
         self.process = subprocess.Popen(
-            command, cwd=workdir, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=open(self.log, "w"), text=True, bufsize=1,
+            command,
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(self.log, "w"),
+            text=True,
+            bufsize=1,
         )
         self.results = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -454,10 +529,26 @@ class Worker:
 
 def worker_command(args, spec, threads, split_file):
     command = [
-        sys.executable, str(Path(__file__).resolve()), "--worker", spec, "--dataset", args.dataset,
-        "--seed", str(args.seed), "--config-json", json.dumps(args.config), "--threads", str(threads),
-        "--lightfm-threads", str(args.lightfm_threads or 0), "--lightfm-features", args.lightfm_features,
-        "--lightfm-scoring", args.lightfm_scoring, "--lightfm-eval-cells", str(args.lightfm_eval_cells),
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        spec,
+        "--dataset",
+        args.dataset,
+        "--seed",
+        str(args.seed),
+        "--config-json",
+        json.dumps(args.config),
+        "--threads",
+        str(threads),
+        "--lightfm-threads",
+        str(args.lightfm_threads or 0),
+        "--lightfm-features",
+        args.lightfm_features,
+        "--lightfm-scoring",
+        args.lightfm_scoring,
+        "--lightfm-eval-cells",
+        str(args.lightfm_eval_cells),
     ]
     if args.lightfm_args:
         command += ["--lightfm-args", *args.lightfm_args]
@@ -538,10 +629,20 @@ def phase(report, name):
 
 
 def table(reports):
-    header = ["model", "threads", "s/epoch median (min-max)", "samples/epoch", "samples/s",
-              "eval s median (min-max)", "peak RSS MiB", "peak MiB setup / train / eval", "baseline MiB",
-              "model state MiB",
-              f"test Recall@{TOPK} (after epochs)", "setup s"]
+    header = [
+        "model",
+        "threads",
+        "s/epoch median (min-max)",
+        "samples/epoch",
+        "samples/s",
+        "eval s median (min-max)",
+        "peak RSS MiB",
+        "peak MiB setup / train / eval",
+        "baseline MiB",
+        "model state MiB",
+        f"test Recall@{TOPK} (after epochs)",
+        "setup s",
+    ]
     rows = []
     for r in reports:
         if "error" in r:
@@ -550,12 +651,22 @@ def table(reports):
         median = statistics.median(r["epoch_s"]) if r["epoch_s"] else None
         samples = statistics.median(r["rows_per_epoch"]) if r["rows_per_epoch"] else None
         phases = " / ".join(fmt(phase(r, name), 4) for name in ("setup", "train", "eval"))
-        rows.append([
-            r["label"], r["threads"], spread(r["epoch_s"]), fmt(int(samples)) if samples else "-",
-            fmt(samples / median) if samples and median else "-", spread(r["eval_s"]),
-            fmt(r["peak_rss_mib"], 4), phases, fmt(r["baseline_rss_mib"], 3), fmt(r.get("state_mib"), 3),
-            quality_cell(r), fmt(r["prepare_s"]),
-        ])
+        rows.append(
+            [
+                r["label"],
+                r["threads"],
+                spread(r["epoch_s"]),
+                fmt(int(samples)) if samples else "-",
+                fmt(samples / median) if samples and median else "-",
+                spread(r["eval_s"]),
+                fmt(r["peak_rss_mib"], 4),
+                phases,
+                fmt(r["baseline_rss_mib"], 3),
+                fmt(r.get("state_mib"), 3),
+                quality_cell(r),
+                fmt(r["prepare_s"]),
+            ]
+        )
     return markdown(header, rows)
 
 
@@ -578,9 +689,16 @@ def ratios(reports, pairs):
             peak = phase(report, "train")
             return peak - report["baseline_rss_mib"] if peak is not None else None
 
-        rows.append([f"{a} / {b}", ratio(median(ra, "epoch_s"), median(rb, "epoch_s")),
-                     ratio(median(ra, "eval_s"), median(rb, "eval_s")), ratio(ra["peak_rss_mib"], rb["peak_rss_mib"]),
-                     ratio(train_growth(ra), train_growth(rb)), ratio(ra.get("state_mib"), rb.get("state_mib"))])
+        rows.append(
+            [
+                f"{a} / {b}",
+                ratio(median(ra, "epoch_s"), median(rb, "epoch_s")),
+                ratio(median(ra, "eval_s"), median(rb, "eval_s")),
+                ratio(ra["peak_rss_mib"], rb["peak_rss_mib"]),
+                ratio(train_growth(ra), train_growth(rb)),
+                ratio(ra.get("state_mib"), rb.get("state_mib")),
+            ]
+        )
     if not rows:
         return ""
     return markdown(["ratio", "s/epoch", "eval s", "peak RSS", "train peak above baseline", "model state"], rows)
@@ -606,9 +724,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     source = parser.add_argument_group("dataset")
     source.add_argument("--dataset", default="citeulike-t", help="RecBole dataset name (default: %(default)s)")
-    source.add_argument("--data-path", default=None,
-                        help="RecBole data_path, the folder holding DATASET/ (default: REPO/dataset when it has "
-                        "DATASET/, else RecBole's default)")
+    source.add_argument(
+        "--data-path",
+        default=None,
+        help="RecBole data_path, the folder holding DATASET/ (default: REPO/dataset when it has "
+        "DATASET/, else RecBole's default)",
+    )
     source.add_argument("--generated", action="store_true", help="benchmark on data from synthetic.scale_dataset")
     source.add_argument("--users", type=int, default=5000)
     source.add_argument("--items", type=int, default=20000)
@@ -617,18 +738,32 @@ def main(argv=None):
     source.add_argument("--interactions", type=int, default=200000)
     source.add_argument("--data-dir", help="where generated data are written (default: a temporary folder)")
     runs = parser.add_argument_group("measurement")
-    runs.add_argument("--models", nargs="+", default=DEFAULT_SPECS, metavar="SPEC",
-                      help="NAME[:key=value,...]; plugin settings for plugin models, LightFM constructor arguments "
-                      "for LightFM (default: %(default)s)")
+    runs.add_argument(
+        "--models",
+        nargs="+",
+        default=DEFAULT_SPECS,
+        metavar="SPEC",
+        help="NAME[:key=value,...]; plugin settings for plugin models, LightFM constructor arguments "
+        "for LightFM (default: %(default)s)",
+    )
     runs.add_argument("--epochs", type=int, default=5, help="timed epochs per model (median reported)")
     runs.add_argument("--warmup", type=int, default=1, help="untimed epochs per model before the timed ones")
     runs.add_argument("--repeats", type=int, default=3, help="timed evaluations per model (median reported)")
-    runs.add_argument("--threads", type=int, nargs="+", default=[2],
-                      help="torch threads (and BLAS/OpenMP caps); several values run the whole set once per value "
-                      "(default: %(default)s; 0: torch's choice)")
-    runs.add_argument("--order", choices=("interleaved", "sequential"), default="interleaved",
-                      help="interleaved: all workers alive, epochs and evaluations in turns (A B A B); sequential: "
-                      "one model after the other, one worker in memory at a time")
+    runs.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=[2],
+        help="torch threads (and BLAS/OpenMP caps); several values run the whole set once per value "
+        "(default: %(default)s; 0: torch's choice)",
+    )
+    runs.add_argument(
+        "--order",
+        choices=("interleaved", "sequential"),
+        default="interleaved",
+        help="interleaved: all workers alive, epochs and evaluations in turns (A B A B); sequential: "
+        "one model after the other, one worker in memory at a time",
+    )
     runs.add_argument("--pause", type=float, default=0.2, help="seconds between two workers' commands")
     runs.add_argument("--seed", type=int, default=2020)
     runs.add_argument("--config", nargs="*", metavar="KEY=VALUE", help="extra RecBole settings for the plugin models")
@@ -637,26 +772,58 @@ def main(argv=None):
     runs.add_argument("--json", help="also write every measurement to this file")
     light = parser.add_argument_group("LightFM")
     light.add_argument("--lightfm-threads", type=int, default=0, help="LightFM num_threads (default: --threads)")
-    light.add_argument("--lightfm-features", choices=("tfidf", "binary"), default="tfidf",
-                       help="tfidf: the plugin's F (tf-idf, L2 rows); binary: 0/1 rows scaled to sum 1")
-    light.add_argument("--lightfm-scoring", choices=("dense", "predict"), default="dense",
-                       help="evaluation scoring: dense (representations, then user x item products) or predict "
-                       "(LightFM.predict over every (user, test item) pair)")
-    light.add_argument("--lightfm-eval-cells", type=int, default=2**22,
-                       help="user x item cells per scoring batch (the plugin's eval_batch_size)")
-    light.add_argument("--lightfm-epochs", type=int, default=30,
-                       help="LightFM's quality: untimed epochs up to this total, then test Recall@10 (0: off)")
-    light.add_argument("--lightfm-args", nargs="*", metavar="KEY=VALUE",
-                       help="LightFM constructor arguments for every LightFM, e.g. learning_rate=0.05 max_sampled=10")
+    light.add_argument(
+        "--lightfm-features",
+        choices=("tfidf", "binary"),
+        default="tfidf",
+        help="tfidf: the plugin's F (tf-idf, L2 rows); binary: 0/1 rows scaled to sum 1",
+    )
+    light.add_argument(
+        "--lightfm-scoring",
+        choices=("dense", "predict"),
+        default="dense",
+        help="evaluation scoring: dense (representations, then user x item products) or predict "
+        "(LightFM.predict over every (user, test item) pair)",
+    )
+    light.add_argument(
+        "--lightfm-eval-cells",
+        type=int,
+        default=2**22,
+        help="user x item cells per scoring batch (the plugin's eval_batch_size)",
+    )
+    light.add_argument(
+        "--lightfm-epochs",
+        type=int,
+        default=30,
+        help="LightFM's quality: untimed epochs up to this total, then test Recall@10 (0: off)",
+    )
+    light.add_argument(
+        "--lightfm-args",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="LightFM constructor arguments for every LightFM, e.g. learning_rate=0.05 max_sampled=10",
+    )
     hybrid = parser.add_argument_group("hybrid scenario (LightFM with item identity + content features; quality only)")
-    hybrid.add_argument("--hybrid", action="store_true",
-                        help="run LightFM's hybrid on the plugin's hybrid split and print test Recall@k of all / cold / "
-                        "warm items beside the committed records (benchmarks/lightfm_hybrid.py)")
-    hybrid.add_argument("--hybrid-seeds", type=int, nargs="+", default=[2020, 2021, 2022], metavar="SEED",
-                        help="one hybrid split per seed (default: %(default)s)")
+    hybrid.add_argument(
+        "--hybrid",
+        action="store_true",
+        help="run LightFM's hybrid on the plugin's hybrid split and print test Recall@k of all / cold / "
+        "warm items beside the committed records (benchmarks/lightfm_hybrid.py)",
+    )
+    hybrid.add_argument(
+        "--hybrid-seeds",
+        type=int,
+        nargs="+",
+        default=[2020, 2021, 2022],
+        metavar="SEED",
+        help="one hybrid split per seed (default: %(default)s)",
+    )
     hybrid.add_argument("--hybrid-topk", type=int, default=20, help="k of Recall@k (default: %(default)s)")
-    hybrid.add_argument("--hybrid-records", default=str(REPO_ROOT / "docs" / "results" / "ml-100k-hybrid"),
-                        help="compare records shown beside LightFM (default: the committed ml-100k ones)")
+    hybrid.add_argument(
+        "--hybrid-records",
+        default=str(REPO_ROOT / "docs" / "results" / "ml-100k-hybrid"),
+        help="compare records shown beside LightFM (default: the committed ml-100k ones)",
+    )
     internal = parser.add_argument_group("internal")
     internal.add_argument("--worker", help=argparse.SUPPRESS)
     internal.add_argument("--export", help=argparse.SUPPRESS)
@@ -701,11 +868,14 @@ def main(argv=None):
         if args.generated:
             sys.path.insert(0, str(REPO_ROOT))
             data_path = Path(args.data_dir).resolve() if args.data_dir else Path(workdir) / "dataset"
-            args.dataset = ensure_generated(data_path, args.users, args.items, args.features, args.words_per_item,
-                                            args.interactions, args.seed)
+            args.dataset = ensure_generated(
+                data_path, args.users, args.items, args.features, args.words_per_item, args.interactions, args.seed
+            )
             args.data_path = str(data_path)
-            label = f"generated {args.interactions:,} likes ({args.users:,} users, {args.items:,} items, " \
-                    f"{args.features:,} words, {args.words_per_item} per item)"
+            label = (
+                f"generated {args.interactions:,} likes ({args.users:,} users, {args.items:,} items, "
+                f"{args.features:,} words, {args.words_per_item} per item)"
+            )
         elif args.data_path:
             args.data_path = str(Path(args.data_path).resolve())
         elif (REPO_ROOT / "dataset" / args.dataset).is_dir():
@@ -713,8 +883,18 @@ def main(argv=None):
         split_file = None
         if any(parse_spec(s)[0] == "LightFM" for s in specs):
             split_file = Path(workdir) / "split.npz"
-            command = [sys.executable, str(Path(__file__).resolve()), "--export", str(split_file),
-                       "--dataset", args.dataset, "--seed", str(args.seed), "--config-json", json.dumps(args.config)]
+            command = [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--export",
+                str(split_file),
+                "--dataset",
+                args.dataset,
+                "--seed",
+                str(args.seed),
+                "--config-json",
+                json.dumps(args.config),
+            ]
             if args.data_path:
                 command += ["--data-path", args.data_path]
             done = subprocess.run(command, cwd=workdir, env=thread_env(1), capture_output=True, text=True)
@@ -735,9 +915,11 @@ def main(argv=None):
             print(table(reports))
             ratio_table = ratios(reports, args.ratio)
             if ratio_table:
-                print("\nRatios (plugin model / LightFM; h=10 vs 16 components is not like-for-like, and neither "
-                      "is h=64 vs 64: FBSM also learns a per-feature diagonal D, LightFM per-user embeddings and "
-                      "biases):\n")
+                print(
+                    "\nRatios (plugin model / LightFM; h=10 vs 16 components is not like-for-like, and neither "
+                    "is h=64 vs 64: FBSM also learns a per-feature diagonal D, LightFM per-user embeddings and "
+                    "biases):\n"
+                )
                 print(ratio_table)
             all_reports += reports
             sys.stdout.flush()

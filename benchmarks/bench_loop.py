@@ -15,18 +15,27 @@ time and for the process's CPU time (on a shared machine the CPU time leaves out
 """
 
 import argparse
-import warnings
 import json
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (  # noqa: E402
-    QUIET_CONFIG, REPO_ROOT, count_loss_rows, device_sync, ensure_generated, fmt, markdown, parse_config, spread)
+    QUIET_CONFIG,
+    REPO_ROOT,
+    count_loss_rows,
+    device_sync,
+    ensure_generated,
+    fmt,
+    markdown,
+    parse_config,
+    spread,
+)
 
 LOOPS = ("device", "recbole")
 
@@ -47,14 +56,22 @@ def build(args, workdir):
     from recbole_fbsm.training.trainer import get_trainer
 
     torch.set_num_threads(args.threads)
-    config_dict = {**QUIET_CONFIG, "checkpoint_dir": str(Path(workdir) / "saved"), "seed": args.seed,
-                   "torch_threads": args.threads, "use_gpu": args.device != "cpu", "train_batches_on_device": True}
+    config_dict = {
+        **QUIET_CONFIG,
+        "checkpoint_dir": str(Path(workdir) / "saved"),
+        "seed": args.seed,
+        "torch_threads": args.threads,
+        "use_gpu": args.device != "cpu",
+        "train_batches_on_device": True,
+    }
     if args.data_path:
         config_dict["data_path"] = str(args.data_path)
     config_dict.update(args.config)
     config, model, (train_data, _, _) = prepare(args.model, args.dataset, config_dict=config_dict)
     if not type(train_data).__name__.startswith("Device"):
-        raise SystemExit(f"{args.model} with these settings does not train on device batches ({type(train_data).__name__})")
+        raise SystemExit(
+            f"{args.model} with these settings does not train on device batches ({type(train_data).__name__})"
+        )
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
     config["train_batches_on_device"] = False
     recbole_class = train_loader_class(config, True, train_data._sampler)
@@ -100,19 +117,30 @@ def measure(args, workdir):
                 steps[name].append(count)
     dataset = loaders["device"]._dataset
     return {
-        "model": args.model, "dataset": args.label or args.dataset, "device": str(config["device"]),
-        "threads": torch.get_num_threads(), "train_likes": len(dataset.inter_feat),
-        "users": int(dataset.user_num - 1), "items": int(dataset.item_num - 1), "features": int(model.n_features),
-        "train_batch_size": int(config["train_batch_size"]), "neg_sample_args": dict(config["train_neg_sample_args"]),
-        "epoch_s": epochs, "epoch_cpu_s": epochs_cpu, "loader_s": alone, "steps": steps, "triplets": triplets,
+        "model": args.model,
+        "dataset": args.label or args.dataset,
+        "device": str(config["device"]),
+        "threads": torch.get_num_threads(),
+        "train_likes": len(dataset.inter_feat),
+        "users": int(dataset.user_num - 1),
+        "items": int(dataset.item_num - 1),
+        "features": int(model.n_features),
+        "train_batch_size": int(config["train_batch_size"]),
+        "neg_sample_args": dict(config["train_neg_sample_args"]),
+        "epoch_s": epochs,
+        "epoch_cpu_s": epochs_cpu,
+        "loader_s": alone,
+        "steps": steps,
+        "triplets": triplets,
         "commit": _commit(),
     }
 
 
 def _commit():
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "?"
 
@@ -123,22 +151,45 @@ def report_table(result):
     rows = []
     for name in LOOPS:
         step_count = statistics.median(result["steps"][name])
-        rows.append([name, fmt(step_count), fmt(statistics.median(result["triplets"][name])),
-                     spread(result["epoch_s"][name]), fmt(1000 * median["epoch_s"][name] / step_count),
-                     spread(result["epoch_cpu_s"][name]), spread(result["loader_s"][name]),
-                     fmt(1000 * median["loader_s"][name] / step_count)])
-    header = ["loop", "steps/epoch", "triplets/epoch", "s/epoch median (min-max)", "ms/step",
-              "CPU s/epoch median (min-max)", "loader alone s median (min-max)", "loader ms/step"]
+        rows.append(
+            [
+                name,
+                fmt(step_count),
+                fmt(statistics.median(result["triplets"][name])),
+                spread(result["epoch_s"][name]),
+                fmt(1000 * median["epoch_s"][name] / step_count),
+                spread(result["epoch_cpu_s"][name]),
+                spread(result["loader_s"][name]),
+                fmt(1000 * median["loader_s"][name] / step_count),
+            ]
+        )
+    header = [
+        "loop",
+        "steps/epoch",
+        "triplets/epoch",
+        "s/epoch median (min-max)",
+        "ms/step",
+        "CPU s/epoch median (min-max)",
+        "loader alone s median (min-max)",
+        "loader ms/step",
+    ]
     ratio = {key: median[key]["device"] / median[key]["recbole"] for key in keys}
     negatives = result["neg_sample_args"]
-    kind = (f"dynamic, best of {negatives.get('candidate_num')}" if negatives.get("dynamic") else
-            negatives.get("distribution"))
-    title = (f"{result['model']} on {result['dataset']} ({fmt(result['train_likes'])} training likes, "
-             f"{fmt(result['users'])} users, {fmt(result['items'])} items, {fmt(result['features'])} features), "
-             f"batch {result['train_batch_size']}, negatives {kind}, {result['device']}, {result['threads']} torch "
-             f"thread(s), commit {result['commit']}, {len(result['epoch_s']['device'])} epochs per loop")
-    return (f"{title}\n\n{markdown(header, rows)}\n\nratio device / recbole of the medians: epoch "
-            f"**{ratio['epoch_s']:.3g}** (CPU time {ratio['epoch_cpu_s']:.3g}), loader alone {ratio['loader_s']:.3g}")
+    kind = (
+        f"dynamic, best of {negatives.get('candidate_num')}"
+        if negatives.get("dynamic")
+        else negatives.get("distribution")
+    )
+    title = (
+        f"{result['model']} on {result['dataset']} ({fmt(result['train_likes'])} training likes, "
+        f"{fmt(result['users'])} users, {fmt(result['items'])} items, {fmt(result['features'])} features), "
+        f"batch {result['train_batch_size']}, negatives {kind}, {result['device']}, {result['threads']} torch "
+        f"thread(s), commit {result['commit']}, {len(result['epoch_s']['device'])} epochs per loop"
+    )
+    return (
+        f"{title}\n\n{markdown(header, rows)}\n\nratio device / recbole of the medians: epoch "
+        f"**{ratio['epoch_s']:.3g}** (CPU time {ratio['epoch_cpu_s']:.3g}), loader alone {ratio['loader_s']:.3g}"
+    )
 
 
 def main(argv=None):

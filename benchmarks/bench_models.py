@@ -29,8 +29,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (  # noqa: E402
-    count_loss_rows, device_sync,
-    REPO_ROOT, current_rss_mib, emit, fmt, parse_config, parse_result, peak_rss_mib, spread,
+    REPO_ROOT,
+    count_loss_rows,
+    current_rss_mib,
+    device_sync,
+    emit,
+    fmt,
+    parse_config,
+    parse_result,
+    peak_rss_mib,
+    spread,
 )
 
 DEFAULT_MODELS = ["FBSM", "UFSM", "CoSim", "BPR"]
@@ -119,8 +127,8 @@ def worker(args):
     if features is not None:
         n_features, nnz = features.shape[1], int(features.values.numel())
     else:  # BPR and other RecBole models: the plugin's feature matrix, for the dataset columns only
-        from recbole_fbsm.errors import ColdStartError
         from recbole_fbsm.data.features import features_from_config
+        from recbole_fbsm.errors import ColdStartError
 
         try:
             matrix = features_from_config(train_dataset, train_dataset.split_items, config, normalize=True).matrix
@@ -166,11 +174,33 @@ def worker(args):
 # ----------------------------------------------------------------------------------------- driver
 def run_one(model, dataset, label, data_path, args, workdir):
     command = [
-        sys.executable, str(Path(__file__).resolve()), "--worker", "--model", model, "--dataset", dataset,
-        "--label", label, "--epochs", str(args.epochs), "--warmup", str(args.warmup),
-        "--repeats", str(args.repeats), "--split", args.split, "--seed", str(args.seed),
-        "--device", args.device, "--config-json", json.dumps(args.config), "--profile", str(args.profile),
-        "--threads", str(args.threads),
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        "--model",
+        model,
+        "--dataset",
+        dataset,
+        "--label",
+        label,
+        "--epochs",
+        str(args.epochs),
+        "--warmup",
+        str(args.warmup),
+        "--repeats",
+        str(args.repeats),
+        "--split",
+        args.split,
+        "--seed",
+        str(args.seed),
+        "--device",
+        args.device,
+        "--config-json",
+        json.dumps(args.config),
+        "--profile",
+        str(args.profile),
+        "--threads",
+        str(args.threads),
     ]
     if data_path:
         command += ["--data-path", str(data_path)]
@@ -178,9 +208,7 @@ def run_one(model, dataset, label, data_path, args, workdir):
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     start = time.perf_counter()
     try:
-        completed = subprocess.run(
-            command, cwd=workdir, env=env, capture_output=True, text=True, timeout=args.timeout
-        )
+        completed = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
         return {"model": model, "dataset": label, "error": f"timed out after {args.timeout} s"}
     for line in completed.stdout.splitlines():
@@ -240,23 +268,44 @@ def main(argv=None):
     runs = parser.add_argument_group("measurement")
     runs.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
     runs.add_argument("--epochs", type=int, default=3, help="timed training epochs (median reported)")
-    runs.add_argument("--warmup", type=int, default=0,
-                      help="untimed epochs before the timed ones (default: %(default)s: the median of 3 "
-                      "already discards one slow epoch)")
+    runs.add_argument(
+        "--warmup",
+        type=int,
+        default=0,
+        help="untimed epochs before the timed ones (default: %(default)s: the median of 3 "
+        "already discards one slow epoch)",
+    )
     runs.add_argument("--repeats", type=int, default=3, help="timed evaluations (median reported)")
     runs.add_argument("--split", choices=("test", "valid"), default="test", help="split evaluated")
     runs.add_argument("--seed", type=int, default=2020)
-    runs.add_argument("--device", choices=("cpu", "auto"), default="cpu",
-                      help="cpu, or auto (RecBole's use_gpu default: CUDA when available)")
-    runs.add_argument("--threads", type=int, default=1,
-                      help="torch intra-op threads in every phase (default %(default)s; 0: the plugin's default, "
-                      "torch_threads auto). On a "
-                      "shared machine 2 threads spin-wait for each other and epochs get 10-50x slower")
-    runs.add_argument("--config", nargs="*", metavar="KEY=VALUE",
-                      help="extra RecBole settings for every model, e.g. train_batch_size=4096")
+    runs.add_argument(
+        "--device",
+        choices=("cpu", "auto"),
+        default="cpu",
+        help="cpu, or auto (RecBole's use_gpu default: CUDA when available)",
+    )
+    runs.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads in every phase (default %(default)s; 0: the plugin's default, "
+        "torch_threads auto). On a "
+        "shared machine 2 threads spin-wait for each other and epochs get 10-50x slower",
+    )
+    runs.add_argument(
+        "--config",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="extra RecBole settings for every model, e.g. train_batch_size=4096",
+    )
     runs.add_argument("--timeout", type=int, default=1800, help="seconds per (model, dataset) subprocess")
-    runs.add_argument("--profile", type=int, default=0, metavar="N",
-                      help="also run one more epoch under cProfile and print its N costliest functions")
+    runs.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run one more epoch under cProfile and print its N costliest functions",
+    )
     runs.add_argument("--json", help="also write every measurement (all epochs and repeats) to this file")
     internal = parser.add_argument_group("internal (one subprocess)")
     internal.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -276,14 +325,21 @@ def main(argv=None):
             sys.path.insert(0, str(REPO_ROOT))
             from recbole_fbsm.experiments.synthetic import scale_dataset
 
-            dataset = (f"gen_u{args.users}_i{args.items}_f{args.features}_w{args.words_per_item}"
-                       f"_n{args.interactions}")
+            dataset = f"gen_u{args.users}_i{args.items}_f{args.features}_w{args.words_per_item}_n{args.interactions}"
             label = f"generated {args.interactions:,} likes"
             data_path = Path(args.data_dir).resolve() if args.data_dir else Path(workdir) / "dataset"
             if not (data_path / dataset / f"{dataset}.inter").is_file():
                 start = time.perf_counter()
-                scale_dataset(data_path, dataset, args.users, args.items, args.features, args.words_per_item,
-                              args.interactions, seed=args.seed)
+                scale_dataset(
+                    data_path,
+                    dataset,
+                    args.users,
+                    args.items,
+                    args.features,
+                    args.words_per_item,
+                    args.interactions,
+                    seed=args.seed,
+                )
                 print(f"generated {dataset} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
         elif data_path:
             data_path = Path(data_path).resolve()
@@ -299,8 +355,10 @@ def main(argv=None):
                 print(f"--- cProfile of one {model} epoch on {label} ---\n{report['profile']}", file=sys.stderr)
             reports.append(report)
     first = next((r for r in reports if "error" not in r), {})
-    print(f"\n{label}: {first.get('device', '?')}, {first.get('threads', '?')} torch threads, "
-          f"{args.epochs} timed epochs after {args.warmup} warm-up, {args.repeats} evaluations\n")
+    print(
+        f"\n{label}: {first.get('device', '?')}, {first.get('threads', '?')} torch threads, "
+        f"{args.epochs} timed epochs after {args.warmup} warm-up, {args.repeats} evaluations\n"
+    )
     print(markdown_table(reports, args.split))
     if args.json:
         Path(args.json).write_text(json.dumps(reports, indent=1))

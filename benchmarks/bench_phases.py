@@ -28,8 +28,13 @@ PHASES = [  # (the log text that ends the phase before, the phase it starts)
 
 def run(arguments, interval=0.005):
     """{phase: peak RSS MiB} and the run's output lines."""
-    process = subprocess.Popen([sys.executable, str(REPO_ROOT / "run_recbole.py"), *arguments],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    process = subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / "run_recbole.py"), *arguments],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
     phase = [0]
     peaks = {}
 

@@ -40,8 +40,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (  # noqa: E402
-    QUIET_CONFIG, PhasePeaks, current_rss_mib, emit, ensure_generated, feature_sizes, fmt, loglog_slope,
-    markdown, parse_config, parse_result, spread, thread_env,
+    QUIET_CONFIG,
+    PhasePeaks,
+    current_rss_mib,
+    emit,
+    ensure_generated,
+    feature_sizes,
+    fmt,
+    loglog_slope,
+    markdown,
+    parse_config,
+    parse_result,
+    spread,
+    thread_env,
 )
 
 
@@ -72,21 +83,33 @@ def worker(args):
     # seconds of each step of prepare(): the files' checks and RecBole's dataset ("load"), the split and
     # dataloaders, the model's matrices (F, F_U, R)
     steps = {}
-    for name, step in (("check_dataset_files", "load_s"), ("create_dataset", "load_s"),
-                       ("data_preparation", "dataloaders_s"), ("build_model", "model_s")):
+    for name, step in (
+        ("check_dataset_files", "load_s"),
+        ("create_dataset", "load_s"),
+        ("data_preparation", "dataloaders_s"),
+        ("build_model", "model_s"),
+    ):
+
         def timed(*a, _function=getattr(quick_start, name), _step=step, **k):  # noqa: B008 (binds this step)
             begin = time.perf_counter()
             try:
                 return _function(*a, **k)
             finally:
                 steps[_step] = steps.get(_step, 0.0) + time.perf_counter() - begin
+
         setattr(quick_start, name, timed)
 
     if args.threads:
         torch.set_num_threads(args.threads)
     peaks = PhasePeaks()
-    config_dict = dict(QUIET_CONFIG, checkpoint_dir=str(Path.cwd() / "saved"), seed=args.seed, use_gpu=False,
-                       data_path=args.data_path, **json.loads(args.config_json))
+    config_dict = dict(
+        QUIET_CONFIG,
+        checkpoint_dir=str(Path.cwd() / "saved"),
+        seed=args.seed,
+        use_gpu=False,
+        data_path=args.data_path,
+        **json.loads(args.config_json),
+    )
     if args.threads:  # explicit: the same count in every phase (0: the plugin's default, torch_threads auto)
         config_dict.setdefault("torch_threads", args.threads)
     start = time.perf_counter()
@@ -115,19 +138,40 @@ def worker(args):
         peaks.end("eval")
     train = train_data._dataset
     n_features, nnz_f, nnz_fu = feature_sizes(model, train, config)  # after the peaks: may allocate
-    emit({
-        "phase": "done", "model": args.model, "threads": torch.get_num_threads(), "setup_s": setup_s, **steps,
-        "users": int(train.user_num - 1), "items": int(train.item_num - 1), "features": n_features,
-        "nnz_F": nnz_f, "nnz_F_U": nnz_fu, "train_likes": int(len(train.inter_feat)),
-        "batch": int(config["train_batch_size"]), "epoch_s": epoch_s, "eval_s": eval_s,
-        "eval_users": len(test_data.uid_list) if args.eval else None, **peaks.report(),
-    })
+    emit(
+        {
+            "phase": "done",
+            "model": args.model,
+            "threads": torch.get_num_threads(),
+            "setup_s": setup_s,
+            **steps,
+            "users": int(train.user_num - 1),
+            "items": int(train.item_num - 1),
+            "features": n_features,
+            "nnz_F": nnz_f,
+            "nnz_F_U": nnz_fu,
+            "train_likes": int(len(train.inter_feat)),
+            "batch": int(config["train_batch_size"]),
+            "epoch_s": epoch_s,
+            "eval_s": eval_s,
+            "eval_users": len(test_data.uid_list) if args.eval else None,
+            **peaks.report(),
+        }
+    )
 
 
 def generate(args):
     """Internal: write one size's data (own process, so its memory is not the worker's)."""
-    name = ensure_generated(args.data_path, args.users, args.items, args.features, args.words_per_item,
-                            args.interactions, args.seed, quiet=True)
+    name = ensure_generated(
+        args.data_path,
+        args.users,
+        args.items,
+        args.features,
+        args.words_per_item,
+        args.interactions,
+        args.seed,
+        quiet=True,
+    )
     emit({"dataset": name})
 
 
@@ -165,19 +209,58 @@ def run_size(n, args, data_path, workdir):
     limit = args.max_memory_gb * 1024 if args.max_memory_gb else None
     begin = time.perf_counter()
     results, _, status, tail = watch(
-        [sys.executable, script, "--generate", "--data-path", str(data_path), "--users", str(users), "--items",
-         str(items), "--features", str(vocabulary), "--words-per-item", str(words), "--interactions", str(n),
-         "--seed", str(args.seed)],
-        thread_env(args.threads), workdir, limit, args.timeout)
+        [
+            sys.executable,
+            script,
+            "--generate",
+            "--data-path",
+            str(data_path),
+            "--users",
+            str(users),
+            "--items",
+            str(items),
+            "--features",
+            str(vocabulary),
+            "--words-per-item",
+            str(words),
+            "--interactions",
+            str(n),
+            "--seed",
+            str(args.seed),
+        ],
+        thread_env(args.threads),
+        workdir,
+        limit,
+        args.timeout,
+    )
     row["generate_s"] = time.perf_counter() - begin
     if status != "ok" or not results:
         row["status"] = f"generation failed: {status} {tail}"
         return row
     dataset = results[-1]["dataset"]
-    command = [sys.executable, script, "--worker", "--dataset", dataset, "--data-path", str(data_path),
-               "--model", args.model, "--epochs", str(args.epochs), "--warmup", str(args.warmup),
-               "--time-budget", str(args.time_budget), "--threads", str(args.threads), "--seed", str(args.seed),
-               "--config-json", json.dumps(args.config)] + (["--eval"] if args.eval else [])
+    command = [
+        sys.executable,
+        script,
+        "--worker",
+        "--dataset",
+        dataset,
+        "--data-path",
+        str(data_path),
+        "--model",
+        args.model,
+        "--epochs",
+        str(args.epochs),
+        "--warmup",
+        str(args.warmup),
+        "--time-budget",
+        str(args.time_budget),
+        "--threads",
+        str(args.threads),
+        "--seed",
+        str(args.seed),
+        "--config-json",
+        json.dumps(args.config),
+    ] + (["--eval"] if args.eval else [])
     begin = time.perf_counter()
     results, seen, status, tail = watch(command, thread_env(args.threads), workdir, limit, args.timeout)
     row["wall_s"] = time.perf_counter() - begin
@@ -201,24 +284,52 @@ def size_arg(text):
 
 def summary(rows, args):
     ok = [r for r in rows if r.get("status") == "ok" and r.get("epoch_s")]
-    header = ["interactions", "users", "items", "vocabulary", "train likes", "nnz(F)", "nnz(F_U)",
-              "s/epoch median (min-max)", "epochs", "train likes/s", "peak RSS MiB", "peak MiB setup / train",
-              "RSS growth MiB", "setup s (load / dataloaders / model)", "status"]
+    header = [
+        "interactions",
+        "users",
+        "items",
+        "vocabulary",
+        "train likes",
+        "nnz(F)",
+        "nnz(F_U)",
+        "s/epoch median (min-max)",
+        "epochs",
+        "train likes/s",
+        "peak RSS MiB",
+        "peak MiB setup / train",
+        "RSS growth MiB",
+        "setup s (load / dataloaders / model)",
+        "status",
+    ]
     table_rows = []
     for r in rows:
         median = statistics.median(r["epoch_s"]) if r.get("epoch_s") else None
         phases = r.get("phase_peak_rss_mib") or {}
         growth = r["peak_rss_mib"] - r["baseline_rss_mib"] if r.get("peak_rss_mib") else None
-        table_rows.append([
-            fmt(r["interactions"]), fmt(r.get("users", r.get("gen_users"))), fmt(r.get("items", r.get("gen_items"))), fmt(r.get("features", r["vocabulary"])),
-            fmt(r.get("train_likes")), fmt(r.get("nnz_F")), fmt(r.get("nnz_F_U")), spread(r.get("epoch_s")),
-            len(r.get("epoch_s") or []), fmt(r["train_likes"] / median) if median and r.get("train_likes") else "-",
-            fmt(r.get("peak_rss_mib") or r.get("watchdog_max_rss_mib"), 4),
-            " / ".join(fmt(phases.get(p), 4) for p in ("setup", "train")), fmt(growth, 4),
-            fmt(r.get("setup_s")) + (" (" + " / ".join(fmt(r.get(k)) for k in ("load_s", "dataloaders_s", "model_s")) + ")"
-                                     if r.get("load_s") is not None else ""),
-            r.get("status", "?"),
-        ])
+        table_rows.append(
+            [
+                fmt(r["interactions"]),
+                fmt(r.get("users", r.get("gen_users"))),
+                fmt(r.get("items", r.get("gen_items"))),
+                fmt(r.get("features", r["vocabulary"])),
+                fmt(r.get("train_likes")),
+                fmt(r.get("nnz_F")),
+                fmt(r.get("nnz_F_U")),
+                spread(r.get("epoch_s")),
+                len(r.get("epoch_s") or []),
+                fmt(r["train_likes"] / median) if median and r.get("train_likes") else "-",
+                fmt(r.get("peak_rss_mib") or r.get("watchdog_max_rss_mib"), 4),
+                " / ".join(fmt(phases.get(p), 4) for p in ("setup", "train")),
+                fmt(growth, 4),
+                fmt(r.get("setup_s"))
+                + (
+                    " (" + " / ".join(fmt(r.get(k)) for k in ("load_s", "dataloaders_s", "model_s")) + ")"
+                    if r.get("load_s") is not None
+                    else ""
+                ),
+                r.get("status", "?"),
+            ]
+        )
     lines = [markdown(header, table_rows), ""]
     times = [statistics.median(r["epoch_s"]) for r in ok]
     likes = [r["train_likes"] for r in ok]
@@ -232,34 +343,46 @@ def summary(rows, args):
     lines.append(f"- epoch time ~ train likes^{slope_t:.2f} (least squares in log space, {n_t} sizes)")
     if slope_m is not None:
         per_entry = statistics.median(g * 2**20 / e for g, e in zip(growths, entries))
-        lines.append(f"- peak RSS growth (peak - RSS after imports) ~ (nnz(F) + nnz(F_U) + interactions)^{slope_m:.2f} "
-                     f"({n_m} sizes); median {per_entry:.0f} bytes per such entry")
+        lines.append(
+            f"- peak RSS growth (peak - RSS after imports) ~ (nnz(F) + nnz(F_U) + interactions)^{slope_m:.2f} "
+            f"({n_m} sizes); median {per_entry:.0f} bytes per such entry"
+        )
     if args.max_memory_gb:
         limit = args.max_memory_gb * 1024
         within = [r for r in ok if r["peak_rss_mib"] <= limit]
         if within:
             best = max(within, key=lambda r: r["interactions"])
-            lines.append(f"- largest measured size within {args.max_memory_gb:g} GiB: {best['interactions']:,} "
-                         f"interactions, peak {best['peak_rss_mib'] / 1024:.1f} GiB, "
-                         f"{statistics.median(best['epoch_s']):.3g} s/epoch")
-        slope_n, intercept_n, _ = loglog_slope([r["interactions"] for r in ok],
-                                               [r["peak_rss_mib"] - r["baseline_rss_mib"] for r in ok])
+            lines.append(
+                f"- largest measured size within {args.max_memory_gb:g} GiB: {best['interactions']:,} "
+                f"interactions, peak {best['peak_rss_mib'] / 1024:.1f} GiB, "
+                f"{statistics.median(best['epoch_s']):.3g} s/epoch"
+            )
+        slope_n, intercept_n, _ = loglog_slope(
+            [r["interactions"] for r in ok], [r["peak_rss_mib"] - r["baseline_rss_mib"] for r in ok]
+        )
         baseline = statistics.median(r["baseline_rss_mib"] for r in ok)
         if slope_n and slope_n > 0 and limit > baseline:
             n_star = math.exp((math.log(limit - baseline) - intercept_n) / slope_n)
             train_fraction = statistics.median(r["train_likes"] / r["interactions"] for r in ok)
             epoch_star = math.exp(intercept_t) * (n_star * train_fraction) ** slope_t
-            lines.append(f"- extrapolated from the fits (peak growth ~ interactions^{slope_n:.2f}): "
-                         f"{args.max_memory_gb:g} GiB is reached near {n_star:,.0f} interactions, where an epoch "
-                         f"would take about {epoch_star:,.0f} s (an extrapolation, not a measurement)")
+            lines.append(
+                f"- extrapolated from the fits (peak growth ~ interactions^{slope_n:.2f}): "
+                f"{args.max_memory_gb:g} GiB is reached near {n_star:,.0f} interactions, where an epoch "
+                f"would take about {epoch_star:,.0f} s (an extrapolation, not a measurement)"
+            )
     return "\n".join(lines)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sizes = parser.add_argument_group("sizes and scaling rule")
-    sizes.add_argument("--sizes", type=size_arg, nargs="+", default=[100_000, 300_000],
-                       help="interactions per size, e.g. 1e5 3e5 1e6 3e6 1e7 (default: %(default)s)")
+    sizes.add_argument(
+        "--sizes",
+        type=size_arg,
+        nargs="+",
+        default=[100_000, 300_000],
+        help="interactions per size, e.g. 1e5 3e5 1e6 3e6 1e7 (default: %(default)s)",
+    )
     sizes.add_argument("--likes-per-item", type=float, default=5.0)
     sizes.add_argument("--likes-per-user", type=float, default=17.0)
     sizes.add_argument("--words-per-item", type=int, default=16)
@@ -272,11 +395,18 @@ def main(argv=None):
     runs.add_argument("--config", nargs="*", metavar="KEY=VALUE", help="extra RecBole settings, e.g. rank=10")
     runs.add_argument("--epochs", type=int, default=3, help="at most this many timed epochs per size")
     runs.add_argument("--warmup", type=int, default=0, help="untimed epochs before the timed ones")
-    runs.add_argument("--time-budget", type=float, default=1200,
-                      help="stop timing epochs once they add up to this many seconds (at least one epoch)")
-    runs.add_argument("--threads", type=int, default=1, help="torch threads in every phase (0: the plugin's default, auto)")
-    runs.add_argument("--eval", action="store_true",
-                      help="also time one full-sort test evaluation (grows as test users x test items)")
+    runs.add_argument(
+        "--time-budget",
+        type=float,
+        default=1200,
+        help="stop timing epochs once they add up to this many seconds (at least one epoch)",
+    )
+    runs.add_argument(
+        "--threads", type=int, default=1, help="torch threads in every phase (0: the plugin's default, auto)"
+    )
+    runs.add_argument(
+        "--eval", action="store_true", help="also time one full-sort test evaluation (grows as test users x test items)"
+    )
     runs.add_argument("--max-memory-gb", type=float, help="stop a size whose RSS passes this many GiB")
     runs.add_argument("--keep-going", action="store_true", help="run the larger sizes after one exceeded")
     runs.add_argument("--timeout", type=int, default=4 * 3600, help="seconds per size (generation or training)")
@@ -308,26 +438,39 @@ def main(argv=None):
         for n in sorted(args.sizes):
             if rows and rows[-1]["status"] != "ok" and not args.keep_going:
                 users, items, vocabulary, _ = dimensions(n, args)
-                rows.append({"interactions": n, "gen_users": users, "gen_items": items, "vocabulary": vocabulary,
-                             "status": "skipped (a smaller size failed; --keep-going runs it)"})
+                rows.append(
+                    {
+                        "interactions": n,
+                        "gen_users": users,
+                        "gen_items": items,
+                        "vocabulary": vocabulary,
+                        "status": "skipped (a smaller size failed; --keep-going runs it)",
+                    }
+                )
                 continue
             row = run_size(n, args, data_path, workdir)
             rows.append(row)
             median = statistics.median(row["epoch_s"]) if row.get("epoch_s") else float("nan")
-            print(f"{n:,} interactions: {row['status']}, {median:.3g} s/epoch, peak "
-                  f"{(row.get('peak_rss_mib') or row.get('watchdog_max_rss_mib') or 0):.0f} MiB, setup "
-                  f"{row.get('setup_s', float('nan')):.1f} s, generated in {row['generate_s']:.0f} s, "
-                  f"{row.get('wall_s', 0):.0f} s in all", file=sys.stderr, flush=True)
+            print(
+                f"{n:,} interactions: {row['status']}, {median:.3g} s/epoch, peak "
+                f"{(row.get('peak_rss_mib') or row.get('watchdog_max_rss_mib') or 0):.0f} MiB, setup "
+                f"{row.get('setup_s', float('nan')):.1f} s, generated in {row['generate_s']:.0f} s, "
+                f"{row.get('wall_s', 0):.0f} s in all",
+                file=sys.stderr,
+                flush=True,
+            )
             if not args.data_dir:  # the temporary data of a size are not needed any more
                 import shutil
 
                 shutil.rmtree(data_path, ignore_errors=True)
                 data_path.mkdir(parents=True, exist_ok=True)
     config_text = " ".join(f"{k}={v}" for k, v in args.config.items()) or "plugin defaults"
-    print(f"\n{args.model} ({config_text}), {args.threads} torch threads, up to {args.epochs} timed epochs "
-          f"(budget {args.time_budget:g} s) after {args.warmup} warm-up; scaling: items = N/{args.likes_per_item:g}, "
-          f"users = N/{args.likes_per_user:g}, {args.words_per_item} words per item, vocabulary = "
-          f"{args.vocab_anchor:g} * (items/{args.items_anchor:g})^{args.heaps_beta:g}\n")
+    print(
+        f"\n{args.model} ({config_text}), {args.threads} torch threads, up to {args.epochs} timed epochs "
+        f"(budget {args.time_budget:g} s) after {args.warmup} warm-up; scaling: items = N/{args.likes_per_item:g}, "
+        f"users = N/{args.likes_per_user:g}, {args.words_per_item} words per item, vocabulary = "
+        f"{args.vocab_anchor:g} * (items/{args.items_anchor:g})^{args.heaps_beta:g}\n"
+    )
     print(summary(rows, args))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -73,29 +73,54 @@ def clean_env():
 def run_once(variant, args, cores, timeout):
     extra_args, extra_env = variant_command(variant, cores)
     with tempfile.TemporaryDirectory(prefix="bench_threads_") as workdir:
-        command = [sys.executable, str(REPO_ROOT / "run_recbole.py"), f"--model={args.model}", f"--dataset={args.dataset}",
-                   f"--epochs={args.epochs}", f"--checkpoint_dir={Path(workdir) / 'saved'}", *extra_args]
+        command = [
+            sys.executable,
+            str(REPO_ROOT / "run_recbole.py"),
+            f"--model={args.model}",
+            f"--dataset={args.dataset}",
+            f"--epochs={args.epochs}",
+            f"--checkpoint_dir={Path(workdir) / 'saved'}",
+            *extra_args,
+        ]
         if args.data_path:
             command.append(f"--data_path={args.data_path}")
         command += [f"--{key}={value}" for key, value in args.config.items()]
         start = time.perf_counter()
-        child = subprocess.Popen(command, cwd=workdir, env={**clean_env(), **extra_env}, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True)
+        child = subprocess.Popen(
+            command,
+            cwd=workdir,
+            env={**clean_env(), **extra_env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             output, _ = child.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             child.kill()
             output, _ = child.communicate()
-            return {"wall_s": time.perf_counter() - start, "timed_out": True, "cpu_s": None, "epochs": [],
-                    "threads": None, "losses": None}
+            return {
+                "wall_s": time.perf_counter() - start,
+                "timed_out": True,
+                "cpu_s": None,
+                "epochs": [],
+                "threads": None,
+                "losses": None,
+            }
         wall = time.perf_counter() - start
     if child.returncode != 0:
         raise SystemExit(f"{variant}: the run failed ({' '.join(command)}):\n{output[-3000:]}")
     epochs = [(float(train), float(valid) if valid else None) for _, _, train, valid in EPOCH_LINE.findall(output)]
     losses = [loss for _, loss, _, _ in EPOCH_LINE.findall(output)]
     threads = THREADS_LINE.search(output)
-    return {"wall_s": wall, "timed_out": False, "cpu_s": None, "epochs": epochs,
-            "threads": threads.group(1).strip() if threads else None, "losses": losses}
+    return {
+        "wall_s": wall,
+        "timed_out": False,
+        "cpu_s": None,
+        "epochs": epochs,
+        "threads": threads.group(1).strip() if threads else None,
+        "losses": losses,
+    }
 
 
 class Busy:
@@ -124,7 +149,9 @@ def timed_run(variant, args, cores):
     result = run_once(variant, args, cores, args.timeout)
     after = os.times()
     if not result["timed_out"]:
-        result["cpu_s"] = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+        result["cpu_s"] = (after.children_user - before.children_user) + (
+            after.children_system - before.children_system
+        )
     return result
 
 
@@ -143,30 +170,40 @@ def main(argv=None):
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=["auto", "one", "torch"])
     parser.add_argument("--conditions", nargs="+", choices=("quiet", "busy"), default=["quiet", "busy"])
     parser.add_argument("--busy-per-core", type=int, default=1, help="spinning processes per usable core (busy)")
-    parser.add_argument("--timeout", type=float, default=600, help="seconds per run; a run past it counts as its timeout")
+    parser.add_argument(
+        "--timeout", type=float, default=600, help="seconds per run; a run past it counts as its timeout"
+    )
     parser.add_argument("--config", nargs="*", default=[], help="more settings, key=value")
     parser.add_argument("--json", default=None, help="write every run's numbers here")
     args = parser.parse_args(argv)
     args.config = parse_config(args.config)
     cores = usable_cores()
     overridden = [name for name in USER_CHOICES if name in os.environ]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.strip()
-    print(f"# {args.model} on {args.dataset}, {args.epochs} epochs, {args.repeats} repeats; {cores} usable cores; "
-          f"busy: {args.busy_per_core} spinning process(es) per core; commit {commit or '?'}; load average at start "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-          + (f"; removed from the children's environment: {', '.join(overridden)}" if overridden else ""), flush=True)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    print(
+        f"# {args.model} on {args.dataset}, {args.epochs} epochs, {args.repeats} repeats; {cores} usable cores; "
+        f"busy: {args.busy_per_core} spinning process(es) per core; commit {commit or '?'}; load average at start "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        + (f"; removed from the children's environment: {', '.join(overridden)}" if overridden else ""),
+        flush=True,
+    )
     runs = []
     started = time.perf_counter()
     for repeat in range(args.repeats):
-        order = args.variants[repeat % len(args.variants):] + args.variants[:repeat % len(args.variants)]
+        order = args.variants[repeat % len(args.variants) :] + args.variants[: repeat % len(args.variants)]
         for condition in args.conditions:
             with Busy(cores * args.busy_per_core if condition == "busy" else 0):
                 for variant in order:
                     result = timed_run(variant, args, cores)
                     result.update(repeat=repeat, condition=condition, variant=variant)
                     runs.append(result)
-                    print(f"repeat {repeat} {condition:5} {variant:13} wall {result['wall_s']:.2f} s"
-                          + (" (timed out)" if result["timed_out"] else f", cpu {result['cpu_s']:.2f} s"), flush=True)
+                    print(
+                        f"repeat {repeat} {condition:5} {variant:13} wall {result['wall_s']:.2f} s"
+                        + (" (timed out)" if result["timed_out"] else f", cpu {result['cpu_s']:.2f} s"),
+                        flush=True,
+                    )
     load_end = os.getloadavg()
 
     rows, medians = [], {}
@@ -178,36 +215,81 @@ def main(argv=None):
             valid = [e[1] for r in mine for e in r["epochs"] if e[1] is not None]
             timed_out = sum(r["timed_out"] for r in mine)
             medians[condition, variant] = statistics.median(walls)
-            rows.append([condition, variant, spread(walls) + (f", {timed_out} timed out (counted as {fmt(args.timeout)} s)" if timed_out else ""),
-                         fmt(median_or_none([r["cpu_s"] for r in mine])), spread(train), spread(valid)])
+            rows.append(
+                [
+                    condition,
+                    variant,
+                    spread(walls)
+                    + (f", {timed_out} timed out (counted as {fmt(args.timeout)} s)" if timed_out else ""),
+                    fmt(median_or_none([r["cpu_s"] for r in mine])),
+                    spread(train),
+                    spread(valid),
+                ]
+            )
     print()
-    print(markdown(["condition", "threads", "wall s, median (min-max)", "CPU s (user+sys)", "train s/epoch",
-                    "valid s"], rows))
+    print(
+        markdown(
+            ["condition", "threads", "wall s, median (min-max)", "CPU s (user+sys)", "train s/epoch", "valid s"], rows
+        )
+    )
     chosen = {r["threads"] for r in runs if r["variant"] == "auto" and r["threads"]}
     if chosen:
         print()
         print("auto chose: " + "; ".join(sorted(chosen)))
     finals = {tuple(r["losses"]) for r in runs if r["losses"]}
-    print(f"training losses: {'the same in every run' if len(finals) == 1 else f'{len(finals)} different sequences'}"
-          + (f" ({', '.join(next(iter(finals)))})" if len(finals) == 1 else ""))
+    print(
+        f"training losses: {'the same in every run' if len(finals) == 1 else f'{len(finals)} different sequences'}"
+        + (f" ({', '.join(next(iter(finals)))})" if len(finals) == 1 else "")
+    )
     ratios = []
     for condition in args.conditions:
         if ("auto" in args.variants) and ("one" in args.variants):
-            ratios.append([f"default (auto) / one thread, {condition}", f"{medians[condition, 'auto'] / medians[condition, 'one']:.2f}"])
+            ratios.append(
+                [
+                    f"default (auto) / one thread, {condition}",
+                    f"{medians[condition, 'auto'] / medians[condition, 'one']:.2f}",
+                ]
+            )
         if ("auto" in args.variants) and ("torch" in args.variants):
-            ratios.append([f"default (auto) / torch's default, {condition}", f"{medians[condition, 'auto'] / medians[condition, 'torch']:.2f}"])
+            ratios.append(
+                [
+                    f"default (auto) / torch's default, {condition}",
+                    f"{medians[condition, 'auto'] / medians[condition, 'torch']:.2f}",
+                ]
+            )
         if ("torch" in args.variants) and ("one" in args.variants):
-            ratios.append([f"torch's default / one thread, {condition}", f"{medians[condition, 'torch'] / medians[condition, 'one']:.2f}"])
+            ratios.append(
+                [
+                    f"torch's default / one thread, {condition}",
+                    f"{medians[condition, 'torch'] / medians[condition, 'one']:.2f}",
+                ]
+            )
         if ("cores-passive" in args.variants) and ("one" in args.variants):
-            ratios.append([f"cores, passive waits / one thread, {condition}",
-                           f"{medians[condition, 'cores-passive'] / medians[condition, 'one']:.2f}"])
+            ratios.append(
+                [
+                    f"cores, passive waits / one thread, {condition}",
+                    f"{medians[condition, 'cores-passive'] / medians[condition, 'one']:.2f}",
+                ]
+            )
     print()
     print(markdown(["ratio of median wall times", "ratio"], ratios))
-    print(f"\n{len(runs)} runs in {time.perf_counter() - started:.0f} s; load average at the end "
-          f"{' '.join(f'{x:.2f}' for x in load_end)}")
+    print(
+        f"\n{len(runs)} runs in {time.perf_counter() - started:.0f} s; load average at the end "
+        f"{' '.join(f'{x:.2f}' for x in load_end)}"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "cores": cores, "commit": commit, "runs": runs,
-                                               "medians": {f"{c}/{v}": m for (c, v), m in medians.items()}}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "args": vars(args),
+                    "cores": cores,
+                    "commit": commit,
+                    "runs": runs,
+                    "medians": {f"{c}/{v}": m for (c, v), m in medians.items()},
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

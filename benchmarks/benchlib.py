@@ -78,9 +78,13 @@ class PhasePeaks:
         self.resettable = reset_peak() and self.resettable
 
     def report(self):
-        return {"baseline_rss_mib": self.baseline, "peak_rss_mib": max(self.peaks.values(), default=None),
-                "phase_peak_rss_mib": dict(self.peaks), "rss_after_phase_mib": dict(self.after),
-                "phase_peaks_reset": self.resettable}
+        return {
+            "baseline_rss_mib": self.baseline,
+            "peak_rss_mib": max(self.peaks.values(), default=None),
+            "phase_peak_rss_mib": dict(self.peaks),
+            "rss_after_phase_mib": dict(self.after),
+            "phase_peaks_reset": self.resettable,
+        }
 
 
 def thread_env(threads, base=None):
@@ -100,7 +104,7 @@ def emit(report):
 
 
 def parse_result(line):
-    return json.loads(line[len(RESULT_TAG):]) if line.startswith(RESULT_TAG) else None
+    return json.loads(line[len(RESULT_TAG) :]) if line.startswith(RESULT_TAG) else None
 
 
 # ------------------------------------------------------------------------------------- formatting

@@ -36,19 +36,29 @@ def hybrid_split(args, seed, plugin_config):
     from recbole_fbsm.quick_start import prepare
 
     settings = {"cold_start_scenario": "hybrid", "seed": seed, "split_seed": seed, **args.config}
-    config, _, (train_data, valid_data, test_data) = prepare("ItemKNNCBF", args.dataset,
-                                                             config_dict=plugin_config(args, settings))
+    config, _, (train_data, valid_data, test_data) = prepare(
+        "ItemKNNCBF", args.dataset, config_dict=plugin_config(args, settings)
+    )
     train, valid, test = train_data._dataset, valid_data._dataset, test_data._dataset
     normalize = True if config["feature_normalize"] is None else bool(config["feature_normalize"])
     features = features_from_config(train, train.split_items, config, normalize=normalize).matrix.tocsr()
 
     def likes(part):
         return part.inter_feat[part.uid_field].numpy().astype(np.int64), part.inter_feat[part.iid_field].numpy().astype(
-            np.int64)
+            np.int64
+        )
 
-    return {"n_users": train.user_num, "n_items": train.item_num, "warm": np.asarray(train.warm_items),
-            "valid_cold": np.asarray(valid.cold_items), "test_cold": np.asarray(test.cold_items),
-            "train": likes(train), "valid": likes(valid), "test": likes(test), "F": features.astype(np.float32)}
+    return {
+        "n_users": train.user_num,
+        "n_items": train.item_num,
+        "warm": np.asarray(train.warm_items),
+        "valid_cold": np.asarray(valid.cold_items),
+        "test_cold": np.asarray(test.cold_items),
+        "train": likes(train),
+        "valid": likes(valid),
+        "test": likes(test),
+        "F": features.astype(np.float32),
+    }
 
 
 def group_recall(scores_of, split, phase, k):
@@ -75,7 +85,7 @@ def group_recall(scores_of, split, phase, k):
     counts = {g: 0 for g in GROUPS}
     users = np.flatnonzero(np.diff(truth.indptr))  # users with a held-out like in this phase
     for start in range(0, len(users), USER_BATCH):
-        batch = users[start:start + USER_BATCH]
+        batch = users[start : start + USER_BATCH]
         scores = np.asarray(scores_of(batch), dtype=np.float64)
         scores[seen[batch].toarray() > 0] = -np.inf
         liked = truth[batch].toarray() > 0
@@ -103,16 +113,17 @@ def lightfm_hybrid(args, split, k, lightfm_args):
     from lightfm import LightFM
 
     warm, n_items = split["warm"], split["n_items"]
-    identity = sp.csr_matrix((np.ones(len(warm), dtype=np.float32), (warm, np.arange(len(warm)))),
-                             shape=(n_items, len(warm)))
+    identity = sp.csr_matrix(
+        (np.ones(len(warm), dtype=np.float32), (warm, np.arange(len(warm)))), shape=(n_items, len(warm))
+    )
     item_features = sp.hstack([split["F"], identity]).tocsr()  # a cold item's identity columns stay empty
     position = np.full(n_items, -1, dtype=np.int64)
     position[warm] = np.arange(len(warm))
     users, items = split["train"]
-    interactions = sp.coo_matrix((np.ones(len(users), dtype=np.float32), (users, position[items])),
-                                 shape=(split["n_users"], len(warm)))
-    model = LightFM(**{"loss": "warp", "no_components": 64, "random_state": args.seed,
-                       **lightfm_args})
+    interactions = sp.coo_matrix(
+        (np.ones(len(users), dtype=np.float32), (users, position[items])), shape=(split["n_users"], len(warm))
+    )
+    model = LightFM(**{"loss": "warp", "no_components": 64, "random_state": args.seed, **lightfm_args})
     threads = args.lightfm_threads or args.threads or 1
     best = None
     start = time.perf_counter()
@@ -137,8 +148,9 @@ def ours(seed, k, records_dir):
         if not path.is_file():
             continue
         record = json.loads(path.read_text())
-        rows[name] = {g: (record["test_result"] if g == "all" else record[f"test_result_{g}"]).get(f"recall@{k}")
-                      for g in GROUPS}
+        rows[name] = {
+            g: (record["test_result"] if g == "all" else record[f"test_result_{g}"]).get(f"recall@{k}") for g in GROUPS
+        }
     return rows
 
 
@@ -150,20 +162,26 @@ def main_hybrid(args, plugin_config, lightfm_args):
     for seed in args.hybrid_seeds:
         split = hybrid_split(args, seed, plugin_config)
         result = lightfm_hybrid(args, split, k, lightfm_args)
-        print(f"seed {seed}: LightFM kept epoch {result['epoch']} of {args.lightfm_epochs} on valid Recall@{k} (all "
-              f"{result['valid']['all']:.4f}), {result['seconds']:.0f} s", flush=True)
+        print(
+            f"seed {seed}: LightFM kept epoch {result['epoch']} of {args.lightfm_epochs} on valid Recall@{k} (all "
+            f"{result['valid']['all']:.4f}), {result['seconds']:.0f} s",
+            flush=True,
+        )
         table.setdefault("LightFM (identity + content)", {})[seed] = result["test"]
         for name, values in ours(seed, k, records_dir).items():
             table.setdefault(name, {})[seed] = values
     seeds = list(args.hybrid_seeds)
-    print(f"\n{args.dataset}, hybrid scenario, test Recall@{k}, mean over splits {seeds} (LightFM run now; the other "
-          f"rows read from {records_dir}):\n")
+    print(
+        f"\n{args.dataset}, hybrid scenario, test Recall@{k}, mean over splits {seeds} (LightFM run now; the other "
+        f"rows read from {records_dir}):\n"
+    )
     print(f"| model | splits | Recall@{k} all | Recall@{k} cold | Recall@{k} warm |")
     print("|---|---:|---:|---:|---:|")
     for name, by_seed in table.items():
         cells = [sum(v[g] for v in by_seed.values()) / len(by_seed) for g in GROUPS]
         print(f"| {name} | {len(by_seed)} | " + " | ".join(f"{c:.4f}" for c in cells) + " |")
     if args.json:
-        Path(args.json).write_text(json.dumps({n: {str(s): v for s, v in t.items()} for n, t in table.items()},
-                                              indent=1))
+        Path(args.json).write_text(
+            json.dumps({n: {str(s): v for s, v in t.items()} for n, t in table.items()}, indent=1)
+        )
     return 0

@@ -22,20 +22,41 @@ class Command(NamedTuple):
 
 
 COMMANDS = {
-    "run": Command("recbole_fbsm.run_command:run_parser", "recbole_fbsm.run_command:main",
-                   "train and test one model under the item cold-start protocol (run_recbole.py)"),
-    "compare": Command("recbole_fbsm.arguments.compare:build_parser", "recbole_fbsm.experiments.compare:main",
-                       "run several models over the same item splits: a table and a chart"),
-    "hyper": Command("recbole_fbsm.arguments.hyper:build_parser", "recbole_fbsm.experiments.tune:main",
-                     "search hyperparameters on validation, on an Optuna study (run_hyper.py)"),
-    "download": Command("recbole_fbsm.run_command:download_parser", "recbole_fbsm.run_command:download_main",
-                        "fetch a public dataset (citeulike-t), check its checksums, convert it"),
-    "convert": Command("recbole_fbsm.arguments.convert:build_parser", "recbole_fbsm.convert.__main__:main",
-                       "write RecBole atomic files from CiteULike/CTR files or CSV + text"),
-    "serve": Command("recbole_fbsm.arguments.serve:build_parser", "recbole_fbsm.serve.__main__:main",
-                     "score brand-new items with a trained model, explain scores"),
-    "models": Command("recbole_fbsm.run_command:models_parser", "recbole_fbsm.run_command:models_main",
-                      "list every model a run accepts, with one line of what it is"),
+    "run": Command(
+        "recbole_fbsm.run_command:run_parser",
+        "recbole_fbsm.run_command:main",
+        "train and test one model under the item cold-start protocol (run_recbole.py)",
+    ),
+    "compare": Command(
+        "recbole_fbsm.arguments.compare:build_parser",
+        "recbole_fbsm.experiments.compare:main",
+        "run several models over the same item splits: a table and a chart",
+    ),
+    "hyper": Command(
+        "recbole_fbsm.arguments.hyper:build_parser",
+        "recbole_fbsm.experiments.tune:main",
+        "search hyperparameters on validation, on an Optuna study (run_hyper.py)",
+    ),
+    "download": Command(
+        "recbole_fbsm.run_command:download_parser",
+        "recbole_fbsm.run_command:download_main",
+        "fetch a public dataset (citeulike-t), check its checksums, convert it",
+    ),
+    "convert": Command(
+        "recbole_fbsm.arguments.convert:build_parser",
+        "recbole_fbsm.convert.__main__:main",
+        "write RecBole atomic files from CiteULike/CTR files or CSV + text",
+    ),
+    "serve": Command(
+        "recbole_fbsm.arguments.serve:build_parser",
+        "recbole_fbsm.serve.__main__:main",
+        "score brand-new items with a trained model, explain scores",
+    ),
+    "models": Command(
+        "recbole_fbsm.run_command:models_parser",
+        "recbole_fbsm.run_command:models_main",
+        "list every model a run accepts, with one line of what it is",
+    ),
 }
 PROG = "recbole-fbsm"
 # commands that train with torch_threads: auto (runtime.threads): OpenMP's threads should sleep while they wait
@@ -44,12 +65,19 @@ TRAINING_COMMANDS = ("run", "compare", "hyper")
 
 def usage():
     width = max(map(len, COMMANDS))
-    lines = [f"usage: {PROG} COMMAND [options]   ({PROG} COMMAND --help for a command's options)", "",
-             "Item cold-start recommendation on RecBole: FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater, ALDI", "",
-             "commands:"]
+    lines = [
+        f"usage: {PROG} COMMAND [options]   ({PROG} COMMAND --help for a command's options)",
+        "",
+        "Item cold-start recommendation on RecBole: FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater, ALDI",
+        "",
+        "commands:",
+    ]
     lines += [f"  {name:<{width}}  {command.about}" for name, command in COMMANDS.items()]
-    lines += ["", f"example: {PROG} run --model=FBSM --dataset=ml-100k",
-              f"         {PROG} download citeulike-t && {PROG} run --model=FBSM --dataset=citeulike-t"]
+    lines += [
+        "",
+        f"example: {PROG} run --model=FBSM --dataset=ml-100k",
+        f"         {PROG} download citeulike-t && {PROG} run --model=FBSM --dataset=citeulike-t",
+    ]
     return "\n".join(lines)
 
 

@@ -7,27 +7,26 @@ import time
 from logging import getLogger
 
 import torch
-
 from recbole.utils import ModelType, init_seed, set_color
 
-from recbole_fbsm.models.contract import BuiltFromFittedInputs, reads_own_features as model_reads_own_features
 from recbole_fbsm.artifact.model_file import SUFFIX, build_artifact, dataset_analyzer, training_record, write_artifact
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.data import create_dataset, data_preparation
+from recbole_fbsm.data.preparation import check_dataset_files
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.models.contract import BuiltFromFittedInputs
+from recbole_fbsm.models.contract import reads_own_features as model_reads_own_features
 from recbole_fbsm.models.hybrid_blend import BLEND_WEIGHTS, HybridBlend
 from recbole_fbsm.models.inputs import fit_model_inputs, needs_warm_backbone
-from recbole_fbsm.data.preparation import check_dataset_files
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.runtime.memory import release_free_memory
 from recbole_fbsm.runtime.openmp import chosen_by_command_line
 from recbole_fbsm.runtime.threads import plan_for_config, usable_cores
-from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.training.trainer import get_trainer
 from recbole_fbsm.storage.run_records import plain_record_value
 from recbole_fbsm.training.result_file import result_file_for, run_record, write_result_file
 from recbole_fbsm.training.run_log import current_log_file, discard_run_log_on, end_run_log, on_console, start_run_log
-
+from recbole_fbsm.training.trainer import get_trainer
 
 # settings that size a model's parameters, named when they do not fit in memory
 SIZE_SETTINGS = ("rank", "n_functions", "embedding_size", "hidden_size", "hidden_sizes")
@@ -54,7 +53,8 @@ def build_model(config, train_dataset):
         sizes = ", ".join(f"{key}={config[key]}" for key in SIZE_SETTINGS if config[key] is not None)
         raise ColdStartError(
             f"model {config['model']}: its parameters do not fit in memory ({str(error).splitlines()[0][:200]}); "
-            f"lower the settings that size them ({sizes}).") from None
+            f"lower the settings that size them ({sizes})."
+        ) from None
 
 
 def check_learner(config, model):
@@ -63,12 +63,15 @@ def check_learner(config, model):
     if str(config["learner"]).lower() != "sparse_adam":
         return
     sparse = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse}
-    dense = [name for name, parameter in model.named_parameters() if parameter.requires_grad and id(parameter) not in sparse]
+    dense = [
+        name for name, parameter in model.named_parameters() if parameter.requires_grad and id(parameter) not in sparse
+    ]
     if dense:
         raise ColdStartError(
             f"learner sparse_adam: model {config['model']} has parameters with dense gradients ({', '.join(dense[:3])}"
             f"{', ...' if len(dense) > 3 else ''}), which SparseAdam cannot update (it takes the sparse gradients of "
-            "embeddings only); expected adam, adamw, sgd, adagrad or rmsprop.")
+            "embeddings only); expected adam, adamw, sgd, adagrad or rmsprop."
+        )
 
 
 def attach_model_inputs(config, train_dataset):
@@ -76,12 +79,15 @@ def attach_model_inputs(config, train_dataset):
     hand them to the model through the dataset (``recbole_fbsm.models.inputs``)."""
     model_class = config.model_class
     if setting(config, "identity_features") and not getattr(model_class, "learns_identity", False):
-        raise ColdStartError(f"identity_features: True is for FBSM (its V learns the identity columns' item-to-item "
-                             f"terms); model {config['model']} would ignore them.")
+        raise ColdStartError(
+            f"identity_features: True is for FBSM (its V learns the identity columns' item-to-item "
+            f"terms); model {config['model']} would ignore them."
+        )
     if not issubclass(model_class, BuiltFromFittedInputs):
         return None  # RecBole's models: nothing to fit here
-    train_dataset.model_inputs = fit_model_inputs(config, train_dataset, needs_warm_backbone(model_class, config),
-                                                  model_class)
+    train_dataset.model_inputs = fit_model_inputs(
+        config, train_dataset, needs_warm_backbone(model_class, config), model_class
+    )
     return train_dataset.model_inputs
 
 
@@ -100,20 +106,33 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
         getLogger().setLevel(logging.ERROR)
         logging.captureWarnings(True)
     logger = getLogger()
-    with discard_run_log_on(config, ColdStartError):  # an error found while loading, splitting or building leaves no log
+    with discard_run_log_on(
+        config, ColdStartError
+    ):  # an error found while loading, splitting or building leaves no log
         # RecBole's defaults (use_gpu True, gpu_id '0') fall back to the CPU quietly; a GPU asked for by number does not
-        if config["use_gpu"] and str(config["gpu_id"]) not in ("0", "") and torch.device(config["device"]).type == "cpu":
-            logger.warning(f"use_gpu is True, but torch sees no CUDA device for gpu_id {config['gpu_id']!r} "
-                           "(RecBole sets CUDA_VISIBLE_DEVICES to it): running on the CPU.")
+        if (
+            config["use_gpu"]
+            and str(config["gpu_id"]) not in ("0", "")
+            and torch.device(config["device"]).type == "cpu"
+        ):
+            logger.warning(
+                f"use_gpu is True, but torch sees no CUDA device for gpu_id {config['gpu_id']!r} "
+                "(RecBole sets CUDA_VISIBLE_DEVICES to it): running on the CPU."
+            )
         logger.info(sys.argv, extra=on_console(False))
         logger.info(config, extra=on_console(False))  # the config dump: in the log file, not on a quiet console
         # what it chose, where there is a choice; advice on OpenMP's variables only to the command line's user (the
         # Python API's host chose its own OpenMP; the log file, and state: INFO, still show it)
-        logger.info(threads.describe(), extra=on_console(usable_cores() > 1 and (not threads.advice or
-                                                                             chosen_by_command_line())))
+        logger.info(
+            threads.describe(),
+            extra=on_console(usable_cores() > 1 and (not threads.advice or chosen_by_command_line())),
+        )
         if getattr(config, "tuned_files", None):  # values a search chose override the model's defaults: say from where
-            logger.info(f"tuned settings loaded from {', '.join(map(str, config.tuned_files))} (written by recbole-fbsm "
-                        "hyper --write; --use_tuned_properties=False ignores them)", extra=on_console())
+            logger.info(
+                f"tuned settings loaded from {', '.join(map(str, config.tuned_files))} (written by recbole-fbsm "
+                "hyper --write; --use_tuned_properties=False ignores them)",
+                extra=on_console(),
+            )
         data = create_dataset(config, report)
         release_free_memory()  # the parsing's temporaries, before the split and the features
         logger.info(data, extra=on_console())
@@ -131,8 +150,18 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
     return config, model, (train_data, valid_data, test_data)
 
 
-def run(model, dataset, config_file_list=None, config_dict=None, saved=True,
-        nproc=1, world_size=-1, ip="localhost", port=None, group_offset=0):
+def run(
+    model,
+    dataset,
+    config_file_list=None,
+    config_dict=None,
+    saved=True,
+    nproc=1,
+    world_size=-1,
+    ip="localhost",
+    port=None,
+    group_offset=0,
+):
     """Train ``model`` on ``dataset`` under the item cold-start protocol, pick the best epoch on the
     validation split, test it, and return RecBole's result dict (plus ``saved_model_file`` and
     ``result_file``, the JSON record of the run written beside its log).
@@ -145,15 +174,24 @@ def run(model, dataset, config_file_list=None, config_dict=None, saved=True,
     if model == "HybridBlend":
         return run_blend(dataset, config_file_list, config_dict, saved)
     if nproc != 1 or (world_size is not None and world_size > 0):
-        return distributed.launch(_run_rank, nproc, world_size, ip, port, group_offset,
-                                  (model, dataset, config_file_list, dict(config_dict or {}), saved))
+        return distributed.launch(
+            _run_rank,
+            nproc,
+            world_size,
+            ip,
+            port,
+            group_offset,
+            (model, dataset, config_file_list, dict(config_dict or {}), saved),
+        )
     return _run_one(model, dataset, config_file_list, config_dict, saved)
 
 
 def _run_rank(local_rank, model, dataset, config_file_list, config_dict, saved, launch_settings, queue):
     """One rank of a data-parallel run (started by ``distributed.launch``)."""
     try:
-        result = _run_one(model, dataset, config_file_list, {**config_dict, **launch_settings, "local_rank": local_rank}, saved)
+        result = _run_one(
+            model, dataset, config_file_list, {**config_dict, **launch_settings, "local_rank": local_rank}, saved
+        )
     except BaseException as error:
         if isinstance(error, ColdStartError):
             queue.put(("error", str(error)))
@@ -181,8 +219,11 @@ def hybrid_group_results(trainer, test_result):
     """The hybrid scenario's cold and warm metrics of the test and of the kept validation epoch."""
     valid_groups = trainer.valid_group_history.get(trainer.kept_epoch, {}) if trainer.valid_group_history else {}
     groups = {"test": trainer.group_results if test_result is not None else {}, "valid": valid_groups}
-    return {f"{phase}_result_{name}": plain_record_value(groups[phase].get(name) or {})
-            for phase in ("valid", "test") for name in ("cold", "warm")}
+    return {
+        f"{phase}_result_{name}": plain_record_value(groups[phase].get(name) or {})
+        for phase in ("valid", "test")
+        for name in ("cold", "warm")
+    }
 
 
 def _trained(model, dataset, config_file_list, config_dict, saved):
@@ -209,19 +250,27 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
         probe = ColdStartConfig(model="BPR", dataset=dataset, config_file_list=config_file_list, config_dict=settings)
         names = {part: str(setting(probe, part)) for part in ("warm_model", "content_model")}
         if not probe.hybrid:
-            raise ColdStartError("model HybridBlend blends a warm model with a content model over warm and cold items: "
-                                 "it needs cold_start_scenario: hybrid.")
-        _, warm_model, warm_trainer, warm_loaders = _trained(names["warm_model"], dataset, config_file_list, settings,
-                                                             saved)
-        config, content_model, trainer, loaders = _trained(names["content_model"], dataset, config_file_list,
-                                                           settings, saved)
+            raise ColdStartError(
+                "model HybridBlend blends a warm model with a content model over warm and cold items: "
+                "it needs cold_start_scenario: hybrid."
+            )
+        _, warm_model, warm_trainer, warm_loaders = _trained(
+            names["warm_model"], dataset, config_file_list, settings, saved
+        )
+        config, content_model, trainer, loaders = _trained(
+            names["content_model"], dataset, config_file_list, settings, saved
+        )
         train_data, valid_data, test_data = loaders
         parts = {}  # each model alone on the test split, beside the blend (the same split, the same training)
-        for part, part_trainer, part_test in (("warm_model", warm_trainer, warm_loaders[2]),
-                                              ("content_model", trainer, test_data)):
+        for part, part_trainer, part_test in (
+            ("warm_model", warm_trainer, warm_loaders[2]),
+            ("content_model", trainer, test_data),
+        ):
             alone = part_trainer.evaluate(part_test, load_best_model=False)
-            parts[f"{part}_test_result"] = {"all": plain_record_value(alone), **{
-                name: plain_record_value(groups) for name, groups in part_trainer.group_results.items()}}
+            parts[f"{part}_test_result"] = {
+                "all": plain_record_value(alone),
+                **{name: plain_record_value(groups) for name, groups in part_trainer.group_results.items()},
+            }
         blend = HybridBlend(config, train_data._dataset, warm_model, content_model).to(config["device"])
         trainer.model = blend
         group = str(setting(config, "hybrid_valid_group"))
@@ -230,25 +279,45 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
             blend.weight = weight
             result = trainer.evaluate(valid_data, load_best_model=False)
             groups = {"all": result, **trainer.group_results}
-            searched[weight] = (float(groups[group].get(trainer.valid_metric, 0.0)), result, dict(trainer.group_results))
+            searched[weight] = (
+                float(groups[group].get(trainer.valid_metric, 0.0)),
+                result,
+                dict(trainer.group_results),
+            )
         best = max(BLEND_WEIGHTS, key=lambda w: (searched[w][0], -BLEND_WEIGHTS.index(w)))
         blend.weight = best
         test_result = trainer.evaluate(test_data, load_best_model=False)
         trainer.valid_group_history, trainer.kept_epoch = {best: searched[best][2]}, best
         result = {
-            "best_valid_score": searched[best][0], "valid_score_bigger": True,
-            "best_valid_result": plain_record_value(searched[best][1]), "test_result": plain_record_value(test_result),
-            "saved_model_file": None, "artifact_file": None, "eval_user_sample": config["eval_user_sample"],
-            "blend_weight": best, "warm_model": names["warm_model"], "content_model": names["content_model"],
+            "best_valid_score": searched[best][0],
+            "valid_score_bigger": True,
+            "best_valid_result": plain_record_value(searched[best][1]),
+            "test_result": plain_record_value(test_result),
+            "saved_model_file": None,
+            "artifact_file": None,
+            "eval_user_sample": config["eval_user_sample"],
+            "blend_weight": best,
+            "warm_model": names["warm_model"],
+            "content_model": names["content_model"],
             "blend_search": {str(w): searched[w][0] for w in BLEND_WEIGHTS},
-            **hybrid_group_results(trainer, test_result), **parts,
+            **hybrid_group_results(trainer, test_result),
+            **parts,
         }
-        getLogger().info(f"HybridBlend: w = {best} of {list(BLEND_WEIGHTS)} on valid {group} {trainer.valid_metric} "
-                         f"({searched[best][0]:.4f})", extra=on_console())
+        getLogger().info(
+            f"HybridBlend: w = {best} of {list(BLEND_WEIGHTS)} on valid {group} {trainer.valid_metric} "
+            f"({searched[best][0]:.4f})",
+            extra=on_console(),
+        )
         config["model"] = "HybridBlend"
         record = run_record(config, result, config_file_list, config_dict, time.perf_counter() - start, None)
-        record.update(model="HybridBlend", blend_weight=best, warm_model=names["warm_model"],
-                      content_model=names["content_model"], blend_search=result["blend_search"], **parts)
+        record.update(
+            model="HybridBlend",
+            blend_weight=best,
+            warm_model=names["warm_model"],
+            content_model=names["content_model"],
+            blend_search=result["blend_search"],
+            **parts,
+        )
         result["record"] = record
         result["result_file"] = str(write_result_file(result_file_for(None, config), record))
         return result
@@ -291,9 +360,13 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
             result["world_size"] = config["world_size"]
         if not distributed.is_main_process():
             return result
-        result["artifact_file"] = write_run_artifact(config, model, (train_data, valid_data, test_data),
-                                                     trainer.saved_model_file if saved else None,
-                                                     training_record(config, result))
+        result["artifact_file"] = write_run_artifact(
+            config,
+            model,
+            (train_data, valid_data, test_data),
+            trainer.saved_model_file if saved else None,
+            training_record(config, result),
+        )
         if result["artifact_file"]:
             logger.info(f"model artifact: {result['artifact_file']}", extra=on_console())
         log_file = current_log_file()
@@ -305,8 +378,10 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
             logger.info(f"result file: {result['result_file']}", extra=on_console())
         except OSError as error:  # the results are still returned and printed; nothing half-written is left
             result["result_file"] = None
-            logger.warning(f"the result file {path} could not be written ({error.strerror or error}); the results "
-                           "below are the run's.")
+            logger.warning(
+                f"the result file {path} could not be written ({error.strerror or error}); the results "
+                "below are the run's."
+            )
         return result
     finally:
         end_run_log()

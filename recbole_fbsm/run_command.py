@@ -22,7 +22,9 @@ from recbole_fbsm.runtime.openmp import prefer_passive_wait
 
 
 def run_parser(prog=None):
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", "-m", default="FBSM", help="model name (plugin models first, then RecBole's)")
     parser.add_argument("--dataset", "-d", default="ml-100k", help="dataset name")
     parser.add_argument("--config_files", default=None, help="space-separated yaml files")
@@ -67,9 +69,17 @@ def main(argv=None, prog=None):
         from recbole_fbsm.quick_start import run
 
         # RecBole converts the strings ('0.01', '[10, 20]', 'True') as it does for its own command line.
-        result = run(args.model, args.dataset, config_file_list=config_files, config_dict=overrides,
-                     nproc=args.nproc, world_size=args.world_size, ip=args.ip, port=args.port,
-                     group_offset=args.group_offset)
+        result = run(
+            args.model,
+            args.dataset,
+            config_file_list=config_files,
+            config_dict=overrides,
+            nproc=args.nproc,
+            world_size=args.world_size,
+            ip=args.ip,
+            port=args.port,
+            group_offset=args.group_offset,
+        )
     except ColdStartError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -85,7 +95,9 @@ def main(argv=None, prog=None):
     if result.get("saved_model_file"):
         print(f"saved model: {result['saved_model_file']}")
     if result.get("artifact_file"):
-        print(f"model artifact: {result['artifact_file']} (serve it: recbole-fbsm serve http {result['artifact_file']})")
+        print(
+            f"model artifact: {result['artifact_file']} (serve it: recbole-fbsm serve http {result['artifact_file']})"
+        )
     for line in kept_start_lines(args, config_files, result):
         print(line)
     return 0
@@ -106,14 +118,25 @@ def download_parser(prog="recbole-fbsm download"):
     from recbole_fbsm.config.datasets import DATASETS  # light: the table, no torch
 
     parser = argparse.ArgumentParser(
-        prog=prog, epilog=DOWNLOAD_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=prog,
+        epilog=DOWNLOAD_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Download a public dataset, check every file's SHA-256, and write it as a RecBole dataset:\n"
-        + "\n".join(f"  {name:<15} {dataset.about}" for name, dataset in DATASETS.items()))
+        + "\n".join(f"  {name:<15} {dataset.about}" for name, dataset in DATASETS.items()),
+    )
     parser.add_argument("name", metavar="NAME", help="dataset to download: " + ", ".join(DATASETS))
-    parser.add_argument("--out", default="dataset", help="folder that receives NAME/ (default: %(default)s, RecBole's data_path)")
-    parser.add_argument("--mirror", metavar="URL", help="base URL serving the same file names (default: the dataset's public repository)")
+    parser.add_argument(
+        "--out", default="dataset", help="folder that receives NAME/ (default: %(default)s, RecBole's data_path)"
+    )
+    parser.add_argument(
+        "--mirror",
+        metavar="URL",
+        help="base URL serving the same file names (default: the dataset's public repository)",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT/NAME dataset folder")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds a connection or a read may wait (default: %(default)s)")
+    parser.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds a connection or a read may wait (default: %(default)s)"
+    )
     return parser
 
 
@@ -127,18 +150,25 @@ def download_main(argv=None, prog="recbole-fbsm download"):
 
     logging.getLogger("recbole_fbsm.convert").setLevel(logging.ERROR)  # the summary reports what was skipped
     try:
-        result = download_dataset(args.name, args.out, mirror=args.mirror, overwrite=args.overwrite, timeout=args.timeout)
+        result = download_dataset(
+            args.name, args.out, mirror=args.mirror, overwrite=args.overwrite, timeout=args.timeout
+        )
     except (ColdStartError, ConversionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"error: download of {args.name} interrupted; nothing was written under {args.out}/{args.name}, "
-              "run the same command to resume.", file=sys.stderr)
+        print(
+            f"error: download of {args.name} interrupted; nothing was written under {args.out}/{args.name}, "
+            "run the same command to resume.",
+            file=sys.stderr,
+        )
         return 2
     source = SOURCES[DATASETS[args.name].source]
     size = sum(source["files"][file][0] for file in DATASETS[args.name].files)
-    print(f"downloaded {len(DATASETS[args.name].files)} files ({size / 1e6:.1f} MB) from {args.mirror or source['url']}, "
-          "sizes and SHA-256 checked")
+    print(
+        f"downloaded {len(DATASETS[args.name].files)} files ({size / 1e6:.1f} MB) from {args.mirror or source['url']}, "
+        "sizes and SHA-256 checked"
+    )
     print(result.summary())
     print(f"next: {run_command(args.name, args.out)}")
     return 0
@@ -166,15 +196,34 @@ def describe_models():
     from recbole_fbsm.config.registry import PLUGIN_MODELS
     from recbole_fbsm.config.settings import recbole_model_files
 
-    groups = [("this plugin's item cold-start models (new items scored from their features)",
-               [(name, PLUGIN_MODEL_LINES.get(name, "(no description yet)")) for name in PLUGIN_MODELS])]
+    groups = [
+        (
+            "this plugin's item cold-start models (new items scored from their features)",
+            [(name, PLUGIN_MODEL_LINES.get(name, "(no description yet)")) for name in PLUGIN_MODELS],
+        )
+    ]
     recbole = recbole_model_files()
-    for folder, title in (("context_aware_recommender", "RecBole's context-aware models (new items scored from their "
-                                                        "features when item_id is not one of their fields)"),
-                          ("general_recommender", "RecBole's general models (collaborative only: no signal for a new "
-                                                  "item; sanity floors)")):
-        groups.append((title, [(name, _docstring_line(path, name)) for name, path in sorted(recbole.items(), key=lambda kv: kv[0].lower())
-                               if path.parent.name == folder and name not in PLUGIN_MODELS]))
+    for folder, title in (
+        (
+            "context_aware_recommender",
+            "RecBole's context-aware models (new items scored from their "
+            "features when item_id is not one of their fields)",
+        ),
+        (
+            "general_recommender",
+            "RecBole's general models (collaborative only: no signal for a new item; sanity floors)",
+        ),
+    ):
+        groups.append(
+            (
+                title,
+                [
+                    (name, _docstring_line(path, name))
+                    for name, path in sorted(recbole.items(), key=lambda kv: kv[0].lower())
+                    if path.parent.name == folder and name not in PLUGIN_MODELS
+                ],
+            )
+        )
     return groups
 
 
@@ -182,8 +231,17 @@ def _docstring_line(path, class_name):
     """The first sentence of the class's docstring; for a class without one, its module's reference (RecBole's
     module docstrings name the paper after 'Reference:')."""
     tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    of_class = next((ast.get_docstring(node) for node in tree.body
-                     if isinstance(node, ast.ClassDef) and node.name == class_name), None) or ""
+    of_class = (
+        next(
+            (
+                ast.get_docstring(node)
+                for node in tree.body
+                if isinstance(node, ast.ClassDef) and node.name == class_name
+            ),
+            None,
+        )
+        or ""
+    )
     lines = (ast.get_docstring(tree) or "").splitlines()
     reference = next((lines[k + 1].strip() for k, line in enumerate(lines[:-1]) if line.strip() == "Reference:"), "")
     text = _first_sentence(of_class) or reference or "(no description in its source)"
@@ -198,8 +256,11 @@ def _first_sentence(text):
 
 
 def models_parser(prog="recbole-fbsm models"):
-    return argparse.ArgumentParser(prog=prog, description="List every model `recbole-fbsm run --model=NAME` accepts: "
-                                   "this plugin's, then RecBole's context-aware and general ones, one line each.")
+    return argparse.ArgumentParser(
+        prog=prog,
+        description="List every model `recbole-fbsm run --model=NAME` accepts: "
+        "this plugin's, then RecBole's context-aware and general ones, one line each.",
+    )
 
 
 def models_main(argv=None, prog="recbole-fbsm models"):

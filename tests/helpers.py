@@ -164,7 +164,7 @@ def item_token_ids(dataset, field, item):
     from recbole_fbsm.data.features import item_token_rows  # helpers stay importable without torch
 
     indptr, indices = item_token_rows(dataset, field)
-    return indices[indptr[item]:indptr[item + 1]]
+    return indices[indptr[item] : indptr[item + 1]]
 
 
 def tokens_of(dataset, field, ids):
@@ -224,8 +224,13 @@ def tiny_word_dataset(tmp_path, seed, max_words, quiet):
     words = {f"i{i}": [f"w{w}" for w in rng.integers(0, 12, size=rng.integers(1, max_words))] for i in range(40)}
     interactions = sorted({(f"u{u}", f"i{i}") for u in range(15) for i in rng.choice(40, 8, replace=False)})
     write_atomic(tmp_path / "data", "tiny", interactions, words)
-    return {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), "topk": [5],
-            "valid_metric": "Recall@5", **quiet}
+    return {
+        "data_path": str(tmp_path / "data"),
+        "checkpoint_dir": str(tmp_path / "saved"),
+        "topk": [5],
+        "valid_metric": "Recall@5",
+        **quiet,
+    }
 
 
 # ------------------------------------------------------------------ planted topics with held-out new items
@@ -274,12 +279,26 @@ def write_planted(root, name="plant", seed=0):
     with open(root / "new.item", "w") as handle:
         handle.write(HEADER)
         handle.writelines(item_line(t, features[t]) for t in held_out)
-    return {"root": root, "name": name, "features": features, "topic_of": topic_of, "held_out": held_out,
-            "users_of_topic": users_of_topic, "likes": likes, "item_file": folder / f"{name}.item",
-            "new_file": root / "new.item"}
+    return {
+        "root": root,
+        "name": name,
+        "features": features,
+        "topic_of": topic_of,
+        "held_out": held_out,
+        "users_of_topic": users_of_topic,
+        "likes": likes,
+        "item_file": folder / f"{name}.item",
+        "new_file": root / "new.item",
+    }
 
 
 def planted_settings(root):
     """config_dict for a dataset of ``write_planted(root)``: quiet, checkpoints under ``root/saved``, implicit likes."""
-    return dict(QUIET, data_path=str(root), checkpoint_dir=str(root / "saved"), seed=2020, threshold=None,
-                load_col={"inter": ["user_id", "item_id"], "item": ["item_id", "genre", "words"]})
+    return dict(
+        QUIET,
+        data_path=str(root),
+        checkpoint_dir=str(root / "saved"),
+        seed=2020,
+        threshold=None,
+        load_col={"inter": ["user_id", "item_id"], "item": ["item_id", "genre", "words"]},
+    )

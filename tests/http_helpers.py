@@ -12,8 +12,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-
 from helpers import REPO_ROOT, cli_env, planted_settings, write_planted
+
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve.http import create_app, service_in_thread
 from recbole_fbsm.serve.live import LiveState
@@ -33,8 +33,9 @@ def train(root, names):
     common = planted_settings(root)
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
-        artifacts = {name: run(name, data["name"], config_dict={**common, **SETTINGS[name]})["artifact_file"]
-                     for name in names}
+        artifacts = {
+            name: run(name, data["name"], config_dict={**common, **SETTINGS[name]})["artifact_file"] for name in names
+        }
     return artifacts, data
 
 
@@ -52,8 +53,9 @@ def live_service(artifact, store, token=None, max_body=8 << 20):
 def call(url, method="GET", body=None, raw=None, headers=None, timeout=30):
     """(status, JSON answer) of one request."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json", **(headers or {})})
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json", **(headers or {})}
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             return answer.status, json.loads(answer.read())
@@ -75,9 +77,15 @@ def free_port():
 def cli_service(args, cwd, port, timeout=120):
     """``recbole-fbsm serve http ARGS --port PORT`` in its own process (group); yields (process, URL) once it
     answers."""
-    process = subprocess.Popen([sys.executable, "-m", "recbole_fbsm", "serve", "http", *map(str, args), "--port", str(port)],
-                               cwd=cwd, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "recbole_fbsm", "serve", "http", *map(str, args), "--port", str(port)],
+        cwd=cwd,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     try:

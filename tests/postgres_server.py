@@ -72,8 +72,19 @@ def start():
     data = os.path.join(folder, "data")
     steps = [
         [initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"],
-        [pg_ctl, "-D", data, "-l", os.path.join(folder, "log"), "-w", "-t", "60", "-o",
-         f"-p {server.port} -k {folder} -c listen_addresses=127.0.0.1", "start"],
+        [
+            pg_ctl,
+            "-D",
+            data,
+            "-l",
+            os.path.join(folder, "log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-p {server.port} -k {folder} -c listen_addresses=127.0.0.1",
+            "start",
+        ],
     ]
     for step in steps:
         try:

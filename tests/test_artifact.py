@@ -10,15 +10,15 @@ import time
 import numpy as np
 import pytest
 import torch
-
 from helpers import planted_settings, write_planted
+
 from recbole_fbsm.artifact.model_file import FORMAT_VERSION, read_artifact, tokens_from_record
-from recbole_fbsm.storage.safe_files import load_tensors, save_tensors
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.serve import compare_users, explain, load_model, read_new_items, recommend, strongest_interactions
 from recbole_fbsm.serve.__main__ import main as serve_main
 from recbole_fbsm.serve.recommend import score_new_items
+from recbole_fbsm.storage.safe_files import load_tensors, save_tensors
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +29,11 @@ def trained(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
         # an epoch kept, not the untrained start: interactions are listed for a learned V only (test_kept_start.py)
-        data["FBSM"] = run("FBSM", data["name"], config_dict={**common, "epochs": 2, "rank": 3, "init_std": 0.1,
-                                                              "valid_before_training": False})
+        data["FBSM"] = run(
+            "FBSM",
+            data["name"],
+            config_dict={**common, "epochs": 2, "rank": 3, "init_std": 0.1, "valid_before_training": False},
+        )
         data["CoSim"] = run("CoSim", data["name"], config_dict=common)
     data["common"] = common
     return data
@@ -54,7 +57,9 @@ def test_a_crafted_pickle_is_refused_and_its_payload_never_runs(trained, tmp_pat
         load_model(crafted)
     assert serve_main(["recommend", str(crafted), str(trained["new_file"])]) == 2
     assert capsys.readouterr().err.startswith("error: model file ")
-    with pytest.raises(ColdStartError, match=r"warm_checkpoint: .*crafted.pth holds pickled Python objects .* Train the warm"):
+    with pytest.raises(
+        ColdStartError, match=r"warm_checkpoint: .*crafted.pth holds pickled Python objects .* Train the warm"
+    ):
         run("DropoutNet", trained["name"], config_dict={**trained["common"], "warm_checkpoint": str(crafted)})
     assert not marker.exists()
     # the plugin's own files load without unpickling any object
@@ -77,8 +82,10 @@ def test_an_old_pickled_checkpoint_loads_only_when_trusted(trained, tmp_path):
     new = read_new_items(load_model(converted), trained["new_file"], warn=False)
     users = torch.arange(1, 20)
     reference = load_model(trained["FBSM"]["artifact_file"])
-    torch.testing.assert_close(score_new_items(load_model(converted), new, users),
-                               score_new_items(reference, read_new_items(reference, trained["new_file"], warn=False), users))
+    torch.testing.assert_close(
+        score_new_items(load_model(converted), new, users),
+        score_new_items(reference, read_new_items(reference, trained["new_file"], warn=False), users),
+    )
 
 
 def test_an_artifact_serves_with_the_dataset_folder_removed(trained, tmp_path):
@@ -151,8 +158,14 @@ def test_a_version_1_artifact_still_serves_the_same_lists(trained, tmp_path):
     assert content["format_version"] == 3 and content["vocabulary"]["tokens"]["item_id"]["utf8"].dtype == torch.uint8
     content.pop("integrity")  # versions 1 and 2 carry no checksum
     vocabulary = content["vocabulary"]
-    old = {**content, "format_version": 1, "vocabulary": {
-        **vocabulary, "tokens": {name: tokens_from_record(record) for name, record in vocabulary["tokens"].items()}}}
+    old = {
+        **content,
+        "format_version": 1,
+        "vocabulary": {
+            **vocabulary,
+            "tokens": {name: tokens_from_record(record) for name, record in vocabulary["tokens"].items()},
+        },
+    }
     old_file = tmp_path / "version1.fbsm"
     save_tensors(old, old_file)
     with pytest.warns(UserWarning, match="format version 1, which carries no checksum"):

@@ -5,7 +5,6 @@ import re
 
 import pytest
 import yaml
-
 from helpers import RUN_RECBOLE, start_cli, write_dataset
 
 pytestmark = pytest.mark.usefixtures("workdir")
@@ -102,12 +101,15 @@ def test_bad_split_settings(tmp_path, capsys, eval_args, expected):
 def test_bad_torch_threads(tmp_path, capsys, value):
     write_dataset(tmp_path, "toy")
     message = cli_error(capsys, ["--model=Pop", "--dataset=toy", toy_yaml(tmp_path), f"--torch_threads={value}"])
-    assert "torch_threads" in message and "auto or an integer from 1 to" in message and "this machine's cores" in message
+    assert (
+        "torch_threads" in message and "auto or an integer from 1 to" in message and "this machine's cores" in message
+    )
     assert len(message.strip().splitlines()) == 1
 
 
 def test_torch_threads_sets_torchs_thread_count_in_every_phase():
     import torch
+
     from recbole_fbsm.runtime.threads import plan_threads
 
     before = torch.get_num_threads()
@@ -125,7 +127,8 @@ def test_torch_threads_sets_torchs_thread_count_in_every_phase():
 def test_ratios_that_leave_a_split_without_items(tmp_path, capsys):
     write_dataset(tmp_path, "toy", n_items=60)
     message = cli_error(
-        capsys, ["--model=Pop", "--dataset=toy", toy_yaml(tmp_path), "--eval_args={'split': {'RS': [0.99, 0.005, 0.005]}}"]
+        capsys,
+        ["--model=Pop", "--dataset=toy", toy_yaml(tmp_path), "--eval_args={'split': {'RS': [0.99, 0.005, 0.005]}}"],
     )
     assert "'toy'" in message and "too small to split" in message
     assert "eval_args.split.RS" in message and "(60, 0, 0)" in message
@@ -145,13 +148,20 @@ def test_split_without_any_like(tmp_path, capsys):
     (folder / "toy.inter").write_text(
         "user_id:token\titem_id:token\trating:float\nu1\tA\t5\nu2\tB\t4\nu1\tC\t1\nu2\tC\t2\n"
     )
-    (folder / "toy.item").write_text("item_id:token\tgenre:token_seq\twords:token_seq\nA\tg1\tw1\nB\tg2\tw2\nC\tg1\tw3\n")
+    (folder / "toy.item").write_text(
+        "item_id:token\tgenre:token_seq\twords:token_seq\nA\tg1\tw1\nB\tg2\tw2\nC\tg1\tw3\n"
+    )
     phases = set()
     for seed in range(12):
         message = cli_error(
             capsys,
-            ["--model=Pop", "--dataset=toy", toy_yaml(tmp_path), f"--seed={seed}",
-             "--eval_args={'split': {'RS': [0.34, 0.33, 0.33]}}"],
+            [
+                "--model=Pop",
+                "--dataset=toy",
+                toy_yaml(tmp_path),
+                f"--seed={seed}",
+                "--eval_args={'split': {'RS': [0.34, 0.33, 0.33]}}",
+            ],
         )
         match = re.search(r"leaves the (train|valid|test) split \(1 items\) without any liked interaction", message)
         assert match and "'toy'" in message, message

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import REPO_ROOT, RUN_RECBOLE, item_token_ids, run_cli, write_dataset
+
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data.preparation import check_dataset_files
 
@@ -39,6 +39,7 @@ def set_cell(path, row, column, value):
         cells = rows[row].split("\t")
         cells[column] = value
         rows[row] = "\t".join(cells)
+
     rewrite(path, edit)
 
 
@@ -51,8 +52,10 @@ def drop_item_rows(data, keep):
 
 
 def empty_features(data):
-    rewrite(data.item_path, lambda rows: rows.__setitem__(
-        slice(1, None), [r.split("\t")[0] + "\t\t" if r else r for r in rows[1:]]))
+    rewrite(
+        data.item_path,
+        lambda rows: rows.__setitem__(slice(1, None), [r.split("\t")[0] + "\t\t" if r else r for r in rows[1:]]),
+    )
 
 
 def add_float_seq(data, bad=False, short=False):
@@ -61,6 +64,7 @@ def add_float_seq(data, bad=False, short=False):
         for k in range(1, len(rows)):
             if rows[k]:
                 rows[k] += "\t" + ("0.5 oops" if k == 4 and bad else "0.5" if k == 4 and short else "0.5 1.5")
+
     rewrite(data.item_path, edit)
 
 
@@ -70,6 +74,7 @@ def add_price(data):
         for k in range(1, len(rows)):
             if rows[k]:
                 rows[k] += "\t" + ("" if k == 2 else "9.5")
+
     rewrite(data.item_path, edit)
 
 
@@ -88,6 +93,7 @@ def spaces_around_ids(data):
     def edit(rows):
         rows[3] = rows[3].replace("\t", " \t", 1)  # 'u000 '
         rows[5] = " " + rows[5]  # ' u000'
+
     rewrite(data.inter_path, edit)
 
 
@@ -104,6 +110,7 @@ def two_normalisation_forms(data):
             if rows[k].startswith("u001\t"):
                 rows[k] = forms[seen % 2] + rows[k][4:]
                 seen += 1
+
     rewrite(data.inter_path, edit)
 
 
@@ -111,210 +118,729 @@ def two_normalisation_forms(data):
 #             regular expressions the single error line must match)
 SETTING_CASES = [
     ("unknown-key", "FBSM", None, ["--rnak=10"], None, [r"unknown setting --rnak", r"did you mean 'rank'"]),
-    ("unknown-key-in-file", "FBSM", None, [], {"rnak": 10}, [r"unknown setting 'rnak' in config file .*toy\.yaml", r"'rank'"]),
-    ("misspelled-learner", "FBSM", None, ["--learner=adamm"], None, [r"--learner", r"one of adam", r"got 'adamm'", r"did you mean 'adam'"]),
-    ("missing-config-file", "FBSM", None, ["--config_files=missing.yaml"], None, [r"config file missing\.yaml not found"]),
+    (
+        "unknown-key-in-file",
+        "FBSM",
+        None,
+        [],
+        {"rnak": 10},
+        [r"unknown setting 'rnak' in config file .*toy\.yaml", r"'rank'"],
+    ),
+    (
+        "misspelled-learner",
+        "FBSM",
+        None,
+        ["--learner=adamm"],
+        None,
+        [r"--learner", r"one of adam", r"got 'adamm'", r"did you mean 'adam'"],
+    ),
+    (
+        "missing-config-file",
+        "FBSM",
+        None,
+        ["--config_files=missing.yaml"],
+        None,
+        [r"config file missing\.yaml not found"],
+    ),
     ("rank-negative", "FBSM", None, ["--rank=-3"], None, [r"--rank", r"positive integer", r"got -3"]),
     ("rank-text", "FBSM", None, ["--rank=abc"], None, [r"--rank", r"positive integer", r"got 'abc'"]),
     ("rank-fraction", "FBSM", None, ["--rank=2.5"], None, [r"--rank", r"positive integer", r"got 2\.5"]),
     ("n-functions-zero", "UFSM", None, ["--n_functions=0"], None, [r"--n_functions", r"positive integer", r"got 0"]),
-    ("learning-rate-text", "FBSM", None, ["--learning_rate=abc"], None, [r"--learning_rate", r"number >= 0", r"got 'abc'"]),
-    ("learning-rate-negative", "FBSM", None, ["--learning_rate=-0.1"], None, [r"--learning_rate", r">= 0", r"got -0\.1"]),
+    (
+        "learning-rate-text",
+        "FBSM",
+        None,
+        ["--learning_rate=abc"],
+        None,
+        [r"--learning_rate", r"number >= 0", r"got 'abc'"],
+    ),
+    (
+        "learning-rate-negative",
+        "FBSM",
+        None,
+        ["--learning_rate=-0.1"],
+        None,
+        [r"--learning_rate", r">= 0", r"got -0\.1"],
+    ),
     ("seed-negative", "Pop", None, ["--seed=-1"], None, [r"--seed", r"from 0 to 4294967295", r"got -1"]),
     ("reg-negative", "FBSM", None, ["--reg_V=-1"], None, [r"--reg_V", r">= 0"]),
     ("epochs-zero", "Pop", None, ["--epochs=0"], None, [r"--epochs", r"positive integer"]),
     ("batch-size-zero", "BPR", None, ["--train_batch_size=0"], None, [r"--train_batch_size", r"positive integer"]),
     ("eval-batch-text", "Pop", None, ["--eval_batch_size=big"], None, [r"--eval_batch_size", r"got 'big'"]),
     ("topk-negative", "Pop", None, ["--topk=[10, -5]"], None, [r"--topk", r"positive integer"]),
-    ("unknown-metric", "Pop", None, ["--metrics=['Recal']"], None, [r"--metrics", r"got 'Recal'", r"did you mean 'Recall'"]),
-    ("valid-metric-cutoff", "Pop", None, ["--valid_metric=Recall@20"], None, [r"valid_metric 'Recall@20'", r"topk \[10\]"]),
-    ("valid-metric-not-computed", "Pop", None, ["--valid_metric=MAP@10"], None, [r"valid_metric 'MAP@10'", r"metrics computed"]),
-    ("feature-weighting", "CoSim", None, ["--feature_weighting=idf"], None, [r"--feature_weighting", r"tfidf, bm25, tf, none, binary"]),
+    (
+        "unknown-metric",
+        "Pop",
+        None,
+        ["--metrics=['Recal']"],
+        None,
+        [r"--metrics", r"got 'Recal'", r"did you mean 'Recall'"],
+    ),
+    (
+        "valid-metric-cutoff",
+        "Pop",
+        None,
+        ["--valid_metric=Recall@20"],
+        None,
+        [r"valid_metric 'Recall@20'", r"topk \[10\]"],
+    ),
+    (
+        "valid-metric-not-computed",
+        "Pop",
+        None,
+        ["--valid_metric=MAP@10"],
+        None,
+        [r"valid_metric 'MAP@10'", r"metrics computed"],
+    ),
+    (
+        "feature-weighting",
+        "CoSim",
+        None,
+        ["--feature_weighting=idf"],
+        None,
+        [r"--feature_weighting", r"tfidf, bm25, tf, none, binary"],
+    ),
     ("flag-not-bool", "CoSim", None, ["--feature_normalize=maybe"], None, [r"--feature_normalize", r"True or False"]),
-    ("order-temporal-on-item-split", "CoSim", None,
-     ["--eval_args={'split': {'RS': [0.6, 0.2, 0.2]}, 'group_by': 'item', 'order': 'TO'}"], None,
-     [r"eval_args\.order: the item split partitions items at random \(order: RO\)", r"got 'TO'"]),
-    ("seed-over-numpy-range", "CoSim", None, ["--seed=4294967296"], None, [r"--seed", r"from 0 to 4294967295", r"got 4294967296"]),
-    ("threads-over-cores", "CoSim", None, ["--torch_threads=100000"], None, [r"--torch_threads", r"this machine's cores", r"got 100000"]),
-    ("feature-fields-empty", "FBSM", None, ["--feature_fields=[]"], None, [r"--feature_fields", r"at least one field name", r"got \[\]"]),
-    ("dynamic-without-candidates", "FBSM", None,
-     ["--train_neg_sample_args={'distribution': 'uniform', 'sample_num': 1, 'dynamic': True, 'candidate_num': 0}"], None,
-     [r"--train_neg_sample_args", r"candidate_num >= 1 with dynamic: True", r"got 0"]),
-    ("key-given-twice-in-file", "FBSM", None, [], "epochs: 1\nepochs: 3\n", [r"toy\.yaml line 2", r"'epochs' is given twice \(lines 1 and 2\)"]),
-    ("rank-over-memory", "FBSM", None, ["--rank=10000000000"], None, [r"model FBSM: its parameters do not fit in memory", r"rank=10000000000"]),
-    ("similarity-unknown", "ItemKNNCBF", None, ["--similarity=cosin"], None, [r"--similarity", r"one of cosine", r"did you mean 'cosine'"]),
+    (
+        "order-temporal-on-item-split",
+        "CoSim",
+        None,
+        ["--eval_args={'split': {'RS': [0.6, 0.2, 0.2]}, 'group_by': 'item', 'order': 'TO'}"],
+        None,
+        [r"eval_args\.order: the item split partitions items at random \(order: RO\)", r"got 'TO'"],
+    ),
+    (
+        "seed-over-numpy-range",
+        "CoSim",
+        None,
+        ["--seed=4294967296"],
+        None,
+        [r"--seed", r"from 0 to 4294967295", r"got 4294967296"],
+    ),
+    (
+        "threads-over-cores",
+        "CoSim",
+        None,
+        ["--torch_threads=100000"],
+        None,
+        [r"--torch_threads", r"this machine's cores", r"got 100000"],
+    ),
+    (
+        "feature-fields-empty",
+        "FBSM",
+        None,
+        ["--feature_fields=[]"],
+        None,
+        [r"--feature_fields", r"at least one field name", r"got \[\]"],
+    ),
+    (
+        "dynamic-without-candidates",
+        "FBSM",
+        None,
+        ["--train_neg_sample_args={'distribution': 'uniform', 'sample_num': 1, 'dynamic': True, 'candidate_num': 0}"],
+        None,
+        [r"--train_neg_sample_args", r"candidate_num >= 1 with dynamic: True", r"got 0"],
+    ),
+    (
+        "key-given-twice-in-file",
+        "FBSM",
+        None,
+        [],
+        "epochs: 1\nepochs: 3\n",
+        [r"toy\.yaml line 2", r"'epochs' is given twice \(lines 1 and 2\)"],
+    ),
+    (
+        "rank-over-memory",
+        "FBSM",
+        None,
+        ["--rank=10000000000"],
+        None,
+        [r"model FBSM: its parameters do not fit in memory", r"rank=10000000000"],
+    ),
+    (
+        "similarity-unknown",
+        "ItemKNNCBF",
+        None,
+        ["--similarity=cosin"],
+        None,
+        [r"--similarity", r"one of cosine", r"did you mean 'cosine'"],
+    ),
     ("bm25-b-over-one", "ItemKNNCBF", None, ["--bm25_b=1.5"], None, [r"--bm25_b", r"from 0 to 1", r"got 1\.5"]),
-    ("threshold-not-number", "Pop", None, ["--threshold={'rating': 'high'}"], None, [r"--threshold", r"'rating' to be a finite number", r"got 'high'"]),
+    (
+        "threshold-not-number",
+        "Pop",
+        None,
+        ["--threshold={'rating': 'high'}"],
+        None,
+        [r"--threshold", r"'rating' to be a finite number", r"got 'high'"],
+    ),
     ("seed-text", "Pop", None, ["--seed=abc"], None, [r"--seed", r"from 0 to 4294967295", r"got 'abc'"]),
-    ("negative-distribution", "BPR", None, ["--train_neg_sample_args={'distribution': 'pop'}"], None,
-     [r"--train_neg_sample_args", r"uniform, popularity", r"got 'pop'", r"'popularity'"]),
+    (
+        "negative-distribution",
+        "BPR",
+        None,
+        ["--train_neg_sample_args={'distribution': 'pop'}"],
+        None,
+        [r"--train_neg_sample_args", r"uniform, popularity", r"got 'pop'", r"'popularity'"],
+    ),
     ("unknown-model", "FBMS", None, [], None, [r"unknown model 'FBMS'", r"did you mean 'FBSM'", r"Available models"]),
     ("empty-model-name", "", None, [], None, [r"unknown model ''\. Available models: FBSM"]),
     ("eval-user-sample-zero", "FM", None, ["--eval_user_sample=0"], None, [r"--eval_user_sample", r"positive integer"]),
     ("state-unknown", "Pop", None, ["--state=LOUD"], None, [r"--state", r"info, debug"]),
     ("load-col-not-mapping", "Pop", None, ["--load_col=abc"], None, [r"--load_col", r"a mapping"]),
-    ("feature-fields-text", "CoSim", None, ["--feature_fields=genre"], None, [r"--feature_fields", r"list of field names"]),
+    (
+        "feature-fields-text",
+        "CoSim",
+        None,
+        ["--feature_fields=genre"],
+        None,
+        [r"--feature_fields", r"list of field names"],
+    ),
     ("stopping-step-zero", "Pop", None, ["--stopping_step=0"], None, [r"--stopping_step", r"positive integer"]),
     ("recbole-model-setting-text", "LightGCN", None, ["--n_layers=abc"], None, [r"--n_layers", r"a number"]),
-    ("pairwise-without-negatives", "BPR", None, ["--train_neg_sample_args=None"], None,
-     [r"train_neg_sample_args", r"model BPR trains on .* triplets", r"distribution: uniform"]),
-    ("context-model-without-negatives", "FM", None, ["--train_neg_sample_args=None"], None,
-     [r"context-aware model FM learns likes against sampled negatives", r"got none"]),
-    ("duplicate-removal-choice", "Pop", None, ["--rm_dup_inter=middle"], None,
-     [r"--rm_dup_inter", r"first, last", r"got 'middle'"]),
-    ("valid-metric-of-a-single-metric", "Pop", None, ["--metrics=Recall", "--valid_metric=NDCG@10"], None,
-     [r"valid_metric 'NDCG@10'", r"metrics computed \(Recall\)"]),
-    ("sampled-evaluation-mode", "Pop", None, ["--eval_args={'mode': 'uni100'}"], None,
-     [r"eval_args\.mode", r"mode: full", r"got 'uni100'"]),
-    ("value-metric-on-item-split", "Pop", None, ["--metrics=['Recall', 'AUC']"], None,
-     [r"metrics: AUC needs labelled pairs", r"top-k metrics"]),
-    ("load-and-unload-col", "FBSM", None, ["--unload_col={'item': ['genre']}"], None,
-     [r"load_col and unload_col both name the \['item'\] file"]),
-    ("checkpoint-dir-not-writable", "Pop", None, ["--checkpoint_dir=toy.yaml/saved"], None,
-     [r"checkpoint_dir: cannot write to toy\.yaml/saved \(.*toy\.yaml is not a writable folder\)"]),
-    ("filters-remove-everything", "Pop", None, ["--user_inter_num_interval=[100,inf)"], None,
-     [r"the filters leave no data", r"user_inter_num_interval='\[100,inf\)'"]),
+    (
+        "pairwise-without-negatives",
+        "BPR",
+        None,
+        ["--train_neg_sample_args=None"],
+        None,
+        [r"train_neg_sample_args", r"model BPR trains on .* triplets", r"distribution: uniform"],
+    ),
+    (
+        "context-model-without-negatives",
+        "FM",
+        None,
+        ["--train_neg_sample_args=None"],
+        None,
+        [r"context-aware model FM learns likes against sampled negatives", r"got none"],
+    ),
+    (
+        "duplicate-removal-choice",
+        "Pop",
+        None,
+        ["--rm_dup_inter=middle"],
+        None,
+        [r"--rm_dup_inter", r"first, last", r"got 'middle'"],
+    ),
+    (
+        "valid-metric-of-a-single-metric",
+        "Pop",
+        None,
+        ["--metrics=Recall", "--valid_metric=NDCG@10"],
+        None,
+        [r"valid_metric 'NDCG@10'", r"metrics computed \(Recall\)"],
+    ),
+    (
+        "sampled-evaluation-mode",
+        "Pop",
+        None,
+        ["--eval_args={'mode': 'uni100'}"],
+        None,
+        [r"eval_args\.mode", r"mode: full", r"got 'uni100'"],
+    ),
+    (
+        "value-metric-on-item-split",
+        "Pop",
+        None,
+        ["--metrics=['Recall', 'AUC']"],
+        None,
+        [r"metrics: AUC needs labelled pairs", r"top-k metrics"],
+    ),
+    (
+        "load-and-unload-col",
+        "FBSM",
+        None,
+        ["--unload_col={'item': ['genre']}"],
+        None,
+        [r"load_col and unload_col both name the \['item'\] file"],
+    ),
+    (
+        "checkpoint-dir-not-writable",
+        "Pop",
+        None,
+        ["--checkpoint_dir=toy.yaml/saved"],
+        None,
+        [r"checkpoint_dir: cannot write to toy\.yaml/saved \(.*toy\.yaml is not a writable folder\)"],
+    ),
+    (
+        "filters-remove-everything",
+        "Pop",
+        None,
+        ["--user_inter_num_interval=[100,inf)"],
+        None,
+        [r"the filters leave no data", r"user_inter_num_interval='\[100,inf\)'"],
+    ),
     ("yaml-syntax", "Pop", None, [], "rank: [1, 2\nepochs: 1\n", [r"toy\.yaml line \d+", r"not valid YAML"]),
-    ("yaml-not-mapping", "Pop", None, [], "- epochs\n- 1\n", [r"toy\.yaml", r"expected key: value settings, found a list"]),
-    ("clip-grad-norm-zero", "FBSM", None, ["--clip_grad_norm={'max_norm': 0}"], None,
-     [r"--clip_grad_norm: expected max_norm to be a number > 0 \(0 sets every gradient to zero\)", r"got 0\."]),
-    ("clip-grad-norm-unknown-key", "FBSM", None, ["--clip_grad_norm={'maxnorm': 5}"], None,
-     [r"--clip_grad_norm: expected keys among max_norm, norm_type", r"got 'maxnorm'; did you mean 'max_norm'\?"]),
-    ("sparse-adam-dense-model", "FBSM", None, ["--learner=sparse_adam"], None,
-     [r"learner sparse_adam: model FBSM has parameters with dense gradients \(D, V\)", r"expected adam, adamw"]),
-    ("feature-fields-repeated", "FBSM", None, ["--feature_fields=['genre', 'genre']"], None,
-     [r"--feature_fields: expected a list of distinct field names", r"got \['genre', 'genre'\]"]),
-    ("load-col-repeated", "Pop", None, ["--load_col={'inter': ['user_id', 'item_id', 'item_id', 'rating']}"], None,
-     [r"--load_col: expected 'inter' to be a list of distinct field names", r"got \['user_id', 'item_id', 'item_id'"]),
-    ("seq-separator-is-field-separator", "FBSM", None, ["--seq_separator=\t"], None,
-     [r"seq_separator '\\t' is also the field_separator: no token_seq cell can hold it"]),
-    ("eval-args-unknown-key", "Pop", None, ["--eval_args={'groupby': 'user'}"], None,
-     [r"eval_args: unknown key 'groupby'; expected keys among split, group_by, order, mode", r"did you mean 'group_by'\?"]),
-    ("interval-malformed", "Pop", None, ["--user_inter_num_interval=abc"], None,
-     [r"--user_inter_num_interval: expected an interval like '\[5,inf\)'", r"got 'abc'\."]),
-    ("interval-reversed", "Pop", None, ["--item_inter_num_interval=[5,2]"], None,
-     [r"--item_inter_num_interval: expected an interval .*its left end not above its right end", r"got '\[5, 2\]'"]),
-    ("embedding-size-zero", "BPR", None, ["--embedding_size=0"], None, [r"--embedding_size: expected a positive integer; got 0"]),
-    ("valid-metric-smaller-is-better", "Pop", None, ["--valid_metric_bigger=False"], None,
-     [r"valid_metric_bigger: False keeps the epoch .* with the lowest Recall@10", r"better when bigger; expected True"]),
-    ("user-and-item-id-one-column", "Pop", None, ["--ITEM_ID_FIELD=user_id"], None,
-     [r"USER_ID_FIELD and ITEM_ID_FIELD are both 'user_id'; expected two different columns"]),
-    ("model-named-in-config-file", "FBSM", None, [], {"model": "BPR"},
-     [r"config file .*toy\.yaml sets model: BPR, but this run's model is 'FBSM' \(--model\)", r"--model=BPR"]),
-    ("encoding-unknown", "Pop", None, ["--encoding=utf9"], None,
-     [r"--encoding: expected the name of a text encoding Python knows", r"got 'utf9'"]),
-    ("identity-features-item-scenario", "FBSM", None, ["--identity_features=True"], None,
-     [r"identity_features: True needs cold_start_scenario: hybrid "
-      r"\(in the item scenario no candidate is a training item"]),
-    ("identity-features-not-fbsm", "UFSM", None, ["--cold_start_scenario=hybrid", "--identity_features=True"], None,
-     [r"identity_features: True is for FBSM .*; model UFSM would ignore them\."]),
-    ("hybrid-with-user-grouping", "Pop", None,
-     ["--cold_start_scenario=hybrid", "--eval_args={'group_by': 'user', 'split': {'RS': [0.8, 0.1, 0.1]}}"], None,
-     [r"cold_start_scenario: hybrid splits items itself \(eval_args.group_by: item\); "
-      r"got eval_args.group_by: user\."]),
-    ("hybrid-cold-ratio-one", "Pop", None, ["--cold_start_scenario=hybrid", "--hybrid_cold_ratio=1"], None,
-     [r"hybrid_cold_ratio: expected the share of items held out as cold, between 0 and 1 \(exclusive\); got 1\."]),
-    ("hybrid-warm-split-sum", "Pop", None, ["--hybrid_warm_split=[0.8, 0.1, 0.3]"], None,
-     [r"--hybrid_warm_split: expected three positive ratios \[train, valid, test\] that sum to 1"]),
-    ("blend-in-item-scenario", "HybridBlend", None, [], None,
-     [r"model HybridBlend blends a warm model with a content model over warm and cold items: it needs "
-      r"cold_start_scenario: hybrid\."]),
+    (
+        "yaml-not-mapping",
+        "Pop",
+        None,
+        [],
+        "- epochs\n- 1\n",
+        [r"toy\.yaml", r"expected key: value settings, found a list"],
+    ),
+    (
+        "clip-grad-norm-zero",
+        "FBSM",
+        None,
+        ["--clip_grad_norm={'max_norm': 0}"],
+        None,
+        [r"--clip_grad_norm: expected max_norm to be a number > 0 \(0 sets every gradient to zero\)", r"got 0\."],
+    ),
+    (
+        "clip-grad-norm-unknown-key",
+        "FBSM",
+        None,
+        ["--clip_grad_norm={'maxnorm': 5}"],
+        None,
+        [r"--clip_grad_norm: expected keys among max_norm, norm_type", r"got 'maxnorm'; did you mean 'max_norm'\?"],
+    ),
+    (
+        "sparse-adam-dense-model",
+        "FBSM",
+        None,
+        ["--learner=sparse_adam"],
+        None,
+        [r"learner sparse_adam: model FBSM has parameters with dense gradients \(D, V\)", r"expected adam, adamw"],
+    ),
+    (
+        "feature-fields-repeated",
+        "FBSM",
+        None,
+        ["--feature_fields=['genre', 'genre']"],
+        None,
+        [r"--feature_fields: expected a list of distinct field names", r"got \['genre', 'genre'\]"],
+    ),
+    (
+        "load-col-repeated",
+        "Pop",
+        None,
+        ["--load_col={'inter': ['user_id', 'item_id', 'item_id', 'rating']}"],
+        None,
+        [
+            r"--load_col: expected 'inter' to be a list of distinct field names",
+            r"got \['user_id', 'item_id', 'item_id'",
+        ],
+    ),
+    (
+        "seq-separator-is-field-separator",
+        "FBSM",
+        None,
+        ["--seq_separator=\t"],
+        None,
+        [r"seq_separator '\\t' is also the field_separator: no token_seq cell can hold it"],
+    ),
+    (
+        "eval-args-unknown-key",
+        "Pop",
+        None,
+        ["--eval_args={'groupby': 'user'}"],
+        None,
+        [
+            r"eval_args: unknown key 'groupby'; expected keys among split, group_by, order, mode",
+            r"did you mean 'group_by'\?",
+        ],
+    ),
+    (
+        "interval-malformed",
+        "Pop",
+        None,
+        ["--user_inter_num_interval=abc"],
+        None,
+        [r"--user_inter_num_interval: expected an interval like '\[5,inf\)'", r"got 'abc'\."],
+    ),
+    (
+        "interval-reversed",
+        "Pop",
+        None,
+        ["--item_inter_num_interval=[5,2]"],
+        None,
+        [r"--item_inter_num_interval: expected an interval .*its left end not above its right end", r"got '\[5, 2\]'"],
+    ),
+    (
+        "embedding-size-zero",
+        "BPR",
+        None,
+        ["--embedding_size=0"],
+        None,
+        [r"--embedding_size: expected a positive integer; got 0"],
+    ),
+    (
+        "valid-metric-smaller-is-better",
+        "Pop",
+        None,
+        ["--valid_metric_bigger=False"],
+        None,
+        [
+            r"valid_metric_bigger: False keeps the epoch .* with the lowest Recall@10",
+            r"better when bigger; expected True",
+        ],
+    ),
+    (
+        "user-and-item-id-one-column",
+        "Pop",
+        None,
+        ["--ITEM_ID_FIELD=user_id"],
+        None,
+        [r"USER_ID_FIELD and ITEM_ID_FIELD are both 'user_id'; expected two different columns"],
+    ),
+    (
+        "model-named-in-config-file",
+        "FBSM",
+        None,
+        [],
+        {"model": "BPR"},
+        [r"config file .*toy\.yaml sets model: BPR, but this run's model is 'FBSM' \(--model\)", r"--model=BPR"],
+    ),
+    (
+        "encoding-unknown",
+        "Pop",
+        None,
+        ["--encoding=utf9"],
+        None,
+        [r"--encoding: expected the name of a text encoding Python knows", r"got 'utf9'"],
+    ),
+    (
+        "identity-features-item-scenario",
+        "FBSM",
+        None,
+        ["--identity_features=True"],
+        None,
+        [
+            r"identity_features: True needs cold_start_scenario: hybrid "
+            r"\(in the item scenario no candidate is a training item"
+        ],
+    ),
+    (
+        "identity-features-not-fbsm",
+        "UFSM",
+        None,
+        ["--cold_start_scenario=hybrid", "--identity_features=True"],
+        None,
+        [r"identity_features: True is for FBSM .*; model UFSM would ignore them\."],
+    ),
+    (
+        "hybrid-with-user-grouping",
+        "Pop",
+        None,
+        ["--cold_start_scenario=hybrid", "--eval_args={'group_by': 'user', 'split': {'RS': [0.8, 0.1, 0.1]}}"],
+        None,
+        [
+            r"cold_start_scenario: hybrid splits items itself \(eval_args.group_by: item\); "
+            r"got eval_args.group_by: user\."
+        ],
+    ),
+    (
+        "hybrid-cold-ratio-one",
+        "Pop",
+        None,
+        ["--cold_start_scenario=hybrid", "--hybrid_cold_ratio=1"],
+        None,
+        [r"hybrid_cold_ratio: expected the share of items held out as cold, between 0 and 1 \(exclusive\); got 1\."],
+    ),
+    (
+        "hybrid-warm-split-sum",
+        "Pop",
+        None,
+        ["--hybrid_warm_split=[0.8, 0.1, 0.3]"],
+        None,
+        [r"--hybrid_warm_split: expected three positive ratios \[train, valid, test\] that sum to 1"],
+    ),
+    (
+        "blend-in-item-scenario",
+        "HybridBlend",
+        None,
+        [],
+        None,
+        [
+            r"model HybridBlend blends a warm model with a content model over warm and cold items: it needs "
+            r"cold_start_scenario: hybrid\."
+        ],
+    ),
 ]
 
 FILE_CASES = [
-    ("header-without-type", "Pop", lambda d: header(d.inter_path, "user_id\titem_id:token\trating:float"), [],
-     [r"toy\.inter line 1", r"'user_id'", r"expected name:type"]),
-    ("header-unknown-type", "Pop", lambda d: header(d.inter_path, "user_id:token\titem_id:token\trating:number"), [],
-     [r"toy\.inter line 1", r"'rating' has type 'number'", r"token, token_seq, float, float_seq"]),
-    ("header-duplicate-column", "Pop", lambda d: header(d.item_path, "item_id:token\tgenre:token_seq\tgenre:token_seq"), [],
-     [r"toy\.item line 1", r"'genre' appears twice"]),
+    (
+        "header-without-type",
+        "Pop",
+        lambda d: header(d.inter_path, "user_id\titem_id:token\trating:float"),
+        [],
+        [r"toy\.inter line 1", r"'user_id'", r"expected name:type"],
+    ),
+    (
+        "header-unknown-type",
+        "Pop",
+        lambda d: header(d.inter_path, "user_id:token\titem_id:token\trating:number"),
+        [],
+        [r"toy\.inter line 1", r"'rating' has type 'number'", r"token, token_seq, float, float_seq"],
+    ),
+    (
+        "header-duplicate-column",
+        "Pop",
+        lambda d: header(d.item_path, "item_id:token\tgenre:token_seq\tgenre:token_seq"),
+        [],
+        [r"toy\.item line 1", r"'genre' appears twice"],
+    ),
     ("empty-inter-file", "Pop", lambda d: d.inter_path.write_text(""), [], [r"toy\.inter", r"empty", r"header"]),
-    ("inter-header-only", "Pop", lambda d: d.inter_path.write_text("user_id:token\titem_id:token\trating:float\n"), [],
-     [r"toy\.inter", r"no interactions"]),
-    ("row-too-few-columns", "Pop", lambda d: rewrite(d.inter_path, lambda r: r.__setitem__(5, "u001\tm000001")), [],
-     [r"toy\.inter line 6", r"2 column\(s\), expected 3"]),
-    ("row-too-many-columns", "Pop", lambda d: rewrite(d.inter_path, lambda r: r.__setitem__(7, r[7] + "\t5")), [],
-     [r"toy\.inter line 8", r"4 column\(s\), expected 3"]),
-    ("rating-not-a-number", "Pop", lambda d: set_cell(d.inter_path, 3, 2, "abc"), [],
-     [r"toy\.inter", r"'rating'", r"line 4: 'abc'", r"expected a number"]),
-    ("rating-empty", "Pop", lambda d: set_cell(d.inter_path, 9, 2, ""), [],
-     [r"toy\.inter", r"'rating' is empty on 1 line", r"line 10", r"column mean"]),
+    (
+        "inter-header-only",
+        "Pop",
+        lambda d: d.inter_path.write_text("user_id:token\titem_id:token\trating:float\n"),
+        [],
+        [r"toy\.inter", r"no interactions"],
+    ),
+    (
+        "row-too-few-columns",
+        "Pop",
+        lambda d: rewrite(d.inter_path, lambda r: r.__setitem__(5, "u001\tm000001")),
+        [],
+        [r"toy\.inter line 6", r"2 column\(s\), expected 3"],
+    ),
+    (
+        "row-too-many-columns",
+        "Pop",
+        lambda d: rewrite(d.inter_path, lambda r: r.__setitem__(7, r[7] + "\t5")),
+        [],
+        [r"toy\.inter line 8", r"4 column\(s\), expected 3"],
+    ),
+    (
+        "rating-not-a-number",
+        "Pop",
+        lambda d: set_cell(d.inter_path, 3, 2, "abc"),
+        [],
+        [r"toy\.inter", r"'rating'", r"line 4: 'abc'", r"expected a number"],
+    ),
+    (
+        "rating-empty",
+        "Pop",
+        lambda d: set_cell(d.inter_path, 9, 2, ""),
+        [],
+        [r"toy\.inter", r"'rating' is empty on 1 line", r"line 10", r"column mean"],
+    ),
     ("rating-nan", "Pop", lambda d: set_cell(d.inter_path, 2, 2, "nan"), [], [r"'rating'", r"line 3: 'nan'"]),
     ("rating-infinite", "Pop", lambda d: set_cell(d.inter_path, 2, 2, "inf"), [], [r"'rating'", r"line 3: 'inf'"]),
-    ("duplicate-item-id", "Pop", lambda d: rewrite(d.item_path, lambda r: r.__setitem__(4, r[2].split("\t")[0] + "\tg1\tw1")), [],
-     [r"toy\.item", r"item_id '.*' is on 2 lines", r"line 3, line 5"]),
-    ("empty-user-id", "Pop", lambda d: set_cell(d.inter_path, 6, 0, ""), [], [r"toy\.inter", r"'user_id' is empty", r"line 7"]),
-    ("not-utf8", "Pop", lambda d: d.item_path.write_bytes(d.item_path.read_bytes().replace(b"w1", b"w\xff", 1)), [],
-     [r"toy\.item line \d+", r"not utf-8 text", r"0xff"]),
-    ("field-starting-with-quote", "Pop", lambda d: rewrite(d.item_path, lambda r: r.__setitem__(3, r[3].replace("\t", '\t"', 1))), [],
-     [r"toy\.item: 63 data lines, but ", r"double quote", r"first at line 4"]),
-    ("byte-order-mark", "Pop", lambda d: d.inter_path.write_bytes(b"\xef\xbb\xbf" + d.inter_path.read_bytes()), [],
-     [r"toy\.inter line 1", r"byte order mark"]),
-    ("windows-line-ends", "Pop", lambda d: d.inter_path.write_bytes(d.inter_path.read_bytes().replace(b"\n", b"\r\n")), [],
-     [r"toy\.inter line 1", r"Windows line ends"]),
+    (
+        "duplicate-item-id",
+        "Pop",
+        lambda d: rewrite(d.item_path, lambda r: r.__setitem__(4, r[2].split("\t")[0] + "\tg1\tw1")),
+        [],
+        [r"toy\.item", r"item_id '.*' is on 2 lines", r"line 3, line 5"],
+    ),
+    (
+        "empty-user-id",
+        "Pop",
+        lambda d: set_cell(d.inter_path, 6, 0, ""),
+        [],
+        [r"toy\.inter", r"'user_id' is empty", r"line 7"],
+    ),
+    (
+        "not-utf8",
+        "Pop",
+        lambda d: d.item_path.write_bytes(d.item_path.read_bytes().replace(b"w1", b"w\xff", 1)),
+        [],
+        [r"toy\.item line \d+", r"not utf-8 text", r"0xff"],
+    ),
+    (
+        "field-starting-with-quote",
+        "Pop",
+        lambda d: rewrite(d.item_path, lambda r: r.__setitem__(3, r[3].replace("\t", '\t"', 1))),
+        [],
+        [r"toy\.item: 63 data lines, but ", r"double quote", r"first at line 4"],
+    ),
+    (
+        "byte-order-mark",
+        "Pop",
+        lambda d: d.inter_path.write_bytes(b"\xef\xbb\xbf" + d.inter_path.read_bytes()),
+        [],
+        [r"toy\.inter line 1", r"byte order mark"],
+    ),
+    (
+        "windows-line-ends",
+        "Pop",
+        lambda d: d.inter_path.write_bytes(d.inter_path.read_bytes().replace(b"\n", b"\r\n")),
+        [],
+        [r"toy\.inter line 1", r"Windows line ends"],
+    ),
     ("threshold-missing-column", "Pop", None, ["--threshold={'score': 4}"], [r"threshold", r"'score'", r"toy\.inter"]),
-    ("threshold-token-column", "Pop", None, ["--threshold={'user_id': 4}"], [r"threshold", r"'user_id'", r"expected a float column"]),
-    ("no-item-row-matches", "Pop", lambda d: drop_item_rows(d, lambda r: False), [],
-     [r"no item of .*toy\.inter has a row in .*toy\.item", r"dropped"]),
+    (
+        "threshold-token-column",
+        "Pop",
+        None,
+        ["--threshold={'user_id': 4}"],
+        [r"threshold", r"'user_id'", r"expected a float column"],
+    ),
+    (
+        "no-item-row-matches",
+        "Pop",
+        lambda d: drop_item_rows(d, lambda r: False),
+        [],
+        [r"no item of .*toy\.inter has a row in .*toy\.item", r"dropped"],
+    ),
     ("no-features-at-all", "FBSM", empty_features, [], [r"toy\.item", r"empty for every item", r"FBSM"]),
-    ("dataset-name-is-a-path", "Pop", None, ["--dataset=sub/toy"],
-     [r"dataset 'sub/toy': a dataset is named by its folder", r"--data_path=DATA_PATH/sub --dataset=toy"]),
-    ("no-features-neural-model", "DropoutNet", empty_features, [],
-     [r"toy\.item", r"empty for every item", r"for DropoutNet, which scores items by them"]),
-    ("too-few-items-for-topk", "Pop", "tiny", [], [r"has \d item\(s\), not more than the largest topk \(10\)", r"Recall@10 = 1\.0"]),
-    ("float-seq-not-numbers", "Pop", lambda d: add_float_seq(d, bad=True),
-     ["--load_col={'inter': ['user_id', 'item_id', 'rating'], 'item': ['item_id', 'genre', 'vec']}"],
-     [r"toy\.item", r"'vec' \(float_seq\)", r"line 5: 'oops'"]),
-    ("user-id-column-missing", "Pop", lambda d: header(d.inter_path, "uid:token\titem_id:token\trating:float"), [],
-     [r"load_col|toy\.inter", r"'user_id'"]),
-    ("user-id-not-token", "Pop", lambda d: header(d.inter_path, "user_id:float\titem_id:token\trating:float"), [],
-     [r"toy\.inter", r"'user_id'", r"expected token"]),
+    (
+        "dataset-name-is-a-path",
+        "Pop",
+        None,
+        ["--dataset=sub/toy"],
+        [r"dataset 'sub/toy': a dataset is named by its folder", r"--data_path=DATA_PATH/sub --dataset=toy"],
+    ),
+    (
+        "no-features-neural-model",
+        "DropoutNet",
+        empty_features,
+        [],
+        [r"toy\.item", r"empty for every item", r"for DropoutNet, which scores items by them"],
+    ),
+    (
+        "too-few-items-for-topk",
+        "Pop",
+        "tiny",
+        [],
+        [r"has \d item\(s\), not more than the largest topk \(10\)", r"Recall@10 = 1\.0"],
+    ),
+    (
+        "float-seq-not-numbers",
+        "Pop",
+        lambda d: add_float_seq(d, bad=True),
+        ["--load_col={'inter': ['user_id', 'item_id', 'rating'], 'item': ['item_id', 'genre', 'vec']}"],
+        [r"toy\.item", r"'vec' \(float_seq\)", r"line 5: 'oops'"],
+    ),
+    (
+        "user-id-column-missing",
+        "Pop",
+        lambda d: header(d.inter_path, "uid:token\titem_id:token\trating:float"),
+        [],
+        [r"load_col|toy\.inter", r"'user_id'"],
+    ),
+    (
+        "user-id-not-token",
+        "Pop",
+        lambda d: header(d.inter_path, "user_id:float\titem_id:token\trating:float"),
+        [],
+        [r"toy\.inter", r"'user_id'", r"expected token"],
+    ),
     ("missing-dataset-folder", "Pop", "nowhere", [], [r"'nowhere'", r"not found"]),
-    ("seq-len-unknown-field", "FBSM", None, ["--seq_len={'wrds': 2}"],
-     [r"seq_len names \['wrds'\], not a loaded token_seq or float_seq column \(loaded: \['genre', 'words'\]\)",
-      r"did you mean 'words'\?"]),
-    ("item-id-not-loaded", "Pop", None,
-     ["--load_col={'inter': ['user_id', 'item_id', 'rating'], 'item': ['genre', 'words']}"],
-     [r"load_col\.item \['genre', 'words'\] lacks 'item_id' \(ITEM_ID_FIELD\); the item rows are joined"]),
-    ("item-id-unloaded", "Pop", None, ["--load_col=None", "--unload_col={'item': ['item_id']}"],
-     [r"unload_col\.item names 'item_id' \(ITEM_ID_FIELD\)", r"keep it loaded"]),
+    (
+        "seq-len-unknown-field",
+        "FBSM",
+        None,
+        ["--seq_len={'wrds': 2}"],
+        [
+            r"seq_len names \['wrds'\], not a loaded token_seq or float_seq column \(loaded: \['genre', 'words'\]\)",
+            r"did you mean 'words'\?",
+        ],
+    ),
+    (
+        "item-id-not-loaded",
+        "Pop",
+        None,
+        ["--load_col={'inter': ['user_id', 'item_id', 'rating'], 'item': ['genre', 'words']}"],
+        [r"load_col\.item \['genre', 'words'\] lacks 'item_id' \(ITEM_ID_FIELD\); the item rows are joined"],
+    ),
+    (
+        "item-id-unloaded",
+        "Pop",
+        None,
+        ["--load_col=None", "--unload_col={'item': ['item_id']}"],
+        [r"unload_col\.item names 'item_id' \(ITEM_ID_FIELD\)", r"keep it loaded"],
+    ),
     ("atomic-file-is-a-folder", "Pop", item_folder, [], [r"toy/toy\.item is a folder; expected the item file there"]),
-    ("compressed-file", "Pop", lambda d: gzipped(d.inter_path), [],
-     [r"toy\.inter: the file is gzip-compressed; RecBole reads plain text: "
-      r"decompress it \(e\.g\. gunzip toy\.inter\)"]),
-    ("utf16-file", "Pop", lambda d: d.item_path.write_bytes(d.item_path.read_text().encode("utf-16")), [],
-     [r"toy\.item: the file is UTF-16 text \(it starts with a UTF-16 byte order mark\)", r"save it as UTF-8"]),
-    ("utf16-file-without-bom", "Pop", lambda d: d.inter_path.write_bytes(d.inter_path.read_text().encode("utf-16-le")),
-     [], [r"toy\.inter line 1: NUL bytes \(0x00\) in the header: the file is binary, or UTF-16/UTF-32 text"]),
-    ("nul-byte", "Pop", lambda d: d.item_path.write_bytes(d.item_path.read_bytes().replace(b"w1", b"w\x001", 1)), [],
-     [r"toy\.item line \d+: a NUL byte \(0x00\); expected utf-8 text"]),
+    (
+        "compressed-file",
+        "Pop",
+        lambda d: gzipped(d.inter_path),
+        [],
+        [
+            r"toy\.inter: the file is gzip-compressed; RecBole reads plain text: "
+            r"decompress it \(e\.g\. gunzip toy\.inter\)"
+        ],
+    ),
+    (
+        "utf16-file",
+        "Pop",
+        lambda d: d.item_path.write_bytes(d.item_path.read_text().encode("utf-16")),
+        [],
+        [r"toy\.item: the file is UTF-16 text \(it starts with a UTF-16 byte order mark\)", r"save it as UTF-8"],
+    ),
+    (
+        "utf16-file-without-bom",
+        "Pop",
+        lambda d: d.inter_path.write_bytes(d.inter_path.read_text().encode("utf-16-le")),
+        [],
+        [r"toy\.inter line 1: NUL bytes \(0x00\) in the header: the file is binary, or UTF-16/UTF-32 text"],
+    ),
+    (
+        "nul-byte",
+        "Pop",
+        lambda d: d.item_path.write_bytes(d.item_path.read_bytes().replace(b"w1", b"w\x001", 1)),
+        [],
+        [r"toy\.item line \d+: a NUL byte \(0x00\); expected utf-8 text"],
+    ),
 ]
 
 WARNING_CASES = [
-    ("items-without-item-row", lambda d: drop_item_rows(d, lambda r: hash(r) % 5 != 0 and r[1:3] != "00"),
-     [r"\d+ item\(s\) of .*toy\.inter", r"no row in .*toy\.item", r"\d+ interaction\(s\) of \d+ \(\d+\.\d%\) are dropped"]),
-    ("negative-ratings", lambda d: set_cell(d.inter_path, 4, 2, "-1"), [r"1 negative value\(s\) in 'rating'", r"line 5", r"dislikes"]),
-    ("item-feature-value-missing", lambda d: add_price(d),
-     [r"toy\.item: column 'price' is empty on 1 line\(s\) \(line 3\)", r"column mean"]),
-    ("repeated-interactions", lambda d: rewrite(d.inter_path, lambda r: r.insert(3, r[2])), [r"1 interaction\(s\) repeat", r"rm_dup_inter"]),
-    ("float-seq-ragged", lambda d: add_float_seq(d, short=True),
-     [r"toy\.item: 1 row\(s\) of 'vec' \(float_seq\) have fewer values than the longest \(2\)", r"pads them with zeros",
-      r"line 5: '1 values'"]),
-    ("id-with-spaces-around", spaces_around_ids,
-     [r"toy\.inter: 2 line\(s\) have a user_id with spaces around it \(line 4: 'u000 ', line 6: ' u000'\)",
-      r"'u000 ' is not 'u000'\): remove the spaces"]),
-    ("unicode-normalisation-forms", two_normalisation_forms,
-     [r"toy\.inter: 1 user_id\(s\) are written in two Unicode normalisation forms "
-      r"\(e\.g\. 'Jose\\u0301' and 'Jos\\xe9'",
-      r"each form is read as an id of its own: save the file in one form \(NFC\)"]),
+    (
+        "items-without-item-row",
+        lambda d: drop_item_rows(d, lambda r: hash(r) % 5 != 0 and r[1:3] != "00"),
+        [
+            r"\d+ item\(s\) of .*toy\.inter",
+            r"no row in .*toy\.item",
+            r"\d+ interaction\(s\) of \d+ \(\d+\.\d%\) are dropped",
+        ],
+    ),
+    (
+        "negative-ratings",
+        lambda d: set_cell(d.inter_path, 4, 2, "-1"),
+        [r"1 negative value\(s\) in 'rating'", r"line 5", r"dislikes"],
+    ),
+    (
+        "item-feature-value-missing",
+        lambda d: add_price(d),
+        [r"toy\.item: column 'price' is empty on 1 line\(s\) \(line 3\)", r"column mean"],
+    ),
+    (
+        "repeated-interactions",
+        lambda d: rewrite(d.inter_path, lambda r: r.insert(3, r[2])),
+        [r"1 interaction\(s\) repeat", r"rm_dup_inter"],
+    ),
+    (
+        "float-seq-ragged",
+        lambda d: add_float_seq(d, short=True),
+        [
+            r"toy\.item: 1 row\(s\) of 'vec' \(float_seq\) have fewer values than the longest \(2\)",
+            r"pads them with zeros",
+            r"line 5: '1 values'",
+        ],
+    ),
+    (
+        "id-with-spaces-around",
+        spaces_around_ids,
+        [
+            r"toy\.inter: 2 line\(s\) have a user_id with spaces around it \(line 4: 'u000 ', line 6: ' u000'\)",
+            r"'u000 ' is not 'u000'\): remove the spaces",
+        ],
+    ),
+    (
+        "unicode-normalisation-forms",
+        two_normalisation_forms,
+        [
+            r"toy\.inter: 1 user_id\(s\) are written in two Unicode normalisation forms "
+            r"\(e\.g\. 'Jose\\u0301' and 'Jos\\xe9'",
+            r"each form is read as an id of its own: save the file in one form \(NFC\)",
+        ],
+    ),
 ]
 
 
 def config_file(root, model, settings):
     path = root / "toy.yaml"
-    base = {"data_path": str(root), "epochs": 1, "state": "ERROR",
-            "load_col": {"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "genre", "words"]},
-            "threshold": {"rating": 4}}
+    base = {
+        "data_path": str(root),
+        "epochs": 1,
+        "state": "ERROR",
+        "load_col": {"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "genre", "words"]},
+        "threshold": {"rating": 4},
+    }
     if isinstance(settings, str):
         path.write_text(settings)
         return path
@@ -432,8 +958,12 @@ def test_real_command_line_errors_fail_fast_and_leave_nothing(tmp_path):
 def test_an_error_found_after_loading_leaves_no_log(tmp_path, capsys):
     """The split is made after the data is loaded and the log has started: its error removes the log."""
     write_dataset(tmp_path, "toy", n_items=60)
-    argv = ["--model=Pop", "--dataset=toy", f"--config_files={config_file(tmp_path, 'Pop', {})}",
-            "--eval_args={'split': {'RS': [0.99, 0.005, 0.005]}}"]
+    argv = [
+        "--model=Pop",
+        "--dataset=toy",
+        f"--config_files={config_file(tmp_path, 'Pop', {})}",
+        "--eval_args={'split': {'RS': [0.99, 0.005, 0.005]}}",
+    ]
     message = single_error(capsys, argv)
     assert "too small to split" in message
     assert_no_log_left(tmp_path)
@@ -441,18 +971,38 @@ def test_an_error_found_after_loading_leaves_no_log(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------- read correctly
 # every string pandas reads as missing by default (pandas._libs.parsers.STR_NA_VALUES), but ''
-NA_LIKE = ["#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA",
-           "NULL", "NaN", "None", "n/a", "nan", "null"]
+NA_LIKE = [
+    "#N/A",
+    "#N/A N/A",
+    "#NA",
+    "-1.#IND",
+    "-1.#QNAN",
+    "-NaN",
+    "-nan",
+    "1.#IND",
+    "1.#QNAN",
+    "<NA>",
+    "N/A",
+    "NA",
+    "NULL",
+    "NaN",
+    "None",
+    "n/a",
+    "nan",
+    "null",
+]
 
 
 def rename_tokens(data, users, items):
     """Rename users and items in both files (whole cells only) and add the item names as feature words."""
+
     def edit(rows):
         for k in range(1, len(rows)):
             if rows[k]:
                 cells = rows[k].split("\t")
                 cells = [users.get(cells[0], cells[0]), items.get(cells[1], cells[1])] + cells[2:]
                 rows[k] = "\t".join(cells)
+
     rewrite(data.inter_path, edit)
 
     def edit_items(rows):
@@ -460,6 +1010,7 @@ def rename_tokens(data, users, items):
             if rows[k]:
                 item, genre, words = rows[k].split("\t")
                 rows[k] = "\t".join([items.get(item, item), genre, words + " NA null"])
+
     rewrite(data.item_path, edit_items)
 
 
@@ -500,12 +1051,14 @@ def test_ids_pandas_reads_as_missing_are_ids(tmp_path, capsys, monkeypatch, read
 # ------------------------------------------------------------------------------- seq_separator
 def join_words_with(data, joiner):
     """The 'words' cells written with ``joiner`` instead of a space; returns the new cells by line."""
+
     def edit(rows):
         for k in range(1, len(rows)):
             if rows[k]:
                 cells = rows[k].split("\t")
                 cells[2] = cells[2].replace(" ", joiner)
                 rows[k] = "\t".join(cells)
+
     rewrite(data.item_path, edit)
     return [row.split("\t")[2] for row in lines(data.item_path)[1:] if row]
 
@@ -523,12 +1076,27 @@ def test_token_seq_cells_with_another_separator_warn_with_counts(tmp_path, monke
     config = ColdStartConfig(model="FBSM", dataset="toy", config_file_list=[str(config_file(tmp_path, "FBSM", {}))])
     (warning,) = check_dataset_files(config, reads_own_features=True).warnings
     first = next(line for line, cell in enumerate(cells, 2) if joiner in cell)
-    assert warning == (f"{data.item_path}: {sum(joiner in c for c in cells)} of {len(cells)} cells of 'words' (token_seq) "
-                       f"hold {joiner!r} but never seq_separator ' ' (line {first}: {cells[first - 2]!r}): each cell is "
-                       f"read as one token; set seq_separator: {joiner!r}?")
-    config = ColdStartConfig(model="FBSM", dataset="toy", config_file_list=[str(config_file(
-        tmp_path, "FBSM", {"seq_separator": joiner, "load_col": {"inter": ["user_id", "item_id", "rating"],
-                                                                  "item": ["item_id", "words"]}}))])
+    assert warning == (
+        f"{data.item_path}: {sum(joiner in c for c in cells)} of {len(cells)} cells of 'words' (token_seq) "
+        f"hold {joiner!r} but never seq_separator ' ' (line {first}: {cells[first - 2]!r}): each cell is "
+        f"read as one token; set seq_separator: {joiner!r}?"
+    )
+    config = ColdStartConfig(
+        model="FBSM",
+        dataset="toy",
+        config_file_list=[
+            str(
+                config_file(
+                    tmp_path,
+                    "FBSM",
+                    {
+                        "seq_separator": joiner,
+                        "load_col": {"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words"]},
+                    },
+                )
+            )
+        ],
+    )
     assert check_dataset_files(config, reads_own_features=True).warnings == []  # the setting it suggests
 
 
@@ -538,9 +1106,22 @@ def test_multi_word_tokens_of_a_comma_separated_column_do_not_warn(tmp_path):
     data = write_dataset(tmp_path, "toy")
     cells = join_words_with(data, ",")
     rewrite(data.item_path, lambda rows: rows.__setitem__(2, rows[2].split("\t")[0] + "\tg1\tscience fiction"))
-    config = ColdStartConfig(model="FBSM", dataset="toy", config_file_list=[str(config_file(
-        tmp_path, "FBSM", {"seq_separator": ",", "load_col": {"inter": ["user_id", "item_id", "rating"],
-                                                           "item": ["item_id", "words"]}}))])
+    config = ColdStartConfig(
+        model="FBSM",
+        dataset="toy",
+        config_file_list=[
+            str(
+                config_file(
+                    tmp_path,
+                    "FBSM",
+                    {
+                        "seq_separator": ",",
+                        "load_col": {"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words"]},
+                    },
+                )
+            )
+        ],
+    )
     assert sum("," in c for c in cells) > 1
     assert check_dataset_files(config, reads_own_features=True).warnings == []
 
@@ -553,8 +1134,11 @@ def test_a_setting_given_twice_on_the_command_line_is_refused(tmp_path, capsys):
         run_recbole.main(["--model=Pop", "--dataset=toy", f"--data_path={tmp_path}", "--epochs=3", "--epochs=1"])
     assert stop.value.code == 2
     err = capsys.readouterr().err
-    assert err.strip().splitlines()[-1].endswith("error: --epochs is given twice (--epochs=3 and --epochs=1); "
-                                                "expected it once")
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .endswith("error: --epochs is given twice (--epochs=3 and --epochs=1); expected it once")
+    )
     assert_no_log_left(tmp_path)
 
 
@@ -569,6 +1153,8 @@ def test_an_id_in_another_normalisation_form_than_the_item_file_says_so(tmp_path
     data.item_path.write_text(data.item_path.read_text(encoding="utf-8").replace(item, nfd), encoding="utf-8")
     config = ColdStartConfig(model="Pop", dataset="toy", config_file_list=[str(config_file(tmp_path, "Pop", {}))])
     (warning,) = check_dataset_files(config).warnings
-    assert warning.startswith(f"1 item(s) of {data.inter_path} ('caf\u00e9', ...) have no row in {data.item_path} (1 of "
-                              "them differ from an id there only in spaces or Unicode normalisation, e.g. 'caf\\xe9': "
-                              "save both files in one form, NFC, without spaces around ids): their ")
+    assert warning.startswith(
+        f"1 item(s) of {data.inter_path} ('caf\u00e9', ...) have no row in {data.item_path} (1 of "
+        "them differ from an id there only in spaces or Unicode normalisation, e.g. 'caf\\xe9': "
+        "save both files in one form, NFC, without spaces around ids): their "
+    )

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import dataset_config, write_dataset
 from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
 
-from helpers import dataset_config, write_dataset
 from recbole_fbsm.quick_start import prepare
 from recbole_fbsm.training.trainer import get_trainer
 
@@ -43,16 +43,18 @@ class FixedScores(GeneralRecommender):
 def test_the_benchmarks_group_recall_is_the_plugins(tmp_path, phase):
     data = write_dataset(tmp_path, "hyb", n_users=50, n_items=80, likes_per_user=(4, 14))
     config_dict = {**dataset_config(data), **SETTINGS, "seed": 2020, "split_seed": 2020}
-    args = argparse.Namespace(data_path=None, threads=1, config_json="{}", seed=2020, dataset=data.name,
-                              config=config_dict)
+    args = argparse.Namespace(
+        data_path=None, threads=1, config_json="{}", seed=2020, dataset=data.name, config=config_dict
+    )
     split = lightfm_hybrid.hybrid_split(args, 2020, plugin_config)
     # popularity plus noise: a ranking with signal, and no ties (the two break ties differently)
     popularity = np.bincount(split["train"][1], minlength=split["n_items"]).astype(np.float64)
     scores = popularity[None, :] + np.random.default_rng(0).normal(0, 2.0, size=(split["n_users"], split["n_items"]))
     ours = lightfm_hybrid.group_recall(lambda users: scores[users], split, phase, 5)
 
-    config, _, (train_data, valid_data, test_data) = prepare("ItemKNNCBF", data.name,
-                                                             config_dict=plugin_config(args, config_dict))
+    config, _, (train_data, valid_data, test_data) = prepare(
+        "ItemKNNCBF", data.name, config_dict=plugin_config(args, config_dict)
+    )
     trainer = get_trainer(config["MODEL_TYPE"], "ItemKNNCBF")(config, FixedScores(config, train_data._dataset, scores))
     plugin_all = trainer.evaluate(valid_data if phase == "valid" else test_data, load_best_model=False)
     plugin = {"all": plugin_all["recall@5"], **{g: r["recall@5"] for g, r in trainer.group_results.items()}}

@@ -7,17 +7,23 @@ import scipy.sparse as sp
 import torch
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.quick_start import prepare, run
-from recbole_fbsm.training.trainer import get_trainer
-from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 from recbole_fbsm.experiments.synthetic import planted_interactions, write_atomic
 from recbole_fbsm.models.warm_backbone import warm_embeddings
+from recbole_fbsm.quick_start import prepare, run
+from recbole_fbsm.serve.scoring import scipy_to_torch_csr
+from recbole_fbsm.training.trainer import get_trainer
 
 MODELS = ("DropoutNet", "Heater", "ALDI")
 QUIET = {"state": "ERROR", "show_progress": False, "torch_threads": 1}
 # small and quick: a short warm backbone and small towers (the property files hold the papers' sizes)
-SMALL = {"warm_embedding_size": 16, "warm_epochs": 100, "hidden_sizes": [32, 16], "hidden_size": 32,
-         "n_experts": 3, "train_batch_size": 256}
+SMALL = {
+    "warm_embedding_size": 16,
+    "warm_epochs": 100,
+    "hidden_sizes": [32, 16],
+    "hidden_size": 32,
+    "n_experts": 3,
+    "train_batch_size": 256,
+}
 
 
 def topics_dataset(folder, name, extra_test_likes=0, seed=0):
@@ -28,8 +34,13 @@ def topics_dataset(folder, name, extra_test_likes=0, seed=0):
     items = [f"i{k}" for k in range(80)]
     topic = {item: k % 4 for k, item in enumerate(items)}
     words = {item: [f"t{topic[item]}"] + [f"n{w}" for w in rng.choice(30, 2, replace=False)] for item in items}
-    rows = sorted({(f"u{u}", item) for u in range(40) for item in rng.choice(
-        [i for i in items if topic[i] == u % 4], 8, replace=False)})
+    rows = sorted(
+        {
+            (f"u{u}", item)
+            for u in range(40)
+            for item in rng.choice([i for i in items if topic[i] == u % 4], 8, replace=False)
+        }
+    )
     liked = {item for _, item in rows}
     rows += [("filler", item) for item in items if item not in liked]
     if extra_test_likes:
@@ -46,7 +57,13 @@ def topics_dataset(folder, name, extra_test_likes=0, seed=0):
 @pytest.fixture
 def topics(tmp_path):
     topics_dataset(tmp_path / "data", "topics")
-    return {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), "seed": 2020, **QUIET, **SMALL}
+    return {
+        "data_path": str(tmp_path / "data"),
+        "checkpoint_dir": str(tmp_path / "saved"),
+        "seed": 2020,
+        **QUIET,
+        **SMALL,
+    }
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -86,16 +103,26 @@ def test_validation_and_test_likes_never_reach_training(tmp_path, name):
     states, sizes = [], []
     for variant, extra in (("same_a", 0), ("same_b", 60)):
         topics_dataset(tmp_path / "data", variant, extra_test_likes=extra)
-        settings = {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), "seed": 2020,
-                    **QUIET, **SMALL, "epochs": 1}
+        settings = {
+            "data_path": str(tmp_path / "data"),
+            "checkpoint_dir": str(tmp_path / "saved"),
+            "seed": 2020,
+            **QUIET,
+            **SMALL,
+            "epochs": 1,
+        }
         config, model, (train_data, valid_data, test_data) = prepare(name, variant, config_dict=settings)
         trainer = get_trainer(config["MODEL_TYPE"], name)(config, model)
         trainer._train_epoch(train_data, 0)
         assert bool(model.warm_item_embedding[~model.training_item_mask].eq(0).all())
         assert bool(model.warm_item_embedding[model.training_item_mask][1:].ne(0).any())
         states.append({k: v.clone() for k, v in model.state_dict().items()})
-        sizes.append((len(train_data._dataset.inter_feat),
-                      len(valid_data._dataset.inter_feat) + len(test_data._dataset.inter_feat)))
+        sizes.append(
+            (
+                len(train_data._dataset.inter_feat),
+                len(valid_data._dataset.inter_feat) + len(test_data._dataset.inter_feat),
+            )
+        )
     assert sizes[0][0] == sizes[1][0] and sizes[1][1] == sizes[0][1] + 60, sizes
     first, second = states
     assert first.keys() == second.keys()
@@ -108,8 +135,16 @@ def test_learns_planted_data_well_above_random(tmp_path, name):
     """The planted data (FBSM's test): students' validation/test likes share no feature with their training
     likes, but teachers of their type like both kinds in training, so the warm backbone links them."""
     planted_interactions(tmp_path / "data", "planted", split_seed=2020)
-    common = {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), "seed": 2020,
-              "epochs": 30, "stopping_step": 30, **QUIET, **SMALL, "learning_rate": 0.01}
+    common = {
+        "data_path": str(tmp_path / "data"),
+        "checkpoint_dir": str(tmp_path / "saved"),
+        "seed": 2020,
+        "epochs": 30,
+        "stopping_step": 30,
+        **QUIET,
+        **SMALL,
+        "learning_rate": 0.01,
+    }
     recall = {m: run(m, "planted", config_dict=common)["test_result"]["recall@10"] for m in (name, "Random")}
     assert recall[name] >= 2 * recall["Random"], recall  # Random: about 0.18 here (few candidates)
 
@@ -149,12 +184,13 @@ def test_serving_new_items_from_a_checkpoint(topics, tmp_path, name):
     users = torch.arange(1, dataset.user_num)
     from recbole.data.interaction import Interaction
 
-    originals = served.item_ids([token[len("new_"):] for token in new_items.tokens])  # the file's order
+    originals = served.item_ids([token[len("new_") :] for token in new_items.tokens])  # the file's order
     expected = served.model.score_candidates(Interaction({served.model.USER_ID: users}), originals)
     scale = float(expected.abs().max())
     torch.testing.assert_close(score_new_items(served, new_items, users), expected, rtol=1e-4, atol=1e-4 * scale)
     exported = load_model(result["saved_model_file"])  # the checkpoint, exported through the dataset: the same model
-    torch.testing.assert_close(score_new_items(exported, read_new_items(exported, path), users), expected,
-                               rtol=1e-4, atol=1e-4 * scale)
+    torch.testing.assert_close(
+        score_new_items(exported, read_new_items(exported, path), users), expected, rtol=1e-4, atol=1e-4 * scale
+    )
     lists = recommend(served, new_items, top=3)
     assert len(lists.for_items) == 5 * 3

@@ -6,12 +6,11 @@ import shutil
 import sys
 
 import pytest
+from helpers import write_dataset
 
+from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.experiments import compare as cmp
 from recbole_fbsm.experiments import report
-from recbole_fbsm.errors import ColdStartError
-
-from helpers import write_dataset
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 BOOM = RuntimeError("boom | bad\nthing")  # a message with a table's separator and a line break
@@ -35,8 +34,20 @@ def real_results(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.chdir(cwd)
     try:
-        code = cmp.main(["--dataset=ml-100k", "--models", "Pop", "CoSim", "--seeds", "2020",
-                         "--results", "results/x", "--use_gpu=False", "--worker=0"])
+        code = cmp.main(
+            [
+                "--dataset=ml-100k",
+                "--models",
+                "Pop",
+                "CoSim",
+                "--seeds",
+                "2020",
+                "--results",
+                "results/x",
+                "--use_gpu=False",
+                "--worker=0",
+            ]
+        )
     finally:
         mp.undo()
     return cwd, cwd / "results" / "x", code
@@ -63,13 +74,38 @@ def test_each_run_log_holds_the_runs_epochs_at_the_quiet_default(tmp_path):
 
     write_dataset(tmp_path, "toy")
     config = tmp_path / "toy.yaml"
-    config.write_text(yaml.safe_dump({"data_path": str(tmp_path), "threshold": {"rating": 4},
-                                      "load_col": {"inter": ["user_id", "item_id", "rating"],
-                                                   "item": ["item_id", "genre", "words"]}}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "data_path": str(tmp_path),
+                "threshold": {"rating": 4},
+                "load_col": {"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "genre", "words"]},
+            }
+        )
+    )
     process = subprocess.run(
-        [sys.executable, "-m", "recbole_fbsm.experiments.compare", "--dataset=toy", "--models", "CoSim", "Pop", "--seeds", "1",
-         "--results", "results/x", f"--config_files={config}", "--use_gpu=False", "--worker=0"],
-        cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "recbole_fbsm.experiments.compare",
+            "--dataset=toy",
+            "--models",
+            "CoSim",
+            "Pop",
+            "--seeds",
+            "1",
+            "--results",
+            "results/x",
+            f"--config_files={config}",
+            "--use_gpu=False",
+            "--worker=0",
+        ],
+        cwd=tmp_path,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     for model in ("CoSim", "Pop"):
         record = json.loads((tmp_path / "results" / "x" / f"{model}-1.json").read_text())
@@ -133,8 +169,16 @@ class FakeRun:
             "test_result": metrics,
             "saved_model_file": f"saved/{model}.pth",
         }
-        record = {"model": model, "seed": config_dict["seed"], "split_seed": config_dict["seed"], "status": "ok",
-                  "valid_metric": "recall@10", "property_files": [], "log_file": None, "eval_user_sample": None}
+        record = {
+            "model": model,
+            "seed": config_dict["seed"],
+            "split_seed": config_dict["seed"],
+            "status": "ok",
+            "valid_metric": "recall@10",
+            "property_files": [],
+            "log_file": None,
+            "eval_user_sample": None,
+        }
         return {**result, "record": {**record, **result}}
 
     @property
@@ -152,8 +196,18 @@ def fake(monkeypatch, tmp_path):
 
 def test_resume_redoes_nothing_and_a_new_model_runs_alone(real_results, fake, tmp_path):
     shutil.copytree(real_results[1], tmp_path / "r")
-    args = ["--dataset=ml-100k", "--models", "Pop", "CoSim", "--seeds", "2020", "--results", "r",
-            "--use_gpu=False", "--worker=0"]
+    args = [
+        "--dataset=ml-100k",
+        "--models",
+        "Pop",
+        "CoSim",
+        "--seeds",
+        "2020",
+        "--results",
+        "r",
+        "--use_gpu=False",
+        "--worker=0",
+    ]
     before = {p.name: p.read_bytes() for p in (tmp_path / "r").glob("*.json")}
 
     assert cmp.main(args) == 0
@@ -171,8 +225,23 @@ def test_resume_redoes_nothing_and_a_new_model_runs_alone(real_results, fake, tm
 
 def test_every_run_gets_the_split_seed_the_overrides_and_checkpoints_in_the_results(fake, tmp_path):
     (tmp_path / "a.yaml").write_text("epochs: 3\n")
-    code = cmp.main(["--dataset=ml-100k", "--models", "Pop", "BPR", "--seeds", "7", "8", "--results", "out",
-                     "--config_files", "a.yaml", "--epochs=2", "--state=INFO"])
+    code = cmp.main(
+        [
+            "--dataset=ml-100k",
+            "--models",
+            "Pop",
+            "BPR",
+            "--seeds",
+            "7",
+            "8",
+            "--results",
+            "out",
+            "--config_files",
+            "a.yaml",
+            "--epochs=2",
+            "--state=INFO",
+        ]
+    )
     assert code == 0
     assert fake.pairs == [("Pop", 7), ("BPR", 7), ("Pop", 8), ("BPR", 8)]  # one whole split after the other
     for _, seed, dataset, files, config in fake.calls:
@@ -297,7 +366,9 @@ def test_unknown_model_stops_before_any_run(fake, tmp_path, capsys):
     assert fake.calls == [] and not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("bad", [["--seed=7"], ["--split_seed=7"], ["--model=Pop"], ["epochs=3"], ["--seeds", "1", "1"]])
+@pytest.mark.parametrize(
+    "bad", [["--seed=7"], ["--split_seed=7"], ["--model=Pop"], ["epochs=3"], ["--seeds", "1", "1"]]
+)
 def test_usage_errors(fake, bad, capsys):
     with pytest.raises(SystemExit) as info:
         cmp.main([*bad, "--models", "Pop"])  # after --models, a bare word would be a model name
@@ -326,26 +397,47 @@ def test_help_runs():
 
 def test_table_shows_each_models_per_split_ratio_to_itemknncbf_and_cosim():
     """The ratio columns are the mean of per-split ratios of the validation metric's test value."""
+
     def record(model, seed, recall):
-        return {"model": model, "seed": seed, "status": "ok", "valid_metric": "recall@10", "best_valid_score": 0.1,
-                "test_result": {"recall@10": recall, "ndcg@10": 0.5}, "wall_seconds": 1.0}
-    records = [record("FBSM", 1, 0.22), record("FBSM", 2, 0.30), record("ItemKNNCBF", 1, 0.20),
-               record("ItemKNNCBF", 2, 0.25), record("CoSim", 1, 0.11), record("CoSim", 2, 0.20)]
+        return {
+            "model": model,
+            "seed": seed,
+            "status": "ok",
+            "valid_metric": "recall@10",
+            "best_valid_score": 0.1,
+            "test_result": {"recall@10": recall, "ndcg@10": 0.5},
+            "wall_seconds": 1.0,
+        }
+
+    records = [
+        record("FBSM", 1, 0.22),
+        record("FBSM", 2, 0.30),
+        record("ItemKNNCBF", 1, 0.20),
+        record("ItemKNNCBF", 2, 0.25),
+        record("CoSim", 1, 0.11),
+        record("CoSim", 2, 0.20),
+    ]
     rows = report.summarise(records, ["FBSM", "ItemKNNCBF", "CoSim"])
     table = report.build_table(rows, {"dataset": "d", "config_files": [], "overrides": {}})
     header = next(line for line in table.splitlines() if line.startswith("| model"))
     assert "recall@10 / ItemKNNCBF" in header and "recall@10 / CoSim" in header
     fbsm = next(line for line in table.splitlines() if line.startswith("| FBSM"))
     assert "1.150 (1.100, 1.200)" in fbsm and "1.750 (2.000, 1.500)" in fbsm
-    without = report.build_table(report.summarise(records[:2], ["FBSM"]), {"dataset": "d", "config_files": [], "overrides": {}})
+    without = report.build_table(
+        report.summarise(records[:2], ["FBSM"]), {"dataset": "d", "config_files": [], "overrides": {}}
+    )
     assert "/ ItemKNNCBF" not in without
 
 
 def test_seeds_out_of_range_and_a_results_file_are_usage_errors(tmp_path, capsys):
     (tmp_path / "afile").write_text("")
-    for argv, message in ((["--models", "Pop", "--seeds", "-1"], "--seeds: expected integers from 0 to 4294967295"),
-                          (["--models", "Pop", "--seeds", "1", "--results", str(tmp_path / "afile")],
-                           "expected a folder (new, or one to resume); it is a file")):
+    for argv, message in (
+        (["--models", "Pop", "--seeds", "-1"], "--seeds: expected integers from 0 to 4294967295"),
+        (
+            ["--models", "Pop", "--seeds", "1", "--results", str(tmp_path / "afile")],
+            "expected a folder (new, or one to resume); it is a file",
+        ),
+    ):
         with pytest.raises(SystemExit) as stop:
             cmp.parse_args(argv)
         assert stop.value.code == 2 and message in capsys.readouterr().err
@@ -360,6 +452,8 @@ def test_the_table_records_the_command_as_typed(fake, tmp_path, monkeypatch):
     (table,) = (tmp_path / "results").glob("*/table.md")
     command = next(line for line in table.read_text().splitlines() if line.startswith("Command:"))
     folder = table.parent.relative_to(tmp_path)
-    assert command == ("Command: `recbole-fbsm compare --dataset=ml-100k "
-                       "'--metrics=['\"'\"'Recall'\"'\"', '\"'\"'NDCG'\"'\"']' --models Pop --seeds 1` "
-                       f"(to resume or add runs: the same command with --results={folder})")
+    assert command == (
+        "Command: `recbole-fbsm compare --dataset=ml-100k "
+        "'--metrics=['\"'\"'Recall'\"'\"', '\"'\"'NDCG'\"'\"']' --models Pop --seeds 1` "
+        f"(to resume or add runs: the same command with --results={folder})"
+    )

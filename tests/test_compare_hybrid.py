@@ -4,15 +4,16 @@ items; the item scenario's table keeps its columns."""
 import json
 
 import pytest
+from test_compare import PNG_MAGIC, table_rows
 
 from recbole_fbsm.experiments import compare as cmp
 from recbole_fbsm.experiments import report
 
-from test_compare import PNG_MAGIC, table_rows
-
 
 def _header(table):
-    return [c.strip() for c in next(line for line in table.splitlines() if line.startswith("| model")).strip("|").split("|")]
+    return [
+        c.strip() for c in next(line for line in table.splitlines() if line.startswith("| model")).strip("|").split("|")
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +23,25 @@ def hybrid_results(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.chdir(cwd)
     try:
-        code = cmp.main(["--dataset=ml-100k", "--models", "Pop", "ItemKNNCBF", "--seeds", "2020", "--results", "r",
-                         "--cold_start_scenario=hybrid", "--topk=[20]", "--valid_metric=Recall@20",
-                         "--metrics=['Recall','NDCG']", "--use_gpu=False", "--worker=0", "--torch_threads=1"])
+        code = cmp.main(
+            [
+                "--dataset=ml-100k",
+                "--models",
+                "Pop",
+                "ItemKNNCBF",
+                "--seeds",
+                "2020",
+                "--results",
+                "r",
+                "--cold_start_scenario=hybrid",
+                "--topk=[20]",
+                "--valid_metric=Recall@20",
+                "--metrics=['Recall','NDCG']",
+                "--use_gpu=False",
+                "--worker=0",
+                "--torch_threads=1",
+            ]
+        )
     finally:
         mp.undo()
     return cwd / "r", code
@@ -36,8 +53,15 @@ def test_hybrid_table_has_all_cold_and_warm_columns_from_the_records(hybrid_resu
     table = (results / "table.md").read_text()
     header = _header(table)
     metric_columns = [c for c in header if c.startswith(("recall@20", "ndcg@20"))]
-    assert metric_columns == ["recall@20 all", "recall@20 cold", "recall@20 warm", "ndcg@20 all", "ndcg@20 cold",
-                              "ndcg@20 warm", "recall@20 all / ItemKNNCBF"]
+    assert metric_columns == [
+        "recall@20 all",
+        "recall@20 cold",
+        "recall@20 warm",
+        "ndcg@20 all",
+        "ndcg@20 cold",
+        "ndcg@20 warm",
+        "recall@20 all / ItemKNNCBF",
+    ]
     rows = table_rows(table)
     for model in ("Pop", "ItemKNNCBF"):
         record = json.loads((results / f"{model}-2020.json").read_text())
@@ -56,27 +80,61 @@ def test_hybrid_table_has_all_cold_and_warm_columns_from_the_records(hybrid_resu
 def test_resumed_hybrid_comparison_prints_the_groups_on_the_console(hybrid_results, monkeypatch, capsys):
     results, _ = hybrid_results
     monkeypatch.chdir(results.parent)
-    assert cmp.main(["--dataset=ml-100k", "--models", "Pop", "ItemKNNCBF", "--seeds", "2020", "--results", "r",
-                     "--cold_start_scenario=hybrid", "--topk=[20]", "--valid_metric=Recall@20",
-                     "--metrics=['Recall','NDCG']", "--use_gpu=False", "--worker=0", "--torch_threads=1"]) == 0
+    assert (
+        cmp.main(
+            [
+                "--dataset=ml-100k",
+                "--models",
+                "Pop",
+                "ItemKNNCBF",
+                "--seeds",
+                "2020",
+                "--results",
+                "r",
+                "--cold_start_scenario=hybrid",
+                "--topk=[20]",
+                "--valid_metric=Recall@20",
+                "--metrics=['Recall','NDCG']",
+                "--use_gpu=False",
+                "--worker=0",
+                "--torch_threads=1",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     knn = json.loads((results / "ItemKNNCBF-2020.json").read_text())
-    figures = "/".join(f"{knn[key]['recall@20']:.4f}" for key in ("test_result", "test_result_cold", "test_result_warm"))
+    figures = "/".join(
+        f"{knn[key]['recall@20']:.4f}" for key in ("test_result", "test_result_cold", "test_result_warm")
+    )
     assert f"done before, skipped (recall@20 all/cold/warm={figures})" in out
     assert "| recall@20 all | recall@20 cold | recall@20 warm |" in out
 
 
 def _record(model, seed, all_, cold, warm):
-    return {"model": model, "seed": seed, "status": "ok", "valid_metric": "recall@10", "best_valid_score": 0.1,
-            "wall_seconds": 1.0, "test_result": {"recall@10": all_}, "test_result_cold": {"recall@10": cold},
-            "test_result_warm": {"recall@10": warm}}
+    return {
+        "model": model,
+        "seed": seed,
+        "status": "ok",
+        "valid_metric": "recall@10",
+        "best_valid_score": 0.1,
+        "wall_seconds": 1.0,
+        "test_result": {"recall@10": all_},
+        "test_result_cold": {"recall@10": cold},
+        "test_result_warm": {"recall@10": warm},
+    }
 
 
 def test_group_cells_are_means_over_splits_and_the_ratio_is_on_all_items():
-    records = [_record("FBSM", 1, 0.30, 0.10, 0.50), _record("FBSM", 2, 0.40, 0.20, 0.70),
-               _record("ItemKNNCBF", 1, 0.20, 0.30, 0.10), _record("ItemKNNCBF", 2, 0.20, 0.30, 0.10)]
-    table = report.build_table(report.summarise(records, ["FBSM", "ItemKNNCBF"]),
-                               {"dataset": "d", "config_files": [], "overrides": {}})
+    records = [
+        _record("FBSM", 1, 0.30, 0.10, 0.50),
+        _record("FBSM", 2, 0.40, 0.20, 0.70),
+        _record("ItemKNNCBF", 1, 0.20, 0.30, 0.10),
+        _record("ItemKNNCBF", 2, 0.20, 0.30, 0.10),
+    ]
+    table = report.build_table(
+        report.summarise(records, ["FBSM", "ItemKNNCBF"]), {"dataset": "d", "config_files": [], "overrides": {}}
+    )
     cells = dict(zip(_header(table), table_rows(table)["FBSM"]))
     mean, std = report.mean_std([0.10, 0.20])
     assert cells["recall@10 cold"] == f"{mean:.4f} ± {std:.4f}"
@@ -88,6 +146,8 @@ def test_item_scenario_table_keeps_one_column_per_metric():
     records = [{**_record("FBSM", 1, 0.3, 0, 0)}]
     for record in records:
         del record["test_result_cold"], record["test_result_warm"]
-    table = report.build_table(report.summarise(records, ["FBSM"]), {"dataset": "d", "config_files": [], "overrides": {}})
+    table = report.build_table(
+        report.summarise(records, ["FBSM"]), {"dataset": "d", "config_files": [], "overrides": {}}
+    )
     assert _header(table) == ["model", "splits", "valid recall@10", "recall@10", "time (s)", "status"]
     assert "Hybrid scenario" not in table and " all" not in table

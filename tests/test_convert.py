@@ -65,13 +65,19 @@ def small_ctr(tmp_path: Path, **kwargs):
 
 # ---------------------------------------------------------------- CTR
 
+
 def test_ctr_round_trip_keeps_counts_merges_stems_and_filters(tmp_path):
     result = small_ctr(tmp_path)
     folder = tmp_path / "out" / "tiny"
     assert result.path == folder
     assert read_inter(folder / "tiny.inter") == [
         ["user_id:token", "item_id:token"],
-        ["0", "0"], ["0", "1"], ["1", "1"], ["1", "2"], ["1", "3"], ["2", "0"],
+        ["0", "0"],
+        ["0", "1"],
+        ["1", "1"],
+        ["1", "2"],
+        ["1", "3"],
+        ["2", "0"],
     ]
     # 'running' x2 + 'runs' x3 -> 'run' x5; 'the' is a stop word; 'rare' (1 item) and 'common'
     # (4 of 4 items > 0.75) fail the filter; item 4 has no user and is left out.
@@ -110,20 +116,26 @@ def test_ctr_malformed_lines_are_skipped_and_counted(tmp_path):
 
 def test_ctr_all_users_malformed_fails_naming_file_and_line(tmp_path):
     files = ctr_files(tmp_path, users=["2 0", "a b"])
-    with pytest.raises(ConversionError, match=r"users\.dat: no usable interactions.*users\.dat:1: expected 'count item"):
+    with pytest.raises(
+        ConversionError, match=r"users\.dat: no usable interactions.*users\.dat:1: expected 'count item"
+    ):
         convert_ctr(**files, name="tiny", out_dir=tmp_path / "out", min_df=1)
     assert not (tmp_path / "out" / "tiny").exists()
 
 
 def test_ctr_interactions_only_with_items_without_text_fail(tmp_path):
     files = ctr_files(tmp_path, users=["2 7 8"])
-    with pytest.raises(ConversionError, match=r"no usable interactions: none names an item that has text in .*mult\.dat"):
+    with pytest.raises(
+        ConversionError, match=r"no usable interactions: none names an item that has text in .*mult\.dat"
+    ):
         convert_ctr(**files, name="tiny", out_dir=tmp_path / "out", min_df=1)
 
 
 def test_ctr_word_id_outside_vocabulary_is_malformed(tmp_path):
     files = ctr_files(tmp_path, mult=["1 99:1"] * 4)
-    with pytest.raises(ConversionError, match=r"mult\.dat: no usable item texts.*mult\.dat:1: expected 'n word_id:count"):
+    with pytest.raises(
+        ConversionError, match=r"mult\.dat: no usable item texts.*mult\.dat:1: expected 'n word_id:count"
+    ):
         convert_ctr(**files, name="tiny", out_dir=tmp_path / "out", min_df=1)
 
 
@@ -148,8 +160,11 @@ def test_filter_removing_every_term_fails_naming_the_settings(tmp_path):
 
 @pytest.mark.parametrize(
     ("settings", "message"),
-    [({"min_df": -1}, r"min_df \(--min-df\) must be"), ({"max_df": 1.5}, r"max_df \(--max-df\) must be"),
-     ({"name": "a/b"}, r"dataset name \(--name\)")],
+    [
+        ({"min_df": -1}, r"min_df \(--min-df\) must be"),
+        ({"max_df": 1.5}, r"max_df \(--max-df\) must be"),
+        ({"name": "a/b"}, r"dataset name \(--name\)"),
+    ],
 )
 def test_bad_settings_fail_naming_the_setting(tmp_path, settings, message):
     kwargs = {"name": "tiny", "out_dir": tmp_path / "out", **settings}
@@ -210,7 +225,10 @@ def test_ctr_tags_are_a_second_field_of_whole_tokens(tmp_path):
         "3": ["networks", "ucsc-browser"],
     }
     assert read_item(folder / "tiny.item") == {  # the words field is unchanged
-        "0": ["run"] * 5, "1": ["graph", "model", "model"], "2": ["graph", "graph", "model"], "3": ["run"],
+        "0": ["run"] * 5,
+        "1": ["graph", "model", "model"],
+        "2": ["graph", "graph", "model"],
+        "3": ["run"],
     }
     assert result.counts["tags after the filter (tags field)"] == 4
     assert result.skipped["tags without a letter or digit in tags.dat"] == 1
@@ -233,8 +251,24 @@ def test_ctr_tags_have_their_own_document_frequency_filter(tmp_path):
 
 def test_cli_ctr_tags_from_src(tmp_path, capsys):
     files = ctr_files(tmp_path) | tag_files(tmp_path)
-    args = ["ctr", "--src", str(files["users"].parent), "--tags", "--name", "tiny", "--out", str(tmp_path / "out"),
-            "--min-df", "2", "--max-df", "0.75", "--tags-min-df", "1", "--tags-max-df", "1"]
+    args = [
+        "ctr",
+        "--src",
+        str(files["users"].parent),
+        "--tags",
+        "--name",
+        "tiny",
+        "--out",
+        str(tmp_path / "out"),
+        "--min-df",
+        "2",
+        "--max-df",
+        "0.75",
+        "--tags-min-df",
+        "1",
+        "--tags-max-df",
+        "1",
+    ]
     assert main(args) == 0
     assert "tags after the filter (tags field): 4" in capsys.readouterr().out
     assert read_item(tmp_path / "out" / "tiny" / "tiny.item", "tags")["1"] == ["scale_free", "ucsc-browser"]
@@ -256,22 +290,34 @@ ITEM_TEXTS = [
 
 
 def test_csv_with_threshold_writes_labels(tmp_path):
-    inter = write_lines(tmp_path / "r.csv", ["user,item,rating,time", "u1,b1,5,1", "u1,b2,2,2", "u2,b3,4,3",
-                                             "u2,b4,3.5,4", "u2,b1,1,5", "u2,b1,5,6"])
+    inter = write_lines(
+        tmp_path / "r.csv",
+        ["user,item,rating,time", "u1,b1,5,1", "u1,b2,2,2", "u2,b3,4,3", "u2,b4,3.5,4", "u2,b1,1,5", "u2,b1,5,6"],
+    )
     items = write_lines(tmp_path / "items.csv", ITEM_TEXTS)
     result = convert_text(inter, items, "books", tmp_path / "out", threshold=4, header=True, min_df=2, max_df=1.0)
     folder = tmp_path / "out" / "books"
     assert read_inter(folder / "books.inter") == [
         ["user_id:token", "item_id:token", "label:float"],
-        ["u1", "b1", "1"], ["u1", "b2", "0"], ["u2", "b3", "1"], ["u2", "b4", "0"], ["u2", "b1", "0"],
+        ["u1", "b1", "1"],
+        ["u1", "b2", "0"],
+        ["u2", "b3", "1"],
+        ["u2", "b4", "0"],
+        ["u2", "b1", "0"],
     ]
     # cats/cat -> cat, running/runs -> run, models/model -> model; 'quickly' in one item only
     assert read_item(folder / "books.item") == {
-        "b1": ["cat", "run"], "b2": ["cat", "graph", "model", "run"], "b3": ["cat", "graph", "model"], "b4": [],
+        "b1": ["cat", "run"],
+        "b2": ["cat", "graph", "model", "run"],
+        "b3": ["cat", "graph", "model"],
+        "b4": [],
     }
     assert result.counts["likes (label 1)"] == 2 and result.counts["dislikes (label 0)"] == 3
     assert result.counts["items with no term after the df filter (kept, empty words cell)"] == 1
-    assert result.skipped == {"duplicate user-item pairs (kept the first)": 1, "items without interactions (left out)": 1}
+    assert result.skipped == {
+        "duplicate user-item pairs (kept the first)": 1,
+        "items without interactions (left out)": 1,
+    }
 
 
 def test_tsv_without_threshold_is_implicit(tmp_path):
@@ -279,7 +325,10 @@ def test_tsv_without_threshold_is_implicit(tmp_path):
     items = write_lines(tmp_path / "items.tsv", [line.replace(",", "\t", 1) for line in ITEM_TEXTS[1:3]])
     result = convert_text(inter, items, "books", tmp_path / "out", min_df=1, max_df=1.0)
     assert read_inter(tmp_path / "out" / "books" / "books.inter") == [
-        ["user_id:token", "item_id:token"], ["u1", "b1"], ["u2", "b2"]]
+        ["user_id:token", "item_id:token"],
+        ["u1", "b1"],
+        ["u2", "b2"],
+    ]
     assert result.skipped == {f"interactions naming an item without text in {items}": 1}
 
 
@@ -289,44 +338,55 @@ def test_csv_malformed_lines_are_reported(tmp_path):
     result = convert_text(inter, items, "books", tmp_path / "out", threshold=4, min_df=1, max_df=1.0)
     assert result.skipped["malformed lines in r.csv"] == 2
     assert result.skipped["malformed lines in items.csv"] == 1
-    assert any(f"{inter}:2: expected 'user,item,rating'" in line and "'u1,b2,lots'" in line
-               for line in result.skipped_lines)
+    assert any(
+        f"{inter}:2: expected 'user,item,rating'" in line and "'u1,b2,lots'" in line for line in result.skipped_lines
+    )
     assert any(f"{items}:4: expected 'item,text'" in line for line in result.skipped_lines)
 
 
 def test_csv_interactions_only_naming_items_without_text_fail(tmp_path):
     inter = write_lines(tmp_path / "r.csv", ["u1,x1", "u2,x2"])
     items = write_lines(tmp_path / "items.csv", ITEM_TEXTS[1:])
-    with pytest.raises(ConversionError, match=r"none names an item that has text in .*items\.csv.*2 interactions naming"):
+    with pytest.raises(
+        ConversionError, match=r"none names an item that has text in .*items\.csv.*2 interactions naming"
+    ):
         convert_text(inter, items, "books", tmp_path / "out", min_df=1)
 
 
 def test_csv_only_empty_texts_fail(tmp_path):
     inter = write_lines(tmp_path / "r.csv", ["u1,b1", "u2,b2"])
     items = write_lines(tmp_path / "items.csv", ["b1,", "b2,  the of a  "])
-    with pytest.raises(ConversionError, match=r"items\.csv: no terms at all after tokenising and stop-word removal \(2 texts\)"):
+    with pytest.raises(
+        ConversionError, match=r"items\.csv: no terms at all after tokenising and stop-word removal \(2 texts\)"
+    ):
         convert_text(inter, items, "books", tmp_path / "out", min_df=1)
 
 
 def test_csv_all_interaction_lines_malformed_fail(tmp_path):
     inter = write_lines(tmp_path / "r.csv", ["u1,b1", "u2,b2,bad"])
     items = write_lines(tmp_path / "items.csv", ITEM_TEXTS[1:])
-    with pytest.raises(ConversionError, match=r"r\.csv: no usable interactions, expected lines 'user,item,rating'.*r\.csv:1"):
+    with pytest.raises(
+        ConversionError, match=r"r\.csv: no usable interactions, expected lines 'user,item,rating'.*r\.csv:1"
+    ):
         convert_text(inter, items, "books", tmp_path / "out", threshold=3)
 
 
 def test_csv_tags_are_kept_whole_and_merged_over_lines(tmp_path):
     inter = write_lines(tmp_path / "r.csv", ["u1,b1", "u1,b2", "u2,b3", "u2,b2"])
     items = write_lines(tmp_path / "items.csv", ITEM_TEXTS[1:4])
-    tags = write_lines(tmp_path / "tags.csv", [
-        "b1,Science Fiction|scale_free,ucsc-browser",  # fields and '|' both separate tags
-        "b2,science fiction",
-        "b2,running",  # a second line of b2 adds to its tags; 'running' is not stemmed
-        "b3,-",  # no letter or digit: no tag
-        "zz,orphan",  # no such item
-    ])
-    result = convert_text(inter, items, "books", tmp_path / "out", tags=tags, min_df=1, max_df=1.0,
-                          tags_min_df=1, tags_max_df=1.0)
+    tags = write_lines(
+        tmp_path / "tags.csv",
+        [
+            "b1,Science Fiction|scale_free,ucsc-browser",  # fields and '|' both separate tags
+            "b2,science fiction",
+            "b2,running",  # a second line of b2 adds to its tags; 'running' is not stemmed
+            "b3,-",  # no letter or digit: no tag
+            "zz,orphan",  # no such item
+        ],
+    )
+    result = convert_text(
+        inter, items, "books", tmp_path / "out", tags=tags, min_df=1, max_df=1.0, tags_min_df=1, tags_max_df=1.0
+    )
     assert read_item(tmp_path / "out" / "books" / "books.item", "tags") == {
         "b1": ["scale_free", "science_fiction", "ucsc-browser"],
         "b2": ["running", "science_fiction"],
@@ -345,6 +405,7 @@ def test_csv_tags_with_another_separator(tmp_path):
 
 
 # ---------------------------------------------------------------- small data: the filter's effect is reported
+
 
 def small_catalogue(tmp_path: Path, n_items: int = 300, own_words: int = 20) -> tuple[Path, Path]:
     """n_items items: 'garden' and 'music' in 50 items each, 'seed' in 15, 'yoga' in 8, 'vinyl' in 6,
@@ -367,12 +428,31 @@ def test_filter_dropping_real_words_on_small_data_is_reported(tmp_path, capsys):
     result = convert_text(inter, items, "small", tmp_path / "out", min_df=20)
     (warning,) = result.warnings
     assert warning.startswith("words: the document-frequency filter dropped 23 of 25 distinct terms (92%) of 300 items")
-    assert "23 found in fewer than 20 items (--min-df 20), e.g. 'seed' (15 items), 'yoga' (8 items), 'vinyl' (6 items)" in warning
+    assert (
+        "23 found in fewer than 20 items (--min-df 20), e.g. 'seed' (15 items), 'yoga' (8 items), 'vinyl' (6 items)"
+        in warning
+    )
     assert "--min-df 2 keeps 5, --min-df 3 keeps 5, --min-df 5 keeps 5, --min-df 10 keeps 3 (now 2)" in warning
     assert f"warning: {warning}" in result.summary()
     assert warning in (tmp_path / "out" / "small" / "README.txt").read_text()
-    assert main(["text", "--inter", str(inter), "--items", str(items), "--name", "cli", "--out", str(tmp_path / "out"),
-                 "--min-df", "20"]) == 0
+    assert (
+        main(
+            [
+                "text",
+                "--inter",
+                str(inter),
+                "--items",
+                str(items),
+                "--name",
+                "cli",
+                "--out",
+                str(tmp_path / "out"),
+                "--min-df",
+                "20",
+            ]
+        )
+        == 0
+    )
     assert "warning: words: the document-frequency filter dropped 23 of 25" in capsys.readouterr().out
 
 
@@ -398,30 +478,64 @@ def test_no_warning_when_the_filter_keeps_most_terms_of_enough_items(tmp_path):
 
 # ---------------------------------------------------------------- command line
 
+
 def test_cli_converts_and_reports_errors_without_traceback(tmp_path, capsys):
     files = ctr_files(tmp_path)
-    args = ["ctr", "--users", str(files["users"]), "--mult", str(files["mult"]), "--vocab", str(files["vocab"]),
-            "--name", "tiny", "--out", str(tmp_path / "out"), "--min-df", "2", "--max-df", "0.75"]
+    args = [
+        "ctr",
+        "--users",
+        str(files["users"]),
+        "--mult",
+        str(files["mult"]),
+        "--vocab",
+        str(files["vocab"]),
+        "--name",
+        "tiny",
+        "--out",
+        str(tmp_path / "out"),
+        "--min-df",
+        "2",
+        "--max-df",
+        "0.75",
+    ]
     assert main(args) == 0
     assert "features (terms after the filter): 3" in capsys.readouterr().out
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: output dataset folder") and "Traceback" not in err
-    assert main(["ctr", "--src", str(files["users"].parent), "--name", "tiny", "--out", str(tmp_path / "out"),
-                 "--overwrite", "--min-df", "99"]) == 2
+    assert (
+        main(
+            [
+                "ctr",
+                "--src",
+                str(files["users"].parent),
+                "--name",
+                "tiny",
+                "--out",
+                str(tmp_path / "out"),
+                "--overwrite",
+                "--min-df",
+                "99",
+            ]
+        )
+        == 2
+    )
     assert "removes every term" in capsys.readouterr().err
 
 
 def test_cli_help_runs_as_module():
-    done = subprocess.run([sys.executable, "-m", "recbole_fbsm.convert", "--help"], cwd=ROOT,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "recbole_fbsm.convert", "--help"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert "ctr" in done.stdout and "text" in done.stdout and "--overwrite" not in done.stderr
 
 
 # ---------------------------------------------------------------- RecBole reads what we write
 
-def load_with_recbole(monkeypatch, data_path: Path, name: str, config_files: list[str] | None = None,
-                      load_col: dict | None = None):
+
+def load_with_recbole(
+    monkeypatch, data_path: Path, name: str, config_files: list[str] | None = None, load_col: dict | None = None
+):
     """RecBole's own Dataset on a converted folder; numpy-2 aliases and Config's compatibility hook are
     patched for this call only (RecBole 1.2.1 references np.float_ and friends)."""
     monkeypatch.setattr(np, "float_", np.float64, raising=False)
@@ -445,8 +559,12 @@ def test_recbole_loads_repeats_labels_and_empty_cells(tmp_path, monkeypatch):
     inter = write_lines(tmp_path / "r.csv", ["u1,b1,5", "u1,b2,2", "u2,b3,4", "u2,b4,3"])
     items = write_lines(tmp_path / "items.csv", ITEM_TEXTS[1:])
     convert_text(inter, items, "books", tmp_path / "out", threshold=4, min_df=2, max_df=1.0)
-    dataset = load_with_recbole(monkeypatch, tmp_path / "out", "books",
-                                load_col={"inter": ["user_id", "item_id", "label"], "item": ["item_id", "words"]})
+    dataset = load_with_recbole(
+        monkeypatch,
+        tmp_path / "out",
+        "books",
+        load_col={"inter": ["user_id", "item_id", "label"], "item": ["item_id", "words"]},
+    )
     words = dataset.item_feat["words"]
     row = {item: dataset.token2id("item_id", item) for item in ["b1", "b2", "b3", "b4"]}
     assert int((words[row["b4"]] > 0).sum()) == 0  # empty cell -> all-padding row
@@ -456,8 +574,12 @@ def test_recbole_loads_repeats_labels_and_empty_cells(tmp_path, monkeypatch):
 
 def test_recbole_loads_the_tags_field(tmp_path, monkeypatch):
     small_ctr(tmp_path, **tag_files(tmp_path), tags_min_df=1, tags_max_df=1.0)
-    dataset = load_with_recbole(monkeypatch, tmp_path / "out", "tiny",
-                                load_col={"inter": ["user_id", "item_id"], "item": ["item_id", "words", "tags"]})
+    dataset = load_with_recbole(
+        monkeypatch,
+        tmp_path / "out",
+        "tiny",
+        load_col={"inter": ["user_id", "item_id"], "item": ["item_id", "words", "tags"]},
+    )
     tags = dataset.field2id_token["tags"]
     row = dataset.item_feat["tags"][dataset.token2id("item_id", "1")]
     assert sorted(tags[row[row > 0]].tolist()) == ["scale_free", "ucsc-browser"]
@@ -469,9 +591,20 @@ def test_citeulike_t_tags_line_up_with_the_articles(tmp_path):
     found among the words of its articles far more often than among those of the neighbouring lines."""
     if not CITEULIKE_T.is_dir():
         pytest.skip(f"{CITEULIKE_T} is absent")
-    convert_ctr(CITEULIKE_T / "users.dat", CITEULIKE_T / "mult.dat", CITEULIKE_T / "vocabulary.dat", "ct", tmp_path,
-                tag_item=CITEULIKE_T / "tag-item.dat", tag_names=CITEULIKE_T / "tags.dat", stem=False,
-                min_df=1, max_df=1.0, tags_min_df=1, tags_max_df=1.0)
+    convert_ctr(
+        CITEULIKE_T / "users.dat",
+        CITEULIKE_T / "mult.dat",
+        CITEULIKE_T / "vocabulary.dat",
+        "ct",
+        tmp_path,
+        tag_item=CITEULIKE_T / "tag-item.dat",
+        tag_names=CITEULIKE_T / "tags.dat",
+        stem=False,
+        min_df=1,
+        max_df=1.0,
+        tags_min_df=1,
+        tags_max_df=1.0,
+    )
     words = read_item(tmp_path / "ct" / "ct.item")
     tags = read_item(tmp_path / "ct" / "ct.item", "tags")
     assert len(tags) == 25584
@@ -489,19 +622,23 @@ def test_citeulike_t_conversion(tmp_path, monkeypatch):
     if not CITEULIKE_T.is_dir():
         pytest.skip(f"{CITEULIKE_T} is absent")
     start = time.perf_counter()
-    result = convert_ctr(CITEULIKE_T / "users.dat", CITEULIKE_T / "mult.dat", CITEULIKE_T / "vocabulary.dat",
-                         "citeulike-t", tmp_path)
+    result = convert_ctr(
+        CITEULIKE_T / "users.dat", CITEULIKE_T / "mult.dat", CITEULIKE_T / "vocabulary.dat", "citeulike-t", tmp_path
+    )
     seconds = time.perf_counter() - start
     counts = result.counts
-    print(f"citeulike-t: {counts['features (terms after the filter)']} features, "
-          f"{counts['items with no term after the df filter (kept, empty words cell)']} items without terms, "
-          f"{seconds:.1f} s")
+    print(
+        f"citeulike-t: {counts['features (terms after the filter)']} features, "
+        f"{counts['items with no term after the df filter (kept, empty words cell)']} items without terms, "
+        f"{seconds:.1f} s"
+    )
     assert counts["users"] == 7947 - result.skipped.get("users without items in users.dat", 0)
     assert counts["items"] == 25584 and counts["interactions"] == 134860
     assert 2000 <= counts["features (terms after the filter)"] <= 8000  # paper's CUL: 6,359 features
     assert result.skipped == {"items without interactions (left out)": 25975 - 25584}
-    dataset = load_with_recbole(monkeypatch, tmp_path, "citeulike-t",
-                                config_files=[str(ROOT / "properties" / "dataset" / "citeulike-t.yaml")])
+    dataset = load_with_recbole(
+        monkeypatch, tmp_path, "citeulike-t", config_files=[str(ROOT / "properties" / "dataset" / "citeulike-t.yaml")]
+    )
     assert dataset.user_num - 1 == counts["users"] and dataset.item_num - 1 == counts["items"]
     assert len(dataset.field2id_token["words"]) - 1 == counts["features (terms after the filter)"]
 
@@ -522,7 +659,9 @@ def test_csv_header_not_skipped_is_an_error_not_a_user(tmp_path):
     """Without --header, a header line would become a user 'user' and an item 'item'."""
     inter = write_lines(tmp_path / "r.csv", ["user,item,rating", "u1,b1,5", "u1,b2,2", "u2,b3,4"])
     items = write_lines(tmp_path / "items.csv", ITEM_TEXTS[1:])
-    with pytest.raises(ConversionError, match=r"r\.csv line 1 \('user,item,rating'\) looks like a header.*give --header"):
+    with pytest.raises(
+        ConversionError, match=r"r\.csv line 1 \('user,item,rating'\) looks like a header.*give --header"
+    ):
         convert_text(inter, items, "books", tmp_path / "out", threshold=4, min_df=1, max_df=1.0)
     assert not (tmp_path / "out" / "books").exists()
 
@@ -564,10 +703,16 @@ def test_ids_pandas_reads_as_missing_round_trip(tmp_path):
     from recbole_fbsm.data.preparation import create_dataset
 
     names = ["NA", "null", "nan", "None", "N/A", "NULL", "#N/A"]
-    inter_rows = [f"{user},{item},{5 if (u + i) % 3 else 2}" for u, user in enumerate(names)
-                  for i, item in enumerate(names) if (u + i) % 2 == 0]
+    inter_rows = [
+        f"{user},{item},{5 if (u + i) % 3 else 2}"
+        for u, user in enumerate(names)
+        for i, item in enumerate(names)
+        if (u + i) % 2 == 0
+    ]
     inter = write_lines(tmp_path / "r.csv", inter_rows)
-    items = write_lines(tmp_path / "items.csv", [f"{item},graph model of cats number {k % 3} NA" for k, item in enumerate(names)])
+    items = write_lines(
+        tmp_path / "items.csv", [f"{item},graph model of cats number {k % 3} NA" for k, item in enumerate(names)]
+    )
     result = convert_text(inter, items, "nas", tmp_path / "out", threshold=4, min_df=1, max_df=1.0)
     assert result.counts["users"] == len(names) and result.counts["items"] == len(names)
     assert result.counts["interactions"] == len(inter_rows) and not result.skipped
@@ -575,9 +720,17 @@ def test_ids_pandas_reads_as_missing_round_trip(tmp_path):
     assert [row[:2] for row in written] == [row.split(",")[:2] for row in inter_rows]
     assert set(read_item(tmp_path / "out" / "nas" / "nas.item")) == set(names)
 
-    config = ColdStartConfig(model="Pop", dataset="nas", config_dict={
-        "data_path": str(tmp_path / "out"), "state": "ERROR", "checkpoint_dir": str(tmp_path / "saved"),
-        "load_col": {"inter": ["user_id", "item_id", "label"], "item": ["item_id", "words"]}, "threshold": None})
+    config = ColdStartConfig(
+        model="Pop",
+        dataset="nas",
+        config_dict={
+            "data_path": str(tmp_path / "out"),
+            "state": "ERROR",
+            "checkpoint_dir": str(tmp_path / "saved"),
+            "load_col": {"inter": ["user_id", "item_id", "label"], "item": ["item_id", "words"]},
+            "threshold": None,
+        },
+    )
     dataset = create_dataset(config)
     assert sorted(dataset.field2id_token["user_id"][1:].tolist()) == sorted(names)
     assert sorted(dataset.field2id_token["item_id"][1:].tolist()) == sorted(names)

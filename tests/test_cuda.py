@@ -4,13 +4,15 @@ on the CPU, ``serve`` scores on a GPU as on the CPU, and two GPUs run data-paral
 
 import pytest
 import torch
+from test_coldstart_models import SMALL, topics_dataset
 
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.training.trainer import get_trainer
-from test_coldstart_models import SMALL, topics_dataset
 
-pytestmark = [pytest.mark.cuda,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")]
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch"),
+]
 
 MODELS = ("FBSM", "UFSM", "CoSim", "DropoutNet", "Heater", "ALDI", "BPR")
 GPU = {"use_gpu": True, "gpu_id": "0"}
@@ -19,8 +21,15 @@ GPU = {"use_gpu": True, "gpu_id": "0"}
 @pytest.fixture
 def topics(tmp_path):
     topics_dataset(tmp_path / "data", "topics")
-    return {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), "seed": 2020,
-            "state": "ERROR", "show_progress": False, "epochs": 3, **SMALL}
+    return {
+        "data_path": str(tmp_path / "data"),
+        "checkpoint_dir": str(tmp_path / "saved"),
+        "seed": 2020,
+        "state": "ERROR",
+        "show_progress": False,
+        "epochs": 3,
+        **SMALL,
+    }
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -58,7 +67,9 @@ def test_serving_on_the_gpu_scores_as_on_the_cpu(topics, tmp_path, name):
         served = load_model(checkpoint, device=device)
         dataset = served.test_data._dataset
         path = tmp_path / f"new-{device}.item"
-        write_items_as_new(tmp_path / "data" / "topics" / "topics.item", path, served.item_tokens(dataset.split_items[:5]))
+        write_items_as_new(
+            tmp_path / "data" / "topics" / "topics.item", path, served.item_tokens(dataset.split_items[:5])
+        )
         scores[device] = score_new_items(served, read_new_items(served, path), torch.arange(1, dataset.user_num)).cpu()
     torch.testing.assert_close(scores["cuda"], scores["cpu"], rtol=1e-4, atol=1e-5)
 

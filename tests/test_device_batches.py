@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 import torch
-
 from helpers import dataset_config
+
 from recbole_fbsm.data import sampler as sampler_module
 from recbole_fbsm.data.preparation import train_loader_class
 from recbole_fbsm.data.sampler import ColdStartSampler, DeviceNegativeSampler
@@ -28,7 +28,8 @@ def recbole_loader(config, train_data, model):
     config["train_batches_on_device"] = False
     try:
         loader = train_loader_class(config, True, train_data._sampler)(
-            config, train_data._dataset, train_data._sampler, shuffle=config["shuffle"])
+            config, train_data._dataset, train_data._sampler, shuffle=config["shuffle"]
+        )
     finally:
         config["train_batches_on_device"] = True
     loader.get_model(model)
@@ -49,12 +50,21 @@ def test_the_device_loader_serves_the_plugins_models_and_can_be_switched_off(toy
     assert type(train_data).__name__ == "UserGroupedTrainDataLoader", "RecBole's models read more than three columns"
 
 
-@pytest.mark.parametrize("negatives, by_user", [
-    (DYNAMIC, True), (UNIFORM, True), ({**UNIFORM, "sample_num": 2}, True),
-    ({**UNIFORM, "distribution": "popularity"}, True), (DYNAMIC, False), ({**UNIFORM, "sample_num": 2}, False)])
+@pytest.mark.parametrize(
+    "negatives, by_user",
+    [
+        (DYNAMIC, True),
+        (UNIFORM, True),
+        ({**UNIFORM, "sample_num": 2}, True),
+        ({**UNIFORM, "distribution": "popularity"}, True),
+        (DYNAMIC, False),
+        ({**UNIFORM, "sample_num": 2}, False),
+    ],
+)
 def test_batches_are_recboles_cover_every_like_once_and_never_leave_the_training_split(toy, negatives, by_user):
-    config, model, (train_data, valid_data, test_data) = prepared(toy, train_neg_sample_args=negatives,
-                                                                  train_batch_by_user=by_user)
+    config, model, (train_data, valid_data, test_data) = prepared(
+        toy, train_neg_sample_args=negatives, train_batch_by_user=by_user
+    )
     dataset = train_data._dataset
     likes = sorted(zip(dataset.inter_feat[dataset.uid_field].tolist(), dataset.inter_feat[dataset.iid_field].tolist()))
     train_items = set(dataset.split_items.tolist())
@@ -124,19 +134,30 @@ def deterministic_draws(monkeypatch):
     def draw(pool, users):
         return pool[(users * 31 + np.arange(len(users)) * 7) % len(pool)]
 
-    monkeypatch.setattr(ColdStartSampler, "sample_negatives",
-                        lambda self, users: draw(self._pools[self.phase], np.asarray(users)))
-    monkeypatch.setattr(DeviceNegativeSampler, "sample",
-                        lambda self, users, groups=None: torch.from_numpy(draw(self.pool.numpy(), users.numpy())))
+    monkeypatch.setattr(
+        ColdStartSampler, "sample_negatives", lambda self, users: draw(self._pools[self.phase], np.asarray(users))
+    )
+    monkeypatch.setattr(
+        DeviceNegativeSampler,
+        "sample",
+        lambda self, users, groups=None: torch.from_numpy(draw(self.pool.numpy(), users.numpy())),
+    )
     monkeypatch.setattr(DeviceNegativeSampler, "excludes_likes", property(lambda self: False))  # draws may be likes
 
 
-@pytest.mark.parametrize("model_name, settings", [
-    ("FBSM", {"train_neg_sample_args": DYNAMIC}), ("FBSM", {"train_neg_sample_args": UNIFORM}),
-    ("UFSM", {"train_neg_sample_args": DYNAMIC}),
-    ("FBSM", {"train_neg_sample_args": DYNAMIC, "train_batch_by_user": False}), ("DropoutNet", WARM)])
-def test_an_epoch_on_device_batches_has_the_losses_and_parameters_of_recboles_loader(toy, monkeypatch, model_name,
-                                                                                      settings):
+@pytest.mark.parametrize(
+    "model_name, settings",
+    [
+        ("FBSM", {"train_neg_sample_args": DYNAMIC}),
+        ("FBSM", {"train_neg_sample_args": UNIFORM}),
+        ("UFSM", {"train_neg_sample_args": DYNAMIC}),
+        ("FBSM", {"train_neg_sample_args": DYNAMIC, "train_batch_by_user": False}),
+        ("DropoutNet", WARM),
+    ],
+)
+def test_an_epoch_on_device_batches_has_the_losses_and_parameters_of_recboles_loader(
+    toy, monkeypatch, model_name, settings
+):
     """Given the same triplets (and the same dynamic candidates), a trainer's epoch on the device batches and
     on RecBole's loader takes the same steps: every batch's loss and the parameters after the epoch agree."""
     deterministic_draws(monkeypatch)

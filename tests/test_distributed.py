@@ -18,20 +18,22 @@ import time
 import numpy as np
 import pytest
 import torch
+from helpers import REPO_ROOT, RUN_RECBOLE, dataset_config
 
-from recbole_fbsm.runtime import distributed
 from recbole_fbsm.data.user_batches import UserGroupedBatchSampler
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.quick_start import run
-from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.experiments.synthetic import planted_interactions
-from helpers import RUN_RECBOLE, REPO_ROOT, dataset_config
+from recbole_fbsm.quick_start import run
+from recbole_fbsm.runtime import distributed
+from recbole_fbsm.serve.loading import load_model
 
 
 def _shares(users, batch_size, world_size, seed=1):
     """Every rank's batches for one epoch (the ranks' generators are seeded alike, as in a run)."""
-    return [list(UserGroupedBatchSampler(users, batch_size, torch.Generator().manual_seed(seed), rank, world_size))
-            for rank in range(world_size)]
+    return [
+        list(UserGroupedBatchSampler(users, batch_size, torch.Generator().manual_seed(seed), rank, world_size))
+        for rank in range(world_size)
+    ]
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
@@ -60,8 +62,12 @@ def test_a_batch_with_fewer_users_than_ranks_is_merged_and_no_rank_goes_empty():
     flat = np.concatenate([np.concatenate(batches) for batches in shares])
     assert np.array_equal(np.sort(flat), np.arange(len(users))), "each like exactly once per epoch"
     assert all(len(part) for batches in shares for part in batches)
-    steps_of_user_5 = [(rank, step) for rank, batches in enumerate(shares) for step, part in enumerate(batches)
-                       if 5 in set(users[part].tolist())]
+    steps_of_user_5 = [
+        (rank, step)
+        for rank, batches in enumerate(shares)
+        for step, part in enumerate(batches)
+        if 5 in set(users[part].tolist())
+    ]
     assert len(steps_of_user_5) == 1
 
 
@@ -83,12 +89,12 @@ def _gradient_worker(local_rank, config_dict, launch_settings, queue):
     import torch.distributed as dist
 
     from recbole_fbsm.quick_start import prepare
-    from recbole_fbsm.training.trainer import get_trainer
-    from recbole_fbsm.training.trainer import share_weighted
+    from recbole_fbsm.training.trainer import get_trainer, share_weighted
 
     try:
         config, model, (train_data, _, _) = prepare(
-            "FBSM", "toy", config_dict={**config_dict, **launch_settings, "local_rank": local_rank})
+            "FBSM", "toy", config_dict={**config_dict, **launch_settings, "local_rank": local_rank}
+        )
         model.double()
         for module in (model.F, model.F_U, model.R):
             module.values = module.values.double()
@@ -106,20 +112,32 @@ def _gradient_worker(local_rank, config_dict, launch_settings, queue):
 
             whole = Interaction({key: torch.cat([s[key] for s in shares]) for key in shares[0]})
             reference.calculate_loss(whole).backward()
-            queue.put(("result", {  # numpy: torch would share tensors through files gone with the process
-                "rows": [len(s[model.USER_ID]) for s in shares],
-                "users": [set(s[model.USER_ID].tolist()) for s in shares],
-                "ddp": (model.D.grad.numpy().copy(), model.V.grad.numpy().copy()),
-                "one": (reference.D.grad.numpy().copy(), reference.V.grad.numpy().copy()),
-            }))
+            queue.put(
+                (
+                    "result",
+                    {  # numpy: torch would share tensors through files gone with the process
+                        "rows": [len(s[model.USER_ID]) for s in shares],
+                        "users": [set(s[model.USER_ID].tolist()) for s in shares],
+                        "ddp": (model.D.grad.numpy().copy(), model.V.grad.numpy().copy()),
+                        "one": (reference.D.grad.numpy().copy(), reference.V.grad.numpy().copy()),
+                    },
+                )
+            )
         distributed.end_process_group(together=True)
     finally:
         distributed.end_process_group()
 
 
 def test_a_two_process_step_has_the_one_process_gradient_of_the_whole_batch(toy):
-    config = dataset_config(toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3,
-                            torch_threads=1, parallel_sync="gradients")
+    config = dataset_config(
+        toy,
+        train_batch_by_user=True,
+        train_batch_size=64,
+        rank=3,
+        init_std=0.3,
+        torch_threads=1,
+        parallel_sync="gradients",
+    )
     got = distributed.launch(_gradient_worker, 2, -1, "localhost", None, 0, (config,))
     assert all(got["rows"]) and not got["users"][0] & got["users"][1], "shares must be non-empty, whole users"
     for ddp, one in zip(got["ddp"], got["one"]):
@@ -137,21 +155,28 @@ def _averaging_worker(local_rank, config_dict, launch_settings, queue):
 
     try:
         config, model, (train_data, _, _) = prepare(
-            "FBSM", "toy", config_dict={**config_dict, **launch_settings, "local_rank": local_rank})
+            "FBSM", "toy", config_dict={**config_dict, **launch_settings, "local_rank": local_rank}
+        )
         trainer = get_trainer(config["MODEL_TYPE"], "FBSM")(config, model)
         start = [parameter.detach().clone() for parameter in model.parameters()]
         users = set().union(*(set(batch[model.USER_ID].tolist()) for batch in train_data))
         exchanges, all_reduce = [], dist.all_reduce
-        dist.all_reduce = lambda tensor, *args, **kwargs: exchanges.append(tensor.numel()) or all_reduce(tensor, *args, **kwargs)
+        dist.all_reduce = lambda tensor, *args, **kwargs: (
+            exchanges.append(tensor.numel()) or all_reduce(tensor, *args, **kwargs)
+        )
         steps = len(train_data)
         try:
             trainer._train_epoch(train_data, 0)
         finally:
             dist.all_reduce = all_reduce
-        mine = {"steps": steps, "users": users, "exchanges": exchanges,
-                "profiles": set(np.flatnonzero(np.diff(model.F_U.indptr.numpy())).tolist()),
-                "start": [parameter.numpy().copy() for parameter in start],
-                "end": [parameter.detach().numpy().copy() for parameter in model.parameters()]}
+        mine = {
+            "steps": steps,
+            "users": users,
+            "exchanges": exchanges,
+            "profiles": set(np.flatnonzero(np.diff(model.F_U.indptr.numpy())).tolist()),
+            "start": [parameter.numpy().copy() for parameter in start],
+            "end": [parameter.detach().numpy().copy() for parameter in model.parameters()],
+        }
         ranks = [None] * dist.get_world_size()
         dist.all_gather_object(ranks, mine)
         if dist.get_rank() == 0:
@@ -167,8 +192,16 @@ def test_averaging_ranks_hold_their_own_users_exchange_only_the_parameters_and_e
     start from one model, exchange nothing but the flat parameters (no gradients, no row counts) about every
     ``every`` steps of the longest rank and after the last step, plus one number per epoch, and then hold
     the same model."""
-    config = dataset_config(toy, train_batch_by_user=True, train_batch_size=16, rank=3, init_std=0.3,
-                            torch_threads=1, parallel_sync="average", parallel_average_every=every)
+    config = dataset_config(
+        toy,
+        train_batch_by_user=True,
+        train_batch_size=16,
+        rank=3,
+        init_std=0.3,
+        torch_threads=1,
+        parallel_sync="average",
+        parallel_average_every=every,
+    )
     got = distributed.launch(_averaging_worker, 2, -1, "localhost", None, 0, (config,))
     ranks = got["ranks"]
     longest = max(rank["steps"] for rank in ranks)
@@ -210,8 +243,9 @@ def _metrics(result):
 def test_two_processes_evaluate_exactly_like_one(toy):
     """CoSim has nothing to learn: the same model on 1 and 2 processes must give the same numbers, ties
     included (evaluation rows are gathered, not per-rank metrics averaged)."""
-    config = dataset_config(toy, torch_threads=1, metrics=["Recall", "NDCG", "Hit", "MRR", "Precision", "MAP"],
-                            topk=[1, 5, 10])
+    config = dataset_config(
+        toy, torch_threads=1, metrics=["Recall", "NDCG", "Hit", "MRR", "Precision", "MAP"], topk=[1, 5, 10]
+    )
     one = run("CoSim", "toy", config_dict=dict(config))
     two = run("CoSim", "toy", config_dict=dict(config), nproc=2)
     assert _metrics(two) == _metrics(one)
@@ -223,8 +257,14 @@ def planted_one_process(tmp_path_factory):
     """The planted-pairs data, and FBSM's and CoSim's test recall@10 on one process."""
     root = tmp_path_factory.mktemp("planted")
     planted_interactions(root / "data", "planted", split_seed=2020)
-    common = {"state": "ERROR", "show_progress": False, "data_path": str(root / "data"), "seed": 2020,
-              "checkpoint_dir": str(root / "saved"), "torch_threads": 1}  # the default epochs
+    common = {
+        "state": "ERROR",
+        "show_progress": False,
+        "data_path": str(root / "data"),
+        "seed": 2020,
+        "checkpoint_dir": str(root / "saved"),
+        "torch_threads": 1,
+    }  # the default epochs
     one = run("FBSM", "planted", config_dict=dict(common))["test_result"]["recall@10"]
     cosim = run("CoSim", "planted", config_dict=dict(common))["test_result"]["recall@10"]
     return common, one, cosim
@@ -262,32 +302,73 @@ def _free_port():
 
 def test_two_machines_on_one_host_run_like_nproc_2(toy, tmp_path):
     """The documented multi-machine launch: two commands with --world_size=2 --group_offset=0/1."""
-    args = [f"--data_path={toy.root}", "--load_col={'inter': ['user_id', 'item_id', 'rating'], 'item': ['item_id', 'genre', 'words']}",
-            "--threshold={'rating': 4}", "--epochs=2", "--torch_threads=1", "--state=ERROR"]
+    args = [
+        f"--data_path={toy.root}",
+        "--load_col={'inter': ['user_id', 'item_id', 'rating'], 'item': ['item_id', 'genre', 'words']}",
+        "--threshold={'rating': 4}",
+        "--epochs=2",
+        "--torch_threads=1",
+        "--state=ERROR",
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     port = _free_port()
-    launches = [subprocess.Popen(
-        [sys.executable, str(RUN_RECBOLE), "--model=FBSM", "--dataset=toy", "--world_size=2", "--nproc=1",
-         f"--group_offset={offset}", "--ip=127.0.0.1", f"--port={port}", f"--checkpoint_dir={tmp_path / f'saved{offset}'}",
-         *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for offset in (0, 1)]
+    launches = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(RUN_RECBOLE),
+                "--model=FBSM",
+                "--dataset=toy",
+                "--world_size=2",
+                "--nproc=1",
+                f"--group_offset={offset}",
+                "--ip=127.0.0.1",
+                f"--port={port}",
+                f"--checkpoint_dir={tmp_path / f'saved{offset}'}",
+                *args,
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for offset in (0, 1)
+    ]
     outputs = [launch.communicate(timeout=300) for launch in launches]
     assert [launch.returncode for launch in launches] == [0, 0], outputs
     assert "test result" in outputs[0][0]
     assert "rank 0 reports the results" in outputs[1][0]
     assert not (tmp_path / "saved1").exists() or not os.listdir(tmp_path / "saved1"), "rank 1 wrote a checkpoint"
     together = subprocess.run(
-        [sys.executable, str(RUN_RECBOLE), "--model=FBSM", "--dataset=toy", "--nproc=2",
-         f"--checkpoint_dir={tmp_path / 'saved2'}", *args], cwd=tmp_path, env=env, capture_output=True, text=True,
-        timeout=300)
+        [
+            sys.executable,
+            str(RUN_RECBOLE),
+            "--model=FBSM",
+            "--dataset=toy",
+            "--nproc=2",
+            f"--checkpoint_dir={tmp_path / 'saved2'}",
+            *args,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert together.returncode == 0, together.stderr
     line = [row for row in outputs[0][0].splitlines() if row.startswith("test result")]
     assert line == [row for row in together.stdout.splitlines() if row.startswith("test result")]
 
 
 def test_bad_launch_settings_are_one_line_errors(tmp_path):
-    result = subprocess.run([sys.executable, str(RUN_RECBOLE), "--model=FBSM", "--world_size=2", "--nproc=1",
-                             "--group_offset=2"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(RUN_RECBOLE), "--model=FBSM", "--world_size=2", "--nproc=1", "--group_offset=2"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and result.stderr.startswith("error: --group_offset=2"), result.stderr
     assert "Traceback" not in result.stderr
 

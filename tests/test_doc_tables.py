@@ -3,7 +3,6 @@ is typed by hand: a stale table, or a new metric table outside a results-table m
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,8 +12,9 @@ from recbole_fbsm.experiments import doc_tables
 ROOT = Path(__file__).resolve().parent.parent
 # a markdown table that reports scores: its header names a metric, or the hybrid scenario's groups as columns
 # (`| model | all | cold | warm |`, `| Recall@20 cold |`)
-METRIC_HEADER = re.compile(r"^\|.*(\b(recall|ndcg|precision|hit|mrr|rec@|dcg|valid|test)\b|\|\s*(all|cold|warm)\s*\|)",
-                           re.I)
+METRIC_HEADER = re.compile(
+    r"^\|.*(\b(recall|ndcg|precision|hit|mrr|rec@|dcg|valid|test)\b|\|\s*(all|cold|warm)\s*\|)", re.I
+)
 NOT_REPRODUCED = "<!-- not-reproduced:"
 
 
@@ -22,15 +22,18 @@ NOT_REPRODUCED = "<!-- not-reproduced:"
 def test_every_results_table_matches_its_records(path):
     text = path.read_text(encoding="utf-8")
     assert doc_tables.render_text(text) == text, (
-        f"{path.name}: a results table differs from its records; run python -m recbole_fbsm.experiments.doc_tables")
+        f"{path.name}: a results table differs from its records; run python -m recbole_fbsm.experiments.doc_tables"
+    )
 
 
 @pytest.mark.parametrize("path", doc_tables.doc_files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_hand_typed_metric_table(path):
     """A table with a metric in its header is rendered from records, or says it was not reproduced by them."""
     offenders = hand_typed_metric_tables(path.read_text(encoding="utf-8"))
-    assert not offenders, (f"{path.name} lines {offenders}: a metric table outside a results-table marker "
-                           f"(render it from records, or mark it '{NOT_REPRODUCED} \"why\" -->')")
+    assert not offenders, (
+        f"{path.name} lines {offenders}: a metric table outside a results-table marker "
+        f"(render it from records, or mark it '{NOT_REPRODUCED} \"why\" -->')"
+    )
 
 
 def hand_typed_metric_tables(text):
@@ -59,9 +62,17 @@ def test_a_hand_typed_hybrid_table_is_caught():
 
 
 def _record(model, seed, recall, valid=0.1, seconds=10.0):
-    return {"model": model, "seed": seed, "status": "ok", "dataset": "d", "valid_metric": "recall@10",
-            "best_valid_score": valid, "wall_seconds": seconds, "test_result": {"recall@10": recall},
-            "settings": {"dataset": "d", "config_files": [], "overrides": {}}}
+    return {
+        "model": model,
+        "seed": seed,
+        "status": "ok",
+        "dataset": "d",
+        "valid_metric": "recall@10",
+        "best_valid_score": valid,
+        "wall_seconds": seconds,
+        "test_result": {"recall@10": recall},
+        "settings": {"dataset": "d", "config_files": [], "overrides": {}},
+    }
 
 
 def _write(folder, records):
@@ -85,7 +96,8 @@ def test_a_table_follows_its_records(tmp_path):
     # one split: its value, never a "± 0.0000" that would read as no spread
     _write(tmp_path / "one" / "res", [_record("A", 1, 0.2), _record("B", 1, 0.1)])
     assert doc_tables.render_table("res | A | **recall@10**, /B", root=tmp_path / "one").splitlines()[2] == (
-        "| A | **0.2000** | 2.000 |")
+        "| A | **0.2000** | 2.000 |"
+    )
 
 
 def test_a_bad_marker_is_named(tmp_path):
@@ -119,37 +131,60 @@ def _hybrid_record(model, seed, groups, overrides=None, **extra):
     record["test_result"] = {"recall@20": groups["all"]}
     record["test_result_cold"] = {"recall@20": groups["cold"]}
     record["test_result_warm"] = {"recall@20": groups["warm"]}
-    record["settings"] = {"dataset": "d", "config_files": [],
-                          "overrides": {"cold_start_scenario": "hybrid", **(overrides or {})}}
+    record["settings"] = {
+        "dataset": "d",
+        "config_files": [],
+        "overrides": {"cold_start_scenario": "hybrid", **(overrides or {})},
+    }
     return {**record, **extra}
 
 
 @pytest.fixture
 def hybrid_folder(tmp_path):
-    _write(tmp_path / "h", [
-        _hybrid_record("BPR", 1, {"all": 0.10, "cold": 0.12, "warm": 0.20}),
-        _hybrid_record("BPR", 2, {"all": 0.10, "cold": 0.12, "warm": 0.20}),
-        _hybrid_record("ItemKNNCBF", 1, {"all": 0.08, "cold": 0.30, "warm": 0.09}),
-        _hybrid_record("ItemKNNCBF", 2, {"all": 0.20, "cold": 0.30, "warm": 0.09}),
-        _hybrid_record("HybridBlend", 1, {"all": 0.11, "cold": 0.30, "warm": 0.12}, warm_model="BPR",
-                       content_model="ItemKNNCBF"),
-        _hybrid_record("HybridBlend", 2, {"all": 0.21, "cold": 0.30, "warm": 0.12}, warm_model="BPR",
-                       content_model="ItemKNNCBF"),
-    ])
+    _write(
+        tmp_path / "h",
+        [
+            _hybrid_record("BPR", 1, {"all": 0.10, "cold": 0.12, "warm": 0.20}),
+            _hybrid_record("BPR", 2, {"all": 0.10, "cold": 0.12, "warm": 0.20}),
+            _hybrid_record("ItemKNNCBF", 1, {"all": 0.08, "cold": 0.30, "warm": 0.09}),
+            _hybrid_record("ItemKNNCBF", 2, {"all": 0.20, "cold": 0.30, "warm": 0.09}),
+            _hybrid_record(
+                "HybridBlend",
+                1,
+                {"all": 0.11, "cold": 0.30, "warm": 0.12},
+                warm_model="BPR",
+                content_model="ItemKNNCBF",
+            ),
+            _hybrid_record(
+                "HybridBlend",
+                2,
+                {"all": 0.21, "cold": 0.30, "warm": 0.12},
+                warm_model="BPR",
+                content_model="ItemKNNCBF",
+            ),
+        ],
+    )
     # a second comparison with another setting, in a subfolder
-    _write(tmp_path / "h" / "identity", [
-        _hybrid_record("FBSM", 1, {"all": 0.30, "cold": 0.15, "warm": 0.40}, {"identity_features": True}),
-        _hybrid_record("FBSM", 2, {"all": 0.40, "cold": 0.27, "warm": 0.50}, {"identity_features": True}),
-    ])
+    _write(
+        tmp_path / "h" / "identity",
+        [
+            _hybrid_record("FBSM", 1, {"all": 0.30, "cold": 0.15, "warm": 0.40}, {"identity_features": True}),
+            _hybrid_record("FBSM", 2, {"all": 0.40, "cold": 0.27, "warm": 0.50}, {"identity_features": True}),
+        ],
+    )
     return tmp_path
 
 
 def test_a_hybrid_table_has_a_column_per_group(hybrid_folder):
-    spec = ("h | BPR ItemKNNCBF HybridBlend identity/FBSM | **all:recall@20**, cold:recall@20, warm:recall@20, "
-            "all:/max(BPR ItemKNNCBF), cold:/ItemKNNCBF")
+    spec = (
+        "h | BPR ItemKNNCBF HybridBlend identity/FBSM | **all:recall@20**, cold:recall@20, warm:recall@20, "
+        "all:/max(BPR ItemKNNCBF), cold:/ItemKNNCBF"
+    )
     lines = doc_tables.render_table(spec, root=hybrid_folder).splitlines()
-    assert lines[0] == ("| model | **test Recall@20 all** | test Recall@20 cold | test Recall@20 warm "
-                        "| / max(BPR ItemKNNCBF) all (per split) | / ItemKNNCBF cold (per split) |")
+    assert lines[0] == (
+        "| model | **test Recall@20 all** | test Recall@20 cold | test Recall@20 warm "
+        "| / max(BPR ItemKNNCBF) all (per split) | / ItemKNNCBF cold (per split) |"
+    )
     rows = {line.split(" | ")[0][2:]: line for line in lines[2:]}
     assert set(rows) == {"BPR", "ItemKNNCBF", "HybridBlend (BPR + ItemKNNCBF)", "FBSM `--identity_features=True`"}
     fbsm = [c.strip() for c in rows["FBSM `--identity_features=True`"].strip("|").split("|")]
@@ -161,7 +196,8 @@ def test_a_hybrid_table_has_a_column_per_group(hybrid_folder):
 
 def test_a_changed_digit_in_a_hybrid_group_makes_the_table_stale(hybrid_folder):
     spec = "h | ItemKNNCBF identity/FBSM | all:recall@20, cold:recall@20, warm:recall@20"
-    text = f"<!-- results-table: {spec} -->\n{doc_tables.render_table(spec, root=hybrid_folder)}<!-- end results-table -->\n"
+    table = doc_tables.render_table(spec, root=hybrid_folder)
+    text = f"<!-- results-table: {spec} -->\n{table}<!-- end results-table -->\n"
     assert doc_tables.render_text(text, root=hybrid_folder) == text
     edited = text.replace("0.2100 ± 0.0849", "0.2101 ± 0.0849")  # one digit of FBSM's cold column
     assert edited != text and doc_tables.render_text(edited, root=hybrid_folder) == text

@@ -51,11 +51,20 @@ def run_bash(example):
     """Evaluate a ```bash block in its document's working directory; fail with the end of its output."""
     workdir, bindir = example.namespace["workdir"], example.namespace["bindir"]
     path = os.pathsep.join([str(bindir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    env = dict(os.environ, PATH=path,
-               DOCS_TEST_OVERRIDES=os.environ.get("DOCS_TEST_OVERRIDES", DEFAULT_OVERRIDES),
-               DOCS_TEST_SEEDS=os.environ.get("DOCS_TEST_SEEDS", DEFAULT_SEEDS))
-    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", example.parsed], cwd=workdir, env=env,
-                          capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S)
+    env = dict(
+        os.environ,
+        PATH=path,
+        DOCS_TEST_OVERRIDES=os.environ.get("DOCS_TEST_OVERRIDES", DEFAULT_OVERRIDES),
+        DOCS_TEST_SEEDS=os.environ.get("DOCS_TEST_SEEDS", DEFAULT_SEEDS),
+    )
+    done = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", example.parsed],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT_S,
+    )
     if done.returncode != 0:
         output = (done.stdout + done.stderr)[-4000:]
         return f"bash block exited with {done.returncode}:\n{output}"
@@ -78,7 +87,7 @@ DOCUMENTS = _documents()
 
 def _adjacent(marker, example):
     """Whether only the end of the marker's comment and blank space stand between it and the example."""
-    return not example.document.text[marker.end:example.start].replace("-->", "", 1).strip()
+    return not example.document.text[marker.end : example.start].replace("-->", "", 1).strip()
 
 
 def _skip_reason(examples, index):
@@ -105,8 +114,7 @@ def _cases():
             if reason:
                 marks.append(pytest.mark.skip(reason=f"marked in the doc: {reason}"))
             elif NEEDS_CITEULIKE.search(str(example.parsed)):
-                marks += [pytest.mark.slow, pytest.mark.skipif(not CITEULIKE.is_dir(),
-                                                               reason=f"needs {CITEULIKE}")]
+                marks += [pytest.mark.slow, pytest.mark.skipif(not CITEULIKE.is_dir(), reason=f"needs {CITEULIKE}")]
             cases.append(pytest.param(path, index, marks=marks, id=block_id))
     return cases
 
@@ -168,14 +176,16 @@ def block_problems(path, examples):
             elif line not in code_lines:
                 problems.append(f"line {line}: a ```{language} block the docs test did not collect")
         elif language not in DATA_LANGUAGES:
-            problems.append(f"line {line}: ```{language}: nothing runs this language; write ```bash or ```python "
-                            f"(or a data language: {sorted(DATA_LANGUAGES - {''})})")
+            problems.append(
+                f"line {line}: ```{language}: nothing runs this language; write ```bash or ```python "
+                f"(or a data language: {sorted(DATA_LANGUAGES - {''})})"
+            )
     for index, example in enumerate(examples):
         if _is_skip(example):
             action, reason = example.parsed
             nxt = examples[index + 1] if index + 1 < len(examples) else None
             if action != "next" or not reason:
-                problems.append(f"line {example.line}: write <!-- skip: next \"why it cannot run\" -->")
+                problems.append(f'line {example.line}: write <!-- skip: next "why it cannot run" -->')
             elif nxt is None or _is_skip(nxt) or not _adjacent(example, nxt):
                 problems.append(f"line {example.line}: a skip marker must stand right above the block it skips")
     return problems
@@ -190,24 +200,28 @@ def test_no_block_is_left_out_silently(path):
 
 def test_a_block_nothing_runs_is_caught(tmp_path):
     doc = tmp_path / "doc.md"
-    doc.write_text('```sh\nls\n```\n\n<!-- skip: next -->\n```bash\nls\n```\n\n'
-                   '<!-- skip: next "a server" -->\n\ntext between\n\n```bash\nls\n```\n\n'
-                   '```bash\nls\n```\n\n```text\noutput\n```\n\n- item\n\n  ```python\n  1\n  ```\n')
+    doc.write_text(
+        "```sh\nls\n```\n\n<!-- skip: next -->\n```bash\nls\n```\n\n"
+        '<!-- skip: next "a server" -->\n\ntext between\n\n```bash\nls\n```\n\n'
+        "```bash\nls\n```\n\n```text\noutput\n```\n\n- item\n\n  ```python\n  1\n  ```\n"
+    )
     problems = block_problems(doc, list(SYBIL.parse(doc)))
     assert [p.split(":")[0] for p in problems] == ["line 1", "line 28", "line 5", "line 10"], problems
 
 
 def shim(target, subcommands=False):
     """A script that runs the Python script ``target`` with the fast tier's arguments (docs_fast_args.py)."""
-    return "\n".join([
-        f"#!{sys.executable}",
-        "import runpy, sys",
-        f"sys.path.insert(0, {str(FAST_ARGS_DIR)!r})",
-        "from docs_fast_args import fast_args",
-        f"sys.argv = [{str(target)!r}] + fast_args(sys.argv[1:], subcommands={subcommands})",
-        f"runpy.run_path({str(target)!r}, run_name='__main__')",
-        "",
-    ])
+    return "\n".join(
+        [
+            f"#!{sys.executable}",
+            "import runpy, sys",
+            f"sys.path.insert(0, {str(FAST_ARGS_DIR)!r})",
+            "from docs_fast_args import fast_args",
+            f"sys.argv = [{str(target)!r}] + fast_args(sys.argv[1:], subcommands={subcommands})",
+            f"runpy.run_path({str(target)!r}, run_name='__main__')",
+            "",
+        ]
+    )
 
 
 def test_the_fast_arguments_keep_what_the_command_gives(monkeypatch):
@@ -218,11 +232,32 @@ def test_the_fast_arguments_keep_what_the_command_gives(monkeypatch):
     monkeypatch.setenv("DOCS_TEST_SEEDS", "1")
     assert fast_args(["--model=FBSM", "--epochs=7"]) == ["--model=FBSM", "--epochs=7", "--torch_threads=1"]
     assert fast_args(["compare", "--models", "A", "B", "--seeds", "1", "2", "3", "--x=1"], subcommands=True) == [
-        "compare", "--models", "A", "B", "--seeds", "1", "--x=1", "--epochs=2", "--torch_threads=1"]
+        "compare",
+        "--models",
+        "A",
+        "B",
+        "--seeds",
+        "1",
+        "--x=1",
+        "--epochs=2",
+        "--torch_threads=1",
+    ]
     assert fast_args(["compare", "--models", "A"], subcommands=True) == [
-        "compare", "--models", "A", "--seeds", "2020", "--epochs=2", "--torch_threads=1"]
+        "compare",
+        "--models",
+        "A",
+        "--seeds",
+        "2020",
+        "--epochs=2",
+        "--torch_threads=1",
+    ]
     assert fast_args(["serve", "explain", "m.fbsm", "--top", "3"], subcommands=True) == [
-        "serve", "explain", "m.fbsm", "--top", "3"]
+        "serve",
+        "explain",
+        "m.fbsm",
+        "--top",
+        "3",
+    ]
     monkeypatch.setenv("DOCS_TEST_OVERRIDES", "")
     monkeypatch.setenv("DOCS_TEST_SEEDS", "")
     assert fast_args(["compare", "--seeds", "1", "2"], subcommands=True) == ["compare", "--seeds", "1", "2"]
@@ -233,8 +268,9 @@ def test_the_shim_runs_the_script_with_the_fast_arguments(tmp_path):
     target.write_text("import sys; print(' '.join(sys.argv[1:]))\n")
     (tmp_path / "shim.py").write_text(shim(target))
     env = dict(os.environ, DOCS_TEST_OVERRIDES="--epochs=2", DOCS_TEST_SEEDS="")
-    shown = subprocess.run([sys.executable, str(tmp_path / "shim.py"), "--x=1"], env=env, capture_output=True,
-                           text=True, check=True).stdout
+    shown = subprocess.run(
+        [sys.executable, str(tmp_path / "shim.py"), "--x=1"], env=env, capture_output=True, text=True, check=True
+    ).stdout
     assert shown.split() == ["--x=1", "--epochs=2"]
 
 

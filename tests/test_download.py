@@ -66,7 +66,7 @@ class FileServer(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body) - start))
         self.end_headers()
         if mode in ("close", "stall"):
-            self.wfile.write(body[start:start + (len(body) - start) // 2])
+            self.wfile.write(body[start : start + (len(body) - start) // 2])
             self.wfile.flush()
             if mode == "stall":
                 time.sleep(1.5)
@@ -95,8 +95,14 @@ def server():
 @pytest.fixture
 def tiny(server, monkeypatch):
     """The tiny dataset 'tiny' in the download table (the test's own source, checksums of its files)."""
-    monkeypatch.setitem(datasets.SOURCES, "tiny", {
-        "url": server.url, "files": {name: (len(body), hashlib.sha256(body).hexdigest()) for name, body in TINY.items()}})
+    monkeypatch.setitem(
+        datasets.SOURCES,
+        "tiny",
+        {
+            "url": server.url,
+            "files": {name: (len(body), hashlib.sha256(body).hexdigest()) for name, body in TINY.items()},
+        },
+    )
     monkeypatch.setitem(datasets.DATASETS, "tiny", datasets.Downloadable("tiny", tuple(TINY), "a tiny test dataset"))
     server.files.update(TINY)
     return server
@@ -123,7 +129,12 @@ def test_download_checks_converts_and_says_the_next_command(tiny, tmp_path, caps
     printed = capsys.readouterr().out
     assert f"wrote {out / 'tiny'}" in printed and "items: 30" in printed and "interactions: 50" in printed
     assert printed.strip().splitlines()[-1] == f"next: recbole-fbsm run --model=FBSM --dataset=tiny --data_path={out}"
-    assert sorted(p.name for p in (out / "tiny").iterdir()) == ["README.txt", "tiny.analyzer.json", "tiny.inter", "tiny.item"]
+    assert sorted(p.name for p in (out / "tiny").iterdir()) == [
+        "README.txt",
+        "tiny.analyzer.json",
+        "tiny.inter",
+        "tiny.item",
+    ]
     assert hashlib.sha256(TINY["users.dat"]).hexdigest() in (out / "tiny" / "README.txt").read_text()
     assert sorted(p.name for p in out.iterdir()) == ["tiny"]  # the download folder is gone
     assert sorted(name for name, _ in tiny.requests) == sorted(TINY)
@@ -241,29 +252,46 @@ def test_an_existing_dataset_is_refused_before_any_download(tiny, tmp_path, caps
 
 def test_a_mirror_that_is_no_url_is_refused_before_any_download(tiny, tmp_path, capsys):
     assert download_cli(tmp_path / "data", "--mirror", "ftp://x/") == 2
-    assert error_line(capsys) == "error: --mirror 'ftp://x/': expected a base URL starting with http://, https:// or file://"
+    assert (
+        error_line(capsys)
+        == "error: --mirror 'ftp://x/': expected a base URL starting with http://, https:// or file://"
+    )
     assert not (tmp_path / "data").exists()
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("citeulike-tt", "did you mean 'citeulike-t'"),
-    ("ml-1m", "'ml-1m' is one of RecBole's datasets, published by RecBole at https://"),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("citeulike-tt", "did you mean 'citeulike-t'"),
+        ("ml-1m", "'ml-1m' is one of RecBole's datasets, published by RecBole at https://"),
+    ],
+)
 def test_download_of_an_unknown_name(name, expected, capsys):
     assert run_command.download_main([name]) == 2
     line = error_line(capsys)
-    assert line.startswith(f"error: no download for dataset {name!r} (downloadable here: citeulike-t, citeulike-tags); ")
+    assert line.startswith(
+        f"error: no download for dataset {name!r} (downloadable here: citeulike-t, citeulike-tags); "
+    )
     assert expected in line
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["--dataset=citeulike-t"], "error: dataset 'citeulike-t': folder dataset/citeulike-t not found; download and "
-                                "convert it with: recbole-fbsm download citeulike-t"),
-    (["--dataset=citeulike-tags", "--data_path=data"], "with: recbole-fbsm download citeulike-tags --out data"),
-    (["--dataset=ml-100"], "error: dataset 'ml-100': folder dataset/ml-100 not found (data_path='dataset'); did you mean 'ml-100k'?"),
-    (["--dataset=citeulike-tt"], "did you mean 'citeulike-t'"),
-    (["--dataset=mydata", "--data_path=data"], "did you mean 'my-data'?"),  # a folder present under data_path
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (
+            ["--dataset=citeulike-t"],
+            "error: dataset 'citeulike-t': folder dataset/citeulike-t not found; download and "
+            "convert it with: recbole-fbsm download citeulike-t",
+        ),
+        (["--dataset=citeulike-tags", "--data_path=data"], "with: recbole-fbsm download citeulike-tags --out data"),
+        (
+            ["--dataset=ml-100"],
+            "error: dataset 'ml-100': folder dataset/ml-100 not found (data_path='dataset'); did you mean 'ml-100k'?",
+        ),
+        (["--dataset=citeulike-tt"], "did you mean 'citeulike-t'"),
+        (["--dataset=mydata", "--data_path=data"], "did you mean 'my-data'?"),  # a folder present under data_path
+    ],
+)
 def test_a_run_without_its_dataset_folder_says_what_to_do(argv, expected, workdir, capsys):
     (workdir / "data" / "my-data").mkdir(parents=True)
     assert run_command.main(["--model=FBSM", *argv]) == 2
@@ -272,11 +300,13 @@ def test_a_run_without_its_dataset_folder_says_what_to_do(argv, expected, workdi
 
 def test_the_new_commands_answer_without_importing_torch():
     """download --help and models are read from tables and source files: no torch, no RecBole import."""
-    code = ("import sys; from recbole_fbsm.__main__ import main\n"
-            "for argv in (['models'], ['download', '--help']):\n"
-            "    try: main(argv)\n"
-            "    except SystemExit: pass\n"
-            "print(sorted(m for m in ('torch', 'recbole', 'pandas') if m in sys.modules))")
+    code = (
+        "import sys; from recbole_fbsm.__main__ import main\n"
+        "for argv in (['models'], ['download', '--help']):\n"
+        "    try: main(argv)\n"
+        "    except SystemExit: pass\n"
+        "print(sorted(m for m in ('torch', 'recbole', 'pandas') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
@@ -336,16 +366,27 @@ def compared(tmp_path_factory, request):
     from recbole_fbsm.experiments.compare import compare
 
     folder = tmp_path_factory.mktemp("reproduce")
-    handler = type("Handler", (FileServer,), {"files": {p.name: p.read_bytes() for p in CITEULIKE_T.glob("*.dat")},
-                                              "modes": {}, "requests": []})
+    handler = type(
+        "Handler",
+        (FileServer,),
+        {"files": {p.name: p.read_bytes() for p in CITEULIKE_T.glob("*.dat")}, "modes": {}, "requests": []},
+    )
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     patch = pytest.MonkeyPatch()
     patch.chdir(folder)
     try:
-        assert run_command.download_main(["citeulike-t", "--mirror", f"http://127.0.0.1:{httpd.server_address[1]}/"]) == 0
-        done = compare(models=list(README_MODELS), dataset="citeulike-t", seeds=SEEDS, results_dir=folder / "results",
-                       overrides={"torch_threads": 1}, log=lambda *args: None)
+        assert (
+            run_command.download_main(["citeulike-t", "--mirror", f"http://127.0.0.1:{httpd.server_address[1]}/"]) == 0
+        )
+        done = compare(
+            models=list(README_MODELS),
+            dataset="citeulike-t",
+            seeds=SEEDS,
+            results_dir=folder / "results",
+            overrides={"torch_threads": 1},
+            log=lambda *args: None,
+        )
     finally:
         patch.undo()
         httpd.shutdown()
@@ -357,7 +398,9 @@ def compared(tmp_path_factory, request):
 @pytest.mark.slow
 @pytest.mark.parametrize("model", README_MODELS)
 def test_download_then_compare_reproduces_the_readme_rows(compared, model):
-    recalls = [json.loads((compared / f"{model}-{seed}.json").read_text())["test_result"]["recall@10"] for seed in SEEDS]
+    recalls = [
+        json.loads((compared / f"{model}-{seed}.json").read_text())["test_result"]["recall@10"] for seed in SEEDS
+    ]
     assert round(sum(recalls) / len(recalls), 4) == readme_test_recall(model), recalls
 
 

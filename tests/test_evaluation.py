@@ -6,9 +6,9 @@ from collections import defaultdict
 import numpy as np
 import pytest
 import torch
+from helpers import dataset_config
 from recbole.data.interaction import Interaction
 
-from helpers import dataset_config
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.evaluation.collector import TieBreakingCollector, tie_keys
 from recbole_fbsm.quick_start import prepare, run
@@ -161,9 +161,9 @@ def test_ties_at_the_kth_place_keep_the_winners_and_draw_the_rest_uniformly(toy)
     n_users, n_items = 2000, 60
     scores = torch.zeros(n_users, n_items)
     scores[:, 1:7] = torch.arange(6, 0, -1, dtype=torch.float) + 1  # items 1..6 score 7..2
-    scores[:, 7:47] = 1.0                                             # 40 items tied at 1
+    scores[:, 7:47] = 1.0  # 40 items tied at 1
     scores[:, 0] = -np.inf
-    scores[-1, 7:11] = 1.5                                            # last row: no tie at the boundary
+    scores[-1, 7:11] = 1.5  # last row: no tie at the boundary
     topk = collector.random_tie_topk(scores, 10)
     assert torch.equal(topk[:, :6], torch.arange(1, 7).expand(n_users, 6))
     assert torch.equal(torch.sort(topk[-1, 6:]).values, torch.arange(7, 11))
@@ -206,9 +206,11 @@ def test_tie_keys_are_pinned():
     """The tie order is a fixed function of (seed, user, item): results stay comparable across versions
     (these values are the keys before the collector kept the candidates' hashes across batches)."""
     keys = tie_keys(2020, torch.tensor([[1], [7], [123456]]), torch.tensor([[0, 5, 99999]]))
-    expected = [[0.08015600801445544, 0.04668082157149911, 0.5515337847173214],
-                [0.04449985781684518, 0.3042931060772389, 0.10733064590021968],
-                [0.2615982461720705, 0.6261211277451366, 0.9865237944759429]]
+    expected = [
+        [0.08015600801445544, 0.04668082157149911, 0.5515337847173214],
+        [0.04449985781684518, 0.3042931060772389, 0.10733064590021968],
+        [0.2615982461720705, 0.6261211277451366, 0.9865237944759429],
+    ]
     assert keys.tolist() == expected
 
 

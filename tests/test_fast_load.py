@@ -32,24 +32,39 @@ def write_columns(path, rows, header="id:token\twords:token_seq\tscore:float"):
     return path
 
 
-@pytest.mark.parametrize("extra", [[], ["a_token_of_more_than_eight_bytes", "ünïcödé_longer_than_sixteen_bytes"]],
-                         ids=["one-word-keys", "several-word-keys"])
+@pytest.mark.parametrize(
+    "extra",
+    [[], ["a_token_of_more_than_eight_bytes", "ünïcödé_longer_than_sixteen_bytes"]],
+    ids=["one-word-keys", "several-word-keys"],
+)
 def test_read_plain_columns_matches_recbole_reader(tmp_path, extra):
     cells = ODD_CELLS + [" ".join(extra)]
     ids = ["i1", "NA", "", "i1", "é", "007", "7", "null", "x y", "i1", "7.0"] + extra[:1]
     scores = ["1", "", "2.5", "NA", "-0.125", "3e-5", "1", "2", "0.1", "4", "5"] + ["6"] * len(extra[:1])
     path = write_columns(tmp_path / "f.item", list(zip(ids, cells, scores)))
     header = ["id:token", "words:token_seq", "score:float"]
-    frame, coded = read_plain_columns(str(path), "\t", " ", header, ["id", "words", "score"],
-                                      {"id:token": "token", "words:token_seq": "token_seq", "score:float": "float"},
-                                      "utf-8")
-    expected = pd.read_csv(path, delimiter="\t", dtype={"id:token": str, "words:token_seq": str,
-                                                          "score:float": np.float64}, engine="python",
-                           keep_default_na=False, na_values={"id:token": [""], "words:token_seq": [""],
-                                                             "score:float": ["", "NA"]})
+    frame, coded = read_plain_columns(
+        str(path),
+        "\t",
+        " ",
+        header,
+        ["id", "words", "score"],
+        {"id:token": "token", "words:token_seq": "token_seq", "score:float": "float"},
+        "utf-8",
+    )
+    expected = pd.read_csv(
+        path,
+        delimiter="\t",
+        dtype={"id:token": str, "words:token_seq": str, "score:float": np.float64},
+        engine="python",
+        keep_default_na=False,
+        na_values={"id:token": [""], "words:token_seq": [""], "score:float": ["", "NA"]},
+    )
     assert "NA" in expected["id:token"].tolist() and "null" in expected["id:token"].tolist()  # ids, not missing
-    assert frame["id"].astype(object).where(frame["id"].notna(), None).tolist() == \
-        expected["id:token"].astype(object).where(expected["id:token"].notna(), None).tolist()
+    assert (
+        frame["id"].astype(object).where(frame["id"].notna(), None).tolist()
+        == expected["id:token"].astype(object).where(expected["id:token"].notna(), None).tolist()
+    )
     assert np.array_equal(frame["score"].to_numpy(), expected["score:float"].to_numpy(), equal_nan=True)
     vocabulary = coded["words"].vocabulary
     assert list(vocabulary) == sorted(vocabulary)
@@ -99,8 +114,11 @@ def write_odd_dataset(root, name="odd", empty_rating=True, na_ids=True):
     for u in range(40):
         for item in rng.choice(items, size=8, replace=False):
             lines.append(f"u{u}\t{item}\t{rng.integers(1, 6)}")
-    lines += ["u1\tnot_in_item_file\t5"] + (["NA\ti001\t5", "u2\tNA\t4"] if na_ids else []) + (
-        ["u3\ti002\t"] if empty_rating else [])
+    lines += (
+        ["u1\tnot_in_item_file\t5"]
+        + (["NA\ti001\t5", "u2\tNA\t4"] if na_ids else [])
+        + (["u3\ti002\t"] if empty_rating else [])
+    )
     (folder / f"{name}.inter").write_text("\n".join(lines) + "\n", encoding="utf-8")
     rows = ["item_id:token\twords:token_seq\ttags:token_seq\tprice:float\tvec:float_seq"]
     for k, item in enumerate(items + ["never_liked_1", "never_liked_2"]):
@@ -115,10 +133,21 @@ def write_odd_dataset(root, name="odd", empty_rating=True, na_ids=True):
 
 def test_a_float_seq_column_leaves_the_file_to_recbole(tmp_path, monkeypatch):
     name = write_odd_dataset(tmp_path)
-    config = ColdStartConfig(model="FBSM", dataset=name, config_dict=dict(
-        state="ERROR", use_gpu=False, data_path=str(tmp_path), checkpoint_dir=str(tmp_path / "saved"),
-        load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words", "vec"]},
-        threshold={"rating": 4}, topk=[3], valid_metric="Recall@3", feature_fields=["words"]))
+    config = ColdStartConfig(
+        model="FBSM",
+        dataset=name,
+        config_dict=dict(
+            state="ERROR",
+            use_gpu=False,
+            data_path=str(tmp_path),
+            checkpoint_dir=str(tmp_path / "saved"),
+            load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words", "vec"]},
+            threshold={"rating": 4},
+            topk=[3],
+            valid_metric="Recall@3",
+            feature_fields=["words"],
+        ),
+    )
     fast, _ = load(config, True, monkeypatch)
     slow, _ = load(config, False, monkeypatch)
     assert fast.item_feat["vec"].shape[1] == 3
@@ -176,19 +205,33 @@ def assert_same(a, b):
             assert torch.equal(x[column], y[column]), (name, column)
 
 
-@pytest.mark.parametrize("model,settings", [
-    ("FBSM", {}),
-    ("FBSM", {"seq_len": {"words": 2}, "filter_inter_by_user_or_item": False}),
-    ("FBSM", {"user_inter_num_interval": "[2,inf)", "rm_dup_inter": "first"}),
-    ("FBSM", {"user_inter_num_interval": "[6,9]", "item_inter_num_interval": "[3,inf)"}),  # several rounds
-    ("FM", {"train_neg_sample_args": {"distribution": "uniform", "sample_num": 1}}),  # distinct tokens
-])
+@pytest.mark.parametrize(
+    "model,settings",
+    [
+        ("FBSM", {}),
+        ("FBSM", {"seq_len": {"words": 2}, "filter_inter_by_user_or_item": False}),
+        ("FBSM", {"user_inter_num_interval": "[2,inf)", "rm_dup_inter": "first"}),
+        ("FBSM", {"user_inter_num_interval": "[6,9]", "item_inter_num_interval": "[3,inf)"}),  # several rounds
+        ("FM", {"train_neg_sample_args": {"distribution": "uniform", "sample_num": 1}}),  # distinct tokens
+    ],
+)
 def test_fast_load_gives_recbole_dataset(tmp_path, monkeypatch, model, settings):
     name = write_odd_dataset(tmp_path)
-    config = ColdStartConfig(model=model, dataset=name, config_dict=dict(
-        state="ERROR", use_gpu=False, data_path=str(tmp_path), checkpoint_dir=str(tmp_path / "saved"),
-        load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words", "tags", "price"]},
-        threshold={"rating": 4}, topk=[3], valid_metric="Recall@3", **settings))
+    config = ColdStartConfig(
+        model=model,
+        dataset=name,
+        config_dict=dict(
+            state="ERROR",
+            use_gpu=False,
+            data_path=str(tmp_path),
+            checkpoint_dir=str(tmp_path / "saved"),
+            load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words", "tags", "price"]},
+            threshold={"rating": 4},
+            topk=[3],
+            valid_metric="Recall@3",
+            **settings,
+        ),
+    )
     read = []
     original = fast_load.read_plain_columns
 
@@ -219,10 +262,20 @@ def test_evaluation_loaders_set_up_users_as_recbole_does(toy, tmp_path, monkeypa
     from recbole_fbsm.data.preparation import create_dataset, data_preparation
     from recbole_fbsm.data.sampler import UsedIds
 
-    config = ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dict(
-        state="ERROR", use_gpu=False, data_path=str(toy.root), checkpoint_dir=str(tmp_path / "saved"),
-        load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "genre", "words"]},
-        threshold={"rating": 4}, topk=[3], valid_metric="Recall@3"))
+    config = ColdStartConfig(
+        model="FBSM",
+        dataset=toy.name,
+        config_dict=dict(
+            state="ERROR",
+            use_gpu=False,
+            data_path=str(toy.root),
+            checkpoint_dir=str(tmp_path / "saved"),
+            load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "genre", "words"]},
+            threshold={"rating": 4},
+            topk=[3],
+            valid_metric="Recall@3",
+        ),
+    )
 
     def loaders(vectorised):
         with monkeypatch.context() as patch:
@@ -255,8 +308,13 @@ def test_canonical_order_sorts_rows_by_their_columns():
     rng = np.random.default_rng(1)
     users = rng.choice(["u1", "u10", "u2", "é", None], size=300).astype(object)
     users[users == None] = np.nan  # noqa: E711
-    frame = pd.DataFrame({"user_id": users, "item_id": rng.choice(["b", "a", "c"], size=300),
-                          "rating": rng.integers(1, 6, size=300).astype(float)})
+    frame = pd.DataFrame(
+        {
+            "user_id": users,
+            "item_id": rng.choice(["b", "a", "c"], size=300),
+            "rating": rng.integers(1, 6, size=300).astype(float),
+        }
+    )
     expected = frame.sort_values(["user_id", "item_id", "rating"], na_position="first", kind="stable")
     for version in (frame, frame.astype({"user_id": "category", "item_id": "category"})):
         ordered = canonical_order(version, ["user_id", "item_id"])
@@ -268,10 +326,20 @@ def test_the_checks_parse_each_file_once_for_the_dataset(tmp_path, monkeypatch):
     from recbole_fbsm.data import preparation
 
     name = write_odd_dataset(tmp_path, empty_rating=False)  # the checks refuse an empty rating
-    config = ColdStartConfig(model="FBSM", dataset=name, config_dict=dict(
-        state="ERROR", use_gpu=False, data_path=str(tmp_path), checkpoint_dir=str(tmp_path / "saved"),
-        load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words", "tags", "price"]},
-        threshold={"rating": 4}, topk=[3], valid_metric="Recall@3"))
+    config = ColdStartConfig(
+        model="FBSM",
+        dataset=name,
+        config_dict=dict(
+            state="ERROR",
+            use_gpu=False,
+            data_path=str(tmp_path),
+            checkpoint_dir=str(tmp_path / "saved"),
+            load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words", "tags", "price"]},
+            threshold={"rating": 4},
+            topk=[3],
+            valid_metric="Recall@3",
+        ),
+    )
     parsed = []
     original = fast_load._tokens
     monkeypatch.setattr(fast_load, "_tokens", lambda *args: parsed.append(len(args[2])) or original(*args))
@@ -291,15 +359,15 @@ def test_token_codes_are_the_same_read_in_place_or_from_a_copy():
     """``_tokens`` reads 8-byte windows through the zero padding ``_parse_layout`` leaves after the body, without a
     copy; bytes in a plain array (no padding after them) are padded in a copy. Both give the same codes and texts,
     for one-word and multi-word tokens, UTF-8 ones, and a token ending on the body's last byte."""
-    text = "né ab abcdefgh abcdefghi x\nzz abcdefghijklmnopq né\nq".encode("utf-8")
+    text = "né ab abcdefgh abcdefghi x\nzz abcdefghijklmnopq né\nq".encode()
     plain = np.frombuffer(text, dtype=np.uint8)
     buffer = np.zeros(len(text) + fast_load.WINDOW_PADDING, dtype=np.uint8)
-    buffer[:len(text)] = plain
-    in_place = buffer[:len(text)]
+    buffer[: len(text)] = plain
+    in_place = buffer[: len(text)]
     spans = [(m.start(), m.end() - m.start()) for m in re.finditer(rb"[^ \n]+", text)]
     starts = np.array([a for a, _ in spans], dtype=np.int64)
     lengths = np.array([n for _, n in spans], dtype=np.int64)
-    expected = [text[a:a + n].decode("utf-8") for a, n in spans]
+    expected = [text[a : a + n].decode("utf-8") for a, n in spans]
     for data in (in_place, plain):
         for keep in (lengths <= 8, np.ones(len(spans), dtype=bool)):  # the one-word path, then the multi-word one
             codes, texts = fast_load._tokens(data, starts[keep], lengths[keep])

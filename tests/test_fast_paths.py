@@ -7,15 +7,19 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-
 from helpers import dataset_config
+
 from recbole_fbsm.kernels.sparse import (
-    TorchCsr, concat_rows, csr_times_dense, matmul_by_bags, rows_times_table, stable_argsort_bounded,
+    TorchCsr,
+    concat_rows,
+    csr_times_dense,
+    matmul_by_bags,
+    rows_times_table,
+    stable_argsort_bounded,
 )
 from recbole_fbsm.models.whole_user import WholeUserBatch, whole_user_bpr_difference
 from recbole_fbsm.quick_start import prepare
-from recbole_fbsm.training.trainer import get_trainer
-from recbole_fbsm.training.trainer import ClippedSGD, clipped_sgd_if_possible, fused_if_possible
+from recbole_fbsm.training.trainer import ClippedSGD, clipped_sgd_if_possible, fused_if_possible, get_trainer
 
 
 @pytest.mark.parametrize("bound", [50, 70_000, 3_000_000_000])  # one 16-bit pass, two passes, torch's sort
@@ -33,7 +37,7 @@ def test_rows_times_table_value_and_gradient_equal_the_dense_product(n_cols):
     rng = np.random.default_rng(1)
     matrix = sp.random(30, n_cols, density=min(0.2, 200 / n_cols), random_state=rng, format="csr")
     matrix.data = rng.normal(size=matrix.nnz)
-    matrix.data[matrix.indptr[5]:matrix.indptr[6]] = 0  # an empty row
+    matrix.data[matrix.indptr[5] : matrix.indptr[6]] = 0  # an empty row
     matrix.eliminate_zeros()
     csr = TorchCsr(matrix, dtype=torch.float64)
     rows = torch.tensor([3, 5, 3, 29, 0, 7, 7])
@@ -53,7 +57,7 @@ def test_csr_times_dense_equals_the_dense_product(dtype):
     rng = np.random.default_rng(2)
     matrix = sp.random(30, 50, density=0.2, random_state=rng, format="csr")
     matrix.data = rng.normal(size=matrix.nnz)
-    matrix.data[matrix.indptr[5]:matrix.indptr[6]] = 0  # an empty row
+    matrix.data[matrix.indptr[5] : matrix.indptr[6]] = 0  # an empty row
     matrix.eliminate_zeros()
     csr = TorchCsr(matrix, dtype=dtype)
     rows = csr.rows_matrix(torch.tensor([3, 5, 3, 29, 0, 7]))
@@ -117,8 +121,8 @@ def test_whole_user_difference_and_its_backward_equal_autograd_on_the_plain_form
     dense formula; repeated negatives, a negative that is another user's positive, an empty row."""
     matrix = _csr_with_empty_rows()
     csr = TorchCsr(matrix, dtype=torch.float64)
-    users = torch.tensor([4, 4, 4, 9, 2, 2])           # three users, whole (each like once)
-    positives = torch.tensor([1, 5, 0, 7, 8, 12])       # row 0 is empty
+    users = torch.tensor([4, 4, 4, 9, 2, 2])  # three users, whole (each like once)
+    positives = torch.tensor([1, 5, 0, 7, 8, 12])  # row 0 is empty
     negatives = torch.tensor([20, 20, 7, 3, 13, 1])
     slots = torch.unique(users, return_inverse=True)[1]
     n_users = int(slots.max()) + 1
@@ -165,8 +169,9 @@ def _one_step(config_dict, toy, regulariser_in_optimizer):
 
 @pytest.mark.parametrize("learner", ["sgd", "adam"])
 def test_regulariser_as_weight_decay_is_the_same_step_as_in_the_loss(toy, learner):
-    config_dict = dataset_config(toy, learner=learner, learning_rate=0.5, reg_V=0.3, reg_D=0.2, rank=3, init_std=0.3,
-                                 train_batch_size=64)
+    config_dict = dataset_config(
+        toy, learner=learner, learning_rate=0.5, reg_V=0.3, reg_D=0.2, rank=3, init_std=0.3, train_batch_size=64
+    )
     with_decay = _one_step(config_dict, toy, True)
     in_loss = _one_step(config_dict, toy, False)
     assert torch.allclose(with_decay[0], in_loss[0], atol=1e-6) and torch.allclose(with_decay[1], in_loss[1], atol=1e-6)
@@ -226,9 +231,11 @@ def test_the_trainer_clips_in_its_sgd_step(toy):
     assert [g["weight_decay"] for g in trainer.optimizer.param_groups] == [2 * model.reg_D, 2 * model.reg_V]
     V = torch.nn.Parameter(torch.zeros(3, 2))
     other = torch.nn.Linear(1, 1)
-    for sgd, clip, module in [(torch.optim.SGD([V], lr=0.1), None, model),
-                              (torch.optim.SGD([V], lr=0.1, momentum=0.9), {"max_norm": 5}, model),
-                              (torch.optim.SGD([V], lr=0.1), {"max_norm": 5}, other)]:  # not the model's parameters
+    for sgd, clip, module in [
+        (torch.optim.SGD([V], lr=0.1), None, model),
+        (torch.optim.SGD([V], lr=0.1, momentum=0.9), {"max_norm": 5}, model),
+        (torch.optim.SGD([V], lr=0.1), {"max_norm": 5}, other),
+    ]:  # not the model's parameters
         assert clipped_sgd_if_possible(sgd, clip, module) is sgd
 
 
@@ -236,8 +243,9 @@ def test_the_trainer_clips_in_its_sgd_step(toy):
 def test_the_loss_from_the_scored_candidates_equals_the_loss_computed_again(toy, monkeypatch, one_table):
     """A device batch's loss takes its negatives' V f_j and diagonal parts (and V f_i, V f_u) from the scores of its
     candidates: the same loss and gradients as computing them again; used once, and not after V changed."""
-    _, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(
-        toy, train_batch_size=64, rank=3, init_std=0.3))
+    _, model, (train_data, _, _) = prepare(
+        "FBSM", toy.name, config_dict=dataset_config(toy, train_batch_size=64, rank=3, init_std=0.3)
+    )
     if not one_table:
         monkeypatch.setattr(type(model), "candidate_table", lambda self, batch, weights, factors: (None, 3))
     with torch.no_grad():

@@ -7,8 +7,8 @@ import scipy.sparse as sp
 import torch
 
 from recbole_fbsm.data.features import build_item_features
-from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.experiments.synthetic import write_atomic
+from recbole_fbsm.quick_start import prepare, run
 
 QUIET = {"state": "ERROR", "show_progress": False}
 
@@ -48,7 +48,9 @@ def gram(model):
 def test_field_weights_make_cosim_the_weighted_mean_of_per_field_cosines(tmp_path):
     folder = tmp_path / "data"
     two_field_data(folder)
-    both, dataset = built(folder, "two", tmp_path, feature_fields=["words", "tags"], field_weights={"words": 1, "tags": 3})
+    both, dataset = built(
+        folder, "two", tmp_path, feature_fields=["words", "tags"], field_weights={"words": 1, "tags": 3}
+    )
     words, _ = built(folder, "two", tmp_path, feature_fields=["words"])
     tags, _ = built(folder, "two", tmp_path, feature_fields=["tags"])
     np.testing.assert_allclose(gram(both), 0.25 * gram(words) + 0.75 * gram(tags), atol=1e-6)
@@ -102,8 +104,9 @@ def test_transform_weights_new_rows_like_training_with_fields_and_dense_columns(
     counts, _ = term_counts(dataset, fields)
     for weighting, shrink in (("tfidf", 0), ("tf", 0), ("binary", 0), ("bm25", 0), ("bm25", 1.5), ("tfidf", 0.5)):
         for weights in (None, {"words": 1, "tags": 2, "emb": 0.5}):
-            features = build_item_features(dataset, dataset.split_items, fields, weighting, True, weights,
-                                           bm25_k1=1.2, bm25_b=0.3, shrink=shrink)
+            features = build_item_features(
+                dataset, dataset.split_items, fields, weighting, True, weights, bm25_k1=1.2, bm25_b=0.3, shrink=shrink
+            )
             again = features.transform(counts[:, features.source_columns])
             np.testing.assert_allclose(again.toarray(), features.matrix.toarray(), atol=1e-12)
             emb = [k for k, name in enumerate(features.names) if name.startswith("emb:")]
@@ -116,8 +119,15 @@ def test_other_splits_text_cannot_move_training(tmp_path):
     from the training items only."""
     folder = tmp_path / "data"
     two_field_data(folder)
-    settings = {"data_path": str(folder), "checkpoint_dir": str(tmp_path / "saved"), "epochs": 3, "rank": 3,
-                "feature_fields": ["words"], "seed": 7, **QUIET}
+    settings = {
+        "data_path": str(folder),
+        "checkpoint_dir": str(tmp_path / "saved"),
+        "epochs": 3,
+        "rank": 3,
+        "feature_fields": ["words"],
+        "seed": 7,
+        **QUIET,
+    }
     _, _, (_, _, test_data) = prepare("FBSM", "two", config_dict=settings)
     test_items = test_data._dataset.split_items
     test_token = str(test_data._dataset.field2id_token["item_id"][test_items[0]])
@@ -182,8 +192,12 @@ def test_weighting_by_blocks_of_rows_changes_no_bit(tmp_path, monkeypatch):
     two_field_data(folder, dense={f"i{i}": rng.normal(size=3) for i in range(80)})
     _, dataset = built(folder, "two", tmp_path, feature_fields=["words"])
     whole_rows = features_module.row_chunks
-    for weighting, shrink, weights in (("tfidf", 0, None), ("bm25", 1.5, {"words": 1, "tags": 2, "emb": 0.5}),
-                                       ("binary", 0.5, None), ("tf", 0, {"words": 1, "tags": 1, "emb": 3})):
+    for weighting, shrink, weights in (
+        ("tfidf", 0, None),
+        ("bm25", 1.5, {"words": 1, "tags": 2, "emb": 0.5}),
+        ("binary", 0.5, None),
+        ("tf", 0, {"words": 1, "tags": 1, "emb": 3}),
+    ):
         args = (dataset, dataset.split_items, ["words", "tags", "emb"], weighting, True, weights)
         one_block = build_item_features(*args, bm25_k1=1.2, bm25_b=0.3, shrink=shrink).matrix
         monkeypatch.setattr(features_module, "row_chunks", lambda indptr: whole_rows(indptr, entries_per_chunk=3))
@@ -199,8 +213,11 @@ def test_column_selection_equals_scipy_indexing():
 
     matrix = sp.vstack([sp.csr_matrix((2, 40)), sp.random(50, 40, density=0.1, random_state=0), sp.csr_matrix((3, 40))])
     matrix = sp.csr_matrix(matrix)
-    for columns in (np.random.default_rng(0).permutation(40)[:25], np.random.default_rng(1).permutation(40),
-                    np.array([], dtype=np.int64)):
+    for columns in (
+        np.random.default_rng(0).permutation(40)[:25],
+        np.random.default_rng(1).permutation(40),
+        np.array([], dtype=np.int64),
+    ):
         expected = matrix[:, columns]
         expected.sort_indices()
         selected = select_columns(matrix, columns)

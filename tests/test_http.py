@@ -4,8 +4,8 @@ import threading
 
 import numpy as np
 import pytest
-
 from http_helpers import call, live_service, train
+
 from recbole_fbsm.serve import recommend
 
 
@@ -49,24 +49,44 @@ def test_new_items_are_added_scored_and_explained_over_http(service):
     status, answer = call(f"{url}/users/{user}/items/{item}/explanation?top=3")
     assert status == 200 and answer["model"] == "FBSM" and answer["new_item"] is True
     status, answer = call(f"{url}/model")
-    assert status == 200 and answer["data_fingerprint"] == served.data["sha256"] and answer["feature_fields"] == ["genre", "words"]
+    assert (
+        status == 200
+        and answer["data_fingerprint"] == served.data["sha256"]
+        and answer["feature_fields"] == ["genre", "words"]
+    )
 
 
-@pytest.mark.parametrize("method, path, body, raw, status, message", [
-    ("POST", "/items", None, b"{not json", 400, "not JSON"),
-    ("POST", "/items", {"things": []}, None, 400, 'expected {"items"'),
-    ("POST", "/items", {"items": [{"id": "q", "text": {"colour": "red"}}]}, None, 400, "unknown feature field"),
-    ("POST", "/items", {"items": [{"id": "q", "tokens": {"words": 5}}]}, None, 400, "a list of strings"),
-    ("POST", "/items", {"items": [{"id": "k0i00", "tokens": {"words": ["t0"]}}]}, None, 400, "already belong to items"),
-    ("POST", "/items", {"items": [{"id": "a", "tokens": {"words": ["t0"]}}, {"id": "a", "tokens": {"words": ["t1"]}}]},
-     None, 400, "more than once"),
-    ("GET", "/users/nobody/items", None, None, 404, "neither a user"),
-    ("GET", "/users/u0_0/items?top=abc", None, None, 400, "whole number"),
-    ("GET", "/users/u0_0/items?top=0", None, None, 400, "expected 1 to"),
-    ("GET", "/items/missing/users", None, None, 404, "not in the catalogue"),
-    ("DELETE", "/items/missing", None, None, 404, "not in the catalogue"),
-    ("GET", "/nowhere", None, None, 404, "Not Found"),
-])
+@pytest.mark.parametrize(
+    "method, path, body, raw, status, message",
+    [
+        ("POST", "/items", None, b"{not json", 400, "not JSON"),
+        ("POST", "/items", {"things": []}, None, 400, 'expected {"items"'),
+        ("POST", "/items", {"items": [{"id": "q", "text": {"colour": "red"}}]}, None, 400, "unknown feature field"),
+        ("POST", "/items", {"items": [{"id": "q", "tokens": {"words": 5}}]}, None, 400, "a list of strings"),
+        (
+            "POST",
+            "/items",
+            {"items": [{"id": "k0i00", "tokens": {"words": ["t0"]}}]},
+            None,
+            400,
+            "already belong to items",
+        ),
+        (
+            "POST",
+            "/items",
+            {"items": [{"id": "a", "tokens": {"words": ["t0"]}}, {"id": "a", "tokens": {"words": ["t1"]}}]},
+            None,
+            400,
+            "more than once",
+        ),
+        ("GET", "/users/nobody/items", None, None, 404, "neither a user"),
+        ("GET", "/users/u0_0/items?top=abc", None, None, 400, "whole number"),
+        ("GET", "/users/u0_0/items?top=0", None, None, 400, "expected 1 to"),
+        ("GET", "/items/missing/users", None, None, 404, "not in the catalogue"),
+        ("DELETE", "/items/missing", None, None, 404, "not in the catalogue"),
+        ("GET", "/nowhere", None, None, 404, "Not Found"),
+    ],
+)
 def test_bad_requests_get_a_4xx_json_error_and_the_service_goes_on(service, method, path, body, raw, status, message):
     code, answer = call(service["url"] + path, method, body, raw)
     assert code == status and message in answer["error"]
@@ -90,9 +110,13 @@ def test_concurrent_requests_see_whole_catalogues(service):
 
     def writer():
         for _ in range(5):
-            for method, body, path in (("POST", {"items": extra}, "/items"), ("DELETE", None, "/items/c0"),
-                                       ("DELETE", None, "/items/c1"), ("DELETE", None, "/items/c2"),
-                                       ("DELETE", None, "/items/c3")):
+            for method, body, path in (
+                ("POST", {"items": extra}, "/items"),
+                ("DELETE", None, "/items/c0"),
+                ("DELETE", None, "/items/c1"),
+                ("DELETE", None, "/items/c2"),
+                ("DELETE", None, "/items/c3"),
+            ):
                 code, answer = call(url + path, method, body)
                 if code != 200:
                     failures.append(answer)

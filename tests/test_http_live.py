@@ -11,11 +11,10 @@ import time
 import numpy as np
 import pytest
 import torch
-
 from helpers import cli_env
 from http_helpers import call, cli_service, free_port, healthy, live_service, train
-from recbole_fbsm.serve.live import LiveState, score_user
-from recbole_fbsm.serve.new_items import new_items_from_cells
+
+from recbole_fbsm.serve.live import score_user
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 from recbole_fbsm.serve.store import default_store_path, open_store
 
@@ -43,16 +42,19 @@ def other_topic_items(data, user, count=3):
     """Training items of a topic that ``user`` (of topic k, from ``u{k}_{n}``) did not like."""
     topic = int(user[1:].split("_")[0])
     liked = {item for u, item in data["likes"] if u == user}
-    return [t for t, k in data["topic_of"].items() if k == (topic + 1) % 3 and t not in data["held_out"]
-            and t not in liked][:count]
+    return [
+        t for t, k in data["topic_of"].items() if k == (topic + 1) % 3 and t not in data["held_out"] and t not in liked
+    ][:count]
 
 
 @pytest.mark.parametrize("name", ["FBSM", "UFSM", "CoSim"])
 def test_a_like_changes_the_next_answer_of_a_profile_model(trained, tmp_path, name):
     data = trained["data"]
     with live_service(trained["artifacts"][name], str(tmp_path / "s.sqlite"), token=TOKEN) as (url, state):
-        assert call(f"{url}/items", "POST", {"items": [new_item(data, t) for t in data["held_out"][:4]]},
-                    headers=AUTH)[0] == 200
+        assert (
+            call(f"{url}/items", "POST", {"items": [new_item(data, t) for t in data["held_out"][:4]]}, headers=AUTH)[0]
+            == 200
+        )
         user = "u0_1"
         before = call(f"{url}/users/{user}/items?top=1000")[1]
         liked = other_topic_items(data, user) + [data["held_out"][0]]
@@ -68,9 +70,11 @@ def test_a_like_changes_the_next_answer_of_a_profile_model(trained, tmp_path, na
         ids, scores, _ = score_user(snapshot, user, "all")
         view = snapshot.view
         extra = view.matrix[[view.dataset_item(i) for i in liked[:-1]]].sum(0) + snapshot.catalogue.matrix[
-            [snapshot.position[liked[-1]]]].sum(0)
-        assert np.isclose(scores, _direct_scores(view, user, np.asarray(extra).ravel(), ids, snapshot), rtol=1e-4,
-                          atol=1e-6).all()
+            [snapshot.position[liked[-1]]]
+        ].sum(0)
+        assert np.isclose(
+            scores, _direct_scores(view, user, np.asarray(extra).ravel(), ids, snapshot), rtol=1e-4, atol=1e-6
+        ).all()
         assert call(f"{url}/users/{user}/likes/{liked[0]}", "DELETE", headers=AUTH)[0] == 200
         assert liked[0] not in call(f"{url}/users/{user}/likes")[1]["likes"]
         assert healthy(url)
@@ -90,8 +94,10 @@ def _direct_scores(view, user, extra_profile, ids, snapshot):
     if factors is not None:
         V = factors.double().numpy()
         w = w + V @ (V.T @ f_u)
-    rows = [view.matrix[view.dataset_item(i)] if view.dataset_item(i) else snapshot.catalogue.matrix[snapshot.position[i]]
-            for i in ids]
+    rows = [
+        view.matrix[view.dataset_item(i)] if view.dataset_item(i) else snapshot.catalogue.matrix[snapshot.position[i]]
+        for i in ids
+    ]
     return np.asarray([float(row.toarray().ravel() @ w) for row in rows])
 
 
@@ -103,8 +109,9 @@ def test_without_stored_likes_the_service_scores_as_the_model(trained, tmp_path)
         snapshot = state.current()
         ids, scores, _ = score_user(snapshot, "u1_2", "new")
         model = snapshot.view.served.model
-        expected = model.score_feature_rows(torch.tensor([snapshot.view.dataset_user("u1_2")]),
-                                            scipy_to_torch_csr(snapshot.catalogue.matrix))[0].numpy()
+        expected = model.score_feature_rows(
+            torch.tensor([snapshot.view.dataset_user("u1_2")]), scipy_to_torch_csr(snapshot.catalogue.matrix)
+        )[0].numpy()
         order = [snapshot.position[i] for i in ids]
         assert np.allclose(scores, expected[order], rtol=1e-5)
 
@@ -119,7 +126,9 @@ def test_scopes_rank_the_whole_catalogue(trained, tmp_path):
         training = set(view.item_tokens[view.training_items])
         user = "u2_0"
         liked = {item for u, item in data["likes"] if u == user}
-        answers = {scope: call(f"{url}/users/{user}/items?top=1000&scope={scope}")[1] for scope in ("all", "new", "warm")}
+        answers = {
+            scope: call(f"{url}/users/{user}/items?top=1000&scope={scope}")[1] for scope in ("all", "new", "warm")
+        }
         everything = {e["item_id"] for e in answers["all"]["items"]}
         assert {e["item_id"] for e in answers["new"]["items"]} == {i["id"] for i in new}
         assert {e["item_id"] for e in answers["warm"]["items"]} == training - liked
@@ -139,8 +148,9 @@ def test_fair_ties_do_not_follow_catalogue_order(trained, tmp_path):
     """Items of identical rows tie; their order is random (seeded), not the order they were added in."""
     data = trained["data"]
     features = data["features"][data["held_out"][0]]
-    twins = [{"id": f"twin{k:02d}", "tokens": {"genre": [features["genre"]], "words": features["words"]}}
-             for k in range(30)]
+    twins = [
+        {"id": f"twin{k:02d}", "tokens": {"genre": [features["genre"]], "words": features["words"]}} for k in range(30)
+    ]
     with live_service(trained["artifacts"]["FBSM"], str(tmp_path / "s.sqlite")) as (url, _):
         call(f"{url}/items", "POST", {"items": twins})
         answer = call(f"{url}/users/u0_0/items?top=30&scope=new")[1]
@@ -235,23 +245,51 @@ def test_export_likes_writes_atomic_files_to_retrain_on(trained, tmp_path):
     store = default_store_path(str(model))
     with live_service(model, store) as (url, _):
         raw = data["held_out"][1]
-        call(f"{url}/items", "POST", {"items": [new_item(data, data["held_out"][0]), {
-            "id": raw, "text": {"genre": data["features"][raw]["genre"], "words": " ".join(data["features"][raw]["words"])}}]})
+        call(
+            f"{url}/items",
+            "POST",
+            {
+                "items": [
+                    new_item(data, data["held_out"][0]),
+                    {
+                        "id": raw,
+                        "text": {
+                            "genre": data["features"][raw]["genre"],
+                            "words": " ".join(data["features"][raw]["words"]),
+                        },
+                    },
+                ]
+            },
+        )
         call(f"{url}/users/u0_0/likes", "POST", {"items": [data["held_out"][0], "k1i00"]})
         call(f"{url}/users/fresh/likes", "POST", {"items": [raw]})
     out = tmp_path / "more"
-    done = subprocess.run([sys.executable, "-m", "recbole_fbsm", "serve", "export-likes", store, "-o", str(out)],
-                          capture_output=True, text=True, env=cli_env(), timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "recbole_fbsm", "serve", "export-likes", store, "-o", str(out)],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert (out / "more.inter").read_text().splitlines() == [
-        "user_id:token\titem_id:token", f"u0_0\t{data['held_out'][0]}", "u0_0\tk1i00", f"fresh\t{raw}"]
+        "user_id:token\titem_id:token",
+        f"u0_0\t{data['held_out'][0]}",
+        "u0_0\tk1i00",
+        f"fresh\t{raw}",
+    ]
     lines = (out / "more.item").read_text().splitlines()
     assert lines[0] == "item_id:token\tgenre:token\twords:token_seq"
     rows = {line.split("\t")[0]: line.split("\t")[1:] for line in lines[1:]}
     for item in (data["held_out"][0], raw):
         assert rows[item] == [data["features"][item]["genre"], " ".join(data["features"][item]["words"])]
-    done = subprocess.run([sys.executable, "-m", "recbole_fbsm", "serve", "export-likes", str(tmp_path / "none.sqlite"),
-                           "-o", str(out)], capture_output=True, text=True, env=cli_env(), timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "recbole_fbsm", "serve", "export-likes", str(tmp_path / "none.sqlite"), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=120,
+    )
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].startswith("error: store")
 
 
@@ -263,7 +301,9 @@ def test_two_workers_share_the_store_and_see_each_others_writes(trained, tmp_pat
         pids = set()
         for n in range(24):
             item = f"w{n}"
-            code, _ = call(f"{url}/items", "POST", {"items": [new_item(data, data["held_out"][n % 9], item)]}, headers=AUTH)
+            code, _ = call(
+                f"{url}/items", "POST", {"items": [new_item(data, data["held_out"][n % 9], item)]}, headers=AUTH
+            )
             assert code == 200
             assert call(f"{url}/users/u0_{n % 5}/likes", "POST", {"items": [item]}, headers=AUTH)[0] == 200
             # each urllib call is a new connection: the kernel spreads them over both workers
@@ -309,10 +349,14 @@ def test_sigkill_of_the_service_loses_no_acknowledged_write(trained, tmp_path):
     port = free_port()
     acknowledged = []
     with cli_service([model], tmp_path, port) as (process, url):
+
         def writer(k):
             for n in range(WRITES):
                 try:
-                    if call(f"{url}/users/killer{k}/likes", "POST", {"items": [f"k0i{n % 20:02d}"]}, timeout=5)[0] == 200:
+                    if (
+                        call(f"{url}/users/killer{k}/likes", "POST", {"items": [f"k0i{n % 20:02d}"]}, timeout=5)[0]
+                        == 200
+                    ):
                         acknowledged.append((f"killer{k}", f"k0i{n % 20:02d}"))
                 except OSError:
                     return

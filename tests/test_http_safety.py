@@ -11,7 +11,6 @@ import time
 
 import numpy as np
 import pytest
-
 from helpers import cli_env
 from http_helpers import call, cli_service, free_port, healthy, live_service, train
 
@@ -49,22 +48,25 @@ def raw_request(url, method, path, body=b"", headers=None):
     return answer.status, json.loads(payload)
 
 
-@pytest.mark.parametrize("bad_id, rule", [
-    ("\ud800", "lone surrogate"),
-    (True, "booleans and numbers are not ids"),
-    (50, "booleans and numbers are not ids"),
-    (1.5, "booleans and numbers are not ids"),
-    ("a/b", "'/'"),
-    (" sp ", "white space"),
-    (" 50", "white space"),
-    ("50 ", "white space"),
-    ("nul\x00id", "NUL"),
-    ("new\nline", "control characters"),
-    ("tab\tid", "control characters"),
-    ("", "cannot be empty"),
-    ("x" * 257, "at most 256 characters"),
-    (None, "expected a string"),
-])
+@pytest.mark.parametrize(
+    "bad_id, rule",
+    [
+        ("\ud800", "lone surrogate"),
+        (True, "booleans and numbers are not ids"),
+        (50, "booleans and numbers are not ids"),
+        (1.5, "booleans and numbers are not ids"),
+        ("a/b", "'/'"),
+        (" sp ", "white space"),
+        (" 50", "white space"),
+        ("50 ", "white space"),
+        ("nul\x00id", "NUL"),
+        ("new\nline", "control characters"),
+        ("tab\tid", "control characters"),
+        ("", "cannot be empty"),
+        ("x" * 257, "at most 256 characters"),
+        (None, "expected a string"),
+    ],
+)
 def test_bad_item_ids_are_refused_naming_the_rule(service, bad_id, rule):
     url, _ = service
     code, answer = call(f"{url}/items", "POST", {"items": [item(bad_id)]})
@@ -112,7 +114,9 @@ def test_a_dataset_item_id_with_spaces_never_passes_as_new(service):
     assert code == 400 and "already belong to items" in answer["error"]
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None])
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None]
+)
 def test_only_json_is_accepted(service, content_type):
     url, _ = service
     headers = {} if content_type is None else {"Content-Type": content_type}
@@ -129,8 +133,13 @@ def test_bodies_over_the_limit_are_413_declared_or_streamed(service):
     # chunked: no Content-Length, counted while it arrives
     host, port = url.removeprefix("http://").split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=30)
-    connection.request("POST", "/items", body=iter([b"[" + b" " * 3000, b" " * 3000 + b"]"]),
-                       headers={"Content-Type": "application/json"}, encode_chunked=True)
+    connection.request(
+        "POST",
+        "/items",
+        body=iter([b"[" + b" " * 3000, b" " * 3000 + b"]"]),
+        headers={"Content-Type": "application/json"},
+        encode_chunked=True,
+    )
     assert connection.getresponse().status == 413
     connection.close()
     assert healthy(url)
@@ -149,8 +158,10 @@ def test_a_client_that_disconnects_mid_upload_is_one_log_line(service, caplog):
     host, port = url.removeprefix("http://").split(":")
     with caplog.at_level(logging.INFO, logger="recbole_fbsm.serve.http"):
         sock = socket.create_connection((host, int(port)))
-        sock.sendall(b"POST /items HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3000\r\n\r\n"
-                     + b"[" * 100)
+        sock.sendall(
+            b"POST /items HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3000\r\n\r\n"
+            + b"[" * 100
+        )
         time.sleep(0.2)
         sock.close()
         time.sleep(0.5)
@@ -209,9 +220,13 @@ def test_one_access_line_per_request(service, caplog):
 
 def test_mutations_need_the_token_when_one_is_set(artifact, tmp_path):
     with live_service(artifact["path"], str(tmp_path / "s.sqlite"), token=TOKEN) as (url, _):
-        for method, path, body in (("POST", "/items", {"items": [item("n1")]}), ("POST", "/users/u/likes", {"items": ["k0i00"]}),
-                                   ("DELETE", "/items/n1", None), ("DELETE", "/users/u/likes/k0i00", None),
-                                   ("POST", "/admin/reload", None)):
+        for method, path, body in (
+            ("POST", "/items", {"items": [item("n1")]}),
+            ("POST", "/users/u/likes", {"items": ["k0i00"]}),
+            ("DELETE", "/items/n1", None),
+            ("DELETE", "/users/u/likes/k0i00", None),
+            ("POST", "/admin/reload", None),
+        ):
             assert call(url + path, method, body)[0] == 401
             assert call(url + path, method, body, headers={"Authorization": "Bearer wrong"})[0] == 401
         assert call(f"{url}/items", "POST", {"items": [item("n1")]}, headers=AUTH)[0] == 200
@@ -221,8 +236,14 @@ def test_mutations_need_the_token_when_one_is_set(artifact, tmp_path):
 def test_listening_beyond_loopback_without_a_token_is_refused_in_one_line(artifact, tmp_path):
     env = cli_env()
     env.pop("RECBOLE_FBSM_TOKEN", None)
-    done = subprocess.run([sys.executable, "-m", "recbole_fbsm", "serve", "http", str(artifact["path"]), "--host", "0.0.0.0"],
-                          capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "recbole_fbsm", "serve", "http", str(artifact["path"]), "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [done.stderr.strip()] and "without a token" in done.stderr
 
@@ -231,10 +252,15 @@ def test_startup_warnings_print_at_startup_and_shutdown_is_logged(artifact, tmp_
     data = artifact["data"]
     new = tmp_path / "new.item"
     token = data["held_out"][0]
-    new.write_text("item_id:token\tgenre:token\twords:token_seq\n"
-                   f"{token}\t{data['features'][token]['genre']}\tnever_seen_word t0\n")
+    new.write_text(
+        "item_id:token\tgenre:token\twords:token_seq\n"
+        f"{token}\t{data['features'][token]['genre']}\tnever_seen_word t0\n"
+    )
     port = free_port()
-    with cli_service([artifact["path"], "--new-items", new, "--store", tmp_path / "s.sqlite"], tmp_path, port) as (process, url):
+    with cli_service([artifact["path"], "--new-items", new, "--store", tmp_path / "s.sqlite"], tmp_path, port) as (
+        process,
+        url,
+    ):
         assert call(f"{url}/items")[1]["items"] == [token]
         process.send_signal(signal.SIGINT)
         process.wait(timeout=30)
@@ -248,7 +274,9 @@ def test_a_double_ctrl_c_during_a_request_is_no_traceback(artifact, tmp_path):
     port = free_port()
     with cli_service([artifact["path"], "--store", tmp_path / "s.sqlite"], tmp_path, port) as (process, url):
         sock = socket.create_connection(("127.0.0.1", port))
-        sock.sendall(b"POST /items HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n[")
+        sock.sendall(
+            b"POST /items HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n["
+        )
         time.sleep(0.3)  # a request in flight, waiting for its body
         process.send_signal(signal.SIGINT)
         time.sleep(0.2)

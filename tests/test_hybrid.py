@@ -5,8 +5,8 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
-
 from helpers import dataset_config, tokens_of, write_dataset
+
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data import create_dataset
 from recbole_fbsm.data.dataset import per_user_split
@@ -26,14 +26,20 @@ def data(tmp_path):
 
 
 def build(data, model="BPR", **overrides):
-    config = ColdStartConfig(model=model, dataset=data.name, config_dict=dataset_config(data, **{**HYBRID, **overrides}))
+    config = ColdStartConfig(
+        model=model, dataset=data.name, config_dict=dataset_config(data, **{**HYBRID, **overrides})
+    )
     return create_dataset(config).build()
 
 
 def pairs(part, feat=None):
     feat = part.inter_feat if feat is None else feat
-    return list(zip(tokens_of(part, part.uid_field, feat[part.uid_field].numpy()),
-                    tokens_of(part, part.iid_field, feat[part.iid_field].numpy())))
+    return list(
+        zip(
+            tokens_of(part, part.uid_field, feat[part.uid_field].numpy()),
+            tokens_of(part, part.iid_field, feat[part.iid_field].numpy()),
+        )
+    )
 
 
 def test_the_split_holds_cold_items_out_of_training_and_warm_test_likes_unseen(data):
@@ -111,8 +117,11 @@ def brute_force(model, loader, k, seed, known_parts):
                 is_cold = np.array([c in cold for c in candidates])
                 scores[is_cold] = scores[~is_cold].min()
             for group in ("all", "cold", "warm"):
-                keep = [j for j, c in enumerate(candidates) if c not in known[u]
-                        and (group == "all" or (c in cold) == (group == "cold"))]
+                keep = [
+                    j
+                    for j, c in enumerate(candidates)
+                    if c not in known[u] and (group == "all" or (c in cold) == (group == "cold"))
+                ]
                 items = candidates[keep]
                 relevant = positives[u] & set(items.tolist())
                 if not relevant:
@@ -129,8 +138,9 @@ def brute_force(model, loader, k, seed, known_parts):
 
 @pytest.mark.parametrize("model_name", ["CoSim", "BPR"])
 def test_group_metrics_equal_a_brute_force_computation(data, quiet, model_name):
-    config, model, (train, valid, test) = prepare(model_name, data.name, config_dict=dataset_config(
-        data, quiet, metric_decimal_place=12, **HYBRID))
+    config, model, (train, valid, test) = prepare(
+        model_name, data.name, config_dict=dataset_config(data, quiet, metric_decimal_place=12, **HYBRID)
+    )
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
     model.warm_only = model_name == "BPR"  # RecBole's general models: a cold item gets the lowest warm score
     for loader in (valid, test):
@@ -147,10 +157,12 @@ def test_group_metrics_do_not_depend_on_the_evaluation_batch_size(data, quiet):
     results = []
     for batch in (83, 1 << 22):
         config, model, (_, valid, test) = prepare(
-            "CoSim", data.name, config_dict=dataset_config(data, quiet, eval_batch_size=batch, **HYBRID))
+            "CoSim", data.name, config_dict=dataset_config(data, quiet, eval_batch_size=batch, **HYBRID)
+        )
         trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
-        results.append([(trainer.evaluate(loader, load_best_model=False), dict(trainer.group_results))
-                        for loader in (valid, test)])
+        results.append(
+            [(trainer.evaluate(loader, load_best_model=False), dict(trainer.group_results)) for loader in (valid, test)]
+        )
         assert valid.step < 5 if batch == 83 else True
     assert results[0] == results[1]
 
@@ -158,7 +170,9 @@ def test_group_metrics_do_not_depend_on_the_evaluation_batch_size(data, quiet):
 def test_run_returns_and_records_the_three_groups_and_validates_on_the_chosen_group(data, quiet):
     import json
 
-    result = run("CoSim", data.name, config_dict=dataset_config(data, quiet, **{**HYBRID, "hybrid_valid_group": "cold"}))
+    result = run(
+        "CoSim", data.name, config_dict=dataset_config(data, quiet, **{**HYBRID, "hybrid_valid_group": "cold"})
+    )
     for key in ("test_result_cold", "test_result_warm", "valid_result_cold", "valid_result_warm"):
         assert set(result[key]) == {"recall@5", "ndcg@5"}, key
     assert result["best_valid_score"] == pytest.approx(result["valid_result_cold"]["recall@5"])
@@ -169,18 +183,30 @@ def test_run_returns_and_records_the_three_groups_and_validates_on_the_chosen_gr
 
 def test_identity_features_are_refused_in_the_item_scenario(data, quiet):
     with pytest.raises(ColdStartError, match="identity_features: True needs cold_start_scenario: hybrid"):
-        ColdStartConfig(model="FBSM", dataset=data.name, config_dict=dataset_config(data, quiet, identity_features=True))
+        ColdStartConfig(
+            model="FBSM", dataset=data.name, config_dict=dataset_config(data, quiet, identity_features=True)
+        )
 
 
 def test_the_hybrid_scenario_needs_the_item_grouping(data, quiet):
     with pytest.raises(ColdStartError, match="cold_start_scenario: hybrid splits items itself"):
-        ColdStartConfig(model="BPR", dataset=data.name, config_dict=dataset_config(
-            data, quiet, cold_start_scenario="hybrid", eval_args={"group_by": "user", "split": {"RS": [0.8, 0.1, 0.1]}}))
+        ColdStartConfig(
+            model="BPR",
+            dataset=data.name,
+            config_dict=dataset_config(
+                data,
+                quiet,
+                cold_start_scenario="hybrid",
+                eval_args={"group_by": "user", "split": {"RS": [0.8, 0.1, 0.1]}},
+            ),
+        )
 
 
 @pytest.mark.parametrize("model_name", ["BPR", "FBSM"])
 def test_no_cold_item_is_a_training_negative(data, quiet, model_name):
-    config, model, (train, valid, test) = prepare(model_name, data.name, config_dict=dataset_config(data, quiet, **HYBRID))
+    config, model, (train, valid, test) = prepare(
+        model_name, data.name, config_dict=dataset_config(data, quiet, **HYBRID)
+    )
     cold = set(valid._dataset.cold_items.tolist()) | set(test._dataset.cold_items.tolist())
     negatives, positives = [], []
     for _ in range(3):
@@ -234,8 +260,11 @@ def test_the_blend_weight_is_chosen_on_validation_only(data, quiet, monkeypatch)
         return result
 
     monkeypatch.setattr(ColdStartTrainerMixin, "evaluate", recording)
-    result = run("HybridBlend", data.name, config_dict=dataset_config(
-        data, quiet, warm_model="BPR", content_model="CoSim", **HYBRID))
+    result = run(
+        "HybridBlend",
+        data.name,
+        config_dict=dataset_config(data, quiet, warm_model="BPR", content_model="CoSim", **HYBRID),
+    )
     valid = [(w, score) for phase, w, score in seen if phase == "valid"]
     tests = [w for phase, w, _ in seen if phase == "test"]
     assert len(valid) == 11 and tests == [result["blend_weight"]]  # the test split is evaluated once, afterwards
@@ -246,14 +275,19 @@ def test_the_blend_weight_is_chosen_on_validation_only(data, quiet, monkeypatch)
 
 
 def test_identity_features_go_to_items_with_training_likes_only_and_dropout_hides_them(data, quiet):
-    config, model, (train, valid, test) = prepare("FBSM", data.name, config_dict=dataset_config(
-        data, quiet, identity_features=True, identity_weight=0.5, identity_dropout=1.0, **HYBRID))
+    config, model, (train, valid, test) = prepare(
+        "FBSM",
+        data.name,
+        config_dict=dataset_config(
+            data, quiet, identity_features=True, identity_weight=0.5, identity_dropout=1.0, **HYBRID
+        ),
+    )
     features = train._dataset.model_inputs.features
     liked = set(train._dataset.inter_feat[train._dataset.iid_field].numpy().tolist())
     assert set(features.identity_items.tolist()) == liked and model.n_identity == len(liked)
-    names = features.names[-model.n_identity:]
+    names = features.names[-model.n_identity :]
     assert names == [f"identity:{t}" for t in tokens_of(train._dataset, "item_id", features.identity_items)]
-    matrix = features.matrix.tocsc()[:, -model.n_identity:].tocsr()
+    matrix = features.matrix.tocsc()[:, -model.n_identity :].tocsr()
     cold = np.concatenate([valid._dataset.cold_items, test._dataset.cold_items])
     assert matrix[cold].nnz == 0, "a cold item never has an identity"
     assert (matrix[features.identity_items].toarray() == 0.5 * np.eye(len(liked))).all()
@@ -269,9 +303,21 @@ def test_identity_features_go_to_items_with_training_likes_only_and_dropout_hide
 
 
 def test_the_softmax_loss_equals_its_definition_over_the_full_scores(data, quiet):
-    config, model, (train, valid, test) = prepare("FBSM", data.name, config_dict=dataset_config(
-        data, quiet, identity_features=True, identity_dropout=0.0,
-        softmax_temperature=0.2, init_std=0.3, reg_V=0.0, reg_D=0.0, **HYBRID))
+    config, model, (train, valid, test) = prepare(
+        "FBSM",
+        data.name,
+        config_dict=dataset_config(
+            data,
+            quiet,
+            identity_features=True,
+            identity_dropout=0.0,
+            softmax_temperature=0.2,
+            init_std=0.3,
+            reg_V=0.0,
+            reg_D=0.0,
+            **HYBRID,
+        ),
+    )
     batch = next(iter(train))
     model.train()
     loss = model.calculate_loss(batch)
@@ -296,8 +342,8 @@ def test_the_artifact_records_the_scenario_and_the_identity_vocabulary(data, qui
     assert served.config["cold_start_scenario"] == "hybrid" and served.config["identity_features"] is True
     names = served.features.names
     identity = [name for name in names if name.startswith("identity:")]
-    assert served.model.n_identity == len(identity) > 0 and names[-len(identity):] == identity
+    assert served.model.n_identity == len(identity) > 0 and names[-len(identity) :] == identity
     # an item weighted from its text (a new item) gets no identity
     counts = np.zeros((1, len(served.features.column_weights)))
     counts[0, :3] = 1
-    assert served.features.transform(counts)[:, -len(identity):].nnz == 0
+    assert served.features.transform(counts)[:, -len(identity) :].nnz == 0

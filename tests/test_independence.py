@@ -5,8 +5,8 @@ stopping counts like the paper and a tie keeps the earlier checkpoint."""
 import numpy as np
 import pytest
 import torch
-
 from helpers import dataset_config, write_dataset
+
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.training.trainer import get_trainer
 
@@ -26,8 +26,8 @@ def pop_valid_result(data, **overrides):
 
 
 def test_metrics_do_not_depend_on_the_evaluation_batch_size(toy):
-    small = pop_valid_result(toy, eval_batch_size=2 * 64)     # a couple of users per batch
-    large = pop_valid_result(toy, eval_batch_size=1 << 24)    # every user in one batch
+    small = pop_valid_result(toy, eval_batch_size=2 * 64)  # a couple of users per batch
+    large = pop_valid_result(toy, eval_batch_size=1 << 24)  # every user in one batch
     assert small == large
 
 
@@ -91,10 +91,22 @@ def wide_vocabulary_dataset(root, n_items=40, words_per_item=60):
 def test_evaluation_batches_stay_within_eval_batch_size_cells_with_a_large_vocabulary(tmp_path):
     n_words = wide_vocabulary_dataset(tmp_path)
     cells = 5 * n_words
-    config, model, (_, valid_data, _) = prepare("CoSim", "wide", config_dict=dict(
-        state="ERROR", use_gpu=False, epochs=1, data_path=str(tmp_path), checkpoint_dir=str(tmp_path / "saved"),
-        load_col={"inter": ["user_id", "item_id"], "item": ["item_id", "words"]}, threshold=None,
-        eval_batch_size=cells, topk=[5], valid_metric="Recall@5"))
+    config, model, (_, valid_data, _) = prepare(
+        "CoSim",
+        "wide",
+        config_dict=dict(
+            state="ERROR",
+            use_gpu=False,
+            epochs=1,
+            data_path=str(tmp_path),
+            checkpoint_dir=str(tmp_path / "saved"),
+            load_col={"inter": ["user_id", "item_id"], "item": ["item_id", "words"]},
+            threshold=None,
+            eval_batch_size=cells,
+            topk=[5],
+            valid_metric="Recall@5",
+        ),
+    )
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
     widths = []
     weighted_profiles_t = model.weighted_profiles_t

@@ -4,10 +4,10 @@ data), CoSim is its special case, and no validation or test item is ever a neigh
 import numpy as np
 import pytest
 import torch
+from helpers import item_token_ids, tiny_word_dataset
 from recbole.data.interaction import Interaction
 
 from recbole_fbsm.quick_start import prepare, run
-from helpers import item_token_ids, tiny_word_dataset
 
 QUIET = {"state": "ERROR", "show_progress": False}
 
@@ -84,32 +84,81 @@ def cosine(shrink):
     def sim(a, b):
         denominator = np.linalg.norm(a) * np.linalg.norm(b) + shrink
         return 0.0 if denominator == 0 else float(a @ b / denominator)
+
     return sim
 
 
-@pytest.mark.parametrize("settings, weighting, similarity, knn, exponent", [
-    ({"feature_weighting": "tfidf", "similarity": "cosine"}, "tfidf", cosine(0), None, 1.0),
-    ({"feature_weighting": "bm25", "bm25_k1": 1.2, "bm25_b": 0.75, "similarity": "cosine", "shrink": 3.0}, "bm25",
-     cosine(3.0), None, 1.0),
-    ({"feature_weighting": "bm25", "bm25_k1": 2.0, "bm25_b": 0.3, "similarity": "cosine", "knn": 4,
-      "similarity_exponent": 2.0}, "bm25-2-0.3", cosine(0), 4, 2.0),
-    ({"feature_weighting": "none", "similarity": "asymmetric", "asymmetric_alpha": 0.8, "shrink": 1.0}, "tf",
-     lambda a, b: float(a @ b / (np.sum(a * a) ** 0.8 * np.sum(b * b) ** 0.2 + 1.0)), None, 1.0),
-    ({"feature_weighting": "tfidf", "similarity": "jaccard", "shrink": 0.5}, "binary",
-     lambda a, b: float(np.sum((a > 0) & (b > 0)) / (np.sum(a > 0) + np.sum(b > 0) - np.sum((a > 0) & (b > 0)) + 0.5)),
-     None, 1.0),
-    ({"feature_weighting": "tfidf", "similarity": "tversky", "tversky_alpha": 0.2, "tversky_beta": 0.7, "knn": 3},
-     "binary", lambda a, b: float(np.sum((a > 0) & (b > 0)) / (
-         np.sum((a > 0) & (b > 0)) + 0.2 * np.sum((a > 0) & (b == 0)) + 0.7 * np.sum((b > 0) & (a == 0)))), 3, 1.0),
-])
+@pytest.mark.parametrize(
+    "settings, weighting, similarity, knn, exponent",
+    [
+        ({"feature_weighting": "tfidf", "similarity": "cosine"}, "tfidf", cosine(0), None, 1.0),
+        (
+            {"feature_weighting": "bm25", "bm25_k1": 1.2, "bm25_b": 0.75, "similarity": "cosine", "shrink": 3.0},
+            "bm25",
+            cosine(3.0),
+            None,
+            1.0,
+        ),
+        (
+            {
+                "feature_weighting": "bm25",
+                "bm25_k1": 2.0,
+                "bm25_b": 0.3,
+                "similarity": "cosine",
+                "knn": 4,
+                "similarity_exponent": 2.0,
+            },
+            "bm25-2-0.3",
+            cosine(0),
+            4,
+            2.0,
+        ),
+        (
+            {"feature_weighting": "none", "similarity": "asymmetric", "asymmetric_alpha": 0.8, "shrink": 1.0},
+            "tf",
+            lambda a, b: float(a @ b / (np.sum(a * a) ** 0.8 * np.sum(b * b) ** 0.2 + 1.0)),
+            None,
+            1.0,
+        ),
+        (
+            {"feature_weighting": "tfidf", "similarity": "jaccard", "shrink": 0.5},
+            "binary",
+            lambda a, b: float(
+                np.sum((a > 0) & (b > 0)) / (np.sum(a > 0) + np.sum(b > 0) - np.sum((a > 0) & (b > 0)) + 0.5)
+            ),
+            None,
+            1.0,
+        ),
+        (
+            {
+                "feature_weighting": "tfidf",
+                "similarity": "tversky",
+                "tversky_alpha": 0.2,
+                "tversky_beta": 0.7,
+                "knn": 3,
+            },
+            "binary",
+            lambda a, b: float(
+                np.sum((a > 0) & (b > 0))
+                / (np.sum((a > 0) & (b > 0)) + 0.2 * np.sum((a > 0) & (b == 0)) + 0.7 * np.sum((b > 0) & (a == 0)))
+            ),
+            3,
+            1.0,
+        ),
+    ],
+)
 def test_scores_equal_brute_force(tiny, settings, weighting, similarity, knn, exponent):
     config, model, (train_data, _, _) = prepare("ItemKNNCBF", "tiny", config_dict={**tiny, **settings})
     dataset = train_data._dataset
     counts, liked = counts_and_likes(dataset)
     train = list(dataset.split_items)
-    weights = {"tfidf": lambda: tfidf(counts, train), "bm25": lambda: bm25(counts, train, 1.2, 0.75),
-               "bm25-2-0.3": lambda: bm25(counts, train, 2.0, 0.3), "tf": lambda: counts,
-               "binary": lambda: (counts > 0) * 1.0}[weighting]()
+    weights = {
+        "tfidf": lambda: tfidf(counts, train),
+        "bm25": lambda: bm25(counts, train, 1.2, 0.75),
+        "bm25-2-0.3": lambda: bm25(counts, train, 2.0, 0.3),
+        "tf": lambda: counts,
+        "binary": lambda: (counts > 0) * 1.0,
+    }[weighting]()
     users = sorted(liked)
     expected = expected_scores(expected_similarities(model, weights, train, similarity, knn, exponent), liked, users)
     scores = model_scores(model, users)
@@ -119,7 +168,8 @@ def test_scores_equal_brute_force(tiny, settings, weighting, similarity, knn, ex
 def test_knn_keeps_exactly_k_training_neighbours_and_never_another_split(tiny):
     """Every scored item's similarity row has at most k nonzeros, all on training items other than itself."""
     _, model, (train_data, valid_data, test_data) = prepare(
-        "ItemKNNCBF", "tiny", config_dict={**tiny, "knn": 3, "similarity": "cosine", "feature_weighting": "bm25"})
+        "ItemKNNCBF", "tiny", config_dict={**tiny, "knn": 3, "similarity": "cosine", "feature_weighting": "bm25"}
+    )
     train = set(train_data._dataset.split_items.tolist())
     every = np.arange(1, model.n_items)
     block = model.similarity_block(every)
@@ -164,7 +214,7 @@ def test_dot_on_shrunk_rows_is_the_untrained_fbsm(tiny):
         np.testing.assert_allclose(model_scores(knn_model, users), model_scores(fbsm, users), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("knn", [None, 10 ** 6])
+@pytest.mark.parametrize("knn", [None, 10**6])
 def test_the_linear_defaults_score_as_the_similarity_blocks(tiny, monkeypatch, knn):
     """dot, every neighbour, p = 1: the scores x_i . f_u less the own term of a liked candidate equal the sums of
     similarity blocks, over every item (training items included: the estimation constraint), by full ranking,
@@ -179,11 +229,17 @@ def test_the_linear_defaults_score_as_the_similarity_blocks(tiny, monkeypatch, k
     others = np.setdiff1d(np.arange(1, model.n_items), model.neighbours)[:3]  # items of the other splits
     candidates = torch.as_tensor(np.r_[model.neighbours[:5], others])
     pairs = Interaction({"user_id": torch.tensor(users[:4]), "item_id": candidates[:4]})
-    linear = (model_scores(model, users), model.score_candidates({"user_id": torch.tensor(users)}, candidates),
-              model.predict(pairs))
+    linear = (
+        model_scores(model, users),
+        model.score_candidates({"user_id": torch.tensor(users)}, candidates),
+        model.predict(pairs),
+    )
     monkeypatch.setattr(ItemKNNCBF, "linear", property(lambda self: False))
-    blocks = (model_scores(model, users), model.score_candidates({"user_id": torch.tensor(users)}, candidates),
-              model.predict(pairs))
+    blocks = (
+        model_scores(model, users),
+        model.score_candidates({"user_id": torch.tensor(users)}, candidates),
+        model.predict(pairs),
+    )
     for a, b in zip(linear, blocks):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
     assert (np.asarray(linear[0]) != 0).any()
@@ -205,7 +261,17 @@ def test_bad_similarity_is_one_error_line(tiny):
 
     from helpers import RUN_RECBOLE
 
-    done = subprocess.run([sys.executable, str(RUN_RECBOLE), "--model=ItemKNNCBF", "--dataset=tiny",
-                           f"--data_path={tiny['data_path']}", "--similarity=cosin"], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(RUN_RECBOLE),
+            "--model=ItemKNNCBF",
+            "--dataset=tiny",
+            f"--data_path={tiny['data_path']}",
+            "--similarity=cosin",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2
     assert "--similarity" in done.stderr and "cosine" in done.stderr

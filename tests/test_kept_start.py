@@ -11,8 +11,8 @@ import json
 import pytest
 import torch
 import yaml
-
 from helpers import dataset_config
+
 from recbole_fbsm.artifact import integrity
 from recbole_fbsm.artifact.model_file import read_artifact
 from recbole_fbsm.run_command import main as run_main
@@ -40,11 +40,15 @@ def kept_start(toy, tmp_path, capsys):
 def test_the_last_lines_say_the_untrained_start_was_kept_and_what_it_is(toy, kept_start, workdir):
     lines, artifact, config_file = kept_start
     assert lines[-3].startswith("kept the untrained start: no training epoch beat it on validation (recall@10 0.")
-    assert lines[-2] == ("FBSM starts as ItemKNNCBF's BM25 similarity with the row shrink (feature_weighting: bm25, "
-                         "feature_shrink: 1; D = 1, V near 0), so the model kept is that fixed similarity, not a "
-                         "learned one.")
-    assert lines[-1] == (f"side by side with the baselines: recbole-fbsm compare --dataset={toy.name} "
-                         f"--config_files={config_file} --models FBSM ItemKNNCBF CoSim")
+    assert lines[-2] == (
+        "FBSM starts as ItemKNNCBF's BM25 similarity with the row shrink (feature_weighting: bm25, "
+        "feature_shrink: 1; D = 1, V near 0), so the model kept is that fixed similarity, not a "
+        "learned one."
+    )
+    assert lines[-1] == (
+        f"side by side with the baselines: recbole-fbsm compare --dataset={toy.name} "
+        f"--config_files={config_file} --models FBSM ItemKNNCBF CoSim"
+    )
     (record,) = [json.loads(path.read_text()) for path in (workdir / "log" / "FBSM").glob("*.json")]
     assert record["best_epoch"] == -1 and record["start_valid_score"] == record["best_valid_score"]
     training = read_artifact(artifact)["training"]
@@ -57,8 +61,10 @@ def test_interactions_of_a_kept_start_say_so_instead_of_listing_noise(kept_start
     assert serve_main(["interactions", artifact, "--top", "3"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.startswith(f"error: model {artifact}: validation kept FBSM's untrained start (no training "
-                                   "epoch beat it), so V holds its random initialisation (init_std 0.01)")
+    assert captured.err.startswith(
+        f"error: model {artifact}: validation kept FBSM's untrained start (no training "
+        "epoch beat it), so V holds its random initialisation (init_std 0.01)"
+    )
 
     # an artifact written before the kept epoch was recorded: not known, so listed as before
     content = read_artifact(artifact)
@@ -82,7 +88,7 @@ def test_a_model_that_learned_keeps_its_last_lines_and_its_interactions(toy, tmp
 
 def test_an_export_records_the_checkpoints_kept_epoch(kept_start, tmp_path):
     _, artifact, _ = kept_start
-    checkpoint = artifact[:-len(".fbsm")] + ".pth"
+    checkpoint = artifact[: -len(".fbsm")] + ".pth"
     assert torch.load(checkpoint, weights_only=True)["epoch"] == -1
     exported = tmp_path / "exported.fbsm"
     assert serve_main(["export", checkpoint, "-o", str(exported)]) == 0

@@ -59,12 +59,17 @@ def plugin_imports(name, path):
         for child in ast.iter_child_nodes(node):
             nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
             if isinstance(child, ast.Import):
-                found.extend((alias.name, child.lineno, in_function) for alias in child.names
-                             if alias.name.startswith("recbole_fbsm"))
+                found.extend(
+                    (alias.name, child.lineno, in_function)
+                    for alias in child.names
+                    if alias.name.startswith("recbole_fbsm")
+                )
             elif isinstance(child, ast.ImportFrom):
                 base = child.module or ""
                 if child.level:
-                    base = ".".join(package.split(".")[: len(package.split(".")) - child.level + 1] + ([base] if base else []))
+                    base = ".".join(
+                        package.split(".")[: len(package.split(".")) - child.level + 1] + ([base] if base else [])
+                    )
                 if base.startswith("recbole_fbsm"):
                     for alias in child.names:  # `from recbole_fbsm.x import y`: y may be a module
                         candidate = f"{base}.{alias.name}"
@@ -91,27 +96,34 @@ def test_every_top_level_unit_has_a_layer():
 
 
 def test_imports_go_down_the_layers_never_up():
-    upward = [f"{name}:{line} imports {target}" for name, path in modules() for target, line, _ in plugin_imports(name, path)
-              if LAYER_OF[unit(target)] > LAYER_OF[unit(name)]]
+    upward = [
+        f"{name}:{line} imports {target}"
+        for name, path in modules()
+        for target, line, _ in plugin_imports(name, path)
+        if LAYER_OF[unit(target)] > LAYER_OF[unit(name)]
+    ]
     assert not upward, "\n".join(upward)
 
 
 def test_no_plugin_import_hides_in_a_function():
-    hidden = [f"{name}:{line} imports {target}" for name, path in modules()
-              for target, line, inside in plugin_imports(name, path) if inside and name not in LAZY_IMPORTS_ALLOWED]
+    hidden = [
+        f"{name}:{line} imports {target}"
+        for name, path in modules()
+        for target, line, inside in plugin_imports(name, path)
+        if inside and name not in LAZY_IMPORTS_ALLOWED
+    ]
     assert not hidden, "\n".join(hidden)
 
 
 def test_no_import_cycle():
-    graph = {name: {t for t, _, inside in plugin_imports(name, path) if t != name}
-             for name, path in modules()}
+    graph = {name: {t for t, _, inside in plugin_imports(name, path) if t != name} for name, path in modules()}
     state, cycles = {}, []
 
     def walk(node, stack):
         state[node] = "open"
         for target in sorted(graph.get(node, ())):
             if state.get(target) == "open":
-                cycles.append(" -> ".join(stack[stack.index(target):] + [target]))
+                cycles.append(" -> ".join(stack[stack.index(target) :] + [target]))
             elif target not in state:
                 walk(target, stack + [target])
         state[node] = "done"

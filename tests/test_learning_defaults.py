@@ -3,8 +3,8 @@ kept and what that gained over the untrained (CoSim) start."""
 
 import pytest
 
-from recbole_fbsm.quick_start import run
 from recbole_fbsm.experiments.synthetic import topic_text
+from recbole_fbsm.quick_start import run
 
 QUIET = {"state": "ERROR", "show_progress": False}
 
@@ -52,16 +52,19 @@ def test_the_run_says_plainly_when_nothing_beat_the_start(topics):
     assert result["best_valid_score"] == result["start_valid_score"]
 
 
-@pytest.mark.parametrize("setting, value, expected", [
-    ("align_weight", -1, "expected a number >= 0"),
-    ("align_temperature", 0, "expected a number > 0"),
-    ("bpr_profile_alpha", -0.5, "expected a number >= 0"),
-    ("field_weights", {"words": -1}, "expected 'words' to be a number >= 0"),
-    ("warm_learning_rate", 0, "expected a number > 0"),
-])
+@pytest.mark.parametrize(
+    "setting, value, expected",
+    [
+        ("align_weight", -1, "expected a number >= 0"),
+        ("align_temperature", 0, "expected a number > 0"),
+        ("bpr_profile_alpha", -0.5, "expected a number >= 0"),
+        ("field_weights", {"words": -1}, "expected 'words' to be a number >= 0"),
+        ("warm_learning_rate", 0, "expected a number > 0"),
+    ],
+)
 def test_the_new_options_are_checked_before_anything_runs(setting, value, expected):
-    from recbole_fbsm.errors import ColdStartError
     from recbole_fbsm.config.settings import precheck
+    from recbole_fbsm.errors import ColdStartError
 
     with pytest.raises(ColdStartError, match=expected):
         precheck("FBSM", None, {setting: value})

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-
 from helpers import QUIET, dataset_config, write_dataset
+
 from recbole_fbsm.data.dataset import ColdStartDataset
 from recbole_fbsm.data.fast_load import pad_sequences, sequence_rows
 from recbole_fbsm.data.features import features_from_config
@@ -50,7 +50,9 @@ def _repeated_words(tmp_path):
 
 def _padded(monkeypatch):
     """RecBole's padded item_feat for every model (the code before ``item_token_rows``)."""
-    monkeypatch.setattr(ColdStartDataset, "item_token_rows_only", property(lambda self: False, lambda self, value: None))
+    monkeypatch.setattr(
+        ColdStartDataset, "item_token_rows_only", property(lambda self: False, lambda self, value: None)
+    )
 
 
 def _cases(tmp_path):
@@ -91,7 +93,7 @@ def test_unpadded_rows_give_the_padded_rows_model_scores_and_metrics(case, tmp_p
         for part in ("indptr", "indices", "values"):
             assert torch.equal(getattr(getattr(model, matrix), part), getattr(getattr(padded_model, matrix), part))
     assert torch.equal(results[1], padded_results[1])  # scores, bit for bit
-    assert results[0] == padded_results[0]             # metrics of the untrained model
+    assert results[0] == padded_results[0]  # metrics of the untrained model
     # the rows are read, never changed: a second fit of the features is the same
     again = features_from_config(data, data.split_items, built[False][4], normalize=True).matrix
     once = features_from_config(data, data.split_items, built[False][4], normalize=True).matrix
@@ -120,8 +122,9 @@ def test_context_models_keep_the_padded_rows(tmp_path, monkeypatch):
 def test_candidate_factors_follow_every_change_of_V(learner, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     data = write_dataset(tmp_path, "toy")
-    config, model, loaders = prepare("FBSM", "toy", config_dict=dataset_config(
-        data, feature_fields=["genre", "words"], learner=learner))
+    config, model, loaders = prepare(
+        "FBSM", "toy", config_dict=dataset_config(data, feature_fields=["genre", "words"], learner=learner)
+    )
     users = loaders[2].uid_list
     candidates = torch.as_tensor(loaders[2]._dataset.split_items)
     # V f_i are kept where the low-rank part is added item side (folded into the profiles, none are needed)
@@ -158,15 +161,20 @@ def test_scores_and_metrics_do_not_depend_on_the_evaluation_batch(tmp_path, monk
     data = write_dataset(tmp_path, "toy", n_users=120, n_items=200)
     results = {}
     for cells in (1 << 24, 1 << 22, 2000):
-        config, model, loaders = prepare("FBSM", "toy", config_dict=dataset_config(
-            data, feature_fields=["genre", "words"], eval_batch_size=cells))
+        config, model, loaders = prepare(
+            "FBSM", "toy", config_dict=dataset_config(data, feature_fields=["genre", "words"], eval_batch_size=cells)
+        )
         trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
         trainer._train_epoch(loaders[0], 0)
         with torch.no_grad():
             users, candidates = loaders[2].uid_list, torch.as_tensor(loaders[2]._dataset.split_items)
             step = int(loaders[2].step)
-            scores = torch.cat([model.score_candidates({model.USER_ID: users[k:k + step]}, candidates)
-                                for k in range(0, len(users), step)])
+            scores = torch.cat(
+                [
+                    model.score_candidates({model.USER_ID: users[k : k + step]}, candidates)
+                    for k in range(0, len(users), step)
+                ]
+            )
         results[cells] = (step, scores, trainer.evaluate(loaders[2], load_best_model=False))
     steps = [step for step, _, _ in results.values()]
     assert steps[0] > steps[-1] > 0  # the batches did differ
@@ -187,8 +195,10 @@ def test_profiles_built_by_blocks_equal_the_whole_product(rows_per_block):
     assert blocks.shape == whole.shape
     for name in ("indptr", "indices", "values"):
         assert torch.equal(getattr(blocks, name), getattr(whole, name)), name
-    assert torch.equal(blocks.lookup(torch.tensor([0, 5, 199]), torch.tensor([3, 7, 59])),
-                       whole.lookup(torch.tensor([0, 5, 199]), torch.tensor([3, 7, 59])))
+    assert torch.equal(
+        blocks.lookup(torch.tensor([0, 5, 199]), torch.tensor([3, 7, 59])),
+        whole.lookup(torch.tensor([0, 5, 199]), torch.tensor([3, 7, 59])),
+    )
 
 
 def test_int32_column_indices_give_what_int64_ones_give():

@@ -2,7 +2,6 @@
 
 import math
 
-import numpy as np
 import pytest
 import torch
 from recbole.evaluator.collector import DataStruct
@@ -33,10 +32,16 @@ def test_dcg_and_rec_by_hand():
 
 def test_paper_metrics_work_as_valid_metric(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    result = run("Pop", "ml-100k", config_dict={
-        "metrics": ["Rec", "DCG", "Recall"], "valid_metric": "Rec@10", "checkpoint_dir": str(tmp_path),
-        "state": "ERROR",
-    })
+    result = run(
+        "Pop",
+        "ml-100k",
+        config_dict={
+            "metrics": ["Rec", "DCG", "Recall"],
+            "valid_metric": "Rec@10",
+            "checkpoint_dir": str(tmp_path),
+            "state": "ERROR",
+        },
+    )
     assert set(result["test_result"]) == {"rec@10", "dcg@10", "recall@10"}
     assert result["best_valid_score"] == result["best_valid_result"]["rec@10"]
     assert result["test_result"]["rec@10"] >= result["test_result"]["recall@10"] - 1e-9

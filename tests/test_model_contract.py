@@ -184,8 +184,6 @@ def test_a_seeded_run_repeats_exactly(runs, name):
     assert torch.equal(run["first"], run["again"]), f"{name}: two runs with seed 2020 scored differently"
 
 
-
-
 @pytest.mark.parametrize(
     "name",
     MODELS,

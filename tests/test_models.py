@@ -4,15 +4,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from helpers import item_token_ids, tiny_word_dataset
 from recbole.data.interaction import Interaction
 
-from helpers import item_token_ids, tiny_word_dataset
+from recbole_fbsm.experiments.synthetic import planted_interactions
 from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.models import base
 from recbole_fbsm.quick_start import prepare, run
-from recbole_fbsm.training.trainer import get_trainer
-from recbole_fbsm.experiments.synthetic import planted_interactions
-from recbole_fbsm.training.trainer import load_checkpoint
+from recbole_fbsm.training.trainer import get_trainer, load_checkpoint
 
 QUIET = {"state": "ERROR", "show_progress": False}
 
@@ -36,7 +35,9 @@ def randomise_features(model, seed=0, dtype=torch.float64):
     F = sp.random(n_items, n_features, density=0.3, random_state=rng, format="csr")
     F.data = rng.normal(size=F.nnz)
     F = sp.csr_matrix(sp.diags(np.r_[0.0, np.ones(n_items - 1)]) @ F)  # row 0: RecBole's padding item
-    likes = sp.csr_matrix((model.R.values.numpy(), model.R.indices.numpy(), model.R.indptr.numpy()), shape=model.R.shape)
+    likes = sp.csr_matrix(
+        (model.R.values.numpy(), model.R.indices.numpy(), model.R.indptr.numpy()), shape=model.R.shape
+    )
     model.F, model.F_U = TorchCsr(F, dtype), TorchCsr(likes @ F, dtype)
     model.to(dtype)
     return F.toarray(), likes.toarray()
@@ -67,7 +68,9 @@ def test_fbsm_gradients_equal_the_papers_closed_forms(tiny):
             continue
         i, j = liked[0], other[u % len(other)]
         model.zero_grad()
-        batch = Interaction({"user_id": torch.tensor([u]), "item_id": torch.tensor([i]), "neg_item_id": torch.tensor([j])})
+        batch = Interaction(
+            {"user_id": torch.tensor([u]), "item_id": torch.tensor([i]), "neg_item_id": torch.tensor([j])}
+        )
         r_uij = model.bpr_difference(batch).sum()
         r_uij.backward()
         f_u, f_i, f_j = likes[u] @ F, F[i], F[j]  # f_u includes i
@@ -172,8 +175,14 @@ def test_alignment_to_a_warm_model_is_the_kl_of_the_dense_similarities(tiny):
     """align_weight > 0: the loss adds KL(softmax(cos(e_i, e_j) / τ) || softmax(f_i^T (D + V V^T) f_j / τ)) over
     the batch's distinct positive items (j != i), computed here by brute force from dense matrices; the
     warm tables and the checkpoint hold nothing of validation/test items, and scoring is unchanged."""
-    config = {**tiny, "rank": 3, "align_weight": 0.5, "align_temperature": 0.2, "warm_epochs": 2,
-              "warm_embedding_size": 4}
+    config = {
+        **tiny,
+        "rank": 3,
+        "align_weight": 0.5,
+        "align_temperature": 0.2,
+        "warm_epochs": 2,
+        "warm_embedding_size": 4,
+    }
     model, (train_data, _, test_data) = build("FBSM", config)
     with torch.no_grad():
         model.D.uniform_(0.5, 1.5)
@@ -212,7 +221,9 @@ def test_untrained_ufsm_with_one_function_is_exactly_its_fixed_similarity(tiny):
     candidates = torch.as_tensor(test_data._dataset.split_items)
     with torch.no_grad():
         torch.testing.assert_close(ufsm.score_candidates(users, candidates), knn.score_candidates(users, candidates))
-        torch.testing.assert_close(ufsm_tfidf.score_candidates(users, candidates), cosim.score_candidates(users, candidates))
+        torch.testing.assert_close(
+            ufsm_tfidf.score_candidates(users, candidates), cosim.score_candidates(users, candidates)
+        )
 
 
 def candidate_reference(model, F, likes, users, candidates):
@@ -242,7 +253,9 @@ def test_candidate_scores_in_blocks_of_users_equal_the_dense_formula(tiny, monke
     with torch.no_grad():
         scores = model.score_candidates(Interaction({"user_id": users}), candidates)
     assert len(users) > 4, "several blocks"
-    np.testing.assert_allclose(scores.numpy(), candidate_reference(model, F, likes, users, candidates), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        scores.numpy(), candidate_reference(model, F, likes, users, candidates), rtol=1e-9, atol=1e-9
+    )
     assert model.score_feature_rows(users[:0], model.F.rows_matrix(candidates)).shape == (0, len(candidates))
 
 

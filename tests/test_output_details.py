@@ -9,8 +9,8 @@ import sys
 import textwrap
 
 import pytest
-
 from helpers import REPO_ROOT, dataset_config
+
 from recbole_fbsm.config.cli import typed_command
 from recbole_fbsm.experiments import report
 from recbole_fbsm.quick_start import run
@@ -22,8 +22,7 @@ from recbole_fbsm.serve.__main__ import main as serve_main
 def cosim_artifact(toy):
     result = run("CoSim", toy.name, config_dict=dataset_config(toy))
     new_items = toy.root / "new.item"
-    new_items.write_text("item_id:token\tgenre:token_seq\twords:token_seq\n"
-                         "new_a\tg1 g2\tw1 w2 w3\nnew_b\tg3\tw4 w5\n")
+    new_items.write_text("item_id:token\tgenre:token_seq\twords:token_seq\nnew_a\tg1 g2\tw1 w2 w3\nnew_b\tg3\tw4 w5\n")
     return result["artifact_file"], new_items
 
 
@@ -62,8 +61,9 @@ def test_the_python_api_prints_no_openmp_advice(toy, tmp_path):
     """)
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "PYTHONWARNINGS")}
     env.update(OMP_WAIT_POLICY="ACTIVE", PYTHONPATH=str(REPO_ROOT))
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     console = done.stdout + done.stderr
     assert "[Item split]" in console  # the quiet console is there
@@ -73,17 +73,26 @@ def test_the_python_api_prints_no_openmp_advice(toy, tmp_path):
 
 
 # ---------------------------------------------------------------------------------- compare's command
-@pytest.mark.parametrize("process, original, expected", [
-    (["/venv/bin/recbole-fbsm", "compare", "--models", "FBSM", "--epochs=3"],
-     ["/venv/bin/python3", "/venv/bin/recbole-fbsm", "compare", "--models", "FBSM", "--epochs=3"],
-     "recbole-fbsm compare --models FBSM --epochs=3"),
-    (["/src/recbole_fbsm/__main__.py", "compare", "--models", "FBSM", "--epochs=3"],
-     ["python", "-m", "recbole_fbsm", "compare", "--models", "FBSM", "--epochs=3"],
-     "python -m recbole_fbsm compare --models FBSM --epochs=3"),
-    (["/src/recbole_fbsm/experiments/compare.py", "--models", "FBSM", "--epochs=3"],
-     ["python3", "-m", "recbole_fbsm.experiments.compare", "--models", "FBSM", "--epochs=3"],
-     "python3 -m recbole_fbsm.experiments.compare --models FBSM --epochs=3"),
-])
+@pytest.mark.parametrize(
+    "process, original, expected",
+    [
+        (
+            ["/venv/bin/recbole-fbsm", "compare", "--models", "FBSM", "--epochs=3"],
+            ["/venv/bin/python3", "/venv/bin/recbole-fbsm", "compare", "--models", "FBSM", "--epochs=3"],
+            "recbole-fbsm compare --models FBSM --epochs=3",
+        ),
+        (
+            ["/src/recbole_fbsm/__main__.py", "compare", "--models", "FBSM", "--epochs=3"],
+            ["python", "-m", "recbole_fbsm", "compare", "--models", "FBSM", "--epochs=3"],
+            "python -m recbole_fbsm compare --models FBSM --epochs=3",
+        ),
+        (
+            ["/src/recbole_fbsm/experiments/compare.py", "--models", "FBSM", "--epochs=3"],
+            ["python3", "-m", "recbole_fbsm.experiments.compare", "--models", "FBSM", "--epochs=3"],
+            "python3 -m recbole_fbsm.experiments.compare --models FBSM --epochs=3",
+        ),
+    ],
+)
 def test_the_command_is_recorded_as_typed(process, original, expected):
     assert typed_command(["--models", "FBSM", "--epochs=3"], "recbole-fbsm compare", process, original) == expected
 
@@ -91,12 +100,22 @@ def test_the_command_is_recorded_as_typed(process, original, expected):
 # ----------------------------------------------------------------------------------------- the chart
 def test_the_chart_legend_hides_no_error_bar():
     def record(model, seed, recall, ndcg):
-        return {"model": model, "seed": seed, "status": "ok", "valid_metric": "recall@10", "best_valid_score": 0.1,
-                "test_result": {"recall@10": recall, "ndcg@10": ndcg}, "wall_seconds": 1.0}
+        return {
+            "model": model,
+            "seed": seed,
+            "status": "ok",
+            "valid_metric": "recall@10",
+            "best_valid_score": 0.1,
+            "test_result": {"recall@10": recall, "ndcg@10": ndcg},
+            "wall_seconds": 1.0,
+        }
 
     # tall bars with wide error bars on the left and the right: where a legend inside the axes would sit
-    records = [record(m, s, r + 0.2 * s, n + 0.2 * s) for m, r, n in
-               (("FBSM", 0.6, 0.6), ("ItemKNNCBF", 0.2, 0.1), ("CoSim", 0.55, 0.62)) for s in (0, 1)]
+    records = [
+        record(m, s, r + 0.2 * s, n + 0.2 * s)
+        for m, r, n in (("FBSM", 0.6, 0.6), ("ItemKNNCBF", 0.2, 0.1), ("CoSim", 0.55, 0.62))
+        for s in (0, 1)
+    ]
     figure = report.chart_figure(report.summarise(records, ["FBSM", "ItemKNNCBF", "CoSim"]), "d")
     figure.canvas.draw()
     renderer = figure.canvas.get_renderer()
@@ -104,8 +123,13 @@ def test_the_chart_legend_hides_no_error_bar():
     legend = axes.get_legend().get_window_extent(renderer)
     assert not legend.overlaps(axes.get_window_extent(renderer))
     # every error bar (its vertical segment, caps included) in display coordinates
-    segments = [segment for container in axes.containers if getattr(container, "errorbar", None) is not None
-                for collection in container.errorbar.lines[2] for segment in collection.get_segments()]
+    segments = [
+        segment
+        for container in axes.containers
+        if getattr(container, "errorbar", None) is not None
+        for collection in container.errorbar.lines[2]
+        for segment in collection.get_segments()
+    ]
     assert len(segments) == 6  # 3 models x 2 metrics
     for segment in segments:
         (x, low), (_, high) = axes.transData.transform(segment)
@@ -122,7 +146,9 @@ def test_a_model_with_nothing_to_train_says_so_instead_of_a_zero_loss(toy, model
     messages = [record.getMessage() for record in caplog.records]
     assert not [m for m in messages if "train loss" in m or "training [" in m]
     (line,) = [m for m in messages if m.startswith("nothing to train:")]
-    assert line == f"nothing to train: {model} is a fixed similarity of the item features: valid recall@10 " \
-                   f"{result['best_valid_score']:.4f}"
+    assert (
+        line == f"nothing to train: {model} is a fixed similarity of the item features: valid recall@10 "
+        f"{result['best_valid_score']:.4f}"
+    )
     assert not [m for m in messages if m.startswith("kept epoch")] and result["kept_summary"] == line
     assert result["test_result"]["recall@10"] > 0

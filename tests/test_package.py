@@ -13,11 +13,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from helpers import REPO_ROOT
 
 PROPERTY_FILES = sorted(  # the checkout's properties/ folder, as the wheel's recbole_fbsm/properties/
-    "recbole_fbsm/" + path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "properties").rglob("*")
+    "recbole_fbsm/" + path.relative_to(REPO_ROOT).as_posix()
+    for path in (REPO_ROOT / "properties").rglob("*")
     if path.suffix == ".yaml"
 )
 
@@ -32,8 +32,21 @@ def wheel(tmp_path_factory):
         shutil.copy(REPO_ROOT / name, src / name)
     out = tmp_path_factory.mktemp("wheel")
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(out), str(src)],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(out),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     (path,) = out.glob("recbole_fbsm-*.whl")
@@ -81,13 +94,20 @@ def test_wheel_installs_one_command_line(wheel, tmp_path):
     empty = tmp_path / "elsewhere"
     empty.mkdir()
     env = dict(os.environ, PYTHONPATH=str(site), OMP_NUM_THREADS="1")
-    shown = subprocess.run([sys.executable, "-m", "recbole_fbsm", "--help"], cwd=empty, env=env,
-                           capture_output=True, text=True)
+    shown = subprocess.run(
+        [sys.executable, "-m", "recbole_fbsm", "--help"], cwd=empty, env=env, capture_output=True, text=True
+    )
     assert shown.returncode == 0 and "run" in shown.stdout and "serve" in shown.stdout
-    done = subprocess.run([sys.executable, "-m", "recbole_fbsm", "run", "--model=CoSim", "--dataset=ml-100k"],
-                          cwd=empty, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "recbole_fbsm", "run", "--model=CoSim", "--dataset=ml-100k"],
+        cwd=empty,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "test result: {'recall@10': 0." in done.stdout
-    wrong = subprocess.run([sys.executable, "-m", "recbole_fbsm", "comapre"], cwd=empty, env=env,
-                           capture_output=True, text=True)
+    wrong = subprocess.run(
+        [sys.executable, "-m", "recbole_fbsm", "comapre"], cwd=empty, env=env, capture_output=True, text=True
+    )
     assert wrong.returncode == 2 and "did you mean 'compare'" in wrong.stderr

@@ -9,15 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from helpers import dataset_config, item_token_ids, run_cli, start_cli
+
 from recbole_fbsm import quick_start
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
+from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
-from recbole_fbsm.config.registry import get_model
-from recbole_fbsm.training.trainer import get_trainer
-from recbole_fbsm.training.trainer import load_checkpoint
+from recbole_fbsm.training.trainer import get_trainer, load_checkpoint
 
 CLI_MODELS = ["BPR", "Pop", "Random", "ItemKNN", "FM"]
 GARBAGE = b"not a pickle: a cache file must never be read\x00\xff"
@@ -195,8 +194,10 @@ def test_pickled_caches_in_checkpoint_dir_are_never_read(toy, quiet, workdir):
     for path in caches:
         path.write_bytes(GARBAGE)
     config = dataset_config(
-        toy, quiet,
-        dataset_save_path=str(caches[3]), dataloaders_save_path=str(caches[4]),
+        toy,
+        quiet,
+        dataset_save_path=str(caches[3]),
+        dataloaders_save_path=str(caches[4]),
     )
     result = run("Pop", toy.name, config_dict=config)
     assert result["test_result"]["recall@10"] >= 0
@@ -258,6 +259,7 @@ def test_command_line_of_the_host_process_is_ignored(toy, quiet, workdir, monkey
 
 def test_each_run_builds_its_own_split(toy, quiet, workdir):
     """Nothing carries over between runs in one process: another seed, another split; same seed, same."""
+
     def test_items(seed):
         _, _, (_, _, test_data) = prepare("Pop", toy.name, config_dict=dataset_config(toy, quiet, seed=seed))
         return sorted(test_data._dataset.field2id_token["item_id"][test_data._dataset.split_items])
@@ -273,8 +275,7 @@ CONTEXT_MODELS = ["LR", "FM", "DeepFM", "WideDeep", "NFM", "AutoInt", "DSSM", "A
 
 def field_names(model):
     return {
-        kind: list(getattr(model, f"{kind}_field_names", []))
-        for kind in ("token", "token_seq", "float", "float_seq")
+        kind: list(getattr(model, f"{kind}_field_names", [])) for kind in ("token", "token_seq", "float", "float_seq")
     } | {"all": list(getattr(model, "field_names", []))}
 
 
@@ -328,7 +329,9 @@ def test_context_models_see_each_token_once_while_fbsm_keeps_term_counts(toy, tm
     token = first[0]
 
     def words_of(model_name, **overrides):
-        config, model, (train_data, _, _) = quick_start.prepare(model_name, toy.name, config_dict=dataset_config(toy, **overrides))
+        config, model, (train_data, _, _) = quick_start.prepare(
+            model_name, toy.name, config_dict=dataset_config(toy, **overrides)
+        )
         dataset = train_data._dataset
         item = dataset.token2id(dataset.iid_field, token)
         ids = item_token_ids(dataset, "words", item)
@@ -345,7 +348,9 @@ def test_context_models_see_each_token_once_while_fbsm_keeps_term_counts(toy, tm
 
 def test_eval_user_sample_keeps_a_seeded_random_subset_of_evaluated_users(toy):
     def evaluated(**overrides):
-        _, _, (_, valid_data, test_data) = quick_start.prepare("Pop", toy.name, config_dict=dataset_config(toy, **overrides))
+        _, _, (_, valid_data, test_data) = quick_start.prepare(
+            "Pop", toy.name, config_dict=dataset_config(toy, **overrides)
+        )
         return [set(d._dataset.inter_feat["user_id"].numpy().tolist()) for d in (valid_data, test_data)]
 
     full = evaluated()

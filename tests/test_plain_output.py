@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 from helpers import RUN_RECBOLE
+
 from recbole_fbsm.quick_start import run
 
 
@@ -16,9 +17,21 @@ def test_run_returns_plain_floats(tmp_path):
 
 
 def test_summary_counts_real_users_and_no_recbole_epoch_line(tmp_path):
-    done = subprocess.run([sys.executable, str(RUN_RECBOLE), "--model=FBSM", "--dataset=ml-100k", "--epochs=2",
-                           "--stopping_step=1", "--state=INFO", "--torch_threads=1"],
-                          capture_output=True, text=True, cwd=tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(RUN_RECBOLE),
+            "--model=FBSM",
+            "--dataset=ml-100k",
+            "--epochs=2",
+            "--stopping_step=1",
+            "--state=INFO",
+            "--torch_threads=1",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     output = done.stdout + done.stderr
     assert "The number of users: 943" in output and "The number of items: 1682" in output

@@ -6,8 +6,9 @@ import os
 import subprocess
 import sys
 
-import recbole_fbsm
 from helpers import RUN_RECBOLE, dataset_config
+
+import recbole_fbsm
 from recbole_fbsm.training.run_log import QuietConsoleHandler, on_console
 
 MAX_CONSOLE_LINES = 40
@@ -17,8 +18,14 @@ def run_cosim(cwd, *extra, dataset="ml-100k"):
     """``run_recbole.py --model=CoSim --dataset=ml-100k`` as a user starts it (warnings not silenced)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
     env.update(OMP_NUM_THREADS="1")
-    done = subprocess.run([sys.executable, str(RUN_RECBOLE), "--model=CoSim", f"--dataset={dataset}", *extra],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(RUN_RECBOLE), "--model=CoSim", f"--dataset={dataset}", *extra],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout + done.stderr
 
@@ -29,8 +36,15 @@ def test_default_cosim_run_is_quiet_and_the_log_keeps_everything(tmp_path):
     assert len(lines) <= MAX_CONSOLE_LINES, console
     assert "General Hyper Parameters" not in console and "use_gpu" not in console  # the config dump
     assert "Warning" not in console and "warn" not in console.lower(), console
-    for expected in ("The number of users", "[Item split] items train/valid/test", "nothing to train: CoSim",
-                     "valid recall@10", "test result:", "saved model:", "result file:"):
+    for expected in (
+        "The number of users",
+        "[Item split] items train/valid/test",
+        "nothing to train: CoSim",
+        "valid recall@10",
+        "test result:",
+        "saved model:",
+        "result file:",
+    ):
         assert expected in console, expected
     (log,) = (tmp_path / "log" / "CoSim").glob("*.log")
     text = log.read_text()

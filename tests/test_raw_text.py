@@ -12,8 +12,8 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from helpers import QUIET
+
 from recbole_fbsm.convert import convert_text
 from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer, analyzer_path, read_analyzer
 from recbole_fbsm.errors import ColdStartError
@@ -70,7 +70,10 @@ def served(tmp_path_factory):
     models = {}
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
-        for name, extra in {"FBSM": {"epochs": 2, "rank": 3, "init_std": 0.1, "learning_rate": 0.05}, "CoSim": {}}.items():
+        for name, extra in {
+            "FBSM": {"epochs": 2, "rank": 3, "init_std": 0.1, "learning_rate": 0.05},
+            "CoSim": {},
+        }.items():
             result = run(name, "raw", config_dict={**common, **extra})
             models[name] = load_model(result["saved_model_file"])
             models[name + "_checkpoint"] = result["saved_model_file"]
@@ -130,8 +133,9 @@ def test_raw_text_scores_exactly_as_its_tokens(served, name, tmp_path):
         "csv": write_csv(tmp_path / "new.csv", NEW_ITEMS),
         "tsv": write_csv(tmp_path / "new.tsv", NEW_ITEMS, delimiter="\t"),
         "named fields": write_csv(tmp_path / "fields.csv", NEW_ITEMS, header=("item_id", "words", "tags")),
-        "id column not first": write_csv(tmp_path / "order.csv", [(t, g, i) for i, t, g in NEW_ITEMS],
-                                         header=("text", "tags", "item_id")),
+        "id column not first": write_csv(
+            tmp_path / "order.csv", [(t, g, i) for i, t, g in NEW_ITEMS], header=("text", "tags", "item_id")
+        ),
     }
     for variant, path in variants.items():
         raw = read_new_items(s, path, warn=False)
@@ -140,8 +144,10 @@ def test_raw_text_scores_exactly_as_its_tokens(served, name, tmp_path):
         torch.testing.assert_close(score_new_items(s, raw, users), expected, rtol=0, atol=0)
     # an .item file whose cells are raw text, read with raw_text=True
     raw_item = tmp_path / "raw.item"
-    raw_item.write_text("item_id:token\twords:token_seq\ttags:token_seq\n"
-                        + "".join(f"{i}\t{t}\t{g}\n" for i, t, g in NEW_ITEMS), encoding="utf-8")
+    raw_item.write_text(
+        "item_id:token\twords:token_seq\ttags:token_seq\n" + "".join(f"{i}\t{t}\t{g}\n" for i, t, g in NEW_ITEMS),
+        encoding="utf-8",
+    )
     raw = read_new_items(s, raw_item, warn=False, raw_text=True)
     torch.testing.assert_close(score_new_items(s, raw, users), expected, rtol=0, atol=0)
 
@@ -153,8 +159,10 @@ def test_unknown_raw_words_are_reported_with_their_stems(served, tmp_path):
         new = read_new_items(s, path)
     message = str(record[0].message)
     # 'gardeners' -> 'garden' is known, 'fertilizer' -> 'fertil' is not; of the tags, 'outdoors' is unknown
-    assert "words: 2 of 16 words dropped after stop-word removal and stemming, as their terms are not in the " \
-           "training vocabulary (e.g. " in message
+    assert (
+        "words: 2 of 16 words dropped after stop-word removal and stemming, as their terms are not in the "
+        "training vocabulary (e.g. " in message
+    )
     assert "'fertilizer' -> 'fertil'" in message
     assert "tags: 1 of 6 tags not in the training vocabulary (e.g. 'outdoors')" in message
     assert "words:fertil" in new.unknown and "tags:outdoors" in new.unknown
@@ -177,8 +185,13 @@ def test_raw_text_follows_the_stored_settings_not_the_defaults(tmp_path, monkeyp
     inter, items, _ = write_raw(tmp_path)
     convert_text(inter, items, "plain", tmp_path / "data", min_df=2, max_df=0.9, stem=False)
     monkeypatch.chdir(tmp_path)
-    result = run("CoSim", "plain", config_dict=dict(QUIET, data_path=str(tmp_path / "data"), threshold=None,
-                                                     checkpoint_dir=str(tmp_path / "saved")))
+    result = run(
+        "CoSim",
+        "plain",
+        config_dict=dict(
+            QUIET, data_path=str(tmp_path / "data"), threshold=None, checkpoint_dir=str(tmp_path / "saved")
+        ),
+    )
     s = load_model(result["saved_model_file"])
     new = read_new_items(s, write_csv(tmp_path / "new.csv", [("n1", "plants and Gardening", "")]), warn=False)
     names = {s.features.names[c] for c in new.counts.indices}
@@ -215,8 +228,11 @@ def test_cli_recommend_and_explain_take_raw_text(served, tmp_path, capsys):
 def test_bad_raw_text_files_name_file_and_columns(served, tmp_path):
     s = served["CoSim"]
     no_text = write_csv(tmp_path / "no_text.csv", [("n1", "x")], header=("item_id", "title"))
-    with pytest.raises(ColdStartError, match=r"no_text\.csv has no column for feature field 'words': expected a "
-                                             r"column named 'words' or 'text'; the header has \['item_id', 'title'\]"):
+    with pytest.raises(
+        ColdStartError,
+        match=r"no_text\.csv has no column for feature field 'words': expected a "
+        r"column named 'words' or 'text'; the header has \['item_id', 'title'\]",
+    ):
         read_new_items(s, no_text)
     short = tmp_path / "short.csv"
     short.write_text("item_id,text,tags\nn1,cats\n")
@@ -238,8 +254,11 @@ def test_an_analyzer_file_with_a_bad_pattern_is_one_error(served, tmp_path):
     document["fields"]["words"]["analyzer"]["token_pattern"] = "(unclosed"
     try:
         path.write_text(json.dumps(document))
-        with pytest.raises(ColdStartError, match=r"raw\.analyzer\.json is not a readable analyzer file.*token_pattern "
-                                                 r"'\(unclosed' is not a regular expression"):
+        with pytest.raises(
+            ColdStartError,
+            match=r"raw\.analyzer\.json is not a readable analyzer file.*token_pattern "
+            r"'\(unclosed' is not a regular expression",
+        ):
             dataset_analyzer(s.config, s.fields, s.dataset)  # what a run reads to put it in the artifact
     finally:
         path.write_text(original)

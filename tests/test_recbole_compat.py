@@ -13,8 +13,15 @@ import recbole_fbsm
 from recbole_fbsm import recbole_compat
 from recbole_fbsm.recbole_compat import OVERRIDDEN, RELIED_ON, routes
 
-LISTED = recbole_compat.CONFIG + recbole_compat.DATASET + recbole_compat.SAMPLER + recbole_compat.TRAIN_LOADER \
-    + recbole_compat.EVAL_LOADER + recbole_compat.TRAINER + RELIED_ON
+LISTED = (
+    recbole_compat.CONFIG
+    + recbole_compat.DATASET
+    + recbole_compat.SAMPLER
+    + recbole_compat.TRAIN_LOADER
+    + recbole_compat.EVAL_LOADER
+    + recbole_compat.TRAINER
+    + RELIED_ON
+)
 
 
 def resolve(owner, name):
@@ -39,7 +46,8 @@ def test_recbole_still_has_what_each_override_relies_on(private):
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     assert digest == private.digest, (
         f"{private.owner}.{private.name} changed in this RecBole/torch (digest {digest}, pinned {private.digest}); "
-        f"the plugin relies on it: {private.relies_on}. Re-read it, adapt recbole_fbsm, then update the digest.")
+        f"the plugin relies on it: {private.relies_on}. Re-read it, adapt recbole_fbsm, then update the digest."
+    )
 
 
 def plugin_classes():
@@ -52,16 +60,20 @@ def plugin_classes():
                 yield obj
     from recbole.data.dataloader import FullSortEvalDataLoader, TrainDataLoader
     from recbole.trainer import Trainer
+    from recbole.utils import ModelType
 
     from recbole_fbsm.data.device_batches import device_batches
     from recbole_fbsm.data.eval_loader import vectorised_eval_loader
     from recbole_fbsm.data.user_batches import user_grouped
     from recbole_fbsm.training.trainer import get_trainer
-    from recbole.utils import ModelType
 
-    yield from (user_grouped(TrainDataLoader), device_batches(user_grouped(TrainDataLoader)),
-                vectorised_eval_loader(FullSortEvalDataLoader),
-                get_trainer(ModelType.GENERAL, "BPR"), Trainer)
+    yield from (
+        user_grouped(TrainDataLoader),
+        device_batches(user_grouped(TrainDataLoader)),
+        vectorised_eval_loader(FullSortEvalDataLoader),
+        get_trainer(ModelType.GENERAL, "BPR"),
+        Trainer,
+    )
 
 
 def test_no_plugin_class_defines_a_private_name_of_recbole_itself():
@@ -74,8 +86,9 @@ def test_no_plugin_class_defines_a_private_name_of_recbole_itself():
             if not name.startswith("_") or name.startswith("__"):
                 continue
             for base in cls.__mro__[1:]:
-                if (base.__module__.startswith("recbole.") or base.__module__.startswith("torch.utils.data")) \
-                        and name in vars(base):
+                if (
+                    base.__module__.startswith("recbole.") or base.__module__.startswith("torch.utils.data")
+                ) and name in vars(base):
                     offenders.append(f"{cls.__module__}.{cls.__qualname__}.{name} (RecBole's {base.__name__}.{name})")
                     break
     assert not offenders, "\n".join(offenders)
@@ -90,8 +103,10 @@ def test_every_route_reaches_the_plugin_and_the_chain_ends_in_recboles_own():
         def _batches(self):
             return "recbole batches"
 
-    privates = (recbole_compat.Private("x.RecBoleLike", "_step", "", ""),
-                recbole_compat.Private("x.RecBoleLike", "_batches", "", "", is_property=True))
+    privates = (
+        recbole_compat.Private("x.RecBoleLike", "_step", "", ""),
+        recbole_compat.Private("x.RecBoleLike", "_batches", "", "", is_property=True),
+    )
     Routes = routes("Routes", privates)
 
     class Outer:

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from helpers import dataset_config, run_cli
+
 from recbole_fbsm.experiments import compare
 from recbole_fbsm.quick_start import run
 
@@ -32,8 +33,18 @@ def test_the_record_has_every_key_of_compares_own(toy, tmp_path):
     assert theirs["status"] == "ok", theirs.get("error")
     mine = json.loads(Path(sorted((tmp_path / "log" / "CoSim").glob("*.json"))[-1]).read_text())
     assert set(theirs) <= set(mine)
-    for key in ("model", "seed", "split_seed", "status", "valid_metric", "best_valid_score", "best_valid_result",
-                "test_result", "saved_model_file", "eval_user_sample"):
+    for key in (
+        "model",
+        "seed",
+        "split_seed",
+        "status",
+        "valid_metric",
+        "best_valid_score",
+        "best_valid_result",
+        "test_result",
+        "saved_model_file",
+        "eval_user_sample",
+    ):
         assert mine[key] == theirs[key], key
 
 

@@ -8,14 +8,24 @@ from helpers import RUN_RECBOLE, item_token_ids, write_dataset
 
 
 def run_recbole(tmp_path, *args):
-    return subprocess.run([sys.executable, str(RUN_RECBOLE), "--dataset=toy", f"--data_path={tmp_path}",
-                           "--torch_threads=1", *args], capture_output=True, text=True, cwd=tmp_path)
+    return subprocess.run(
+        [sys.executable, str(RUN_RECBOLE), "--dataset=toy", f"--data_path={tmp_path}", "--torch_threads=1", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
 
 
 def test_a_nan_loss_stops_training_keeps_the_best_epoch_and_writes_the_result(tmp_path):
     write_dataset(tmp_path, "toy")
-    done = run_recbole(tmp_path, "--model=FBSM", "--epochs=5", "--learning_rate=1e30", "--clip_grad_norm=None",
-                       "--valid_before_training=False")
+    done = run_recbole(
+        tmp_path,
+        "--model=FBSM",
+        "--epochs=5",
+        "--learning_rate=1e30",
+        "--clip_grad_norm=None",
+        "--valid_before_training=False",
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     line = next(text for text in (done.stdout + done.stderr).splitlines() if "became NaN" in text)
@@ -27,8 +37,15 @@ def test_a_nan_loss_stops_training_keeps_the_best_epoch_and_writes_the_result(tm
 
 def test_a_nan_loss_before_any_validation_is_one_error_line(tmp_path):
     write_dataset(tmp_path, "toy")
-    done = run_recbole(tmp_path, "--model=FBSM", "--epochs=5", "--learning_rate=1e30", "--clip_grad_norm=None",
-                       "--valid_before_training=False", "--eval_step=3")
+    done = run_recbole(
+        tmp_path,
+        "--model=FBSM",
+        "--epochs=5",
+        "--learning_rate=1e30",
+        "--clip_grad_norm=None",
+        "--valid_before_training=False",
+        "--eval_step=3",
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: training stopped at epoch") and last.endswith("so there is no model to keep.")
@@ -52,8 +69,11 @@ def test_a_failed_checkpoint_write_leaves_the_last_good_one_whole(tmp_path, monk
 
     write_dataset(tmp_path, "toy")
     monkeypatch.chdir(tmp_path)
-    config, model, _ = prepare("FBSM", "toy", config_dict={"data_path": str(tmp_path), "state": "ERROR",
-                                                          "checkpoint_dir": str(tmp_path / "saved")})
+    config, model, _ = prepare(
+        "FBSM",
+        "toy",
+        config_dict={"data_path": str(tmp_path), "state": "ERROR", "checkpoint_dir": str(tmp_path / "saved")},
+    )
     trainer = get_trainer(config["MODEL_TYPE"], "FBSM")(config, model)
     trainer._save_checkpoint(0, verbose=False)
     good = open(trainer.saved_model_file, "rb").read()
@@ -80,8 +100,11 @@ def test_a_result_file_that_cannot_be_written_still_returns_the_results(tmp_path
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(quick_start, "write_result_file", full_disk)
-    result = quick_start.run("CoSim", "toy", config_dict={"data_path": str(tmp_path), "state": "ERROR",
-                                                        "checkpoint_dir": str(tmp_path / "saved")})
+    result = quick_start.run(
+        "CoSim",
+        "toy",
+        config_dict={"data_path": str(tmp_path), "state": "ERROR", "checkpoint_dir": str(tmp_path / "saved")},
+    )
     assert result["result_file"] is None and result["test_result"]["recall@10"] >= 0
 
 
@@ -102,8 +125,11 @@ def test_a_text_longer_than_the_csv_field_limit_is_read_whole(tmp_path):
         words = " ".join(["long"] * 30000) if i == 3 else " ".join(f"w{random.randrange(30)}" for _ in range(5))
         rows.append(f"i{i}\t{words}" + (' say"quoted' if i == 5 else ""))
     (folder / "big.item").write_text("\n".join(rows) + "\n")
-    _, model, (train_data, _, _) = prepare("CoSim", "big", config_dict={
-        "data_path": str(tmp_path), "state": "ERROR", "topk": [5], "valid_metric": "Recall@5"})
+    _, model, (train_data, _, _) = prepare(
+        "CoSim",
+        "big",
+        config_dict={"data_path": str(tmp_path), "state": "ERROR", "topk": [5], "valid_metric": "Recall@5"},
+    )
     dataset = train_data._dataset
     long_item = dataset.token2id(dataset.iid_field, "i3")
     assert len(item_token_ids(dataset, "words", long_item)) == 30000
@@ -128,7 +154,12 @@ def test_a_tilde_in_data_path_is_the_home_folder(tmp_path):
 
     write_dataset(tmp_path / "data", "toy")
     env = dict(os.environ, HOME=str(tmp_path))
-    done = subprocess.run([sys.executable, str(RUN_RECBOLE), "--model=CoSim", "--dataset=toy", "--data_path=~/data",
-                           "--torch_threads=1"], capture_output=True, text=True, cwd=tmp_path, env=env)
+    done = subprocess.run(
+        [sys.executable, str(RUN_RECBOLE), "--model=CoSim", "--dataset=toy", "--data_path=~/data", "--torch_threads=1"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "test result: {'recall@10'" in done.stdout

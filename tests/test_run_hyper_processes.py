@@ -8,9 +8,8 @@ from collections import Counter
 
 import optuna
 import yaml
-from optuna.trial import TrialState
-
 from helpers import REPO_ROOT, cli_env, dataset_config
+from optuna.trial import TrialState
 
 RUN_HYPER = REPO_ROOT / "run_hyper.py"
 GRID = "rank choice [1, 2]\nreg_V choice [0.01, 0.1]\n"  # 4 points
@@ -18,11 +17,22 @@ STUDY = "fbsm-toy"
 
 
 def start(tmp_path, *extra):
-    args = [sys.executable, str(RUN_HYPER), "--model=FBSM", "--dataset=toy", f"--config_files={tmp_path / 'toy.yaml'}",
-            f"--params_file={tmp_path / 'grid.hyper'}", f"--storage=sqlite:///{tmp_path / 'tune.db'}",
-            f"--study_name={STUDY}", f"--output_file={tmp_path / 'grid.result'}", "--pruner=none", *extra]
-    return subprocess.Popen(args, cwd=str(tmp_path), env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    args = [
+        sys.executable,
+        str(RUN_HYPER),
+        "--model=FBSM",
+        "--dataset=toy",
+        f"--config_files={tmp_path / 'toy.yaml'}",
+        f"--params_file={tmp_path / 'grid.hyper'}",
+        f"--storage=sqlite:///{tmp_path / 'tune.db'}",
+        f"--study_name={STUDY}",
+        f"--output_file={tmp_path / 'grid.result'}",
+        "--pruner=none",
+        *extra,
+    ]
+    return subprocess.Popen(
+        args, cwd=str(tmp_path), env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def finish(process, timeout=300):
@@ -59,8 +69,11 @@ def test_two_processes_split_a_grid_without_repeating_a_point(toy, tmp_path):
     ran = [line for out in outputs for line in out.splitlines() if line.startswith("[trial")]
     assert len(ran) == 4
     best = max((t for t in done if t.state == TrialState.COMPLETE), key=lambda t: t.value)
-    assert (tmp_path / "grid.result").read_text().startswith(
-        f"best params: rank:{best.params['rank']}, reg_V:{best.params['reg_V']}\n")
+    assert (
+        (tmp_path / "grid.result")
+        .read_text()
+        .startswith(f"best params: rank:{best.params['rank']}, reg_V:{best.params['reg_V']}\n")
+    )
 
 
 def test_a_killed_search_keeps_its_finished_trials_and_resumes(toy, tmp_path):

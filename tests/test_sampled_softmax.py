@@ -12,8 +12,13 @@ from recbole_fbsm.quick_start import prepare, run
 
 pytestmark = pytest.mark.usefixtures("workdir")
 
-HYBRID = {"cold_start_scenario": "hybrid", "metrics": ["Recall", "NDCG"], "topk": [5], "valid_metric": "recall@5",
-          "identity_features": True}
+HYBRID = {
+    "cold_start_scenario": "hybrid",
+    "metrics": ["Recall", "NDCG"],
+    "topk": [5],
+    "valid_metric": "recall@5",
+    "identity_features": True,
+}
 
 
 @pytest.fixture
@@ -25,8 +30,9 @@ def prepared(data, quiet, **overrides):
     """(model in training mode, a training batch, the training loader's dataset), identity dropout off so that
     two calls of the loss differ only by the sample."""
     settings = {"identity_dropout": 0.0, "softmax_temperature": 0.2, "init_std": 0.3, "reg_V": 0.0, "reg_D": 0.0}
-    _, model, (train, valid, test) = prepare("FBSM", data.name, config_dict=dataset_config(
-        data, quiet, **{**HYBRID, **settings, **overrides}))
+    _, model, (train, valid, test) = prepare(
+        "FBSM", data.name, config_dict=dataset_config(data, quiet, **{**HYBRID, **settings, **overrides})
+    )
     model.train()
     return model, next(iter(train)), train._dataset, (valid._dataset, test._dataset)
 

@@ -6,7 +6,6 @@ from collections import defaultdict
 import numpy as np
 import pytest
 import torch
-
 from helpers import dataset_config, write_dataset
 from recbole.utils import init_seed
 
@@ -21,7 +20,13 @@ N_DRAWS = 60  # draws per training like: ~10k (toy) sampled triplets per test
 def prepare_data(data, model="BPR", distribution="uniform", **overrides):
     config_dict = dataset_config(
         data,
-        train_neg_sample_args={"distribution": distribution, "sample_num": 1, "alpha": 1.0, "dynamic": False, "candidate_num": 0},
+        train_neg_sample_args={
+            "distribution": distribution,
+            "sample_num": 1,
+            "alpha": 1.0,
+            "dynamic": False,
+            "candidate_num": 0,
+        },
         **overrides,
     )
     config = ColdStartConfig(model=model, dataset=data.name, config_dict=config_dict)
@@ -124,7 +129,9 @@ def test_negatives_are_training_items_and_dislikes_come_first(toy, distribution)
         expected = counts.sum() / len(counts)
         assert (counts > 0).all()
         chi2 = ((counts - expected) ** 2 / expected).sum()
-        assert chi2 < len(counts) + 6 * np.sqrt(2 * len(counts)), f"not uniform: chi2={chi2:.1f} for {len(counts)} items"
+        assert chi2 < len(counts) + 6 * np.sqrt(2 * len(counts)), (
+            f"not uniform: chi2={chi2:.1f} for {len(counts)} items"
+        )
 
 
 def test_popularity_sampling_follows_training_popularity(toy):
@@ -156,7 +163,9 @@ def test_dataloader_triplets_obey_the_same_rules(toy):
     assert set(zip(users.tolist(), positives.tolist())) <= liked
     repeated = np.tile(users, 30)
     more = train_data._sampler.sample_by_user_ids(repeated, np.tile(positives, 30), 1).numpy()
-    check_negatives(train_data, valid_data, test_data, np.concatenate([users, repeated]), np.concatenate([negatives, more]))
+    check_negatives(
+        train_data, valid_data, test_data, np.concatenate([users, repeated]), np.concatenate([negatives, more])
+    )
 
 
 def test_implicit_data_negatives_are_unliked_training_items(tmp_path):
@@ -188,7 +197,9 @@ def test_user_who_liked_every_training_item_does_not_hang(tmp_path, distribution
     more_users, more_negatives = sample_many(train_data)
     keep = more_users != greedy
     check_negatives(
-        train_data, valid_data, test_data,
+        train_data,
+        valid_data,
+        test_data,
         np.concatenate([users[others], more_users[keep]]),
         np.concatenate([loader_negatives[others], more_negatives[keep]]),
     )
@@ -206,8 +217,14 @@ def test_used_ids_and_liked_keys_are_read_from_the_splits_when_asked(toy):
     for k, loader in enumerate((train_data, valid_data, test_data)):
         used = loader._sampler.used_ids
         assert isinstance(used, UsedIds)
-        expected = sorted_unique(np.concatenate([p.inter_feat["user_id"].numpy().astype(np.int64) * n_items
-                                                 + p.inter_feat["item_id"].numpy() for p in parts[:k + 1]]))
+        expected = sorted_unique(
+            np.concatenate(
+                [
+                    p.inter_feat["user_id"].numpy().astype(np.int64) * n_items + p.inter_feat["item_id"].numpy()
+                    for p in parts[: k + 1]
+                ]
+            )
+        )
         assert np.array_equal(used.keys(), expected)
         user = int(expected[len(expected) // 2] // n_items)
         assert used[user] == {int(key % n_items) for key in expected if key // n_items == user}
@@ -220,6 +237,8 @@ def test_used_ids_and_liked_keys_are_read_from_the_splits_when_asked(toy):
     pool = sampler._pools["train"]
     train = parts[0].inter_feat
     in_pool = np.isin(train["item_id"].numpy(), pool)
-    keys = sorted_unique(train["user_id"].numpy()[in_pool].astype(np.int64) * (len(pool) + 1)
-                         + np.searchsorted(pool, train["item_id"].numpy()[in_pool]))
+    keys = sorted_unique(
+        train["user_id"].numpy()[in_pool].astype(np.int64) * (len(pool) + 1)
+        + np.searchsorted(pool, train["item_id"].numpy()[in_pool])
+    )
     assert np.array_equal(likes.liked_keys, keys)

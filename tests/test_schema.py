@@ -36,14 +36,16 @@ def test_overall_yaml_holds_every_overall_default_of_the_table():
             assert key not in overall, f"{key} is a model setting: set it in properties/model/*.yaml"
 
 
-@pytest.mark.parametrize("path", sorted(PROPERTIES_DIR.rglob("*.yaml")), ids=lambda p: str(p.relative_to(PROPERTIES_DIR)))
+@pytest.mark.parametrize(
+    "path", sorted(PROPERTIES_DIR.rglob("*.yaml")), ids=lambda p: str(p.relative_to(PROPERTIES_DIR))
+)
 def test_every_property_file_value_passes_the_table(path):
     values = load(path)
     grid = path.parent.name == "grids"
     declared = set(PLUGIN_SETTINGS) | recbole_keys()
     for key, value in values.items():
         assert key in declared, f"{path.name}: {key} is neither a RecBole setting nor in the plugin's table"
-        for candidate in (value if grid else [value]):
+        for candidate in value if grid else [value]:
             problem = SPECS[key](candidate) if key in SPECS else None
             assert problem is None, f"{path.name}: {key}: expected {problem}; got {candidate!r}"
 
@@ -69,8 +71,9 @@ def test_model_files_set_plugin_settings_to_the_tables_value_for_that_model(path
     model, values = path.stem, load(path)
     assert model in PLUGIN_MODELS, f"{path.name}: no plugin model {model}"
     for key in set(values) & set(PLUGIN_SETTINGS):
-        assert values[key] == model_default(key, model), \
+        assert values[key] == model_default(key, model), (
             f"{path.name}: {key}: {values[key]!r}, the table {model_default(key, model)!r} (schema.py: per_model)"
+        )
     for key, spec in PLUGIN_SETTINGS.items():
         if model in (spec.per_model or {}):
             assert key in values, f"schema.py: {key}'s per_model gives {model} a value its file does not set"
@@ -103,19 +106,31 @@ def fallbacks(tree):
     for node in ast.walk(tree):
         if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
             first = node.values[0]
-            if isinstance(first, ast.Subscript) and isinstance(first.slice, ast.Constant) and \
-                    first.slice.value in PLUGIN_SETTINGS:
+            if (
+                isinstance(first, ast.Subscript)
+                and isinstance(first.slice, ast.Constant)
+                and first.slice.value in PLUGIN_SETTINGS
+            ):
                 found.append((node.lineno, first.slice.value))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and \
-                len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and node.args[0].value in PLUGIN_SETTINGS:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and len(node.args) == 2
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value in PLUGIN_SETTINGS
+        ):
             found.append((node.lineno, node.args[0].value))
     return found
 
 
 def test_code_reads_plugin_settings_without_fallbacks_of_its_own():
-    offenders = [f"{path.relative_to(PACKAGE.parent)}:{line} {key}"
-                 for path in sorted(PACKAGE.rglob("*.py")) if path.name != "schema.py"
-                 for line, key in fallbacks(ast.parse(path.read_text()))]
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} {key}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "schema.py"
+        for line, key in fallbacks(ast.parse(path.read_text()))
+    ]
     assert not offenders, "read these through config.schema.setting(config, key):\n" + "\n".join(offenders)
 
 

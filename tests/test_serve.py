@@ -14,21 +14,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import HEADER, planted_settings, write_planted
 from recbole.data.interaction import Interaction
 
-from helpers import HEADER, planted_settings, write_planted
-from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.data.features import build_item_features, term_counts
+from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
-from recbole_fbsm.training.trainer import get_trainer
 from recbole_fbsm.serve import (
-    UnknownTokensWarning, compare_users, explain, load_model, per_user_recall, read_new_items, recommend,
+    UnknownTokensWarning,
+    compare_users,
+    explain,
+    load_model,
+    per_user_recall,
+    read_new_items,
+    recommend,
     strongest_interactions,
 )
 from recbole_fbsm.serve.__main__ import main
 from recbole_fbsm.serve.interactions import top_pairs
 from recbole_fbsm.serve.new_items import write_items_as_new
 from recbole_fbsm.serve.recommend import score_new_items
+from recbole_fbsm.training.trainer import get_trainer
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
@@ -113,8 +120,10 @@ def test_new_item_rows_are_weighted_like_training_and_scored_by_brute_force(trai
     vocabulary = set(document_frequency)
     n_train = len(train_tokens)
     fields = ("genre", "words")
-    average = {f: sum(c for counts in training_bags for n, c in counts.items() if n.startswith(f + ":")) / n_train
-               for f in fields}
+    average = {
+        f: sum(c for counts in training_bags for n, c in counts.items() if n.startswith(f + ":")) / n_train
+        for f in fields
+    }
 
     def bm25(counts):
         known = {n: c for n, c in counts.items() if n in vocabulary}
@@ -128,8 +137,9 @@ def test_new_item_rows_are_weighted_like_training_and_scored_by_brute_force(trai
 
     squares = [sum(v * v for v in bm25(counts).values()) for counts in training_bags]
     mean_square = np.mean([q for q in squares if q > 0])
-    new_tokens = Counter({"genre:g2": 1, "words:t1": 2, "words:n3": 1, "words:n4": 1, f"words:x_{test_item}": 1,
-                          "words:zzz": 1})
+    new_tokens = Counter(
+        {"genre:g2": 1, "words:t1": 2, "words:n3": 1, "words:n4": 1, f"words:x_{test_item}": 1, "words:zzz": 1}
+    )
     path = write_item_file(tmp_path / "one.item", [f"brand_new\tg2\tt1 n3 t1 n4 x_{test_item} zzz\n"])
     with pytest.warns(UnknownTokensWarning):
         new = read_new_items(s, path)
@@ -168,7 +178,7 @@ def test_copies_of_dataset_items_score_as_the_model_scores_the_originals(trained
     assert not new.unknown and new.weightless == Counter({f"words:x_{t}": 1 for t in picked[6:]})
     users = all_users(model)
     scores = score_new_items(s, new, users).double()
-    originals = s.item_ids([t[len("copy_"):] for t in new.tokens])
+    originals = s.item_ids([t[len("copy_") :] for t in new.tokens])
     full = model.full_sort_predict(Interaction({"user_id": users})).view(len(users), -1)[:, originals].double()
     liked = torch.as_tensor(dense(model.R)[1:][:, originals.numpy()] > 0)
     assert (~liked).sum() > 100
@@ -184,7 +194,9 @@ def test_copies_of_dataset_items_score_as_the_model_scores_the_originals(trained
         for user, score in zip(rows["user_id"], rows["score"]):
             assert scores[s.user_ids([user])[0] - 1, column].item() == pytest.approx(score, abs=1e-6)
     first_user = result.for_users[result.for_users["user_id"] == s.user_tokens([1])[0]]
-    np.testing.assert_allclose(first_user["score"].to_numpy(), torch.sort(scores[0], descending=True).values[:5].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(
+        first_user["score"].to_numpy(), torch.sort(scores[0], descending=True).values[:5].numpy(), rtol=1e-6
+    )
 
 
 # --------------------------------------------------------------------------------------------- bad input
@@ -192,16 +204,28 @@ def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, t
     s = served("FBSM")
     existing = trained["likes"][0][1]
     cases = {
-        "collision.item": (HEADER + f"fresh\tg1\tt0\n{existing}\tg1\tt0 n1\n",
-                           rf"collision\.item: 1 item id\(s\) already belong to items of dataset 'plant': '{existing}'"),
-        "missing.item": ("item_id:token\tgenre:token\nfresh\tg1\n",
-                         r"missing\.item lacks feature field\(s\) \['words'\]: the model was trained on \['genre', 'words'\]"),
+        "collision.item": (
+            HEADER + f"fresh\tg1\tt0\n{existing}\tg1\tt0 n1\n",
+            rf"collision\.item: 1 item id\(s\) already belong to items of dataset 'plant': '{existing}'",
+        ),
+        "missing.item": (
+            "item_id:token\tgenre:token\nfresh\tg1\n",
+            r"missing\.item lacks feature field\(s\) \['words'\]: the model was trained on \['genre', 'words'\]",
+        ),
         "empty.item": ("", r"empty\.item is empty: expected a header"),
         "header_only.item": (HEADER, r"header_only\.item has a header but no item rows"),
-        "twice.item": (HEADER + "a1\tg1\tt0\na1\tg2\tt1\n", r"twice\.item: item_id 'a1' is on 2 lines \(line 2, line 3\)"),
-        "wrong_type.item": ("item_id:token\tgenre:token\twords:token\nfresh\tg1\tt0\n",
-                            r"wrong_type\.item: field 'words' is token, but the model was trained on it as token_seq"),
-        "no_id.item": ("name:token\tgenre:token\twords:token_seq\nfresh\tg1\tt0\n", r"no_id\.item has no item id column 'item_id'"),
+        "twice.item": (
+            HEADER + "a1\tg1\tt0\na1\tg2\tt1\n",
+            r"twice\.item: item_id 'a1' is on 2 lines \(line 2, line 3\)",
+        ),
+        "wrong_type.item": (
+            "item_id:token\tgenre:token\twords:token\nfresh\tg1\tt0\n",
+            r"wrong_type\.item: field 'words' is token, but the model was trained on it as token_seq",
+        ),
+        "no_id.item": (
+            "name:token\tgenre:token\twords:token_seq\nfresh\tg1\tt0\n",
+            r"no_id\.item has no item id column 'item_id'",
+        ),
     }
     for file_name, (content, message) in cases.items():
         path = tmp_path / file_name
@@ -215,7 +239,9 @@ def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, t
     assert read_new_items(s, with_bom, warn=False).tokens == ["fresh"]  # the BOM does not hide item_id
     latin = tmp_path / "latin1.item"
     latin.write_bytes((HEADER + "caf\xe9\tg1\tt0\n").encode("latin-1"))
-    with pytest.raises(ColdStartError, match=r"latin1\.item is not utf-8 text \(byte \d+: b'\\xe9'\); save it as utf-8"):
+    with pytest.raises(
+        ColdStartError, match=r"latin1\.item is not utf-8 text \(byte \d+: b'\\xe9'\); save it as utf-8"
+    ):
         read_new_items(s, latin)
 
 
@@ -224,7 +250,9 @@ def test_new_items_called_na_or_null_keep_their_ids(trained, served, tmp_path):
     s = served("FBSM")
     feats = trained["features"][s.item_tokens(s.training_items()[:1])[0]]
     words = " ".join(feats["words"])
-    path = write_item_file(tmp_path / "na.item", [f"NA\t{feats['genre']}\t{words}\n", f"null\t{feats['genre']}\t{words}\n"])
+    path = write_item_file(
+        tmp_path / "na.item", [f"NA\t{feats['genre']}\t{words}\n", f"null\t{feats['genre']}\t{words}\n"]
+    )
     new = read_new_items(s, path, warn=False)
     assert new.tokens == ["NA", "null"]
     assert (new.matrix[0] != new.matrix[1]).nnz == 0 and new.matrix[0].nnz > 0
@@ -236,11 +264,14 @@ def test_unknown_tokens_are_ignored_and_counted_in_a_warning(trained, served, tm
     test_item = s.item_tokens(s.split_items("test")[:1])[0]
     feats = trained["features"][train_item]
     words = " ".join(feats["words"])
-    path = write_item_file(tmp_path / "noisy.item", [
-        f"plain\t{feats['genre']}\t{words}\n",
-        f"noisy\t{feats['genre']}\tzz1 {words} zz1 zz2 x_{test_item}\n",
-        "nothing\tgz\tzz3\n",
-    ])
+    path = write_item_file(
+        tmp_path / "noisy.item",
+        [
+            f"plain\t{feats['genre']}\t{words}\n",
+            f"noisy\t{feats['genre']}\tzz1 {words} zz1 zz2 x_{test_item}\n",
+            "nothing\tgz\tzz3\n",
+        ],
+    )
     with pytest.warns(UnknownTokensWarning) as record:
         new = read_new_items(s, path)
     message = str(record[0].message)
@@ -286,7 +317,20 @@ def test_cli_bad_new_items_and_bad_output_exit_2(trained, tmp_path, capsys):
     assert not (tmp_path / "o.csv").exists()
     assert main(["recommend", checkpoint, str(trained["new_file"]), "--item-output", str(tmp_path / "o.txt")]) == 2
     assert "cannot tell the format from its extension '.txt'" in capsys.readouterr().err
-    assert main(["recommend", checkpoint, str(trained["new_file"]), "--users", "nobody", "--user-output", str(tmp_path / "u.csv")]) == 2
+    assert (
+        main(
+            [
+                "recommend",
+                checkpoint,
+                str(trained["new_file"]),
+                "--users",
+                "nobody",
+                "--user-output",
+                str(tmp_path / "u.csv"),
+            ]
+        )
+        == 2
+    )
     assert "1 user(s) not in dataset 'plant'" in capsys.readouterr().err
     (tmp_path / "a_file").write_text("")
     unwritable = tmp_path / "a_file" / "o.csv"  # its folder would have to be a file
@@ -307,7 +351,11 @@ def test_explanations_add_up_to_the_model_score(trained, served, name):
         user = s.user_tokens([u])[0]
         liked = np.flatnonzero(likes[u])
         unliked_train = [i for i in s.training_items() if likes[u, i] == 0]
-        for item_id, constraint in ((liked[0], True), (unliked_train[0], False), (test_items[u % len(test_items)], False)):
+        for item_id, constraint in (
+            (liked[0], True),
+            (unliked_train[0], False),
+            (test_items[u % len(test_items)], False),
+        ):
             item = s.item_tokens([item_id])[0]
             explanation = explain(s, user, item)
             interaction = Interaction({"user_id": torch.tensor([u]), "item_id": torch.tensor([int(item_id)])})
@@ -322,7 +370,9 @@ def test_explanations_add_up_to_the_model_score(trained, served, name):
             if name == "FBSM":  # each part is what its parameter contributes
                 profile = likes[u] @ F - (F[item_id] if constraint else 0)
                 V = model.V.double().numpy()
-                assert explanation.parts()["diagonal"] == pytest.approx(F[item_id] @ (model.D.double().numpy() * profile), abs=1e-6)
+                assert explanation.parts()["diagonal"] == pytest.approx(
+                    F[item_id] @ (model.D.double().numpy() * profile), abs=1e-6
+                )
                 assert explanation.parts()["low_rank"] == pytest.approx((F[item_id] @ V) @ (V.T @ profile), abs=1e-6)
                 # the low-rank part holds the p = q terms too: one per feature that both sides share
                 low_rank = explanation.part("low_rank")
@@ -343,8 +393,25 @@ def test_explanations_add_up_to_the_model_score(trained, served, name):
 def test_explain_cli_json_shows_top_entries_and_the_rest(trained, tmp_path, capsys):
     user, item = "u0_0", trained["held_out"][0]
     out = tmp_path / "why.json"
-    assert main(["explain", trained["checkpoint"]["FBSM"], "--user", user, "--item", item,
-                 "--new-items", str(trained["new_file"]), "--top", "3", "--output", str(out)]) == 0
+    assert (
+        main(
+            [
+                "explain",
+                trained["checkpoint"]["FBSM"],
+                "--user",
+                user,
+                "--item",
+                item,
+                "--new-items",
+                str(trained["new_file"]),
+                "--top",
+                "3",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "warning: new-item file" in capsys.readouterr().err
     document = json.loads(out.read_text())
     total = sum(part["total"] for part in document["features"].values())
@@ -352,8 +419,25 @@ def test_explain_cli_json_shows_top_entries_and_the_rest(trained, tmp_path, caps
     assert document["items"]["total"] == pytest.approx(document["score"], abs=1e-5)
     assert all(len(part["top"]) <= 3 for part in document["features"].values())
     table = tmp_path / "why.csv"
-    assert main(["explain", trained["checkpoint"]["FBSM"], "--user", user, "--item", item,
-                 "--new-items", str(trained["new_file"]), "--top", "3", "--output", str(table)]) == 0
+    assert (
+        main(
+            [
+                "explain",
+                trained["checkpoint"]["FBSM"],
+                "--user",
+                user,
+                "--item",
+                item,
+                "--new-items",
+                str(trained["new_file"]),
+                "--top",
+                "3",
+                "--output",
+                str(table),
+            ]
+        )
+        == 0
+    )
     rows = list(csv.DictReader(table.open()))
     features = sum(float(r["contribution"]) for r in rows if r["section"] == "feature")
     assert features == pytest.approx(document["score"], abs=1e-4)
@@ -394,7 +478,8 @@ def test_strongest_interactions_equal_a_dense_brute_force(served, min_items):
         chosen = order[:6]
         np.testing.assert_allclose(rows["weight"].to_numpy(), off[chosen], rtol=1e-9)
         assert {frozenset(pair) for pair in zip(rows["feature_p"], rows["feature_q"])} == {
-            frozenset((names[keep][a], names[keep][b])) for a, b in zip(p[chosen], q[chosen])}
+            frozenset((names[keep][a], names[keep][b])) for a, b in zip(p[chosen], q[chosen])
+        }
     diagonal = np.diag(W)
     top = table[table["kind"] == "diagonal_top"]
     np.testing.assert_allclose(top["weight"].to_numpy(), np.sort(diagonal)[::-1][:6], rtol=1e-9)
@@ -423,8 +508,19 @@ def test_round_trip_held_out_items_reach_the_users_of_their_topic(trained, serve
     """Items held out of the dataset entirely, served as new items by the CLI: their topic's users
     come first, far above chance (a quarter of the users share an item's topic)."""
     items_out, users_out = tmp_path / "items.csv", tmp_path / "users.json"
-    code = main(["recommend", trained["checkpoint"]["FBSM"], str(trained["new_file"]), "--top", "10",
-                 "--item-output", str(items_out), "--user-output", str(users_out)])
+    code = main(
+        [
+            "recommend",
+            trained["checkpoint"]["FBSM"],
+            str(trained["new_file"]),
+            "--top",
+            "10",
+            "--item-output",
+            str(items_out),
+            "--user-output",
+            str(users_out),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 0, err
     held_out = trained["held_out"]
@@ -440,7 +536,9 @@ def test_round_trip_held_out_items_reach_the_users_of_their_topic(trained, serve
     s = served("FBSM")
     assert len(document["users"]) == int((dense(s.model.R).sum(1) > 0).sum())
     for entry in document["users"]:
-        assert [item["score"] for item in entry["items"]] == sorted((item["score"] for item in entry["items"]), reverse=True)
+        assert [item["score"] for item in entry["items"]] == sorted(
+            (item["score"] for item in entry["items"]), reverse=True
+        )
     first = [topic_of[e["items"][0]["item_id"]] == int(e["user_id"][1]) for e in document["users"]]
     assert np.mean(first) > 0.75, np.mean(first)  # chance: 0.25
 
@@ -468,9 +566,11 @@ def test_compare_users_groups_add_up_and_follow_the_per_user_recalls(trained, se
     assert sorted(per_user["user_id"]) == sorted(a.user_tokens(test_users))
     groups = comparison.groups.set_index("group")
     assert groups.loc[["better", "same", "worse"], "users"].sum() == len(test_users) == groups.loc["all", "users"]
-    for group, rule in (("better", per_user["recall_a"] > per_user["recall_b"]),
-                        ("same", per_user["recall_a"] == per_user["recall_b"]),
-                        ("worse", per_user["recall_a"] < per_user["recall_b"])):
+    for group, rule in (
+        ("better", per_user["recall_a"] > per_user["recall_b"]),
+        ("same", per_user["recall_a"] == per_user["recall_b"]),
+        ("worse", per_user["recall_a"] < per_user["recall_b"]),
+    ):
         assert set(per_user.loc[rule, "user_id"]) == set(per_user.loc[per_user["group"] == group, "user_id"])
         assert groups.loc[group, "users"] == rule.sum()
     np.testing.assert_allclose(per_user["recall_a"], per_user["hits_a"] / per_user["test_likes"])
@@ -490,8 +590,20 @@ def test_compare_users_groups_add_up_and_follow_the_per_user_recalls(trained, se
             assert groups.loc[group, "likes_per_item"] == pytest.approx(len(liked) / len(items))
     # the CLI writes the same table
     table, users_file = tmp_path / "groups.csv", tmp_path / "users.csv"
-    assert main(["compare-users", trained["checkpoint"]["FBSM"], trained["checkpoint"]["CoSim"],
-                 "-o", str(table), "--per-user", str(users_file)]) == 0
+    assert (
+        main(
+            [
+                "compare-users",
+                trained["checkpoint"]["FBSM"],
+                trained["checkpoint"]["CoSim"],
+                "-o",
+                str(table),
+                "--per-user",
+                str(users_file),
+            ]
+        )
+        == 0
+    )
     written = {r["group"]: int(r["users"]) for r in csv.DictReader(table.open())}
     assert written == {g: int(n) for g, n in groups["users"].items()}
     assert len(list(csv.DictReader(users_file.open()))) == len(test_users)
@@ -506,7 +618,6 @@ def test_compare_users_refuses_checkpoints_of_different_splits(trained, tmp_path
     assert capsys.readouterr().err.startswith("error: models ")
 
 
-
 def test_per_user_recall_breaks_ties_as_the_trainer_does(trained, tmp_path, monkeypatch):
     """With every score tied (a UFSM whose mixture weights are zero), the per-user recalls still
     average to the trainer's own test evaluation: the same candidates and the same random tie breaking
@@ -514,7 +625,9 @@ def test_per_user_recall_breaks_ties_as_the_trainer_does(trained, tmp_path, monk
     monkeypatch.chdir(tmp_path)  # the trainer opens ./log_tensorboard
     s = load_model(trained["artifact"]["UFSM"])
     s.model.M.zero_()
-    config, model, (_, _, test_data) = prepare("UFSM", trained["name"], config_dict={**trained["common"], "n_functions": 2})
+    config, model, (_, _, test_data) = prepare(
+        "UFSM", trained["name"], config_dict={**trained["common"], "n_functions": 2}
+    )
     model.load_state_dict(s.model.state_dict())
     trainer = get_trainer(config["MODEL_TYPE"], "UFSM")(config, model)
     expected = trainer.evaluate(test_data, load_best_model=False)["recall@10"]
@@ -531,7 +644,9 @@ def test_moved_data_is_found_with_data_path(trained, tmp_path):
     moved = load_model(trained["checkpoint"]["CoSim"], data_path=tmp_path)
     assert moved.config["data_path"] == str(tmp_path / trained["name"])
     assert moved.features.names == load_model(trained["checkpoint"]["CoSim"]).features.names
-    with pytest.raises(ColdStartError, match=r"cannot be loaded: dataset 'plant': folder .*nowhere.* not found.*--data-path"):
+    with pytest.raises(
+        ColdStartError, match=r"cannot be loaded: dataset 'plant': folder .*nowhere.* not found.*--data-path"
+    ):
         load_model(trained["checkpoint"]["CoSim"], data_path=tmp_path / "nowhere")
 
 
@@ -543,15 +658,22 @@ def test_few_items_scored_item_side_first_equal_the_profile_scores(served, train
     matrix = read_new_items(s, trained["new_file"], warn=False).torch_matrix()
     users = all_users(s.model)
     expected = s.model.score_feature_rows(users, matrix)
-    torch.testing.assert_close(s.model.score_rows_item_side(users, matrix), expected, rtol=1e-4,
-                               atol=1e-5 * float(expected.abs().max()))
+    torch.testing.assert_close(
+        s.model.score_rows_item_side(users, matrix), expected, rtol=1e-4, atol=1e-5 * float(expected.abs().max())
+    )
 
 
-@pytest.mark.parametrize("device,message", [
-    ("bogus", r"device 'bogus' \(--device\): expected a torch device such as cpu, cuda or cuda:0\."),
-    ("cuda:7", r"device 'cuda:7' \(--device\): torch sees "
-               r"(no CUDA device on this machine; expected cpu|\d CUDA device\(s\), cuda:0 to cuda:\d)\."),
-])
+@pytest.mark.parametrize(
+    "device,message",
+    [
+        ("bogus", r"device 'bogus' \(--device\): expected a torch device such as cpu, cuda or cuda:0\."),
+        (
+            "cuda:7",
+            r"device 'cuda:7' \(--device\): torch sees "
+            r"(no CUDA device on this machine; expected cpu|\d CUDA device\(s\), cuda:0 to cuda:\d)\.",
+        ),
+    ],
+)
 def test_a_device_this_machine_lacks_is_one_error_line(tmp_path, capsys, device, message):
     """torch's answer was a traceback (RuntimeError for a misspelled device, AssertionError without CUDA); the
     device is checked before the model file is read."""
@@ -569,6 +691,8 @@ def test_a_gpu_index_past_the_visible_ones_is_named(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    with pytest.raises(ColdStartError, match=r"device 'cuda:2' \(--device\): torch sees 2 CUDA device\(s\), cuda:0 to cuda:1\."):
+    with pytest.raises(
+        ColdStartError, match=r"device 'cuda:2' \(--device\): torch sees 2 CUDA device\(s\), cuda:0 to cuda:1\."
+    ):
         scoring_device("cuda:2")
     assert scoring_device("cuda:1") == torch.device("cuda:1")

@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import HEADER, planted_settings, write_planted
+
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve import load_model, read_new_items
@@ -44,8 +44,16 @@ def test_a_run_killed_while_writing_leaves_the_old_output_whole(trained, tmp_pat
     output = tmp_path / "top_items.json"
     old = '{"users": "the previous run\'s whole list"}\n'
     output.write_text(old)
-    command = [sys.executable, "-c", KILL_AT_FSYNC, "recommend", str(trained["model"]), str(trained["new_file"]),
-               "--user-output", str(output)]
+    command = [
+        sys.executable,
+        "-c",
+        KILL_AT_FSYNC,
+        "recommend",
+        str(trained["model"]),
+        str(trained["new_file"]),
+        "--user-output",
+        str(output),
+    ]
     process = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert process.returncode == -9, process.stderr
     assert output.read_text() == old
@@ -54,15 +62,20 @@ def test_a_run_killed_while_writing_leaves_the_old_output_whole(trained, tmp_pat
     assert output.read_text().startswith('{\n  "users": [') and output.read_text().endswith("]\n}\n")
 
 
-@pytest.mark.parametrize("rows, line, count", [
-    ("z1\tg0\tt0 n1\textra\nz2\tg1\tt1\n", 2, 4),   # a first row with an extra cell shifted every id
-    ("z1\tg0\tt0 n1\nz2\tg1\tt1\tlost\n", 3, 4),    # a later row's extra cell was dropped
-    ("z1\tg0\tt0 n1\nz2\tg1\n", 3, 2),              # a short row was read as an empty description
-])
+@pytest.mark.parametrize(
+    "rows, line, count",
+    [
+        ("z1\tg0\tt0 n1\textra\nz2\tg1\tt1\n", 2, 4),  # a first row with an extra cell shifted every id
+        ("z1\tg0\tt0 n1\nz2\tg1\tt1\tlost\n", 3, 4),  # a later row's extra cell was dropped
+        ("z1\tg0\tt0 n1\nz2\tg1\n", 3, 2),  # a short row was read as an empty description
+    ],
+)
 def test_a_new_item_row_with_another_column_count_names_its_line(trained, tmp_path, capsys, rows, line, count):
     new = tmp_path / "new.item"
     new.write_text(HEADER + rows)
-    with pytest.raises(ColdStartError, match=rf"new\.item line {line}: {count} column\(s\), expected 3 as in the header"):
+    with pytest.raises(
+        ColdStartError, match=rf"new\.item line {line}: {count} column\(s\), expected 3 as in the header"
+    ):
         read_new_items(load_model(trained["model"]), new)
     assert serve_main(["recommend", str(trained["model"]), str(new)]) == 2
     _one_error_line(capsys, f"line {line}: {count} column(s)")
@@ -78,8 +91,11 @@ def test_a_raw_text_row_with_an_extra_cell_names_its_line(trained, tmp_path):
 def test_ids_with_spaces_get_the_training_reader_s_warning(trained, tmp_path):
     new = tmp_path / "new.item"
     new.write_text(HEADER + "z1 \tg0\tt0 n1\nz2\tg1\tt1\n")
-    with pytest.warns(UserWarning, match=r"new\.item: 1 line\(s\) have a item_id with spaces around it \(line 2: "
-                                         r"'z1 '\); each is an id of its own"):
+    with pytest.warns(
+        UserWarning,
+        match=r"new\.item: 1 line\(s\) have a item_id with spaces around it \(line 2: "
+        r"'z1 '\); each is an id of its own",
+    ):
         items = read_new_items(load_model(trained["model"]), new)
     assert items.tokens == ["z1 ", "z2"]  # kept as written, as the training reader keeps them
 
@@ -100,15 +116,27 @@ def test_new_item_warnings_are_shown_before_the_service_starts(trained, tmp_path
     assert "warning" not in capsys.readouterr().err  # not shown a second time at exit
 
 
-@pytest.mark.parametrize("arguments, expected", [
-    (["compare-users", "{model}", "{model}", "--k", "1000000000"], "--k: expected the Recall cut-off, an integer from 1"),
-    (["recommend", "{model}", "{new}", "--seed", str(2 ** 70)], "--seed: expected the seed of the tie breaking, an "
-                                                                "integer from 0 to 4294967295; got 1180591620717411303424."),
-    (["recommend", "{model}", "{new}", "--top", "1000000000"], "--top: expected entries per list, an integer from 1 to"),
-    (["recommend", "{model}", "{new}", "--top", "0"], "--top: expected entries per list"),
-    (["interactions", "{model}", "--top", str(2 ** 70)], "--top: expected entries per list"),
-    (["interactions", "{model}", "--min-items", "-1"], "--min-items: expected training items per feature"),
-])
+@pytest.mark.parametrize(
+    "arguments, expected",
+    [
+        (
+            ["compare-users", "{model}", "{model}", "--k", "1000000000"],
+            "--k: expected the Recall cut-off, an integer from 1",
+        ),
+        (
+            ["recommend", "{model}", "{new}", "--seed", str(2**70)],
+            "--seed: expected the seed of the tie breaking, an "
+            "integer from 0 to 4294967295; got 1180591620717411303424.",
+        ),
+        (
+            ["recommend", "{model}", "{new}", "--top", "1000000000"],
+            "--top: expected entries per list, an integer from 1 to",
+        ),
+        (["recommend", "{model}", "{new}", "--top", "0"], "--top: expected entries per list"),
+        (["interactions", "{model}", "--top", str(2**70)], "--top: expected entries per list"),
+        (["interactions", "{model}", "--min-items", "-1"], "--min-items: expected training items per feature"),
+    ],
+)
 def test_out_of_range_numbers_end_in_one_error_line(trained, capsys, arguments, expected):
     filled = [a.format(model=trained["model"], new=trained["new_file"]) for a in arguments]
     assert serve_main(filled) == 2
@@ -118,7 +146,23 @@ def test_out_of_range_numbers_end_in_one_error_line(trained, capsys, arguments, 
 def test_the_largest_accepted_numbers_still_answer(trained, tmp_path):
     """The bounds refuse nothing a list can hold: the largest --top and seed give every new item's whole list."""
     output = tmp_path / "lists.csv"
-    assert serve_main(["recommend", str(trained["model"]), str(trained["new_file"]), "--top", "1000000",
-                       "--seed", str(2 ** 32 - 1), "--users", "u0_0", "--user-output", str(output)]) == 0
+    assert (
+        serve_main(
+            [
+                "recommend",
+                str(trained["model"]),
+                str(trained["new_file"]),
+                "--top",
+                "1000000",
+                "--seed",
+                str(2**32 - 1),
+                "--users",
+                "u0_0",
+                "--user-output",
+                str(output),
+            ]
+        )
+        == 0
+    )
     lines = output.read_text().splitlines()
     assert lines[0] == "user_id,rank,item_id,score" and len(lines) == 1 + len(trained["held_out"])

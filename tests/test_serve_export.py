@@ -20,8 +20,12 @@ def renamed(tmp_path_factory):
     for path in (data["item_file"], data["item_file"].with_suffix(".inter")):
         text = path.read_text()
         path.write_text(text.replace("user_id:token", "reader:token").replace("item_id:token", "paper:token"))
-    settings = {**planted_settings(root), "USER_ID_FIELD": "reader", "ITEM_ID_FIELD": "paper",
-                "load_col": {"inter": ["reader", "paper"], "item": ["paper", "genre", "words"]}}
+    settings = {
+        **planted_settings(root),
+        "USER_ID_FIELD": "reader",
+        "ITEM_ID_FIELD": "paper",
+        "load_col": {"inter": ["reader", "paper"], "item": ["paper", "genre", "words"]},
+    }
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
         artifact = run("CoSim", data["name"], config_dict=settings)["artifact_file"]
@@ -34,8 +38,14 @@ def test_exported_likes_and_items_load_as_a_dataset_with_the_model_s_settings(re
     store = open_store(store_path)
     fresh = data["held_out"][:2]
     try:
-        store.put_items([StoredItem(t, False, {"genre": data["features"][t]["genre"],
-                                               "words": " ".join(data["features"][t]["words"])}) for t in fresh])
+        store.put_items(
+            [
+                StoredItem(
+                    t, False, {"genre": data["features"][t]["genre"], "words": " ".join(data["features"][t]["words"])}
+                )
+                for t in fresh
+            ]
+        )
         store.add_likes("u0_0", [fresh[0], "k1i00"])
         store.add_likes("newcomer", [fresh[1]])
     finally:
@@ -53,8 +63,12 @@ def test_exported_likes_and_items_load_as_a_dataset_with_the_model_s_settings(re
     served = load_model(renamed["artifact"])
     config = checkpoint_config({**served.config, "dataset": "plus"}, data_path=tmp_path)
     dataset = create_dataset(config)
-    pairs = set(zip(dataset.field2id_token["reader"][dataset.inter_feat["reader"].to_numpy()],
-                    dataset.field2id_token["paper"][dataset.inter_feat["paper"].to_numpy()]))
+    pairs = set(
+        zip(
+            dataset.field2id_token["reader"][dataset.inter_feat["reader"].to_numpy()],
+            dataset.field2id_token["paper"][dataset.inter_feat["paper"].to_numpy()],
+        )
+    )
     assert {("u0_0", fresh[0]), ("u0_0", "k1i00"), ("newcomer", fresh[1])} <= pairs
     assert len(pairs) == len(data["likes"]) + 3
     words = dataset.field2id_token["words"]

@@ -37,8 +37,10 @@ def trained(tmp_path_factory):
     common = planted_settings(root)
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
-        artifacts = {name: run("ItemKNNCBF", data["name"], config_dict={**common, **settings})["artifact_file"]
-                     for name, settings in VARIANTS.items()}
+        artifacts = {
+            name: run("ItemKNNCBF", data["name"], config_dict={**common, **settings})["artifact_file"]
+            for name, settings in VARIANTS.items()
+        }
     return {"artifacts": artifacts, "data": data}
 
 
@@ -73,8 +75,10 @@ def test_the_service_scores_as_the_model_evaluates(trained, tmp_path, variant):
         served = state.current().view.served
         test_items = served.split_items("test")
         copies = {f"copy_{t}": t for t in served.item_tokens(test_items)}
-        assert call(f"{url}/items", "POST", {"items": [posted(data, t, c) for c, t in copies.items()]},
-                    headers=AUTH)[0] == 200
+        assert (
+            call(f"{url}/items", "POST", {"items": [posted(data, t, c) for c, t in copies.items()]}, headers=AUTH)[0]
+            == 200
+        )
         user = "u1_3"
         snapshot = state.current()
         warm, warm_scores, _ = score_user(snapshot, user, "warm")
@@ -95,7 +99,8 @@ def test_the_service_scores_as_the_model_evaluates(trained, tmp_path, variant):
         assert status == 200 and len(answer["users"]) == 3
         for entry in answer["users"]:
             assert entry["score"] == pytest.approx(
-                float(model_scores(served, entry["user_id"], served.item_ids([copies[copy]]).numpy())[0]), rel=1e-5)
+                float(model_scores(served, entry["user_id"], served.item_ids([copies[copy]]).numpy())[0]), rel=1e-5
+            )
         status, answer = call(f"{url}/users/{user}/items/{copy}/explanation")
         assert status == 400 and "a ItemKNNCBF score is a sum of item-to-item similarities" in answer["error"]
 
@@ -122,8 +127,10 @@ def test_a_like_changes_the_next_answer(trained, tmp_path, variant):
     with live_service(trained["artifacts"][variant], str(tmp_path / "s.sqlite"), token=TOKEN) as (url, state):
         fresh = data["held_out"][:4]
         twin = posted(data, fresh[0], "twin")  # the liked new item's twin: its nearest neighbour, whatever k
-        assert call(f"{url}/items", "POST", {"items": [posted(data, t, t) for t in fresh] + [twin]},
-                    headers=AUTH)[0] == 200
+        assert (
+            call(f"{url}/items", "POST", {"items": [posted(data, t, t) for t in fresh] + [twin]}, headers=AUTH)[0]
+            == 200
+        )
         served = state.current().view.served
         training = served.training_items()
         for user in ("u2_1", "newcomer"):
@@ -140,11 +147,11 @@ def test_a_like_changes_the_next_answer(trained, tmp_path, variant):
             assert sum(g > 1e-6 for g in gain.values()) >= 5 and min(gain.values()) > -1e-6  # likes only add
             # the liked topic's items gain the most
             assert np.mean([g for i, g in gain.items() if data["topic_of"].get(i) == 0]) > np.mean(
-                [g for i, g in gain.items() if data["topic_of"].get(i) != 0])
+                [g for i, g in gain.items() if data["topic_of"].get(i) != 0]
+            )
             # as the model's pieces give them: training likes (the dataset user's and the stored) + the new item
             internal = served.dataset.field2token_id[served.uid_field].get(user, 0)
-            liked_training = np.union1d(_training_likes(served, internal),
-                                        served.item_ids(other_topic).numpy())
+            liked_training = np.union1d(_training_likes(served, internal), served.item_ids(other_topic).numpy())
             warm = [i for i in ids if i not in snapshot.position]
             warm_items = served.item_ids(warm).numpy()
             new_row = snapshot.catalogue.matrix[[snapshot.position[fresh[0]]]]
@@ -165,7 +172,7 @@ def test_a_like_changes_the_next_answer(trained, tmp_path, variant):
 
 def _training_likes(served, internal):
     likes = served.dataset.model_inputs.likes.tocsr()
-    return likes.indices[likes.indptr[internal]:likes.indptr[internal + 1]] if internal else np.zeros(0, np.int64)
+    return likes.indices[likes.indptr[internal] : likes.indptr[internal + 1]] if internal else np.zeros(0, np.int64)
 
 
 def test_the_command_line_recommends_and_refuses_explain_in_one_line(trained):
@@ -173,8 +180,10 @@ def test_the_command_line_recommends_and_refuses_explain_in_one_line(trained):
     data = trained["data"]
     served = load_model(trained["artifacts"]["cosine-knn"])
     test_tokens = served.item_tokens(served.split_items("test"))[:5]
-    cells = {"genre": [data["features"][t]["genre"] for t in test_tokens],
-             "words": [" ".join(data["features"][t]["words"]) for t in test_tokens]}
+    cells = {
+        "genre": [data["features"][t]["genre"] for t in test_tokens],
+        "words": [" ".join(data["features"][t]["words"]) for t in test_tokens],
+    }
     new = new_items_from_cells(served, [f"c_{t}" for t in test_tokens], cells, raw=False, source="test", warn=False)
     table = recommend(served, new, top=3, users=["u0_0"], for_items=False).for_users
     expected = model_scores(served, "u0_0", served.item_ids(test_tokens).numpy())
@@ -183,15 +192,18 @@ def test_the_command_line_recommends_and_refuses_explain_in_one_line(trained):
         explain(served, "u0_0", test_tokens[0])
 
 
-@pytest.mark.parametrize("key, value, expected", [
-    ("similarity", "euclid", r"settings\.similarity: expected one of"),
-    ("knn", 0, r"settings\.knn: expected"),
-    ("shrink", float("inf"), r"settings\.shrink: expected a finite number"),
-    ("similarity_exponent", 0.0, r"settings\.similarity_exponent: expected a number > 0"),
-    ("asymmetric_alpha", 1.5, r"settings\.asymmetric_alpha: expected a number from 0 to 1"),
-    ("feature_weighting", "idf", r"settings\.feature_weighting: expected one of"),
-    ("similarity", None, r"settings: no similarity, which a ItemKNNCBF is built from"),
-])
+@pytest.mark.parametrize(
+    "key, value, expected",
+    [
+        ("similarity", "euclid", r"settings\.similarity: expected one of"),
+        ("knn", 0, r"settings\.knn: expected"),
+        ("shrink", float("inf"), r"settings\.shrink: expected a finite number"),
+        ("similarity_exponent", 0.0, r"settings\.similarity_exponent: expected a number > 0"),
+        ("asymmetric_alpha", 1.5, r"settings\.asymmetric_alpha: expected a number from 0 to 1"),
+        ("feature_weighting", "idf", r"settings\.feature_weighting: expected one of"),
+        ("similarity", None, r"settings: no similarity, which a ItemKNNCBF is built from"),
+    ],
+)
 def test_an_edited_setting_is_refused_in_one_line_even_resealed(trained, tmp_path, key, value, expected):
     content = read_artifact(trained["artifacts"]["cosine-knn"])
     path = tmp_path / "edited.fbsm"

@@ -24,15 +24,26 @@ def extra_model_properties(tmp_path, monkeypatch):
 
 def test_a_new_models_property_file_makes_its_keys_known_and_typed(extra_model_properties):
     settings.check_settings({"cold_mixing_weight": 0.2, "use_item_bias": False}, None)
-    with pytest.raises(ColdStartError, match=r"unknown setting --cold_mixing_weigth; did you mean 'cold_mixing_weight'"):
+    with pytest.raises(
+        ColdStartError, match=r"unknown setting --cold_mixing_weigth; did you mean 'cold_mixing_weight'"
+    ):
         settings.check_settings({"cold_mixing_weigth": 0.2}, None)
     with pytest.raises(ColdStartError, match=r"--use_item_bias: expected True or False; got 'sometimes'"):
         settings.check_settings({"use_item_bias": "sometimes"}, None)
 
 
 def test_keys_of_recbole_models_and_datasets_are_known():
-    settings.check_settings({"embedding_size": 32, "mlp_hidden_size": [64, 32], "USER_ID_FIELD": "user_id",
-                             "benchmark_filename": None, "rank": 3, "feature_fields": ["words"]}, None)
+    settings.check_settings(
+        {
+            "embedding_size": 32,
+            "mlp_hidden_size": [64, 32],
+            "USER_ID_FIELD": "user_id",
+            "benchmark_filename": None,
+            "rank": 3,
+            "feature_fields": ["words"],
+        },
+        None,
+    )
 
 
 def test_a_model_class_of_the_callers_own_may_read_unknown_settings():
@@ -64,9 +75,11 @@ def test_command_line_values_are_read_like_recbole_but_without_eval():
 
 
 def test_the_precheck_imports_neither_torch_nor_recbole():
-    code = ("import sys; from recbole_fbsm.config.settings import precheck\n"
-            "try:\n    precheck('FBMS', None, {})\nexcept Exception as e: print(e)\n"
-            "print('torch' in sys.modules, 'recbole' in sys.modules)")
+    code = (
+        "import sys; from recbole_fbsm.config.settings import precheck\n"
+        "try:\n    precheck('FBMS', None, {})\nexcept Exception as e: print(e)\n"
+        "print('torch' in sys.modules, 'recbole' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert "unknown model 'FBMS'; did you mean 'FBSM'" in out
     assert out.strip().endswith("False False")
@@ -74,10 +87,12 @@ def test_the_precheck_imports_neither_torch_nor_recbole():
 
 def test_config_adds_numpy_aliases_without_warnings_of_its_own():
     """RecBole needs numpy aliases removed in numpy 2; asking numpy for them printed two FutureWarnings."""
-    code = ("import warnings\nwarnings.simplefilter('always')\n"
-            "with warnings.catch_warnings(record=True) as caught:\n"
-            "    from recbole_fbsm.config.cold_start_config import ColdStartConfig\n"
-            "    ColdStartConfig(model='CoSim', dataset='ml-100k', config_dict={'use_gpu': False})\n"
-            "print([str(w.message) for w in caught if 'recbole_fbsm' in w.filename])")
+    code = (
+        "import warnings\nwarnings.simplefilter('always')\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    from recbole_fbsm.config.cold_start_config import ColdStartConfig\n"
+        "    ColdStartConfig(model='CoSim', dataset='ml-100k', config_dict={'use_gpu': False})\n"
+        "print([str(w.message) for w in caught if 'recbole_fbsm' in w.filename])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().endswith("[]"), out.stdout + out.stderr[-2000:]

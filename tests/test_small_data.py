@@ -6,8 +6,8 @@ import re
 
 import pytest
 import yaml
-
 from helpers import REPO_ROOT, dataset_config, write_dataset
+
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.run_command import main as run_main
@@ -16,19 +16,23 @@ MYDATA = REPO_ROOT / "docs" / "mydata.yaml"
 
 
 def config(toy, config_files=None, **settings):
-    return ColdStartConfig(model="CoSim", dataset=toy.name, config_file_list=config_files,
-                           config_dict=dataset_config(toy, **settings))
+    return ColdStartConfig(
+        model="CoSim", dataset=toy.name, config_file_list=config_files, config_dict=dataset_config(toy, **settings)
+    )
 
 
-@pytest.mark.parametrize("settings, file_settings, expected", [
-    ({}, {}, "Recall@10"),                                    # the default, properties/overall.yaml
-    ({"topk": [5]}, {}, "Recall@5"),                          # follows the user's topk
-    ({"topk": [5, 20]}, {}, "Recall@5"),                      # the first cut-off
-    ({"topk": [20, 10]}, {}, "Recall@10"),                    # its own cut-off is still computed: unchanged
-    ({}, {"topk": [5]}, "Recall@5"),                          # topk in the user's config file
-    ({"topk": [5], "valid_metric": "NDCG@5"}, {}, "NDCG@5"),  # the user's valid_metric is theirs
-    ({"topk": 5}, {}, "Recall@5"),                            # a single cut-off, as RecBole accepts it
-])
+@pytest.mark.parametrize(
+    "settings, file_settings, expected",
+    [
+        ({}, {}, "Recall@10"),  # the default, properties/overall.yaml
+        ({"topk": [5]}, {}, "Recall@5"),  # follows the user's topk
+        ({"topk": [5, 20]}, {}, "Recall@5"),  # the first cut-off
+        ({"topk": [20, 10]}, {}, "Recall@10"),  # its own cut-off is still computed: unchanged
+        ({}, {"topk": [5]}, "Recall@5"),  # topk in the user's config file
+        ({"topk": [5], "valid_metric": "NDCG@5"}, {}, "NDCG@5"),  # the user's valid_metric is theirs
+        ({"topk": 5}, {}, "Recall@5"),  # a single cut-off, as RecBole accepts it
+    ],
+)
 def test_the_default_valid_metric_follows_the_users_topk(toy, tmp_path, settings, file_settings, expected):
     files = None
     if file_settings:
@@ -52,8 +56,14 @@ def thirty_items(tmp_path):
 
 
 def test_thirty_items_run_with_topk_5_alone(thirty_items, workdir, capsys):
-    args = ["--model=ItemKNNCBF", "--dataset=mydata", f"--config_files={MYDATA}",
-            f"--data_path={thirty_items.root}", "--topk=[5]", "--torch_threads=1"]
+    args = [
+        "--model=ItemKNNCBF",
+        "--dataset=mydata",
+        f"--config_files={MYDATA}",
+        f"--data_path={thirty_items.root}",
+        "--topk=[5]",
+        "--torch_threads=1",
+    ]
     assert run_main(args) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert re.search(r"best valid: \{'recall@5': [0-9.]+", out), out
@@ -62,8 +72,13 @@ def test_thirty_items_run_with_topk_5_alone(thirty_items, workdir, capsys):
 
 
 def test_a_split_smaller_than_the_topk_names_topk_and_the_split_in_one_line(thirty_items, capsys):
-    args = ["--model=ItemKNNCBF", "--dataset=mydata", f"--config_files={MYDATA}",
-            f"--data_path={thirty_items.root}", "--torch_threads=1"]
+    args = [
+        "--model=ItemKNNCBF",
+        "--dataset=mydata",
+        f"--config_files={MYDATA}",
+        f"--data_path={thirty_items.root}",
+        "--torch_threads=1",
+    ]
     assert run_main(args) == 2
     err = capsys.readouterr().err
     (line,) = [line for line in err.splitlines() if line.startswith("error:")]

@@ -4,8 +4,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
-
 from helpers import dataset_config, split_by_token, tokens_of, write_dataset
+
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data import create_dataset
 
@@ -30,7 +30,11 @@ def test_splits_are_disjoint_cover_interacted_items_and_keep_every_interaction(t
 
     split_sets = [set(part.split_items.tolist()) for part in built]
     assert all(split_sets), "every split needs items"
-    assert not (split_sets[0] & split_sets[1]) and not (split_sets[0] & split_sets[2]) and not (split_sets[1] & split_sets[2])
+    assert (
+        not (split_sets[0] & split_sets[1])
+        and not (split_sets[0] & split_sets[2])
+        and not (split_sets[1] & split_sets[2])
+    )
 
     # every item with an interaction is in exactly one split; items without interactions in none
     assignment = split_by_token(built)

@@ -8,9 +8,9 @@ import sys
 import textwrap
 import threading
 
+import postgres_server
 import pytest
 
-import postgres_server
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, StoredItem, describe, open_store
 
@@ -69,7 +69,12 @@ def test_the_change_log_names_every_write_in_order(location):
     store.request_reload()
     changes = store.changes_since(start)
     assert [(kind, user, item_id) for _, kind, user, item_id in changes] == [
-        (ITEM, None, "n1"), (LIKE, "u1", "n1"), (LIKE, "u1", "d1"), (LIKE, "u1", "d1"), (RELOAD, None, None)]
+        (ITEM, None, "n1"),
+        (LIKE, "u1", "n1"),
+        (LIKE, "u1", "d1"),
+        (LIKE, "u1", "d1"),
+        (RELOAD, None, None),
+    ]
     seqs = [seq for seq, *_ in changes]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs) and store.last_change() == seqs[-1]
     assert store.changes_since(seqs[-1]) == []
@@ -142,8 +147,12 @@ WRITER = textwrap.dedent("""
 
 def test_a_sigkilled_writer_loses_no_acknowledged_write(location):
     """A process writing as fast as it can is SIGKILLed; every write it acknowledged is there."""
-    process = subprocess.Popen([sys.executable, "-c", WRITER, location], stdout=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    process = subprocess.Popen(
+        [sys.executable, "-c", WRITER, location],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     acknowledged = []
     for line in process.stdout:
         acknowledged.append(f"i{line.split()[0]}")

@@ -5,8 +5,8 @@ import logging
 
 import pytest
 import torch
-
 from helpers import dataset_config
+
 from recbole_fbsm.config import settings
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
@@ -28,7 +28,7 @@ def test_torch_threads_accepts_auto_none_and_a_core_count(value):
     settings.check_settings({"torch_threads": value}, None)
 
 
-@pytest.mark.parametrize("value", [0, -1, 1.5, True, "autp", "two", 10 ** 6])
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "autp", "two", 10**6])
 def test_torch_threads_rejects_bad_values_in_one_line_naming_the_setting(value):
     with pytest.raises(ColdStartError) as caught:
         settings.check_settings({"torch_threads": value}, None)
@@ -43,8 +43,10 @@ def test_the_default_is_auto():
     assert "auto" in settings.known_defaults()["torch_threads"]
 
 
-@pytest.mark.parametrize("value, auto", [(None, True), ("auto", True), (" Auto ", True), ("~", True), ("None", True),
-                                         (1, False), (2, False), ("2", False)])
+@pytest.mark.parametrize(
+    "value, auto",
+    [(None, True), ("auto", True), (" Auto ", True), ("~", True), ("None", True), (1, False), (2, False), ("2", False)],
+)
 def test_auto_is_unset_tilde_or_auto(value, auto):
     assert openmp.is_auto(value) is auto
 
@@ -119,10 +121,10 @@ def test_passive_waits_are_set_only_for_auto_before_torch_and_without_a_users_ch
     assert openmp.prefer_passive_wait(None, environ, modules={}) is True
     assert environ == {"OMP_WAIT_POLICY": "PASSIVE"} and openmp.waits_passively(environ)
     for torch_threads, environ, modules in [
-        (None, {}, {"torch": object()}),                   # too late: the runtime read its variables
-        (None, {"OMP_WAIT_POLICY": "ACTIVE"}, {}),         # the user's choice
+        (None, {}, {"torch": object()}),  # too late: the runtime read its variables
+        (None, {"OMP_WAIT_POLICY": "ACTIVE"}, {}),  # the user's choice
         (None, {"GOMP_SPINCOUNT": "10000"}, {}),
-        (2, {}, {}),                                       # an explicit count keeps OpenMP's own waits
+        (2, {}, {}),  # an explicit count keeps OpenMP's own waits
     ]:
         before = dict(environ)
         assert openmp.prefer_passive_wait(torch_threads, environ, modules) is False

@@ -11,18 +11,15 @@ import optuna
 import pytest
 import torch
 import yaml
+from helpers import dataset_config
 from optuna.trial import TrialState
 
 from recbole_fbsm.config import cold_start_config as config_module
-from recbole_fbsm.experiments import search_space
-from recbole_fbsm.experiments import shared_grid
-from recbole_fbsm.experiments import tune
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.experiments import search_space, shared_grid, tune
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.training.trainer import get_trainer
-
-from helpers import dataset_config
 
 
 def toy_search(toy, model, params_text, seeds=(2020,), **settings):
@@ -59,17 +56,23 @@ def test_a_trial_scores_the_mean_best_validation_over_its_split_seeds(toy):
     assert [r["seed"] for r in runs] == [2020, 2021]
     assert trial.value == pytest.approx((runs[0]["best_valid_score"] + runs[1]["best_valid_score"]) / 2)
     for r in runs:  # seed = split_seed = the trial's seed: the same runs as run_recbole.py gives
-        alone = run("CoSim", toy.name, config_dict=dataset_config(toy, feature_weighting="binary", seed=r["seed"],
-                                                                   split_seed=r["seed"]))
+        alone = run(
+            "CoSim",
+            toy.name,
+            config_dict=dataset_config(toy, feature_weighting="binary", seed=r["seed"], split_seed=r["seed"]),
+        )
         assert r["best_valid_score"] == pytest.approx(alone["best_valid_score"])
         assert r["test_result"]["recall@10"] == pytest.approx(alone["test_result"]["recall@10"])
     assert runs[0]["best_valid_result"] != runs[1]["best_valid_result"], "two seeds, two item splits"
 
 
-@pytest.mark.parametrize("pruner, state, reports", [
-    (optuna.pruners.ThresholdPruner(lower=2.0), TrialState.PRUNED, 1),  # any recall is behind: stop at once
-    (optuna.pruners.NopPruner(), TrialState.COMPLETE, 5),  # the untrained model and 4 epochs
-])
+@pytest.mark.parametrize(
+    "pruner, state, reports",
+    [
+        (optuna.pruners.ThresholdPruner(lower=2.0), TrialState.PRUNED, 1),  # any recall is behind: stop at once
+        (optuna.pruners.NopPruner(), TrialState.COMPLETE, 5),  # the untrained model and 4 epochs
+    ],
+)
 def test_the_pruner_sees_every_validation_and_stops_training(toy, pruner, state, reports):
     search = toy_search(toy, "FBSM", "rank choice [2]", epochs=4, stopping_step=10, valid_before_training=True)
     study = optuna.create_study(direction="maximize", pruner=pruner)
@@ -97,13 +100,21 @@ def test_grid_search_output_file_and_write_the_winner(toy, tuned_dir, tmp_path, 
     config_file = write_toy_config(toy, tmp_path / "toy.yaml")
     params_file = tmp_path / "fbsm.hyper"
     # two feature weightings: two different untrained starts, so a winner (two ranks both kept the start: a tie)
-    params_file.write_text("feature_weighting choice ['tfidf', 'binary']\n"
-                           "clip_grad_norm choice [\"{'max_norm': 5, 'norm_type': 2}\"]\n")
+    params_file.write_text(
+        "feature_weighting choice ['tfidf', 'binary']\nclip_grad_norm choice [\"{'max_norm': 5, 'norm_type': 2}\"]\n"
+    )
     path = tuned_dir / toy.name / "FBSM.yaml"
     path.parent.mkdir(parents=True)
     path.write_text("seq_len: {words: 7}\nrank: 9\n")
-    args = ["--model=FBSM", f"--dataset={toy.name}", f"--config_files={config_file}", f"--params_file={params_file}",
-            f"--storage=sqlite:///{tmp_path}/tune.db", "--study_name=fbsm-toy", f"--output_file={tmp_path}/out.result"]
+    args = [
+        "--model=FBSM",
+        f"--dataset={toy.name}",
+        f"--config_files={config_file}",
+        f"--params_file={params_file}",
+        f"--storage=sqlite:///{tmp_path}/tune.db",
+        "--study_name=fbsm-toy",
+        f"--output_file={tmp_path}/out.result",
+    ]
     assert tune.main(args + ["--write"]) == 0
     study = optuna.load_study(study_name="fbsm-toy", storage=f"sqlite:///{tmp_path}/tune.db")
     complete = study.get_trials(states=(TrialState.COMPLETE,))
@@ -122,8 +133,12 @@ def test_grid_search_output_file_and_write_the_winner(toy, tuned_dir, tmp_path, 
     tuned = ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy))
     assert tuned["feature_weighting"] == best.params["feature_weighting"] and tuned["rank"] == 9
     # the user's settings still win over tuned values, and the layer can be switched off
-    assert ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy, feature_weighting="tf"))[
-        "feature_weighting"] == "tf"
+    assert (
+        ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy, feature_weighting="tf"))[
+            "feature_weighting"
+        ]
+        == "tf"
+    )
     plain = ColdStartConfig(model="FBSM", dataset=toy.name, config_dict=dataset_config(toy, use_tuned_properties=False))
     model_file = config_module.PROPERTIES_DIR / "model" / "FBSM.yaml"
     assert plain["feature_weighting"] == yaml.safe_load(model_file.read_text())["feature_weighting"] == "bm25"
@@ -139,9 +154,22 @@ def test_tpe_search_over_continuous_ranges_on_ml_100k(tmp_path, capsys):
     params_file = tmp_path / "fbsm.hyper"
     params_file.write_text("learning_rate loguniform -7,-2\nreg_V uniform 0.0001,0.1\nrank quniform 2,8,2\n")
     output = tmp_path / "fbsm.result"
-    assert tune.main(["--model=FBSM", "--dataset=ml-100k", f"--params_file={params_file}", "--max_evals=3",
-                      f"--storage=sqlite:///{tmp_path}/tune.db", f"--output_file={output}", "--epochs=1",
-                      "--use_gpu=False", f"--checkpoint_dir={tmp_path}/saved"]) == 0
+    assert (
+        tune.main(
+            [
+                "--model=FBSM",
+                "--dataset=ml-100k",
+                f"--params_file={params_file}",
+                "--max_evals=3",
+                f"--storage=sqlite:///{tmp_path}/tune.db",
+                f"--output_file={output}",
+                "--epochs=1",
+                "--use_gpu=False",
+                f"--checkpoint_dir={tmp_path}/saved",
+            ]
+        )
+        == 0
+    )
     assert ": tpe," in capsys.readouterr().out  # not every parameter is a choice: TPE by default
     study = optuna.load_study(study_name=None, storage=f"sqlite:///{tmp_path}/tune.db")
     trials = study.get_trials(states=(TrialState.COMPLETE,))
@@ -167,13 +195,20 @@ def test_bad_searches_stop_with_one_error_line(toy, tmp_path, capsys):
         (["--model=NoSuchModel", f"--params_file={good}"], "unknown model"),
         (["--model=FBSM", f"--params_file={good}", "--rank=3"], "--rank=... is also a searched parameter"),
         (["--model=FBSM", f"--params_file={bad.with_name('none.hyper')}"], "none.hyper: cannot be read"),
-        (["--model=FBSM", f"--params_file={good}", "--algo=grid", "--storage=nosuchdb://x"], "--storage 'nosuchdb://x'"),
+        (
+            ["--model=FBSM", f"--params_file={good}", "--algo=grid", "--storage=nosuchdb://x"],
+            "--storage 'nosuchdb://x'",
+        ),
         (["--model=FBSM", f"--params_file={good}", "--rnak=3"], "unknown setting --rnak; did you mean 'rank'"),
     ]
     # every value a search may try is checked before the first trial
-    for k, (text, message) in enumerate([("rnak choice [1, 2]\n", "unknown setting 'rnak' in params file"),
-                                         ("learner choice ['sgd', 'sdg']\n", "setting 'learner' in params file"),
-                                         ("rank quniform 0,8,2\n", "setting 'rank' in params file")]):
+    for k, (text, message) in enumerate(
+        [
+            ("rnak choice [1, 2]\n", "unknown setting 'rnak' in params file"),
+            ("learner choice ['sgd', 'sdg']\n", "setting 'learner' in params file"),
+            ("rank quniform 0,8,2\n", "setting 'rank' in params file"),
+        ]
+    ):
         path = tmp_path / f"values{k}.hyper"
         path.write_text(text)
         cases.append((["--model=FBSM", f"--params_file={path}"], message))
@@ -195,7 +230,9 @@ def test_the_untrained_model_is_kept_when_training_only_hurts_validation(toy, mo
     """FBSM starts as the fixed similarity of its features (ItemKNNCBF's default); an epoch that makes it
     worse must not be chosen over the start."""
     monkeypatch.chdir(tmp_path)
-    settings = dataset_config(toy, epochs=3, stopping_step=5, valid_before_training=True, init_std=0.0)  # start = ItemKNNCBF exactly
+    settings = dataset_config(
+        toy, epochs=3, stopping_step=5, valid_before_training=True, init_std=0.0
+    )  # start = ItemKNNCBF exactly
     config, model, (train_data, valid_data, test_data) = prepare("FBSM", toy.name, config_dict=settings)
     trainer = get_trainer(config["MODEL_TYPE"], "FBSM")(config, model)
     initial = trainer.evaluate(valid_data, load_best_model=False)
@@ -223,7 +260,8 @@ def test_user_weighted_bpr_counts_every_user_the_same(toy):
     assert model.bpr_loss(batch, difference).item() == pytest.approx(expected.item(), rel=1e-6)
     model.user_weighting = False
     assert model.bpr_loss(batch, difference).item() == pytest.approx(
-        -torch.nn.functional.logsigmoid(difference).mean().item(), rel=1e-6)
+        -torch.nn.functional.logsigmoid(difference).mean().item(), rel=1e-6
+    )
 
 
 def test_processes_racing_to_create_the_database_tables_retry(monkeypatch, tmp_path):
@@ -255,8 +293,9 @@ def test_a_best_within_the_noise_is_said_not_crowned():
     def study_of(trials):
         study = optuna.create_study(direction="maximize")
         for value, scores in trials:
-            study.add_trial(optuna.trial.create_trial(
-                value=value, user_attrs={"runs": [{"best_valid_score": s} for s in scores]}))
+            study.add_trial(
+                optuna.trial.create_trial(value=value, user_attrs={"runs": [{"best_valid_score": s} for s in scores]})
+            )
         return study
 
     search = SimpleNamespace(bigger=True)
@@ -296,8 +335,14 @@ def grid_args(toy, tmp_path, params_text, model="CoSim"):
     config_file = write_toy_config(toy, tmp_path / "toy.yaml")
     params_file = tmp_path / "grid.hyper"
     params_file.write_text(params_text)
-    return [f"--model={model}", f"--dataset={toy.name}", f"--config_files={config_file}", f"--params_file={params_file}",
-            f"--storage=sqlite:///{tmp_path}/tune.db", f"--output_file={tmp_path}/out.result"]
+    return [
+        f"--model={model}",
+        f"--dataset={toy.name}",
+        f"--config_files={config_file}",
+        f"--params_file={params_file}",
+        f"--storage=sqlite:///{tmp_path}/tune.db",
+        f"--output_file={tmp_path}/out.result",
+    ]
 
 
 def files_under(folder):

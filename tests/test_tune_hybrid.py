@@ -4,12 +4,11 @@ or of the group `hybrid_valid_group` names, and the output file shows the cold a
 import optuna
 import pytest
 import yaml
+from helpers import dataset_config, write_dataset
 from optuna.trial import TrialState
 
 from recbole_fbsm.experiments import tune
 from recbole_fbsm.quick_start import run
-
-from helpers import dataset_config, write_dataset
 
 pytestmark = pytest.mark.usefixtures("workdir")
 
@@ -29,14 +28,30 @@ def test_a_hybrid_search_scores_trials_on_the_chosen_group(data, tmp_path, group
     params_file = tmp_path / "knn.hyper"
     params_file.write_text("feature_weighting choice ['tfidf', 'binary']\n")
     storage = f"sqlite:///{tmp_path}/tune.db"
-    assert tune.main(["--model=ItemKNNCBF", f"--dataset={data.name}", f"--config_files={config_file}",
-                      f"--params_file={params_file}", f"--storage={storage}", "--study_name=s",
-                      f"--output_file={tmp_path}/out.result"]) == 0
+    assert (
+        tune.main(
+            [
+                "--model=ItemKNNCBF",
+                f"--dataset={data.name}",
+                f"--config_files={config_file}",
+                f"--params_file={params_file}",
+                f"--storage={storage}",
+                "--study_name=s",
+                f"--output_file={tmp_path}/out.result",
+            ]
+        )
+        == 0
+    )
     trials = optuna.load_study(study_name="s", storage=storage).get_trials(states=(TrialState.COMPLETE,))
     assert len(trials) == 2
     for trial in trials:
-        alone = run("ItemKNNCBF", data.name, config_dict=dataset_config(
-            data, **settings, feature_weighting=trial.params["feature_weighting"], seed=2020, split_seed=2020))
+        alone = run(
+            "ItemKNNCBF",
+            data.name,
+            config_dict=dataset_config(
+                data, **settings, feature_weighting=trial.params["feature_weighting"], seed=2020, split_seed=2020
+            ),
+        )
         chosen_on = alone["best_valid_result"] if group == "all" else alone[f"valid_result_{group}"]
         assert trial.value == pytest.approx(chosen_on["recall@5"])
         (stored,) = trial.user_attrs["runs"]

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from helpers import dataset_config
 from recbole.data.interaction import Interaction
 
 from recbole_fbsm.data.user_batches import UserGroupedBatchSampler
 from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.quick_start import prepare
-from helpers import dataset_config
 
 
 def test_batches_hold_whole_users_cover_every_like_once_and_reshuffle():
@@ -46,8 +46,13 @@ def test_loss_and_gradient_are_the_same_with_whole_user_batches(toy, monkeypatch
     from recbole_fbsm.models import base
 
     monkeypatch.setattr(base, "DENSE_PROFILE_CELLS", dense_cells)
-    config, model, (train_data, _, _) = prepare(model_name, toy.name, config_dict=dataset_config(
-        toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3, n_functions=2))
+    config, model, (train_data, _, _) = prepare(
+        model_name,
+        toy.name,
+        config_dict=dataset_config(
+            toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3, n_functions=2
+        ),
+    )
     model.double()
     for module in (model.F, model.R):
         module.values = module.values.double()
@@ -89,8 +94,9 @@ def test_profile_entries_from_a_whole_user_batch_equal_the_global_profiles(toy, 
     from recbole_fbsm.models import base
 
     monkeypatch.setattr(base, "DENSE_PROFILE_CELLS", dense_cells)
-    _, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(
-        toy, train_batch_by_user=True, train_batch_size=64))
+    _, model, (train_data, _, _) = prepare(
+        "FBSM", toy.name, config_dict=dataset_config(toy, train_batch_by_user=True, train_batch_size=64)
+    )
     checked = 0
     for batch in train_data:
         users, positives = batch[model.USER_ID], batch[model.ITEM_ID]
@@ -112,8 +118,13 @@ def test_lean_dynamic_negative_sampling_equals_recboles(toy, sample_num):
     RecBole's own dynamic sampling picks: the best scored of ``candidate_num`` candidates per triplet,
     never a positive of the user and never an item outside the training split."""
     dynamic = {"distribution": "uniform", "sample_num": sample_num, "alpha": 1.0, "dynamic": True, "candidate_num": 5}
-    _, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(
-        toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3, train_neg_sample_args=dynamic))
+    _, model, (train_data, _, _) = prepare(
+        "FBSM",
+        toy.name,
+        config_dict=dataset_config(
+            toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3, train_neg_sample_args=dynamic
+        ),
+    )
     train_data.get_model(model)
     recbole_version = super(type(train_data), train_data)._neg_sampling
     train_items = set(train_data._dataset.split_items.tolist())
@@ -138,11 +149,21 @@ def test_lean_dynamic_negative_sampling_equals_recboles(toy, sample_num):
 def test_training_candidates_of_whole_users_are_scored_as_predict_scores_them(toy, model_name, one_table, monkeypatch):
     """Dynamic sampling's candidates, scored from the batch's own positives (``score_training_candidates``),
     get ``predict``'s scores: training likes among them without their own features (estimation constraint)."""
-    _, model, (train_data, _, _) = prepare(model_name, toy.name, config_dict=dataset_config(
-        toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3, n_functions=2))
+    _, model, (train_data, _, _) = prepare(
+        model_name,
+        toy.name,
+        config_dict=dataset_config(
+            toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3, n_functions=2
+        ),
+    )
     table = type(model).candidate_table
-    monkeypatch.setattr(type(model), "candidate_table", lambda self, batch, weights, factors: (
-        table(self, batch, weights, factors) if one_table else (None, 0 if factors is None else factors.shape[1])))
+    monkeypatch.setattr(
+        type(model),
+        "candidate_table",
+        lambda self, batch, weights, factors: (
+            table(self, batch, weights, factors) if one_table else (None, 0 if factors is None else factors.shape[1])
+        ),
+    )
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.add_(0.1 * torch.randn_like(parameter))
@@ -166,8 +187,11 @@ def test_training_candidates_of_whole_users_are_scored_as_predict_scores_them(to
 
 
 def test_candidates_known_to_be_unliked_skip_the_like_check(toy):
-    _, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(
-        toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3))
+    _, model, (train_data, _, _) = prepare(
+        "FBSM",
+        toy.name,
+        config_dict=dataset_config(toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3),
+    )
     batch = next(iter(train_data))
     users, positives = batch[model.USER_ID], batch[model.ITEM_ID]
     candidates = torch.cat([positives, positives])

@@ -83,8 +83,11 @@ class Context:
         if self.dims[base] != size:
             source = f"{base} = {self.dims[base]} as {self.defined_by[base]} gives"
             if plus:
-                raise Invalid(where, f"expected length {self.dims[base] + int(plus)} ({base} + {plus}, {source}), "
-                                     f"got {size + int(plus)}")
+                raise Invalid(
+                    where,
+                    f"expected length {self.dims[base] + int(plus)} ({base} + {plus}, {source}), "
+                    f"got {size + int(plus)}",
+                )
             raise Invalid(where, f"expected {base} = {self.dims[base]} (as {self.defined_by[base]} gives), got {size}")
 
 
@@ -211,8 +214,11 @@ class Tensor(Spec):
         if not isinstance(value, torch.Tensor) or value.layout != torch.strided:
             raise Invalid(where, f"expected a tensor, got {_got(value)}")
         if value.dtype not in self.dtypes:
-            raise Invalid(where, f"expected dtype {' or '.join(str(d).removeprefix('torch.') for d in self.dtypes)}, "
-                                 f"got {str(value.dtype).removeprefix('torch.')}")
+            raise Invalid(
+                where,
+                f"expected dtype {' or '.join(str(d).removeprefix('torch.') for d in self.dtypes)}, "
+                f"got {str(value.dtype).removeprefix('torch.')}",
+            )
         if value.dim() != len(self.shape):
             raise Invalid(where, f"expected {len(self.shape)} dimension(s), got shape {tuple(value.shape)}")
         for size, name in zip(value.shape, self.shape):
@@ -226,12 +232,14 @@ class Csr(Record):
     """A scipy CSR matrix's arrays (``model_file.csr_record``) of ``rows`` x ``cols`` named dimensions."""
 
     def __init__(self, rows, cols, data_dtypes):
-        super().__init__({
-            "indptr": Tensor(torch.int64, (f"{rows}+1",), (starts_at_zero, non_decreasing)),
-            "indices": Tensor((torch.int32, torch.int64), (None,), (in_range(0, cols),)),
-            "data": Tensor(data_dtypes, (None,), (finite,)),
-            "shape": ListOf(COUNT),
-        })
+        super().__init__(
+            {
+                "indptr": Tensor(torch.int64, (f"{rows}+1",), (starts_at_zero, non_decreasing)),
+                "indices": Tensor((torch.int32, torch.int64), (None,), (in_range(0, cols),)),
+                "data": Tensor(data_dtypes, (None,), (finite,)),
+                "shape": ListOf(COUNT),
+            }
+        )
         self.rows, self.cols = rows, cols
 
     def check(self, value, where, ctx):
@@ -258,25 +266,34 @@ def starts_at_zero(array, where, ctx):
 def non_decreasing(array, where, ctx):
     drops = np.flatnonzero(np.diff(array) < 0)
     if len(drops):
-        raise Invalid(where, f"expected non-decreasing pointers; position {int(drops[0]) + 1} goes down "
-                             f"({int(array[drops[0]])} -> {int(array[drops[0] + 1])})")
+        raise Invalid(
+            where,
+            f"expected non-decreasing pointers; position {int(drops[0]) + 1} goes down "
+            f"({int(array[drops[0]])} -> {int(array[drops[0] + 1])})",
+        )
 
 
 def last_pointer_is(entries):
     def check(array, where, ctx):
         if len(array) and int(array[-1]) != entries:
             raise Invalid(where, f"expected the last pointer to be the {entries} entries, got {int(array[-1])}")
+
     return check
 
 
 def in_range(low, high_dim):
     """Values in [low, dims[high_dim])."""
+
     def check(array, where, ctx):
         high = ctx.dims[high_dim]
         outside = np.flatnonzero((array < low) | (array >= high))
         if len(outside):
-            raise Invalid(where, f"value {int(array[outside[0]])} at position {int(outside[0])} is outside "
-                                 f"{low} to {high - 1} ({high_dim} = {high}); {len(outside)} such value(s)")
+            raise Invalid(
+                where,
+                f"value {int(array[outside[0]])} at position {int(outside[0])} is outside "
+                f"{low} to {high - 1} ({high_dim} = {high}); {len(outside)} such value(s)",
+            )
+
     return check
 
 
@@ -314,8 +331,9 @@ class Tokens(Spec):
         if isinstance(value, list):
             ListOf(TEXT).check(value, where, ctx)
             return
-        Record({"utf8": Tensor(torch.uint8, (None,)), "lengths": Tensor(torch.int64, (None,), (token_lengths,))}
-               ).check(value, where, ctx)
+        Record({"utf8": Tensor(torch.uint8, (None,)), "lengths": Tensor(torch.int64, (None,), (token_lengths,))}).check(
+            value, where, ctx
+        )
         ctx.values.append((lengths_cover(len(value["utf8"])), value["lengths"], f"{where}.lengths"))
 
 
@@ -323,13 +341,21 @@ def lengths_cover(n_bytes):
     def check(array, where, ctx):
         if int(array.sum()) != n_bytes:
             raise Invalid(where, f"the token lengths add up to {int(array.sum())} bytes, the tokens hold {n_bytes}")
+
     return check
 
 
 class Vocabulary(Record):
     def __init__(self):
-        super().__init__({"dataset": TEXT, "uid_field": TEXT, "iid_field": TEXT, "tokens": MapOf(Tokens()),
-                          "types": MapOf(choice(*(kind.value for kind in FeatureType)))})
+        super().__init__(
+            {
+                "dataset": TEXT,
+                "uid_field": TEXT,
+                "iid_field": TEXT,
+                "tokens": MapOf(Tokens()),
+                "types": MapOf(choice(*(kind.value for kind in FeatureType))),
+            }
+        )
 
     def check(self, value, where, ctx):
         super().check(value, where, ctx)
@@ -356,53 +382,67 @@ class AnyTensor(Spec):
 SPLIT = Optional(Record({"items": ITEM_ID, "users_of_likes": USER_ID, "items_of_likes": ITEM_ID}))
 
 # The artifact, one entry per field (``model_file.build_artifact`` writes them): a new field is one line here.
-ARTIFACT = Record({
-    "format": TEXT,
-    "format_version": COUNT,
-    "package_version": TEXT,
-    "model": TEXT,
-    "settings": MapOf(Plain()),
-    "data": Optional(Plain()),
-    "vocabulary": Vocabulary(),
-    "features": Record({
-        "names": ListOf(TEXT, length="features"),
-        "fields": ListOf(TEXT, length="fields"),
-        "dense_fields": ListOf(TEXT),
-        "matrix": Csr("items", "features", torch.float64),
-        # content columns: the first ones of matrix; identity columns (hybrid FBSM) follow them
-        "column_weights": Tensor(torch.float64, ("content_features",), (non_negative,)),
-        "column_field": Tensor(torch.int64, ("content_features",), (in_range(0, "fields"),)),
-        "field_scales": Optional(Tensor(torch.float64, ("fields",), (non_negative,))),
-        "source_columns": Tensor(torch.int64, ("content_features",), (in_range(0, "source_columns"),)),
-        "average_lengths": Optional(Tensor(torch.float64, ("fields",), (non_negative,))),
-        "mean_square_norms": Optional(Tensor(torch.float64, (None,), (non_negative,))),
-        "weighting": choice(*FITTED_WEIGHTINGS),
-        "normalize": FLAG,
-        "bm25_k1": Optional(NON_NEGATIVE),
-        "bm25_b": Optional(Kind("a number from 0 to 1", lambda v: _is_real(v) and 0 <= v <= 1)),
-        "shrink": NON_NEGATIVE,
-        "identity_items": Optional(Tensor(torch.int64, ("identity",), (in_range(1, "items"), distinct))),
-        "identity_weight": Optional(NON_NEGATIVE),
-    }, optional=("identity_items", "identity_weight")),  # artifacts before the hybrid FBSM have neither
-    "likes": Csr("users", "items", (torch.float32, torch.float64)),
-    "training_items": Tensor(torch.int64, ("training_items",), (in_range(1, "items"), distinct)),
-    "warm_shapes": Optional(ListOf(ListOf(COUNT))),
-    "split": Record({"valid": SPLIT, "test": SPLIT}),
-    "analyzer": Optional(Plain()),
-    "state_dict": MapOf(AnyTensor()),
-    # RecBole's load_other_parameter sets each entry as an attribute of the model: none of the served models
-    # keeps one, so a value could only overwrite what the model built (its F, its R)
-    "other_parameter": Kind("None (the served models keep no other parameter)", lambda v: v is None),
-    # which epoch validation kept (-1: the untrained start) and the scores behind it (model_file.training_record)
-    "training": Optional(Record({
-        "kept_epoch": Optional(Kind("a whole number of at least -1", lambda v: isinstance(v, int)
-                                    and not isinstance(v, bool) and v >= -1)),
-        "valid_metric": TEXT,
-        "kept_valid_score": Optional(Kind("a finite number", lambda v: _is_real(v) and math.isfinite(v))),
-        "start_valid_score": Optional(Kind("a finite number", lambda v: _is_real(v) and math.isfinite(v))),
-    })),
-    "integrity": Record({"sha256": SHA256, "tensor_bytes": COUNT}),
-}, optional=("integrity", "training"))  # versions 1 and 2 carry no checksum; older files no training record
+ARTIFACT = Record(
+    {
+        "format": TEXT,
+        "format_version": COUNT,
+        "package_version": TEXT,
+        "model": TEXT,
+        "settings": MapOf(Plain()),
+        "data": Optional(Plain()),
+        "vocabulary": Vocabulary(),
+        "features": Record(
+            {
+                "names": ListOf(TEXT, length="features"),
+                "fields": ListOf(TEXT, length="fields"),
+                "dense_fields": ListOf(TEXT),
+                "matrix": Csr("items", "features", torch.float64),
+                # content columns: the first ones of matrix; identity columns (hybrid FBSM) follow them
+                "column_weights": Tensor(torch.float64, ("content_features",), (non_negative,)),
+                "column_field": Tensor(torch.int64, ("content_features",), (in_range(0, "fields"),)),
+                "field_scales": Optional(Tensor(torch.float64, ("fields",), (non_negative,))),
+                "source_columns": Tensor(torch.int64, ("content_features",), (in_range(0, "source_columns"),)),
+                "average_lengths": Optional(Tensor(torch.float64, ("fields",), (non_negative,))),
+                "mean_square_norms": Optional(Tensor(torch.float64, (None,), (non_negative,))),
+                "weighting": choice(*FITTED_WEIGHTINGS),
+                "normalize": FLAG,
+                "bm25_k1": Optional(NON_NEGATIVE),
+                "bm25_b": Optional(Kind("a number from 0 to 1", lambda v: _is_real(v) and 0 <= v <= 1)),
+                "shrink": NON_NEGATIVE,
+                "identity_items": Optional(Tensor(torch.int64, ("identity",), (in_range(1, "items"), distinct))),
+                "identity_weight": Optional(NON_NEGATIVE),
+            },
+            optional=("identity_items", "identity_weight"),
+        ),  # artifacts before the hybrid FBSM have neither
+        "likes": Csr("users", "items", (torch.float32, torch.float64)),
+        "training_items": Tensor(torch.int64, ("training_items",), (in_range(1, "items"), distinct)),
+        "warm_shapes": Optional(ListOf(ListOf(COUNT))),
+        "split": Record({"valid": SPLIT, "test": SPLIT}),
+        "analyzer": Optional(Plain()),
+        "state_dict": MapOf(AnyTensor()),
+        # RecBole's load_other_parameter sets each entry as an attribute of the model: none of the served models
+        # keeps one, so a value could only overwrite what the model built (its F, its R)
+        "other_parameter": Kind("None (the served models keep no other parameter)", lambda v: v is None),
+        # which epoch validation kept (-1: the untrained start) and the scores behind it (model_file.training_record)
+        "training": Optional(
+            Record(
+                {
+                    "kept_epoch": Optional(
+                        Kind(
+                            "a whole number of at least -1",
+                            lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= -1,
+                        )
+                    ),
+                    "valid_metric": TEXT,
+                    "kept_valid_score": Optional(Kind("a finite number", lambda v: _is_real(v) and math.isfinite(v))),
+                    "start_valid_score": Optional(Kind("a finite number", lambda v: _is_real(v) and math.isfinite(v))),
+                }
+            )
+        ),
+        "integrity": Record({"sha256": SHA256, "tensor_bytes": COUNT}),
+    },
+    optional=("integrity", "training"),
+)  # versions 1 and 2 carry no checksum; older files no training record
 
 
 # ------------------------------------------------------------------------------ checks across fields
@@ -411,13 +451,18 @@ def check_vocabulary_fields(content, ctx):
     fields = list(features["fields"])
     expected = {vocabulary["uid_field"], vocabulary["iid_field"], *fields}
     if set(vocabulary["tokens"]) != expected:
-        raise Invalid("vocabulary.tokens", f"expected the tokens of {sorted(expected)}, got {sorted(vocabulary['tokens'])}")
+        raise Invalid(
+            "vocabulary.tokens", f"expected the tokens of {sorted(expected)}, got {sorted(vocabulary['tokens'])}"
+        )
     if set(vocabulary["types"]) != set(fields):
-        raise Invalid("vocabulary.types", f"expected the types of the feature fields {fields}, "
-                                          f"got {sorted(vocabulary['types'])}")
+        raise Invalid(
+            "vocabulary.types", f"expected the types of the feature fields {fields}, got {sorted(vocabulary['types'])}"
+        )
     if not set(features["dense_fields"]) <= set(fields):
-        raise Invalid("features.dense_fields", f"expected some of the feature fields {fields}, "
-                                               f"got {list(features['dense_fields'])}")
+        raise Invalid(
+            "features.dense_fields",
+            f"expected some of the feature fields {fields}, got {list(features['dense_fields'])}",
+        )
     # source_columns index the fields' vocabularies laid side by side ([PAD] left out)
     ctx.dimension("source_columns", sum(_token_count(vocabulary["tokens"][f]) - 1 for f in fields), "vocabulary.tokens")
 
@@ -426,11 +471,15 @@ def check_warm_shapes(content, ctx):
     shapes, weights = content.get("warm_shapes"), content["state_dict"]
     if shapes is None:
         return
-    stored = [list(weights[key].shape) if key in weights else None
-              for key in ("warm_user_embedding", "warm_item_embedding")]
+    stored = [
+        list(weights[key].shape) if key in weights else None for key in ("warm_user_embedding", "warm_item_embedding")
+    ]
     if [list(s) for s in shapes] != stored or stored[0][0] != ctx.dims["users"] or stored[1][0] != ctx.dims["items"]:
-        raise Invalid("warm_shapes", f"expected the warm tables' shapes in state_dict ({stored}) with "
-                                     f"{ctx.dims['users']} users and {ctx.dims['items']} items, got {shapes}")
+        raise Invalid(
+            "warm_shapes",
+            f"expected the warm tables' shapes in state_dict ({stored}) with "
+            f"{ctx.dims['users']} users and {ctx.dims['items']} items, got {shapes}",
+        )
 
 
 STRUCTURE_CHECKS = (check_vocabulary_fields, check_warm_shapes)
@@ -447,8 +496,11 @@ def check_utf8(record, where):
     except UnicodeDecodeError as error:
         position, reason = error.start, error.reason
     starts = ends - lengths
-    inside = np.flatnonzero((lengths > 0) & ((data[np.minimum(starts, max(len(data) - 1, 0))] & 0xC0) == 0x80)) \
-        if len(data) else np.zeros(0, dtype=np.int64)
+    inside = (
+        np.flatnonzero((lengths > 0) & ((data[np.minimum(starts, max(len(data) - 1, 0))] & 0xC0) == 0x80))
+        if len(data)
+        else np.zeros(0, dtype=np.int64)
+    )
     if position is None and len(inside):
         position, reason = int(starts[inside[0]]), "a token starts inside a character"
     if position is not None:
@@ -473,7 +525,9 @@ def decode_tokens(record, where):
 def check_distinct_tokens(tokens, where):
     """RecBole's padding token first, and no token twice (a token's second id would never be reached)."""
     if not len(tokens) or tokens[0] != "[PAD]":
-        raise Invalid(where, f"expected RecBole's padding token '[PAD]' first, got {_got(tokens[0] if len(tokens) else None)}")
+        raise Invalid(
+            where, f"expected RecBole's padding token '[PAD]' first, got {_got(tokens[0] if len(tokens) else None)}"
+        )
     repeated = pd.Index(tokens).duplicated()
     if repeated.any():
         raise Invalid(where, f"token {tokens[np.flatnonzero(repeated)[0]]!r} appears more than once")
@@ -492,8 +546,9 @@ def check_tokens_and_names(content, ctx):
     column_field, source = features["column_field"].numpy(), features["source_columns"].numpy()
     sparse = ~np.isin(np.asarray(fields, dtype=object)[column_field], list(features["dense_fields"]))
     # the fields' tokens side by side ([PAD] left out), as source_columns number them; dense fields: none
-    side_by_side = np.concatenate([np.asarray([f"{f}:"], dtype=object) + tokens[f][1:] for f in fields]
-                                  + [np.zeros(0, dtype=object)])
+    side_by_side = np.concatenate(
+        [np.asarray([f"{f}:"], dtype=object) + tokens[f][1:] for f in fields] + [np.zeros(0, dtype=object)]
+    )
     names = np.asarray(features["names"], dtype=object)
     names = check_identity_names(content, names, ctx)
     expected = np.full(len(names), None, dtype=object)
@@ -518,8 +573,9 @@ def check_identity_names(content, names, ctx):
         raise Invalid("features.identity_weight", "expected identity_items and identity_weight both or neither")
     n_content = ctx.dims["content_features"]
     if n_content + n_identity != len(names):
-        raise Invalid("features.names", f"expected {n_content} content and {n_identity} identity columns, "
-                                        f"got {len(names)} names")
+        raise Invalid(
+            "features.names", f"expected {n_content} content and {n_identity} identity columns, got {len(names)} names"
+        )
     if n_identity:
         iid = content["vocabulary"]["iid_field"]
         items = decode_tokens(content["vocabulary"]["tokens"][iid], f"vocabulary.tokens.{iid}")
@@ -527,8 +583,10 @@ def check_identity_names(content, names, ctx):
         wrong = np.flatnonzero(expected != names[n_content:])
         if len(wrong):
             k = int(wrong[0])
-            raise Invalid(f"features.names[{n_content + k}]", f"expected {expected[k]!r} (the identity of item "
-                                                              f"{int(identity[k])}), got {names[n_content + k]!r}")
+            raise Invalid(
+                f"features.names[{n_content + k}]",
+                f"expected {expected[k]!r} (the identity of item {int(identity[k])}), got {names[n_content + k]!r}",
+            )
     return names[:n_content]
 
 
@@ -552,8 +610,10 @@ def check_analyzer(content, ctx):
 def check_split_lengths(content, ctx):
     for name, part in content["split"].items():
         if part is not None and len(part["users_of_likes"]) != len(part["items_of_likes"]):
-            raise Invalid(f"split.{name}", f"{len(part['users_of_likes'])} users of likes, "
-                                           f"{len(part['items_of_likes'])} items of likes")
+            raise Invalid(
+                f"split.{name}",
+                f"{len(part['users_of_likes'])} users of likes, {len(part['items_of_likes'])} items of likes",
+            )
 
 
 VALUE_CHECKS = (check_settings, check_split_lengths, check_tokens_and_names, check_analyzer)
@@ -631,11 +691,17 @@ def validate(content, path, checksum=True):
         if integrity is not None:
             held = tensor_bytes(content)
             if held != integrity["tensor_bytes"]:
-                raise Invalid("integrity.tensor_bytes", f"the file declares {integrity['tensor_bytes']} bytes of "
-                                                        f"tensors and holds {held}: refused before reading them")
+                raise Invalid(
+                    "integrity.tensor_bytes",
+                    f"the file declares {integrity['tensor_bytes']} bytes of "
+                    f"tensors and holds {held}: refused before reading them",
+                )
             if content_digest(content) != integrity["sha256"]:
-                raise Invalid("", "its SHA-256 is not the one it was written with: the file was damaged or edited "
-                                  "since (copy it again, or export it again from its checkpoint)")
+                raise Invalid(
+                    "",
+                    "its SHA-256 is not the one it was written with: the file was damaged or edited "
+                    "since (copy it again, or export it again from its checkpoint)",
+                )
         for check, tensor, where in ctx.values:
             check(tensor.numpy(), where, ctx)
         for check in VALUE_CHECKS:
@@ -652,16 +718,21 @@ def check_state_dict(state_dict, model, path):
     name = type(model).__name__
     unknown, missing = sorted(set(state_dict) - set(expected)), sorted(set(expected) - set(state_dict))
     if unknown or missing:
-        raise ArtifactError(path, "state_dict", f"a {name} has parameters {sorted(expected)}; the file has "
-                                                f"{sorted(state_dict)} (is it another model's artifact?)")
+        raise ArtifactError(
+            path,
+            "state_dict",
+            f"a {name} has parameters {sorted(expected)}; the file has "
+            f"{sorted(state_dict)} (is it another model's artifact?)",
+        )
     for key, value in expected.items():
         stored = state_dict[key]
         if stored.dtype != value.dtype or stored.shape != value.shape:
             raise ArtifactError(path, f"state_dict.{key}", f"expected {_got(value)}, got {_got(stored)}")
         if stored.is_floating_point() and not bool(torch.isfinite(stored).all()):
             bad = int((~torch.isfinite(stored)).sum())
-            raise ArtifactError(path, f"state_dict.{key}", f"{bad} non-finite value(s) (NaN or inf): a model with "
-                                                           "them scores nothing")
+            raise ArtifactError(
+                path, f"state_dict.{key}", f"{bad} non-finite value(s) (NaN or inf): a model with them scores nothing"
+            )
 
 
 # Settings that size a model's parameters, and the dimension of a stored parameter each must equal: checked
@@ -670,8 +741,11 @@ def check_state_dict(state_dict, model, path):
 MODEL_SIZES = {
     "FBSM": (("rank", "V", 1),),
     "UFSM": (("n_functions", "W", 0), ("n_functions", "M", 1)),
-    "DropoutNet": (("hidden_sizes[0]", "item_content.weight", 1), ("hidden_sizes[k]", "item_layers.{j}.linear.weight", 0),
-                   ("output_size", "item_output.weight", 0)),
+    "DropoutNet": (
+        ("hidden_sizes[0]", "item_content.weight", 1),
+        ("hidden_sizes[k]", "item_layers.{j}.linear.weight", 0),
+        ("output_size", "item_output.weight", 0),
+    ),
     "Heater": (("n_experts", "gate.weight", 1), ("output_size", "user_output.weight", 0)),
     "ALDI": (("hidden_size", "item_hidden.weight", 1),),
 }
@@ -697,12 +771,19 @@ def check_model_settings(content, path):
     if not model_file.is_file():
         return  # not a plugin model: the caller refuses it by name
     defaults = yaml.safe_load(model_file.read_text(encoding="utf-8")) or {}
-    needed = [key for key, value in defaults.items()
-              if key in PLUGIN_SETTINGS and PLUGIN_SETTINGS[key].layer == MODEL and value is not None]
+    needed = [
+        key
+        for key, value in defaults.items()
+        if key in PLUGIN_SETTINGS and PLUGIN_SETTINGS[key].layer == MODEL and value is not None
+    ]
     missing = [key for key in needed if content["settings"].get(key) is None]
     if missing:
-        raise ArtifactError(path, "settings", f"no {', '.join(missing)}, which a {name} is built from "
-                                              f"(properties/model/{name}.yaml): is it another model's artifact?")
+        raise ArtifactError(
+            path,
+            "settings",
+            f"no {', '.join(missing)}, which a {name} is built from "
+            f"(properties/model/{name}.yaml): is it another model's artifact?",
+        )
     weights = content["state_dict"]
     for entry in MODEL_SIZES.get(name, ()):
         for setting, value, parameter in _sized_settings(content["settings"], entry):
@@ -710,9 +791,14 @@ def check_model_settings(content, path):
                 continue  # a default the model derives from checked shapes (output_size ~: the warm rank)
             stored = weights.get(parameter)
             if stored is None:
-                raise ArtifactError(path, "state_dict", f"no {parameter}, which a {name} has (is it another model's "
-                                                        "artifact?)")
+                raise ArtifactError(
+                    path, "state_dict", f"no {parameter}, which a {name} has (is it another model's artifact?)"
+                )
             if stored.dim() <= entry[2] or stored.shape[entry[2]] != value:
-                raise ArtifactError(path, f"settings.{setting}", f"{_got(value)} does not size the stored "
-                                                                 f"state_dict.{parameter} (shape {tuple(stored.shape)}): "
-                                                                 "the model it builds would not fit its parameters")
+                raise ArtifactError(
+                    path,
+                    f"settings.{setting}",
+                    f"{_got(value)} does not size the stored "
+                    f"state_dict.{parameter} (shape {tuple(stored.shape)}): "
+                    "the model it builds would not fit its parameters",
+                )

@@ -34,15 +34,15 @@ import scipy.sparse as sp
 import torch
 from recbole.utils import FeatureType
 
+from recbole_fbsm.artifact.integrity import ArtifactError, Invalid, check_distinct_tokens, seal, validate
+from recbole_fbsm.data.analyzer import analyzer_path, read_analyzer_document
+from recbole_fbsm.data.features import ItemFeatures
+from recbole_fbsm.data.token_ids import TokenIds
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.models.inputs import ModelInputs
 from recbole_fbsm.storage.fingerprint import config_fingerprint
 from recbole_fbsm.storage.run_records import package_version
 from recbole_fbsm.storage.safe_files import Settings, in_memory, load_tensors, plain, save_tensors
-from recbole_fbsm.artifact.integrity import ArtifactError, Invalid, check_distinct_tokens, seal, validate
-from recbole_fbsm.data.analyzer import analyzer_path, read_analyzer_document
-from recbole_fbsm.models.inputs import ModelInputs
-from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.data.features import ItemFeatures
-from recbole_fbsm.data.token_ids import TokenIds
 
 FORMAT = "recbole-fbsm model"
 FORMAT_VERSION = 3
@@ -50,28 +50,43 @@ FORMAT_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
 UNSEALED_VERSIONS = (1, 2)
 SUFFIX = ".fbsm"
-_FEATURE_ARRAYS = ("column_weights", "column_field", "field_scales", "source_columns", "average_lengths",
-                   "mean_square_norms", "identity_items")
+_FEATURE_ARRAYS = (
+    "column_weights",
+    "column_field",
+    "field_scales",
+    "source_columns",
+    "average_lengths",
+    "mean_square_norms",
+    "identity_items",
+)
 _FEATURE_VALUES = ("weighting", "normalize", "bm25_k1", "bm25_b", "shrink", "identity_weight")
 
 
 # --------------------------------------------------------------------------------- sparse matrices
 def csr_record(matrix):
     matrix = sp.csr_matrix(matrix)
-    return {"indptr": torch.as_tensor(matrix.indptr.astype(np.int64)),
-            "indices": torch.as_tensor(matrix.indices),  # scipy's own width: int32 below 2^31 columns
-            "data": torch.as_tensor(matrix.data), "shape": [int(n) for n in matrix.shape]}
+    return {
+        "indptr": torch.as_tensor(matrix.indptr.astype(np.int64)),
+        "indices": torch.as_tensor(matrix.indices),  # scipy's own width: int32 below 2^31 columns
+        "data": torch.as_tensor(matrix.data),
+        "shape": [int(n) for n in matrix.shape],
+    }
 
 
 def csr_from_record(record):
-    return sp.csr_matrix((record["data"].numpy(), record["indices"].numpy(), record["indptr"].numpy()),
-                         shape=tuple(record["shape"]))
+    return sp.csr_matrix(
+        (record["data"].numpy(), record["indices"].numpy(), record["indptr"].numpy()), shape=tuple(record["shape"])
+    )
 
 
 # ------------------------------------------------------------------------------------------- features
 def features_record(features):
-    record = {"matrix": csr_record(features.matrix), "names": [str(n) for n in features.names],
-              "fields": list(features.fields), "dense_fields": list(features.dense_fields)}
+    record = {
+        "matrix": csr_record(features.matrix),
+        "names": [str(n) for n in features.names],
+        "fields": list(features.fields),
+        "dense_fields": list(features.dense_fields),
+    }
     for name in _FEATURE_ARRAYS:
         value = getattr(features, name)
         record[name] = None if value is None else torch.as_tensor(np.asarray(value))
@@ -83,8 +98,13 @@ def features_from_record(record):
     # an artifact of an earlier release has no identity_items / identity_weight: no identity columns
     arrays = {name: None if record.get(name) is None else record[name].numpy() for name in _FEATURE_ARRAYS}
     return ItemFeatures(
-        matrix=csr_from_record(record["matrix"]), names=list(record["names"]), fields=tuple(record["fields"]),
-        dense_fields=tuple(record["dense_fields"]), **arrays, **{name: record.get(name) for name in _FEATURE_VALUES})
+        matrix=csr_from_record(record["matrix"]),
+        names=list(record["names"]),
+        fields=tuple(record["fields"]),
+        dense_fields=tuple(record["dense_fields"]),
+        **arrays,
+        **{name: record.get(name) for name in _FEATURE_VALUES},
+    )
 
 
 # ------------------------------------------------------------------------------------ the vocabulary
@@ -96,9 +116,9 @@ class Vocabulary:
     dataset_name: str
     uid_field: str
     iid_field: str
-    field2id_token: dict               # field -> np.ndarray of tokens by internal id (0: padding)
-    field2type: dict                   # field -> FeatureType
-    model_inputs: ModelInputs = None   # the fitted inputs a model is built from (data.model_inputs)
+    field2id_token: dict  # field -> np.ndarray of tokens by internal id (0: padding)
+    field2type: dict  # field -> FeatureType
+    model_inputs: ModelInputs = None  # the fitted inputs a model is built from (data.model_inputs)
 
     def num(self, name):
         return len(self.field2id_token[name])
@@ -130,22 +150,32 @@ def tokens_record(tokens):
 
 def tokens_from_record(record):
     data, ends = record["utf8"].numpy(), np.cumsum(record["lengths"].numpy())
-    return [data[a:b].tobytes().decode("utf-8") for a, b in zip((ends - record["lengths"].numpy()).tolist(),
-                                                               ends.tolist())]
+    return [
+        data[a:b].tobytes().decode("utf-8") for a, b in zip((ends - record["lengths"].numpy()).tolist(), ends.tolist())
+    ]
 
 
 def vocabulary_record(dataset, fields):
-    tokens = {name: tokens_record(dataset.field2id_token[name])
-              for name in [dataset.uid_field, dataset.iid_field] + list(fields)}
-    return {"dataset": str(dataset.dataset_name), "uid_field": dataset.uid_field, "iid_field": dataset.iid_field,
-            "tokens": tokens, "types": {name: dataset.field2type[name].value for name in fields}}
+    tokens = {
+        name: tokens_record(dataset.field2id_token[name])
+        for name in [dataset.uid_field, dataset.iid_field] + list(fields)
+    }
+    return {
+        "dataset": str(dataset.dataset_name),
+        "uid_field": dataset.uid_field,
+        "iid_field": dataset.iid_field,
+        "tokens": tokens,
+        "types": {name: dataset.field2type[name].value for name in fields},
+    }
 
 
 def vocabulary_from_record(record, source="model artifact"):
     """The ``Vocabulary`` of a validated artifact's record; an ``ArtifactError`` naming ``source`` for a token
     that appears twice (checked here, where the tokens are decoded anyway)."""
-    tokens = {name: np.asarray(values if isinstance(values, list) else tokens_from_record(values), dtype=object)
-              for name, values in record["tokens"].items()}
+    tokens = {
+        name: np.asarray(values if isinstance(values, list) else tokens_from_record(values), dtype=object)
+        for name, values in record["tokens"].items()
+    }
     try:
         for name, values in tokens.items():
             check_distinct_tokens(values, f"vocabulary.tokens.{name}")
@@ -160,22 +190,28 @@ def split_record(dataset):
     """Items and likes of a validation or test split (None when there is none)."""
     if dataset is None or getattr(dataset, "split_items", None) is None:
         return None
-    return {"items": torch.as_tensor(np.asarray(dataset.split_items, dtype=np.int64)),
-            "users_of_likes": torch.as_tensor(dataset.inter_feat[dataset.uid_field].numpy().astype(np.int64)),
-            "items_of_likes": torch.as_tensor(dataset.inter_feat[dataset.iid_field].numpy().astype(np.int64))}
+    return {
+        "items": torch.as_tensor(np.asarray(dataset.split_items, dtype=np.int64)),
+        "users_of_likes": torch.as_tensor(dataset.inter_feat[dataset.uid_field].numpy().astype(np.int64)),
+        "items_of_likes": torch.as_tensor(dataset.inter_feat[dataset.iid_field].numpy().astype(np.int64)),
+    }
 
 
 def training_record(config, result):
     """What the artifact records of training (``training``): the kept epoch (-1: the untrained start, None: not
     known), its validation score and the untrained start's, from ``quick_start.run``'s result (or a checkpoint's
     ``epoch``)."""
+
     def number(value):
         return None if value is None else float(value)
 
     epoch = result.get("best_epoch")
-    return {"kept_epoch": None if epoch is None else int(epoch), "valid_metric": str(config["valid_metric"]).lower(),
-            "kept_valid_score": number(result.get("best_valid_score")),
-            "start_valid_score": number(result.get("start_valid_score"))}
+    return {
+        "kept_epoch": None if epoch is None else int(epoch),
+        "valid_metric": str(config["valid_metric"]).lower(),
+        "kept_valid_score": number(result.get("best_valid_score")),
+        "start_valid_score": number(result.get("start_valid_score")),
+    }
 
 
 def kept_untrained_start(training):
@@ -192,13 +228,17 @@ def build_artifact(model, config, train_dataset, valid_dataset=None, test_datase
     """
     inputs = getattr(train_dataset, "model_inputs", None)
     if inputs is None:
-        raise ColdStartError(f"model {config['model']}: no fitted inputs on its training data; only FBSM, UFSM, CoSim, "
-                             "ItemKNNCBF, DropoutNet, Heater and ALDI (models built from item features) make a model "
-                             "artifact.")
+        raise ColdStartError(
+            f"model {config['model']}: no fitted inputs on its training data; only FBSM, UFSM, CoSim, "
+            "ItemKNNCBF, DropoutNet, Heater and ALDI (models built from item features) make a model "
+            "artifact."
+        )
     features = inputs.features
     warm = inputs.warm
     return {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "package_version": package_version(),
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "package_version": package_version(),
         "model": str(config["model"]),
         "settings": dict(Settings.of(config)),
         "data": config_fingerprint(config),
@@ -233,7 +273,8 @@ def dataset_analyzer(config, fields, dataset):
                 raise ColdStartError(
                     f"{path} does not describe dataset {config['dataset']!r}: {len(unseen)} token(s) of field "
                     f"{name!r} (e.g. {unseen[0]!r}) are not in its vocabulary (was the dataset converted again "
-                    "or edited since?).")
+                    "or edited since?)."
+                )
     return document
 
 
@@ -241,8 +282,10 @@ def write_artifact(path, artifact):
     """Write atomically (a temporary file, flushed, renamed): never a truncated artifact. The content is written
     as the current version (an older one's token lists become UTF-8 records), sealed with its SHA-256."""
     vocabulary = artifact["vocabulary"]
-    tokens = {name: tokens_record(values) if isinstance(values, list) else values
-              for name, values in vocabulary["tokens"].items()}
+    tokens = {
+        name: tokens_record(values) if isinstance(values, list) else values
+        for name, values in vocabulary["tokens"].items()
+    }
     artifact = seal({**artifact, "format_version": FORMAT_VERSION, "vocabulary": {**vocabulary, "tokens": tokens}})
     try:
         save_tensors(artifact, path)
@@ -260,8 +303,11 @@ def read_artifact(path):
             raise ColdStartError(
                 f"{path} is a training checkpoint, not a model artifact: a training run writes its artifact beside it "
                 f"(the same name ending in {SUFFIX}); for a checkpoint alone, make one with "
-                f"recbole-fbsm serve export {path} -o MODEL{SUFFIX} (it reads the dataset once).")
-        raise ColdStartError(f"{path} is not a recbole-fbsm model artifact (expected a {SUFFIX} file written by a run).")
+                f"recbole-fbsm serve export {path} -o MODEL{SUFFIX} (it reads the dataset once)."
+            )
+        raise ColdStartError(
+            f"{path} is not a recbole-fbsm model artifact (expected a {SUFFIX} file written by a run)."
+        )
     return check_artifact(content, path)
 
 
@@ -278,13 +324,17 @@ def check_artifact(content, path):
             f"model artifact {path} has format version {version!r} (written by recbole-fbsm "
             f"{content.get('package_version')}); this release ({package_version()}) reads versions "
             f"{', '.join(map(str, READABLE_VERSIONS))}: "
-            "export it again with the release that wrote it, or retrain.")
+            "export it again with the release that wrote it, or retrain."
+        )
     validate(content, path, checksum=version not in UNSEALED_VERSIONS)
     if version in UNSEALED_VERSIONS:
-        warnings.warn(f"model artifact {path} is of format version {version}, which carries no checksum: it was "
-                      "validated, but damage that leaves valid values cannot be detected; rewrite it once as version "
-                      f"{FORMAT_VERSION} with: recbole-fbsm serve export {path} -o NEW{SUFFIX}", UnsealedArtifactWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"model artifact {path} is of format version {version}, which carries no checksum: it was "
+            "validated, but damage that leaves valid values cannot be detected; rewrite it once as version "
+            f"{FORMAT_VERSION} with: recbole-fbsm serve export {path} -o NEW{SUFFIX}",
+            UnsealedArtifactWarning,
+            stacklevel=2,
+        )
     return in_memory(content)
 
 

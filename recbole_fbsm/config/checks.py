@@ -12,7 +12,7 @@ from recbole_fbsm.config.suggestions import suggestion
 LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")
 STATES = ("info", "debug", "warning", "error", "critical")
 NEG_DISTRIBUTIONS = ("uniform", "popularity", "none")
-SEED_MAX = 2 ** 32 - 1  # numpy's legacy seeding, which RecBole's init_seed uses
+SEED_MAX = 2**32 - 1  # numpy's legacy seeding, which RecBole's init_seed uses
 
 
 # ------------------------------------------------------------------------------ metric names
@@ -30,8 +30,16 @@ def metric_names():
 
 # ------------------------------------------------------------------------------ value checks
 def _type_name(value):
-    return {bool: "a flag", int: "an integer", float: "a number", str: "text", list: "a list", tuple: "a list",
-            dict: "a mapping", type(None): "~ (none)"}.get(type(value), type(value).__name__)
+    return {
+        bool: "a flag",
+        int: "an integer",
+        float: "a number",
+        str: "text",
+        list: "a list",
+        tuple: "a list",
+        dict: "a mapping",
+        type(None): "~ (none)",
+    }.get(type(value), type(value).__name__)
 
 
 def _is_int(value):
@@ -39,18 +47,24 @@ def _is_int(value):
 
 
 def _is_number(value):
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and not (isinstance(value, float) and math.isnan(value)))
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and not (isinstance(value, float) and math.isnan(value))
+    )
 
 
 def integer(low=None, high=None):
-    expected = {None: "an integer", 0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer >= {low}")
+    expected = {None: "an integer", 0: "a non-negative integer", 1: "a positive integer"}.get(
+        low, f"an integer >= {low}"
+    )
     if high is not None:
         expected = f"an integer from {low} to {high}"
 
     def check(value):
         if not _is_int(value) or (low is not None and value < low) or (high is not None and value > high):
             return expected
+
     return check
 
 
@@ -79,6 +93,7 @@ def number(low=None, strict=False):
             return "a finite number" + bound
         if low is not None and (value < low or (strict and value == low)):
             return "a number" + bound
+
     return check
 
 
@@ -107,6 +122,7 @@ def choice(options, case=False):
         if text not in options:
             hint = suggestion(value, options) if isinstance(value, str) else ""
             return Problem("one of " + ", ".join(options), value, hint)
+
     return check
 
 
@@ -118,6 +134,7 @@ def optional(inner):
         if problem is None:
             return None
         return Problem(f"{problem} (or ~)", getattr(problem, "got", None), getattr(problem, "hint", ""))
+
     return check
 
 
@@ -139,8 +156,12 @@ def topk(value):
 
 def split_ratios(value):
     """Three positive ratios [train, valid, test] that sum to 1, as RecBole's ``RS``."""
-    if (not isinstance(value, (list, tuple)) or len(value) != 3 or not all(_is_number(v) and v > 0 for v in value)
-            or abs(sum(value) - 1.0) > 1e-6):
+    if (
+        not isinstance(value, (list, tuple))
+        or len(value) != 3
+        or not all(_is_number(v) and v > 0 for v in value)
+        or abs(sum(value) - 1.0) > 1e-6
+    ):
         return "three positive ratios [train, valid, test] that sum to 1, e.g. [0.8, 0.1, 0.1]"
 
 
@@ -170,6 +191,7 @@ def mapping_of(key_check, value_check, example):
             problem = value_check(item)
             if problem is not None:
                 return Problem(f"{key!r} to be {problem}", item, getattr(problem, "hint", ""))
+
     return check
 
 
@@ -178,8 +200,13 @@ def neg_sample_args(value):
         return None
     if not isinstance(value, dict):
         return "a mapping, e.g. {distribution: uniform, sample_num: 1}"
-    checks = {"distribution": optional(choice(NEG_DISTRIBUTIONS)), "sample_num": integer(1), "alpha": number(),
-              "dynamic": flag, "candidate_num": integer(0)}
+    checks = {
+        "distribution": optional(choice(NEG_DISTRIBUTIONS)),
+        "sample_num": integer(1),
+        "alpha": number(),
+        "dynamic": flag,
+        "candidate_num": integer(0),
+    }
     for key, item in value.items():
         if key not in checks:
             return Problem(f"keys among {', '.join(checks)}", key, suggestion(key, checks))
@@ -187,8 +214,10 @@ def neg_sample_args(value):
         if problem:
             return Problem(f"{key} to be {problem}", item, getattr(problem, "hint", ""))
     if value.get("dynamic") and not value.get("candidate_num"):
-        return Problem("candidate_num >= 1 with dynamic: True (the negative is the best of candidate_num draws)",
-                       value.get("candidate_num"))
+        return Problem(
+            "candidate_num >= 1 with dynamic: True (the negative is the best of candidate_num draws)",
+            value.get("candidate_num"),
+        )
 
 
 def distinct_words(value):
@@ -209,15 +238,20 @@ def clip_grad_norm(value):
     model never learns), an unknown key is a TypeError at the first batch."""
     if not isinstance(value, dict):
         return "a mapping like {max_norm: 5, norm_type: 2}"
-    checks = {"max_norm": number(0, strict=True), "norm_type": number(0, strict=True), "error_if_nonfinite": flag,
-              "foreach": optional(flag)}
+    checks = {
+        "max_norm": number(0, strict=True),
+        "norm_type": number(0, strict=True),
+        "error_if_nonfinite": flag,
+        "foreach": optional(flag),
+    }
     for key, item in value.items():
         if key not in checks:
             return Problem(f"keys among {', '.join(checks)}", key, suggestion(str(key), checks))
         problem = checks[key](item)
         if problem:
-            return Problem(f"{key} to be {problem}" + (" (0 sets every gradient to zero)" if key == "max_norm" else ""),
-                           item)
+            return Problem(
+                f"{key} to be {problem}" + (" (0 sets every gradient to zero)" if key == "max_norm" else ""), item
+            )
     if "max_norm" not in value:
         return Problem("a mapping with max_norm, e.g. {max_norm: 5, norm_type: 2}", value)
 

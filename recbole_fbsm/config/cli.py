@@ -37,9 +37,10 @@ def typed_command(argv, prog, process_argv=None, original_argv=None):
     process_argv = list(sys.argv if process_argv is None else process_argv)
     original_argv = list(getattr(sys, "orig_argv", process_argv) if original_argv is None else original_argv)
     argv = list(argv)
-    prefix = process_argv[:len(process_argv) - len(argv)]
-    from_process = (process_argv[len(prefix):] == argv and
-                    (len(prefix) == 1 or (len(prefix) == 2 and prefix[1] == str(prog).split()[-1])))
+    prefix = process_argv[: len(process_argv) - len(argv)]
+    from_process = process_argv[len(prefix) :] == argv and (
+        len(prefix) == 1 or (len(prefix) == 2 and prefix[1] == str(prog).split()[-1])
+    )
     if not from_process:
         return shlex.join([*str(prog).split(), *argv])
     if "-m" in original_argv[1:3] or prefix[0].endswith(".py"):  # python -m MODULE ..., python run_recbole.py ...

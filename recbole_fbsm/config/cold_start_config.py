@@ -19,7 +19,13 @@ from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.config.settings import (
-    PROPERTIES_DIR, check_final, check_settings, check_user_settings, convert_value, read_yaml)
+    PROPERTIES_DIR,
+    check_final,
+    check_settings,
+    check_user_settings,
+    convert_value,
+    read_yaml,
+)
 from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.recbole_compat import ConfigRoutes, restore_numpy_aliases
@@ -30,7 +36,9 @@ def tuned_properties_file(model, dataset, properties_dir=None):
     """A model's settings for one dataset, ``properties_dir/dataset/DATASET/MODEL.yaml`` (default: the plugin's
     properties): values chosen on validation by ``recbole-fbsm hyper --write``, and cost caps (e.g. for
     context-aware models on long texts)."""
-    return Path(PROPERTIES_DIR if properties_dir is None else properties_dir) / "dataset" / str(dataset) / f"{model}.yaml"
+    return (
+        Path(PROPERTIES_DIR if properties_dir is None else properties_dir) / "dataset" / str(dataset) / f"{model}.yaml"
+    )
 
 
 def tuned_properties_files(model, dataset):
@@ -71,8 +79,11 @@ class ColdStartConfig(ConfigRoutes, Config):
     """
 
     def __init__(self, model=None, dataset=None, config_file_list=None, config_dict=None):
-        own_model_class = not isinstance(model, str) and model is not None and not str(
-            getattr(model, "__module__", "")).startswith(("recbole.", "recbole_fbsm."))
+        own_model_class = (
+            not isinstance(model, str)
+            and model is not None
+            and not str(getattr(model, "__module__", "")).startswith(("recbole.", "recbole_fbsm."))
+        )
         check_user_settings(config_file_list, config_dict, known_only=not own_model_class)
         _check_run_names(model, dataset, config_file_list, config_dict)
         if config_file_list:  # an empty file holds no setting (RecBole's reader fails on it)
@@ -136,7 +147,9 @@ class ColdStartConfig(ConfigRoutes, Config):
             *self.tuned_files,
         ):
             if path is not None and path.is_file():
-                if path in self.tuned_files:  # written by a search, maybe in the working directory: checked as a user's file
+                if (
+                    path in self.tuned_files
+                ):  # written by a search, maybe in the working directory: checked as a user's file
                     check_settings(read_yaml(path), f"tuned file {path}")
                 loaded = self._update_internal_config_dict(str(path)) or {}
                 self.property_files.append(_shown_path(path))
@@ -205,8 +218,10 @@ def _check_run_names(model, dataset, config_file_list, config_dict):
         for key, value in run.items():
             given = settings.get(key)
             if value is not None and given is not None and str(given) != str(value):
-                raise ColdStartError(f"{source} sets {key}: {given}, but this run's {key} is {value!r} (--{key}); "
-                                     f"the run's {key} is used: remove the {key} line, or run with --{key}={given}.")
+                raise ColdStartError(
+                    f"{source} sets {key}: {given}, but this run's {key} is {value!r} (--{key}); "
+                    f"the run's {key} is used: remove the {key} line, or run with --{key}={given}."
+                )
 
 
 def _check_eval_args(eval_args):
@@ -215,13 +230,13 @@ def _check_eval_args(eval_args):
     for key in eval_args:
         if key not in EVAL_ARGS_KEYS:
             hint = suggestion(str(key), EVAL_ARGS_KEYS)
-            raise ColdStartError(f"eval_args: unknown key {key!r}; expected keys among {', '.join(EVAL_ARGS_KEYS)} "
-                                 f"(RecBole ignores any other, silently){hint or '.'}")
+            raise ColdStartError(
+                f"eval_args: unknown key {key!r}; expected keys among {', '.join(EVAL_ARGS_KEYS)} "
+                f"(RecBole ignores any other, silently){hint or '.'}"
+            )
     group_by = eval_args.get("group_by", "user")
     if str(group_by).lower() not in GROUP_BY_CHOICES and group_by is not None:
-        raise ColdStartError(
-            f"eval_args.group_by: expected one of {', '.join(GROUP_BY_CHOICES)}; got {group_by!r}."
-        )
+        raise ColdStartError(f"eval_args.group_by: expected one of {', '.join(GROUP_BY_CHOICES)}; got {group_by!r}.")
     if str(group_by).lower() != "item":
         return
     mode = eval_args.get("mode", "full")
@@ -235,7 +250,8 @@ def _check_eval_args(eval_args):
     if str(order).upper() != "RO":
         raise ColdStartError(
             f"eval_args.order: the item split partitions items at random (order: RO), seeded by split_seed; got "
-            f"{order!r} (a temporal order, TO, applies to RecBole's interaction splits, eval_args.group_by: user).")
+            f"{order!r} (a temporal order, TO, applies to RecBole's interaction splits, eval_args.group_by: user)."
+        )
     split = eval_args.get("split")
     if not isinstance(split, dict) or list(split) != ["RS"]:
         raise ColdStartError(

@@ -43,10 +43,16 @@ class Downloadable:
 
 
 DATASETS = {
-    "citeulike-t": Downloadable("citeulike-t", ("users.dat", "mult.dat", "vocabulary.dat"),
-                                "CiteULike libraries (7,947 users, 25,584 articles, 134,860 likes), the articles' words"),
-    "citeulike-tags": Downloadable("citeulike-t", ("users.dat", "mult.dat", "vocabulary.dat", "tag-item.dat", "tags.dat"),
-                                   "the same likes; the articles' words and the tags users gave them"),
+    "citeulike-t": Downloadable(
+        "citeulike-t",
+        ("users.dat", "mult.dat", "vocabulary.dat"),
+        "CiteULike libraries (7,947 users, 25,584 articles, 134,860 likes), the articles' words",
+    ),
+    "citeulike-tags": Downloadable(
+        "citeulike-t",
+        ("users.dat", "mult.dat", "vocabulary.dat", "tag-item.dat", "tags.dat"),
+        "the same likes; the articles' words and the tags users gave them",
+    ),
 }
 DEFAULT_DATA_PATH = "dataset"  # RecBole's data_path: the folder holding one folder per dataset
 
@@ -79,7 +85,9 @@ def download_command(name, out=DEFAULT_DATA_PATH):
 
 def run_command(name, out=DEFAULT_DATA_PATH, model="FBSM"):
     """The command that trains on dataset ``name`` written under the folder ``out``."""
-    return f"recbole-fbsm run --model={model} --dataset={name}" + ("" if _is_default(out) else f" --data_path={shlex.quote(str(out))}")
+    return f"recbole-fbsm run --model={model} --dataset={name}" + (
+        "" if _is_default(out) else f" --data_path={shlex.quote(str(out))}"
+    )
 
 
 def missing_dataset_message(name, data_path=DEFAULT_DATA_PATH):

@@ -8,8 +8,14 @@ from recbole_fbsm.errors import ColdStartError
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # recbole_fbsm/
 # the plugin's property files: the checkout's top-level properties/ folder, which an installed wheel carries
 # as recbole_fbsm/properties/ (setup.py)
-PROPERTIES_DIR = next((folder for folder in (PACKAGE_DIR / "properties", PACKAGE_DIR.parent / "properties")
-                       if (folder / "overall.yaml").is_file()), PACKAGE_DIR / "properties")
+PROPERTIES_DIR = next(
+    (
+        folder
+        for folder in (PACKAGE_DIR / "properties", PACKAGE_DIR.parent / "properties")
+        if (folder / "overall.yaml").is_file()
+    ),
+    PACKAGE_DIR / "properties",
+)
 LOCAL_PROPERTIES_DIR = Path("properties")  # the working directory's, where ``hyper --write`` writes by default
 
 

@@ -10,11 +10,17 @@ import importlib.util
 from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
 
-PLUGIN_MODELS = {"FBSM": "recbole_fbsm.models.fbsm", "UFSM": "recbole_fbsm.models.ufsm", "CoSim": "recbole_fbsm.models.cosim",
-                 "ItemKNNCBF": "recbole_fbsm.models.itemknncbf",
-                 "Random": "recbole_fbsm.models.random",
-                 "DropoutNet": "recbole_fbsm.models.coldstart.dropoutnet", "Heater": "recbole_fbsm.models.coldstart.heater",
-                 "ALDI": "recbole_fbsm.models.coldstart.aldi", "HybridBlend": "recbole_fbsm.models.hybrid_blend"}
+PLUGIN_MODELS = {
+    "FBSM": "recbole_fbsm.models.fbsm",
+    "UFSM": "recbole_fbsm.models.ufsm",
+    "CoSim": "recbole_fbsm.models.cosim",
+    "ItemKNNCBF": "recbole_fbsm.models.itemknncbf",
+    "Random": "recbole_fbsm.models.random",
+    "DropoutNet": "recbole_fbsm.models.coldstart.dropoutnet",
+    "Heater": "recbole_fbsm.models.coldstart.heater",
+    "ALDI": "recbole_fbsm.models.coldstart.aldi",
+    "HybridBlend": "recbole_fbsm.models.hybrid_blend",
+}
 # Sequential and knowledge-aware models need inputs (sequences, a KG) that the item split does not provide.
 RECBOLE_SUBMODULES = ("general_recommender", "context_aware_recommender")
 
@@ -26,8 +32,11 @@ def recbole_model_names():
     for submodule in RECBOLE_SUBMODULES:
         package = importlib.import_module(f"recbole.model.{submodule}")
         names += [
-            name for name, obj in vars(package).items()
-            if isinstance(obj, type) and issubclass(obj, AbstractRecommender) and obj.__module__.startswith("recbole.model")
+            name
+            for name, obj in vars(package).items()
+            if isinstance(obj, type)
+            and issubclass(obj, AbstractRecommender)
+            and obj.__module__.startswith("recbole.model")
         ]
     return sorted(set(names))
 

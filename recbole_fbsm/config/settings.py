@@ -28,9 +28,29 @@ from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
 
 # Keys the plugin or RecBole sets at run time or accepts from the caller without a property file.
-RUNTIME_KEYS = {"model", "dataset", "config_files", "run_id", "use_tuned_properties", "local_rank", "world_size",
-                "nproc", "offset", "ip", "port", "device", "MODEL_TYPE", "MODEL_INPUT_TYPE", "eval_type",
-                "single_spec", "valid_neg_sample_args", "test_neg_sample_args", "encoding"}
+RUNTIME_KEYS = {
+    "model",
+    "dataset",
+    "config_files",
+    "run_id",
+    "use_tuned_properties",
+    "local_rank",
+    "world_size",
+    "nproc",
+    "offset",
+    "ip",
+    "port",
+    "device",
+    "MODEL_TYPE",
+    "MODEL_INPUT_TYPE",
+    "eval_type",
+    "single_spec",
+    "valid_neg_sample_args",
+    "test_neg_sample_args",
+    "encoding",
+}
+
+
 # ------------------------------------------------------------------------------ reading values
 class _Loader(yaml.SafeLoader):
     """RecBole's yaml reading: ``1e-4`` is a float (plain YAML 1.1 reads it as a string)."""
@@ -43,8 +63,11 @@ def _mapping_without_repeats(loader, node, deep=False):
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                None, None, f"setting {key!r} is given twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1})",
-                key_node.start_mark)
+                None,
+                None,
+                f"setting {key!r} is given twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1})",
+                key_node.start_mark,
+            )
         seen[key] = key_node.start_mark.line
     return loader.construct_mapping(node, deep=deep)
 
@@ -104,7 +127,9 @@ def read_yaml(path):
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise ColdStartError(f"config file {path}{where}: not valid YAML ({problem}); expected key: value lines.") from None
+        raise ColdStartError(
+            f"config file {path}{where}: not valid YAML ({problem}); expected key: value lines."
+        ) from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
@@ -236,7 +261,9 @@ def check_settings(settings, source, known_only=True):
         if problem:
             got = getattr(problem, "got", None)
             got = value if got is None else got
-            raise ColdStartError(f"setting {name}: expected {problem}; got {got!r}{getattr(problem, 'hint', '') or '.'}")
+            raise ColdStartError(
+                f"setting {name}: expected {problem}; got {got!r}{getattr(problem, 'hint', '') or '.'}"
+            )
 
 
 def check_user_settings(config_file_list=None, config_dict=None, source="config_dict", known_only=True):
@@ -270,8 +297,10 @@ def check_writable(path, setting):
     """``path`` exists as a writable folder, or can be made inside one."""
     existing = nearest_folder(path)
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise ColdStartError(f"{setting}: cannot write to {path} ({existing} is not a writable folder); "
-                             "expected a folder the run can create and write.")
+        raise ColdStartError(
+            f"{setting}: cannot write to {path} ({existing} is not a writable folder); "
+            "expected a folder the run can create and write."
+        )
 
 
 def check_scenario(config):
@@ -280,15 +309,21 @@ def check_scenario(config):
     scenario = str(config.get("cold_start_scenario") or "item").lower()
     group_by = str((config.get("eval_args") or {}).get("group_by")).lower()
     if scenario == "hybrid" and group_by != "item":
-        raise ColdStartError(f"cold_start_scenario: hybrid splits items itself (eval_args.group_by: item); got "
-                             f"eval_args.group_by: {group_by}.")
+        raise ColdStartError(
+            f"cold_start_scenario: hybrid splits items itself (eval_args.group_by: item); got "
+            f"eval_args.group_by: {group_by}."
+        )
     ratio = config.get("hybrid_cold_ratio")
     if scenario == "hybrid" and isinstance(ratio, (int, float)) and not 0 < ratio < 1:
-        raise ColdStartError(f"hybrid_cold_ratio: expected the share of items held out as cold, between 0 and 1 "
-                             f"(exclusive); got {ratio!r}.")
+        raise ColdStartError(
+            f"hybrid_cold_ratio: expected the share of items held out as cold, between 0 and 1 "
+            f"(exclusive); got {ratio!r}."
+        )
     if config.get("identity_features") is True and scenario != "hybrid":
-        raise ColdStartError("identity_features: True needs cold_start_scenario: hybrid (in the item scenario no "
-                             "candidate is a training item, so no candidate has an identity).")
+        raise ColdStartError(
+            "identity_features: True needs cold_start_scenario: hybrid (in the item scenario no "
+            "candidate is a training item, so no candidate has an identity)."
+        )
 
 
 def check_final(config):
@@ -310,21 +345,26 @@ def check_final(config):
                 f"valid_metric_bigger: False keeps the epoch (and makes run_hyper pick the settings) with the lowest "
                 f"{config.get('valid_metric')}, but the item split's top-k metrics are better when bigger; "
                 "expected True "
-                "(or leave it out).")
+                "(or leave it out)."
+            )
     check_scenario(config)
     field_separator, seq_separator = config.get("field_separator"), config.get("seq_separator")
     if isinstance(seq_separator, str) and seq_separator and seq_separator == field_separator:
         raise ColdStartError(
             f"seq_separator {seq_separator!r} is also the field_separator: no token_seq cell can hold it, so every "
-            "cell would be read as one token; expected another character (RecBole's default: ' ').")
+            "cell would be read as one token; expected another character (RecBole's default: ' ')."
+        )
     if config.get("USER_ID_FIELD") is not None and config.get("USER_ID_FIELD") == config.get("ITEM_ID_FIELD"):
         raise ColdStartError(
             f"USER_ID_FIELD and ITEM_ID_FIELD are both {config['USER_ID_FIELD']!r}; expected two different columns "
-            "of the .inter file (e.g. user_id and item_id).")
+            "of the .inter file (e.g. user_id and item_id)."
+        )
     both = set(config.get("load_col") or {}) & set(config.get("unload_col") or {})
     if both:
-        raise ColdStartError(f"load_col and unload_col both name the {sorted(both)} file(s); expected one of them "
-                             "per file (load_col lists what to read, unload_col what to skip).")
+        raise ColdStartError(
+            f"load_col and unload_col both name the {sorted(both)} file(s); expected one of them "
+            "per file (load_col lists what to read, unload_col what to skip)."
+        )
     if config.get("checkpoint_dir"):
         check_writable(config["checkpoint_dir"], "checkpoint_dir")
     check_writable("log", "the working directory (RecBole writes ./log there)")
@@ -339,8 +379,10 @@ def check_final(config):
         if name.lower() not in listed:
             computed = config.get("metrics")
             computed = [computed] if isinstance(computed, str) else list(computed or [])
-            raise ColdStartError(f"valid_metric {valid_metric!r}: expected one of the metrics computed "
-                                 f"({', '.join(map(str, computed))}), at a topk cut-off.")
+            raise ColdStartError(
+                f"valid_metric {valid_metric!r}: expected one of the metrics computed "
+                f"({', '.join(map(str, computed))}), at a topk cut-off."
+            )
         topk_metric = names.get(name.lower(), (name, False))[1]
         if topk_metric and (not cutoff.isdigit() or int(cutoff) not in cutoffs):
             raise ColdStartError(f"valid_metric {valid_metric!r}: expected NAME@K with K in topk {list(cutoffs)}.")

@@ -4,7 +4,7 @@ import difflib
 
 
 def suggestion(word, choices):
-    """ ``; did you mean 'x'?`` for the closest of ``choices`` (case-insensitive), or nothing."""
+    """``; did you mean 'x'?`` for the closest of ``choices`` (case-insensitive), or nothing."""
     choices = sorted(set(map(str, choices)))
     lowered = {c.lower(): c for c in choices}
     if str(word).lower() in lowered:

@@ -8,6 +8,7 @@ dataset atomically. Command line: `recbole-fbsm convert --help`.
 """
 
 from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer, read_analyzer
+
 from .atomic import ConversionError, ConversionResult
 from .ctr import convert_ctr, ctr_paths
 from .text import build_analyzer, convert_text, default_min_df, filter_document_frequency

@@ -17,8 +17,15 @@ def main(argv: list[str] | None = None, prog="recbole-fbsm convert") -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     logging.getLogger("recbole_fbsm.convert").setLevel(logging.ERROR)  # the summary below reports skips
-    common = dict(min_df=args.min_df, max_df=args.max_df, stem=args.stem, stopwords=args.stopwords,
-                  overwrite=args.overwrite, tags_min_df=args.tags_min_df, tags_max_df=args.tags_max_df)
+    common = dict(
+        min_df=args.min_df,
+        max_df=args.max_df,
+        stem=args.stem,
+        stopwords=args.stopwords,
+        overwrite=args.overwrite,
+        tags_min_df=args.tags_min_df,
+        tags_max_df=args.tags_max_df,
+    )
     try:
         if args.command == "ctr":
             tags = args.tags or bool(args.tag_item or args.tag_names)
@@ -29,12 +36,29 @@ def main(argv: list[str] | None = None, prog="recbole-fbsm convert") -> int:
             missing = [f"--{key.replace('_', '-')}" for key in wanted if key not in paths]
             if missing:
                 parser.error(f"ctr: give --src or all of {', '.join(missing)}")
-            result = convert_ctr(paths["users"], paths["mult"], paths["vocab"], args.name, args.out,
-                                 tag_item=paths.get("tag_item"), tag_names=paths.get("tag_names"), **common)
+            result = convert_ctr(
+                paths["users"],
+                paths["mult"],
+                paths["vocab"],
+                args.name,
+                args.out,
+                tag_item=paths.get("tag_item"),
+                tag_names=paths.get("tag_names"),
+                **common,
+            )
         else:
-            result = convert_text(args.inter, args.items, args.name, args.out, sep=args.sep,
-                                  threshold=args.threshold, header=args.header, tags=args.tags,
-                                  tag_sep=args.tag_sep, **common)
+            result = convert_text(
+                args.inter,
+                args.items,
+                args.name,
+                args.out,
+                sep=args.sep,
+                threshold=args.threshold,
+                header=args.header,
+                tags=args.tags,
+                tag_sep=args.tag_sep,
+                **common,
+            )
     except ConversionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

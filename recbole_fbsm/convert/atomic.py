@@ -12,9 +12,9 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pandas as pd
 
@@ -112,8 +112,9 @@ def target_folder(out_dir: str | os.PathLike, name: str, overwrite: bool) -> Pat
     try:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConversionError(f"output folder {out_dir} (--out) cannot be created ({exc.strerror or exc}); "
-                              "expected a writable folder") from None
+        raise ConversionError(
+            f"output folder {out_dir} (--out) cannot be created ({exc.strerror or exc}); expected a writable folder"
+        ) from None
     if not os.access(out_dir, os.W_OK):
         raise ConversionError(f"output folder {out_dir} (--out) is not writable")
     return target

@@ -10,19 +10,20 @@ counts to term counts, which merges words with one stem and splits words such as
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
 from recbole_fbsm.config.conversion import CTR_FILES, CTR_TAG_FILES, PAPER_MAX_DF
+
 from .atomic import ConversionError, ConversionResult, Skipped, target_folder
 from .tags import TAG_DF_OPTIONS, count_matrix, whole_token
 from .text import (
-    _min_df_option,
     TokenField,
+    _min_df_option,
     build_analyzer,
     check_df_settings,
     count_terms,
@@ -150,11 +151,15 @@ def read_ctr_tags(
         if values is None:
             continue
         if t >= len(names):
-            skipped.add(f"lines of {Path(tag_item).name} without a name in {Path(tag_names).name}", f"{tag_item}:{t + 1}")
+            skipped.add(
+                f"lines of {Path(tag_item).name} without a name in {Path(tag_names).name}", f"{tag_item}:{t + 1}"
+            )
             continue
         token = whole_token(names[t])
         if not token:
-            skipped.add(f"tags without a letter or digit in {Path(tag_names).name}", f"{tag_names}:{t + 1}: {names[t][:40]!r}")
+            skipped.add(
+                f"tags without a letter or digit in {Path(tag_names).name}", f"{tag_names}:{t + 1}: {names[t][:40]!r}"
+            )
             continue
         items += values[1:]
         tokens += [token] * values[0]
@@ -201,7 +206,9 @@ def convert_ctr(
     """
     check_df_settings(min_df, max_df)
     if (tag_item is None) != (tag_names is None):
-        raise ConversionError("tags need both files: tag_item (--tag-item, tag-item.dat) and tag_names (--tag-names, tags.dat)")
+        raise ConversionError(
+            "tags need both files: tag_item (--tag-item, tag-item.dat) and tag_names (--tag-names, tags.dat)"
+        )
     tags_min_df = min_df if tags_min_df is None else tags_min_df
     tags_max_df = max_df if tags_max_df is None else tags_max_df
     if tag_item is not None:
@@ -229,13 +236,21 @@ def convert_ctr(
         options |= tag_options(tags_min_df, tags_max_df)
     head = readme_head("convert_ctr", sources, options)
     return make_dataset(
-        inter, item_ids, fields,
-        name=name, out_dir=out_dir, overwrite=overwrite,
-        skipped=skipped, texts_source=str(mult), readme_head=head, command="ctr",
+        inter,
+        item_ids,
+        fields,
+        name=name,
+        out_dir=out_dir,
+        overwrite=overwrite,
+        skipped=skipped,
+        texts_source=str(mult),
+        readme_head=head,
+        command="ctr",
         extra_counts={
             "vocabulary words": len(words),
-            "vocabulary words giving no term (stop words, single characters, punctuation)":
-                int((np.diff(word_terms.indptr) == 0).sum()),
+            "vocabulary words giving no term (stop words, single characters, punctuation)": int(
+                (np.diff(word_terms.indptr) == 0).sum()
+            ),
         },
     )
 

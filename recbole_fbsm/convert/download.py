@@ -69,8 +69,10 @@ def _note_download(readme, base, files):
     """Add where the files came from to the dataset's README.txt (its 'sources' are the download folder,
     removed once the dataset is written); replaced whole, so a reader never sees half of it."""
     lines = [f"  {base}{file}  {size:,} bytes  sha256 {sha256}" for file, (size, sha256) in files.items()]
-    text = readme.read_text(encoding="utf-8") + "\ndownloaded by recbole-fbsm download (sizes and SHA-256 checked; the " \
+    text = (
+        readme.read_text(encoding="utf-8") + "\ndownloaded by recbole-fbsm download (sizes and SHA-256 checked; the "
         "download folder named under sources was removed):\n" + "\n".join(lines) + "\n"
+    )
     partial = readme.with_name(readme.name + ".tmp")
     partial.write_text(text, encoding="utf-8")
     os.replace(partial, readme)
@@ -103,8 +105,10 @@ def fetch_file(url, dest, size, sha256, timeout=DEFAULT_TIMEOUT, bar=None):
     digest = _sha256(part)
     if digest != sha256:
         part.unlink()
-        raise DownloadError(f"{url}: SHA-256 {digest} differs from the expected {sha256} (another version of "
-                            f"{dest.name}, or a damaged copy); the file was deleted, a rerun fetches it again.")
+        raise DownloadError(
+            f"{url}: SHA-256 {digest} differs from the expected {sha256} (another version of "
+            f"{dest.name}, or a damaged copy); the file was deleted, a rerun fetches it again."
+        )
     os.replace(part, dest)
     return dest
 
@@ -124,16 +128,21 @@ def _transfer(url, part, have, size, timeout, bar):
         length = response.headers.get("Content-Length")
         if length is not None and length.isdigit() and have + int(length) != size:
             part.unlink(missing_ok=True)
-            raise DownloadError(f"{url}: the server offers {have + int(length):,} bytes, expected {size:,} "
-                                f"(a truncated file, or another version of {part.name[:-5]}); nothing kept.")
+            raise DownloadError(
+                f"{url}: the server offers {have + int(length):,} bytes, expected {size:,} "
+                f"(a truncated file, or another version of {part.name[:-5]}); nothing kept."
+            )
         received = _copy(url, response, part, have, size, bar)
     if received > size:
         part.unlink()
-        raise DownloadError(f"{url}: the server sent more than the expected {size:,} bytes (another version of "
-                            f"{part.name[:-5]}); nothing kept.")
+        raise DownloadError(
+            f"{url}: the server sent more than the expected {size:,} bytes (another version of "
+            f"{part.name[:-5]}); nothing kept."
+        )
     if received < size:
-        raise DownloadError(f"{url}: the connection ended after {received:,} of {size:,} bytes; "
-                            "rerun the same command to resume.")
+        raise DownloadError(
+            f"{url}: the connection ended after {received:,} of {size:,} bytes; rerun the same command to resume."
+        )
 
 
 def _open(url, have, size, timeout):
@@ -148,8 +157,10 @@ def _open(url, have, size, timeout):
         error.close()
         if error.code == 416 and have:
             return None
-        raise DownloadError(f"{url}: HTTP {error.code} {error.reason}; expected the file {url.rsplit('/', 1)[-1]} "
-                            f"({size:,} bytes). Check the URL (--mirror serves the same file names).") from None
+        raise DownloadError(
+            f"{url}: HTTP {error.code} {error.reason}; expected the file {url.rsplit('/', 1)[-1]} "
+            f"({size:,} bytes). Check the URL (--mirror serves the same file names)."
+        ) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
         reason = getattr(error, "reason", None) or _why(error)
         raise DownloadError(f"{url}: cannot open it ({reason}); check the network or --mirror, then rerun.") from None
@@ -174,8 +185,10 @@ def _copy(url, response, part, have, size, bar):
                 f.write(chunk)
                 _advance(bar, len(chunk))
     except (OSError, http.client.HTTPException) as error:  # a timeout (TimeoutError) or a reset mid-file
-        raise DownloadError(f"{url}: the download stopped after {received:,} of {size:,} bytes ({_why(error)}); "
-                            "rerun the same command to resume.") from None
+        raise DownloadError(
+            f"{url}: the download stopped after {received:,} of {size:,} bytes ({_why(error)}); "
+            "rerun the same command to resume."
+        ) from None
     return received
 
 
@@ -195,8 +208,17 @@ def _sha256(path):
 
 def _progress_bar(name, total, enabled):
     """tqdm, as RecBole shows progress: on a terminal, and only once the download has taken a few seconds."""
-    return tqdm(total=total, desc=f"downloading {name}", unit="B", unit_scale=True, unit_divisor=1024,
-                delay=PROGRESS_AFTER_S, leave=False, file=sys.stderr, disable=None if enabled else True)
+    return tqdm(
+        total=total,
+        desc=f"downloading {name}",
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        delay=PROGRESS_AFTER_S,
+        leave=False,
+        file=sys.stderr,
+        disable=None if enabled else True,
+    )
 
 
 def _advance(bar, n):

@@ -11,14 +11,15 @@ CSV/TSV file of `item,tag[,tag...]` lines for `convert text`; `ctr.read_ctr_tags
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
 from recbole_fbsm.data.analyzer import WholeTokenAnalyzer
+
 from .atomic import ConversionError, Skipped, bad_id, csv_records, skip_malformed
 
 TAG_DF_OPTIONS = ("--tags-min-df", "--tags-max-df")

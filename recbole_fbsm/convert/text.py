@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer
+
+from recbole_fbsm.config.conversion import PAPER_MAX_DF, TAG_SEP
+from recbole_fbsm.data.analyzer import FieldRecord, TextAnalyzer, WholeTokenAnalyzer, analyzer_path, write_analyzer
 
 from .atomic import (
     ConversionError,
@@ -32,8 +35,6 @@ from .atomic import (
     target_folder,
     write_dataset,
 )
-from recbole_fbsm.data.analyzer import FieldRecord, TextAnalyzer, WholeTokenAnalyzer, analyzer_path, write_analyzer
-from recbole_fbsm.config.conversion import PAPER_MAX_DF, TAG_SEP
 from .tags import TAG_DF_OPTIONS, read_tag_file
 
 PAPER_MIN_DF = 20  # keep terms that occur in at least this many items (the paper, on ~25,000 articles)
@@ -53,6 +54,7 @@ def default_min_df(n_items: int) -> int:
 
 # ---------------------------------------------------------------- text preprocessing
 
+
 def build_analyzer(stem: bool = True, stopwords: bool = True) -> TextAnalyzer:
     """doc -> terms: scikit-learn's tokeniser (lower case, runs of >= 2 word characters), its English
     stop-word list (applied before stemming, as the list holds unstemmed words), then Snowball stems.
@@ -60,7 +62,9 @@ def build_analyzer(stem: bool = True, stopwords: bool = True) -> TextAnalyzer:
     return TextAnalyzer.paper(stem, stopwords)
 
 
-def count_terms(docs: Sequence[str], analyzer: Callable[[str], list[str]], source: str) -> tuple[sp.csr_matrix, np.ndarray]:
+def count_terms(
+    docs: Sequence[str], analyzer: Callable[[str], list[str]], source: str
+) -> tuple[sp.csr_matrix, np.ndarray]:
     """Sparse docs x terms count matrix and its (sorted) terms; fails when no document has any term."""
     try:
         vectorizer = CountVectorizer(analyzer=analyzer, dtype=np.int64)
@@ -144,11 +148,15 @@ def filter_warning(
         order = np.flatnonzero(mask)[np.argsort(-df[mask], kind="stable")][:5]
         return ", ".join(f"{terms[k]!r} ({df[k]} item{'s' if df[k] != 1 else ''})" for k in order)
 
-    parts = [f"{field}: the document-frequency filter dropped {dropped:,} of {n_terms:,} distinct {what}s "
-             f"({100 * dropped / n_terms:.0f}%) of {n_items:,} items"]
+    parts = [
+        f"{field}: the document-frequency filter dropped {dropped:,} of {n_terms:,} distinct {what}s "
+        f"({100 * dropped / n_terms:.0f}%) of {n_items:,} items"
+    ]
     if too_rare.any():
-        parts.append(f"{int(too_rare.sum()):,} found in fewer than {min_df} items ({options[0]} {min_df}), "
-                     f"e.g. {examples(too_rare)}")
+        parts.append(
+            f"{int(too_rare.sum()):,} found in fewer than {min_df} items ({options[0]} {min_df}), "
+            f"e.g. {examples(too_rare)}"
+        )
         smaller = [m for m in (MIN_DF_FLOOR, 3, 5, 10) if m < min_df]
         if smaller:
             kept = ", ".join(
@@ -156,8 +164,10 @@ def filter_warning(
             )
             parts.append(f"{what}s kept with a lower setting: {kept} (now {n_terms - dropped:,})")
     if too_common.any():
-        parts.append(f"{int(too_common.sum()):,} found in more than {max_df:g} of the items ({options[1]} {max_df:g}), "
-                     f"e.g. {examples(too_common)}")
+        parts.append(
+            f"{int(too_common.sum()):,} found in more than {max_df:g} of the items ({options[1]} {max_df:g}), "
+            f"e.g. {examples(too_common)}"
+        )
     return "; ".join(parts)
 
 
@@ -172,6 +182,7 @@ def token_cells(counts: sp.csr_matrix, terms: np.ndarray) -> list[str]:
 
 
 # ---------------------------------------------------------------- shared end of both converters
+
 
 @dataclass
 class TokenField:
@@ -213,11 +224,22 @@ class TokenField:
         }
 
 
-def tag_field(counts: sp.csr_matrix, terms: np.ndarray, min_df: int, max_df: float,
-              separator: str | None = TAG_SEP) -> TokenField:
+def tag_field(
+    counts: sp.csr_matrix, terms: np.ndarray, min_df: int, max_df: float, separator: str | None = TAG_SEP
+) -> TokenField:
     """The `tags` field: token lists kept whole, filtered by their own document-frequency settings."""
-    return TokenField("tags", counts, terms, min_df, max_df, WholeTokenAnalyzer(separator), raw_column="tags",
-                      what="tag", options=TAG_DF_OPTIONS, description="each tag one token, kept whole")
+    return TokenField(
+        "tags",
+        counts,
+        terms,
+        min_df,
+        max_df,
+        WholeTokenAnalyzer(separator),
+        raw_column="tags",
+        what="tag",
+        options=TAG_DF_OPTIONS,
+        description="each tag one token, kept whole",
+    )
 
 
 def _min_df_option(min_df: int | None) -> object:
@@ -312,8 +334,9 @@ def _filtered_field(field, rows, result_counts, warnings):
     counts = field.counts.tocsr()[rows]
     min_df = default_min_df(len(rows)) if field.min_df is None else field.min_df
     empty_before = int((np.diff(counts.indptr) == 0).sum())
-    warning = filter_warning(counts, field.terms, min_df, field.max_df, field=field.name, what=field.what,
-                             options=field.options)
+    warning = filter_warning(
+        counts, field.terms, min_df, field.max_df, field=field.name, what=field.what, options=field.options
+    )
     counts, terms = filter_document_frequency(
         counts, field.terms, min_df, field.max_df, what=field.what, options=field.options
     )
@@ -333,7 +356,9 @@ def _filtered_field(field, rows, result_counts, warnings):
     if result_counts[keys["empty_after"]]:
         log.warning(
             "%d items have no %s left in %s after preprocessing and filtering; kept with an empty cell",
-            result_counts[keys["empty_after"]], field.what, field.name,
+            result_counts[keys["empty_after"]],
+            field.what,
+            field.name,
         )
     record = FieldRecord(field.name, field.analyzer, min_df, field.max_df, terms, field.raw_column)
     return token_cells(counts, terms), record
@@ -351,7 +376,8 @@ def _readme(head, name, fields, inter, result_counts, skipped, warnings):
         + [
             "",
             "files:",
-            f"  {name}.inter  user_id:token, item_id:token" + (", label:float (1 like, 0 dislike)" if "label" in inter else ""),
+            f"  {name}.inter  user_id:token, item_id:token"
+            + (", label:float (1 like, 0 dislike)" if "label" in inter else ""),
             f"  {name}.item   item_id:token, {columns}",
             f"  {analyzer_path(name, name).name}  how raw text became these tokens (analyzer, filter, vocabulary);"
             " serving applies it to raw text of new items",
@@ -372,6 +398,7 @@ def readme_head(command: str, sources: dict[str, str | os.PathLike], options: di
 
 
 # ---------------------------------------------------------------- CSV / TSV input
+
 
 def default_sep(path: str | os.PathLike) -> str:
     """Tab for .tsv / .tab files, comma otherwise."""
@@ -400,7 +427,8 @@ def read_interactions(
             skipped.add(
                 f"malformed lines in {Path(path).name}",
                 f"{path}:{line}: expected {expected} with ids free of tabs and double quotes"
-                + (" and a numeric rating" if threshold is not None else "") + f", got {sep.join(row)[:80]!r}",
+                + (" and a numeric rating" if threshold is not None else "")
+                + f", got {sep.join(row)[:80]!r}",
             )
             continue
         users.append(user)
@@ -423,7 +451,8 @@ def _refuse_unskipped_header(path, records, header):
     if rest and sum(not math.isnan(_number(row[2])) for row in rest) >= 0.9 * len(rest):
         raise ConversionError(
             f"{path} line {records[0][0]} ({','.join(records[0][1])[:80]!r}) looks like a header: its third column is "
-            "not a number while the other lines' are; give --header to skip each file's first line.")
+            "not a number while the other lines' are; give --header to skip each file's first line."
+        )
 
 
 def _warn_unused_ratings(path, records, skipped):
@@ -437,7 +466,8 @@ def _warn_unused_ratings(path, records, skipped):
     skipped.warnings.append(
         f"{path}: the third column holds ratings ({values.min():g} to {top:g}) but no --threshold was given, so every "
         f"line is a like, the {lower:,} rated below {top:g} included; give --threshold (e.g. --threshold {top:g}) "
-        "to keep only high ratings as likes and lower ones as dislikes.")
+        "to keep only high ratings as likes and lower ones as dislikes."
+    )
 
 
 def _number(text: str) -> float:
@@ -448,9 +478,7 @@ def _number(text: str) -> float:
     return value if math.isfinite(value) else math.nan
 
 
-def read_item_texts(
-    path: str | os.PathLike, sep: str, header: bool, skipped: Skipped
-) -> tuple[list[str], list[str]]:
+def read_item_texts(path: str | os.PathLike, sep: str, header: bool, skipped: Skipped) -> tuple[list[str], list[str]]:
     """Item ids and texts from `item<sep>text` lines; an unquoted text containing the separator is
     joined back, a repeated item keeps its first text."""
     ids, texts, seen = [], [], set()
@@ -517,7 +545,9 @@ def convert_text(
     options = {
         "separator": repr(sep) if sep else "by file extension (tab for .tsv/.tab, comma otherwise)",
         "header line skipped": header,
-        "rating threshold (label 1 if rating >= threshold)": threshold if threshold is not None else "none (implicit likes)",
+        "rating threshold (label 1 if rating >= threshold)": threshold
+        if threshold is not None
+        else "none (implicit likes)",
         "min_df (items)": _min_df_option(min_df),
         "max_df (fraction of items)": max_df,
         "stemming (snowball english)": stem,
@@ -530,7 +560,14 @@ def convert_text(
         options |= tag_options(tags_min_df, tags_max_df) | {"tag separator inside a field": repr(tag_sep)}
     head = readme_head("convert_text", sources, options)
     return make_dataset(
-        interactions, item_ids, fields,
-        name=name, out_dir=out_dir, overwrite=overwrite,
-        skipped=skipped, texts_source=str(items), readme_head=head, command="text",
+        interactions,
+        item_ids,
+        fields,
+        name=name,
+        out_dir=out_dir,
+        overwrite=overwrite,
+        skipped=skipped,
+        texts_source=str(items),
+        readme_head=head,
+        command="text",
     )

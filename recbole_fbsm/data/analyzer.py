@@ -13,9 +13,9 @@ import functools
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import snowballstemmer
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, CountVectorizer
@@ -46,15 +46,19 @@ class TextAnalyzer:
     kind: str = field(default="text", init=False)
 
     @classmethod
-    def paper(cls, stem: bool = True, stopwords: bool = True) -> "TextAnalyzer":
+    def paper(cls, stem: bool = True, stopwords: bool = True) -> TextAnalyzer:
         """The converter's analyzer: scikit-learn's tokeniser and English stop words, Snowball stems."""
-        return cls(stop_words=tuple(sorted(ENGLISH_STOP_WORDS)) if stopwords else None,
-                   stemmer=SNOWBALL if stem else None)
+        return cls(
+            stop_words=tuple(sorted(ENGLISH_STOP_WORDS)) if stopwords else None, stemmer=SNOWBALL if stem else None
+        )
 
     @functools.cached_property
     def words(self):
-        vectorizer = CountVectorizer(token_pattern=self.token_pattern, lowercase=self.lowercase,
-                                     stop_words=list(self.stop_words) if self.stop_words is not None else None)
+        vectorizer = CountVectorizer(
+            token_pattern=self.token_pattern,
+            lowercase=self.lowercase,
+            stop_words=list(self.stop_words) if self.stop_words is not None else None,
+        )
         return vectorizer.build_analyzer()
 
     @functools.cached_property
@@ -70,15 +74,25 @@ class TextAnalyzer:
         return [stem(word) for word in self.words(doc)]
 
     def to_dict(self) -> dict:
-        return {"kind": "text", "token_pattern": self.token_pattern, "lowercase": self.lowercase,
-                "stop_words": list(self.stop_words) if self.stop_words is not None else None,
-                "stemmer": self.stemmer}
+        return {
+            "kind": "text",
+            "token_pattern": self.token_pattern,
+            "lowercase": self.lowercase,
+            "stop_words": list(self.stop_words) if self.stop_words is not None else None,
+            "stemmer": self.stemmer,
+        }
 
     def describe(self) -> str:
-        return (f"scikit-learn tokeniser {self.token_pattern!r}, "
-                + ("lower case, " if self.lowercase else "")
-                + (f"{len(self.stop_words)} stop words removed, " if self.stop_words is not None else "no stop words removed, ")
-                + (f"{self.stemmer} stems" if self.stemmer else "not stemmed"))
+        return (
+            f"scikit-learn tokeniser {self.token_pattern!r}, "
+            + ("lower case, " if self.lowercase else "")
+            + (
+                f"{len(self.stop_words)} stop words removed, "
+                if self.stop_words is not None
+                else "no stop words removed, "
+            )
+            + (f"{self.stemmer} stems" if self.stemmer else "not stemmed")
+        )
 
 
 @dataclass(frozen=True)
@@ -123,9 +137,12 @@ def analyzer_from_dict(spec: dict) -> TextAnalyzer | WholeTokenAnalyzer:
             re.compile(pattern)
         except (re.error, TypeError) as error:
             raise ValueError(f"token_pattern {pattern!r} is not a regular expression ({error})") from None
-        return TextAnalyzer(stop_words=tuple(stop_words) if stop_words is not None else None,
-                            stemmer=spec.get("stemmer"), token_pattern=spec.get("token_pattern", TOKEN_PATTERN),
-                            lowercase=bool(spec.get("lowercase", True)))
+        return TextAnalyzer(
+            stop_words=tuple(stop_words) if stop_words is not None else None,
+            stemmer=spec.get("stemmer"),
+            token_pattern=spec.get("token_pattern", TOKEN_PATTERN),
+            lowercase=bool(spec.get("lowercase", True)),
+        )
     if kind == "whole":
         return WholeTokenAnalyzer(separator=spec.get("separator"))
     raise ValueError(f"unknown analyzer kind {kind!r}; expected 'text' or 'whole'")
@@ -143,13 +160,21 @@ class FieldRecord:
     raw_column: str  # the column of a raw-text file of new items that feeds this field
 
     def to_dict(self) -> dict:
-        return {"analyzer": self.analyzer.to_dict(), "min_df": int(self.min_df), "max_df": float(self.max_df),
-                "raw_column": self.raw_column, "vocabulary": [str(t) for t in self.vocabulary]}
+        return {
+            "analyzer": self.analyzer.to_dict(),
+            "min_df": int(self.min_df),
+            "max_df": float(self.max_df),
+            "raw_column": self.raw_column,
+            "vocabulary": [str(t) for t in self.vocabulary],
+        }
 
 
 def write_analyzer(path: str | os.PathLike, command: str, fields: Sequence[FieldRecord]) -> None:
-    document = {"format": ANALYZER_FORMAT, "written_by": f"recbole_fbsm.convert {command}",
-                "fields": {record.name: record.to_dict() for record in fields}}
+    document = {
+        "format": ANALYZER_FORMAT,
+        "written_by": f"recbole_fbsm.convert {command}",
+        "fields": {record.name: record.to_dict() for record in fields},
+    }
     Path(path).write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
@@ -168,8 +193,14 @@ def analyzer_records(document: dict) -> dict[str, FieldRecord]:
     if document.get("format") != ANALYZER_FORMAT:
         raise ValueError(f"format {document.get('format')!r}, expected {ANALYZER_FORMAT!r}")
     return {
-        name: FieldRecord(name, analyzer_from_dict(spec["analyzer"]), spec["min_df"], spec["max_df"],
-                          spec["vocabulary"], spec.get("raw_column", name))
+        name: FieldRecord(
+            name,
+            analyzer_from_dict(spec["analyzer"]),
+            spec["min_df"],
+            spec["max_df"],
+            spec["vocabulary"],
+            spec.get("raw_column", name),
+        )
         for name, spec in document["fields"].items()
     }
 

@@ -30,10 +30,14 @@ CHUNK_BYTES = 1 << 24
 SHOWN = 3  # examples shown in a message
 HEADER_BYTES = 1 << 24  # the longest header line read
 # how compressed files start: RecBole reads them as text and fails on the first byte, or reads garbage
-COMPRESSED = {b"\x1f\x8b": ("gzip", "gunzip"), b"PK\x03\x04": ("zip", "unzip"), b"BZh": ("bzip2", "bunzip2"),
-              b"\xfd7zXZ\x00": ("xz", "unxz"), b"\x28\xb5\x2f\xfd": ("zstd", "unzstd")}
-WIDE_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16",
-             b"\xfe\xff": "UTF-16"}
+COMPRESSED = {
+    b"\x1f\x8b": ("gzip", "gunzip"),
+    b"PK\x03\x04": ("zip", "unzip"),
+    b"BZh": ("bzip2", "bunzip2"),
+    b"\xfd7zXZ\x00": ("xz", "unxz"),
+    b"\x28\xb5\x2f\xfd": ("zstd", "unzstd"),
+}
+WIDE_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
 
 
 @dataclass
@@ -63,16 +67,22 @@ def _not_text(path, first, encoding):
     or UTF-32 text (a byte order mark, or NUL bytes between the characters), or None."""
     for magic, (kind, tool) in COMPRESSED.items():
         if first.startswith(magic):
-            return (f"{path}: the file is {kind}-compressed; RecBole reads plain text: decompress it "
-                    f"(e.g. {tool} {os.path.basename(path)}).")
+            return (
+                f"{path}: the file is {kind}-compressed; RecBole reads plain text: decompress it "
+                f"(e.g. {tool} {os.path.basename(path)})."
+            )
     wide = codecs.lookup(encoding).name.startswith(("utf-16", "utf-32"))
     for bom, kind in WIDE_BOMS.items():
         if first.startswith(bom) and not wide:
-            return (f"{path}: the file is {kind} text (it starts with a {kind} byte order mark); RecBole reads "
-                    f"{encoding} (setting encoding): save it as UTF-8.")
+            return (
+                f"{path}: the file is {kind} text (it starts with a {kind} byte order mark); RecBole reads "
+                f"{encoding} (setting encoding): save it as UTF-8."
+            )
     if b"\x00" in first and not wide:
-        return (f"{_where(path, 1)}: NUL bytes (0x00) in the header: the file is binary, or UTF-16/UTF-32 text; "
-                f"expected {encoding} text (save it as UTF-8).")
+        return (
+            f"{_where(path, 1)}: NUL bytes (0x00) in the header: the file is binary, or UTF-16/UTF-32 text; "
+            f"expected {encoding} text (save it as UTF-8)."
+        )
     return None
 
 
@@ -88,14 +98,20 @@ def read_header(path, separator, encoding="utf-8"):
     except UnicodeDecodeError as error:
         raise ColdStartError(f"{_where(path, 1)}: the header is not {encoding} text ({error.reason}).") from None
     if header.startswith("\ufeff"):
-        raise ColdStartError(f"{_where(path, 1)}: the file starts with a byte order mark (BOM), which RecBole would "
-                             "read as part of the first column's name; save it as UTF-8 without BOM.")
+        raise ColdStartError(
+            f"{_where(path, 1)}: the file starts with a byte order mark (BOM), which RecBole would "
+            "read as part of the first column's name; save it as UTF-8 without BOM."
+        )
     if not header.strip():
-        raise ColdStartError(f"{path}: the file is empty or its first line is blank; expected a header of "
-                             "name:type columns (types: token, token_seq, float, float_seq).")
+        raise ColdStartError(
+            f"{path}: the file is empty or its first line is blank; expected a header of "
+            "name:type columns (types: token, token_seq, float, float_seq)."
+        )
     if header.endswith("\r\n"):
-        raise ColdStartError(f"{_where(path, 1)}: Windows line ends (\\r\\n); RecBole reads \\n line ends only "
-                             "(convert the file, e.g. with dos2unix).")
+        raise ColdStartError(
+            f"{_where(path, 1)}: Windows line ends (\\r\\n); RecBole reads \\n line ends only "
+            "(convert the file, e.g. with dos2unix)."
+        )
     if not header.endswith("\n"):
         raise ColdStartError(f"{path}: the file has a header but no line end after it and no rows.")
     columns = {}
@@ -145,15 +161,19 @@ def _scan_lines(path, separator, n_columns, encoding):
                 try:
                     data.decode(encoding)
                 except UnicodeDecodeError as error:
-                    line = line_base + data[:error.start].count(b"\n") + 1
-                    raise ColdStartError(f"{_where(path, line)}: not {encoding} text ({error.reason} at byte "
-                                         f"0x{data[error.start]:02x}); save the file as {encoding}.") from None
+                    line = line_base + data[: error.start].count(b"\n") + 1
+                    raise ColdStartError(
+                        f"{_where(path, line)}: not {encoding} text ({error.reason} at byte "
+                        f"0x{data[error.start]:02x}); save the file as {encoding}."
+                    ) from None
                 buffer = np.frombuffer(data, dtype=np.uint8)
                 nul = np.flatnonzero(buffer == 0)
                 if len(nul):  # valid utf-8, but no text: RecBole would keep the byte inside a token
-                    line = line_base + data[:nul[0]].count(b"\n") + 1
-                    raise ColdStartError(f"{_where(path, line)}: a NUL byte (0x00); expected {encoding} text (is the "
-                                         "file binary, or UTF-16 text?).")
+                    line = line_base + data[: nul[0]].count(b"\n") + 1
+                    raise ColdStartError(
+                        f"{_where(path, line)}: a NUL byte (0x00); expected {encoding} text (is the "
+                        "file binary, or UTF-16 text?)."
+                    )
                 ends = np.flatnonzero(buffer == 10)
                 if len(data) and data[-1:] != b"\n":
                     ends = np.r_[ends, len(buffer)]
@@ -203,9 +223,18 @@ def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=
     tokens = [order[p] for p in positions if atomic.columns[order[p]] in ("token", "token_seq")]
     if tokens and plain_file(atomic.path, separator):
         header = [f"{name}:{atomic.columns[name]}" for name in order]
-        read = read_plain_columns(atomic.path, separator, seq_separator, [header[order.index(t)] for t in tokens],
-                                  tokens, {h: h.rpartition(":")[2] for h in header}, encoding, missing=False,
-                                  store=store, keep=True)
+        read = read_plain_columns(
+            atomic.path,
+            separator,
+            seq_separator,
+            [header[order.index(t)] for t in tokens],
+            tokens,
+            {h: h.rpartition(":")[2] for h in header},
+            encoding,
+            missing=False,
+            store=store,
+            keep=True,
+        )
         rest = [order[p] for p in positions if order[p] not in tokens]
         text = read_columns(atomic, rest, separator, encoding) if read is not None and rest else None
         if read is not None and (text is None or len(text) == len(read[0])):
@@ -220,8 +249,16 @@ def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=
                 frame[name] = text[name].to_numpy()
             return frame[[order[p] for p in positions]]
     frame = pd.read_csv(
-        atomic.path, sep=separator, header=0, usecols=positions, dtype=str, keep_default_na=False, na_filter=False,
-        encoding=encoding, engine="c" if len(separator) == 1 else "python", skip_blank_lines=True,
+        atomic.path,
+        sep=separator,
+        header=0,
+        usecols=positions,
+        dtype=str,
+        keep_default_na=False,
+        na_filter=False,
+        encoding=encoding,
+        engine="c" if len(separator) == 1 else "python",
+        skip_blank_lines=True,
         quoting=csv.QUOTE_MINIMAL,
     )
     frame.columns = [order[p] for p in positions]
@@ -238,9 +275,11 @@ def quote_problem(atomic, separator, encoding, detail):
                 first = number
                 break
     where = f" (first at line {first})" if first else ""
-    return (f"{atomic.path}: {atomic.n_rows} data lines, but {detail}: a field that starts "
-            f'with a double quote (") is read as quoted text running over line ends{where}; remove the quote or '
-            "close it in the same field.")
+    return (
+        f"{atomic.path}: {atomic.n_rows} data lines, but {detail}: a field that starts "
+        f'with a double quote (") is read as quoted text running over line ends{where}; remove the quote or '
+        "close it in the same field."
+    )
 
 
 def _examples(atomic, rows, values=None):
@@ -260,18 +299,24 @@ def check_float_column(atomic, name, values, report=None):
     empty = (text == "").to_numpy()
     if empty.any() and report is not None:
         rows = np.flatnonzero(empty)
-        report.warnings.append(f"{atomic.path}: column {name!r} is empty on {len(rows)} line(s) ({_examples(atomic, rows)}); "
-                               "RecBole fills them with the column mean.")
+        report.warnings.append(
+            f"{atomic.path}: column {name!r} is empty on {len(rows)} line(s) ({_examples(atomic, rows)}); "
+            "RecBole fills them with the column mean."
+        )
         parsed[empty] = 0.0
     elif empty.any():
         rows = np.flatnonzero(empty)
-        raise ColdStartError(f"{atomic.path}: column {name!r} is empty on {len(rows)} line(s) ({_examples(atomic, rows)}); "
-                             "expected a number on every line (RecBole would put the column mean there).")
+        raise ColdStartError(
+            f"{atomic.path}: column {name!r} is empty on {len(rows)} line(s) ({_examples(atomic, rows)}); "
+            "expected a number on every line (RecBole would put the column mean there)."
+        )
     bad = ~np.isfinite(parsed)
     if bad.any():
         rows = np.flatnonzero(bad)
-        raise ColdStartError(f"{atomic.path}: column {name!r} has {len(rows)} value(s) that are not finite numbers "
-                             f"({_examples(atomic, rows, text.to_numpy()[rows])}); expected a number on every line.")
+        raise ColdStartError(
+            f"{atomic.path}: column {name!r} has {len(rows)} value(s) that are not finite numbers "
+            f"({_examples(atomic, rows, text.to_numpy()[rows])}); expected a number on every line."
+        )
     return parsed
 
 
@@ -283,8 +328,10 @@ def check_float_seq_column(atomic, name, values, seq_separator, report=None):
     bad = ~np.isfinite(parsed)
     if bad.any():
         rows = tokens.index.to_numpy()[bad]
-        raise ColdStartError(f"{atomic.path}: column {name!r} (float_seq) has {int(bad.sum())} entries that are not "
-                             f"finite numbers ({_examples(atomic, rows, tokens.to_numpy()[bad])}).")
+        raise ColdStartError(
+            f"{atomic.path}: column {name!r} (float_seq) has {int(bad.sum())} entries that are not "
+            f"finite numbers ({_examples(atomic, rows, tokens.to_numpy()[bad])})."
+        )
     lengths = np.bincount(tokens.index.to_numpy(), minlength=len(values)) if len(values) else np.zeros(0, int)
     filled = lengths[lengths > 0]
     short = np.flatnonzero((lengths > 0) & (lengths < (filled.max() if len(filled) else 0)))
@@ -292,7 +339,8 @@ def check_float_seq_column(atomic, name, values, seq_separator, report=None):
         report.warnings.append(
             f"{atomic.path}: {len(short)} row(s) of {name!r} (float_seq) have fewer values than the longest "
             f"({int(filled.max())}); RecBole pads them with zeros "
-            f"({_examples(atomic, short, [f'{n} values' for n in lengths[short[:SHOWN]]])}).")
+            f"({_examples(atomic, short, [f'{n} values' for n in lengths[short[:SHOWN]]])})."
+        )
 
 
 SEPARATORS = (",", ";", "|", "\t", " ")  # what a token_seq cell may be written with instead of seq_separator
@@ -327,7 +375,8 @@ def check_seq_separator(atomic, name, values, sequences, seq_separator, field_se
     report.warnings.append(
         f"{atomic.path}: {len(cells)} of {len(counts)} cells of {name!r} (token_seq) hold {candidate!r} but never "
         f"seq_separator {seq_separator!r} ({_examples(atomic, cells[:1], [vocabulary[codes[first]]])}): each cell is "
-        f"read as one token; set seq_separator: {candidate!r}?")
+        f"read as one token; set seq_separator: {candidate!r}?"
+    )
 
 
 def codes_of(values):
@@ -351,8 +400,11 @@ def normalisation_twins(distinct):
     for spelling, form in zip(wide, forms):
         groups.setdefault(form, []).append(spelling)
     ascii_ids = set(texts[texts.map(str.isascii)])
-    return {form: spellings for form, spellings in groups.items()
-            if len(spellings) > 1 or (form in ascii_ids and form not in spellings)}
+    return {
+        form: spellings
+        for form, spellings in groups.items()
+        if len(spellings) > 1 or (form in ascii_ids and form not in spellings)
+    }
 
 
 def _canonical(text):
@@ -378,8 +430,10 @@ def check_ids(atomic, name, values, unique, report=None):
     empty = (stripped == "").to_numpy()[codes]
     if empty.any():
         rows = np.flatnonzero(empty)
-        raise ColdStartError(f"{atomic.path}: the id column {name!r} is empty on {len(rows)} line(s) "
-                             f"({_examples(atomic, rows)}); expected an id on every line.")
+        raise ColdStartError(
+            f"{atomic.path}: the id column {name!r} is empty on {len(rows)} line(s) "
+            f"({_examples(atomic, rows)}); expected an id on every line."
+        )
     if report is not None:
         padded = (stripped != text).to_numpy()
         if padded.any():
@@ -388,7 +442,8 @@ def check_ids(atomic, name, values, unique, report=None):
                 f"{atomic.path}: {len(rows)} line(s) have a {name} with spaces around it "
                 f"({_examples(atomic, rows, distinct[codes[rows]])}); each is an id of its own "
                 f"({str(distinct[codes[rows[0]]])!r} is not {str(distinct[codes[rows[0]]]).strip()!r}): "
-                "remove the spaces.")
+                "remove the spaces."
+            )
         twins = normalisation_twins(distinct)
         if twins:
             spellings = {s for group in twins.values() for s in group}
@@ -398,7 +453,8 @@ def check_ids(atomic, name, values, unique, report=None):
             report.warnings.append(
                 f"{atomic.path}: {len(twins)} {name}(s) are written in two Unicode normalisation forms (e.g. {shown}, "
                 f"{_examples(atomic, rows[:1])}) on {len(rows)} line(s); each form is read as an id of its own: "
-                "save the file in one form (NFC).")
+                "save the file in one form (NFC)."
+            )
     if unique:
         lines = np.bincount(codes, minlength=len(distinct))
         repeated = lines[codes] > 1
@@ -435,13 +491,19 @@ def check_dataset(config, reads_own_features=False):
     report = DatasetReport()
     columns = LoadedColumns(config)
     encoding = config["encoding"] or "utf-8"
-    suffixes = ["inter"] + [s for s in ("user", "item") if os.path.isfile(columns.path_of(s))
-                            and (columns.load_col is None or s in columns.load_col)]
+    suffixes = ["inter"] + [
+        s
+        for s in ("user", "item")
+        if os.path.isfile(columns.path_of(s)) and (columns.load_col is None or s in columns.load_col)
+    ]
     files = {s: scan(columns.path_of(s), config["field_separator"], encoding) for s in suffixes}
     _check_id_columns(config, files, columns)
     _check_seq_len_and_threshold(config, files, columns)
-    tables = {suffix: _read_and_check(config, suffix, atomic, columns(suffix, atomic), reads_own_features, report)
-              for suffix, atomic in files.items() if columns(suffix, atomic)}
+    tables = {
+        suffix: _read_and_check(config, suffix, atomic, columns(suffix, atomic), reads_own_features, report)
+        for suffix, atomic in files.items()
+        if columns(suffix, atomic)
+    }
     _check_repeated_pairs(config, files["inter"], tables, report)
     _check_rows_of_ids(config, files, tables, report)
     if reads_own_features and "item" in tables:
@@ -460,8 +522,11 @@ class LoadedColumns:
         return os.path.join(self.folder, f"{self.name}.{suffix}")
 
     def __call__(self, suffix, atomic):
-        columns = (list(atomic.columns) if self.load_col is None
-                   else [c for c in self.load_col.get(suffix, []) if c in atomic.columns])
+        columns = (
+            list(atomic.columns)
+            if self.load_col is None
+            else [c for c in self.load_col.get(suffix, []) if c in atomic.columns]
+        )
         return [c for c in columns if c not in self.unload_col.get(suffix, [])]
 
 
@@ -471,22 +536,28 @@ def _check_id_columns(config, files, columns):
     load_col, unload_col = columns.load_col, columns.unload_col
     for id_field, role in ((uid, "USER_ID_FIELD"), (iid, "ITEM_ID_FIELD")):
         if id_field not in inter.columns:
-            raise ColdStartError(f"{inter.path}: no column {id_field!r} ({role}); its header has {list(inter.columns)}.")
+            raise ColdStartError(
+                f"{inter.path}: no column {id_field!r} ({role}); its header has {list(inter.columns)}."
+            )
         if inter.columns[id_field] != "token":
-            raise ColdStartError(f"{inter.path}: column {id_field!r} ({role}) has type {inter.columns[id_field]}; "
-                                 "expected token.")
+            raise ColdStartError(
+                f"{inter.path}: column {id_field!r} ({role}) has type {inter.columns[id_field]}; expected token."
+            )
         if id_field in unload_col.get("inter", []):
             raise ColdStartError(f"unload_col.inter names {id_field!r} ({role}); RecBole needs it.")
         if load_col is not None and id_field not in columns("inter", inter):
-            raise ColdStartError(f"load_col.inter {load_col.get('inter')} lacks {id_field!r} ({role}); RecBole needs it.")
+            raise ColdStartError(
+                f"load_col.inter {load_col.get('inter')} lacks {id_field!r} ({role}); RecBole needs it."
+            )
     for suffix, id_field, role in (("item", iid, "ITEM_ID_FIELD"), ("user", uid, "USER_ID_FIELD")):
         atomic = files.get(suffix)
         if atomic is None or not columns(suffix, atomic) or id_field in columns(suffix, atomic):
             continue  # RecBole fails on a file loaded without its id ("iid_field must be loaded ...")
         join = f"the {suffix} rows are joined to the interactions by it"
         if id_field not in atomic.columns:
-            raise ColdStartError(f"{atomic.path}: no column {id_field!r} ({role}); {join}; its header has "
-                                 f"{list(atomic.columns)}.")
+            raise ColdStartError(
+                f"{atomic.path}: no column {id_field!r} ({role}); {join}; its header has {list(atomic.columns)}."
+            )
         if id_field in unload_col.get(suffix, []):
             raise ColdStartError(f"unload_col.{suffix} names {id_field!r} ({role}); {join}: keep it loaded.")
         raise ColdStartError(f"load_col.{suffix} {load_col.get(suffix)} lacks {id_field!r} ({role}); {join}: add it.")
@@ -496,12 +567,20 @@ def _check_seq_len_and_threshold(config, files, columns):
     """``seq_len`` names loaded sequence columns (RecBole ignores others: the sequences stay whole); the
     file has interactions; ``threshold`` names a loaded float column."""
     inter = files["inter"]
-    sequences = sorted({c for suffix, atomic in files.items() for c in columns(suffix, atomic)
-                        if atomic.columns[c] in ("token_seq", "float_seq")})
+    sequences = sorted(
+        {
+            c
+            for suffix, atomic in files.items()
+            for c in columns(suffix, atomic)
+            if atomic.columns[c] in ("token_seq", "float_seq")
+        }
+    )
     unknown = [f for f in config["seq_len"] or {} if f not in sequences]
     if unknown:
-        raise ColdStartError(f"seq_len names {unknown}, not a loaded token_seq or float_seq column (loaded: "
-                             f"{sequences}){suggestion(unknown[0], sequences) or '.'}")
+        raise ColdStartError(
+            f"seq_len names {unknown}, not a loaded token_seq or float_seq column (loaded: "
+            f"{sequences}){suggestion(unknown[0], sequences) or '.'}"
+        )
     if inter.n_rows == 0:
         raise ColdStartError(f"{inter.path}: no interactions (only a header).")
     for column in config["threshold"] or {}:
@@ -511,8 +590,10 @@ def _check_seq_len_and_threshold(config, files, columns):
                 f"(loaded: {columns('inter', inter)}); expected a float column such as rating."
             )
         if inter.columns[column] != "float":
-            raise ColdStartError(f"threshold names column {column!r} of {inter.path}, of type "
-                                 f"{inter.columns[column]}; expected a float column.")
+            raise ColdStartError(
+                f"threshold names column {column!r} of {inter.path}, of type "
+                f"{inter.columns[column]}; expected a float column."
+            )
 
 
 def _read_and_check(config, suffix, atomic, loaded, reads_own_features, report):
@@ -522,14 +603,24 @@ def _read_and_check(config, suffix, atomic, loaded, reads_own_features, report):
     separator, seq_separator = config["field_separator"], config["seq_separator"]
     encoding = config["encoding"] or "utf-8"
     ids = {"inter": [uid, iid], "item": [iid], "user": [uid]}[suffix]
-    wanted = [c for c in loaded if c in ids or atomic.columns[c] in ("float", "float_seq", "token_seq")
-              or (suffix == "item" and reads_own_features and atomic.columns[c] == "token")]
+    wanted = [
+        c
+        for c in loaded
+        if c in ids
+        or atomic.columns[c] in ("float", "float_seq", "token_seq")
+        or (suffix == "item" and reads_own_features and atomic.columns[c] == "token")
+    ]
     coded = {}
     try:
-        table = (read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed, coded) if wanted
-                 else pd.DataFrame())
+        table = (
+            read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed, coded)
+            if wanted
+            else pd.DataFrame()
+        )
     except pd.errors.ParserError:
-        raise ColdStartError(quote_problem(atomic, separator, encoding, "a CSV reader cannot split it into rows")) from None
+        raise ColdStartError(
+            quote_problem(atomic, separator, encoding, "a CSV reader cannot split it into rows")
+        ) from None
     if wanted and len(table) != atomic.n_rows:
         raise ColdStartError(quote_problem(atomic, separator, encoding, f"a CSV reader sees {len(table)} rows"))
     for column in wanted:
@@ -568,8 +659,10 @@ def _check_repeated_pairs(config, inter, tables, report):
     pairs = np.sort(user_codes * (int(item_codes.max(initial=0)) + 1) + item_codes)
     repeated = int((pairs[1:] == pairs[:-1]).sum())
     if repeated and not config["rm_dup_inter"]:
-        report.warnings.append(f"{inter.path}: {repeated} interaction(s) repeat a (user, item) pair already "
-                               "given; each copy counts (set rm_dup_inter: first to keep one).")
+        report.warnings.append(
+            f"{inter.path}: {repeated} interaction(s) repeat a (user, item) pair already "
+            "given; each copy counts (set rm_dup_inter: first to keep one)."
+        )
 
 
 def _check_rows_of_ids(config, files, tables, report):
@@ -589,13 +682,19 @@ def _check_rows_of_ids(config, files, tables, report):
         what = f"{n_ids} {suffix}(s) of {inter.path} ({shown}, ...) have no row in {files[suffix].path}"
         near = _near_ids(distinct[pd.unique(codes[missing])], listed)
         if near:
-            what += (f" ({len(near)} of them differ from an id there only in spaces or Unicode normalisation, e.g. "
-                     f"{ascii(near[0])}: save both files in one form, NFC, without spaces around ids)")
+            what += (
+                f" ({len(near)} of them differ from an id there only in spaces or Unicode normalisation, e.g. "
+                f"{ascii(near[0])}: save both files in one form, NFC, without spaces around ids)"
+            )
         if not config["filter_inter_by_user_or_item"]:
-            report.warnings.append(f"{what}: their {int(missing.sum())} interaction(s) are kept without {suffix} features.")
+            report.warnings.append(
+                f"{what}: their {int(missing.sum())} interaction(s) are kept without {suffix} features."
+            )
         elif missing.all():
-            raise ColdStartError(f"no {suffix} of {inter.path} has a row in {files[suffix].path}: every interaction "
-                                 f"would be dropped (filter_inter_by_user_or_item); check the {id_field} values.")
+            raise ColdStartError(
+                f"no {suffix} of {inter.path} has a row in {files[suffix].path}: every interaction "
+                f"would be dropped (filter_inter_by_user_or_item); check the {id_field} values."
+            )
         else:
             report.warnings.append(
                 f"{what}: their {int(missing.sum())} interaction(s) of {len(missing)} "
@@ -607,7 +706,9 @@ def _check_features(config, atomic, table, loaded_columns, seq_separator):
     """At least one feature token: a model that scores items by their features has nothing else."""
     fields = config["feature_fields"]
     if fields is None:  # ~: every token field
-        fields = [c for c in loaded_columns if c != config["ITEM_ID_FIELD"] and atomic.columns[c] in ("token", "token_seq")]
+        fields = [
+            c for c in loaded_columns if c != config["ITEM_ID_FIELD"] and atomic.columns[c] in ("token", "token_seq")
+        ]
     fields = [f for f in fields if f in table]
     if not fields:
         return
@@ -619,5 +720,7 @@ def _check_features(config, atomic, table, loaded_columns, seq_separator):
         cells = table[column].str.replace(seq_separator, "", regex=False).str.strip()
         has |= (cells != "").to_numpy()
     if not has.any():
-        raise ColdStartError(f"{atomic.path}: the feature field(s) {fields} are empty for every item; expected item "
-                             f"features (tokens) for {config['model']}, which scores items by them.")
+        raise ColdStartError(
+            f"{atomic.path}: the feature field(s) {fields} are empty for every item; expected item "
+            f"features (tokens) for {config['model']}, which scores items by them."
+        )

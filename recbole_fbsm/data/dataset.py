@@ -11,15 +11,15 @@ from recbole.data.dataset import Dataset
 from recbole.data.interaction import Interaction
 from recbole.utils import FeatureSource, FeatureType, ModelType
 
-from recbole_fbsm.recbole_compat import DatasetRoutes
-from recbole_fbsm.data.atomic_files import codes_of
-from recbole_fbsm.data.token_ids import TokenIds
-from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns, sequence_rows, split_rows
 from recbole_fbsm.config.schema import setting
+from recbole_fbsm.data.atomic_files import codes_of
+from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns, sequence_rows, split_rows
+from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.recbole_compat import DatasetRoutes
 
 # the csv module's field limit while RecBole's reader runs (its default, 131,072 characters, stops long texts)
-CSV_FIELD_LIMIT = 2 ** 31 - 1
+CSV_FIELD_LIMIT = 2**31 - 1
 
 PHASES = ("train", "valid", "test")
 
@@ -45,7 +45,7 @@ def item_split(tokens, ratios, seed):
     split = np.empty(n_items, dtype=np.int64)
     bounds = np.cumsum((0,) + sizes)
     for index in range(3):
-        split[shuffled[bounds[index]:bounds[index + 1]]] = index
+        split[shuffled[bounds[index] : bounds[index + 1]]] = index
     return split
 
 
@@ -160,13 +160,18 @@ class ColdStartDataset(DatasetRoutes, Dataset):
     def __str__(self):
         """RecBole's summary with real counts: ``user_num`` and ``item_num`` include the padding id 0."""
         users, items = max(self.user_num - 1, 0), max(self.item_num - 1, 0)
-        lines = [self.dataset_name, f"The number of users: {users}",
-                 f"Average actions of users: {self.inter_num / max(users, 1):.2f}",
-                 f"The number of items: {items}", f"Average actions of items: {self.inter_num / max(items, 1):.2f}",
-                 f"The number of inters: {self.inter_num}",
-                 f"The sparsity of the dataset: {100 * (1 - self.inter_num / max(users * items, 1)):.4f}%",
-                 f"Remain Fields: {list(self.field2type)}"]
+        lines = [
+            self.dataset_name,
+            f"The number of users: {users}",
+            f"Average actions of users: {self.inter_num / max(users, 1):.2f}",
+            f"The number of items: {items}",
+            f"Average actions of items: {self.inter_num / max(items, 1):.2f}",
+            f"The number of inters: {self.inter_num}",
+            f"The sparsity of the dataset: {100 * (1 - self.inter_num / max(users * items, 1)):.4f}%",
+            f"Remain Fields: {list(self.field2type)}",
+        ]
         return "\n".join(lines)
+
     preread = None  # set by ``preparation.create_dataset``: token columns the files' checks already parsed
     dislike_feat = None
     _hidden_fields = frozenset()
@@ -213,14 +218,16 @@ class ColdStartDataset(DatasetRoutes, Dataset):
         ``hybrid_warm_split`` at random (distinct (user, item) pairs: a warm test like is never a training
         interaction). Every split's candidates (``split_items``) are the warm items plus its own cold items."""
         cold_share = float(setting(self.config, "hybrid_cold_ratio"))
-        split_of_item = self.item_split_assignment((1.0 - cold_share, cold_share / 2, cold_share / 2),
-                                                   "hybrid_cold_ratio")
+        split_of_item = self.item_split_assignment(
+            (1.0 - cold_share, cold_share / 2, cold_share / 2), "hybrid_cold_ratio"
+        )
         users = self.inter_feat[self.uid_field].numpy().astype(np.int64)
         items = self.inter_feat[self.iid_field].numpy().astype(np.int64)
         warm = split_of_item[items] == 0
         pairs, pair_of_row = np.unique(users[warm] * self.item_num + items[warm], return_inverse=True)
-        pair_split = per_user_split(pairs // self.item_num, setting(self.config, "hybrid_warm_split"),
-                                    [int(self.config.split_seed), 1])
+        pair_split = per_user_split(
+            pairs // self.item_num, setting(self.config, "hybrid_warm_split"), [int(self.config.split_seed), 1]
+        )
         phase_of_row = split_of_item[items].copy()  # cold rows: their item's split (1 or 2)
         phase_of_row[warm] = pair_split[pair_of_row.reshape(-1)]
         likes = self._like_mask()
@@ -239,7 +246,8 @@ class ColdStartDataset(DatasetRoutes, Dataset):
             if len(part.inter_feat) == 0:
                 raise ColdStartError(
                     f"dataset {self.dataset_name!r}: the hybrid split leaves the {part.phase} split without any "
-                    "liked interaction; use more data or change hybrid_cold_ratio / hybrid_warm_split.")
+                    "liked interaction; use more data or change hybrid_cold_ratio / hybrid_warm_split."
+                )
         self._check_candidates(datasets[1:], len(np.flatnonzero(split_of_item >= 0)))
         return datasets
 
@@ -250,8 +258,10 @@ class ColdStartDataset(DatasetRoutes, Dataset):
         topk = self.config["topk"]
         largest = max(topk) if isinstance(topk, (list, tuple)) else int(topk)
         if setting(self.config, "cold_start_scenario") == "hybrid":
-            split_settings = (f"hybrid_cold_ratio {setting(self.config, 'hybrid_cold_ratio')} and hybrid_warm_split "
-                              f"{list(setting(self.config, 'hybrid_warm_split'))}")
+            split_settings = (
+                f"hybrid_cold_ratio {setting(self.config, 'hybrid_cold_ratio')} and hybrid_warm_split "
+                f"{list(setting(self.config, 'hybrid_warm_split'))}"
+            )
         else:
             split_settings = f"eval_args.split RS {list(self.config['eval_args']['split']['RS'])}"
         shown_topk = list(topk) if isinstance(topk, (list, tuple)) else topk
@@ -354,8 +364,18 @@ class ColdStartDataset(DatasetRoutes, Dataset):
         lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
         filled = [sequence for sequence in sequences if len(sequence)]
         flat = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
-        source = next((s for s, name in ((FeatureSource.INTERACTION, "inter_feat"), (FeatureSource.USER, "user_feat"),
-                                         (FeatureSource.ITEM, "item_feat")) if getattr(self, name, None) is feat), None)
+        source = next(
+            (
+                s
+                for s, name in (
+                    (FeatureSource.INTERACTION, "inter_feat"),
+                    (FeatureSource.USER, "user_feat"),
+                    (FeatureSource.ITEM, "item_feat"),
+                )
+                if getattr(self, name, None) is feat
+            ),
+            None,
+        )
         vocabulary = (self._coded or {}).get((source, field))
         if vocabulary is not None and flat.dtype.kind in "iu":
             return flat.astype(np.int64), vocabulary, lengths
@@ -379,8 +399,10 @@ class ColdStartDataset(DatasetRoutes, Dataset):
         instead of ``Counter``s of tokens: the same rounds and the same rows dropped."""
         if self.uid_field is None or self.iid_field is None:
             return
-        intervals = {"user": self._parse_intervals_str(self.config["user_inter_num_interval"]),
-                     "item": self._parse_intervals_str(self.config["item_inter_num_interval"])}
+        intervals = {
+            "user": self._parse_intervals_str(self.config["user_inter_num_interval"]),
+            "item": self._parse_intervals_str(self.config["item_inter_num_interval"]),
+        }
         if intervals["user"] is None and intervals["item"] is None:
             return
         sides = {}
@@ -390,8 +412,12 @@ class ColdStartDataset(DatasetRoutes, Dataset):
             counts = np.zeros(n + 1, dtype=np.int64)  # last slot: missing ids
             if intervals[side]:
                 counts += np.bincount(np.where(codes >= 0, codes, n), minlength=n + 1)
-            sides[side] = {"field": field, "codes": np.where(codes >= 0, codes, n), "counts": counts,
-                           "feat_codes": None if feat_codes is None else np.where(feat_codes >= 0, feat_codes, n)}
+            sides[side] = {
+                "field": field,
+                "codes": np.where(codes >= 0, codes, n),
+                "counts": counts,
+                "feat_codes": None if feat_codes is None else np.where(feat_codes >= 0, feat_codes, n),
+            }
         while True:
             for side, state in sides.items():
                 interval, counts = intervals[side], state["counts"]
@@ -428,7 +454,7 @@ class ColdStartDataset(DatasetRoutes, Dataset):
         load_col, unload_col = self._get_load_and_unload_col(source)
         if load_col == set():
             return []
-        with open(filepath, "r", encoding=self.config["encoding"]) as handle:
+        with open(filepath, encoding=self.config["encoding"]) as handle:
             head = handle.readline()[:-1]
         loaded = []
         for field_type in head.split(self.config["field_separator"]):
@@ -466,14 +492,22 @@ class ColdStartDataset(DatasetRoutes, Dataset):
             return None
         self._set_field_properties(loaded, source)
         dtype = {header: np.float64 if ftype == FeatureType.FLOAT else str for _, ftype, header in loaded}
-        na_values = {header: sorted(STR_NA_VALUES) if ftype == FeatureType.FLOAT else [""]
-                     for _, ftype, header in loaded}
+        na_values = {
+            header: sorted(STR_NA_VALUES) if ftype == FeatureType.FLOAT else [""] for _, ftype, header in loaded
+        }
         previous = csv.field_size_limit()
         csv.field_size_limit(CSV_FIELD_LIMIT)
         try:
-            df = pd.read_csv(filepath, delimiter=self.config["field_separator"], usecols=[h for _, _, h in loaded],
-                             dtype=dtype, encoding=self.config["encoding"], engine="python", keep_default_na=False,
-                             na_values=na_values)
+            df = pd.read_csv(
+                filepath,
+                delimiter=self.config["field_separator"],
+                usecols=[h for _, _, h in loaded],
+                dtype=dtype,
+                encoding=self.config["encoding"],
+                engine="python",
+                keep_default_na=False,
+                na_values=na_values,
+            )
         finally:
             csv.field_size_limit(previous)
         df = df[[header for _, _, header in loaded]]
@@ -490,7 +524,7 @@ class ColdStartDataset(DatasetRoutes, Dataset):
                 column = [np.array(list(map(float, filter(None, cell.split(seq_separator))))) for cell in cells]
             longest = max(map(len, column), default=0)
             if seq_len and field in seq_len:
-                column = [seq[:seq_len[field]] for seq in column]
+                column = [seq[: seq_len[field]] for seq in column]
                 self.field2seqlen[field] = min(seq_len[field], longest)
             else:
                 self.field2seqlen[field] = longest
@@ -514,8 +548,16 @@ class ColdStartDataset(DatasetRoutes, Dataset):
         columns = [field for field, _, _ in loaded]
         usecols = [header for _, _, header in loaded]
         kinds = {header: ftype.value for _, ftype, header in loaded}
-        read = read_plain_columns(filepath, separator, self.config["seq_separator"], usecols, columns, kinds,
-                                  self.config["encoding"], store=self.preread)
+        read = read_plain_columns(
+            filepath,
+            separator,
+            self.config["seq_separator"],
+            usecols,
+            columns,
+            kinds,
+            self.config["encoding"],
+            store=self.preread,
+        )
         if read is None:
             return self._recbole_read(filepath, source)
         df, coded = read
@@ -544,8 +586,10 @@ class ColdStartDataset(DatasetRoutes, Dataset):
         for field in data:
             ftype = self.field2type[field]
             if rows_only and ftype == FeatureType.TOKEN_SEQ:
-                self.item_token_rows = {**(self.item_token_rows or {}),
-                                        field: sequence_rows(data[field].values, self.field2seqlen[field])}
+                self.item_token_rows = {
+                    **(self.item_token_rows or {}),
+                    field: sequence_rows(data[field].values, self.field2seqlen[field]),
+                }
                 continue
             if ftype == FeatureType.TOKEN_SEQ or (ftype == FeatureType.FLOAT_SEQ and field not in numerical):
                 dtype = np.int64 if ftype == FeatureType.TOKEN_SEQ else np.float32
@@ -564,8 +608,11 @@ class ColdStartDataset(DatasetRoutes, Dataset):
         evaluation would cost about 20 times more for nearly the same input. ``context_distinct_tokens``
         (default True) keeps the distinct tokens in order of first occurrence, then applies ``seq_len``.
         """
-        distinct = (source == FeatureSource.ITEM and self.config["MODEL_TYPE"] == ModelType.CONTEXT
-                    and self.config["context_distinct_tokens"] is not False)
+        distinct = (
+            source == FeatureSource.ITEM
+            and self.config["MODEL_TYPE"] == ModelType.CONTEXT
+            and self.config["context_distinct_tokens"] is not False
+        )
         if not distinct:
             return self._read_feat(filepath, source)
         cap = dict(self.config["seq_len"] or {})

@@ -38,9 +38,14 @@ def device_batches_apply(config, reads_own_features, sampler):
     RecBole's loader (for comparison)."""
     args = config["train_neg_sample_args"] or {}
     sampled = args.get("distribution") in ("uniform", "popularity") and args.get("sample_num") not in (None, "none")
-    return (bool(config["train_batches_on_device"]) and reads_own_features and sampled
-            and (bool(config["train_batch_by_user"]) or not distributed.is_distributed(config))
-            and isinstance(sampler, ColdStartSampler) and config["MODEL_INPUT_TYPE"] == InputType.PAIRWISE)
+    return (
+        bool(config["train_batches_on_device"])
+        and reads_own_features
+        and sampled
+        and (bool(config["train_batch_by_user"]) or not distributed.is_distributed(config))
+        and isinstance(sampler, ColdStartSampler)
+        and config["MODEL_INPUT_TYPE"] == InputType.PAIRWISE
+    )
 
 
 # longer than 60 lines: a class factory whose body is the class (its methods are short)
@@ -112,16 +117,19 @@ def device_batches(loader_class):
             if not self.neg_sample_args.get("dynamic", False) or not getattr(model, "reads_negatives", True):
                 return sampler.sample(users)  # (a model whose loss ignores negatives: none to score)
             if model is None:
-                raise ColdStartError("dynamic negative sampling scores its candidates with the model: hand it to the "
-                                     "training loader first (train_data.get_model(model)).")
+                raise ColdStartError(
+                    "dynamic negative sampling scores its candidates with the model: hand it to the "
+                    "training loader first (train_data.get_model(model))."
+                )
             candidate_num = int(self.neg_sample_args["candidate_num"])
             pair_users = users.repeat(candidate_num)
             distinct, index = torch.unique(users, return_inverse=True)  # a batch's few users: a local search
             candidates = sampler.sample(pair_users, (distinct, index.repeat(candidate_num)))
             with torch.no_grad():  # ``score_training_candidates`` does not depend on the model's training mode
                 score_batch = getattr(model, "score_training_candidates", None)
-                scores = None if score_batch is None else score_batch(users, positives, candidates,
-                                                                      sampler.excludes_likes)
+                scores = (
+                    None if score_batch is None else score_batch(users, positives, candidates, sampler.excludes_likes)
+                )
                 if scores is None:
                     was_training = model.training
                     model.eval()

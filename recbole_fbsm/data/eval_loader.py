@@ -21,11 +21,11 @@ from recbole.data.interaction import Interaction
 from recbole.utils import FeatureSource, FeatureType, ModelType
 from torch.utils.data import BatchSampler
 
-from recbole_fbsm.recbole_compat import EvalLoaderRoutes
-from recbole_fbsm.runtime import distributed
 from recbole_fbsm.data.sampler import UsedIds, sorted_unique
 from recbole_fbsm.data.user_batches import held_users
 from recbole_fbsm.kernels.sparse import TorchCsr
+from recbole_fbsm.recbole_compat import EvalLoaderRoutes
+from recbole_fbsm.runtime import distributed
 
 
 def _rows_as_csr(per_user, n_items):
@@ -50,8 +50,11 @@ def feature_columns(config, dataset):
         return 0
     fields = config["feature_fields"]
     if fields is None:  # ~: every token field
-        fields = [f for f in dataset.fields(ftype=[FeatureType.TOKEN, FeatureType.TOKEN_SEQ], source=[FeatureSource.ITEM])
-                  if f != dataset.iid_field]
+        fields = [
+            f
+            for f in dataset.fields(ftype=[FeatureType.TOKEN, FeatureType.TOKEN_SEQ], source=[FeatureSource.ITEM])
+            if f != dataset.iid_field
+        ]
     return sum(dataset.num(f) for f in fields if f in dataset.field2id_token)
 
 
@@ -150,7 +153,7 @@ class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, EvalLoaderRoutes, FullSo
             indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
             rows = np.array([None] * len(self._evaluated))
             for user in np.flatnonzero(self._evaluated).tolist():
-                rows[user] = torch.from_numpy(indices[indptr[user]:indptr[user + 1]].copy())
+                rows[user] = torch.from_numpy(indices[indptr[user] : indptr[user + 1]].copy())
             self.__dict__[cache] = rows
         return self.__dict__[cache]
 
@@ -173,5 +176,7 @@ def vectorised_eval_loader(loader_class):
     if loader_class is FullSortEvalDataLoader:
         return ColdStartFullSortEvalDataLoader
     if loader_class not in _SHARDED:
-        _SHARDED[loader_class] = type(f"Sharded{loader_class.__name__}", (ShardedEvalMixin, EvalLoaderRoutes, loader_class), {})
+        _SHARDED[loader_class] = type(
+            f"Sharded{loader_class.__name__}", (ShardedEvalMixin, EvalLoaderRoutes, loader_class), {}
+        )
     return _SHARDED[loader_class]

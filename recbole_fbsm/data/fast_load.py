@@ -52,14 +52,15 @@ class CodedSequences:
 
     column: np.ndarray
     vocabulary: np.ndarray
-    codes: np.ndarray = None   # every row's codes, one after the other
+    codes: np.ndarray = None  # every row's codes, one after the other
     counts: np.ndarray = None  # tokens per row
 
 
 # longer than 60 lines: one pass that parses every loaded column from the file's bytes, sharing the row
 # boundaries; each column kind is one short branch
-def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, encoding, missing=True, store=None,
-                       keep=False):
+def read_plain_columns(
+    path, separator, seq_separator, usecols, columns, kinds, encoding, missing=True, store=None, keep=False
+):
     """The loaded columns of a plain atomic file (see ``plain_file``) as RecBole would read them, or None
     when the file needs pandas (rows with another column count, a token longer than ``MAX_TOKEN_BYTES``,
     a NUL byte, a float pandas' C parser refuses, an encoding other than UTF-8).
@@ -72,8 +73,12 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
     ``store`` (a dict) holds parsed token columns between calls: an entry for this file (unchanged since)
     is used and removed, and with ``keep`` the columns parsed here are left in it (the checks keep them
     for the dataset: each file is parsed once)."""
-    if codecs.lookup(encoding or "utf-8").name != "utf-8" or len(seq_separator) != 1 or ord(seq_separator) >= 128 \
-            or seq_separator in (separator, "\n"):
+    if (
+        codecs.lookup(encoding or "utf-8").name != "utf-8"
+        or len(seq_separator) != 1
+        or ord(seq_separator) >= 128
+        or seq_separator in (separator, "\n")
+    ):
         return None
     stat = os.stat(path)
     identity = (os.path.realpath(path), stat.st_size, stat.st_mtime_ns, separator, seq_separator)
@@ -108,8 +113,9 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
     floats = [c for c in usecols if kinds[c] == "float"]
     if floats:
         try:
-            numbers = pd.read_csv(path, delimiter=separator, usecols=floats, dtype=np.float64, encoding=encoding,
-                                  engine="c")
+            numbers = pd.read_csv(
+                path, delimiter=separator, usecols=floats, dtype=np.float64, encoding=encoding, engine="c"
+            )
         except ValueError:
             return None
         if n_rows is None:
@@ -126,8 +132,9 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
             keep = np.flatnonzero(~absent)
             remap = np.full(len(vocabulary), -1, dtype=np.int64)
             remap[keep] = np.arange(len(keep))
-            frame[name] = pd.Categorical.from_codes(remap[codes], categories=pd.Index(vocabulary[keep], dtype=object),
-                                                    validate=False)
+            frame[name] = pd.Categorical.from_codes(
+                remap[codes], categories=pd.Index(vocabulary[keep], dtype=object), validate=False
+            )
         elif kind == "token_seq":
             coded[name] = _coded_sequences(*parsed[column])
             frame[name] = coded[name].column
@@ -138,13 +145,15 @@ def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, 
 
 def _narrowed(entry):
     """A parsed column with its integer arrays as int32 while it waits in a store (half the memory)."""
-    return tuple(part.astype(np.int32) if isinstance(part, np.ndarray) and part.dtype == np.int64 else part
-                 for part in entry)
+    return tuple(
+        part.astype(np.int32) if isinstance(part, np.ndarray) and part.dtype == np.int64 else part for part in entry
+    )
 
 
 def _widened(entry):
-    return tuple(part.astype(np.int64) if isinstance(part, np.ndarray) and part.dtype == np.int32 else part
-                 for part in entry)
+    return tuple(
+        part.astype(np.int64) if isinstance(part, np.ndarray) and part.dtype == np.int32 else part for part in entry
+    )
 
 
 def _parse_layout(path, separator, encoding):
@@ -165,7 +174,7 @@ def _parse_layout(path, separator, encoding):
         return None
     head_end = int(newlines[0])
     header = buffer[:head_end].tobytes().decode(encoding or "utf-8").split(separator)
-    data = buffer[head_end + 1:read]
+    data = buffer[head_end + 1 : read]
     if not len(data) or (data == 0).any():
         return None
     line_ends = newlines[1:] - (head_end + 1)
@@ -200,7 +209,7 @@ def _token_seq_spans(data, starts, ends, seq_separator):
     is_end[ends] = True
     is_end = is_end[token_ends]
     # the cell (row) of each token; int32 below 2^31 rows (a 10^7-like item file has 32 million tokens)
-    rows = np.cumsum(is_end, dtype=np.int32 if len(starts) < 2 ** 31 else np.int64)
+    rows = np.cumsum(is_end, dtype=np.int32 if len(starts) < 2**31 else np.int64)
     rows -= is_end
     first = np.ones(len(token_ends), dtype=bool)
     first[1:] = is_end[:-1]
@@ -273,8 +282,10 @@ def _tokens(data, starts, lengths):
     n_distinct = int(codes.max()) + 1
     first = np.empty(n_distinct, dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
-    texts = np.array([data[a:a + n].tobytes().decode("utf-8")
-                      for a, n in zip(starts[first].tolist(), lengths[first].tolist())], dtype=object)
+    texts = np.array(
+        [data[a : a + n].tobytes().decode("utf-8") for a, n in zip(starts[first].tolist(), lengths[first].tolist())],
+        dtype=object,
+    )
     order = np.argsort(texts.astype(str), kind="stable")
     rank = np.empty(n_distinct, dtype=np.int64)
     rank[order] = np.arange(n_distinct)
@@ -288,7 +299,7 @@ def _windows(data):
     base = data.base
     if isinstance(base, np.ndarray) and base.dtype == np.uint8 and base.ndim == 1 and data.flags.c_contiguous:
         offset = data.ctypes.data - base.ctypes.data
-        tail = base[offset + len(data):offset + len(data) + WINDOW_PADDING]
+        tail = base[offset + len(data) : offset + len(data) + WINDOW_PADDING]
         if len(tail) == WINDOW_PADDING and not tail.any():
             return np.lib.stride_tricks.as_strided(data, shape=(len(data) + 1, 8), strides=(1, 1), writeable=False)
     padded = np.concatenate((data, np.zeros(WINDOW_PADDING, dtype=np.uint8)))

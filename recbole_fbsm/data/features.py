@@ -27,22 +27,22 @@ from recbole_fbsm.errors import ColdStartError
 @dataclass
 class ItemFeatures:
     matrix: sp.csr_matrix  # n_items x n_features (row 0 is RecBole's padding item, all zero)
-    names: list            # "field:token" (sparse fields) or "field:k" (dense fields) for each column
+    names: list  # "field:token" (sparse fields) or "field:k" (dense fields) for each column
     # How ``matrix`` was made from term counts, so that rows of items never seen (cold items served
     # after training) can be weighted identically: per-column weight (idf for tfidf, 1 otherwise), the
     # weighting, the field of each column, which fields are dense, and the normalisation.
     column_weights: np.ndarray = None
     weighting: str = "tfidf"
     normalize: bool = True
-    column_field: np.ndarray = None    # index into ``fields`` for each column
+    column_field: np.ndarray = None  # index into ``fields`` for each column
     fields: tuple = ()
-    dense_fields: tuple = ()           # float_seq fields: values used as they are (no idf, no binarising)
-    field_scales: np.ndarray = None    # per field, with per-field normalisation (``field_weights``); None: joint
+    dense_fields: tuple = ()  # float_seq fields: values used as they are (no idf, no binarising)
+    field_scales: np.ndarray = None  # per field, with per-field normalisation (``field_weights``); None: joint
     source_columns: np.ndarray = None  # column of each feature in ``term_counts`` (training vocabulary only)
-    bm25_k1: float = None              # BM25's term-frequency saturation (weighting bm25 only)
-    bm25_b: float = None               # BM25's length normalisation (0: none, 1: full)
+    bm25_k1: float = None  # BM25's term-frequency saturation (weighting bm25 only)
+    bm25_b: float = None  # BM25's length normalisation (0: none, 1: full)
     average_lengths: np.ndarray = None  # BM25: per field, the training items' mean length (summed counts)
-    shrink: float = 0.0                # row shrink s (see the module docstring); 0: plain L2 rows
+    shrink: float = 0.0  # row shrink s (see the module docstring); 0: plain L2 rows
     mean_square_norms: np.ndarray = None  # per normalised block (one, or one per field), over training items
     # identity features (hybrid FBSM, ``with_identity``): the items that have an identity column, in the order of
     # the last columns of ``matrix`` (names "identity:TOKEN"), and that column's value; None: no identity columns
@@ -72,8 +72,13 @@ class ItemFeatures:
         if self.weighting == "binary":
             dense = self._dense_columns()
             binary = (counts != 0).astype(np.float64)
-            weighted = binary if not dense.any() else sp.csr_matrix(
-                binary @ sp.diags((~dense).astype(np.float64)) + counts @ sp.diags(dense.astype(np.float64)))
+            weighted = (
+                binary
+                if not dense.any()
+                else sp.csr_matrix(
+                    binary @ sp.diags((~dense).astype(np.float64)) + counts @ sp.diags(dense.astype(np.float64))
+                )
+            )
         if self.weighting == "bm25":
             weighted = self._bm25_term_frequencies(counts)
         if weighted is None:
@@ -95,9 +100,10 @@ class ItemFeatures:
         """tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen)) on the sparse fields' columns, ``len`` the
         item's summed counts in that field, ``avglen`` the training items' mean (dense columns untouched)."""
         dense = self._dense_columns()
-        lengths = self.field_lengths(counts)                        # rows x fields
-        saturated = sp.csr_matrix((np.empty_like(counts.data), counts.indices.copy(), counts.indptr.copy()),
-                                  shape=counts.shape)
+        lengths = self.field_lengths(counts)  # rows x fields
+        saturated = sp.csr_matrix(
+            (np.empty_like(counts.data), counts.indices.copy(), counts.indptr.copy()), shape=counts.shape
+        )
         for rows, entries in row_chunks(counts.indptr):  # a block of rows at a time: temporaries of one block
             row_of_entry = rows_of_entries(counts.indptr, rows)
             columns = counts.indices[entries]
@@ -115,7 +121,8 @@ class ItemFeatures:
     def _membership(self):
         return sp.csr_matrix(
             (np.ones(len(self.column_field)), (np.arange(len(self.column_field)), self.column_field)),
-            shape=(len(self.column_field), len(self.fields)))
+            shape=(len(self.column_field), len(self.fields)),
+        )
 
     def _dense_columns(self):
         dense = np.array([field in self.dense_fields for field in self.fields], dtype=bool)
@@ -127,9 +134,10 @@ class ItemFeatures:
         by_field = None if self.field_scales is None else self._membership()
         for rows, entries in row_chunks(weighted.indptr):  # a block of rows at a time: no copy of the matrix
             data = weighted.data[entries]
-            squares = sp.csr_matrix((data * data, weighted.indices[entries],
-                                     weighted.indptr[rows.start:rows.stop + 1] - entries.start),
-                                    shape=(rows.stop - rows.start, weighted.shape[1]))
+            squares = sp.csr_matrix(
+                (data * data, weighted.indices[entries], weighted.indptr[rows.start : rows.stop + 1] - entries.start),
+                shape=(rows.stop - rows.start, weighted.shape[1]),
+            )
             sums[rows] = squares.sum(axis=1) if by_field is None else (squares @ by_field).todense()
         return sums
 
@@ -158,7 +166,8 @@ def feature_fields(dataset, fields=None):
     loaded = dataset.item_feat is not None
     rows = getattr(dataset, "item_token_rows", None) or {}
     available = [
-        f for f in dataset.fields(ftype=[FeatureType.TOKEN, FeatureType.TOKEN_SEQ])
+        f
+        for f in dataset.fields(ftype=[FeatureType.TOKEN, FeatureType.TOKEN_SEQ])
         if f != dataset.iid_field and loaded and (f in dataset.item_feat or f in rows)
     ]
     dense = [f for f in dataset.fields(ftype=[FeatureType.FLOAT_SEQ]) if loaded and f in dataset.item_feat]
@@ -196,8 +205,9 @@ def term_counts(dataset, fields):
         indptr, indices = item_token_rows(dataset, field)
         vocabulary = dataset.field2id_token[field]
         # [PAD] (id 0) is not among the indices: column k holds token k + 1 (no copy for dropping column 0)
-        block = sp.csr_matrix((np.ones(len(indices), dtype=np.float64), indices - 1, indptr),
-                              shape=(len(indptr) - 1, len(vocabulary) - 1))
+        block = sp.csr_matrix(
+            (np.ones(len(indices), dtype=np.float64), indices - 1, indptr), shape=(len(indptr) - 1, len(vocabulary) - 1)
+        )
         block.sum_duplicates()  # sorts the new indices in place
         blocks.append(block)
         names += [f"{field}:{token}" for token in vocabulary[1:]]
@@ -219,7 +229,7 @@ def row_chunks(indptr, entries_per_chunk=1 << 22):
 
 def rows_of_entries(indptr, rows):
     """The row of each entry of the block ``rows`` (a slice) of a CSR matrix."""
-    return np.repeat(np.arange(rows.start, rows.stop), np.diff(indptr[rows.start:rows.stop + 1]))
+    return np.repeat(np.arange(rows.start, rows.stop), np.diff(indptr[rows.start : rows.stop + 1]))
 
 
 def select_columns(matrix, columns):
@@ -293,14 +303,30 @@ def features_from_config(dataset, training_items, config, normalize):
     ``bm25_k1``, ``bm25_b``, ``feature_shrink``, ``field_weights``): one place that reads them, for every
     model and for serving."""
     return build_item_features(
-        dataset, training_items, fields=config["feature_fields"], weighting=config["feature_weighting"],
-        normalize=normalize, field_weights=config["field_weights"], bm25_k1=config["bm25_k1"],
-        bm25_b=config["bm25_b"], shrink=config["feature_shrink"])
+        dataset,
+        training_items,
+        fields=config["feature_fields"],
+        weighting=config["feature_weighting"],
+        normalize=normalize,
+        field_weights=config["field_weights"],
+        bm25_k1=config["bm25_k1"],
+        bm25_b=config["bm25_b"],
+        shrink=config["feature_shrink"],
+    )
 
 
 # longer than 60 lines: a docstring with the weightings' formulas, then one pass: counts, training vocabulary, weights
-def build_item_features(dataset, training_items, fields=None, weighting="tfidf", normalize=True, field_weights=None,
-                        bm25_k1=None, bm25_b=None, shrink=0.0):
+def build_item_features(
+    dataset,
+    training_items,
+    fields=None,
+    weighting="tfidf",
+    normalize=True,
+    field_weights=None,
+    bm25_k1=None,
+    bm25_b=None,
+    shrink=0.0,
+):
     """Weighted (and optionally normalised) item feature matrix; everything from ``training_items``.
 
     BM25 (Robertson et al.; the weighting of Ferrari Dacrema et al.'s ItemKNNCBF) weighs a term count tf
@@ -321,8 +347,9 @@ def build_item_features(dataset, training_items, fields=None, weighting="tfidf",
     fields = feature_fields(dataset, fields)
     counts, names = term_counts(dataset, fields)
     names = np.asarray(names, dtype=object)
-    column_field = np.concatenate([
-        np.full(_width(dataset, field), k) for k, field in enumerate(fields)]).astype(np.int64)
+    column_field = np.concatenate([np.full(_width(dataset, field), k) for k, field in enumerate(fields)]).astype(
+        np.int64
+    )
     dense_fields = tuple(f for f in fields if is_dense_field(dataset, f))
     dense = np.isin(column_field, [fields.index(f) for f in dense_fields])
     training = counts[np.asarray(training_items, dtype=np.int64)]
@@ -342,19 +369,29 @@ def build_item_features(dataset, training_items, fields=None, weighting="tfidf",
         idf = np.log1p((n - document_frequency + 0.5) / (document_frequency + 0.5))
         column_weights = np.where(dense[source_columns], 1.0, idf)
     features = ItemFeatures(
-        None, list(names[source_columns]), column_weights, weighting, bool(normalize),
-        column_field[source_columns], tuple(fields), dense_fields,
-        field_scales(fields, field_weights), source_columns,
+        None,
+        list(names[source_columns]),
+        column_weights,
+        weighting,
+        bool(normalize),
+        column_field[source_columns],
+        tuple(fields),
+        dense_fields,
+        field_scales(fields, field_weights),
+        source_columns,
         # a checkpoint of an older release has no bm25_* or feature_shrink in its config: its weighting needs none
-        None if bm25_k1 is None else float(bm25_k1), None if bm25_b is None else float(bm25_b),
-        shrink=float(shrink or 0.0))
+        None if bm25_k1 is None else float(bm25_k1),
+        None if bm25_b is None else float(bm25_b),
+        shrink=float(shrink or 0.0),
+    )
     if weighting == "bm25":
         features.average_lengths = features.field_lengths(training).mean(axis=0) if n else np.ones(len(fields))
     if features.shrink:
         unscaled = ItemFeatures(**{**features.__dict__, "normalize": False}).transform(training)
         squares = features.square_norms(unscaled)
-        features.mean_square_norms = np.array([
-            column[column > 0].mean() if (column > 0).any() else 1.0 for column in squares.T])
+        features.mean_square_norms = np.array(
+            [column[column > 0].mean() if (column > 0).any() else 1.0 for column in squares.T]
+        )
     features.matrix = features.transform(counts)
     return features
 
@@ -366,13 +403,21 @@ def with_identity(features, items, tokens, weight):
     a cold item has no identity, and ``transform`` gives any item weighted from its text none either."""
     items = np.asarray(items, dtype=np.int64)
     n_items = features.matrix.shape[0]
-    identity = sp.csr_matrix((np.full(len(items), float(weight)), (items, np.arange(len(items)))),
-                             shape=(n_items, len(items)))
+    identity = sp.csr_matrix(
+        (np.full(len(items), float(weight)), (items, np.arange(len(items)))), shape=(n_items, len(items))
+    )
     matrix = sp.csr_matrix(sp.hstack([features.matrix, identity]))
     matrix.sort_indices()
     names = list(features.names) + [f"identity:{token}" for token in tokens]
-    return ItemFeatures(**{**features.__dict__, "matrix": matrix, "names": names, "identity_items": items,
-                           "identity_weight": float(weight)})
+    return ItemFeatures(
+        **{
+            **features.__dict__,
+            "matrix": matrix,
+            "names": names,
+            "identity_items": items,
+            "identity_weight": float(weight),
+        }
+    )
 
 
 def _width(dataset, field):

@@ -10,7 +10,6 @@ from logging import getLogger
 
 import numpy as np
 import torch
-
 from recbole.data.utils import create_samplers, get_dataloader
 from recbole.utils import ModelType, set_color
 
@@ -51,12 +50,12 @@ def create_dataset(config, report=None):
 def data_preparation(config, dataset, reads_own_features=False):
     """Split ``dataset`` and return (train, valid, test) dataloaders.
 
-    With ``eval_args.group_by: item`` the samplers are ``ColdStartSampler`` (negatives only from the
-    phase's own split). ``reads_own_features`` skips RecBole's per-batch feature join for models that
-    hold their own feature matrices, and keeps the .item file's ``token_seq`` fields as unpadded rows for them
-(``ColdStartDataset.item_token_rows``). ``train_batch_by_user`` makes every training batch hold whole users
-    (see ``user_batches``). For models that read their own features the batches are cut from tensors on the
-    model's device (``device_batches``) unless ``train_batches_on_device`` is off.
+        With ``eval_args.group_by: item`` the samplers are ``ColdStartSampler`` (negatives only from the
+        phase's own split). ``reads_own_features`` skips RecBole's per-batch feature join for models that
+        hold their own feature matrices, and keeps the .item file's ``token_seq`` fields as unpadded rows for them
+    (``ColdStartDataset.item_token_rows``). ``train_batch_by_user`` makes every training batch hold whole users
+        (see ``user_batches``). For models that read their own features the batches are cut from tensors on the
+        model's device (``device_batches``) unless ``train_batches_on_device`` is off.
     """
     if config["MODEL_TYPE"] not in (ModelType.GENERAL, ModelType.CONTEXT, ModelType.TRADITIONAL):
         raise ColdStartError(f"model {config['model']!r}: only general and context-aware models are supported.")
@@ -71,18 +70,24 @@ def data_preparation(config, dataset, reads_own_features=False):
         samplers = create_samplers(config, dataset, built)
     train_sampler, valid_sampler, test_sampler = samplers
     train_data = train_loader_class(config, reads_own_features, train_sampler)(
-        config, built[0], train_sampler, shuffle=config["shuffle"])
+        config, built[0], train_sampler, shuffle=config["shuffle"]
+    )
     valid_data = vectorised_eval_loader(get_dataloader(config, "valid"))(config, built[1], valid_sampler, shuffle=False)
     test_data = vectorised_eval_loader(get_dataloader(config, "test"))(config, built[2], test_sampler, shuffle=False)
     logger = getLogger()
     if config.hybrid:
-        cold_likes = ["0"] + [str(int(np.isin(d.inter_feat[d.iid_field].numpy(), d.cold_items).sum())) for d in built[1:]]
+        cold_likes = ["0"] + [
+            str(int(np.isin(d.inter_feat[d.iid_field].numpy(), d.cold_items).sum())) for d in built[1:]
+        ]
         logger.info(
             set_color("[Hybrid split]", "pink")
             + f" warm items {len(built[0].warm_items)}, cold items valid/test = "
             + "/".join(str(len(d.cold_items)) for d in built[1:])
-            + ", likes train/valid/test = " + "/".join(str(len(d.inter_feat)) for d in built)
-            + " (of them on cold items: " + "/".join(cold_likes) + ")"
+            + ", likes train/valid/test = "
+            + "/".join(str(len(d.inter_feat)) for d in built)
+            + " (of them on cold items: "
+            + "/".join(cold_likes)
+            + ")"
         )
     elif config.item_split:
         logger.info(
@@ -136,9 +141,7 @@ def sample_evaluated_users(parts, size, seed):
 def _cold_start_samplers(config, built):
     phases = ["train", "valid", "test"]
     train_args = config["train_neg_sample_args"]
-    base = ColdStartSampler(
-        phases, built, distribution=_distribution(train_args), alpha=train_args.get("alpha") or 1.0
-    )
+    base = ColdStartSampler(phases, built, distribution=_distribution(train_args), alpha=train_args.get("alpha") or 1.0)
     samplers = [base.set_phase("train")]
     for phase in ("valid", "test"):
         base.set_distribution(_distribution(config[f"{phase}_neg_sample_args"]))
@@ -159,7 +162,8 @@ def check_dataset_files(config, reads_own_features=False):
         parent, _, last = str(name).replace("\\", "/").rpartition("/")
         raise ColdStartError(
             f"dataset {name!r}: a dataset is named by its folder, and its files by that name ({last}.inter); for "
-            f"data in a subfolder give --data_path=DATA_PATH/{parent} --dataset={last}.")
+            f"data in a subfolder give --data_path=DATA_PATH/{parent} --dataset={last}."
+        )
     if not os.path.isdir(folder):
         # ours (citeulike-t, citeulike-tags): the download command; a near miss of a known name: did you mean
         hint = missing_dataset_message(name, os.path.dirname(os.path.normpath(folder)))
@@ -172,8 +176,10 @@ def check_dataset_files(config, reads_own_features=False):
     for suffix in sorted({"inter", "item", "user"} | set(config["load_col"] or {})):
         path = os.path.join(folder, f"{name}.{suffix}")
         if os.path.isdir(path):  # RecBole skips an .item or .user folder without a word, and fails on an .inter one
-            raise ColdStartError(f"dataset {name!r}: {path} is a folder; expected the {suffix} file there (text, "
-                                 "one row per line) or nothing.")
+            raise ColdStartError(
+                f"dataset {name!r}: {path} is a folder; expected the {suffix} file there (text, "
+                "one row per line) or nothing."
+            )
     inter_file = os.path.join(folder, f"{name}.inter")
     if not os.path.isfile(inter_file):
         raise ColdStartError(f"dataset {name!r}: interaction file {inter_file} not found.")
@@ -187,12 +193,16 @@ def check_dataset_files(config, reads_own_features=False):
     if feature_fields:
         item_file = os.path.join(folder, f"{name}.item")
         if not os.path.isfile(item_file):
-            raise ColdStartError(f"feature_fields {list(feature_fields)} need the item file {item_file}, which was not found.")
+            raise ColdStartError(
+                f"feature_fields {list(feature_fields)} need the item file {item_file}, which was not found."
+            )
         _check_fields(item_file, feature_fields, config["field_separator"], "feature_fields")
         loaded_items = (load_col or {}).get("item")
         missing = [f for f in feature_fields if loaded_items is not None and f not in loaded_items]
         if missing:
-            raise ColdStartError(f"feature_fields {missing} are not loaded: add them to load_col.item ({loaded_items}).")
+            raise ColdStartError(
+                f"feature_fields {missing} are not loaded: add them to load_col.item ({loaded_items})."
+            )
     return check_dataset(config, reads_own_features)
 
 
@@ -200,6 +210,4 @@ def _check_fields(path, wanted, separator, setting):
     present = read_header(path, separator)
     missing = [field for field in wanted if field not in present]
     if missing:
-        raise ColdStartError(
-            f"{setting} names field(s) {missing} that {path} lacks; its header has {sorted(present)}."
-        )
+        raise ColdStartError(f"{setting} names field(s) {missing} that {path} lacks; its header has {sorted(present)}.")

@@ -85,9 +85,15 @@ class UsedIds:
         """Sorted distinct ``user * n_items + item`` of every (user, liked item)."""
         if self._items is not None:
             return np.repeat(np.arange(self.n_users), np.diff(self._indptr)) * self.n_items + self._items
-        return sorted_unique(np.concatenate([
-            d.inter_feat[self.uid_field].numpy().astype(np.int64) * self.n_items
-            + d.inter_feat[self.iid_field].numpy().astype(np.int64) for d in self.datasets]))
+        return sorted_unique(
+            np.concatenate(
+                [
+                    d.inter_feat[self.uid_field].numpy().astype(np.int64) * self.n_items
+                    + d.inter_feat[self.iid_field].numpy().astype(np.int64)
+                    for d in self.datasets
+                ]
+            )
+        )
 
     def __len__(self):
         return self.n_users
@@ -100,7 +106,7 @@ class UsedIds:
             self._items = keys % self.n_items
             self._indptr = np.concatenate(([0], np.cumsum(np.bincount(keys // self.n_items, minlength=self.n_users))))
         if np.ndim(user) == 0:
-            return set(self._items[self._indptr[user]:self._indptr[user + 1]].tolist())
+            return set(self._items[self._indptr[user] : self._indptr[user + 1]].tolist())
         sets = np.empty(len(user), dtype=object)
         sets[:] = [self[u] for u in np.asarray(user).tolist()]
         return sets
@@ -130,8 +136,10 @@ class ColdStartSampler(SamplerRoutes, Sampler):
             self._likes[phase] = _Likes(sorted_unique(users * (len(pool) + 1) + positions), n_users, len(pool))
             del users, items, positions
             dislikes = dataset.dislike_feat
-            self._dislikes[phase] = None if dislikes is None else _Csr(
-                dislikes[dataset.uid_field].numpy(), dislikes[dataset.iid_field].numpy(), n_users
+            self._dislikes[phase] = (
+                None
+                if dislikes is None
+                else _Csr(dislikes[dataset.uid_field].numpy(), dislikes[dataset.iid_field].numpy(), n_users)
             )
         super().__init__(phases, datasets, distribution=distribution, alpha=alpha)
 
@@ -141,8 +149,10 @@ class ColdStartSampler(SamplerRoutes, Sampler):
         is a set, used by the evaluation dataloaders for the history mask), read from the splits as sorted
         arrays when asked (``UsedIds``; a set per user and phase took 25 s and 1.5 GB at 10^7 likes). Unlike RecBole,
         a user who liked every item is not an error."""
-        return {phase: UsedIds(self.datasets[:k + 1], self.uid_field, self.iid_field, self.user_num, self.item_num)
-                for k, phase in enumerate(self.phases)}
+        return {
+            phase: UsedIds(self.datasets[: k + 1], self.uid_field, self.iid_field, self.user_num, self.item_num)
+            for k, phase in enumerate(self.phases)
+        }
 
     def plugin_build_alias_table(self):
         """Popularity cumulative distributions per phase (RecBole builds one alias table over all items)."""
@@ -296,7 +306,9 @@ class DeviceNegativeSampler:
         r = (uniforms * (free if saturated is None else torch.where(saturated, self.pool_size, free))).long()
         keys = users * (self.pool_size + 1) + r
         if groups is None:
-            below = torch.searchsorted(self.shifted_keys, keys, right=True).sub_(self.like_starts.index_select(0, users))
+            below = torch.searchsorted(self.shifted_keys, keys, right=True).sub_(
+                self.like_starts.index_select(0, users)
+            )
         else:
             distinct, index = groups
             local, local_starts = self._keys_of(distinct)

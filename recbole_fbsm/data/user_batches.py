@@ -23,17 +23,20 @@ import torch
 from recbole.data.interaction import Interaction
 
 from recbole_fbsm.config.schema import setting
+from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.recbole_compat import TrainLoaderRoutes
 from recbole_fbsm.runtime import distributed
-from recbole_fbsm.errors import ColdStartError
 
 
 def shards_users(config):
     """Whether each rank of this run holds, trains and evaluates users of its own (``runtime.distributed.
     owned_users``) and averages parameters: ``parallel_sync: average`` with whole-user batches (the plugin's
     feature models). RecBole's own loaders deal rows, not users: those runs exchange gradients."""
-    return (distributed.world()[1] > 1 and setting(config, "parallel_sync") == "average"
-            and bool(config["train_batch_by_user"]))
+    return (
+        distributed.world()[1] > 1
+        and setting(config, "parallel_sync") == "average"
+        and bool(config["train_batch_by_user"])
+    )
 
 
 def held_users(config, n_users):
@@ -72,10 +75,10 @@ class UserGroupedBatchSampler:
         seed = int(torch.randint(0, 2**62, (1,), generator=self.generator))
         shuffled = np.random.default_rng(seed).permutation(len(self.active_users))
         lengths, starts = self.counts[shuffled], self.starts[shuffled]
-        user_first = np.cumsum(lengths) - lengths             # where each shuffled user begins in the epoch
+        user_first = np.cumsum(lengths) - lengths  # where each shuffled user begins in the epoch
         order = self.by_user[np.arange(n) + np.repeat(starts - user_first, lengths)]
         # a user goes to the batch in which their first like would fall
-        batch_of_user = user_first // self.batch_size          # non-decreasing
+        batch_of_user = user_first // self.batch_size  # non-decreasing
         first = np.flatnonzero(np.r_[True, batch_of_user[1:] != batch_of_user[:-1]])
         if self.world_size > 1:
             return self._share(order, lengths, first)
@@ -86,8 +89,10 @@ class UserGroupedBatchSampler:
         (user k of a batch to rank k mod W). ``first``: the epoch position of each batch's first user."""
         n_users, size = len(lengths), self.world_size
         if n_users < size:
-            raise ColdStartError(f"nproc/world_size={size}: the training split has {n_users} users with likes; "
-                                 "a data-parallel run needs at least one per process.")
+            raise ColdStartError(
+                f"nproc/world_size={size}: the training split has {n_users} users with likes; "
+                "a data-parallel run needs at least one per process."
+            )
         starts = [0]  # batches with fewer users than ranks are merged into the next (the last into the previous)
         for start in first[1:]:
             if start - starts[-1] >= size:
@@ -97,7 +102,7 @@ class UserGroupedBatchSampler:
         starts = np.asarray(starts if starts else [0], dtype=np.int64)
         segment = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n_users]))
         dealt = (np.arange(n_users) - starts[segment]) % size == self.rank
-        mine = np.repeat(dealt, lengths)                      # each like goes with its user
+        mine = np.repeat(dealt, lengths)  # each like goes with its user
         every_like_segment = np.repeat(segment, lengths)
         like_segment = every_like_segment[mine]
         weights = size * np.bincount(like_segment, minlength=len(starts)) / np.bincount(every_like_segment)
@@ -135,11 +140,14 @@ def user_grouped(loader_class):
                 users = self._dataset.inter_feat[self._dataset.uid_field].numpy()
                 owned = held_users(self.config, self._dataset.user_num)
                 if owned is not None:  # this rank's own users, alone
-                    self._user_batches = UserGroupedBatchSampler(users, self._whole_batch_step, self.generator,
-                                                                 owned=owned)
+                    self._user_batches = UserGroupedBatchSampler(
+                        users, self._whole_batch_step, self.generator, owned=owned
+                    )
                 else:
                     rank, size = distributed.world()
-                    self._user_batches = UserGroupedBatchSampler(users, self._whole_batch_step, self.generator, rank, size)
+                    self._user_batches = UserGroupedBatchSampler(
+                        users, self._whole_batch_step, self.generator, rank, size
+                    )
             return self._user_batches
 
         def plugin_init_batch_size_and_step(self):
@@ -175,10 +183,12 @@ def user_grouped(loader_class):
                 return super().plugin_neg_sampling(inter_feat)
             candidate_num = self.neg_sample_args["candidate_num"]
             users, items = inter_feat[self.uid_field], inter_feat[self.iid_field]
-            candidates = self._sampler.sample_by_user_ids(users.numpy(), items.numpy(),
-                                                          self.neg_sample_num * candidate_num)
-            pairs = Interaction({self.uid_field: users.repeat(self.neg_sample_num * candidate_num),
-                                 self.iid_field: candidates}).to(model.device)
+            candidates = self._sampler.sample_by_user_ids(
+                users.numpy(), items.numpy(), self.neg_sample_num * candidate_num
+            )
+            pairs = Interaction(
+                {self.uid_field: users.repeat(self.neg_sample_num * candidate_num), self.iid_field: candidates}
+            ).to(model.device)
             was_training = model.training
             model.eval()
             with torch.no_grad():

@@ -45,7 +45,7 @@ def tie_keys(seed, users, items):
     return keys_from_hashes(user_hashes(seed, users), item_hashes(items))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _salt(seed):
     return int(_mix32(torch.tensor(seed & _MASK, dtype=torch.int64)))
 
@@ -120,8 +120,12 @@ class TieBreakingCollector(Collector):
             rows = torch.unique(positive_u.to(scores.device)[inside])
             row_of = torch.full((len(scores),), -1, dtype=torch.long, device=scores.device)
             row_of[rows] = torch.arange(len(rows), device=scores.device)
-            child.eval_batch_collect(scores.index_select(0, rows).index_select(1, columns), interaction[rows.cpu()],
-                                     row_of.index_select(0, positive_u.to(scores.device)[inside].long()), column[inside])
+            child.eval_batch_collect(
+                scores.index_select(0, rows).index_select(1, columns),
+                interaction[rows.cpu()],
+                row_of.index_select(0, positive_u.to(scores.device)[inside].long()),
+                column[inside],
+            )
 
     def reset_ties(self):
         """Nothing to restart: the tie order is a function of (seed, user, item), not a stream."""
@@ -146,9 +150,9 @@ class TieBreakingCollector(Collector):
         chosen = top.indices[:, :k]
         # rows whose k chosen scores, in topk's descending order, are not strictly decreasing (a tie, or a
         # NaN): only their order needs the keys; every other row's order is its scores' alone
-        unsorted = ~(top.values[:, 1:k] < top.values[:, :k - 1]).all(dim=1)
+        unsorted = ~(top.values[:, 1:k] < top.values[:, : k - 1]).all(dim=1)
         if n_cols > k:
-            threshold = top.values[:, k - 1:k]
+            threshold = top.values[:, k - 1 : k]
             rows = torch.nonzero(top.values[:, k] == threshold[:, 0]).squeeze(1)
             if len(rows):
                 tied, level = scores[rows], threshold[rows]

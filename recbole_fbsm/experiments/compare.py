@@ -23,14 +23,13 @@ from datetime import datetime
 from pathlib import Path
 
 from recbole_fbsm.arguments.compare import DEFAULT_MODELS, DEFAULT_SEEDS, parse_args
-from recbole_fbsm.storage.run_records import (
-    changed_settings, read_record, settings_of, write_record)
-from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.training.run_log import last_run_log_file
-from recbole_fbsm.quick_start import run
 from recbole_fbsm.config.cli import typed_command
 from recbole_fbsm.config.registry import get_model
+from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.experiments.report import CHART_METRICS, group_result, result_groups, write_report
+from recbole_fbsm.quick_start import run
+from recbole_fbsm.storage.run_records import changed_settings, read_record, settings_of, write_record
+from recbole_fbsm.training.run_log import last_run_log_file
 
 # Quiet defaults; any of them can be overridden with --key=value.
 QUIET_DEFAULTS = {"state": "WARNING", "show_progress": False}
@@ -47,9 +46,6 @@ def default_results_dir(dataset):
 # ----------------------------------------------------------------------------------------- records
 def record_path(results_dir, model, seed):
     return Path(results_dir) / f"{model}-{seed}.json"
-
-
-
 
 
 # ------------------------------------------------------------------------------------------ running
@@ -74,8 +70,12 @@ def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, set
             wall_seconds=time.perf_counter() - start,
         )
     else:  # the run's own record (quick_start.run builds it once), under this comparison's settings
-        record = {**result["record"], "settings": settings, "wall_seconds": time.perf_counter() - start,
-                  "log_file": result["record"].get("log_file") or last_run_log_file()}
+        record = {
+            **result["record"],
+            "settings": settings,
+            "wall_seconds": time.perf_counter() - start,
+            "log_file": result["record"].get("log_file") or last_run_log_file(),
+        }
     record["finished_at"] = datetime.now().isoformat(timespec="seconds")
     return record
 
@@ -91,6 +91,8 @@ def _short_result(record):
     return f"{shown[0]} {'/'.join(groups)}=" + "/".join("–" if v is None else f"{v:.4f}" for v in values)
 
 
+# longer than 60 lines: half of it is the keyword signature (one per option of the command); the body runs, records,
+# reports
 def compare(
     models=None,
     dataset="ml-100k",
@@ -133,8 +135,9 @@ def compare(
             continue
         try:
             # A bad dataset or setting in the first run would fail the same way for every model: stop.
-            record = run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings,
-                              raise_setting_errors=first_run)
+            record = run_pair(
+                model, dataset, seed, results_dir, config_file_list, overrides, settings, raise_setting_errors=first_run
+            )
         except ColdStartError:
             if created:
                 _remove_empty_tree(results_dir)
@@ -198,7 +201,13 @@ def main(argv=None, prog="recbole-fbsm compare"):
         warnings.simplefilter("ignore", DeprecationWarning)
         try:
             report = compare(
-                args.models, args.dataset, args.seeds, results_dir, config_files, overrides, command=command,
+                args.models,
+                args.dataset,
+                args.seeds,
+                results_dir,
+                config_files,
+                overrides,
+                command=command,
                 resume=resume,
             )
         except ColdStartError as error:
@@ -213,8 +222,10 @@ def main(argv=None, prog="recbole-fbsm compare"):
     print(f"table: {report['table']}")
     if report["chart"] is not None:
         print(f"chart: {report['chart']}")
-    print(f"results folder: {results_dir} ({len(report['ran'])} run, {len(report['skipped'])} done before, "
-          f"{len(report['failed'])} failed)")
+    print(
+        f"results folder: {results_dir} ({len(report['ran'])} run, {len(report['skipped'])} done before, "
+        f"{len(report['failed'])} failed)"
+    )
     return 1 if report["failed"] else 0
 
 

@@ -2,7 +2,7 @@
 
 A table in a markdown file is a marked block; everything between the two markers is generated:
 
-    <!-- results-table: docs/results/citeulike-t | FBSM UFSM ItemKNNCBF CoSim | valid, **recall@10**, /ItemKNNCBF, s/run -->
+    <!-- results-table: docs/results/citeulike-t | FBSM ItemKNNCBF | valid, **recall@10**, /ItemKNNCBF, s/run -->
     | model | valid Recall@10 | ... |        (rendered)
     <!-- end results-table -->
 
@@ -42,8 +42,15 @@ BLOCK = re.compile(
 )
 GROUPS = ("all", "cold", "warm")  # the hybrid scenario's: all items, cold items alone, warm items alone
 MAX_OF = re.compile(r"^max\((?P<models>[^()]+)\)$")
-METRIC_NAMES = {"recall": "Recall", "ndcg": "NDCG", "precision": "Precision", "hit": "Hit", "mrr": "MRR",
-                "rec": "Rec", "dcg": "DCG"}
+METRIC_NAMES = {
+    "recall": "Recall",
+    "ndcg": "NDCG",
+    "precision": "Precision",
+    "hit": "Hit",
+    "mrr": "MRR",
+    "rec": "Rec",
+    "dcg": "DCG",
+}
 
 
 class TableError(ValueError):
@@ -81,8 +88,10 @@ def _group_result(record, group):
     """The test metrics of one group of a record (``None`` or "all": ``test_result``)."""
     key = "test_result" if group in (None, "all") else f"test_result_{group}"
     if key not in record:
-        raise TableError(f"results-table: {record['model']} (seed {record['seed']}) has no {key}: "
-                         f"a {group} column needs records of the hybrid scenario")
+        raise TableError(
+            f"results-table: {record['model']} (seed {record['seed']}) has no {key}: "
+            f"a {group} column needs records of the hybrid scenario"
+        )
     return record[key]
 
 
@@ -118,7 +127,9 @@ def _split_group(column):
     if colon and group in GROUPS:
         return group, rest
     if colon:
-        raise TableError(f"results-table column '{column}': expected GROUP:COLUMN with GROUP one of {', '.join(GROUPS)}")
+        raise TableError(
+            f"results-table column '{column}': expected GROUP:COLUMN with GROUP one of {', '.join(GROUPS)}"
+        )
     return None, column
 
 
@@ -206,8 +217,10 @@ def render_table(spec, root=ROOT):
     def bold(text, on):
         return f"**{text}**" if on else text
 
-    lines = ["| model | " + " | ".join(bold(_header(c, valid_metric), b) for c, b in columns) + " |",
-             "|---|" + "---:|" * len(columns)]
+    lines = [
+        "| model | " + " | ".join(bold(_header(c, valid_metric), b) for c, b in columns) + " |",
+        "|---|" + "---:|" * len(columns),
+    ]
     for model in models:
         label = _row_label(model, _runs_of(by_model, folder, model), own_overrides)
         cells = [bold(_cell(by_model, folder, model, c, valid_metric), b) for c, b in columns]
@@ -226,8 +239,9 @@ def doc_files(root=ROOT):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Render the results tables of README.md and docs/*.md from "
-                                                 "their records (docs/results/).")
+    parser = argparse.ArgumentParser(
+        description="Render the results tables of README.md and docs/*.md from their records (docs/results/)."
+    )
     parser.add_argument("--check", action="store_true", help="only report stale tables; exit 1 if any")
     args = parser.parse_args(argv)
     stale = []

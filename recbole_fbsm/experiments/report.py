@@ -84,6 +84,8 @@ def summarise(records, models_first=()):
     return rows
 
 
+# longer than 60 lines: table.md top to bottom (title, command, settings, the hybrid note, header, rows, ratios,
+# failures), each part a few lines that read in the order the file shows them
 def build_table(rows, settings, command=None, resume=None):
     ok_records = [r for row in rows for r in row["ok"]]
     metrics = []
@@ -111,16 +113,28 @@ def build_table(rows, settings, command=None, resume=None):
     ]
     groups = result_groups(ok_records)
     if groups != (None,):
-        lines += ["Hybrid scenario: every metric for **all** items (warm and cold candidates ranked together), "
-                  "the **cold** items alone and the **warm** items alone (`test_result`, `test_result_cold`, "
-                  "`test_result_warm` of the records); the ratios are on all items.", ""]
+        lines += [
+            "Hybrid scenario: every metric for **all** items (warm and cold candidates ranked together), "
+            "the **cold** items alone and the **warm** items alone (`test_result`, `test_result_cold`, "
+            "`test_result_warm` of the records); the ratios are on all items.",
+            "",
+        ]
     columns = [(metric, group) for metric in metrics for group in groups]
     ratio_metric = _ratio_metric(metrics, valid_metrics)
-    baselines = [b for b in RATIO_BASELINES if any(row["model"] == b and row["ok"] for row in rows)] if ratio_metric else []
+    baselines = (
+        [b for b in RATIO_BASELINES if any(row["model"] == b and row["ok"] for row in rows)] if ratio_metric else []
+    )
     ratio_label = _column_label(ratio_metric, groups[0])
     ratio_headers = [f"{ratio_label} / {b}" for b in baselines]
-    header = ["model", "splits", valid_header, *(_column_label(m, g) for m, g in columns), *ratio_headers,
-              "time (s)", "status"]
+    header = [
+        "model",
+        "splits",
+        valid_header,
+        *(_column_label(m, g) for m, g in columns),
+        *ratio_headers,
+        "time (s)",
+        "status",
+    ]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 2) + ["---"]) + "|")
     baseline_rows = [next(r for r in rows if r["model"] == b) for b in baselines]
@@ -128,8 +142,11 @@ def build_table(rows, settings, command=None, resume=None):
         lines.append(_table_row(row, columns, same_valid, baseline_rows, ratio_metric))
     failures = [r for row in rows for r in row["failed"]]
     if baselines:
-        lines += ["", f"`{ratio_label} / MODEL`: the mean over the splits of the per-split ratio of the test "
-                  f"{ratio_metric} to that model's on the same split (each split's ratio in brackets)."]
+        lines += [
+            "",
+            f"`{ratio_label} / MODEL`: the mean over the splits of the per-split ratio of the test "
+            f"{ratio_metric} to that model's on the same split (each split's ratio in brackets).",
+        ]
     if failures:
         lines += ["", "Failed runs (full messages and tracebacks in the JSON files):", ""]
         for r in failures:
@@ -170,8 +187,11 @@ def _ratio_metric(metrics, valid_metrics):
 def ratio_cell(row, baseline_row, metric):
     """Mean of the per-split ratios row / baseline of ``metric`` on the splits both have, and each ratio."""
     base = {r["seed"]: r["test_result"].get(metric) for r in baseline_row["ok"]}
-    ratios = [r["test_result"][metric] / base[r["seed"]] for r in row["ok"]
-              if metric in r["test_result"] and base.get(r["seed"])]
+    ratios = [
+        r["test_result"][metric] / base[r["seed"]]
+        for r in row["ok"]
+        if metric in r["test_result"] and base.get(r["seed"])
+    ]
     if not ratios:
         return "–"
     mean = sum(ratios) / len(ratios)
@@ -247,8 +267,15 @@ def _agg_canvas(figure):
 
 def _metric_label(metric):
     name, _, k = metric.partition("@")
-    known = {"recall": "Recall", "ndcg": "NDCG", "precision": "Precision", "hit": "Hit", "mrr": "MRR",
-             "rec": "Rec", "dcg": "DCG"}
+    known = {
+        "recall": "Recall",
+        "ndcg": "NDCG",
+        "precision": "Precision",
+        "hit": "Hit",
+        "mrr": "MRR",
+        "rec": "Rec",
+        "dcg": "DCG",
+    }
     return f"{known.get(name, name)}@{k}" if k else known.get(name, name)
 
 
@@ -263,7 +290,12 @@ def property_file_lines(rows):
             lines.append(f"- {row['model']}: " + ", ".join(f"`{p}`" for p in loaded))
     if not lines:
         return []
-    return ["Property files loaded (lowest priority first; your config files and overrides come after):", "", *lines, ""]
+    return [
+        "Property files loaded (lowest priority first; your config files and overrides come after):",
+        "",
+        *lines,
+        "",
+    ]
 
 
 def write_report(results_dir, settings, models_first=(), command=None, log=print, resume=None):
@@ -281,5 +313,3 @@ def write_report(results_dir, settings, models_first=(), command=None, log=print
     write_atomic(table_path, table.encode("utf-8"))
     chart_path = build_chart(rows, results_dir / CHART_FILE, settings["dataset"])
     return {"table": table_path, "chart": chart_path, "records": kept, "markdown": table}
-
-

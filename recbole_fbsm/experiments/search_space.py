@@ -123,7 +123,9 @@ def parse_line(line, where):
     if kind == "choice":
         values = _literal(rest)
         if not isinstance(values, (list, tuple)) or not values:
-            raise ColdStartError(f"{where}: {name} choice expects a non-empty list like [1, 2] or ['a', 'b']; got {rest!r}")
+            raise ColdStartError(
+                f"{where}: {name} choice expects a non-empty list like [1, 2] or ['a', 'b']; got {rest!r}"
+            )
         param = Param(name, kind, values=tuple(values))
         if len(set(param.labels)) != len(values):  # 1, 1.0 and True are one value to Optuna too
             raise ColdStartError(f"{where}: {name} choice lists a value twice: {rest!r}")
@@ -154,8 +156,9 @@ def grid_to_params(grid, source="grid"):
     """A yaml grid ``{KEY: [values] or value}`` -> choice Params (the conversion of the plugin's old grids)."""
     if not isinstance(grid, dict) or not grid:
         raise ColdStartError(f"{source}: expected a mapping KEY: [values, ...]")
-    text = "\n".join(f"{key} choice {list(values) if isinstance(values, list) else [values]!r}"
-                     for key, values in grid.items())
+    text = "\n".join(
+        f"{key} choice {list(values) if isinstance(values, list) else [values]!r}" for key, values in grid.items()
+    )
     return parse_params_text(text, source)
 
 

@@ -65,8 +65,11 @@ def is_dead(trial):
 
 def _abandoned(trial):
     started = trial.datetime_start
-    return (not trial.user_attrs.get(WORKER_ATTR) and started is not None
-            and time.time() - started.timestamp() > UNCLAIMED_TURN_S)
+    return (
+        not trial.user_attrs.get(WORKER_ATTR)
+        and started is not None
+        and time.time() - started.timestamp() > UNCLAIMED_TURN_S
+    )
 
 
 def fail_dead_trials(study):
@@ -105,8 +108,15 @@ def _choose(study, number, n_points, skip):
     trials = study.get_trials(deepcopy=False)
     held = held_points(trials, exclude_number=number)
     pending = [i for i in range(n_points) if i not in held and i not in skip]
-    waiting = sorted(t.number for t in trials if t.state == TrialState.RUNNING and t.user_attrs.get(POINT_ATTR) is None
-                     and t.number != number and not is_dead(t) and not _abandoned(t))
+    waiting = sorted(
+        t.number
+        for t in trials
+        if t.state == TrialState.RUNNING
+        and t.user_attrs.get(POINT_ATTR) is None
+        and t.number != number
+        and not is_dead(t)
+        and not _abandoned(t)
+    )
     position = sum(1 for n in waiting if n < number)
     return (pending[position] if position < len(pending) else None), len(pending)
 

@@ -23,8 +23,19 @@ def write_atomic(folder, name, interactions, item_words, label=None):
     return path
 
 
-def planted_interactions(folder, name="planted", n_types=4, items_per_side=40, teachers=25, students=25,
-                         likes_per_side=8, noise_words=40, seed=0, split_seed=2020, ratios=(0.6, 0.2, 0.2)):
+def planted_interactions(
+    folder,
+    name="planted",
+    n_types=4,
+    items_per_side=40,
+    teachers=25,
+    students=25,
+    likes_per_side=8,
+    noise_words=40,
+    seed=0,
+    split_seed=2020,
+    ratios=(0.6, 0.2, 0.2),
+):
     """The paper's "leather shoes with black clothes", planted.
 
     Each type k has A-items (word ``a{k}``) and B-items (word ``b{k}``), each with two random noise
@@ -55,7 +66,11 @@ def planted_interactions(folder, name="planted", n_types=4, items_per_side=40, t
             for item in pick("a", k, {0}, likes_per_side) + pick("b", k, {0}, likes_per_side):
                 interactions.append((f"t{k}_{t}", item))
         for s in range(students):
-            chosen = pick("a", k, {0}, likes_per_side) + pick("b", k, {1}, likes_per_side // 2) + pick("b", k, {2}, likes_per_side // 2)
+            chosen = (
+                pick("a", k, {0}, likes_per_side)
+                + pick("b", k, {1}, likes_per_side // 2)
+                + pick("b", k, {2}, likes_per_side // 2)
+            )
             interactions += [(f"s{k}_{s}", item) for item in chosen]
     liked = {item for _, item in interactions}
     # every item needs an interaction, or it would leave the split and change it: one filler user per
@@ -69,9 +84,21 @@ def planted_interactions(folder, name="planted", n_types=4, items_per_side=40, t
 # on 10^7 int64 keys, and Generator.choice(p=...) is slower than a searchsorted on the cdf: these helpers
 # stay on sorts and searchsorted so that 10^7 interactions take seconds.
 
-def topic_text(folder, name="topics", n_topics=8, items_per_topic=50, users_per_topic=30, words_per_topic=12,
-               topic_words_per_item=2, noise_words=40, noise_words_per_item=4, likes_per_user=12, stray_likes=2,
-               seed=0):
+
+def topic_text(
+    folder,
+    name="topics",
+    n_topics=8,
+    items_per_topic=50,
+    users_per_topic=30,
+    words_per_topic=12,
+    topic_words_per_item=2,
+    noise_words=40,
+    noise_words_per_item=4,
+    likes_per_user=12,
+    stray_likes=2,
+    seed=0,
+):
     """Text-like data whose signal lies in feature *weights* and feature *pairs*, as in real text.
 
     Each topic has ``words_per_topic`` words ("synonyms"); an item of topic k carries
@@ -175,7 +202,7 @@ def _distinct_per_row(n_rows, k, weights, rng, max_rounds=8):
             rows_all, cols_all = np.concatenate(rows_out), np.concatenate(cols_out)
             rows_out, cols_out = [rows_all[~is_short[rows_all]]], [cols_all[~is_short[rows_all]]]
         for start in range(0, len(short), block):
-            rows = short[start:start + block]
+            rows = short[start : start + block]
             scores = np.log(rng.random((len(rows), n_cols))) / probabilities  # top k of u ** (1 / p)
             top = np.argsort(-scores, axis=1)[:, :k]
             rows_out.append(np.repeat(rows, k))
@@ -185,8 +212,20 @@ def _distinct_per_row(n_rows, k, weights, rng, max_rounds=8):
     return cols[order].reshape(n_rows, k)
 
 
-def scale_dataset(folder, name, n_users, n_items, n_features, words_per_item, n_interactions, seed=0,
-                  item_exponent=0.8, word_exponent=1.0, user_sigma=1.0):
+# longer than 60 lines: the keyword signature and docstring take half; the body writes the two files in one pass
+def scale_dataset(
+    folder,
+    name,
+    n_users,
+    n_items,
+    n_features,
+    words_per_item,
+    n_interactions,
+    seed=0,
+    item_exponent=0.8,
+    word_exponent=1.0,
+    user_sigma=1.0,
+):
     """Write a generated implicit-feedback dataset of a chosen size (benchmarks); vectorised numpy.
 
     - ``n_items`` items, each with exactly ``min(words_per_item, n_features)`` distinct words (field
@@ -236,7 +275,10 @@ def scale_dataset(folder, name, n_users, n_items, n_features, words_per_item, n_
     words = _distinct_per_row(n_items, k, _zipf_weights(n_features, word_exponent, rng), rng)
     order = rng.permutation(n_items)
     np.savetxt(
-        path / f"{name}.item", np.column_stack([order, words[order]]), fmt="%d\t" + " ".join(["%d"] * k),
-        header="item_id:token\twords:token_seq", comments="",
+        path / f"{name}.item",
+        np.column_stack([order, words[order]]),
+        fmt="%d\t" + " ".join(["%d"] * k),
+        header="item_id:token\twords:token_seq",
+        comments="",
     )
     return path

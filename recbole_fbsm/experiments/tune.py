@@ -36,22 +36,20 @@ import yaml
 from optuna.trial import TrialState
 
 from recbole_fbsm.arguments.hyper import ALGOS, DEFAULT_MAX_EVALS, parse_args
-from recbole_fbsm.experiments import search_space
-
-from recbole_fbsm.experiments import shared_grid
 from recbole_fbsm.config.cli import typed_command
-from recbole_fbsm.storage.fingerprint import fingerprint_of
-from recbole_fbsm.storage.run_records import plain_record_value, settings_of
-from recbole_fbsm.storage.safe_files import write_atomic
-from recbole_fbsm.experiments.compare import QUIET_DEFAULTS
 from recbole_fbsm.config.cold_start_config import ColdStartConfig, tuned_properties_file
 from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 from recbole_fbsm.config.schema import setting
-from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.config.settings import check_user_settings, precheck
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.experiments import search_space, shared_grid
+from recbole_fbsm.experiments.compare import QUIET_DEFAULTS
+from recbole_fbsm.quick_start import run
+from recbole_fbsm.storage.fingerprint import fingerprint_of
+from recbole_fbsm.storage.run_records import plain_record_value, settings_of
+from recbole_fbsm.storage.safe_files import write_atomic
 from recbole_fbsm.training.result_file import HYBRID_GROUPS
 from recbole_fbsm.training.trainer import validation_callback
-from recbole_fbsm.quick_start import run
 
 # settings that do not change a trial's result: processes may differ in them and still share a study
 NEUTRAL_KEYS = {"torch_threads", "state", "show_progress", "checkpoint_dir"}
@@ -73,8 +71,9 @@ class NoPointLeft(Exception):
 class Search:
     """What a search runs: the model, the data, the space, the seeds and the fixed settings."""
 
-    def __init__(self, model, dataset, params, seeds=(2020,), config_files=None, overrides=None,
-                 source="the params file"):
+    def __init__(
+        self, model, dataset, params, seeds=(2020,), config_files=None, overrides=None, source="the params file"
+    ):
         self.model, self.dataset, self.params = model, dataset, list(params)
         self.seeds = [int(seed) for seed in seeds]
         self.config_files = list(config_files) if config_files else None
@@ -86,8 +85,12 @@ class Search:
         for param in self.params:  # every searched value a setting accepts, before any trial runs
             for value in param.examples():
                 check_user_settings(config_dict={param.name: value}, source=source)
-        config = ColdStartConfig(model=model, dataset=dataset, config_file_list=self.config_files,
-                                 config_dict={**QUIET_DEFAULTS, **self.overrides})
+        config = ColdStartConfig(
+            model=model,
+            dataset=dataset,
+            config_file_list=self.config_files,
+            config_dict={**QUIET_DEFAULTS, **self.overrides},
+        )
         self.valid_metric = str(config["valid_metric"]).lower()
         self.bigger = bool(config["valid_metric_bigger"])
         # the hybrid scenario: trials are chosen on the valid metric of this group (all items unless told otherwise)
@@ -96,17 +99,29 @@ class Search:
 
     def signature(self):
         """Everything that makes two trials comparable; stored in the study, checked when it is reused."""
-        fixed = settings_of(self.dataset, self.config_files,
-                            {k: v for k, v in self.overrides.items() if k not in NEUTRAL_KEYS})
-        return json.loads(json.dumps({
-            "model": self.model, "dataset": str(self.dataset), "seeds": self.seeds,
-            "search_space": [p.line() for p in self.params], "valid_metric": self.valid_metric,
-            "bigger": self.bigger, "config_files": fixed["config_files"], "overrides": fixed["overrides"],
-            # the data's content and the release: a study on changed data is another study (another default name)
-            # (with every override: data_path says where the data is, though it does not change the trials)
-            "data_sha256": fingerprint_of(self.dataset, self.config_files, self.overrides),
-            "package_version": fixed["package_version"],
-        }, default=str))
+        fixed = settings_of(
+            self.dataset, self.config_files, {k: v for k, v in self.overrides.items() if k not in NEUTRAL_KEYS}
+        )
+        return json.loads(
+            json.dumps(
+                {
+                    "model": self.model,
+                    "dataset": str(self.dataset),
+                    "seeds": self.seeds,
+                    "search_space": [p.line() for p in self.params],
+                    "valid_metric": self.valid_metric,
+                    "bigger": self.bigger,
+                    "config_files": fixed["config_files"],
+                    "overrides": fixed["overrides"],
+                    # the data's content and the release: a study on changed data is another study
+                    # (another default name)
+                    # (with every override: data_path says where the data is, though it does not change the trials)
+                    "data_sha256": fingerprint_of(self.dataset, self.config_files, self.overrides),
+                    "package_version": fixed["package_version"],
+                },
+                default=str,
+            )
+        )
 
     def default_study_name(self):
         digest = hashlib.sha256(json.dumps(self.signature(), sort_keys=True).encode()).hexdigest()[:8]
@@ -120,15 +135,16 @@ def make_storage(url, attempts=5):
     engine_kwargs = {}
     if url.startswith("sqlite:///"):
         engine_kwargs = {"connect_args": {"timeout": SQLITE_LOCK_TIMEOUT_S}}
-        folder = Path(url[len("sqlite:///"):].split("?")[0]).parent
+        folder = Path(url[len("sqlite:///") :].split("?")[0]).parent
         if not folder.is_dir():
             raise ColdStartError(f"--storage {url!r}: folder {folder} does not exist")
     for attempt in range(attempts):
         try:
             with warnings.catch_warnings():  # the heartbeat is "experimental" in Optuna 4 and 5
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_S,
-                                                  grace_period=HEARTBEAT_GRACE_S)
+                return optuna.storages.RDBStorage(
+                    url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_S, grace_period=HEARTBEAT_GRACE_S
+                )
         except Exception as error:  # sqlalchemy's many errors for a bad URL, a missing driver or folder, a race
             if attempt + 1 == attempts or not _is_database_error(error):
                 raise ColdStartError(f"--storage {url!r}: cannot open it ({type(error).__name__}: {error})") from None
@@ -142,8 +158,14 @@ def _is_database_error(error):
 
 
 def open_study(search, storage, study_name, sampler, pruner):
-    study = optuna.create_study(storage=storage, study_name=study_name, sampler=sampler, pruner=pruner,
-                                direction="maximize" if search.bigger else "minimize", load_if_exists=True)
+    study = optuna.create_study(
+        storage=storage,
+        study_name=study_name,
+        sampler=sampler,
+        pruner=pruner,
+        direction="maximize" if search.bigger else "minimize",
+        load_if_exists=True,
+    )
     wanted = search.signature()
     stored = study.user_attrs.get("settings")
     if stored is None:
@@ -154,8 +176,10 @@ def open_study(search, storage, study_name, sampler, pruner):
         stored = optuna.load_study(study_name=study_name, storage=storage).user_attrs.get("settings")
     if stored != wanted:
         changed = sorted(key for key in set(stored or {}) | set(wanted) if (stored or {}).get(key) != wanted.get(key))
-        raise ColdStartError(f"study {study_name!r} in the storage was made with other settings ({', '.join(changed)}):"
-                             " give another --study_name, or leave it out for a name of its own")
+        raise ColdStartError(
+            f"study {study_name!r} in the storage was made with other settings ({', '.join(changed)}):"
+            " give another --study_name, or leave it out for a name of its own"
+        )
     return study
 
 
@@ -166,8 +190,9 @@ def suggest(trial, param):
         return trial.suggest_categorical(param.name, distribution.choices)
     if isinstance(distribution, optuna.distributions.IntDistribution):
         return trial.suggest_int(param.name, distribution.low, distribution.high, step=distribution.step)
-    return trial.suggest_float(param.name, distribution.low, distribution.high, step=distribution.step,
-                               log=distribution.log)
+    return trial.suggest_float(
+        param.name, distribution.low, distribution.high, step=distribution.step, log=distribution.log
+    )
 
 
 def _better(a, b, bigger):
@@ -212,8 +237,10 @@ class Objective:
             raise TrialFailed(str(error)) from error
         value = statistics.mean(r["best_valid_score"] for r in runs)
         test = statistics.mean(r["test_result"].get(self.search.valid_metric, math.nan) for r in runs)
-        self.log(f"[trial {trial.number}] {shown}: valid {self.search.valid_metric} {value:.4f} "
-                 f"(test {test:.4f}, {sum(r['seconds'] for r in runs):.0f} s)")
+        self.log(
+            f"[trial {trial.number}] {shown}: valid {self.search.valid_metric} {value:.4f} "
+            f"(test {test:.4f}, {sum(r['seconds'] for r in runs):.0f} s)"
+        )
         return value
 
     def run_seed(self, trial, k, seed, settings, done):
@@ -237,13 +264,21 @@ class Objective:
         with tempfile.TemporaryDirectory(prefix="run_hyper-") as scratch:
             config_dict.setdefault("checkpoint_dir", scratch)  # only to reload the best epoch for the test
             with validation_callback(report):
-                result = self.run(self.search.model, self.search.dataset,
-                                  config_file_list=self.search.config_files, config_dict=config_dict)
-        return {"seed": seed, "best_valid_score": float(result["best_valid_score"]),
-                "best_valid_result": plain_record_value(result["best_valid_result"] or {}),
-                "test_result": plain_record_value(result["test_result"] or {}), "seconds": time.perf_counter() - start,
-                # the hybrid scenario's cold and warm groups (best_valid_result and test_result hold all items)
-                **{key: plain_record_value(result[key]) for key in HYBRID_GROUPS if key in result}}
+                result = self.run(
+                    self.search.model,
+                    self.search.dataset,
+                    config_file_list=self.search.config_files,
+                    config_dict=config_dict,
+                )
+        return {
+            "seed": seed,
+            "best_valid_score": float(result["best_valid_score"]),
+            "best_valid_result": plain_record_value(result["best_valid_result"] or {}),
+            "test_result": plain_record_value(result["test_result"] or {}),
+            "seconds": time.perf_counter() - start,
+            # the hybrid scenario's cold and warm groups (best_valid_result and test_result hold all items)
+            **{key: plain_record_value(result[key]) for key in HYBRID_GROUPS if key in result},
+        }
 
 
 def finished_trials(study):
@@ -326,17 +361,21 @@ def noise_note(search, study):
         close = [t for t in others if sign * (best.value - t.value) <= spread]
         if not close:
             return None
-        return (f"the best is within the noise: {len(close)} other trial(s) scored within {spread:.4f} of it, the "
-                f"standard deviation of its score across the {len(scores)} splits "
-                f"(trial(s) {', '.join(str(t.number) for t in close)}); on this evidence they are as good.")
+        return (
+            f"the best is within the noise: {len(close)} other trial(s) scored within {spread:.4f} of it, the "
+            f"standard deviation of its score across the {len(scores)} splits "
+            f"(trial(s) {', '.join(str(t.number) for t in close)}); on this evidence they are as good."
+        )
     runner_up = max(others, key=lambda t: sign * t.value)
     gap = sign * (best.value - runner_up.value)
     relative = gap / abs(best.value) if best.value else float("inf")
     if relative >= ONE_SPLIT_NOISE:
         return None
-    return (f"the best leads the next trial ({runner_up.number}) by only {gap:.4f} ({100 * relative:.1f}%): on one "
-            f"split a difference this small is within run-to-run noise; run several --seeds (e.g. --seeds 2020 2021 "
-            f"2022) to tell them apart.")
+    return (
+        f"the best leads the next trial ({runner_up.number}) by only {gap:.4f} ({100 * relative:.1f}%): on one "
+        f"split a difference this small is within run-to-run noise; run several --seeds (e.g. --seeds 2020 2021 "
+        f"2022) to tell them apart."
+    )
 
 
 def output_text(search, study):
@@ -347,9 +386,11 @@ def output_text(search, study):
     if best is not None:
         settings = search_space.settings_of_trial(search.params, best.params)
         on_group = f" on {search.valid_group} items" if search.valid_group else ""
-        lines += [f"best params: {params_text(settings)}",
-                  f"best valid score: {best.value:.4f} (trial {best.number}; mean {search.valid_metric}{on_group} over "
-                  f"split seeds {search.seeds}; chosen on validation, test shown only)"]
+        lines += [
+            f"best params: {params_text(settings)}",
+            f"best valid score: {best.value:.4f} (trial {best.number}; mean {search.valid_metric}{on_group} over "
+            f"split seeds {search.seeds}; chosen on validation, test shown only)",
+        ]
         note = noise_note(search, study)
         lines += ([f"note: {note}"] if note else []) + [""]
     for trial in study.get_trials(deepcopy=False):
@@ -358,8 +399,12 @@ def output_text(search, study):
         lines.append(params_text(search_space.settings_of_trial(search.params, trial.params)))
         runs = trial.user_attrs.get("runs") or []
         if trial.state == TrialState.COMPLETE:
-            lines += ["Valid result:", _result_text([r["best_valid_result"] for r in runs]),
-                      "Test result:", _result_text([r["test_result"] for r in runs])]
+            lines += [
+                "Valid result:",
+                _result_text([r["best_valid_result"] for r in runs]),
+                "Test result:",
+                _result_text([r["test_result"] for r in runs]),
+            ]
             for phase, key in (("Valid", "valid_result"), ("Test", "test_result")):  # the hybrid scenario's groups
                 for group in ("cold", "warm"):
                     if all(f"{key}_{group}" in r for r in runs):
@@ -420,7 +465,8 @@ def check_properties_dir(properties_dir):
     if installed_location(properties_dir):
         raise ColdStartError(
             f"--write: {Path(properties_dir).resolve()} is inside an installed package; tuned values are written to "
-            "your own folder: run from your project folder (they go to ./properties/) or give --properties-dir DIR.")
+            "your own folder: run from your project folder (they go to ./properties/) or give --properties-dir DIR."
+        )
     return Path(properties_dir)
 
 
@@ -448,17 +494,24 @@ def report_write(search, study, best, command, properties_dir):
     """``--write``: the winner's file and where it was written, or why nothing was (a tie)."""
     tied = tied_best_trials(search, study)
     if tied:
-        shown = "; ".join(f"trial {t.number}: {params_text(search_space.settings_of_trial(search.params, t.params))}"
-                          for t in tied[:5]) + ("; ..." if len(tied) > 5 else "")
-        print(f"--write: nothing written: {len(tied)} trials tie at the best validation {search.valid_metric} "
-              f"{best.value:.4f} ({shown}), so validation chose none of them; separate them (more --seeds, other "
-              "values) or set the values yourself.")
+        shown = "; ".join(
+            f"trial {t.number}: {params_text(search_space.settings_of_trial(search.params, t.params))}"
+            for t in tied[:5]
+        ) + ("; ..." if len(tied) > 5 else "")
+        print(
+            f"--write: nothing written: {len(tied)} trials tie at the best validation {search.valid_metric} "
+            f"{best.value:.4f} ({shown}), so validation chose none of them; separate them (more --seeds, other "
+            "values) or set the values yourself."
+        )
         return None
     path = write_tuned(search, best, command, properties_dir)
-    read_by_runs = path.resolve() in {tuned_properties_file(search.model, search.dataset, folder).resolve()
-                                      for folder in (None, LOCAL_PROPERTIES_DIR)}
-    print(f"best values written to {path}" + ("" if read_by_runs else
-          f" (runs load ./properties/ only: use it with --config_files={path})"))
+    read_by_runs = path.resolve() in {
+        tuned_properties_file(search.model, search.dataset, folder).resolve() for folder in (None, LOCAL_PROPERTIES_DIR)
+    }
+    print(
+        f"best values written to {path}"
+        + ("" if read_by_runs else f" (runs load ./properties/ only: use it with --config_files={path})")
+    )
     return path
 
 
@@ -485,19 +538,23 @@ def _main(args, overrides, argv, prog):
             raise ColdStartError("--algo grid needs every parameter to be a choice; use --algo tpe or random")
         max_evals = args.max_evals or (search_space.grid_size(params) if algo == "grid" else DEFAULT_MAX_EVALS)
         config_files = args.config_files.split() if args.config_files else None
-        search = Search(args.model, args.dataset, params, args.seeds, config_files, overrides,
-                        source=f"params file {params_file}")
+        search = Search(
+            args.model, args.dataset, params, args.seeds, config_files, overrides, source=f"params file {params_file}"
+        )
         study_name = args.study_name or search.default_study_name()
         points = search_space.grid_points(params) if algo == "grid" else None
-        study = open_study(search, make_storage(args.storage), study_name, make_sampler(algo, points),
-                           make_pruner(args.pruner))
+        study = open_study(
+            search, make_storage(args.storage), study_name, make_sampler(algo, points), make_pruner(args.pruner)
+        )
         print(f"study {study_name} in {args.storage}: {algo}, up to {max_evals} finished trials, seeds {search.seeds}")
         optimize(search, study, algo, max_evals)
     except ColdStartError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted: finished trials are kept in the study; the same command resumes the search", file=sys.stderr)
+        print(
+            "interrupted: finished trials are kept in the study; the same command resumes the search", file=sys.stderr
+        )
         return 130
     output_file = Path(args.output_file or f"{study_name}.result")
     write_atomic(output_file, output_text(search, study).encode("utf-8"))
@@ -510,9 +567,13 @@ def _main(args, overrides, argv, prog):
     print("best params: ", params_text(search_space.settings_of_trial(params, best.params)))
     print("best result: ")
     runs = best.user_attrs.get("runs") or []
-    print({"best_valid_score": round(best.value, 4),
-           "best_valid_result": _result_text([r["best_valid_result"] for r in runs]),
-           "test_result": _result_text([r["test_result"] for r in runs])})
+    print(
+        {
+            "best_valid_score": round(best.value, 4),
+            "best_valid_result": _result_text([r["best_valid_result"] for r in runs]),
+            "test_result": _result_text([r["test_result"] for r in runs]),
+        }
+    )
     note = noise_note(search, study)
     if note:
         print(f"note: {note}")

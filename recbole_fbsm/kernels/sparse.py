@@ -35,28 +35,38 @@ class TorchCsr(nn.Module):
         self.register_buffer("_keys", None, persistent=False)  # built on the first lookup: see ``keys``
 
     @classmethod
-    def product(cls, left: sp.csr_matrix, right: sp.csr_matrix, dtype=torch.float32, rows_per_block=1 << 14,
-                index_dtype=torch.int64):
+    def product(
+        cls,
+        left: sp.csr_matrix,
+        right: sp.csr_matrix,
+        dtype=torch.float32,
+        rows_per_block=1 << 14,
+        index_dtype=torch.int64,
+    ):
         """``TorchCsr(left @ right)`` (the same entries and values) without scipy's whole product beside the
         buffers made from it: blocks of ``rows_per_block`` rows are multiplied one after the other and copied
         into arrays sized by an upper bound on the entries, of which only the filled part is ever touched
         (so resident). At 10^7 likes the user profiles F_U = R F peaked at 24 bytes per entry, now 12."""
         left, right = sp.csr_matrix(left), sp.csr_matrix(right)
         n_rows, n_cols = left.shape[0], right.shape[1]
-        row_bounds = np.minimum(left.astype(np.int64) @ np.diff(right.indptr).astype(np.int64), n_cols) \
-            if left.nnz else np.zeros(n_rows, dtype=np.int64)
+        row_bounds = (
+            np.minimum(left.astype(np.int64) @ np.diff(right.indptr).astype(np.int64), n_cols)
+            if left.nnz
+            else np.zeros(n_rows, dtype=np.int64)
+        )
         bound = int(row_bounds.sum())
         indptr = np.zeros(n_rows + 1, dtype=np.int64)
-        indices = np.empty(bound, dtype=np.int32 if index_dtype == torch.int32 and n_cols <= np.iinfo(np.int32).max
-                           else np.int64)
+        indices = np.empty(
+            bound, dtype=np.int32 if index_dtype == torch.int32 and n_cols <= np.iinfo(np.int32).max else np.int64
+        )
         values = torch.empty(bound, dtype=dtype).numpy()
         filled = 0
         for start in range(0, n_rows, rows_per_block):  # blocks of rows, each one vectorised product
-            part = left[start:start + rows_per_block] @ right
+            part = left[start : start + rows_per_block] @ right
             part.sort_indices()
-            indices[filled:filled + part.nnz] = part.indices
-            values[filled:filled + part.nnz] = part.data
-            indptr[start + 1:start + 1 + part.shape[0]] = filled + part.indptr[1:]
+            indices[filled : filled + part.nnz] = part.indices
+            values[filled : filled + part.nnz] = part.data
+            indptr[start + 1 : start + 1 + part.shape[0]] = filled + part.indptr[1:]
             filled += part.nnz
         return cls((indptr, indices[:filled], values[:filled], (n_rows, n_cols)), dtype, index_dtype)
 
@@ -91,12 +101,20 @@ class TorchCsr(nn.Module):
         split = int(offsets[n]) if len(bag_rows) else len(cols)
         owner = torch.repeat_interleave(counts[:n], output_size=split)
         return (owner, cols[:split], values[:split], offsets[:n]), (
-            cols[split:], values[split:], offsets[n:] - split, counts[n:])
+            cols[split:],
+            values[split:],
+            offsets[n:] - split,
+            counts[n:],
+        )
 
     def _gather(self, rows):
         positions, offsets, counts = self.positions(rows)
-        return (self.indices.index_select(0, positions).to(torch.int64), self.values.index_select(0, positions),
-                offsets, counts)
+        return (
+            self.indices.index_select(0, positions).to(torch.int64),
+            self.values.index_select(0, positions),
+            offsets,
+            counts,
+        )
 
     def positions(self, rows):
         """(positions of ``self[rows]``'s entries in the CSR arrays, bag offsets, row lengths).
@@ -163,8 +181,12 @@ def concat_rows(first, second):
     """Two ``gather_rows`` results as one: the rows of ``first`` then those of ``second``."""
     owner_a, cols_a, values_a, offsets_a = first
     owner_b, cols_b, values_b, offsets_b = second
-    return (torch.cat([owner_a, owner_b + len(offsets_a)]), torch.cat([cols_a, cols_b]),
-            torch.cat([values_a, values_b]), torch.cat([offsets_a, offsets_b + len(cols_a)]))
+    return (
+        torch.cat([owner_a, owner_b + len(offsets_a)]),
+        torch.cat([cols_a, cols_b]),
+        torch.cat([values_a, values_b]),
+        torch.cat([offsets_a, offsets_b + len(cols_a)]),
+    )
 
 
 def rows_times_table(owner, cols, values, offsets, table):
@@ -191,8 +213,13 @@ def csr_times_dense(matrix, dense):
     if n_rows == 0 or dense.shape[1] == 0:
         return torch.zeros(n_rows, dense.shape[1], dtype=dense.dtype, device=dense.device)
     return nn.functional.embedding_bag(
-        matrix.col_indices(), dense, matrix.crow_indices(), mode="sum",
-        per_sample_weights=matrix.values().to(dense.dtype), include_last_offset=True)
+        matrix.col_indices(),
+        dense,
+        matrix.crow_indices(),
+        mode="sum",
+        per_sample_weights=matrix.values().to(dense.dtype),
+        include_last_offset=True,
+    )
 
 
 def matmul_by_bags(left, right):
@@ -232,8 +259,12 @@ def table_gradient(owner, cols, values, grad_rows, n_table_rows):
     counts = torch.bincount(cols, minlength=n_table_rows)
     column_offsets = torch.cumsum(counts, 0) - counts
     return nn.functional.embedding_bag(
-        owner.index_select(0, order), grad_rows.contiguous(), column_offsets, mode="sum",
-        per_sample_weights=values.index_select(0, order))
+        owner.index_select(0, order),
+        grad_rows.contiguous(),
+        column_offsets,
+        mode="sum",
+        per_sample_weights=values.index_select(0, order),
+    )
 
 
 def stable_argsort_bounded(keys, bound):

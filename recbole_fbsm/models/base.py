@@ -12,18 +12,22 @@ low-rank part only V f_i and V f_u (embedding bags), so a pair costs O((nnz(f_u)
 """
 
 import torch
-from torch import nn
 from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
+from torch import nn
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.models.inputs import model_inputs
 from recbole_fbsm.kernels.sparse import (
-    TorchCsr, concat_rows, csr_times_dense, matmul_by_bags, rows_times_table, stable_argsort_bounded,
+    TorchCsr,
+    concat_rows,
+    csr_times_dense,
+    matmul_by_bags,
+    rows_times_table,
+    stable_argsort_bounded,
 )
+from recbole_fbsm.models.inputs import model_inputs
 from recbole_fbsm.models.whole_user import WholeUserBatch, whole_user_bpr_difference
-
 
 # A training batch of whole users builds their profiles densely when users x features stays below these
 # (16 MiB of float32, and cells per entry of the batch's item rows); otherwise it sums the positives'
@@ -77,7 +81,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         self.feature_names = features.names
         self.n_features = features.n_features
         self.n_identity = features.n_identity  # identity columns (the last ones; hybrid FBSM), 0 without
-        self.F = TorchCsr(features.matrix)            # items x features
+        self.F = TorchCsr(features.matrix)  # items x features
         # users x features: f_u = sum of liked items' f; users x items: training likes. Both are gathered by
         # evaluation and lookups, not by whole-user training steps: their column indices are held as int32
         self.F_U = TorchCsr.product(likes, features.matrix, index_dtype=torch.int32)
@@ -115,8 +119,9 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         return weights[None, :], torch.ones(len(users), 1, dtype=weights.dtype, device=weights.device)
 
     # --------------------------------------------------------------------------------- pair scores
-    def pair_scores(self, users, items, self_in_profile, user_factors=None, item_factors=None, item_rows=None,
-                    user_entries=None):
+    def pair_scores(
+        self, users, items, self_in_profile, user_factors=None, item_factors=None, item_rows=None, user_entries=None
+    ):
         """score(u, i) = f_i^T W_u (f_u - s f_i) for each pair; ``self_in_profile`` gives s (bool).
         ``user_factors`` (V f_u per pair), ``item_factors`` (V f_i), ``item_rows`` (``F.gather_rows`` of
         ``items``) and ``user_entries`` (f_u at each of those entries) can be passed when the caller
@@ -169,8 +174,9 @@ class FeatureSimilarityRecommender(GeneralRecommender):
             rows = concat_rows(batch.rows, self.F.gather_rows(negatives))
             entries = self.profile_entries_from_batch((batch.slots, batch.n_users), rows, n, batch)
             weights, factors = self.diagonal_weights(batch.users), self.low_rank_factors()
-            return whole_user_bpr_difference(batch, rows, entries, weights, factors,
-                                             batch.scored_negatives(negatives, (weights, factors)))
+            return whole_user_bpr_difference(
+                batch, rows, entries, weights, factors, batch.scored_negatives(negatives, (weights, factors))
+            )
         # positives and negatives in one pass: one gather of F's rows, one embedding bag, one lookup
         pair_users, items = torch.cat([users, users]), torch.cat([positives, negatives])
         self_in_profile = torch.arange(2 * n, device=users.device) < n
@@ -257,8 +263,13 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         (user, positive) keys, sorted, must equal the users' rows of R's keys, which are contiguous and sorted."""
         key = (users._version, positives._version, self.F.values)
         kept = getattr(self, "_whole_user_batch", None)
-        if kept is not None and kept[0] is users and kept[1] is positives and kept[2][:2] == key[:2] and (
-                kept[2][2] is key[2]):
+        if (
+            kept is not None
+            and kept[0] is users
+            and kept[1] is positives
+            and kept[2][:2] == key[:2]
+            and (kept[2][2] is key[2])
+        ):
             return kept[3]
         batch = self._build_whole_user_batch(users, positives)
         self._whole_user_batch = (users, positives, key, batch)
@@ -279,8 +290,9 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         if slots is None:
             return None
         inverse, n_users = slots
-        sums = torch.zeros(n_users, positive_factors.shape[1], dtype=positive_factors.dtype,
-                           device=positive_factors.device).index_add(0, inverse, positive_factors)
+        sums = torch.zeros(
+            n_users, positive_factors.shape[1], dtype=positive_factors.dtype, device=positive_factors.device
+        ).index_add(0, inverse, positive_factors)
         return sums.index_select(0, inverse)
 
     def predict(self, interaction):
@@ -300,14 +312,17 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         self_in_profile = self.R.contains(users, items)
         unique_users, inverse = torch.unique(users, return_inverse=True)
         n_users = len(unique_users)
-        if n_users > MAX_PREDICT_PROFILE_USERS or n_users * 4 > len(users) or (
-                n_users * self.n_features > DENSE_PROFILE_CELLS):
+        if (
+            n_users > MAX_PREDICT_PROFILE_USERS
+            or n_users * 4 > len(users)
+            or (n_users * self.n_features > DENSE_PROFILE_CELLS)
+        ):
             return self.pair_scores(users, items, self_in_profile)
-        profiles = self.F_U.dense_rows(unique_users)                        # users x features
+        profiles = self.F_U.dense_rows(unique_users)  # users x features
         rows = self.F.gather_rows(items)
         owner, cols, values, _ = rows
-        cells = inverse.index_select(0, owner) * self.n_features + cols     # (the pair's user, feature) per entry
-        weights = self.diagonal_weights(unique_users)                       # W_u's diagonal
+        cells = inverse.index_select(0, owner) * self.n_features + cols  # (the pair's user, feature) per entry
+        weights = self.diagonal_weights(unique_users)  # W_u's diagonal
         weights = weights.index_select(0, cols) if weights.dim() == 1 else weights.reshape(-1).index_select(0, cells)
         entries = values * weights * profiles.view(-1).index_select(0, cells)
         scores = torch.zeros(len(items), dtype=entries.dtype, device=entries.device).index_add_(0, owner, entries)
@@ -336,8 +351,12 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         depends on the model's training mode (the caller does not switch it)."""
         batch = self.whole_user_batch(users, positives)
         n_features = self.n_features
-        if batch is None or not len(users) or len(candidates) % len(users) or (
-                batch.n_users * n_features > DENSE_PROFILE_CELLS):
+        if (
+            batch is None
+            or not len(users)
+            or len(candidates) % len(users)
+            or (batch.n_users * n_features > DENSE_PROFILE_CELLS)
+        ):
             return None
         repeats = len(candidates) // len(users)
         cols, values, offsets, counts = batch.bags(candidates)
@@ -345,32 +364,43 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         table, rank = self.candidate_table(batch, weights, factors)
         slots = batch.slots.repeat(repeats)
         if table is not None:  # [V | (c_u * f_u) for every user]: one bag, each candidate's own user's column kept
-            bags = nn.functional.embedding_bag(cols, table, offsets, mode="sum", per_sample_weights=values.to(table.dtype))
+            bags = nn.functional.embedding_bag(
+                cols, table, offsets, mode="sum", per_sample_weights=values.to(table.dtype)
+            )
             diagonal = bags[:, rank:].gather(1, slots[:, None]).view(-1)
             item_factors = bags[:, :rank] if rank else None
         else:  # many users: per nonzero, c_u * f_u at (the candidate's user slot, column) of the dense profiles
             profiles = batch.dense_profiles().view(batch.n_users, n_features) * weights
             cells = torch.add(cols, torch.repeat_interleave(slots, counts, output_size=len(cols)), alpha=n_features)
-            diagonal = nn.functional.embedding_bag(cells, profiles.view(-1, 1), offsets, mode="sum",
-                                                   per_sample_weights=values.to(profiles.dtype)).view(-1)
-            item_factors = None if factors is None else nn.functional.embedding_bag(
-                cols, factors, offsets, mode="sum", per_sample_weights=values.to(factors.dtype))
+            diagonal = nn.functional.embedding_bag(
+                cells, profiles.view(-1, 1), offsets, mode="sum", per_sample_weights=values.to(profiles.dtype)
+            ).view(-1)
+            item_factors = (
+                None
+                if factors is None
+                else nn.functional.embedding_bag(
+                    cols, factors, offsets, mode="sum", per_sample_weights=values.to(factors.dtype)
+                )
+            )
         scores, positive_factors, user_factors = diagonal, None, None
         if factors is not None:  # low-rank part: (V^T f_c) . (V^T f_u), V^T f_u the sum of the positives' V^T f_i
             positive_factors = rows_times_table(*batch.rows, factors)
             user_factors = torch.zeros(batch.n_users, factors.shape[1], dtype=factors.dtype, device=factors.device)
             user_factors = user_factors.index_add_(0, batch.slots, positive_factors)
-            scores = scores + (item_factors.reshape(repeats, len(users), -1)
-                               * user_factors.index_select(0, batch.slots)).sum(-1).view(-1)
+            scores = scores + (
+                item_factors.reshape(repeats, len(users), -1) * user_factors.index_select(0, batch.slots)
+            ).sum(-1).view(-1)
         pair_users = None if unliked else users.repeat(repeats)
         liked = None if unliked else batch.liked(pair_users, candidates, self.R.shape[1])
         if liked is not None and bool(liked.any()):  # estimation constraint: a training like without its own f_i
             liked = torch.nonzero(liked).squeeze(1)
-            scores = scores.index_add(0, liked, -self.self_similarity(pair_users.index_select(0, liked),
-                                                                      candidates.index_select(0, liked)))
+            scores = scores.index_add(
+                0, liked, -self.self_similarity(pair_users.index_select(0, liked), candidates.index_select(0, liked))
+            )
         else:  # the loss may reuse the parts (a like's score has the self-similarity taken off: not kept then)
-            batch.keep_scored(candidates, scores, diagonal, item_factors, positive_factors, user_factors,
-                              (weights, factors))
+            batch.keep_scored(
+                candidates, scores, diagonal, item_factors, positive_factors, user_factors, (weights, factors)
+            )
         return scores
 
     def candidate_table(self, batch, weights, factors):
@@ -415,7 +445,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         users = interaction[self.USER_ID]
         F_c, position = self._candidate_matrix(candidates)
         item_factors = None if self.folds_low_rank(len(candidates)) else self._candidate_factors(F_c)
-        scores = self.score_feature_rows(users, F_c, item_factors)         # B x C
+        scores = self.score_feature_rows(users, F_c, item_factors)  # B x C
         # estimation constraint: a training like is scored without its own features
         owner, liked, _, _ = self.R.gather_rows(users)
         column = position[liked]
@@ -446,10 +476,10 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         step = self.score_block_users(n_items)
         scores = None
         for start in range(0, len(users), step):
-            block = self.score_block(users[start:start + step], item_matrix, factors, item_factors)
+            block = self.score_block(users[start : start + step], item_matrix, factors, item_factors)
             if scores is None:
                 scores = block.new_empty(len(users), n_items)
-            scores[start:start + step] = block.T
+            scores[start : start + step] = block.T
         if scores is None:  # no users
             return torch.zeros(0, n_items, dtype=self.F.values.dtype, device=self.F.values.device)
         return scores
@@ -473,10 +503,10 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         the profiles' nonzeros, not a dense product over every feature. Every product here is an embedding
         bag (``matmul_by_bags``, not a GEMM), so a user's scores are the same bits in any block."""
         gathered = self.F_U.gather_rows(users)
-        profiles = self.weighted_profiles_t(users, gathered)                   # features x users
+        profiles = self.weighted_profiles_t(users, gathered)  # features x users
         if factors is None:
             return csr_times_dense(item_matrix, profiles)
-        user_factors = rows_times_table(*gathered, factors).T.contiguous()     # h x users
+        user_factors = rows_times_table(*gathered, factors).T.contiguous()  # h x users
         if item_factors is None:
             return csr_times_dense(item_matrix, profiles + matmul_by_bags(factors, user_factors))
         return csr_times_dense(item_matrix, profiles) + matmul_by_bags(item_factors, user_factors)
@@ -499,8 +529,8 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         mixture[u] @ basis (``diagonal_parts``), the diagonal part is sum_l mixture[u, l] F_U (b_l * f_i) and
         the low-rank part (V f_u) . (V f_i); one sparse (users x features) x dense (features x l items)
         product over the profiles' nonzeros instead of a dense users x features block of profiles."""
-        basis, mixture = self.diagonal_parts(users)                        # (l, F), (B, l)
-        items = item_matrix.to_dense()                                     # n_items x F
+        basis, mixture = self.diagonal_parts(users)  # (l, F), (B, l)
+        items = item_matrix.to_dense()  # n_items x F
         weighted = (basis[:, None, :] * items[None, :, :]).reshape(-1, items.shape[1])  # (l n_items) x F
         parts = torch.sparse.mm(self.F_U.rows_matrix(users), weighted.T)
         scores = (mixture[:, :, None] * parts.reshape(len(users), basis.shape[0], items.shape[0])).sum(1)
@@ -535,9 +565,14 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         if factors.requires_grad and torch.is_grad_enabled():
             return csr_times_dense(matrix, factors)
         cached = getattr(self, "_candidate_factor_cache", None)
-        if (cached is not None and cached[0] is matrix and cached[1].shape == factors.shape
-                and cached[1].dtype == factors.dtype and cached[1].device == factors.device
-                and torch.equal(cached[1], factors)):
+        if (
+            cached is not None
+            and cached[0] is matrix
+            and cached[1].shape == factors.shape
+            and cached[1].dtype == factors.dtype
+            and cached[1].device == factors.device
+            and torch.equal(cached[1], factors)
+        ):
             return cached[2]
         self._candidate_factor_cache = None  # the old blocks are freed before the new ones are made
         item_factors = csr_times_dense(matrix, factors)

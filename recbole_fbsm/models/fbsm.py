@@ -175,8 +175,11 @@ class FBSM(FeatureSimilarityRecommender):
         if self.softmax_negatives is None:
             return items, None
         n = len(items)
-        drawn = items if self.softmax_negatives >= n else items.index_select(
-            0, torch.randperm(n, device=items.device)[: self.softmax_negatives])
+        drawn = (
+            items
+            if self.softmax_negatives >= n
+            else items.index_select(0, torch.randperm(n, device=items.device)[: self.softmax_negatives])
+        )
         classes = torch.unique(torch.cat([positives, drawn]))
         is_positive = torch.zeros(len(classes), dtype=torch.bool, device=classes.device)
         is_positive[torch.searchsorted(classes, positives)] = True
@@ -189,9 +192,9 @@ class FBSM(FeatureSimilarityRecommender):
         items = torch.unique(items)
         if len(items) < 3:
             return torch.zeros((), device=self.D.device)
-        rows = self.F.dense_rows(items)                                   # |S| x n_features
-        factors = self.F.bag_sum(items, self.V)                           # V f_i, |S| x h
-        model = (rows * self.D) @ rows.T + factors @ factors.T            # |S| x |S| similarities
+        rows = self.F.dense_rows(items)  # |S| x n_features
+        factors = self.F.bag_sum(items, self.V)  # V f_i, |S| x h
+        model = (rows * self.D) @ rows.T + factors @ factors.T  # |S| x |S| similarities
         warm = self.warm_items.index_select(0, items)
         teacher = warm @ warm.T
         off_diagonal = ~torch.eye(len(items), dtype=torch.bool, device=items.device)

@@ -12,19 +12,19 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from recbole_fbsm.data.user_batches import held_users
-from recbole_fbsm.models.contract import BuiltFromFittedInputs
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.data.features import ItemFeatures, features_from_config, like_matrix, training_items, with_identity
+from recbole_fbsm.data.user_batches import held_users
+from recbole_fbsm.models.contract import BuiltFromFittedInputs
 from recbole_fbsm.models.warm_backbone import warm_embeddings
 
 
 @dataclass
 class ModelInputs:
-    features: ItemFeatures       # fitted on training items; ``transform`` weights any item's term counts
-    likes: sp.csr_matrix         # users x items: the training likes (binary)
-    training_items: np.ndarray   # internal ids of the training split's items
-    warm: tuple = None           # (user table, item table) of the warm backbone, when the model needs one
+    features: ItemFeatures  # fitted on training items; ``transform`` weights any item's term counts
+    likes: sp.csr_matrix  # users x items: the training likes (binary)
+    training_items: np.ndarray  # internal ids of the training split's items
+    warm: tuple = None  # (user table, item table) of the warm backbone, when the model needs one
     owned_users: np.ndarray = None  # bool mask of the users this rank holds (parallel_sync: average); None: all
 
     def held_likes(self):
@@ -56,8 +56,12 @@ def fit_model_inputs(config, train_dataset, warm_backbone=False, model_class=Non
     likes = like_matrix(train_dataset)
     if setting(config, "identity_features"):  # hybrid FBSM: an identity column per item with training likes
         liked = np.flatnonzero(np.diff(likes.tocsc().indptr))
-        features = with_identity(features, liked, train_dataset.field2id_token[train_dataset.iid_field][liked],
-                                 setting(config, "identity_weight"))
+        features = with_identity(
+            features,
+            liked,
+            train_dataset.field2id_token[train_dataset.iid_field][liked],
+            setting(config, "identity_weight"),
+        )
     warm = None
     if warm_backbone:
         warm = warm_embeddings(config, train_dataset)

@@ -62,7 +62,9 @@ class ItemKNNCBF(GeneralRecommender):
         super().__init__(config, dataset)
         self.similarity = str(config["similarity"]).lower()
         if self.similarity not in SIMILARITIES:
-            raise ColdStartError(f"similarity: expected one of {', '.join(SIMILARITIES)}; got {config['similarity']!r}.")
+            raise ColdStartError(
+                f"similarity: expected one of {', '.join(SIMILARITIES)}; got {config['similarity']!r}."
+            )
         self.shrink = float(config["shrink"])
         self.knn = None if config["knn"] is None else int(config["knn"])
         self.exponent = float(config["similarity_exponent"])
@@ -74,13 +76,13 @@ class ItemKNNCBF(GeneralRecommender):
             raise ColdStartError("ItemKNNCBF: the item features are empty (no token in any training item).")
         self.feature_names = features.names
         self.n_features = features.n_features
-        self.X = self.weighted_rows(features.matrix)                      # items x features
+        self.X = self.weighted_rows(features.matrix)  # items x features
         self.square_norms = squared_norms(self.X)
         self.neighbours = np.asarray(inputs.training_items, dtype=np.int64)  # the only items j ever used
-        self.X_neighbours_T = sp.csr_matrix(self.X[self.neighbours].T)    # features x training items
+        self.X_neighbours_T = sp.csr_matrix(self.X[self.neighbours].T)  # features x training items
         self.neighbour_index = np.full(self.n_items, -1, dtype=np.int64)
         self.neighbour_index[self.neighbours] = np.arange(len(self.neighbours))
-        likes = sp.csr_matrix(inputs.likes)[:, self.neighbours]           # users x training items
+        likes = sp.csr_matrix(inputs.likes)[:, self.neighbours]  # users x training items
         self.likes = TorchCsr(likes)
         self.fake_loss = torch.nn.Parameter(torch.zeros(1))  # RecBole's trainer needs a parameter
         self._cache = None
@@ -100,8 +102,9 @@ class ItemKNNCBF(GeneralRecommender):
     def linear(self):
         """Whether sim_k(i, j) = x_i . x_j for every training item j (``dot``, every training item a neighbour,
         p = 1): the scores are then x_i . f_u, f_u the sum of the user's liked x_j (see the module docstring)."""
-        return (self.similarity == "dot" and self.exponent == 1
-                and (self.knn is None or self.knn >= len(self.neighbours)))
+        return (
+            self.similarity == "dot" and self.exponent == 1 and (self.knn is None or self.knn >= len(self.neighbours))
+        )
 
     def calculate_loss(self, interaction):
         """Nothing to learn: a zero that RecBole's trainer can step on.
@@ -132,11 +135,13 @@ class ItemKNNCBF(GeneralRecommender):
             block = dot / _positive(np.sqrt(own) * np.sqrt(other) + self.shrink)
         elif self.similarity == "asymmetric":
             a = self.asymmetric_alpha
-            block = dot / _positive(own ** a * other ** (1 - a) + self.shrink)
+            block = dot / _positive(own**a * other ** (1 - a) + self.shrink)
         elif self.similarity == "jaccard":
             block = dot / _positive(own + other - dot + self.shrink)
         else:  # tversky; on binary rows the squared norm is the number of tokens
-            block = dot / _positive(dot + self.tversky_alpha * (own - dot) + self.tversky_beta * (other - dot) + self.shrink)
+            block = dot / _positive(
+                dot + self.tversky_alpha * (own - dot) + self.tversky_beta * (other - dot) + self.shrink
+            )
         return np.power(block, self.exponent) if self.exponent != 1 else block
 
     def row_similarities(self, rows, others):
@@ -157,7 +162,7 @@ class ItemKNNCBF(GeneralRecommender):
             is_training = columns >= 0
             block[np.flatnonzero(is_training), columns[is_training]] = 0.0
         if self.knn is not None and self.knn < block.shape[1]:
-            drop = np.argpartition(-block, self.knn, axis=1)[:, self.knn:]
+            drop = np.argpartition(-block, self.knn, axis=1)[:, self.knn :]
             np.put_along_axis(block, drop, 0.0, axis=1)
         return block
 
@@ -193,7 +198,7 @@ class ItemKNNCBF(GeneralRecommender):
         users = interaction[self.USER_ID]
         if self.linear:
             return self._linear_scores(users, candidates)
-        likes = self.likes.rows_matrix(users).to(torch.float64)               # B x training items (sparse)
+        likes = self.likes.rows_matrix(users).to(torch.float64)  # B x training items (sparse)
         scores = torch.zeros(len(users), len(candidates), dtype=torch.float64, device=users.device)
         for start, end, block in self._blocks(candidates):
             dense = block.toarray() if sp.issparse(block) else block
@@ -206,10 +211,10 @@ class ItemKNNCBF(GeneralRecommender):
         owner, liked, _, _ = self.likes.gather_rows(users)
         owner, liked = owner.cpu().numpy(), liked.cpu().numpy()
         likes = sp.csr_matrix((np.ones(len(owner)), (owner, liked)), shape=(len(users), len(self.neighbours)))
-        profiles = (likes @ self.X[self.neighbours]).toarray()             # B x features: f_u
+        profiles = (likes @ self.X[self.neighbours]).toarray()  # B x features: f_u
         rows, position = self._rows_of(candidates)
-        scores = np.ascontiguousarray((rows @ profiles.T).T)              # B x candidates
-        column = position[self.neighbours[liked]]                          # the liked item's candidate column
+        scores = np.ascontiguousarray((rows @ profiles.T).T)  # B x candidates
+        column = position[self.neighbours[liked]]  # the liked item's candidate column
         own = column >= 0
         np.subtract.at(scores, (owner[own], column[own]), self.square_norms[self.neighbours[liked[own]]])
         return torch.from_numpy(scores).to(device=users.device, dtype=torch.float32)
@@ -229,20 +234,27 @@ class ItemKNNCBF(GeneralRecommender):
         """(len(users) x rows) scores of items never seen in training from their feature rows (torch sparse CSR,
         weighted like the dataset's): each user's training likes times the rows' similarities to the training
         items (``models.contract.ScoresFeatureRows``), in blocks of at most ``BLOCK_CELLS`` cells."""
-        rows = sp.csr_matrix((item_matrix.values().cpu().double().numpy(), item_matrix.col_indices().cpu().numpy(),
-                              item_matrix.crow_indices().cpu().numpy()), shape=tuple(item_matrix.shape))
+        rows = sp.csr_matrix(
+            (
+                item_matrix.values().cpu().double().numpy(),
+                item_matrix.col_indices().cpu().numpy(),
+                item_matrix.crow_indices().cpu().numpy(),
+            ),
+            shape=tuple(item_matrix.shape),
+        )
         owner, liked, _, _ = self.likes.gather_rows(users)
-        likes = sp.csr_matrix((np.ones(len(owner)), (owner.cpu().numpy(), liked.cpu().numpy())),
-                              shape=(len(users), len(self.neighbours)))
+        likes = sp.csr_matrix(
+            (np.ones(len(owner)), (owner.cpu().numpy(), liked.cpu().numpy())), shape=(len(users), len(self.neighbours))
+        )
         if self.linear:
-            profiles = likes @ self.X[self.neighbours]                     # users x features: f_u
+            profiles = likes @ self.X[self.neighbours]  # users x features: f_u
             scores = (profiles @ self.weighted_rows(rows).T).toarray()
         else:
             scores = np.zeros((len(users), rows.shape[0]))
             step = max(1, BLOCK_CELLS // max(len(self.neighbours), 1))
             for start in range(0, rows.shape[0], step):
-                block = self.neighbour_similarities(rows[start:start + step])
-                scores[:, start:start + step] = likes @ block.T
+                block = self.neighbour_similarities(rows[start : start + step])
+                scores[:, start : start + step] = likes @ block.T
         return torch.from_numpy(scores).to(device=users.device, dtype=torch.float32)
 
     def full_sort_predict(self, interaction):

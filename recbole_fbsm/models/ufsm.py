@@ -22,8 +22,12 @@ class UFSM(FeatureSimilarityRecommender):
         # of l > 1 functions (with l = 1 there is none to break, and noise would make the start differ from it)
         std = float(config["init_std"]) if self.n_functions > 1 else 0.0
         generator = torch.Generator().manual_seed(int(config["seed"]))
-        self.W = nn.Parameter(float(config["init_W"]) + std * torch.randn(self.n_functions, self.n_features, generator=generator))
-        self.M = nn.Parameter(1.0 / self.n_functions + std * torch.randn(self.n_users, self.n_functions, generator=generator))
+        self.W = nn.Parameter(
+            float(config["init_W"]) + std * torch.randn(self.n_functions, self.n_features, generator=generator)
+        )
+        self.M = nn.Parameter(
+            1.0 / self.n_functions + std * torch.randn(self.n_users, self.n_functions, generator=generator)
+        )
 
     @classmethod
     def untrained_start(cls, config):
@@ -35,8 +39,9 @@ class UFSM(FeatureSimilarityRecommender):
     def diagonal_parts(self, users):
         return self.W, self.M[users]
 
-    def pair_scores(self, users, items, self_in_profile, user_factors=None, item_factors=None, item_rows=None,
-                    user_entries=None):
+    def pair_scores(
+        self, users, items, self_in_profile, user_factors=None, item_factors=None, item_rows=None, user_entries=None
+    ):
         # sum_d m_ud sum_k w_dk a_k with a_k = f_ik (f_uk - s f_ik): gather W per nonzero, not per user x feature
         owner, cols, f_i, _ = self.F.gather_rows(items) if item_rows is None else item_rows
         f_u = self.F_U.lookup(users.index_select(0, owner), cols) if user_entries is None else user_entries

@@ -33,14 +33,14 @@ from logging import getLogger
 import torch
 
 from recbole_fbsm.config.schema import setting
-from recbole_fbsm.storage.safe_files import PickledFileError, load_checkpoint
-from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.data.features import training_items
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.storage.safe_files import PickledFileError, load_checkpoint
 
 # keys of the two embedding tables in the checkpoints this module reads
 CHECKPOINT_KEYS = (
-    ("warm_user_embedding", "warm_item_embedding"),          # models built on this module
-    ("user_embedding.weight", "item_embedding.weight"),      # RecBole's BPR and similar MF models
+    ("warm_user_embedding", "warm_item_embedding"),  # models built on this module
+    ("user_embedding.weight", "item_embedding.weight"),  # RecBole's BPR and similar MF models
 )
 
 
@@ -84,8 +84,11 @@ class _BprConfig:
 
     def __init__(self, config, embedding_size):
         self._values = {
-            "USER_ID_FIELD": config["USER_ID_FIELD"], "ITEM_ID_FIELD": config["ITEM_ID_FIELD"],
-            "NEG_PREFIX": config["NEG_PREFIX"], "device": config["device"], "embedding_size": int(embedding_size),
+            "USER_ID_FIELD": config["USER_ID_FIELD"],
+            "ITEM_ID_FIELD": config["ITEM_ID_FIELD"],
+            "NEG_PREFIX": config["NEG_PREFIX"],
+            "device": config["device"],
+            "embedding_size": int(embedding_size),
         }
 
     def __getitem__(self, key):
@@ -118,7 +121,7 @@ def train_bpr(config, train_dataset):
             order = torch.randperm(len(users), generator=generator)
             negatives = _draw_negatives(users, pool, liked_keys, n_items, generator)
             for start in range(0, len(order), batch_size):
-                batch = order[start:start + batch_size]
+                batch = order[start : start + batch_size]
                 u, i, j = (t.index_select(0, batch).to(device) for t in (users, items, negatives))
                 u_e, i_e, j_e = model.user_embedding(u), model.item_embedding(i), model.item_embedding(j)
                 difference = (u_e * (i_e - j_e)).sum(-1)
@@ -190,7 +193,8 @@ def load_warm_checkpoint(path, config, train_dataset):
     else:
         raise ColdStartError(
             f"warm_checkpoint: {path} has no user/item embedding tables; expected "
-            + " or ".join(f"{u!r} and {i!r}" for u, i in CHECKPOINT_KEYS) + " (e.g. a BPR checkpoint)."
+            + " or ".join(f"{u!r} and {i!r}" for u, i in CHECKPOINT_KEYS)
+            + " (e.g. a BPR checkpoint)."
         )
     expected = (train_dataset.user_num, train_dataset.item_num)
     if (user_emb.shape[0], item_emb.shape[0]) != expected or user_emb.shape[1] != item_emb.shape[1]:

@@ -69,8 +69,15 @@ class WholeUserBatch:
     def keep_scored(self, candidates, scores, diagonal, item_factors, positive_factors, user_factors, parameters):
         """Keeps the parts of the candidates' scores (``score_training_candidates``) for the step's loss, with the
         parameters they were computed from and those tensors' versions (an in-place update changes the version)."""
-        self._scored = (candidates, scores, diagonal, item_factors, positive_factors, user_factors,
-                        [(p, None if p is None else p._version) for p in parameters])
+        self._scored = (
+            candidates,
+            scores,
+            diagonal,
+            item_factors,
+            positive_factors,
+            user_factors,
+            [(p, None if p is None else p._version) for p in parameters],
+        )
 
     def scored_negatives(self, negatives, parameters):
         """(V f_i, V f_j, V f_u per triplet, the diagonal part of each negative's score) from the kept candidate
@@ -81,8 +88,9 @@ class WholeUserBatch:
         if scored is None:
             return None
         candidates, scores, diagonal, item_factors, positive_factors, user_factors, kept = scored
-        if len(kept) != len(parameters) or any(p is not q or (p is not None and p._version != version)
-                                               for (p, version), q in zip(kept, parameters)):
+        if len(kept) != len(parameters) or any(
+            p is not q or (p is not None and p._version != version) for (p, version), q in zip(kept, parameters)
+        ):
             return None
         n = len(self.slots)
         if len(negatives) != n or not n or len(candidates) % n:
@@ -91,8 +99,11 @@ class WholeUserBatch:
         chosen = torch.add(torch.arange(n, device=best.device), best, alpha=n)
         if not torch.equal(candidates.index_select(0, chosen), negatives):
             return None
-        factors = None if item_factors is None else (
-            positive_factors, item_factors.index_select(0, chosen), user_factors.index_select(0, self.slots))
+        factors = (
+            None
+            if item_factors is None
+            else (positive_factors, item_factors.index_select(0, chosen), user_factors.index_select(0, self.slots))
+        )
         return factors, diagonal.index_select(0, chosen)
 
     def liked(self, users, items, n_items):
@@ -122,8 +133,16 @@ def whole_user_bpr_difference(batch, rows, profile_entries, weights, factors, sc
     triplet[n_positive_entries:] -= n
     if factors is None:
         factors = weights.new_zeros((0, 0))
-    return _WholeUserBprDifference.apply(weights, factors, batch.slots, batch.n_users, rows, signed, triplet,
-                                         None if scored is None else (*scored, n_positive_entries))
+    return _WholeUserBprDifference.apply(
+        weights,
+        factors,
+        batch.slots,
+        batch.n_users,
+        rows,
+        signed,
+        triplet,
+        None if scored is None else (*scored, n_positive_entries),
+    )
 
 
 class _WholeUserBprDifference(torch.autograd.Function):
@@ -143,8 +162,9 @@ class _WholeUserBprDifference(torch.autograd.Function):
         ctx.save_for_backward(cols, signed, triplet, slots)
         if ctx.low_rank:
             if scored is None or scored_factors is None:
-                v = nn.functional.embedding_bag(cols, factors, offsets, mode="sum",
-                                                per_sample_weights=values.to(factors.dtype))
+                v = nn.functional.embedding_bag(
+                    cols, factors, offsets, mode="sum", per_sample_weights=values.to(factors.dtype)
+                )
                 v_i, v_j = v[:n], v[n:]
                 v_u = torch.zeros(n_users, v.shape[1], dtype=v.dtype, device=v.device).index_add_(0, slots, v_i)
                 v_u = v_u.index_select(0, slots)

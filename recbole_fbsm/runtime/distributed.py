@@ -35,6 +35,7 @@ from torch.distributed.algorithms.model_averaging import utils as model_averagin
 
 from recbole_fbsm.errors import ColdStartError
 
+
 def is_distributed(config):
     """True inside a rank of a data-parallel run (RecBole's ``single_spec`` is False there)."""
     return config is not None and config["single_spec"] is False
@@ -78,7 +79,8 @@ def check_launch(nproc, world_size, group_offset, port):
     if group_offset < 0 or group_offset + nproc > world_size:
         raise ColdStartError(
             f"--group_offset={group_offset} with --nproc={nproc}: this machine's ranks must lie in "
-            f"0..{world_size - 1} (--world_size={world_size}); the machines' offsets are 0, nproc, 2*nproc, ...")
+            f"0..{world_size - 1} (--world_size={world_size}); the machines' offsets are 0, nproc, 2*nproc, ..."
+        )
     if port not in (None, "") and not (str(port).isdigit() and 0 < int(port) < 65536):
         raise ColdStartError(f"--port: expected a TCP port number (1-65535); got {port!r}.")
     return world_size
@@ -92,7 +94,9 @@ def init_process_group(settings):
     machine), ``offset`` (``--group_offset``), ``world_size``, ``nproc``, ``ip``, ``port``.
     """
     gpu_id = settings.get("gpu_id")
-    gpu_id = ",".join(map(str, gpu_id)) if isinstance(gpu_id, (tuple, list)) else str(gpu_id if gpu_id is not None else "")
+    gpu_id = (
+        ",".join(map(str, gpu_id)) if isinstance(gpu_id, (tuple, list)) else str(gpu_id if gpu_id is not None else "")
+    )
     settings["gpu_id"] = gpu_id
     local_rank = int(settings["local_rank"])
     use_cuda = bool(settings.get("use_gpu", True)) and gpu_id != "" and torch.cuda.is_available()
@@ -100,7 +104,8 @@ def init_process_group(settings):
         if torch.cuda.device_count() < int(settings["nproc"]):
             raise ColdStartError(
                 f"nproc={settings['nproc']}: this machine shows {torch.cuda.device_count()} CUDA device(s) "
-                f"(gpu_id={gpu_id!r}); one per process is needed, or run on the CPU with use_gpu=False.")
+                f"(gpu_id={gpu_id!r}); one per process is needed, or run on the CPU with use_gpu=False."
+            )
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
     else:
@@ -108,7 +113,9 @@ def init_process_group(settings):
     backend = choose_backend(settings.get("dist_backend"), device)
     if not dist.is_initialized():
         dist.init_process_group(
-            backend=backend, rank=local_rank + int(settings.get("offset") or 0), world_size=int(settings["world_size"]),
+            backend=backend,
+            rank=local_rank + int(settings.get("offset") or 0),
+            world_size=int(settings["world_size"]),
             init_method=f"tcp://{settings['ip']}:{settings['port']}",
             timeout=timedelta(seconds=float(settings.get("dist_timeout") or 1800)),
         )
@@ -152,7 +159,9 @@ def gather_rows(tensors):
     if size == 1:
         return dict(tensors)
     shapes = [None] * size
-    dist.all_gather_object(shapes, {name: (tuple(t.shape), str(t.dtype).replace("torch.", "")) for name, t in tensors.items()})
+    dist.all_gather_object(
+        shapes, {name: (tuple(t.shape), str(t.dtype).replace("torch.", "")) for name, t in tensors.items()}
+    )
     device = _collective_device()
     gathered = {}
     for name in sorted({name for ranks in shapes for name in ranks}):
@@ -268,8 +277,13 @@ def launch(target, nproc, world_size, ip, port, group_offset, args):
     world_size = check_launch(nproc, world_size, group_offset, port)
     if port in (None, ""):  # one machine: any free port; several: they must agree, RecBole's default
         port = free_port() if world_size == nproc else 5678
-    settings = {"world_size": int(world_size), "nproc": int(nproc), "ip": str(ip), "port": str(port),
-                "offset": int(group_offset or 0)}
+    settings = {
+        "world_size": int(world_size),
+        "nproc": int(nproc),
+        "ip": str(ip),
+        "port": str(port),
+        "offset": int(group_offset or 0),
+    }
     queue = mp.get_context("spawn").SimpleQueue()
     # torch logs each rank it stops after one failed; the error raised below says what went wrong
     spawn_log = logging.getLogger("torch.multiprocessing.spawn")

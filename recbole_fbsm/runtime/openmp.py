@@ -33,14 +33,18 @@ def chosen_by_command_line():
 
 def is_auto(torch_threads):
     """``torch_threads`` asks for the default thread policy: unset, ``~`` or ``auto``."""
-    return torch_threads is None or (isinstance(torch_threads, str) and torch_threads.strip().lower() in ("auto", "~", "none"))
+    return torch_threads is None or (
+        isinstance(torch_threads, str) and torch_threads.strip().lower() in ("auto", "~", "none")
+    )
 
 
 def waits_passively(environ=None):
     """Whether this process's OpenMP threads sleep while they wait (read from the variables the runtime read)."""
     environ = os.environ if environ is None else environ
-    return (environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
-            or environ.get("GOMP_SPINCOUNT", "").strip() == "0")
+    return (
+        environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
+        or environ.get("GOMP_SPINCOUNT", "").strip() == "0"
+    )
 
 
 def prefer_passive_wait(torch_threads=None, environ=None, modules=None):

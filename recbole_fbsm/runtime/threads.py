@@ -51,6 +51,7 @@ def usable_cores(environ=None):
 @dataclass(frozen=True)
 class ThreadPlan:
     """Threads per phase, and the one line that says why."""
+
     train: int
     evaluate: int
     load: int
@@ -89,20 +90,30 @@ def plan_threads(torch_threads, rows_per_step, processes=1, cores=None, passive=
     if cores == 1:
         return ThreadPlan(1, 1, 1, f"torch_threads: auto, 1 usable core{share}")
     if not passive:
-        return ThreadPlan(1, 1, 1, (
-            f"torch_threads: auto; {cores} cores{share}, but OpenMP spin-waits in this process (OMP_WAIT_POLICY is "
-            f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}), and spinning threads on busy cores made epochs up to "
-            "40 "
-            "times slower: set OMP_WAIT_POLICY=PASSIVE before Python starts to let evaluation use the cores"), advice=True)
+        return ThreadPlan(
+            1,
+            1,
+            1,
+            (
+                f"torch_threads: auto; {cores} cores{share}, but OpenMP spin-waits in this process (OMP_WAIT_POLICY is "
+                f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}), and spinning threads on busy cores made epochs up to "
+                "40 "
+                "times slower: set OMP_WAIT_POLICY=PASSIVE before Python starts to let evaluation use the cores"
+            ),
+            advice=True,
+        )
     rows = int(rows_per_step or 0)
     train = cores if rows >= TRAIN_ROWS_FOR_CORES else 1
-    step = (f"steps of {rows} rows{share}: {'at least' if train > 1 else 'fewer than'} {TRAIN_ROWS_FOR_CORES} "
-            "for the cores in training")
+    step = (
+        f"steps of {rows} rows{share}: {'at least' if train > 1 else 'fewer than'} {TRAIN_ROWS_FOR_CORES} "
+        "for the cores in training"
+    )
     return ThreadPlan(train, cores, 1, f"torch_threads: auto, {cores} cores{share}, OpenMP waits passively; {step}")
 
 
 def plan_for_config(config):
     """The ``ThreadPlan`` of a run's config (RecBole's Config or a dict)."""
+
     def get(key):
         return config[key] if key in config else None
 

@@ -20,7 +20,19 @@ from recbole_fbsm.serve.recommend import Recommendations, recommend
 from recbole_fbsm.serve.user_level import UserComparison, compare_users, per_user_recall
 
 __all__ = [
-    "SERVED_MODELS", "ServedModel", "load_model", "NewItems", "ServeWarning", "UnknownTokensWarning", "read_new_items",
-    "Recommendations", "recommend", "Explanation", "explain", "strongest_interactions",
-    "UserComparison", "compare_users", "per_user_recall",
+    "SERVED_MODELS",
+    "ServedModel",
+    "load_model",
+    "NewItems",
+    "ServeWarning",
+    "UnknownTokensWarning",
+    "read_new_items",
+    "Recommendations",
+    "recommend",
+    "Explanation",
+    "explain",
+    "strongest_interactions",
+    "UserComparison",
+    "compare_users",
+    "per_user_recall",
 ]

@@ -10,11 +10,14 @@ from recbole_fbsm.errors import ColdStartError
 # the largest list length and cut-off the command line takes: longer lists are not for a terminal or a CSV
 # file (and the library clamps lengths to the candidates anyway)
 MAX_LIST_LENGTH = 1_000_000
-SEED_MAX = 2 ** 32 - 1  # torch's and numpy's seeds (config.checks.SEED_MAX)
+SEED_MAX = 2**32 - 1  # torch's and numpy's seeds (config.checks.SEED_MAX)
 # option -> (lowest, highest, what it counts): checked after parsing, one 'error:' line each
-NUMBER_OPTIONS = {"top": (1, MAX_LIST_LENGTH, "entries per list"), "k": (1, MAX_LIST_LENGTH, "the Recall cut-off"),
-                  "min_items": (0, MAX_LIST_LENGTH, "training items per feature"),
-                  "seed": (0, SEED_MAX, "the seed of the tie breaking")}
+NUMBER_OPTIONS = {
+    "top": (1, MAX_LIST_LENGTH, "entries per list"),
+    "k": (1, MAX_LIST_LENGTH, "the Recall cut-off"),
+    "min_items": (0, MAX_LIST_LENGTH, "training items per feature"),
+    "seed": (0, SEED_MAX, "the seed of the tie breaking"),
+}
 
 
 def check_numbers(args):
@@ -23,8 +26,9 @@ def check_numbers(args):
     for name, (low, high, what) in NUMBER_OPTIONS.items():
         value = getattr(args, name, None)
         if value is not None and not low <= value <= high:
-            raise ColdStartError(f"--{name.replace('_', '-')}: expected {what}, an integer from {low} to {high}; "
-                                 f"got {value}.")
+            raise ColdStartError(
+                f"--{name.replace('_', '-')}: expected {what}, an integer from {low} to {high}; got {value}."
+            )
 
 
 def main(argv=None, prog="recbole-fbsm serve"):
@@ -75,17 +79,35 @@ def run_recommend(args):
             raise ColdStartError(f"--users-file {args.users_file}: {error.strerror}.") from None
     to_stdout = args.item_output is None and args.user_output is None
     served = _load(args)
-    result = recommend(served, args.new_items, top=args.top, users=users,
-                       for_items=to_stdout or args.item_output is not None,
-                       for_users=to_stdout or args.user_output is not None or users is not None, seed=args.seed,
-                       raw_text=args.raw_text or None)
+    result = recommend(
+        served,
+        args.new_items,
+        top=args.top,
+        users=users,
+        for_items=to_stdout or args.item_output is not None,
+        for_users=to_stdout or args.user_output is not None or users is not None,
+        seed=args.seed,
+        raw_text=args.raw_text or None,
+    )
     kinds = []  # (output file or None for stdout, label, table, document)
     if result.for_items is not None and (to_stdout or args.item_output):
-        kinds.append((args.item_output, f"top {args.top} users for each new item", result.for_items,
-                      {"items": grouped_records(result.for_items, "item_id", "users")}))
+        kinds.append(
+            (
+                args.item_output,
+                f"top {args.top} users for each new item",
+                result.for_items,
+                {"items": grouped_records(result.for_items, "item_id", "users")},
+            )
+        )
     if result.for_users is not None:  # to stdout when --users came without --user-output
-        kinds.append((args.user_output, f"top {args.top} new items for each user", result.for_users,
-                      {"users": grouped_records(result.for_users, "user_id", "items")}))
+        kinds.append(
+            (
+                args.user_output,
+                f"top {args.top} new items for each user",
+                result.for_users,
+                {"users": grouped_records(result.for_users, "user_id", "items")},
+            )
+        )
     for path, _, table, document in kinds:
         if path is not None:
             write_output(path, args.format, table, document)
@@ -142,10 +164,19 @@ def readable_explanation(explanation, top):
         lines.append(f"\n{part} part: {group['contribution'].sum():.6g} over {len(group)} feature pair(s)")
         shown = group.head(top)
         for row in shown.itertuples():
-            pair = row.item_feature if row.item_feature == row.user_feature and part == "diagonal" else f"{row.item_feature} x {row.user_feature}"
-            lines.append(f"  {row.contribution:+.6g}  {pair}  (item {row.item_value:.4g}, user {row.user_value:.4g}, weight {row.weight:.4g})")
+            pair = (
+                row.item_feature
+                if row.item_feature == row.user_feature and part == "diagonal"
+                else f"{row.item_feature} x {row.user_feature}"
+            )
+            lines.append(
+                f"  {row.contribution:+.6g}  {pair}  (item {row.item_value:.4g}, user {row.user_value:.4g}, "
+                f"weight {row.weight:.4g})"
+            )
         if len(group) > len(shown):
-            lines.append(f"  {group['contribution'].iloc[len(shown):].sum():+.6g}  ({len(group) - len(shown)} other pairs)")
+            lines.append(
+                f"  {group['contribution'].iloc[len(shown) :].sum():+.6g}  ({len(group) - len(shown)} other pairs)"
+            )
     items = explanation.items
     lines.append(f"\nliked items: {items['similarity'].sum():.6g} over {len(items)} training like(s)")
     for row in items.head(top).itertuples():
@@ -207,8 +238,16 @@ def run_http(args):
     store = open_store(location)
     if new_items is not None:
         store.put_items(stored_items_of(new_items, served))
-    run_service(LiveState(args.checkpoint, store, device=args.device, served=served), args.host, args.port, token,
-                args.max_body, args.workers, location, args.device)
+    run_service(
+        LiveState(args.checkpoint, store, device=args.device, served=served),
+        args.host,
+        args.port,
+        token,
+        args.max_body,
+        args.workers,
+        location,
+        args.device,
+    )
     return []
 
 
@@ -231,9 +270,15 @@ def run_export(args):
     return [output]
 
 
-COMMANDS = {"recommend": run_recommend, "explain": run_explain, "interactions": run_interactions,
-            "compare-users": run_compare, "http": run_http, "export": run_export,
-            "export-likes": run_export_likes}
+COMMANDS = {
+    "recommend": run_recommend,
+    "explain": run_explain,
+    "interactions": run_interactions,
+    "compare-users": run_compare,
+    "http": run_http,
+    "export": run_export,
+    "export-likes": run_export_likes,
+}
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ import pandas as pd
 import torch
 from recbole.data.interaction import Interaction
 
-from recbole_fbsm.models.contract import FeatureSimilarity, ItemNeighbourhood
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.models.contract import FeatureSimilarity, ItemNeighbourhood
 from recbole_fbsm.serve.loading import ServedModel, load_model
 from recbole_fbsm.serve.new_items import NewItems, read_new_items
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr
@@ -38,11 +38,11 @@ class Explanation:
     model: str
     user: str
     item: str
-    new_item: bool               # True: the item comes from the new-item file
+    new_item: bool  # True: the item comes from the new-item file
     estimation_constraint: bool  # True: the item is one of the user's training likes, left out of the profile
-    model_score: float           # the model's own score (predict, or the new-item scorer)
-    features: pd.DataFrame       # FEATURE_COLUMNS, by decreasing |contribution|
-    items: pd.DataFrame          # item_id, similarity: the user's training likes j != i, by decreasing similarity
+    model_score: float  # the model's own score (predict, or the new-item scorer)
+    features: pd.DataFrame  # FEATURE_COLUMNS, by decreasing |contribution|
+    items: pd.DataFrame  # item_id, similarity: the user's training likes j != i, by decreasing similarity
     part_names: tuple = ("diagonal",)  # the parts of this model's similarity ("diagonal", "low_rank" for FBSM)
 
     def part(self, name):
@@ -74,13 +74,27 @@ class Explanation:
             rows += [{"section": "feature", **row} for row in shown.to_dict("records")]
             rest = group["contribution"].sum() - shown["contribution"].sum()
             if len(shown) < len(group):
-                rows.append({"section": "feature", "part": part, "item_feature": f"({len(group) - len(shown)} other pairs)",
-                             "contribution": rest})
+                rows.append(
+                    {
+                        "section": "feature",
+                        "part": part,
+                        "item_feature": f"({len(group) - len(shown)} other pairs)",
+                        "contribution": rest,
+                    }
+                )
         shown = self.top_items(top)
-        rows += [{"section": "item", "item_feature": r["item_id"], "contribution": r["similarity"]} for r in shown.to_dict("records")]
+        rows += [
+            {"section": "item", "item_feature": r["item_id"], "contribution": r["similarity"]}
+            for r in shown.to_dict("records")
+        ]
         if len(shown) < len(self.items):
-            rows.append({"section": "item", "item_feature": f"({len(self.items) - len(shown)} other liked items)",
-                         "contribution": self.items["similarity"].iloc[len(shown):].sum()})
+            rows.append(
+                {
+                    "section": "item",
+                    "item_feature": f"({len(self.items) - len(shown)} other liked items)",
+                    "contribution": self.items["similarity"].iloc[len(shown) :].sum(),
+                }
+            )
         return pd.DataFrame(rows, columns=["section"] + FEATURE_COLUMNS)
 
     def to_dict(self, top=None):
@@ -91,18 +105,30 @@ class Explanation:
         for part in self.part_names:
             group = self.part(part)
             shown = group if top is None else group.head(int(top))
-            parts[part] = {"total": float(group["contribution"].sum()), "pairs": len(group),
-                           "top": records(shown.drop(columns=["part"]))}
+            parts[part] = {
+                "total": float(group["contribution"].sum()),
+                "pairs": len(group),
+                "top": records(shown.drop(columns=["part"])),
+            }
         shown = self.top_items(top)
         return {
-            "model": self.model, "user": self.user, "item": self.item, "new_item": self.new_item,
-            "estimation_constraint": self.estimation_constraint, "score": self.model_score,
-            "sum_of_contributions": self.score, "features": parts,
-            "items": {"total": float(self.items["similarity"].sum()), "liked_items": len(self.items),
-                      "top": records(shown)},
+            "model": self.model,
+            "user": self.user,
+            "item": self.item,
+            "new_item": self.new_item,
+            "estimation_constraint": self.estimation_constraint,
+            "score": self.model_score,
+            "sum_of_contributions": self.score,
+            "features": parts,
+            "items": {
+                "total": float(self.items["similarity"].sum()),
+                "liked_items": len(self.items),
+                "top": records(shown),
+            },
         }
 
 
+# longer than 60 lines: the two decompositions (feature pairs, liked items) share their inputs; the docstring names both
 @torch.no_grad()
 def explain(served, user, item, new_items=None, raw_text=None):
     """Explain the score of ``item`` (a dataset item's id, or a new item of ``new_items``: a
@@ -114,11 +140,15 @@ def explain(served, user, item, new_items=None, raw_text=None):
         new_items = read_new_items(served, new_items, raw_text=raw_text)
     model, device = served.model, served.device
     if not isinstance(model, FeatureSimilarity):
-        kind = ("a sum of item-to-item similarities to the user's likes" if isinstance(model, ItemNeighbourhood)
-                else "a dot product of neural towers")
+        kind = (
+            "a sum of item-to-item similarities to the user's likes"
+            if isinstance(model, ItemNeighbourhood)
+            else "a dot product of neural towers"
+        )
         raise ColdStartError(
             f"model {served.checkpoint}: explain splits a feature-similarity score (FBSM, UFSM, CoSim) into "
-            f"feature pairs and liked items; a {served.model_name} score is {kind}.")
+            f"feature pairs and liked items; a {served.model_name} score is {kind}."
+        )
     u = served.user_ids([user])
     known_items = served.dataset.field2token_id[served.iid_field]
     item = str(item)
@@ -153,10 +183,14 @@ def explain(served, user, item, new_items=None, raw_text=None):
     if factors is not None:
         frames.append(_low_rank_part(item_cols, item_vals, profile, factors.double(), names))
     features = pd.concat(frames, ignore_index=True)
-    features = features.iloc[np.argsort(-features["contribution"].abs().to_numpy(), kind="stable")].reset_index(drop=True)
+    features = features.iloc[np.argsort(-features["contribution"].abs().to_numpy(), kind="stable")].reset_index(
+        drop=True
+    )
     items = _liked_items(served, u, i, item_cols, item_vals, weights, factors)
     part_names = ("diagonal",) if factors is None else ("diagonal", "low_rank")
-    return Explanation(served.model_name, str(user), item, new_item, in_profile, model_score, features, items, part_names)
+    return Explanation(
+        served.model_name, str(user), item, new_item, in_profile, model_score, features, items, part_names
+    )
 
 
 def _diagonal_part(item_cols, item_vals, profile, weights, names):
@@ -165,27 +199,39 @@ def _diagonal_part(item_cols, item_vals, profile, weights, names):
     cols, f_i, f_u = item_cols[keep], item_vals[keep], user_vals[keep]
     w = weights[cols]
     cols = cols.cpu().numpy()
-    return pd.DataFrame({
-        "part": "diagonal", "item_feature": names[cols], "user_feature": names[cols],
-        "item_value": f_i.cpu().numpy(), "user_value": f_u.cpu().numpy(), "weight": w.cpu().numpy(),
-        "contribution": (f_i * w * f_u).cpu().numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "part": "diagonal",
+            "item_feature": names[cols],
+            "user_feature": names[cols],
+            "item_value": f_i.cpu().numpy(),
+            "user_value": f_u.cpu().numpy(),
+            "weight": w.cpu().numpy(),
+            "contribution": (f_i * w * f_u).cpu().numpy(),
+        }
+    )
 
 
 def _low_rank_part(item_cols, item_vals, profile, factors, names):
     user_cols = torch.nonzero(profile).squeeze(1)
     user_vals = profile[user_cols]
-    pair_weights = factors[item_cols] @ factors[user_cols].T                     # nnz(f_i) x nnz(f_u)
+    pair_weights = factors[item_cols] @ factors[user_cols].T  # nnz(f_i) x nnz(f_u)
     contributions = item_vals[:, None] * pair_weights * user_vals[None, :]
     a, b = len(item_cols), len(user_cols)
     rows = np.repeat(np.arange(a), b)
     cols = np.tile(np.arange(b), a)
     item_cols, user_cols = item_cols.cpu().numpy(), user_cols.cpu().numpy()
-    return pd.DataFrame({
-        "part": "low_rank", "item_feature": names[item_cols[rows]], "user_feature": names[user_cols[cols]],
-        "item_value": item_vals.cpu().numpy()[rows], "user_value": user_vals.cpu().numpy()[cols],
-        "weight": pair_weights.cpu().numpy().ravel(), "contribution": contributions.cpu().numpy().ravel(),
-    })
+    return pd.DataFrame(
+        {
+            "part": "low_rank",
+            "item_feature": names[item_cols[rows]],
+            "user_feature": names[user_cols[cols]],
+            "item_value": item_vals.cpu().numpy()[rows],
+            "user_value": user_vals.cpu().numpy()[cols],
+            "weight": pair_weights.cpu().numpy().ravel(),
+            "contribution": contributions.cpu().numpy().ravel(),
+        }
+    )
 
 
 def _liked_items(served, u, i, item_cols, item_vals, weights, factors):
@@ -194,7 +240,9 @@ def _liked_items(served, u, i, item_cols, item_vals, weights, factors):
     _, liked, _, _ = model.R.gather_rows(u)
     if i is not None:
         liked = liked[liked != i[0]]
-    item_dense = torch.zeros(model.n_features, dtype=torch.float64, device=liked.device).index_add(0, item_cols, item_vals)
+    item_dense = torch.zeros(model.n_features, dtype=torch.float64, device=liked.device).index_add(
+        0, item_cols, item_vals
+    )
     owner, cols, values, _ = model.F.gather_rows(liked)
     values = values.double()
     similarity = torch.zeros(len(liked), dtype=torch.float64, device=liked.device)
@@ -205,7 +253,9 @@ def _liked_items(served, u, i, item_cols, item_vals, weights, factors):
         liked_factors = liked_factors.index_add(0, owner, values[:, None] * factors[cols])
         similarity = similarity + liked_factors @ (item_vals @ factors[item_cols])
     order = torch.argsort(similarity, descending=True, stable=True)
-    return pd.DataFrame({
-        "item_id": served.item_tokens(liked[order].cpu().numpy()),
-        "similarity": similarity[order].cpu().numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "item_id": served.item_tokens(liked[order].cpu().numpy()),
+            "similarity": similarity[order].cpu().numpy(),
+        }
+    )

@@ -39,13 +39,16 @@ def export_likes(store_location, output, model=None):
     """Write the store's likes and items into folder ``output``; the paths written."""
     location = str(store_location)
     if not location.startswith(("postgresql://", "postgres://")) and not os.path.isfile(location):
-        raise ColdStartError(f"store {location} not found (expected the SQLite file serve http --store wrote, "
-                             "or a postgresql:// URL).")
+        raise ColdStartError(
+            f"store {location} not found (expected the SQLite file serve http --store wrote, or a postgresql:// URL)."
+        )
     model = model or model_beside(location)
     if model is None:
-        raise ColdStartError(f"store {location}: the model it served is needed to write its likes and items as atomic "
-                             "files (their user and item id fields, the items' feature fields and types, the raw-text "
-                             "analyzer): give --model MODEL.fbsm.")
+        raise ColdStartError(
+            f"store {location}: the model it served is needed to write its likes and items as atomic "
+            "files (their user and item id fields, the items' feature fields and types, the raw-text "
+            "analyzer): give --model MODEL.fbsm."
+        )
     served = load_model(model)
     store = open_store(location)
     try:
@@ -65,11 +68,15 @@ def export_likes(store_location, output, model=None):
         for raw in (True, False):
             group = [item for item in items if item.raw == raw]
             for field in served.fields:
-                cells = tokenize_field([item.cells.get(field, "") for item in group], field, served, analyzers, raw).cells
+                cells = tokenize_field(
+                    [item.cells.get(field, "") for item in group], field, served, analyzers, raw
+                ).cells
                 for item, tokens in zip(group, cells):
                     columns.setdefault(item.item_id, {})[field] = separator.join(_cell(t) for t in tokens)
-        types = {field: "token_seq" if served.dataset.field2type[field] == FeatureType.TOKEN_SEQ else "token"
-                 for field in served.fields}
+        types = {
+            field: "token_seq" if served.dataset.field2type[field] == FeatureType.TOKEN_SEQ else "token"
+            for field in served.fields
+        }
         header = "\t".join([f"{served.iid_field}:token"] + [f"{field}:{types[field]}" for field in served.fields])
         rows = ["\t".join([item.item_id] + [columns[item.item_id][field] for field in served.fields]) for item in items]
         path = os.path.join(output, f"{name}.item")

@@ -145,9 +145,12 @@ def create_app(state, token=None, max_body=DEFAULT_MAX_BODY):
         ("POST", "/admin/reload", _reload, False),
     ]
     app = Starlette(
-        routes=[Route(path, _endpoint(function, method, body, token, max_body), methods=[method])
-                for method, path, function, body in routes],
-        exception_handlers={HTTPException: _http_error, Exception: _server_error})
+        routes=[
+            Route(path, _endpoint(function, method, body, token, max_body), methods=[method])
+            for method, path, function, body in routes
+        ],
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+    )
     app.state.live = state
     return AccessLog(app)
 
@@ -179,8 +182,13 @@ class AccessLog:
                 with contextlib.suppress(Exception):
                     await _error("the service is stopping", 503)(scope, receive, recording)
         finally:
-            log.info("%s %s %s %.1f ms", scope["method"], scope["path"], status[0] or 499,
-                     (time.perf_counter() - start) * 1000)
+            log.info(
+                "%s %s %s %.1f ms",
+                scope["method"],
+                scope["path"],
+                status[0] or 499,
+                (time.perf_counter() - start) * 1000,
+            )
 
 
 def _endpoint(function, method, body, token, max_body):
@@ -202,7 +210,9 @@ def _endpoint(function, method, body, token, max_body):
         except ColdStartError as error:
             return _error(str(error), 400)
         except ClientDisconnect:
-            log.warning("%s %s: the client disconnected before its request body was read whole", method, request.url.path)
+            log.warning(
+                "%s %s: the client disconnected before its request body was read whole", method, request.url.path
+            )
             return _error("client disconnected", 499)
 
     return endpoint
@@ -268,31 +278,47 @@ async def _server_error(request, error):
 # ------------------------------------------------------------------------------------------- handlers
 def _health(live, request, payload):
     snapshot = live.current()
-    return {"status": "ok", "model": snapshot.view.name, "users": int(snapshot.view.served.dataset.user_num - 1),
-            "new_items": len(snapshot.catalogue.tokens), "users_with_stored_likes": len(snapshot.likes),
-            "store": describe(live.store.location), "pid": os.getpid()}
+    return {
+        "status": "ok",
+        "model": snapshot.view.name,
+        "users": int(snapshot.view.served.dataset.user_num - 1),
+        "new_items": len(snapshot.catalogue.tokens),
+        "users_with_stored_likes": len(snapshot.likes),
+        "store": describe(live.store.location),
+        "pid": os.getpid(),
+    }
 
 
 def _model_document(live, request, payload):
     served = live.current().view.served
     data = served.data or {}
-    return {"model": served.model_name, "file": os.path.basename(served.checkpoint), "dataset": served.dataset.dataset_name,
-            "data_fingerprint": data.get("sha256"), "feature_fields": served.fields,
-            "features": served.features.n_features, "users": int(served.dataset.user_num - 1),
-            "items": int(served.dataset.item_num - 1), "training_items": int(len(served.training_items()))}
+    return {
+        "model": served.model_name,
+        "file": os.path.basename(served.checkpoint),
+        "dataset": served.dataset.dataset_name,
+        "data_fingerprint": data.get("sha256"),
+        "feature_fields": served.fields,
+        "features": served.features.n_features,
+        "users": int(served.dataset.user_num - 1),
+        "items": int(served.dataset.item_num - 1),
+        "training_items": int(len(served.training_items())),
+    }
 
 
 def _list_items(live, request, payload):
     snapshot = live.current()
-    return {"items": list(snapshot.catalogue.tokens),
-            "not_served": [{"item_id": item, "reason": why} for item, why in sorted(snapshot.skipped.items())]}
+    return {
+        "items": list(snapshot.catalogue.tokens),
+        "not_served": [{"item_id": item, "reason": why} for item, why in sorted(snapshot.skipped.items())],
+    }
 
 
 def _add_items(live, request, payload):
     items = payload.get("items") if isinstance(payload, dict) else None
     if not isinstance(items, list) or not items:
-        raise BadRequest('expected {"items": [{"id": ..., "text": {field: text}} or {"id": ..., "tokens": '
-                         '{field: [tokens]}}, ...]}')
+        raise BadRequest(
+            'expected {"items": [{"id": ..., "text": {field: text}} or {"id": ..., "tokens": {field: [tokens]}}, ...]}'
+        )
     if len(items) > MAX_ITEMS_PER_REQUEST:
         raise BadRequest(f"{len(items)} items in one request; at most {MAX_ITEMS_PER_REQUEST}")
     served = live.current().view.served
@@ -312,8 +338,14 @@ def _add_items(live, request, payload):
         featureless += new.featureless
     replaced = live.store.put_items(stored)
     snapshot = live.current()
-    return {"added": [s.item_id for s in stored], "replaced": replaced, "total": len(snapshot.catalogue.tokens),
-            "ignored_token_occurrences": ignored, "featureless": featureless, "warnings": messages}
+    return {
+        "added": [s.item_id for s in stored],
+        "replaced": replaced,
+        "total": len(snapshot.catalogue.tokens),
+        "ignored_token_occurrences": ignored,
+        "featureless": featureless,
+        "warnings": messages,
+    }
 
 
 def _parse_items(items, served):
@@ -322,15 +354,17 @@ def _parse_items(items, served):
     parsed, seen = [], set()
     for number, item in enumerate(items, 1):
         if not isinstance(item, dict) or "id" not in item:
-            raise BadRequest(f"item {number}: expected an object with an \"id\" (a string) and \"text\" or \"tokens\"")
+            raise BadRequest(f'item {number}: expected an object with an "id" (a string) and "text" or "tokens"')
         item_id = check_id(item["id"], f"item {number}: id")
         if item_id in seen:
             raise BadRequest(f"item id {item_id!r} appears more than once in the request")
         seen.add(item_id)
         kind = [key for key in ("text", "tokens") if key in item]
         if len(kind) != 1 or not isinstance(item[kind[0]], dict):
-            raise BadRequest(f"item {item_id!r}: expected exactly one of \"text\" or \"tokens\", an object "
-                             f"{{field: ...}} over the feature fields {served.fields}")
+            raise BadRequest(
+                f'item {item_id!r}: expected exactly one of "text" or "tokens", an object '
+                f"{{field: ...}} over the feature fields {served.fields}"
+            )
         values = item[kind[0]]
         unknown = sorted(set(values) - set(served.fields))
         if unknown:
@@ -340,8 +374,10 @@ def _parse_items(items, served):
             if kind[0] == "tokens" and isinstance(value, list) and all(isinstance(t, str) for t in value):
                 value = separator.join(value)
             if not isinstance(value, str):
-                raise BadRequest(f"item {item_id!r}, field {name!r}: expected "
-                                 f"{'a string' if kind[0] == 'text' else 'a list of strings'}")
+                raise BadRequest(
+                    f"item {item_id!r}, field {name!r}: expected "
+                    f"{'a string' if kind[0] == 'text' else 'a list of strings'}"
+                )
             cells[name] = _check_text(value, f"item {item_id!r}, field {name!r}")
         parsed.append(StoredItem(item_id, kind[0] == "text", cells))
     return parsed
@@ -368,8 +404,11 @@ def _top(request):
 
 def _known_user(snapshot, user):
     if not snapshot.knows_user(user):
-        raise BadRequest(f"user {user!r} is neither a user of dataset {snapshot.view.served.dataset.dataset_name!r} "
-                         "nor one with stored likes (POST /users/{user}/likes creates one)", 404)
+        raise BadRequest(
+            f"user {user!r} is neither a user of dataset {snapshot.view.served.dataset.dataset_name!r} "
+            "nor one with stored likes (POST /users/{user}/likes creates one)",
+            404,
+        )
 
 
 def _user_items(live, request, payload):
@@ -380,10 +419,15 @@ def _user_items(live, request, payload):
     snapshot = live.current()
     _known_user(snapshot, user)
     ranked_items, note = top_items(snapshot, user, scope, top)
-    answer = {"user": user, "scope": scope,
-              "items": [{"item_id": item, "rank": rank, "score": score, "new": item in snapshot.position}
-                        for rank, (item, score) in enumerate(ranked_items, 1)],
-              "new_items": len(snapshot.catalogue.tokens)}
+    answer = {
+        "user": user,
+        "scope": scope,
+        "items": [
+            {"item_id": item, "rank": rank, "score": score, "new": item in snapshot.position}
+            for rank, (item, score) in enumerate(ranked_items, 1)
+        ],
+        "new_items": len(snapshot.catalogue.tokens),
+    }
     if note:
         answer["note"] = note
     return answer
@@ -395,9 +439,12 @@ def _list_likes(live, request, payload):
     _known_user(snapshot, user)
     view = snapshot.view
     internal = view.dataset_user(user)
-    training = view.likes.indices[view.likes.indptr[internal]:view.likes.indptr[internal + 1]] if internal else []
-    return {"user": user, "likes": list(snapshot.likes.get(user, ())),
-            "training_likes": [str(t) for t in view.item_tokens[training]]}
+    training = view.likes.indices[view.likes.indptr[internal] : view.likes.indptr[internal + 1]] if internal else []
+    return {
+        "user": user,
+        "likes": list(snapshot.likes.get(user, ())),
+        "training_likes": [str(t) for t in view.item_tokens[training]],
+    }
 
 
 def _add_likes(live, request, payload):
@@ -432,8 +479,12 @@ def _item_users(live, request, payload):
         raise BadRequest(f"new item {item!r} is not in the catalogue (POST it to /items first)", 404)
     ranked_users = item_users(snapshot, item, top)
     if ranked_users is not None:  # every like counted, stored ones included (live.item_users)
-        return {"item": item, "users": [{"user_id": user, "rank": rank, "score": score}
-                                        for rank, (user, score) in enumerate(ranked_users, 1)]}
+        return {
+            "item": item,
+            "users": [
+                {"user_id": user, "rank": rank, "score": score} for rank, (user, score) in enumerate(ranked_users, 1)
+            ],
+        }
     row = snapshot.position[item]  # two-tower models: the training users, by their learned embeddings
     items = snapshot.catalogue
     one = NewItems("catalogue", [item], items.counts[[row]], items.matrix[[row]])
@@ -446,8 +497,11 @@ def _explanation(live, request, payload):
     item, top = check_id(request.path_params["item"], "item id"), _top(request)
     snapshot = live.current()
     if not snapshot.view.dataset_user(user):
-        raise BadRequest(f"user {user!r} is not a user of dataset {snapshot.view.served.dataset.dataset_name!r} "
-                         "(explanations read the training profile)", 404)
+        raise BadRequest(
+            f"user {user!r} is not a user of dataset {snapshot.view.served.dataset.dataset_name!r} "
+            "(explanations read the training profile)",
+            404,
+        )
     if not snapshot.knows_item(item):
         raise BadRequest(f"item {item!r} is neither an item of the dataset nor a new item of the catalogue", 404)
     return explain(snapshot.view.served, user, item, new_items=snapshot.catalogue).to_dict(top)
@@ -455,13 +509,18 @@ def _explanation(live, request, payload):
 
 def _reload(live, request, payload):
     snapshot = live.reload()
-    return {"reloaded": os.path.basename(live.model_path), "model": snapshot.view.name,
-            "new_items": len(snapshot.catalogue.tokens)}
+    return {
+        "reloaded": os.path.basename(live.model_path),
+        "model": snapshot.view.name,
+        "new_items": len(snapshot.catalogue.tokens),
+    }
 
 
 def _records(table, column):
-    return [{column: str(getattr(row, column)), "rank": int(row.rank), "score": float(row.score)}
-            for row in table.itertuples()]
+    return [
+        {column: str(getattr(row, column)), "rank": int(row.rank), "score": float(row.score)}
+        for row in table.itertuples()
+    ]
 
 
 # ------------------------------------------------------------------------------------------- running
@@ -477,8 +536,10 @@ def is_loopback(host):
 def check_exposure(host, token):
     """A ColdStartError for a service reachable from other machines that anyone could write to."""
     if not is_loopback(host) and not token:
-        raise ColdStartError(f"--host {host} listens beyond this machine without a token: anyone could add items "
-                             f"and likes; give --token (or set {TOKEN_VARIABLE}), or listen on 127.0.0.1.")
+        raise ColdStartError(
+            f"--host {host} listens beyond this machine without a token: anyone could add items "
+            f"and likes; give --token (or set {TOKEN_VARIABLE}), or listen on 127.0.0.1."
+        )
 
 
 def configure_logging(level=logging.INFO):
@@ -511,34 +572,62 @@ class QuietServer(uvicorn.Server):
             self._captured_signals.clear()
 
 
-def run_service(state, host="127.0.0.1", port=8000, token=None, max_body=DEFAULT_MAX_BODY, workers=1,
-                store_location=None, device="cpu"):
+# longer than 60 lines: the keyword signature of every service option, then one uvicorn start in the order it needs
+def run_service(
+    state,
+    host="127.0.0.1",
+    port=8000,
+    token=None,
+    max_body=DEFAULT_MAX_BODY,
+    workers=1,
+    store_location=None,
+    device="cpu",
+):
     """Serve until interrupted. One worker: ``state`` in this process. Several: uvicorn's supervisor starts
     ``workers`` processes that share the socket and the store (``store_location``), each with its own model;
     SIGHUP to the supervisor replaces them one by one (the artifact read again), each new one ready first."""
     check_exposure(host, token)
     configure_logging()
     sock = bound_socket(host, port)
-    log.warning("serving %s on http://%s:%d (store %s, %d worker(s)%s)", os.path.basename(state.model_path),
-                host, sock.getsockname()[1], describe(state.store.location), workers,
-                ", token required for POST/DELETE" if token else "")
+    log.warning(
+        "serving %s on http://%s:%d (store %s, %d worker(s)%s)",
+        os.path.basename(state.model_path),
+        host,
+        sock.getsockname()[1],
+        describe(state.store.location),
+        workers,
+        ", token required for POST/DELETE" if token else "",
+    )
     try:
         if workers <= 1:
             if hasattr(signal, "SIGHUP"):  # reload the artifact, in a thread; the old model serves meanwhile
                 signal.signal(signal.SIGHUP, lambda number, frame: state.reload_from_signal())
             # no lifespan: a second Ctrl-C would cancel it mid-wait and uvicorn would log that as a traceback
-            config = uvicorn.Config(create_app(state, token, max_body), log_level="warning", lifespan="off",
-                                    timeout_graceful_shutdown=10)
+            config = uvicorn.Config(
+                create_app(state, token, max_body), log_level="warning", lifespan="off", timeout_graceful_shutdown=10
+            )
             QuietServer(config).run(sockets=[sock])
         else:
             from uvicorn.supervisors import Multiprocess
 
             state.store.close()
-            os.environ[SETTINGS_VARIABLE] = json.dumps({
-                "model": state.model_path, "store": store_location, "token": token, "max_body": max_body,
-                "device": str(device)})
-            config = uvicorn.Config("recbole_fbsm.serve.http:app_from_environment", factory=True, workers=workers,
-                                    log_level="warning", lifespan="off", timeout_graceful_shutdown=10)
+            os.environ[SETTINGS_VARIABLE] = json.dumps(
+                {
+                    "model": state.model_path,
+                    "store": store_location,
+                    "token": token,
+                    "max_body": max_body,
+                    "device": str(device),
+                }
+            )
+            config = uvicorn.Config(
+                "recbole_fbsm.serve.http:app_from_environment",
+                factory=True,
+                workers=workers,
+                log_level="warning",
+                lifespan="off",
+                timeout_graceful_shutdown=10,
+            )
             Multiprocess(config, sockets=[sock]).run()
     except KeyboardInterrupt:  # a second Ctrl-C while requests finish
         log.warning("interrupted")

@@ -32,11 +32,13 @@ def top_pairs(factors, k, cells=DEFAULT_CELLS):
     k = int(k)
     chunk = max(1, int(cells) // max(n, 1))
     columns = torch.arange(n, device=factors.device)
-    best = {+1: (factors.new_empty(0), columns.new_empty(0), columns.new_empty(0)),
-            -1: (factors.new_empty(0), columns.new_empty(0), columns.new_empty(0))}
+    best = {
+        +1: (factors.new_empty(0), columns.new_empty(0), columns.new_empty(0)),
+        -1: (factors.new_empty(0), columns.new_empty(0), columns.new_empty(0)),
+    }
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
-        block = factors[start:stop] @ factors.T                                   # chunk x n
+        block = factors[start:stop] @ factors.T  # chunk x n
         upper = columns[None, :] > torch.arange(start, stop, device=factors.device)[:, None]
         for sign in (+1, -1):
             signed = (sign * block).masked_fill(~upper, -torch.inf).reshape(-1)
@@ -59,6 +61,7 @@ def top_pairs(factors, k, cells=DEFAULT_CELLS):
     return tuple(result)
 
 
+# longer than 60 lines: a docstring of the four table parts, then one pass over V in blocks that fills them
 @torch.no_grad()
 def strongest_interactions(served, top=20, min_items=0, cells=DEFAULT_CELLS):
     """The ``top`` strongest learned interactions of an FBSM model, as a table (``COLUMNS``):
@@ -80,10 +83,12 @@ def strongest_interactions(served, top=20, min_items=0, cells=DEFAULT_CELLS):
         )
     if served.kept_untrained_start:  # V is its random initialisation: its "strongest" pairs would be noise
         raise ColdStartError(
-            f"model {served.checkpoint}: validation kept FBSM's untrained start (no training epoch beat it), so V holds "
-            f"its random initialisation (init_std {served.config['init_std']}) and there are no learned interactions to "
-            f"list; the model scores with the fixed similarity of its features (D = {served.config['init_D']} on every feature). Train longer "
-            "or with other settings (docs/tune.md) for interactions.")
+            f"model {served.checkpoint}: validation kept FBSM's untrained start (no training epoch beat it), so V "
+            f"holds its random initialisation (init_std {served.config['init_std']}) and there are no learned "
+            "interactions to list; the model scores with the fixed similarity of its features "
+            f"(D = {served.config['init_D']} on every feature). Train longer or with other settings (docs/tune.md) "
+            "for interactions."
+        )
     frequency = np.asarray(served.training_item_frequency)
     selected = np.flatnonzero(frequency >= int(min_items))
     if len(selected) == 0:
@@ -96,21 +101,40 @@ def strongest_interactions(served, top=20, min_items=0, cells=DEFAULT_CELLS):
     frames = []
     for kind, (values, p, q) in zip(("positive", "negative"), top_pairs(V, top, cells)):
         p, q = p.cpu().numpy(), q.cpu().numpy()
-        frames.append(pd.DataFrame({
-            "kind": kind, "rank": np.arange(1, len(p) + 1), "feature_p": names[selected[p]],
-            "feature_q": names[selected[q]], "weight": values.cpu().numpy(), "D_p": np.nan,
-            "vv": values.cpu().numpy(), "items_p": frequency[selected[p]], "items_q": frequency[selected[q]],
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "kind": kind,
+                    "rank": np.arange(1, len(p) + 1),
+                    "feature_p": names[selected[p]],
+                    "feature_q": names[selected[q]],
+                    "weight": values.cpu().numpy(),
+                    "D_p": np.nan,
+                    "vv": values.cpu().numpy(),
+                    "items_p": frequency[selected[p]],
+                    "items_q": frequency[selected[q]],
+                }
+            )
+        )
     diagonal = D + self_low_rank
     take = min(int(top), len(selected))
     for kind, descending in (("diagonal_top", True), ("diagonal_bottom", False)):
         order = torch.argsort(diagonal, descending=descending, stable=True)[:take].cpu().numpy()
-        frames.append(pd.DataFrame({
-            "kind": kind, "rank": np.arange(1, len(order) + 1), "feature_p": names[selected[order]],
-            "feature_q": names[selected[order]], "weight": diagonal.cpu().numpy()[order],
-            "D_p": D.cpu().numpy()[order], "vv": self_low_rank.cpu().numpy()[order],
-            "items_p": frequency[selected[order]], "items_q": frequency[selected[order]],
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "kind": kind,
+                    "rank": np.arange(1, len(order) + 1),
+                    "feature_p": names[selected[order]],
+                    "feature_q": names[selected[order]],
+                    "weight": diagonal.cpu().numpy()[order],
+                    "D_p": D.cpu().numpy()[order],
+                    "vv": self_low_rank.cpu().numpy()[order],
+                    "items_p": frequency[selected[order]],
+                    "items_q": frequency[selected[order]],
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)[COLUMNS]
 
 

@@ -61,8 +61,8 @@ class ModelView:
         self.served = served
         model = served.model
         inputs = served.dataset.model_inputs
-        self.likes = inputs.likes.tocsr()                                    # users x items: training likes
-        self.matrix = served.features.matrix.tocsr().astype(np.float32)      # every dataset item's weighted row
+        self.likes = inputs.likes.tocsr()  # users x items: training likes
+        self.matrix = served.features.matrix.tocsr().astype(np.float32)  # every dataset item's weighted row
         self.training_items = np.asarray(served.training_items(), dtype=np.int64)
         self.warm_matrix = self.matrix[self.training_items]
         self.warm_ids = np.asarray(served.dataset.field2id_token[served.iid_field], dtype=object)[self.training_items]
@@ -75,8 +75,11 @@ class ModelView:
         if self.profile:
             factors = model.low_rank_factors()
             self.factors = None if factors is None else factors.detach().cpu().numpy().astype(np.float32)
-            self.shared_weights = (None if self.per_user_weights else
-                                   model.diagonal_weights(torch.tensor([1])).detach().cpu().numpy().astype(np.float32))
+            self.shared_weights = (
+                None
+                if self.per_user_weights
+                else model.diagonal_weights(torch.tensor([1])).detach().cpu().numpy().astype(np.float32)
+            )
         elif isinstance(model, ItemNeighbourhood) and model.linear:  # x_i . f_u: a profile with W_u = I
             self.profile, self.factors = True, None
             self.shared_weights = np.ones(self.matrix.shape[1], dtype=np.float32)
@@ -101,10 +104,10 @@ class Snapshot:
     """What one request scores against: never changed once built."""
 
     view: ModelView
-    catalogue: NewItems                  # the stored new items, weighted by this model
-    position: dict                       # new item id -> row of ``catalogue``
-    likes: dict                          # user -> tuple of stored liked item ids, oldest first
-    seq: int                             # the last store change applied
+    catalogue: NewItems  # the stored new items, weighted by this model
+    position: dict  # new item id -> row of ``catalogue``
+    likes: dict  # user -> tuple of stored liked item ids, oldest first
+    seq: int  # the last store change applied
     skipped: dict = field(default_factory=dict)  # stored item id -> why this model cannot serve it
 
     def knows_item(self, item):
@@ -115,14 +118,20 @@ class Snapshot:
 
 
 def empty_catalogue(n_features):
-    return NewItems("catalogue", [], sp.csr_matrix((0, n_features), dtype=np.float32),
-                    sp.csr_matrix((0, n_features), dtype=np.float32))
+    return NewItems(
+        "catalogue",
+        [],
+        sp.csr_matrix((0, n_features), dtype=np.float32),
+        sp.csr_matrix((0, n_features), dtype=np.float32),
+    )
 
 
 def weigh_items(served, stored):
     """(NewItems of the ``StoredItem``s this model can serve, {id: why not} of the others)."""
     known = served.dataset.field2token_id[served.iid_field]
-    skipped = {s.item_id: "now an item of the model's dataset (retrained on it)" for s in stored if known.get(s.item_id, 0)}
+    skipped = {
+        s.item_id: "now an item of the model's dataset (retrained on it)" for s in stored if known.get(s.item_id, 0)
+    }
     parts = empty_catalogue(served.features.n_features)
     for raw in (True, False):
         group = [s for s in stored if s.raw == raw and s.item_id not in skipped]
@@ -145,9 +154,12 @@ def replace_items(catalogue, new):
     """``catalogue`` with ``new``'s items added, items of the same id replaced (new rows last)."""
     replacing = set(new.tokens)
     keep = [k for k, token in enumerate(catalogue.tokens) if token not in replacing]
-    return NewItems("catalogue", [catalogue.tokens[k] for k in keep] + list(new.tokens),
-                    sp.vstack([catalogue.counts[keep], new.counts], format="csr"),
-                    sp.vstack([catalogue.matrix[keep], new.matrix.astype(np.float32)], format="csr"))
+    return NewItems(
+        "catalogue",
+        [catalogue.tokens[k] for k in keep] + list(new.tokens),
+        sp.vstack([catalogue.counts[keep], new.counts], format="csr"),
+        sp.vstack([catalogue.matrix[keep], new.matrix.astype(np.float32)], format="csr"),
+    )
 
 
 def remove_items(catalogue, gone):
@@ -171,8 +183,14 @@ class LiveState:
         likes = defaultdict(list)
         for user, item in self.store.all_likes():
             likes[user].append(item)
-        return Snapshot(ModelView(served), catalogue, {t: k for k, t in enumerate(catalogue.tokens)},
-                        {u: tuple(items) for u, items in likes.items()}, seq, skipped)
+        return Snapshot(
+            ModelView(served),
+            catalogue,
+            {t: k for k, t in enumerate(catalogue.tokens)},
+            {u: tuple(items) for u, items in likes.items()},
+            seq,
+            skipped,
+        )
 
     def current(self):
         """The snapshot with every change the store acknowledged so far."""
@@ -211,8 +229,9 @@ class LiveState:
                     likes.pop(user, None)
         if reload:
             self._reload_in_background(changes[-1][0])
-        return Snapshot(snapshot.view, catalogue, {t: k for k, t in enumerate(catalogue.tokens)}, likes,
-                        changes[-1][0], skipped)
+        return Snapshot(
+            snapshot.view, catalogue, {t: k for k, t in enumerate(catalogue.tokens)}, likes, changes[-1][0], skipped
+        )
 
     # ----------------------------------------------------------------------------- reloading
     def reload(self):
@@ -240,8 +259,11 @@ class LiveState:
                 snapshot = self._full_snapshot(served)
                 with self._lock:
                     self._snapshot = snapshot
-                log.warning("reloaded model %s (%s), as another worker asked", self.model_path.rsplit("/", 1)[-1],
-                            served.model_name)
+                log.warning(
+                    "reloaded model %s (%s), as another worker asked",
+                    self.model_path.rsplit("/", 1)[-1],
+                    served.model_name,
+                )
             except Exception as error:  # the old model goes on serving
                 log.error("reload failed, the old model goes on serving: %s", error)
 
@@ -265,7 +287,7 @@ def liked_items(snapshot, user):
     """(dataset item ids liked in training or since, new-item rows liked since) of ``user``."""
     view = snapshot.view
     internal = view.dataset_user(user)
-    training = view.likes.indices[view.likes.indptr[internal]:view.likes.indptr[internal + 1]] if internal else []
+    training = view.likes.indices[view.likes.indptr[internal] : view.likes.indptr[internal + 1]] if internal else []
     stored = snapshot.likes.get(user, ())
     dataset = np.asarray([view.dataset_item(i) for i in stored], dtype=np.int64)
     dataset = np.union1d(np.asarray(training, dtype=np.int64), dataset[dataset > 0])
@@ -283,9 +305,11 @@ def user_weights(snapshot, user, dataset_likes, new_rows):
     if view.per_user_weights:
         internal = view.dataset_user(user)
         if not internal:
-            raise Conflict(f"user {user!r} is not a user the {view.name} model was trained on, and {view.name} learns "
-                           "each user's feature weights (c_u): their likes are stored and count once a model retrained "
-                           "on them is loaded (serve export-likes, then POST /admin/reload)")
+            raise Conflict(
+                f"user {user!r} is not a user the {view.name} model was trained on, and {view.name} learns "
+                "each user's feature weights (c_u): their likes are stored and count once a model retrained "
+                "on them is loaded (serve export-likes, then POST /admin/reload)"
+            )
         weights = view.served.model.diagonal_weights(torch.tensor([internal])).detach().cpu().numpy()[0]
     else:
         weights = view.shared_weights
@@ -295,6 +319,7 @@ def user_weights(snapshot, user, dataset_likes, new_rows):
     return w
 
 
+# longer than 60 lines: one scorer for every served model kind (profile, neighbour, two-tower), each a few lines
 def score_candidates(snapshot, user, scope):
     """(scores, eligible, id_of, note): the scores of every item of ``scope`` for ``user`` (training items
     first, then the new items), whether each may be recommended (not liked), and the id of a position."""
@@ -317,16 +342,26 @@ def score_candidates(snapshot, user, scope):
     else:
         internal = view.dataset_user(user)
         if not internal:
-            raise Conflict(f"user {user!r} is not a user the {view.name} model was trained on, and {view.name} scores "
-                           "a user by the embedding learned in training: their likes are stored and count once a model "
-                           "retrained on them is loaded (serve export-likes, then POST /admin/reload)")
+            raise Conflict(
+                f"user {user!r} is not a user the {view.name} model was trained on, and {view.name} scores "
+                "a user by the embedding learned in training: their likes are stored and count once a model "
+                "retrained on them is loaded (serve export-likes, then POST /admin/reload)"
+            )
         users = torch.tensor([internal], device=view.served.device)
-        scores = [view.served.model.score_feature_rows(users, scipy_to_torch_csr(matrix, view.served.device))[0]
-                  .detach().cpu().numpy() if matrix.shape[0] else np.zeros(0, dtype=np.float32)
-                  for _, matrix in blocks]
+        scores = [
+            view.served.model.score_feature_rows(users, scipy_to_torch_csr(matrix, view.served.device))[0]
+            .detach()
+            .cpu()
+            .numpy()
+            if matrix.shape[0]
+            else np.zeros(0, dtype=np.float32)
+            for _, matrix in blocks
+        ]
         if snapshot.likes.get(user):
-            note = (f"{view.name} scores a user by the embedding learned in training: the likes stored since are "
-                    "left out of the list, and change the scores once a retrained model is loaded")
+            note = (
+                f"{view.name} scores a user by the embedding learned in training: the likes stored since are "
+                "left out of the list, and change the scores once a retrained model is loaded"
+            )
     scores = np.concatenate(scores).astype(np.float32, copy=False)
     eligible = np.ones(len(scores), dtype=bool)
     offset, warm_count = 0, 0
@@ -384,11 +419,15 @@ def like_matrix_of(snapshot):
     newcomers = sorted({user for user, _ in stored if not view.dataset_user(user)})
     row_of = {user: n_users + k for k, user in enumerate(newcomers)}
     rows = np.asarray([view.dataset_user(user) or row_of[user] for user, _ in stored], dtype=np.int64)
-    columns = np.asarray([view.dataset_item(item) or n_items + snapshot.position.get(item, -1 - n_items)
-                          for _, item in stored], dtype=np.int64)
+    columns = np.asarray(
+        [view.dataset_item(item) or n_items + snapshot.position.get(item, -1 - n_items) for _, item in stored],
+        dtype=np.int64,
+    )
     known = columns >= 0  # a stored like of an item no longer in the catalogue counts nowhere
-    extra = sp.csr_matrix((np.ones(int(known.sum())), (rows[known], columns[known])),
-                          shape=(n_users + len(newcomers), n_items + len(snapshot.catalogue.tokens)))
+    extra = sp.csr_matrix(
+        (np.ones(int(known.sum())), (rows[known], columns[known])),
+        shape=(n_users + len(newcomers), n_items + len(snapshot.catalogue.tokens)),
+    )
     training = sp.csr_matrix(view.likes, shape=(n_users, n_items)).astype(np.float64)
     training.resize(extra.shape)
     likes = (training + extra).tocsr()
@@ -428,7 +467,7 @@ def item_users(snapshot, item, top=10):
             basis, mixture = basis.detach().cpu().numpy(), mixture.detach().cpu().numpy()
         else:
             basis, mixture = view.shared_weights[None, :], np.ones((likes.shape[0], 1), dtype=np.float32)
-        per_function = likes @ (every_row @ (basis * x).T)               # users x l
+        per_function = likes @ (every_row @ (basis * x).T)  # users x l
         scores = (per_function * mixture).sum(axis=1)
         if view.factors is not None:
             scores = scores + likes @ (every_row @ (view.factors @ (view.factors.T @ x)))

@@ -16,40 +16,75 @@ from recbole.utils import init_seed
 
 from recbole_fbsm.artifact.integrity import check_model_settings, check_state_dict
 from recbole_fbsm.artifact.model_file import (
-    FORMAT, build_artifact, check_artifact, dataset_analyzer, kept_untrained_start, model_inputs_from_artifact,
-    training_record, vocabulary_from_record)
-from recbole_fbsm.storage.safe_files import PickledFileError, Settings, in_memory, load_tensors, load_trusted_pickle
+    FORMAT,
+    build_artifact,
+    check_artifact,
+    dataset_analyzer,
+    kept_untrained_start,
+    model_inputs_from_artifact,
+    training_record,
+    vocabulary_from_record,
+)
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
-from recbole_fbsm.data import create_dataset, data_preparation
-from recbole_fbsm.models.inputs import fit_model_inputs
-from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.config.registry import get_model
+from recbole_fbsm.data import create_dataset, data_preparation
+from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.contract import ScoresFeatureRows
+from recbole_fbsm.models.inputs import fit_model_inputs
+from recbole_fbsm.storage.safe_files import PickledFileError, Settings, in_memory, load_tensors, load_trusted_pickle
 
 SERVED_MODELS = ("FBSM", "UFSM", "CoSim", "ItemKNNCBF", "DropoutNet", "Heater", "ALDI")
 # settings of a checkpoint that RecBole derives (or the machine decides): not given back when rebuilding its Config
-DERIVED_SETTINGS = ("model", "dataset", "data_path", "device", "MODEL_TYPE", "MODEL_INPUT_TYPE", "eval_type",
-                    "single_spec", "local_rank", "train_neg_sample_args", "valid_neg_sample_args",
-                    "test_neg_sample_args", "eval_neg_sample_args", "valid_metric_bigger", "checkpoint_dir",
-                    "use_gpu", "gpu_id", "world_size", "nproc", "offset", "ip", "port", "backend", "log_wandb",
-                    "wandb_project", "config_files", "run_id", "shuffle", "worker", "state", "show_progress")
+DERIVED_SETTINGS = (
+    "model",
+    "dataset",
+    "data_path",
+    "device",
+    "MODEL_TYPE",
+    "MODEL_INPUT_TYPE",
+    "eval_type",
+    "single_spec",
+    "local_rank",
+    "train_neg_sample_args",
+    "valid_neg_sample_args",
+    "test_neg_sample_args",
+    "eval_neg_sample_args",
+    "valid_metric_bigger",
+    "checkpoint_dir",
+    "use_gpu",
+    "gpu_id",
+    "world_size",
+    "nproc",
+    "offset",
+    "ip",
+    "port",
+    "backend",
+    "log_wandb",
+    "wandb_project",
+    "config_files",
+    "run_id",
+    "shuffle",
+    "worker",
+    "state",
+    "show_progress",
+)
 
 
 @dataclass
 class ServedModel:
     """A trained feature model with the vocabulary and splits of the data it was trained on."""
 
-    checkpoint: str            # the file it was loaded from (artifact or checkpoint)
-    config: Settings           # the run's settings as plain data (missing keys read None)
+    checkpoint: str  # the file it was loaded from (artifact or checkpoint)
+    config: Settings  # the run's settings as plain data (missing keys read None)
     model: object
-    dataset: object            # ``artifact.model_file.Vocabulary``: ids and tokens, no data
-    features: object           # ``features.ItemFeatures`` fitted on the training items
-    fields: list               # the item feature fields
+    dataset: object  # ``artifact.model_file.Vocabulary``: ids and tokens, no data
+    features: object  # ``features.ItemFeatures`` fitted on the training items
+    fields: list  # the item feature fields
     training_item_frequency: np.ndarray  # per feature: how many training items have it
-    split: dict                # {"valid": ..., "test": ...}: items and likes of each evaluation split
-    analyzer: dict = None      # the converter's analyzer document, when the dataset had one
-    data: dict = None          # fingerprint of the training data
-    training: dict = None      # the epoch validation kept (``artifact.model_file.training_record``); None: not recorded
+    split: dict  # {"valid": ..., "test": ...}: items and likes of each evaluation split
+    analyzer: dict = None  # the converter's analyzer document, when the dataset had one
+    data: dict = None  # fingerprint of the training data
+    training: dict = None  # the epoch validation kept (``artifact.model_file.training_record``); None: not recorded
 
     @property
     def kept_untrained_start(self):
@@ -110,7 +145,8 @@ class ServedModel:
         if unknown:
             shown = ", ".join(repr(t) for t in unknown[:10]) + (" ..." if len(unknown) > 10 else "")
             raise ColdStartError(
-                f"{len(unknown)} {what}(s) not in dataset {self.dataset.dataset_name!r} of model {self.checkpoint}: {shown}."
+                f"{len(unknown)} {what}(s) not in dataset {self.dataset.dataset_name!r} of model {self.checkpoint}: "
+                f"{shown}."
             )
         return torch.as_tensor([mapping[t] for t in tokens], dtype=torch.long, device=self.device)
 
@@ -130,7 +166,9 @@ class ServedModel:
     def _split(self, name):
         part = (self.split or {}).get(name)
         if part is None:
-            raise ColdStartError(f"model {self.checkpoint}: no {name} split was recorded (eval_args.group_by must be item).")
+            raise ColdStartError(
+                f"model {self.checkpoint}: no {name} split was recorded (eval_args.group_by must be item)."
+            )
         return part
 
 
@@ -140,8 +178,10 @@ def read_model_file(path, data_path=None, trust_pickle=False):
     dataset. A file of pickled objects is refused unless ``trust_pickle``."""
     path = str(path)
     if not os.path.isfile(path):
-        raise ColdStartError(f"model file {path} not found (expected the .fbsm artifact a training run writes beside "
-                             "its checkpoint, or the checkpoint .pth).")
+        raise ColdStartError(
+            f"model file {path} not found (expected the .fbsm artifact a training run writes beside "
+            "its checkpoint, or the checkpoint .pth)."
+        )
     try:
         content = load_tensors(path, "model file", mmap=True)
     except PickledFileError:
@@ -151,7 +191,9 @@ def read_model_file(path, data_path=None, trust_pickle=False):
     if isinstance(content, dict) and content.get("format") == FORMAT:
         return check_artifact(content, path)
     if not isinstance(content, dict) or "config" not in content or "state_dict" not in content:
-        raise ColdStartError(f"{path} is neither a recbole-fbsm model artifact (.fbsm) nor a training checkpoint (.pth).")
+        raise ColdStartError(
+            f"{path} is neither a recbole-fbsm model artifact (.fbsm) nor a training checkpoint (.pth)."
+        )
     return export_checkpoint(in_memory(content), path, data_path)
 
 
@@ -161,14 +203,19 @@ def scoring_device(device):
     try:
         parsed = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
-        raise ColdStartError(f"device {device!r} (--device): expected a torch device such as cpu, cuda or cuda:0.") from None
+        raise ColdStartError(
+            f"device {device!r} (--device): expected a torch device such as cpu, cuda or cuda:0."
+        ) from None
     if parsed.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
-            raise ColdStartError(f"device {device!r} (--device): torch sees no CUDA device on this machine; expected cpu.")
+            raise ColdStartError(
+                f"device {device!r} (--device): torch sees no CUDA device on this machine; expected cpu."
+            )
         if parsed.index is not None and parsed.index >= count:
-            raise ColdStartError(f"device {device!r} (--device): torch sees {count} CUDA device(s), "
-                                 f"cuda:0 to cuda:{count - 1}.")
+            raise ColdStartError(
+                f"device {device!r} (--device): torch sees {count} CUDA device(s), cuda:0 to cuda:{count - 1}."
+            )
     return parsed
 
 
@@ -190,12 +237,14 @@ def served_from_artifact(content, source, device="cpu"):
     if features.dense_fields:
         raise ColdStartError(
             f"model {source}: the model uses dense float_seq feature fields {list(features.dense_fields)}; serving new "
-            "items reads token/token_seq fields only (train without them to serve, or score through run()).")
+            "items reads token/token_seq fields only (train without them to serve, or score through run())."
+        )
     check_model_settings(content, source)
     model = get_model(name)(settings, vocabulary)
     if not isinstance(model, ScoresFeatureRows):
-        raise ColdStartError(f"model {source}: a {name} cannot score items from their feature rows, so it cannot serve "
-                             "new items.")
+        raise ColdStartError(
+            f"model {source}: a {name} cannot score items from their feature rows, so it cannot serve new items."
+        )
     check_state_dict(content["state_dict"], model, source)  # keys, shapes, exact dtypes, finite: nothing cast
     model.load_state_dict(content["state_dict"])
     model.load_other_parameter(content.get("other_parameter"))
@@ -204,8 +253,19 @@ def served_from_artifact(content, source, device="cpu"):
         parameter.requires_grad_(False)
     training = vocabulary.model_inputs.training_items
     frequency = np.asarray((features.matrix[training] != 0).sum(axis=0)).ravel()
-    return ServedModel(source, settings, model, vocabulary, features, list(features.fields), frequency,
-                       content.get("split") or {}, content.get("analyzer"), content.get("data"), content.get("training"))
+    return ServedModel(
+        source,
+        settings,
+        model,
+        vocabulary,
+        features,
+        list(features.fields),
+        frequency,
+        content.get("split") or {},
+        content.get("analyzer"),
+        content.get("data"),
+        content.get("training"),
+    )
 
 
 def _check_served_model(name, source):
@@ -257,7 +317,8 @@ def export_checkpoint(state, path, data_path=None):
         raise ColdStartError(
             f"checkpoint {path}: the dataset's feature vocabulary is not the one it was trained on "
             f"({_first_difference(recorded, inputs.features.names)}): its weights would land on other features. "
-            "Use the dataset files it was trained on.")
+            "Use the dataset files it was trained on."
+        )
     train_dataset.model_inputs = inputs
     model = get_model(config["model"])(config, train_dataset)
     try:
@@ -269,9 +330,15 @@ def export_checkpoint(state, path, data_path=None):
         ) from None
     model.load_other_parameter(state.get("other_parameter"))
     epoch = state.get("epoch")  # the checkpoint's epoch is the kept one (-1: the untrained start)
-    return build_artifact(model, config, train_dataset, valid_data._dataset, test_data._dataset,
-                          dataset_analyzer(config, inputs.features.fields, train_dataset),
-                          training_record(config, {"best_epoch": epoch, "best_valid_score": state.get("best_valid_score")}))
+    return build_artifact(
+        model,
+        config,
+        train_dataset,
+        valid_data._dataset,
+        test_data._dataset,
+        dataset_analyzer(config, inputs.features.fields, train_dataset),
+        training_record(config, {"best_epoch": epoch, "best_valid_score": state.get("best_valid_score")}),
+    )
 
 
 def _first_difference(a, b):
@@ -279,4 +346,3 @@ def _first_difference(a, b):
         if x != y:
             return f"column {k} was {x!r}, the data now gives {y!r}"
     return f"{len(a)} columns then, {len(b)} now"
-

@@ -41,8 +41,8 @@ class NeighbourScorer:
         kept, floors = [sp.csr_matrix((0, self.n_training))], [np.zeros(0)]
         step = max(1, BLOCK_CELLS // max(self.n_training, 1))
         for start in range(0, rows.shape[0], step):
-            part = None if columns is None else columns[start:start + step]
-            block = self.model.neighbour_similarities(rows[start:start + step], part)
+            part = None if columns is None else columns[start : start + step]
+            block = self.model.neighbour_similarities(rows[start : start + step], part)
             floors.append(np.partition(block, -self.k, axis=1)[:, -self.k])
             kept.append(sp.csr_matrix(block))
         return sp.vstack(kept, format="csr"), np.concatenate(floors)

@@ -48,17 +48,17 @@ class UnknownTokensWarning(ServeWarning):
 @dataclass
 class NewItems:
     path: str
-    tokens: list               # external ids of the new items, in file order
-    counts: sp.csr_matrix      # term counts over the model's feature columns (known tokens only)
-    matrix: sp.csr_matrix      # weighted rows, as the training items' rows of F
-    unknown: Counter = field(default_factory=Counter)     # "field:token" -> occurrences, not in the vocabulary
+    tokens: list  # external ids of the new items, in file order
+    counts: sp.csr_matrix  # term counts over the model's feature columns (known tokens only)
+    matrix: sp.csr_matrix  # weighted rows, as the training items' rows of F
+    unknown: Counter = field(default_factory=Counter)  # "field:token" -> occurrences, not in the vocabulary
     weightless: Counter = field(default_factory=Counter)  # "field:token" -> occurrences, no training item has it
-    featureless: list = field(default_factory=list)       # new items left without any weighted feature
-    raw: bool = False          # True: the cells were raw text, analysed as the converter did
+    featureless: list = field(default_factory=list)  # new items left without any weighted feature
+    raw: bool = False  # True: the cells were raw text, analysed as the converter did
     origin: dict = field(default_factory=dict)  # field -> {term: Counter of the raw words that gave it}
     analyzers: dict = field(default_factory=dict)  # field -> the stored analyzer applied to its raw text
-    hint: str = None           # for pre-tokenised input whose unknown tokens look like raw words
-    source: str = None         # what the items came from, for messages ("new-item file x.item", "request")
+    hint: str = None  # for pre-tokenised input whose unknown tokens look like raw words
+    source: str = None  # what the items came from, for messages ("new-item file x.item", "request")
 
     def __len__(self):
         return len(self.tokens)
@@ -76,15 +76,18 @@ class NewItems:
         try:
             return self.tokens.index(str(token))
         except ValueError:
-            raise ColdStartError(f"item {token!r} is neither in the dataset nor in the new-item file {self.path}.") from None
+            raise ColdStartError(
+                f"item {token!r} is neither in the dataset nor in the new-item file {self.path}."
+            ) from None
 
 
 def not_text_error(path, error, encoding):
     """The one line for a new-item file that is not text in the dataset's encoding."""
-    byte = error.object[error.start:error.start + 1] if isinstance(error.object, bytes) else b""
+    byte = error.object[error.start : error.start + 1] if isinstance(error.object, bytes) else b""
     return ColdStartError(
         f"new-item file {path} is not {encoding} text (byte {error.start}: {byte!r}); save it as {encoding} "
-        "(the encoding the model's dataset was read with, setting 'encoding').")
+        "(the encoding the model's dataset was read with, setting 'encoding')."
+    )
 
 
 def read_header(path, separator, encoding="utf-8"):
@@ -143,8 +146,15 @@ def read_atomic_items(path, served):
     wanted = [iid] + list(served.fields)
     header = [f"{name}:{columns[name].value}" for name in wanted]
     try:
-        frame = pd.read_csv(path, delimiter=separator, usecols=header, dtype=str, encoding=encoding, engine="python",
-                            keep_default_na=False)  # cells are text: an item or a token 'NA' is not missing
+        frame = pd.read_csv(
+            path,
+            delimiter=separator,
+            usecols=header,
+            dtype=str,
+            encoding=encoding,
+            engine="python",
+            keep_default_na=False,
+        )  # cells are text: an item or a token 'NA' is not missing
     except UnicodeDecodeError as error:
         raise not_text_error(path, error, encoding) from None
     atomic = AtomicFile(path, {name: kind.value for name, kind in columns.items()}, n_rows, blanks)
@@ -222,8 +232,20 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=No
     matrix = served.features.transform(counts)
     featureless = [tokens[k] for k in np.flatnonzero(np.diff(matrix.indptr) == 0)]
     hint = None if raw or not analyzers else raw_text_hint(unknown, analyzers, column_of)
-    items = NewItems(path or source, tokens, counts, matrix, unknown, weightless, featureless, raw, origin,
-                     analyzers_used, hint, source)
+    items = NewItems(
+        path or source,
+        tokens,
+        counts,
+        matrix,
+        unknown,
+        weightless,
+        featureless,
+        raw,
+        origin,
+        analyzers_used,
+        hint,
+        source,
+    )
     if warn and (items.n_ignored or items.featureless):  # an empty description ignores no token
         warnings.warn(unknown_tokens_message(items), UnknownTokensWarning, stacklevel=2)
     return items
@@ -258,14 +280,19 @@ def unknown_tokens_message(items):
         )
     message = f"{items.source or 'new-item file ' + items.path}:"
     if items.n_ignored:
-        message += (f" {items.n_ignored} feature token occurrence(s) unknown to the trained model were ignored: "
-                    + "; ".join(parts) + ".")
+        message += (
+            f" {items.n_ignored} feature token occurrence(s) unknown to the trained model were ignored: "
+            + "; ".join(parts)
+            + "."
+        )
     if items.hint:
         message += f" {items.hint}."
     if items.featureless:
         shown = ", ".join(repr(t) for t in items.featureless[:5]) + (" ..." if len(items.featureless) > 5 else "")
-        message += (f" {len(items.featureless)} new item(s) have no known feature left and score 0 for every user "
-                    f"(their lists of users are in arbitrary order): {shown}.")
+        message += (
+            f" {len(items.featureless)} new item(s) have no known feature left and score 0 for every user "
+            f"(their lists of users are in arbitrary order): {shown}."
+        )
     return message
 
 

@@ -68,6 +68,7 @@ def write_output(path, fmt, table, document):
     try:
         write_atomic(path, text.encode("utf-8"))
     except OSError as error:
-        raise ColdStartError(f"output file {path} cannot be written ({error.strerror or error}); expected a path in "
-                             "a writable folder.") from None
+        raise ColdStartError(
+            f"output file {path} cannot be written ({error.strerror or error}); expected a path in a writable folder."
+        ) from None
     return path

@@ -1,10 +1,11 @@
 """Raw text of new items -> the tokens training saw, with the analyzer the converter stored.
 
 `recbole-fbsm convert` writes `NAME.analyzer.json` beside a dataset: for each token_seq field
-the tokeniser, stop words, stemmer (or "whole" tags) and vocabulary; a model artifact carries a copy. A new item given as raw text (a
-CSV/TSV file, or an `.item` file read with `raw_text=True`) goes through exactly that analyzer, field by
-field. A field the file does not describe (a dataset not made by the converter, such as ml-100k) is
-split as RecBole splits it: on `seq_separator` for token_seq fields, the whole cell for token fields.
+the tokeniser, stop words, stemmer (or "whole" tags) and vocabulary; a model artifact carries a copy.
+A new item given as raw text (a CSV/TSV file, or an `.item` file read with `raw_text=True`) goes
+through exactly that analyzer, field by field. A field the file does not describe (a dataset not made
+by the converter, such as ml-100k) is split as RecBole splits it: on `seq_separator` for token_seq fields,
+the whole cell for token fields.
 """
 
 import csv
@@ -14,8 +15,8 @@ from dataclasses import dataclass, field
 
 from recbole.utils import FeatureType
 
-from recbole_fbsm.data.analyzer import analyzer_records
 from recbole_fbsm.convert.text import default_sep
+from recbole_fbsm.data.analyzer import analyzer_records
 from recbole_fbsm.errors import ColdStartError
 
 
@@ -30,9 +31,9 @@ def dataset_analyzers(served):
 class Tokenized:
     """Token lists of one field for every new item, and what the analyzer made of the words."""
 
-    cells: list                                  # per item: the field's tokens
-    origin: dict = field(default_factory=dict)   # token -> Counter of the original words that gave it
-    analyzer: object = None                      # the stored analyzer, when the cells were raw text
+    cells: list  # per item: the field's tokens
+    origin: dict = field(default_factory=dict)  # token -> Counter of the original words that gave it
+    analyzer: object = None  # the stored analyzer, when the cells were raw text
 
 
 def split_cells(values, feature_type, seq_separator):
@@ -79,7 +80,9 @@ def read_text_table(path, served, analyzers):
             numbered = [(reader.line_num, row) for row in reader if row]  # a quoted cell may span lines
         lines, rows = [n for n, _ in numbered], [row for _, row in numbered]
     except (OSError, UnicodeDecodeError, csv.Error) as error:
-        raise ColdStartError(f"new-item file {path} cannot be read as {'TSV' if separator == chr(9) else 'CSV'}: {error}") from None
+        raise ColdStartError(
+            f"new-item file {path} cannot be read as {'TSV' if separator == chr(9) else 'CSV'}: {error}"
+        ) from None
     if not rows:
         raise ColdStartError(f"new-item file {path} is empty: expected a header line and one row per new item.")
     header = [column.strip() for column in rows[0]]
@@ -104,7 +107,8 @@ def read_text_table(path, served, analyzers):
         if wrong:  # a short row is not read as empty cells, a long row's extra cell is not dropped
             raise ColdStartError(
                 f"new-item file {path}: line(s) {wrong[:10]} have {relation} than the header's {len(header)} columns "
-                f"(separator {separator!r}, from the file extension).")
+                f"(separator {separator!r}, from the file extension)."
+            )
     tokens = [row[id_column].strip() for row in body]
     return tokens, {name: [row[k] for row in body] for name, k in columns.items()}
 
@@ -134,11 +138,19 @@ def dropped_words_message(name, unknown, origin, analyzer):
     dropped = sum(unknown.values())
     if analyzer.kind == "whole":
         return f"{name}: {dropped} of {total} tags not in the training vocabulary (e.g. {', '.join(examples)})"
-    steps = [step for step, done in (("stop-word removal", analyzer.stop_words is not None),
-                                     ("stemming", analyzer.stemmer is not None)) if done]
+    steps = [
+        step
+        for step, done in (
+            ("stop-word removal", analyzer.stop_words is not None),
+            ("stemming", analyzer.stemmer is not None),
+        )
+        if done
+    ]
     after = f" after {' and '.join(steps)}" if steps else ""
-    return (f"{name}: {dropped} of {total} words dropped{after}, as their terms are not in the training vocabulary "
-            f"(e.g. {', '.join(examples)})")
+    return (
+        f"{name}: {dropped} of {total} words dropped{after}, as their terms are not in the training vocabulary "
+        f"(e.g. {', '.join(examples)})"
+    )
 
 
 def raw_text_hint(unknown, analyzers, known_columns):
@@ -156,8 +168,10 @@ def raw_text_hint(unknown, analyzers, known_columns):
             example = example or f"{value!r} -> {' '.join(terms)!r}"
     if not helped:
         return None
-    return (f"{helped} of them become known terms through the dataset's analyzer (e.g. {example}): the file seems "
-            "to hold raw text; give it as a CSV/TSV file or with --raw-text (raw_text=True) to analyse it as training did")
+    return (
+        f"{helped} of them become known terms through the dataset's analyzer (e.g. {example}): the file seems "
+        "to hold raw text; give it as a CSV/TSV file or with --raw-text (raw_text=True) to analyse it as training did"
+    )
 
 
 def existing_file(path):

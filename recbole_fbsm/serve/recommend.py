@@ -22,8 +22,8 @@ from recbole_fbsm.serve.scoring import DEFAULT_CELLS, RunningTopK, iter_profile_
 
 @dataclass
 class Recommendations:
-    for_items: pd.DataFrame   # item_id, rank, user_id, score: the top users of each new item
-    for_users: pd.DataFrame   # user_id, rank, item_id, score: the top new items of each user
+    for_items: pd.DataFrame  # item_id, rank, user_id, score: the top users of each new item
+    for_users: pd.DataFrame  # user_id, rank, item_id, score: the top new items of each user
     new_items: NewItems
 
     def to_dict(self):
@@ -47,13 +47,15 @@ def score_new_items(served, new_items, users):
     return torch.cat([scores for _, scores in iter_profile_scores(served.model, users, matrix)], dim=0)
 
 
-def recommend(served, new_items, top=10, users=None, for_items=True, for_users=True, seed=None,
-              cells=DEFAULT_CELLS, raw_text=None):
+def recommend(
+    served, new_items, top=10, users=None, for_items=True, for_users=True, seed=None, cells=DEFAULT_CELLS, raw_text=None
+):
     """Top-``top`` lists for brand-new items.
 
     ``served``: a ``ServedModel`` or a checkpoint path; ``new_items``: a ``NewItems`` or the path of
-    an ``.item`` file or of a CSV/TSV file of raw text (``raw_text``: see ``read_new_items``). ``for_items``: for each new item, the ``top`` users (among those with training likes)
-    to show it to. ``for_users``: for each of ``users`` (external tokens; default every user with a
+    an ``.item`` file or of a CSV/TSV file of raw text (``raw_text``: see ``read_new_items``). ``for_items``:
+    for each new item, the ``top`` users (among those with training likes) to show it to. ``for_users``: for
+    each of ``users`` (external tokens; default every user with a
     training like), the ``top`` new items. ``seed`` (default: the checkpoint's) seeds tie breaking.
     """
     if not isinstance(served, ServedModel):
@@ -72,7 +74,7 @@ def recommend(served, new_items, top=10, users=None, for_items=True, for_users=T
         candidates = users_with_likes(served)
         best = RunningTopK(len(new_items), int(top), seed=seed, device=served.device)
         for start, scores in iter_profile_scores(model, candidates, matrix, cells):
-            best.add(scores.T, candidates[start:start + scores.shape[0]])
+            best.add(scores.T, candidates[start : start + scores.shape[0]])
         ids, scores = best.result()
         ids = ids.cpu().numpy()
         user_tokens = np.asarray(served.user_tokens(ids.ravel()), dtype=object).reshape(ids.shape)
@@ -89,7 +91,9 @@ def recommend(served, new_items, top=10, users=None, for_items=True, for_users=T
             if empty:
                 warnings.warn(
                     f"{len(empty)} user(s) have no training like, so every new item scores 0 for them and their "
-                    f"lists are in random order: {', '.join(empty[:10])}.", ServeWarning, stacklevel=2,
+                    f"lists are in random order: {', '.join(empty[:10])}.",
+                    ServeWarning,
+                    stacklevel=2,
                 )
         generator = torch.Generator().manual_seed(int(seed) + 1)
         ids, values = [], []
@@ -109,9 +113,11 @@ def _long_table(key_name, keys, value_name, values, scores):
     """One row per (key, rank): key, rank, value, score."""
     n_rows, k = values.shape if len(values.shape) == 2 else (len(keys), 0)
     scores = scores.detach().cpu().double().numpy()
-    return pd.DataFrame({
-        key_name: np.repeat(keys, k),
-        "rank": np.tile(np.arange(1, k + 1), n_rows),
-        value_name: np.asarray(values, dtype=object).ravel(),
-        "score": scores.ravel(),
-    })
+    return pd.DataFrame(
+        {
+            key_name: np.repeat(keys, k),
+            "rank": np.tile(np.arange(1, k + 1), n_rows),
+            value_name: np.asarray(values, dtype=object).ravel(),
+            "score": scores.ravel(),
+        }
+    )

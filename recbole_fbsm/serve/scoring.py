@@ -23,8 +23,11 @@ ITEM_MAJOR_CELLS = 1 << 20
 def scipy_to_torch_csr(matrix, device="cpu", dtype=torch.float32):
     """A scipy CSR matrix as a torch sparse CSR tensor."""
     return torch.sparse_csr_tensor(
-        torch.as_tensor(matrix.indptr, dtype=torch.long), torch.as_tensor(matrix.indices, dtype=torch.long),
-        torch.as_tensor(matrix.data, dtype=dtype), size=matrix.shape, check_invariants=False,
+        torch.as_tensor(matrix.indptr, dtype=torch.long),
+        torch.as_tensor(matrix.indices, dtype=torch.long),
+        torch.as_tensor(matrix.data, dtype=dtype),
+        size=matrix.shape,
+        check_invariants=False,
     ).to(device)
 
 
@@ -45,18 +48,18 @@ def iter_profile_scores(model, users, item_matrix, cells=DEFAULT_CELLS):
     if isinstance(model, FeatureSimilarity) and n_items < len(users) and n_items * model.n_features <= ITEM_MAJOR_CELLS:
         step = max(1, cells // max(item_matrix.shape[0] * model.diagonal_parts(users[:1])[0].shape[0], 1))
         for start in range(0, len(users), step):
-            yield start, model.score_rows_item_side(users[start:start + step], item_matrix)
+            yield start, model.score_rows_item_side(users[start : start + step], item_matrix)
         return
     if not isinstance(model, FeatureSimilarity):  # two-tower models (DropoutNet, Heater, ALDI): U_u . item vector
         step = max(1, cells // max(item_matrix.shape[0], 1))
         for start in range(0, len(users), step):
-            yield start, model.score_feature_rows(users[start:start + step], item_matrix)
+            yield start, model.score_feature_rows(users[start : start + step], item_matrix)
         return
     factors = model.low_rank_factors()
     item_factors = None if factors is None else torch.sparse.mm(item_matrix, factors)
     step = user_batch_size(model.n_features, item_matrix.shape[0], cells)
     for start in range(0, len(users), step):
-        yield start, model.score_feature_rows(users[start:start + step], item_matrix, item_factors)
+        yield start, model.score_feature_rows(users[start : start + step], item_matrix, item_factors)
 
 
 def ranked(scores, keys, k):

@@ -33,8 +33,8 @@ WRITE_LOCK = 0x46_42_53_4D  # PostgreSQL advisory lock key of the store's writes
 @dataclass(frozen=True)
 class StoredItem:
     item_id: str
-    raw: bool      # cells are raw text (analysed as the converter did), else token strings
-    cells: dict    # {feature field: text}
+    raw: bool  # cells are raw text (analysed as the converter did), else token strings
+    cells: dict  # {feature field: text}
 
 
 class Store:
@@ -133,8 +133,12 @@ class Store:
     # -------------------------------------------------------------- interface
     def changes_since(self, seq):
         """[(seq, kind, user, item)] after ``seq``, in order."""
-        return [(int(s), k, u, i) for s, k, u, i in
-                self._read("SELECT seq, kind, user_id, item_id FROM changes WHERE seq > ? ORDER BY seq", (int(seq),))]
+        return [
+            (int(s), k, u, i)
+            for s, k, u, i in self._read(
+                "SELECT seq, kind, user_id, item_id FROM changes WHERE seq > ? ORDER BY seq", (int(seq),)
+            )
+        ]
 
     def last_change(self):
         rows = self._read("SELECT MAX(seq) FROM changes")
@@ -148,11 +152,15 @@ class Store:
                 existed = write.execute("SELECT 1 FROM items WHERE item_id = ?", (item.item_id,)).fetchone()
                 if existed:
                     replaced.append(item.item_id)
-                    write.execute("UPDATE items SET raw = ?, cells = ? WHERE item_id = ?",
-                                  (int(item.raw), json.dumps(item.cells), item.item_id))
+                    write.execute(
+                        "UPDATE items SET raw = ?, cells = ? WHERE item_id = ?",
+                        (int(item.raw), json.dumps(item.cells), item.item_id),
+                    )
                 else:
-                    write.execute("INSERT INTO items (item_id, raw, cells) VALUES (?, ?, ?)",
-                                  (item.item_id, int(item.raw), json.dumps(item.cells)))
+                    write.execute(
+                        "INSERT INTO items (item_id, raw, cells) VALUES (?, ?, ?)",
+                        (item.item_id, int(item.raw), json.dumps(item.cells)),
+                    )
                 self._log(write, ITEM, item=item.item_id)
         return replaced
 
@@ -161,7 +169,9 @@ class Store:
         with self._write() as write:
             if not write.execute("SELECT 1 FROM items WHERE item_id = ?", (item_id,)).fetchone():
                 return None
-            users = [row[0] for row in write.execute("SELECT user_id FROM likes WHERE item_id = ?", (item_id,)).fetchall()]
+            users = [
+                row[0] for row in write.execute("SELECT user_id FROM likes WHERE item_id = ?", (item_id,)).fetchall()
+            ]
             write.execute("DELETE FROM likes WHERE item_id = ?", (item_id,))
             write.execute("DELETE FROM items WHERE item_id = ?", (item_id,))
             for user in users:
@@ -177,9 +187,11 @@ class Store:
             ids = list(ids)
             rows = []
             for start in range(0, len(ids), 500):
-                part = ids[start:start + 500]
-                rows += self._read(f"SELECT item_id, raw, cells FROM items WHERE item_id IN ({', '.join('?' * len(part))})",
-                                   tuple(part))
+                part = ids[start : start + 500]
+                rows += self._read(
+                    f"SELECT item_id, raw, cells FROM items WHERE item_id IN ({', '.join('?' * len(part))})",
+                    tuple(part),
+                )
             rows.sort()
         return [StoredItem(i, bool(raw), json.loads(cells)) for i, raw, cells in rows]
 
@@ -250,7 +262,9 @@ class SqliteStore(Store):
             self._connection.execute("ROLLBACK")
 
     def _log(self, write, kind, user=None, item=None):
-        return write.execute("INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?)", (kind, user, item)).lastrowid
+        return write.execute(
+            "INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?)", (kind, user, item)
+        ).lastrowid
 
 
 class PostgresStore(Store):
@@ -265,8 +279,10 @@ class PostgresStore(Store):
         try:
             import psycopg
         except ImportError:
-            raise ColdStartError(f"--store {_without_password(self.location)}: the PostgreSQL store needs psycopg "
-                                 "(pip install 'recbole-fbsm[postgres]').") from None
+            raise ColdStartError(
+                f"--store {_without_password(self.location)}: the PostgreSQL store needs psycopg "
+                "(pip install 'recbole-fbsm[postgres]')."
+            ) from None
         try:
             return psycopg.connect(self.location, connect_timeout=10)
         except psycopg.Error as error:
@@ -280,8 +296,9 @@ class PostgresStore(Store):
         self._reader.rollback()
 
     def _log(self, write, kind, user=None, item=None):
-        return write.execute("INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?) RETURNING seq",
-                             (kind, user, item)).fetchone()[0]
+        return write.execute(
+            "INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?) RETURNING seq", (kind, user, item)
+        ).fetchone()[0]
 
 
 def _without_password(url):

@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from recbole_fbsm.models.contract import FeatureSimilarity
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
+from recbole_fbsm.models.contract import FeatureSimilarity
 from recbole_fbsm.serve.loading import ServedModel, load_model
 from recbole_fbsm.serve.scoring import rows_as_sparse
 
@@ -36,11 +36,10 @@ class UserComparison:
     name_b: str
     k: int
     per_user: pd.DataFrame  # user_id, group, recall_a, recall_b, hits_a, hits_b, test_likes, train_likes
-    groups: pd.DataFrame    # one row per group (better / same / worse: A vs B) and "all"
+    groups: pd.DataFrame  # one row per group (better / same / worse: A vs B) and "all"
 
     def to_dict(self):
-        return {"model_a": self.name_a, "model_b": self.name_b, "k": self.k,
-                "groups": self.groups.to_dict("records")}
+        return {"model_a": self.name_a, "model_b": self.name_b, "k": self.k, "groups": self.groups.to_dict("records")}
 
 
 def test_likes(served):
@@ -48,6 +47,7 @@ def test_likes(served):
     return served.split_likes("test")
 
 
+# longer than 60 lines: a docstring of the trainer's protocol it replays, then one batched pass over the test users
 @torch.no_grad()
 def per_user_recall(served, k=10):
     """Per test user: hits in the top ``k`` among the test split's items, test likes, Recall@k.
@@ -87,7 +87,7 @@ def per_user_recall(served, k=10):
     if bool((like_cols < 0).any()):
         raise ColdStartError("a test like's item is not among the test split's items.")
     for start in range(0, len(users), step):
-        batch = torch.as_tensor(users[start:start + step], device=device)
+        batch = torch.as_tensor(users[start : start + step], device=device)
         scores = model.score_feature_rows(batch, matrix, item_factors)
         columns = candidates
         if scores.shape[1] < depth:  # fewer candidates than k: never-relevant fillers, as the collector does
@@ -97,16 +97,21 @@ def per_user_recall(served, k=10):
         top = collector.random_tie_topk(scores, depth, batch, columns)[:, : int(k)]
         relevant = torch.zeros(scores.shape, dtype=torch.bool, device=device)
         in_batch = (like_rows >= start) & (like_rows < start + len(batch))
-        relevant[torch.as_tensor(like_rows[in_batch] - start, device=device), like_cols[torch.as_tensor(in_batch, device=device)]] = True
-        hits[start:start + len(batch)] = relevant.gather(1, top).sum(1).cpu().numpy()
+        relevant[
+            torch.as_tensor(like_rows[in_batch] - start, device=device),
+            like_cols[torch.as_tensor(in_batch, device=device)],
+        ] = True
+        hits[start : start + len(batch)] = relevant.gather(1, top).sum(1).cpu().numpy()
     test_counts = likes[users]
-    return pd.DataFrame({
-        "user_id": served.user_tokens(users),
-        "hits": hits,
-        "test_likes": test_counts,
-        "recall": hits / test_counts,
-        "train_likes": served.training_likes_per_user()[users],
-    })
+    return pd.DataFrame(
+        {
+            "user_id": served.user_tokens(users),
+            "hits": hits,
+            "test_likes": test_counts,
+            "recall": hits / test_counts,
+            "train_likes": served.training_likes_per_user()[users],
+        }
+    )
 
 
 def check_same_split(a, b):
@@ -146,7 +151,9 @@ def compare_users(a, b, k=10):
     check_same_split(a, b)
     recall_a = per_user_recall(a, k)
     recall_b = per_user_recall(b, k)
-    merged = recall_a.merge(recall_b[["user_id", "hits", "recall"]], on="user_id", suffixes=("_a", "_b"), validate="1:1")
+    merged = recall_a.merge(
+        recall_b[["user_id", "hits", "recall"]], on="user_id", suffixes=("_a", "_b"), validate="1:1"
+    )
     merged["group"] = np.select(
         [merged["recall_a"] > merged["recall_b"], merged["recall_a"] == merged["recall_b"]], ["better", "same"], "worse"
     )
@@ -160,15 +167,17 @@ def compare_users(a, b, k=10):
         members = per_user if group == "all" else per_user[per_user["group"] == group]
         group_likes = like_frame[like_frame["user_id"].isin(set(members["user_id"]))]
         items = group_likes["item"].unique()
-        rows.append({
-            "group": group,
-            "users": len(members),
-            "test_items": len(items),
-            "likes_per_user": float(members["test_likes"].mean()) if len(members) else np.nan,
-            "train_likes_per_user": float(members["train_likes"].mean()) if len(members) else np.nan,
-            "likes_per_item": len(group_likes) / len(items) if len(items) else np.nan,
-            "item_test_likes": float(item_likes.loc[items].mean()) if len(items) else np.nan,
-            "recall_a": float(members["recall_a"].mean()) if len(members) else np.nan,
-            "recall_b": float(members["recall_b"].mean()) if len(members) else np.nan,
-        })
+        rows.append(
+            {
+                "group": group,
+                "users": len(members),
+                "test_items": len(items),
+                "likes_per_user": float(members["test_likes"].mean()) if len(members) else np.nan,
+                "train_likes_per_user": float(members["train_likes"].mean()) if len(members) else np.nan,
+                "likes_per_item": len(group_likes) / len(items) if len(items) else np.nan,
+                "item_test_likes": float(item_likes.loc[items].mean()) if len(items) else np.nan,
+                "recall_a": float(members["recall_a"].mean()) if len(members) else np.nan,
+                "recall_b": float(members["recall_b"].mean()) if len(members) else np.nan,
+            }
+        )
     return UserComparison(a.model_name, b.model_name, int(k), per_user.reset_index(drop=True), pd.DataFrame(rows))

@@ -49,8 +49,9 @@ def fingerprint_of(dataset, config_file_list=None, overrides=None):
     """The fingerprint of the data a run of ``dataset`` with these settings would read (None when the
     settings name no readable dataset: the run itself will say why)."""
     try:
-        config = ColdStartConfig(model="CoSim", dataset=dataset, config_file_list=config_file_list,
-                                 config_dict=dict(overrides or {}))
+        config = ColdStartConfig(
+            model="CoSim", dataset=dataset, config_file_list=config_file_list, config_dict=dict(overrides or {})
+        )
         return config_fingerprint(config)["sha256"]
     except Exception:  # noqa: BLE001 (a bad setting is reported by the run)
         return None

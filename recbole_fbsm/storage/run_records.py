@@ -31,14 +31,24 @@ def settings_of(dataset, config_file_list, overrides):
         except OSError:
             digest = None
         files.append({"path": str(path), "sha256": digest})
-    return {"dataset": str(dataset), "config_files": files, "overrides": {k: str(v) for k, v in (overrides or {}).items()},
-            "data_sha256": fingerprint_of(dataset, config_file_list, overrides), "package_version": package_version()}
+    return {
+        "dataset": str(dataset),
+        "config_files": files,
+        "overrides": {k: str(v) for k, v in (overrides or {}).items()},
+        "data_sha256": fingerprint_of(dataset, config_file_list, overrides),
+        "package_version": package_version(),
+    }
 
 
 def changed_settings(old, new):
     """The names of the settings that differ between two ``settings_of`` results, for messages."""
-    names = {"data_sha256": "the data", "package_version": "the package version", "config_files": "config files",
-             "overrides": "overrides", "dataset": "dataset"}
+    names = {
+        "data_sha256": "the data",
+        "package_version": "the package version",
+        "config_files": "config files",
+        "overrides": "overrides",
+        "dataset": "dataset",
+    }
     return [label for key, label in names.items() if (old or {}).get(key) != (new or {}).get(key)]
 
 

@@ -70,8 +70,10 @@ def load_tensors(path, what, device="cpu", mmap=False):
     if not os.path.isfile(path):
         raise ColdStartError(f"{what} {path} not found.")
     if not zipfile.is_zipfile(path):  # torch would try its pre-1.6 pickle format and fail deep inside it
-        raise ColdStartError(f"{what} {path} is not a file written by torch.save (a zip archive, as every .fbsm "
-                             "artifact and .pth checkpoint is): another kind of file, or one cut short in a copy.")
+        raise ColdStartError(
+            f"{what} {path} is not a file written by torch.save (a zip archive, as every .fbsm "
+            "artifact and .pth checkpoint is): another kind of file, or one cut short in a copy."
+        )
     check_pickle_size(path, what)
     try:
         return torch.load(path, map_location=device, weights_only=True, mmap=mmap)
@@ -100,11 +102,15 @@ def check_pickle_size(path, what, limit=None):
         raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
     for info in records:
         if info.compress_type != zipfile.ZIP_STORED:
-            raise ColdStartError(f"{what} {path}: its pickled values ({info.filename}) are compressed, which "
-                                 "torch.save never does: refused before unpickling (a file from elsewhere?).")
+            raise ColdStartError(
+                f"{what} {path}: its pickled values ({info.filename}) are compressed, which "
+                "torch.save never does: refused before unpickling (a file from elsewhere?)."
+            )
         if info.file_size > limit:
-            raise ColdStartError(f"{what} {path}: its pickled values ({info.filename}) declare {info.file_size} bytes, "
-                                 f"more than the {limit} this release unpickles: refused before reading them.")
+            raise ColdStartError(
+                f"{what} {path}: its pickled values ({info.filename}) declare {info.file_size} bytes, "
+                f"more than the {limit} this release unpickles: refused before reading them."
+            )
 
 
 def in_memory(value):
@@ -126,7 +132,8 @@ class PickledFileError(ColdStartError):
         super().__init__(
             f"{what} {path} holds pickled Python objects (a checkpoint of recbole-fbsm before 0.2, or a file "
             "from elsewhere): loading it could run any code, so it is not loaded. If it comes from a source you "
-            f"trust, convert it once: recbole-fbsm serve export {path} --trust-pickle -o MODEL.fbsm")
+            f"trust, convert it once: recbole-fbsm serve export {path} --trust-pickle -o MODEL.fbsm"
+        )
 
 
 def load_checkpoint(path, device="cpu"):
@@ -144,8 +151,14 @@ def encode_arrays(value):
     ``other_parameter``) as tagged tensors, which ``weights_only`` loading accepts; ``decode_arrays`` undoes it."""
     if sp.issparse(value):
         matrix = sp.csr_matrix(value)
-        return {"__csr__": [torch.as_tensor(matrix.indptr), torch.as_tensor(matrix.indices),
-                            torch.as_tensor(matrix.data), list(matrix.shape)]}
+        return {
+            "__csr__": [
+                torch.as_tensor(matrix.indptr),
+                torch.as_tensor(matrix.indices),
+                torch.as_tensor(matrix.data),
+                list(matrix.shape),
+            ]
+        }
     if isinstance(value, np.ndarray) and value.dtype != object:
         return {"__ndarray__": torch.as_tensor(value)}
     if isinstance(value, dict):

@@ -16,7 +16,6 @@ from recbole_fbsm.storage.run_records import plain_record_value as _plain
 from recbole_fbsm.storage.run_records import settings_of, write_record
 from recbole_fbsm.training.run_log import RECBOLE_LOG_ROOT
 
-
 HYBRID_GROUPS = ("valid_result_cold", "valid_result_warm", "test_result_cold", "test_result_warm")
 
 

@@ -47,9 +47,10 @@ def make_run_dirs(config):
         try:
             os.makedirs(path, exist_ok=True)
         except OSError as error:
-
-            raise ColdStartError(f"cannot create the folder {path} ({error.strerror}); expected a writable "
-                                 "checkpoint_dir and working directory.") from None
+            raise ColdStartError(
+                f"cannot create the folder {path} ({error.strerror}); expected a writable "
+                "checkpoint_dir and working directory."
+            ) from None
 
 
 def tag_run(config):
@@ -216,7 +217,11 @@ def run_log_files(config):
     values = "".join(str(value) for value in config.final_config_dict.values())
     md5 = hashlib.md5(values.encode("utf-8")).hexdigest()[:6]
     folder = os.path.join(RECBOLE_LOG_ROOT, config["model"])
-    return glob.glob(os.path.join(glob.escape(folder), f"{glob.escape(config['model'])}-{glob.escape(str(config['dataset']))}-*-{md5}.log"))
+    return glob.glob(
+        os.path.join(
+            glob.escape(folder), f"{glob.escape(config['model'])}-{glob.escape(str(config['dataset']))}-*-{md5}.log"
+        )
+    )
 
 
 @contextmanager

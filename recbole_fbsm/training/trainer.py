@@ -38,16 +38,16 @@ from recbole.utils import ModelType, get_local_time
 from recbole.utils import get_trainer as recbole_trainer_lookup
 from torch.nn.parallel import DistributedDataParallel
 
-from recbole_fbsm.data.user_batches import shards_users
-from recbole_fbsm.models.contract import HasOptimizerGroups, ScoresCandidates, has_nothing_to_train
 from recbole_fbsm.config.schema import setting
+from recbole_fbsm.data.user_batches import shards_users
+from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.evaluation.collector import TieBreakingCollector
+from recbole_fbsm.evaluation.early_stopping import paper_early_stopping
+from recbole_fbsm.models.contract import HasOptimizerGroups, ScoresCandidates, has_nothing_to_train
 from recbole_fbsm.recbole_compat import TrainerRoutes
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.runtime.threads import plan_for_config
 from recbole_fbsm.storage.safe_files import Settings, encode_arrays, load_checkpoint, plain, save_tensors
-from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.evaluation.collector import TieBreakingCollector
-from recbole_fbsm.evaluation.early_stopping import paper_early_stopping
 
 _TRAINER_CACHE = {}
 # below this many triplets per process and step, a data-parallel CPU run is slower than one process
@@ -119,8 +119,12 @@ class ColdStartTrainerMixin:
         hybrid = bool(getattr(config, "hybrid", False))
         self.valid_group = str(setting(config, "hybrid_valid_group")).lower() if hybrid else "all"
         # RecBole's general models know warm items only: a cold candidate gets their lowest score (hybrid scenario)
-        self.warm_only_scores = hybrid and model.type == ModelType.GENERAL and not getattr(
-            model, "reads_own_features", False) and not getattr(model, "scores_cold_items", False)
+        self.warm_only_scores = (
+            hybrid
+            and model.type == ModelType.GENERAL
+            and not getattr(model, "reads_own_features", False)
+            and not getattr(model, "scores_cold_items", False)
+        )
 
     def _start_data_parallel(self, config):
         """``parallel_sync: gradients``: DDP on the device the config chose. ``average``: the ranks start from
@@ -132,22 +136,26 @@ class ColdStartTrainerMixin:
             self._scale_learning_rate(config)
             return
         if setting(config, "parallel_sync") == "average" and distributed.is_main_process():
-            self.logger.info("parallel_sync: average needs whole-user batches (train_batch_by_user: True); "
-                             f"{config['model']} exchanges gradients at every step instead.")
+            self.logger.info(
+                "parallel_sync: average needs whole-user batches (train_batch_by_user: True); "
+                f"{config['model']} exchanges gradients at every step instead."
+            )
         device = torch.device(config["device"])
         # broadcast_buffers off: F, the profiles and the warm embeddings are constant and alike on every
         # rank; batch-norm statistics are taken from rank 0 before each evaluation instead
         with warnings.catch_warnings():  # torch deprecates the flag, but its successor still syncs at init
             warnings.filterwarnings("ignore", message=".*broadcast_buffers", category=FutureWarning)
             self.distributed_model = DistributedDataParallel(
-                self.model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False)
+                self.model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False
+            )
         share = int(config["train_batch_size"]) // dist.get_world_size()
         if device.type == "cpu" and share < SMALL_CPU_SHARE and distributed.is_main_process():
             self.logger.warning(
                 f"train_batch_size={config['train_batch_size']} over {dist.get_world_size()} processes: about {share} "
                 f"triplets per process and step. On CPUs such steps cost less than exchanging V and D every "
                 f"step (measured: 2 processes 2.5 times slower than one at 256, 2.3 times faster at 4,096; "
-                f"benchmarks/README.md); raise train_batch_size.")
+                f"benchmarks/README.md); raise train_batch_size."
+            )
 
     def _scale_learning_rate(self, config):
         """``parallel_sync: average``: W processes take 1/W of one process's steps per epoch, each on a batch of
@@ -161,13 +169,13 @@ class ColdStartTrainerMixin:
                 group["lr"] *= size
         if distributed.is_main_process():
             rates = sorted({f"{group['lr']:g}" for group in self.optimizer.param_groups})
-            how = (f"{', '.join(set_rates)} x {size} processes: SGD, parallel_scale_learning_rate" if scale
-                   else "as set")
+            how = f"{', '.join(set_rates)} x {size} processes: SGD, parallel_scale_learning_rate" if scale else "as set"
             self.logger.info(
                 f"data-parallel: {size} processes, each training its own users on batches of "
                 f"{config['train_batch_size']} triplets; parameters averaged every "
                 f"{setting(config, 'parallel_average_every')} steps and after each epoch; learning rate "
-                f"{', '.join(rates)} ({how})")
+                f"{', '.join(rates)} ({how})"
+            )
 
     def set_reduce_hook(self):
         if self.distributed_model is not None:  # parallel_sync: gradients
@@ -236,11 +244,14 @@ class ColdStartTrainerMixin:
     def _stop_on_diverged_loss(self, saved):
         """A NaN loss ends training, not the run: the best checkpoint so far is kept and tested."""
         clip = self.config["clip_grad_norm"]
-        cause = (f"learning_rate={self.config['learning_rate']} is too high for this data"
-                 + ("" if clip else ", and the gradient norm is not clipped (e.g. clip_grad_norm: {max_norm: 5})"))
+        cause = f"learning_rate={self.config['learning_rate']} is too high for this data" + (
+            "" if clip else ", and the gradient norm is not clipped (e.g. clip_grad_norm: {max_norm: 5})"
+        )
         kept = self.kept_epoch is not None and (not saved or os.path.isfile(self.saved_model_file))
-        message = (f"training stopped at epoch {self._epoch_in_progress}: the training loss became NaN (diverged); "
-                   f"likely {cause}.")
+        message = (
+            f"training stopped at epoch {self._epoch_in_progress}: the training loss became NaN (diverged); "
+            f"likely {cause}."
+        )
         if not kept:
             raise ColdStartError(message + " No epoch was validated before it, so there is no model to keep.")
         self.logger.warning(message + f" The best epoch so far on validation ({self.kept_epoch}) is kept and tested.")
@@ -301,7 +312,8 @@ class ColdStartTrainerMixin:
         except OSError as error:
             raise ColdStartError(
                 f"checkpoint {path} could not be written ({error.strerror or error}); the last one written, if any, is "
-                "unchanged. Free space there or give another checkpoint_dir.") from None
+                "unchanged. Free space there or give another checkpoint_dir."
+            ) from None
         if verbose:
             self.logger.info(f"Saving current: {path}")
 
@@ -319,10 +331,14 @@ class ColdStartTrainerMixin:
             return f"kept epoch {self.kept_epoch} ({trained}): valid {metric} {best:.4f}"
         start = float(self.start_valid_score)
         if self.kept_epoch is None or self.kept_epoch < 0:
-            return (f"kept the untrained start: no epoch beat its valid {metric} {start:.4f} ({trained}); "
-                    "the result is the untrained model (for FBSM and UFSM: the fixed similarity of their features)")
+            return (
+                f"kept the untrained start: no epoch beat its valid {metric} {start:.4f} ({trained}); "
+                "the result is the untrained model (for FBSM and UFSM: the fixed similarity of their features)"
+            )
         gain = f"{100 * (best - start) / start:+.1f}%" if start else "n/a"
-        return f"kept epoch {self.kept_epoch} ({trained}): valid {metric} {best:.4f} (untrained start {start:.4f}, {gain})"
+        return (
+            f"kept epoch {self.kept_epoch} ({trained}): valid {metric} {best:.4f} (untrained start {start:.4f}, {gain})"
+        )
 
     def resume_checkpoint(self, resume_file):
         checkpoint = load_checkpoint(resume_file, self.device)
@@ -351,12 +367,15 @@ class ColdStartTrainerMixin:
         self.eval_collector.reset_ties()
         self.eval_collector.candidates = self._candidates
         self._cold_columns = self._group_masks(eval_data) if self._candidates is not None else None
-        self.eval_collector.set_groups(None if self._cold_columns is None else {
-            "cold": self._cold_columns, "warm": ~self._cold_columns})
+        self.eval_collector.set_groups(
+            None if self._cold_columns is None else {"cold": self._cold_columns, "warm": ~self._cold_columns}
+        )
         with self.threads.phase("evaluate"):
             result = super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
-        self.group_results = {name: (self.evaluator.evaluate(struct) if "rec.topk" in struct else {})
-                              for name, struct in self.eval_collector.group_structs().items()}
+        self.group_results = {
+            name: (self.evaluator.evaluate(struct) if "rec.topk" in struct else {})
+            for name, struct in self.eval_collector.group_structs().items()
+        }
         return result
 
     def _group_masks(self, eval_data):
@@ -419,9 +438,7 @@ class ColdStartTrainerMixin:
             scores[rows[seen], columns[seen]] = -np.inf
         positive_u, positive_i = positive_u.to(self.device), position[positive_i.to(self.device)]
         if bool((positive_i < 0).any()):
-            raise ColdStartError(
-                "evaluation: a positive item of the evaluated split is not among its candidate items."
-            )
+            raise ColdStartError("evaluation: a positive item of the evaluated split is not among its candidate items.")
         return interaction, scores, positive_u, positive_i
 
     def _predict_candidates(self, interaction, candidates):

@@ -20,8 +20,8 @@ from recbole.utils import InputType
 from torch import nn
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.models.inputs import model_inputs
 from recbole_fbsm.kernels.sparse import TorchCsr, rows_times_table
+from recbole_fbsm.models.inputs import model_inputs
 
 
 def csr_rows(matrix):
@@ -95,8 +95,8 @@ class ContentColdStartRecommender(GeneralRecommender):
         self.n_features = features.n_features
         if self.n_features == 0:
             raise ColdStartError(f"{type(self).__name__}: the item features are empty (no token in any training item).")
-        self.F = TorchCsr(features.matrix)   # items x features (the fitted inputs, not parameters)
-        self.R = TorchCsr(inputs.likes)      # users x items: training likes (serving counts them)
+        self.F = TorchCsr(features.matrix)  # items x features (the fitted inputs, not parameters)
+        self.R = TorchCsr(inputs.likes)  # users x items: training likes (serving counts them)
         user_emb, item_emb = inputs.warm
         self.embedding_size = user_emb.shape[1]
         # persistent: the checkpoint holds the warm tables, so serving (and a later warm_checkpoint) needs no retraining
@@ -193,7 +193,9 @@ class ContentColdStartRecommender(GeneralRecommender):
 
     def warm_scores(self, users, items):
         """The warm model's scores (the distillation / regression targets)."""
-        return (self.warm_user_embedding.index_select(0, users) * self.warm_item_embedding.index_select(0, items)).sum(-1)
+        return (self.warm_user_embedding.index_select(0, users) * self.warm_item_embedding.index_select(0, items)).sum(
+            -1
+        )
 
     def bernoulli(self, n, probability, device):
         """A bool mask of n draws (seeded, from the model's own generator: reproducible, device-agnostic)."""
@@ -201,7 +203,9 @@ class ContentColdStartRecommender(GeneralRecommender):
 
     def decay_groups(self, weight_decay):
         """Optimizer groups: L2 (as weight decay) on the layers' weights and biases, none on batch norm."""
-        norms = {id(p) for m in self.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) for p in m.parameters()}
+        norms = {
+            id(p) for m in self.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) for p in m.parameters()
+        }
         decayed = [p for p in self.parameters() if id(p) not in norms]
         plain = [p for p in self.parameters() if id(p) in norms]
         return [{"params": decayed, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]

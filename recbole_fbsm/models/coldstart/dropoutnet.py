@@ -7,7 +7,10 @@ from torch import nn
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.models.coldstart.base import (
-    ContentColdStartRecommender, SparseLinear, TanhBlock, truncated_normal_init,
+    ContentColdStartRecommender,
+    SparseLinear,
+    TanhBlock,
+    truncated_normal_init,
 )
 
 
@@ -73,7 +76,7 @@ class DropoutNet(ContentColdStartRecommender):
         rows = self.F.gather_rows(items)
         preference = self.warm_item_embedding.index_select(0, items)
         warm = self.training_item_mask.index_select(0, items) & keep
-        user = self.user_vectors(users[:len(positives)])  # once per triplet, for both of its pairs
+        user = self.user_vectors(users[: len(positives)])  # once per triplet, for both of its pairs
         prediction = (torch.cat([user, user]) * self.item_vectors_from_rows(rows, preference, warm)).sum(-1)
         return torch.nn.functional.mse_loss(prediction, target)
 

@@ -7,7 +7,11 @@ from torch import nn
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.models.coldstart.base import (
-    ContentColdStartRecommender, SparseLinear, TanhBlock, standardized, truncated_normal_init,
+    ContentColdStartRecommender,
+    SparseLinear,
+    TanhBlock,
+    standardized,
+    truncated_normal_init,
 )
 
 
@@ -35,10 +39,12 @@ class Heater(ContentColdStartRecommender):
         self.reg_weight = float(setting(config, "reg_weight"))
         self.negatives_per_like = int((config["train_neg_sample_args"] or {}).get("sample_num") or 1)
         output = d if setting(config, "output_size") is None else int(setting(config, "output_size"))  # ~: warm rank
-        self.register_buffer("user_input", standardized(self.warm_user_embedding, self.user_has_likes, 5.0),
-                             persistent=False)
-        self.register_buffer("item_input", standardized(self.warm_item_embedding, self.training_item_mask, 1.0),
-                             persistent=False)
+        self.register_buffer(
+            "user_input", standardized(self.warm_user_embedding, self.user_has_likes, 5.0), persistent=False
+        )
+        self.register_buffer(
+            "item_input", standardized(self.warm_item_embedding, self.training_item_mask, 1.0), persistent=False
+        )
         self.experts = SparseLinear(self.n_features, self.n_experts * d, generator=self._generator)
         self.gate = SparseLinear(self.n_features, self.n_experts, generator=self._generator)
         self.user_layer, self.item_layer = TanhBlock(d, output), TanhBlock(d, output)
@@ -88,7 +94,9 @@ class Heater(ContentColdStartRecommender):
         user = self.user_vectors(users[:n])  # once per triplet, for both of its pairs
         scores = (torch.cat([user, user]) * self.item_output(self.item_layer(item_input))).sum(-1)
         recommendation = (weights * (scores - labels).pow(2)).sum() / weights.sum()
-        alignment = self.alignment_weight * (weights * warm.to(weights.dtype) * (content - preference).pow(2).sum(-1)).sum()
+        alignment = (
+            self.alignment_weight * (weights * warm.to(weights.dtype) * (content - preference).pow(2).sum(-1)).sum()
+        )
         return recommendation + alignment
 
     def optimizer_param_groups(self, learning_rate):

@@ -298,7 +298,12 @@ def test_two_workers_share_the_store_and_see_each_others_writes(trained, tmp_pat
     model = tmp_path / "w.fbsm"
     model.write_bytes(open(trained["artifacts"]["FBSM"], "rb").read())
     with cli_service([model, "--workers", 2, "--token", TOKEN], tmp_path, free_port()) as (process, url):
-        pids = set()
+        # the service answers once one worker is up; the other may still be importing torch on a busy machine
+        pids, deadline = set(), time.monotonic() + 120
+        while len(pids) < 2:
+            assert time.monotonic() < deadline, f"only worker {pids} answered /health in 120 s"
+            pids.add(call(f"{url}/health")[1]["pid"])
+        answered = set()
         for n in range(24):
             item = f"w{n}"
             code, _ = call(
@@ -310,8 +315,8 @@ def test_two_workers_share_the_store_and_see_each_others_writes(trained, tmp_pat
             answer = call(f"{url}/users/u0_{n % 5}/likes")[1]
             assert item in answer["likes"]
             assert item in call(f"{url}/items")[1]["items"]
-            pids.add(call(f"{url}/health")[1]["pid"])
-        assert len(pids) == 2
+            answered.add(call(f"{url}/health")[1]["pid"])
+        assert answered == pids  # both workers took part in the writes and reads above
         # a reload asked of one worker reaches the other through the store
         model.write_bytes(open(trained["artifacts"]["CoSim"], "rb").read())
         assert call(f"{url}/admin/reload", "POST", headers=AUTH)[1]["model"] == "CoSim"

@@ -16,6 +16,26 @@ def _header(table):
     ]
 
 
+# Pop and ItemKNNCBF on ml-100k in the hybrid scenario, one split: run by the fixture, run again to resume
+HYBRID_COMPARISON = [
+    "--dataset=ml-100k",
+    "--models",
+    "Pop",
+    "ItemKNNCBF",
+    "--seeds",
+    "2020",
+    "--results",
+    "r",
+    "--cold_start_scenario=hybrid",
+    "--topk=[20]",
+    "--valid_metric=Recall@20",
+    "--metrics=['Recall','NDCG']",
+    "--use_gpu=False",
+    "--worker=0",
+    "--torch_threads=1",
+]
+
+
 @pytest.fixture(scope="module")
 def hybrid_results(tmp_path_factory):
     """Pop and ItemKNNCBF on ml-100k in the hybrid scenario, one split, through the real run()."""
@@ -23,25 +43,7 @@ def hybrid_results(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.chdir(cwd)
     try:
-        code = cmp.main(
-            [
-                "--dataset=ml-100k",
-                "--models",
-                "Pop",
-                "ItemKNNCBF",
-                "--seeds",
-                "2020",
-                "--results",
-                "r",
-                "--cold_start_scenario=hybrid",
-                "--topk=[20]",
-                "--valid_metric=Recall@20",
-                "--metrics=['Recall','NDCG']",
-                "--use_gpu=False",
-                "--worker=0",
-                "--torch_threads=1",
-            ]
-        )
+        code = cmp.main(list(HYBRID_COMPARISON))
     finally:
         mp.undo()
     return cwd / "r", code
@@ -80,28 +82,7 @@ def test_hybrid_table_has_all_cold_and_warm_columns_from_the_records(hybrid_resu
 def test_resumed_hybrid_comparison_prints_the_groups_on_the_console(hybrid_results, monkeypatch, capsys):
     results, _ = hybrid_results
     monkeypatch.chdir(results.parent)
-    assert (
-        cmp.main(
-            [
-                "--dataset=ml-100k",
-                "--models",
-                "Pop",
-                "ItemKNNCBF",
-                "--seeds",
-                "2020",
-                "--results",
-                "r",
-                "--cold_start_scenario=hybrid",
-                "--topk=[20]",
-                "--valid_metric=Recall@20",
-                "--metrics=['Recall','NDCG']",
-                "--use_gpu=False",
-                "--worker=0",
-                "--torch_threads=1",
-            ]
-        )
-        == 0
-    )
+    assert cmp.main(list(HYBRID_COMPARISON)) == 0
     out = capsys.readouterr().out
     knn = json.loads((results / "ItemKNNCBF-2020.json").read_text())
     figures = "/".join(

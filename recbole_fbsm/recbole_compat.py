@@ -1,18 +1,17 @@
-"""The wall between the plugin and RecBole's internals: every private behaviour of RecBole it overrides or
-relies on, listed in one place, guarded by the supported version, pinned by a test.
+"""The wall between the plugin and RecBole's internals: every RecBole method the plugin overrides (private or
+public), every private name of RecBole (or torch, or pandas) it calls or reads, and every RecBole text it
+matches, listed in one place with what it relies on, guarded by the supported version, pinned by a test.
 
 RecBole 1.2.1 offers no public hook for what the item cold-start protocol must change (how the Config
 resolves models and settings, how the Dataset reads and numbers tokens, how loaders cut batches, how the
-trainer evaluates and saves). The plugin therefore overrides private methods; each is listed below with
-what it relies on. The plugin's classes never define a private RecBole name themselves: they inherit a
-*routes* mixin built here, which sends RecBole's call of ``_name`` to the plugin's ``plugin_name`` and
-offers RecBole's own behaviour as ``recbole_name``. A plugin override continues the chain with
-``super().plugin_name(...)``; the last link is RecBole's.
-
-``tests/test_recbole_compat.py`` pins every listed RecBole function by a hash of its source: a RecBole
-release that changes one fails that test, naming the function, before it can break a run silently.
+trainer evaluates and saves). The plugin's classes override RecBole's methods directly, as RecBole's own
+plugins do (RecBole-GNN): ``ColdStartDataset._load_data`` calls ``super()._load_data``, and a traceback names
+both. ``tests/test_recbole_compat.py`` pins every function listed here by a hash of its source (a RecBole
+release that changes one fails there, naming it), finds every override and every private name of RecBole's
+in the plugin's source, and fails on one not listed here or on a listed one the plugin no longer uses.
 """
 
+import re
 import warnings
 from typing import NamedTuple
 
@@ -23,211 +22,229 @@ from recbole.evaluator.register import metric_information, metric_types, metrics
 SUPPORTED_RECBOLE = "1.2.1"
 
 
-class Private(NamedTuple):
-    owner: str  # where RecBole (or torch) defines it, as module.Class
-    name: str  # the private attribute
-    relies_on: str  # why the plugin needs it, and what of RecBole's behaviour it assumes
-    digest: str  # sha256 prefix of the owner's source of it (tests/test_recbole_compat.py)
-    is_property: bool = False
+class Pin(NamedTuple):
+    source: str  # RecBole's (torch's, pandas') function or object the plugin relies on, as module.Class.attribute
+    digest: str  # sha256 prefix of its source (tests/test_recbole_compat.py)
+    relies_on: str  # what the plugin assumes of it, and why it needs it
+    name: str = ""  # the private attribute read, or RecBole's text matched, when not the source's own name
 
 
-CONFIG = (
-    Private(
-        "recbole.config.configurator.Config",
-        "_get_model_and_dataset",
-        "called first by Config.__init__ to resolve the model class: the plugin's models come first, an "
-        "unknown name is one error line",
-        "8dac22b5bb63",
-    ),
-    Private(
-        "recbole.config.configurator.Config",
-        "_load_internal_config_dict",
-        "called once with (model, model class, dataset) after RecBole's own property files: the plugin "
-        "adds its layers (overall, dataset, model, tuned values) on top",
+_CONFIG = "recbole.config.configurator.Config."
+_DATASET = "recbole.data.dataset.dataset.Dataset."
+_LOADERS = "recbole.data.dataloader."
+_TRAINER = "recbole.trainer.trainer.Trainer."
+
+# RecBole's private methods the plugin's classes define (and continue with super())
+OVERRIDDEN = (
+    Pin(_CONFIG + "_get_model_and_dataset", "8dac22b5bb63", "resolves the model class: the plugin's come first"),
+    Pin(
+        _CONFIG + "_load_internal_config_dict",
         "0c02574bc56f",
+        "called once after RecBole's property files: the plugin adds overall, dataset, model and tuned files",
     ),
-    Private(
-        "recbole.config.configurator.Config",
-        "_load_cmd_line",
-        "Config parses sys.argv itself: the plugin's commands parse their own arguments, so it reads none",
-        "9cad35cc9559",
-    ),
-    Private(
-        "recbole.config.configurator.Config",
-        "_convert_config_dict",
-        "RecBole eval()s string values; the plugin parses them strictly (settings.convert_value), never eval",
-        "48152baf9a7a",
-    ),
-    Private(
-        "recbole.config.configurator.Config",
-        "_get_final_config_dict",
-        "merges the layers into final_config_dict: the plugin merges eval_args key by key and checks the "
-        "final settings",
+    Pin(_CONFIG + "_load_cmd_line", "9cad35cc9559", "Config parses sys.argv itself: the plugin reads none"),
+    Pin(_CONFIG + "_convert_config_dict", "48152baf9a7a", "RecBole eval()s strings: the plugin parses strictly"),
+    Pin(
+        _CONFIG + "_get_final_config_dict",
         "047402aa887d",
+        "merges the layers: the plugin merges eval_args key by key and checks the final settings",
     ),
-    Private(
-        "recbole.config.configurator.Config",
-        "_set_train_neg_sample_args",
-        "derives train_neg_sample_args: the plugin refuses a pairwise model without negatives",
+    Pin(
+        _CONFIG + "_set_train_neg_sample_args",
         "10e7e413f68a",
+        "derives train_neg_sample_args: the plugin refuses a pairwise model without negatives",
     ),
-    Private(
-        "recbole.config.configurator.Config",
-        "_init_device",
-        "picks the device and, for data-parallel runs, asks NCCL with one GPU per process: the plugin joins "
-        "its own process group (gloo on CPUs)",
+    Pin(
+        _CONFIG + "_init_device",
         "d6b946b3b2e0",
+        "asks NCCL with one GPU per process for data-parallel runs: the plugin joins its own group (gloo on CPUs)",
     ),
-)
-DATASET = (
-    Private(
-        "recbole.data.dataset.dataset.Dataset",
-        "_load_data",
-        "reads the atomic files into inter_feat / item_feat / user_feat: the plugin then puts rows in a "
-        "canonical order",
-        "9da47b33da9c",
-    ),
-    Private(
-        "recbole.data.dataset.dataset.Dataset",
-        "_load_feat",
-        "reads one atomic file (pandas): the plugin reads it from its bytes (data.fast_load), once",
-        "9948d02fed03",
-    ),
-    Private(
-        "recbole.data.dataset.dataset.Dataset",
-        "_remap",
-        "numbers tokens in order of first appearance: the plugin numbers them in sorted order",
-        "51fd4947aa82",
-    ),
-    Private(
-        "recbole.data.dataset.dataset.Dataset",
-        "_filter_inter_by_user_or_item",
-        "drops interactions without a .user / .item row: the plugin does it by category codes and counts "
-        "them in a warning",
-        "ea9f7d3e88eb",
-    ),
-    Private(
-        "recbole.data.dataset.dataset.Dataset",
-        "_filter_by_inter_num",
-        "filters by numbers of interactions: the plugin counts per id code",
-        "39e513ebe9a9",
-    ),
-    Private(
-        "recbole.data.dataset.dataset.Dataset",
-        "_dataframe_to_interaction",
-        "converts the tables to Interactions: the plugin pads sequence fields in one numpy scatter",
+    Pin(_DATASET + "_load_data", "9da47b33da9c", "reads the atomic files: the plugin then sorts rows canonically"),
+    Pin(_DATASET + "_load_feat", "9948d02fed03", "reads one atomic file (pandas): the plugin reads it once, fast"),
+    Pin(_DATASET + "_remap", "51fd4947aa82", "numbers tokens by first appearance: the plugin in sorted order"),
+    Pin(
+        _DATASET + "_dataframe_to_interaction",
         "b27637d6edd1",
+        "converts tables to Interactions: the plugin pads sequences in one scatter, or keeps item rows unpadded",
     ),
-)
-SAMPLER = (
-    Private(
-        "recbole.sampler.sampler.AbstractSampler",
-        "_build_alias_table",
-        "one popularity table over all items: the plugin draws each phase's negatives from its split only",
+    Pin(
+        "recbole.sampler.sampler.AbstractSampler._build_alias_table",
         "84d6dc143e06",
+        "one popularity table over all items: the plugin draws each phase's negatives from its split only",
     ),
-)
-TRAIN_LOADER = (
-    Private(
-        "torch.utils.data.dataloader.DataLoader",
-        "_index_sampler",
-        "the batches' index lists: the plugin's batches hold whole users (and each rank its share)",
+    Pin(
+        "torch.utils.data.dataloader.DataLoader._index_sampler",
         "362bb4bb9d4b",
-        is_property=True,
+        "the batches' index lists: training batches hold whole users; each rank takes its share or block",
     ),
-    Private(
-        "recbole.data.dataloader.general_dataloader.TrainDataLoader",
-        "_init_batch_size_and_step",
-        "sets step from train_batch_size (divided by the world size): the plugin keeps the whole batch",
+    Pin(
+        _LOADERS + "general_dataloader.TrainDataLoader._init_batch_size_and_step",
         "f59aca6cf0a3",
+        "sets step from train_batch_size (divided by the world size): the plugin keeps the whole batch",
     ),
-    Private(
-        "recbole.data.dataloader.abstract_dataloader.NegSampleDataLoader",
-        "_neg_sampling",
-        "dynamic negatives: the plugin scores the candidates as pairs, without RecBole's copies and loop",
-        "d46baeb70149",
-    ),
-)
-EVAL_LOADER = (
-    Private(
-        "torch.utils.data.dataloader.DataLoader",
-        "_index_sampler",
-        "the batches' index lists: in a data-parallel run each rank evaluates its block (or its own) users",
-        "362bb4bb9d4b",
-        is_property=True,
-    ),
-    Private(
-        "recbole.data.dataloader.general_dataloader.FullSortEvalDataLoader",
-        "_init_batch_size_and_step",
-        "users per batch from eval_batch_size / items: the plugin also bounds the profiles' width",
+    Pin(
+        _LOADERS + "general_dataloader.FullSortEvalDataLoader._init_batch_size_and_step",
         "2570d50a7e78",
+        "users per batch from eval_batch_size / items: the plugin also bounds the profiles' width",
     ),
-)
-TRAINER = (
-    Private(
-        "recbole.trainer.trainer.Trainer",
-        "_build_optimizer",
-        "builds the optimizer from model.parameters(): the plugin passes a model's own groups (FBSM's "
-        "separate learning rates for D and V)",
+    Pin(
+        "recbole.trainer.trainer.Trainer._build_optimizer",
         "81f2ebf61cca",
+        "builds the optimizer from model.parameters(): the plugin passes a model's groups (FBSM's D and V)",
     ),
-    Private(
-        "recbole.trainer.trainer.Trainer",
-        "_train_epoch",
-        "one epoch: the plugin weighs each rank's loss by its share and stops on a diverged loss",
-        "2ee67cb58ea7",
-    ),
-    Private(
-        "recbole.trainer.trainer.Trainer",
-        "_valid_epoch",
-        "one validation, whose score fit() compares with its best by utils.early_stopping: the plugin feeds "
-        "callbacks and applies the paper's early stopping",
+    Pin(_TRAINER + "_train_epoch", "2ee67cb58ea7", "the plugin weighs each rank's loss, stops on a diverged loss"),
+    Pin(
+        _TRAINER + "_valid_epoch",
         "711ddf0c4623",
+        "one validation, compared by fit() with utils.early_stopping: the plugin feeds callbacks, guards ties",
     ),
-    Private(
-        "recbole.trainer.trainer.Trainer",
-        "_save_checkpoint",
-        "pickles the Config in place: the plugin writes plain settings atomically",
-        "59378042d807",
+    Pin(_TRAINER + "_save_checkpoint", "59378042d807", "pickles the Config: the plugin writes plain settings"),
+    Pin(_TRAINER + "_full_sort_batch_eval", "82664fc5e5aa", "scores all items: the plugin the split's candidates"),
+    Pin(_TRAINER + "_map_reduce", "c1831d5e24de", "averages per-rank metrics: the collector gathered the rows"),
+)
+# RecBole's public methods the plugin's classes override (RecBole's hooks that only raise are not listed)
+PUBLIC_OVERRIDDEN = (
+    Pin(_CONFIG + "compatibility_settings", "5030d75b2f92", "sets numpy aliases: the plugin fills only missing ones"),
+    Pin(_DATASET + "build", "23efe0363311", "splits interactions: the plugin splits items (eval_args.group_by)"),
+    Pin(_DATASET + "fields", "d3a5a32ca71b", "every field: the plugin hides the ones a loader must not join"),
+    Pin(_DATASET + "join", "340437f53686", "joins feature columns per batch: skipped for models reading their own"),
+    Pin(
+        "recbole.sampler.sampler.Sampler.get_used_ids",
+        "8658f8bd9b74",
+        "a set per user and phase: the plugin's UsedIds arrays answer the same lookups",
     ),
-    Private(
-        "recbole.trainer.trainer.Trainer",
-        "_full_sort_batch_eval",
-        "scores a batch against all items: the plugin scores the split's candidates only",
-        "82664fc5e5aa",
+    Pin(
+        "recbole.sampler.sampler.AbstractSampler.sample_by_key_ids",
+        "2ab472d027ec",
+        "draws negatives per user id: the plugin from the phase's split",
     ),
-    Private(
-        "recbole.trainer.trainer.Trainer",
-        "_map_reduce",
-        "averages per-rank metrics: the plugin's collector already gathered every rank's rows",
-        "c1831d5e24de",
+    Pin(
+        "recbole.evaluator.collector.Collector.get_data_struct",
+        "b8062da76dd8",
+        "the collected rows: in a data-parallel run the plugin gathers every rank's block",
+    ),
+    Pin(
+        "recbole.evaluator.collector.Collector.eval_batch_collect",
+        "e7ec500fc074",
+        "asks register.need('rec.items' / 'rec.topk'): the plugin supplies its tie-fair top-k and hides those keys",
+    ),
+    Pin(
+        "recbole.model.general_recommender.random.Random.full_sort_predict",
+        "22eb55d0aa8d",
+        "scores from the global generator: the plugin's Random draws independent seeded scores",
+    ),
+    Pin(
+        "recbole.trainer.trainer.AbstractTrainer.set_reduce_hook",
+        "4c6644379cef",
+        "hooks DDP's gradients: only with parallel_sync: gradients",
+    ),
+    Pin(
+        "recbole.trainer.trainer.AbstractTrainer.sync_grad_loss",
+        "1654005880a7",
+        "a zero loss that touches every parameter: only with parallel_sync: gradients",
+    ),
+    Pin(
+        _LOADERS + "abstract_dataloader.AbstractDataLoader.set_batch_size",
+        "9f46c2f6892b",
+        "sets the batch size: the plugin also drops its planned whole-user batches",
+    ),
+    Pin(_TRAINER + "resume_checkpoint", "fe7521a84a5c", "unpickles a Config: the plugin loads weights only"),
+    Pin(_TRAINER + "evaluate", "a24a9dde4db8", "all items as candidates: the plugin the split's, ties at random"),
+    Pin(_TRAINER + "fit", "330c04de95ea", "the plugin validates the untrained model first and keeps the best epoch"),
+)
+# RecBole's methods overridden for speed only: the same results as RecBole's own, faster
+SPEED_ONLY = (
+    Pin(
+        _DATASET + "_filter_inter_by_user_or_item",
+        "ea9f7d3e88eb",
+        "drops interactions without a .user / .item row: the plugin compares category codes",
+    ),
+    Pin(_DATASET + "_filter_by_inter_num", "39e513ebe9a9", "filters by interaction counts: the plugin per id code"),
+    Pin(
+        _LOADERS + "abstract_dataloader.NegSampleDataLoader._neg_sampling",
+        "d46baeb70149",
+        "dynamic negatives: the plugin scores the candidates as pairs, without RecBole's copies and loop",
+    ),
+    Pin(
+        _LOADERS + "general_dataloader.TrainDataLoader.collate_fn",
+        "a7f18995d2de",
+        "indexes every column with a numpy array: the plugin takes the rows by index_select",
+    ),
+    Pin(
+        _LOADERS + "general_dataloader.FullSortEvalDataLoader.collate_fn",
+        "dec134094f25",
+        "one full_like per user for history and positives: the plugin gathers rows of two CSR matrices",
     ),
 )
-# private behaviour relied on without overriding it
+# RecBole's private methods the plugin calls without overriding them
+CALLED = (
+    Pin(_CONFIG + "_update_internal_config_dict", "6f0582adfbb8", "reads a property file into the layers"),
+    Pin(_DATASET + "_parse_intervals_str", "cd1077494e9b", "parses *_inter_num_interval as RecBole does"),
+    Pin(_DATASET + "_within_intervals", "9eac5a7392ea", "tests counts against those intervals"),
+    Pin(_DATASET + "_get_load_and_unload_col", "2ed5985d0f05", "the columns load_col / unload_col keep"),
+    Pin(_DATASET + "_change_feat_format", "9343965ca719", "turns the tables into Interactions before a split"),
+)
+# private attributes the plugin reads (pinned: where they are set), and pandas' NA strings
+READ = (
+    Pin(
+        _LOADERS + "abstract_dataloader.AbstractDataLoader.__init__",
+        "03bc7d40b609",
+        "a loader's dataset: the split whose items, users and features the plugin's code needs",
+        "_dataset",
+    ),
+    Pin(
+        _LOADERS + "abstract_dataloader.AbstractDataLoader.__init__",
+        "03bc7d40b609",
+        "a loader's sampler: the plugin's dynamic negatives draw from it",
+        "_sampler",
+    ),
+    Pin(
+        "recbole.evaluator.collector.DataStruct.__init__",
+        "80fcffea1b11",
+        "the collected tensors by key: the plugin gathers and hides keys in it",
+        "_data_dict",
+    ),
+    Pin(
+        "pandas._libs.parsers.STR_NA_VALUES",
+        "20b7e48a67f7",
+        "pandas' NA strings: float cells RecBole reads as missing",
+    ),
+)
+
+# RecBole's texts the plugin matches, each pinned below (TEXTS) to where RecBole writes it
+NAN_LOSS = "Training loss is nan"  # the ValueError of Trainer._check_nan
+STOP_LINE = "Finished training, best eval result in epoch"  # fit()'s early-stopping line
+TRAINING_LINE = re.compile(r"^epoch (\d+) training \[time: ([\d.]+)s, (.+)\]$", re.S)
+EVALUATING_LINE = re.compile(r"^epoch (\d+) evaluating \[time: ([\d.]+)s, valid_score: (\S+)\]$", re.S)
+RECBOLE_LOG_ROOT = "./log"  # init_logger's folder, hard-coded
+TEXTS = (
+    Pin(_TRAINER + "_check_nan", "b5620efb18b6", "a diverged loss is told apart from other errors", f'"{NAN_LOSS}"'),
+    Pin(_TRAINER + "fit", "330c04de95ea", "the plugin's kept epoch replaces this line", f'"{STOP_LINE} %d"'),
+    Pin(
+        _TRAINER + "_generate_train_loss_output",
+        "9f39d9dca641",
+        "the quiet console joins an epoch's training and evaluation lines",
+        '"epoch %d training"',
+    ),
+    Pin(_TRAINER + "fit", "330c04de95ea", "the same", '"epoch %d evaluating"'),
+    Pin("recbole.utils.logger.init_logger", "548f4cebce48", "the run's folders are made there first", '"./log/"'),
+)
+# private behaviour relied on without overriding, calling or reading it
 RELIED_ON = (
-    Private(
+    Pin(
         "recbole.utils.utils.early_stopping",
-        "",
+        "1890e39e7fb8",
         "counts a score equal to the best as an improvement (`>=`, `<=` when smaller is better): the plugin's "
         "tie guard nudges the kept best by one ulp so that a later equal score does not replace it",
-        "1890e39e7fb8",
     ),
-    Private(
-        "recbole.evaluator.collector.Collector",
-        "eval_batch_collect",
-        "asks self.register.need('rec.items' / 'rec.topk') before computing them: the plugin's collector "
-        "supplies its own top-k and hides those keys meanwhile",
-        "e7ec500fc074",
-    ),
-    Private(
+    Pin(
         "recbole.evaluator.register",
-        "",
+        "0c94706bfecc",
         "Config and Evaluator read the module-level dicts metrics_dict, metric_types, metric_information "
         "and smaller_metrics: the plugin's metrics are added to them (register_metric)",
-        "0c94706bfecc",
     ),
 )
-OVERRIDDEN = CONFIG + DATASET + SAMPLER + TRAIN_LOADER + EVAL_LOADER[1:] + TRAINER
+WALL = OVERRIDDEN + PUBLIC_OVERRIDDEN + SPEED_ONLY + CALLED + READ + TEXTS + RELIED_ON
 
 
 def check_version():
@@ -240,43 +257,6 @@ def check_version():
             RuntimeWarning,
             stacklevel=2,
         )
-
-
-def routes(mixin_name, privates):
-    """A mixin class routing each private name of ``privates`` to ``plugin_<name>`` (default: RecBole's own,
-    ``recbole_<name>``); put it right before the RecBole class in the bases."""
-    mixin = type(
-        mixin_name, (), {"__doc__": "Routes RecBole's private calls: " + ", ".join(p.name for p in privates) + "."}
-    )
-    for private in privates:
-        public = private.name.lstrip("_")
-        if private.is_property:
-            setattr(mixin, private.name, property(lambda self, p=public: getattr(self, "plugin_" + p)()))
-            setattr(mixin, "recbole_" + public, lambda self, n=private.name: getattr(super(mixin, self), n))
-            setattr(mixin, "plugin_" + public, lambda self, p=public: getattr(self, "recbole_" + p)())
-            continue
-        setattr(
-            mixin, private.name, lambda self, *args, p=public, **kwargs: getattr(self, "plugin_" + p)(*args, **kwargs)
-        )
-        setattr(
-            mixin,
-            "recbole_" + public,
-            lambda self, *args, n=private.name, **kwargs: getattr(super(mixin, self), n)(*args, **kwargs),
-        )
-        setattr(
-            mixin,
-            "plugin_" + public,
-            lambda self, *args, p=public, **kwargs: getattr(self, "recbole_" + p)(*args, **kwargs),
-        )
-    return mixin
-
-
-ConfigRoutes = routes("ConfigRoutes", CONFIG)
-DatasetRoutes = routes("DatasetRoutes", DATASET)
-SamplerRoutes = routes("SamplerRoutes", SAMPLER)
-TrainLoaderRoutes = routes("TrainLoaderRoutes", TRAIN_LOADER)
-EvalLoaderRoutes = routes("EvalLoaderRoutes", EVAL_LOADER)
-TrainerRoutes = routes("TrainerRoutes", TRAINER)
 
 
 def register_metric(metric_class):

@@ -28,7 +28,7 @@ from recbole_fbsm.config.settings import (
 )
 from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.recbole_compat import ConfigRoutes, restore_numpy_aliases
+from recbole_fbsm.recbole_compat import restore_numpy_aliases
 from recbole_fbsm.runtime.distributed import init_process_group
 
 
@@ -68,7 +68,7 @@ def _shown_path(path):
     return str(path)
 
 
-class ColdStartConfig(ConfigRoutes, Config):
+class ColdStartConfig(Config):
     """RecBole configuration for the item cold-start protocol.
 
     Unlike RecBole's Config, it never reads ``sys.argv`` (``run_recbole.py`` parses the command line
@@ -90,8 +90,8 @@ class ColdStartConfig(ConfigRoutes, Config):
             config_file_list = [path for path in config_file_list if read_yaml(path)] or None
         super().__init__(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
 
-    def plugin_set_train_neg_sample_args(self):
-        super().plugin_set_train_neg_sample_args()
+    def _set_train_neg_sample_args(self):
+        super()._set_train_neg_sample_args()
         args = self.final_config_dict.get("train_neg_sample_args") or {}
         if args.get("distribution") != "none":
             return
@@ -107,24 +107,24 @@ class ColdStartConfig(ConfigRoutes, Config):
                 "got none."
             )
 
-    def plugin_init_device(self):
+    def _init_device(self):
         """RecBole's device setup, except in a data-parallel run (``local_rank`` given by the launcher):
         there ``recbole_fbsm.runtime.distributed`` joins the process group with the backend the device needs
         (RecBole's always asks for NCCL and one GPU per process)."""
         if "local_rank" not in self.final_config_dict:
-            return super().plugin_init_device()
+            return super()._init_device()
         init_process_group(self.final_config_dict)
 
-    def plugin_convert_config_dict(self, config_dict):
+    def _convert_config_dict(self, config_dict):
         return {key: convert_value(value) for key, value in config_dict.items()}
 
     def compatibility_settings(self):
         restore_numpy_aliases()
 
-    def plugin_load_cmd_line(self):
+    def _load_cmd_line(self):
         return dict()
 
-    def plugin_get_model_and_dataset(self, model, dataset):
+    def _get_model_and_dataset(self, model, dataset):
         if model is None:
             model = self.external_config_dict.get("model")
             if model is None:
@@ -136,8 +136,8 @@ class ColdStartConfig(ConfigRoutes, Config):
         model_class = get_model(model) if isinstance(model, str) else model
         return model_class.__name__, model_class, dataset
 
-    def plugin_load_internal_config_dict(self, model, model_class, dataset):
-        super().plugin_load_internal_config_dict(model, model_class, dataset)
+    def _load_internal_config_dict(self, model, model_class, dataset):
+        super()._load_internal_config_dict(model, model_class, dataset)
         self.property_files = []  # the plugin's property files applied, in order (compare's table lists them)
         self.tuned_files = tuned_properties_files(model, dataset) if self._use_tuned() else []
         for path in (
@@ -160,8 +160,8 @@ class ColdStartConfig(ConfigRoutes, Config):
         value = setting(self.external_config_dict, "use_tuned_properties")
         return str(value).lower() not in ("false", "0", "no", "none")
 
-    def plugin_get_final_config_dict(self):
-        final = super().plugin_get_final_config_dict()
+    def _get_final_config_dict(self):
+        final = super()._get_final_config_dict()
         internal_eval = self.internal_config_dict.get("eval_args") or {}
         external_eval = self.external_config_dict.get("eval_args")
         if isinstance(external_eval, dict):

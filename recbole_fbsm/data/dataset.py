@@ -16,7 +16,6 @@ from recbole_fbsm.data.atomic_files import codes_of
 from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns, sequence_rows, split_rows
 from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.recbole_compat import DatasetRoutes
 
 # the csv module's field limit while RecBole's reader runs (its default, 131,072 characters, stops long texts)
 CSV_FIELD_LIMIT = 2**31 - 1
@@ -135,7 +134,7 @@ def _isin(values, allowed):
     return member[values.cat.codes.to_numpy()]  # code -1 (missing) reads the last slot
 
 
-class ColdStartDataset(DatasetRoutes, Dataset):
+class ColdStartDataset(Dataset):
     """A RecBole Dataset whose ``build()`` partitions items, not interactions, when
     ``eval_args.group_by`` is ``item``.
 
@@ -303,18 +302,18 @@ class ColdStartDataset(DatasetRoutes, Dataset):
         return np.ones(n, dtype=bool)
 
     # ------------------------------------------------------------------------------ canonical order
-    def plugin_load_data(self, token, dataset_path):
+    def _load_data(self, token, dataset_path):
         """RecBole's loading, then every table in a canonical row order (``_remap`` numbers users, items and
         tokens in sorted order): ids, vocabularies and batches then depend on the data, not on the order of
         the files' lines (the same likes in another order gave other results)."""
-        super().plugin_load_data(token, dataset_path)
+        super()._load_data(token, dataset_path)
         self.inter_feat = canonical_order(self.inter_feat, [self.uid_field, self.iid_field])
         if self.item_feat is not None:
             self.item_feat = canonical_order(self.item_feat, [self.iid_field])
         if self.user_feat is not None:
             self.user_feat = canonical_order(self.user_feat, [self.uid_field])
 
-    def plugin_remap(self, remap_list):
+    def _remap(self, remap_list):
         """RecBole's remapping of tokens to ids, with ids in sorted token order instead of first appearance:
         a user's, an item's or a feature token's id then depends only on which tokens exist, not on the
         interactions (adding validation/test likes of existing items no longer renumbers items, which moved
@@ -382,7 +381,7 @@ class ColdStartDataset(DatasetRoutes, Dataset):
         codes, uniques = pd.factorize(flat.astype(object)) if len(flat) else (np.zeros(0, dtype=np.int64), [])
         return codes.astype(np.int64), np.asarray(uniques, dtype=object), lengths
 
-    def plugin_filter_inter_by_user_or_item(self):
+    def _filter_inter_by_user_or_item(self):
         """RecBole's filter (interactions whose user or item has no row in the .user / .item file are
         dropped), by category codes when the columns are ``Categorical``."""
         if self.config["filter_inter_by_user_or_item"] is not True:
@@ -393,7 +392,7 @@ class ColdStartDataset(DatasetRoutes, Dataset):
                 remained &= _isin(self.inter_feat[field], feat[field])
         self.inter_feat.drop(self.inter_feat.index[~remained], inplace=True)
 
-    def plugin_filter_by_inter_num(self):
+    def _filter_by_inter_num(self):
         """RecBole's filter by number of interactions (``user_inter_num_interval``, ``item_inter_num_interval``;
         RecBole's default for a new dataset is ``[0,inf)``, which drops nothing), with counts per id code
         instead of ``Counter``s of tokens: the same rounds and the same rows dropped."""
@@ -484,7 +483,7 @@ class ColdStartDataset(DatasetRoutes, Dataset):
         is still missing). The csv module's field limit (131,072 characters, a ParserError past it) is raised
         for the read: a long text is legitimate."""
         if not isinstance(source, FeatureSource):
-            return super().plugin_load_feat(filepath, source)
+            return super()._load_feat(filepath, source)
         loaded = self._loaded_columns(filepath, source)
         if not loaded:
             if self._get_load_and_unload_col(source)[0] != set():
@@ -574,12 +573,12 @@ class ColdStartDataset(DatasetRoutes, Dataset):
             self._coded = {**(self._coded or {}), (source, field): sequences.vocabulary}
         return df
 
-    def plugin_dataframe_to_interaction(self, data):
+    def _dataframe_to_interaction(self, data):
         """RecBole's conversion to an ``Interaction``; sequence fields are padded by one numpy scatter
         instead of one tensor per row (14 s for 2 million items). With ``item_token_rows_only`` the .item
         file's ``token_seq`` fields go to ``item_token_rows`` unpadded, not into ``item_feat``."""
         if len(data) == 0:
-            return super().plugin_dataframe_to_interaction(data)
+            return super()._dataframe_to_interaction(data)
         numerical = self.config["numerical_features"] or []
         rows_only = self.item_token_rows_only and data is self.item_feat
         new_data = {}
@@ -595,11 +594,11 @@ class ColdStartDataset(DatasetRoutes, Dataset):
                 dtype = np.int64 if ftype == FeatureType.TOKEN_SEQ else np.float32
                 new_data[field] = torch.from_numpy(pad_sequences(data[field].values, self.field2seqlen[field], dtype))
             else:
-                new_data.update(super().plugin_dataframe_to_interaction(data[[field]]).interaction)
+                new_data.update(super()._dataframe_to_interaction(data[[field]]).interaction)
         return Interaction(new_data)
 
     # ------------------------------------------------------------------------- context-model inputs
-    def plugin_load_feat(self, filepath, source):
+    def _load_feat(self, filepath, source):
         """RecBole's loader (``_read_feat``); for context-aware models, ``token_seq`` item fields keep each token once.
 
         The converters repeat a term once per occurrence so that FBSM's tf-idf sees term counts. A

@@ -110,7 +110,7 @@ def device_batches(loader_class):
 
         def device_negatives(self, sampler, users, positives):
             """One negative per entry of ``users``; with dynamic sampling the best scored by the model of
-            ``candidate_num`` draws (as ``user_batches``' ``plugin_neg_sampling``, on the device). A model with
+            ``candidate_num`` draws (as ``user_batches``' ``_neg_sampling``, on the device). A model with
             ``score_training_candidates`` (the feature-similarity models) scores them from the batch's own
             positives when they are whole users; otherwise ``predict`` scores them as (user, item) pairs."""
             model = self.model

@@ -24,7 +24,6 @@ from torch.utils.data import BatchSampler
 from recbole_fbsm.data.sampler import UsedIds, sorted_unique
 from recbole_fbsm.data.user_batches import held_users
 from recbole_fbsm.kernels.sparse import TorchCsr
-from recbole_fbsm.recbole_compat import EvalLoaderRoutes
 from recbole_fbsm.runtime import distributed
 
 
@@ -62,10 +61,11 @@ class ShardedEvalMixin:
     """Evaluation batches of this rank's contiguous block of users only (all of them in one process); with
     ``parallel_sync: average`` the rank's own users (it holds only their profiles)."""
 
-    def plugin_index_sampler(self):
+    @property
+    def _index_sampler(self):
         rank, size = distributed.world()
         if size == 1 or self.config["single_spec"]:
-            return super().plugin_index_sampler()
+            return super()._index_sampler
         uid_list = getattr(self, "uid_list", None)
         owned = held_users(self.config, self._dataset.user_num)
         if owned is not None and uid_list is not None and not self.is_sequential:
@@ -75,14 +75,14 @@ class ShardedEvalMixin:
         return BatchSampler(rows, max(1, int(self.step)), drop_last=False)
 
 
-class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, EvalLoaderRoutes, FullSortEvalDataLoader):
+class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
     """RecBole's full-sort loader; batches hold at most ``eval_batch_size`` cells of the widest block an
     evaluation batch builds: (users x items) scores, or (users x features) dense profiles of FBSM, UFSM
     and CoSim. RecBole counts items only: 300 items, a 24,000-word vocabulary and 40,000 users made one
     batch of every user and a 3.8 GB profile block."""
 
-    def plugin_init_batch_size_and_step(self):
-        super().plugin_init_batch_size_and_step()
+    def _init_batch_size_and_step(self):
+        super()._init_batch_size_and_step()
         if self.is_sequential:
             return
         width = max(self._dataset.item_num, feature_columns(self.config, self._dataset), 1)
@@ -176,7 +176,5 @@ def vectorised_eval_loader(loader_class):
     if loader_class is FullSortEvalDataLoader:
         return ColdStartFullSortEvalDataLoader
     if loader_class not in _SHARDED:
-        _SHARDED[loader_class] = type(
-            f"Sharded{loader_class.__name__}", (ShardedEvalMixin, EvalLoaderRoutes, loader_class), {}
-        )
+        _SHARDED[loader_class] = type(f"Sharded{loader_class.__name__}", (ShardedEvalMixin, loader_class), {})
     return _SHARDED[loader_class]

@@ -20,8 +20,6 @@ import numpy as np
 import torch
 from recbole.sampler import Sampler
 
-from recbole_fbsm.recbole_compat import SamplerRoutes
-
 POPULARITY_REJECTION_ROUNDS = 16
 
 
@@ -112,7 +110,7 @@ class UsedIds:
         return sets
 
 
-class ColdStartSampler(SamplerRoutes, Sampler):
+class ColdStartSampler(Sampler):
     """RecBole ``Sampler`` restricted to the items of each phase's split (see module docstring)."""
 
     def __init__(self, phases, datasets, distribution="uniform", alpha=1.0):
@@ -154,7 +152,7 @@ class ColdStartSampler(SamplerRoutes, Sampler):
             for k, phase in enumerate(self.phases)
         }
 
-    def plugin_build_alias_table(self):
+    def _build_alias_table(self):
         """Popularity cumulative distributions per phase (RecBole builds one alias table over all items)."""
         self._pop_cdf = {}
         for phase, dataset in zip(self.phases, self.datasets):

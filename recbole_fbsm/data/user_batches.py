@@ -24,7 +24,6 @@ from recbole.data.interaction import Interaction
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.recbole_compat import TrainLoaderRoutes
 from recbole_fbsm.runtime import distributed
 
 
@@ -134,8 +133,9 @@ class UserGroupedBatchSampler:
 def user_grouped(loader_class):
     """``loader_class`` (RecBole's TrainDataLoader) with batches of whole users."""
 
-    class UserGroupedTrainDataLoader(TrainLoaderRoutes, loader_class):
-        def plugin_index_sampler(self):
+    class UserGroupedTrainDataLoader(loader_class):
+        @property
+        def _index_sampler(self):
             if getattr(self, "_user_batches", None) is None:
                 users = self._dataset.inter_feat[self._dataset.uid_field].numpy()
                 owned = held_users(self.config, self._dataset.user_num)
@@ -150,8 +150,8 @@ def user_grouped(loader_class):
                     )
             return self._user_batches
 
-        def plugin_init_batch_size_and_step(self):
-            super().plugin_init_batch_size_and_step()
+        def _init_batch_size_and_step(self):
+            super()._init_batch_size_and_step()
             # the batch of the whole run: RecBole divides ``step`` by the world size afterwards, in a
             # data-parallel run; here each rank takes its share of the whole batch instead (or, with
             # parallel_sync: average, whole batches of its own users)
@@ -159,7 +159,7 @@ def user_grouped(loader_class):
 
         def step_weights(self):
             """The weight of the next batch's loss in a data-parallel step (``UserGroupedBatchSampler._plan``)."""
-            return self.plugin_index_sampler().next_step_weight()
+            return self._index_sampler.next_step_weight()
 
         def set_batch_size(self, batch_size):
             super().set_batch_size(batch_size)
@@ -173,14 +173,14 @@ def user_grouped(loader_class):
             rows = Interaction({field: inter_feat[field].index_select(0, index) for field in inter_feat.columns})
             return self._neg_sampling(self.transform(self._dataset, self._dataset.join(rows)))
 
-        def plugin_neg_sampling(self, inter_feat):
+        def _neg_sampling(self, inter_feat):
             """RecBole's dynamic negative sampling (the best scored of ``candidate_num`` draws) without its
             deep copy of the batch, its tiling of every column and its Python loop over the triplets:
             the candidates are scored as (user, item) pairs only, without a graph. Models that read
             more than those two columns in ``predict`` keep RecBole's version."""
             model = getattr(self, "model", None)
             if not self.neg_sample_args.get("dynamic", False) or not getattr(model, "reads_own_features", False):
-                return super().plugin_neg_sampling(inter_feat)
+                return super()._neg_sampling(inter_feat)
             candidate_num = self.neg_sample_args["candidate_num"]
             users, items = inter_feat[self.uid_field], inter_feat[self.iid_field]
             candidates = self._sampler.sample_by_user_ids(

@@ -33,9 +33,9 @@ class PaperEarlyStoppingMixin:
                 self.best_valid_score = best
             self._tie_guard = None
 
-    def plugin_valid_epoch(self, valid_data, show_progress=False):
+    def _valid_epoch(self, valid_data, show_progress=False):
         self._restore_best()
-        valid_score, valid_result = super().plugin_valid_epoch(valid_data, show_progress=show_progress)
+        valid_score, valid_result = super()._valid_epoch(valid_data, show_progress=show_progress)
         best = self.best_valid_score
         if valid_score == best and np.isfinite(best):
             guarded = np.nextafter(best, np.inf if self.valid_metric_bigger else -np.inf)

@@ -20,15 +20,12 @@ from contextlib import contextmanager
 from recbole.utils import init_logger
 
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.recbole_compat import EVALUATING_LINE, RECBOLE_LOG_ROOT, STOP_LINE, TRAINING_LINE
 
-RECBOLE_LOG_ROOT = "./log"  # hard-coded in recbole.utils.init_logger
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # recbole_fbsm/
 
 _handlers_of_last_run = []
 _ANSI = re.compile(r"\x1B(?:[@-Z\\-_]|\[[0-?]*[ -/]*[@-~])")
-_TRAINING = re.compile(r"^epoch (\d+) training \[time: ([\d.]+)s, (.+)\]$", re.S)
-_EVALUATING = re.compile(r"^epoch (\d+) evaluating \[time: ([\d.]+)s, valid_score: (\S+)\]$", re.S)
-_RECBOLE_LINES_SHOWN = ("Finished training, best eval result in epoch",)  # early stopping: the kept epoch
 
 
 def on_console(shown=True):
@@ -142,12 +139,12 @@ class QuietConsoleHandler(logging.StreamHandler):
 
     def emit(self, record):
         text = _ANSI.sub("", str(record.getMessage())).strip()
-        training = _TRAINING.match(text)
+        training = TRAINING_LINE.match(text)
         if training:
             self._release()
             self._pending = (record, training.group(1), f"{training.group(3)} ({training.group(2)}s)")
             return
-        evaluating = _EVALUATING.match(text)
+        evaluating = EVALUATING_LINE.match(text)
         if evaluating:
             pending, self._pending = self._pending, None
             score = f"valid {self.valid_metric}: {evaluating.group(3)} ({evaluating.group(2)}s)"
@@ -173,7 +170,7 @@ class QuietConsoleHandler(logging.StreamHandler):
             return True
         if str(record.pathname).startswith(PACKAGE_DIR):
             return True
-        return _ANSI.sub("", str(record.getMessage())).startswith(_RECBOLE_LINES_SHOWN)
+        return _ANSI.sub("", str(record.getMessage())).startswith(STOP_LINE)  # early stopping: the kept epoch
 
     def _release(self):
         if self._pending is not None:

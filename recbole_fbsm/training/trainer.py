@@ -44,7 +44,7 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.evaluation.early_stopping import paper_early_stopping
 from recbole_fbsm.models.contract import HasOptimizerGroups, ScoresCandidates, has_nothing_to_train
-from recbole_fbsm.recbole_compat import TrainerRoutes
+from recbole_fbsm.recbole_compat import EVALUATING_LINE, NAN_LOSS, STOP_LINE, TRAINING_LINE
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.runtime.threads import plan_for_config
 from recbole_fbsm.storage.safe_files import Settings, encode_arrays, load_checkpoint, plain, save_tensors
@@ -74,7 +74,8 @@ class _RecBoleEpochLines(logging.Filter):
     model with nothing to train: the trainer says that in one line instead."""
 
     def filter(self, record):
-        return not _ANSI.sub("", str(record.msg)).startswith("epoch ")
+        text = _ANSI.sub("", str(record.msg))
+        return not (TRAINING_LINE.match(text) or EVALUATING_LINE.match(text))
 
 
 class _RecBoleStopLine(logging.Filter):
@@ -83,7 +84,7 @@ class _RecBoleStopLine(logging.Filter):
     epoch that was not kept."""
 
     def filter(self, record):
-        return not str(record.msg).startswith("Finished training, best eval result in epoch")
+        return not str(record.msg).startswith(STOP_LINE)
 
 
 @contextlib.contextmanager
@@ -184,10 +185,10 @@ class ColdStartTrainerMixin:
     def sync_grad_loss(self):
         return super().sync_grad_loss() if self.distributed_model is not None else 0
 
-    def plugin_build_optimizer(self, **kwargs):
+    def _build_optimizer(self, **kwargs):
         if "params" not in kwargs and isinstance(self.model, HasOptimizerGroups):
             kwargs["params"] = self.model.optimizer_param_groups(self.learning_rate)
-        optimizer = fused_if_possible(super().plugin_build_optimizer(**kwargs))
+        optimizer = fused_if_possible(super()._build_optimizer(**kwargs))
         clipped = clipped_sgd_if_possible(optimizer, self.clip_grad_norm, self.model)
         if clipped is not optimizer:
             self.clip_grad_norm = None  # the optimizer's step clips (RecBole's loop would clip first)
@@ -215,8 +216,8 @@ class ColdStartTrainerMixin:
         try:
             with _without_recbole_stop_line(self.logger):  # kept_summary() says which epoch was kept
                 result = super().fit(train_data, valid_data, *args, **kwargs)
-        except ValueError as error:  # RecBole's _check_nan: "Training loss is nan"
-            if "loss is nan" not in str(error).lower():
+        except ValueError as error:  # RecBole's _check_nan
+            if str(error) != NAN_LOSS:
                 raise
             result = self._stop_on_diverged_loss(kwargs.get("saved", True))
         if not kwargs.get("saved", True):  # no checkpoint was written: the kept epoch is the first best one
@@ -257,7 +258,7 @@ class ColdStartTrainerMixin:
         self.logger.warning(message + f" The best epoch so far on validation ({self.kept_epoch}) is kept and tested.")
         return self.best_valid_score, self.best_valid_result
 
-    def plugin_train_epoch(self, train_data, epoch_idx, loss_func=None, *args, **kwargs):
+    def _train_epoch(self, train_data, epoch_idx, loss_func=None, *args, **kwargs):
         if has_nothing_to_train(self.model):  # no parameter to learn: no pass over the training data
             self._epoch_in_progress = epoch_idx  # its validation is that epoch's (the hybrid groups' history)
             return 0.0
@@ -269,15 +270,15 @@ class ColdStartTrainerMixin:
         if self.averaging is not None:
             self.averaging.plan_epoch(len(train_data))  # the last average follows the epoch's last step
         with self.threads.phase("train"):
-            return super().plugin_train_epoch(train_data, epoch_idx, loss_func, *args, **kwargs)
+            return super()._train_epoch(train_data, epoch_idx, loss_func, *args, **kwargs)
 
-    def plugin_map_reduce(self, result, num_sample):
+    def _map_reduce(self, result, num_sample):
         """The collector already gathered every rank's rows: the result is the whole evaluation's
         (RecBole's version averages per-rank metrics, which is not the metric over all users)."""
         return result
 
-    def plugin_valid_epoch(self, *args, **kwargs):
-        valid_score, valid_result = super().plugin_valid_epoch(*args, **kwargs)
+    def _valid_epoch(self, *args, **kwargs):
+        valid_score, valid_result = super()._valid_epoch(*args, **kwargs)
         if self.group_results:
             self.valid_group_history[self._epoch_in_progress] = self.group_results
             if self.valid_group != "all":  # valid_metric read on that group (hybrid_valid_group)
@@ -288,7 +289,7 @@ class ColdStartTrainerMixin:
             callback(valid_score, valid_result)
         return valid_score, valid_result
 
-    def plugin_save_checkpoint(self, epoch, verbose=True, **kwargs):
+    def _save_checkpoint(self, epoch, verbose=True, **kwargs):
         """RecBole's checkpoint content, with the settings as plain data instead of the pickled Config (so it
         loads with ``weights_only=True``), written atomically (``artifact.safe_files.save_tensors``): a killed
         process or a full disk never leaves a truncated file where a good one was."""
@@ -413,13 +414,13 @@ class ColdStartTrainerMixin:
             position[self._candidates] = torch.arange(len(self._candidates), device=self.device)
             self._candidate_position, self._candidate_key = position, key
 
-    def plugin_full_sort_batch_eval(self, batched_data):
+    def _full_sort_batch_eval(self, batched_data):
         """Scores of the batch's users over the split's items only: a (users x candidates) matrix, the
         positives and history mapped to candidate columns (the collector maps top-k back to item ids)."""
         interaction, history_index, positive_u, positive_i = batched_data
         candidates = self._candidates
         if candidates is None:
-            return super().plugin_full_sort_batch_eval(batched_data)
+            return super()._full_sort_batch_eval(batched_data)
         interaction = interaction.to(self.device)
         if isinstance(self.model, ScoresCandidates):
             scores = self.model.score_candidates(interaction, candidates)
@@ -556,7 +557,7 @@ def clipped_sgd_if_possible(optimizer, clip, model):
 def cold_start_trainer_class(base):
     """``base`` (a RecBole trainer class) with ``ColdStartTrainerMixin`` in front."""
     if base not in _TRAINER_CACHE:
-        _TRAINER_CACHE[base] = type(f"ColdStart{base.__name__}", (ColdStartTrainerMixin, TrainerRoutes, base), {})
+        _TRAINER_CACHE[base] = type(f"ColdStart{base.__name__}", (ColdStartTrainerMixin, base), {})
     return _TRAINER_CACHE[base]
 
 

@@ -104,10 +104,17 @@ OVERRIDDEN = (
 )
 # RecBole's public methods the plugin's classes override (RecBole's hooks that only raise are not listed)
 PUBLIC_OVERRIDDEN = (
-    Pin(_CONFIG + "compatibility_settings", "5030d75b2f92", "sets numpy aliases: the plugin fills only missing ones"),
+    Pin(
+        _CONFIG + "compatibility_settings",
+        "5030d75b2f92",
+        "aliases from names numpy 2 removed (np.float_): the plugin fills the missing ones",
+    ),
     Pin(_DATASET + "build", "23efe0363311", "splits interactions: the plugin splits items (eval_args.group_by)"),
-    Pin(_DATASET + "fields", "d3a5a32ca71b", "every field: the plugin hides the ones a loader must not join"),
-    Pin(_DATASET + "join", "340437f53686", "joins feature columns per batch: skipped for models reading their own"),
+    Pin(
+        _DATASET + "fields",
+        "d3a5a32ca71b",
+        "every field: the plugin hides item_id from a context model (a content model)",
+    ),
     Pin(
         "recbole.sampler.sampler.Sampler.get_used_ids",
         "8658f8bd9b74",
@@ -131,7 +138,7 @@ PUBLIC_OVERRIDDEN = (
     Pin(
         "recbole.model.general_recommender.random.Random.full_sort_predict",
         "22eb55d0aa8d",
-        "scores from the global generator: the plugin's Random draws independent seeded scores",
+        "one random list for a whole batch: the plugin's Random scores every user independently",
     ),
     Pin(
         "recbole.trainer.trainer.AbstractTrainer.set_reduce_hook",
@@ -154,6 +161,7 @@ PUBLIC_OVERRIDDEN = (
 )
 # RecBole's methods overridden for speed only: the same results as RecBole's own, faster
 SPEED_ONLY = (
+    Pin(_DATASET + "join", "340437f53686", "joins feature columns per batch: skipped for models reading their own"),
     Pin(
         _DATASET + "_filter_inter_by_user_or_item",
         "ea9f7d3e88eb",

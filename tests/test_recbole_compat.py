@@ -106,11 +106,12 @@ def overridden():
     """module.Class.name of each RecBole (or torch DataLoader) function a plugin class (or mixin) defines again."""
     found = set()
     for cls in plugin_classes():
-        theirs = [c for c in cls.__mro__ if c.__module__.startswith(("recbole.", "torch.utils.data"))]
-        for mine in (c for c in cls.__mro__ if c.__module__.startswith("recbole_fbsm.")):
-            for name in vars(mine):
-                owner = next((c for c in theirs if name in vars(c) and c in cls.__mro__), None)
-                if owner is None or name.startswith("__") or mine not in cls.__mro__[: cls.__mro__.index(owner)]:
+        mro = cls.__mro__
+        theirs = [c for c in mro if c.__module__.startswith(("recbole.", "torch.utils.data"))]
+        for mine in (c for c in mro if c.__module__.startswith("recbole_fbsm.")):
+            for name in (n for n in vars(mine) if not n.startswith("__")):
+                owner = next((c for c in theirs if name in vars(c)), None)
+                if owner is None or mro.index(owner) < mro.index(mine):
                     continue
                 function = vars(owner)[name]
                 function = function.fget if isinstance(function, property) else function

@@ -31,107 +31,46 @@ class Pin(NamedTuple):
 
 _CONFIG = "recbole.config.configurator.Config."
 _DATASET = "recbole.data.dataset.dataset.Dataset."
-_LOADERS = "recbole.data.dataloader."
-_TRAINER = "recbole.trainer.trainer.Trainer."
+_LOADER = "recbole.data.dataloader.abstract_dataloader."
+_GENERAL = "recbole.data.dataloader.general_dataloader."
+_SAMPLER = "recbole.sampler.sampler."
+_COLLECTOR = "recbole.evaluator.collector."
+_TRAINER = "recbole.trainer.trainer."
 
 # RecBole's private methods the plugin's classes define (and continue with super())
 OVERRIDDEN = (
-    Pin(_CONFIG + "_get_model_and_dataset", "8dac22b5bb63", "resolves the model class: the plugin's come first"),
-    Pin(
-        _CONFIG + "_load_internal_config_dict",
-        "0c02574bc56f",
-        "called once after RecBole's property files: the plugin adds overall, dataset, model and tuned files",
-    ),
+    Pin(_CONFIG + "_get_model_and_dataset", "8dac22b5bb63", "finds the model class: the plugin's models first"),
+    Pin(_CONFIG + "_load_internal_config_dict", "0c02574bc56f", "the plugin's property files go on top of it"),
     Pin(_CONFIG + "_load_cmd_line", "9cad35cc9559", "Config parses sys.argv itself: the plugin reads none"),
     Pin(_CONFIG + "_convert_config_dict", "48152baf9a7a", "RecBole eval()s strings: the plugin parses strictly"),
-    Pin(
-        _CONFIG + "_get_final_config_dict",
-        "047402aa887d",
-        "merges the layers: the plugin merges eval_args key by key and checks the final settings",
-    ),
-    Pin(
-        _CONFIG + "_set_train_neg_sample_args",
-        "10e7e413f68a",
-        "derives train_neg_sample_args: the plugin refuses a pairwise model without negatives",
-    ),
-    Pin(
-        _CONFIG + "_init_device",
-        "d6b946b3b2e0",
-        "asks NCCL with one GPU per process for data-parallel runs: the plugin joins its own group (gloo on CPUs)",
-    ),
+    Pin(_CONFIG + "_get_final_config_dict", "047402aa887d", "merges eval_args key by key; checks the settings"),
+    Pin(_CONFIG + "_set_train_neg_sample_args", "10e7e413f68a", "refuses a pairwise model without negatives"),
+    Pin(_CONFIG + "_init_device", "d6b946b3b2e0", "NCCL, one GPU per process: the plugin joins its own group"),
     Pin(_DATASET + "_load_data", "9da47b33da9c", "reads the atomic files: the plugin then sorts rows canonically"),
-    Pin(_DATASET + "_load_feat", "9948d02fed03", "reads one atomic file (pandas): the plugin reads it once, fast"),
+    Pin(_DATASET + "_load_feat", "9948d02fed03", "reads one file (pandas): the plugin's reader, NA tokens kept"),
     Pin(_DATASET + "_remap", "51fd4947aa82", "numbers tokens by first appearance: the plugin in sorted order"),
-    Pin(
-        _DATASET + "_dataframe_to_interaction",
-        "b27637d6edd1",
-        "converts tables to Interactions: the plugin pads sequences in one scatter, or keeps item rows unpadded",
-    ),
-    Pin(
-        "recbole.sampler.sampler.AbstractSampler._build_alias_table",
-        "84d6dc143e06",
-        "one popularity table over all items: the plugin draws each phase's negatives from its split only",
-    ),
-    Pin(
-        "torch.utils.data.dataloader.DataLoader._index_sampler",
-        "362bb4bb9d4b",
-        "the batches' index lists: training batches hold whole users; each rank takes its share or block",
-    ),
-    Pin(
-        _LOADERS + "general_dataloader.TrainDataLoader._init_batch_size_and_step",
-        "f59aca6cf0a3",
-        "sets step from train_batch_size (divided by the world size): the plugin keeps the whole batch",
-    ),
-    Pin(
-        _LOADERS + "general_dataloader.FullSortEvalDataLoader._init_batch_size_and_step",
-        "2570d50a7e78",
-        "users per batch from eval_batch_size / items: the plugin also bounds the profiles' width",
-    ),
-    Pin(
-        "recbole.trainer.trainer.Trainer._build_optimizer",
-        "81f2ebf61cca",
-        "builds the optimizer from model.parameters(): the plugin passes a model's groups (FBSM's D and V)",
-    ),
-    Pin(_TRAINER + "_train_epoch", "2ee67cb58ea7", "the plugin weighs each rank's loss, stops on a diverged loss"),
-    Pin(
-        _TRAINER + "_valid_epoch",
-        "711ddf0c4623",
-        "one validation, compared by fit() with utils.early_stopping: the plugin feeds callbacks, guards ties",
-    ),
-    Pin(_TRAINER + "_save_checkpoint", "59378042d807", "pickles the Config: the plugin writes plain settings"),
-    Pin(_TRAINER + "_full_sort_batch_eval", "82664fc5e5aa", "scores all items: the plugin the split's candidates"),
-    Pin(_TRAINER + "_map_reduce", "c1831d5e24de", "averages per-rank metrics: the collector gathered the rows"),
+    Pin(_DATASET + "_dataframe_to_interaction", "b27637d6edd1", "pads in one scatter; item token rows unpadded"),
+    Pin(_SAMPLER + "AbstractSampler._build_alias_table", "84d6dc143e06", "one table: the plugin one per phase's split"),
+    Pin("torch.utils.data.dataloader.DataLoader._index_sampler", "362bb4bb9d4b", "batches: whole users, rank shares"),
+    Pin(_GENERAL + "TrainDataLoader._init_batch_size_and_step", "f59aca6cf0a3", "the whole step kept per rank"),
+    Pin(_GENERAL + "FullSortEvalDataLoader._init_batch_size_and_step", "2570d50a7e78", "also bounded by profile width"),
+    Pin(_TRAINER + "Trainer._build_optimizer", "81f2ebf61cca", "a model's own groups (FBSM's D and V rates)"),
+    Pin(_TRAINER + "Trainer._train_epoch", "2ee67cb58ea7", "weighs each rank's loss, stops on a diverged loss"),
+    Pin(_TRAINER + "Trainer._valid_epoch", "711ddf0c4623", "feeds callbacks; guards ties in early stopping"),
+    Pin(_TRAINER + "Trainer._save_checkpoint", "59378042d807", "pickles the Config: the plugin writes plain data"),
+    Pin(_TRAINER + "Trainer._full_sort_batch_eval", "82664fc5e5aa", "all items: the plugin the split's candidates"),
+    Pin(_TRAINER + "Trainer._map_reduce", "c1831d5e24de", "averages per-rank metrics: the rows were gathered"),
 )
 # RecBole's public methods the plugin's classes override (RecBole's hooks that only raise are not listed)
 PUBLIC_OVERRIDDEN = (
-    Pin(
-        _CONFIG + "compatibility_settings",
-        "5030d75b2f92",
-        "aliases from names numpy 2 removed (np.float_): the plugin fills the missing ones",
-    ),
+    Pin(_CONFIG + "compatibility_settings", "5030d75b2f92", "numpy aliases (fail on numpy 2): only missing ones"),
     Pin(_DATASET + "build", "23efe0363311", "splits interactions: the plugin splits items (eval_args.group_by)"),
+    Pin(_DATASET + "fields", "d3a5a32ca71b", "every field: item_id hidden from a context model (content only)"),
+    Pin(_SAMPLER + "Sampler.get_used_ids", "8658f8bd9b74", "a set per user and phase: the plugin's UsedIds"),
+    Pin(_SAMPLER + "AbstractSampler.sample_by_key_ids", "2ab472d027ec", "negatives from the phase's split"),
+    Pin(_COLLECTOR + "Collector.get_data_struct", "b8062da76dd8", "data-parallel: every rank's rows gathered"),
     Pin(
-        _DATASET + "fields",
-        "d3a5a32ca71b",
-        "every field: the plugin hides item_id from a context model (a content model)",
-    ),
-    Pin(
-        "recbole.sampler.sampler.Sampler.get_used_ids",
-        "8658f8bd9b74",
-        "a set per user and phase: the plugin's UsedIds arrays answer the same lookups",
-    ),
-    Pin(
-        "recbole.sampler.sampler.AbstractSampler.sample_by_key_ids",
-        "2ab472d027ec",
-        "draws negatives per user id: the plugin from the phase's split",
-    ),
-    Pin(
-        "recbole.evaluator.collector.Collector.get_data_struct",
-        "b8062da76dd8",
-        "the collected rows: in a data-parallel run the plugin gathers every rank's block",
-    ),
-    Pin(
-        "recbole.evaluator.collector.Collector.eval_batch_collect",
+        _COLLECTOR + "Collector.eval_batch_collect",
         "e7ec500fc074",
         "asks register.need('rec.items' / 'rec.topk'): the plugin supplies its tie-fair top-k and hides those keys",
     ),
@@ -140,49 +79,21 @@ PUBLIC_OVERRIDDEN = (
         "22eb55d0aa8d",
         "one random list for a whole batch: the plugin's Random scores every user independently",
     ),
-    Pin(
-        "recbole.trainer.trainer.AbstractTrainer.set_reduce_hook",
-        "4c6644379cef",
-        "hooks DDP's gradients: only with parallel_sync: gradients",
-    ),
-    Pin(
-        "recbole.trainer.trainer.AbstractTrainer.sync_grad_loss",
-        "1654005880a7",
-        "a zero loss that touches every parameter: only with parallel_sync: gradients",
-    ),
-    Pin(
-        _LOADERS + "abstract_dataloader.AbstractDataLoader.set_batch_size",
-        "9f46c2f6892b",
-        "sets the batch size: the plugin also drops its planned whole-user batches",
-    ),
-    Pin(_TRAINER + "resume_checkpoint", "fe7521a84a5c", "unpickles a Config: the plugin loads weights only"),
-    Pin(_TRAINER + "evaluate", "a24a9dde4db8", "all items as candidates: the plugin the split's, ties at random"),
-    Pin(_TRAINER + "fit", "330c04de95ea", "the plugin validates the untrained model first and keeps the best epoch"),
+    Pin(_TRAINER + "AbstractTrainer.set_reduce_hook", "4c6644379cef", "only with parallel_sync: gradients"),
+    Pin(_TRAINER + "AbstractTrainer.sync_grad_loss", "1654005880a7", "only with parallel_sync: gradients"),
+    Pin(_LOADER + "AbstractDataLoader.set_batch_size", "9f46c2f6892b", "drops the planned whole-user batches"),
+    Pin(_TRAINER + "Trainer.resume_checkpoint", "fe7521a84a5c", "unpickles a Config: the plugin loads weights"),
+    Pin(_TRAINER + "Trainer.evaluate", "a24a9dde4db8", "the split's candidates only, ties broken at random"),
+    Pin(_TRAINER + "Trainer.fit", "330c04de95ea", "validates the untrained model first, keeps the best epoch"),
 )
 # RecBole's methods overridden for speed only: the same results as RecBole's own, faster
 SPEED_ONLY = (
     Pin(_DATASET + "join", "340437f53686", "joins feature columns per batch: skipped for models reading their own"),
-    Pin(
-        _DATASET + "_filter_inter_by_user_or_item",
-        "ea9f7d3e88eb",
-        "drops interactions without a .user / .item row: the plugin compares category codes",
-    ),
-    Pin(_DATASET + "_filter_by_inter_num", "39e513ebe9a9", "filters by interaction counts: the plugin per id code"),
-    Pin(
-        _LOADERS + "abstract_dataloader.NegSampleDataLoader._neg_sampling",
-        "d46baeb70149",
-        "dynamic negatives: the plugin scores the candidates as pairs, without RecBole's copies and loop",
-    ),
-    Pin(
-        _LOADERS + "general_dataloader.TrainDataLoader.collate_fn",
-        "a7f18995d2de",
-        "indexes every column with a numpy array: the plugin takes the rows by index_select",
-    ),
-    Pin(
-        _LOADERS + "general_dataloader.FullSortEvalDataLoader.collate_fn",
-        "dec134094f25",
-        "one full_like per user for history and positives: the plugin gathers rows of two CSR matrices",
-    ),
+    Pin(_DATASET + "_filter_inter_by_user_or_item", "ea9f7d3e88eb", "by category codes, not token texts"),
+    Pin(_DATASET + "_filter_by_inter_num", "39e513ebe9a9", "counts per id code, not Counters of tokens"),
+    Pin(_LOADER + "NegSampleDataLoader._neg_sampling", "d46baeb70149", "dynamic negatives scored as pairs"),
+    Pin(_GENERAL + "TrainDataLoader.collate_fn", "a7f18995d2de", "rows by index_select, not numpy indexing"),
+    Pin(_GENERAL + "FullSortEvalDataLoader.collate_fn", "dec134094f25", "history and positives as CSR rows"),
 )
 # RecBole's private methods the plugin calls without overriding them
 CALLED = (
@@ -194,29 +105,10 @@ CALLED = (
 )
 # private attributes the plugin reads (pinned: where they are set), and pandas' NA strings
 READ = (
-    Pin(
-        _LOADERS + "abstract_dataloader.AbstractDataLoader.__init__",
-        "03bc7d40b609",
-        "a loader's dataset: the split whose items, users and features the plugin's code needs",
-        "_dataset",
-    ),
-    Pin(
-        _LOADERS + "abstract_dataloader.AbstractDataLoader.__init__",
-        "03bc7d40b609",
-        "a loader's sampler: the plugin's dynamic negatives draw from it",
-        "_sampler",
-    ),
-    Pin(
-        "recbole.evaluator.collector.DataStruct.__init__",
-        "80fcffea1b11",
-        "the collected tensors by key: the plugin gathers and hides keys in it",
-        "_data_dict",
-    ),
-    Pin(
-        "pandas._libs.parsers.STR_NA_VALUES",
-        "20b7e48a67f7",
-        "pandas' NA strings: float cells RecBole reads as missing",
-    ),
+    Pin(_LOADER + "AbstractDataLoader.__init__", "03bc7d40b609", "a loader's dataset (its split)", "_dataset"),
+    Pin(_LOADER + "AbstractDataLoader.__init__", "03bc7d40b609", "the dynamic negatives' sampler", "_sampler"),
+    Pin(_COLLECTOR + "DataStruct.__init__", "80fcffea1b11", "the collector's tensors", "_data_dict"),
+    Pin("pandas._libs.parsers.STR_NA_VALUES", "20b7e48a67f7", "pandas' NA strings: float cells read as missing"),
 )
 
 # RecBole's texts the plugin matches, each pinned below (TEXTS) to where RecBole writes it
@@ -226,16 +118,11 @@ TRAINING_LINE = re.compile(r"^epoch (\d+) training \[time: ([\d.]+)s, (.+)\]$", 
 EVALUATING_LINE = re.compile(r"^epoch (\d+) evaluating \[time: ([\d.]+)s, valid_score: (\S+)\]$", re.S)
 RECBOLE_LOG_ROOT = "./log"  # init_logger's folder, hard-coded
 TEXTS = (
-    Pin(_TRAINER + "_check_nan", "b5620efb18b6", "a diverged loss is told apart from other errors", f'"{NAN_LOSS}"'),
-    Pin(_TRAINER + "fit", "330c04de95ea", "the plugin's kept epoch replaces this line", f'"{STOP_LINE} %d"'),
-    Pin(
-        _TRAINER + "_generate_train_loss_output",
-        "9f39d9dca641",
-        "the quiet console joins an epoch's training and evaluation lines",
-        '"epoch %d training"',
-    ),
-    Pin(_TRAINER + "fit", "330c04de95ea", "the same", '"epoch %d evaluating"'),
-    Pin("recbole.utils.logger.init_logger", "548f4cebce48", "the run's folders are made there first", '"./log/"'),
+    Pin(_TRAINER + "Trainer._check_nan", "b5620efb18b6", "a diverged loss told apart", f'"{NAN_LOSS}"'),
+    Pin(_TRAINER + "Trainer.fit", "330c04de95ea", "the kept epoch replaces this line", f'"{STOP_LINE} %d"'),
+    Pin(_TRAINER + "Trainer._generate_train_loss_output", "9f39d9dca641", "the quiet console", '"epoch %d training"'),
+    Pin(_TRAINER + "Trainer.fit", "330c04de95ea", "joined to its training line", '"epoch %d evaluating"'),
+    Pin("recbole.utils.logger.init_logger", "548f4cebce48", "the run's folders are made first", '"./log/"'),
 )
 # private behaviour relied on without overriding, calling or reading it
 RELIED_ON = (

@@ -117,12 +117,14 @@ STOP_LINE = "Finished training, best eval result in epoch"  # fit()'s early-stop
 TRAINING_LINE = re.compile(r"^epoch (\d+) training \[time: ([\d.]+)s, (.+)\]$", re.S)
 EVALUATING_LINE = re.compile(r"^epoch (\d+) evaluating \[time: ([\d.]+)s, valid_score: (\S+)\]$", re.S)
 RECBOLE_LOG_ROOT = "./log"  # init_logger's folder, hard-coded
+COLOR_CODES = re.compile(r"\x1B\[[0-?]*[ -/]*[@-~]")  # set_color's ANSI codes, stripped before matching
 TEXTS = (
     Pin(_TRAINER + "Trainer._check_nan", "b5620efb18b6", "a diverged loss told apart", f'"{NAN_LOSS}"'),
     Pin(_TRAINER + "Trainer.fit", "330c04de95ea", "the kept epoch replaces this line", f'"{STOP_LINE} %d"'),
     Pin(_TRAINER + "Trainer._generate_train_loss_output", "9f39d9dca641", "the quiet console", '"epoch %d training"'),
     Pin(_TRAINER + "Trainer.fit", "330c04de95ea", "joined to its training line", '"epoch %d evaluating"'),
     Pin("recbole.utils.logger.init_logger", "548f4cebce48", "the run's folders are made first", '"./log/"'),
+    Pin("recbole.utils.logger.set_color", "08557d3a818f", "stripped before matching", '"\\033["'),
 )
 # private behaviour relied on without overriding, calling or reading it
 RELIED_ON = (

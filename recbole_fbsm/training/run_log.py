@@ -13,19 +13,17 @@ import glob
 import hashlib
 import logging
 import os
-import re
 import uuid
 from contextlib import contextmanager
 
 from recbole.utils import init_logger
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.recbole_compat import EVALUATING_LINE, RECBOLE_LOG_ROOT, STOP_LINE, TRAINING_LINE
+from recbole_fbsm.recbole_compat import COLOR_CODES, EVALUATING_LINE, RECBOLE_LOG_ROOT, STOP_LINE, TRAINING_LINE
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # recbole_fbsm/
 
 _handlers_of_last_run = []
-_ANSI = re.compile(r"\x1B(?:[@-Z\\-_]|\[[0-?]*[ -/]*[@-~])")
 
 
 def on_console(shown=True):
@@ -138,7 +136,7 @@ class QuietConsoleHandler(logging.StreamHandler):
         self._pending = None  # (record, epoch, text) of a training line waiting for its evaluation
 
     def emit(self, record):
-        text = _ANSI.sub("", str(record.getMessage())).strip()
+        text = COLOR_CODES.sub("", str(record.getMessage())).strip()
         training = TRAINING_LINE.match(text)
         if training:
             self._release()
@@ -170,7 +168,7 @@ class QuietConsoleHandler(logging.StreamHandler):
             return True
         if str(record.pathname).startswith(PACKAGE_DIR):
             return True
-        return _ANSI.sub("", str(record.getMessage())).startswith(STOP_LINE)  # early stopping: the kept epoch
+        return COLOR_CODES.sub("", str(record.getMessage())).startswith(STOP_LINE)  # early stopping: the kept epoch
 
     def _release(self):
         if self._pending is not None:

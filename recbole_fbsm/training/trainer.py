@@ -26,7 +26,6 @@ import contextlib
 import contextvars
 import logging
 import os
-import re
 import uuid
 import warnings
 
@@ -44,7 +43,7 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.evaluation.early_stopping import paper_early_stopping
 from recbole_fbsm.models.contract import HasOptimizerGroups, ScoresCandidates, has_nothing_to_train
-from recbole_fbsm.recbole_compat import EVALUATING_LINE, NAN_LOSS, STOP_LINE, TRAINING_LINE
+from recbole_fbsm.recbole_compat import COLOR_CODES, EVALUATING_LINE, NAN_LOSS, STOP_LINE, TRAINING_LINE
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.runtime.threads import plan_for_config
 from recbole_fbsm.storage.safe_files import Settings, encode_arrays, load_checkpoint, plain, save_tensors
@@ -54,7 +53,6 @@ _TRAINER_CACHE = {}
 # (benchmarks/bench_distributed.py: the per-step exchange of V and D and per-batch costs dominate)
 SMALL_CPU_SHARE = 1024
 _VALIDATION_CALLBACK = contextvars.ContextVar("validation_callback", default=None)
-_ANSI = re.compile(r"\x1B\[[0-?]*[ -/]*[@-~]")  # RecBole's set_color
 
 
 @contextlib.contextmanager
@@ -74,7 +72,7 @@ class _RecBoleEpochLines(logging.Filter):
     model with nothing to train: the trainer says that in one line instead."""
 
     def filter(self, record):
-        text = _ANSI.sub("", str(record.msg))
+        text = COLOR_CODES.sub("", str(record.msg))
         return not (TRAINING_LINE.match(text) or EVALUATING_LINE.match(text))
 
 

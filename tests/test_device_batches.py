@@ -66,7 +66,7 @@ def test_batches_cover_every_like_once_and_never_leave_the_training_split(toy, n
             n = len(users) // times
             assert torch.equal(users, users[:n].repeat(times)) and torch.equal(positives, positives[:n].repeat(times))
             if times == 1 and by_user:
-                assert model.whole_user_slots(users, positives) is not None, "a user split over two batches"
+                assert model.whole_user_batch(users, positives) is not None, "a user split over two batches"
             assert set(negative_items.tolist()) <= train_items and not set(negative_items.tolist()) & other_items
             assert not set(positives.tolist()) & other_items
             assert not bool(model.R.contains(users, negative_items).any()), "a negative the user liked"

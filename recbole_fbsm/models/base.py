@@ -262,7 +262,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         candidates per triplet of a training batch of whole users, or None when the batch is not one; then the
         caller uses ``predict``.
 
-        The batch's ``WholeUserBatch`` gives the profiles f_u (``profile_at``) and V f_u (the sum of the positives'
+        The batch's ``WholeUserBatch`` gives the profiles f_u (its dense block) and V f_u (the sum of the positives'
         V f_i); a candidate is a like of its user when it is among the user's positives (no search in R), unless
         the caller knows none is (``unliked``). The parts the loss needs again (V f_i of the positives, V f_u,
         each candidate's V f_c and diagonal part) are kept with the batch (``WholeUserBatch.keep_scored``): the
@@ -283,12 +283,16 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         repeats = len(candidates) // len(users)
         cols, values, offsets, counts = batch.bags(candidates)
         weights, factors = self.diagonal_weights(batch.users), self.low_rank_factors()
-        # per nonzero of a candidate: c_u * f_u at (the candidate's user slot, column)
-        owner = torch.repeat_interleave(counts, output_size=len(cols))
-        cells = batch.cells(batch.slots.repeat(repeats).index_select(0, owner), cols)
-        weight = weights.index_select(0, cols) if weights.dim() == 1 else weights.reshape(-1).index_select(0, cells)
-        entries = values * weight * batch.profile_at(cells)
-        diagonal = entries.new_zeros(len(candidates)).index_add_(0, owner, entries)
+        # per nonzero of a candidate: c_u * f_u at (the candidate's user slot, column) of the dense profiles
+        profiles = batch.dense_profiles().view(batch.n_users, self.n_features) * weights
+        slots = torch.repeat_interleave(batch.slots.repeat(repeats), counts, output_size=len(cols))
+        diagonal = nn.functional.embedding_bag(
+            batch.cells(slots, cols),
+            profiles.view(-1, 1),
+            offsets,
+            mode="sum",
+            per_sample_weights=values.to(profiles.dtype),
+        ).view(-1)
         scores, item_factors, positive_factors, user_factors = diagonal, None, None, None
         if factors is not None:  # low-rank part: (V^T f_c) . (V^T f_u), V^T f_u the sum of the positives' V^T f_i
             item_factors = nn.functional.embedding_bag(

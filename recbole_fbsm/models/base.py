@@ -103,7 +103,11 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         raise NotImplementedError
 
     def low_rank_factors(self):
-        """V^T as an (n_features, h) tensor, or None for purely diagonal similarities."""
+        """The low-rank part of W_u = diag(c_u) + V^T V.
+
+        Returns:
+            torch.Tensor or None: V^T, shape [n_features, h]; None for purely diagonal similarities.
+        """
         return None
 
     def diagonal_parts(self, users):
@@ -334,7 +338,15 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         """(batch users x candidates) scores, with sparse x dense products over the candidates' rows of
         F only: evaluation on a cold split never touches the other splits' items. Where the low-rank part
         is added item side (``folds_low_rank``), the candidates' V f_i are computed once per evaluation
-        (``_candidate_factors``), not once per batch."""
+        (``_candidate_factors``), not once per batch.
+
+        Args:
+            interaction (Interaction): ``USER_ID``: the users, a LongTensor of shape [n_users].
+            candidates: the items scored, a LongTensor of shape [n_candidates].
+
+        Returns:
+            torch.Tensor: the scores, shape [n_users, n_candidates].
+        """
         users = interaction[self.USER_ID]
         F_c, position = self._candidate_matrix(candidates)
         item_factors = None if self.folds_low_rank(len(candidates)) else self._candidate_factors(F_c)
@@ -473,7 +485,14 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         return item_factors
 
     def self_similarity(self, users, items):
-        """f_i^T W_u f_i for (user, item) pairs."""
+        """f_i^T W_u f_i: what the estimation constraint takes off a training like's score.
+
+        Args:
+            users, items: LongTensors of shape [n_pairs].
+
+        Returns:
+            torch.Tensor: shape [n_pairs].
+        """
         owner, cols, f_i, _ = self.F.gather_rows(items)
         weights = self.diagonal_weights(users)
         weights = weights[cols] if weights.dim() == 1 else weights[owner, cols]

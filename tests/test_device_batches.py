@@ -1,4 +1,5 @@
-"""Training batches cut on the model's device (data/device_batches.py) against RecBole's whole-user loader."""
+"""Training batches cut on the model's device (data/device_batches.py): whole users, every like once, leak-free
+negatives, the same batches run to run."""
 
 import numpy as np
 import pytest
@@ -7,7 +8,7 @@ from helpers import dataset_config
 
 from recbole_fbsm.data import sampler as sampler_module
 from recbole_fbsm.data.preparation import train_loader_class
-from recbole_fbsm.data.sampler import ColdStartSampler, DeviceNegativeSampler
+from recbole_fbsm.data.sampler import DeviceNegativeSampler
 from recbole_fbsm.quick_start import prepare
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.training.trainer import get_trainer
@@ -23,25 +24,10 @@ def prepared(data, model="FBSM", **overrides):
     return prepare(model, data.name, config_dict=dataset_config(data, **settings))
 
 
-def recbole_loader(config, train_data, model):
-    """RecBole's whole-user loader on the same training split and sampler (``train_batches_on_device`` off)."""
-    config["train_batches_on_device"] = False
-    try:
-        loader = train_loader_class(config, True, train_data._sampler)(
-            config, train_data._dataset, train_data._sampler, shuffle=config["shuffle"]
-        )
-    finally:
-        config["train_batches_on_device"] = True
-    loader.get_model(model)
-    return loader
-
-
-def test_the_device_loader_serves_the_plugins_models_and_can_be_switched_off(toy):
+def test_the_device_loader_serves_the_plugins_models(toy):
     for model in ("FBSM", "UFSM"):
         _, _, (train_data, _, _) = prepared(toy, model)
         assert type(train_data).__name__ == "DeviceUserGroupedTrainDataLoader", model
-    _, _, (train_data, _, _) = prepared(toy, train_batches_on_device=False)
-    assert type(train_data).__name__ == "UserGroupedTrainDataLoader"
     _, _, (train_data, _, _) = prepared(toy, train_batch_by_user=False)
     assert type(train_data).__name__ == "DeviceTrainDataLoader"
     _, _, (train_data, _, _) = prepared(toy, "DropoutNet", **WARM)
@@ -61,7 +47,7 @@ def test_the_device_loader_serves_the_plugins_models_and_can_be_switched_off(toy
         ({**UNIFORM, "sample_num": 2}, False),
     ],
 )
-def test_batches_are_recboles_cover_every_like_once_and_never_leave_the_training_split(toy, negatives, by_user):
+def test_batches_cover_every_like_once_and_never_leave_the_training_split(toy, negatives, by_user):
     config, model, (train_data, valid_data, test_data) = prepared(
         toy, train_neg_sample_args=negatives, train_batch_by_user=by_user
     )
@@ -70,19 +56,17 @@ def test_batches_are_recboles_cover_every_like_once_and_never_leave_the_training
     train_items = set(dataset.split_items.tolist())
     other_items = set(valid_data._dataset.split_items.tolist()) | set(test_data._dataset.split_items.tolist())
     times = int(negatives["sample_num"])
-    reference = recbole_loader(config, train_data, model)
     plans = []
     for _ in range(2):
-        assert len(train_data) == len(reference)
         seen, plan = [], []
-        for ours, theirs in zip(list(train_data), list(reference)):  # whole epochs (RecBole draws at the end)
-            users, positives, negative_items = ours[model.USER_ID], ours[model.ITEM_ID], ours[model.NEG_ITEM_ID]
-            # the same plan as RecBole's loader: the same users and positives, batch by batch
-            assert torch.equal(users, theirs[model.USER_ID]) and torch.equal(positives, theirs[model.ITEM_ID])
+        batches = list(train_data)
+        assert len(batches) == len(train_data)
+        for batch in batches:
+            users, positives, negative_items = batch[model.USER_ID], batch[model.ITEM_ID], batch[model.NEG_ITEM_ID]
             n = len(users) // times
             assert torch.equal(users, users[:n].repeat(times)) and torch.equal(positives, positives[:n].repeat(times))
             if times == 1 and by_user:
-                assert model.whole_user_slots(users, positives) is not None, "a user split over two batches"
+                assert model.whole_user_batch(users, positives) is not None, "a user split over two batches"
             assert set(negative_items.tolist()) <= train_items and not set(negative_items.tolist()) & other_items
             assert not set(positives.tolist()) & other_items
             assert not bool(model.R.contains(users, negative_items).any()), "a negative the user liked"
@@ -127,88 +111,22 @@ def test_device_draws_are_the_numpy_samplers_given_the_same_uniforms(toy, monkey
     assert np.array_equal(grouped.numpy(), expected[order])
 
 
-def deterministic_draws(monkeypatch):
-    """Both loaders' negative samplers return the same function of (users, position in the draw), so that
-    the two paths see the same triplets and the same dynamic candidates."""
-
-    def draw(pool, users):
-        return pool[(users * 31 + np.arange(len(users)) * 7) % len(pool)]
-
-    monkeypatch.setattr(
-        ColdStartSampler, "sample_negatives", lambda self, users: draw(self._pools[self.phase], np.asarray(users))
-    )
-    monkeypatch.setattr(
-        DeviceNegativeSampler,
-        "sample",
-        lambda self, users, groups=None: torch.from_numpy(draw(self.pool.numpy(), users.numpy())),
-    )
-    monkeypatch.setattr(DeviceNegativeSampler, "excludes_likes", property(lambda self: False))  # draws may be likes
-
-
-@pytest.mark.parametrize(
-    "model_name, settings",
-    [
-        ("FBSM", {"train_neg_sample_args": DYNAMIC}),
-        ("FBSM", {"train_neg_sample_args": UNIFORM}),
-        ("UFSM", {"train_neg_sample_args": DYNAMIC}),
-        ("FBSM", {"train_neg_sample_args": DYNAMIC, "train_batch_by_user": False}),
-        ("DropoutNet", WARM),
-    ],
-)
-def test_an_epoch_on_device_batches_has_the_losses_and_parameters_of_recboles_loader(
-    toy, monkeypatch, model_name, settings
-):
-    """Given the same triplets (and the same dynamic candidates), a trainer's epoch on the device batches and
-    on RecBole's loader takes the same steps: every batch's loss and the parameters after the epoch agree."""
-    deterministic_draws(monkeypatch)
-    config, model, (train_data, _, _) = prepared(toy, model_name, learning_rate=0.05, **settings)
-    reference = recbole_loader(config, train_data, model)
-    start = {key: value.clone() for key, value in model.state_dict().items()}
-    own_generator = getattr(model, "_generator", None)  # DropoutNet's dropout draws
-    generator_state = None if own_generator is None else own_generator.get_state()
-    outcomes = []
-    for loader in (train_data, reference):
-        model.load_state_dict(start)
-        if own_generator is not None:
-            own_generator.set_state(generator_state)
+@pytest.mark.parametrize("model_name, negatives", [("FBSM", DYNAMIC), ("UFSM", UNIFORM)])
+def test_a_seeded_epoch_is_the_same_run_to_run(toy, model_name, negatives):
+    """Two runs with the same seed cut the same batches (users, positives and negatives), and the same
+    training steps from them give the same bits."""
+    epochs = []
+    for _ in range(2):
+        config, model, (train_data, _, _) = prepared(toy, model_name, train_neg_sample_args=negatives)
         trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
-        losses, calculate_loss = [], model.calculate_loss
-
-        def recorded(interaction, calculate_loss=calculate_loss, losses=losses):
-            loss = calculate_loss(interaction)
-            losses.append(loss.item())
-            return loss
-
-        model.calculate_loss = recorded
-        try:
-            trainer._train_epoch(loader, 0)
-        finally:
-            del model.calculate_loss
-        outcomes.append((losses, {name: p.detach().clone() for name, p in model.named_parameters()}))
-    (ours, ours_params), (theirs, their_params) = outcomes
-    assert len(ours) == len(theirs) > 1
-    np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-7)
-    for name in ours_params:
-        torch.testing.assert_close(ours_params[name], their_params[name], rtol=1e-6, atol=1e-6)
-
-
-def test_one_batch_gives_the_same_loss_and_gradients_through_both_loaders(toy):
-    """The device batch and RecBole's batch of the same plan, with the device batch's negatives put into
-    RecBole's: the loss and the gradients of D and V are equal (up to rounding: the device batch's loss takes
-    its negatives' parts from the scores of its candidates, RecBole's batch computes them again)."""
-    config, model, (train_data, _, _) = prepared(toy, train_neg_sample_args=DYNAMIC)
-    ours = next(iter(train_data))
-    theirs = next(iter(recbole_loader(config, train_data, model)))
-    theirs.update(type(theirs)({model.NEG_ITEM_ID: ours[model.NEG_ITEM_ID]}))
-    results = []
-    for batch in (ours, theirs):
-        model.zero_grad()
-        loss = model.calculate_loss(batch)
-        loss.backward()
-        results.append((loss.item(), model.D.grad.clone(), model.V.grad.clone()))
-    assert results[0][0] == pytest.approx(results[1][0], rel=1e-6)
-    torch.testing.assert_close(results[0][1], results[1][1], rtol=1e-5, atol=1e-7)
-    torch.testing.assert_close(results[0][2], results[1][2], rtol=1e-5, atol=1e-7)
+        batches = [(b[model.USER_ID], b[model.ITEM_ID], b[model.NEG_ITEM_ID]) for b in train_data]
+        trainer._train_epoch(train_data, 0)
+        epochs.append((batches, [p.detach().clone() for p in model.parameters()]))
+    (first, first_params), (second, second_params) = epochs
+    assert len(first) == len(second) > 1
+    for ours, theirs in zip(first, second):
+        assert all(torch.equal(a, b) for a, b in zip(ours, theirs))
+    assert all(torch.equal(a, b) for a, b in zip(first_params, second_params))
 
 
 def test_each_rank_cuts_its_share_of_every_batch(toy, monkeypatch):

@@ -100,7 +100,6 @@ def _gradient_worker(local_rank, config_dict, launch_settings, queue):
             module.values = module.values.double()
         reference = copy.deepcopy(model)
         trainer = get_trainer(config["MODEL_TYPE"], "FBSM")(config, model)
-        reference.regulariser_in_optimizer = model.regulariser_in_optimizer  # the trainer's optimizer took λ
         share = next(iter(train_data))
         trainer.set_reduce_hook()
         loss = share_weighted(model.calculate_loss, train_data.step_weights)(share) + trainer.sync_grad_loss()

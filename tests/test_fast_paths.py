@@ -128,15 +128,12 @@ def test_whole_user_difference_and_its_backward_equal_autograd_on_the_plain_form
     n_users = int(slots.max()) + 1
     batch = WholeUserBatch(torch.unique(users), slots, None, positives, csr)
     rows = concat_rows(batch.rows, csr.gather_rows(negatives))
-    owner, cols, _, _ = rows
-    cells = torch.cat([slots, slots]).index_select(0, owner) * matrix.shape[1] + cols
-    entries = batch.dense_profiles().index_select(0, cells)
     generator = torch.Generator().manual_seed(0)
     d = torch.randn(matrix.shape[1], dtype=torch.float64, generator=generator, requires_grad=True)
     V = torch.randn(matrix.shape[1], 4, dtype=torch.float64, generator=generator, requires_grad=True)
     weights = torch.randn(len(users), dtype=torch.float64, generator=generator)
 
-    ours = whole_user_bpr_difference(batch, rows, entries, d, V)
+    ours = whole_user_bpr_difference(batch, rows, d, V)
     (ours * weights).sum().backward()
     grads = d.grad.clone(), V.grad.clone()
     d.grad = V.grad = None
@@ -239,15 +236,12 @@ def test_the_trainer_clips_in_its_sgd_step(toy):
         assert clipped_sgd_if_possible(sgd, clip, module) is sgd
 
 
-@pytest.mark.parametrize("one_table", [True, False])  # candidates read [V | every user's c_u f_u]; or their own user's
-def test_the_loss_from_the_scored_candidates_equals_the_loss_computed_again(toy, monkeypatch, one_table):
+def test_the_loss_from_the_scored_candidates_equals_the_loss_computed_again(toy, monkeypatch):
     """A device batch's loss takes its negatives' V f_j and diagonal parts (and V f_i, V f_u) from the scores of its
     candidates: the same loss and gradients as computing them again; used once, and not after V changed."""
     _, model, (train_data, _, _) = prepare(
         "FBSM", toy.name, config_dict=dataset_config(toy, train_batch_size=64, rank=3, init_std=0.3)
     )
-    if not one_table:
-        monkeypatch.setattr(type(model), "candidate_table", lambda self, batch, weights, factors: (None, 3))
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.add_(0.1 * torch.randn_like(parameter))

@@ -39,13 +39,9 @@ def scipy_matrix(csr):
 
 
 @pytest.mark.parametrize("model_name", ["FBSM", "UFSM"])
-@pytest.mark.parametrize("dense_cells", [1 << 22, 0])  # the dense profile block, and the sum by key
-def test_loss_and_gradient_are_the_same_with_whole_user_batches(toy, monkeypatch, model_name, dense_cells):
+def test_loss_and_gradient_are_the_same_with_whole_user_batches(toy, model_name):
     """The whole-user path (profiles from the batch's positives; FBSM: one hand-written autograd node) gives
     the loss and gradients of the full-profile path (profiles from F_U, autograd through every operation)."""
-    from recbole_fbsm.models import base
-
-    monkeypatch.setattr(base, "DENSE_PROFILE_CELLS", dense_cells)
     config, model, (train_data, _, _) = prepare(
         model_name,
         toy.name,
@@ -77,35 +73,31 @@ def test_loss_and_gradient_are_the_same_with_whole_user_batches(toy, monkeypatch
     assert len(fast) == 3 and all(torch.allclose(a, b, atol=1e-12) for a, b in zip(fast[1:], slow[1:]))
 
 
-def test_a_batch_missing_a_like_of_its_user_falls_back_to_the_full_profile(toy):
+def test_a_batch_missing_a_like_of_its_user_or_repeating_one_is_not_whole(toy):
+    """Only a batch that holds every training like of each of its users, each once, has its profiles from its own
+    positives; any other batch reads the global profiles."""
     _, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(toy))
     batch = next(iter(train_data))
     users, positives = batch[model.USER_ID], batch[model.ITEM_ID]
-    factors = model.F.bag_sum(positives, model.V)
-    assert model.profile_factors_from_batch(users[1:], positives[1:], factors[1:]) is None
+    assert model.whole_user_batch(users, positives) is not None
+    assert model.whole_user_batch(users[1:], positives[1:]) is None
     duplicated = torch.cat([positives[:1], positives[:-1]])
-    assert model.profile_factors_from_batch(users, duplicated, factors) is None or torch.equal(duplicated, positives)
+    assert model.whole_user_batch(users, duplicated) is None or torch.equal(duplicated, positives)
 
 
-@pytest.mark.parametrize("dense_cells", [1 << 22, 0])  # the dense profile block, and the sum by key
-def test_profile_entries_from_a_whole_user_batch_equal_the_global_profiles(toy, monkeypatch, dense_cells):
+def test_profile_entries_from_a_whole_user_batch_equal_the_global_profiles(toy):
     """f_u at the entries of a batch's positive and negative items, from the batch's own positives,
     equals F_U (the profiles built from all training likes) at those entries."""
-    from recbole_fbsm.models import base
-
-    monkeypatch.setattr(base, "DENSE_PROFILE_CELLS", dense_cells)
     _, model, (train_data, _, _) = prepare(
         "FBSM", toy.name, config_dict=dataset_config(toy, train_batch_by_user=True, train_batch_size=64)
     )
     checked = 0
     for batch in train_data:
         users, positives = batch[model.USER_ID], batch[model.ITEM_ID]
-        slots = model.whole_user_slots(users, positives)
-        assert slots is not None
-        items = torch.cat([positives, batch[model.NEG_ITEM_ID]])
-        rows = model.F.gather_rows(items)
-        owner, cols, _, _ = rows
-        entries = model.profile_entries_from_batch(slots, rows, len(users))
+        whole = model.whole_user_batch(users, positives)
+        assert whole is not None
+        owner, cols, _, _ = model.F.gather_rows(torch.cat([positives, batch[model.NEG_ITEM_ID]]))
+        entries = whole.profile_at(whole.cells(torch.cat([whole.slots, whole.slots])[owner], cols))
         expected = model.F_U.lookup(torch.cat([users, users])[owner], cols)
         assert torch.allclose(entries, expected, atol=1e-6)
         checked += int((expected != 0).sum())
@@ -144,9 +136,8 @@ def test_lean_dynamic_negative_sampling_equals_recboles(toy, sample_num):
     assert checked == sample_num * len(train_data._dataset.inter_feat)
 
 
-@pytest.mark.parametrize("one_table", [True, False])  # one bag over [V | every user's c_u f_u]; or by user slot
 @pytest.mark.parametrize("model_name", ["FBSM", "UFSM", "CoSim"])
-def test_training_candidates_of_whole_users_are_scored_as_predict_scores_them(toy, model_name, one_table, monkeypatch):
+def test_training_candidates_of_whole_users_are_scored_as_predict_scores_them(toy, model_name):
     """Dynamic sampling's candidates, scored from the batch's own positives (``score_training_candidates``),
     get ``predict``'s scores: training likes among them without their own features (estimation constraint)."""
     _, model, (train_data, _, _) = prepare(
@@ -154,14 +145,6 @@ def test_training_candidates_of_whole_users_are_scored_as_predict_scores_them(to
         toy.name,
         config_dict=dataset_config(
             toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3, n_functions=2
-        ),
-    )
-    table = type(model).candidate_table
-    monkeypatch.setattr(
-        type(model),
-        "candidate_table",
-        lambda self, batch, weights, factors: (
-            table(self, batch, weights, factors) if one_table else (None, 0 if factors is None else factors.shape[1])
         ),
     )
     with torch.no_grad():

@@ -126,9 +126,6 @@ PLUGIN_SETTINGS = {
     "train_batch_by_user": S(
         flag, False, OVERALL, "training batches of whole users", per_model={"FBSM": True, "UFSM": True}
     ),
-    "train_batches_on_device": S(
-        flag, True, OVERALL, "feature models' batches cut on the model's device (False: RecBole's loader)"
-    ),
     "valid_before_training": S(
         flag, False, OVERALL, "the untrained model is a candidate checkpoint", per_model={"FBSM": True, "UFSM": True}
     ),

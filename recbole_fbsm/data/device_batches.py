@@ -6,18 +6,17 @@ the negatives and joins their fields, and on a GPU copies the batch over (and dy
 back). The models that read their own features need only three columns (user, positive, negative), so
 here the training likes are held once as two tensors on the model's device, and a batch is
 
-- the epoch plan of RecBole's loader, drawn from the same generator: with ``train_batch_by_user`` that of
-  ``UserGroupedBatchSampler`` (the same shuffled whole users, batches and per-rank shares), otherwise the
-  same shuffled rows in batches of ``train_batch_size``; moved to the device once per epoch, sliced per batch;
+- the epoch's plan, drawn from the loader's generator: with ``train_batch_by_user`` that of
+  ``UserGroupedBatchSampler`` (shuffled whole users, batches and per-rank shares), otherwise shuffled rows in
+  batches of ``train_batch_size``; moved to the device once per epoch, sliced per batch;
 - two ``index_select`` for its users and positives;
 - negatives from ``DeviceNegativeSampler`` (the train split's items only, the same distribution as
   ``ColdStartSampler``) drawn on the device; with dynamic sampling, ``candidate_num`` of them per triplet
   scored by ``model.predict`` as (user, item) pairs, the best kept.
 
 No Python loop over rows, no per-batch collate. RecBole's trainer still drives the epochs (it iterates the
-loader and asks its length), evaluation, early stopping and checkpoints. The loader draws its negatives
-from a generator of its own (seeded by the run's seed and the process's rank), so its negatives differ from
-the RecBole loader's; its batches' users and positives do not.
+loader and asks its length), evaluation, early stopping and checkpoints. The negatives come from a generator
+of the loader's own (seeded by the run's seed and the process's rank): a seeded run is the same run to run.
 """
 
 import numpy as np
@@ -33,14 +32,12 @@ from recbole_fbsm.runtime import distributed
 def device_batches_apply(config, reads_own_features, sampler):
     """Whether the run's training batches can be cut on the device: a model that reads its own features (it
     needs only users, positives and negatives), BPR pairs with sampled negatives from the plugin's split
-    sampler, and whole-user batches (any number of processes) or RecBole's shuffled rows in one process
-    (its data-parallel split of rows is its DistributedSampler's); ``train_batches_on_device: False`` keeps
-    RecBole's loader (for comparison)."""
+    sampler, and whole-user batches (any number of processes) or shuffled rows in one process (RecBole's
+    data-parallel split of rows is its DistributedSampler's)."""
     args = config["train_neg_sample_args"] or {}
     sampled = args.get("distribution") in ("uniform", "popularity") and args.get("sample_num") not in (None, "none")
     return (
-        bool(config["train_batches_on_device"])
-        and reads_own_features
+        reads_own_features
         and sampled
         and (bool(config["train_batch_by_user"]) or not distributed.is_distributed(config))
         and isinstance(sampler, ColdStartSampler)
@@ -63,22 +60,13 @@ def device_batches(loader_class):
             return (self.cut_batch(likes, order[a:b]) for a, b in zip(bounds[:-1], bounds[1:]))
 
         def epoch_plan(self):
-            """(like indices in batch order, batch boundaries): the batches RecBole's loader iterates in an epoch,
-            drawn from the same generator and in the same order, so that every epoch of a run is the one
-            RecBole's loader would give: torch's DataLoader iterator draws its workers' base seed (after a
-            whole-user plan, before a shuffled sampler's permutation), and its RandomSampler draws a second
-            permutation when the epoch's indices run out."""
-            index_sampler, generator = self._index_sampler, self.generator
-            if hasattr(index_sampler, "epoch_plan"):  # whole users
-                order, cuts = index_sampler.epoch_plan()
-                torch.empty((), dtype=torch.int64).random_(generator=generator)
+            """(like indices in batch order, batch boundaries) of the next epoch, drawn from the loader's
+            generator: whole users (``UserGroupedBatchSampler``) or shuffled rows."""
+            if hasattr(self._index_sampler, "epoch_plan"):  # whole users
+                order, cuts = self._index_sampler.epoch_plan()
                 return np.ascontiguousarray(order), cuts
-            torch.empty((), dtype=torch.int64).random_(generator=generator)
             n = self.sample_size
-            order = torch.arange(n)
-            if self.shuffle:
-                order = torch.randperm(n, generator=generator)
-                torch.randperm(n, generator=generator)
+            order = torch.randperm(n, generator=self.generator) if self.shuffle else torch.arange(n)
             return order, np.r_[np.arange(0, n, max(1, int(self.step))), n] if n else np.zeros(1, dtype=np.int64)
 
         def device_likes(self):

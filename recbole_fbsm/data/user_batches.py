@@ -3,7 +3,7 @@
 Why: FBSM scores a triplet against the user's profile f_u = sum of the user's training likes. With
 RecBole's shuffled batches, a user with n likes shows up in about n batches and each time needs the
 whole profile: an epoch costs sum_u n_u^2. When a batch holds all of its users' likes, the profile is
-the sum over the batch's own positives (``FeatureSimilarityRecommender.profile_factors_from_batch``),
+the sum over the batch's own positives (``models.whole_user.WholeUserBatch``),
 and an epoch costs sum_u n_u: linear in the likes.
 
 The order is still random: users are shuffled every epoch (seeded by the loader's generator); batches

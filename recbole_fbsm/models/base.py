@@ -24,28 +24,16 @@ from recbole_fbsm.kernels.sparse import (
     csr_times_dense,
     matmul_by_bags,
     rows_times_table,
-    stable_argsort_bounded,
 )
 from recbole_fbsm.models.inputs import model_inputs
 from recbole_fbsm.models.whole_user import WholeUserBatch, whole_user_bpr_difference
 
-# A training batch of whole users builds their profiles densely when users x features stays below these
-# (16 MiB of float32, and cells per entry of the batch's item rows); otherwise it sums the positives'
-# entries by key (see ``profile_entries_from_batch``).
-DENSE_PROFILE_CELLS = 1 << 22
-DENSE_CELLS_PER_ENTRY = 64
-# ``predict`` scores pairs of at most this many distinct users through dense profiles (one column each)
-MAX_PREDICT_PROFILE_USERS = 256
 # ``score_feature_rows`` scores users in blocks whose dense (features x users) profiles and (items x users)
 # scores hold at most this many cells each (2 MiB of float32), so that the embedding bags find the profiles
 # in the core's cache. benchmarks/bench_eval.py, citeulike-t's test split (3,490 features, 5,117 items,
 # 5,988 users), 1 thread: both products took 0.056 s in blocks of 96 users (2^19 cells), 0.087 s in blocks
 # of 400 (2^21) and 0.165 s in blocks of 16 (2^17).
 SCORE_BLOCK_CELLS = 1 << 19
-# the candidates' one-bag table (features x (h + users)) is built every step: past about 2^19 cells (2 MiB) the
-# copy of V costs more than the second bag it saves (FBSM h = 64, one thread: 10^6 generated likes, 9,783 words,
-# epochs 5.9 s with the table against 5.0 s without; citeulike-t's 3,490 words: the same within noise)
-CANDIDATE_TABLE_CELLS = 1 << 19
 
 
 def fixed_similarity_words(config, start=""):
@@ -104,11 +92,22 @@ class FeatureSimilarityRecommender(GeneralRecommender):
 
     # ------------------------------------------------------------------ per-model similarity parts
     def diagonal_weights(self, users):
-        """c_u per feature: a (n_features,) vector shared by all users, or (len(users), n_features)."""
+        """c_u, the diagonal of W_u.
+
+        Args:
+            users: a LongTensor of shape [n_users].
+
+        Returns:
+            torch.Tensor: shape [n_features] when shared by all users (FBSM, CoSim), else [n_users, n_features].
+        """
         raise NotImplementedError
 
     def low_rank_factors(self):
-        """V^T as an (n_features, h) tensor, or None for purely diagonal similarities."""
+        """The low-rank part of W_u = diag(c_u) + V^T V.
+
+        Returns:
+            torch.Tensor or None: V^T, shape [n_features, h]; None for purely diagonal similarities.
+        """
         return None
 
     def diagonal_parts(self, users):
@@ -119,13 +118,18 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         return weights[None, :], torch.ones(len(users), 1, dtype=weights.dtype, device=weights.device)
 
     # --------------------------------------------------------------------------------- pair scores
-    def pair_scores(
-        self, users, items, self_in_profile, user_factors=None, item_factors=None, item_rows=None, user_entries=None
-    ):
-        """score(u, i) = f_i^T W_u (f_u - s f_i) for each pair; ``self_in_profile`` gives s (bool).
-        ``user_factors`` (V f_u per pair), ``item_factors`` (V f_i), ``item_rows`` (``F.gather_rows`` of
-        ``items``) and ``user_entries`` (f_u at each of those entries) can be passed when the caller
-        already has them."""
+    def pair_scores(self, users, items, self_in_profile, item_rows=None, user_entries=None):
+        """score(u, i) = f_i^T W_u (f_u - s f_i) for each (user, item) pair.
+
+        Args:
+            users, items: LongTensors of shape [n_pairs].
+            self_in_profile: s, a BoolTensor of shape [n_pairs]: whether the item is one of the user's likes.
+            item_rows: ``F.gather_rows(items)``, when the caller has it.
+            user_entries: f_u at each of those rows' nonzeros, shape [nnz], when the caller has them.
+
+        Returns:
+            torch.Tensor: the scores, shape [n_pairs].
+        """
         rows = self.F.gather_rows(items) if item_rows is None else item_rows
         owner, cols, f_i, _ = rows
         f_u = self.F_U.lookup(users.index_select(0, owner), cols) if user_entries is None else user_entries
@@ -137,8 +141,7 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         scores = scores.index_add(0, owner, products * weights)
         factors = self.low_rank_factors()
         if factors is not None:
-            v_i = rows_times_table(*rows, factors) if item_factors is None else item_factors
-            v_u = self.batch_user_factors(users, factors) if user_factors is None else user_factors
+            v_i, v_u = rows_times_table(*rows, factors), self.batch_user_factors(users, factors)
             scores = scores + (v_i * (v_u - s.to(v_i.dtype)[:, None] * v_i)).sum(-1)
         return scores
 
@@ -161,71 +164,39 @@ class FeatureSimilarityRecommender(GeneralRecommender):
     def bpr_difference(self, interaction):
         """r_ui - r_uj for the batch's triplets (i a training like, j a negative).
 
-        V f_u is computed once per distinct user for both sides. When the batch holds every like of
-        each of its users (``train_batch_by_user``), f_u and V f_u are sums over the batch's own positives:
-        the profile costs nothing beyond the positives, and an epoch is linear in the likes; with a shared
-        diagonal the difference is then one autograd node (``models.whole_user``).
+        When the batch holds every like of each of its users (``train_batch_by_user``), f_u is the sum over
+        the batch's own positives (``WholeUserBatch``): the profile costs nothing beyond the positives, and an
+        epoch is linear in the likes; with a shared diagonal (FBSM, CoSim) the difference is then one autograd
+        node (``models.whole_user``). Otherwise f_u is read from the global profiles F_U, and V f_u is computed
+        once per distinct user for both sides.
+
+        Args:
+            interaction (Interaction): ``USER_ID``, ``ITEM_ID`` and ``NEG_ITEM_ID``, LongTensors of shape [n].
+
+        Returns:
+            torch.Tensor: r_ui - r_uj, shape [n].
         """
         users = interaction[self.USER_ID]
         positives, negatives = interaction[self.ITEM_ID], interaction[self.NEG_ITEM_ID]
         n = len(users)
         batch = self.whole_user_batch(users, positives)
         if batch is not None and self.shared_diagonal:
-            rows = concat_rows(batch.rows, self.F.gather_rows(negatives))
-            entries = self.profile_entries_from_batch((batch.slots, batch.n_users), rows, n, batch)
             weights, factors = self.diagonal_weights(batch.users), self.low_rank_factors()
+            rows = concat_rows(batch.rows, self.F.gather_rows(negatives))
             return whole_user_bpr_difference(
-                batch, rows, entries, weights, factors, batch.scored_negatives(negatives, (weights, factors))
+                batch, rows, weights, factors, batch.scored_negatives(negatives, (weights, factors))
             )
         # positives and negatives in one pass: one gather of F's rows, one embedding bag, one lookup
         pair_users, items = torch.cat([users, users]), torch.cat([positives, negatives])
         self_in_profile = torch.arange(2 * n, device=users.device) < n
-        rows = self.F.gather_rows(items) if batch is None else concat_rows(batch.rows, self.F.gather_rows(negatives))
-        slots = None if batch is None else (batch.slots, batch.n_users)
-        factors = self.low_rank_factors()
-        v_items = v_u = None
-        if factors is not None:
-            v_items = rows_times_table(*rows, factors)
-            v_u = self.profile_factors_from_batch(users, positives, v_items[:n], slots)
-            v_u = self.batch_user_factors(users, factors) if v_u is None else v_u
-            v_u = torch.cat([v_u, v_u])
-        user_entries = None if slots is None else self.profile_entries_from_batch(slots, rows, n, batch)
-        scores = self.pair_scores(pair_users, items, self_in_profile, v_u, v_items, rows, user_entries)
-        return scores[:n] - scores[n:]
-
-    def profile_entries_from_batch(self, slots, rows, n, batch=None):
-        """f_u at every entry of the batch's item ``rows`` (``gather_rows`` of positives then negatives;
-        the first ``n`` rows are the positives), with f_u summed from the batch's own positives
-        (whole-user batches): no search in the global F_U. ``batch``: the ``WholeUserBatch`` of those
-        positives, whose dense profiles are then built once for the step.
-
-        Small vocabularies build the profiles densely (users x features); once that block is more than
-        ``DENSE_CELLS_PER_ENTRY`` cells per entry (or ``DENSE_PROFILE_CELLS`` in all), the entries are
-        grouped by key (user slot, feature) with a radix sort instead, a cost that does not grow with
-        the vocabulary.
-        """
-        owner, cols, values, offsets = rows
-        inverse, n_users = slots
-        keys = torch.cat([inverse, inverse]).index_select(0, owner) * self.n_features + cols
-        if batch is not None:  # the positives' entries come first
-            n_positive_entries = len(batch.rows[1])
+        if batch is None:
+            scores = self.pair_scores(pair_users, items, self_in_profile)
         else:
-            n_positive_entries = int(offsets[n]) if n < len(offsets) else len(cols)
-        cells = n_users * self.n_features
-        if cells <= DENSE_PROFILE_CELLS and cells <= DENSE_CELLS_PER_ENTRY * max(len(keys), 1):
-            if batch is not None:
-                return batch.dense_profiles().index_select(0, keys)
-            profiles = torch.zeros(cells, dtype=values.dtype, device=values.device)
-            profiles.index_add_(0, keys[:n_positive_entries], values[:n_positive_entries])
-            return profiles.index_select(0, keys)
-        order = stable_argsort_bounded(keys, cells)
-        sorted_keys = keys.index_select(0, order)
-        from_positive = torch.where(order < n_positive_entries, values.index_select(0, order), 0.0)
-        starts = torch.ones(len(keys), dtype=torch.bool, device=keys.device)
-        starts[1:] = sorted_keys[1:] != sorted_keys[:-1]
-        group = torch.cumsum(starts, 0) - 1
-        sums = torch.zeros(len(keys), dtype=values.dtype, device=values.device).index_add_(0, group, from_positive)
-        return torch.empty_like(values).index_copy_(0, order, sums.index_select(0, group))
+            rows = concat_rows(batch.rows, self.F.gather_rows(negatives))
+            owner, cols = rows[0], rows[1]
+            entries = batch.profile_at(batch.cells(torch.cat([batch.slots, batch.slots]).index_select(0, owner), cols))
+            scores = self.pair_scores(pair_users, items, self_in_profile, item_rows=rows, user_entries=entries)
+        return scores[:n] - scores[n:]
 
     def bpr_loss(self, interaction, difference):
         """Mean -log sigmoid(r_ui - r_uj). With ``bpr_user_weighting`` each triplet weighs
@@ -247,12 +218,6 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         likes = (self.R.indptr[users + 1] - self.R.indptr[users]).clamp(min=1).to(losses.dtype)
         mean_likes = len(self.R.indices) / max(int((self.R.indptr[1:] > self.R.indptr[:-1]).sum()), 1)
         return (losses * (mean_likes / likes)).mean()
-
-    def whole_user_slots(self, users, positives):
-        """(slot of each triplet's user, number of users) when the batch holds exactly its users'
-        training likes, each once (``train_batch_by_user``); None otherwise."""
-        batch = self.whole_user_batch(users, positives)
-        return None if batch is None else (batch.slots, batch.n_users)
 
     def whole_user_batch(self, users, positives):
         """The ``WholeUserBatch`` of these triplets, or None when they are not exactly their users' training
@@ -283,24 +248,8 @@ class FeatureSimilarityRecommender(GeneralRecommender):
             return None
         return WholeUserBatch(unique_users, inverse, like_keys, positives, self.F)
 
-    def profile_factors_from_batch(self, users, positives, positive_factors, slots=None):
-        """V f_u per triplet as the sum of ``positive_factors`` over the user's triplets, or None when
-        the batch does not hold exactly the user's training likes, each once (then f_u != that sum)."""
-        slots = self.whole_user_slots(users, positives) if slots is None else slots
-        if slots is None:
-            return None
-        inverse, n_users = slots
-        sums = torch.zeros(
-            n_users, positive_factors.shape[1], dtype=positive_factors.dtype, device=positive_factors.device
-        ).index_add(0, inverse, positive_factors)
-        return sums.index_select(0, inverse)
-
     def predict(self, interaction):
-        """Scores of (user, item) pairs. When the pairs have few distinct users (dynamic negative sampling
-        scores ``candidate_num`` items for each user of a training batch), the users' profiles are built
-        densely once and each nonzero of an item's f_i reads its user's f_u there (no binary search in F_U,
-        no sparse product of every pair with every user); the low-rank part is (V f_i) . (V f_u), with
-        V f_u summed over the users' likes or taken from the dense profiles, whichever is smaller.
+        """Scores of (user, item) pairs: f_i^T W_u (f_u - s f_i), s = 1 for a training like (``pair_scores``).
 
         Args:
             interaction (Interaction): ``USER_ID`` and ``ITEM_ID``, LongTensors of shape [n_pairs].
@@ -309,81 +258,50 @@ class FeatureSimilarityRecommender(GeneralRecommender):
             torch.Tensor: the scores, shape [n_pairs].
         """
         users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
-        self_in_profile = self.R.contains(users, items)
-        unique_users, inverse = torch.unique(users, return_inverse=True)
-        n_users = len(unique_users)
-        if (
-            n_users > MAX_PREDICT_PROFILE_USERS
-            or n_users * 4 > len(users)
-            or (n_users * self.n_features > DENSE_PROFILE_CELLS)
-        ):
-            return self.pair_scores(users, items, self_in_profile)
-        profiles = self.F_U.dense_rows(unique_users)  # users x features
-        rows = self.F.gather_rows(items)
-        owner, cols, values, _ = rows
-        cells = inverse.index_select(0, owner) * self.n_features + cols  # (the pair's user, feature) per entry
-        weights = self.diagonal_weights(unique_users)  # W_u's diagonal
-        weights = weights.index_select(0, cols) if weights.dim() == 1 else weights.reshape(-1).index_select(0, cells)
-        entries = values * weights * profiles.view(-1).index_select(0, cells)
-        scores = torch.zeros(len(items), dtype=entries.dtype, device=entries.device).index_add_(0, owner, entries)
-        factors = self.low_rank_factors()
-        if factors is not None:
-            user_factors = self.few_user_factors(unique_users, profiles, factors).index_select(0, inverse)
-            scores = scores + (rows_times_table(*rows, factors) * user_factors).sum(-1)
-        if bool(self_in_profile.any()):  # estimation constraint: a training like without its own f_i
-            liked = torch.nonzero(self_in_profile).squeeze(1)
-            scores = scores.index_add(0, liked, -self.self_similarity(users[liked], items[liked]))
-        return scores
+        return self.pair_scores(users, items, self.R.contains(users, items))
 
     # longer than 60 lines: a docstring for the fast path, then one embedding-bag pass whose parts the loss reuses
     def score_training_candidates(self, users, positives, candidates, unliked=False):
         """``predict``'s scores of the pairs (``users.repeat(k)``, ``candidates``): dynamic negative sampling's k
-        candidates per triplet of a training batch of whole users, or None when the batch is not one (or its
-        profiles are too large to hold densely); then the caller uses ``predict``.
+        candidates per triplet of a training batch of whole users, or None when the batch is not one; then the
+        caller uses ``predict``.
 
-        The batch's ``WholeUserBatch`` gives the profiles (its dense block, kept for the step's loss) and V f_u
-        (the sum of the positives' V f_i); a candidate is a like of its user when it is among the user's
-        positives (no search in R), unless the caller knows none is (``unliked``). One embedding bag over the
-        candidates' nonzeros reads, per nonzero, V's row and the column of c_u * f_u for every user of the batch
-        (``candidate_table``); the candidate's own user's column is kept. The parts the loss needs again (V f_i of
-        the positives, V f_u, each candidate's V f_c and diagonal part) are kept with the batch
-        (``WholeUserBatch.keep_scored``): the step's loss takes its negatives' parts from there. Nothing here
-        depends on the model's training mode (the caller does not switch it)."""
+        The batch's ``WholeUserBatch`` gives the profiles f_u (its dense block) and V f_u (the sum of the positives'
+        V f_i); a candidate is a like of its user when it is among the user's positives (no search in R), unless
+        the caller knows none is (``unliked``). The parts the loss needs again (V f_i of the positives, V f_u,
+        each candidate's V f_c and diagonal part) are kept with the batch (``WholeUserBatch.keep_scored``): the
+        step's loss takes its negatives' parts from there. Nothing here depends on the model's training mode
+        (the caller does not switch it).
+
+        Args:
+            users, positives: the batch's triplets' users and liked items, LongTensors of shape [n].
+            candidates: k items per triplet, candidate c of triplet t at c * n + t, a LongTensor of shape [k n].
+            unliked (bool): no candidate is a training like of its user.
+
+        Returns:
+            torch.Tensor or None: the scores, shape [k n].
+        """
         batch = self.whole_user_batch(users, positives)
-        n_features = self.n_features
-        if (
-            batch is None
-            or not len(users)
-            or len(candidates) % len(users)
-            or (batch.n_users * n_features > DENSE_PROFILE_CELLS)
-        ):
+        if batch is None or not len(users) or len(candidates) % len(users):
             return None
         repeats = len(candidates) // len(users)
         cols, values, offsets, counts = batch.bags(candidates)
         weights, factors = self.diagonal_weights(batch.users), self.low_rank_factors()
-        table, rank = self.candidate_table(batch, weights, factors)
-        slots = batch.slots.repeat(repeats)
-        if table is not None:  # [V | (c_u * f_u) for every user]: one bag, each candidate's own user's column kept
-            bags = nn.functional.embedding_bag(
-                cols, table, offsets, mode="sum", per_sample_weights=values.to(table.dtype)
-            )
-            diagonal = bags[:, rank:].gather(1, slots[:, None]).view(-1)
-            item_factors = bags[:, :rank] if rank else None
-        else:  # many users: per nonzero, c_u * f_u at (the candidate's user slot, column) of the dense profiles
-            profiles = batch.dense_profiles().view(batch.n_users, n_features) * weights
-            cells = torch.add(cols, torch.repeat_interleave(slots, counts, output_size=len(cols)), alpha=n_features)
-            diagonal = nn.functional.embedding_bag(
-                cells, profiles.view(-1, 1), offsets, mode="sum", per_sample_weights=values.to(profiles.dtype)
-            ).view(-1)
-            item_factors = (
-                None
-                if factors is None
-                else nn.functional.embedding_bag(
-                    cols, factors, offsets, mode="sum", per_sample_weights=values.to(factors.dtype)
-                )
-            )
-        scores, positive_factors, user_factors = diagonal, None, None
+        # per nonzero of a candidate: c_u * f_u at (the candidate's user slot, column) of the dense profiles
+        profiles = batch.dense_profiles().view(batch.n_users, self.n_features) * weights
+        slots = torch.repeat_interleave(batch.slots.repeat(repeats), counts, output_size=len(cols))
+        diagonal = nn.functional.embedding_bag(
+            batch.cells(slots, cols),
+            profiles.view(-1, 1),
+            offsets,
+            mode="sum",
+            per_sample_weights=values.to(profiles.dtype),
+        ).view(-1)
+        scores, item_factors, positive_factors, user_factors = diagonal, None, None, None
         if factors is not None:  # low-rank part: (V^T f_c) . (V^T f_u), V^T f_u the sum of the positives' V^T f_i
+            item_factors = nn.functional.embedding_bag(
+                cols, factors, offsets, mode="sum", per_sample_weights=values.to(factors.dtype)
+            )
             positive_factors = rows_times_table(*batch.rows, factors)
             user_factors = torch.zeros(batch.n_users, factors.shape[1], dtype=factors.dtype, device=factors.device)
             user_factors = user_factors.index_add_(0, batch.slots, positive_factors)
@@ -403,27 +321,6 @@ class FeatureSimilarityRecommender(GeneralRecommender):
             )
         return scores
 
-    def candidate_table(self, batch, weights, factors):
-        """(the table of ``score_training_candidates``' one embedding bag, the rank h): V's columns then one column
-        of c_u * f_u per user of the batch (features x (h + users)), or (None, h) when the batch has more users
-        than V has columns (each nonzero would then read more than twice V's row; the caller looks up the
-        candidate's own user alone), or when the table would exceed ``CANDIDATE_TABLE_CELLS`` (building it copies V
-        every step)."""
-        rank = 0 if factors is None else factors.shape[1]
-        if batch.n_users > max(rank, 16) or self.n_features * (rank + batch.n_users) > CANDIDATE_TABLE_CELLS:
-            return None, rank
-        profiles = batch.dense_profiles().view(batch.n_users, self.n_features) * weights
-        return (profiles.T.contiguous() if factors is None else torch.cat([factors, profiles.T], 1)), rank
-
-    def few_user_factors(self, users, profiles, factors):
-        """V f_u for distinct ``users`` whose dense ``profiles`` are at hand: the sum over their likes'
-        V f_j (``user_factors``) when their likes' nonzeros are fewer than the profiles' cells, else
-        profiles @ V (a heavy user's likes hold far more entries than the vocabulary)."""
-        likes = int((self.R.indptr.index_select(0, users + 1) - self.R.indptr.index_select(0, users)).sum())
-        if likes * len(self.F.values) < len(users) * self.n_features * max(self.F.shape[0], 1):
-            return self.user_factors(users, factors)
-        return profiles @ factors
-
     # ------------------------------------------------------------------------------ full ranking
     def full_sort_predict(self, interaction):
         """Scores of a batch of users against every item, with sparse x dense products.
@@ -441,7 +338,15 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         """(batch users x candidates) scores, with sparse x dense products over the candidates' rows of
         F only: evaluation on a cold split never touches the other splits' items. Where the low-rank part
         is added item side (``folds_low_rank``), the candidates' V f_i are computed once per evaluation
-        (``_candidate_factors``), not once per batch."""
+        (``_candidate_factors``), not once per batch.
+
+        Args:
+            interaction (Interaction): ``USER_ID``: the users, a LongTensor of shape [n_users].
+            candidates: the items scored, a LongTensor of shape [n_candidates].
+
+        Returns:
+            torch.Tensor: the scores, shape [n_users, n_candidates].
+        """
         users = interaction[self.USER_ID]
         F_c, position = self._candidate_matrix(candidates)
         item_factors = None if self.folds_low_rank(len(candidates)) else self._candidate_factors(F_c)
@@ -580,7 +485,14 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         return item_factors
 
     def self_similarity(self, users, items):
-        """f_i^T W_u f_i for (user, item) pairs."""
+        """f_i^T W_u f_i: what the estimation constraint takes off a training like's score.
+
+        Args:
+            users, items: LongTensors of shape [n_pairs].
+
+        Returns:
+            torch.Tensor: shape [n_pairs].
+        """
         owner, cols, f_i, _ = self.F.gather_rows(items)
         weights = self.diagonal_weights(users)
         weights = weights[cols] if weights.dim() == 1 else weights[owner, cols]

@@ -49,7 +49,9 @@ class FBSM(FeatureSimilarityRecommender):
         self.learning_rate_D = config["learning_rate_D"]
         self.learner = config["learner"]
         self.weight_decay = float(config["weight_decay"] or 0.0)
-        self.regulariser_in_optimizer = False  # set by optimizer_param_groups, which the trainer calls
+        # λ and β as the optimizer's weight decay (``optimizer_param_groups``) when the learner's decay is an L2
+        # gradient; otherwise ``calculate_loss`` adds the L2 terms
+        self.regulariser_in_optimizer = str(self.learner).lower() in L2_DECAY_LEARNERS
         generator = torch.Generator().manual_seed(int(config["seed"]))
         self.D = nn.Parameter(torch.full((self.n_features,), float(config["init_D"])))
         self.V = nn.Parameter(float(config["init_std"]) * torch.randn(self.n_features, self.rank, generator=generator))
@@ -208,7 +210,6 @@ class FBSM(FeatureSimilarityRecommender):
         the learner's decay is an L2 gradient (see the class docstring)."""
         lr_D = learning_rate if self.learning_rate_D is None else float(self.learning_rate_D)
         groups = [{"params": [self.D], "lr": lr_D}, {"params": [self.V], "lr": learning_rate}]
-        self.regulariser_in_optimizer = str(self.learner).lower() in L2_DECAY_LEARNERS
         if self.regulariser_in_optimizer:
             groups[0]["weight_decay"] = 2 * self.reg_D + self.weight_decay
             groups[1]["weight_decay"] = 2 * self.reg_V + self.weight_decay

@@ -39,9 +39,7 @@ class UFSM(FeatureSimilarityRecommender):
     def diagonal_parts(self, users):
         return self.W, self.M[users]
 
-    def pair_scores(
-        self, users, items, self_in_profile, user_factors=None, item_factors=None, item_rows=None, user_entries=None
-    ):
+    def pair_scores(self, users, items, self_in_profile, item_rows=None, user_entries=None):
         # sum_d m_ud sum_k w_dk a_k with a_k = f_ik (f_uk - s f_ik): gather W per nonzero, not per user x feature
         owner, cols, f_i, _ = self.F.gather_rows(items) if item_rows is None else item_rows
         f_u = self.F_U.lookup(users.index_select(0, owner), cols) if user_entries is None else user_entries

@@ -23,9 +23,17 @@ from recbole_fbsm.runtime import distributed
 from recbole_fbsm.runtime.memory import release_free_memory
 from recbole_fbsm.runtime.openmp import chosen_by_command_line
 from recbole_fbsm.runtime.threads import plan_for_config, usable_cores
-from recbole_fbsm.storage.run_records import plain_record_value
-from recbole_fbsm.training.result_file import result_file_for, run_record, write_result_file
-from recbole_fbsm.training.run_log import current_log_file, discard_run_log_on, end_run_log, on_console, start_run_log
+from recbole_fbsm.storage.fingerprint import data_fingerprint
+from recbole_fbsm.storage.run_records import run_record, settings_of, write_record
+from recbole_fbsm.storage.safe_files import plain
+from recbole_fbsm.training.run_log import (
+    discard_run_log_on,
+    end_run_log,
+    last_run_log_file,
+    on_console,
+    result_file_for,
+    start_run_log,
+)
 from recbole_fbsm.training.trainer import get_trainer
 
 # settings that size a model's parameters, named when they do not fit in memory
@@ -106,9 +114,7 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
         getLogger().setLevel(logging.ERROR)
         logging.captureWarnings(True)
     logger = getLogger()
-    with discard_run_log_on(
-        config, ColdStartError
-    ):  # an error found while loading, splitting or building leaves no log
+    with discard_run_log_on(config, ColdStartError):  # an error found loading, splitting or building leaves no log
         # RecBole's defaults (use_gpu True, gpu_id '0') fall back to the CPU quietly; a GPU asked for by number does not
         if (
             config["use_gpu"]
@@ -134,6 +140,7 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
                 extra=on_console(),
             )
         data = create_dataset(config, report)
+        data.data_fingerprint = data_fingerprint(config)  # once, of the files it read; its splits carry it
         release_free_memory()  # the parsing's temporaries, before the split and the features
         logger.info(data, extra=on_console())
         train_data, valid_data, test_data = data_preparation(config, data, reads_own_features=reads_own_features)
@@ -203,27 +210,46 @@ def _run_rank(local_rank, model, dataset, config_file_list, config_dict, saved, 
     distributed.end_process_group(together=True)
 
 
-def write_run_artifact(config, model, loaders, checkpoint_file, training=None):
-    """The kept model's artifact (``recbole_fbsm.artifact``) beside its checkpoint (same name, ``.fbsm``), for
-    the models built from item features; None for the others and for runs that save no checkpoint.
-    ``training``: which epoch was kept (``artifact.model_file.training_record``)."""
-    train_dataset, valid_dataset, test_dataset = (loader._dataset for loader in loaders)
-    if not checkpoint_file or getattr(train_dataset, "model_inputs", None) is None:
-        return None
-    analyzer = dataset_analyzer(config, train_dataset.model_inputs.features.fields, train_dataset)
-    artifact = build_artifact(model, config, train_dataset, valid_dataset, test_dataset, analyzer, training)
-    return str(write_artifact(os.path.splitext(str(checkpoint_file))[0] + SUFFIX, artifact))
-
-
 def hybrid_group_results(trainer, test_result):
     """The hybrid scenario's cold and warm metrics of the test and of the kept validation epoch."""
     valid_groups = trainer.valid_group_history.get(trainer.kept_epoch, {}) if trainer.valid_group_history else {}
     groups = {"test": trainer.group_results if test_result is not None else {}, "valid": valid_groups}
     return {
-        f"{phase}_result_{name}": plain_record_value(groups[phase].get(name) or {})
+        f"{phase}_result_{name}": plain(groups[phase].get(name) or {})
         for phase in ("valid", "test")
         for name in ("cold", "warm")
     }
+
+
+def write_outputs(config, result, loaders, given, start, model=None, log_file=None, extra=None):
+    """The run's one writer, once it is tested: the artifact beside the kept checkpoint (``.fbsm``, for the models
+    built from item features), then the JSON record beside the log (``result["record"]``, ``result["result_file"]``).
+    ``given``: the run's (config_file_list, config_dict); the data's fingerprint is the one its dataset computed
+    when it read the files (``data.create_dataset``); ``extra``: fields the record adds (the blend's)."""
+    logger = getLogger()
+    train_dataset, valid_dataset, test_dataset = (loader._dataset for loader in loaders)
+    checkpoint = result["saved_model_file"]
+    if model is not None and checkpoint and getattr(train_dataset, "model_inputs", None) is not None:
+        analyzer = dataset_analyzer(config, train_dataset.model_inputs.features.fields, train_dataset)
+        artifact = build_artifact(
+            model, config, train_dataset, valid_dataset, test_dataset, analyzer, training_record(config, result)
+        )
+        result["artifact_file"] = str(write_artifact(os.path.splitext(str(checkpoint))[0] + SUFFIX, artifact))
+        logger.info(f"model artifact: {result['artifact_file']}", extra=on_console())
+    data = train_dataset.data_fingerprint
+    settings = settings_of(config["dataset"], *given, data["sha256"])
+    record = run_record(config, result, settings, data, time.perf_counter() - start, log_file)
+    result["record"] = {**record, **(extra or {})}  # the JSON record of the run (compare stores it as it is)
+    path = result_file_for(log_file, config)
+    try:
+        result["result_file"] = str(write_record(path, result["record"]))
+        logger.info(f"result file: {result['result_file']}", extra=on_console())
+    except OSError as error:  # the results are still returned and printed; nothing half-written is left
+        result["result_file"] = None
+        logger.warning(
+            f"the result file {path} could not be written ({error.strerror or error}); the results below are the run's."
+        )
+    return result
 
 
 def _trained(model, dataset, config_file_list, config_dict, saved):
@@ -268,8 +294,8 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
         ):
             alone = part_trainer.evaluate(part_test, load_best_model=False)
             parts[f"{part}_test_result"] = {
-                "all": plain_record_value(alone),
-                **{name: plain_record_value(groups) for name, groups in part_trainer.group_results.items()},
+                "all": plain(alone),
+                **{name: plain(groups) for name, groups in part_trainer.group_results.items()},
             }
         blend = HybridBlend(config, train_data._dataset, warm_model, content_model).to(config["device"])
         trainer.model = blend
@@ -288,18 +314,21 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
         blend.weight = best
         test_result = trainer.evaluate(test_data, load_best_model=False)
         trainer.valid_group_history, trainer.kept_epoch = {best: searched[best][2]}, best
-        result = {
-            "best_valid_score": searched[best][0],
-            "valid_score_bigger": True,
-            "best_valid_result": plain_record_value(searched[best][1]),
-            "test_result": plain_record_value(test_result),
-            "saved_model_file": None,
-            "artifact_file": None,
-            "eval_user_sample": config["eval_user_sample"],
+        blended = {
             "blend_weight": best,
             "warm_model": names["warm_model"],
             "content_model": names["content_model"],
             "blend_search": {str(w): searched[w][0] for w in BLEND_WEIGHTS},
+        }
+        result = {
+            "best_valid_score": searched[best][0],
+            "valid_score_bigger": True,
+            "best_valid_result": plain(searched[best][1]),
+            "test_result": plain(test_result),
+            "saved_model_file": None,
+            "artifact_file": None,
+            "eval_user_sample": config["eval_user_sample"],
+            **blended,
             **hybrid_group_results(trainer, test_result),
             **parts,
         }
@@ -309,24 +338,15 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
             extra=on_console(),
         )
         config["model"] = "HybridBlend"
-        record = run_record(config, result, config_file_list, config_dict, time.perf_counter() - start, None)
-        record.update(
-            model="HybridBlend",
-            blend_weight=best,
-            warm_model=names["warm_model"],
-            content_model=names["content_model"],
-            blend_search=result["blend_search"],
-            **parts,
-        )
-        result["record"] = record
-        result["result_file"] = str(write_result_file(result_file_for(None, config), record))
-        return result
+        given = (config_file_list, config_dict)
+        return write_outputs(config, result, loaders, given, start, extra={**blended, **parts})
     finally:
         end_run_log()
         torch.set_num_threads(threads_before)
 
 
 def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
+    """One run in one pass: prepare, fit, test, then ``write_outputs`` (rank 0 of a data-parallel run)."""
     start = time.perf_counter()
     threads_before = torch.get_num_threads()  # the caller's count comes back after the run (runtime.threads)
     try:
@@ -340,16 +360,17 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
         logger.info(set_color("best valid ", "yellow") + f": {best_valid_result}", extra=on_console(False))
         logger.info(set_color("test result", "yellow") + f": {test_result}", extra=on_console(False))
         result = {  # plain Python numbers: {'recall@10': 0.0971}, not OrderedDict of np.float64
-            "best_valid_score": plain_record_value(best_valid_score),
+            "best_valid_score": plain(best_valid_score),
             "valid_score_bigger": config["valid_metric_bigger"],
-            "best_valid_result": plain_record_value(best_valid_result),
-            "test_result": plain_record_value(test_result),
+            "best_valid_result": plain(best_valid_result),
+            "test_result": plain(test_result),
             "saved_model_file": trainer.saved_model_file if saved else None,
             "eval_user_sample": config["eval_user_sample"],
             # which epoch was kept on validation (-1: the untrained start) and what it gained over that start
-            "best_epoch": getattr(trainer, "kept_epoch", None),
-            "start_valid_score": getattr(trainer, "start_valid_score", None),
-            "kept_summary": trainer.kept_summary() if hasattr(trainer, "kept_summary") and valid_data else None,
+            "best_epoch": trainer.kept_epoch,
+            "start_valid_score": trainer.start_valid_score,
+            "kept_summary": trainer.kept_summary() if valid_data else None,
+            "artifact_file": None,
         }
         # the kept epoch -1 is the untrained start: for FBSM and UFSM a fixed similarity, said in words
         describe = getattr(config.model_class, "untrained_start", None)
@@ -360,29 +381,16 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
             result["world_size"] = config["world_size"]
         if not distributed.is_main_process():
             return result
-        result["artifact_file"] = write_run_artifact(
-            config,
-            model,
-            (train_data, valid_data, test_data),
-            trainer.saved_model_file if saved else None,
-            training_record(config, result),
-        )
-        if result["artifact_file"]:
-            logger.info(f"model artifact: {result['artifact_file']}", extra=on_console())
-        log_file = current_log_file()
-        record = run_record(config, result, config_file_list, config_dict, time.perf_counter() - start, log_file)
-        result["record"] = record  # the JSON record of the run (compare stores it as it is)
-        path = result_file_for(log_file, config)
-        try:
-            result["result_file"] = str(write_result_file(path, record))
-            logger.info(f"result file: {result['result_file']}", extra=on_console())
-        except OSError as error:  # the results are still returned and printed; nothing half-written is left
-            result["result_file"] = None
-            logger.warning(
-                f"the result file {path} could not be written ({error.strerror or error}); the results "
-                "below are the run's."
-            )
-        return result
+        loaders, given = (train_data, valid_data, test_data), (config_file_list, config_dict)
+        return write_outputs(config, result, loaders, given, start, model, last_run_log_file())
     finally:
         end_run_log()
         torch.set_num_threads(threads_before)
+
+
+def planned_settings(model, dataset, config_file_list=None, overrides=None):
+    """``storage.run_records.settings_of`` a run with these settings will have, with the fingerprint of the files
+    it will read: ``compare`` decides reuse with it before running. A bad setting raises the run's own error."""
+    overrides = dict(overrides or {})
+    config = ColdStartConfig(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=overrides)
+    return settings_of(dataset, config_file_list, overrides, data_fingerprint(config)["sha256"])

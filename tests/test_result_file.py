@@ -5,11 +5,13 @@ from pathlib import Path
 
 from helpers import dataset_config, run_cli
 
+from recbole_fbsm.artifact.model_file import read_artifact
 from recbole_fbsm.experiments import compare
 from recbole_fbsm.quick_start import run
 
 
 def test_run_writes_a_record_that_compare_reads(toy, tmp_path):
+    (toy.folder / f"{toy.name}.user").write_text("user_id:token\tage:float\nu000\t30\n")  # load_col leaves it out
     result = run("CoSim", toy.name, config_dict=dataset_config(toy, seed=7))
     path = Path(result["result_file"])
     assert path.parent == tmp_path / "log" / "CoSim" and path.suffix == ".json"
@@ -21,14 +23,16 @@ def test_run_writes_a_record_that_compare_reads(toy, tmp_path):
     assert record["saved_model_file"] == result["saved_model_file"] and Path(record["saved_model_file"]).is_file()
     assert record["settings"]["dataset"] == toy.name and record["settings"]["overrides"]["seed"] == "7"
     assert record["config"]["seed"] == 7 and record["valid_metric"] == "recall@10"
-    # bound to the data it was computed on: each atomic file's content hash, and the package version
+    # bound to the data it was computed on: the content hash of each atomic file the dataset read (not the
+    # .user file load_col leaves out), the same in the artifact, and the package version
     assert set(record["data"]["files"]) == {"toy.inter", "toy.item"}
+    assert read_artifact(record["artifact_file"])["data"] == record["data"]
     assert record["settings"]["data_sha256"] == record["data"]["sha256"] and record["settings"]["package_version"]
     assert record["artifact_file"] == result["artifact_file"] and Path(record["artifact_file"]).is_file()
 
 
 def test_the_record_has_every_key_of_compares_own(toy, tmp_path):
-    settings = compare.settings_of(toy.name, None, dataset_config(toy))
+    settings = compare.planned_settings("CoSim", toy.name, None, dataset_config(toy))
     theirs = compare.run_pair("CoSim", toy.name, 3, tmp_path / "results", None, dataset_config(toy), settings)
     assert theirs["status"] == "ok", theirs.get("error")
     mine = json.loads(Path(sorted((tmp_path / "log" / "CoSim").glob("*.json"))[-1]).read_text())

@@ -99,7 +99,7 @@ def test_a_result_file_that_cannot_be_written_still_returns_the_results(tmp_path
     def full_disk(path, record):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(quick_start, "write_result_file", full_disk)
+    monkeypatch.setattr(quick_start, "write_record", full_disk)
     result = quick_start.run(
         "CoSim",
         "toy",

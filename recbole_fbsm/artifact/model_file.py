@@ -4,7 +4,7 @@ Contents (tensors and plain values, read with ``torch.load(weights_only=True)``)
 
 - ``format``, ``format_version``, ``package_version``, ``model``: what the file is and what wrote it;
 - ``settings``: the run's final settings as plain data (the model's hyperparameters among them);
-- ``data``: the fingerprint of the dataset's atomic files it was trained on (``artifact.fingerprint``);
+- ``data``: the fingerprint of the atomic files its dataset read (``storage.fingerprint``);
 - ``vocabulary``: the user and item tokens by internal id, each feature field's type and dataset tokens
   (each field's tokens as their UTF-8 bytes one after the other and each token's length: version 1 kept a
   list of strings, 2.6 million Python objects and 250 MB more at the write for 2 million items);
@@ -40,7 +40,6 @@ from recbole_fbsm.data.features import ItemFeatures
 from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.inputs import ModelInputs
-from recbole_fbsm.storage.fingerprint import config_fingerprint
 from recbole_fbsm.storage.run_records import package_version
 from recbole_fbsm.storage.safe_files import Settings, in_memory, load_tensors, plain, save_tensors
 
@@ -223,7 +222,8 @@ def build_artifact(model, config, train_dataset, valid_dataset=None, test_datase
     """The artifact of a trained ``model`` (see the module docstring) as a dict of tensors and plain values.
 
     ``train_dataset`` carries the fitted ``model_inputs`` the model was built from (``quick_start.prepare``
-    attaches them); ``analyzer``: the converter's analyzer document of the dataset, if any; ``training``: the
+    attaches them) and the ``data_fingerprint`` of the files its dataset read (set where the dataset is loaded);
+    ``analyzer``: the converter's analyzer document of the dataset, if any; ``training``: the
     ``training_record`` of the run (None: not known).
     """
     inputs = getattr(train_dataset, "model_inputs", None)
@@ -241,7 +241,7 @@ def build_artifact(model, config, train_dataset, valid_dataset=None, test_datase
         "package_version": package_version(),
         "model": str(config["model"]),
         "settings": dict(Settings.of(config)),
-        "data": config_fingerprint(config),
+        "data": train_dataset.data_fingerprint,
         "vocabulary": vocabulary_record(train_dataset, features.fields),
         "features": features_record(features),
         "likes": csr_record(inputs.likes),

@@ -27,8 +27,8 @@ from recbole_fbsm.config.cli import typed_command
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.experiments.report import CHART_METRICS, group_result, result_groups, write_report
-from recbole_fbsm.quick_start import run
-from recbole_fbsm.storage.run_records import changed_settings, read_record, settings_of, write_record
+from recbole_fbsm.quick_start import planned_settings, run
+from recbole_fbsm.storage.run_records import changed_settings, read_record, write_record
 from recbole_fbsm.training.run_log import last_run_log_file
 
 # Quiet defaults; any of them can be overridden with --key=value.
@@ -117,7 +117,7 @@ def compare(
     for model in models:  # a typo in a model name should not wait for the other models to finish
         get_model(model)
     results_dir = Path(results_dir) if results_dir is not None else default_results_dir(dataset)
-    settings = settings_of(dataset, config_file_list, overrides)
+    settings = planned_settings(models[0], dataset, config_file_list, overrides)
 
     created = not results_dir.exists()
     results_dir.mkdir(parents=True, exist_ok=True)

@@ -45,10 +45,9 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.experiments import search_space, shared_grid
 from recbole_fbsm.experiments.compare import QUIET_DEFAULTS
 from recbole_fbsm.quick_start import run
-from recbole_fbsm.storage.fingerprint import fingerprint_of
-from recbole_fbsm.storage.run_records import plain_record_value, settings_of
-from recbole_fbsm.storage.safe_files import write_atomic
-from recbole_fbsm.training.result_file import HYBRID_GROUPS
+from recbole_fbsm.storage.fingerprint import data_fingerprint
+from recbole_fbsm.storage.run_records import HYBRID_GROUPS, settings_of
+from recbole_fbsm.storage.safe_files import plain, write_atomic
 from recbole_fbsm.training.trainer import validation_callback
 
 # settings that do not change a trial's result: processes may differ in them and still share a study
@@ -93,6 +92,7 @@ class Search:
         )
         self.valid_metric = str(config["valid_metric"]).lower()
         self.bigger = bool(config["valid_metric_bigger"])
+        self.data_sha256 = data_fingerprint(config)["sha256"]  # the files its trials read
         # the hybrid scenario: trials are chosen on the valid metric of this group (all items unless told otherwise)
         hybrid = str(setting(config, "cold_start_scenario")).lower() == "hybrid"
         self.valid_group = str(setting(config, "hybrid_valid_group")).lower() if hybrid else None
@@ -100,7 +100,10 @@ class Search:
     def signature(self):
         """Everything that makes two trials comparable; stored in the study, checked when it is reused."""
         fixed = settings_of(
-            self.dataset, self.config_files, {k: v for k, v in self.overrides.items() if k not in NEUTRAL_KEYS}
+            self.dataset,
+            self.config_files,
+            {k: v for k, v in self.overrides.items() if k not in NEUTRAL_KEYS},
+            self.data_sha256,
         )
         return json.loads(
             json.dumps(
@@ -116,7 +119,7 @@ class Search:
                     # the data's content and the release: a study on changed data is another study
                     # (another default name)
                     # (with every override: data_path says where the data is, though it does not change the trials)
-                    "data_sha256": fingerprint_of(self.dataset, self.config_files, self.overrides),
+                    "data_sha256": fixed["data_sha256"],
                     "package_version": fixed["package_version"],
                 },
                 default=str,
@@ -273,11 +276,11 @@ class Objective:
         return {
             "seed": seed,
             "best_valid_score": float(result["best_valid_score"]),
-            "best_valid_result": plain_record_value(result["best_valid_result"] or {}),
-            "test_result": plain_record_value(result["test_result"] or {}),
+            "best_valid_result": plain(result["best_valid_result"] or {}),
+            "test_result": plain(result["test_result"] or {}),
             "seconds": time.perf_counter() - start,
             # the hybrid scenario's cold and warm groups (best_valid_result and test_result hold all items)
-            **{key: plain_record_value(result[key]) for key in HYBRID_GROUPS if key in result},
+            **{key: plain(result[key]) for key in HYBRID_GROUPS if key in result},
         }
 
 

@@ -31,6 +31,7 @@ from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.contract import ScoresFeatureRows
 from recbole_fbsm.models.inputs import fit_model_inputs
+from recbole_fbsm.storage.fingerprint import data_fingerprint
 from recbole_fbsm.storage.safe_files import PickledFileError, Settings, in_memory, load_tensors, load_trusted_pickle
 
 SERVED_MODELS = ("FBSM", "UFSM", "CoSim", "ItemKNNCBF", "DropoutNet", "Heater", "ALDI")
@@ -306,6 +307,7 @@ def export_checkpoint(state, path, data_path=None):
             f"checkpoint {path}: its features are fitted on its dataset, which cannot be loaded: {error} "
             "If the data moved since training, give the folder holding the dataset's folder (--data-path / data_path=)."
         ) from None
+    dataset.data_fingerprint = data_fingerprint(config)
     train_data, valid_data, test_data = data_preparation(config, dataset, reads_own_features=True)
     train_dataset = train_data._dataset
     inputs = fit_model_inputs(config, train_dataset, warm_backbone=False, model_class=get_model(config["model"]))

@@ -2,17 +2,19 @@
 
 A record carries the ``settings`` it was computed with, and reuse requires the same settings: the dataset's
 name, each config file's path and content hash, the ``--key=value`` overrides, the package version and
-the content fingerprint of the dataset's atomic files (``artifact.fingerprint``). Changed data or a new
-release means a new run, never an old number.
+the content fingerprint of the atomic files the dataset reads (``storage.fingerprint``). Changed data or a
+new release means a new run, never an old number.
 """
 
 import hashlib
 import json
+from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from recbole_fbsm.storage.fingerprint import fingerprint_of
-from recbole_fbsm.storage.safe_files import write_atomic
+from recbole_fbsm.storage.safe_files import plain, write_atomic
+
+HYBRID_GROUPS = ("valid_result_cold", "valid_result_warm", "test_result_cold", "test_result_warm")
 
 
 def package_version():
@@ -22,8 +24,9 @@ def package_version():
         return "unknown"
 
 
-def settings_of(dataset, config_file_list, overrides):
-    """What a stored result must match to be reused (see the module docstring)."""
+def settings_of(dataset, config_file_list, overrides, data_sha256):
+    """What a stored result must match to be reused (see the module docstring); ``data_sha256``: the
+    ``data_fingerprint`` of the files the run reads."""
     files = []
     for path in config_file_list or []:
         try:
@@ -35,7 +38,7 @@ def settings_of(dataset, config_file_list, overrides):
         "dataset": str(dataset),
         "config_files": files,
         "overrides": {k: str(v) for k, v in (overrides or {}).items()},
-        "data_sha256": fingerprint_of(dataset, config_file_list, overrides),
+        "data_sha256": data_sha256,
         "package_version": package_version(),
     }
 
@@ -52,22 +55,43 @@ def changed_settings(old, new):
     return [label for key, label in names.items() if (old or {}).get(key) != (new or {}).get(key)]
 
 
-def plain_record_value(value):
-    """numpy scalars and OrderedDicts to JSON-friendly floats and dicts."""
-    if isinstance(value, dict):
-        return {str(k): plain_record_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain_record_value(v) for v in value]
-    if isinstance(value, (str, bool, int)) or value is None:
-        return value
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return str(value)
+def run_record(config, result, settings, data, wall_seconds, log_file):
+    """compare's record of one finished run (status ok), plus the log file, run id and final config; ``data``:
+    the ``data_fingerprint`` the run computed once (each atomic file's sha256: what the numbers were computed on).
+    """
+    return {
+        "model": config["model"],
+        "seed": config["seed"],
+        "split_seed": config.split_seed,
+        "settings": settings,
+        "data": data,
+        "status": "ok",
+        "wall_seconds": wall_seconds,
+        "valid_metric": str(config["valid_metric"]).lower(),
+        # compare's records name the plugin's property files a run loaded (ColdStartConfig.property_files)
+        "property_files": [str(path) for path in getattr(config, "property_files", [])],
+        "best_valid_score": plain(result.get("best_valid_score")),
+        "valid_score_bigger": bool(result.get("valid_score_bigger", True)),
+        "best_valid_result": plain(result.get("best_valid_result") or {}),
+        "best_epoch": result.get("best_epoch"),  # the epoch kept on validation; -1: the untrained start
+        "start_valid_score": plain(result.get("start_valid_score")),
+        "test_result": plain(result.get("test_result") or {}),
+        # the hybrid scenario's groups (test_result and best_valid_result hold "all"); absent in the item scenario
+        **{key: plain(result[key]) for key in HYBRID_GROUPS if key in result},
+        "saved_model_file": result.get("saved_model_file"),
+        "artifact_file": result.get("artifact_file"),
+        "eval_user_sample": result.get("eval_user_sample"),
+        "finished_at": datetime.now().isoformat(timespec="seconds"),
+        "log_file": str(log_file) if log_file else None,
+        "run_id": config["run_id"],
+        "config": {str(key): plain(value) for key, value in config.final_config_dict.items()},
+    }
 
 
 def write_record(path, record):
+    """Write the record atomically (a crash never leaves half a file)."""
     write_atomic(path, (json.dumps(record, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+    return Path(path)
 
 
 def read_record(path):

@@ -55,7 +55,7 @@ def data_preparation(config, dataset, reads_own_features=False):
         hold their own feature matrices, and keeps the .item file's ``token_seq`` fields as unpadded rows for them
     (``ColdStartDataset.item_token_rows``). ``train_batch_by_user`` makes every training batch hold whole users
         (see ``user_batches``). For models that read their own features the batches are cut from tensors on the
-        model's device (``device_batches``) unless ``train_batches_on_device`` is off.
+        model's device (``device_batches``).
     """
     if config["MODEL_TYPE"] not in (ModelType.GENERAL, ModelType.CONTEXT, ModelType.TRADITIONAL):
         raise ColdStartError(f"model {config['model']!r}: only general and context-aware models are supported.")

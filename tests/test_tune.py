@@ -29,7 +29,7 @@ def toy_search(toy, model, params_text, seeds=(2020,), **settings):
     return tune.Search(model, toy.name, params, seeds, overrides=dataset_config(toy, **settings))
 
 
-def test_a_shared_grid_runs_each_point_once_and_again_after_a_failure_or_a_dead_process():
+def test_a_shared_grid_runs_each_point_once_and_again_after_a_failure_or_a_dead_process(monkeypatch):
     study = optuna.create_study(sampler=tune.make_sampler("grid", search_space.parse_params_text(GRID_4)))
     first, second, third, fourth = (study.ask() for _ in range(4))  # four processes start at once
     trials = study.get_trials()
@@ -53,6 +53,10 @@ def test_a_shared_grid_runs_each_point_once_and_again_after_a_failure_or_a_dead_
     retry = study.ask()  # Optuna runs a waiting trial first, at its own point
     assert tune.grid_id(study.trials[retry.number]) in (0, 1)
     assert not tune.point_taken(study.get_trials(), retry.number)
+    monkeypatch.setattr(tune, "UNRECORDED_S", -1)  # the fourth: killed between Optuna's ask and the objective
+    tune.requeue_lost_points(study, 4)
+    assert study.trials[fourth.number].state == TrialState.FAIL
+    assert 3 in [tune.grid_id(t) for t in study.get_trials(states=(TrialState.WAITING,))]
 
 
 def test_a_trial_scores_the_mean_best_validation_over_its_split_seeds(toy):

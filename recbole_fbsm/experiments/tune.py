@@ -192,6 +192,7 @@ def open_study(search, storage, study_name, sampler, pruner):
 # and a killed process's trial stays running until the heartbeat's grace period. Hence: a trial whose point
 # is taken does not run (``point_taken``), and failed points go back to the queue (``requeue_lost_points``).
 HOST = socket.gethostname()
+UNRECORDED_S = 10
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
 with warnings.catch_warnings():  # "experimental" in Optuna 5, like the heartbeat
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -204,8 +205,13 @@ def grid_id(trial):
 
 def process_gone(trial):
     """A running trial of a process on this host that no longer runs: known at once, where Optuna's heartbeat
-    waits its grace period (the caller's own trial is never asked about: its pid here is a reused one)."""
-    host, _, pid = trial.user_attrs.get("worker", "").rpartition(":")
+    waits its grace period (the caller's own trial is never asked about: its pid here is a reused one). A
+    trial with no worker yet is between Optuna's ask and the objective's first line (milliseconds): past
+    ``UNRECORDED_S`` its process was killed there."""
+    if "worker" not in trial.user_attrs:
+        started = trial.datetime_start
+        return started is not None and time.time() - started.timestamp() > UNRECORDED_S
+    host, _, pid = trial.user_attrs["worker"].rpartition(":")
     if host != HOST or not pid.isdigit():
         return False
     if int(pid) == os.getpid():
@@ -236,10 +242,8 @@ def point_taken(trials, number):
     )
 
 
-def requeue_lost_points(study, n_points, skip=()):
-    """Fail stale trials (heartbeat) and those of gone processes here, give each failed point that no trial
-    holds to a waiting copy of its trial, and return the points still to run (``skip``: failed in this
-    process, left to the others and to restarts)."""
+def fail_lost_trials(study):
+    """Mark failed the running trials whose heartbeat is stale and those of gone processes on this host."""
     optuna.storages.fail_stale_trials(study)
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if process_gone(trial):
@@ -247,6 +251,12 @@ def requeue_lost_points(study, n_points, skip=()):
                 study.tell(trial.number, state=TrialState.FAIL)
             except (ValueError, RuntimeError):  # finished meanwhile, or told by another process
                 pass
+
+
+def requeue_lost_points(study, n_points, skip=()):
+    """Fail lost trials, give each failed point that no trial holds to a waiting copy of its trial, and
+    return the points still to run (``skip``: failed in this process, left to the others and to restarts)."""
+    fail_lost_trials(study)
     trials = study.get_trials(deepcopy=False)
     held = {grid_id(t) for t in trials if holds_point(t)}
     for trial in trials:
@@ -365,6 +375,7 @@ def optimize(search, study, algo, max_evals, log=print):
     """Run trials in this process until the study holds ``max_evals`` finished trials (or the grid is
     done); other processes on the same study count towards it."""
     objective = Objective(search, algo == "grid", log)
+    fail_lost_trials(study)
     for _ in range(max_evals):  # at most max_evals attempts in this process
         if len(finished_trials(study)) >= max_evals:
             break

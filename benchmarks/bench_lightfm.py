@@ -799,7 +799,9 @@ def machine_lines():
         f"{name} {match[1]}" for name, match in zip(("BLAS", "MKL", "oneDNN", "OpenMP"), found.values()) if match
     )
     thp = re.search(r"\[(\w+)\]", read("/sys/kernel/mm/transparent_hugepage/enabled"))
-    simd = [k for k, on in getattr(numpy._core._multiarray_umath, "__cpu_features__", {}).items() if on and "AVX" in k]
+    umath = getattr(getattr(numpy, "_core", None), "_multiarray_umath", None)  # numpy >= 2 (1.x: numpy.core)
+    features = getattr(umath or numpy.core._multiarray_umath, "__cpu_features__", {})
+    simd = [name for name, on in features.items() if on and "AVX" in name]
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     return [
         f"CPU: {model[1] if model else platform.processor() or '?'}, {os.cpu_count()} cores; vector extensions "

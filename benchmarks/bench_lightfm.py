@@ -28,7 +28,9 @@ import argparse
 import importlib.util
 import json
 import os
+import platform
 import queue
+import re
 import statistics
 import subprocess
 import sys
@@ -213,6 +215,7 @@ def plugin_worker(args, name, settings):
     prepare_s = time.perf_counter() - start
     train, test = train_data._dataset, test_data._dataset
     state = {"epoch": 0, "rows": 0, "epoch_s": [], "rows_per_epoch": [], "eval_s": [], "metrics": None}
+    state.update(phases={}, epoch_cpu_s=[])
     calculate_loss = model.calculate_loss
 
     def counting_loss(interaction):
@@ -220,17 +223,23 @@ def plugin_worker(args, name, settings):
         return calculate_loss(interaction)
 
     model.calculate_loss = counting_loss
+    phases, paths = watch_epoch_phases(model, trainer)
     peaks.end("setup")
 
     def epoch(timed=True):
         state["rows"] = 0
-        begin = time.perf_counter()
+        phases.clear()
+        begin, cpu = time.perf_counter(), time.process_time()
         trainer._train_epoch(train_data, state["epoch"], show_progress=False)
-        seconds = time.perf_counter() - begin
+        seconds, cpu = time.perf_counter() - begin, time.process_time() - cpu
         state["epoch"] += 1
         if timed:
             state["epoch_s"].append(seconds)
             state["rows_per_epoch"].append(state["rows"])
+            state["epoch_cpu_s"].append(cpu)
+            rest = (seconds - sum(w for w, _ in phases.values()), cpu - sum(c for _, c in phases.values()))
+            for name, spent in [*phases.items(), ("batches, negatives, rest", rest)]:
+                state["phases"].setdefault(name, []).append(list(spent))
         return {"s": seconds}
 
     def evaluate():
@@ -272,6 +281,9 @@ def plugin_worker(args, name, settings):
             "metrics": state["metrics"],
             "metrics_epochs": state.get("metrics_epochs"),
             "state_mib": state_mib,
+            "epoch_cpu_s": state["epoch_cpu_s"],
+            "phases": state["phases"],
+            "paths": dict(paths),
             **peaks.report(),
         }
 
@@ -283,6 +295,49 @@ def plugin_worker(args, name, settings):
         }
     )
     serve({"epoch": epoch, "eval": evaluate, "quality": quality, "finish": finish})
+
+
+def watch_epoch_phases(model, trainer):
+    """Time an epoch's phases (wall and CPU seconds: the loss's forward, backward, the optimizer's step; the
+    rest is the loader's batches and negative sampling) and count which FBSM paths its steps take: the
+    candidates' one-bag table or two bags (``candidate_table``), dense or radix-sorted profiles
+    (``stable_argsort_bounded`` in ``models.base``). Wrappers in this worker only; the code is unchanged."""
+    import torch
+
+    from recbole_fbsm.models import base
+
+    phases, paths = {}, {}
+
+    def timed(name, function):
+        def wrapper(*args, **kwargs):
+            wall, cpu = time.perf_counter(), time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                before = phases.get(name, (0.0, 0.0))
+                phases[name] = (before[0] + time.perf_counter() - wall, before[1] + time.process_time() - cpu)
+
+        return wrapper
+
+    def counted(name, function, path_of=lambda result: ""):
+        def wrapper(*args, **kwargs):
+            result = function(*args, **kwargs)
+            key = name + path_of(result)
+            paths[key] = paths.get(key, 0) + 1
+            return result
+
+        return wrapper
+
+    model.calculate_loss = timed("loss (forward)", model.calculate_loss)
+    torch.Tensor.backward = timed("backward", torch.Tensor.backward)
+    if getattr(trainer, "optimizer", None) is not None:
+        trainer.optimizer.step = timed("optimizer step", trainer.optimizer.step)
+    if hasattr(model, "candidate_table"):
+        model.candidate_table = counted(
+            "candidates: ", model.candidate_table, lambda out: "two bags" if out[0] is None else "one-bag table"
+        )
+    base.stable_argsort_bounded = counted("profiles: radix-sorted", base.stable_argsort_bounded)
+    return phases, paths
 
 
 def torch_state_mib(model, optimizer=None):
@@ -344,16 +399,17 @@ def lightfm_worker(args, settings):
     model = LightFM(**lightfm_args)
     prepare_s = time.perf_counter() - start
     peaks.end("setup")
-    state = {"epoch": 0, "epoch_s": [], "eval_s": [], "metrics": None, "quality": None}
+    state = {"epoch": 0, "epoch_s": [], "epoch_cpu_s": [], "eval_s": [], "metrics": None, "quality": None}
     cells = max(1, args.lightfm_eval_cells // max(len(test_items), 1))  # users per scoring batch
 
     def epoch(timed=True):
-        begin = time.perf_counter()
+        begin, cpu = time.perf_counter(), time.process_time()
         model.fit_partial(interactions, item_features=F_train, epochs=1, num_threads=threads)
         seconds = time.perf_counter() - begin
         state["epoch"] += 1
         if timed:
             state["epoch_s"].append(seconds)
+            state["epoch_cpu_s"].append(time.process_time() - cpu)
         return {"s": seconds}
 
     def score_and_rank():
@@ -426,6 +482,7 @@ def lightfm_worker(args, settings):
             "test_items": len(test_items),
             "eval_users": len(eval_users),
             "epoch_s": state["epoch_s"],
+            "epoch_cpu_s": state["epoch_cpu_s"],
             "rows_per_epoch": [int(interactions.nnz)] * len(state["epoch_s"]),
             "eval_s": state["eval_s"],
             "metrics": state["metrics"],
@@ -693,6 +750,7 @@ def ratios(reports, pairs):
             [
                 f"{a} / {b}",
                 ratio(median(ra, "epoch_s"), median(rb, "epoch_s")),
+                ratio(median(ra, "epoch_cpu_s"), median(rb, "epoch_cpu_s")),
                 ratio(median(ra, "eval_s"), median(rb, "eval_s")),
                 ratio(ra["peak_rss_mib"], rb["peak_rss_mib"]),
                 ratio(train_growth(ra), train_growth(rb)),
@@ -701,7 +759,82 @@ def ratios(reports, pairs):
         )
     if not rows:
         return ""
-    return markdown(["ratio", "s/epoch", "eval s", "peak RSS", "train peak above baseline", "model state"], rows)
+    header = ["ratio", "s/epoch", "CPU s/epoch", "eval s", "peak RSS", "train peak above baseline", "model state"]
+    return markdown(header, rows)
+
+
+def machine_lines():
+    """What makes this machine's timings differ from another's: the CPU, the vector extensions its kernels can
+    use, its caches, torch's build (BLAS, oneDNN, OpenMP, the CPU capability its ATen kernels dispatch to), and
+    the load (other processes' share of the cores). Read in the driver: the workers' threads are their own."""
+    import numpy
+    import torch
+
+    def read(path):
+        try:
+            return Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    cpuinfo = read("/proc/cpuinfo")
+    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
+    flags = set((re.search(r"^flags\s*:\s*(.+)$", cpuinfo, re.M) or [None, ""])[1].split())
+    vector = [f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile") if f in flags]
+    caches = []
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        level, kind, size = (read(index / name).strip() for name in ("level", "type", "size"))
+        if kind != "Instruction":
+            caches.append(f"L{level} {size}")
+    config = torch.__config__.show()
+    found = {
+        key: re.search(pattern, config)
+        for key, pattern in (
+            ("blas", r"BLAS_INFO=(\w+)"),
+            ("mkl", r"Math Kernel Library Version (\S+)"),
+            ("onednn", r"MKL-DNN (v[\d.]+)"),
+            ("openmp", r"OpenMP (\d+)"),
+        )
+    }
+    build = ", ".join(
+        f"{name} {match[1]}" for name, match in zip(("BLAS", "MKL", "oneDNN", "OpenMP"), found.values()) if match
+    )
+    thp = re.search(r"\[(\w+)\]", read("/sys/kernel/mm/transparent_hugepage/enabled"))
+    umath = getattr(getattr(numpy, "_core", None), "_multiarray_umath", None)  # numpy >= 2 (1.x: numpy.core)
+    features = getattr(umath or numpy.core._multiarray_umath, "__cpu_features__", {})
+    simd = [name for name, on in features.items() if on and "AVX" in name]
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return [
+        f"CPU: {model[1] if model else platform.processor() or '?'}, {os.cpu_count()} cores; vector extensions "
+        f"{' '.join(vector) or 'none of avx2/avx512'}; caches (per core unless shared) {', '.join(caches) or '?'}; "
+        f"transparent huge pages {thp[1] if thp else '?'}; load average {load}",
+        f"torch {torch.__version__}: {build}; ATen CPU capability {torch.backends.cpu.get_cpu_capability()}; "
+        f"numpy {numpy.__version__} (SIMD {' '.join(simd) or '-'})",
+    ]
+
+
+def phase_table(reports):
+    """Median wall and CPU seconds of each phase of a plugin model's timed epochs, and the paths its steps took."""
+    rows = []
+    for report in reports:
+        if "error" in report or not report.get("phases"):
+            continue
+        total_cpu = statistics.median(report["epoch_cpu_s"]) or 1.0
+        for name, spent in report["phases"].items():
+            wall, cpu = statistics.median(w for w, _ in spent), statistics.median(c for _, c in spent)
+            rows.append([report["label"], name, f"{wall:.3f}", f"{cpu:.3f}", f"{100 * cpu / total_cpu:.0f}%"])
+        paths = "; ".join(f"{name} {count}" for name, count in sorted(report.get("paths", {}).items()))
+        rows.append(
+            [
+                report["label"],
+                "whole epoch",
+                f"{statistics.median(report['epoch_s']):.3f}",
+                f"{total_cpu:.3f}",
+                f"paths: {paths or '-'}",
+            ]
+        )
+    if not rows:
+        return ""
+    return markdown(["model", "epoch phase", "wall s", "CPU s", "share of CPU / paths taken (all epochs)"], rows)
 
 
 def describe(reports, args, label):
@@ -863,6 +996,8 @@ def main(argv=None):
         specs = [s for s in specs if parse_spec(s)[0] != "LightFM"]
 
     all_reports = []
+    machine = machine_lines()
+    print("\n".join(machine))
     with tempfile.TemporaryDirectory(prefix="bench_lightfm_") as workdir:
         label = args.dataset
         if args.generated:
@@ -913,6 +1048,10 @@ def main(argv=None):
             for note in notes:
                 print(f"Note: {note}\n")
             print(table(reports))
+            phases = phase_table(reports)
+            if phases:
+                print("\nEpoch phases (medians over the timed epochs; CPU s = this process's CPU time):\n")
+                print(phases)
             ratio_table = ratios(reports, args.ratio)
             if ratio_table:
                 print(
@@ -924,7 +1063,7 @@ def main(argv=None):
             all_reports += reports
             sys.stdout.flush()
     if args.json:
-        Path(args.json).write_text(json.dumps(all_reports, indent=1))
+        Path(args.json).write_text(json.dumps({"machine": machine, "reports": all_reports}, indent=1))
     return 1 if any("error" in r for r in all_reports) else 0
 
 

@@ -17,9 +17,11 @@ from optuna.trial import TrialState
 from recbole_fbsm.config import cold_start_config as config_module
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.experiments import search_space, shared_grid, tune
+from recbole_fbsm.experiments import search_space, tune
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.training.trainer import get_trainer
+
+GRID_4 = "rank choice [1, 2]\nreg_V choice [0.01, 0.1]\n"
 
 
 def toy_search(toy, model, params_text, seeds=(2020,), **settings):
@@ -27,24 +29,34 @@ def toy_search(toy, model, params_text, seeds=(2020,), **settings):
     return tune.Search(model, toy.name, params, seeds, overrides=dataset_config(toy, **settings))
 
 
-def test_concurrent_trials_claim_distinct_points_and_a_dead_process_frees_its_point():
-    study = optuna.create_study()
-    first, second = study.ask(), study.ask()  # two processes between Optuna's ask and their claim
-    assert shared_grid.claim_point(study, second, 4) == 1  # the lower-numbered trial's turn is kept for it
-    assert shared_grid.claim_point(study, first, 4) == 0
-    third, fourth, fifth = study.ask(), study.ask(), study.ask()
-    assert [shared_grid.claim_point(study, t, 4) for t in (third, fourth, fifth)] == [2, 3, None]
-    study.tell(fifth, state=TrialState.FAIL)  # as run_hyper does with a trial that found no point
+def test_a_shared_grid_runs_each_point_once_and_again_after_a_failure_or_a_dead_process(monkeypatch):
+    study = optuna.create_study(sampler=tune.make_sampler("grid", search_space.parse_params_text(GRID_4)))
+    first, second, third, fourth = (study.ask() for _ in range(4))  # four processes start at once
+    trials = study.get_trials()
+    assert [tune.grid_id(t) for t in trials] == [0, 1, 2, 3]  # Optuna: trial n runs point n
+    assert not any(tune.point_taken(trials, n) for n in range(4))
+    fifth = study.ask()  # a fifth process: Optuna gives it a point another one runs
+    assert tune.grid_id(study.trials[4]) in range(4) and tune.point_taken(study.get_trials(), 4)
+    study.tell(fifth, state=TrialState.FAIL)  # as run_hyper does with a trial whose point is taken
     study.tell(third, 0.5)
-    assert shared_grid.pending_points(study, 4) == []  # finished or held by live trials
+    assert tune.requeue_lost_points(study, 4) == []  # finished, or held by live trials
 
+    study.tell(first, state=TrialState.FAIL)  # raised: run again, but not by the process where it failed
+    assert tune.requeue_lost_points(study, 4, skip={0}) == []
     gone = subprocess.Popen(["true"])
     gone.wait()
-    first.set_user_attr(shared_grid.WORKER_ATTR, f"{shared_grid.HOST}:{gone.pid}:deadbeef")
-    assert shared_grid.fail_dead_trials(study) == 1
-    assert study.trials[first.number].state == TrialState.FAIL
-    assert shared_grid.pending_points(study, 4) == [0]
-    assert shared_grid.claim_point(study, study.ask(), 4) == 0
+    second.set_user_attr("worker", f"{tune.HOST}:{gone.pid}")  # its process is gone
+    assert tune.requeue_lost_points(study, 4) == [0, 1]  # both given to waiting copies
+    assert study.trials[second.number].state == TrialState.FAIL
+    waiting = study.get_trials(states=(TrialState.WAITING,))
+    assert sorted(tune.grid_id(t) for t in waiting) == [0, 1]
+    retry = study.ask()  # Optuna runs a waiting trial first, at its own point
+    assert tune.grid_id(study.trials[retry.number]) in (0, 1)
+    assert not tune.point_taken(study.get_trials(), retry.number)
+    monkeypatch.setattr(tune, "UNRECORDED_S", -1)  # the fourth: killed between Optuna's ask and the objective
+    tune.requeue_lost_points(study, 4)
+    assert study.trials[fourth.number].state == TrialState.FAIL
+    assert 3 in [tune.grid_id(t) for t in study.get_trials(states=(TrialState.WAITING,))]
 
 
 def test_a_trial_scores_the_mean_best_validation_over_its_split_seeds(toy):

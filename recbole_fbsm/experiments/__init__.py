@@ -1,2 +1,2 @@
-"""Several runs: comparisons (``compare``), hyperparameter searches (``tune``, ``search_space``,
-``shared_grid``), generated data (``synthetic``)."""
+"""Several runs: comparisons (``compare``), hyperparameter searches (``tune``, ``search_space``),
+generated data (``synthetic``)."""

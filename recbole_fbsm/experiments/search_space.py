@@ -20,7 +20,6 @@ line with fewer than three fields is an error (RecBole skips it silently). A ``.
 from __future__ import annotations
 
 import ast
-import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,12 +188,6 @@ def default_params_file(model):
 
 def is_grid(params):
     return all(p.kind == "choice" for p in params)
-
-
-def grid_points(params):
-    """Every combination of a choice-only space, as Optuna-stored labels {name: label}, in file order."""
-    names = [p.name for p in params]
-    return [dict(zip(names, labels)) for labels in itertools.product(*(p.labels for p in params))]
 
 
 def grid_size(params):

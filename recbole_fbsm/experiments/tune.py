@@ -9,10 +9,10 @@ Every trial runs :func:`recbole_fbsm.quick_start.run` once per split seed (``see
 train, keep the best epoch on validation, test. Its score is the mean over the seeds of the best
 validation score (``valid_metric``); test results are stored and shown, never used to choose. Trials
 live in an Optuna study (``--storage``, any database URL Optuna accepts): an interrupted search resumes,
-and processes or machines started on one study share its trials (a grid point is run by one of them,
-``recbole_fbsm.experiments.shared_grid``). The pruner sees the trainer's validation curve
-(``recbole_fbsm.training.trainer.validation_callback``) and stops trials that fall behind. ``python -m
-recbole_fbsm.experiments.tune`` is the same command.
+and processes or machines started on one study share its trials (a grid point is run by one of them:
+Optuna's ``GridSampler``, with ``point_taken`` and ``requeue_lost_points``). The pruner sees the
+trainer's validation curve (``recbole_fbsm.training.trainer.validation_callback``) and stops trials that
+fall behind. ``python -m recbole_fbsm.experiments.tune`` is the same command.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import ast
 import hashlib
 import json
 import math
+import os
+import socket
 import statistics
 import sys
 import sysconfig
@@ -42,7 +44,7 @@ from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.config.settings import check_user_settings, precheck
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.experiments import search_space, shared_grid
+from recbole_fbsm.experiments import search_space
 from recbole_fbsm.experiments.compare import QUIET_DEFAULTS
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.storage.fingerprint import data_fingerprint
@@ -62,8 +64,8 @@ class TrialFailed(Exception):
     """A trial that raised (recorded in the study; the search goes on)."""
 
 
-class NoPointLeft(Exception):
-    """Every grid point is finished or being run by another process."""
+class PointTaken(Exception):
+    """This trial's grid point is finished, run by another live trial, or failed in this process."""
 
 
 # ------------------------------------------------------------------------------------------ settings
@@ -186,6 +188,88 @@ def open_study(search, storage, study_name, sampler, pruner):
     return study
 
 
+# ------------------------------------------------------------------------------- a grid shared by processes
+# Optuna's GridSampler gives trial n grid point n (system attribute ``grid_id``) and a later trial a point
+# no trial finished or runs. Alone, on 8 points with 2 and 4 processes, it ran 1 and 3-5 points twice
+# (near the end it hands out running points), never ran a failed point again (failed counts as visited),
+# and a killed process's trial stays running until the heartbeat's grace period. Hence: a trial whose point
+# is taken does not run (``point_taken``), and failed points go back to the queue (``requeue_lost_points``).
+HOST = socket.gethostname()
+UNRECORDED_S = 10
+DONE = (TrialState.COMPLETE, TrialState.PRUNED)
+with warnings.catch_warnings():  # "experimental" in Optuna 5, like the heartbeat
+    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+    RETRY = optuna.storages.RetryHeartbeatStaleTrialCallback()  # a waiting copy of a failed trial, grid_id kept
+
+
+def grid_id(trial):
+    return trial.system_attrs.get("grid_id")
+
+
+def process_gone(trial):
+    """A running trial of a process on this host that no longer runs: known at once, where Optuna's heartbeat
+    waits its grace period (the caller's own trial is never asked about: its pid here is a reused one). A
+    trial with no worker yet is between Optuna's ask and the objective's first line (milliseconds): past
+    ``UNRECORDED_S`` its process was killed there."""
+    if "worker" not in trial.user_attrs:
+        started = trial.datetime_start
+        return started is not None and time.time() - started.timestamp() > UNRECORDED_S
+    host, _, pid = trial.user_attrs["worker"].rpartition(":")
+    if host != HOST or not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, owned by another user
+        return False
+    return False
+
+
+def holds_point(trial):
+    return (
+        trial.state in DONE
+        or trial.state == TrialState.WAITING
+        or (trial.state == TrialState.RUNNING and not process_gone(trial))
+    )
+
+
+def point_taken(trials, number):
+    """Another trial holds trial ``number``'s grid point. Of two trials given one point at once, the one that
+    reads second sees the first: at most one runs it (if both yield, the point is requeued)."""
+    point = next(grid_id(t) for t in trials if t.number == number)
+    return any(
+        t.number != number and grid_id(t) == point and t.state != TrialState.WAITING and holds_point(t) for t in trials
+    )
+
+
+def fail_lost_trials(study):
+    """Mark failed the running trials whose heartbeat is stale and those of gone processes on this host."""
+    optuna.storages.fail_stale_trials(study)
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if process_gone(trial):
+            try:
+                study.tell(trial.number, state=TrialState.FAIL)
+            except (ValueError, RuntimeError):  # finished meanwhile, or told by another process
+                pass
+
+
+def requeue_lost_points(study, n_points, skip=()):
+    """Fail lost trials, give each failed point that no trial holds to a waiting copy of its trial, and
+    return the points still to run (``skip``: failed in this process, left to the others and to restarts)."""
+    fail_lost_trials(study)
+    trials = study.get_trials(deepcopy=False)
+    held = {grid_id(t) for t in trials if holds_point(t)}
+    for trial in trials:
+        if trial.state == TrialState.FAIL and grid_id(trial) not in held | set(skip) | {None}:
+            RETRY(study, trial)
+            held.add(grid_id(trial))
+    waiting = {grid_id(t) for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))}
+    return [p for p in range(n_points) if (p not in held or p in waiting) and p not in skip]
+
+
 # --------------------------------------------------------------------------------------------- trials
 def suggest(trial, param):
     distribution = param.distribution()
@@ -205,19 +289,22 @@ def _better(a, b, bigger):
 class Objective:
     """One trial: the sampled settings, run once per seed; the pruner is fed after every validation."""
 
-    def __init__(self, search, points=None, log=print):
-        self.run, self.search, self.points, self.log = run, search, points, log
+    def __init__(self, search, grid=False, log=print):
+        self.run, self.search, self.grid, self.log = run, search, grid, log
         self.skip = set()  # grid points that failed in this process: not retried by it
-        self.exhausted = False  # no grid point left to claim
 
     def __call__(self, trial):
-        trial.set_user_attr(shared_grid.WORKER_ATTR, shared_grid.WORKER)
-        if self.points is not None:
-            point = shared_grid.claim_point(trial.study, trial, len(self.points), self.skip)
-            if point is None:
+        trial.set_user_attr("worker", f"{HOST}:{os.getpid()}")  # read by ``process_gone``
+        point = None
+        if self.grid:
+            trials = trial.study.get_trials(deepcopy=False)
+            frozen = next(t for t in trials if t.number == trial.number)
+            point = grid_id(frozen)
+            if point in self.skip or point_taken(trials, trial.number):
                 trial.set_user_attr("unused", True)
-                self.exhausted = True
-                raise NoPointLeft()
+                raise PointTaken()
+            if frozen.user_attrs.get("unused"):  # a requeued copy of a trial that yielded its point
+                trial.set_user_attr("unused", False)
         stored = {p.name: suggest(trial, p) for p in self.search.params}
         settings = search_space.settings_of_trial(self.search.params, stored)
         shown = params_text(settings)
@@ -232,8 +319,7 @@ class Objective:
         except ColdStartError:
             raise
         except Exception as error:
-            if self.points is not None:
-                self.skip.add(trial.user_attrs.get(shared_grid.POINT_ATTR))
+            self.skip.add(point)
             trial.set_user_attr("error", f"{type(error).__name__}: {error}")
             trial.set_user_attr("traceback", traceback.format_exc(limit=20))
             self.log(f"[trial {trial.number}] {shown}: FAILED {type(error).__name__}: {error}")
@@ -285,29 +371,26 @@ class Objective:
 
 
 def finished_trials(study):
-    return [t for t in study.get_trials(deepcopy=False) if t.state in shared_grid.DONE]
+    return [t for t in study.get_trials(deepcopy=False) if t.state in DONE]
 
 
 def optimize(search, study, algo, max_evals, log=print):
     """Run trials in this process until the study holds ``max_evals`` finished trials (or the grid is
     done); other processes on the same study count towards it."""
-    points = search_space.grid_points(search.params) if algo == "grid" else None
-    objective = Objective(search, points, log)
-    shared_grid.fail_dead_trials(study)
+    objective = Objective(search, algo == "grid", log)
+    fail_lost_trials(study)
     for _ in range(max_evals):  # at most max_evals attempts in this process
         if len(finished_trials(study)) >= max_evals:
             break
-        if points is not None and not shared_grid.pending_points(study, len(points), objective.skip):
+        if algo == "grid" and not requeue_lost_points(study, search_space.grid_size(search.params), objective.skip):
             break
-        study.optimize(objective, n_trials=1, catch=(TrialFailed, NoPointLeft))
-        if objective.exhausted:
-            break
+        study.optimize(objective, n_trials=1, catch=(TrialFailed, PointTaken))
     return study
 
 
-def make_sampler(algo, points=None):
+def make_sampler(algo, params=()):
     if algo == "grid":
-        return shared_grid.ClaimedPointSampler(points)
+        return optuna.samplers.GridSampler({p.name: list(p.labels) for p in params}, seed=0)
     if algo == "random":
         return optuna.samplers.RandomSampler()
     return optuna.samplers.TPESampler()
@@ -545,9 +628,8 @@ def _main(args, overrides, argv, prog):
             args.model, args.dataset, params, args.seeds, config_files, overrides, source=f"params file {params_file}"
         )
         study_name = args.study_name or search.default_study_name()
-        points = search_space.grid_points(params) if algo == "grid" else None
         study = open_study(
-            search, make_storage(args.storage), study_name, make_sampler(algo, points), make_pruner(args.pruner)
+            search, make_storage(args.storage), study_name, make_sampler(algo, params), make_pruner(args.pruner)
         )
         print(f"study {study_name} in {args.storage}: {algo}, up to {max_evals} finished trials, seeds {search.seeds}")
         optimize(search, study, algo, max_evals)

@@ -23,7 +23,8 @@ class ALDI(ContentColdStartRecommender):
     - the two ranking terms weighted per positive item by the teacher-aware weight
       min(tanh(a f_i), tanh(M)), f_i = sum over i's users of 1 / their likes, a = M / mean f
       (``teacher_weighting``, ``freq_coef_M``), and L2 (``reg_weight``, as weight decay) on the layers.
-    All items are scored by the student (the protocol ranks only cold items).
+    Scoring as in the paper's evaluation: a cold item (no warm row) by the student, m(U_u) . g(x_i); a warm
+    (training) item, in the hybrid scenario, by the teacher, U_u . V_i, which the rating term puts the student on.
     """
 
     def __init__(self, config, dataset):
@@ -64,6 +65,20 @@ class ALDI(ContentColdStartRecommender):
 
     def item_vectors_from_rows(self, rows, preference, warm):
         return self.generate(rows)
+
+    def predict(self, interaction):
+        users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
+        warm = self.training_item_mask.index_select(0, items)
+        return torch.where(warm, self.warm_scores(users, items), super().predict(interaction))
+
+    def score_candidates(self, interaction, candidates):
+        """The student's scores, with the teacher's in the columns of warm candidates (the hybrid scenario's)."""
+        scores = super().score_candidates(interaction, candidates)
+        warm = self.training_item_mask.index_select(0, candidates)
+        if bool(warm.any()):  # never in the item scenario: its candidates are all cold
+            teacher = self.warm_user_embedding.index_select(0, interaction[self.USER_ID])
+            scores[:, warm] = teacher @ self.warm_item_embedding.index_select(0, candidates[warm]).T
+        return scores
 
     def calculate_loss(self, interaction):
         """The student's distillation loss (rating, ranking and identification aligning; the class docstring).

@@ -171,8 +171,6 @@ def run(
     ranks (``group_offset``, ``group_offset`` + 1, ...); the result is rank 0's (None on a machine
     without rank 0).
     """
-    if model == "HybridBlend":
-        return run_blend(dataset, config_file_list, config_dict, saved)
     if nproc != 1 or (world_size is not None and world_size > 0):
         return distributed.launch(
             _run_rank,
@@ -308,6 +306,10 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
             f"({searched[best][0]:.4f})",
             extra=on_console(),
         )
+        if distributed.is_distributed(config):
+            result["world_size"] = config["world_size"]
+        if not distributed.is_main_process():
+            return result
         config["model"] = "HybridBlend"
         record = run_record(config, result, config_file_list, config_dict, time.perf_counter() - start, None)
         record.update(
@@ -327,6 +329,8 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
 
 
 def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
+    if model == "HybridBlend":
+        return run_blend(dataset, config_file_list, config_dict, saved)
     start = time.perf_counter()
     threads_before = torch.get_num_threads()  # the caller's count comes back after the run (runtime.threads)
     try:

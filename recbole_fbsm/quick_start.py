@@ -181,13 +181,13 @@ def run(
             group_offset,
             (model, dataset, config_file_list, dict(config_dict or {}), saved),
         )
-    return _run_one(model, dataset, config_file_list, config_dict, saved)
+    return _run_model(model, dataset, config_file_list, config_dict, saved)
 
 
 def _run_rank(local_rank, model, dataset, config_file_list, config_dict, saved, launch_settings, queue):
     """One rank of a data-parallel run (started by ``distributed.launch``)."""
     try:
-        result = _run_one(
+        result = _run_model(
             model, dataset, config_file_list, {**config_dict, **launch_settings, "local_rank": local_rank}, saved
         )
     except BaseException as error:
@@ -328,9 +328,14 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
         torch.set_num_threads(threads_before)
 
 
-def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
+def _run_model(model, dataset, config_file_list=None, config_dict=None, saved=True):
+    """One run (of one process): HybridBlend's two models and their blend, or any other model."""
     if model == "HybridBlend":
         return run_blend(dataset, config_file_list, config_dict, saved)
+    return _run_one(model, dataset, config_file_list, config_dict, saved)
+
+
+def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
     start = time.perf_counter()
     threads_before = torch.get_num_threads()  # the caller's count comes back after the run (runtime.threads)
     try:

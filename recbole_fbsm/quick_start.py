@@ -178,8 +178,6 @@ def run(
     ranks (``group_offset``, ``group_offset`` + 1, ...); the result is rank 0's (None on a machine
     without rank 0).
     """
-    if model == "HybridBlend":
-        return run_blend(dataset, config_file_list, config_dict, saved)
     if nproc != 1 or (world_size is not None and world_size > 0):
         return distributed.launch(
             _run_rank,
@@ -190,13 +188,13 @@ def run(
             group_offset,
             (model, dataset, config_file_list, dict(config_dict or {}), saved),
         )
-    return _run_one(model, dataset, config_file_list, config_dict, saved)
+    return _run_model(model, dataset, config_file_list, config_dict, saved)
 
 
 def _run_rank(local_rank, model, dataset, config_file_list, config_dict, saved, launch_settings, queue):
     """One rank of a data-parallel run (started by ``distributed.launch``)."""
     try:
-        result = _run_one(
+        result = _run_model(
             model, dataset, config_file_list, {**config_dict, **launch_settings, "local_rank": local_rank}, saved
         )
     except BaseException as error:
@@ -337,12 +335,23 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
             f"({searched[best][0]:.4f})",
             extra=on_console(),
         )
+        if distributed.is_distributed(config):
+            result["world_size"] = config["world_size"]
+        if not distributed.is_main_process():
+            return result
         config["model"] = "HybridBlend"
         given = (config_file_list, config_dict)
         return write_outputs(config, result, loaders, given, start, extra={**blended, **parts})
     finally:
         end_run_log()
         torch.set_num_threads(threads_before)
+
+
+def _run_model(model, dataset, config_file_list=None, config_dict=None, saved=True):
+    """One run (of one process): HybridBlend's two models and their blend, or any other model."""
+    if model == "HybridBlend":
+        return run_blend(dataset, config_file_list, config_dict, saved)
+    return _run_one(model, dataset, config_file_list, config_dict, saved)
 
 
 def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):

@@ -194,3 +194,63 @@ def test_serving_new_items_from_a_checkpoint(topics, tmp_path, name):
     )
     lists = recommend(served, new_items, top=3)
     assert len(lists.for_items) == 5 * 3
+
+
+HYBRID = {"cold_start_scenario": "hybrid", "topk": [10], "valid_metric": "recall@10"}
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_hybrid_scenario_scores_warm_items_by_the_warm_tower_and_cold_items_by_content(topics, name):
+    """The papers' hybrid evaluation: a warm candidate through the warm input (ALDI: the teacher's own score),
+    a cold one from its features alone; a cold item's warm row is zero and, set anyway, changes nothing."""
+    from recbole.data.interaction import Interaction
+
+    config, model, (train_data, _, test_data) = prepare(
+        name, "topics", config_dict={**topics, **HYBRID, "learning_rate": 0.01}
+    )
+    trainer = get_trainer(config["MODEL_TYPE"], name)(config, model)
+    for epoch in range(3):
+        trainer._train_epoch(train_data, epoch)
+    dataset = test_data._dataset
+    candidates = torch.as_tensor(dataset.split_items, dtype=torch.long)
+    warm = torch.as_tensor(np.isin(dataset.split_items, dataset.warm_items))
+    assert 0 < int((~warm).sum()) < len(warm)
+    assert torch.equal(torch.nonzero(model.training_item_mask).squeeze(1), torch.as_tensor(dataset.warm_items))
+    assert bool(model.warm_item_embedding[candidates[~warm]].eq(0).all())  # no leak: nothing learned for cold items
+    users = Interaction({model.USER_ID: torch.arange(1, dataset.user_num)})
+
+    def scores():
+        model.eval()  # drops the cached candidate vectors
+        with torch.no_grad():
+            return model.score_candidates(users, candidates)
+
+    before = scores()
+    content = model.score_feature_rows(users[model.USER_ID], model.F.rows_matrix(candidates))
+    tolerance = {"rtol": 1e-5, "atol": 1e-5 * float(before.abs().max())}
+    torch.testing.assert_close(before[:, ~warm], content[:, ~warm], **tolerance)
+    assert not torch.allclose(before[:, warm], content[:, warm], rtol=1e-3, atol=0)  # not the content tower
+    if name == "ALDI":
+        teacher = model.warm_user_embedding[users[model.USER_ID]] @ model.warm_item_embedding[candidates[warm]].T
+        torch.testing.assert_close(before[:, warm], teacher)
+        pairs = Interaction({model.USER_ID: users[model.USER_ID][:5], model.ITEM_ID: candidates[:5]})
+        torch.testing.assert_close(model.predict(pairs), before[torch.arange(5), torch.arange(5)])
+    # the warm input moves a warm item's scores only; a cold item's row, even set, is never read
+    table = model.item_preference_table()
+    first_warm, first_cold = (int(torch.nonzero(mask)[0]) for mask in (warm, ~warm))
+    table[candidates[first_warm]] += 1.0
+    table[candidates[first_cold]] = table[candidates[first_warm]]
+    after = scores()
+    assert not torch.allclose(after[:, first_warm], before[:, first_warm], rtol=1e-3, atol=0)
+    others = torch.ones(len(candidates), dtype=torch.bool)
+    others[first_warm] = False
+    torch.testing.assert_close(after[:, others], before[:, others])
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_a_short_hybrid_run_on_ml_100k_reports_the_three_groups(tmp_path, name):
+    small = {**SMALL, "warm_epochs": 5, "train_batch_size": 2048}
+    result = run(
+        name, "ml-100k", config_dict={**QUIET, **small, **HYBRID, "checkpoint_dir": str(tmp_path), "epochs": 1}
+    )
+    for key in ("test_result", "test_result_cold", "test_result_warm"):
+        assert 0 < result[key]["recall@10"] <= 1, (key, result[key])

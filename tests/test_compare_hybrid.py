@@ -63,6 +63,7 @@ def test_hybrid_table_has_all_cold_and_warm_columns_from_the_records(hybrid_resu
         "ndcg@20 cold",
         "ndcg@20 warm",
         "recall@20 all / ItemKNNCBF",
+        "recall@20 cold / ItemKNNCBF",
     ]
     rows = table_rows(table)
     for model in ("Pop", "ItemKNNCBF"):
@@ -106,7 +107,7 @@ def _record(model, seed, all_, cold, warm):
     }
 
 
-def test_group_cells_are_means_over_splits_and_the_ratio_is_on_all_items():
+def test_group_cells_are_means_over_splits_and_the_ratios_are_on_all_and_on_cold_items():
     records = [
         _record("FBSM", 1, 0.30, 0.10, 0.50),
         _record("FBSM", 2, 0.40, 0.20, 0.70),
@@ -121,6 +122,12 @@ def test_group_cells_are_means_over_splits_and_the_ratio_is_on_all_items():
     assert cells["recall@10 cold"] == f"{mean:.4f} ± {std:.4f}"
     assert cells["recall@10 warm"] == f"{0.6:.4f} ± {report.mean_std([0.5, 0.7])[1]:.4f}"
     assert cells["recall@10 all / ItemKNNCBF"].startswith("1.750 (1.500, 2.000)")
+    assert cells["recall@10 cold / ItemKNNCBF"] == "0.500 (0.333, 0.667)"
+    assert "recall@10 cold / CoSim" not in cells  # one cold ratio: to the strongest content baseline
+    without = report.build_table(  # no ItemKNNCBF among the models: no ratio column
+        report.summarise(records[:2], ["FBSM"]), {"dataset": "d", "config_files": [], "overrides": {}}
+    )
+    assert not [c for c in _header(without) if " / " in c]
 
 
 def test_item_scenario_table_keeps_one_column_per_metric():

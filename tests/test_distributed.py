@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from helpers import REPO_ROOT, RUN_RECBOLE, dataset_config
+from helpers import REPO_ROOT, RUN_RECBOLE, dataset_config, write_dataset
 
 from recbole_fbsm.data.user_batches import UserGroupedBatchSampler
 from recbole_fbsm.errors import ColdStartError
@@ -385,3 +385,47 @@ def test_recboles_general_and_context_models_train_on_two_processes(toy, name):
     result = run(name, "toy", config_dict=dataset_config(toy, torch_threads=1, epochs=2), nproc=2)
     assert result["world_size"] == 2 and result["best_epoch"] is not None
     assert set(result["test_result"]) >= {"recall@10", "ndcg@10"} and os.path.isfile(result["saved_model_file"])
+
+
+HYBRID = {"cold_start_scenario": "hybrid", "metrics": ["Recall", "NDCG"], "topk": [5], "valid_metric": "recall@5"}
+GROUPS = ("best_valid_result", "test_result", "valid_result_cold", "valid_result_warm")
+GROUPS += ("test_result_cold", "test_result_warm")
+
+
+def test_two_processes_evaluate_the_hybrid_groups_exactly_like_one(tmp_path):
+    """The hybrid scenario: CoSim's all, cold and warm metrics on 2 processes are the one-process figures."""
+    data = write_dataset(tmp_path, "hyb", n_users=50, n_items=80, likes_per_user=(4, 14))
+    config = dataset_config(data, torch_threads=1, **HYBRID)
+    one = run("CoSim", "hyb", config_dict=dict(config))
+    two = run("CoSim", "hyb", config_dict=dict(config), nproc=2)
+    assert two["world_size"] == 2
+    assert {key: two[key] for key in GROUPS} == {key: one[key] for key in GROUPS}
+    assert 0 < one["test_result_cold"]["recall@5"] < 1
+
+
+@pytest.mark.parametrize(
+    "name, settings",
+    [
+        ("ALDI", {"warm_epochs": 3, "warm_embedding_size": 8, "hidden_size": 16}),
+        ("FBSM", {"identity_features": True}),
+        ("HybridBlend", {"warm_model": "ItemKNN", "content_model": "CoSim"}),
+    ],
+)
+def test_hybrid_models_train_on_two_processes(tmp_path, name, settings):
+    """Trained on 2 processes, reported in the three groups. ALDI's warm items are scored by its warm backbone,
+    trained alike on every rank before the data-parallel part: its warm figures are the one-process ones; the blend
+    of two models with nothing to learn is the one-process blend, its weight searched on the gathered validation."""
+    data = write_dataset(tmp_path, "hyb", n_users=50, n_items=80, likes_per_user=(4, 14))
+    config = dataset_config(data, torch_threads=1, epochs=2, **HYBRID, **settings)
+    two = run(name, "hyb", config_dict=dict(config), nproc=2)
+    assert two["world_size"] == 2
+    for key in GROUPS:
+        assert set(two[key]) == {"recall@5", "ndcg@5"}, key
+    if name == "FBSM":
+        return
+    one = run(name, "hyb", config_dict=dict(config))
+    if name == "ALDI":
+        assert two["test_result_warm"] == one["test_result_warm"]
+    else:
+        assert {key: two[key] for key in GROUPS} == {key: one[key] for key in GROUPS}
+        assert two["blend_weight"] == one["blend_weight"] and two["blend_search"] == one["blend_search"]

@@ -10,6 +10,8 @@ from recbole_fbsm.storage.safe_files import write_atomic
 # every table shows each model's ratio to these, when they are in it: the strongest simple content baseline
 # (ItemKNNCBF, tuned or not) and the paper's cosine
 RATIO_BASELINES = ("ItemKNNCBF", "CoSim")
+# the hybrid scenario adds the cold items' ratio to the strongest baseline that ranks cold items at all
+COLD_RATIO_BASELINE = "ItemKNNCBF"
 CHART_METRICS = ("recall@10", "ndcg@10")
 # the hybrid scenario's groups: "all" is the record's test_result, the others test_result_<group>
 HYBRID_GROUPS = ("all", "cold", "warm")
@@ -116,7 +118,8 @@ def build_table(rows, settings, command=None, resume=None):
         lines += [
             "Hybrid scenario: every metric for **all** items (warm and cold candidates ranked together), "
             "the **cold** items alone and the **warm** items alone (`test_result`, `test_result_cold`, "
-            "`test_result_warm` of the records); the ratios are on all items.",
+            "`test_result_warm` of the records); the ratios are on all items, and on the cold items to "
+            f"{COLD_RATIO_BASELINE} (the warm-only models rank cold items at random).",
             "",
         ]
     columns = [(metric, group) for metric in metrics for group in groups]
@@ -124,8 +127,10 @@ def build_table(rows, settings, command=None, resume=None):
     baselines = (
         [b for b in RATIO_BASELINES if any(row["model"] == b and row["ok"] for row in rows)] if ratio_metric else []
     )
-    ratio_label = _column_label(ratio_metric, groups[0])
-    ratio_headers = [f"{ratio_label} / {b}" for b in baselines]
+    ratios = [(groups[0], b) for b in baselines]  # (group, baseline) of each ratio column
+    if groups != (None,) and COLD_RATIO_BASELINE in baselines:
+        ratios.append(("cold", COLD_RATIO_BASELINE))
+    ratio_headers = [f"{_column_label(ratio_metric, g)} / {b}" for g, b in ratios]
     header = [
         "model",
         "splits",
@@ -137,15 +142,15 @@ def build_table(rows, settings, command=None, resume=None):
     ]
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 2) + ["---"]) + "|")
-    baseline_rows = [next(r for r in rows if r["model"] == b) for b in baselines]
+    ratio_rows = [(g, next(r for r in rows if r["model"] == b)) for g, b in ratios]
     for row in rows:
-        lines.append(_table_row(row, columns, same_valid, baseline_rows, ratio_metric))
+        lines.append(_table_row(row, columns, same_valid, ratio_rows, ratio_metric))
     failures = [r for row in rows for r in row["failed"]]
     if baselines:
         lines += [
             "",
-            f"`{ratio_label} / MODEL`: the mean over the splits of the per-split ratio of the test "
-            f"{ratio_metric} to that model's on the same split (each split's ratio in brackets).",
+            f"`{ratio_headers[0].rsplit(' / ', 1)[0]} / MODEL`: the mean over the splits of the per-split ratio of the "
+            f"test {ratio_metric} to that model's on the same split (each split's ratio in brackets).",
         ]
     if failures:
         lines += ["", "Failed runs (full messages and tracebacks in the JSON files):", ""]
@@ -154,7 +159,7 @@ def build_table(rows, settings, command=None, resume=None):
     return "\n".join(lines) + "\n"
 
 
-def _table_row(row, columns, same_valid, baseline_rows, ratio_metric):
+def _table_row(row, columns, same_valid, ratio_rows, ratio_metric):
     """One model's line of the table: splits, validation score, test metrics ((metric, group) columns), ratios,
     time, status."""
     ok, failed = row["ok"], row["failed"]
@@ -173,7 +178,7 @@ def _table_row(row, columns, same_valid, baseline_rows, ratio_metric):
     else:
         which = ", ".join(str(r["seed"]) for r in failed)
         status = _escape(f"failed (seed {which}): {failed[0].get('error', 'unknown error')}")
-    ratios = [ratio_cell(row, baseline_row, ratio_metric) for baseline_row in baseline_rows]
+    ratios = [ratio_cell(row, baseline_row, ratio_metric, group) for group, baseline_row in ratio_rows]
     return "| " + " | ".join([row["model"], splits, valid, *cells, *ratios, time_cell, status]) + " |"
 
 
@@ -184,13 +189,14 @@ def _ratio_metric(metrics, valid_metrics):
     return same[0] if same else (metrics[0] if metrics else None)
 
 
-def ratio_cell(row, baseline_row, metric):
-    """Mean of the per-split ratios row / baseline of ``metric`` on the splits both have, and each ratio."""
-    base = {r["seed"]: r["test_result"].get(metric) for r in baseline_row["ok"]}
+def ratio_cell(row, baseline_row, metric, group=None):
+    """Mean of the per-split ratios row / baseline of ``metric`` (of ``group``'s results) on the splits both
+    have, and each ratio."""
+    base = {r["seed"]: group_result(r, group).get(metric) for r in baseline_row["ok"]}
     ratios = [
-        r["test_result"][metric] / base[r["seed"]]
+        group_result(r, group)[metric] / base[r["seed"]]
         for r in row["ok"]
-        if metric in r["test_result"] and base.get(r["seed"])
+        if metric in group_result(r, group) and base.get(r["seed"])
     ]
     if not ratios:
         return "–"

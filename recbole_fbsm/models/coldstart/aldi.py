@@ -9,6 +9,11 @@ from recbole_fbsm.config.schema import setting
 from recbole_fbsm.models.coldstart.base import ContentColdStartRecommender, SparseLinear, truncated_normal_init
 
 
+def aligned(student, teacher, weight):
+    """Item-weighted cross-entropy of sigmoid(student) against sigmoid(teacher): ALDI's two aligning terms."""
+    return (weight * F.binary_cross_entropy_with_logits(student, torch.sigmoid(teacher), reduction="none")).mean()
+
+
 class ALDI(ContentColdStartRecommender):
     """Student: item generator g(x) = W2 tanh(BN(W1 x + b1)) + b2 (``hidden_size`` units, output the warm
     rank) and user mapper m(U_u), the same shape over the warm user embedding; score m(U_u) . g(x_i).
@@ -23,7 +28,8 @@ class ALDI(ContentColdStartRecommender):
     - the two ranking terms weighted per positive item by the teacher-aware weight
       min(tanh(a f_i), tanh(M)), f_i = sum over i's users of 1 / their likes, a = M / mean f
       (``teacher_weighting``, ``freq_coef_M``), and L2 (``reg_weight``, as weight decay) on the layers.
-    All items are scored by the student (the protocol ranks only cold items).
+    Scoring as in the paper's evaluation: a cold item (no warm row) by the student, m(U_u) . g(x_i); a warm
+    (training) item, in the hybrid scenario, by the teacher, U_u . V_i, which the rating term puts the student on.
     """
 
     def __init__(self, config, dataset):
@@ -65,6 +71,20 @@ class ALDI(ContentColdStartRecommender):
     def item_vectors_from_rows(self, rows, preference, warm):
         return self.generate(rows)
 
+    def predict(self, interaction):
+        users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
+        warm = self.training_item_mask.index_select(0, items)
+        return torch.where(warm, self.warm_scores(users, items), super().predict(interaction))
+
+    def score_candidates(self, interaction, candidates):
+        """The student's scores, with the teacher's in the columns of warm candidates (the hybrid scenario's)."""
+        scores = super().score_candidates(interaction, candidates)
+        warm = self.training_item_mask.index_select(0, candidates)
+        if bool(warm.any()):  # never in the item scenario: its candidates are all cold
+            teacher = self.warm_user_embedding.index_select(0, interaction[self.USER_ID])
+            scores[:, warm] = teacher @ self.warm_item_embedding.index_select(0, candidates[warm]).T
+        return scores
+
     def calculate_loss(self, interaction):
         """The student's distillation loss (rating, ranking and identification aligning; the class docstring).
 
@@ -82,33 +102,16 @@ class ALDI(ContentColdStartRecommender):
         user = self.user_vectors(users)
         s_pos, s_neg = (user * g_pos).sum(-1), (user * g_neg).sum(-1)
         teacher_user = self.warm_user_embedding.index_select(0, users)
-        v_pos, v_neg = (
-            self.warm_item_embedding.index_select(0, positives),
-            self.warm_item_embedding.index_select(0, negatives),
-        )
+        v_pos, v_neg = (self.warm_item_embedding.index_select(0, items) for items in (positives, negatives))
         t_pos, t_neg = (teacher_user * v_pos).sum(-1), (teacher_user * v_neg).sum(-1)
         weight = self.item_weight.index_select(0, positives)
 
         supervised = -F.logsigmoid(s_pos - s_neg).mean()
         rating = self.gamma * ((t_pos - s_pos).abs() + (t_neg - s_neg).abs()).mean()
-        ranking = (
-            self.alpha
-            * (
-                weight
-                * F.binary_cross_entropy_with_logits(s_pos - s_neg, torch.sigmoid(t_pos - t_neg), reduction="none")
-            ).mean()
-        )
+        ranking = self.alpha * aligned(s_pos - s_neg, t_pos - t_neg, weight)
         student_identity = (g_pos * g_pos).sum(-1) - (g_pos @ g_neg.T).mean(1)
         teacher_identity = (v_pos * v_pos).sum(-1) - (v_pos @ v_neg.T).mean(1)
-        identity = (
-            self.beta
-            * (
-                weight
-                * F.binary_cross_entropy_with_logits(
-                    student_identity, torch.sigmoid(teacher_identity), reduction="none"
-                )
-            ).mean()
-        )
+        identity = self.beta * aligned(student_identity, teacher_identity, weight)
         return supervised + rating + ranking + identity
 
     def optimizer_param_groups(self, learning_rate):

@@ -72,6 +72,14 @@ class ALDI(ContentColdStartRecommender):
         return self.generate(rows)
 
     def predict(self, interaction):
+        """Scores of (user, item) pairs: the teacher's U_u . V_i for a warm item, the student's for a cold one.
+
+        Args:
+            interaction (Interaction): ``USER_ID`` and ``ITEM_ID``, LongTensors of shape [n_pairs].
+
+        Returns:
+            torch.Tensor: the scores, shape [n_pairs].
+        """
         users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
         warm = self.training_item_mask.index_select(0, items)
         return torch.where(warm, self.warm_scores(users, items), super().predict(interaction))

@@ -20,7 +20,8 @@ What a profile cannot give:
   (their likes are stored, and count once a retrained model knows them);
 - DropoutNet, Heater and ALDI score a user by the embedding learned in training: their stored likes are
   kept and excluded from the list, but change the scores only after retraining (the answer says so);
-  a user unknown at training gets 409.
+  a user unknown at training gets 409. A hybrid-scenario artifact's training items are scored as its
+  evaluation scores them (warm input or teacher, ``two_tower_scores``), new items by their content.
 
 Worker processes each hold a ``LiveState``; before every request it applies the store's changes since the
 last one it saw (``Store.changes_since``), so a write acknowledged by any worker is in the next answer of
@@ -86,6 +87,8 @@ class ModelView:
         elif isinstance(model, ItemNeighbourhood):
             self.neighbours = NeighbourScorer(model, self.training_items)
         self.seed = int(served.config["seed"] or 0)
+        self.hybrid = str(served.config["cold_start_scenario"] or "item").lower() == "hybrid"
+        self.warm_candidates = torch.as_tensor(self.training_items, device=served.device)
 
     @property
     def name(self):
@@ -319,6 +322,21 @@ def user_weights(snapshot, user, dataset_likes, new_rows):
     return w
 
 
+def two_tower_scores(view, internal, kind, matrix):
+    """A two-tower model's scores of one block for one user: new items by their content rows; in the hybrid
+    scenario the training items as its evaluation scores them (``score_candidates``: DropoutNet's and Heater's
+    warm input, ALDI's teacher), so that warm and new items compete as they did in evaluation."""
+    model, device = view.served.model, view.served.device
+    users = torch.tensor([internal], device=device)
+    if not matrix.shape[0]:
+        return np.zeros(0, dtype=np.float32)
+    if kind == "warm" and view.hybrid:  # one tensor per view: the model caches its candidates' vectors
+        scores = model.score_candidates({model.USER_ID: users}, view.warm_candidates)
+    else:
+        scores = model.score_feature_rows(users, scipy_to_torch_csr(matrix, device))
+    return scores[0].detach().cpu().numpy()
+
+
 # longer than 60 lines: one scorer for every served model kind (profile, neighbour, two-tower), each a few lines
 def score_candidates(snapshot, user, scope):
     """(scores, eligible, id_of, note): the scores of every item of ``scope`` for ``user`` (training items
@@ -347,16 +365,7 @@ def score_candidates(snapshot, user, scope):
                 "a user by the embedding learned in training: their likes are stored and count once a model "
                 "retrained on them is loaded (serve export-likes, then POST /admin/reload)"
             )
-        users = torch.tensor([internal], device=view.served.device)
-        scores = [
-            view.served.model.score_feature_rows(users, scipy_to_torch_csr(matrix, view.served.device))[0]
-            .detach()
-            .cpu()
-            .numpy()
-            if matrix.shape[0]
-            else np.zeros(0, dtype=np.float32)
-            for _, matrix in blocks
-        ]
+        scores = [two_tower_scores(view, internal, kind, matrix) for kind, matrix in blocks]
         if snapshot.likes.get(user):
             note = (
                 f"{view.name} scores a user by the embedding learned in training: the likes stored since are "

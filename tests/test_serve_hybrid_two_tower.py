@@ -1,0 +1,80 @@
+"""DropoutNet, Heater and ALDI served from a hybrid-scenario artifact: the service scores the training items as the
+model's evaluation does (warm input / teacher), new items by their content, and ranks them together."""
+
+import numpy as np
+import pytest
+import torch
+from helpers import planted_settings, write_planted
+from http_helpers import call, live_service
+from recbole.data.interaction import Interaction
+
+from recbole_fbsm.quick_start import run
+from recbole_fbsm.serve.live import score_user
+from recbole_fbsm.serve.scoring import scipy_to_torch_csr
+
+MODELS = ("DropoutNet", "Heater", "ALDI")
+SMALL = {"warm_embedding_size": 8, "warm_epochs": 20, "hidden_sizes": [16], "n_experts": 2, "epochs": 1}
+HYBRID = {"cold_start_scenario": "hybrid", "metrics": ["Recall"], "topk": [5], "valid_metric": "recall@5"}
+TOKEN = "s3cret"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hybrid_two_tower")
+    data = write_planted(root)
+    common = {**planted_settings(root), **SMALL, **HYBRID}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        artifacts = {name: run(name, data["name"], config_dict=common)["artifact_file"] for name in MODELS}
+    return {"artifacts": artifacts, "data": data}
+
+
+def evaluation_scores(served, user, items):
+    """The trained model's own evaluation scores (``score_candidates``) of dataset ``items`` for ``user``."""
+    model = served.model
+    model._cache = None
+    users = torch.tensor([served.dataset.field2token_id[served.uid_field][user]])
+    return model.score_candidates(Interaction({model.USER_ID: users}), torch.as_tensor(items))[0].numpy()
+
+
+def close(scores, expected):
+    """Equal up to float32 rounding, measured on the scale of ``expected`` (a short run's scores are small)."""
+    return np.allclose(scores, expected, rtol=1e-4, atol=1e-5 * float(np.abs(expected).max()))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_service_scores_warm_and_new_items_as_the_hybrid_evaluation(trained, tmp_path, name):
+    """Training items (scope warm) score as evaluation scores them, not by content alone; copies of the cold test
+    items POSTed as new items score as evaluation scores those cold items (content); scope all is both."""
+    data = trained["data"]
+    with live_service(trained["artifacts"][name], str(tmp_path / "s.sqlite"), token=TOKEN) as (url, state):
+        served = state.current().view.served
+        assert served.config["cold_start_scenario"] == "hybrid"
+        training = set(served.training_items().tolist())
+        cold_test = [t for t in served.split_items("test").tolist() if t not in training]
+        copies = {f"copy_{t}": t for t in served.item_tokens(cold_test)}
+        items = [
+            {"id": c, "tokens": {"genre": [data["features"][t]["genre"]], "words": data["features"][t]["words"]}}
+            for c, t in copies.items()
+        ]
+        assert call(f"{url}/items", "POST", {"items": items}, headers=AUTH)[0] == 200
+        user, snapshot = "u1_3", state.current()
+
+        warm, warm_scores, _ = score_user(snapshot, user, "warm")
+        warm_ids = served.item_ids(list(warm))
+        assert close(warm_scores, evaluation_scores(served, user, warm_ids))
+        content_only = served.model.score_feature_rows(
+            served.user_ids([user]), scipy_to_torch_csr(served.features.matrix[warm_ids.numpy()].astype(np.float32))
+        )[0].numpy()
+        assert not close(warm_scores, content_only)  # the warm path, not content alone
+
+        new, new_scores, _ = score_user(snapshot, user, "new")
+        assert set(new) == set(copies) and len(new) > 0
+        expected = evaluation_scores(served, user, served.item_ids([copies[c] for c in new]).numpy())
+        assert close(new_scores, expected)
+
+        every, every_scores, _ = score_user(snapshot, user, "all")
+        assert dict(zip(every, every_scores)) == {**dict(zip(warm, warm_scores)), **dict(zip(new, new_scores))}
+        top = call(f"{url}/users/{user}/items?top=5&scope=all")[1]["items"]
+        assert len(top) == 5 and top[0]["score"] == pytest.approx(float(every_scores.max()), rel=1e-6)

@@ -1,8 +1,10 @@
-"""DropoutNet, Heater and ALDI served from a hybrid-scenario artifact: the service scores the training items as the
-model's evaluation does (warm input / teacher), new items by their content, and ranks them together."""
+"""DropoutNet, Heater, ALDI and the hybrid FBSM served from a hybrid-scenario artifact: the service scores the
+training items as the model's evaluation does (warm input / teacher / identity features), new items by their
+content, and ranks them together."""
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
 from helpers import planted_settings, write_planted
 from http_helpers import call, live_service
@@ -12,8 +14,13 @@ from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve.live import score_user
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 
-MODELS = ("DropoutNet", "Heater", "ALDI")
 SMALL = {"warm_embedding_size": 8, "warm_epochs": 20, "hidden_sizes": [16], "n_experts": 2, "epochs": 1}
+MODELS = {
+    "DropoutNet": SMALL,
+    "Heater": SMALL,
+    "ALDI": SMALL,
+    "FBSM": {"identity_features": True, "epochs": 2, "rank": 3, "init_std": 0.1},
+}
 HYBRID = {"cold_start_scenario": "hybrid", "metrics": ["Recall"], "topk": [5], "valid_metric": "recall@5"}
 TOKEN = "s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -23,10 +30,13 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("hybrid_two_tower")
     data = write_planted(root)
-    common = {**planted_settings(root), **SMALL, **HYBRID}
+    common = {**planted_settings(root), **HYBRID}
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
-        artifacts = {name: run(name, data["name"], config_dict=common)["artifact_file"] for name in MODELS}
+        artifacts = {
+            name: run(name, data["name"], config_dict={**common, **settings})["artifact_file"]
+            for name, settings in MODELS.items()
+        }
     return {"artifacts": artifacts, "data": data}
 
 
@@ -64,9 +74,10 @@ def test_the_service_scores_warm_and_new_items_as_the_hybrid_evaluation(trained,
         warm, warm_scores, _ = score_user(snapshot, user, "warm")
         warm_ids = served.item_ids(list(warm))
         assert close(warm_scores, evaluation_scores(served, user, warm_ids))
-        content_only = served.model.score_feature_rows(
-            served.user_ids([user]), scipy_to_torch_csr(served.features.matrix[warm_ids.numpy()].astype(np.float32))
-        )[0].numpy()
+        is_content = [not name.startswith("identity:") for name in served.features.names]  # hybrid FBSM's: zeroed
+        content = served.features.matrix[warm_ids.numpy()] @ sp.diags(np.asarray(is_content, dtype=np.float64))
+        rows = scipy_to_torch_csr(sp.csr_matrix(content), dtype=served.row_dtype)
+        content_only = served.model.score_feature_rows(served.user_ids([user]), rows)[0].numpy()
         assert not close(warm_scores, content_only)  # the warm path, not content alone
 
         new, new_scores, _ = score_user(snapshot, user, "new")

@@ -229,7 +229,7 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=No
     rows, cols = np.concatenate(rows), np.concatenate(cols)
     counts = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(tokens), len(names)))
     counts.sum_duplicates()
-    matrix = served.features.transform(counts)
+    matrix = served.features.transform(counts[:, : len(served.features.column_weights)])  # no identity columns
     featureless = [tokens[k] for k in np.flatnonzero(np.diff(matrix.indptr) == 0)]
     hint = None if raw or not analyzers else raw_text_hint(unknown, analyzers, column_of)
     items = NewItems(

@@ -74,7 +74,7 @@ def test_the_service_scores_warm_and_new_items_as_the_hybrid_evaluation(trained,
         warm, warm_scores, _ = score_user(snapshot, user, "warm")
         warm_ids = served.item_ids(list(warm))
         assert close(warm_scores, evaluation_scores(served, user, warm_ids))
-        is_content = [not name.startswith("identity:") for name in served.features.names]  # hybrid FBSM's: zeroed
+        is_content = [not column.startswith("identity:") for column in served.features.names]  # hybrid FBSM's: zeroed
         content = served.features.matrix[warm_ids.numpy()] @ sp.diags(np.asarray(is_content, dtype=np.float64))
         rows = scipy_to_torch_csr(sp.csr_matrix(content), dtype=served.row_dtype)
         content_only = served.model.score_feature_rows(served.user_ids([user]), rows)[0].numpy()

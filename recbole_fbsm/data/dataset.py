@@ -6,14 +6,20 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 import torch
-from pandas._libs.parsers import STR_NA_VALUES
 from recbole.data.dataset import Dataset
 from recbole.data.interaction import Interaction
 from recbole.utils import FeatureSource, FeatureType, ModelType
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.data.atomic_files import codes_of
-from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns, sequence_rows, split_rows
+from recbole_fbsm.data.fast_load import (
+    FLOAT_NA_TEXTS,
+    pad_sequences,
+    plain_file,
+    read_plain_columns,
+    sequence_rows,
+    split_rows,
+)
 from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.recbole_compat import DatasetRoutes
@@ -493,7 +499,7 @@ class ColdStartDataset(DatasetRoutes, Dataset):
         self._set_field_properties(loaded, source)
         dtype = {header: np.float64 if ftype == FeatureType.FLOAT else str for _, ftype, header in loaded}
         na_values = {
-            header: sorted(STR_NA_VALUES) if ftype == FeatureType.FLOAT else [""] for _, ftype, header in loaded
+            header: list(FLOAT_NA_TEXTS) if ftype == FeatureType.FLOAT else [""] for _, ftype, header in loaded
         }
         previous = csv.field_size_limit()
         csv.field_size_limit(CSV_FIELD_LIMIT)
@@ -567,8 +573,8 @@ class ColdStartDataset(DatasetRoutes, Dataset):
             limit = seq_len[field] if seq_len and field in seq_len else None
             longest = int(sequences.counts.max(initial=0))
             if limit is not None and longest > limit:
-                column = np.empty(len(sequences.column), dtype=object)
-                column[:] = [seq[:limit] for seq in sequences.column]
+                column = np.empty(len(df), dtype=object)
+                column[:] = [seq[:limit] for seq in df[field].to_numpy()]
                 df[field] = column
             self.field2seqlen[field] = longest if limit is None else min(limit, longest)
             self._coded = {**(self._coded or {}), (source, field): sequences.vocabulary}

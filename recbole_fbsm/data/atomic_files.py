@@ -7,9 +7,9 @@ without an ``.item`` row lose every interaction. Here each problem is one ``Cold
 file, the line and the column and saying what was expected, or a warning with counts when the run can
 go on. Only the columns RecBole will load are checked (``load_col``).
 
-The line structure (column count of every line, text encoding) is checked on raw bytes with numpy, a
-chunk at a time; the values of the columns that matter (ids, floats, features) are read once with
-pandas' C parser as text.
+The text encoding is checked by Python's codec a chunk at a time, the column count of every line by
+pyarrow's CSV reader; the values of the columns that matter (ids, floats, features) are read once with it,
+and the token columns handed to the dataset (``fast_load``).
 """
 
 import codecs
@@ -218,9 +218,11 @@ def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=
             frame[name] = pd.Categorical.from_codes(parsed[0], pd.Index(parsed[1], dtype=object), validate=False)
         elif kind == "token_seq":
             parsed = (coded_out if coded_out is not None else {}).setdefault(name, split_tokens(column, seq_separator))
+            frame[name] = parsed.counts > 0
             blank = pd.Series(parsed.vocabulary, dtype=object).str.strip().eq("").to_numpy()
-            rows = np.repeat(np.arange(len(parsed.counts)), parsed.counts)
-            frame[name] = np.bincount(rows[~blank[parsed.codes]], minlength=len(parsed.counts)) > 0
+            if blank.any():  # tokens of spaces only (seq_separator is not a space)
+                rows = np.repeat(np.arange(len(parsed.counts)), parsed.counts)
+                frame[name] = np.bincount(rows[~blank[parsed.codes]], minlength=len(parsed.counts)) > 0
         else:
             frame[name] = column.to_pandas()
         if keep and kind in ("token", "token_seq"):

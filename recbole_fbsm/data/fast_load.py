@@ -124,10 +124,10 @@ def split_tokens(cells, seq_separator):
         lists = pc.split_pattern(chunk, seq_separator)
         flat, parents = pc.list_flatten(lists), pc.list_parent_indices(lists)
         filled = pc.not_equal(flat, "")
-        tokens.append(flat.filter(filled))
+        tokens.append(pc.dictionary_encode(flat.filter(filled)))  # a block's codes, not its texts, kept
         rows.append(parents.filter(filled).to_numpy().astype(np.int32) + np.int32(offset))
         offset += len(chunk)
-    codes, vocabulary = token_codes(pc.dictionary_encode(pa.chunked_array(tokens, pa.string())))
+    codes, vocabulary = token_codes(pa.chunked_array(tokens, TOKEN))
     counts = np.bincount(np.concatenate(rows) if rows else np.zeros(0, np.int32), minlength=offset)
     return CodedSequences(codes, counts, vocabulary)
 

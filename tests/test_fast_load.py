@@ -84,6 +84,13 @@ def test_read_plain_columns_leaves_odd_files_to_recbole(tmp_path):
     assert frame["id"].tolist() == ["a" * 65] and frame["score"].tolist() == [float("inf")]  # as RecBole reads them
 
 
+def test_float_na_texts_are_what_recbole_reads_as_missing():
+    """RecBole reads float columns with pandas' default NA strings: the plugin's explicit list is that list."""
+    from pandas._libs.parsers import STR_NA_VALUES
+
+    assert set(fast_load.FLOAT_NA_TEXTS) == STR_NA_VALUES and len(fast_load.FLOAT_NA_TEXTS) == len(STR_NA_VALUES)
+
+
 def test_pad_sequences_is_recbole_pad_sequence():
     values = [np.array([3, 1, 2]), np.array([], dtype=np.int64), np.array([5, 6, 7, 8, 9])]
     for limit in (2, 5, 10):

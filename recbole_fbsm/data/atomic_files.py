@@ -23,7 +23,7 @@ import pandas as pd
 import pyarrow as pa
 
 from recbole_fbsm.config.suggestions import suggestion
-from recbole_fbsm.data.fast_load import TOKEN, _identity, holds, plain_file, read_table, split_tokens, token_codes
+from recbole_fbsm.data.fast_load import TOKEN, file_identity, holds, plain_file, read_table, split_tokens, token_codes
 from recbole_fbsm.errors import ColdStartError
 
 TYPES = ("token", "token_seq", "float", "float_seq")
@@ -210,7 +210,7 @@ def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=
     types = {header: TOKEN if kind == "token" else pa.string() for header, kind in kinds.items()}
     table = read_table(atomic.path, separator, encoding, types, quoted=holds(atomic.path, b'"'))
     keep = store is not None and plain_file(atomic.path, separator)
-    identity = _identity(atomic.path, separator, seq_separator) if keep else None
+    identity = file_identity(atomic.path, separator, seq_separator) if keep else None
     frame = {}
     for (header, kind), name in zip(kinds.items(), names):
         column = table.column(header)

@@ -132,15 +132,13 @@ def split_tokens(cells, seq_separator):
     return CodedSequences(codes, counts, vocabulary)
 
 
-def _identity(path, separator, seq_separator):
+def file_identity(path, separator, seq_separator):
+    """What a parsed column is stored under between the checks and the dataset (the file unchanged since)."""
     stat = os.stat(path)
     return (os.path.realpath(path), stat.st_size, stat.st_mtime_ns, separator, seq_separator)
 
 
-# longer than 60 lines: one read of every loaded column, each column kind one short branch
-def read_plain_columns(
-    path, separator, seq_separator, usecols, columns, kinds, encoding, missing=True, store=None, keep=False
-):
+def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, encoding, store=None):
     """The loaded columns of a plain atomic file (see ``plain_file``) as RecBole would read them, or None
     when the file needs pandas (rows with another column count, a float pyarrow refuses, a float_seq
     column).
@@ -148,15 +146,13 @@ def read_plain_columns(
     Returns (DataFrame, {name: CodedSequences}): token columns are ``pandas.Categorical`` with sorted
     categories (empty cells: NaN; ``NA`` or ``null`` are tokens), float columns float64, ``token_seq``
     columns coded (a placeholder column in the frame).
-    ``missing=False`` keeps empty cells of token columns as text (for the files' checks).
-    ``store`` (a dict) holds parsed token columns between calls: an entry for this file (unchanged since)
-    is used and removed, and with ``keep`` the columns parsed here are left in it (the checks keep them
-    for the dataset: each file is parsed once)."""
+    ``store`` (a dict) holds the token columns the files' checks parsed (``atomic_files.read_columns``): an
+    entry for this file (unchanged since) is used and removed, so that each file is parsed once."""
     if any(kinds[c] not in ("token", "token_seq", "float") for c in usecols):
         return None  # float_seq: RecBole's own parsing
-    identity = _identity(path, separator, seq_separator)
-    stored = {} if store is None else store
-    parsed = {c: stored.pop(identity + (c,)) for c in usecols if identity + (c,) in stored}
+    identity = file_identity(path, separator, seq_separator)
+    store = {} if store is None else store
+    parsed = {c: store.pop(identity + (c,)) for c in usecols if identity + (c,) in store}
     types = {c: {"token": TOKEN, "token_seq": pa.string()}.get(kinds[c], pa.float64()) for c in usecols}
     types = {c: kind for c, kind in types.items() if c not in parsed}
     lengths = {len(p[0]) if kinds[c] == "token" else len(p.counts) for c, p in parsed.items()}
@@ -176,15 +172,13 @@ def read_plain_columns(
         del table
     if len(lengths) > 1:
         return None
-    if store is not None and keep:
-        store.update({identity + (c,): p for c, p in parsed.items() if kinds[c] != "float"})
     frame, coded = {}, {}
     for column, name in zip(usecols, columns):
         if kinds[column] == "float":
             frame[name] = parsed[column]
         elif kinds[column] == "token":
             codes, vocabulary = parsed[column]
-            if missing and len(vocabulary) and vocabulary[0] == "":  # sorted: the empty text comes first
+            if len(vocabulary) and vocabulary[0] == "":  # an empty cell is missing; sorted, it comes first
                 codes, vocabulary = codes - 1, vocabulary[1:]
             frame[name] = pd.Categorical.from_codes(
                 codes, categories=pd.Index(vocabulary, dtype=object), validate=False

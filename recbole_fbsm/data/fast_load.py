@@ -119,16 +119,15 @@ class CodedSequences:
 def split_tokens(cells, seq_separator):
     """``CodedSequences`` of a text column split as RecBole splits a cell (``str.split(seq_separator)``,
     empty tokens dropped), by pyarrow's ``split_pattern`` and one dictionary over all the tokens."""
-    tokens, rows, offset = [], [], 0
+    tokens, counts = [], []
     for chunk in cells.chunks:
         lists = pc.split_pattern(chunk, seq_separator)
-        flat, parents = pc.list_flatten(lists), pc.list_parent_indices(lists)
+        flat = pc.list_flatten(lists)
         filled = pc.not_equal(flat, "")
         tokens.append(pc.dictionary_encode(flat.filter(filled)))  # a block's codes, not its texts, kept
-        rows.append(parents.filter(filled).to_numpy().astype(np.int32) + np.int32(offset))
-        offset += len(chunk)
+        counts.append(np.bincount(pc.list_parent_indices(lists).filter(filled).to_numpy(), minlength=len(chunk)))
     codes, vocabulary = token_codes(pa.chunked_array(tokens, TOKEN))
-    counts = np.bincount(np.concatenate(rows) if rows else np.zeros(0, np.int32), minlength=offset)
+    counts = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
     return CodedSequences(codes, counts, vocabulary)
 
 

@@ -91,7 +91,7 @@ def read_table(path, separator, encoding, types, column_names=None, quoted=False
 def token_codes(column):
     """(int32 code per row, sorted distinct texts as an object array) of a dictionary-encoded column; the
     codes index the sorted texts (byte order: the order of Python's ``sorted`` on the texts)."""
-    column = column.unify_dictionaries() if column.num_chunks else pa.chunked_array([], TOKEN)
+    column = column.unify_dictionaries()
     dictionary = column.chunk(0).dictionary if column.num_chunks else pa.array([], pa.string())
     order = pc.sort_indices(dictionary).to_numpy()
     rank = np.empty(len(order), dtype=np.int32)

@@ -93,15 +93,18 @@ def read_table(path, separator, encoding, types, column_names=None, quoted=False
 
 def token_codes(column):
     """(int32 code per row, sorted distinct texts as an object array) of a dictionary-encoded column; the
-    codes index the sorted texts (byte order: the order of Python's ``sorted`` on the texts)."""
-    column = column.unify_dictionaries()
-    dictionary = column.chunk(0).dictionary if column.num_chunks else pa.array([], pa.string())
-    order = pc.sort_indices(dictionary).to_numpy()
-    rank = np.empty(len(order), dtype=np.int32)
-    rank[order] = np.arange(len(order), dtype=np.int32)
-    indices = [chunk.indices.to_numpy() for chunk in column.chunks]
-    codes = rank[np.concatenate(indices)] if indices else np.zeros(0, dtype=np.int32)
-    return codes, dictionary.take(order).to_numpy(zero_copy_only=False).astype(object)
+    codes index the sorted texts (byte order: the order of Python's ``sorted`` on the texts). Each block's
+    dictionary is mapped to the sorted texts, then its indices: no block's indices are copied but into the codes."""
+    blocks = column.chunks
+    dictionaries = pa.concat_arrays([b.dictionary for b in blocks]) if blocks else pa.array([], pa.string())
+    vocabulary = pc.unique(dictionaries)
+    vocabulary = vocabulary.take(pc.sort_indices(vocabulary))
+    code_of_entry = pc.index_in(dictionaries, value_set=vocabulary).to_numpy().astype(np.int32)
+    codes, row, entry = np.empty(len(column), dtype=np.int32), 0, 0
+    for block in blocks:
+        codes[row : row + len(block)] = code_of_entry[entry : entry + len(block.dictionary)][block.indices.to_numpy()]
+        row, entry = row + len(block), entry + len(block.dictionary)
+    return codes, vocabulary.to_numpy(zero_copy_only=False).astype(object)
 
 
 @dataclass

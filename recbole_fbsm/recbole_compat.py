@@ -103,12 +103,11 @@ CALLED = (
     Pin(_DATASET + "_get_load_and_unload_col", "2ed5985d0f05", "the columns load_col / unload_col keep"),
     Pin(_DATASET + "_change_feat_format", "9343965ca719", "turns the tables into Interactions before a split"),
 )
-# private attributes the plugin reads (pinned: where they are set), and pandas' NA strings
+# private attributes the plugin reads (pinned: where they are set)
 READ = (
     Pin(_LOADER + "AbstractDataLoader.__init__", "03bc7d40b609", "a loader's dataset (its split)", "_dataset"),
     Pin(_LOADER + "AbstractDataLoader.__init__", "03bc7d40b609", "the dynamic negatives' sampler", "_sampler"),
     Pin(_COLLECTOR + "DataStruct.__init__", "80fcffea1b11", "the collector's tensors", "_data_dict"),
-    Pin("pandas._libs.parsers.STR_NA_VALUES", "20b7e48a67f7", "pandas' NA strings: float cells read as missing"),
 )
 
 # RecBole's texts the plugin matches, each pinned below (TEXTS) to where RecBole writes it

@@ -12,6 +12,7 @@ import yaml
 from helpers import REPO_ROOT, RUN_RECBOLE, item_token_ids, run_cli, write_dataset
 
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
+from recbole_fbsm.data.fast_load import FLOAT_NA_TEXTS
 from recbole_fbsm.data.preparation import check_dataset_files
 
 pytestmark = pytest.mark.usefixtures("workdir")
@@ -970,27 +971,8 @@ def test_an_error_found_after_loading_leaves_no_log(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------- read correctly
-# every string pandas reads as missing by default (pandas._libs.parsers.STR_NA_VALUES), but ''
-NA_LIKE = [
-    "#N/A",
-    "#N/A N/A",
-    "#NA",
-    "-1.#IND",
-    "-1.#QNAN",
-    "-NaN",
-    "-nan",
-    "1.#IND",
-    "1.#QNAN",
-    "<NA>",
-    "N/A",
-    "NA",
-    "NULL",
-    "NaN",
-    "None",
-    "n/a",
-    "nan",
-    "null",
-]
+# every string pandas reads as missing by default (fast_load.FLOAT_NA_TEXTS), but ''
+NA_LIKE = [text for text in FLOAT_NA_TEXTS if text]
 
 
 def rename_tokens(data, users, items):

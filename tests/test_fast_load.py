@@ -3,10 +3,9 @@ vocabularies, ids, interaction and item rows, split; on files with the odd cases
 converted file has (empty and NA cells, repeated tokens, runs of separators, non-ASCII and long tokens,
 ids missing from the .item file, items without interactions, ``seq_len``)."""
 
-import re
-
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 import torch
 import torch.nn.utils.rnn as rnn_utils
@@ -80,8 +79,16 @@ def test_read_plain_columns_leaves_odd_files_to_recbole(tmp_path):
 
     assert read(write_columns(tmp_path / "ok", [("a", "b c", "1")])) is not None
     assert read(write_columns(tmp_path / "ragged", [("a", "b c", "1"), ("a", "b")])) is None
-    assert read(write_columns(tmp_path / "long", [("a" * 65, "b", "1")])) is None
-    assert read(write_columns(tmp_path / "bad_float", [("a", "b", "1e400")])) is None
+    assert read(write_columns(tmp_path / "bad_float", [("a", "b", "1_0")])) is None  # Python's float() reads 10.0
+    frame, _ = read(write_columns(tmp_path / "long", [("a" * 65, "b", "1e400")]))
+    assert frame["id"].tolist() == ["a" * 65] and frame["score"].tolist() == [float("inf")]  # as RecBole reads them
+
+
+def test_float_na_texts_are_what_recbole_reads_as_missing():
+    """RecBole reads float columns with pandas' default NA strings: the plugin's explicit list is that list."""
+    from pandas._libs.parsers import STR_NA_VALUES
+
+    assert set(fast_load.FLOAT_NA_TEXTS) == STR_NA_VALUES and len(fast_load.FLOAT_NA_TEXTS) == len(STR_NA_VALUES)
 
 
 def test_pad_sequences_is_recbole_pad_sequence():
@@ -340,9 +347,16 @@ def test_the_checks_parse_each_file_once_for_the_dataset(tmp_path, monkeypatch):
             valid_metric="Recall@3",
         ),
     )
-    parsed = []
-    original = fast_load._tokens
-    monkeypatch.setattr(fast_load, "_tokens", lambda *args: parsed.append(len(args[2])) or original(*args))
+    parsed = []  # the token columns each read converts
+    original = fast_load.pv.read_csv
+    monkeypatch.setattr(
+        fast_load.pv,
+        "read_csv",
+        lambda *args, **kwargs: (
+            parsed.extend(c for c in kwargs["convert_options"].include_columns if c.endswith((":token", ":token_seq")))
+            or original(*args, **kwargs)
+        ),
+    )
     report = preparation.check_dataset_files(config, reads_own_features=True)
     checked = len(parsed)
     assert checked == 5 and len(report.parsed) == 5  # user_id, item_id; item_id, words, tags
@@ -355,23 +369,14 @@ def test_the_checks_parse_each_file_once_for_the_dataset(tmp_path, monkeypatch):
         assert_same(a, b)
 
 
-def test_token_codes_are_the_same_read_in_place_or_from_a_copy():
-    """``_tokens`` reads 8-byte windows through the zero padding ``_parse_layout`` leaves after the body, without a
-    copy; bytes in a plain array (no padding after them) are padded in a copy. Both give the same codes and texts,
-    for one-word and multi-word tokens, UTF-8 ones, and a token ending on the body's last byte."""
-    text = "né ab abcdefgh abcdefghi x\nzz abcdefghijklmnopq né\nq".encode()
-    plain = np.frombuffer(text, dtype=np.uint8)
-    buffer = np.zeros(len(text) + fast_load.WINDOW_PADDING, dtype=np.uint8)
-    buffer[: len(text)] = plain
-    in_place = buffer[: len(text)]
-    spans = [(m.start(), m.end() - m.start()) for m in re.finditer(rb"[^ \n]+", text)]
-    starts = np.array([a for a, _ in spans], dtype=np.int64)
-    lengths = np.array([n for _, n in spans], dtype=np.int64)
-    expected = [text[a : a + n].decode("utf-8") for a, n in spans]
-    for data in (in_place, plain):
-        for keep in (lengths <= 8, np.ones(len(spans), dtype=bool)):  # the one-word path, then the multi-word one
-            codes, texts = fast_load._tokens(data, starts[keep], lengths[keep])
-            assert [texts[c] for c in codes] == [t for t, k in zip(expected, keep) if k]
-            assert list(texts) == sorted(set(texts))
-    assert np.shares_memory(fast_load._windows(in_place), buffer)  # read in place
-    assert not np.shares_memory(fast_load._windows(plain), plain) and len(fast_load._windows(plain)) == len(text) + 1
+def test_codes_are_one_sorted_numbering_across_the_readers_blocks():
+    """pyarrow reads a file in blocks, each dictionary-encoded on its own: the codes index one sorted vocabulary
+    of all blocks, and token_seq cells split as RecBole splits them (empty tokens dropped)."""
+    column = pa.chunked_array([pa.array(["x", "é", "x"]).dictionary_encode(), pa.array(["a", "x"]).dictionary_encode()])
+    codes, vocabulary = fast_load.token_codes(column)
+    assert list(vocabulary) == ["a", "x", "é"] and list(vocabulary[codes]) == ["x", "é", "x", "a", "x"]
+    cells = ["b a", "", "  c ", "a"], ["é  b", "zz"]
+    sequences = fast_load.split_tokens(pa.chunked_array([pa.array(c) for c in cells]), " ")
+    assert list(sequences.vocabulary) == ["a", "b", "c", "zz", "é"]
+    expected = [recbole_split(cell, " ") for chunk in cells for cell in chunk]
+    assert [list(sequences.vocabulary[row]) for row in sequences.column] == expected

@@ -7,22 +7,23 @@ without an ``.item`` row lose every interaction. Here each problem is one ``Cold
 file, the line and the column and saying what was expected, or a warning with counts when the run can
 go on. Only the columns RecBole will load are checked (``load_col``).
 
-The line structure (column count of every line, text encoding) is checked on raw bytes with numpy, a
-chunk at a time; the values of the columns that matter (ids, floats, features) are read once with
-pandas' C parser as text.
+The text encoding is checked by Python's codec a chunk at a time, the column count of every line by
+pyarrow's CSV reader; the values of the columns that matter (ids, floats, features) are read once with it,
+and the token columns handed to the dataset (``fast_load``).
 """
 
 import codecs
-import csv
 import os
 import unicodedata
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from recbole_fbsm.config.suggestions import suggestion
-from recbole_fbsm.data.fast_load import plain_file, read_plain_columns
+from recbole_fbsm.data.fast_load import TOKEN, file_identity, holds, plain_file, read_table, split_tokens, token_codes
 from recbole_fbsm.errors import ColdStartError
 
 TYPES = ("token", "token_seq", "float", "float_seq")
@@ -42,12 +43,19 @@ WIDE_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xf
 
 @dataclass
 class AtomicFile:
-    """A checked atomic file: its columns (name -> type, in file order) and how its lines look."""
+    """A checked atomic file: its columns (name -> type, in file order) and its number of data rows."""
 
     path: str
     columns: dict
     n_rows: int
-    blank_lines: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @cached_property
+    def blank_lines(self):
+        """1-based numbers of the blank lines after the header, which the readers skip (the file is read again
+        only when a message names a line; line ends as pyarrow's: \\n, \\r\\n or \\r)."""
+        with open(self.path, "rb") as handle:
+            lengths = np.fromiter(map(len, handle.read().splitlines()), dtype=np.int64)
+        return np.flatnonzero(lengths[1:] == 0) + 2
 
     def line_of_row(self, rows):
         """1-based line numbers of 0-based data rows (the header is line 1; blank lines are skipped)."""
@@ -132,137 +140,95 @@ def read_header(path, separator, encoding="utf-8"):
     return columns
 
 
-# longer than 60 lines: one vectorised pass over the file's bytes (column counts, encoding, blank lines) whose
-# arrays the checks share; split, it would read the file twice
-def _scan_lines(path, separator, n_columns, encoding):
-    """Column count and encoding of every line after the header, without a Python loop over lines.
-
-    Returns (number of data rows, 1-based numbers of blank lines). Raises on the first malformed line,
-    saying how many lines are malformed in all."""
-    sep = separator.encode(encoding)
-    single = len(sep) == 1
-    bad_lines, bad_counts, blanks = [], [], []
-    n_rows, line_base = 0, 1  # lines before the chunk (the header is line 1)
+def _check_text(path, encoding):
+    """Every line after the header is ``encoding`` text without NUL bytes (pyarrow's error for undecodable text
+    names no line; a NUL byte would stay inside a token), read a chunk at a time."""
     with open(path, "rb") as handle:
         handle.readline()
-        rest = b""
-        while True:
-            block = handle.read(CHUNK_BYTES)
+        line_base, rest = 1, b""  # lines before the chunk (the header is line 1)
+        for block in iter(lambda: handle.read(CHUNK_BYTES), b""):
             data = rest + block
-            if not block:
-                rest = b""
-            else:
-                cut = data.rfind(b"\n") + 1
-                data, rest = data[:cut], data[cut:]
-                if not data:
-                    rest = data + rest
-                    continue
-            if data:
-                try:
-                    data.decode(encoding)
-                except UnicodeDecodeError as error:
-                    line = line_base + data[: error.start].count(b"\n") + 1
-                    raise ColdStartError(
-                        f"{_where(path, line)}: not {encoding} text ({error.reason} at byte "
-                        f"0x{data[error.start]:02x}); save the file as {encoding}."
-                    ) from None
-                buffer = np.frombuffer(data, dtype=np.uint8)
-                nul = np.flatnonzero(buffer == 0)
-                if len(nul):  # valid utf-8, but no text: RecBole would keep the byte inside a token
-                    line = line_base + data[: nul[0]].count(b"\n") + 1
-                    raise ColdStartError(
-                        f"{_where(path, line)}: a NUL byte (0x00); expected {encoding} text (is the "
-                        "file binary, or UTF-16 text?)."
-                    )
-                ends = np.flatnonzero(buffer == 10)
-                if len(data) and data[-1:] != b"\n":
-                    ends = np.r_[ends, len(buffer)]
-                starts = np.r_[0, ends[:-1] + 1]
-                if single:
-                    seps = np.flatnonzero(buffer == sep[0])
-                    counts = np.searchsorted(seps, ends) - np.searchsorted(seps, starts) + 1
-                else:
-                    counts = np.array([data[a:b].count(sep) + 1 for a, b in zip(starts, ends)], dtype=np.int64)
-                blank = (ends - starts) == 0
-                blank |= ((ends - starts) == 1) & (buffer[np.maximum(ends - 1, 0)] == 13)
-                wrong = np.flatnonzero(~blank & (counts != n_columns))
-                if len(wrong):
-                    bad_lines.extend((line_base + 1 + wrong[:SHOWN]).tolist())
-                    bad_counts.extend(counts[wrong[:SHOWN]].tolist())
-                    bad_lines.extend([-1] * (len(wrong) - len(wrong[:SHOWN])))
-                blanks.extend((line_base + 1 + np.flatnonzero(blank)).tolist())
-                n_rows += int((~blank).sum())
-                line_base += len(ends)
-            if not block:
-                break
-    if bad_lines:
-        first, count = bad_lines[0], bad_counts[0]
-        more = len(bad_lines) - 1
+            cut = data.rfind(b"\n") + 1
+            _check_chunk(path, data[:cut], line_base, encoding)
+            line_base, rest = line_base + data.count(b"\n", 0, cut), data[cut:]
+        _check_chunk(path, rest, line_base, encoding)
+
+
+def _check_chunk(path, data, line_base, encoding):
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError as error:
+        line = line_base + data[: error.start].count(b"\n") + 1
         raise ColdStartError(
-            f"{_where(path, first)}: {count} column(s), expected {n_columns} as in the header "
-            f"(field_separator {separator!r})" + (f"; {more} more line(s) like it" if more else "") + "."
+            f"{_where(path, line)}: not {encoding} text ({error.reason} at byte "
+            f"0x{data[error.start]:02x}); save the file as {encoding}."
+        ) from None
+    nul = data.find(b"\x00")
+    if nul >= 0:  # valid utf-8, but no text: RecBole would keep the byte inside a token
+        line = line_base + data[:nul].count(b"\n") + 1
+        raise ColdStartError(
+            f"{_where(path, line)}: a NUL byte (0x00); expected {encoding} text (is the file binary, or UTF-16 text?)."
         )
-    return n_rows, np.asarray(blanks, dtype=np.int64)
+
+
+def count_rows(path, separator, n_columns, encoding):
+    """Number of data rows (non-blank lines after the header). Raises on text that is not ``encoding`` and on
+    the first line with another column count than the header, saying how many lines are malformed in all."""
+    _check_text(path, encoding)
+    names, bad = [str(k) for k in range(n_columns)], []
+    first = {"0": pa.binary()}  # bytes: the cheapest column to convert (the text is checked above)
+    table = read_table(path, separator, encoding, first, column_names=names, bad_rows=bad)
+    if not bad:
+        return table.num_rows
+    numbered = []  # a second, single-threaded read numbers the lines
+    read_table(path, separator, encoding, first, column_names=names, bad_rows=numbered, threads=False)
+    number, count = min(numbered)
+    more = len(numbered) - 1
+    raise ColdStartError(
+        f"{_where(path, AtomicFile(path, {}, 0).line_of_row(number - 2))}: {count} column(s), expected "
+        f"{n_columns} as in the header (field_separator {separator!r})"
+        + (f"; {more} more line(s) like it" if more else "")
+        + "."
+    )
 
 
 def scan(path, separator="\t", encoding="utf-8"):
     """Header and line structure of one atomic file."""
     columns = read_header(path, separator, encoding)
-    n_rows, blanks = _scan_lines(path, separator, len(columns), encoding)
-    return AtomicFile(str(path), columns, n_rows, blanks)
+    return AtomicFile(str(path), columns, count_rows(path, separator, len(columns), encoding))
 
 
 def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=" ", store=None, coded_out=None):
-    """The named columns as text (no NaN filling), one row per data line. Token columns of a plain file
-    (``fast_load.plain_file``) come as ``Categorical`` read from the bytes (one string per distinct id,
-    not per line: 10^7 likes took 28 s and 1.7 GB as text), its token_seq columns as a bool per line:
-    whether the cell has a token with a non-blank character; their tokens (``CodedSequences``) then go to
-    ``coded_out`` (a dict) by column name."""
-    order = list(atomic.columns)
-    positions = sorted(order.index(n) for n in names)
-    tokens = [order[p] for p in positions if atomic.columns[order[p]] in ("token", "token_seq")]
-    if tokens and plain_file(atomic.path, separator):
-        header = [f"{name}:{atomic.columns[name]}" for name in order]
-        read = read_plain_columns(
-            atomic.path,
-            separator,
-            seq_separator,
-            [header[order.index(t)] for t in tokens],
-            tokens,
-            {h: h.rpartition(":")[2] for h in header},
-            encoding,
-            missing=False,
-            store=store,
-            keep=True,
-        )
-        rest = [order[p] for p in positions if order[p] not in tokens]
-        text = read_columns(atomic, rest, separator, encoding) if read is not None and rest else None
-        if read is not None and (text is None or len(text) == len(read[0])):
-            frame, coded = read
-            if coded_out is not None:
-                coded_out.update(coded)
-            for name, sequences in coded.items():  # what the checks ask of a token_seq cell: a non-blank token
-                blank = pd.Series(sequences.vocabulary, dtype=object).str.strip().eq("").to_numpy()
-                rows = np.repeat(np.arange(len(sequences.counts)), sequences.counts)
-                frame[name] = np.bincount(rows[~blank[sequences.codes]], minlength=len(sequences.counts)) > 0
-            for name in rest:
-                frame[name] = text[name].to_numpy()
-            return frame[[order[p] for p in positions]]
-    frame = pd.read_csv(
-        atomic.path,
-        sep=separator,
-        header=0,
-        usecols=positions,
-        dtype=str,
-        keep_default_na=False,
-        na_filter=False,
-        encoding=encoding,
-        engine="c" if len(separator) == 1 else "python",
-        skip_blank_lines=True,
-        quoting=csv.QUOTE_MINIMAL,
-    )
-    frame.columns = [order[p] for p in positions]
-    return frame
+    """The named columns (no NaN filling), one row per data line. Token columns come as ``Categorical`` (one
+    string per distinct id, not per line: 10^7 likes took 28 s and 1.7 GB as text), token_seq columns as a
+    bool per line: whether the cell has a token with a non-blank character (their ``CodedSequences`` go to
+    ``coded_out``, a dict, by column name); float and float_seq columns as text. In a file with a double
+    quote, a field that starts with one is quoted, as pandas' C reader reads it. With a ``store`` the token
+    columns of a plain file are kept there for the dataset (``fast_load.read_plain_columns``)."""
+    names = [name for name in atomic.columns if name in names]
+    kinds = {f"{name}:{atomic.columns[name]}": atomic.columns[name] for name in names}
+    types = {header: TOKEN if kind == "token" else pa.string() for header, kind in kinds.items()}
+    table = read_table(atomic.path, separator, encoding, types, quoted=holds(atomic.path, b'"'))
+    keep = store is not None and plain_file(atomic.path, separator)
+    identity = file_identity(atomic.path, separator, seq_separator) if keep else None
+    frame = {}
+    for (header, kind), name in zip(kinds.items(), names):
+        column = table.column(header)
+        if kind == "token":
+            parsed = token_codes(column)
+            frame[name] = pd.Categorical.from_codes(parsed[0], pd.Index(parsed[1], dtype=object), validate=False)
+        elif kind == "token_seq":
+            parsed = (coded_out if coded_out is not None else {}).setdefault(name, split_tokens(column, seq_separator))
+            frame[name] = parsed.counts > 0
+            blank = pd.Series(parsed.vocabulary, dtype=object).str.strip().eq("").to_numpy()
+            if blank.any():  # tokens of spaces only (seq_separator is not a space)
+                rows = np.repeat(np.arange(len(parsed.counts)), parsed.counts)
+                frame[name] = np.bincount(rows[~blank[parsed.codes]], minlength=len(parsed.counts)) > 0
+        else:
+            frame[name] = column.to_pandas()
+        if keep and kind in ("token", "token_seq"):
+            store[identity + (header,)] = parsed
+    return pd.DataFrame(frame, index=pd.RangeIndex(table.num_rows))
 
 
 def quote_problem(atomic, separator, encoding, detail):
@@ -346,26 +312,19 @@ def check_float_seq_column(atomic, name, values, seq_separator, report=None):
 SEPARATORS = (",", ";", "|", "\t", " ")  # what a token_seq cell may be written with instead of seq_separator
 
 
-def check_seq_separator(atomic, name, values, sequences, seq_separator, field_separator, report):
+def check_seq_separator(atomic, name, sequences, seq_separator, field_separator, report):
     """A token_seq column whose cells seq_separator does not split, but which hold another common separator,
     is read as one token per cell ('drama,comedy' one genre): a warning with counts when such cells
-    outnumber the cells seq_separator splits. ``values``: the cells as text, or ``sequences`` (the fast
-    reader's ``CodedSequences``)."""
-    if sequences is None:
-        tokens = values.str.split(seq_separator, regex=False).explode()
-        tokens = tokens[tokens.notna() & (tokens != "")]
-        codes, vocabulary = pd.factorize(tokens.to_numpy())
-        counts = np.bincount(tokens.index.to_numpy(), minlength=len(values)) if len(values) else np.zeros(0, int)
-    else:
-        codes, vocabulary, counts = sequences.codes, sequences.vocabulary, sequences.counts
+    outnumber the cells seq_separator splits. ``sequences``: the column's ``fast_load.CodedSequences``."""
+    codes, vocabulary, counts = sequences.codes, sequences.vocabulary, sequences.counts
     rows = np.repeat(np.arange(len(counts)), counts)
     single, split = counts == 1, int((counts >= 2).sum())
     best = None
     for candidate in SEPARATORS:
         if candidate in seq_separator or candidate == field_separator:
             continue
-        holds = pd.Series(vocabulary, dtype=object).str.contains(candidate, regex=False).to_numpy(dtype=bool)
-        cells = np.flatnonzero(single & (np.bincount(rows[holds[codes]], minlength=len(counts)) > 0))
+        held = pd.Series(vocabulary, dtype=object).str.contains(candidate, regex=False).to_numpy(dtype=bool)
+        cells = np.flatnonzero(single & (np.bincount(rows[held[codes]], minlength=len(counts)) > 0))
         if len(cells) > split and (best is None or len(cells) > len(best[1])):
             best = candidate, cells
     if best is None:
@@ -617,7 +576,7 @@ def _read_and_check(config, suffix, atomic, loaded, reads_own_features, report):
             if wanted
             else pd.DataFrame()
         )
-    except pd.errors.ParserError:
+    except pa.ArrowInvalid:
         raise ColdStartError(
             quote_problem(atomic, separator, encoding, "a CSV reader cannot split it into rows")
         ) from None
@@ -634,7 +593,7 @@ def _read_and_check(config, suffix, atomic, loaded, reads_own_features, report):
         elif kind == "float_seq":
             check_float_seq_column(atomic, column, table[column], seq_separator, report)
         elif kind == "token_seq":
-            check_seq_separator(atomic, column, table[column], coded.get(column), seq_separator, separator, report)
+            check_seq_separator(atomic, column, coded[column], seq_separator, separator, report)
     return table
 
 

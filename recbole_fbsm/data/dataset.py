@@ -6,14 +6,20 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 import torch
-from pandas._libs.parsers import STR_NA_VALUES
 from recbole.data.dataset import Dataset
 from recbole.data.interaction import Interaction
 from recbole.utils import FeatureSource, FeatureType, ModelType
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.data.atomic_files import codes_of
-from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns, sequence_rows, split_rows
+from recbole_fbsm.data.fast_load import (
+    FLOAT_NA_TEXTS,
+    pad_sequences,
+    plain_file,
+    read_plain_columns,
+    sequence_rows,
+    split_rows,
+)
 from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
 
@@ -449,10 +455,11 @@ class ColdStartDataset(Dataset):
     # --------------------------------------------------------------------------------------- reading
     def _loaded_columns(self, filepath, source):
         """[(field, FeatureType, 'field:type' header column)] of the columns RecBole's ``_load_feat`` loads
-        from ``filepath`` (``load_col`` / ``unload_col``), with RecBole's error for an unknown type."""
+        from ``filepath`` (``load_col`` / ``unload_col``), with RecBole's error for an unknown type; None when
+        ``load_col`` leaves the file out."""
         load_col, unload_col = self._get_load_and_unload_col(source)
         if load_col == set():
-            return []
+            return None
         with open(filepath, encoding=self.config["encoding"]) as handle:
             head = handle.readline()[:-1]
         loaded = []
@@ -476,23 +483,15 @@ class ColdStartDataset(Dataset):
             if "float" in ftype.value:
                 self.field2bucketnum[field] = 2
 
-    def _recbole_read(self, filepath, source):
+    def _recbole_read(self, filepath, loaded):
         """RecBole's ``_load_feat`` (pandas' Python engine, Python's csv module underneath), with token and
         token_seq cells read as text: RecBole reads them with pandas' default NA strings, so a user or item
         ``NA``, ``null``, ``nan`` or ``None`` became a missing value and lost its interactions (an empty cell
         is still missing). The csv module's field limit (131,072 characters, a ParserError past it) is raised
         for the read: a long text is legitimate."""
-        if not isinstance(source, FeatureSource):
-            return super()._load_feat(filepath, source)
-        loaded = self._loaded_columns(filepath, source)
-        if not loaded:
-            if self._get_load_and_unload_col(source)[0] != set():
-                self.logger.warning(f"No columns has been loaded from [{source}]")
-            return None
-        self._set_field_properties(loaded, source)
         dtype = {header: np.float64 if ftype == FeatureType.FLOAT else str for _, ftype, header in loaded}
         na_values = {
-            header: sorted(STR_NA_VALUES) if ftype == FeatureType.FLOAT else [""] for _, ftype, header in loaded
+            header: list(FLOAT_NA_TEXTS) if ftype == FeatureType.FLOAT else [""] for _, ftype, header in loaded
         }
         previous = csv.field_size_limit()
         csv.field_size_limit(CSV_FIELD_LIMIT)
@@ -533,41 +532,38 @@ class ColdStartDataset(Dataset):
         return df
 
     def _read_feat(self, filepath, source):
-        """RecBole's ``_load_feat`` (same rows, same field properties) through ``fast_load`` for plain
+        """RecBole's ``_load_feat`` (same rows, same field properties) through ``fast_load`` (pyarrow) for plain
         interaction, user and item files; ``_recbole_read`` otherwise. Token columns come back as sorted
         ``Categorical`` and ``token_seq`` columns as codes (``_coded``), which ``_remap`` numbers."""
-        separator = self.config["field_separator"]
-        if not isinstance(source, FeatureSource) or not plain_file(filepath, separator):
-            return self._recbole_read(filepath, source)
-        if self._get_load_and_unload_col(source)[0] == set():
-            return None
+        if not isinstance(source, FeatureSource):
+            return super()._load_feat(filepath, source)
         loaded = self._loaded_columns(filepath, source)
         if not loaded:
-            return self._recbole_read(filepath, source)
-        columns = [field for field, _, _ in loaded]
-        usecols = [header for _, _, header in loaded]
-        kinds = {header: ftype.value for _, ftype, header in loaded}
-        read = read_plain_columns(
+            if loaded is not None:
+                self.logger.warning(f"No columns has been loaded from [{source}]")
+            return None
+        self._set_field_properties(loaded, source)
+        separator = self.config["field_separator"]
+        read = plain_file(filepath, separator) and read_plain_columns(
             filepath,
             separator,
             self.config["seq_separator"],
-            usecols,
-            columns,
-            kinds,
+            [header for _, _, header in loaded],
+            [field for field, _, _ in loaded],
+            {header: ftype.value for _, ftype, header in loaded},
             self.config["encoding"],
             store=self.preread,
         )
-        if read is None:
-            return self._recbole_read(filepath, source)
+        if not read:
+            return self._recbole_read(filepath, loaded)
         df, coded = read
-        self._set_field_properties(loaded, source)
         seq_len = self.config["seq_len"]
         for field, sequences in coded.items():
             limit = seq_len[field] if seq_len and field in seq_len else None
             longest = int(sequences.counts.max(initial=0))
             if limit is not None and longest > limit:
-                column = np.empty(len(sequences.column), dtype=object)
-                column[:] = [seq[:limit] for seq in sequences.column]
+                column = np.empty(len(df), dtype=object)
+                column[:] = [seq[:limit] for seq in df[field].to_numpy()]
                 df[field] = column
             self.field2seqlen[field] = longest if limit is None else min(limit, longest)
             self._coded = {**(self._coded or {}), (source, field): sequences.vocabulary}

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 import torch
 from recbole.utils import FeatureType
 
-from recbole_fbsm.data.atomic_files import AtomicFile, _scan_lines, check_ids, quote_problem
+from recbole_fbsm.data.atomic_files import AtomicFile, check_ids, count_rows, quote_problem
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.raw_text import (
     dataset_analyzers,
@@ -142,7 +142,7 @@ def read_atomic_items(path, served):
             )
     # every line has the header's column count (a first row with an extra cell made pandas take the ids for an
     # index and shift every column; a later row's extra cell was dropped; a short row read as empty cells)
-    n_rows, blanks = _scan_lines(path, separator, len(columns), encoding)
+    n_rows = count_rows(path, separator, len(columns), encoding)
     wanted = [iid] + list(served.fields)
     header = [f"{name}:{columns[name].value}" for name in wanted]
     try:
@@ -157,7 +157,7 @@ def read_atomic_items(path, served):
         )  # cells are text: an item or a token 'NA' is not missing
     except UnicodeDecodeError as error:
         raise not_text_error(path, error, encoding) from None
-    atomic = AtomicFile(path, {name: kind.value for name, kind in columns.items()}, n_rows, blanks)
+    atomic = AtomicFile(path, {name: kind.value for name, kind in columns.items()}, n_rows)
     if len(frame) != n_rows:
         raise ColdStartError(quote_problem(atomic, separator, encoding, f"{len(frame)} rows were read"))
     frame = frame.fillna("")  # as RecBole: a missing cell has no token

@@ -1,27 +1,7 @@
-"""An HTTP service for a model artifact that remembers: new items and users' likes live in a store
-(``serve/store.py``: SQLite beside the artifact, or PostgreSQL), a like counts in that user's next answer,
-and a user's list ranks the whole catalogue.
+"""The HTTP service of ``serve http``: a model artifact that remembers new items and likes (``serve/store.py``).
 
-  recbole-fbsm serve http MODEL.fbsm [--store FILE|postgresql://...] [--token T] [--workers N]
-
-Endpoints (JSON both ways; POST and DELETE need ``Authorization: Bearer TOKEN`` when a token is set):
-
-- ``GET  /health``, ``GET /model`` (no absolute path), ``GET /items`` (the stored new items' ids);
-- ``POST /items``: add or replace new items, ``{"items": [{"id": "n1", "text": {"words": "raw text"}},
-  {"id": "n2", "tokens": {"words": ["graph", "mine"]}}]}``; ``DELETE /items/{id}`` (its likes go too);
-- ``POST /users/{user}/likes {"items": [...]}`` (dataset or new items; a new user is created),
-  ``DELETE /users/{user}/likes/{item}``, ``GET /users/{user}/likes``;
-- ``GET  /users/{user}/items?top=10&scope=all|new|warm``: the user's top items (``live.py``): ``all`` the
-  training items and the new items together, ``new`` the new items, ``warm`` the training items; the user's
-  likes (training and stored) left out;
-- ``GET  /items/{id}/users?top=10``: the users a new item should go to (training and stored likes);
-- ``GET  /users/{user}/items/{id}/explanation?top=10``: the score broken into features and liked items
-  (training profile);
-- ``POST /admin/reload``: read the artifact again (a retrained one) and swap it in without dropping a request.
-
-Safe by default: bodies are JSON only (415), at most ``max_body`` bytes counted while reading (413), nested at
-most ``MAX_DEPTH`` levels (400); ids follow ``check_id`` (400 naming the rule); a 500 says "internal error"
-and an id that finds its log line; every request logs one line (method, path, status, ms).
+Endpoints, answers and limits: docs/serve.md. Safe by default: JSON bodies only (415), at most ``max_body``
+bytes (413), nested at most ``MAX_DEPTH`` levels (400), ids checked by ``check_id``, a 500 names a log line.
 """
 
 import asyncio

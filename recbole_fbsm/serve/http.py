@@ -46,12 +46,11 @@ SETTINGS_VARIABLE = "RECBOLE_FBSM_SERVE_SETTINGS"  # the workers' settings (serv
 log = logging.getLogger("recbole_fbsm.serve.http")
 
 
-class BadRequest(Exception):
-    """A request the service cannot answer as asked (400, or ``status``)."""
+class BadRequest(HTTPException):
+    """A request the service cannot answer as asked (400, or ``status``): Starlette answers it (``_http_error``)."""
 
     def __init__(self, message, status=400):
-        super().__init__(message)
-        self.status = status
+        super().__init__(status, message)
 
 
 class SafeJSONResponse(JSONResponse):
@@ -129,7 +128,13 @@ def create_app(state, token=None, max_body=DEFAULT_MAX_BODY):
             Route(path, _endpoint(function, method, body, token, max_body), methods=[method])
             for method, path, function, body in routes
         ],
-        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        exception_handlers={
+            HTTPException: _http_error,
+            Conflict: lambda request, error: _error(str(error), 409),
+            ColdStartError: lambda request, error: _error(str(error), 400),
+            ClientDisconnect: _disconnected,
+            Exception: _server_error,
+        },
     )
     app.state.live = state
     return AccessLog(app)
@@ -173,29 +178,21 @@ class AccessLog:
 
 def _endpoint(function, method, body, token, max_body):
     """A route: auth (mutations), the body read as bounded JSON, the work in a worker thread on the current
-    snapshot, mistakes as 4xx answers."""
+    snapshot; mistakes are raised and answered as 4xx by ``create_app``'s exception handlers."""
 
     async def endpoint(request):
         if method in ("POST", "DELETE") and token is not None and not _authorised(request, token):
-            return _error("missing or wrong token: send the header 'Authorization: Bearer TOKEN'", 401)
-        payload = None
-        try:
-            if body:
-                payload = await _read_json(request, max_body)
-            return SafeJSONResponse(await run_in_threadpool(function, request.app.state.live, request, payload))
-        except BadRequest as error:
-            return _error(str(error), error.status)
-        except Conflict as error:
-            return _error(str(error), 409)
-        except ColdStartError as error:
-            return _error(str(error), 400)
-        except ClientDisconnect:
-            log.warning(
-                "%s %s: the client disconnected before its request body was read whole", method, request.url.path
-            )
-            return _error("client disconnected", 499)
+            raise BadRequest("missing or wrong token: send the header 'Authorization: Bearer TOKEN'", 401)
+        payload = await _read_json(request, max_body) if body else None
+        return SafeJSONResponse(await run_in_threadpool(function, request.app.state.live, request, payload))
 
     return endpoint
+
+
+def _disconnected(request, error):
+    what = "the client disconnected before its request body was read whole"
+    log.warning("%s %s: %s", request.method, request.url.path, what)
+    return _error("client disconnected", 499)
 
 
 def _authorised(request, token):

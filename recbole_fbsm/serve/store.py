@@ -1,21 +1,9 @@
-"""Where the live service keeps what it learns after training: new items and users' likes.
+"""Where the live service keeps what it learns after training: new items and users' likes, in SQLite
+(``SqliteStore``) or PostgreSQL (``PostgresStore``), behind one interface (``Store``).
 
-One small interface (``Store``) over two backends:
-
-- ``SqliteStore``: one file (default: beside the artifact), WAL journal, ``synchronous=FULL``; every write is
-  one transaction committed before the method returns, so an acknowledged write survives a SIGKILL (and a
-  power cut) at any moment. Several worker processes on one machine share the file.
-- ``PostgresStore`` (``postgresql://...``, psycopg 3): the same tables on a PostgreSQL server, for several
-  machines behind a balancer.
-
-Every write appends to a change log (``changes``: a sequence number, the kind, the user and item it touched).
-A worker process keeps its own in-memory copy and asks for the changes after the last one it applied before
-each request (``changes_since``: one indexed query), so a write acknowledged by one worker is seen by the
-next request to any worker. Writes are serialised (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a lock on the
-change log), so sequence numbers become visible in order and no reader skips one.
-
-Items are kept as the request gave them (``raw``: raw text to analyse, else token strings; ``cells``:
-{field: text}), not as weighted rows: a retrained artifact reads them with its own vocabulary.
+How writes stay durable and ordered, and how workers follow the change log (``changes_since``): docs/serve.md,
+"The store". Items are kept as the request gave them (raw text or tokens), not as weighted rows: a retrained
+artifact reads them with its own vocabulary.
 """
 
 import contextlib

@@ -466,7 +466,7 @@ def _item_users(live, request, payload):
     items = snapshot.catalogue
     one = NewItems("catalogue", [item], items.counts[[row]], items.matrix[[row]])
     table = recommend(snapshot.view.served, one, top=top, for_users=False).for_items
-    return {"item": item, "users": _records(table, "user_id")}
+    return {"item": item, "users": table.astype({"user_id": str})[["user_id", "rank", "score"]].to_dict("records")}
 
 
 def _explanation(live, request, payload):
@@ -491,13 +491,6 @@ def _reload(live, request, payload):
         "model": snapshot.view.name,
         "new_items": len(snapshot.catalogue.tokens),
     }
-
-
-def _records(table, column):
-    return [
-        {column: str(getattr(row, column)), "rank": int(row.rank), "score": float(row.score)}
-        for row in table.itertuples()
-    ]
 
 
 # ------------------------------------------------------------------------------------------- running

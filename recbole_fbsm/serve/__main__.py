@@ -113,10 +113,7 @@ def print_recommendations(kinds, fmt):
     from recbole_fbsm.serve.output import write_output
 
     if fmt == "json":
-        document = {}
-        for _, _, _, part in kinds:
-            document.update(part)
-        write_output(None, "json", None, document)
+        write_output(None, "json", None, {key: value for *_, part in kinds for key, value in part.items()})
         return
     for position, (_, label, table, _) in enumerate(kinds):
         if position:

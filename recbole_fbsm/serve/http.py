@@ -42,6 +42,8 @@ MAX_DEPTH = 32
 DEFAULT_MAX_BODY = 8 << 20
 TOKEN_VARIABLE = "RECBOLE_FBSM_TOKEN"
 SETTINGS_VARIABLE = "RECBOLE_FBSM_SERVE_SETTINGS"  # the workers' settings (serve http --workers N)
+# no lifespan: a second Ctrl-C would cancel it mid-wait and uvicorn would log that as a traceback
+UVICORN = {"log_level": "warning", "lifespan": "off", "timeout_graceful_shutdown": 10}
 
 log = logging.getLogger("recbole_fbsm.serve.http")
 
@@ -572,11 +574,7 @@ def run_service(
         if workers <= 1:
             if hasattr(signal, "SIGHUP"):  # reload the artifact, in a thread; the old model serves meanwhile
                 signal.signal(signal.SIGHUP, lambda number, frame: state.reload_from_signal())
-            # no lifespan: a second Ctrl-C would cancel it mid-wait and uvicorn would log that as a traceback
-            config = uvicorn.Config(
-                create_app(state, token, max_body), log_level="warning", lifespan="off", timeout_graceful_shutdown=10
-            )
-            QuietServer(config).run(sockets=[sock])
+            QuietServer(uvicorn.Config(create_app(state, token, max_body), **UVICORN)).run(sockets=[sock])
         else:
             from uvicorn.supervisors import Multiprocess
 
@@ -591,12 +589,7 @@ def run_service(
                 }
             )
             config = uvicorn.Config(
-                "recbole_fbsm.serve.http:app_from_environment",
-                factory=True,
-                workers=workers,
-                log_level="warning",
-                lifespan="off",
-                timeout_graceful_shutdown=10,
+                "recbole_fbsm.serve.http:app_from_environment", factory=True, workers=workers, **UVICORN
             )
             Multiprocess(config, sockets=[sock]).run()
     except KeyboardInterrupt:  # a second Ctrl-C while requests finish

@@ -12,6 +12,7 @@ import os
 import sqlite3
 import threading
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from recbole_fbsm.errors import ColdStartError
 
@@ -259,12 +260,10 @@ class PostgresStore(Store):
 
 def _without_password(url):
     """A PostgreSQL URL fit for a log line: the password replaced by ***."""
-    head, at, tail = url.rpartition("@")
-    if not at or ":" not in head.split("//", 1)[-1]:
+    parts = urlsplit(url)
+    if parts.password is None:
         return url
-    scheme, _, credentials = head.partition("//")
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}//{user}:***@{tail}"
+    return parts._replace(netloc=f"{parts.username}:***@{parts.netloc.rpartition('@')[2]}").geturl()
 
 
 def default_store_path(model_path):

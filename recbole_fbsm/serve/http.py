@@ -496,22 +496,15 @@ def _reload(live, request, payload):
 
 
 # ------------------------------------------------------------------------------------------- running
-def is_loopback(host):
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_exposure(host, token):
     """A ColdStartError for a service reachable from other machines that anyone could write to."""
-    if not is_loopback(host) and not token:
-        raise ColdStartError(
-            f"--host {host} listens beyond this machine without a token: anyone could add items "
-            f"and likes; give --token (or set {TOKEN_VARIABLE}), or listen on 127.0.0.1."
-        )
+    with contextlib.suppress(ValueError):
+        if token or host == "localhost" or ipaddress.ip_address(host).is_loopback:
+            return
+    raise ColdStartError(
+        f"--host {host} listens beyond this machine without a token: anyone could add items "
+        f"and likes; give --token (or set {TOKEN_VARIABLE}), or listen on 127.0.0.1."
+    )
 
 
 def configure_logging(level=logging.INFO):

@@ -10,7 +10,6 @@ import hmac
 import ipaddress
 import json
 import logging
-import math
 import os
 import signal
 import socket
@@ -62,19 +61,10 @@ class SafeJSONResponse(JSONResponse):
     def render(self, content):
         try:
             text = json.dumps(content, allow_nan=False, separators=(",", ":"))
-        except ValueError:
-            text = json.dumps(_finite(content), allow_nan=False, separators=(",", ":"))
+        except ValueError:  # a NaN or inf: written as JSON's NaN tokens, read back as null
+            finite = json.loads(json.dumps(content), parse_constant=lambda _: None)
+            text = json.dumps(finite, allow_nan=False, separators=(",", ":"))
         return text.encode("ascii")
-
-
-def _finite(value):
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(item) for item in value]
-    return value
 
 
 # ------------------------------------------------------------------------------------------------ ids

@@ -99,12 +99,7 @@ class Store:
     # -------------------------------------------------------------- interface
     def changes_since(self, seq):
         """[(seq, kind, user, item)] after ``seq``, in order."""
-        return [
-            (int(s), k, u, i)
-            for s, k, u, i in self._read(
-                "SELECT seq, kind, user_id, item_id FROM changes WHERE seq > ? ORDER BY seq", (int(seq),)
-            )
-        ]
+        return self._read("SELECT seq, kind, user_id, item_id FROM changes WHERE seq > ? ORDER BY seq", (int(seq),))
 
     def last_change(self):
         rows = self._read("SELECT MAX(seq) FROM changes")
@@ -181,7 +176,7 @@ class Store:
 
     def all_likes(self):
         """[(user, item)] of every stored like, oldest first."""
-        return [(u, i) for u, i in self._read("SELECT user_id, item_id FROM likes ORDER BY seq")]
+        return self._read("SELECT user_id, item_id FROM likes ORDER BY seq")
 
     def request_reload(self):
         """Ask every worker to read the artifact again (``POST /admin/reload``); the change's number."""

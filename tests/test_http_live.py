@@ -433,3 +433,18 @@ def test_the_users_of_a_new_item_count_stored_likes(trained, tmp_path, name):
             assert listed[user] == pytest.approx(float(scores[list(ids).index(fresh[0])]), rel=1e-5, abs=1e-7)
         scores = [entry["score"] for entry in answer["users"]]
         assert scores == sorted(scores, reverse=True)
+
+
+def test_the_users_of_a_new_item_of_a_two_tower_model(trained, tmp_path):
+    """DropoutNet has no user profile to rescore: GET /items/{id}/users ranks the training users by their learned
+    embeddings (``recommend``), as ids with ranks 1..top and falling scores."""
+    data = trained["data"]
+    with live_service(trained["artifacts"]["DropoutNet"], str(tmp_path / "s.sqlite")) as (url, _):
+        fresh = data["held_out"][0]
+        assert call(f"{url}/items", "POST", {"items": [new_item(data, fresh)]})[0] == 200
+        status, answer = call(f"{url}/items/{fresh}/users?top=4")
+    assert status == 200 and answer["item"] == fresh
+    users = answer["users"]
+    assert [entry["rank"] for entry in users] == [1, 2, 3, 4]
+    assert all(entry["user_id"] in {user for user, _ in data["likes"]} for entry in users)
+    assert [entry["score"] for entry in users] == sorted((entry["score"] for entry in users), reverse=True)

@@ -1,22 +1,12 @@
 """What a ``.fbsm`` file must be before any of it reaches native code: its checksum, and a table of its fields.
 
-An artifact is data from elsewhere: a damaged copy, an edited file, or one crafted to make scipy or torch read
-past an array's end (a like's item index past the item count was a SIGSEGV in ``kernels.sparse``; a false
-``features.matrix.shape`` a heap abort). ``read_artifact`` therefore checks, in this order:
-
-1. the structure, on the unpickled metadata alone (the tensors are memory-mapped, not read): every key known
-   (``ARTIFACT``, one entry per field), every value of its kind, every tensor of its exact dtype and of the
-   shape the vocabularies give (``Tensor``'s named dimensions: the first field that names one defines it);
-2. the size: the tensors' bytes are the ``integrity.tensor_bytes`` the writer declared (an extra 1.5 GB tensor
-   is refused before a byte of it is read);
-3. the SHA-256 of the content (``content_digest``): any edit or damage since the writer sealed it;
-4. the values, which an attacker who rewrites the checksum still cannot get past: sparse pointers monotone and
-   indices in range, ids within their vocabularies, finite weights, the vocabularies' UTF-8 and lengths, the
-   feature names those of their columns' tokens, the settings as the settings table checks them.
-
-``check_state_dict`` then compares the parameters with those of the model the settings rebuild (keys, shapes,
-exact dtypes, finite values) before ``load_state_dict`` could cast or copy any of them. A new field of the
-artifact is one entry of ``ARTIFACT`` (and, where its values need it, one function of ``VALUE_CHECKS``).
+An artifact is data from elsewhere (a damaged copy, an edited file, one crafted to make scipy or torch read past
+an array's end), so ``validate`` checks, in this order: the structure on the unpickled metadata alone (``ARTIFACT``:
+every key known, every value of its kind, every tensor of its exact dtype and of the shape its named dimensions
+give); the tensors' bytes against the declared ``tensor_bytes``; the SHA-256 (``content_digest``); then the values,
+which a rewritten checksum cannot get past (``VALUE_CHECKS``: pointers, ids in range, finite weights, UTF-8 tokens,
+feature names, settings). ``check_state_dict`` compares the parameters with the rebuilt model's before loading.
+A new field is one entry of ``ARTIFACT`` (and, where its values need it, one function of ``VALUE_CHECKS``).
 """
 
 import hashlib
@@ -427,15 +417,10 @@ ARTIFACT = Record(
         "training": Optional(
             Record(
                 {
-                    "kept_epoch": Optional(
-                        Kind(
-                            "a whole number of at least -1",
-                            lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= -1,
-                        )
-                    ),
+                    "kept_epoch": Optional(Kind("a whole number of at least -1", lambda v: _is_int(v) and v >= -1)),
                     "valid_metric": TEXT,
-                    "kept_valid_score": Optional(Kind("a finite number", lambda v: _is_real(v) and math.isfinite(v))),
-                    "start_valid_score": Optional(Kind("a finite number", lambda v: _is_real(v) and math.isfinite(v))),
+                    "kept_valid_score": Optional(REAL),
+                    "start_valid_score": Optional(REAL),
                 }
             )
         ),
@@ -510,11 +495,10 @@ def check_utf8(record, where):
 
 def decode_tokens(record, where):
     """A field's tokens as strings (version 1: the list itself), checked: UTF-8, distinct, '[PAD]' first."""
-    if not isinstance(record, list):
-        check_utf8(record, where)
     if isinstance(record, list):
         tokens = np.asarray(record, dtype=object)
     else:
+        check_utf8(record, where)
         data, ends = record["utf8"].numpy(), np.cumsum(record["lengths"].numpy())
         starts = (ends - record["lengths"].numpy()).tolist()
         tokens = np.asarray([data[a:b].tobytes().decode("utf-8") for a, b in zip(starts, ends.tolist())], dtype=object)

@@ -57,10 +57,11 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
         print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
-def _load(args):
+def _load(args, path=None):
     from recbole_fbsm.serve.loading import load_model
 
-    return load_model(args.checkpoint, device=args.device, data_path=args.data_path, trust_pickle=args.trust_pickle)
+    path = path or args.checkpoint
+    return load_model(path, device=args.device, data_path=args.data_path, trust_pickle=args.trust_pickle)
 
 
 def run_recommend(args):
@@ -89,25 +90,14 @@ def run_recommend(args):
         seed=args.seed,
         raw_text=args.raw_text or None,
     )
-    kinds = []  # (output file or None for stdout, label, table, document)
-    if result.for_items is not None and (to_stdout or args.item_output):
-        kinds.append(
-            (
-                args.item_output,
-                f"top {args.top} users for each new item",
-                result.for_items,
-                {"items": grouped_records(result.for_items, "item_id", "users")},
-            )
+    kinds = [  # (output file or None for stdout, label, table, document); (b) to stdout without --user-output
+        (path, f"top {args.top} {label}", table, {group: grouped_records(table, key, listed)})
+        for path, label, table, key, group, listed, wanted in (
+            (args.item_output, "users for each new item", result.for_items, "item_id", "items", "users", to_stdout),
+            (args.user_output, "new items for each user", result.for_users, "user_id", "users", "items", True),
         )
-    if result.for_users is not None:  # to stdout when --users came without --user-output
-        kinds.append(
-            (
-                args.user_output,
-                f"top {args.top} new items for each user",
-                result.for_users,
-                {"users": grouped_records(result.for_users, "user_id", "items")},
-            )
-        )
+        if table is not None and (wanted or path)
+    ]
     for path, _, table, document in kinds:
         if path is not None:
             write_output(path, args.format, table, document)
@@ -123,10 +113,7 @@ def print_recommendations(kinds, fmt):
     from recbole_fbsm.serve.output import write_output
 
     if fmt == "json":
-        document = {}
-        for _, _, _, part in kinds:
-            document.update(part)
-        write_output(None, "json", None, document)
+        write_output(None, "json", None, {key: value for *_, part in kinds for key, value in part.items()})
         return
     for position, (_, label, table, _) in enumerate(kinds):
         if position:
@@ -198,18 +185,13 @@ def run_interactions(args):
 
 
 def run_compare(args):
-    from recbole_fbsm.serve.loading import load_model
     from recbole_fbsm.serve.output import resolve_format, write_output
     from recbole_fbsm.serve.user_level import compare_users
 
     for path in (args.output, args.per_user):
         if path is not None:
             resolve_format(path, args.format)
-    if args.k < 1:
-        raise ColdStartError(f"--k: expected a positive cut-off; got {args.k}.")
-    a = load_model(args.checkpoint_a, device=args.device, data_path=args.data_path, trust_pickle=args.trust_pickle)
-    b = load_model(args.checkpoint_b, device=args.device, data_path=args.data_path, trust_pickle=args.trust_pickle)
-    comparison = compare_users(a, b, k=args.k)
+    comparison = compare_users(_load(args, args.checkpoint_a), _load(args, args.checkpoint_b), k=args.k)
     write_output(args.output, args.format, comparison.groups, comparison.to_dict())
     if args.per_user:
         write_output(args.per_user, args.format, comparison.per_user, {"users": comparison.per_user.to_dict("records")})

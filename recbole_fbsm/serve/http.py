@@ -1,27 +1,7 @@
-"""An HTTP service for a model artifact that remembers: new items and users' likes live in a store
-(``serve/store.py``: SQLite beside the artifact, or PostgreSQL), a like counts in that user's next answer,
-and a user's list ranks the whole catalogue.
+"""The HTTP service of ``serve http``: a model artifact that remembers new items and likes (``serve/store.py``).
 
-  recbole-fbsm serve http MODEL.fbsm [--store FILE|postgresql://...] [--token T] [--workers N]
-
-Endpoints (JSON both ways; POST and DELETE need ``Authorization: Bearer TOKEN`` when a token is set):
-
-- ``GET  /health``, ``GET /model`` (no absolute path), ``GET /items`` (the stored new items' ids);
-- ``POST /items``: add or replace new items, ``{"items": [{"id": "n1", "text": {"words": "raw text"}},
-  {"id": "n2", "tokens": {"words": ["graph", "mine"]}}]}``; ``DELETE /items/{id}`` (its likes go too);
-- ``POST /users/{user}/likes {"items": [...]}`` (dataset or new items; a new user is created),
-  ``DELETE /users/{user}/likes/{item}``, ``GET /users/{user}/likes``;
-- ``GET  /users/{user}/items?top=10&scope=all|new|warm``: the user's top items (``live.py``): ``all`` the
-  training items and the new items together, ``new`` the new items, ``warm`` the training items; the user's
-  likes (training and stored) left out;
-- ``GET  /items/{id}/users?top=10``: the users a new item should go to (training and stored likes);
-- ``GET  /users/{user}/items/{id}/explanation?top=10``: the score broken into features and liked items
-  (training profile);
-- ``POST /admin/reload``: read the artifact again (a retrained one) and swap it in without dropping a request.
-
-Safe by default: bodies are JSON only (415), at most ``max_body`` bytes counted while reading (413), nested at
-most ``MAX_DEPTH`` levels (400); ids follow ``check_id`` (400 naming the rule); a 500 says "internal error"
-and an id that finds its log line; every request logs one line (method, path, status, ms).
+Endpoints, answers and limits: docs/serve.md. Safe by default: JSON bodies only (415), at most ``max_body``
+bytes (413), nested at most ``MAX_DEPTH`` levels (400), ids checked by ``check_id``, a 500 names a log line.
 """
 
 import asyncio
@@ -30,7 +10,6 @@ import hmac
 import ipaddress
 import json
 import logging
-import math
 import os
 import signal
 import socket
@@ -62,16 +41,17 @@ MAX_DEPTH = 32
 DEFAULT_MAX_BODY = 8 << 20
 TOKEN_VARIABLE = "RECBOLE_FBSM_TOKEN"
 SETTINGS_VARIABLE = "RECBOLE_FBSM_SERVE_SETTINGS"  # the workers' settings (serve http --workers N)
+# no lifespan: a second Ctrl-C would cancel it mid-wait and uvicorn would log that as a traceback
+UVICORN = {"log_level": "warning", "lifespan": "off", "timeout_graceful_shutdown": 10}
 
 log = logging.getLogger("recbole_fbsm.serve.http")
 
 
-class BadRequest(Exception):
-    """A request the service cannot answer as asked (400, or ``status``)."""
+class BadRequest(HTTPException):
+    """A request the service cannot answer as asked (400, or ``status``): Starlette answers it (``_http_error``)."""
 
     def __init__(self, message, status=400):
-        super().__init__(message)
-        self.status = status
+        super().__init__(status, message)
 
 
 class SafeJSONResponse(JSONResponse):
@@ -81,19 +61,10 @@ class SafeJSONResponse(JSONResponse):
     def render(self, content):
         try:
             text = json.dumps(content, allow_nan=False, separators=(",", ":"))
-        except ValueError:
-            text = json.dumps(_finite(content), allow_nan=False, separators=(",", ":"))
+        except ValueError:  # a NaN or inf: written as JSON's NaN tokens, read back as null
+            finite = json.loads(json.dumps(content), parse_constant=lambda _: None)
+            text = json.dumps(finite, allow_nan=False, separators=(",", ":"))
         return text.encode("ascii")
-
-
-def _finite(value):
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(item) for item in value]
-    return value
 
 
 # ------------------------------------------------------------------------------------------------ ids
@@ -149,7 +120,13 @@ def create_app(state, token=None, max_body=DEFAULT_MAX_BODY):
             Route(path, _endpoint(function, method, body, token, max_body), methods=[method])
             for method, path, function, body in routes
         ],
-        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        exception_handlers={
+            HTTPException: _http_error,
+            Conflict: lambda request, error: _error(str(error), 409),
+            ColdStartError: lambda request, error: _error(str(error), 400),
+            ClientDisconnect: _disconnected,
+            Exception: _server_error,
+        },
     )
     app.state.live = state
     return AccessLog(app)
@@ -193,29 +170,21 @@ class AccessLog:
 
 def _endpoint(function, method, body, token, max_body):
     """A route: auth (mutations), the body read as bounded JSON, the work in a worker thread on the current
-    snapshot, mistakes as 4xx answers."""
+    snapshot; mistakes are raised and answered as 4xx by ``create_app``'s exception handlers."""
 
     async def endpoint(request):
         if method in ("POST", "DELETE") and token is not None and not _authorised(request, token):
-            return _error("missing or wrong token: send the header 'Authorization: Bearer TOKEN'", 401)
-        payload = None
-        try:
-            if body:
-                payload = await _read_json(request, max_body)
-            return SafeJSONResponse(await run_in_threadpool(function, request.app.state.live, request, payload))
-        except BadRequest as error:
-            return _error(str(error), error.status)
-        except Conflict as error:
-            return _error(str(error), 409)
-        except ColdStartError as error:
-            return _error(str(error), 400)
-        except ClientDisconnect:
-            log.warning(
-                "%s %s: the client disconnected before its request body was read whole", method, request.url.path
-            )
-            return _error("client disconnected", 499)
+            raise BadRequest("missing or wrong token: send the header 'Authorization: Bearer TOKEN'", 401)
+        payload = await _read_json(request, max_body) if body else None
+        return SafeJSONResponse(await run_in_threadpool(function, request.app.state.live, request, payload))
 
     return endpoint
+
+
+def _disconnected(request, error):
+    what = "the client disconnected before its request body was read whole"
+    log.warning("%s %s: %s", request.method, request.url.path, what)
+    return _error("client disconnected", 499)
 
 
 def _authorised(request, token):
@@ -489,7 +458,7 @@ def _item_users(live, request, payload):
     items = snapshot.catalogue
     one = NewItems("catalogue", [item], items.counts[[row]], items.matrix[[row]])
     table = recommend(snapshot.view.served, one, top=top, for_users=False).for_items
-    return {"item": item, "users": _records(table, "user_id")}
+    return {"item": item, "users": table.astype({"user_id": str})[["user_id", "rank", "score"]].to_dict("records")}
 
 
 def _explanation(live, request, payload):
@@ -516,30 +485,16 @@ def _reload(live, request, payload):
     }
 
 
-def _records(table, column):
-    return [
-        {column: str(getattr(row, column)), "rank": int(row.rank), "score": float(row.score)}
-        for row in table.itertuples()
-    ]
-
-
 # ------------------------------------------------------------------------------------------- running
-def is_loopback(host):
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_exposure(host, token):
     """A ColdStartError for a service reachable from other machines that anyone could write to."""
-    if not is_loopback(host) and not token:
-        raise ColdStartError(
-            f"--host {host} listens beyond this machine without a token: anyone could add items "
-            f"and likes; give --token (or set {TOKEN_VARIABLE}), or listen on 127.0.0.1."
-        )
+    with contextlib.suppress(ValueError):
+        if token or host == "localhost" or ipaddress.ip_address(host).is_loopback:
+            return
+    raise ColdStartError(
+        f"--host {host} listens beyond this machine without a token: anyone could add items "
+        f"and likes; give --token (or set {TOKEN_VARIABLE}), or listen on 127.0.0.1."
+    )
 
 
 def configure_logging(level=logging.INFO):
@@ -602,11 +557,7 @@ def run_service(
         if workers <= 1:
             if hasattr(signal, "SIGHUP"):  # reload the artifact, in a thread; the old model serves meanwhile
                 signal.signal(signal.SIGHUP, lambda number, frame: state.reload_from_signal())
-            # no lifespan: a second Ctrl-C would cancel it mid-wait and uvicorn would log that as a traceback
-            config = uvicorn.Config(
-                create_app(state, token, max_body), log_level="warning", lifespan="off", timeout_graceful_shutdown=10
-            )
-            QuietServer(config).run(sockets=[sock])
+            QuietServer(uvicorn.Config(create_app(state, token, max_body), **UVICORN)).run(sockets=[sock])
         else:
             from uvicorn.supervisors import Multiprocess
 
@@ -621,12 +572,7 @@ def run_service(
                 }
             )
             config = uvicorn.Config(
-                "recbole_fbsm.serve.http:app_from_environment",
-                factory=True,
-                workers=workers,
-                log_level="warning",
-                lifespan="off",
-                timeout_graceful_shutdown=10,
+                "recbole_fbsm.serve.http:app_from_environment", factory=True, workers=workers, **UVICORN
             )
             Multiprocess(config, sockets=[sock]).run()
     except KeyboardInterrupt:  # a second Ctrl-C while requests finish

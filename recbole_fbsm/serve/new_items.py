@@ -1,15 +1,10 @@
 """Brand-new items from an ``.item`` atomic file or raw text, weighted exactly as the training items.
 
-An ``.item`` file has the training file's format: a header of ``field:type`` columns separated by the
-dataset's ``field_separator``, the item id field and every feature field the model was trained on
-(other columns are ignored), one row per new item. Token sequences are split on ``seq_separator``
-and truncated to ``seq_len`` as RecBole does. A CSV/TSV file (or an ``.item`` file with
-``raw_text=True``) holds raw text instead, which goes through the analyzer the converter stored with
-the dataset (``raw_text.py``). Each token becomes the training column ``field:token``;
-the counts are weighted with the training items' column weights (``ItemFeatures.transform``: same idf,
-zero weight for tokens no training item has, L2 rows when the model normalises). Tokens the trained
-model does not know (absent from the dataset's vocabulary, or present only in non-training items, so
-without a learned weight) are ignored and counted in an ``UnknownTokensWarning``.
+Token sequences are split on ``seq_separator`` and cut to ``seq_len`` as RecBole does; each token becomes the
+training column ``field:token``, weighted with the training items' column weights
+(``ItemFeatures.transform``); the file formats are ``read_new_items``'s. Tokens the trained model has no
+learned weight for (not in the vocabulary, or only in non-training items) are ignored and counted in an
+``UnknownTokensWarning``.
 """
 
 import warnings

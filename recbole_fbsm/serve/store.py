@@ -1,28 +1,18 @@
-"""Where the live service keeps what it learns after training: new items and users' likes.
+"""Where the live service keeps what it learns after training: new items and users' likes, in SQLite
+(``SqliteStore``) or PostgreSQL (``PostgresStore``), behind one interface (``Store``).
 
-One small interface (``Store``) over two backends:
-
-- ``SqliteStore``: one file (default: beside the artifact), WAL journal, ``synchronous=FULL``; every write is
-  one transaction committed before the method returns, so an acknowledged write survives a SIGKILL (and a
-  power cut) at any moment. Several worker processes on one machine share the file.
-- ``PostgresStore`` (``postgresql://...``, psycopg 3): the same tables on a PostgreSQL server, for several
-  machines behind a balancer.
-
-Every write appends to a change log (``changes``: a sequence number, the kind, the user and item it touched).
-A worker process keeps its own in-memory copy and asks for the changes after the last one it applied before
-each request (``changes_since``: one indexed query), so a write acknowledged by one worker is seen by the
-next request to any worker. Writes are serialised (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a lock on the
-change log), so sequence numbers become visible in order and no reader skips one.
-
-Items are kept as the request gave them (``raw``: raw text to analyse, else token strings; ``cells``:
-{field: text}), not as weighted rows: a retrained artifact reads them with its own vocabulary.
+How writes stay durable and ordered, and how workers follow the change log (``changes_since``): docs/serve.md,
+"The store". Items are kept as the request gave them (raw text or tokens), not as weighted rows: a retrained
+artifact reads them with its own vocabulary.
 """
 
+import contextlib
 import json
 import os
 import sqlite3
 import threading
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from recbole_fbsm.errors import ColdStartError
 
@@ -51,7 +41,7 @@ class Store:
         self._connection = self._connect()
         with self._write() as write:
             for statement in self._schema():
-                write.execute(statement)
+                write(statement)
         self._reader = self._connect()
 
     # ------------------------------------------------------------------ dialect
@@ -80,46 +70,22 @@ class Store:
         ]
 
     # ---------------------------------------------------------------- plumbing
-    class _Write:
-        def __init__(self, store):
-            self.store = store
-
-        def __enter__(self):
-            self.store._lock.acquire()
-            try:
-                self.cursor = self.store._connection.cursor()
-                self.store._begin_write(self.cursor)
-            except BaseException:
-                self.store._lock.release()
-                raise
-            return self
-
-        def execute(self, statement, parameters=()):
-            self.cursor.execute(self.store._sql(statement), parameters)
-            return self.cursor
-
-        def __exit__(self, kind, error, trace):
-            try:
-                if kind is None:
-                    self.store._commit()
-                else:
-                    self.store._rollback()
-            finally:
-                self.cursor.close()
-                self.store._lock.release()
-
+    @contextlib.contextmanager
     def _write(self):
-        """One write transaction, committed (durably) on a clean exit, rolled back on an exception."""
-        return Store._Write(self)
+        """One write transaction, committed (durably) on a clean exit, rolled back on an exception; yields
+        ``execute(statement, parameters)``, which returns the cursor."""
+        with self._lock, contextlib.closing(self._connection.cursor()) as cursor:
+            self._begin_write(cursor)
+            try:
+                yield lambda statement, parameters=(): cursor.execute(self._sql(statement), parameters)
+            except BaseException:
+                self._rollback()
+                raise
+            self._commit()
 
     def _read(self, statement, parameters=()):
-        with self._read_lock:
-            cursor = self._reader.cursor()
-            try:
-                cursor.execute(self._sql(statement), parameters)
-                rows = cursor.fetchall()
-            finally:
-                cursor.close()
+        with self._read_lock, contextlib.closing(self._reader.cursor()) as cursor:
+            rows = cursor.execute(self._sql(statement), parameters).fetchall()
             self._end_read()
         return rows
 
@@ -127,18 +93,13 @@ class Store:
         """Close the read's implicit transaction (PostgreSQL), so that the next read sees newer commits."""
 
     def _log(self, write, kind, user=None, item=None):
-        """Append a change; its sequence number."""
+        """Append a change (``write``: ``_write``'s execute); its sequence number."""
         raise NotImplementedError
 
     # -------------------------------------------------------------- interface
     def changes_since(self, seq):
         """[(seq, kind, user, item)] after ``seq``, in order."""
-        return [
-            (int(s), k, u, i)
-            for s, k, u, i in self._read(
-                "SELECT seq, kind, user_id, item_id FROM changes WHERE seq > ? ORDER BY seq", (int(seq),)
-            )
-        ]
+        return self._read("SELECT seq, kind, user_id, item_id FROM changes WHERE seq > ? ORDER BY seq", (int(seq),))
 
     def last_change(self):
         rows = self._read("SELECT MAX(seq) FROM changes")
@@ -149,31 +110,24 @@ class Store:
         replaced = []
         with self._write() as write:
             for item in items:
-                existed = write.execute("SELECT 1 FROM items WHERE item_id = ?", (item.item_id,)).fetchone()
-                if existed:
+                if write("SELECT 1 FROM items WHERE item_id = ?", (item.item_id,)).fetchone():
                     replaced.append(item.item_id)
-                    write.execute(
-                        "UPDATE items SET raw = ?, cells = ? WHERE item_id = ?",
-                        (int(item.raw), json.dumps(item.cells), item.item_id),
-                    )
-                else:
-                    write.execute(
-                        "INSERT INTO items (item_id, raw, cells) VALUES (?, ?, ?)",
-                        (item.item_id, int(item.raw), json.dumps(item.cells)),
-                    )
+                write(
+                    "INSERT INTO items (item_id, raw, cells) VALUES (?, ?, ?) ON CONFLICT (item_id) "
+                    "DO UPDATE SET raw = excluded.raw, cells = excluded.cells",
+                    (item.item_id, int(item.raw), json.dumps(item.cells)),
+                )
                 self._log(write, ITEM, item=item.item_id)
         return replaced
 
     def delete_item(self, item_id):
         """Remove a new item and every like of it; None if there was none, else the users whose likes went."""
         with self._write() as write:
-            if not write.execute("SELECT 1 FROM items WHERE item_id = ?", (item_id,)).fetchone():
+            if not write("SELECT 1 FROM items WHERE item_id = ?", (item_id,)).fetchone():
                 return None
-            users = [
-                row[0] for row in write.execute("SELECT user_id FROM likes WHERE item_id = ?", (item_id,)).fetchall()
-            ]
-            write.execute("DELETE FROM likes WHERE item_id = ?", (item_id,))
-            write.execute("DELETE FROM items WHERE item_id = ?", (item_id,))
+            users = [row[0] for row in write("SELECT user_id FROM likes WHERE item_id = ?", (item_id,)).fetchall()]
+            write("DELETE FROM likes WHERE item_id = ?", (item_id,))
+            write("DELETE FROM items WHERE item_id = ?", (item_id,))
             for user in users:
                 self._log(write, LIKE, user=user, item=item_id)
             self._log(write, ITEM, item=item_id)
@@ -200,19 +154,19 @@ class Store:
         added = []
         with self._write() as write:
             for item in dict.fromkeys(items):
-                if write.execute("SELECT 1 FROM likes WHERE user_id = ? AND item_id = ?", (user, item)).fetchone():
+                if write("SELECT 1 FROM likes WHERE user_id = ? AND item_id = ?", (user, item)).fetchone():
                     continue
                 seq = self._log(write, LIKE, user=user, item=item)
-                write.execute("INSERT INTO likes (user_id, item_id, seq) VALUES (?, ?, ?)", (user, item, seq))
+                write("INSERT INTO likes (user_id, item_id, seq) VALUES (?, ?, ?)", (user, item, seq))
                 added.append(item)
         return added
 
     def delete_like(self, user, item):
         """Forget one like; whether there was one."""
         with self._write() as write:
-            if not write.execute("SELECT 1 FROM likes WHERE user_id = ? AND item_id = ?", (user, item)).fetchone():
+            if not write("SELECT 1 FROM likes WHERE user_id = ? AND item_id = ?", (user, item)).fetchone():
                 return False
-            write.execute("DELETE FROM likes WHERE user_id = ? AND item_id = ?", (user, item))
+            write("DELETE FROM likes WHERE user_id = ? AND item_id = ?", (user, item))
             self._log(write, LIKE, user=user, item=item)
         return True
 
@@ -222,7 +176,7 @@ class Store:
 
     def all_likes(self):
         """[(user, item)] of every stored like, oldest first."""
-        return [(u, i) for u, i in self._read("SELECT user_id, item_id FROM likes ORDER BY seq")]
+        return self._read("SELECT user_id, item_id FROM likes ORDER BY seq")
 
     def request_reload(self):
         """Ask every worker to read the artifact again (``POST /admin/reload``); the change's number."""
@@ -262,9 +216,7 @@ class SqliteStore(Store):
             self._connection.execute("ROLLBACK")
 
     def _log(self, write, kind, user=None, item=None):
-        return write.execute(
-            "INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?)", (kind, user, item)
-        ).lastrowid
+        return write("INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?)", (kind, user, item)).lastrowid
 
 
 class PostgresStore(Store):
@@ -296,19 +248,17 @@ class PostgresStore(Store):
         self._reader.rollback()
 
     def _log(self, write, kind, user=None, item=None):
-        return write.execute(
+        return write(
             "INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?) RETURNING seq", (kind, user, item)
         ).fetchone()[0]
 
 
 def _without_password(url):
     """A PostgreSQL URL fit for a log line: the password replaced by ***."""
-    head, at, tail = url.rpartition("@")
-    if not at or ":" not in head.split("//", 1)[-1]:
+    parts = urlsplit(url)
+    if parts.password is None:
         return url
-    scheme, _, credentials = head.partition("//")
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}//{user}:***@{tail}"
+    return parts._replace(netloc=f"{parts.username}:***@{parts.netloc.rpartition('@')[2]}").geturl()
 
 
 def default_store_path(model_path):

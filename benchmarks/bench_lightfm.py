@@ -223,7 +223,7 @@ def plugin_worker(args, name, settings):
         return calculate_loss(interaction)
 
     model.calculate_loss = counting_loss
-    phases, paths = watch_epoch_phases(model, trainer)
+    phases = watch_epoch_phases(model, trainer)
     peaks.end("setup")
 
     def epoch(timed=True):
@@ -283,7 +283,6 @@ def plugin_worker(args, name, settings):
             "state_mib": state_mib,
             "epoch_cpu_s": state["epoch_cpu_s"],
             "phases": state["phases"],
-            "paths": dict(paths),
             **peaks.report(),
         }
 
@@ -299,14 +298,10 @@ def plugin_worker(args, name, settings):
 
 def watch_epoch_phases(model, trainer):
     """Time an epoch's phases (wall and CPU seconds: the loss's forward, backward, the optimizer's step; the
-    rest is the loader's batches and negative sampling) and count which FBSM paths its steps take: the
-    candidates' one-bag table or two bags (``candidate_table``), dense or radix-sorted profiles
-    (``stable_argsort_bounded`` in ``models.base``). Wrappers in this worker only; the code is unchanged."""
+    rest is the loader's batches and negative sampling). Wrappers in this worker only; the code is unchanged."""
     import torch
 
-    from recbole_fbsm.models import base
-
-    phases, paths = {}, {}
+    phases = {}
 
     def timed(name, function):
         def wrapper(*args, **kwargs):
@@ -319,25 +314,11 @@ def watch_epoch_phases(model, trainer):
 
         return wrapper
 
-    def counted(name, function, path_of=lambda result: ""):
-        def wrapper(*args, **kwargs):
-            result = function(*args, **kwargs)
-            key = name + path_of(result)
-            paths[key] = paths.get(key, 0) + 1
-            return result
-
-        return wrapper
-
     model.calculate_loss = timed("loss (forward)", model.calculate_loss)
     torch.Tensor.backward = timed("backward", torch.Tensor.backward)
     if getattr(trainer, "optimizer", None) is not None:
         trainer.optimizer.step = timed("optimizer step", trainer.optimizer.step)
-    if hasattr(model, "candidate_table"):
-        model.candidate_table = counted(
-            "candidates: ", model.candidate_table, lambda out: "two bags" if out[0] is None else "one-bag table"
-        )
-    base.stable_argsort_bounded = counted("profiles: radix-sorted", base.stable_argsort_bounded)
-    return phases, paths
+    return phases
 
 
 def torch_state_mib(model, optimizer=None):
@@ -813,7 +794,7 @@ def machine_lines():
 
 
 def phase_table(reports):
-    """Median wall and CPU seconds of each phase of a plugin model's timed epochs, and the paths its steps took."""
+    """Median wall and CPU seconds of each phase of a plugin model's timed epochs."""
     rows = []
     for report in reports:
         if "error" in report or not report.get("phases"):
@@ -822,19 +803,18 @@ def phase_table(reports):
         for name, spent in report["phases"].items():
             wall, cpu = statistics.median(w for w, _ in spent), statistics.median(c for _, c in spent)
             rows.append([report["label"], name, f"{wall:.3f}", f"{cpu:.3f}", f"{100 * cpu / total_cpu:.0f}%"])
-        paths = "; ".join(f"{name} {count}" for name, count in sorted(report.get("paths", {}).items()))
         rows.append(
             [
                 report["label"],
                 "whole epoch",
                 f"{statistics.median(report['epoch_s']):.3f}",
                 f"{total_cpu:.3f}",
-                f"paths: {paths or '-'}",
+                "100%",
             ]
         )
     if not rows:
         return ""
-    return markdown(["model", "epoch phase", "wall s", "CPU s", "share of CPU / paths taken (all epochs)"], rows)
+    return markdown(["model", "epoch phase", "wall s", "CPU s", "share of CPU"], rows)
 
 
 def describe(reports, args, label):

@@ -38,6 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.contract import FeatureSimilarity, ItemNeighbourhood
 from recbole_fbsm.serve.loading import load_model
@@ -87,7 +88,7 @@ class ModelView:
         elif isinstance(model, ItemNeighbourhood):
             self.neighbours = NeighbourScorer(model, self.training_items)
         self.seed = int(served.config["seed"] or 0)
-        self.hybrid = str(served.config["cold_start_scenario"] or "item").lower() == "hybrid"
+        self.hybrid = str(setting(served.config, "cold_start_scenario")).lower() == "hybrid"
         self.warm_candidates = torch.as_tensor(self.training_items, device=served.device)
 
     @property

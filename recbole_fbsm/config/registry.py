@@ -20,6 +20,7 @@ PLUGIN_MODELS = {
     "Heater": "recbole_fbsm.models.coldstart.heater",
     "ALDI": "recbole_fbsm.models.coldstart.aldi",
     "HybridBlend": "recbole_fbsm.models.hybrid_blend",
+    "EASE": "recbole_fbsm.models.ease",
 }
 # Sequential and knowledge-aware models need inputs (sequences, a KG) that the item split does not provide.
 RECBOLE_SUBMODULES = ("general_recommender", "context_aware_recommender")

@@ -1,4 +1,5 @@
-"""The plugin's RecBole recommenders: FBSM, UFSM, CoSim, ItemKNNCBF, Random, DropoutNet, Heater, ALDI and HybridBlend.
+"""The plugin's RecBole recommenders: FBSM, UFSM, CoSim, ItemKNNCBF, Random, DropoutNet, Heater, ALDI, HybridBlend
+and EASE (RecBole's, in float32 on the run's device).
 
 ``recbole_fbsm.config.registry.PLUGIN_MODELS`` maps each name to its module (tests/test_model_contract.py holds
 this list equal to it).

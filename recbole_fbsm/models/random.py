@@ -9,6 +9,7 @@ class Random(RecBoleRandom):
     """RecBole's Random with independent scores for every (user, item) in full-sort evaluation."""
 
     nothing_to_train = "a random scorer"  # RecBole's fake loss moves nothing: no pass over the training data
+    scores_cold_items = True  # the hybrid scenario's floor: cold items drawn like warm ones, not ranked last
 
     def full_sort_predict(self, interaction):
         """Independent uniform scores for every (user, item) of the batch.

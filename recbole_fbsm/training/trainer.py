@@ -117,10 +117,11 @@ class ColdStartTrainerMixin:
         self.valid_group_history = {}  # hybrid scenario: epoch -> the validation's group_results
         hybrid = bool(getattr(config, "hybrid", False))
         self.valid_group = str(setting(config, "hybrid_valid_group")).lower() if hybrid else "all"
-        # RecBole's general models know warm items only: a cold candidate gets their lowest score (hybrid scenario)
+        # RecBole's general models (EASE, ItemKNN, ... among them, typed TRADITIONAL) know warm items only: a cold
+        # candidate gets their lowest score (hybrid scenario), not EASE's 0 above its negative warm scores
         self.warm_only_scores = (
             hybrid
-            and model.type == ModelType.GENERAL
+            and model.type in (ModelType.GENERAL, ModelType.TRADITIONAL)
             and not getattr(model, "reads_own_features", False)
             and not getattr(model, "scores_cold_items", False)
         )

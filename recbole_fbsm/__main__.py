@@ -13,8 +13,8 @@ from recbole_fbsm.runtime.openmp import prefer_passive_wait_for
 
 class Command(NamedTuple):
     """One command: ``parser`` and ``main`` are "module:function" names, imported only when the command is chosen.
-    The parser's module imports no torch, RecBole or pandas (tests/test_cli_help.py): ``--help`` and usage errors
-    answer from it at once, and only then is ``main``'s module imported and ``main(argv, prog=...)`` run."""
+    The parser's module imports no torch, RecBole or pandas (tests/arguments/test_cli_help.py): ``--help`` and usage
+    errors answer from it at once, and only then is ``main``'s module imported and ``main(argv, prog=...)`` run."""
 
     parser: str
     main: str

@@ -175,7 +175,7 @@ def download_main(argv=None, prog="recbole-fbsm download"):
 
 
 # --------------------------------------------------------------------------------- recbole-fbsm models
-# One line per model of this plugin (a new model adds its line: tests/test_download.py checks every one has it).
+# One line per model of this plugin (a new model adds its line: tests/convert/test_download.py checks every one has it).
 PLUGIN_MODEL_LINES = {
     "FBSM": "learns a bilinear feature similarity D + V'V on top of BM25 (Sharma, Zhou, Hu, Karypis, SDM 2015)",
     "UFSM": "per-user mixtures of learned linear feature similarities (Elbadrawy & Karypis; the paper's baseline)",

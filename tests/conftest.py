@@ -1,13 +1,7 @@
 """Common fixtures: a private working directory, quiet settings, small generated datasets."""
 
-import os
-import sys
-
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))  # tests/helpers.py
-
-from helpers import QUIET, write_dataset  # noqa: E402
+from helpers import QUIET, write_dataset
 
 
 @pytest.fixture(autouse=True)

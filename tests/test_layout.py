@@ -95,6 +95,15 @@ def test_every_top_level_unit_has_a_layer():
     assert units <= set(LAYER_OF), sorted(units - set(LAYER_OF))
 
 
+def test_the_tests_mirror_the_package_folders():
+    """tests/<folder>/ holds the tests of recbole_fbsm/<folder>/ and tests/integration/ the runs across every layer,
+    so a module's tests are found under its folder's name (tests/ itself: shared helpers, whole-repository checks)."""
+    tests = Path(__file__).resolve().parent
+    folders = {path.relative_to(tests).parts[0] for path in tests.rglob("test_*.py") if path.parent != tests}
+    package_folders = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
+    assert folders <= package_folders | {"integration"}, sorted(folders - package_folders - {"integration"})
+
+
 def test_imports_go_down_the_layers_never_up():
     upward = [
         f"{name}:{line} imports {target}"

@@ -1,11 +1,11 @@
 """The one table of the plugin's settings: each key's check (type and range), default and meaning.
 
 ``PLUGIN_SETTINGS`` holds the settings the plugin defines. A ``default`` marked ``OVERALL`` must be the
-value of ``properties/overall.yaml`` (``tests/test_schema.py`` compares them); ``MODEL`` settings are set by
+value of ``properties/overall.yaml`` (``tests/config/test_schema.py`` compares them); ``MODEL`` settings are set by
 the model files (``properties/model/*.yaml``), and their ``default`` is what a model reads when no file set
 them (a RecBole Config built without the plugin's layers, an artifact of an older release): code reads a
 plugin setting through ``setting(config, key)``, never with a fallback of its own. A model file that sets a
-plugin setting to another value than ``default`` says so here, in ``per_model`` (``tests/test_schema.py`` holds
+plugin setting to another value than ``default`` says so here, in ``per_model`` (``tests/config/test_schema.py`` holds
 every model file equal to ``model_default``). ``RECBOLE_CHECKS`` adds
 type checks to RecBole's own settings that the protocol relies on (their defaults are RecBole's).
 """

@@ -23,8 +23,8 @@ e.g. ``--identity_features=True``); its label adds the settings in which they di
 and a HybridBlend row names its two models.
 
 ``**column**`` prints that column in bold. ``python -m recbole_fbsm.experiments.doc_tables`` rewrites the tables
-in place; ``--check`` only says which are stale (tests/test_doc_tables.py runs it), so a re-run's new records
-and the docs can never disagree unnoticed.
+in place; ``--check`` only says which are stale (tests/experiments/test_doc_tables.py runs it), so a re-run's new
+records and the docs can never disagree unnoticed.
 """
 
 import argparse

@@ -9,7 +9,7 @@ candidates with it (``FeatureSimilarityRecommender.score_training_candidates``) 
 
 ``whole_user_bpr_difference`` is the loss's r_ui - r_uj for such a batch as one autograd node with a
 hand-written backward (the chain of about forty small autograd nodes it replaces cost more per step than
-the arithmetic; tests/test_fast_paths.py checks it against autograd on the plain formula):
+the arithmetic; tests/training/test_fast_paths.py checks it against autograd on the plain formula):
 
     r_ui - r_uj = sum_e a_e c[k_e] + (v_i - v_j) . v_u - v_i . v_i
 

@@ -3,16 +3,16 @@ code reads plugin settings without fallback defaults of its own."""
 
 import ast
 import re
-from pathlib import Path
 
 import pytest
 import yaml
+from helpers import REPO_ROOT
 
 from recbole_fbsm.config.paths import PROPERTIES_DIR, recbole_dir
 from recbole_fbsm.config.registry import PLUGIN_MODELS
 from recbole_fbsm.config.schema import MODEL, OVERALL, PLUGIN_SETTINGS, SPECS, model_default, setting
 
-PACKAGE = Path(__file__).resolve().parent.parent / "recbole_fbsm"
+PACKAGE = REPO_ROOT / "recbole_fbsm"
 
 
 def load(path):

@@ -4,7 +4,7 @@ on the CPU, ``serve`` scores on a GPU as on the CPU, and two GPUs run data-paral
 
 import pytest
 import torch
-from test_coldstart_models import SMALL, topics_dataset
+from models.test_coldstart_models import SMALL, topics_dataset
 
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.training.trainer import get_trainer

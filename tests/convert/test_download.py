@@ -13,16 +13,15 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
+from helpers import REPO_ROOT as ROOT
 
 from recbole_fbsm import run_command
 from recbole_fbsm.config import datasets
 from recbole_fbsm.config.registry import PLUGIN_MODELS
 from recbole_fbsm.convert import download
 
-ROOT = Path(__file__).resolve().parents[1]
 CITEULIKE_T = ROOT.parent / "shared" / "datasets" / "citeulike-t"
 
 # A tiny CTR dataset the converter accepts: 30 items, each with two of ten words (every word on 6 items,
@@ -344,7 +343,7 @@ def test_the_real_citeulike_t_files_from_a_mirror(server, tmp_path, capsys):
 
 def readme_test_recall(model):
     """The model's test Recall@10 as README.md's citeulike-t table prints it (rendered from docs/results/)."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     return float(re.search(rf"^\| {model} \| \*\*([0-9.]+)", readme, re.M).group(1))
 
 

@@ -2,22 +2,18 @@
 own hybrid evaluation, or LightFM's row beside ours would compare different metrics."""
 
 import argparse
-import sys
-from pathlib import Path
 
+import lightfm_hybrid
 import numpy as np
 import pytest
 import torch
+from bench_lightfm import plugin_config
 from helpers import dataset_config, write_dataset
 from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
 
 from recbole_fbsm.quick_start import prepare
 from recbole_fbsm.training.trainer import get_trainer
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import lightfm_hybrid  # noqa: E402
-from bench_lightfm import plugin_config  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("workdir")
 

@@ -8,13 +8,12 @@ import argparse
 import importlib
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from helpers import REPO_ROOT as ROOT
 
 from recbole_fbsm.__main__ import COMMANDS, PROG
 
-ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "recbole", "scipy", "pandas")
 
 

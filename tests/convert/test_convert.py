@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import REPO_ROOT as ROOT
 
 from recbole_fbsm.convert import ConversionError, convert_ctr, convert_text
 from recbole_fbsm.convert.__main__ import main
 
-ROOT = Path(__file__).resolve().parents[1]
 CITEULIKE_T = ROOT.parent / "shared" / "datasets" / "citeulike-t"
 
 # Tiny CTR dataset. Vocabulary: 'the' is a stop word, 'running'/'runs' share the stem 'run',

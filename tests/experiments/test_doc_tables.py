@@ -3,13 +3,12 @@ is typed by hand: a stale table, or a new metric table outside a results-table m
 
 import json
 import re
-from pathlib import Path
 
 import pytest
+from helpers import REPO_ROOT as ROOT
 
 from recbole_fbsm.experiments import doc_tables
 
-ROOT = Path(__file__).resolve().parent.parent
 # a markdown table that reports scores: its header names a metric, or the hybrid scenario's groups as columns
 # (`| model | all | cold | warm |`, `| Recall@20 cold |`)
 METRIC_HEADER = re.compile(

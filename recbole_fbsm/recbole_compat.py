@@ -36,6 +36,8 @@ _GENERAL = "recbole.data.dataloader.general_dataloader."
 _SAMPLER = "recbole.sampler.sampler."
 _COLLECTOR = "recbole.evaluator.collector."
 _TRAINER = "recbole.trainer.trainer."
+_EASE = "recbole.model.general_recommender.ease.EASE."
+_GRAPH = "recbole.model.general_recommender."
 
 # RecBole's private methods the plugin's classes define (and continue with super())
 OVERRIDDEN = (
@@ -69,6 +71,10 @@ PUBLIC_OVERRIDDEN = (
     Pin(_SAMPLER + "Sampler.get_used_ids", "8658f8bd9b74", "a set per user and phase: the plugin's UsedIds"),
     Pin(_SAMPLER + "AbstractSampler.sample_by_key_ids", "2ab472d027ec", "negatives from the phase's split"),
     Pin(_COLLECTOR + "Collector.get_data_struct", "b8062da76dd8", "data-parallel: every rank's rows gathered"),
+    Pin(_EASE + "full_sort_predict", "6fd2db8f3ce1", "X_u B in scipy on the CPU: the plugin's B is on the device"),
+    Pin(_EASE + "predict", "8e10e974f827", "likewise, for (user, item) pairs"),
+    Pin(_GRAPH + "lightgcn.LightGCN.get_norm_adj_mat", "eb413da8e0de", "dok_matrix._update: gone from scipy"),
+    Pin(_GRAPH + "ngcf.NGCF.get_norm_adj_mat", "fb50944ec14d", "dok_matrix._update: gone from scipy"),
     Pin(
         _COLLECTOR + "Collector.eval_batch_collect",
         "e7ec500fc074",

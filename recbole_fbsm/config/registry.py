@@ -21,6 +21,8 @@ PLUGIN_MODELS = {
     "ALDI": "recbole_fbsm.models.coldstart.aldi",
     "HybridBlend": "recbole_fbsm.models.hybrid_blend",
     "EASE": "recbole_fbsm.models.ease",
+    "LightGCN": "recbole_fbsm.models.graph",
+    "NGCF": "recbole_fbsm.models.graph",
 }
 # Sequential and knowledge-aware models need inputs (sequences, a KG) that the item split does not provide.
 RECBOLE_SUBMODULES = ("general_recommender", "context_aware_recommender")

@@ -102,6 +102,8 @@ def convert_value(text):
         lowered = stripped.lower()
         if lowered in ("true", "false"):
             return lowered == "true"
+        if lowered in ("~", "null"):  # YAML's null, as the property files and the messages write it
+            return None
         if stripped[:1] in "{[" and stripped[-1:] in "}]":
             try:
                 loaded = yaml.safe_load(stripped)

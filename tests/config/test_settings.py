@@ -65,6 +65,9 @@ def test_command_line_values_are_read_like_recbole_but_without_eval():
     assert settings.convert_value("1e-3") == 0.001
     assert settings.convert_value("true") is True and settings.convert_value("False") is False
     assert settings.convert_value("adam") == "adam"
+    assert (
+        settings.convert_value("~") is None and settings.convert_value("null") is None
+    )  # YAML's null, as messages say
     assert settings.convert_value("__import__('os').getcwd()") == "__import__('os').getcwd()"
     # a mapping written as in a property file, or as JSON, is the mapping (RecBole's literal reading refuses both)
     expected = {"distribution": "uniform", "sample_num": 1, "dynamic": False}

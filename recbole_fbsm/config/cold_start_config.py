@@ -11,6 +11,7 @@ file setting only ``eval_args: {mode: uni100}`` keeps the item split.
 import os
 from pathlib import Path
 
+import torch
 from recbole.config import Config
 from recbole.utils import InputType, ModelType
 
@@ -112,7 +113,10 @@ class ColdStartConfig(Config):
         there ``recbole_fbsm.runtime.distributed`` joins the process group with the backend the device needs
         (RecBole's always asks for NCCL and one GPU per process)."""
         if "local_rank" not in self.final_config_dict:
-            return super()._init_device()
+            super()._init_device()
+            if not self.final_config_dict["use_gpu"]:  # RecBole 1.2.1 picks CUDA from gpu_id alone
+                self.final_config_dict["device"] = torch.device("cpu")
+            return
         init_process_group(self.final_config_dict)
 
     def _convert_config_dict(self, config_dict):

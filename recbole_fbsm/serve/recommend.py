@@ -44,6 +44,7 @@ def users_with_likes(served):
 def score_new_items(served, new_items, users):
     """Dense (len(users) x len(new_items)) scores; ``users`` are internal ids (tests, small sets)."""
     matrix = new_items.torch_matrix(served.device, served.row_dtype)
+    users = torch.as_tensor(users, device=served.device)
     return torch.cat([scores for _, scores in iter_profile_scores(served.model, users, matrix)], dim=0)
 
 

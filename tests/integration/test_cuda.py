@@ -65,12 +65,12 @@ def test_serving_on_the_gpu_scores_as_on_the_cpu(topics, tmp_path, name):
     scores = {}
     for device in ("cuda", "cpu"):
         served = load_model(checkpoint, device=device)
-        dataset = served.test_data._dataset
         path = tmp_path / f"new-{device}.item"
         write_items_as_new(
-            tmp_path / "data" / "topics" / "topics.item", path, served.item_tokens(dataset.split_items[:5])
+            tmp_path / "data" / "topics" / "topics.item", path, served.item_tokens(served.split_items("test")[:5])
         )
-        scores[device] = score_new_items(served, read_new_items(served, path), torch.arange(1, dataset.user_num)).cpu()
+        users = torch.arange(1, served.model.n_users)
+        scores[device] = score_new_items(served, read_new_items(served, path), users).cpu()
     torch.testing.assert_close(scores["cuda"], scores["cpu"], rtol=1e-4, atol=1e-5)
 
 

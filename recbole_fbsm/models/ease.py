@@ -42,8 +42,18 @@ class EASE(RecBoleEASE):
         GeneralRecommender.__init__(self, config, dataset)
         self.dummy_param = torch.nn.Parameter(torch.zeros(1))  # RecBole's optimizer needs one parameter
         self.interaction_matrix = dataset.inter_matrix(form="csr").astype(np.float32)
-        self.item_similarity = ease_weights(self.interaction_matrix, config["reg_weight"], self.device)
+        # the checkpoint keeps B on the CPU (its writer reads tensors as numpy); scoring reads the device's copy
+        self._device_weights = ease_weights(self.interaction_matrix, config["reg_weight"], self.device)
+        self.item_similarity = self._weights_source = self._device_weights.cpu()  # the same tensor on the CPU
         self.other_parameter_name = ["interaction_matrix", "item_similarity"]
+
+    @property
+    def weights(self):
+        """B on the device, copied there again when a checkpoint has replaced ``item_similarity``."""
+        if self._weights_source is not self.item_similarity:
+            self._device_weights = torch.as_tensor(self.item_similarity).to(self.device)
+            self._weights_source = self.item_similarity
+        return self._device_weights
 
     def _user_likes(self, users):
         """The users' training likes as (row in the batch, item, value), LongTensors and a float32 tensor."""
@@ -67,7 +77,7 @@ class EASE(RecBoleEASE):
         likes = torch.sparse_coo_tensor(
             torch.stack([row, item]), value, (len(users), self.n_items), check_invariants=False
         )
-        return torch.sparse.mm(likes, self.item_similarity).view(-1)
+        return torch.sparse.mm(likes, self.weights).view(-1)
 
     def predict(self, interaction):
         """The score X_u B_i of each (user, item) pair: the sum of B_ji over the user's liked items j.
@@ -81,4 +91,4 @@ class EASE(RecBoleEASE):
         row, item, value = self._user_likes(interaction[self.USER_ID])
         targets = interaction[self.ITEM_ID].to(self.device)[row]
         scores = torch.zeros(len(interaction[self.ITEM_ID]), device=self.device)
-        return scores.index_add_(0, row, value * self.item_similarity[item, targets])
+        return scores.index_add_(0, row, value * self.weights[item, targets])

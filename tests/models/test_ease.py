@@ -43,3 +43,12 @@ def test_full_ranking_and_pairwise_scores_agree_and_equal_the_likes_times_b(tmp_
     items = torch.randint(0, model.n_items, (len(users),), generator=torch.Generator().manual_seed(0))
     pairs = model.predict({model.USER_ID: users, model.ITEM_ID: items})
     assert torch.allclose(pairs, full[torch.arange(len(users)), items], atol=1e-5)
+
+
+def test_weights_loaded_from_a_checkpoint_are_the_ones_scored(tmp_path, quiet):
+    data = write_dataset(tmp_path, "ease", n_users=40, n_items=80, likes_per_user=(3, 9))
+    _, model, _ = prepare("EASE", data.name, config_dict=dataset_config(data, quiet, reg_weight=10.0))
+    users = {model.USER_ID: torch.arange(1, 6)}
+    before = model.full_sort_predict(users)
+    model.load_other_parameter({"item_similarity": model.item_similarity * 2})  # what a checkpoint's loading does
+    assert torch.allclose(model.full_sort_predict(users), 2 * before)

@@ -165,21 +165,21 @@ def _mapping(value, where):
     return value
 
 
-def plain(value, where, ctx, depth=0):
+def plain_data(value, where, ctx, depth=0):
     """JSON-like data only (mappings with text keys, lists, text, numbers, flags, None): no tensor, bounded depth."""
     if depth > MAX_PLAIN_DEPTH:
         raise Invalid(where, f"nested deeper than {MAX_PLAIN_DEPTH} levels")
     if isinstance(value, dict):
         for key, item in _mapping(value, where).items():
-            plain(item, f"{where}.{key}", ctx, depth + 1)
+            plain_data(item, f"{where}.{key}", ctx, depth + 1)
     elif isinstance(value, (list, tuple)):
         for k, item in enumerate(value):
-            plain(item, f"{where}[{k}]", ctx, depth + 1)
+            plain_data(item, f"{where}[{k}]", ctx, depth + 1)
     elif not (value is None or isinstance(value, (str, bool, int, float))):
         raise Invalid(where, f"expected plain data (text, numbers, lists, mappings), got {_got(value)}")
 
 
-def csr(rows, cols, data_dtypes):
+def csr_arrays(rows, cols, data_dtypes):
     """A scipy CSR matrix's arrays (``model_file.csr_record``) of ``rows`` x ``cols`` named dimensions."""
     fields = {
         "indptr": Tensor(torch.int64, (f"{rows}+1",), ("pointers",)),
@@ -204,17 +204,16 @@ def csr(rows, cols, data_dtypes):
     return rule
 
 
-def tokens(value, where, ctx):
+def field_tokens(value, where, ctx):
     """One field's vocabulary: version 2's {utf8, lengths} tensors, or version 1's list of strings."""
     if isinstance(value, list):
-        return check(ListOf(TEXT), value, where, ctx)
-    check(
-        {"utf8": Tensor(torch.uint8, (None,)), "lengths": Tensor(torch.int64, (None,), ("lengths",))}, value, where, ctx
-    )
-    ctx.values.append((("covers", len(value["utf8"])), value["lengths"], f"{where}.lengths"))
+        check(ListOf(TEXT), value, where, ctx)
+    else:
+        check(TOKEN_BYTES, value, where, ctx)
+        ctx.values.append((("covers", len(value["utf8"])), value["lengths"], f"{where}.lengths"))
 
 
-def vocabulary(value, where, ctx):
+def vocabulary_fields(value, where, ctx):
     """The fields' tokens; the users' and the items' define the dimensions ``users`` and ``items``."""
     check(VOCABULARY, value, where, ctx)
     for role, dim in (("uid_field", "users"), ("iid_field", "items")):
@@ -250,11 +249,12 @@ SHA256 = Kind("64 hexadecimal digits", lambda v: isinstance(v, str) and re.fullm
 ANY_TENSOR = Kind("a tensor", lambda v: isinstance(v, torch.Tensor) and v.layout == torch.strided)
 ITEM_IDS = Tensor(torch.int64, (None,), (("range", 1, "items"),))
 FEATURE_STATISTIC = Optional(Tensor(torch.float64, ("fields",), (">= 0",)))
+TOKEN_BYTES = {"utf8": Tensor(torch.uint8, (None,)), "lengths": Tensor(torch.int64, (None,), ("lengths",))}
 VOCABULARY = {
     "dataset": TEXT,
     "uid_field": TEXT,
     "iid_field": TEXT,
-    "tokens": MapOf(tokens),
+    "tokens": MapOf(field_tokens),
     "types": MapOf(choice(*(kind.value for kind in FeatureType))),
 }
 
@@ -271,19 +271,20 @@ def split(name):
 
 
 # The artifact, one entry per field (``model_file.build_artifact`` writes them): a new field is one line here.
+# A dict is a record of exactly its keys, checked in order ("key?": may be absent); Optional: None allowed.
 ARTIFACT = {
     "format": TEXT,
     "format_version": COUNT,
     "package_version": TEXT,
     "model": TEXT,
-    "settings": MapOf(plain),
-    "data": Optional(plain),
-    "vocabulary": vocabulary,
+    "settings": MapOf(plain_data),
+    "data": Optional(plain_data),
+    "vocabulary": vocabulary_fields,
     "features": {
         "names": ListOf(TEXT, length="features"),
         "fields": ListOf(TEXT, length="fields"),
         "dense_fields": ListOf(TEXT),
-        "matrix": csr("items", "features", torch.float64),
+        "matrix": csr_arrays("items", "features", torch.float64),
         # content columns: the first ones of matrix; identity columns (hybrid FBSM) follow them
         "column_weights": Tensor(torch.float64, ("content_features",), (">= 0",)),
         "column_field": Tensor(torch.int64, ("content_features",), (("range", 0, "fields"),)),
@@ -300,11 +301,11 @@ ARTIFACT = {
         "identity_items?": Optional(Tensor(torch.int64, ("identity",), (("range", 1, "items"), "distinct"))),
         "identity_weight?": Optional(NON_NEGATIVE),
     },
-    "likes": csr("users", "items", (torch.float32, torch.float64)),
+    "likes": csr_arrays("users", "items", (torch.float32, torch.float64)),
     "training_items": Tensor(torch.int64, ("training_items",), (("range", 1, "items"), "distinct")),
     "warm_shapes": Optional(ListOf(ListOf(COUNT))),
     "split": {"valid": split("valid"), "test": split("test")},
-    "analyzer": Optional(plain),
+    "analyzer": Optional(plain_data),
     "state_dict": MapOf(ANY_TENSOR),
     # RecBole's load_other_parameter sets each entry as an attribute of the model: none of the served models
     # keeps one, so a value could only overwrite what the model built (its F, its R)

@@ -187,13 +187,10 @@ def kept_untrained_start(training):
 
 
 def build_artifact(model, config, train_dataset, valid_dataset=None, test_dataset=None, analyzer=None, training=None):
-    """The artifact of a trained ``model`` (see the module docstring) as a dict of tensors and plain values.
-
-    ``train_dataset`` carries the fitted ``model_inputs`` the model was built from (``quick_start.prepare``
-    attaches them) and the ``data_fingerprint`` of the files its dataset read (set where the dataset is loaded);
-    ``analyzer``: the converter's analyzer document of the dataset, if any; ``training``: the
-    ``training_record`` of the run (None: not known).
-    """
+    """The artifact of a trained ``model`` as a dict of tensors and plain values. ``train_dataset`` carries the
+    fitted ``model_inputs`` (``quick_start.prepare`` attaches them) and the ``data_fingerprint`` of the files its
+    dataset read; ``analyzer``: the dataset's analyzer document, if any; ``training``: the run's
+    ``training_record`` (None: not known)."""
     inputs = getattr(train_dataset, "model_inputs", None)
     if inputs is None:
         raise ColdStartError(
@@ -201,8 +198,7 @@ def build_artifact(model, config, train_dataset, valid_dataset=None, test_datase
             "ItemKNNCBF, DropoutNet, Heater and ALDI (models built from item features) make a model "
             "artifact."
         )
-    features = inputs.features
-    warm = inputs.warm
+    features, warm = inputs.features, inputs.warm
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,

@@ -402,6 +402,8 @@ def check_values(rule, array, where, ctx):
         case ("covers", n_bytes):
             if int(array.sum()) != n_bytes:
                 raise Invalid(where, f"the token lengths add up to {int(array.sum())} bytes, the tokens hold {n_bytes}")
+        case _:
+            raise ValueError(f"no value rule {rule!r} (a misspelt rule in ARTIFACT would check nothing)")
 
 
 def check_utf8(record, where):

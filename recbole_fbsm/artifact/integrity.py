@@ -1,18 +1,16 @@
-"""What a ``.fbsm`` file must be before any of it reaches native code: its checksum, and a table of its fields.
-
-An artifact is data from elsewhere (a damaged copy, an edited file, one crafted to make scipy or torch read past
-an array's end), so ``validate`` checks, in this order: the structure on the unpickled metadata alone (``ARTIFACT``:
-every key known, every value of its kind, every tensor of its exact dtype and of the shape its named dimensions
-give); the tensors' bytes against the declared ``tensor_bytes``; the SHA-256 (``content_digest``); then the values,
-which a rewritten checksum cannot get past (``VALUE_CHECKS``: pointers, ids in range, finite weights, UTF-8 tokens,
-feature names, settings). ``check_state_dict`` compares the parameters with the rebuilt model's before loading.
-A new field is one entry of ``ARTIFACT`` (and, where its values need it, one function of ``VALUE_CHECKS``).
+"""What a ``.fbsm`` file must be before any of it reaches native code, in the order docs/serve.md ("Format,
+checksum and what is validated") gives: the table ``ARTIFACT`` declares every field once (its kind, dtype, shape
+in named dimensions and value rules) and ``check`` walks it; the checks across fields, the checksum
+(``content_digest``) and the value rules (``check_values``, run after it) follow. A new field is one entry of
+``ARTIFACT``.
 """
 
 import hashlib
 import math
 import re
 import struct
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -40,7 +38,7 @@ class ArtifactError(ColdStartError):
 
 
 class Invalid(Exception):
-    """Raised by a spec; ``validate`` turns it into an ``ArtifactError`` naming the file."""
+    """Raised by a rule; ``validate`` turns it into an ``ArtifactError`` naming the file."""
 
     def __init__(self, where, message):
         super().__init__(where, message)
@@ -49,17 +47,50 @@ class Invalid(Exception):
 
 def _got(value):
     if isinstance(value, torch.Tensor):
-        return f"a tensor of dtype {str(value.dtype).removeprefix('torch.')} and shape {tuple(value.shape)}"
+        return f"a tensor of dtype {_dtype(value.dtype)} and shape {tuple(value.shape)}"
     if isinstance(value, (dict, list, tuple)):
         return f"{type(value).__name__} of {len(value)}"
     shown = repr(value)
     return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
-# ----------------------------------------------------------------------------------------------- specs
+def _dtype(dtype):
+    return str(dtype).removeprefix("torch.")
+
+
+# ----------------------------------------------------------------------------------------------- rules
+class Kind(NamedTuple):
+    """A plain value: ``test(value)`` true, else "expected ``expected``"."""
+
+    expected: str
+    test: Callable
+
+
+class Tensor(NamedTuple):
+    """A strided tensor of ``dtypes`` (one or a tuple), of ``shape`` (named dimensions, "name+1", None: any
+    length); ``values``: the rules of ``check_values`` its contents pass after the checksum."""
+
+    dtypes: object
+    shape: tuple
+    values: tuple = ()
+
+
+class ListOf(NamedTuple):
+    item: object
+    length: str = None  # a named dimension
+
+
+class MapOf(NamedTuple):
+    item: object  # text keys
+
+
+class Optional(NamedTuple):
+    rule: object  # or None
+
+
 class Context:
-    """What the checks share: the named dimensions defined so far, and the value checks to run after the
-    checksum (they read the tensors' contents)."""
+    """What the checks share: the named dimensions defined so far (and by which field), and the value rules to
+    run after the checksum."""
 
     def __init__(self):
         self.dims, self.defined_by, self.values = {}, {}, []
@@ -69,32 +100,131 @@ class Context:
         size = size - int(plus or 0)
         if base not in self.dims:
             self.dims[base], self.defined_by[base] = size, where
-            return
-        if self.dims[base] != size:
+        elif self.dims[base] != size:
             source = f"{base} = {self.dims[base]} as {self.defined_by[base]} gives"
             if plus:
-                raise Invalid(
-                    where,
-                    f"expected length {self.dims[base] + int(plus)} ({base} + {plus}, {source}), "
-                    f"got {size + int(plus)}",
-                )
+                expected = f"length {self.dims[base] + int(plus)} ({base} + {plus}, {source}), got {size + int(plus)}"
+                raise Invalid(where, f"expected {expected}")
             raise Invalid(where, f"expected {base} = {self.dims[base]} (as {self.defined_by[base]} gives), got {size}")
 
 
-class Spec:
-    def check(self, value, where, ctx):
-        raise NotImplementedError
+def check(rule, value, where, ctx):
+    """``value`` against its ``rule`` of the table: a dict is a record of exactly its keys ("key?": may be absent),
+    checked in order; a function is a rule across its own fields. Value rules are queued in ``ctx``."""
+    match rule:
+        case Kind(expected, test):
+            if not test(value):
+                raise Invalid(where, f"expected {expected}, got {_got(value)}")
+        case Optional(inner):
+            if value is not None:
+                check(inner, value, where, ctx)
+        case ListOf(item, length):
+            if not isinstance(value, (list, tuple)):
+                raise Invalid(where, f"expected a list, got {_got(value)}")
+            if length is not None:
+                ctx.dimension(length, len(value), where)
+            for k, entry in enumerate(value):
+                if not (isinstance(item, Kind) and item.test(entry)):  # the path text only for a failing entry
+                    check(item, entry, f"{where}[{k}]", ctx)
+        case MapOf(item):
+            for key, entry in _mapping(value, where).items():
+                check(item, entry, f"{where}.{key}", ctx)
+        case dict():
+            names = [key.removesuffix("?") for key in rule]
+            unknown = [key for key in _mapping(value, where) if key not in names]
+            if unknown:
+                raise Invalid(where, f"unknown key(s) {unknown[:5]}, not among the {len(rule)} this release writes")
+            missing = [key for key in rule if key not in value and not key.endswith("?")]
+            if missing:
+                raise Invalid(where, f"key(s) {missing} missing")
+            for key, entry in zip(names, rule.values()):
+                if key in value:
+                    check(entry, value[key], f"{where}.{key}" if where else key, ctx)
+        case Tensor(dtypes, shape, values):
+            dtypes = dtypes if isinstance(dtypes, tuple) else (dtypes,)
+            if not isinstance(value, torch.Tensor) or value.layout != torch.strided:
+                raise Invalid(where, f"expected a tensor, got {_got(value)}")
+            if value.dtype not in dtypes:
+                raise Invalid(where, f"expected dtype {' or '.join(map(_dtype, dtypes))}, got {_dtype(value.dtype)}")
+            if value.dim() != len(shape):
+                raise Invalid(where, f"expected {len(shape)} dimension(s), got shape {tuple(value.shape)}")
+            for size, name in zip(value.shape, shape):
+                if name is not None:
+                    ctx.dimension(name, int(size), where)
+            ctx.values += [(value_rule, value, where) for value_rule in values]
+        case _:
+            rule(value, where, ctx)
 
 
-class Kind(Spec):
-    """A plain value: ``test(value)`` true, else ``expected``."""
+def _mapping(value, where):
+    if not isinstance(value, dict):
+        raise Invalid(where, f"expected a mapping, got {_got(value)}")
+    key = next((key for key in value if not isinstance(key, str)), None)
+    if key is not None:
+        raise Invalid(where, f"expected text keys, got {_got(key)}")
+    return value
 
-    def __init__(self, expected, test):
-        self.expected, self.test = expected, test
 
-    def check(self, value, where, ctx):
-        if not self.test(value):
-            raise Invalid(where, f"expected {self.expected}, got {_got(value)}")
+def plain_data(value, where, ctx, depth=0):
+    """JSON-like data only (mappings with text keys, lists, text, numbers, flags, None): no tensor, bounded depth."""
+    if depth > MAX_PLAIN_DEPTH:
+        raise Invalid(where, f"nested deeper than {MAX_PLAIN_DEPTH} levels")
+    if isinstance(value, dict):
+        for key, item in _mapping(value, where).items():
+            plain_data(item, f"{where}.{key}", ctx, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for k, item in enumerate(value):
+            plain_data(item, f"{where}[{k}]", ctx, depth + 1)
+    elif not (value is None or isinstance(value, (str, bool, int, float))):
+        raise Invalid(where, f"expected plain data (text, numbers, lists, mappings), got {_got(value)}")
+
+
+def csr_arrays(rows, cols, data_dtypes):
+    """A scipy CSR matrix's arrays (``model_file.csr_record``) of ``rows`` x ``cols`` named dimensions."""
+    fields = {
+        "indptr": Tensor(torch.int64, (f"{rows}+1",), ("pointers",)),
+        "indices": Tensor((torch.int32, torch.int64), (None,), (("range", 0, cols),)),
+        "data": Tensor(data_dtypes, (None,), ("finite",)),
+        "shape": ListOf(COUNT),
+    }
+
+    def rule(value, where, ctx):
+        check(fields, value, where, ctx)
+        shape, entries = value["shape"], len(value["indices"])
+        if len(shape) != 2:
+            raise Invalid(f"{where}.shape", f"expected [{rows}, {cols}], got {shape}")
+        ctx.dimension(rows, shape[0], f"{where}.shape")
+        ctx.dimension(cols, shape[1], f"{where}.shape")
+        if len(value["data"]) != entries:
+            raise Invalid(f"{where}.data", f"expected as many values as indices ({entries}), got {len(value['data'])}")
+        if entries > shape[0] * shape[1]:
+            raise Invalid(f"{where}.indices", f"{entries} entries in a {shape[0]} x {shape[1]} matrix")
+        ctx.values.append((("ends at", entries), value["indptr"], f"{where}.indptr"))
+
+    return rule
+
+
+def field_tokens(value, where, ctx):
+    """One field's vocabulary: version 2's {utf8, lengths} tensors, or version 1's list of strings."""
+    if isinstance(value, list):
+        check(ListOf(TEXT), value, where, ctx)
+    else:
+        check(TOKEN_BYTES, value, where, ctx)
+        ctx.values.append((("covers", len(value["utf8"])), value["lengths"], f"{where}.lengths"))
+
+
+def vocabulary_fields(value, where, ctx):
+    """The fields' tokens; the users' and the items' define the dimensions ``users`` and ``items``."""
+    check(VOCABULARY, value, where, ctx)
+    for role, dim in (("uid_field", "users"), ("iid_field", "items")):
+        name = value[role]
+        if name not in value["tokens"]:
+            raise Invalid(f"{where}.tokens", f"no tokens of the {role} {name!r}")
+        ctx.dimension(dim, _token_count(value["tokens"][name]), f"{where}.tokens.{name}")
+
+
+def _token_count(record):
+    return len(record) if isinstance(record, list) else len(record["lengths"])
 
 
 def _is_int(value):
@@ -105,333 +235,100 @@ def _is_real(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-TEXT = Kind("text", lambda v: isinstance(v, str))
-FLAG = Kind("a flag", lambda v: isinstance(v, bool))
-REAL = Kind("a finite number", _is_real)
-NON_NEGATIVE = Kind("a finite number >= 0", lambda v: _is_real(v) and v >= 0)
-SHA256 = Kind("64 hexadecimal digits", lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None)
-COUNT = Kind("an integer >= 0", lambda v: _is_int(v) and v >= 0)
-
-
 def choice(*options):
     return Kind(f"one of {', '.join(map(repr, options))}", lambda v: isinstance(v, str) and v in options)
 
 
-class Optional(Spec):
-    def __init__(self, inner):
-        self.inner = inner
-
-    def check(self, value, where, ctx):
-        if value is not None:
-            self.inner.check(value, where, ctx)
-
-
-class Plain(Spec):
-    """JSON-like data only (mappings with text keys, lists, text, numbers, flags, None): no tensor, bounded depth."""
-
-    def check(self, value, where, ctx, depth=0):
-        if depth > MAX_PLAIN_DEPTH:
-            raise Invalid(where, f"nested deeper than {MAX_PLAIN_DEPTH} levels")
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    raise Invalid(where, f"expected text keys, got {_got(key)}")
-                self.check(item, f"{where}.{key}", ctx, depth + 1)
-        elif isinstance(value, (list, tuple)):
-            for k, item in enumerate(value):
-                self.check(item, f"{where}[{k}]", ctx, depth + 1)
-        elif not (value is None or isinstance(value, (str, bool, int, float))):
-            raise Invalid(where, f"expected plain data (text, numbers, lists, mappings), got {_got(value)}")
+TEXT = Kind("text", lambda v: isinstance(v, str))
+FLAG = Kind("a flag", lambda v: isinstance(v, bool))
+REAL = Kind("a finite number", _is_real)
+NON_NEGATIVE = Kind("a finite number >= 0", lambda v: _is_real(v) and v >= 0)
+COUNT = Kind("an integer >= 0", lambda v: _is_int(v) and v >= 0)
+SHA256 = Kind("64 hexadecimal digits", lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None)
+# state_dict entries: any dtype and shape here; check_state_dict compares them with the rebuilt model's
+ANY_TENSOR = Kind("a tensor", lambda v: isinstance(v, torch.Tensor) and v.layout == torch.strided)
+ITEM_IDS = Tensor(torch.int64, (None,), (("range", 1, "items"),))
+FEATURE_STATISTIC = Optional(Tensor(torch.float64, ("fields",), (">= 0",)))
+TOKEN_BYTES = {"utf8": Tensor(torch.uint8, (None,)), "lengths": Tensor(torch.int64, (None,), ("lengths",))}
+VOCABULARY = {
+    "dataset": TEXT,
+    "uid_field": TEXT,
+    "iid_field": TEXT,
+    "tokens": MapOf(field_tokens),
+    "types": MapOf(choice(*(kind.value for kind in FeatureType))),
+}
 
 
-class ListOf(Spec):
-    def __init__(self, item, length=None):
-        self.item, self.length = item, length
+def split(name):
+    """A validation or test split's items and its likes, a user and an item each (None: no such split)."""
+    return Optional(
+        {
+            "items": ITEM_IDS,
+            "users_of_likes": Tensor(torch.int64, (f"{name} likes",), (("range", 1, "users"),)),
+            "items_of_likes": Tensor(torch.int64, (f"{name} likes",), (("range", 1, "items"),)),
+        }
+    )
 
-    def check(self, value, where, ctx):
-        if not isinstance(value, (list, tuple)):
-            raise Invalid(where, f"expected a list, got {_got(value)}")
-        if self.length is not None:
-            ctx.dimension(self.length, len(value), where)
-        test = self.item.test if isinstance(self.item, Kind) else None
-        for k, item in enumerate(value):
-            if test is None or not test(item):  # a plain kind: the path text only for a failing item
-                self.item.check(item, f"{where}[{k}]", ctx)
-
-
-class MapOf(Spec):
-    def __init__(self, item):
-        self.item = item
-
-    def check(self, value, where, ctx):
-        if not isinstance(value, dict):
-            raise Invalid(where, f"expected a mapping, got {_got(value)}")
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise Invalid(where, f"expected text keys, got {_got(key)}")
-            self.item.check(item, f"{where}.{key}", ctx)
-
-
-class Record(Spec):
-    """A mapping of exactly these keys (``optional``: may be absent, as in older versions), checked in order."""
-
-    def __init__(self, fields, optional=()):
-        self.fields, self.optional = fields, set(optional)
-
-    def check(self, value, where, ctx):
-        if not isinstance(value, dict):
-            raise Invalid(where, f"expected a mapping, got {_got(value)}")
-        unknown = [key for key in value if key not in self.fields]
-        if unknown:
-            raise Invalid(where, f"unknown key(s) {unknown[:5]}, not among the {len(self.fields)} this release writes")
-        missing = [key for key in self.fields if key not in value and key not in self.optional]
-        if missing:
-            raise Invalid(where, f"key(s) {missing} missing")
-        for key, spec in self.fields.items():
-            if key in value:
-                spec.check(value[key], f"{where}.{key}" if where else key, ctx)
-
-
-class Tensor(Spec):
-    """A tensor of one of ``dtypes``, of ``shape`` (named dimensions, ``"name+1"``, or None: any length), with
-    ``values`` checks on its contents run after the checksum (``values(array, where, ctx)``)."""
-
-    def __init__(self, dtypes, shape, values=()):
-        self.dtypes = dtypes if isinstance(dtypes, tuple) else (dtypes,)
-        self.shape, self.values = shape, values
-
-    def check(self, value, where, ctx):
-        if not isinstance(value, torch.Tensor) or value.layout != torch.strided:
-            raise Invalid(where, f"expected a tensor, got {_got(value)}")
-        if value.dtype not in self.dtypes:
-            raise Invalid(
-                where,
-                f"expected dtype {' or '.join(str(d).removeprefix('torch.') for d in self.dtypes)}, "
-                f"got {str(value.dtype).removeprefix('torch.')}",
-            )
-        if value.dim() != len(self.shape):
-            raise Invalid(where, f"expected {len(self.shape)} dimension(s), got shape {tuple(value.shape)}")
-        for size, name in zip(value.shape, self.shape):
-            if name is not None:
-                ctx.dimension(name, int(size), where)
-        for check in self.values:
-            ctx.values.append((check, value, where))
-
-
-class Csr(Record):
-    """A scipy CSR matrix's arrays (``model_file.csr_record``) of ``rows`` x ``cols`` named dimensions."""
-
-    def __init__(self, rows, cols, data_dtypes):
-        super().__init__(
-            {
-                "indptr": Tensor(torch.int64, (f"{rows}+1",), (starts_at_zero, non_decreasing)),
-                "indices": Tensor((torch.int32, torch.int64), (None,), (in_range(0, cols),)),
-                "data": Tensor(data_dtypes, (None,), (finite,)),
-                "shape": ListOf(COUNT),
-            }
-        )
-        self.rows, self.cols = rows, cols
-
-    def check(self, value, where, ctx):
-        super().check(value, where, ctx)
-        shape = value["shape"]
-        if len(shape) != 2:
-            raise Invalid(f"{where}.shape", f"expected [{self.rows}, {self.cols}], got {shape}")
-        ctx.dimension(self.rows, shape[0], f"{where}.shape")
-        ctx.dimension(self.cols, shape[1], f"{where}.shape")
-        entries = len(value["indices"])
-        if len(value["data"]) != entries:
-            raise Invalid(f"{where}.data", f"expected as many values as indices ({entries}), got {len(value['data'])}")
-        if entries > shape[0] * shape[1]:
-            raise Invalid(f"{where}.indices", f"{entries} entries in a {shape[0]} x {shape[1]} matrix")
-        ctx.values.append((last_pointer_is(entries), value["indptr"], f"{where}.indptr"))
-
-
-# ---------------------------------------------------------------------------------------- value checks
-def starts_at_zero(array, where, ctx):
-    if len(array) and array[0] != 0:
-        raise Invalid(where, f"expected the first pointer 0, got {int(array[0])}")
-
-
-def non_decreasing(array, where, ctx):
-    drops = np.flatnonzero(np.diff(array) < 0)
-    if len(drops):
-        raise Invalid(
-            where,
-            f"expected non-decreasing pointers; position {int(drops[0]) + 1} goes down "
-            f"({int(array[drops[0]])} -> {int(array[drops[0] + 1])})",
-        )
-
-
-def last_pointer_is(entries):
-    def check(array, where, ctx):
-        if len(array) and int(array[-1]) != entries:
-            raise Invalid(where, f"expected the last pointer to be the {entries} entries, got {int(array[-1])}")
-
-    return check
-
-
-def in_range(low, high_dim):
-    """Values in [low, dims[high_dim])."""
-
-    def check(array, where, ctx):
-        high = ctx.dims[high_dim]
-        outside = np.flatnonzero((array < low) | (array >= high))
-        if len(outside):
-            raise Invalid(
-                where,
-                f"value {int(array[outside[0]])} at position {int(outside[0])} is outside "
-                f"{low} to {high - 1} ({high_dim} = {high}); {len(outside)} such value(s)",
-            )
-
-    return check
-
-
-def finite(array, where, ctx):
-    bad = np.flatnonzero(~np.isfinite(array))
-    if len(bad):
-        raise Invalid(where, f"{len(bad)} non-finite value(s) (e.g. {array[bad[0]]} at position {int(bad[0])})")
-
-
-def non_negative(array, where, ctx):
-    finite(array, where, ctx)
-    if len(array) and array.min() < 0:
-        raise Invalid(where, f"expected values >= 0, got {array.min()}")
-
-
-def distinct(array, where, ctx):
-    if len(np.unique(array)) != len(array):
-        raise Invalid(where, "expected distinct ids, some appear more than once")
-
-
-def token_lengths(array, where, ctx):
-    if len(array) and array.min() < 0:
-        position = int(np.argmin(array))
-        raise Invalid(where, f"token {position} has length {int(array[position])}; expected lengths >= 0")
-
-
-ITEM_ID = Tensor(torch.int64, (None,), (in_range(1, "items"),))
-USER_ID = Tensor(torch.int64, (None,), (in_range(1, "users"),))
-
-
-class Tokens(Spec):
-    """One field's vocabulary: version 2's {utf8, lengths} tensors, or version 1's list of strings."""
-
-    def check(self, value, where, ctx):
-        if isinstance(value, list):
-            ListOf(TEXT).check(value, where, ctx)
-            return
-        Record({"utf8": Tensor(torch.uint8, (None,)), "lengths": Tensor(torch.int64, (None,), (token_lengths,))}).check(
-            value, where, ctx
-        )
-        ctx.values.append((lengths_cover(len(value["utf8"])), value["lengths"], f"{where}.lengths"))
-
-
-def lengths_cover(n_bytes):
-    def check(array, where, ctx):
-        if int(array.sum()) != n_bytes:
-            raise Invalid(where, f"the token lengths add up to {int(array.sum())} bytes, the tokens hold {n_bytes}")
-
-    return check
-
-
-class Vocabulary(Record):
-    def __init__(self):
-        super().__init__(
-            {
-                "dataset": TEXT,
-                "uid_field": TEXT,
-                "iid_field": TEXT,
-                "tokens": MapOf(Tokens()),
-                "types": MapOf(choice(*(kind.value for kind in FeatureType))),
-            }
-        )
-
-    def check(self, value, where, ctx):
-        super().check(value, where, ctx)
-        tokens = value["tokens"]
-        for role, dim in (("uid_field", "users"), ("iid_field", "items")):
-            name = value[role]
-            if name not in tokens:
-                raise Invalid(f"{where}.tokens", f"no tokens of the {role} {name!r}")
-            ctx.dimension(dim, _token_count(tokens[name]), f"{where}.tokens.{name}")
-
-
-def _token_count(record):
-    return len(record) if isinstance(record, list) else len(record["lengths"])
-
-
-class AnyTensor(Spec):
-    """``state_dict`` entries: any dtype and shape here; ``check_state_dict`` compares them with the rebuilt model's."""
-
-    def check(self, value, where, ctx):
-        if not isinstance(value, torch.Tensor) or value.layout != torch.strided:
-            raise Invalid(where, f"expected a tensor, got {_got(value)}")
-
-
-SPLIT = Optional(Record({"items": ITEM_ID, "users_of_likes": USER_ID, "items_of_likes": ITEM_ID}))
 
 # The artifact, one entry per field (``model_file.build_artifact`` writes them): a new field is one line here.
-ARTIFACT = Record(
-    {
-        "format": TEXT,
-        "format_version": COUNT,
-        "package_version": TEXT,
-        "model": TEXT,
-        "settings": MapOf(Plain()),
-        "data": Optional(Plain()),
-        "vocabulary": Vocabulary(),
-        "features": Record(
-            {
-                "names": ListOf(TEXT, length="features"),
-                "fields": ListOf(TEXT, length="fields"),
-                "dense_fields": ListOf(TEXT),
-                "matrix": Csr("items", "features", torch.float64),
-                # content columns: the first ones of matrix; identity columns (hybrid FBSM) follow them
-                "column_weights": Tensor(torch.float64, ("content_features",), (non_negative,)),
-                "column_field": Tensor(torch.int64, ("content_features",), (in_range(0, "fields"),)),
-                "field_scales": Optional(Tensor(torch.float64, ("fields",), (non_negative,))),
-                "source_columns": Tensor(torch.int64, ("content_features",), (in_range(0, "source_columns"),)),
-                "average_lengths": Optional(Tensor(torch.float64, ("fields",), (non_negative,))),
-                "mean_square_norms": Optional(Tensor(torch.float64, (None,), (non_negative,))),
-                "weighting": choice(*FITTED_WEIGHTINGS),
-                "normalize": FLAG,
-                "bm25_k1": Optional(NON_NEGATIVE),
-                "bm25_b": Optional(Kind("a number from 0 to 1", lambda v: _is_real(v) and 0 <= v <= 1)),
-                "shrink": NON_NEGATIVE,
-                "identity_items": Optional(Tensor(torch.int64, ("identity",), (in_range(1, "items"), distinct))),
-                "identity_weight": Optional(NON_NEGATIVE),
-            },
-            optional=("identity_items", "identity_weight"),
-        ),  # artifacts before the hybrid FBSM have neither
-        "likes": Csr("users", "items", (torch.float32, torch.float64)),
-        "training_items": Tensor(torch.int64, ("training_items",), (in_range(1, "items"), distinct)),
-        "warm_shapes": Optional(ListOf(ListOf(COUNT))),
-        "split": Record({"valid": SPLIT, "test": SPLIT}),
-        "analyzer": Optional(Plain()),
-        "state_dict": MapOf(AnyTensor()),
-        # RecBole's load_other_parameter sets each entry as an attribute of the model: none of the served models
-        # keeps one, so a value could only overwrite what the model built (its F, its R)
-        "other_parameter": Kind("None (the served models keep no other parameter)", lambda v: v is None),
-        # which epoch validation kept (-1: the untrained start) and the scores behind it (model_file.training_record)
-        "training": Optional(
-            Record(
-                {
-                    "kept_epoch": Optional(Kind("a whole number of at least -1", lambda v: _is_int(v) and v >= -1)),
-                    "valid_metric": TEXT,
-                    "kept_valid_score": Optional(REAL),
-                    "start_valid_score": Optional(REAL),
-                }
-            )
-        ),
-        "integrity": Record({"sha256": SHA256, "tensor_bytes": COUNT}),
+# A dict is a record of exactly its keys, checked in order ("key?": may be absent); Optional: None allowed.
+ARTIFACT = {
+    "format": TEXT,
+    "format_version": COUNT,
+    "package_version": TEXT,
+    "model": TEXT,
+    "settings": MapOf(plain_data),
+    "data": Optional(plain_data),
+    "vocabulary": vocabulary_fields,
+    "features": {
+        "names": ListOf(TEXT, length="features"),
+        "fields": ListOf(TEXT, length="fields"),
+        "dense_fields": ListOf(TEXT),
+        "matrix": csr_arrays("items", "features", torch.float64),
+        # content columns: the first ones of matrix; identity columns (hybrid FBSM) follow them
+        "column_weights": Tensor(torch.float64, ("content_features",), (">= 0",)),
+        "column_field": Tensor(torch.int64, ("content_features",), (("range", 0, "fields"),)),
+        "field_scales": FEATURE_STATISTIC,
+        "source_columns": Tensor(torch.int64, ("content_features",), (("range", 0, "source_columns"),)),
+        "average_lengths": FEATURE_STATISTIC,
+        "mean_square_norms": Optional(Tensor(torch.float64, (None,), (">= 0",))),
+        "weighting": choice(*FITTED_WEIGHTINGS),
+        "normalize": FLAG,
+        "bm25_k1": Optional(NON_NEGATIVE),
+        "bm25_b": Optional(Kind("a number from 0 to 1", lambda v: _is_real(v) and 0 <= v <= 1)),
+        "shrink": NON_NEGATIVE,
+        # artifacts before the hybrid FBSM have neither
+        "identity_items?": Optional(Tensor(torch.int64, ("identity",), (("range", 1, "items"), "distinct"))),
+        "identity_weight?": Optional(NON_NEGATIVE),
     },
-    optional=("integrity", "training"),
-)  # versions 1 and 2 carry no checksum; older files no training record
+    "likes": csr_arrays("users", "items", (torch.float32, torch.float64)),
+    "training_items": Tensor(torch.int64, ("training_items",), (("range", 1, "items"), "distinct")),
+    "warm_shapes": Optional(ListOf(ListOf(COUNT))),
+    "split": {"valid": split("valid"), "test": split("test")},
+    "analyzer": Optional(plain_data),
+    "state_dict": MapOf(ANY_TENSOR),
+    # RecBole's load_other_parameter sets each entry as an attribute of the model: none of the served models
+    # keeps one, so a value could only overwrite what the model built (its F, its R)
+    "other_parameter": Kind("None (the served models keep no other parameter)", lambda v: v is None),
+    # which epoch validation kept (-1: the untrained start) and the scores behind it (model_file.training_record);
+    # absent in older files
+    "training?": Optional(
+        {
+            "kept_epoch": Optional(Kind("a whole number of at least -1", lambda v: _is_int(v) and v >= -1)),
+            "valid_metric": TEXT,
+            "kept_valid_score": Optional(REAL),
+            "start_valid_score": Optional(REAL),
+        }
+    ),
+    # versions 1 and 2 carry no checksum
+    "integrity?": {"sha256": SHA256, "tensor_bytes": COUNT},
+}
 
 
 # ------------------------------------------------------------------------------ checks across fields
-def check_vocabulary_fields(content, ctx):
+def check_across_fields(content, ctx):
+    """The vocabulary holds the users', the items' and each feature field's tokens, a type per feature field;
+    the warm tables' shapes are those of the stored tables."""
     vocabulary, features = content["vocabulary"], content["features"]
     fields = list(features["fields"])
     expected = {vocabulary["uid_field"], vocabulary["iid_field"], *fields}
@@ -450,15 +347,10 @@ def check_vocabulary_fields(content, ctx):
         )
     # source_columns index the fields' vocabularies laid side by side ([PAD] left out)
     ctx.dimension("source_columns", sum(_token_count(vocabulary["tokens"][f]) - 1 for f in fields), "vocabulary.tokens")
-
-
-def check_warm_shapes(content, ctx):
     shapes, weights = content.get("warm_shapes"), content["state_dict"]
     if shapes is None:
         return
-    stored = [
-        list(weights[key].shape) if key in weights else None for key in ("warm_user_embedding", "warm_item_embedding")
-    ]
+    stored = [list(weights[k].shape) if k in weights else None for k in ("warm_user_embedding", "warm_item_embedding")]
     if [list(s) for s in shapes] != stored or stored[0][0] != ctx.dims["users"] or stored[1][0] != ctx.dims["items"]:
         raise Invalid(
             "warm_shapes",
@@ -467,7 +359,51 @@ def check_warm_shapes(content, ctx):
         )
 
 
-STRUCTURE_CHECKS = (check_vocabulary_fields, check_warm_shapes)
+# ---------------------------------------------------------------------------------------- value checks
+def check_values(rule, array, where, ctx):
+    """One value rule of the table on a tensor's contents (as numpy, after the checksum)."""
+    match rule:
+        case "pointers":
+            if len(array) and array[0] != 0:
+                raise Invalid(where, f"expected the first pointer 0, got {int(array[0])}")
+            drops = np.flatnonzero(np.diff(array) < 0)
+            if len(drops):
+                k = int(drops[0])
+                raise Invalid(
+                    where,
+                    f"expected non-decreasing pointers; position {k + 1} goes down "
+                    f"({int(array[k])} -> {int(array[k + 1])})",
+                )
+        case ("ends at", entries):
+            if len(array) and int(array[-1]) != entries:
+                raise Invalid(where, f"expected the last pointer to be the {entries} entries, got {int(array[-1])}")
+        case ("range", low, dim):
+            high = ctx.dims[dim]
+            outside = np.flatnonzero((array < low) | (array >= high))
+            if len(outside):
+                raise Invalid(
+                    where,
+                    f"value {int(array[outside[0]])} at position {int(outside[0])} is outside "
+                    f"{low} to {high - 1} ({dim} = {high}); {len(outside)} such value(s)",
+                )
+        case "finite" | ">= 0":
+            bad = np.flatnonzero(~np.isfinite(array))
+            if len(bad):
+                raise Invalid(where, f"{len(bad)} non-finite value(s) (e.g. {array[bad[0]]} at position {int(bad[0])})")
+            if rule == ">= 0" and len(array) and array.min() < 0:
+                raise Invalid(where, f"expected values >= 0, got {array.min()}")
+        case "distinct":
+            if len(np.unique(array)) != len(array):
+                raise Invalid(where, "expected distinct ids, some appear more than once")
+        case "lengths":
+            if len(array) and array.min() < 0:
+                k = int(np.argmin(array))
+                raise Invalid(where, f"token {k} has length {int(array[k])}; expected lengths >= 0")
+        case ("covers", n_bytes):
+            if int(array.sum()) != n_bytes:
+                raise Invalid(where, f"the token lengths add up to {int(array.sum())} bytes, the tokens hold {n_bytes}")
+        case _:
+            raise ValueError(f"no value rule {rule!r} (a misspelt rule in ARTIFACT would check nothing)")
 
 
 def check_utf8(record, where):
@@ -475,26 +411,24 @@ def check_utf8(record, where):
     whole and no token starts inside a character (a continuation byte, 0b10xxxxxx)."""
     data, lengths = record["utf8"].numpy(), record["lengths"].numpy()
     ends = np.cumsum(lengths)
+    starts = ends - lengths
     try:
         data.tobytes().decode("utf-8")
         position = None
     except UnicodeDecodeError as error:
         position, reason = error.start, error.reason
-    starts = ends - lengths
-    inside = (
-        np.flatnonzero((lengths > 0) & ((data[np.minimum(starts, max(len(data) - 1, 0))] & 0xC0) == 0x80))
-        if len(data)
-        else np.zeros(0, dtype=np.int64)
-    )
-    if position is None and len(inside):
-        position, reason = int(starts[inside[0]]), "a token starts inside a character"
+    if position is None and len(data):
+        inside = np.flatnonzero((lengths > 0) & ((data[np.minimum(starts, len(data) - 1)] & 0xC0) == 0x80))
+        if len(inside):
+            position, reason = int(starts[inside[0]]), "a token starts inside a character"
     if position is not None:
         token = int(np.searchsorted(ends, position, side="right"))
         raise Invalid(f"{where}.utf8", f"token {token} is not UTF-8 ({reason}, byte {position})")
 
 
 def decode_tokens(record, where):
-    """A field's tokens as strings (version 1: the list itself), checked: UTF-8, distinct, '[PAD]' first."""
+    """A field's tokens as strings (version 1: the list itself), checked: UTF-8, RecBole's padding token first,
+    none twice (a token's second id would never be reached)."""
     if isinstance(record, list):
         tokens = np.asarray(record, dtype=object)
     else:
@@ -502,12 +436,6 @@ def decode_tokens(record, where):
         data, ends = record["utf8"].numpy(), np.cumsum(record["lengths"].numpy())
         starts = (ends - record["lengths"].numpy()).tolist()
         tokens = np.asarray([data[a:b].tobytes().decode("utf-8") for a, b in zip(starts, ends.tolist())], dtype=object)
-    check_distinct_tokens(tokens, where)
-    return tokens
-
-
-def check_distinct_tokens(tokens, where):
-    """RecBole's padding token first, and no token twice (a token's second id would never be reached)."""
     if not len(tokens) or tokens[0] != "[PAD]":
         raise Invalid(
             where, f"expected RecBole's padding token '[PAD]' first, got {_got(tokens[0] if len(tokens) else None)}"
@@ -515,12 +443,13 @@ def check_distinct_tokens(tokens, where):
     repeated = pd.Index(tokens).duplicated()
     if repeated.any():
         raise Invalid(where, f"token {tokens[np.flatnonzero(repeated)[0]]!r} appears more than once")
+    return tokens
 
 
 def check_tokens_and_names(content, ctx):
-    """Every vocabulary is UTF-8 (the users' and items' are decoded once, by ``vocabulary_from_record``, which
-    checks them with ``check_distinct_tokens``); each feature name is its column's token (``source_columns``): a
-    renamed or swapped name would put a learned weight on another token."""
+    """Every vocabulary is UTF-8 (the users' and items' are decoded once, by ``vocabulary_from_record``); each
+    feature name is its column's token (``source_columns``): a renamed or swapped name would put a learned weight
+    on another token."""
     vocabulary, features = content["vocabulary"], content["features"]
     fields = list(features["fields"])
     for name, record in vocabulary["tokens"].items():
@@ -533,8 +462,7 @@ def check_tokens_and_names(content, ctx):
     side_by_side = np.concatenate(
         [np.asarray([f"{f}:"], dtype=object) + tokens[f][1:] for f in fields] + [np.zeros(0, dtype=object)]
     )
-    names = np.asarray(features["names"], dtype=object)
-    names = check_identity_names(content, names, ctx)
+    names = check_identity_names(content, np.asarray(features["names"], dtype=object), ctx)
     expected = np.full(len(names), None, dtype=object)
     within = sparse & (source < len(side_by_side))
     expected[within] = side_by_side[source[within]]
@@ -542,8 +470,7 @@ def check_tokens_and_names(content, ctx):
     if len(wrong):
         k = int(wrong[0])
         raise Invalid(f"features.names[{k}]", f"expected {expected[k]!r} (the token of its column), got {names[k]!r}")
-    order = np.lexsort((names.astype(str), column_field))
-    if not np.array_equal(order, np.arange(len(names))):
+    if not np.array_equal(np.lexsort((names.astype(str), column_field)), np.arange(len(names))):
         raise Invalid("features.names", "expected the columns sorted by field and token, as the features are built")
 
 
@@ -574,44 +501,28 @@ def check_identity_names(content, names, ctx):
     return names[:n_content]
 
 
-def check_settings(content, ctx):
+def check_settings_and_analyzer(content, ctx):
+    """The settings pass the settings table's checks; the analyzer is a converter's."""
     for key, value in content["settings"].items():
         if key in SPECS and key not in MACHINE_SETTINGS and value is not None:
             problem = SPECS[key](value)
             if problem:
                 raise Invalid(f"settings.{key}", f"expected {problem}, got {_got(value)}")
-
-
-def check_analyzer(content, ctx):
-    if content.get("analyzer") is None:
-        return
-    try:
-        analyzer_records(content["analyzer"])
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise Invalid("analyzer", f"not a converter's analyzer document ({type(error).__name__}: {error})") from None
-
-
-def check_split_lengths(content, ctx):
-    for name, part in content["split"].items():
-        if part is not None and len(part["users_of_likes"]) != len(part["items_of_likes"]):
+    if content.get("analyzer") is not None:
+        try:
+            analyzer_records(content["analyzer"])
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise Invalid(
-                f"split.{name}",
-                f"{len(part['users_of_likes'])} users of likes, {len(part['items_of_likes'])} items of likes",
-            )
-
-
-VALUE_CHECKS = (check_settings, check_split_lengths, check_tokens_and_names, check_analyzer)
+                "analyzer", f"not a converter's analyzer document ({type(error).__name__}: {error})"
+            ) from None
 
 
 # ------------------------------------------------------------------------------------------- checksum
 def _tensors(value):
     if isinstance(value, torch.Tensor):
         yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _tensors(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
+    elif isinstance(value, (dict, list, tuple)):
+        for item in value.values() if isinstance(value, dict) else value:
             yield from _tensors(item)
 
 
@@ -662,13 +573,12 @@ def seal(content):
 
 # ----------------------------------------------------------------------------------------------- entry
 def validate(content, path, checksum=True):
-    """Check ``content`` (an artifact's dict) in the module docstring's order; an ``ArtifactError`` names the
+    """Check ``content`` (an artifact's dict) in docs/serve.md's order; an ``ArtifactError`` names the
     first problem. ``checksum``: False for versions 1 and 2, which carry none."""
     ctx = Context()
     try:
-        ARTIFACT.check(content, "", ctx)
-        for check in STRUCTURE_CHECKS:
-            check(content, ctx)
+        check(ARTIFACT, content, "", ctx)
+        check_across_fields(content, ctx)
         integrity = content.get("integrity")
         if checksum and integrity is None:
             raise Invalid("integrity", "missing: a version 3 artifact carries its SHA-256")
@@ -686,10 +596,10 @@ def validate(content, path, checksum=True):
                     "its SHA-256 is not the one it was written with: the file was damaged or edited "
                     "since (copy it again, or export it again from its checkpoint)",
                 )
-        for check, tensor, where in ctx.values:
-            check(tensor.numpy(), where, ctx)
-        for check in VALUE_CHECKS:
-            check(content, ctx)
+        for rule, tensor, where in ctx.values:
+            check_values(rule, tensor.numpy(), where, ctx)
+        check_settings_and_analyzer(content, ctx)
+        check_tokens_and_names(content, ctx)
     except Invalid as error:
         raise ArtifactError(path, error.where, error.message) from None
 
@@ -699,13 +609,11 @@ def check_state_dict(state_dict, model, path):
     and exact dtypes, and finite values, before ``load_state_dict`` could cast them (an int64 or float16 V was
     silently converted) or copy a NaN into every score."""
     expected = model.state_dict()
-    name = type(model).__name__
-    unknown, missing = sorted(set(state_dict) - set(expected)), sorted(set(expected) - set(state_dict))
-    if unknown or missing:
+    if set(state_dict) != set(expected):
         raise ArtifactError(
             path,
             "state_dict",
-            f"a {name} has parameters {sorted(expected)}; the file has "
+            f"a {type(model).__name__} has parameters {sorted(expected)}; the file has "
             f"{sorted(state_dict)} (is it another model's artifact?)",
         )
     for key, value in expected.items():
@@ -756,9 +664,7 @@ def check_model_settings(content, path):
         return  # not a plugin model: the caller refuses it by name
     defaults = yaml.safe_load(model_file.read_text(encoding="utf-8")) or {}
     needed = [
-        key
-        for key, value in defaults.items()
-        if key in PLUGIN_SETTINGS and PLUGIN_SETTINGS[key].layer == MODEL and value is not None
+        k for k, v in defaults.items() if k in PLUGIN_SETTINGS and PLUGIN_SETTINGS[k].layer == MODEL and v is not None
     ]
     missing = [key for key in needed if content["settings"].get(key) is None]
     if missing:
@@ -768,12 +674,11 @@ def check_model_settings(content, path):
             f"no {', '.join(missing)}, which a {name} is built from "
             f"(properties/model/{name}.yaml): is it another model's artifact?",
         )
-    weights = content["state_dict"]
     for entry in MODEL_SIZES.get(name, ()):
         for setting, value, parameter in _sized_settings(content["settings"], entry):
             if value is None:
                 continue  # a default the model derives from checked shapes (output_size ~: the warm rank)
-            stored = weights.get(parameter)
+            stored = content["state_dict"].get(parameter)
             if stored is None:
                 raise ArtifactError(
                     path, "state_dict", f"no {parameter}, which a {name} has (is it another model's artifact?)"
@@ -782,7 +687,6 @@ def check_model_settings(content, path):
                 raise ArtifactError(
                     path,
                     f"settings.{setting}",
-                    f"{_got(value)} does not size the stored "
-                    f"state_dict.{parameter} (shape {tuple(stored.shape)}): "
+                    f"{_got(value)} does not size the stored state_dict.{parameter} (shape {tuple(stored.shape)}): "
                     "the model it builds would not fit its parameters",
                 )

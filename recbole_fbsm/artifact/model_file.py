@@ -1,28 +1,8 @@
 """The model artifact: one file that holds everything needed to score, and nothing that runs code.
 
-Contents (tensors and plain values, read with ``torch.load(weights_only=True)``):
-
-- ``format``, ``format_version``, ``package_version``, ``model``: what the file is and what wrote it;
-- ``settings``: the run's final settings as plain data (the model's hyperparameters among them);
-- ``data``: the fingerprint of the atomic files its dataset read (``storage.fingerprint``);
-- ``vocabulary``: the user and item tokens by internal id, each feature field's type and dataset tokens
-  (each field's tokens as their UTF-8 bytes one after the other and each token's length: version 1 kept a
-  list of strings, 2.6 million Python objects and 250 MB more at the write for 2 million items);
-- ``features``: the fitted ``ItemFeatures`` (column names field:token in order, idf / BM25 statistics,
-  normalisation and shrink, and the weighted rows of the dataset's items);
-- ``likes``: the training likes (users x items); ``training_items``;
-- ``split``: the validation and test items and likes (what ``compare-users`` evaluates on);
-- ``analyzer``: the converter's raw-text analyzer of the feature fields, when the dataset has one;
-- ``state_dict`` / ``other_parameter``: the learned parameters (and, for the two-tower models, the
-  warm backbone's tables);
-- ``training``: which epoch validation kept (``kept_epoch`` -1: the untrained start, e.g. FBSM's fixed
-  similarity with V still at its random initialisation), its validation score and the start's; absent in
-  artifacts written before it was recorded (unknown, not "learned").
-- ``integrity`` (version 3): the SHA-256 of all the above and the bytes of its tensors, written by
-  ``write_artifact`` and checked with every field's shape, dtype and values before anything is used
-  (``artifact.integrity``).
-
-A served model is rebuilt from these alone: no dataset folder, no retraining, features matched by name.
+Tensors and plain values (read with ``torch.load(weights_only=True)``), one entry per field of
+``integrity.ARTIFACT``; docs/serve.md ("Format, checksum and what is validated") says what each holds. A served
+model is rebuilt from these alone: no dataset folder, no retraining, features matched by name.
 """
 
 import warnings
@@ -34,7 +14,7 @@ import scipy.sparse as sp
 import torch
 from recbole.utils import FeatureType
 
-from recbole_fbsm.artifact.integrity import ArtifactError, Invalid, check_distinct_tokens, seal, validate
+from recbole_fbsm.artifact.integrity import ArtifactError, Invalid, decode_tokens, seal, validate
 from recbole_fbsm.data.analyzer import analyzer_path, read_analyzer_document
 from recbole_fbsm.data.features import ItemFeatures
 from recbole_fbsm.data.token_ids import TokenIds
@@ -147,13 +127,6 @@ def tokens_record(tokens):
     return {"utf8": torch.from_numpy(packed[kept]), "lengths": torch.from_numpy(lengths)}
 
 
-def tokens_from_record(record):
-    data, ends = record["utf8"].numpy(), np.cumsum(record["lengths"].numpy())
-    return [
-        data[a:b].tobytes().decode("utf-8") for a, b in zip((ends - record["lengths"].numpy()).tolist(), ends.tolist())
-    ]
-
-
 def vocabulary_record(dataset, fields):
     tokens = {
         name: tokens_record(dataset.field2id_token[name])
@@ -170,14 +143,9 @@ def vocabulary_record(dataset, fields):
 
 def vocabulary_from_record(record, source="model artifact"):
     """The ``Vocabulary`` of a validated artifact's record; an ``ArtifactError`` naming ``source`` for a token
-    that appears twice (checked here, where the tokens are decoded anyway)."""
-    tokens = {
-        name: np.asarray(values if isinstance(values, list) else tokens_from_record(values), dtype=object)
-        for name, values in record["tokens"].items()
-    }
+    that appears twice (checked here, where the users' and items' tokens are decoded anyway)."""
     try:
-        for name, values in tokens.items():
-            check_distinct_tokens(values, f"vocabulary.tokens.{name}")
+        tokens = {name: decode_tokens(values, f"vocabulary.tokens.{name}") for name, values in record["tokens"].items()}
     except Invalid as error:
         raise ArtifactError(source, error.where, error.message) from None
     types = {name: FeatureType(kind) for name, kind in record["types"].items()}
@@ -219,13 +187,10 @@ def kept_untrained_start(training):
 
 
 def build_artifact(model, config, train_dataset, valid_dataset=None, test_dataset=None, analyzer=None, training=None):
-    """The artifact of a trained ``model`` (see the module docstring) as a dict of tensors and plain values.
-
-    ``train_dataset`` carries the fitted ``model_inputs`` the model was built from (``quick_start.prepare``
-    attaches them) and the ``data_fingerprint`` of the files its dataset read (set where the dataset is loaded);
-    ``analyzer``: the converter's analyzer document of the dataset, if any; ``training``: the
-    ``training_record`` of the run (None: not known).
-    """
+    """The artifact of a trained ``model`` as a dict of tensors and plain values. ``train_dataset`` carries the
+    fitted ``model_inputs`` (``quick_start.prepare`` attaches them) and the ``data_fingerprint`` of the files its
+    dataset read; ``analyzer``: the dataset's analyzer document, if any; ``training``: the run's
+    ``training_record`` (None: not known)."""
     inputs = getattr(train_dataset, "model_inputs", None)
     if inputs is None:
         raise ColdStartError(
@@ -233,8 +198,7 @@ def build_artifact(model, config, train_dataset, valid_dataset=None, test_datase
             "ItemKNNCBF, DropoutNet, Heater and ALDI (models built from item features) make a model "
             "artifact."
         )
-    features = inputs.features
-    warm = inputs.warm
+    features, warm = inputs.features, inputs.warm
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,

@@ -12,7 +12,8 @@ import pytest
 import torch
 from helpers import planted_settings, write_planted
 
-from recbole_fbsm.artifact.model_file import FORMAT_VERSION, read_artifact, tokens_from_record
+from recbole_fbsm.artifact.integrity import decode_tokens
+from recbole_fbsm.artifact.model_file import FORMAT_VERSION, read_artifact
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.serve import compare_users, explain, load_model, read_new_items, recommend, strongest_interactions
@@ -163,7 +164,7 @@ def test_a_version_1_artifact_still_serves_the_same_lists(trained, tmp_path):
         "format_version": 1,
         "vocabulary": {
             **vocabulary,
-            "tokens": {name: tokens_from_record(record) for name, record in vocabulary["tokens"].items()},
+            "tokens": {name: decode_tokens(record, name).tolist() for name, record in vocabulary["tokens"].items()},
         },
     }
     old_file = tmp_path / "version1.fbsm"

@@ -21,7 +21,6 @@ from recbole_fbsm.artifact.model_file import (
     FORMAT_VERSION,
     UnsealedArtifactWarning,
     read_artifact,
-    tokens_from_record,
     tokens_record,
 )
 from recbole_fbsm.errors import ColdStartError
@@ -70,7 +69,7 @@ def _set_tokens(content, field, tokens):
 
 
 def _tokens(content, field):
-    return tokens_from_record(content["vocabulary"]["tokens"][field])
+    return integrity.decode_tokens(content["vocabulary"]["tokens"][field], field).tolist()
 
 
 def _split_character(content):

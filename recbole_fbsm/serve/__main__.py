@@ -190,16 +190,8 @@ def run_http(args):
     store = open_store(location)
     if new_items is not None:
         store.put_items(stored_items_of(new_items, served))
-    run_service(
-        LiveState(args.checkpoint, store, device=args.device, served=served),
-        args.host,
-        args.port,
-        token,
-        args.max_body,
-        args.workers,
-        location,
-        args.device,
-    )
+    state = LiveState(args.checkpoint, store, device=args.device, served=served)
+    run_service(state, args.host, args.port, token, args.max_body, args.workers)
     return []
 
 

@@ -14,8 +14,7 @@ def main(argv=None, prog="recbole-fbsm serve"):
         warnings.simplefilter("always")
         warnings.showwarning = _show_warning  # printed when they happen: a service's start-up warnings at start-up
         try:
-            if args.command in FORMATTED_OUTPUTS:
-                _check_output_names(args)
+            _check_output_names(args)
             written = COMMANDS[args.command](args)
         except ColdStartError as error:
             print(f"error: {error}", file=sys.stderr)
@@ -38,7 +37,7 @@ def _check_output_names(args):
     """A bad output extension fails before the model loads."""
     from recbole_fbsm.serve.output import resolve_format
 
-    for name in FORMATTED_OUTPUTS[args.command]:
+    for name in FORMATTED_OUTPUTS.get(args.command, ()):
         if getattr(args, name) is not None:
             resolve_format(getattr(args, name), args.format)
 

@@ -7,15 +7,17 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 
 import pytest
+import uvicorn
 from helpers import REPO_ROOT, cli_env, planted_settings, write_planted
 
 from recbole_fbsm.quick_start import run
-from recbole_fbsm.serve.http import create_app, service_in_thread
+from recbole_fbsm.serve.http import bound_socket, create_app
 from recbole_fbsm.serve.live import LiveState
 from recbole_fbsm.serve.store import open_store
 
@@ -37,6 +39,26 @@ def train(root, names):
             name: run(name, data["name"], config_dict={**common, **SETTINGS[name]})["artifact_file"] for name in names
         }
     return artifacts, data
+
+
+@contextlib.contextmanager
+def service_in_thread(app, host="127.0.0.1", port=0, timeout=30):
+    """Run ``app`` on uvicorn in a background thread; yields the base URL."""
+    sock = bound_socket(host, port)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the HTTP service did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://{host}:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout)
+        sock.close()
 
 
 @contextlib.contextmanager

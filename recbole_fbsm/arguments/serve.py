@@ -1,4 +1,4 @@
-"""Serve a trained FBSM / UFSM / CoSim (or DropoutNet, Heater, ALDI) model on brand-new items.
+"""Serve a trained model (FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater, ALDI) on brand-new items.
 
   recbole-fbsm serve recommend MODEL NEW_ITEMS --item-output top_users.csv --user-output top_items.json
   recbole-fbsm serve explain MODEL --user 196 --item new_1 --new-items NEW_ITEMS
@@ -8,25 +8,49 @@
   recbole-fbsm serve export CHECKPOINT -o MODEL.fbsm
   recbole-fbsm serve export-likes MODEL.fbsm.store.sqlite -o DIR
 
-MODEL is the .fbsm artifact a training run writes beside its checkpoint (the run prints 'model artifact:
-saved/FBSM-....fbsm'; quick_start.run returns it as result['artifact_file']): it holds the parameters,
-the fitted features, the training likes and the raw-text analyzer, and loads without the dataset and
-without running code. A training checkpoint (.pth) is accepted too: its dataset is then read once to
-make the artifact (--data-path if the data moved). NEW_ITEMS is an .item atomic file in
-the training .item file's format, or a CSV/TSV file of raw text (a header line: the item id column and
-one column of text per feature field, e.g. item_id,text), with ids never seen in training; raw text
-goes through the analyzer the converter stored with the dataset (stop words, stemming, ...). Outputs are
-CSV or JSON, chosen by the file extension or --format; without an output file the result goes to stdout.
-Mistakes (a missing field, colliding ids, an empty file, a checkpoint of another model) print 'error: ...'
-and exit with 2.
+MODEL is the .fbsm artifact a training run writes beside its checkpoint: it loads without the dataset and
+without running code; a training checkpoint (.pth) is accepted too, its dataset then read once (--data-path if
+the data moved). NEW_ITEMS is an .item atomic file in the training .item file's format, or a CSV/TSV file of
+raw text (a header line: the item id column and one column of text per feature field), with ids never seen in
+training. Outputs are CSV or JSON (the file extension or --format; stdout without an output file). Mistakes
+print 'error: ...' and exit with 2; docs/serve.md has the details.
 """
 
 import argparse
 
+from recbole_fbsm.config.checks import SEED_MAX
+
 EPILOG = "See docs/serve.md for examples and the meaning of every column."
+# the largest list length and cut-off the command line takes: longer lists are not for a terminal or a CSV
+# file (and the library clamps lengths to the candidates anyway)
+MAX_LIST_LENGTH = 1_000_000
+MODEL_FILE = "model artifact (.fbsm) or checkpoint (.pth)"
+RAW_TEXT = "the .item file's cells are raw text: analyse them as the converter did"
 
 
-def _common(parser, output_help="output file (.csv or .json; default: stdout)"):
+def integer(what, low, high=None):
+    """An argparse type: an integer from ``low`` to ``high`` (None: no upper bound). Checked while parsing: a
+    seed of 2**70 overflowed torch's generator, a --k of 10^9 asked for a 10^9-column score matrix."""
+    allowed = f"an integer from {low} to {high}" if high is not None else f"an integer of at least {low}"
+
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"expected {what}, {allowed}; got {text}")
+        return value
+
+    return parse
+
+
+def _command(commands, name, help, description, model_help=MODEL_FILE, output_help=None, epilog=EPILOG):
+    """A subcommand that reads a model (the ``checkpoint`` argument) on a torch device, with the options every
+    such command shares; ``output_help``: the help of its ``--output`` (None: it has none)."""
+    parser = commands.add_parser(name, help=help, description=description, epilog=epilog)
+    if model_help:
+        parser.add_argument("checkpoint", metavar="model", help=model_help)
     parser.add_argument("--device", default="cpu", help="torch device to score on (default: %(default)s)")
     parser.add_argument(
         "--data-path",
@@ -47,31 +71,30 @@ def _common(parser, output_help="output file (.csv or .json; default: stdout)"):
     )
     if output_help:
         parser.add_argument("--output", "-o", default=None, help=output_help)
+    return parser
+
+
+def _top(parser, default, help):
+    parser.add_argument("--top", "-n", type=integer("entries per list", 1, MAX_LIST_LENGTH), default=default, help=help)
 
 
 def _add_recommend(commands):
-    recommend = commands.add_parser(
+    recommend = _command(
+        commands,
         "recommend",
         help="top users for each new item, and top new items for users",
         description="Score brand-new items (an .item file) with a trained model: (a) for each new item the top-N "
         "users to show it to (among users with training likes), (b) for the given users (default: "
         "all with training likes) the top-N new items. Feature tokens the model does not know are "
         "ignored and counted in a warning. Without --item-output / --user-output both lists go to stdout.",
-        epilog=EPILOG,
-    )
-    recommend.add_argument(
-        "checkpoint",
-        metavar="model",
-        help="model artifact (.fbsm) or checkpoint (.pth) of FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater or ALDI",
+        model_help=f"{MODEL_FILE} of FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater or ALDI",
     )
     recommend.add_argument(
         "new_items",
         help=".item file of new items (same feature fields as training, new ids), or a CSV/TSV file of their raw text",
     )
-    recommend.add_argument(
-        "--raw-text", action="store_true", help="the .item file's cells are raw text: analyse them as the converter did"
-    )
-    recommend.add_argument("--top", "-n", type=int, default=10, help="entries per list (default: %(default)s)")
+    recommend.add_argument("--raw-text", action="store_true", help=RAW_TEXT)
+    _top(recommend, 10, "entries per list (default: %(default)s)")
     recommend.add_argument("--item-output", default=None, help="file for (a): item_id, rank, user_id, score")
     recommend.add_argument("--user-output", default=None, help="file for (b): user_id, rank, item_id, score")
     recommend.add_argument(
@@ -83,84 +106,83 @@ def _add_recommend(commands):
     )
     recommend.add_argument("--users-file", default=None, help="file with one user id per line for (b)")
     recommend.add_argument(
-        "--seed", type=int, default=None, help="seed of the random tie breaking (default: the checkpoint's seed)"
+        "--seed",
+        type=integer("the seed of the tie breaking", 0, SEED_MAX),
+        default=None,
+        help="seed of the random tie breaking (default: the checkpoint's seed)",
     )
-    _common(recommend, output_help=None)
 
 
 def _add_explain(commands):
-    explain = commands.add_parser(
+    explain = _command(
+        commands,
         "explain",
         help="break one (user, item) score into feature pairs and liked items",
         description="Explain score(user, item): the contributions of feature pairs (diagonal part f_ip c_p f_up; "
         "for FBSM also the low-rank part f_ip (v_p.v_q) f_uq, p = q included) and of the user's training "
         "likes (sim(i, j)). Both add up to the model's score. The item is a dataset item or a new item "
         "of --new-items; a dataset item the user liked in training is scored without its own features.",
-        epilog=EPILOG,
-    )
-    explain.add_argument(
-        "checkpoint", metavar="model", help="model artifact (.fbsm) or checkpoint (.pth) of FBSM, UFSM or CoSim"
+        model_help=f"{MODEL_FILE} of FBSM, UFSM or CoSim",
+        output_help="output file (.csv or .json; default: a readable summary on stdout)",
     )
     explain.add_argument("--user", required=True, help="user id (as in the .inter file)")
     explain.add_argument("--item", required=True, help="item id: a dataset item, or a new item of --new-items")
     explain.add_argument(
         "--new-items", default=None, help=".item file (or CSV/TSV file of raw text) holding the new item"
     )
-    explain.add_argument(
-        "--raw-text", action="store_true", help="the .item file's cells are raw text: analyse them as the converter did"
-    )
-    explain.add_argument(
-        "--top",
-        "-n",
-        type=int,
-        default=10,
-        help="entries shown per part and for items; the rest is summed in one line (default: %(default)s)",
-    )
-    _common(explain, output_help="output file (.csv or .json; default: a readable summary on stdout)")
+    explain.add_argument("--raw-text", action="store_true", help=RAW_TEXT)
+    _top(explain, 10, "entries shown per part and for items; the rest is summed in one line (default: %(default)s)")
 
 
 def _add_interactions(commands):
-    interactions = commands.add_parser(
+    interactions = _command(
+        commands,
         "interactions",
         help="FBSM's strongest learned feature interactions",
         description="The largest and most negative off-diagonal entries v_p.v_q of FBSM's D + V V^T (p != q, each pair "
         "once) and the largest and smallest self-weights D_p + ||v_p||^2, with feature names, computed "
         "block by block (never the dense features x features matrix).",
-        epilog=EPILOG,
+        model_help=f"FBSM {MODEL_FILE}",
+        output_help="output file (.csv or .json; default: stdout)",
     )
-    interactions.add_argument("checkpoint", metavar="model", help="FBSM model artifact (.fbsm) or checkpoint (.pth)")
-    interactions.add_argument("--top", "-n", type=int, default=20, help="entries per kind (default: %(default)s)")
+    _top(interactions, 20, "entries per kind (default: %(default)s)")
     interactions.add_argument(
         "--min-items",
-        type=int,
+        type=integer("training items per feature", 0, MAX_LIST_LENGTH),
         default=0,
         help="only features that occur in at least this many training items (1: leave out tokens "
         "of validation/test items only, which training never touched; default: %(default)s)",
     )
-    _common(interactions)
 
 
 def _add_compare_users(commands):
-    compare = commands.add_parser(
+    compare = _command(
+        commands,
         "compare-users",
         help="users for whom model A is better, the same, or worse than B (test Recall@k)",
         description="The paper's user-level investigation: per-user test Recall@k of two checkpoints trained on the "
         "same dataset and item split (checked), ranking only the test items with fair random tie breaking; the "
         "users are grouped into A better / same / worse, with counts, distinct test items, and likes per user "
         "and per item for each group.",
-        epilog=EPILOG,
+        model_help=None,
+        output_help="file for the group table (.csv or .json; default: stdout)",
     )
     compare.add_argument("checkpoint_a", metavar="model_a", help="artifact (or checkpoint) of model A")
     compare.add_argument(
         "checkpoint_b", metavar="model_b", help="artifact (or checkpoint) of model B (same dataset and split)"
     )
-    compare.add_argument("--k", type=int, default=10, help="Recall@k cut-off (default: %(default)s)")
+    compare.add_argument(
+        "--k",
+        type=integer("the Recall cut-off", 1, MAX_LIST_LENGTH),
+        default=10,
+        help="Recall@k cut-off (default: %(default)s)",
+    )
     compare.add_argument("--per-user", default=None, help="also write the per-user recalls and groups to this file")
-    _common(compare, output_help="file for the group table (.csv or .json; default: stdout)")
 
 
 def _add_http(commands):
-    http = commands.add_parser(
+    http = _command(
+        commands,
         "http",
         help="an HTTP service that remembers: new items, likes, top-N lists of the whole catalogue (JSON)",
         description="Serve the model over HTTP (Starlette on uvicorn): POST /items adds new items (raw text or "
@@ -171,13 +193,12 @@ def _add_http(commands):
         "likes live in the store (--store), committed before each answer. Stop it with Ctrl-C.",
         epilog="See docs/serve.md for the request and answer formats.",
     )
-    http.add_argument("checkpoint", metavar="model", help="model artifact (.fbsm) or checkpoint (.pth)")
     http.add_argument(
         "--host",
         default="127.0.0.1",
         help="address to listen on (default: %(default)s; any other address needs --token)",
     )
-    http.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    http.add_argument("--port", type=integer("a TCP port", 0, 65535), default=8000, help="port (default: %(default)s)")
     http.add_argument(
         "--new-items", default=None, help="new items to add to the store at start (.item file, or CSV/TSV of raw text)"
     )
@@ -193,15 +214,17 @@ def _add_http(commands):
         help="bearer token that POST and DELETE requests need (default: $RECBOLE_FBSM_TOKEN; none: loopback only)",
     )
     http.add_argument(
-        "--max-body", type=int, default=8 << 20, help="largest request body in bytes (default: %(default)s)"
+        "--max-body",
+        type=integer("a number of bytes", 1),
+        default=8 << 20,
+        help="largest request body in bytes (default: %(default)s)",
     )
     http.add_argument(
         "--workers",
-        type=int,
+        type=integer("worker processes", 1, 64),
         default=1,
         help="worker processes behind the port, sharing the store (default: %(default)s)",
     )
-    _common(http, output_help=None)
 
 
 def _add_export_likes(commands):
@@ -226,16 +249,17 @@ def _add_export_likes(commands):
 
 
 def _add_export(commands):
-    export = commands.add_parser(
+    export = _command(
+        commands,
         "export",
         help="make the model artifact (.fbsm) of a training checkpoint",
         description="Read a training checkpoint and its dataset once, and write the model artifact that serves without "
         "them (a run writes it itself; this is for a checkpoint alone, or one of an older release with "
         "--trust-pickle).",
-        epilog=EPILOG,
+        model_help=None,
+        output_help="the artifact to write (default: the checkpoint's name ending in .fbsm)",
     )
     export.add_argument("checkpoint", help="training checkpoint (.pth)")
-    _common(export, output_help="the artifact to write (default: the checkpoint's name ending in .fbsm)")
 
 
 def build_parser(prog="recbole-fbsm serve"):

@@ -1,15 +1,13 @@
-"""Put a trained FBSM, UFSM, CoSim (or DropoutNet, Heater, ALDI) model to work on items that arrived after training.
+"""Put a trained model (``SERVED_MODELS``) to work on items that arrived after training.
 
-- ``load_model``: a checkpoint written by ``recbole_fbsm.quick_start.run`` (or ``run_recbole.py``) back
-  to a ready model, with the training dataset its features are rebuilt from;
+- ``load_model``: a model artifact (.fbsm) or training checkpoint (.pth) back to a ready model;
 - ``read_new_items``: an ``.item`` file of brand-new items, weighted exactly as the training features;
 - ``recommend``: top users for each new item and top new items for users;
 - ``explain``: a (user, item) score broken into feature pairs and liked training items;
 - ``strongest_interactions``: FBSM's largest learned feature interactions, without a dense matrix;
 - ``compare_users``: the paper's user-level comparison of two checkpoints on the same test split.
 
-The command line is ``recbole-fbsm serve COMMAND`` (``recbole-fbsm serve --help`` lists the commands, the
-HTTP service and the exports included); see docs/serve.md.
+The command line: ``recbole-fbsm serve --help``; docs/serve.md.
 """
 
 from recbole_fbsm.serve.explain import Explanation, explain

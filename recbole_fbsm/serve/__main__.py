@@ -7,38 +7,14 @@ import warnings
 from recbole_fbsm.arguments.serve import build_parser
 from recbole_fbsm.errors import ColdStartError
 
-# the largest list length and cut-off the command line takes: longer lists are not for a terminal or a CSV
-# file (and the library clamps lengths to the candidates anyway)
-MAX_LIST_LENGTH = 1_000_000
-SEED_MAX = 2**32 - 1  # torch's and numpy's seeds (config.checks.SEED_MAX)
-# option -> (lowest, highest, what it counts): checked after parsing, one 'error:' line each
-NUMBER_OPTIONS = {
-    "top": (1, MAX_LIST_LENGTH, "entries per list"),
-    "k": (1, MAX_LIST_LENGTH, "the Recall cut-off"),
-    "min_items": (0, MAX_LIST_LENGTH, "training items per feature"),
-    "seed": (0, SEED_MAX, "the seed of the tie breaking"),
-}
-
-
-def check_numbers(args):
-    """A ColdStartError for a number option outside its range (a seed of 2**70 overflowed torch's generator, a
-    --k of 10^9 asked for a 10^9-column score matrix)."""
-    for name, (low, high, what) in NUMBER_OPTIONS.items():
-        value = getattr(args, name, None)
-        if value is not None and not low <= value <= high:
-            raise ColdStartError(
-                f"--{name.replace('_', '-')}: expected {what}, an integer from {low} to {high}; got {value}."
-            )
-
 
 def main(argv=None, prog="recbole-fbsm serve"):
-    parser = build_parser(prog)
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = build_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = _show_warning  # printed when they happen: a service's start-up warnings at start-up
         try:
-            check_numbers(args)
+            _check_output_names(args)
             written = COMMANDS[args.command](args)
         except ColdStartError as error:
             print(f"error: {error}", file=sys.stderr)
@@ -57,6 +33,15 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
         print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
+def _check_output_names(args):
+    """A bad output extension fails before the model loads."""
+    from recbole_fbsm.serve.output import resolve_format
+
+    for name in FORMATTED_OUTPUTS.get(args.command, ()):
+        if getattr(args, name) is not None:
+            resolve_format(getattr(args, name), args.format)
+
+
 def _load(args, path=None):
     from recbole_fbsm.serve.loading import load_model
 
@@ -65,12 +50,9 @@ def _load(args, path=None):
 
 
 def run_recommend(args):
-    from recbole_fbsm.serve.output import grouped_records, resolve_format, write_output
+    from recbole_fbsm.serve.output import grouped_records, write_output
     from recbole_fbsm.serve.recommend import recommend
 
-    for path in (args.item_output, args.user_output):
-        if path is not None:
-            resolve_format(path, args.format)  # a bad extension fails before the model loads
     users = args.users
     if args.users_file:
         try:
@@ -90,32 +72,32 @@ def run_recommend(args):
         seed=args.seed,
         raw_text=args.raw_text or None,
     )
-    kinds = [  # (output file or None for stdout, label, table, document); (b) to stdout without --user-output
-        (path, f"top {args.top} {label}", table, {group: grouped_records(table, key, listed)})
-        for path, label, table, key, group, listed, wanted in (
-            (args.item_output, "users for each new item", result.for_items, "item_id", "items", "users", to_stdout),
-            (args.user_output, "new items for each user", result.for_users, "user_id", "users", "items", True),
-        )
-        if table is not None and (wanted or path)
-    ]
-    for path, _, table, document in kinds:
-        if path is not None:
+    shown = {}  # {label: (table, document)} of the lists without an output file: (b) without --user-output
+    for path, label, table, key, group, listed in (
+        (args.item_output, "users for each new item", result.for_items, "item_id", "items", "users"),
+        (args.user_output, "new items for each user", result.for_users, "user_id", "users", "items"),
+    ):
+        if table is None:
+            continue
+        document = {group: grouped_records(table, key, listed)}
+        if path is None:
+            shown[f"top {args.top} {label}"] = (table, document)
+        else:
             write_output(path, args.format, table, document)
-    shown = [kind for kind in kinds if kind[0] is None]
     if shown:
         print_recommendations(shown, args.format)
     return [path for path in (args.item_output, args.user_output) if path]
 
 
-def print_recommendations(kinds, fmt):
-    """The lists without an output file, on stdout: one labelled table per kind (a readable table, or CSV under a
-    ``# label`` line with ``--format csv``), or one JSON document holding every kind with ``--format json``."""
+def print_recommendations(shown, fmt):
+    """``shown`` ({label: (table, document)}) on stdout: one labelled table each (a readable table, or CSV under a
+    ``# label`` line with ``--format csv``), or one JSON document holding them all with ``--format json``."""
     from recbole_fbsm.serve.output import write_output
 
     if fmt == "json":
-        write_output(None, "json", None, {key: value for *_, part in kinds for key, value in part.items()})
+        write_output(None, "json", None, {key: value for _, part in shown.values() for key, value in part.items()})
         return
-    for position, (_, label, table, _) in enumerate(kinds):
+    for position, (label, (table, _)) in enumerate(shown.items()):
         if position:
             print()
         if fmt == "csv":
@@ -128,10 +110,8 @@ def print_recommendations(kinds, fmt):
 
 def run_explain(args):
     from recbole_fbsm.serve.explain import explain
-    from recbole_fbsm.serve.output import resolve_format, write_output
+    from recbole_fbsm.serve.output import write_output
 
-    if args.output is not None:
-        resolve_format(args.output, args.format)
     explanation = explain(_load(args), args.user, args.item, new_items=args.new_items, raw_text=args.raw_text or None)
     if args.output is None and args.format is None:
         print(readable_explanation(explanation, args.top))
@@ -175,22 +155,17 @@ def readable_explanation(explanation, top):
 
 def run_interactions(args):
     from recbole_fbsm.serve.interactions import interactions_document, strongest_interactions
-    from recbole_fbsm.serve.output import resolve_format, write_output
+    from recbole_fbsm.serve.output import write_output
 
-    if args.output is not None:
-        resolve_format(args.output, args.format)
     table = strongest_interactions(_load(args), top=args.top, min_items=args.min_items)
     write_output(args.output, args.format, table, interactions_document(table))
     return [args.output] if args.output else []
 
 
 def run_compare(args):
-    from recbole_fbsm.serve.output import resolve_format, write_output
+    from recbole_fbsm.serve.output import write_output
     from recbole_fbsm.serve.user_level import compare_users
 
-    for path in (args.output, args.per_user):
-        if path is not None:
-            resolve_format(path, args.format)
     comparison = compare_users(_load(args, args.checkpoint_a), _load(args, args.checkpoint_b), k=args.k)
     write_output(args.output, args.format, comparison.groups, comparison.to_dict())
     if args.per_user:
@@ -206,12 +181,6 @@ def run_http(args):
     from recbole_fbsm.serve.new_items import read_new_items
     from recbole_fbsm.serve.store import default_store_path, open_store
 
-    if not 0 <= args.port <= 65535:
-        raise ColdStartError(f"--port: expected 0 to 65535; got {args.port}.")
-    if not 1 <= args.workers <= 64:
-        raise ColdStartError(f"--workers: expected 1 to 64; got {args.workers}.")
-    if args.max_body < 1:
-        raise ColdStartError(f"--max-body: expected a positive number of bytes; got {args.max_body}.")
     token = args.token or os.environ.get(TOKEN_VARIABLE) or None
     check_exposure(args.host, token)  # before the model loads: one line, at once
     location = args.store or default_store_path(args.checkpoint)
@@ -220,16 +189,8 @@ def run_http(args):
     store = open_store(location)
     if new_items is not None:
         store.put_items(stored_items_of(new_items, served))
-    run_service(
-        LiveState(args.checkpoint, store, device=args.device, served=served),
-        args.host,
-        args.port,
-        token,
-        args.max_body,
-        args.workers,
-        location,
-        args.device,
-    )
+    state = LiveState(args.checkpoint, store, device=args.device, served=served)
+    run_service(state, args.host, args.port, token, args.max_body, args.workers)
     return []
 
 
@@ -252,6 +213,13 @@ def run_export(args):
     return [output]
 
 
+# the options naming a CSV or JSON file each command writes
+FORMATTED_OUTPUTS = {
+    "recommend": ("item_output", "user_output"),
+    "explain": ("output",),
+    "interactions": ("output",),
+    "compare-users": ("output", "per_user"),
+}
 COMMANDS = {
     "recommend": run_recommend,
     "explain": run_explain,

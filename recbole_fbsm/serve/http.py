@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import socket
-import threading
 import time
 import unicodedata
 import uuid
@@ -78,7 +77,7 @@ def check_id(value, what="id"):
         raise BadRequest(f"{what}: an id cannot be empty")
     if len(value) > MAX_ID_LENGTH:
         raise BadRequest(f"{what} {value[:20]!r}...: at most {MAX_ID_LENGTH} characters; got {len(value)}")
-    if any("\ud800" <= c <= "\udfff" for c in value):
+    if _has_surrogate(value):
         raise BadRequest(f"{what} {value!r}: an id cannot hold a lone surrogate (not text)")
     if "\x00" in value:
         raise BadRequest(f"{what} {value!r}: an id cannot hold NUL")
@@ -91,10 +90,8 @@ def check_id(value, what="id"):
     return value
 
 
-def _check_text(value, where):
-    if any("\ud800" <= c <= "\udfff" for c in value) or "\x00" in value:
-        raise BadRequest(f"{where}: the text holds a lone surrogate or NUL (not text)")
-    return value
+def _has_surrogate(text):
+    return any("\ud800" <= c <= "\udfff" for c in text)
 
 
 # ------------------------------------------------------------------------------------------------ app
@@ -138,7 +135,6 @@ class AccessLog:
 
     def __init__(self, app):
         self.app = app
-        self.state = app.state
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -169,14 +165,16 @@ class AccessLog:
 
 
 def _endpoint(function, method, body, token, max_body):
-    """A route: auth (mutations), the body read as bounded JSON, the work in a worker thread on the current
-    snapshot; mistakes are raised and answered as 4xx by ``create_app``'s exception handlers."""
+    """A route: auth (mutations), the body read as bounded JSON, the path's ids checked (``check_id``), the work
+    in a worker thread as ``function(live, request, payload, **ids)``; mistakes are raised and answered as 4xx by
+    ``create_app``'s exception handlers."""
 
     async def endpoint(request):
         if method in ("POST", "DELETE") and token is not None and not _authorised(request, token):
             raise BadRequest("missing or wrong token: send the header 'Authorization: Bearer TOKEN'", 401)
         payload = await _read_json(request, max_body) if body else None
-        return SafeJSONResponse(await run_in_threadpool(function, request.app.state.live, request, payload))
+        ids = {name: check_id(value, f"{name} id") for name, value in request.path_params.items()}
+        return SafeJSONResponse(await run_in_threadpool(function, request.app.state.live, request, payload, **ids))
 
     return endpoint
 
@@ -198,6 +196,7 @@ async def _read_json(request, max_body):
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/json":
         raise BadRequest(f"Content-Type {kind or '(none)'!r}: expected application/json", 415)
+    # counted here, not by Starlette's max_body_size, which answers a declared oversize body in plain text
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_body:
         raise BadRequest(f"request body of {int(declared)} bytes: at most {max_body} (--max-body)", 413)
@@ -282,14 +281,19 @@ def _list_items(live, request, payload):
     }
 
 
-def _add_items(live, request, payload):
+def _request_items(payload, shape, what):
+    """``payload["items"]``: a list of 1 to ``MAX_ITEMS_PER_REQUEST`` entries, else a 400 showing ``shape``."""
     items = payload.get("items") if isinstance(payload, dict) else None
     if not isinstance(items, list) or not items:
-        raise BadRequest(
-            'expected {"items": [{"id": ..., "text": {field: text}} or {"id": ..., "tokens": {field: [tokens]}}, ...]}'
-        )
+        raise BadRequest(f"expected {shape}")
     if len(items) > MAX_ITEMS_PER_REQUEST:
-        raise BadRequest(f"{len(items)} items in one request; at most {MAX_ITEMS_PER_REQUEST}")
+        raise BadRequest(f"{len(items)} {what} in one request; at most {MAX_ITEMS_PER_REQUEST}")
+    return items
+
+
+def _add_items(live, request, payload):
+    shape = '{"items": [{"id": ..., "text": {field: text}} or {"id": ..., "tokens": {field: [tokens]}}, ...]}'
+    items = _request_items(payload, shape, "items")
     served = live.current().view.served
     stored = _parse_items(items, served)
     ignored, featureless, messages = 0, [], []
@@ -347,13 +351,14 @@ def _parse_items(items, served):
                     f"item {item_id!r}, field {name!r}: expected "
                     f"{'a string' if kind[0] == 'text' else 'a list of strings'}"
                 )
-            cells[name] = _check_text(value, f"item {item_id!r}, field {name!r}")
+            if _has_surrogate(value) or "\x00" in value:
+                raise BadRequest(f"item {item_id!r}, field {name!r}: the text holds a lone surrogate or NUL (not text)")
+            cells[name] = value
         parsed.append(StoredItem(item_id, kind[0] == "text", cells))
     return parsed
 
 
-def _remove_item(live, request, payload):
-    item = check_id(request.path_params["item"], "item id")
+def _remove_item(live, request, payload, item):
     users = live.store.delete_item(item)
     if users is None:
         raise BadRequest(f"new item {item!r} is not in the catalogue", 404)
@@ -380,8 +385,8 @@ def _known_user(snapshot, user):
         )
 
 
-def _user_items(live, request, payload):
-    user, top = check_id(request.path_params["user"], "user id"), _top(request)
+def _user_items(live, request, payload, user):
+    top = _top(request)
     scope = request.query_params.get("scope", "all")
     if scope not in SCOPES:
         raise BadRequest(f"scope: expected one of {', '.join(SCOPES)}; got {scope!r}")
@@ -402,8 +407,7 @@ def _user_items(live, request, payload):
     return answer
 
 
-def _list_likes(live, request, payload):
-    user = check_id(request.path_params["user"], "user id")
+def _list_likes(live, request, payload, user):
     snapshot = live.current()
     _known_user(snapshot, user)
     view = snapshot.view
@@ -416,13 +420,8 @@ def _list_likes(live, request, payload):
     }
 
 
-def _add_likes(live, request, payload):
-    user = check_id(request.path_params["user"], "user id")
-    items = payload.get("items") if isinstance(payload, dict) else None
-    if not isinstance(items, list) or not items:
-        raise BadRequest('expected {"items": ["item id", ...]}')
-    if len(items) > MAX_ITEMS_PER_REQUEST:
-        raise BadRequest(f"{len(items)} likes in one request; at most {MAX_ITEMS_PER_REQUEST}")
+def _add_likes(live, request, payload, user):
+    items = _request_items(payload, '{"items": ["item id", ...]}', "likes")
     items = [check_id(item, f"likes item {number}") for number, item in enumerate(items, 1)]
     snapshot = live.current()
     unknown = [item for item in items if not snapshot.knows_item(item)]
@@ -433,16 +432,14 @@ def _add_likes(live, request, payload):
     return {"user": user, "added": added, "likes": len(snapshot.likes.get(user, ()))}
 
 
-def _remove_like(live, request, payload):
-    user = check_id(request.path_params["user"], "user id")
-    item = check_id(request.path_params["item"], "item id")
+def _remove_like(live, request, payload, user, item):
     if not live.store.delete_like(user, item):
         raise BadRequest(f"user {user!r} has no stored like of item {item!r}", 404)
     return {"user": user, "removed": item, "likes": len(live.current().likes.get(user, ()))}
 
 
-def _item_users(live, request, payload):
-    item, top = check_id(request.path_params["item"], "item id"), _top(request)
+def _item_users(live, request, payload, item):
+    top = _top(request)
     snapshot = live.current()
     if item not in snapshot.position:
         raise BadRequest(f"new item {item!r} is not in the catalogue (POST it to /items first)", 404)
@@ -461,9 +458,8 @@ def _item_users(live, request, payload):
     return {"item": item, "users": table.astype({"user_id": str})[["user_id", "rank", "score"]].to_dict("records")}
 
 
-def _explanation(live, request, payload):
-    user = check_id(request.path_params["user"], "user id")
-    item, top = check_id(request.path_params["item"], "item id"), _top(request)
+def _explanation(live, request, payload, user, item):
+    top = _top(request)
     snapshot = live.current()
     if not snapshot.view.dataset_user(user):
         raise BadRequest(
@@ -497,21 +493,21 @@ def check_exposure(host, token):
     )
 
 
-def configure_logging(level=logging.INFO):
+def configure_logging():
     """Log lines (access lines included) to stderr, once."""
     if not log.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s [%(process)d] %(message)s"))
         log.addHandler(handler)
         log.propagate = False
-    log.setLevel(level)
+    log.setLevel(logging.INFO)
 
 
 def app_from_environment():
     """The application of one worker process (``serve http --workers N``): settings from ``SETTINGS_VARIABLE``."""
     settings = json.loads(os.environ[SETTINGS_VARIABLE])
-    configure_logging(settings.get("log_level", logging.INFO))
-    state = LiveState(settings["model"], open_store(settings["store"]), device=settings.get("device", "cpu"))
+    configure_logging()
+    state = LiveState(settings["model"], open_store(settings["store"]), device=settings["device"])
     return create_app(state, token=settings.get("token"), max_body=settings["max_body"])
 
 
@@ -527,20 +523,10 @@ class QuietServer(uvicorn.Server):
             self._captured_signals.clear()
 
 
-# longer than 60 lines: the keyword signature of every service option, then one uvicorn start in the order it needs
-def run_service(
-    state,
-    host="127.0.0.1",
-    port=8000,
-    token=None,
-    max_body=DEFAULT_MAX_BODY,
-    workers=1,
-    store_location=None,
-    device="cpu",
-):
+def run_service(state, host="127.0.0.1", port=8000, token=None, max_body=DEFAULT_MAX_BODY, workers=1):
     """Serve until interrupted. One worker: ``state`` in this process. Several: uvicorn's supervisor starts
-    ``workers`` processes that share the socket and the store (``store_location``), each with its own model;
-    SIGHUP to the supervisor replaces them one by one (the artifact read again), each new one ready first."""
+    ``workers`` processes that share the socket and ``state``'s store, each with its own model on ``state``'s
+    device; SIGHUP to the supervisor replaces them one by one (the artifact read again), each new one ready first."""
     check_exposure(host, token)
     configure_logging()
     sock = bound_socket(host, port)
@@ -565,10 +551,10 @@ def run_service(
             os.environ[SETTINGS_VARIABLE] = json.dumps(
                 {
                     "model": state.model_path,
-                    "store": store_location,
+                    "store": state.store.location,
                     "token": token,
                     "max_body": max_body,
-                    "device": str(device),
+                    "device": str(state.device),
                 }
             )
             config = uvicorn.Config(
@@ -595,23 +581,3 @@ def bound_socket(host, port):
         sock.close()
         raise ColdStartError(f"cannot listen on {host}:{port}: {error.strerror or error}.") from None
     return sock
-
-
-@contextlib.contextmanager
-def service_in_thread(app, host="127.0.0.1", port=0, timeout=30):
-    """Run ``app`` on uvicorn in a background thread; yields the base URL (tests, benchmarks)."""
-    sock = bound_socket(host, port)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + timeout
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the HTTP service did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://{host}:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout)
-        sock.close()

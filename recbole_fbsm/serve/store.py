@@ -29,7 +29,8 @@ class StoredItem:
 
 class Store:
     """New items and likes, shared by every worker. Methods are thread-safe; each write is durable when it
-    returns. Subclasses give ``_connect`` and their SQL dialect."""
+    returns. Subclasses give ``_connect``, ``_begin_write`` (take the write lock), ``_log(write, kind, user, item)``
+    (append a change; its sequence number) and their SQL dialect."""
 
     placeholder = "?"
     serial = "INTEGER PRIMARY KEY AUTOINCREMENT"
@@ -44,19 +45,6 @@ class Store:
                 write(statement)
         self._reader = self._connect()
 
-    # ------------------------------------------------------------------ dialect
-    def _connect(self):
-        raise NotImplementedError
-
-    def _begin_write(self, cursor):
-        raise NotImplementedError
-
-    def _commit(self):
-        self._connection.commit()
-
-    def _rollback(self):
-        self._connection.rollback()
-
     def _sql(self, statement):
         return statement.replace("?", self.placeholder)
 
@@ -69,7 +57,6 @@ class Store:
             "CREATE INDEX IF NOT EXISTS likes_of_item ON likes (item_id)",
         ]
 
-    # ---------------------------------------------------------------- plumbing
     @contextlib.contextmanager
     def _write(self):
         """One write transaction, committed (durably) on a clean exit, rolled back on an exception; yields
@@ -79,22 +66,15 @@ class Store:
             try:
                 yield lambda statement, parameters=(): cursor.execute(self._sql(statement), parameters)
             except BaseException:
-                self._rollback()
+                self._connection.rollback()
                 raise
-            self._commit()
+            self._connection.commit()
 
     def _read(self, statement, parameters=()):
         with self._read_lock, contextlib.closing(self._reader.cursor()) as cursor:
             rows = cursor.execute(self._sql(statement), parameters).fetchall()
-            self._end_read()
+            self._reader.rollback()  # ends PostgreSQL's implicit read transaction: the next read sees newer commits
         return rows
-
-    def _end_read(self):
-        """Close the read's implicit transaction (PostgreSQL), so that the next read sees newer commits."""
-
-    def _log(self, write, kind, user=None, item=None):
-        """Append a change (``write``: ``_write``'s execute); its sequence number."""
-        raise NotImplementedError
 
     # -------------------------------------------------------------- interface
     def changes_since(self, seq):
@@ -208,13 +188,6 @@ class SqliteStore(Store):
     def _begin_write(self, cursor):
         cursor.execute("BEGIN IMMEDIATE")
 
-    def _commit(self):
-        self._connection.execute("COMMIT")
-
-    def _rollback(self):
-        if self._connection.in_transaction:
-            self._connection.execute("ROLLBACK")
-
     def _log(self, write, kind, user=None, item=None):
         return write("INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?)", (kind, user, item)).lastrowid
 
@@ -244,9 +217,6 @@ class PostgresStore(Store):
     def _begin_write(self, cursor):
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
 
-    def _end_read(self):
-        self._reader.rollback()
-
     def _log(self, write, kind, user=None, item=None):
         return write(
             "INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?) RETURNING seq", (kind, user, item)
@@ -266,17 +236,17 @@ def default_store_path(model_path):
     return f"{model_path}.store.sqlite"
 
 
+def _on_postgres(location):
+    return location.startswith(("postgresql://", "postgres://"))
+
+
 def open_store(location):
     """A ``PostgresStore`` for a ``postgresql://`` (or ``postgres://``) URL, else a ``SqliteStore`` file."""
     location = str(location)
-    if location.startswith(("postgresql://", "postgres://")):
-        return PostgresStore(location)
-    return SqliteStore(location)
+    return PostgresStore(location) if _on_postgres(location) else SqliteStore(location)
 
 
 def describe(location):
     """The store for a log line or /health: a file's name, a server URL without its password."""
     location = str(location)
-    if location.startswith(("postgresql://", "postgres://")):
-        return _without_password(location)
-    return os.path.basename(location)
+    return _without_password(location) if _on_postgres(location) else os.path.basename(location)

@@ -121,26 +121,37 @@ def test_new_item_warnings_are_shown_before_the_service_starts(trained, tmp_path
     [
         (
             ["compare-users", "{model}", "{model}", "--k", "1000000000"],
-            "--k: expected the Recall cut-off, an integer from 1",
+            "argument --k: expected the Recall cut-off, an integer from 1",
         ),
         (
             ["recommend", "{model}", "{new}", "--seed", str(2**70)],
-            "--seed: expected the seed of the tie breaking, an "
-            "integer from 0 to 4294967295; got 1180591620717411303424.",
+            "argument --seed: expected the seed of the tie breaking, an "
+            "integer from 0 to 4294967295; got 1180591620717411303424",
         ),
         (
             ["recommend", "{model}", "{new}", "--top", "1000000000"],
-            "--top: expected entries per list, an integer from 1 to",
+            "argument --top/-n: expected entries per list, an integer from 1 to",
         ),
-        (["recommend", "{model}", "{new}", "--top", "0"], "--top: expected entries per list"),
-        (["interactions", "{model}", "--top", str(2**70)], "--top: expected entries per list"),
-        (["interactions", "{model}", "--min-items", "-1"], "--min-items: expected training items per feature"),
+        (["recommend", "{model}", "{new}", "--top", "0"], "argument --top/-n: expected entries per list"),
+        (["interactions", "{model}", "--top", str(2**70)], "argument --top/-n: expected entries per list"),
+        (["interactions", "{model}", "--min-items", "-1"], "argument --min-items: expected training items per feature"),
+        (["http", "{model}", "--port", "70000"], "argument --port: expected a TCP port, an integer from 0 to 65535"),
+        (["http", "{model}", "--workers", "0"], "argument --workers: expected worker processes, an integer from 1"),
+        (["http", "{model}", "--max-body", "0"], "argument --max-body: expected a number of bytes, an integer of"),
+        (["http", "{model}", "--port", "x"], "argument --port: expected a TCP port, an integer from 0 to 65535; got x"),
     ],
 )
-def test_out_of_range_numbers_end_in_one_error_line(trained, capsys, arguments, expected):
+def test_out_of_range_numbers_are_usage_errors(trained, capsys, arguments, expected):
+    """Refused while parsing, before any model loads: argparse's usage line, then one error line naming the
+    option and its range (exit status 2, no traceback)."""
     filled = [a.format(model=trained["model"], new=trained["new_file"]) for a in arguments]
-    assert serve_main(filled) == 2
-    _one_error_line(capsys, expected)
+    with pytest.raises(SystemExit) as exited:
+        serve_main(filled)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: ") and "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("recbole-fbsm serve ") and f"error: {expected}" in last, err
 
 
 def test_the_largest_accepted_numbers_still_answer(trained, tmp_path):

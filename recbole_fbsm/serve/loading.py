@@ -36,38 +36,13 @@ from recbole_fbsm.storage.safe_files import PickledFileError, Settings, in_memor
 
 SERVED_MODELS = ("FBSM", "UFSM", "CoSim", "ItemKNNCBF", "DropoutNet", "Heater", "ALDI")
 # settings of a checkpoint that RecBole derives (or the machine decides): not given back when rebuilding its Config
-DERIVED_SETTINGS = (
-    "model",
-    "dataset",
-    "data_path",
-    "device",
-    "MODEL_TYPE",
-    "MODEL_INPUT_TYPE",
-    "eval_type",
-    "single_spec",
-    "local_rank",
-    "train_neg_sample_args",
-    "valid_neg_sample_args",
-    "test_neg_sample_args",
-    "eval_neg_sample_args",
-    "valid_metric_bigger",
-    "checkpoint_dir",
-    "use_gpu",
-    "gpu_id",
-    "world_size",
-    "nproc",
-    "offset",
-    "ip",
-    "port",
-    "backend",
-    "log_wandb",
-    "wandb_project",
-    "config_files",
-    "run_id",
-    "shuffle",
-    "worker",
-    "state",
-    "show_progress",
+DERIVED_SETTINGS = frozenset(
+    (
+        "model dataset data_path device MODEL_TYPE MODEL_INPUT_TYPE eval_type single_spec local_rank "
+        "train_neg_sample_args valid_neg_sample_args test_neg_sample_args eval_neg_sample_args "
+        "valid_metric_bigger checkpoint_dir use_gpu gpu_id world_size nproc offset ip port backend log_wandb "
+        "wandb_project config_files run_id shuffle worker state show_progress"
+    ).split()
 )
 
 

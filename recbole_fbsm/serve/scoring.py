@@ -31,13 +31,6 @@ def scipy_to_torch_csr(matrix, device="cpu", dtype=torch.float32):
     ).to(device)
 
 
-def rows_as_sparse(F, items):
-    """Rows ``items`` of a ``TorchCsr`` (e.g. ``model.F``) as a torch sparse CSR tensor."""
-    _, cols, values, offsets = F.gather_rows(items)
-    indptr = torch.cat([offsets, offsets.new_tensor([len(cols)])])
-    return torch.sparse_csr_tensor(indptr, cols, values, size=(len(items), F.shape[1]), check_invariants=False)
-
-
 def user_batch_size(n_features, n_items, cells=DEFAULT_CELLS):
     return max(1, cells // max(n_features, n_items, 1))
 

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 import torch
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.models.contract import FeatureSimilarity
 from recbole_fbsm.serve.loading import ServedModel, load_model
-from recbole_fbsm.serve.scoring import rows_as_sparse
 
 GROUPS = ("better", "same", "worse")
 
@@ -65,44 +65,36 @@ def per_user_recall(served, k=10):
             f"{served.model_name} is not one (compare it with recbole-fbsm compare)."
         )
     dataset = served.dataset
-    candidates = torch.as_tensor(served.split_items("test"), dtype=torch.long, device=device)
-    position = torch.full((dataset.item_num,), -1, dtype=torch.long, device=device)
-    position[candidates] = torch.arange(len(candidates), device=device)
+    items = served.split_items("test")
+    candidates = torch.as_tensor(items, dtype=torch.long, device=device)
     like_users, like_items = test_likes(served)
-    users = np.unique(like_users)
-    likes = np.bincount(like_users, minlength=dataset.user_num)
-    row_of_user = np.full(dataset.user_num, -1, dtype=np.int64)
-    row_of_user[users] = np.arange(len(users))
-
-    matrix = rows_as_sparse(model.F, candidates)
-    factors = model.low_rank_factors()
-    item_factors = None if factors is None else torch.sparse.mm(matrix, factors)
+    users, like_rows = np.unique(like_users, return_inverse=True)
+    position = np.full(dataset.item_num, -1, dtype=np.int64)
+    position[items] = np.arange(len(items))
+    if (position[like_items] < 0).any():
+        raise ColdStartError("a test like's item is not among the test split's items.")
     topk = config["topk"]
     depth = max(int(k), *(topk if isinstance(topk, (list, tuple)) else [topk]))
+    # users x candidate columns (never-relevant fillers beyond them when there are fewer candidates than k)
+    relevant = sp.csr_matrix(
+        (np.ones(len(like_rows), dtype=bool), (like_rows, position[like_items])),
+        shape=(len(users), max(len(items), depth)),
+    )
     collector = TieBreakingCollector(config)
     step = max(int(config["eval_batch_size"]) // dataset.item_num, 1)
     hits = np.zeros(len(users), dtype=np.int64)
-    # relevant[row, column]: the batch's users' test likes as candidate columns
-    like_rows, like_cols = row_of_user[like_users], position[torch.as_tensor(like_items, device=device)]
-    if bool((like_cols < 0).any()):
-        raise ColdStartError("a test like's item is not among the test split's items.")
     for start in range(0, len(users), step):
         batch = torch.as_tensor(users[start : start + step], device=device)
-        scores = model.score_feature_rows(batch, matrix, item_factors)
+        scores = model.score_candidates({model.USER_ID: batch}, candidates)  # as evaluation scores them
         columns = candidates
         if scores.shape[1] < depth:  # fewer candidates than k: never-relevant fillers, as the collector does
             filler = torch.full((len(batch), depth - scores.shape[1]), -torch.inf, device=device)
             scores = torch.cat([scores, filler], dim=1)
             columns = torch.cat([candidates, candidates.new_zeros(filler.shape[1])])
-        top = collector.random_tie_topk(scores, depth, batch, columns)[:, : int(k)]
-        relevant = torch.zeros(scores.shape, dtype=torch.bool, device=device)
-        in_batch = (like_rows >= start) & (like_rows < start + len(batch))
-        relevant[
-            torch.as_tensor(like_rows[in_batch] - start, device=device),
-            like_cols[torch.as_tensor(in_batch, device=device)],
-        ] = True
-        hits[start : start + len(batch)] = relevant.gather(1, top).sum(1).cpu().numpy()
-    test_counts = likes[users]
+        top = collector.random_tie_topk(scores, depth, batch, columns)[:, : int(k)].cpu().numpy()
+        block = relevant[start : start + len(batch)].toarray()
+        hits[start : start + len(batch)] = np.take_along_axis(block, top, axis=1).sum(1)
+    test_counts = np.bincount(like_rows)
     return pd.DataFrame(
         {
             "user_id": served.user_tokens(users),

@@ -98,43 +98,33 @@ def strongest_interactions(served, top=20, min_items=0, cells=DEFAULT_CELLS):
     D = model.D.detach()[index].double()
     V = model.V.detach()[index].double()
     self_low_rank = V.pow(2).sum(1)
+
+    def table(kind, p, q, weight, D_p, vv):
+        """Rows ranked 1.. of feature pairs (p, q): positions in ``selected``."""
+        return pd.DataFrame(
+            {
+                "kind": kind,
+                "rank": np.arange(1, len(p) + 1),
+                "feature_p": names[selected[p]],
+                "feature_q": names[selected[q]],
+                "weight": weight,
+                "D_p": D_p,
+                "vv": vv,
+                "items_p": frequency[selected[p]],
+                "items_q": frequency[selected[q]],
+            }
+        )
+
     frames = []
     for kind, (values, p, q) in zip(("positive", "negative"), top_pairs(V, top, cells)):
-        p, q = p.cpu().numpy(), q.cpu().numpy()
-        frames.append(
-            pd.DataFrame(
-                {
-                    "kind": kind,
-                    "rank": np.arange(1, len(p) + 1),
-                    "feature_p": names[selected[p]],
-                    "feature_q": names[selected[q]],
-                    "weight": values.cpu().numpy(),
-                    "D_p": np.nan,
-                    "vv": values.cpu().numpy(),
-                    "items_p": frequency[selected[p]],
-                    "items_q": frequency[selected[q]],
-                }
-            )
-        )
+        values = values.cpu().numpy()
+        frames.append(table(kind, p.cpu().numpy(), q.cpu().numpy(), values, np.nan, values))
     diagonal = D + self_low_rank
     take = min(int(top), len(selected))
     for kind, descending in (("diagonal_top", True), ("diagonal_bottom", False)):
         order = torch.argsort(diagonal, descending=descending, stable=True)[:take].cpu().numpy()
-        frames.append(
-            pd.DataFrame(
-                {
-                    "kind": kind,
-                    "rank": np.arange(1, len(order) + 1),
-                    "feature_p": names[selected[order]],
-                    "feature_q": names[selected[order]],
-                    "weight": diagonal.cpu().numpy()[order],
-                    "D_p": D.cpu().numpy()[order],
-                    "vv": self_low_rank.cpu().numpy()[order],
-                    "items_p": frequency[selected[order]],
-                    "items_q": frequency[selected[order]],
-                }
-            )
-        )
+        weights, D_p, vv = (x.cpu().numpy()[order] for x in (diagonal, D, self_low_rank))
+        frames.append(table(kind, order, order, weights, D_p, vv))
     return pd.concat(frames, ignore_index=True)[COLUMNS]
 
 

@@ -1,20 +1,8 @@
-"""Why a user gets an item: the score broken into feature pairs and into the user's liked items.
+"""Why a user gets an item: the score f_i^T W_u g_u broken into feature pairs and into the user's liked items.
 
-score(u, i) = f_i^T W_u g_u with W_u = diag(c_u) + V V^T and g_u = f_u (the sum of u's training likes'
-features), minus f_i when i is one of u's training likes (the estimation constraint). Two exact
-decompositions of the same number:
-
-- by **features**: the *diagonal* part, one entry per feature p that both sides have:
-  f_ip c_up g_up (FBSM: c = D; UFSM: c_u = m_u W; CoSim: c = 1); and, for FBSM, the *low-rank* part,
-  one entry per pair (p, q) of a feature of the item and a feature of the profile:
-  f_ip (v_p . v_q) g_uq. The low-rank entries include p = q: the term f_ip ||v_p||^2 g_up is learned
-  by V, not D, so it is reported in the low-rank part, as a pair with the same feature on both
-  sides. The diagonal part is then exactly what D contributes and the low-rank part exactly what V
-  contributes; a feature's total self-weight is D_p + ||v_p||^2 (see ``interactions``).
-- by **items**: one entry per training like j != i of the user: sim_u(i, j) = f_i^T W_u f_j.
-
-Both lists add up to the model's score. Only nnz(f_i) x nnz(g_u) pairs are formed, never a dense
-features x features matrix.
+Both decompositions add up to the model's score; docs/serve.md ("explain", "What the numbers are") says what
+each part holds (the p = q low-rank terms go to the low-rank part: it is exactly what V contributes). Only
+nnz(f_i) x nnz(g_u) pairs are formed, never a dense features x features matrix.
 """
 
 from dataclasses import dataclass

@@ -1,12 +1,7 @@
-"""``recbole-fbsm serve export-likes STORE -o DIR``: what the live service learned, as RecBole atomic files.
-
-The likes become ``DIR/NAME.inter`` and the stored new items ``DIR/NAME.item`` (the model's feature fields with
-their types), NAME being the folder's name (RecBole's layout), under the model's own id fields (its
-``USER_ID_FIELD`` and ``ITEM_ID_FIELD``, e.g. ``user_id:token``), so that ``run_recbole.py`` reads them with the
-settings the model was trained with. Add their rows to the dataset's files and retrain: the new items become
-training items, and the users of the stored likes users the model knows. Raw-text items are analysed as
-the converter did (the model's stored analyzer), so their cells are the tokens the training data holds.
-Files are written whole or not at all (a temporary file and a rename).
+"""``recbole-fbsm serve export-likes STORE -o DIR``: what the live service learned, as RecBole atomic files
+``DIR/NAME.inter`` and ``DIR/NAME.item`` under the model's own id and feature fields, ready to append to the
+dataset and retrain (docs/serve.md). Raw-text items are analysed as the converter did; files are written whole
+or not at all.
 """
 
 import os

@@ -1,13 +1,7 @@
-"""FBSM's strongest learned feature interactions, without the dense features x features matrix.
-
-FBSM's similarity matrix is W = diag(D) + V V^T (row p of ``V`` is the paper's latent factor v_p).
-Its off-diagonal entry (p, q), p != q, is v_p . v_q: how much an item with feature p and a liked item
-with feature q attract (positive) or repel (negative) each other. Its diagonal entry D_p + ||v_p||^2
-is the weight of a feature shared by both items.
-
-The off-diagonal entries are scanned in blocks of rows (``chunk`` x n features at a time), keeping a
-running top-k of the largest and of the most negative among the pairs p < q (each unordered pair
-once): memory O(chunk x n_features + k), time O(n_features^2 h).
+"""FBSM's strongest learned feature interactions (docs/serve.md, "interactions"), without the dense features x
+features matrix: the off-diagonal v_p . v_q are scanned in blocks of rows (``chunk`` x n features at a time)
+with a running top-k of the largest and of the most negative among the pairs p < q: memory O(chunk x
+n_features + k), time O(n_features^2 h).
 """
 
 import numpy as np

@@ -229,19 +229,8 @@ def served_from_artifact(content, source, device="cpu"):
         parameter.requires_grad_(False)
     training = vocabulary.model_inputs.training_items
     frequency = np.asarray((features.matrix[training] != 0).sum(axis=0)).ravel()
-    return ServedModel(
-        source,
-        settings,
-        model,
-        vocabulary,
-        features,
-        list(features.fields),
-        frequency,
-        content.get("split") or {},
-        content.get("analyzer"),
-        content.get("data"),
-        content.get("training"),
-    )
+    extra = (content.get("split") or {}, content.get("analyzer"), content.get("data"), content.get("training"))
+    return ServedModel(source, settings, model, vocabulary, features, list(features.fields), frequency, *extra)
 
 
 def _check_served_model(name, source):

@@ -200,12 +200,12 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=No
     column_of = {name: k for k, name in enumerate(names)}
     seq_len = config["seq_len"] or {}
     rows, cols = [], []
-    unknown, weightless, origin, analyzers_used = Counter(), Counter(), {}, {}
+    unknown, weightless, origin, used = Counter(), Counter(), {}, {}  # used: analyzer per field
     for name in served.fields:
         tokenized = tokenize_field(values[name], name, served, analyzers, raw)
         cells = tokenized.cells
         if tokenized.analyzer is not None:
-            origin[name], analyzers_used[name] = tokenized.origin, tokenized.analyzer
+            origin[name], used[name] = tokenized.origin, tokenized.analyzer
         if name in seq_len and dataset.field2type[name] == FeatureType.TOKEN_SEQ:
             cells = [cell[: int(seq_len[name])] for cell in cells]
         lengths = np.fromiter((len(cell) for cell in cells), dtype=np.int64, count=len(cells))
@@ -228,18 +228,7 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=No
     featureless = [tokens[k] for k in np.flatnonzero(np.diff(matrix.indptr) == 0)]
     hint = None if raw or not analyzers else raw_text_hint(unknown, analyzers, column_of)
     items = NewItems(
-        path or source,
-        tokens,
-        counts,
-        matrix,
-        unknown,
-        weightless,
-        featureless,
-        raw,
-        origin,
-        analyzers_used,
-        hint,
-        source,
+        path or source, tokens, counts, matrix, unknown, weightless, featureless, raw, origin, used, hint, source
     )
     if warn and (items.n_ignored or items.featureless):  # an empty description ignores no token
         warnings.warn(unknown_tokens_message(items), UnknownTokensWarning, stacklevel=2)

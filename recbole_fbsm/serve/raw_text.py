@@ -138,14 +138,8 @@ def dropped_words_message(name, unknown, origin, analyzer):
     dropped = sum(unknown.values())
     if analyzer.kind == "whole":
         return f"{name}: {dropped} of {total} tags not in the training vocabulary (e.g. {', '.join(examples)})"
-    steps = [
-        step
-        for step, done in (
-            ("stop-word removal", analyzer.stop_words is not None),
-            ("stemming", analyzer.stemmer is not None),
-        )
-        if done
-    ]
+    parts = {"stop-word removal": analyzer.stop_words, "stemming": analyzer.stemmer}
+    steps = [step for step, part in parts.items() if part is not None]
     after = f" after {' and '.join(steps)}" if steps else ""
     return (
         f"{name}: {dropped} of {total} words dropped{after}, as their terms are not in the training vocabulary "

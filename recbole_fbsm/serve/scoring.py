@@ -1,15 +1,10 @@
 """Batched, vectorised scores of users against item feature rows, and top-k lists with fair ties.
 
-For an item i that is not one of the user's training likes (a new item, or an item of another split),
-every model here scores
-
-    score(u, i) = f_i^T W_u f_u,   W_u = diag(c_u) + V V^T,
-
-with f_u the sum of the user's training likes' features (``model.F_U``), c_u = ``diagonal_weights``
-and V = ``low_rank_factors()`` (None for UFSM and CoSim). A batch of users costs one sparse x dense
-product with the items' rows (items x features, torch sparse CSR) and, for FBSM, one (B x h) x (h x
-items) product: no loop over users, items or features, and never a features x features matrix.
+A new item is never a user's training like, so every profile model scores it f_i^T W_u f_u (the model's own
+``score_feature_rows``): a batch of users costs sparse x dense products, never a features x features matrix.
 """
+
+from functools import partial
 
 import torch
 
@@ -31,28 +26,25 @@ def scipy_to_torch_csr(matrix, device="cpu", dtype=torch.float32):
     ).to(device)
 
 
-def user_batch_size(n_features, n_items, cells=DEFAULT_CELLS):
-    return max(1, cells // max(n_features, n_items, 1))
-
-
 def iter_profile_scores(model, users, item_matrix, cells=DEFAULT_CELLS):
-    """Yield (start, scores) for consecutive batches of ``users``, ``cells`` dense cells at a time."""
+    """Yield (start, scores) for consecutive batches of ``users``, ``cells`` dense cells at a time: few new items
+    for many users item side first (``score_rows_item_side``), else ``score_feature_rows``, V f_i computed once."""
     n_items = item_matrix.shape[0]
-    if isinstance(model, FeatureSimilarity) and n_items < len(users) and n_items * model.n_features <= ITEM_MAJOR_CELLS:
-        step = max(1, cells // max(item_matrix.shape[0] * model.diagonal_parts(users[:1])[0].shape[0], 1))
-        for start in range(0, len(users), step):
-            yield start, model.score_rows_item_side(users[start : start + step], item_matrix)
-        return
-    if not isinstance(model, FeatureSimilarity):  # two-tower models (DropoutNet, Heater, ALDI): U_u . item vector
-        step = max(1, cells // max(item_matrix.shape[0], 1))
-        for start in range(0, len(users), step):
-            yield start, model.score_feature_rows(users[start : start + step], item_matrix)
-        return
-    factors = model.low_rank_factors()
-    item_factors = None if factors is None else torch.sparse.mm(item_matrix, factors)
-    step = user_batch_size(model.n_features, item_matrix.shape[0], cells)
+    profile = isinstance(model, FeatureSimilarity)
+    if profile and n_items < len(users) and n_items * model.n_features <= ITEM_MAJOR_CELLS:
+        width = n_items * model.diagonal_parts(users[:1])[0].shape[0]
+        score = partial(model.score_rows_item_side, item_matrix=item_matrix)
+    elif profile:
+        factors = model.low_rank_factors()
+        item_factors = None if factors is None else torch.sparse.mm(item_matrix, factors)
+        width = max(model.n_features, n_items)
+        score = partial(model.score_feature_rows, item_matrix=item_matrix, item_factors=item_factors)
+    else:  # ItemKNNCBF, and the two-tower models (DropoutNet, Heater, ALDI): U_u . item vector
+        width = n_items
+        score = partial(model.score_feature_rows, item_matrix=item_matrix)
+    step = max(1, cells // max(width, 1))
     for start in range(0, len(users), step):
-        yield start, model.score_feature_rows(users[start : start + step], item_matrix, item_factors)
+        yield start, score(users[start : start + step])
 
 
 def ranked(scores, keys, k):

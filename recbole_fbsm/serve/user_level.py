@@ -1,18 +1,9 @@
 """The paper's user-level investigation: for which users is model A better than model B?
 
-Both checkpoints must come from the same dataset and the same item split (dataset name, split seed
-and ratios are checked, then the test split itself: its items and likes). Each model ranks the test
-split's items only (the protocol's candidates) for every user with a test like, with the plugin's fair
-random tie breaking (``TieBreakingCollector.random_tie_topk``, seeded by the checkpoint's ``seed``, users
-in the evaluation's order and batches), and gets a per-user Recall@k = hits in the top k / the user's
-test likes (RecBole's Recall). Users fall in three groups, A better, same, A worse; for each group:
-
-- ``users``: how many users; ``test_items``: distinct test items liked by the group's users;
-- ``likes_per_user``: the group's users' mean number of test likes; ``train_likes_per_user``: their
-  mean number of training likes (the size of the profile the models score with);
-- ``likes_per_item``: the group's test likes / its distinct test items; ``item_test_likes``: the mean
-  number of test likes (by all test users) of those items, i.e. their popularity;
-- ``recall_a`` / ``recall_b``: the models' mean Recall@k over the group.
+Both checkpoints must come from the same dataset and item split (checked down to the test split's items and
+likes). Each model ranks the test split's items for every user with a test like as the trainer's test
+evaluation does (same scores, batches and fair random tie breaking); users fall in three groups, A better,
+same, A worse, described by the columns docs/serve.md ("compare-users") lists.
 """
 
 from dataclasses import dataclass

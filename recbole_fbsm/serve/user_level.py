@@ -33,11 +33,6 @@ class UserComparison:
         return {"model_a": self.name_a, "model_b": self.name_b, "k": self.k, "groups": self.groups.to_dict("records")}
 
 
-def test_likes(served):
-    """(user ids, item ids) of the test split's likes."""
-    return served.split_likes("test")
-
-
 # longer than 60 lines: a docstring of the trainer's protocol it replays, then one batched pass over the test users
 @torch.no_grad()
 def per_user_recall(served, k=10):
@@ -58,7 +53,7 @@ def per_user_recall(served, k=10):
     dataset = served.dataset
     items = served.split_items("test")
     candidates = torch.as_tensor(items, dtype=torch.long, device=device)
-    like_users, like_items = test_likes(served)
+    like_users, like_items = served.split_likes("test")
     users, like_rows = np.unique(like_users, return_inverse=True)
     position = np.full(dataset.item_num, -1, dtype=np.int64)
     position[items] = np.arange(len(items))
@@ -114,7 +109,7 @@ def check_same_split(a, b):
 
     def test_split(served):
         items = set(served.item_tokens(served.split_items("test")))
-        users, liked = test_likes(served)
+        users, liked = served.split_likes("test")
         return items, set(zip(served.user_tokens(users), served.item_tokens(liked)))
 
     items_a, likes_a = test_split(a)
@@ -142,7 +137,7 @@ def compare_users(a, b, k=10):
     )
     per_user = merged[["user_id", "group", "recall_a", "recall_b", "hits_a", "hits_b", "test_likes", "train_likes"]]
 
-    like_users, like_items = test_likes(a)
+    like_users, like_items = a.split_likes("test")
     like_frame = pd.DataFrame({"user_id": a.user_tokens(like_users), "item": like_items})
     item_likes = like_frame["item"].value_counts()
     rows = []
@@ -151,16 +146,16 @@ def compare_users(a, b, k=10):
         group_likes = like_frame[like_frame["user_id"].isin(set(members["user_id"]))]
         items = group_likes["item"].unique()
         rows.append(
-            {
+            {  # the mean of no rows is NaN
                 "group": group,
                 "users": len(members),
                 "test_items": len(items),
-                "likes_per_user": float(members["test_likes"].mean()) if len(members) else np.nan,
-                "train_likes_per_user": float(members["train_likes"].mean()) if len(members) else np.nan,
+                "likes_per_user": float(members["test_likes"].mean()),
+                "train_likes_per_user": float(members["train_likes"].mean()),
                 "likes_per_item": len(group_likes) / len(items) if len(items) else np.nan,
-                "item_test_likes": float(item_likes.loc[items].mean()) if len(items) else np.nan,
-                "recall_a": float(members["recall_a"].mean()) if len(members) else np.nan,
-                "recall_b": float(members["recall_b"].mean()) if len(members) else np.nan,
+                "item_test_likes": float(item_likes.loc[items].mean()),
+                "recall_a": float(members["recall_a"].mean()),
+                "recall_b": float(members["recall_b"].mean()),
             }
         )
     return UserComparison(a.model_name, b.model_name, int(k), per_user.reset_index(drop=True), pd.DataFrame(rows))

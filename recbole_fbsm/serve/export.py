@@ -6,8 +6,6 @@ or not at all.
 
 import os
 
-from recbole.utils import FeatureType
-
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.raw_text import dataset_analyzers, tokenize_field
@@ -68,11 +66,8 @@ def export_likes(store_location, output, model=None):
                 ).cells
                 for item, tokens in zip(group, cells):
                     columns.setdefault(item.item_id, {})[field] = separator.join(_cell(t) for t in tokens)
-        types = {
-            field: "token_seq" if served.dataset.field2type[field] == FeatureType.TOKEN_SEQ else "token"
-            for field in served.fields
-        }
-        header = "\t".join([f"{served.iid_field}:token"] + [f"{field}:{types[field]}" for field in served.fields])
+        types = served.dataset.field2type  # the feature fields are token or token_seq
+        header = "\t".join([f"{served.iid_field}:token"] + [f"{field}:{types[field].value}" for field in served.fields])
         rows = ["\t".join([item.item_id] + [columns[item.item_id][field] for field in served.fields]) for item in items]
         path = os.path.join(output, f"{name}.item")
         write_atomic(path, ("\n".join([header, *rows]) + "\n").encode("utf-8"))

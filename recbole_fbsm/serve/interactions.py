@@ -22,36 +22,26 @@ def top_pairs(factors, k, cells=DEFAULT_CELLS):
     decreasing |value| and at most ``k`` long. The positive side holds only values > 0 and the
     negative side only values < 0.
     """
-    n = factors.shape[0]
-    k = int(k)
+    n, k = factors.shape[0], int(k)
     chunk = max(1, int(cells) // max(n, 1))
     columns = torch.arange(n, device=factors.device)
-    best = {
-        +1: (factors.new_empty(0), columns.new_empty(0), columns.new_empty(0)),
-        -1: (factors.new_empty(0), columns.new_empty(0), columns.new_empty(0)),
-    }
+    best = {sign: (factors.new_empty(0), columns.new_empty(0)) for sign in (+1, -1)}  # values, pair p * n + q
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
         block = factors[start:stop] @ factors.T  # chunk x n
         upper = columns[None, :] > torch.arange(start, stop, device=factors.device)[:, None]
-        for sign in (+1, -1):
+        for sign, (old_values, old_pairs) in best.items():
             signed = (sign * block).masked_fill(~upper, -torch.inf).reshape(-1)
-            take = min(k, signed.numel())
-            if take == 0:
-                continue
-            values, flat = torch.topk(signed, take)
-            p, q = flat // n + start, flat % n
-            old_values, old_p, old_q = best[sign]
-            values, p, q = torch.cat([old_values, values]), torch.cat([old_p, p]), torch.cat([old_q, q])
+            values, pairs = torch.topk(signed, min(k, signed.numel()))
+            values, pairs = torch.cat([old_values, values]), torch.cat([old_pairs, pairs + start * n])
             keep = torch.topk(values, min(k, len(values))).indices
-            best[sign] = (values[keep], p[keep], q[keep])
+            best[sign] = (values[keep], pairs[keep])
     result = []
-    for sign in (+1, -1):
-        values, p, q = best[sign]
+    for sign, (values, pairs) in best.items():
         order = torch.argsort(values, descending=True, stable=True)
-        values, p, q = values[order], p[order], q[order]
+        values, pairs = values[order], pairs[order]
         positive = values > 0
-        result.append((sign * values[positive], p[positive], q[positive]))
+        result.append((sign * values[positive], pairs[positive] // n, pairs[positive] % n))
     return tuple(result)
 
 

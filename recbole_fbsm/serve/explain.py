@@ -218,8 +218,5 @@ def _liked_items(served, u, i, item_cols, item_vals, weights, factors):
         similarity = similarity + liked_factors @ (item_vals @ factors[item_cols])
     order = torch.argsort(similarity, descending=True, stable=True)
     return pd.DataFrame(
-        {
-            "item_id": served.item_tokens(liked[order].cpu().numpy()),
-            "similarity": similarity[order].cpu().numpy(),
-        }
+        {"item_id": served.item_tokens(liked[order].cpu().numpy()), "similarity": similarity[order].cpu().numpy()}
     )

@@ -50,10 +50,10 @@ class ModelView:
         self.matrix = served.features.matrix.tocsr().astype(np.float32)  # every dataset item's weighted row
         self.training_items = np.asarray(served.training_items(), dtype=np.int64)
         self.warm_matrix = self.matrix[self.training_items]
-        self.warm_ids = np.asarray(served.dataset.field2id_token[served.iid_field], dtype=object)[self.training_items]
+        self.item_tokens = np.asarray(served.dataset.field2id_token[served.iid_field], dtype=object)
+        self.warm_ids = self.item_tokens[self.training_items]
         self.item_of = served.dataset.field2token_id[served.iid_field]
         self.user_of = served.dataset.field2token_id[served.uid_field]
-        self.item_tokens = np.asarray(served.dataset.field2id_token[served.iid_field], dtype=object)
         self.profile = isinstance(model, FeatureSimilarity)
         self.per_user_weights, self.factors, self.neighbours = False, None, None
         if self.profile:
@@ -169,28 +169,18 @@ class LiveState:
             return self._snapshot
 
     def _apply(self, snapshot, changes):
-        items, users, reload = set(), set(), False
-        for seq, kind, user, item in changes:
-            if kind == ITEM:
-                items.add(item)
-            elif kind == LIKE:
-                users.add(user)
-            elif kind == RELOAD and seq > self._reload_seq:
-                reload = True
+        items = {item for _, kind, _, item in changes if kind == ITEM}
+        users = {user for _, kind, user, _ in changes if kind == LIKE}
+        reload = any(kind == RELOAD and seq > self._reload_seq for seq, kind, _, _ in changes)
         catalogue, skipped = snapshot.catalogue, dict(snapshot.skipped)
         if items:
             added, newly_skipped = weigh_items(snapshot.view.served, self.store.items(items))
             catalogue = joined([without_items(catalogue, items), added], catalogue.matrix.shape[1])
             skipped = {item: why for item, why in skipped.items() if item not in items} | newly_skipped
         likes = snapshot.likes
-        if users:
-            likes = dict(likes)
-            for user in users:
-                now = tuple(self.store.likes(user))
-                if now:
-                    likes[user] = now
-                else:
-                    likes.pop(user, None)
+        if users:  # a user's likes as the store has them now; a user without any left goes
+            changed = {user: tuple(self.store.likes(user)) for user in users}
+            likes = {user: liked for user, liked in {**likes, **changed}.items() if liked}
         if reload:
             self._reload_in_background(changes[-1][0])
         return Snapshot(snapshot.view, catalogue, likes, changes[-1][0], skipped)

@@ -208,15 +208,14 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=No
             origin[name], used[name] = tokenized.origin, tokenized.analyzer
         if name in seq_len and dataset.field2type[name] == FeatureType.TOKEN_SEQ:
             cells = [cell[: int(seq_len[name])] for cell in cells]
-        lengths = np.fromiter((len(cell) for cell in cells), dtype=np.int64, count=len(cells))
-        keys = pd.Series([f"{name}:{t}" for cell in cells for t in cell], dtype=object)
-        owner = np.repeat(np.arange(len(cells)), lengths)
+        field_tokens = pd.Series([t for cell in cells for t in cell], dtype=object)
+        keys = f"{name}:" + field_tokens
+        owner = np.repeat(np.arange(len(cells)), [len(cell) for cell in cells])
         mapped = keys.map(column_of)
         known = mapped.notna().to_numpy()
         # the model's columns are the training vocabulary: a token of the dataset that no training item
         # has is "weightless" (known to the data, never learned), anything else unknown
-        tokens_of_field = pd.Series([t for cell in cells for t in cell], dtype=object)
-        in_dataset = tokens_of_field.isin(list(dataset.field2token_id[name])).to_numpy() & ~known
+        in_dataset = field_tokens.isin(list(dataset.field2token_id[name])).to_numpy() & ~known
         unknown.update(keys[~known & ~in_dataset].tolist())
         weightless.update(keys[in_dataset].tolist())
         rows.append(owner[known])  # every column of the training vocabulary has a weight (idf >= 1, or 1)

@@ -50,33 +50,15 @@ class Explanation:
         """One flat table (CSV): feature rows, then item rows, each ``top`` at most, plus a row per part
         for the rest, so the contributions shown always add up to the score."""
         rows = [{"section": "score", "contribution": self.model_score}]
-        for part in self.part_names:
-            group = self.part(part)
+        items = self.items.rename(columns={"item_id": "item_feature", "similarity": "contribution"})
+        groups = [("feature", part, self.part(part), "pairs") for part in self.part_names]
+        for section, part, group, what in groups + [("item", None, items, "liked items")]:
             shown = _head(group, top)
-            rows += [{"section": "feature", **row} for row in shown.to_dict("records")]
-            rest = group["contribution"].sum() - shown["contribution"].sum()
+            rows += [{"section": section, **row} for row in shown.to_dict("records")]
             if len(shown) < len(group):
-                rows.append(
-                    {
-                        "section": "feature",
-                        "part": part,
-                        "item_feature": f"({len(group) - len(shown)} other pairs)",
-                        "contribution": rest,
-                    }
-                )
-        shown = _head(self.items, top)
-        rows += [
-            {"section": "item", "item_feature": r["item_id"], "contribution": r["similarity"]}
-            for r in shown.to_dict("records")
-        ]
-        if len(shown) < len(self.items):
-            rows.append(
-                {
-                    "section": "item",
-                    "item_feature": f"({len(self.items) - len(shown)} other liked items)",
-                    "contribution": self.items["similarity"].iloc[len(shown) :].sum(),
-                }
-            )
+                rest = group["contribution"].iloc[len(shown) :].sum()
+                label = f"({len(group) - len(shown)} other {what})"
+                rows.append({"section": section, "part": part, "item_feature": label, "contribution": rest})
         return pd.DataFrame(rows, columns=["section"] + FEATURE_COLUMNS)
 
     def to_dict(self, top=None):

@@ -115,9 +115,8 @@ def explain(served, user, item, new_items=None, raw_text=None):
             f"feature pairs and liked items; a {served.model_name} score is {kind}."
         )
     u = served.user_ids([user])
-    known_items = served.dataset.field2token_id[served.iid_field]
     item = str(item)
-    new_item = not (item in known_items and known_items[item] != 0)
+    new_item = not served.dataset.field2token_id[served.iid_field].get(item, 0)
     if new_item:
         if new_items is None:
             raise ColdStartError(
@@ -127,8 +126,7 @@ def explain(served, user, item, new_items=None, raw_text=None):
         row = new_items.matrix[[new_items.index(item)]]
         item_cols = torch.as_tensor(row.indices, dtype=torch.long, device=device)
         item_vals = torch.as_tensor(row.data, dtype=torch.float64, device=device)
-        i = None
-        in_profile = False
+        i, in_profile = None, False
         model_score = float(model.score_feature_rows(u, scipy_to_torch_csr(row, device, model.F.values.dtype))[0, 0])
     else:
         i = served.item_ids([item])

@@ -59,7 +59,8 @@ class RunningTopK:
     """The k best columns of every row of a matrix that arrives in column blocks.
 
     Ties are broken at random and uniformly: every cell gets an independent random key (seeded), and
-    cells are ordered by (score, key). Memory is O(rows x (k + block)).
+    cells are ordered by (score, key). Memory is O(rows x (k + block)). ``ids`` and ``scores``: the k best so far
+    of each row (n_rows x min(k, columns seen)), best first.
     """
 
     def __init__(self, n_rows, k, seed=0, device="cpu"):
@@ -77,7 +78,3 @@ class RunningTopK:
         ids = torch.cat([self.ids, ids[None, :].expand(len(scores), -1)], dim=1)
         best = ranked(scores, keys, self.k)
         self.scores, self.keys, self.ids = scores.gather(1, best), keys.gather(1, best), ids.gather(1, best)
-
-    def result(self):
-        """(ids, scores), each (n_rows x min(k, columns seen)), best first."""
-        return self.ids, self.scores

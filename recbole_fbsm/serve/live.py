@@ -172,7 +172,7 @@ class LiveState:
         items = {item for _, kind, _, item in changes if kind == ITEM}
         users = {user for _, kind, user, _ in changes if kind == LIKE}
         reload = any(kind == RELOAD and seq > self._reload_seq for seq, kind, _, _ in changes)
-        catalogue, skipped = snapshot.catalogue, dict(snapshot.skipped)
+        catalogue, skipped = snapshot.catalogue, snapshot.skipped
         if items:
             added, newly_skipped = weigh_items(snapshot.view.served, self.store.items(items))
             catalogue = joined([without_items(catalogue, items), added], catalogue.matrix.shape[1])
@@ -282,7 +282,6 @@ def two_tower_scores(view, internal, kind, matrix):
     return scores[0].detach().cpu().numpy()
 
 
-# longer than 60 lines: one scorer for every served model kind (profile, neighbour, two-tower), each a few lines
 def score_candidates(snapshot, user, scope):
     """(scores, eligible, ids, note): the scores of every item of ``scope`` for ``user`` (training items first,
     then the new items), whether each may be recommended (not liked), and their ids."""

@@ -33,7 +33,6 @@ class UserComparison:
         return {"model_a": self.name_a, "model_b": self.name_b, "k": self.k, "groups": self.groups.to_dict("records")}
 
 
-# longer than 60 lines: a docstring of the trainer's protocol it replays, then one batched pass over the test users
 @torch.no_grad()
 def per_user_recall(served, k=10):
     """Per test user: hits in the top ``k`` among the test split's items, test likes, Recall@k.

@@ -224,9 +224,7 @@ def served_from_artifact(content, source, device="cpu"):
     check_state_dict(content["state_dict"], model, source)  # keys, shapes, exact dtypes, finite: nothing cast
     model.load_state_dict(content["state_dict"])
     model.load_other_parameter(content.get("other_parameter"))
-    model = model.to(device).eval()
-    for parameter in model.parameters():
-        parameter.requires_grad_(False)
+    model = model.to(device).eval().requires_grad_(False)
     training = vocabulary.model_inputs.training_items
     frequency = np.asarray((features.matrix[training] != 0).sum(axis=0)).ravel()
     extra = (content.get("split") or {}, content.get("analyzer"), content.get("data"), content.get("training"))
@@ -248,8 +246,7 @@ def checkpoint_config(settings, data_path=None):
         config = settings
     else:
         given = {key: value for key, value in settings.items() if key not in DERIVED_SETTINGS and value is not None}
-        folder = os.path.dirname(os.path.normpath(str(settings["data_path"])))
-        given["data_path"] = folder
+        given["data_path"] = os.path.dirname(os.path.normpath(str(settings["data_path"])))
         config = ColdStartConfig(model=settings["model"], dataset=settings["dataset"], config_dict=given)
     config["device"] = torch.device("cpu")
     if data_path is not None:
@@ -296,15 +293,9 @@ def export_checkpoint(state, path, data_path=None):
         ) from None
     model.load_other_parameter(state.get("other_parameter"))
     epoch = state.get("epoch")  # the checkpoint's epoch is the kept one (-1: the untrained start)
-    return build_artifact(
-        model,
-        config,
-        train_dataset,
-        valid_data._dataset,
-        test_data._dataset,
-        dataset_analyzer(config, inputs.features.fields, train_dataset),
-        training_record(config, {"best_epoch": epoch, "best_valid_score": state.get("best_valid_score")}),
-    )
+    analyzer = dataset_analyzer(config, inputs.features.fields, train_dataset)
+    record = training_record(config, {"best_epoch": epoch, "best_valid_score": state.get("best_valid_score")})
+    return build_artifact(model, config, train_dataset, valid_data._dataset, test_data._dataset, analyzer, record)
 
 
 def _first_difference(a, b):

@@ -51,10 +51,8 @@ def other_topic_items(data, user, count=3):
 def test_a_like_changes_the_next_answer_of_a_profile_model(trained, tmp_path, name):
     data = trained["data"]
     with live_service(trained["artifacts"][name], str(tmp_path / "s.sqlite"), token=TOKEN) as (url, state):
-        assert (
-            call(f"{url}/items", "POST", {"items": [new_item(data, t) for t in data["held_out"][:4]]}, headers=AUTH)[0]
-            == 200
-        )
+        items = [new_item(data, t) for t in data["held_out"][:4]]
+        assert call(f"{url}/items", "POST", {"items": items}, headers=AUTH)[0] == 200
         user = "u0_1"
         before = call(f"{url}/users/{user}/items?top=1000")[1]
         liked = other_topic_items(data, user) + [data["held_out"][0]]

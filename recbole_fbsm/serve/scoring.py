@@ -8,6 +8,7 @@ from functools import partial
 
 import torch
 
+from recbole_fbsm.kernels.sparse import csr_times_dense
 from recbole_fbsm.models.contract import FeatureSimilarity
 
 DEFAULT_CELLS = 1 << 24  # dense users x features (or users x items) cells per batch
@@ -36,7 +37,7 @@ def iter_profile_scores(model, users, item_matrix, cells=DEFAULT_CELLS):
         score = partial(model.score_rows_item_side, item_matrix=item_matrix)
     elif profile:
         factors = model.low_rank_factors()
-        item_factors = None if factors is None else torch.sparse.mm(item_matrix, factors)
+        item_factors = None if factors is None else csr_times_dense(item_matrix, factors)  # as evaluation's
         width = max(model.n_features, n_items)
         score = partial(model.score_feature_rows, item_matrix=item_matrix, item_factors=item_factors)
     else:  # ItemKNNCBF, and the two-tower models (DropoutNet, Heater, ALDI): U_u . item vector

@@ -145,10 +145,7 @@ def test_scopes_rank_the_whole_catalogue(trained, tmp_path):
 def test_fair_ties_do_not_follow_catalogue_order(trained, tmp_path):
     """Items of identical rows tie; their order is random (seeded), not the order they were added in."""
     data = trained["data"]
-    features = data["features"][data["held_out"][0]]
-    twins = [
-        {"id": f"twin{k:02d}", "tokens": {"genre": [features["genre"]], "words": features["words"]}} for k in range(30)
-    ]
+    twins = [new_item(data, data["held_out"][0], f"twin{k:02d}") for k in range(30)]
     with live_service(trained["artifacts"]["FBSM"], str(tmp_path / "s.sqlite")) as (url, _):
         call(f"{url}/items", "POST", {"items": twins})
         answer = call(f"{url}/users/u0_0/items?top=30&scope=new")[1]

@@ -263,11 +263,8 @@ def unknown_tokens_message(items):
         )
     message = f"{items.source or 'new-item file ' + items.path}:"
     if items.n_ignored:
-        message += (
-            f" {items.n_ignored} feature token occurrence(s) unknown to the trained model were ignored: "
-            + "; ".join(parts)
-            + "."
-        )
+        why = "; ".join(parts)
+        message += f" {items.n_ignored} feature token occurrence(s) unknown to the trained model were ignored: {why}."
     if items.hint:
         message += f" {items.hint}."
     if items.featureless:

@@ -1,20 +1,8 @@
-"""Why a user gets an item: the score broken into feature pairs and into the user's liked items.
+"""Why a user gets an item: the score f_i^T W_u g_u broken into feature pairs and into the user's liked items.
 
-score(u, i) = f_i^T W_u g_u with W_u = diag(c_u) + V V^T and g_u = f_u (the sum of u's training likes'
-features), minus f_i when i is one of u's training likes (the estimation constraint). Two exact
-decompositions of the same number:
-
-- by **features**: the *diagonal* part, one entry per feature p that both sides have:
-  f_ip c_up g_up (FBSM: c = D; UFSM: c_u = m_u W; CoSim: c = 1); and, for FBSM, the *low-rank* part,
-  one entry per pair (p, q) of a feature of the item and a feature of the profile:
-  f_ip (v_p . v_q) g_uq. The low-rank entries include p = q: the term f_ip ||v_p||^2 g_up is learned
-  by V, not D, so it is reported in the low-rank part, as a pair with the same feature on both
-  sides. The diagonal part is then exactly what D contributes and the low-rank part exactly what V
-  contributes; a feature's total self-weight is D_p + ||v_p||^2 (see ``interactions``).
-- by **items**: one entry per training like j != i of the user: sim_u(i, j) = f_i^T W_u f_j.
-
-Both lists add up to the model's score. Only nnz(f_i) x nnz(g_u) pairs are formed, never a dense
-features x features matrix.
+Both decompositions add up to the model's score; docs/serve.md ("explain", "What the numbers are") says what
+each part holds (the p = q low-rank terms go to the low-rank part: it is exactly what V contributes). Only
+nnz(f_i) x nnz(g_u) pairs are formed, never a dense features x features matrix.
 """
 
 from dataclasses import dataclass
@@ -58,59 +46,32 @@ class Explanation:
         """{part: sum of its contributions} (diagonal, and low_rank for FBSM)."""
         return {name: float(self.part(name)["contribution"].sum()) for name in self.part_names}
 
-    def top_features(self, top=None):
-        return self.features if top is None else self.features.head(int(top))
-
-    def top_items(self, top=None):
-        return self.items if top is None else self.items.head(int(top))
-
     def to_table(self, top=None):
         """One flat table (CSV): feature rows, then item rows, each ``top`` at most, plus a row per part
         for the rest, so the contributions shown always add up to the score."""
         rows = [{"section": "score", "contribution": self.model_score}]
-        for part in self.part_names:
-            group = self.part(part)
-            shown = group if top is None else group.head(int(top))
-            rows += [{"section": "feature", **row} for row in shown.to_dict("records")]
-            rest = group["contribution"].sum() - shown["contribution"].sum()
+        items = self.items.rename(columns={"item_id": "item_feature", "similarity": "contribution"})
+        groups = [("feature", part, self.part(part), "pairs") for part in self.part_names]
+        for section, part, group, what in groups + [("item", None, items, "liked items")]:
+            shown = _head(group, top)
+            rows += [{"section": section, **row} for row in shown.to_dict("records")]
             if len(shown) < len(group):
-                rows.append(
-                    {
-                        "section": "feature",
-                        "part": part,
-                        "item_feature": f"({len(group) - len(shown)} other pairs)",
-                        "contribution": rest,
-                    }
-                )
-        shown = self.top_items(top)
-        rows += [
-            {"section": "item", "item_feature": r["item_id"], "contribution": r["similarity"]}
-            for r in shown.to_dict("records")
-        ]
-        if len(shown) < len(self.items):
-            rows.append(
-                {
-                    "section": "item",
-                    "item_feature": f"({len(self.items) - len(shown)} other liked items)",
-                    "contribution": self.items["similarity"].iloc[len(shown) :].sum(),
-                }
-            )
+                rest = group["contribution"].iloc[len(shown) :].sum()
+                label = f"({len(group) - len(shown)} other {what})"
+                rows.append({"section": section, "part": part, "item_feature": label, "contribution": rest})
         return pd.DataFrame(rows, columns=["section"] + FEATURE_COLUMNS)
 
     def to_dict(self, top=None):
-        def records(frame):
-            return frame.to_dict("records")
-
         parts = {}
         for part in self.part_names:
             group = self.part(part)
-            shown = group if top is None else group.head(int(top))
+            shown = _head(group, top)
             parts[part] = {
                 "total": float(group["contribution"].sum()),
                 "pairs": len(group),
-                "top": records(shown.drop(columns=["part"])),
+                "top": shown.drop(columns=["part"]).to_dict("records"),
             }
-        shown = self.top_items(top)
+        shown = _head(self.items, top)
         return {
             "model": self.model,
             "user": self.user,
@@ -123,9 +84,13 @@ class Explanation:
             "items": {
                 "total": float(self.items["similarity"].sum()),
                 "liked_items": len(self.items),
-                "top": records(shown),
+                "top": shown.to_dict("records"),
             },
         }
+
+
+def _head(frame, top):
+    return frame if top is None else frame.head(int(top))
 
 
 # longer than 60 lines: the two decompositions (feature pairs, liked items) share their inputs; the docstring names both
@@ -150,9 +115,8 @@ def explain(served, user, item, new_items=None, raw_text=None):
             f"feature pairs and liked items; a {served.model_name} score is {kind}."
         )
     u = served.user_ids([user])
-    known_items = served.dataset.field2token_id[served.iid_field]
     item = str(item)
-    new_item = not (item in known_items and known_items[item] != 0)
+    new_item = not served.dataset.field2token_id[served.iid_field].get(item, 0)
     if new_item:
         if new_items is None:
             raise ColdStartError(
@@ -162,8 +126,7 @@ def explain(served, user, item, new_items=None, raw_text=None):
         row = new_items.matrix[[new_items.index(item)]]
         item_cols = torch.as_tensor(row.indices, dtype=torch.long, device=device)
         item_vals = torch.as_tensor(row.data, dtype=torch.float64, device=device)
-        i = None
-        in_profile = False
+        i, in_profile = None, False
         model_score = float(model.score_feature_rows(u, scipy_to_torch_csr(row, device, model.F.values.dtype))[0, 0])
     else:
         i = served.item_ids([item])
@@ -178,10 +141,17 @@ def explain(served, user, item, new_items=None, raw_text=None):
         profile = profile.index_add(0, item_cols, -item_vals)
     weights = model.diagonal_weights(u).reshape(-1).double()
     names = np.asarray(served.features.names, dtype=object)
-    frames = [_diagonal_part(item_cols, item_vals, profile, weights, names)]
+    user_vals = profile[item_cols]
+    shared = user_vals != 0
+    cols = item_cols[shared]
+    frames = [_pairs("diagonal", names, cols, cols, item_vals[shared], user_vals[shared], weights[cols])]
     factors = model.low_rank_factors()
-    if factors is not None:
-        frames.append(_low_rank_part(item_cols, item_vals, profile, factors.double(), names))
+    if factors is not None:  # every (feature of the item, feature of the profile) pair: f_ip (v_p . v_q) g_uq
+        V, user_cols = factors.double(), torch.nonzero(profile).squeeze(1)
+        p, q = (index.reshape(-1) for index in torch.meshgrid(item_cols, user_cols, indexing="ij"))
+        pair_weights = (V[item_cols] @ V[user_cols].T).reshape(-1)
+        f_p = item_vals.repeat_interleave(len(user_cols))
+        frames.append(_pairs("low_rank", names, p, q, f_p, profile[q], pair_weights))
     features = pd.concat(frames, ignore_index=True)
     features = features.iloc[np.argsort(-features["contribution"].abs().to_numpy(), kind="stable")].reset_index(
         drop=True
@@ -193,43 +163,17 @@ def explain(served, user, item, new_items=None, raw_text=None):
     )
 
 
-def _diagonal_part(item_cols, item_vals, profile, weights, names):
-    user_vals = profile[item_cols]
-    keep = user_vals != 0
-    cols, f_i, f_u = item_cols[keep], item_vals[keep], user_vals[keep]
-    w = weights[cols]
-    cols = cols.cpu().numpy()
+def _pairs(part, names, item_cols, user_cols, item_vals, user_vals, weights):
+    """One row per feature pair (tensors of one length): contribution = f_ip * weight * g_uq."""
     return pd.DataFrame(
         {
-            "part": "diagonal",
-            "item_feature": names[cols],
-            "user_feature": names[cols],
-            "item_value": f_i.cpu().numpy(),
-            "user_value": f_u.cpu().numpy(),
-            "weight": w.cpu().numpy(),
-            "contribution": (f_i * w * f_u).cpu().numpy(),
-        }
-    )
-
-
-def _low_rank_part(item_cols, item_vals, profile, factors, names):
-    user_cols = torch.nonzero(profile).squeeze(1)
-    user_vals = profile[user_cols]
-    pair_weights = factors[item_cols] @ factors[user_cols].T  # nnz(f_i) x nnz(f_u)
-    contributions = item_vals[:, None] * pair_weights * user_vals[None, :]
-    a, b = len(item_cols), len(user_cols)
-    rows = np.repeat(np.arange(a), b)
-    cols = np.tile(np.arange(b), a)
-    item_cols, user_cols = item_cols.cpu().numpy(), user_cols.cpu().numpy()
-    return pd.DataFrame(
-        {
-            "part": "low_rank",
-            "item_feature": names[item_cols[rows]],
-            "user_feature": names[user_cols[cols]],
-            "item_value": item_vals.cpu().numpy()[rows],
-            "user_value": user_vals.cpu().numpy()[cols],
-            "weight": pair_weights.cpu().numpy().ravel(),
-            "contribution": contributions.cpu().numpy().ravel(),
+            "part": part,
+            "item_feature": names[item_cols.cpu().numpy()],
+            "user_feature": names[user_cols.cpu().numpy()],
+            "item_value": item_vals.cpu().numpy(),
+            "user_value": user_vals.cpu().numpy(),
+            "weight": weights.cpu().numpy(),
+            "contribution": (item_vals * weights * user_vals).cpu().numpy(),
         }
     )
 
@@ -254,8 +198,5 @@ def _liked_items(served, u, i, item_cols, item_vals, weights, factors):
         similarity = similarity + liked_factors @ (item_vals @ factors[item_cols])
     order = torch.argsort(similarity, descending=True, stable=True)
     return pd.DataFrame(
-        {
-            "item_id": served.item_tokens(liked[order].cpu().numpy()),
-            "similarity": similarity[order].cpu().numpy(),
-        }
+        {"item_id": served.item_tokens(liked[order].cpu().numpy()), "similarity": similarity[order].cpu().numpy()}
     )

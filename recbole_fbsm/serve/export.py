@@ -1,17 +1,10 @@
-"""``recbole-fbsm serve export-likes STORE -o DIR``: what the live service learned, as RecBole atomic files.
-
-The likes become ``DIR/NAME.inter`` and the stored new items ``DIR/NAME.item`` (the model's feature fields with
-their types), NAME being the folder's name (RecBole's layout), under the model's own id fields (its
-``USER_ID_FIELD`` and ``ITEM_ID_FIELD``, e.g. ``user_id:token``), so that ``run_recbole.py`` reads them with the
-settings the model was trained with. Add their rows to the dataset's files and retrain: the new items become
-training items, and the users of the stored likes users the model knows. Raw-text items are analysed as
-the converter did (the model's stored analyzer), so their cells are the tokens the training data holds.
-Files are written whole or not at all (a temporary file and a rename).
+"""``recbole-fbsm serve export-likes STORE -o DIR``: what the live service learned, as RecBole atomic files
+``DIR/NAME.inter`` and ``DIR/NAME.item`` under the model's own id and feature fields, ready to append to the
+dataset and retrain (docs/serve.md). Raw-text items are analysed as the converter did; files are written whole
+or not at all.
 """
 
 import os
-
-from recbole.utils import FeatureType
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.loading import load_model
@@ -73,11 +66,8 @@ def export_likes(store_location, output, model=None):
                 ).cells
                 for item, tokens in zip(group, cells):
                     columns.setdefault(item.item_id, {})[field] = separator.join(_cell(t) for t in tokens)
-        types = {
-            field: "token_seq" if served.dataset.field2type[field] == FeatureType.TOKEN_SEQ else "token"
-            for field in served.fields
-        }
-        header = "\t".join([f"{served.iid_field}:token"] + [f"{field}:{types[field]}" for field in served.fields])
+        types = served.dataset.field2type  # the feature fields are token or token_seq
+        header = "\t".join([f"{served.iid_field}:token"] + [f"{field}:{types[field].value}" for field in served.fields])
         rows = ["\t".join([item.item_id] + [columns[item.item_id][field] for field in served.fields]) for item in items]
         path = os.path.join(output, f"{name}.item")
         write_atomic(path, ("\n".join([header, *rows]) + "\n").encode("utf-8"))

@@ -1,13 +1,7 @@
-"""FBSM's strongest learned feature interactions, without the dense features x features matrix.
-
-FBSM's similarity matrix is W = diag(D) + V V^T (row p of ``V`` is the paper's latent factor v_p).
-Its off-diagonal entry (p, q), p != q, is v_p . v_q: how much an item with feature p and a liked item
-with feature q attract (positive) or repel (negative) each other. Its diagonal entry D_p + ||v_p||^2
-is the weight of a feature shared by both items.
-
-The off-diagonal entries are scanned in blocks of rows (``chunk`` x n features at a time), keeping a
-running top-k of the largest and of the most negative among the pairs p < q (each unordered pair
-once): memory O(chunk x n_features + k), time O(n_features^2 h).
+"""FBSM's strongest learned feature interactions (docs/serve.md, "interactions"), without the dense features x
+features matrix: the off-diagonal v_p . v_q are scanned in blocks of rows (``chunk`` x n features at a time)
+with a running top-k of the largest and of the most negative among the pairs p < q: memory O(chunk x
+n_features + k), time O(n_features^2 h).
 """
 
 import numpy as np
@@ -28,36 +22,26 @@ def top_pairs(factors, k, cells=DEFAULT_CELLS):
     decreasing |value| and at most ``k`` long. The positive side holds only values > 0 and the
     negative side only values < 0.
     """
-    n = factors.shape[0]
-    k = int(k)
+    n, k = factors.shape[0], int(k)
     chunk = max(1, int(cells) // max(n, 1))
     columns = torch.arange(n, device=factors.device)
-    best = {
-        +1: (factors.new_empty(0), columns.new_empty(0), columns.new_empty(0)),
-        -1: (factors.new_empty(0), columns.new_empty(0), columns.new_empty(0)),
-    }
+    best = {sign: (factors.new_empty(0), columns.new_empty(0)) for sign in (+1, -1)}  # values, pair p * n + q
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
         block = factors[start:stop] @ factors.T  # chunk x n
         upper = columns[None, :] > torch.arange(start, stop, device=factors.device)[:, None]
-        for sign in (+1, -1):
+        for sign, (old_values, old_pairs) in best.items():
             signed = (sign * block).masked_fill(~upper, -torch.inf).reshape(-1)
-            take = min(k, signed.numel())
-            if take == 0:
-                continue
-            values, flat = torch.topk(signed, take)
-            p, q = flat // n + start, flat % n
-            old_values, old_p, old_q = best[sign]
-            values, p, q = torch.cat([old_values, values]), torch.cat([old_p, p]), torch.cat([old_q, q])
+            values, pairs = torch.topk(signed, min(k, signed.numel()))
+            values, pairs = torch.cat([old_values, values]), torch.cat([old_pairs, pairs + start * n])
             keep = torch.topk(values, min(k, len(values))).indices
-            best[sign] = (values[keep], p[keep], q[keep])
+            best[sign] = (values[keep], pairs[keep])
     result = []
-    for sign in (+1, -1):
-        values, p, q = best[sign]
+    for sign, (values, pairs) in best.items():
         order = torch.argsort(values, descending=True, stable=True)
-        values, p, q = values[order], p[order], q[order]
+        values, pairs = values[order], pairs[order]
         positive = values > 0
-        result.append((sign * values[positive], p[positive], q[positive]))
+        result.append((sign * values[positive], pairs[positive] // n, pairs[positive] % n))
     return tuple(result)
 
 
@@ -98,43 +82,33 @@ def strongest_interactions(served, top=20, min_items=0, cells=DEFAULT_CELLS):
     D = model.D.detach()[index].double()
     V = model.V.detach()[index].double()
     self_low_rank = V.pow(2).sum(1)
+
+    def table(kind, p, q, weight, D_p, vv):
+        """Rows ranked 1.. of feature pairs (p, q): positions in ``selected``."""
+        return pd.DataFrame(
+            {
+                "kind": kind,
+                "rank": np.arange(1, len(p) + 1),
+                "feature_p": names[selected[p]],
+                "feature_q": names[selected[q]],
+                "weight": weight,
+                "D_p": D_p,
+                "vv": vv,
+                "items_p": frequency[selected[p]],
+                "items_q": frequency[selected[q]],
+            }
+        )
+
     frames = []
     for kind, (values, p, q) in zip(("positive", "negative"), top_pairs(V, top, cells)):
-        p, q = p.cpu().numpy(), q.cpu().numpy()
-        frames.append(
-            pd.DataFrame(
-                {
-                    "kind": kind,
-                    "rank": np.arange(1, len(p) + 1),
-                    "feature_p": names[selected[p]],
-                    "feature_q": names[selected[q]],
-                    "weight": values.cpu().numpy(),
-                    "D_p": np.nan,
-                    "vv": values.cpu().numpy(),
-                    "items_p": frequency[selected[p]],
-                    "items_q": frequency[selected[q]],
-                }
-            )
-        )
+        values = values.cpu().numpy()
+        frames.append(table(kind, p.cpu().numpy(), q.cpu().numpy(), values, np.nan, values))
     diagonal = D + self_low_rank
     take = min(int(top), len(selected))
     for kind, descending in (("diagonal_top", True), ("diagonal_bottom", False)):
         order = torch.argsort(diagonal, descending=descending, stable=True)[:take].cpu().numpy()
-        frames.append(
-            pd.DataFrame(
-                {
-                    "kind": kind,
-                    "rank": np.arange(1, len(order) + 1),
-                    "feature_p": names[selected[order]],
-                    "feature_q": names[selected[order]],
-                    "weight": diagonal.cpu().numpy()[order],
-                    "D_p": D.cpu().numpy()[order],
-                    "vv": self_low_rank.cpu().numpy()[order],
-                    "items_p": frequency[selected[order]],
-                    "items_q": frequency[selected[order]],
-                }
-            )
-        )
+        weights, D_p, vv = (x.cpu().numpy()[order] for x in (diagonal, D, self_low_rank))
+        frames.append(table(kind, order, order, weights, D_p, vv))
     return pd.concat(frames, ignore_index=True)[COLUMNS]
 
 

@@ -1,27 +1,10 @@
 """The live service's state: a model artifact plus what the store learned since (new items, likes), and the
 scores of the whole catalogue for one user with those likes counted at once.
 
-Profile models (FBSM, UFSM, CoSim; ItemKNNCBF at its linear defaults, W_u = I) score
-score(u, i) = f_i^T W_u f_u with f_u the sum of the rows of the items u likes (``serve/scoring.py``). A like
-stored after training only adds a row to that sum, so the next answer counts it without retraining:
-``user_weights`` builds f_u from the training likes plus the stored ones (one sparse row sum), folds W_u into
-one dense vector w_u = c_u * f_u + V (V^T f_u), and every item is scored by one sparse (items x features) x
-dense (features) product. Nothing here assumes that a feature is
-content: an item row may hold an identity column (a hybrid FBSM's warm-item id token), which new items
-simply lack.
-
-ItemKNNCBF with another similarity, ``knn`` or p != 1 sums the similarities of the candidate to the user's
-likes, stored likes of new items included (``serve/neighbours.py`` says how a like outside the training items
-becomes a neighbour).
-
-What a profile cannot give:
-
-- UFSM's c_u is learned per user: a user unknown at training has none, so the service answers 409 for them
-  (their likes are stored, and count once a retrained model knows them);
-- DropoutNet, Heater and ALDI score a user by the embedding learned in training: their stored likes are
-  kept and excluded from the list, but change the scores only after retraining (the answer says so);
-  a user unknown at training gets 409. A hybrid-scenario artifact's training items are scored as its
-  evaluation scores them (warm input or teacher, ``two_tower_scores``), new items by their content.
+docs/serve.md ("Likes that count at once") says what each model kind counts at once and what it cannot:
+profile models (FBSM, UFSM, CoSim, linear ItemKNNCBF) fold the training and stored likes into one dense vector
+w_u = c_u * f_u + V (V^T f_u) and score every item by one sparse x dense product; ItemKNNCBF otherwise goes
+through ``serve/neighbours.py``; two-tower models score by the embeddings learned in training.
 
 Worker processes each hold a ``LiveState``; before every request it applies the store's changes since the
 last one it saw (``Store.changes_since``), so a write acknowledged by any worker is in the next answer of
@@ -67,24 +50,19 @@ class ModelView:
         self.matrix = served.features.matrix.tocsr().astype(np.float32)  # every dataset item's weighted row
         self.training_items = np.asarray(served.training_items(), dtype=np.int64)
         self.warm_matrix = self.matrix[self.training_items]
-        self.warm_ids = np.asarray(served.dataset.field2id_token[served.iid_field], dtype=object)[self.training_items]
+        self.item_tokens = np.asarray(served.dataset.field2id_token[served.iid_field], dtype=object)
+        self.warm_ids = self.item_tokens[self.training_items]
         self.item_of = served.dataset.field2token_id[served.iid_field]
         self.user_of = served.dataset.field2token_id[served.uid_field]
-        self.item_tokens = np.asarray(served.dataset.field2id_token[served.iid_field], dtype=object)
         self.profile = isinstance(model, FeatureSimilarity)
-        self.per_user_weights = self.profile and model.diagonal_weights(torch.tensor([1])).dim() == 2
-        self.neighbours = None
+        self.per_user_weights, self.factors, self.neighbours = False, None, None
         if self.profile:
-            factors = model.low_rank_factors()
+            weights, factors = model.diagonal_weights(torch.tensor([1])), model.low_rank_factors()
+            self.per_user_weights = weights.dim() == 2  # UFSM: c_u per user
+            self.shared_weights = None if self.per_user_weights else weights.detach().cpu().numpy().astype(np.float32)
             self.factors = None if factors is None else factors.detach().cpu().numpy().astype(np.float32)
-            self.shared_weights = (
-                None
-                if self.per_user_weights
-                else model.diagonal_weights(torch.tensor([1])).detach().cpu().numpy().astype(np.float32)
-            )
         elif isinstance(model, ItemNeighbourhood) and model.linear:  # x_i . f_u: a profile with W_u = I
-            self.profile, self.factors = True, None
-            self.shared_weights = np.ones(self.matrix.shape[1], dtype=np.float32)
+            self.profile, self.shared_weights = True, np.ones(self.matrix.shape[1], dtype=np.float32)
         elif isinstance(model, ItemNeighbourhood):
             self.neighbours = NeighbourScorer(model, self.training_items)
         self.seed = int(served.config["seed"] or 0)
@@ -109,10 +87,13 @@ class Snapshot:
 
     view: ModelView
     catalogue: NewItems  # the stored new items, weighted by this model
-    position: dict  # new item id -> row of ``catalogue``
     likes: dict  # user -> tuple of stored liked item ids, oldest first
     seq: int  # the last store change applied
     skipped: dict = field(default_factory=dict)  # stored item id -> why this model cannot serve it
+    position: dict = field(init=False)  # new item id -> row of ``catalogue``
+
+    def __post_init__(self):
+        object.__setattr__(self, "position", {token: k for k, token in enumerate(self.catalogue.tokens)})
 
     def knows_item(self, item):
         return item in self.position or self.view.dataset_item(item) != 0
@@ -121,22 +102,13 @@ class Snapshot:
         return self.view.dataset_user(user) != 0 or bool(self.likes.get(user))
 
 
-def empty_catalogue(n_features):
-    return NewItems(
-        "catalogue",
-        [],
-        sp.csr_matrix((0, n_features), dtype=np.float32),
-        sp.csr_matrix((0, n_features), dtype=np.float32),
-    )
-
-
 def weigh_items(served, stored):
     """(NewItems of the ``StoredItem``s this model can serve, {id: why not} of the others)."""
     known = served.dataset.field2token_id[served.iid_field]
     skipped = {
         s.item_id: "now an item of the model's dataset (retrained on it)" for s in stored if known.get(s.item_id, 0)
     }
-    parts = empty_catalogue(served.features.n_features)
+    parts = []
     for raw in (True, False):
         group = [s for s in stored if s.raw == raw and s.item_id not in skipped]
         if not group:
@@ -145,28 +117,27 @@ def weigh_items(served, stored):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ServeWarning)
             try:
-                new = new_items_from_cells(served, [s.item_id for s in group], cells, raw, source="store", warn=False)
+                parts.append(
+                    new_items_from_cells(served, [s.item_id for s in group], cells, raw, source="store", warn=False)
+                )
             except ColdStartError as error:  # never one bad item stopping every answer: logged, left out
                 log.error("store items left out: %s", error)
                 skipped.update({s.item_id: str(error) for s in group})
-                continue
-        parts = replace_items(parts, new)
-    return parts, skipped
+    return joined(parts, served.features.n_features), skipped
 
 
-def replace_items(catalogue, new):
-    """``catalogue`` with ``new``'s items added, items of the same id replaced (new rows last)."""
-    replacing = set(new.tokens)
-    keep = [k for k, token in enumerate(catalogue.tokens) if token not in replacing]
+def joined(parts, n_features):
+    """One catalogue of the items of ``parts`` (``NewItems``), in order."""
+    empty = sp.csr_matrix((0, n_features), dtype=np.float32)
     return NewItems(
         "catalogue",
-        [catalogue.tokens[k] for k in keep] + list(new.tokens),
-        sp.vstack([catalogue.counts[keep], new.counts], format="csr"),
-        sp.vstack([catalogue.matrix[keep], new.matrix.astype(np.float32)], format="csr"),
+        [token for part in parts for token in part.tokens],
+        sp.vstack([empty, *(part.counts for part in parts)], format="csr"),
+        sp.vstack([empty, *(part.matrix.astype(np.float32) for part in parts)], format="csr"),
     )
 
 
-def remove_items(catalogue, gone):
+def without_items(catalogue, gone):
     keep = [k for k, token in enumerate(catalogue.tokens) if token not in gone]
     return NewItems("catalogue", [catalogue.tokens[k] for k in keep], catalogue.counts[keep], catalogue.matrix[keep])
 
@@ -187,14 +158,7 @@ class LiveState:
         likes = defaultdict(list)
         for user, item in self.store.all_likes():
             likes[user].append(item)
-        return Snapshot(
-            ModelView(served),
-            catalogue,
-            {t: k for k, t in enumerate(catalogue.tokens)},
-            {u: tuple(items) for u, items in likes.items()},
-            seq,
-            skipped,
-        )
+        return Snapshot(ModelView(served), catalogue, {u: tuple(items) for u, items in likes.items()}, seq, skipped)
 
     def current(self):
         """The snapshot with every change the store acknowledged so far."""
@@ -205,37 +169,21 @@ class LiveState:
             return self._snapshot
 
     def _apply(self, snapshot, changes):
-        items, users, reload = set(), set(), False
-        for seq, kind, user, item in changes:
-            if kind == ITEM:
-                items.add(item)
-            elif kind == LIKE:
-                users.add(user)
-            elif kind == RELOAD and seq > self._reload_seq:
-                reload = True
-        catalogue, skipped = snapshot.catalogue, dict(snapshot.skipped)
+        items = {item for _, kind, _, item in changes if kind == ITEM}
+        users = {user for _, kind, user, _ in changes if kind == LIKE}
+        reload = any(kind == RELOAD and seq > self._reload_seq for seq, kind, _, _ in changes)
+        catalogue, skipped = snapshot.catalogue, snapshot.skipped
         if items:
-            stored = self.store.items(items)
-            catalogue = remove_items(catalogue, items)
-            for item in items:
-                skipped.pop(item, None)
-            added, newly_skipped = weigh_items(snapshot.view.served, stored)
-            catalogue = replace_items(catalogue, added)
-            skipped.update(newly_skipped)
+            added, newly_skipped = weigh_items(snapshot.view.served, self.store.items(items))
+            catalogue = joined([without_items(catalogue, items), added], catalogue.matrix.shape[1])
+            skipped = {item: why for item, why in skipped.items() if item not in items} | newly_skipped
         likes = snapshot.likes
-        if users:
-            likes = dict(likes)
-            for user in users:
-                now = tuple(self.store.likes(user))
-                if now:
-                    likes[user] = now
-                else:
-                    likes.pop(user, None)
+        if users:  # a user's likes as the store has them now; a user without any left goes
+            changed = {user: tuple(self.store.likes(user)) for user in users}
+            likes = {user: liked for user, liked in {**likes, **changed}.items() if liked}
         if reload:
             self._reload_in_background(changes[-1][0])
-        return Snapshot(
-            snapshot.view, catalogue, {t: k for k, t in enumerate(catalogue.tokens)}, likes, changes[-1][0], skipped
-        )
+        return Snapshot(snapshot.view, catalogue, likes, changes[-1][0], skipped)
 
     # ----------------------------------------------------------------------------- reloading
     def reload(self):
@@ -244,11 +192,15 @@ class LiveState:
         ColdStartError goes to the caller). Other workers follow through the store's change log."""
         served = load_model(self.model_path, device=self.device)
         seq = self.store.request_reload()
-        snapshot = self._full_snapshot(served)
         with self._lock:
             self._reload_seq = max(self._reload_seq, seq)
+        return self._swap_in(served)
+
+    def _swap_in(self, served, why=""):
+        snapshot = self._full_snapshot(served)
+        with self._lock:
             self._snapshot = snapshot
-        log.warning("reloaded model %s (%s)", self.model_path.rsplit("/", 1)[-1], served.model_name)
+        log.warning("reloaded model %s (%s)%s", self.model_path.rsplit("/", 1)[-1], served.model_name, why)
         return snapshot
 
     def _reload_in_background(self, seq):
@@ -259,15 +211,7 @@ class LiveState:
 
         def work():
             try:
-                served = load_model(self.model_path, device=self.device)
-                snapshot = self._full_snapshot(served)
-                with self._lock:
-                    self._snapshot = snapshot
-                log.warning(
-                    "reloaded model %s (%s), as another worker asked",
-                    self.model_path.rsplit("/", 1)[-1],
-                    served.model_name,
-                )
+                self._swap_in(load_model(self.model_path, device=self.device), ", as another worker asked")
             except Exception as error:  # the old model goes on serving
                 log.error("reload failed, the old model goes on serving: %s", error)
 
@@ -291,7 +235,7 @@ def liked_items(snapshot, user):
     """(dataset item ids liked in training or since, new-item rows liked since) of ``user``."""
     view = snapshot.view
     internal = view.dataset_user(user)
-    training = view.likes.indices[view.likes.indptr[internal] : view.likes.indptr[internal + 1]] if internal else []
+    training = view.likes[internal].indices if internal else []
     stored = snapshot.likes.get(user, ())
     dataset = np.asarray([view.dataset_item(i) for i in stored], dtype=np.int64)
     dataset = np.union1d(np.asarray(training, dtype=np.int64), dataset[dataset > 0])
@@ -338,26 +282,29 @@ def two_tower_scores(view, internal, kind, matrix):
     return scores[0].detach().cpu().numpy()
 
 
-# longer than 60 lines: one scorer for every served model kind (profile, neighbour, two-tower), each a few lines
 def score_candidates(snapshot, user, scope):
-    """(scores, eligible, id_of, note): the scores of every item of ``scope`` for ``user`` (training items
-    first, then the new items), whether each may be recommended (not liked), and the id of a position."""
-    view = snapshot.view
+    """(scores, eligible, ids, note): the scores of every item of ``scope`` for ``user`` (training items first,
+    then the new items), whether each may be recommended (not liked), and their ids."""
+    view, catalogue = snapshot.view, snapshot.catalogue
     dataset_likes, new_rows = liked_items(snapshot, user)
-    blocks = []
+    blocks = []  # (kind, item rows, ids, eligible)
     if scope in ("all", "warm"):
-        blocks.append(("warm", view.warm_matrix))
+        blocks.append(("warm", view.warm_matrix, view.warm_ids, ~np.isin(view.training_items, dataset_likes)))
     if scope in ("all", "new"):
-        blocks.append(("new", snapshot.catalogue.matrix))
+        eligible = np.ones(len(catalogue.tokens), dtype=bool)
+        eligible[new_rows] = False
+        blocks.append(("new", catalogue.matrix, np.asarray(catalogue.tokens, dtype=object), eligible))
     note = None
     if view.profile:
         w = user_weights(snapshot, user, dataset_likes, new_rows)
-        scores = [matrix @ w for _, matrix in blocks]
+        scores = [matrix @ w for _, matrix, _, _ in blocks]
     elif view.neighbours is not None:  # ItemKNNCBF: the user's likes, stored ones included, are the neighbours
         model = view.served.model
         training = model.neighbour_index[dataset_likes] >= 0
-        others = sp.vstack([model.X[dataset_likes[~training]], snapshot.catalogue.matrix[new_rows]], format="csr")
-        scores = [view.neighbours.scores(kind, matrix, dataset_likes[training], others) for kind, matrix in blocks]
+        others = sp.vstack([model.X[dataset_likes[~training]], catalogue.matrix[new_rows]], format="csr")
+        scores = [
+            view.neighbours.scores(kind, matrix, dataset_likes[training], others) for kind, matrix, _, _ in blocks
+        ]
     else:
         internal = view.dataset_user(user)
         if not internal:
@@ -366,58 +313,44 @@ def score_candidates(snapshot, user, scope):
                 "a user by the embedding learned in training: their likes are stored and count once a model "
                 "retrained on them is loaded (serve export-likes, then POST /admin/reload)"
             )
-        scores = [two_tower_scores(view, internal, kind, matrix) for kind, matrix in blocks]
+        scores = [two_tower_scores(view, internal, kind, matrix) for kind, matrix, _, _ in blocks]
         if snapshot.likes.get(user):
             note = (
                 f"{view.name} scores a user by the embedding learned in training: the likes stored since are "
                 "left out of the list, and change the scores once a retrained model is loaded"
             )
     scores = np.concatenate(scores).astype(np.float32, copy=False)
-    eligible = np.ones(len(scores), dtype=bool)
-    offset, warm_count = 0, 0
-    for kind, matrix in blocks:
-        if kind == "warm":
-            eligible[np.flatnonzero(np.isin(view.training_items, dataset_likes))] = False
-            warm_count = matrix.shape[0]
-        else:
-            eligible[offset + new_rows] = False
-        offset += matrix.shape[0]
-    tokens = snapshot.catalogue.tokens
-    has_warm = bool(blocks) and blocks[0][0] == "warm"
-
-    def id_of(position):
-        if has_warm and position < warm_count:
-            return str(view.warm_ids[position])
-        return tokens[position - warm_count]
-
-    return scores, eligible, id_of, note
+    eligible, ids = (np.concatenate([block[k] for block in blocks]) for k in (3, 2))
+    return scores, eligible, ids, note
 
 
 def score_user(snapshot, user, scope):
     """(item ids, scores, note) of every candidate of ``scope`` for ``user``, the user's likes left out."""
-    scores, eligible, id_of, note = score_candidates(snapshot, user, scope)
-    positions = np.flatnonzero(eligible)
-    return np.asarray([id_of(j) for j in positions], dtype=object), scores[positions], note
+    scores, eligible, ids, note = score_candidates(snapshot, user, scope)
+    return ids[eligible], scores[eligible], note
 
 
-def top_items(snapshot, user, scope="all", top=10):
-    """[(item id, score)] of ``user``'s ``top`` best items of ``scope``, and the note of ``score_candidates``.
-    Ties are broken at random (seeded by the model's seed), never by position, which follows popularity for
-    dataset items: every eligible item scoring at least the ``top``-th best score is a candidate (one partial
-    partition, no sort of the whole catalogue), and the candidates are ordered by (score, random key). A
-    non-finite score ranks last."""
-    scores, eligible, id_of, note = score_candidates(snapshot, user, scope)
-    k = min(int(top), int(eligible.sum()))
+def seeded_top(scores, eligible, k, seed):
+    """Positions of the ``k`` best ``eligible`` scores, best first. Ties are broken at random (seeded), never by
+    position, which follows popularity for dataset items: every eligible position scoring at least the ``k``-th
+    best score is a candidate (one partial partition, no sort of the whole catalogue), and the candidates are
+    ordered by (score, random key). A non-finite score ranks last."""
+    k = min(int(k), int(eligible.sum()))
     if k == 0:
-        return [], note
+        return np.zeros(0, dtype=np.int64)
     finite = np.where(np.isfinite(scores), scores, -np.inf)
     ranked_scores = np.where(eligible, finite, -np.inf)
     threshold = np.partition(ranked_scores, len(ranked_scores) - k)[len(ranked_scores) - k]  # the k-th best
     candidates = np.flatnonzero((ranked_scores >= threshold) & eligible)  # every item tied with it included
-    generator = torch.Generator().manual_seed(snapshot.view.seed)
-    keys = torch.rand((1, len(candidates)), generator=generator)
-    best = candidates[ranked(torch.as_tensor(finite[candidates])[None], keys, k)[0].numpy()]
-    return [(id_of(j), float(scores[j])) for j in best], note
+    keys = torch.rand((1, len(candidates)), generator=torch.Generator().manual_seed(seed))
+    return candidates[ranked(torch.as_tensor(finite[candidates])[None], keys, k)[0].numpy()]
+
+
+def top_items(snapshot, user, scope="all", top=10):
+    """[(item id, score)] of ``user``'s ``top`` best items of ``scope`` (``seeded_top``), and the note of
+    ``score_candidates``."""
+    scores, eligible, ids, note = score_candidates(snapshot, user, scope)
+    return [(str(ids[j]), float(scores[j])) for j in seeded_top(scores, eligible, top, snapshot.view.seed)], note
 
 
 def like_matrix_of(snapshot):
@@ -482,15 +415,8 @@ def item_users(snapshot, item, top=10):
         if view.factors is not None:
             scores = scores + likes @ (every_row @ (view.factors @ (view.factors.T @ x)))
     scores = np.asarray(scores, dtype=np.float64).ravel()
-    column = view.likes.shape[1] + snapshot.position[item]
-    eligible = np.flatnonzero(np.asarray(likes[:, column].todense()).ravel() == 0)
-    k = min(int(top), len(eligible))
-    if k == 0:
-        return []
-    generator = torch.Generator().manual_seed(view.seed)
-    keys = torch.rand((1, len(eligible)), generator=generator)
-    best = eligible[ranked(torch.as_tensor(scores[eligible])[None], keys, k)[0].numpy()]
-    return [(str(tokens[j]), float(scores[j])) for j in best]
+    liked = np.asarray(likes[:, view.likes.shape[1] + snapshot.position[item]].todense()).ravel() != 0
+    return [(str(tokens[j]), float(scores[j])) for j in seeded_top(scores, ~liked, top, view.seed)]
 
 
 def stored_items_of(new_items, served):

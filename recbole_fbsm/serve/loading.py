@@ -36,38 +36,13 @@ from recbole_fbsm.storage.safe_files import PickledFileError, Settings, in_memor
 
 SERVED_MODELS = ("FBSM", "UFSM", "CoSim", "ItemKNNCBF", "DropoutNet", "Heater", "ALDI")
 # settings of a checkpoint that RecBole derives (or the machine decides): not given back when rebuilding its Config
-DERIVED_SETTINGS = (
-    "model",
-    "dataset",
-    "data_path",
-    "device",
-    "MODEL_TYPE",
-    "MODEL_INPUT_TYPE",
-    "eval_type",
-    "single_spec",
-    "local_rank",
-    "train_neg_sample_args",
-    "valid_neg_sample_args",
-    "test_neg_sample_args",
-    "eval_neg_sample_args",
-    "valid_metric_bigger",
-    "checkpoint_dir",
-    "use_gpu",
-    "gpu_id",
-    "world_size",
-    "nproc",
-    "offset",
-    "ip",
-    "port",
-    "backend",
-    "log_wandb",
-    "wandb_project",
-    "config_files",
-    "run_id",
-    "shuffle",
-    "worker",
-    "state",
-    "show_progress",
+DERIVED_SETTINGS = frozenset(
+    (
+        "model dataset data_path device MODEL_TYPE MODEL_INPUT_TYPE eval_type single_spec local_rank "
+        "train_neg_sample_args valid_neg_sample_args test_neg_sample_args eval_neg_sample_args "
+        "valid_metric_bigger checkpoint_dir use_gpu gpu_id world_size nproc offset ip port backend log_wandb "
+        "wandb_project config_files run_id shuffle worker state show_progress"
+    ).split()
 )
 
 
@@ -249,24 +224,11 @@ def served_from_artifact(content, source, device="cpu"):
     check_state_dict(content["state_dict"], model, source)  # keys, shapes, exact dtypes, finite: nothing cast
     model.load_state_dict(content["state_dict"])
     model.load_other_parameter(content.get("other_parameter"))
-    model = model.to(device).eval()
-    for parameter in model.parameters():
-        parameter.requires_grad_(False)
+    model = model.to(device).eval().requires_grad_(False)
     training = vocabulary.model_inputs.training_items
     frequency = np.asarray((features.matrix[training] != 0).sum(axis=0)).ravel()
-    return ServedModel(
-        source,
-        settings,
-        model,
-        vocabulary,
-        features,
-        list(features.fields),
-        frequency,
-        content.get("split") or {},
-        content.get("analyzer"),
-        content.get("data"),
-        content.get("training"),
-    )
+    extra = (content.get("split") or {}, content.get("analyzer"), content.get("data"), content.get("training"))
+    return ServedModel(source, settings, model, vocabulary, features, list(features.fields), frequency, *extra)
 
 
 def _check_served_model(name, source):
@@ -284,8 +246,7 @@ def checkpoint_config(settings, data_path=None):
         config = settings
     else:
         given = {key: value for key, value in settings.items() if key not in DERIVED_SETTINGS and value is not None}
-        folder = os.path.dirname(os.path.normpath(str(settings["data_path"])))
-        given["data_path"] = folder
+        given["data_path"] = os.path.dirname(os.path.normpath(str(settings["data_path"])))
         config = ColdStartConfig(model=settings["model"], dataset=settings["dataset"], config_dict=given)
     config["device"] = torch.device("cpu")
     if data_path is not None:
@@ -332,15 +293,9 @@ def export_checkpoint(state, path, data_path=None):
         ) from None
     model.load_other_parameter(state.get("other_parameter"))
     epoch = state.get("epoch")  # the checkpoint's epoch is the kept one (-1: the untrained start)
-    return build_artifact(
-        model,
-        config,
-        train_dataset,
-        valid_data._dataset,
-        test_data._dataset,
-        dataset_analyzer(config, inputs.features.fields, train_dataset),
-        training_record(config, {"best_epoch": epoch, "best_valid_score": state.get("best_valid_score")}),
-    )
+    analyzer = dataset_analyzer(config, inputs.features.fields, train_dataset)
+    record = training_record(config, {"best_epoch": epoch, "best_valid_score": state.get("best_valid_score")})
+    return build_artifact(model, config, train_dataset, valid_data._dataset, test_data._dataset, analyzer, record)
 
 
 def _first_difference(a, b):

@@ -1,20 +1,11 @@
-"""ItemKNNCBF in the live service: a user's stored likes are neighbours at once, like their training likes.
+"""ItemKNNCBF in the live service: a user's stored likes are neighbours at once, like their training likes
+(docs/serve.md, "Likes that count at once", says which like counts how).
 
-ItemKNNCBF scores score(u, i) = sum over u's likes j of sim_k(i, j), with sim_k(i, j) = sim(i, j)^p when j is
-among the k training items most similar to i (``models/itemknncbf.py``). A like stored after training is a
-like: it counts in the next answer without retraining.
-
-- A stored like of a training item adds its sim_k(i, j) column, exactly as if training had held it.
-- A stored like of an item outside the training items (a new item POSTed to the catalogue, or a validation or
-  test item of the dataset) is a neighbour of i when it is at least as similar to i as i's k-th nearest training
-  item (every one of them without ``knn``): it joins i's neighbours and drops none of the training ones, so the
-  training items' k nearest, and the model's scores for users without stored likes, stay the model's own.
-
-The default ``dot`` similarity with every training item a neighbour and p = 1 is linear in the likes (x_i . f_u):
-the service scores it as a profile model (``live.ModelView``), and this module is not used. With ``knn``, the
-kept neighbours of the training items are computed once per loaded model and those of the catalogue's new items
-once per catalogue change (sparse, k per row); a request then costs one sparse product and, for the likes outside
-training, one (candidates x those likes) similarity block: no loop over items or users.
+A stored like of an item outside the training items is a neighbour of i when it is at least as similar to i as
+i's k-th nearest training item: it joins i's neighbours and drops none, so the scores of users without stored
+likes stay the model's own. The kept neighbours are computed once per model (training items) and once per
+catalogue change (new items), sparse, k per row: a request costs one sparse product and one (candidates x
+likes outside training) similarity block.
 """
 
 import numpy as np

@@ -200,23 +200,22 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=No
     column_of = {name: k for k, name in enumerate(names)}
     seq_len = config["seq_len"] or {}
     rows, cols = [], []
-    unknown, weightless, origin, analyzers_used = Counter(), Counter(), {}, {}
+    unknown, weightless, origin, used = Counter(), Counter(), {}, {}  # used: analyzer per field
     for name in served.fields:
         tokenized = tokenize_field(values[name], name, served, analyzers, raw)
         cells = tokenized.cells
         if tokenized.analyzer is not None:
-            origin[name], analyzers_used[name] = tokenized.origin, tokenized.analyzer
+            origin[name], used[name] = tokenized.origin, tokenized.analyzer
         if name in seq_len and dataset.field2type[name] == FeatureType.TOKEN_SEQ:
             cells = [cell[: int(seq_len[name])] for cell in cells]
-        lengths = np.fromiter((len(cell) for cell in cells), dtype=np.int64, count=len(cells))
-        keys = pd.Series([f"{name}:{t}" for cell in cells for t in cell], dtype=object)
-        owner = np.repeat(np.arange(len(cells)), lengths)
+        field_tokens = pd.Series([t for cell in cells for t in cell], dtype=object)
+        keys = f"{name}:" + field_tokens
+        owner = np.repeat(np.arange(len(cells)), [len(cell) for cell in cells])
         mapped = keys.map(column_of)
         known = mapped.notna().to_numpy()
         # the model's columns are the training vocabulary: a token of the dataset that no training item
         # has is "weightless" (known to the data, never learned), anything else unknown
-        tokens_of_field = pd.Series([t for cell in cells for t in cell], dtype=object)
-        in_dataset = tokens_of_field.isin(list(dataset.field2token_id[name])).to_numpy() & ~known
+        in_dataset = field_tokens.isin(list(dataset.field2token_id[name])).to_numpy() & ~known
         unknown.update(keys[~known & ~in_dataset].tolist())
         weightless.update(keys[in_dataset].tolist())
         rows.append(owner[known])  # every column of the training vocabulary has a weight (idf >= 1, or 1)
@@ -228,18 +227,7 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=No
     featureless = [tokens[k] for k in np.flatnonzero(np.diff(matrix.indptr) == 0)]
     hint = None if raw or not analyzers else raw_text_hint(unknown, analyzers, column_of)
     items = NewItems(
-        path or source,
-        tokens,
-        counts,
-        matrix,
-        unknown,
-        weightless,
-        featureless,
-        raw,
-        origin,
-        analyzers_used,
-        hint,
-        source,
+        path or source, tokens, counts, matrix, unknown, weightless, featureless, raw, origin, used, hint, source
     )
     if warn and (items.n_ignored or items.featureless):  # an empty description ignores no token
         warnings.warn(unknown_tokens_message(items), UnknownTokensWarning, stacklevel=2)
@@ -275,11 +263,8 @@ def unknown_tokens_message(items):
         )
     message = f"{items.source or 'new-item file ' + items.path}:"
     if items.n_ignored:
-        message += (
-            f" {items.n_ignored} feature token occurrence(s) unknown to the trained model were ignored: "
-            + "; ".join(parts)
-            + "."
-        )
+        why = "; ".join(parts)
+        message += f" {items.n_ignored} feature token occurrence(s) unknown to the trained model were ignored: {why}."
     if items.hint:
         message += f" {items.hint}."
     if items.featureless:

@@ -22,9 +22,7 @@ from recbole_fbsm.errors import ColdStartError
 
 def dataset_analyzers(served):
     """{field: FieldRecord} of the analyzer the served model's artifact carries ({} when there is none)."""
-    if not served.analyzer:
-        return {}
-    return analyzer_records(served.analyzer)
+    return analyzer_records(served.analyzer) if served.analyzer else {}
 
 
 @dataclass
@@ -34,13 +32,6 @@ class Tokenized:
     cells: list  # per item: the field's tokens
     origin: dict = field(default_factory=dict)  # token -> Counter of the original words that gave it
     analyzer: object = None  # the stored analyzer, when the cells were raw text
-
-
-def split_cells(values, feature_type, seq_separator):
-    """RecBole's own reading of pre-tokenised cells."""
-    if feature_type == FeatureType.TOKEN_SEQ:
-        return [[t for t in str(value).split(seq_separator) if t] for value in values]
-    return [[str(value)] if str(value) != "" else [] for value in values]
 
 
 def analyze_cells(values, analyzer):
@@ -57,13 +48,15 @@ def analyze_cells(values, analyzer):
 
 
 def tokenize_field(values, name, served, analyzers, raw):
-    """The tokens of field ``name`` for each cell of ``values``."""
-    feature_type = served.dataset.field2type[name]
+    """The tokens of field ``name`` for each cell of ``values``: raw text through the stored analyzer, else
+    RecBole's own reading of pre-tokenised cells."""
     record = analyzers.get(name)
     if raw and record is not None:
         return analyze_cells(values, record.analyzer)
-    seq_separator = served.config["seq_separator"] or " "
-    return Tokenized(split_cells(values, feature_type, seq_separator))
+    if served.dataset.field2type[name] == FeatureType.TOKEN_SEQ:
+        separator = served.config["seq_separator"] or " "
+        return Tokenized([[t for t in str(value).split(separator) if t] for value in values])
+    return Tokenized([[str(value)] if str(value) != "" else [] for value in values])
 
 
 def read_text_table(path, served, analyzers):
@@ -138,14 +131,8 @@ def dropped_words_message(name, unknown, origin, analyzer):
     dropped = sum(unknown.values())
     if analyzer.kind == "whole":
         return f"{name}: {dropped} of {total} tags not in the training vocabulary (e.g. {', '.join(examples)})"
-    steps = [
-        step
-        for step, done in (
-            ("stop-word removal", analyzer.stop_words is not None),
-            ("stemming", analyzer.stemmer is not None),
-        )
-        if done
-    ]
+    parts = {"stop-word removal": analyzer.stop_words, "stemming": analyzer.stemmer}
+    steps = [step for step, part in parts.items() if part is not None]
     after = f" after {' and '.join(steps)}" if steps else ""
     return (
         f"{name}: {dropped} of {total} words dropped{after}, as their terms are not in the training vocabulary "

@@ -76,10 +76,9 @@ def recommend(
         best = RunningTopK(len(new_items), int(top), seed=seed, device=served.device)
         for start, scores in iter_profile_scores(model, candidates, matrix, cells):
             best.add(scores.T, candidates[start : start + scores.shape[0]])
-        ids, scores = best.result()
-        ids = ids.cpu().numpy()
+        ids = best.ids.cpu().numpy()
         user_tokens = np.asarray(served.user_tokens(ids.ravel()), dtype=object).reshape(ids.shape)
-        items_table = _long_table("item_id", item_tokens, "user_id", user_tokens, scores)
+        items_table = _long_table("item_id", item_tokens, "user_id", user_tokens, best.scores)
 
     users_table = None
     if for_users:

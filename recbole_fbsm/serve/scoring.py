@@ -1,18 +1,14 @@
 """Batched, vectorised scores of users against item feature rows, and top-k lists with fair ties.
 
-For an item i that is not one of the user's training likes (a new item, or an item of another split),
-every model here scores
-
-    score(u, i) = f_i^T W_u f_u,   W_u = diag(c_u) + V V^T,
-
-with f_u the sum of the user's training likes' features (``model.F_U``), c_u = ``diagonal_weights``
-and V = ``low_rank_factors()`` (None for UFSM and CoSim). A batch of users costs one sparse x dense
-product with the items' rows (items x features, torch sparse CSR) and, for FBSM, one (B x h) x (h x
-items) product: no loop over users, items or features, and never a features x features matrix.
+A new item is never a user's training like, so every profile model scores it f_i^T W_u f_u (the model's own
+``score_feature_rows``): a batch of users costs sparse x dense products, never a features x features matrix.
 """
+
+from functools import partial
 
 import torch
 
+from recbole_fbsm.kernels.sparse import csr_times_dense
 from recbole_fbsm.models.contract import FeatureSimilarity
 
 DEFAULT_CELLS = 1 << 24  # dense users x features (or users x items) cells per batch
@@ -31,35 +27,25 @@ def scipy_to_torch_csr(matrix, device="cpu", dtype=torch.float32):
     ).to(device)
 
 
-def rows_as_sparse(F, items):
-    """Rows ``items`` of a ``TorchCsr`` (e.g. ``model.F``) as a torch sparse CSR tensor."""
-    _, cols, values, offsets = F.gather_rows(items)
-    indptr = torch.cat([offsets, offsets.new_tensor([len(cols)])])
-    return torch.sparse_csr_tensor(indptr, cols, values, size=(len(items), F.shape[1]), check_invariants=False)
-
-
-def user_batch_size(n_features, n_items, cells=DEFAULT_CELLS):
-    return max(1, cells // max(n_features, n_items, 1))
-
-
 def iter_profile_scores(model, users, item_matrix, cells=DEFAULT_CELLS):
-    """Yield (start, scores) for consecutive batches of ``users``, ``cells`` dense cells at a time."""
+    """Yield (start, scores) for consecutive batches of ``users``, ``cells`` dense cells at a time: few new items
+    for many users item side first (``score_rows_item_side``), else ``score_feature_rows``, V f_i computed once."""
     n_items = item_matrix.shape[0]
-    if isinstance(model, FeatureSimilarity) and n_items < len(users) and n_items * model.n_features <= ITEM_MAJOR_CELLS:
-        step = max(1, cells // max(item_matrix.shape[0] * model.diagonal_parts(users[:1])[0].shape[0], 1))
-        for start in range(0, len(users), step):
-            yield start, model.score_rows_item_side(users[start : start + step], item_matrix)
-        return
-    if not isinstance(model, FeatureSimilarity):  # two-tower models (DropoutNet, Heater, ALDI): U_u . item vector
-        step = max(1, cells // max(item_matrix.shape[0], 1))
-        for start in range(0, len(users), step):
-            yield start, model.score_feature_rows(users[start : start + step], item_matrix)
-        return
-    factors = model.low_rank_factors()
-    item_factors = None if factors is None else torch.sparse.mm(item_matrix, factors)
-    step = user_batch_size(model.n_features, item_matrix.shape[0], cells)
+    profile = isinstance(model, FeatureSimilarity)
+    if profile and n_items < len(users) and n_items * model.n_features <= ITEM_MAJOR_CELLS:
+        width = n_items * model.diagonal_parts(users[:1])[0].shape[0]
+        score = partial(model.score_rows_item_side, item_matrix=item_matrix)
+    elif profile:
+        factors = model.low_rank_factors()
+        item_factors = None if factors is None else csr_times_dense(item_matrix, factors)  # as evaluation's
+        width = max(model.n_features, n_items)
+        score = partial(model.score_feature_rows, item_matrix=item_matrix, item_factors=item_factors)
+    else:  # ItemKNNCBF, and the two-tower models (DropoutNet, Heater, ALDI): U_u . item vector
+        width = n_items
+        score = partial(model.score_feature_rows, item_matrix=item_matrix)
+    step = max(1, cells // max(width, 1))
     for start in range(0, len(users), step):
-        yield start, model.score_feature_rows(users[start : start + step], item_matrix, item_factors)
+        yield start, score(users[start : start + step])
 
 
 def ranked(scores, keys, k):
@@ -74,7 +60,8 @@ class RunningTopK:
     """The k best columns of every row of a matrix that arrives in column blocks.
 
     Ties are broken at random and uniformly: every cell gets an independent random key (seeded), and
-    cells are ordered by (score, key). Memory is O(rows x (k + block)).
+    cells are ordered by (score, key). Memory is O(rows x (k + block)). ``ids`` and ``scores``: the k best so far
+    of each row (n_rows x min(k, columns seen)), best first.
     """
 
     def __init__(self, n_rows, k, seed=0, device="cpu"):
@@ -92,7 +79,3 @@ class RunningTopK:
         ids = torch.cat([self.ids, ids[None, :].expand(len(scores), -1)], dim=1)
         best = ranked(scores, keys, self.k)
         self.scores, self.keys, self.ids = scores.gather(1, best), keys.gather(1, best), ids.gather(1, best)
-
-    def result(self):
-        """(ids, scores), each (n_rows x min(k, columns seen)), best first."""
-        return self.ids, self.scores

@@ -1,31 +1,22 @@
 """The paper's user-level investigation: for which users is model A better than model B?
 
-Both checkpoints must come from the same dataset and the same item split (dataset name, split seed
-and ratios are checked, then the test split itself: its items and likes). Each model ranks the test
-split's items only (the protocol's candidates) for every user with a test like, with the plugin's fair
-random tie breaking (``TieBreakingCollector.random_tie_topk``, seeded by the checkpoint's ``seed``, users
-in the evaluation's order and batches), and gets a per-user Recall@k = hits in the top k / the user's
-test likes (RecBole's Recall). Users fall in three groups, A better, same, A worse; for each group:
-
-- ``users``: how many users; ``test_items``: distinct test items liked by the group's users;
-- ``likes_per_user``: the group's users' mean number of test likes; ``train_likes_per_user``: their
-  mean number of training likes (the size of the profile the models score with);
-- ``likes_per_item``: the group's test likes / its distinct test items; ``item_test_likes``: the mean
-  number of test likes (by all test users) of those items, i.e. their popularity;
-- ``recall_a`` / ``recall_b``: the models' mean Recall@k over the group.
+Both checkpoints must come from the same dataset and item split (checked down to the test split's items and
+likes). Each model ranks the test split's items for every user with a test like as the trainer's test
+evaluation does (same scores, batches and fair random tie breaking); users fall in three groups, A better,
+same, A worse, described by the columns docs/serve.md ("compare-users") lists.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 import torch
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.models.contract import FeatureSimilarity
 from recbole_fbsm.serve.loading import ServedModel, load_model
-from recbole_fbsm.serve.scoring import rows_as_sparse
 
 GROUPS = ("better", "same", "worse")
 
@@ -42,12 +33,6 @@ class UserComparison:
         return {"model_a": self.name_a, "model_b": self.name_b, "k": self.k, "groups": self.groups.to_dict("records")}
 
 
-def test_likes(served):
-    """(user ids, item ids) of the test split's likes."""
-    return served.split_likes("test")
-
-
-# longer than 60 lines: a docstring of the trainer's protocol it replays, then one batched pass over the test users
 @torch.no_grad()
 def per_user_recall(served, k=10):
     """Per test user: hits in the top ``k`` among the test split's items, test likes, Recall@k.
@@ -65,44 +50,36 @@ def per_user_recall(served, k=10):
             f"{served.model_name} is not one (compare it with recbole-fbsm compare)."
         )
     dataset = served.dataset
-    candidates = torch.as_tensor(served.split_items("test"), dtype=torch.long, device=device)
-    position = torch.full((dataset.item_num,), -1, dtype=torch.long, device=device)
-    position[candidates] = torch.arange(len(candidates), device=device)
-    like_users, like_items = test_likes(served)
-    users = np.unique(like_users)
-    likes = np.bincount(like_users, minlength=dataset.user_num)
-    row_of_user = np.full(dataset.user_num, -1, dtype=np.int64)
-    row_of_user[users] = np.arange(len(users))
-
-    matrix = rows_as_sparse(model.F, candidates)
-    factors = model.low_rank_factors()
-    item_factors = None if factors is None else torch.sparse.mm(matrix, factors)
+    items = served.split_items("test")
+    candidates = torch.as_tensor(items, dtype=torch.long, device=device)
+    like_users, like_items = served.split_likes("test")
+    users, like_rows = np.unique(like_users, return_inverse=True)
+    position = np.full(dataset.item_num, -1, dtype=np.int64)
+    position[items] = np.arange(len(items))
+    if (position[like_items] < 0).any():
+        raise ColdStartError("a test like's item is not among the test split's items.")
     topk = config["topk"]
     depth = max(int(k), *(topk if isinstance(topk, (list, tuple)) else [topk]))
+    # users x candidate columns (never-relevant fillers beyond them when there are fewer candidates than k)
+    relevant = sp.csr_matrix(
+        (np.ones(len(like_rows), dtype=bool), (like_rows, position[like_items])),
+        shape=(len(users), max(len(items), depth)),
+    )
     collector = TieBreakingCollector(config)
     step = max(int(config["eval_batch_size"]) // dataset.item_num, 1)
     hits = np.zeros(len(users), dtype=np.int64)
-    # relevant[row, column]: the batch's users' test likes as candidate columns
-    like_rows, like_cols = row_of_user[like_users], position[torch.as_tensor(like_items, device=device)]
-    if bool((like_cols < 0).any()):
-        raise ColdStartError("a test like's item is not among the test split's items.")
     for start in range(0, len(users), step):
         batch = torch.as_tensor(users[start : start + step], device=device)
-        scores = model.score_feature_rows(batch, matrix, item_factors)
+        scores = model.score_candidates({model.USER_ID: batch}, candidates)  # as evaluation scores them
         columns = candidates
         if scores.shape[1] < depth:  # fewer candidates than k: never-relevant fillers, as the collector does
             filler = torch.full((len(batch), depth - scores.shape[1]), -torch.inf, device=device)
             scores = torch.cat([scores, filler], dim=1)
             columns = torch.cat([candidates, candidates.new_zeros(filler.shape[1])])
-        top = collector.random_tie_topk(scores, depth, batch, columns)[:, : int(k)]
-        relevant = torch.zeros(scores.shape, dtype=torch.bool, device=device)
-        in_batch = (like_rows >= start) & (like_rows < start + len(batch))
-        relevant[
-            torch.as_tensor(like_rows[in_batch] - start, device=device),
-            like_cols[torch.as_tensor(in_batch, device=device)],
-        ] = True
-        hits[start : start + len(batch)] = relevant.gather(1, top).sum(1).cpu().numpy()
-    test_counts = likes[users]
+        top = collector.random_tie_topk(scores, depth, batch, columns)[:, : int(k)].cpu().numpy()
+        block = relevant[start : start + len(batch)].toarray()
+        hits[start : start + len(batch)] = np.take_along_axis(block, top, axis=1).sum(1)
+    test_counts = np.bincount(like_rows)
     return pd.DataFrame(
         {
             "user_id": served.user_tokens(users),
@@ -131,7 +108,7 @@ def check_same_split(a, b):
 
     def test_split(served):
         items = set(served.item_tokens(served.split_items("test")))
-        users, liked = test_likes(served)
+        users, liked = served.split_likes("test")
         return items, set(zip(served.user_tokens(users), served.item_tokens(liked)))
 
     items_a, likes_a = test_split(a)
@@ -159,7 +136,7 @@ def compare_users(a, b, k=10):
     )
     per_user = merged[["user_id", "group", "recall_a", "recall_b", "hits_a", "hits_b", "test_likes", "train_likes"]]
 
-    like_users, like_items = test_likes(a)
+    like_users, like_items = a.split_likes("test")
     like_frame = pd.DataFrame({"user_id": a.user_tokens(like_users), "item": like_items})
     item_likes = like_frame["item"].value_counts()
     rows = []
@@ -168,16 +145,16 @@ def compare_users(a, b, k=10):
         group_likes = like_frame[like_frame["user_id"].isin(set(members["user_id"]))]
         items = group_likes["item"].unique()
         rows.append(
-            {
+            {  # the mean of no rows is NaN
                 "group": group,
                 "users": len(members),
                 "test_items": len(items),
-                "likes_per_user": float(members["test_likes"].mean()) if len(members) else np.nan,
-                "train_likes_per_user": float(members["train_likes"].mean()) if len(members) else np.nan,
+                "likes_per_user": float(members["test_likes"].mean()),
+                "train_likes_per_user": float(members["train_likes"].mean()),
                 "likes_per_item": len(group_likes) / len(items) if len(items) else np.nan,
-                "item_test_likes": float(item_likes.loc[items].mean()) if len(items) else np.nan,
-                "recall_a": float(members["recall_a"].mean()) if len(members) else np.nan,
-                "recall_b": float(members["recall_b"].mean()) if len(members) else np.nan,
+                "item_test_likes": float(item_likes.loc[items].mean()),
+                "recall_a": float(members["recall_a"].mean()),
+                "recall_b": float(members["recall_b"].mean()),
             }
         )
     return UserComparison(a.model_name, b.model_name, int(k), per_user.reset_index(drop=True), pd.DataFrame(rows))

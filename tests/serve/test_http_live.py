@@ -51,10 +51,8 @@ def other_topic_items(data, user, count=3):
 def test_a_like_changes_the_next_answer_of_a_profile_model(trained, tmp_path, name):
     data = trained["data"]
     with live_service(trained["artifacts"][name], str(tmp_path / "s.sqlite"), token=TOKEN) as (url, state):
-        assert (
-            call(f"{url}/items", "POST", {"items": [new_item(data, t) for t in data["held_out"][:4]]}, headers=AUTH)[0]
-            == 200
-        )
+        items = [new_item(data, t) for t in data["held_out"][:4]]
+        assert call(f"{url}/items", "POST", {"items": items}, headers=AUTH)[0] == 200
         user = "u0_1"
         before = call(f"{url}/users/{user}/items?top=1000")[1]
         liked = other_topic_items(data, user) + [data["held_out"][0]]
@@ -147,10 +145,7 @@ def test_scopes_rank_the_whole_catalogue(trained, tmp_path):
 def test_fair_ties_do_not_follow_catalogue_order(trained, tmp_path):
     """Items of identical rows tie; their order is random (seeded), not the order they were added in."""
     data = trained["data"]
-    features = data["features"][data["held_out"][0]]
-    twins = [
-        {"id": f"twin{k:02d}", "tokens": {"genre": [features["genre"]], "words": features["words"]}} for k in range(30)
-    ]
+    twins = [new_item(data, data["held_out"][0], f"twin{k:02d}") for k in range(30)]
     with live_service(trained["artifacts"]["FBSM"], str(tmp_path / "s.sqlite")) as (url, _):
         call(f"{url}/items", "POST", {"items": twins})
         answer = call(f"{url}/users/u0_0/items?top=30&scope=new")[1]

@@ -309,32 +309,19 @@ def test_a_checkpoint_of_another_model_is_refused(trained, tmp_path, capsys):
 
 
 def test_cli_bad_new_items_and_bad_output_exit_2(trained, tmp_path, capsys):
-    checkpoint = trained["checkpoint"]["CoSim"]
+    checkpoint, new_file = trained["checkpoint"]["CoSim"], str(trained["new_file"])
     existing = write_item_file(tmp_path / "clash.item", [f"{trained['likes'][0][1]}\tg1\tt0\n"])
     assert main(["recommend", checkpoint, str(existing), "--item-output", str(tmp_path / "o.csv")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: new-item file ") and "clash.item" in err and "already belong" in err
     assert not (tmp_path / "o.csv").exists()
-    assert main(["recommend", checkpoint, str(trained["new_file"]), "--item-output", str(tmp_path / "o.txt")]) == 2
+    assert main(["recommend", checkpoint, new_file, "--item-output", str(tmp_path / "o.txt")]) == 2
     assert "cannot tell the format from its extension '.txt'" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "recommend",
-                checkpoint,
-                str(trained["new_file"]),
-                "--users",
-                "nobody",
-                "--user-output",
-                str(tmp_path / "u.csv"),
-            ]
-        )
-        == 2
-    )
+    assert main(["recommend", checkpoint, new_file, "--users", "nobody", "--user-output", str(tmp_path / "u.csv")]) == 2
     assert "1 user(s) not in dataset 'plant'" in capsys.readouterr().err
     (tmp_path / "a_file").write_text("")
     unwritable = tmp_path / "a_file" / "o.csv"  # its folder would have to be a file
-    assert main(["recommend", checkpoint, str(trained["new_file"]), "--item-output", str(unwritable)]) == 2
+    assert main(["recommend", checkpoint, new_file, "--item-output", str(unwritable)]) == 2
     assert f"output file {unwritable} cannot be written" in capsys.readouterr().err
 
 
@@ -393,25 +380,8 @@ def test_explanations_add_up_to_the_model_score(trained, served, name):
 def test_explain_cli_json_shows_top_entries_and_the_rest(trained, tmp_path, capsys):
     user, item = "u0_0", trained["held_out"][0]
     out = tmp_path / "why.json"
-    assert (
-        main(
-            [
-                "explain",
-                trained["checkpoint"]["FBSM"],
-                "--user",
-                user,
-                "--item",
-                item,
-                "--new-items",
-                str(trained["new_file"]),
-                "--top",
-                "3",
-                "--output",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    command = ["explain", trained["checkpoint"]["FBSM"], "--user", user, "--item", item, "--top", "3"]
+    assert main([*command, "--new-items", str(trained["new_file"]), "--output", str(out)]) == 0
     assert "warning: new-item file" in capsys.readouterr().err
     document = json.loads(out.read_text())
     total = sum(part["total"] for part in document["features"].values())
@@ -419,25 +389,7 @@ def test_explain_cli_json_shows_top_entries_and_the_rest(trained, tmp_path, caps
     assert document["items"]["total"] == pytest.approx(document["score"], abs=1e-5)
     assert all(len(part["top"]) <= 3 for part in document["features"].values())
     table = tmp_path / "why.csv"
-    assert (
-        main(
-            [
-                "explain",
-                trained["checkpoint"]["FBSM"],
-                "--user",
-                user,
-                "--item",
-                item,
-                "--new-items",
-                str(trained["new_file"]),
-                "--top",
-                "3",
-                "--output",
-                str(table),
-            ]
-        )
-        == 0
-    )
+    assert main([*command, "--new-items", str(trained["new_file"]), "--output", str(table)]) == 0
     rows = list(csv.DictReader(table.open()))
     features = sum(float(r["contribution"]) for r in rows if r["section"] == "feature")
     assert features == pytest.approx(document["score"], abs=1e-4)
@@ -508,19 +460,8 @@ def test_round_trip_held_out_items_reach_the_users_of_their_topic(trained, serve
     """Items held out of the dataset entirely, served as new items by the CLI: their topic's users
     come first, far above chance (a quarter of the users share an item's topic)."""
     items_out, users_out = tmp_path / "items.csv", tmp_path / "users.json"
-    code = main(
-        [
-            "recommend",
-            trained["checkpoint"]["FBSM"],
-            str(trained["new_file"]),
-            "--top",
-            "10",
-            "--item-output",
-            str(items_out),
-            "--user-output",
-            str(users_out),
-        ]
-    )
+    command = ["recommend", trained["checkpoint"]["FBSM"], str(trained["new_file"]), "--top", "10"]
+    code = main([*command, "--item-output", str(items_out), "--user-output", str(users_out)])
     err = capsys.readouterr().err
     assert code == 0, err
     held_out = trained["held_out"]
@@ -590,20 +531,8 @@ def test_compare_users_groups_add_up_and_follow_the_per_user_recalls(trained, se
             assert groups.loc[group, "likes_per_item"] == pytest.approx(len(liked) / len(items))
     # the CLI writes the same table
     table, users_file = tmp_path / "groups.csv", tmp_path / "users.csv"
-    assert (
-        main(
-            [
-                "compare-users",
-                trained["checkpoint"]["FBSM"],
-                trained["checkpoint"]["CoSim"],
-                "-o",
-                str(table),
-                "--per-user",
-                str(users_file),
-            ]
-        )
-        == 0
-    )
+    models = trained["checkpoint"]["FBSM"], trained["checkpoint"]["CoSim"]
+    assert main(["compare-users", *models, "-o", str(table), "--per-user", str(users_file)]) == 0
     written = {r["group"]: int(r["users"]) for r in csv.DictReader(table.open())}
     assert written == {g: int(n) for g, n in groups["users"].items()}
     assert len(list(csv.DictReader(users_file.open()))) == len(test_users)

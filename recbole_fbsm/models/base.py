@@ -25,6 +25,7 @@ from recbole_fbsm.kernels.sparse import (
     matmul_by_bags,
     rows_times_table,
 )
+from recbole_fbsm.models.contract import CandidateScoring
 from recbole_fbsm.models.inputs import model_inputs
 from recbole_fbsm.models.whole_user import WholeUserBatch, whole_user_bpr_difference
 
@@ -54,7 +55,7 @@ def fixed_similarity_words(config, start=""):
     return f"the fixed similarity f_i . f_j of its features ({settings})"
 
 
-class FeatureSimilarityRecommender(GeneralRecommender):
+class FeatureSimilarityRecommender(CandidateScoring, GeneralRecommender):
     input_type = InputType.PAIRWISE
     reads_own_features = True  # the pipeline skips RecBole's per-batch feature join
     # c_u is one vector for all users (FBSM, CoSim): a whole-user batch's loss is one hand-written autograd node
@@ -322,43 +323,38 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         return scores
 
     # ------------------------------------------------------------------------------ full ranking
-    def full_sort_predict(self, interaction):
-        """Scores of a batch of users against every item, with sparse x dense products.
+    def candidate_scorer(self, candidates):
+        """A function of an evaluation batch's interaction giving its (users x candidates) scores, with sparse x
+        dense products over the candidates' rows of F only: evaluation on a cold split never touches the other
+        splits' items. The candidates' rows and, where the low-rank part is added item side
+        (``folds_low_rank``), their V f_i are computed here, once per evaluation (the trainer holds the function).
 
         Args:
-            interaction (Interaction): ``USER_ID``: the users, a LongTensor of shape [batch_size].
-
-        Returns:
-            torch.Tensor: the scores, flattened from shape [batch_size, n_items].
-        """
-        everything = torch.arange(self.F.shape[0], device=self.F.values.device)
-        return self.score_candidates(interaction, everything).reshape(-1)
-
-    def score_candidates(self, interaction, candidates):
-        """(batch users x candidates) scores, with sparse x dense products over the candidates' rows of
-        F only: evaluation on a cold split never touches the other splits' items. Where the low-rank part
-        is added item side (``folds_low_rank``), the candidates' V f_i are computed once per evaluation
-        (``_candidate_factors``), not once per batch.
-
-        Args:
-            interaction (Interaction): ``USER_ID``: the users, a LongTensor of shape [n_users].
             candidates: the items scored, a LongTensor of shape [n_candidates].
 
         Returns:
-            torch.Tensor: the scores, shape [n_users, n_candidates].
+            callable: interaction (``USER_ID``, a LongTensor of shape [n_users]) -> scores [n_users, n_candidates].
         """
-        users = interaction[self.USER_ID]
-        F_c, position = self._candidate_matrix(candidates)
-        item_factors = None if self.folds_low_rank(len(candidates)) else self._candidate_factors(F_c)
-        scores = self.score_feature_rows(users, F_c, item_factors)  # B x C
-        # estimation constraint: a training like is scored without its own features
-        owner, liked, _, _ = self.R.gather_rows(users)
-        column = position[liked]
-        keep = column >= 0
-        if bool(keep.any()):
-            owner, liked, column = owner[keep], liked[keep], column[keep]
-            scores[owner, column] -= self.self_similarity(users[owner], liked)
-        return scores
+        matrix = self.F.rows_matrix(candidates)
+        column_of = torch.full((self.F.shape[0],), -1, dtype=torch.long, device=candidates.device)
+        column_of[candidates] = torch.arange(len(candidates), device=candidates.device)
+        factors = self.low_rank_factors()
+        fold = factors is None or self.folds_low_rank(len(candidates))
+        item_factors = None if fold else csr_times_dense(matrix, factors)
+
+        def score(interaction):
+            users = interaction[self.USER_ID]
+            scores = self.score_feature_rows(users, matrix, item_factors)  # B x C
+            # estimation constraint: a training like is scored without its own features
+            owner, liked, _, _ = self.R.gather_rows(users)
+            column = column_of[liked]
+            keep = column >= 0
+            if bool(keep.any()):
+                owner, liked, column = owner[keep], liked[keep], column[keep]
+                scores[owner, column] -= self.self_similarity(users[owner], liked)
+            return scores
+
+        return score
 
     def score_feature_rows(self, users, item_matrix, item_factors=None):
         """(len(users) x n_items) scores f_i^T W_u f_u against the rows of ``item_matrix`` (items x features,
@@ -443,46 +439,6 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         if factors is not None:
             scores = scores + self.user_factors(users, factors) @ torch.sparse.mm(item_matrix, factors).T
         return scores
-
-    def _candidate_matrix(self, candidates):
-        """F restricted to ``candidates`` (torch sparse CSR) and each item's column in it (-1: none),
-        cached for the last candidate tensor seen (evaluation reuses one tensor per split)."""
-        cached = getattr(self, "_candidate_cache", None)
-        if cached is not None and cached[0] is candidates and cached[1].device == self.F.values.device:
-            return cached[1], cached[2]
-        matrix = self.F.rows_matrix(candidates)
-        position = torch.full((self.F.shape[0],), -1, dtype=torch.long, device=candidates.device)
-        position[candidates] = torch.arange(len(candidates), device=candidates.device)
-        self._candidate_cache = (candidates, matrix, position)
-        return matrix, position
-
-    def _candidate_factors(self, matrix):
-        """V f_i of the candidates (the rows of ``matrix``, from ``_candidate_matrix``), or None for diagonal
-        models: computed once per evaluation, not once per batch. Cached with a copy of V and reused only
-        while V equals that copy (one comparison over V, far cheaper than the product over the candidates'
-        nonzeros): any change of V invalidates it, whatever made it (an optimizer step between two
-        validations, a checkpoint load, a write through ``V.data``). Torch's version counter would not
-        do: the fused Adam that the trainer uses does not bump it. With autograd recording (training code
-        asking for scores), nothing is cached."""
-        factors = self.low_rank_factors()
-        if factors is None:
-            return None
-        if factors.requires_grad and torch.is_grad_enabled():
-            return csr_times_dense(matrix, factors)
-        cached = getattr(self, "_candidate_factor_cache", None)
-        if (
-            cached is not None
-            and cached[0] is matrix
-            and cached[1].shape == factors.shape
-            and cached[1].dtype == factors.dtype
-            and cached[1].device == factors.device
-            and torch.equal(cached[1], factors)
-        ):
-            return cached[2]
-        self._candidate_factor_cache = None  # the old blocks are freed before the new ones are made
-        item_factors = csr_times_dense(matrix, factors)
-        self._candidate_factor_cache = (matrix, factors.detach().clone(), item_factors)
-        return item_factors
 
     def self_similarity(self, users, items):
         """f_i^T W_u f_i: what the estimation constraint takes off a training like's score.

@@ -3,8 +3,9 @@
 What the mixin changes, and why:
 
 - evaluation candidates are exactly the items of the evaluated split: scores are a (users x candidates)
-  matrix, never (users x all items); models with ``score_candidates`` (FBSM, UFSM, CoSim) compute only
-  those columns, models without ``full_sort_predict`` (context-aware ones) ``predict`` only those pairs;
+  matrix, never (users x all items); models with ``candidate_scorer`` (FBSM, UFSM, CoSim, ...) compute only
+  those columns (what depends on the candidates alone once per evaluation: the trainer holds it, the model
+  caches nothing), models without ``full_sort_predict`` (context-aware ones) ``predict`` only those pairs;
 - ties are broken at random (``TieBreakingCollector``), never by internal id;
 - checkpoints get a unique name (RecBole's has one-second resolution), hold the settings as plain data
   (not RecBole's pickled Config), are written atomically and loaded with ``weights_only=True``;
@@ -42,7 +43,13 @@ from recbole_fbsm.data.user_batches import shards_users
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.evaluation.early_stopping import paper_early_stopping
-from recbole_fbsm.models.contract import HasOptimizerGroups, ScoresCandidates, has_nothing_to_train
+from recbole_fbsm.models.contract import (
+    HasOptimizerGroups,
+    PreparesCandidates,
+    ScoresCandidates,
+    candidate_scorer_of,
+    has_nothing_to_train,
+)
 from recbole_fbsm.recbole_compat import COLOR_CODES, EVALUATING_LINE, NAN_LOSS, STOP_LINE, TRAINING_LINE
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.runtime.threads import plan_for_config
@@ -112,7 +119,7 @@ class ColdStartTrainerMixin:
         self.eval_collector = TieBreakingCollector(config)
         self.context_eval_chunk = int(setting(config, "context_eval_chunk"))
         self.threads = plan_for_config(config)  # torch's threads per phase (torch_threads)
-        self._candidates = self._candidate_position = self._cold_columns = None
+        self._candidates = self._candidate_position = self._cold_columns = self._score_batch = None
         self.group_results = {}  # hybrid scenario: {"cold": metrics, "warm": metrics} of the last evaluation
         self.valid_group_history = {}  # hybrid scenario: epoch -> the validation's group_results
         hybrid = bool(getattr(config, "hybrid", False))
@@ -359,10 +366,9 @@ class ColdStartTrainerMixin:
             self.logger.info(f"Loading model structure and parameters from {checkpoint_file}")
         distributed.broadcast_batchnorm_stats(self.model)
         split_items = getattr(eval_data._dataset, "split_items", None)
+        self._candidates = self._candidate_position = self._score_batch = None
         if isinstance(eval_data, FullSortEvalDataLoader) and split_items is not None:
             self._set_candidates(split_items, eval_data._dataset.item_num)
-        else:
-            self._candidates = self._candidate_position = None
         self.eval_collector.reset_ties()
         self.eval_collector.candidates = self._candidates
         self._cold_columns = self._group_masks(eval_data) if self._candidates is not None else None
@@ -370,7 +376,11 @@ class ColdStartTrainerMixin:
             None if self._cold_columns is None else {"cold": self._cold_columns, "warm": ~self._cold_columns}
         )
         with self.threads.phase("evaluate"):
+            if self._candidates is not None and isinstance(self.model, (PreparesCandidates, ScoresCandidates)):
+                self.model.eval()  # as RecBole's evaluate does, before the candidates' vectors (batch norm)
+                self._score_batch = candidate_scorer_of(self.model, self._candidates)
             result = super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
+        self._score_batch = None  # what the model prepared for these candidates goes with the evaluation
         self.group_results = {
             name: (self.evaluator.evaluate(struct) if "rec.topk" in struct else {})
             for name, struct in self.eval_collector.group_structs().items()
@@ -403,14 +413,10 @@ class ColdStartTrainerMixin:
         self.model.load_other_parameter(other)
 
     def _set_candidates(self, split_items, n_items):
-        """The split's items as a tensor (reused while the split is the same, so models can cache what
-        they derive from it) and each item's column among them (-1 for items of other splits)."""
-        key = (n_items, len(split_items), hash(np.asarray(split_items).tobytes()))
-        if getattr(self, "_candidate_key", None) != key or self._candidates.device != torch.device(self.device):
-            self._candidates = torch.as_tensor(split_items, dtype=torch.long, device=self.device)
-            position = torch.full((n_items,), -1, dtype=torch.long, device=self.device)
-            position[self._candidates] = torch.arange(len(self._candidates), device=self.device)
-            self._candidate_position, self._candidate_key = position, key
+        """The split's items as a tensor and each item's column among them (-1 for items of other splits)."""
+        self._candidates = torch.as_tensor(split_items, dtype=torch.long, device=self.device)
+        self._candidate_position = torch.full((n_items,), -1, dtype=torch.long, device=self.device)
+        self._candidate_position[self._candidates] = torch.arange(len(self._candidates), device=self.device)
 
     def _full_sort_batch_eval(self, batched_data):
         """Scores of the batch's users over the split's items only: a (users x candidates) matrix, the
@@ -420,8 +426,8 @@ class ColdStartTrainerMixin:
         if candidates is None:
             return super()._full_sort_batch_eval(batched_data)
         interaction = interaction.to(self.device)
-        if isinstance(self.model, ScoresCandidates):
-            scores = self.model.score_candidates(interaction, candidates)
+        if self._score_batch is not None:
+            scores = self._score_batch(interaction)
         else:
             try:
                 scores = self.model.full_sort_predict(interaction).view(-1, self.tot_item_num)[:, candidates]

@@ -14,20 +14,18 @@ low-rank part only V f_i and V f_u (embedding bags), so a pair costs O((nnz(f_u)
 import torch
 from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
-from torch import nn
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.kernels.sparse import (
     TorchCsr,
-    concat_rows,
     csr_times_dense,
     matmul_by_bags,
     rows_times_table,
 )
 from recbole_fbsm.models.contract import CandidateScoring
 from recbole_fbsm.models.inputs import model_inputs
-from recbole_fbsm.models.whole_user import WholeUserBatch, whole_user_bpr_difference
+from recbole_fbsm.models.whole_user import WholeUserTraining
 
 # ``score_feature_rows`` scores users in blocks whose dense (features x users) profiles and (items x users)
 # scores hold at most this many cells each (2 MiB of float32), so that the embedding bags find the profiles
@@ -55,12 +53,9 @@ def fixed_similarity_words(config, start=""):
     return f"the fixed similarity f_i . f_j of its features ({settings})"
 
 
-class FeatureSimilarityRecommender(CandidateScoring, GeneralRecommender):
+class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralRecommender):
     input_type = InputType.PAIRWISE
     reads_own_features = True  # the pipeline skips RecBole's per-batch feature join
-    # c_u is one vector for all users (FBSM, CoSim): a whole-user batch's loss is one hand-written autograd node
-    # (``models.whole_user``); UFSM's user mixtures keep the general path
-    shared_diagonal = True
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
@@ -163,13 +158,9 @@ class FeatureSimilarityRecommender(CandidateScoring, GeneralRecommender):
         return self.user_factors(unique_users, factors).index_select(0, inverse)
 
     def bpr_difference(self, interaction):
-        """r_ui - r_uj for the batch's triplets (i a training like, j a negative).
-
-        When the batch holds every like of each of its users (``train_batch_by_user``), f_u is the sum over
-        the batch's own positives (``WholeUserBatch``): the profile costs nothing beyond the positives, and an
-        epoch is linear in the likes; with a shared diagonal (FBSM, CoSim) the difference is then one autograd
-        node (``models.whole_user``). Otherwise f_u is read from the global profiles F_U, and V f_u is computed
-        once per distinct user for both sides.
+        """r_ui - r_uj for the batch's triplets (i a training like, j a negative): f_u read from the global
+        profiles F_U, V f_u computed once per distinct user for both sides; a batch of whole users takes the
+        fast path of ``models.whole_user`` (f_u from the batch's own positives; equal up to rounding).
 
         Args:
             interaction (Interaction): ``USER_ID``, ``ITEM_ID`` and ``NEG_ITEM_ID``, LongTensors of shape [n].
@@ -179,24 +170,13 @@ class FeatureSimilarityRecommender(CandidateScoring, GeneralRecommender):
         """
         users = interaction[self.USER_ID]
         positives, negatives = interaction[self.ITEM_ID], interaction[self.NEG_ITEM_ID]
-        n = len(users)
-        batch = self.whole_user_batch(users, positives)
-        if batch is not None and self.shared_diagonal:
-            weights, factors = self.diagonal_weights(batch.users), self.low_rank_factors()
-            rows = concat_rows(batch.rows, self.F.gather_rows(negatives))
-            return whole_user_bpr_difference(
-                batch, rows, weights, factors, batch.scored_negatives(negatives, (weights, factors))
-            )
+        difference = self.whole_user_difference(users, positives, negatives)
+        if difference is not None:
+            return difference
         # positives and negatives in one pass: one gather of F's rows, one embedding bag, one lookup
-        pair_users, items = torch.cat([users, users]), torch.cat([positives, negatives])
+        n = len(users)
         self_in_profile = torch.arange(2 * n, device=users.device) < n
-        if batch is None:
-            scores = self.pair_scores(pair_users, items, self_in_profile)
-        else:
-            rows = concat_rows(batch.rows, self.F.gather_rows(negatives))
-            owner, cols = rows[0], rows[1]
-            entries = batch.profile_at(batch.cells(torch.cat([batch.slots, batch.slots]).index_select(0, owner), cols))
-            scores = self.pair_scores(pair_users, items, self_in_profile, item_rows=rows, user_entries=entries)
+        scores = self.pair_scores(torch.cat([users, users]), torch.cat([positives, negatives]), self_in_profile)
         return scores[:n] - scores[n:]
 
     def bpr_loss(self, interaction, difference):
@@ -220,35 +200,6 @@ class FeatureSimilarityRecommender(CandidateScoring, GeneralRecommender):
         mean_likes = len(self.R.indices) / max(int((self.R.indptr[1:] > self.R.indptr[:-1]).sum()), 1)
         return (losses * (mean_likes / likes)).mean()
 
-    def whole_user_batch(self, users, positives):
-        """The ``WholeUserBatch`` of these triplets, or None when they are not exactly their users' training
-        likes, each once. The last one is kept while ``users`` and ``positives`` are the same tensors, unchanged:
-        a training step asks for it when it scores its negative candidates and again in its loss.
-
-        Checked without a search in R's global keys (a cache miss per level at 10^7 likes): the batch's
-        (user, positive) keys, sorted, must equal the users' rows of R's keys, which are contiguous and sorted."""
-        key = (users._version, positives._version, self.F.values)
-        kept = getattr(self, "_whole_user_batch", None)
-        if (
-            kept is not None
-            and kept[0] is users
-            and kept[1] is positives
-            and kept[2][:2] == key[:2]
-            and (kept[2][2] is key[2])
-        ):
-            return kept[3]
-        batch = self._build_whole_user_batch(users, positives)
-        self._whole_user_batch = (users, positives, key, batch)
-        return batch
-
-    def _build_whole_user_batch(self, users, positives):
-        unique_users, inverse = torch.unique(users, return_inverse=True)
-        # the batch's (user, positive) keys, sorted, must be its users' rows of R's keys (contiguous and sorted)
-        like_keys = torch.sort(users * self.R.shape[1] + positives).values
-        if not torch.equal(like_keys, self.R.keys.index_select(0, self.R.positions(unique_users)[0])):
-            return None
-        return WholeUserBatch(unique_users, inverse, like_keys, positives, self.F)
-
     def predict(self, interaction):
         """Scores of (user, item) pairs: f_i^T W_u (f_u - s f_i), s = 1 for a training like (``pair_scores``).
 
@@ -260,67 +211,6 @@ class FeatureSimilarityRecommender(CandidateScoring, GeneralRecommender):
         """
         users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
         return self.pair_scores(users, items, self.R.contains(users, items))
-
-    # longer than 60 lines: a docstring for the fast path, then one embedding-bag pass whose parts the loss reuses
-    def score_training_candidates(self, users, positives, candidates, unliked=False):
-        """``predict``'s scores of the pairs (``users.repeat(k)``, ``candidates``): dynamic negative sampling's k
-        candidates per triplet of a training batch of whole users, or None when the batch is not one; then the
-        caller uses ``predict``.
-
-        The batch's ``WholeUserBatch`` gives the profiles f_u (its dense block) and V f_u (the sum of the positives'
-        V f_i); a candidate is a like of its user when it is among the user's positives (no search in R), unless
-        the caller knows none is (``unliked``). The parts the loss needs again (V f_i of the positives, V f_u,
-        each candidate's V f_c and diagonal part) are kept with the batch (``WholeUserBatch.keep_scored``): the
-        step's loss takes its negatives' parts from there. Nothing here depends on the model's training mode
-        (the caller does not switch it).
-
-        Args:
-            users, positives: the batch's triplets' users and liked items, LongTensors of shape [n].
-            candidates: k items per triplet, candidate c of triplet t at c * n + t, a LongTensor of shape [k n].
-            unliked (bool): no candidate is a training like of its user.
-
-        Returns:
-            torch.Tensor or None: the scores, shape [k n].
-        """
-        batch = self.whole_user_batch(users, positives)
-        if batch is None or not len(users) or len(candidates) % len(users):
-            return None
-        repeats = len(candidates) // len(users)
-        cols, values, offsets, counts = batch.bags(candidates)
-        weights, factors = self.diagonal_weights(batch.users), self.low_rank_factors()
-        # per nonzero of a candidate: c_u * f_u at (the candidate's user slot, column) of the dense profiles
-        profiles = batch.dense_profiles().view(batch.n_users, self.n_features) * weights
-        slots = torch.repeat_interleave(batch.slots.repeat(repeats), counts, output_size=len(cols))
-        diagonal = nn.functional.embedding_bag(
-            batch.cells(slots, cols),
-            profiles.view(-1, 1),
-            offsets,
-            mode="sum",
-            per_sample_weights=values.to(profiles.dtype),
-        ).view(-1)
-        scores, item_factors, positive_factors, user_factors = diagonal, None, None, None
-        if factors is not None:  # low-rank part: (V^T f_c) . (V^T f_u), V^T f_u the sum of the positives' V^T f_i
-            item_factors = nn.functional.embedding_bag(
-                cols, factors, offsets, mode="sum", per_sample_weights=values.to(factors.dtype)
-            )
-            positive_factors = rows_times_table(*batch.rows, factors)
-            user_factors = torch.zeros(batch.n_users, factors.shape[1], dtype=factors.dtype, device=factors.device)
-            user_factors = user_factors.index_add_(0, batch.slots, positive_factors)
-            scores = scores + (
-                item_factors.reshape(repeats, len(users), -1) * user_factors.index_select(0, batch.slots)
-            ).sum(-1).view(-1)
-        pair_users = None if unliked else users.repeat(repeats)
-        liked = None if unliked else batch.liked(pair_users, candidates, self.R.shape[1])
-        if liked is not None and bool(liked.any()):  # estimation constraint: a training like without its own f_i
-            liked = torch.nonzero(liked).squeeze(1)
-            scores = scores.index_add(
-                0, liked, -self.self_similarity(pair_users.index_select(0, liked), candidates.index_select(0, liked))
-            )
-        else:  # the loss may reuse the parts (a like's score has the self-similarity taken off: not kept then)
-            batch.keep_scored(
-                candidates, scores, diagonal, item_factors, positive_factors, user_factors, (weights, factors)
-            )
-        return scores
 
     # ------------------------------------------------------------------------------ full ranking
     def candidate_scorer(self, candidates):

@@ -25,7 +25,7 @@ What the mixin changes, and why:
 
 import contextlib
 import contextvars
-import logging
+import functools
 import os
 import uuid
 import warnings
@@ -55,7 +55,6 @@ from recbole_fbsm.runtime import distributed
 from recbole_fbsm.runtime.threads import plan_for_config
 from recbole_fbsm.storage.safe_files import Settings, encode_arrays, load_checkpoint, plain, save_tensors
 
-_TRAINER_CACHE = {}
 # below this many triplets per process and step, a data-parallel CPU run is slower than one process
 # (benchmarks/bench_distributed.py: the per-step exchange of V and D and per-batch costs dominate)
 SMALL_CPU_SHARE = 1024
@@ -74,32 +73,31 @@ def validation_callback(callback):
         _VALIDATION_CALLBACK.reset(token)
 
 
-class _RecBoleEpochLines(logging.Filter):
-    """RecBole's per-epoch lines ("epoch 0 training [... train loss: 0.0000]", "epoch 0 evaluating [...]") of a
-    model with nothing to train: the trainer says that in one line instead."""
-
-    def filter(self, record):
-        text = COLOR_CODES.sub("", str(record.msg))
-        return not (TRAINING_LINE.match(text) or EVALUATING_LINE.match(text))
+def _is_epoch_line(record):
+    """RecBole's per-epoch lines ("epoch 0 training [... train loss: 0.0000]", "epoch 0 evaluating [...]"): a
+    model with nothing to train says that in one line instead."""
+    text = COLOR_CODES.sub("", str(record.msg))
+    return bool(TRAINING_LINE.match(text) or EVALUATING_LINE.match(text))
 
 
-class _RecBoleStopLine(logging.Filter):
-    """RecBole's "Finished training, best eval result in epoch N" counts back from the stop by
-    ``stopping_step`` evaluations: with the untrained start kept it says epoch -1, and with ties it names an
-    epoch that was not kept."""
-
-    def filter(self, record):
-        return not str(record.msg).startswith(STOP_LINE)
+def _is_stop_line(record):
+    """RecBole's "Finished training, best eval result in epoch N" counts back from the stop by ``stopping_step``
+    evaluations: with the untrained start kept it says epoch -1, with ties an epoch that was not kept."""
+    return str(record.msg).startswith(STOP_LINE)
 
 
 @contextlib.contextmanager
-def _without_recbole_stop_line(logger):
-    line_filter = _RecBoleStopLine()
-    logger.addFilter(line_filter)
+def _without_lines(logger, *kinds):
+    """Within this block ``logger`` drops the records that one of ``kinds`` (functions of a record) picks."""
+
+    def keep(record):
+        return not any(kind(record) for kind in kinds)
+
+    logger.addFilter(keep)
     try:
         yield
     finally:
-        logger.removeFilter(line_filter)
+        logger.removeFilter(keep)
 
 
 class ColdStartTrainerMixin:
@@ -219,7 +217,7 @@ class ColdStartTrainerMixin:
         if has_nothing_to_train(self.model):
             return self._fit_nothing(train_data, valid_data, *args, **kwargs)
         try:
-            with _without_recbole_stop_line(self.logger):  # kept_summary() says which epoch was kept
+            with _without_lines(self.logger, _is_stop_line):  # kept_summary() says which epoch was kept
                 result = super().fit(train_data, valid_data, *args, **kwargs)
         except ValueError as error:  # RecBole's _check_nan
             if str(error) != NAN_LOSS:
@@ -235,13 +233,8 @@ class ColdStartTrainerMixin:
     def _fit_nothing(self, train_data, valid_data, *args, **kwargs):
         """A model with nothing to learn (``models.contract.has_nothing_to_train``): RecBole's one epoch, without
         the pass over the training data, its loss line and the kept-epoch line; one line says what happened."""
-        line_filter = _RecBoleEpochLines()
-        self.logger.addFilter(line_filter)
-        try:
-            with _without_recbole_stop_line(self.logger):
-                result = super().fit(train_data, valid_data, *args, **kwargs)
-        finally:
-            self.logger.removeFilter(line_filter)
+        with _without_lines(self.logger, _is_epoch_line, _is_stop_line):
+            result = super().fit(train_data, valid_data, *args, **kwargs)
         self.kept_epoch = 0 if valid_data else None
         if kwargs.get("verbose", True):
             self.logger.info(self.kept_summary())
@@ -558,19 +551,14 @@ def clipped_sgd_if_possible(optimizer, clip, model):
     return ClippedSGD(groups, clip, lr=defaults["lr"], weight_decay=defaults.get("weight_decay", 0))
 
 
+@functools.cache
 def cold_start_trainer_class(base):
     """``base`` (a RecBole trainer class) with ``ColdStartTrainerMixin`` in front."""
-    if base not in _TRAINER_CACHE:
-        _TRAINER_CACHE[base] = type(f"ColdStart{base.__name__}", (ColdStartTrainerMixin, base), {})
-    return _TRAINER_CACHE[base]
+    return type(f"ColdStart{base.__name__}", (ColdStartTrainerMixin, base), {})
 
 
 def get_trainer(model_type, model_name):
     """RecBole's trainer for this model, with the cold-start evaluation mixed in."""
     if model_type == ModelType.DECISIONTREE:
         raise ColdStartError(f"model {model_name!r}: decision-tree models are not supported by this plugin.")
-    return paper_early_stopping(cold_start_trainer_class(recbole_get_trainer(model_type, model_name)))
-
-
-def recbole_get_trainer(model_type, model_name):
-    return recbole_trainer_lookup(model_type, model_name)
+    return paper_early_stopping(cold_start_trainer_class(recbole_trainer_lookup(model_type, model_name)))

@@ -137,7 +137,9 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         scores = scores.index_add(0, owner, products * weights)
         factors = self.low_rank_factors()
         if factors is not None:
-            v_i, v_u = rows_times_table(*rows, factors), self.batch_user_factors(users, factors)
+            unique_users, inverse = torch.unique(users, return_inverse=True)  # V f_u once per distinct user
+            v_i = rows_times_table(*rows, factors)
+            v_u = self.user_factors(unique_users, factors).index_select(0, inverse)
             scores = scores + (v_i * (v_u - s.to(v_i.dtype)[:, None] * v_i)).sum(-1)
         return scores
 
@@ -151,11 +153,6 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         items, position = torch.unique(liked, return_inverse=True)
         item_factors = self.F.bag_sum(items, factors)
         return rows_times_table(owner, position, weights, offsets, item_factors)
-
-    def batch_user_factors(self, users, factors):
-        """V f_u for each entry of ``users``, computed once per distinct user."""
-        unique_users, inverse = torch.unique(users, return_inverse=True)
-        return self.user_factors(unique_users, factors).index_select(0, inverse)
 
     def bpr_difference(self, interaction):
         """r_ui - r_uj for the batch's triplets (i a training like, j a negative): f_u read from the global

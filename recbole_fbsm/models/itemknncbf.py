@@ -17,20 +17,16 @@ sim(i, j) on the weighted features x (``feature_weighting``; rows not normalised
 - ``dot``:        x_i . x_j on rows normalised as FBSM's are (L2, or shrunk by ``feature_shrink``):
                   the untrained FBSM's similarity, for a neighbourhood on the same features.
 
-Nothing is learned, but the model is built from the pipeline's fitted inputs (``models.inputs``: the
-weighted features, the training likes) like the other content models, so a run writes an artifact and the
-service rebuilds it from that file alone; ``score_feature_rows`` scores items never seen in training by their
-similarities to the training items, and ``row_similarities`` gives sim(i, j)^p of any two sets of rows (the
-service's likes of items outside the training items). Similarities are computed per evaluation batch, in
-blocks of candidate items against the training items (scipy.sparse products, a dense block of at most
-``BLOCK_CELLS`` cells);
-with ``knn`` set, the kept neighbours of a candidate set are held for an evaluation as a sparse matrix (k per item).
-The defaults (``dot``, every training item a neighbour, p = 1) are linear in the user's likes:
+Nothing is learned, but the model is built from the pipeline's fitted inputs (``models.inputs``) like the
+other content models, so a run writes an artifact the service rebuilds it from; ``score_feature_rows`` and
+``row_similarities`` score items never seen in training. Similarities are computed in blocks of candidates
+against the training items (a dense block of at most ``BLOCK_CELLS`` cells). The defaults (``dot``, every
+training item a neighbour, p = 1) are linear in the user's likes,
 
-    score(u, i) = x_i . (sum of u's liked x_j) - [i liked by u] x_i . x_i
+    score(u, i) = x_i . (sum of u's liked x_j) - [i liked by u] x_i . x_i,
 
-so they are scored as two sparse products per batch (``linear``), without any candidates x training items
-block: the same scores up to float rounding (on citeulike-t's test evaluation, 12.5 s became 0.2 s).
+and scored as two sparse products per batch (``linear``): the same scores up to rounding, without any
+candidates x training items block (citeulike-t's test evaluation: 12.5 s became 0.2 s).
 """
 
 import numpy as np

@@ -76,16 +76,15 @@ class WholeUserTraining:
         batch = self.whole_user_batch(users, positives)
         if batch is None:
             return None
+        rows = concat_rows(batch.rows, self.F.gather_rows(negatives))
         if self.shared_diagonal:
             weights, factors = self.diagonal_weights(batch.users), self.low_rank_factors()
-            rows = concat_rows(batch.rows, self.F.gather_rows(negatives))
             return whole_user_bpr_difference(
                 batch, rows, weights, factors, batch.scored_negatives(negatives, (weights, factors))
             )
         n = len(users)
         pair_users, items = torch.cat([users, users]), torch.cat([positives, negatives])
         self_in_profile = torch.arange(2 * n, device=users.device) < n
-        rows = concat_rows(batch.rows, self.F.gather_rows(negatives))
         owner, cols = rows[0], rows[1]
         entries = batch.profile_at(batch.cells(torch.cat([batch.slots, batch.slots]).index_select(0, owner), cols))
         scores = self.pair_scores(pair_users, items, self_in_profile, item_rows=rows, user_entries=entries)

@@ -144,11 +144,8 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         return scores
 
     def user_factors(self, users, factors):
-        """V f_u for distinct users, as the sum of V f_j over their likes j (f_u = sum of liked f_j).
-
-        Cheaper than a bag over f_u's own nonzeros: a profile has far more nonzeros than the user has
-        likes, and each liked item's V f_j is computed once for all the batch's users who like it.
-        """
+        """V f_u for distinct users, as the sum of V f_j over their likes j: cheaper than a bag over f_u's own
+        nonzeros (far more than the user's likes), and each liked item's V f_j is computed once per batch."""
         owner, liked, weights, offsets = self.R.gather_rows(users)
         items, position = torch.unique(liked, return_inverse=True)
         item_factors = self.F.bag_sum(items, factors)
@@ -177,15 +174,11 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         return scores[:n] - scores[n:]
 
     def bpr_loss(self, interaction, difference):
-        """Mean -log sigmoid(r_ui - r_uj). With ``bpr_user_weighting`` each triplet weighs
-        (mean likes per user) / (the user's likes): every user counts the same, as in the paper's
-        learner, which draws one triplet per user in turn, instead of heavy users dominating.
-
-        With ``bpr_profile_alpha`` = α > 0 the difference is scaled by (the user's likes)^-α before the
-        sigmoid (FISM's normalisation of the sum over liked items): a score sums similarities over
-        all of a user's likes, so without it a user with 1,000 likes has scores 100 times larger than a
-        user with 10, a saturated sigmoid and no gradient. A positive per-user factor changes no user's
-        ranking, only how training weighs users; evaluation and serving are unchanged."""
+        """Mean -log sigmoid(r_ui - r_uj). With ``bpr_user_weighting`` each triplet weighs (mean likes per user) /
+        (the user's likes): every user counts the same, as in the paper's learner (one triplet per user in turn).
+        With ``bpr_profile_alpha`` = α > 0 the difference is scaled by (the user's likes)^-α (FISM's normalisation):
+        a user with 1,000 likes would otherwise have scores 100 times those of a user with 10, a saturated sigmoid
+        and no gradient. Neither changes a user's ranking, only how training weighs users."""
         users = interaction[self.USER_ID]
         if self.profile_alpha:
             likes = (self.R.indptr[users + 1] - self.R.indptr[users]).clamp(min=1).to(difference.dtype)
@@ -245,16 +238,11 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
 
     def score_feature_rows(self, users, item_matrix, item_factors=None):
         """(len(users) x n_items) scores f_i^T W_u f_u against the rows of ``item_matrix`` (items x features,
-        torch sparse CSR: candidates, or new items weighted like ``F``). No estimation constraint: the
-        items are not among the users' training likes. ``item_factors``: V f_i of the rows, when the
-        caller already has them (used only where the low-rank part is added item side).
+        torch sparse CSR: candidates, or new items weighted like ``F``), without the estimation constraint.
+        ``item_factors``: V f_i of the rows, when the caller has them (where ``folds_low_rank`` is false).
 
-        Users are scored in blocks of ``SCORE_BLOCK_CELLS`` (``score_block``, items x users), each
-        transposed once into its rows of the result: a block's dense profiles stay in the core's cache
-        while the item rows' embedding bags read them. With a low-rank part and at least as many items
-        as features (evaluation's candidates), V (V^T f_u) is folded into the profiles before the bags:
-        one GEMM of features x h x users instead of items x h x users, and no second pass over the
-        scores. Fewer items than features (a few new items) add (V f_i) . (V f_u) per block instead."""
+        Users are scored in blocks of ``SCORE_BLOCK_CELLS`` (``score_block``), so that a block's dense profiles
+        stay in the core's cache while the item rows' embedding bags read them."""
         n_items = item_matrix.shape[0]
         factors = self.low_rank_factors()
         if factors is None or self.folds_low_rank(n_items):
@@ -285,11 +273,9 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         return self.n_features <= n_items
 
     def score_block(self, users, item_matrix, factors, item_factors=None):
-        """(n_items x len(users)) scores: the item rows times the users' weighted profiles, one embedding
-        bag per item (``csr_times_dense``). The low-rank part is folded into the profiles (c_u f_u +
-        V V^T f_u) when ``item_factors`` is None, else added as (V f_i) . (V f_u); V^T f_u is a bag over
-        the profiles' nonzeros, not a dense product over every feature. Every product here is an embedding
-        bag (``matmul_by_bags``, not a GEMM), so a user's scores are the same bits in any block."""
+        """(n_items x len(users)) scores: the item rows times the users' weighted profiles (c_u f_u, plus V V^T f_u
+        when ``item_factors`` is None, else (V f_i) . (V f_u) added). Every product is an embedding bag (not a
+        GEMM), so a user's scores are the same bits in any block."""
         gathered = self.F_U.gather_rows(users)
         profiles = self.weighted_profiles_t(users, gathered)  # features x users
         if factors is None:

@@ -1,10 +1,6 @@
-"""What the pipeline, the trainer and the serving code may ask of a model beyond RecBole's interface.
-
-RecBole's ``GeneralRecommender`` is the base contract (``calculate_loss``, ``predict``,
-``full_sort_predict``). The plugin's optional hooks are declared here, as runtime-checkable protocols: code
-asks ``isinstance(model, ScoresCandidates)`` rather than probing attributes, and a new model learns from
-this file which hooks it may offer.
-"""
+"""What the pipeline, the trainer and the serving code may ask of a model beyond RecBole's ``GeneralRecommender``
+(``calculate_loss``, ``predict``, ``full_sort_predict``): runtime-checkable protocols, so that code asks
+``isinstance(model, ScoresCandidates)``, and a new model learns here which hooks it may offer."""
 
 from typing import Protocol, runtime_checkable
 
@@ -42,15 +38,7 @@ class CandidateScoring:
     """``score_candidates`` and RecBole's ``full_sort_predict`` through the model's ``candidate_scorer``."""
 
     def score_candidates(self, interaction, candidates):
-        """(batch users x candidates) scores, the candidates prepared for this call alone.
-
-        Args:
-            interaction (Interaction): ``USER_ID``: the users, a LongTensor of shape [n_users].
-            candidates: the items scored, a LongTensor of shape [n_candidates].
-
-        Returns:
-            torch.Tensor: the scores, shape [n_users, n_candidates].
-        """
+        """(batch users x candidates) scores, ``candidate_scorer``'s, the candidates prepared for this call alone."""
         return self.candidate_scorer(candidates)(interaction)
 
     def full_sort_predict(self, interaction):

@@ -2,10 +2,7 @@
 
 When a batch holds every training like of each of its users, each once, the users' profiles f_u are sums over
 the batch's own positives. ``WholeUserBatch`` holds what follows from the batch alone, whatever the
-parameters: each triplet's user slot, the positives' feature rows and the profiles as a dense (users x
-features) block. A training step builds it once: dynamic negative sampling scores its
-candidates with it (``WholeUserTraining.score_training_candidates``) and the loss reads it again
-(the model keeps the last one, keyed by the batch's tensors and their versions).
+parameters; a training step builds it once, for dynamic negative sampling and again for the loss.
 
 ``whole_user_bpr_difference`` is the loss's r_ui - r_uj for such a batch as one autograd node with a
 hand-written backward (the chain of about forty small autograd nodes it replaces cost more per step than
@@ -39,27 +36,16 @@ class WholeUserTraining:
 
         Checked without a search in R's global keys (a cache miss per level at 10^7 likes): the batch's
         (user, positive) keys, sorted, must equal the users' rows of R's keys, which are contiguous and sorted."""
-        key = (users._version, positives._version, self.F.values)
+        tensors, versions = (users, positives, self.F.values), (users._version, positives._version)
         kept = getattr(self, "_whole_user_batch", None)
-        if (
-            kept is not None
-            and kept[0] is users
-            and kept[1] is positives
-            and kept[2][:2] == key[:2]
-            and (kept[2][2] is key[2])
-        ):
-            return kept[3]
-        batch = self._build_whole_user_batch(users, positives)
-        self._whole_user_batch = (users, positives, key, batch)
-        return batch
-
-    def _build_whole_user_batch(self, users, positives):
+        if kept is not None and all(a is b for a, b in zip(kept[0], tensors)) and kept[1] == versions:
+            return kept[2]
         unique_users, inverse = torch.unique(users, return_inverse=True)
-        # the batch's (user, positive) keys, sorted, must be its users' rows of R's keys (contiguous and sorted)
         like_keys = torch.sort(users * self.R.shape[1] + positives).values
-        if not torch.equal(like_keys, self.R.keys.index_select(0, self.R.positions(unique_users)[0])):
-            return None
-        return WholeUserBatch(unique_users, inverse, like_keys, positives, self.F)
+        whole = torch.equal(like_keys, self.R.keys.index_select(0, self.R.positions(unique_users)[0]))
+        batch = WholeUserBatch(unique_users, inverse, like_keys, positives, self.F) if whole else None
+        self._whole_user_batch = (tensors, versions, batch)
+        return batch
 
     def whole_user_difference(self, users, positives, negatives):
         """r_ui - r_uj of ``bpr_difference`` with f_u the sum over the batch's own positives: the profile costs

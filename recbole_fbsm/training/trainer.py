@@ -15,12 +15,9 @@ What the mixin changes, and why:
 - a caller may watch every validation (``validation_callback``): the tuner feeds its pruner from it;
 - torch's CPU threads follow the run's ``ThreadPlan`` per phase (``runtime.threads``: with ``torch_threads:
   auto``, one thread for small training steps, the cores for evaluation);
-- data-parallel runs (``recbole_fbsm.runtime.distributed``) on CPU and CUDA: with ``parallel_sync: average``
-  (whole-user batches) the ranks start from rank 0's parameters and average them periodically
-  (``PeriodicAveraging``, SGD's rate scaled); with ``gradients`` DDP gets the device the config chose, leaves
-  the constant buffers (F, profiles) alone and each rank's loss is weighed by its share of the step's
-  triplets (from the epoch's plan); either way evaluation rows are gathered instead of per-rank metrics
-  averaged, and rank 0 alone writes and reads checkpoints.
+- data-parallel runs (``runtime.distributed``) on CPU and CUDA: ``parallel_sync: average`` averages the
+  ranks' parameters periodically (whole-user batches), ``gradients`` is DDP with each rank's loss weighed by
+  its share of the step's triplets; evaluation rows are gathered, and rank 0 alone writes and reads checkpoints.
 """
 
 import contextlib

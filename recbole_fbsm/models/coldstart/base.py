@@ -1,17 +1,10 @@
 """What DropoutNet, Heater and ALDI share: a warm backbone, item content, and two-tower scoring.
 
-Every model here scores score(u, i) = user_vector(u) . item_vector(i). The user vector comes from the
-user's warm (BPR-MF) embedding; the item vector from the item's content features (``F``, built by
-``build_item_features`` with statistics from training items) and, for training items only, from the
-item's warm embedding. An item outside the training split has a zero warm row (``recbole_fbsm.models.warm_backbone``)
-and is scored through the content path alone: its id never enters its score.
-
-The content path starts with ``SparseLinear``, a linear layer over the sparse feature rows (an embedding
-bag, no dense items x features matrix), so any number of token features (and the dense columns
-``build_item_features`` may append) feed the towers on any device.
-
-Evaluation ranks only the split's candidates (``candidate_scorer``); the candidates' item vectors are
-computed once per evaluation and reused across user batches.
+Every model here scores score(u, i) = user_vector(u) . item_vector(i): the user vector from the user's warm
+(BPR-MF) embedding, the item vector from the item's content features ``F`` (``SparseLinear``: an embedding bag
+over the sparse rows, never a dense items x features matrix) and, for training items only, from its warm
+embedding. An item outside the training split has a zero warm row (``models.warm_backbone``): its id never
+enters its score.
 """
 
 import torch

@@ -139,15 +139,11 @@ class WholeUserTraining:
 
 
 class WholeUserBatch:
-    """What a whole-user batch gives without the parameters.
-
-    ``slots``: each triplet's user slot (0 .. n_users - 1); ``users``: the distinct users, by slot;
-    ``like_keys``: user * n_items + positive, sorted (a candidate is one of its user's likes when its key is
-    there); ``rows``: ``gather_rows`` of the positives in ``features`` (a ``TorchCsr``), gathered on first use
-    (``bags`` gathers them with other rows); ``dense_profiles()``: f_u as a dense (users x features) block,
-    built on first use: users x vocabulary cells, the same order as the optimizer's step over V (vocabulary x h).
-    Profiles held sparse and searched instead (one path at any vocabulary) made FBSM's epoch 1.6 times slower
-    (200k generated likes, 5,000 words, 1 thread: 7.5-8.8 CPU s against 4.4-5.6)."""
+    """What a whole-user batch gives without the parameters: ``slots``, each triplet's user slot; ``users``, the
+    distinct users by slot; ``like_keys``, user * n_items + positive, sorted; ``rows``, ``gather_rows`` of the
+    positives in ``features`` (a ``TorchCsr``); ``dense_profiles()``, f_u as a dense (users x features) block,
+    the same order as the optimizer's step over V (profiles held sparse and searched made FBSM's epoch 1.6
+    times slower: 200k generated likes, 5,000 words, 1 thread)."""
 
     def __init__(self, users, slots, like_keys, positives, features):
         self.users, self.slots, self.like_keys = users, slots, like_keys

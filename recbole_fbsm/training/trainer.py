@@ -461,12 +461,9 @@ def lowest_for_cold(scores, cold_columns):
 
 
 def share_weighted(loss_func, shares):
-    """``loss_func`` scaled by (world size x this rank's rows / the step's rows on all ranks), read from
-    ``shares()`` (the loader's plan of the epoch knows every rank's share: no exchange).
-
-    DDP averages the ranks' gradients; a model's loss is a mean over its batch rows. With this weight the
-    average is the gradient of the mean over all the step's rows, as one process on the whole batch would
-    take, whatever the shares' sizes (whole users make them uneven)."""
+    """``loss_func`` scaled by ``shares()``, world size x this rank's rows / the step's rows on all ranks (the
+    loader's plan knows every share): DDP's average of the ranks' gradients is then the gradient of the mean over
+    all the step's rows, however uneven whole users make the shares."""
 
     def weighted(interaction):
         factor = shares()

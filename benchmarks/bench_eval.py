@@ -89,7 +89,7 @@ def steps(config, model, trainer, data):
 
     users = torch.as_tensor(np.asarray(data.uid_list), dtype=torch.long)
     candidates = torch.as_tensor(data._dataset.split_items, dtype=torch.long)
-    F_c, _ = model._candidate_matrix(candidates)
+    F_c = model.F.rows_matrix(candidates)
     factors = model.low_rank_factors()
     block = model.score_block_users(len(candidates))
     blocks = [users[start : start + block] for start in range(0, len(users), block)]
@@ -110,12 +110,13 @@ def steps(config, model, trainer, data):
             np.argpartition(scores, scores.shape[1] - 10, axis=1)[:, -10:]
 
     def scored_batches(topk):
+        score = model.candidate_scorer(candidates)  # as an evaluation: the candidates prepared once
         for interaction, *_ in batches:
-            scores = model.score_candidates(interaction, candidates)
+            scores = score(interaction)
             if topk:
                 collector.random_tie_topk(scores, 10, interaction[model.USER_ID], candidates)
 
-    trainer.evaluate(data, load_best_model=False)  # sets the trainer's candidates; warms the caches
+    trainer.evaluate(data, load_best_model=False)  # sets the trainer's candidates
     side = None if model.folds_low_rank(len(candidates)) else item_factors
 
     def each(function, items):  # each result dropped before the next: memory reused, as in an evaluation

@@ -14,19 +14,18 @@ low-rank part only V f_i and V f_u (embedding bags), so a pair costs O((nnz(f_u)
 import torch
 from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
-from torch import nn
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.kernels.sparse import (
     TorchCsr,
-    concat_rows,
     csr_times_dense,
     matmul_by_bags,
     rows_times_table,
 )
+from recbole_fbsm.models.contract import CandidateScoring
 from recbole_fbsm.models.inputs import model_inputs
-from recbole_fbsm.models.whole_user import WholeUserBatch, whole_user_bpr_difference
+from recbole_fbsm.models.whole_user import WholeUserTraining
 
 # ``score_feature_rows`` scores users in blocks whose dense (features x users) profiles and (items x users)
 # scores hold at most this many cells each (2 MiB of float32), so that the embedding bags find the profiles
@@ -54,12 +53,9 @@ def fixed_similarity_words(config, start=""):
     return f"the fixed similarity f_i . f_j of its features ({settings})"
 
 
-class FeatureSimilarityRecommender(GeneralRecommender):
+class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralRecommender):
     input_type = InputType.PAIRWISE
     reads_own_features = True  # the pipeline skips RecBole's per-batch feature join
-    # c_u is one vector for all users (FBSM, CoSim): a whole-user batch's loss is one hand-written autograd node
-    # (``models.whole_user``); UFSM's user mixtures keep the general path
-    shared_diagonal = True
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
@@ -141,34 +137,24 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         scores = scores.index_add(0, owner, products * weights)
         factors = self.low_rank_factors()
         if factors is not None:
-            v_i, v_u = rows_times_table(*rows, factors), self.batch_user_factors(users, factors)
+            unique_users, inverse = torch.unique(users, return_inverse=True)  # V f_u once per distinct user
+            v_i = rows_times_table(*rows, factors)
+            v_u = self.user_factors(unique_users, factors).index_select(0, inverse)
             scores = scores + (v_i * (v_u - s.to(v_i.dtype)[:, None] * v_i)).sum(-1)
         return scores
 
     def user_factors(self, users, factors):
-        """V f_u for distinct users, as the sum of V f_j over their likes j (f_u = sum of liked f_j).
-
-        Cheaper than a bag over f_u's own nonzeros: a profile has far more nonzeros than the user has
-        likes, and each liked item's V f_j is computed once for all the batch's users who like it.
-        """
+        """V f_u for distinct users, as the sum of V f_j over their likes j: cheaper than a bag over f_u's own
+        nonzeros (far more than the user's likes), and each liked item's V f_j is computed once per batch."""
         owner, liked, weights, offsets = self.R.gather_rows(users)
         items, position = torch.unique(liked, return_inverse=True)
         item_factors = self.F.bag_sum(items, factors)
         return rows_times_table(owner, position, weights, offsets, item_factors)
 
-    def batch_user_factors(self, users, factors):
-        """V f_u for each entry of ``users``, computed once per distinct user."""
-        unique_users, inverse = torch.unique(users, return_inverse=True)
-        return self.user_factors(unique_users, factors).index_select(0, inverse)
-
     def bpr_difference(self, interaction):
-        """r_ui - r_uj for the batch's triplets (i a training like, j a negative).
-
-        When the batch holds every like of each of its users (``train_batch_by_user``), f_u is the sum over
-        the batch's own positives (``WholeUserBatch``): the profile costs nothing beyond the positives, and an
-        epoch is linear in the likes; with a shared diagonal (FBSM, CoSim) the difference is then one autograd
-        node (``models.whole_user``). Otherwise f_u is read from the global profiles F_U, and V f_u is computed
-        once per distinct user for both sides.
+        """r_ui - r_uj for the batch's triplets (i a training like, j a negative): f_u read from the global
+        profiles F_U, V f_u computed once per distinct user for both sides; a batch of whole users takes the
+        fast path of ``models.whole_user`` (f_u from the batch's own positives; equal up to rounding).
 
         Args:
             interaction (Interaction): ``USER_ID``, ``ITEM_ID`` and ``NEG_ITEM_ID``, LongTensors of shape [n].
@@ -178,36 +164,21 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         """
         users = interaction[self.USER_ID]
         positives, negatives = interaction[self.ITEM_ID], interaction[self.NEG_ITEM_ID]
-        n = len(users)
-        batch = self.whole_user_batch(users, positives)
-        if batch is not None and self.shared_diagonal:
-            weights, factors = self.diagonal_weights(batch.users), self.low_rank_factors()
-            rows = concat_rows(batch.rows, self.F.gather_rows(negatives))
-            return whole_user_bpr_difference(
-                batch, rows, weights, factors, batch.scored_negatives(negatives, (weights, factors))
-            )
+        difference = self.whole_user_difference(users, positives, negatives)
+        if difference is not None:
+            return difference
         # positives and negatives in one pass: one gather of F's rows, one embedding bag, one lookup
-        pair_users, items = torch.cat([users, users]), torch.cat([positives, negatives])
+        n = len(users)
         self_in_profile = torch.arange(2 * n, device=users.device) < n
-        if batch is None:
-            scores = self.pair_scores(pair_users, items, self_in_profile)
-        else:
-            rows = concat_rows(batch.rows, self.F.gather_rows(negatives))
-            owner, cols = rows[0], rows[1]
-            entries = batch.profile_at(batch.cells(torch.cat([batch.slots, batch.slots]).index_select(0, owner), cols))
-            scores = self.pair_scores(pair_users, items, self_in_profile, item_rows=rows, user_entries=entries)
+        scores = self.pair_scores(torch.cat([users, users]), torch.cat([positives, negatives]), self_in_profile)
         return scores[:n] - scores[n:]
 
     def bpr_loss(self, interaction, difference):
-        """Mean -log sigmoid(r_ui - r_uj). With ``bpr_user_weighting`` each triplet weighs
-        (mean likes per user) / (the user's likes): every user counts the same, as in the paper's
-        learner, which draws one triplet per user in turn, instead of heavy users dominating.
-
-        With ``bpr_profile_alpha`` = α > 0 the difference is scaled by (the user's likes)^-α before the
-        sigmoid (FISM's normalisation of the sum over liked items): a score sums similarities over
-        all of a user's likes, so without it a user with 1,000 likes has scores 100 times larger than a
-        user with 10, a saturated sigmoid and no gradient. A positive per-user factor changes no user's
-        ranking, only how training weighs users; evaluation and serving are unchanged."""
+        """Mean -log sigmoid(r_ui - r_uj). With ``bpr_user_weighting`` each triplet weighs (mean likes per user) /
+        (the user's likes): every user counts the same, as in the paper's learner (one triplet per user in turn).
+        With ``bpr_profile_alpha`` = α > 0 the difference is scaled by (the user's likes)^-α (FISM's normalisation):
+        a user with 1,000 likes would otherwise have scores 100 times those of a user with 10, a saturated sigmoid
+        and no gradient. Neither changes a user's ranking, only how training weighs users."""
         users = interaction[self.USER_ID]
         if self.profile_alpha:
             likes = (self.R.indptr[users + 1] - self.R.indptr[users]).clamp(min=1).to(difference.dtype)
@@ -218,35 +189,6 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         likes = (self.R.indptr[users + 1] - self.R.indptr[users]).clamp(min=1).to(losses.dtype)
         mean_likes = len(self.R.indices) / max(int((self.R.indptr[1:] > self.R.indptr[:-1]).sum()), 1)
         return (losses * (mean_likes / likes)).mean()
-
-    def whole_user_batch(self, users, positives):
-        """The ``WholeUserBatch`` of these triplets, or None when they are not exactly their users' training
-        likes, each once. The last one is kept while ``users`` and ``positives`` are the same tensors, unchanged:
-        a training step asks for it when it scores its negative candidates and again in its loss.
-
-        Checked without a search in R's global keys (a cache miss per level at 10^7 likes): the batch's
-        (user, positive) keys, sorted, must equal the users' rows of R's keys, which are contiguous and sorted."""
-        key = (users._version, positives._version, self.F.values)
-        kept = getattr(self, "_whole_user_batch", None)
-        if (
-            kept is not None
-            and kept[0] is users
-            and kept[1] is positives
-            and kept[2][:2] == key[:2]
-            and (kept[2][2] is key[2])
-        ):
-            return kept[3]
-        batch = self._build_whole_user_batch(users, positives)
-        self._whole_user_batch = (users, positives, key, batch)
-        return batch
-
-    def _build_whole_user_batch(self, users, positives):
-        unique_users, inverse = torch.unique(users, return_inverse=True)
-        # the batch's (user, positive) keys, sorted, must be its users' rows of R's keys (contiguous and sorted)
-        like_keys = torch.sort(users * self.R.shape[1] + positives).values
-        if not torch.equal(like_keys, self.R.keys.index_select(0, self.R.positions(unique_users)[0])):
-            return None
-        return WholeUserBatch(unique_users, inverse, like_keys, positives, self.F)
 
     def predict(self, interaction):
         """Scores of (user, item) pairs: f_i^T W_u (f_u - s f_i), s = 1 for a training like (``pair_scores``).
@@ -260,118 +202,47 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
         return self.pair_scores(users, items, self.R.contains(users, items))
 
-    # longer than 60 lines: a docstring for the fast path, then one embedding-bag pass whose parts the loss reuses
-    def score_training_candidates(self, users, positives, candidates, unliked=False):
-        """``predict``'s scores of the pairs (``users.repeat(k)``, ``candidates``): dynamic negative sampling's k
-        candidates per triplet of a training batch of whole users, or None when the batch is not one; then the
-        caller uses ``predict``.
-
-        The batch's ``WholeUserBatch`` gives the profiles f_u (its dense block) and V f_u (the sum of the positives'
-        V f_i); a candidate is a like of its user when it is among the user's positives (no search in R), unless
-        the caller knows none is (``unliked``). The parts the loss needs again (V f_i of the positives, V f_u,
-        each candidate's V f_c and diagonal part) are kept with the batch (``WholeUserBatch.keep_scored``): the
-        step's loss takes its negatives' parts from there. Nothing here depends on the model's training mode
-        (the caller does not switch it).
-
-        Args:
-            users, positives: the batch's triplets' users and liked items, LongTensors of shape [n].
-            candidates: k items per triplet, candidate c of triplet t at c * n + t, a LongTensor of shape [k n].
-            unliked (bool): no candidate is a training like of its user.
-
-        Returns:
-            torch.Tensor or None: the scores, shape [k n].
-        """
-        batch = self.whole_user_batch(users, positives)
-        if batch is None or not len(users) or len(candidates) % len(users):
-            return None
-        repeats = len(candidates) // len(users)
-        cols, values, offsets, counts = batch.bags(candidates)
-        weights, factors = self.diagonal_weights(batch.users), self.low_rank_factors()
-        # per nonzero of a candidate: c_u * f_u at (the candidate's user slot, column) of the dense profiles
-        profiles = batch.dense_profiles().view(batch.n_users, self.n_features) * weights
-        slots = torch.repeat_interleave(batch.slots.repeat(repeats), counts, output_size=len(cols))
-        diagonal = nn.functional.embedding_bag(
-            batch.cells(slots, cols),
-            profiles.view(-1, 1),
-            offsets,
-            mode="sum",
-            per_sample_weights=values.to(profiles.dtype),
-        ).view(-1)
-        scores, item_factors, positive_factors, user_factors = diagonal, None, None, None
-        if factors is not None:  # low-rank part: (V^T f_c) . (V^T f_u), V^T f_u the sum of the positives' V^T f_i
-            item_factors = nn.functional.embedding_bag(
-                cols, factors, offsets, mode="sum", per_sample_weights=values.to(factors.dtype)
-            )
-            positive_factors = rows_times_table(*batch.rows, factors)
-            user_factors = torch.zeros(batch.n_users, factors.shape[1], dtype=factors.dtype, device=factors.device)
-            user_factors = user_factors.index_add_(0, batch.slots, positive_factors)
-            scores = scores + (
-                item_factors.reshape(repeats, len(users), -1) * user_factors.index_select(0, batch.slots)
-            ).sum(-1).view(-1)
-        pair_users = None if unliked else users.repeat(repeats)
-        liked = None if unliked else batch.liked(pair_users, candidates, self.R.shape[1])
-        if liked is not None and bool(liked.any()):  # estimation constraint: a training like without its own f_i
-            liked = torch.nonzero(liked).squeeze(1)
-            scores = scores.index_add(
-                0, liked, -self.self_similarity(pair_users.index_select(0, liked), candidates.index_select(0, liked))
-            )
-        else:  # the loss may reuse the parts (a like's score has the self-similarity taken off: not kept then)
-            batch.keep_scored(
-                candidates, scores, diagonal, item_factors, positive_factors, user_factors, (weights, factors)
-            )
-        return scores
-
     # ------------------------------------------------------------------------------ full ranking
-    def full_sort_predict(self, interaction):
-        """Scores of a batch of users against every item, with sparse x dense products.
+    def candidate_scorer(self, candidates):
+        """A function of an evaluation batch's interaction giving its (users x candidates) scores, with sparse x
+        dense products over the candidates' rows of F only: evaluation on a cold split never touches the other
+        splits' items. The candidates' rows and, where the low-rank part is added item side
+        (``folds_low_rank``), their V f_i are computed here, once per evaluation (the trainer holds the function).
 
         Args:
-            interaction (Interaction): ``USER_ID``: the users, a LongTensor of shape [batch_size].
-
-        Returns:
-            torch.Tensor: the scores, flattened from shape [batch_size, n_items].
-        """
-        everything = torch.arange(self.F.shape[0], device=self.F.values.device)
-        return self.score_candidates(interaction, everything).reshape(-1)
-
-    def score_candidates(self, interaction, candidates):
-        """(batch users x candidates) scores, with sparse x dense products over the candidates' rows of
-        F only: evaluation on a cold split never touches the other splits' items. Where the low-rank part
-        is added item side (``folds_low_rank``), the candidates' V f_i are computed once per evaluation
-        (``_candidate_factors``), not once per batch.
-
-        Args:
-            interaction (Interaction): ``USER_ID``: the users, a LongTensor of shape [n_users].
             candidates: the items scored, a LongTensor of shape [n_candidates].
 
         Returns:
-            torch.Tensor: the scores, shape [n_users, n_candidates].
+            callable: interaction (``USER_ID``, a LongTensor of shape [n_users]) -> scores [n_users, n_candidates].
         """
-        users = interaction[self.USER_ID]
-        F_c, position = self._candidate_matrix(candidates)
-        item_factors = None if self.folds_low_rank(len(candidates)) else self._candidate_factors(F_c)
-        scores = self.score_feature_rows(users, F_c, item_factors)  # B x C
-        # estimation constraint: a training like is scored without its own features
-        owner, liked, _, _ = self.R.gather_rows(users)
-        column = position[liked]
-        keep = column >= 0
-        if bool(keep.any()):
-            owner, liked, column = owner[keep], liked[keep], column[keep]
-            scores[owner, column] -= self.self_similarity(users[owner], liked)
-        return scores
+        matrix = self.F.rows_matrix(candidates)
+        column_of = torch.full((self.F.shape[0],), -1, dtype=torch.long, device=candidates.device)
+        column_of[candidates] = torch.arange(len(candidates), device=candidates.device)
+        factors = self.low_rank_factors()
+        fold = factors is None or self.folds_low_rank(len(candidates))
+        item_factors = None if fold else csr_times_dense(matrix, factors)
+
+        def score(interaction):
+            users = interaction[self.USER_ID]
+            scores = self.score_feature_rows(users, matrix, item_factors)  # B x C
+            # estimation constraint: a training like is scored without its own features
+            owner, liked, _, _ = self.R.gather_rows(users)
+            column = column_of[liked]
+            keep = column >= 0
+            if bool(keep.any()):
+                owner, liked, column = owner[keep], liked[keep], column[keep]
+                scores[owner, column] -= self.self_similarity(users[owner], liked)
+            return scores
+
+        return score
 
     def score_feature_rows(self, users, item_matrix, item_factors=None):
         """(len(users) x n_items) scores f_i^T W_u f_u against the rows of ``item_matrix`` (items x features,
-        torch sparse CSR: candidates, or new items weighted like ``F``). No estimation constraint: the
-        items are not among the users' training likes. ``item_factors``: V f_i of the rows, when the
-        caller already has them (used only where the low-rank part is added item side).
+        torch sparse CSR: candidates, or new items weighted like ``F``), without the estimation constraint.
+        ``item_factors``: V f_i of the rows, when the caller has them (where ``folds_low_rank`` is false).
 
-        Users are scored in blocks of ``SCORE_BLOCK_CELLS`` (``score_block``, items x users), each
-        transposed once into its rows of the result: a block's dense profiles stay in the core's cache
-        while the item rows' embedding bags read them. With a low-rank part and at least as many items
-        as features (evaluation's candidates), V (V^T f_u) is folded into the profiles before the bags:
-        one GEMM of features x h x users instead of items x h x users, and no second pass over the
-        scores. Fewer items than features (a few new items) add (V f_i) . (V f_u) per block instead."""
+        Users are scored in blocks of ``SCORE_BLOCK_CELLS`` (``score_block``), so that a block's dense profiles
+        stay in the core's cache while the item rows' embedding bags read them."""
         n_items = item_matrix.shape[0]
         factors = self.low_rank_factors()
         if factors is None or self.folds_low_rank(n_items):
@@ -402,11 +273,9 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         return self.n_features <= n_items
 
     def score_block(self, users, item_matrix, factors, item_factors=None):
-        """(n_items x len(users)) scores: the item rows times the users' weighted profiles, one embedding
-        bag per item (``csr_times_dense``). The low-rank part is folded into the profiles (c_u f_u +
-        V V^T f_u) when ``item_factors`` is None, else added as (V f_i) . (V f_u); V^T f_u is a bag over
-        the profiles' nonzeros, not a dense product over every feature. Every product here is an embedding
-        bag (``matmul_by_bags``, not a GEMM), so a user's scores are the same bits in any block."""
+        """(n_items x len(users)) scores: the item rows times the users' weighted profiles (c_u f_u, plus V V^T f_u
+        when ``item_factors`` is None, else (V f_i) . (V f_u) added). Every product is an embedding bag (not a
+        GEMM), so a user's scores are the same bits in any block."""
         gathered = self.F_U.gather_rows(users)
         profiles = self.weighted_profiles_t(users, gathered)  # features x users
         if factors is None:
@@ -443,46 +312,6 @@ class FeatureSimilarityRecommender(GeneralRecommender):
         if factors is not None:
             scores = scores + self.user_factors(users, factors) @ torch.sparse.mm(item_matrix, factors).T
         return scores
-
-    def _candidate_matrix(self, candidates):
-        """F restricted to ``candidates`` (torch sparse CSR) and each item's column in it (-1: none),
-        cached for the last candidate tensor seen (evaluation reuses one tensor per split)."""
-        cached = getattr(self, "_candidate_cache", None)
-        if cached is not None and cached[0] is candidates and cached[1].device == self.F.values.device:
-            return cached[1], cached[2]
-        matrix = self.F.rows_matrix(candidates)
-        position = torch.full((self.F.shape[0],), -1, dtype=torch.long, device=candidates.device)
-        position[candidates] = torch.arange(len(candidates), device=candidates.device)
-        self._candidate_cache = (candidates, matrix, position)
-        return matrix, position
-
-    def _candidate_factors(self, matrix):
-        """V f_i of the candidates (the rows of ``matrix``, from ``_candidate_matrix``), or None for diagonal
-        models: computed once per evaluation, not once per batch. Cached with a copy of V and reused only
-        while V equals that copy (one comparison over V, far cheaper than the product over the candidates'
-        nonzeros): any change of V invalidates it, whatever made it (an optimizer step between two
-        validations, a checkpoint load, a write through ``V.data``). Torch's version counter would not
-        do: the fused Adam that the trainer uses does not bump it. With autograd recording (training code
-        asking for scores), nothing is cached."""
-        factors = self.low_rank_factors()
-        if factors is None:
-            return None
-        if factors.requires_grad and torch.is_grad_enabled():
-            return csr_times_dense(matrix, factors)
-        cached = getattr(self, "_candidate_factor_cache", None)
-        if (
-            cached is not None
-            and cached[0] is matrix
-            and cached[1].shape == factors.shape
-            and cached[1].dtype == factors.dtype
-            and cached[1].device == factors.device
-            and torch.equal(cached[1], factors)
-        ):
-            return cached[2]
-        self._candidate_factor_cache = None  # the old blocks are freed before the new ones are made
-        item_factors = csr_times_dense(matrix, factors)
-        self._candidate_factor_cache = (matrix, factors.detach().clone(), item_factors)
-        return item_factors
 
     def self_similarity(self, users, items):
         """f_i^T W_u f_i: what the estimation constraint takes off a training like's score.

@@ -1,12 +1,10 @@
-"""What the pipeline, the trainer and the serving code may ask of a model beyond RecBole's interface.
-
-RecBole's ``GeneralRecommender`` is the base contract (``calculate_loss``, ``predict``,
-``full_sort_predict``). The plugin's optional hooks are declared here, as runtime-checkable protocols: code
-asks ``isinstance(model, ScoresCandidates)`` rather than probing attributes, and a new model learns from
-this file which hooks it may offer.
-"""
+"""What the pipeline, the trainer and the serving code may ask of a model beyond RecBole's ``GeneralRecommender``
+(``calculate_loss``, ``predict``, ``full_sort_predict``): runtime-checkable protocols, so that code asks
+``isinstance(model, ScoresCandidates)``, and a new model learns here which hooks it may offer."""
 
 from typing import Protocol, runtime_checkable
+
+import torch
 
 
 @runtime_checkable
@@ -15,6 +13,66 @@ class ScoresCandidates(Protocol):
 
     def score_candidates(self, interaction, candidates):
         """(batch users x len(candidates)) scores; ``candidates``: item ids (long tensor)."""
+
+
+@runtime_checkable
+class PreparesCandidates(Protocol):
+    """The work that depends on the candidates alone (their feature rows, V f_i, item vectors) done once: the
+    trainer holds the returned function for one evaluation, so the model keeps no cache of it."""
+
+    def candidate_scorer(self, candidates):
+        """A function of an evaluation batch's interaction giving its (users x len(candidates)) scores."""
+
+
+def candidate_scorer_of(model, candidates):
+    """``model``'s function of a batch's interaction giving (users x candidates) scores: its ``candidate_scorer``,
+    its ``score_candidates``, or the candidates' columns of its full ranking (RecBole's models)."""
+    if isinstance(model, PreparesCandidates):
+        return model.candidate_scorer(candidates)
+    if isinstance(model, ScoresCandidates):
+        return lambda interaction: model.score_candidates(interaction, candidates)
+    return lambda batch: model.full_sort_predict(batch).view(len(batch), -1).index_select(1, candidates)
+
+
+class CandidateScoring:
+    """``score_candidates`` and RecBole's ``full_sort_predict`` through the model's ``candidate_scorer``."""
+
+    def score_candidates(self, interaction, candidates):
+        """(batch users x candidates) scores, ``candidate_scorer``'s, the candidates prepared for this call alone."""
+        return self.candidate_scorer(candidates)(interaction)
+
+    def full_sort_predict(self, interaction):
+        """Scores of a batch of users against every item.
+
+        Args:
+            interaction (Interaction): ``USER_ID``: the users, a LongTensor of shape [batch_size].
+
+        Returns:
+            torch.Tensor: the scores, flattened from shape [batch_size, n_items].
+        """
+        users = interaction[self.USER_ID]
+        return self.score_candidates(interaction, torch.arange(self.n_items, device=users.device)).reshape(-1)
+
+
+class NothingToTrain:
+    """A fixed similarity (CoSim, ItemKNNCBF): the trainer validates it once (``has_nothing_to_train``)."""
+
+    nothing_to_train = True
+
+    def __init__(self, config, dataset):
+        super().__init__(config, dataset)
+        self.fake_loss = torch.nn.Parameter(torch.zeros(1))  # RecBole's trainer needs a parameter
+
+    def calculate_loss(self, interaction):
+        """Nothing to learn: a zero that RecBole's trainer can step on.
+
+        Args:
+            interaction (Interaction): a training batch (unused).
+
+        Returns:
+            torch.nn.Parameter: zero, shape [1].
+        """
+        return torch.nn.Parameter(torch.zeros(1, device=self.fake_loss.device))
 
 
 @runtime_checkable

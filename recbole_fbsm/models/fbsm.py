@@ -15,8 +15,6 @@ L2_DECAY_LEARNERS = ("adam", "sgd", "adagrad", "rmsprop")
 
 
 class FBSM(FeatureSimilarityRecommender):
-    learns_identity = True  # identity_features: V learns item-to-item terms between warm items (hybrid scenario)
-
     """Feature-based factorized Bilinear Similarity Model.
 
     Parameters: ``D`` (n_features,), the diagonal of D; ``V`` (n_features x h), row p is the paper's
@@ -41,6 +39,8 @@ class FBSM(FeatureSimilarityRecommender):
     softmax(cos(e_i, e_j) / τ) (KL divergence). Scoring is unchanged: still f_i^T (D + V^T V) f_j.
     """
 
+    learns_identity = True  # identity_features: V learns item-to-item terms between warm items (hybrid scenario)
+
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
         self.rank = int(config["rank"])
@@ -61,7 +61,11 @@ class FBSM(FeatureSimilarityRecommender):
             _, warm_items = self.warm_tables
             # only for the training loss: not a parameter, not in the checkpoint
             self.register_buffer("warm_items", nn.functional.normalize(warm_items, dim=1), persistent=False)
-        self._start_identity_dropout(config)
+        # identity features (hybrid scenario): the positions in F's values of the identity entries, one per warm
+        # item, which ``identities_dropped`` zeroes for a random share of the items in each training batch
+        self.identity_dropout = float(setting(config, "identity_dropout")) if self.n_identity else 0.0
+        entries = torch.nonzero(self.F.indices >= self.n_features - self.n_identity).squeeze(1)
+        self.register_buffer("identity_entries", entries if self.identity_dropout else None, persistent=False)
         self.loss_type = str(setting(config, "fbsm_loss")).lower()
         if self.loss_type == "auto":  # the hybrid FBSM learns its identity terms with the softmax (BPR did not move it)
             self.loss_type = "softmax" if self.n_identity else "bpr"
@@ -71,13 +75,6 @@ class FBSM(FeatureSimilarityRecommender):
         if self.loss_type == "softmax":  # the training items (sorted): the softmax's classes
             items = torch.unique(torch.as_tensor(model_inputs(config, dataset).training_items, dtype=torch.long))
             self.register_buffer("softmax_items", items, persistent=False)
-
-    def _start_identity_dropout(self, config):
-        """Identity features (hybrid scenario): the positions in F's values of the identity entries, one per
-        warm item, which ``identities_dropped`` zeroes for a random share of the items in each training batch."""
-        self.identity_dropout = float(setting(config, "identity_dropout")) if self.n_identity else 0.0
-        entries = torch.nonzero(self.F.indices >= self.n_features - self.n_identity).squeeze(1)
-        self.register_buffer("identity_entries", entries if self.identity_dropout else None, persistent=False)
 
     @contextlib.contextmanager
     def identities_dropped(self):

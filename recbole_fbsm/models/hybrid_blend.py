@@ -12,17 +12,10 @@ from recbole.data.interaction import Interaction
 from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
 
-from recbole_fbsm.models.contract import ScoresCandidates
+from recbole_fbsm.models.contract import CandidateScoring, candidate_scorer_of
 
 # the blend weights searched on validation (w = 0: the content model alone; w = 1: the warm model, cold items 0)
 BLEND_WEIGHTS = tuple(round(0.1 * k, 1) for k in range(11))
-
-
-def candidate_scores(model, interaction, candidates):
-    """(users x candidates) scores of any model: its ``score_candidates`` or its full ranking's columns."""
-    if isinstance(model, ScoresCandidates):
-        return model.score_candidates(interaction, candidates)
-    return model.full_sort_predict(interaction).view(len(interaction), -1).index_select(1, candidates)
 
 
 def standardised(scores):
@@ -36,7 +29,7 @@ def standardised(scores):
     return torch.where(finite, z, scores)
 
 
-class HybridBlend(GeneralRecommender):
+class HybridBlend(CandidateScoring, GeneralRecommender):
     """w z_warm + (1 - w) z_content over the candidates (module docstring); ``weight`` is w. Not trained itself:
     ``quick_start.run_blend`` trains its two models and searches w on validation."""
 
@@ -62,25 +55,27 @@ class HybridBlend(GeneralRecommender):
         """
         raise NotImplementedError("HybridBlend is not trained: its two models are (quick_start.run_blend).")
 
-    def score_candidates(self, interaction, candidates):
-        warm = candidate_scores(self.warm_model, interaction, candidates)
-        content = candidate_scores(self.content_model, interaction, candidates)
-        warm_columns = self.is_warm.to(candidates.device).index_select(0, candidates)
-        z_warm = torch.zeros_like(content)
-        z_warm[:, warm_columns] = standardised(warm[:, warm_columns]).to(content.dtype)
-        return self.weight * z_warm + (1.0 - self.weight) * standardised(content)
-
-    def full_sort_predict(self, interaction):
-        """Blended scores of a batch of users against every item.
+    def candidate_scorer(self, candidates):
+        """A function of a batch's interaction giving the blend's (users x candidates) scores, each model's
+        candidates prepared once (``models.contract.candidate_scorer_of``).
 
         Args:
-            interaction (Interaction): ``USER_ID``: the users, a LongTensor of shape [batch_size].
+            candidates: the items scored, a LongTensor of shape [n_candidates].
 
         Returns:
-            torch.Tensor: the scores, flattened from shape [batch_size, n_items].
+            callable: interaction (``USER_ID``, a LongTensor of shape [n_users]) -> scores [n_users, n_candidates].
         """
-        everything = torch.arange(self.n_items, device=self.is_warm.device)
-        return self.score_candidates(interaction, everything).reshape(-1)
+        warm_scorer = candidate_scorer_of(self.warm_model, candidates)
+        content_scorer = candidate_scorer_of(self.content_model, candidates)
+        warm_columns = self.is_warm.to(candidates.device).index_select(0, candidates)
+
+        def score(interaction):
+            warm, content = warm_scorer(interaction), content_scorer(interaction)
+            z_warm = torch.zeros_like(content)
+            z_warm[:, warm_columns] = standardised(warm[:, warm_columns]).to(content.dtype)
+            return self.weight * z_warm + (1.0 - self.weight) * standardised(content)
+
+        return score
 
     def predict(self, interaction):
         """Blended scores of (user, item) pairs: each pair's entry of its user's full ranking, since the z-scores

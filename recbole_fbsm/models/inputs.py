@@ -73,8 +73,7 @@ def model_inputs(config, dataset, warm_backbone=False, model_class=None):
     caller built the model on a bare RecBole dataset (RecBole's own tools, tests)."""
     inputs = getattr(dataset, "model_inputs", None)
     if inputs is None:
-        inputs = fit_model_inputs(config, dataset, warm_backbone, model_class)
-        return inputs
+        return fit_model_inputs(config, dataset, warm_backbone, model_class)
     if warm_backbone and inputs.warm is None:
         inputs.warm = warm_embeddings(config, dataset)
     return inputs

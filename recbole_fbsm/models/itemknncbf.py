@@ -17,20 +17,16 @@ sim(i, j) on the weighted features x (``feature_weighting``; rows not normalised
 - ``dot``:        x_i . x_j on rows normalised as FBSM's are (L2, or shrunk by ``feature_shrink``):
                   the untrained FBSM's similarity, for a neighbourhood on the same features.
 
-Nothing is learned, but the model is built from the pipeline's fitted inputs (``models.inputs``: the
-weighted features, the training likes) like the other content models, so a run writes an artifact and the
-service rebuilds it from that file alone; ``score_feature_rows`` scores items never seen in training by their
-similarities to the training items, and ``row_similarities`` gives sim(i, j)^p of any two sets of rows (the
-service's likes of items outside the training items). Similarities are computed per evaluation batch, in
-blocks of candidate items against the training items (scipy.sparse products, a dense block of at most
-``BLOCK_CELLS`` cells);
-with ``knn`` set, the kept neighbours of a candidate set are cached as a sparse matrix (k per item).
-The defaults (``dot``, every training item a neighbour, p = 1) are linear in the user's likes:
+Nothing is learned, but the model is built from the pipeline's fitted inputs (``models.inputs``) like the
+other content models, so a run writes an artifact the service rebuilds it from; ``score_feature_rows`` and
+``row_similarities`` score items never seen in training. Similarities are computed in blocks of candidates
+against the training items (a dense block of at most ``BLOCK_CELLS`` cells). The defaults (``dot``, every
+training item a neighbour, p = 1) are linear in the user's likes,
 
-    score(u, i) = x_i . (sum of u's liked x_j) - [i liked by u] x_i . x_i
+    score(u, i) = x_i . (sum of u's liked x_j) - [i liked by u] x_i . x_i,
 
-so they are scored as two sparse products per batch (``linear``), without any candidates x training items
-block: the same scores up to float rounding (on citeulike-t's test evaluation, 12.5 s became 0.2 s).
+and scored as two sparse products per batch (``linear``): the same scores up to rounding, without any
+candidates x training items block (citeulike-t's test evaluation: 12.5 s became 0.2 s).
 """
 
 import numpy as np
@@ -42,13 +38,14 @@ from recbole.utils import InputType, ModelType
 from recbole_fbsm.config.schema import SIMILARITIES
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.kernels.sparse import TorchCsr
+from recbole_fbsm.models.contract import CandidateScoring, NothingToTrain
 from recbole_fbsm.models.inputs import model_inputs
 
 # candidates x training items cells of one dense similarity block (16 MiB of float32)
 BLOCK_CELLS = 1 << 22
 
 
-class ItemKNNCBF(GeneralRecommender):
+class ItemKNNCBF(NothingToTrain, CandidateScoring, GeneralRecommender):
     """Args (settings): ``similarity``, ``shrink``, ``knn`` (~: every training item), ``similarity_exponent``
     (p), ``asymmetric_alpha``, ``tversky_alpha``, ``tversky_beta``, and the feature settings
     (``feature_weighting``, ``bm25_k1``, ``bm25_b``, ``feature_shrink`` for ``dot``)."""
@@ -56,7 +53,6 @@ class ItemKNNCBF(GeneralRecommender):
     type = ModelType.TRADITIONAL
     input_type = InputType.PAIRWISE
     reads_own_features = True  # the pipeline skips RecBole's per-batch feature join
-    nothing_to_train = True  # a fixed similarity: the trainer validates it once (models.contract)
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
@@ -84,9 +80,6 @@ class ItemKNNCBF(GeneralRecommender):
         self.neighbour_index[self.neighbours] = np.arange(len(self.neighbours))
         likes = sp.csr_matrix(inputs.likes)[:, self.neighbours]  # users x training items
         self.likes = TorchCsr(likes)
-        self.fake_loss = torch.nn.Parameter(torch.zeros(1))  # RecBole's trainer needs a parameter
-        self._cache = None
-        self._candidate_rows = None
 
     @classmethod
     def uses_warm_backbone(cls, config):
@@ -105,17 +98,6 @@ class ItemKNNCBF(GeneralRecommender):
         return (
             self.similarity == "dot" and self.exponent == 1 and (self.knn is None or self.knn >= len(self.neighbours))
         )
-
-    def calculate_loss(self, interaction):
-        """Nothing to learn: a zero that RecBole's trainer can step on.
-
-        Args:
-            interaction (Interaction): a training batch (unused).
-
-        Returns:
-            torch.nn.Parameter: zero, shape [1].
-        """
-        return torch.nn.Parameter(torch.zeros(1, device=self.fake_loss.device))
 
     # --------------------------------------------------------------------------------- similarities
     def weighted_rows(self, matrix):
@@ -172,63 +154,61 @@ class ItemKNNCBF(GeneralRecommender):
         with ``knn``, outside each row's k largest."""
         return self.neighbour_similarities(self.X[items], self.neighbour_index[items])
 
-    def _blocks(self, candidates):
-        """(start, end, similarity rows) over ``candidates`` in blocks of at most ``BLOCK_CELLS`` cells;
-        with ``knn`` the sparse kept neighbours are cached for the last candidate tensor seen."""
-        cached = self._cache
-        if cached is not None and cached[0] is candidates:
-            yield from cached[1]
-            return
-        items = candidates.cpu().numpy()
+    def _blocks(self, items):
+        """(start, end, similarity rows) over ``items`` (numpy ids) in blocks of at most ``BLOCK_CELLS`` cells;
+        with ``knn`` the rows are sparse (k kept neighbours per item)."""
         step = max(1, BLOCK_CELLS // max(len(self.neighbours), 1))
-        blocks = []
         for start in range(0, len(items), step):
             end = min(start + step, len(items))
             block = self.similarity_block(items[start:end])
-            if self.knn is not None:
-                block = sp.csr_matrix(block)
-                blocks.append((start, end, block))
-            yield start, end, block
-        if self.knn is not None:
-            self._cache = (candidates, blocks)
+            yield start, end, sp.csr_matrix(block) if self.knn is not None else block
 
     # ---------------------------------------------------------------------------------------- scores
-    def score_candidates(self, interaction, candidates):
-        """(batch users x candidates) scores: the users' training likes times each block of similarities."""
-        users = interaction[self.USER_ID]
-        if self.linear:
-            return self._linear_scores(users, candidates)
-        likes = self.likes.rows_matrix(users).to(torch.float64)  # B x training items (sparse)
-        scores = torch.zeros(len(users), len(candidates), dtype=torch.float64, device=users.device)
-        for start, end, block in self._blocks(candidates):
-            dense = block.toarray() if sp.issparse(block) else block
-            rows = torch.from_numpy(np.ascontiguousarray(dense.T)).to(users.device)  # training items x block
-            scores[:, start:end] = torch.sparse.mm(likes, rows)
-        return scores.to(torch.float32)
+    def candidate_scorer(self, candidates):
+        """A function of an evaluation batch's interaction giving its (users x candidates) scores: the users'
+        training likes times each block of similarities. Prepared once per evaluation (the trainer holds the
+        function): the candidates' rows (``linear``), or with ``knn`` their kept neighbours (sparse, k per item);
+        without ``knn`` the dense blocks are computed again per batch (all of them at once would be candidates x
+        training items).
 
-    def _linear_scores(self, users, candidates):
-        """(batch users x candidates) x_i . f_u, less x_i . x_i where the user liked candidate i (j != i)."""
+        Args:
+            candidates: the items scored, a LongTensor of shape [n_candidates].
+
+        Returns:
+            callable: interaction (``USER_ID``, a LongTensor of shape [n_users]) -> scores [n_users, n_candidates].
+        """
+        items = candidates.cpu().numpy()
+        if self.linear:
+            position = np.full(self.n_items, -1, dtype=np.int64)
+            position[items] = np.arange(len(items))
+            rows = sp.csr_matrix(self.X[items])
+            return lambda interaction: self._linear_scores(interaction[self.USER_ID], rows, position)
+        kept = list(self._blocks(items)) if self.knn is not None else None
+
+        def score(interaction):
+            users = interaction[self.USER_ID]
+            likes = self.likes.rows_matrix(users).to(torch.float64)  # B x training items (sparse)
+            scores = torch.zeros(len(users), len(items), dtype=torch.float64, device=users.device)
+            for start, end, block in kept or self._blocks(items):
+                dense = block.toarray() if sp.issparse(block) else block
+                rows = torch.from_numpy(np.ascontiguousarray(dense.T)).to(users.device)  # training items x block
+                scores[:, start:end] = torch.sparse.mm(likes, rows)
+            return scores.to(torch.float32)
+
+        return score
+
+    def _linear_scores(self, users, rows, position):
+        """(batch users x candidates) x_i . f_u, less x_i . x_i where the user liked candidate i (j != i); ``rows``:
+        the candidates' x, ``position``: each item's candidate column (-1: none)."""
         owner, liked, _, _ = self.likes.gather_rows(users)
         owner, liked = owner.cpu().numpy(), liked.cpu().numpy()
         likes = sp.csr_matrix((np.ones(len(owner)), (owner, liked)), shape=(len(users), len(self.neighbours)))
         profiles = (likes @ self.X[self.neighbours]).toarray()  # B x features: f_u
-        rows, position = self._rows_of(candidates)
         scores = np.ascontiguousarray((rows @ profiles.T).T)  # B x candidates
         column = position[self.neighbours[liked]]  # the liked item's candidate column
         own = column >= 0
         np.subtract.at(scores, (owner[own], column[own]), self.square_norms[self.neighbours[liked[own]]])
         return torch.from_numpy(scores).to(device=users.device, dtype=torch.float32)
-
-    def _rows_of(self, candidates):
-        """(x rows of ``candidates``, each item's column among them or -1), kept while the candidate tensor is the
-        same (the trainer reuses one per split)."""
-        kept = self._candidate_rows
-        if kept is None or kept[0] is not candidates:
-            items = candidates.cpu().numpy()
-            position = np.full(self.n_items, -1, dtype=np.int64)
-            position[items] = np.arange(len(items))
-            kept = self._candidate_rows = (candidates, sp.csr_matrix(self.X[items]), position)
-        return kept[1], kept[2]
 
     def score_feature_rows(self, users, item_matrix):
         """(len(users) x rows) scores of items never seen in training from their feature rows (torch sparse CSR,
@@ -257,18 +237,6 @@ class ItemKNNCBF(GeneralRecommender):
                 scores[:, start : start + step] = likes @ block.T
         return torch.from_numpy(scores).to(device=users.device, dtype=torch.float32)
 
-    def full_sort_predict(self, interaction):
-        """Scores of a batch of users against every item.
-
-        Args:
-            interaction (Interaction): ``USER_ID``: the users, a LongTensor of shape [batch_size].
-
-        Returns:
-            torch.Tensor: the scores, flattened from shape [batch_size, n_items].
-        """
-        everything = torch.arange(self.n_items, device=interaction[self.USER_ID].device)
-        return self.score_candidates(interaction, everything).reshape(-1)
-
     def predict(self, interaction):
         """Scores of (user, item) pairs, through the distinct users' scores over the distinct items.
 
@@ -281,7 +249,6 @@ class ItemKNNCBF(GeneralRecommender):
         users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
         unique_users, user_position = torch.unique(users, return_inverse=True)
         unique_items, item_position = torch.unique(items, return_inverse=True)
-        self._cache = None
         scores = self.score_candidates({self.USER_ID: unique_users}, unique_items)
         return scores[user_position, item_position]
 

@@ -40,19 +40,20 @@ class UFSM(FeatureSimilarityRecommender):
         return self.W, self.M[users]
 
     def pair_scores(self, users, items, self_in_profile, item_rows=None, user_entries=None):
-        # sum_d m_ud sum_k w_dk a_k with a_k = f_ik (f_uk - s f_ik): gather W per nonzero, not per user x feature
         owner, cols, f_i, _ = self.F.gather_rows(items) if item_rows is None else item_rows
         f_u = self.F_U.lookup(users.index_select(0, owner), cols) if user_entries is None else user_entries
         products = f_i * (f_u - self_in_profile.to(f_i.dtype).index_select(0, owner) * f_i)
-        per_function = torch.zeros(len(items), self.n_functions, dtype=self.W.dtype, device=self.W.device)
-        per_function = per_function.index_add(0, owner, products[:, None] * self.W.T.index_select(0, cols))
-        return (per_function * self.M.index_select(0, users)).sum(-1)
+        return self.mixed(users, len(items), owner, cols, products)
 
     def self_similarity(self, users, items):
-        # f_i^T W_u f_i per nonzero of f_i, never a (pairs x features) matrix of user weights
         owner, cols, f_i, _ = self.F.gather_rows(items)
-        per_function = torch.zeros(len(items), self.n_functions, dtype=self.W.dtype, device=self.W.device)
-        per_function = per_function.index_add(0, owner, (f_i * f_i)[:, None] * self.W.T.index_select(0, cols))
+        return self.mixed(users, len(items), owner, cols, f_i * f_i)
+
+    def mixed(self, users, n_pairs, owner, cols, entries):
+        """sum_d m_ud sum_k w_dk a_k per pair, from the entries a_k of each pair's item (``owner``, ``cols``): W is
+        gathered per nonzero, never a (pairs x features) matrix of user weights."""
+        per_function = torch.zeros(n_pairs, self.n_functions, dtype=self.W.dtype, device=self.W.device)
+        per_function = per_function.index_add(0, owner, entries[:, None] * self.W.T.index_select(0, cols))
         return (per_function * self.M.index_select(0, users)).sum(-1)
 
     def calculate_loss(self, interaction):

@@ -1,33 +1,18 @@
 """The warm collaborative backbone of content cold-start models: BPR-MF on the training split only.
 
-DropoutNet, Heater and ALDI (and anything else that distils or transforms collaborative embeddings
-into a content model) start from preference embeddings of users and *training* items. This module
-gives them one, without leaking anything about validation or test items:
-
-    user_emb, item_emb = warm_embeddings(config, train_dataset)
-
-- ``train_dataset``: the training split (``ColdStartDataset`` with ``split_items``; its ``inter_feat`` holds
-  the training likes only). Returns two float tensors on ``config["device"]``: ``user_emb``
-  (n_users x d) and ``item_emb`` (n_items x d), rows indexed by RecBole's internal ids. Rows of items
-  outside the training split and of users without a training like are **zero**: nothing was learned
-  for them from training data, and a zero row cannot carry an item's identity into a cold score.
-- Source, chosen by settings (all optional; defaults in ``config.schema``):
-  - ``warm_checkpoint: ~`` (default): RecBole's ``BPR`` model trained here, on the training likes only,
-    negatives drawn uniformly among training items the user has not liked; ``warm_embedding_size``,
-    ``warm_epochs``, ``warm_batch_size``, ``warm_learning_rate`` (Adam), ``warm_reg`` (L2 on the batch's
-    embeddings). Seeded by ``seed`` inside a forked RNG: the caller's random stream is untouched, and the
-    same split and settings give the same embeddings.
-  - ``warm_checkpoint: PATH``: the embeddings of a saved checkpoint: a RecBole ``BPR``-like model
-    (``user_embedding.weight`` / ``item_embedding.weight``, e.g. ``run_recbole.py --model=BPR`` with this
-    plugin), or a checkpoint of a model built on this module (``warm_user_embedding`` /
-    ``warm_item_embedding``). It must come from the same dataset and the same item split (dataset,
-    split seed and ratios are checked against the checkpoint's config), otherwise its embeddings may
-    have been trained on this run's validation/test items: that is an error, not a warning.
-
-``zero_untrained_rows`` and ``training_item_mask`` are exported for callers with their own embeddings.
+``warm_embeddings(config, train_dataset)`` gives DropoutNet, Heater and ALDI (and FBSM's optional alignment) the
+(user, item) embedding tables, float32 on ``config["device"]``, rows by RecBole's internal ids. Rows of items
+outside the training split and of users without a training like are zero: nothing was learned for them, and a
+zero row cannot carry an item's identity into a cold score. With ``warm_checkpoint: ~`` RecBole's ``BPR`` is
+trained here on the training likes only (negatives uniform among the training items the user did not like;
+the ``warm_*`` settings), seeded in a forked RNG so that the caller's random stream is untouched. With
+``warm_checkpoint: PATH`` the tables of a saved checkpoint are read (a RecBole ``BPR``-like model, or a model
+built on this module), which must come from the same dataset and item split (checked against its config):
+otherwise it may have learned from this run's validation or test items, an error, not a warning.
 """
 
 import os
+import time
 from logging import getLogger
 
 import torch
@@ -52,18 +37,12 @@ def training_item_mask(train_dataset):
     return mask
 
 
-def _users_with_likes(train_dataset):
-    users = torch.as_tensor(train_dataset.inter_feat[train_dataset.uid_field].numpy(), dtype=torch.long)
-    mask = torch.zeros(train_dataset.user_num, dtype=torch.bool)
-    mask[users] = True
-    return mask
-
-
 def zero_untrained_rows(user_emb, item_emb, train_dataset):
     """Copies of the tables with the rows of non-training items and of users without training likes zeroed."""
     items = training_item_mask(train_dataset).to(item_emb.device)
-    users = _users_with_likes(train_dataset).to(user_emb.device)
-    return user_emb * users[:, None].to(user_emb.dtype), item_emb * items[:, None].to(item_emb.dtype)
+    users = torch.zeros(train_dataset.user_num, dtype=torch.bool)
+    users[torch.as_tensor(train_dataset.inter_feat[train_dataset.uid_field].numpy(), dtype=torch.long)] = True
+    return user_emb * users[:, None].to(user_emb), item_emb * items[:, None].to(item_emb.dtype)
 
 
 def warm_embeddings(config, train_dataset):
@@ -79,22 +58,6 @@ def warm_embeddings(config, train_dataset):
 
 
 # --------------------------------------------------------------------------------------- training
-class _BprConfig:
-    """The few settings RecBole's BPR reads, from the run's config with the warm overrides."""
-
-    def __init__(self, config, embedding_size):
-        self._values = {
-            "USER_ID_FIELD": config["USER_ID_FIELD"],
-            "ITEM_ID_FIELD": config["ITEM_ID_FIELD"],
-            "NEG_PREFIX": config["NEG_PREFIX"],
-            "device": config["device"],
-            "embedding_size": int(embedding_size),
-        }
-
-    def __getitem__(self, key):
-        return self._values[key]
-
-
 def train_bpr(config, train_dataset):
     """RecBole's BPR trained on ``train_dataset.inter_feat`` (the training likes) only."""
     from recbole.model.general_recommender.bpr import BPR
@@ -110,11 +73,13 @@ def train_bpr(config, train_dataset):
     pool = torch.nonzero(training_item_mask(train_dataset)).squeeze(1)
     n_items = train_dataset.item_num
     liked_keys = torch.unique(users * n_items + items)  # sorted
-    started = _now()
+    started = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(config["seed"]))
         generator = torch.Generator().manual_seed(int(config["seed"]) + 1)
-        model = BPR(_BprConfig(config, size), train_dataset).to(device)
+        # the few settings RecBole's BPR reads, from the run's config with the warm rank
+        keys = ("USER_ID_FIELD", "ITEM_ID_FIELD", "NEG_PREFIX", "device")
+        model = BPR({**{key: config[key] for key in keys}, "embedding_size": size}, train_dataset).to(device)
         optimizer = _adam(model.parameters(), learning_rate)
         model.train()
         for _ in range(epochs):
@@ -132,7 +97,7 @@ def train_bpr(config, train_dataset):
                 optimizer.step()
     getLogger().info(
         f"warm backbone: BPR-MF (d={size}) trained on {len(users)} training likes of {len(pool)} training items, "
-        f"{epochs} epochs, {_now() - started:.1f} s"
+        f"{epochs} epochs, {time.perf_counter() - started:.1f} s"
     )
     return model.user_embedding.weight.detach(), model.item_embedding.weight.detach()
 
@@ -159,12 +124,6 @@ def _draw_negatives(users, pool, liked_keys, n_items, generator, rounds=8):
         redraw = pool[torch.randint(len(pool), (int(clash.sum()),), generator=generator)]
         negatives = negatives.masked_scatter(clash, redraw)
     return negatives
-
-
-def _now():
-    import time
-
-    return time.perf_counter()
 
 
 # -------------------------------------------------------------------------------------- checkpoint

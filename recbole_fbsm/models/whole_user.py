@@ -2,10 +2,7 @@
 
 When a batch holds every training like of each of its users, each once, the users' profiles f_u are sums over
 the batch's own positives. ``WholeUserBatch`` holds what follows from the batch alone, whatever the
-parameters: each triplet's user slot, the positives' feature rows and the profiles as a dense (users x
-features) block. A training step builds it once: dynamic negative sampling scores its
-candidates with it (``FeatureSimilarityRecommender.score_training_candidates``) and the loss reads it again
-(the model keeps the last one, keyed by the batch's tensors and their versions).
+parameters; a training step builds it once, for dynamic negative sampling and again for the loss.
 
 ``whole_user_bpr_difference`` is the loss's r_ui - r_uj for such a batch as one autograd node with a
 hand-written backward (the chain of about forty small autograd nodes it replaces cost more per step than
@@ -21,19 +18,132 @@ v_j = V f_j, and v_u = V f_u = sum of the user's v_i over the batch.
 import torch
 from torch import nn
 
-from recbole_fbsm.kernels.sparse import table_gradient
+from recbole_fbsm.kernels.sparse import concat_rows, rows_times_table, table_gradient
+
+
+class WholeUserTraining:
+    """The training step's fast path on a batch of whole users, mixed into ``FeatureSimilarityRecommender``
+    (which holds the math: ``pair_scores``, ``diagonal_weights``, ``low_rank_factors``, F and R). The loader's
+    dynamic negative sampling scores its candidates here (``score_training_candidates``) and the loss reuses
+    what that computed (``whole_user_difference``): the batch built once is kept between the two calls."""
+
+    shared_diagonal = True  # c_u one vector for all users (FBSM, CoSim): the difference is one autograd node
+
+    def whole_user_batch(self, users, positives):
+        """The ``WholeUserBatch`` of these triplets, or None when they are not exactly their users' training
+        likes, each once. The last one is kept while ``users`` and ``positives`` are the same tensors, unchanged:
+        a training step asks for it when it scores its negative candidates and again in its loss.
+
+        Checked without a search in R's global keys (a cache miss per level at 10^7 likes): the batch's
+        (user, positive) keys, sorted, must equal the users' rows of R's keys, which are contiguous and sorted."""
+        tensors, versions = (users, positives, self.F.values), (users._version, positives._version)
+        kept = getattr(self, "_whole_user_batch", None)
+        if kept is not None and all(a is b for a, b in zip(kept[0], tensors)) and kept[1] == versions:
+            return kept[2]
+        unique_users, inverse = torch.unique(users, return_inverse=True)
+        like_keys = torch.sort(users * self.R.shape[1] + positives).values
+        whole = torch.equal(like_keys, self.R.keys.index_select(0, self.R.positions(unique_users)[0]))
+        batch = WholeUserBatch(unique_users, inverse, like_keys, positives, self.F) if whole else None
+        self._whole_user_batch = (tensors, versions, batch)
+        return batch
+
+    def whole_user_difference(self, users, positives, negatives):
+        """r_ui - r_uj of ``bpr_difference`` with f_u the sum over the batch's own positives: the profile costs
+        nothing beyond the positives, and an epoch is linear in the likes. With a shared diagonal the difference
+        is one autograd node (``whole_user_bpr_difference``); UFSM's user mixtures score pairs with the batch's
+        profile entries. None when the triplets are not whole users.
+
+        Args:
+            users, positives, negatives: the batch's triplets, LongTensors of shape [n].
+
+        Returns:
+            torch.Tensor or None: r_ui - r_uj, shape [n].
+        """
+        batch = self.whole_user_batch(users, positives)
+        if batch is None:
+            return None
+        rows = concat_rows(batch.rows, self.F.gather_rows(negatives))
+        if self.shared_diagonal:
+            weights, factors = self.diagonal_weights(batch.users), self.low_rank_factors()
+            return whole_user_bpr_difference(
+                batch, rows, weights, factors, batch.scored_negatives(negatives, (weights, factors))
+            )
+        n = len(users)
+        pair_users, items = torch.cat([users, users]), torch.cat([positives, negatives])
+        self_in_profile = torch.arange(2 * n, device=users.device) < n
+        owner, cols = rows[0], rows[1]
+        entries = batch.profile_at(batch.cells(torch.cat([batch.slots, batch.slots]).index_select(0, owner), cols))
+        scores = self.pair_scores(pair_users, items, self_in_profile, item_rows=rows, user_entries=entries)
+        return scores[:n] - scores[n:]
+
+    # longer than 60 lines: a docstring for the fast path, then one embedding-bag pass whose parts the loss reuses
+    def score_training_candidates(self, users, positives, candidates, unliked=False):
+        """``predict``'s scores of the pairs (``users.repeat(k)``, ``candidates``): dynamic negative sampling's k
+        candidates per triplet of a training batch of whole users, or None when the batch is not one; then the
+        caller uses ``predict``.
+
+        The batch's ``WholeUserBatch`` gives the profiles f_u (its dense block) and V f_u (the sum of the positives'
+        V f_i); a candidate is a like of its user when it is among the user's positives (no search in R), unless
+        the caller knows none is (``unliked``). The parts the loss needs again (V f_i of the positives, V f_u,
+        each candidate's V f_c and diagonal part) are kept with the batch (``WholeUserBatch.keep_scored``): the
+        step's loss takes its negatives' parts from there. Nothing here depends on the model's training mode
+        (the caller does not switch it).
+
+        Args:
+            users, positives: the batch's triplets' users and liked items, LongTensors of shape [n].
+            candidates: k items per triplet, candidate c of triplet t at c * n + t, a LongTensor of shape [k n].
+            unliked (bool): no candidate is a training like of its user.
+
+        Returns:
+            torch.Tensor or None: the scores, shape [k n].
+        """
+        batch = self.whole_user_batch(users, positives)
+        if batch is None or not len(users) or len(candidates) % len(users):
+            return None
+        repeats = len(candidates) // len(users)
+        cols, values, offsets, counts = batch.bags(candidates)
+        weights, factors = self.diagonal_weights(batch.users), self.low_rank_factors()
+        # per nonzero of a candidate: c_u * f_u at (the candidate's user slot, column) of the dense profiles
+        profiles = batch.dense_profiles().view(batch.n_users, self.n_features) * weights
+        slots = torch.repeat_interleave(batch.slots.repeat(repeats), counts, output_size=len(cols))
+        diagonal = nn.functional.embedding_bag(
+            batch.cells(slots, cols),
+            profiles.view(-1, 1),
+            offsets,
+            mode="sum",
+            per_sample_weights=values.to(profiles.dtype),
+        ).view(-1)
+        scores, item_factors, positive_factors, user_factors = diagonal, None, None, None
+        if factors is not None:  # low-rank part: (V^T f_c) . (V^T f_u), V^T f_u the sum of the positives' V^T f_i
+            item_factors = nn.functional.embedding_bag(
+                cols, factors, offsets, mode="sum", per_sample_weights=values.to(factors.dtype)
+            )
+            positive_factors = rows_times_table(*batch.rows, factors)
+            user_factors = torch.zeros(batch.n_users, factors.shape[1], dtype=factors.dtype, device=factors.device)
+            user_factors = user_factors.index_add_(0, batch.slots, positive_factors)
+            scores = scores + (
+                item_factors.reshape(repeats, len(users), -1) * user_factors.index_select(0, batch.slots)
+            ).sum(-1).view(-1)
+        pair_users = None if unliked else users.repeat(repeats)
+        liked = None if unliked else batch.liked(pair_users, candidates, self.R.shape[1])
+        if liked is not None and bool(liked.any()):  # estimation constraint: a training like without its own f_i
+            liked = torch.nonzero(liked).squeeze(1)
+            scores = scores.index_add(
+                0, liked, -self.self_similarity(pair_users.index_select(0, liked), candidates.index_select(0, liked))
+            )
+        else:  # the loss may reuse the parts (a like's score has the self-similarity taken off: not kept then)
+            batch.keep_scored(
+                candidates, scores, diagonal, item_factors, positive_factors, user_factors, (weights, factors)
+            )
+        return scores
 
 
 class WholeUserBatch:
-    """What a whole-user batch gives without the parameters.
-
-    ``slots``: each triplet's user slot (0 .. n_users - 1); ``users``: the distinct users, by slot;
-    ``like_keys``: user * n_items + positive, sorted (a candidate is one of its user's likes when its key is
-    there); ``rows``: ``gather_rows`` of the positives in ``features`` (a ``TorchCsr``), gathered on first use
-    (``bags`` gathers them with other rows); ``dense_profiles()``: f_u as a dense (users x features) block,
-    built on first use: users x vocabulary cells, the same order as the optimizer's step over V (vocabulary x h).
-    Profiles held sparse and searched instead (one path at any vocabulary) made FBSM's epoch 1.6 times slower
-    (200k generated likes, 5,000 words, 1 thread: 7.5-8.8 CPU s against 4.4-5.6)."""
+    """What a whole-user batch gives without the parameters: ``slots``, each triplet's user slot; ``users``, the
+    distinct users by slot; ``like_keys``, user * n_items + positive, sorted; ``rows``, ``gather_rows`` of the
+    positives in ``features`` (a ``TorchCsr``); ``dense_profiles()``, f_u as a dense (users x features) block,
+    the same order as the optimizer's step over V (profiles held sparse and searched made FBSM's epoch 1.6
+    times slower: 200k generated likes, 5,000 words, 1 thread)."""
 
     def __init__(self, users, slots, like_keys, positives, features):
         self.users, self.slots, self.like_keys = users, slots, like_keys

@@ -1,13 +1,6 @@
-"""Each run its own RecBole log, and a quiet console.
-
-- folders made without a race, a run id in the log's name, and the previous run's handlers closed
-  when one process runs several (``compare``, ``tune``, notebooks);
-- unless ``state`` is set, the console shows what a user needs (dataset and split summary, one line
-  per epoch, the plugin's own lines, warnings logged by anyone) while the log file keeps everything
-  RecBole writes (the config dump, the model, every metric) and the library warnings (FutureWarnings
-  of pandas, torch, RecBole), which never reach the console. ``--state=INFO`` (or any other level)
-  gives RecBole's own console back.
-"""
+"""Each run its own RecBole log (folders made without a race, a run id in its name, the previous run's handlers
+closed), and a quiet console unless ``state`` is set: what a user needs on the console, everything RecBole
+writes and the libraries' warnings in the log file."""
 
 import glob
 import hashlib
@@ -33,12 +26,8 @@ def on_console(shown=True):
 
 
 def make_run_dirs(config):
-    """Create the folders RecBole would create with a check-then-``makedirs`` (``./log/<model>``, ``checkpoint_dir``).
-
-    RecBole's ``ensure_dir`` races: two runs started together in one folder (a sweep, parallel
-    ``run_recbole.py``) both see ``./log`` missing and the second dies with ``FileExistsError``.
-    ``exist_ok`` makes creation idempotent, and afterwards RecBole only ever finds them present.
-    """
+    """Create ``./log/<model>`` and ``checkpoint_dir`` before RecBole does: its check-then-``makedirs`` races, and
+    the second of two runs started together in one folder died with ``FileExistsError``."""
     for path in (os.path.join(RECBOLE_LOG_ROOT, config["model"]), config["checkpoint_dir"]):
         try:
             os.makedirs(path, exist_ok=True)
@@ -50,25 +39,16 @@ def make_run_dirs(config):
 
 
 def tag_run(config):
-    """Give the run an id (``run_id``, unless set) that goes into its log's name.
-
-    RecBole names the log file after the model, dataset, the second it started and an md5 of the
-    config's values: two runs of one configuration started in the same second would share (and
-    interleave) one log. The id is one of those values, so each run gets its own file.
-    """
+    """Give the run an id (``run_id``, unless set): RecBole names the log after the model, dataset, second and an
+    md5 of the config's values, so two runs of one configuration in the same second shared one log."""
     if not config["run_id"]:
         config["run_id"] = uuid.uuid4().hex[:8]
 
 
 def start_run_log(config):
-    """RecBole's ``init_logger``, so that this run's lines go to this run's file.
-
-    ``init_logger`` ends in ``logging.basicConfig``, a no-op once the root logger has handlers: in one
-    process every later run would write into the first run's file, at the first run's level, and leave
-    its own file empty. The handlers this function installed for the previous run are removed and
-    closed first. Handlers of a host application are left alone (there ``basicConfig`` stays a no-op,
-    as in RecBole).
-    """
+    """RecBole's ``init_logger``, so that this run's lines go to this run's file: it ends in ``basicConfig``, a no-op
+    once the root logger has handlers, so the previous run's handlers (installed here) are closed first; a host
+    application's handlers are left alone."""
     make_run_dirs(config)
     tag_run(config)
     root = logging.getLogger()
@@ -123,15 +103,10 @@ def _quiet(handler, root, config):
 
 
 class QuietConsoleHandler(logging.StreamHandler):
-    """The console of a run without ``state``: the lines a user needs, one line per epoch.
-
-    Shown: lines marked ``extra=on_console()``, INFO lines of this plugin's own modules (the split,
-    the trainer's notes) unless marked ``on_console(False)`` (the config dump), WARNING and above of any
-    logger except Python warnings, RecBole's early-stopping line (the kept epoch), and RecBole's
-    per-epoch training and evaluation lines merged into one
-    (``epoch 3: train loss: 0.4123 (0.29s), valid recall@10: 0.1840 (0.31s)``). Everything else (the
-    config dump, the model, RecBole's metric tables and checkpoint notes) is in the log file only.
-    """
+    """The console of a run without ``state``: lines marked ``extra=on_console()``, the plugin's own INFO lines unless
+    marked ``on_console(False)``, WARNING and above (not Python warnings), RecBole's early-stopping line, and its
+    training and evaluation lines of an epoch merged into one
+    (``epoch 3: train loss: 0.4123 (0.29s), valid recall@10: 0.1840 (0.31s)``). The rest is in the log file."""
 
     def __init__(self, stream, valid_metric):
         super().__init__(stream)
@@ -192,9 +167,8 @@ class QuietConsoleHandler(logging.StreamHandler):
 
 
 def keep_epochs_in_the_file():
-    """The run's log file records at least INFO (the epochs, the kept epoch, the results) whatever
-    ``state`` says; ``state`` still sets what reaches the console (``compare`` runs at WARNING and its
-    per-run logs were empty)."""
+    """The run's log file records at least INFO whatever ``state`` says (``compare`` runs at WARNING and its
+    per-run logs were empty); ``state`` still sets what reaches the console."""
     files = [h for h in _handlers_of_last_run if isinstance(h, logging.FileHandler)]
     for handler in files:
         handler.setLevel(min(handler.level, logging.INFO))
@@ -210,8 +184,7 @@ def last_run_log_file():
 
 
 def run_log_files(config):
-    """This run's log file(s): RecBole names the file MODEL-DATASET-time-md5.log, the md5 of the config's
-    values, which include this run's ``run_id``: no other run's file has it."""
+    """This run's log file(s): MODEL-DATASET-time-md5.log, the md5 of the config's values (``run_id`` among them)."""
     values = "".join(str(value) for value in config.final_config_dict.values())
     md5 = hashlib.md5(values.encode("utf-8")).hexdigest()[:6]
     folder = os.path.join(RECBOLE_LOG_ROOT, config["model"])

@@ -3,8 +3,9 @@
 What the mixin changes, and why:
 
 - evaluation candidates are exactly the items of the evaluated split: scores are a (users x candidates)
-  matrix, never (users x all items); models with ``score_candidates`` (FBSM, UFSM, CoSim) compute only
-  those columns, models without ``full_sort_predict`` (context-aware ones) ``predict`` only those pairs;
+  matrix, never (users x all items); models with ``candidate_scorer`` (FBSM, UFSM, CoSim, ...) compute only
+  those columns (what depends on the candidates alone once per evaluation: the trainer holds it, the model
+  caches nothing), models without ``full_sort_predict`` (context-aware ones) ``predict`` only those pairs;
 - ties are broken at random (``TieBreakingCollector``), never by internal id;
 - checkpoints get a unique name (RecBole's has one-second resolution), hold the settings as plain data
   (not RecBole's pickled Config), are written atomically and loaded with ``weights_only=True``;
@@ -14,17 +15,14 @@ What the mixin changes, and why:
 - a caller may watch every validation (``validation_callback``): the tuner feeds its pruner from it;
 - torch's CPU threads follow the run's ``ThreadPlan`` per phase (``runtime.threads``: with ``torch_threads:
   auto``, one thread for small training steps, the cores for evaluation);
-- data-parallel runs (``recbole_fbsm.runtime.distributed``) on CPU and CUDA: with ``parallel_sync: average``
-  (whole-user batches) the ranks start from rank 0's parameters and average them periodically
-  (``PeriodicAveraging``, SGD's rate scaled); with ``gradients`` DDP gets the device the config chose, leaves
-  the constant buffers (F, profiles) alone and each rank's loss is weighed by its share of the step's
-  triplets (from the epoch's plan); either way evaluation rows are gathered instead of per-rank metrics
-  averaged, and rank 0 alone writes and reads checkpoints.
+- data-parallel runs (``runtime.distributed``) on CPU and CUDA: ``parallel_sync: average`` averages the
+  ranks' parameters periodically (whole-user batches), ``gradients`` is DDP with each rank's loss weighed by
+  its share of the step's triplets; evaluation rows are gathered, and rank 0 alone writes and reads checkpoints.
 """
 
 import contextlib
 import contextvars
-import logging
+import functools
 import os
 import uuid
 import warnings
@@ -42,13 +40,18 @@ from recbole_fbsm.data.user_batches import shards_users
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.evaluation.early_stopping import paper_early_stopping
-from recbole_fbsm.models.contract import HasOptimizerGroups, ScoresCandidates, has_nothing_to_train
+from recbole_fbsm.models.contract import (
+    HasOptimizerGroups,
+    PreparesCandidates,
+    ScoresCandidates,
+    candidate_scorer_of,
+    has_nothing_to_train,
+)
 from recbole_fbsm.recbole_compat import COLOR_CODES, EVALUATING_LINE, NAN_LOSS, STOP_LINE, TRAINING_LINE
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.runtime.threads import plan_for_config
 from recbole_fbsm.storage.safe_files import Settings, encode_arrays, load_checkpoint, plain, save_tensors
 
-_TRAINER_CACHE = {}
 # below this many triplets per process and step, a data-parallel CPU run is slower than one process
 # (benchmarks/bench_distributed.py: the per-step exchange of V and D and per-batch costs dominate)
 SMALL_CPU_SHARE = 1024
@@ -67,32 +70,31 @@ def validation_callback(callback):
         _VALIDATION_CALLBACK.reset(token)
 
 
-class _RecBoleEpochLines(logging.Filter):
-    """RecBole's per-epoch lines ("epoch 0 training [... train loss: 0.0000]", "epoch 0 evaluating [...]") of a
-    model with nothing to train: the trainer says that in one line instead."""
-
-    def filter(self, record):
-        text = COLOR_CODES.sub("", str(record.msg))
-        return not (TRAINING_LINE.match(text) or EVALUATING_LINE.match(text))
+def _is_epoch_line(record):
+    """RecBole's per-epoch lines ("epoch 0 training [... train loss: 0.0000]", "epoch 0 evaluating [...]"): a
+    model with nothing to train says that in one line instead."""
+    text = COLOR_CODES.sub("", str(record.msg))
+    return bool(TRAINING_LINE.match(text) or EVALUATING_LINE.match(text))
 
 
-class _RecBoleStopLine(logging.Filter):
-    """RecBole's "Finished training, best eval result in epoch N" counts back from the stop by
-    ``stopping_step`` evaluations: with the untrained start kept it says epoch -1, and with ties it names an
-    epoch that was not kept."""
-
-    def filter(self, record):
-        return not str(record.msg).startswith(STOP_LINE)
+def _is_stop_line(record):
+    """RecBole's "Finished training, best eval result in epoch N" counts back from the stop by ``stopping_step``
+    evaluations: with the untrained start kept it says epoch -1, with ties an epoch that was not kept."""
+    return str(record.msg).startswith(STOP_LINE)
 
 
 @contextlib.contextmanager
-def _without_recbole_stop_line(logger):
-    line_filter = _RecBoleStopLine()
-    logger.addFilter(line_filter)
+def _without_lines(logger, *kinds):
+    """Within this block ``logger`` drops the records that one of ``kinds`` (functions of a record) picks."""
+
+    def keep(record):
+        return not any(kind(record) for kind in kinds)
+
+    logger.addFilter(keep)
     try:
         yield
     finally:
-        logger.removeFilter(line_filter)
+        logger.removeFilter(keep)
 
 
 class ColdStartTrainerMixin:
@@ -112,7 +114,7 @@ class ColdStartTrainerMixin:
         self.eval_collector = TieBreakingCollector(config)
         self.context_eval_chunk = int(setting(config, "context_eval_chunk"))
         self.threads = plan_for_config(config)  # torch's threads per phase (torch_threads)
-        self._candidates = self._candidate_position = self._cold_columns = None
+        self._candidates = self._candidate_position = self._cold_columns = self._score_batch = None
         self.group_results = {}  # hybrid scenario: {"cold": metrics, "warm": metrics} of the last evaluation
         self.valid_group_history = {}  # hybrid scenario: epoch -> the validation's group_results
         hybrid = bool(getattr(config, "hybrid", False))
@@ -213,7 +215,7 @@ class ColdStartTrainerMixin:
         if has_nothing_to_train(self.model):
             return self._fit_nothing(train_data, valid_data, *args, **kwargs)
         try:
-            with _without_recbole_stop_line(self.logger):  # kept_summary() says which epoch was kept
+            with _without_lines(self.logger, _is_stop_line):  # kept_summary() says which epoch was kept
                 result = super().fit(train_data, valid_data, *args, **kwargs)
         except ValueError as error:  # RecBole's _check_nan
             if str(error) != NAN_LOSS:
@@ -229,13 +231,8 @@ class ColdStartTrainerMixin:
     def _fit_nothing(self, train_data, valid_data, *args, **kwargs):
         """A model with nothing to learn (``models.contract.has_nothing_to_train``): RecBole's one epoch, without
         the pass over the training data, its loss line and the kept-epoch line; one line says what happened."""
-        line_filter = _RecBoleEpochLines()
-        self.logger.addFilter(line_filter)
-        try:
-            with _without_recbole_stop_line(self.logger):
-                result = super().fit(train_data, valid_data, *args, **kwargs)
-        finally:
-            self.logger.removeFilter(line_filter)
+        with _without_lines(self.logger, _is_epoch_line, _is_stop_line):
+            result = super().fit(train_data, valid_data, *args, **kwargs)
         self.kept_epoch = 0 if valid_data else None
         if kwargs.get("verbose", True):
             self.logger.info(self.kept_summary())
@@ -360,10 +357,9 @@ class ColdStartTrainerMixin:
             self.logger.info(f"Loading model structure and parameters from {checkpoint_file}")
         distributed.broadcast_batchnorm_stats(self.model)
         split_items = getattr(eval_data._dataset, "split_items", None)
+        self._candidates = self._candidate_position = self._score_batch = None
         if isinstance(eval_data, FullSortEvalDataLoader) and split_items is not None:
             self._set_candidates(split_items, eval_data._dataset.item_num)
-        else:
-            self._candidates = self._candidate_position = None
         self.eval_collector.reset_ties()
         self.eval_collector.candidates = self._candidates
         self._cold_columns = self._group_masks(eval_data) if self._candidates is not None else None
@@ -371,7 +367,11 @@ class ColdStartTrainerMixin:
             None if self._cold_columns is None else {"cold": self._cold_columns, "warm": ~self._cold_columns}
         )
         with self.threads.phase("evaluate"):
+            if self._candidates is not None and isinstance(self.model, (PreparesCandidates, ScoresCandidates)):
+                self.model.eval()  # as RecBole's evaluate does, before the candidates' vectors (batch norm)
+                self._score_batch = candidate_scorer_of(self.model, self._candidates)
             result = super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
+        self._score_batch = None  # what the model prepared for these candidates goes with the evaluation
         self.group_results = {
             name: (self.evaluator.evaluate(struct) if "rec.topk" in struct else {})
             for name, struct in self.eval_collector.group_structs().items()
@@ -404,14 +404,10 @@ class ColdStartTrainerMixin:
         self.model.load_other_parameter(other)
 
     def _set_candidates(self, split_items, n_items):
-        """The split's items as a tensor (reused while the split is the same, so models can cache what
-        they derive from it) and each item's column among them (-1 for items of other splits)."""
-        key = (n_items, len(split_items), hash(np.asarray(split_items).tobytes()))
-        if getattr(self, "_candidate_key", None) != key or self._candidates.device != torch.device(self.device):
-            self._candidates = torch.as_tensor(split_items, dtype=torch.long, device=self.device)
-            position = torch.full((n_items,), -1, dtype=torch.long, device=self.device)
-            position[self._candidates] = torch.arange(len(self._candidates), device=self.device)
-            self._candidate_position, self._candidate_key = position, key
+        """The split's items as a tensor and each item's column among them (-1 for items of other splits)."""
+        self._candidates = torch.as_tensor(split_items, dtype=torch.long, device=self.device)
+        self._candidate_position = torch.full((n_items,), -1, dtype=torch.long, device=self.device)
+        self._candidate_position[self._candidates] = torch.arange(len(self._candidates), device=self.device)
 
     def _full_sort_batch_eval(self, batched_data):
         """Scores of the batch's users over the split's items only: a (users x candidates) matrix, the
@@ -421,8 +417,8 @@ class ColdStartTrainerMixin:
         if candidates is None:
             return super()._full_sort_batch_eval(batched_data)
         interaction = interaction.to(self.device)
-        if isinstance(self.model, ScoresCandidates):
-            scores = self.model.score_candidates(interaction, candidates)
+        if self._score_batch is not None:
+            scores = self._score_batch(interaction)
         else:
             try:
                 scores = self.model.full_sort_predict(interaction).view(-1, self.tot_item_num)[:, candidates]
@@ -466,12 +462,9 @@ def lowest_for_cold(scores, cold_columns):
 
 
 def share_weighted(loss_func, shares):
-    """``loss_func`` scaled by (world size x this rank's rows / the step's rows on all ranks), read from
-    ``shares()`` (the loader's plan of the epoch knows every rank's share: no exchange).
-
-    DDP averages the ranks' gradients; a model's loss is a mean over its batch rows. With this weight the
-    average is the gradient of the mean over all the step's rows, as one process on the whole batch would
-    take, whatever the shares' sizes (whole users make them uneven)."""
+    """``loss_func`` scaled by ``shares()``, world size x this rank's rows / the step's rows on all ranks (the
+    loader's plan knows every share): DDP's average of the ranks' gradients is then the gradient of the mean over
+    all the step's rows, however uneven whole users make the shares."""
 
     def weighted(interaction):
         factor = shares()
@@ -553,19 +546,14 @@ def clipped_sgd_if_possible(optimizer, clip, model):
     return ClippedSGD(groups, clip, lr=defaults["lr"], weight_decay=defaults.get("weight_decay", 0))
 
 
+@functools.cache
 def cold_start_trainer_class(base):
     """``base`` (a RecBole trainer class) with ``ColdStartTrainerMixin`` in front."""
-    if base not in _TRAINER_CACHE:
-        _TRAINER_CACHE[base] = type(f"ColdStart{base.__name__}", (ColdStartTrainerMixin, base), {})
-    return _TRAINER_CACHE[base]
+    return type(f"ColdStart{base.__name__}", (ColdStartTrainerMixin, base), {})
 
 
 def get_trainer(model_type, model_name):
     """RecBole's trainer for this model, with the cold-start evaluation mixed in."""
     if model_type == ModelType.DECISIONTREE:
         raise ColdStartError(f"model {model_name!r}: decision-tree models are not supported by this plugin.")
-    return paper_early_stopping(cold_start_trainer_class(recbole_get_trainer(model_type, model_name)))
-
-
-def recbole_get_trainer(model_type, model_name):
-    return recbole_trainer_lookup(model_type, model_name)
+    return paper_early_stopping(cold_start_trainer_class(recbole_trainer_lookup(model_type, model_name)))

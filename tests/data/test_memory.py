@@ -118,44 +118,6 @@ def test_context_models_keep_the_padded_rows(tmp_path, monkeypatch):
     assert dataset.item_feat["words"].dim() == 2 and dataset.item_feat["genre"].dim() == 2
 
 
-@pytest.mark.parametrize("learner", ["sgd", "adam"])  # adam: torch's fused kernel, which leaves V's version as it was
-def test_candidate_factors_follow_every_change_of_V(learner, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    data = write_dataset(tmp_path, "toy")
-    config, model, loaders = prepare(
-        "FBSM", "toy", config_dict=dataset_config(data, feature_fields=["genre", "words"], learner=learner)
-    )
-    users = loaders[2].uid_list
-    candidates = torch.as_tensor(loaders[2]._dataset.split_items)
-    # V f_i are kept where the low-rank part is added item side (folded into the profiles, none are needed)
-    monkeypatch.setattr(model, "folds_low_rank", lambda n_items: False)
-
-    def fresh():  # without the kept V f_i
-        matrix, _ = model._candidate_matrix(candidates)
-        return model.score_feature_rows(users, matrix)
-
-    with torch.no_grad():
-        first = model.score_candidates({model.USER_ID: users}, candidates)
-        assert model._candidate_factor_cache is not None
-        assert torch.equal(model.score_candidates({model.USER_ID: users}, candidates), first)
-    trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
-    assert learner != "adam" or trainer.optimizer.defaults.get("fused")
-    trainer._train_epoch(loaders[0], 0)  # optimizer steps change V in place
-    with torch.no_grad():
-        after = model.score_candidates({model.USER_ID: users}, candidates)
-        assert not torch.equal(after, first)
-        owner, liked, _, _ = model.R.gather_rows(users)
-        keep = torch.isin(liked, candidates)
-        assert not bool(keep.any())  # cold candidates: no estimation constraint, the scores are the rows'
-        assert torch.equal(after, fresh())
-        model.load_state_dict({**model.state_dict(), "V": torch.zeros_like(model.V)})
-        assert torch.equal(model.score_candidates({model.USER_ID: users}, candidates), fresh())
-    with torch.enable_grad():  # while gradients are on, nothing is kept
-        model._candidate_factor_cache = None
-        model.score_candidates({model.USER_ID: users}, candidates)
-        assert model._candidate_factor_cache is None
-
-
 def test_scores_and_metrics_do_not_depend_on_the_evaluation_batch(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     data = write_dataset(tmp_path, "toy", n_users=120, n_items=200)

@@ -237,7 +237,7 @@ def test_the_blend_standardises_each_model_per_user_and_leaves_cold_items_neutra
     is_warm = torch.tensor([True, True, True, False, False])
     blend = SimpleNamespace(warm_model=_Fixed(warm), content_model=_Fixed(content), is_warm=is_warm, weight=0.3)
     candidates = torch.arange(5)
-    scores = HybridBlend.score_candidates(blend, None, candidates)
+    scores = HybridBlend.candidate_scorer(blend, candidates)(None)
     z_warm = torch.cat([standardised(torch.tensor(warm)[:, :3].double()), torch.zeros(2, 2, dtype=torch.float64)], 1)
     expected = 0.3 * z_warm + 0.7 * standardised(torch.tensor(content, dtype=torch.float64))
     assert torch.allclose(scores, expected)

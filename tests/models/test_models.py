@@ -257,36 +257,3 @@ def test_candidate_scores_in_blocks_of_users_equal_the_dense_formula(tiny, monke
         scores.numpy(), candidate_reference(model, F, likes, users, candidates), rtol=1e-9, atol=1e-9
     )
     assert model.score_feature_rows(users[:0], model.F.rows_matrix(candidates)).shape == (0, len(candidates))
-
-
-def test_cached_candidate_factors_follow_every_change_of_v(tiny, monkeypatch):
-    """Where the low-rank part is added item side, evaluation computes the candidates' V f_i once and
-    reuses them while V is unchanged; every way V can change gives the new V's scores: a fused Adam step
-    (which does not bump torch's version counter), a write through ``V.data``, a checkpoint's state loaded."""
-    model, _ = build("FBSM", {**tiny, "rank": 3})
-    F, likes = randomise_features(model, seed=4)
-    monkeypatch.setattr(model, "folds_low_rank", lambda n_items: False)
-    users, candidates = torch.arange(1, likes.shape[0]), torch.arange(1, F.shape[0])
-    batch = Interaction({"user_id": users})
-
-    def scores():
-        with torch.no_grad():
-            return model.score_candidates(batch, candidates)
-
-    def reference():
-        return candidate_reference(model, F, likes, users, candidates)
-
-    start = scores()
-    np.testing.assert_allclose(start.numpy(), reference(), rtol=1e-9, atol=1e-9)
-    cached = model._candidate_factor_cache[2]
-    assert torch.equal(scores(), start) and model._candidate_factor_cache[2] is cached  # reused, not recomputed
-    state = {key: value.clone() for key, value in model.state_dict().items()}
-
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.1, fused=True)
-    (model.V.sum() ** 2 + model.D.sum()).backward()
-    optimizer.step()
-    np.testing.assert_allclose(scores().numpy(), reference(), rtol=1e-9, atol=1e-9)
-    model.V.data[1:] *= 2.0
-    np.testing.assert_allclose(scores().numpy(), reference(), rtol=1e-9, atol=1e-9)
-    model.load_state_dict(state)
-    assert torch.equal(scores(), start)

@@ -157,17 +157,17 @@ def test_a_run_trains_and_evaluates_with_its_plans_counts(toy, quiet, workdir, r
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
     trainer.threads = ThreadPlan(train=1, evaluate=2, load=1, why="test")
     seen = {"train": set(), "evaluate": set()}
-    loss, scores = model.calculate_loss, model.score_candidates
+    loss, scorer = model.calculate_loss, model.candidate_scorer
 
     def counting_loss(*args, **kwargs):
         seen["train"].add(torch.get_num_threads())
         return loss(*args, **kwargs)
 
-    def counting_scores(*args, **kwargs):
+    def counting_scorer(*args, **kwargs):
         seen["evaluate"].add(torch.get_num_threads())
-        return scores(*args, **kwargs)
+        return scorer(*args, **kwargs)
 
-    model.calculate_loss, model.score_candidates = counting_loss, counting_scores
+    model.calculate_loss, model.candidate_scorer = counting_loss, counting_scorer
     torch.set_num_threads(2)
     trainer._train_epoch(train_data, 0)
     trainer.evaluate(valid_data, load_best_model=False)

@@ -84,14 +84,20 @@ class ALDI(ContentColdStartRecommender):
         warm = self.training_item_mask.index_select(0, items)
         return torch.where(warm, self.warm_scores(users, items), super().predict(interaction))
 
-    def score_candidates(self, interaction, candidates):
+    def candidate_scorer(self, candidates):
         """The student's scores, with the teacher's in the columns of warm candidates (the hybrid scenario's)."""
-        scores = super().score_candidates(interaction, candidates)
+        student = super().candidate_scorer(candidates)
         warm = self.training_item_mask.index_select(0, candidates)
-        if bool(warm.any()):  # never in the item scenario: its candidates are all cold
-            teacher = self.warm_user_embedding.index_select(0, interaction[self.USER_ID])
-            scores[:, warm] = teacher @ self.warm_item_embedding.index_select(0, candidates[warm]).T
-        return scores
+        if not bool(warm.any()):  # the item scenario: its candidates are all cold
+            return student
+        warm_vectors = self.warm_item_embedding.index_select(0, candidates[warm])
+
+        def score(interaction):
+            scores = student(interaction)
+            scores[:, warm] = self.warm_user_embedding.index_select(0, interaction[self.USER_ID]) @ warm_vectors.T
+            return scores
+
+        return score
 
     def calculate_loss(self, interaction):
         """The student's distillation loss (rating, ranking and identification aligning; the class docstring).

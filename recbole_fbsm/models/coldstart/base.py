@@ -1,17 +1,10 @@
 """What DropoutNet, Heater and ALDI share: a warm backbone, item content, and two-tower scoring.
 
-Every model here scores score(u, i) = user_vector(u) . item_vector(i). The user vector comes from the
-user's warm (BPR-MF) embedding; the item vector from the item's content features (``F``, built by
-``build_item_features`` with statistics from training items) and, for training items only, from the
-item's warm embedding. An item outside the training split has a zero warm row (``recbole_fbsm.models.warm_backbone``)
-and is scored through the content path alone: its id never enters its score.
-
-The content path starts with ``SparseLinear``, a linear layer over the sparse feature rows (an embedding
-bag, no dense items x features matrix), so any number of token features (and the dense columns
-``build_item_features`` may append) feed the towers on any device.
-
-Evaluation ranks only the split's candidates (``score_candidates``); the candidates' item vectors are
-computed once per evaluation and reused across user batches.
+Every model here scores score(u, i) = user_vector(u) . item_vector(i): the user vector from the user's warm
+(BPR-MF) embedding, the item vector from the item's content features ``F`` (``SparseLinear``: an embedding bag
+over the sparse rows, never a dense items x features matrix) and, for training items only, from its warm
+embedding. An item outside the training split has a zero warm row (``models.warm_backbone``): its id never
+enters its score.
 """
 
 import torch
@@ -21,6 +14,7 @@ from torch import nn
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.kernels.sparse import TorchCsr, rows_times_table
+from recbole_fbsm.models.contract import CandidateScoring
 from recbole_fbsm.models.inputs import model_inputs
 
 
@@ -75,7 +69,7 @@ def truncated_normal_init(module, std=0.01):
             nn.init.zeros_(module.bias)
 
 
-class ContentColdStartRecommender(GeneralRecommender):
+class ContentColdStartRecommender(CandidateScoring, GeneralRecommender):
     """Base class: warm embeddings (buffers, saved in checkpoints), content rows ``F``, two-tower scores.
 
     Subclasses implement ``user_vectors(users)`` and ``item_vectors_from_rows(rows, preference, warm)``
@@ -107,7 +101,6 @@ class ContentColdStartRecommender(GeneralRecommender):
         self.register_buffer("training_item_mask", mask, persistent=False)
         self.register_buffer("user_has_likes", user_emb.abs().sum(1).cpu() > 0, persistent=False)
         self._generator = torch.Generator().manual_seed(int(config["seed"]))
-        self._cache = None
 
     @classmethod
     def uses_warm_backbone(cls, config):
@@ -140,17 +133,6 @@ class ContentColdStartRecommender(GeneralRecommender):
         preference = torch.zeros(n, self.embedding_size, dtype=self.warm_item_embedding.dtype, device=device)
         return self.item_vectors_from_rows(rows, preference, torch.zeros(n, dtype=torch.bool, device=device))
 
-    def train(self, mode=True):
-        self._cache = None  # parameters change in training, and evaluate() loads the best checkpoint
-        return super().train(mode)
-
-    def _candidate_vectors(self, candidates):
-        if self.training:
-            return self.item_vectors(candidates)
-        if self._cache is None or self._cache[0] is not candidates:
-            self._cache = (candidates, self.item_vectors(candidates))
-        return self._cache[1]
-
     # ---------------------------------------------------------------------------------------- scores
     def predict(self, interaction):
         """Scores of (user, item) pairs: the user vector . the item's vector (content tower or warm).
@@ -164,21 +146,18 @@ class ContentColdStartRecommender(GeneralRecommender):
         users, items = interaction[self.USER_ID], interaction[self.ITEM_ID]
         return (self.user_vectors(users) * self.item_vectors(items)).sum(-1)
 
-    def score_candidates(self, interaction, candidates):
-        """(batch users x candidates) scores; the candidates' vectors are computed once per evaluation."""
-        return self.user_vectors(interaction[self.USER_ID]) @ self._candidate_vectors(candidates).T
-
-    def full_sort_predict(self, interaction):
-        """Scores of a batch of users against every item.
+    def candidate_scorer(self, candidates):
+        """A function of an evaluation batch's interaction giving its (users x candidates) scores, the user
+        vectors times the candidates' vectors, computed here once per evaluation (the trainer holds the function).
 
         Args:
-            interaction (Interaction): ``USER_ID``: the users, a LongTensor of shape [batch_size].
+            candidates: the items scored, a LongTensor of shape [n_candidates].
 
         Returns:
-            torch.Tensor: the scores, flattened from shape [batch_size, n_items].
+            callable: interaction (``USER_ID``, a LongTensor of shape [n_users]) -> scores [n_users, n_candidates].
         """
-        everything = torch.arange(self.n_items, device=self.warm_item_embedding.device)
-        return self.score_candidates(interaction, everything).reshape(-1)
+        vectors = self.item_vectors(candidates)
+        return lambda interaction: self.user_vectors(interaction[self.USER_ID]) @ vectors.T
 
     @torch.no_grad()
     def score_feature_rows(self, users, item_matrix):

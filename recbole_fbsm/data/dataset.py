@@ -195,17 +195,8 @@ class ColdStartDataset(Dataset):
         if self.config.hybrid:
             return self._build_hybrid()
         split_of_item = self.item_split_assignment()
-        item_ids = self.inter_feat[self.iid_field].numpy()
-        likes = self._like_mask()
-        datasets = []
-        for index, phase in enumerate(PHASES):
-            in_split = split_of_item[item_ids] == index
-            part = self.copy(_rows(self.inter_feat, in_split & likes))
-            part.phase = phase
-            part.split_items = np.flatnonzero(split_of_item == index)
-            dislikes = in_split & ~likes
-            part.dislike_feat = _rows(self.inter_feat, dislikes) if dislikes.any() else None
-            datasets.append(part)
+        phase_of_row = split_of_item[self.inter_feat[self.iid_field].numpy()]
+        datasets = self._split_parts(phase_of_row, [np.flatnonzero(split_of_item == k) for k in range(3)])
         for part in datasets:  # train too: no like in train means no training data at all
             if len(part.inter_feat) == 0:
                 raise ColdStartError(
@@ -214,6 +205,19 @@ class ColdStartDataset(Dataset):
                     "use more data or change eval_args.split."
                 )
         self._check_candidates(datasets[1:], sum(len(part.split_items) for part in datasets))
+        return datasets
+
+    def _split_parts(self, phase_of_row, split_items):
+        """One dataset per phase: the rows of ``phase_of_row`` k that are likes, the others as ``dislike_feat``."""
+        likes = self._like_mask()
+        datasets = []
+        for index, phase in enumerate(PHASES):
+            in_split = phase_of_row == index
+            part = self.copy(_rows(self.inter_feat, in_split & likes))
+            part.phase, part.split_items = phase, split_items[index]
+            dislikes = in_split & ~likes
+            part.dislike_feat = _rows(self.inter_feat, dislikes) if dislikes.any() else None
+            datasets.append(part)
         return datasets
 
     def _build_hybrid(self):
@@ -235,19 +239,11 @@ class ColdStartDataset(Dataset):
         )
         phase_of_row = split_of_item[items].copy()  # cold rows: their item's split (1 or 2)
         phase_of_row[warm] = pair_split[pair_of_row.reshape(-1)]
-        likes = self._like_mask()
         warm_items = np.flatnonzero(split_of_item == 0)
-        datasets = []
-        for index, phase in enumerate(PHASES):
-            in_split = phase_of_row == index
-            part = self.copy(_rows(self.inter_feat, in_split & likes))
-            part.phase, part.warm_items = phase, warm_items
-            part.cold_items = np.flatnonzero(split_of_item == index) if index else np.zeros(0, dtype=np.int64)
-            part.split_items = np.union1d(warm_items, part.cold_items)
-            dislikes = in_split & ~likes
-            part.dislike_feat = _rows(self.inter_feat, dislikes) if dislikes.any() else None
-            datasets.append(part)
-        for part in datasets:
+        cold = [np.zeros(0, dtype=np.int64)] + [np.flatnonzero(split_of_item == k) for k in (1, 2)]
+        datasets = self._split_parts(phase_of_row, [np.union1d(warm_items, items) for items in cold])
+        for part, cold_items in zip(datasets, cold):
+            part.warm_items, part.cold_items = warm_items, cold_items
             if len(part.inter_feat) == 0:
                 raise ColdStartError(
                     f"dataset {self.dataset_name!r}: the hybrid split leaves the {part.phase} split without any "

@@ -68,21 +68,13 @@ class ItemFeatures:
         counts = sp.csr_matrix(counts, dtype=np.float64)
         if counts.shape[1] != len(self.column_weights):
             raise ValueError(f"transform: expected {len(self.column_weights)} columns, got {counts.shape[1]}.")
-        weighted = None  # a matrix of transform's own, weighted in place
-        if self.weighting == "binary":
-            dense = self._dense_columns()
-            binary = (counts != 0).astype(np.float64)
-            weighted = (
-                binary
-                if not dense.any()
-                else sp.csr_matrix(
-                    binary @ sp.diags((~dense).astype(np.float64)) + counts @ sp.diags(dense.astype(np.float64))
-                )
-            )
         if self.weighting == "bm25":
             weighted = self._bm25_term_frequencies(counts)
-        if weighted is None:
+        else:  # a matrix of transform's own, weighted in place
             weighted = counts.copy()
+            weighted.sum_duplicates()
+            if self.weighting == "binary":  # the sparse fields' counts become 1; dense fields' values stay
+                weighted.data[~self._dense_columns()[weighted.indices] & (weighted.data != 0)] = 1.0
         del counts
         for _, entries in row_chunks(weighted.indptr):  # @ diag(column_weights), entry by entry
             weighted.data[entries] *= self.column_weights[weighted.indices[entries]]

@@ -55,13 +55,6 @@ def default_min_df(n_items: int) -> int:
 # ---------------------------------------------------------------- text preprocessing
 
 
-def build_analyzer(stem: bool = True, stopwords: bool = True) -> TextAnalyzer:
-    """doc -> terms: scikit-learn's tokeniser (lower case, runs of >= 2 word characters), its English
-    stop-word list (applied before stemming, as the list holds unstemmed words), then Snowball stems.
-    The returned analyzer is callable and is stored with the dataset (`analyzer.py`)."""
-    return TextAnalyzer.paper(stem, stopwords)
-
-
 def count_terms(
     docs: Sequence[str], analyzer: Callable[[str], list[str]], source: str
 ) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -80,9 +73,8 @@ def count_terms(
 def check_df_settings(min_df: int, max_df: float, options: tuple[str, str] = ("--min-df", "--max-df")) -> None:
     """Fail early on filter settings that cannot mean what the paper's filter means."""
     min_name, max_name = (opt.lstrip("-").replace("-", "_") for opt in options)
-    if min_df is None:  # scaled with the number of items (default_min_df)
-        pass
-    elif isinstance(min_df, bool) or not isinstance(min_df, (int, np.integer)) or min_df < 0:
+    # min_df None: scaled with the number of items (default_min_df)
+    if min_df is not None and (isinstance(min_df, bool) or not isinstance(min_df, (int, np.integer)) or min_df < 0):
         raise ConversionError(f"{min_name} ({options[0]}) must be a whole number of items >= 0, got {min_df!r}")
     if isinstance(max_df, bool) or not isinstance(max_df, (int, float)) or not 0 < max_df <= 1:
         raise ConversionError(f"{max_name} ({options[1]}) must be a fraction of items in (0, 1], got {max_df!r}")
@@ -539,8 +531,9 @@ def convert_text(
     skipped = Skipped()
     interactions = read_interactions(inter, sep or default_sep(inter), threshold, header, skipped)
     item_ids, texts = read_item_texts(items, sep or default_sep(items), header, skipped)
-    counts, terms = count_terms(texts, build_analyzer(stem, stopwords), source=str(items))
-    fields = [TokenField("words", counts, terms, min_df, max_df, build_analyzer(stem, stopwords))]
+    analyzer = TextAnalyzer.paper(stem, stopwords)
+    counts, terms = count_terms(texts, analyzer, source=str(items))
+    fields = [TokenField("words", counts, terms, min_df, max_df, analyzer)]
     sources = {"interactions": inter, "item texts": items}
     options = {
         "separator": repr(sep) if sep else "by file extension (tab for .tsv/.tab, comma otherwise)",

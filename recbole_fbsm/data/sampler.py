@@ -254,25 +254,20 @@ class DeviceNegativeSampler:
         self.shifted_keys = put(likes.shifted_keys)
         self.liked_keys = None if cdf is None else put(likes.liked_keys)  # read by the popularity draw alone
         # users who liked every item of the split: known up front, so no per-batch check (and no device sync)
-        self.saturated = put(likes.counts >= self.pool_size)
+        saturated = likes.counts >= self.pool_size
+        self.saturated = put(saturated)
         self.dislikes = None
         if dislikes is not None and len(dislikes.values):
             self.dislikes = (put(dislikes.counts), put(dislikes.indptr[:-1]), put(dislikes.values))
-        saturated = likes.counts >= self.pool_size
-        # every draw is an item its user has not liked: uniform free draws, popularity draws that clash fall
-        # back to them; only a user who liked every item draws any (a dislike may also be a like: not assumed)
         self._any_saturated = bool(saturated.any())  # none (the usual case): no per-draw check
-        self._excludes_likes = not self._any_saturated and self.dislikes is None
+        # ``sample`` never returns an item its user liked (a dynamic sampler's scoring may then skip the estimation
+        # constraint, which only changes the score of a like): uniform free draws, popularity draws that clash fall
+        # back to them; only a user who liked every item draws any (a dislike may also be a like: not assumed)
+        self.excludes_likes = not self._any_saturated and self.dislikes is None
         if dislikes is not None:
-            saturated &= dislikes.counts == 0
+            saturated = saturated & (dislikes.counts == 0)  # not in place: self.saturated may share its memory
         if saturated.any():
             sampler._warn_saturated(np.flatnonzero(saturated))
-
-    @property
-    def excludes_likes(self):
-        """True when ``sample`` never returns an item its user liked (a dynamic sampler's scoring may then skip
-        the estimation constraint, which only changes the score of a like)."""
-        return self._excludes_likes
 
     def uniforms(self, n):
         return torch.rand(n, generator=self.generator, device=self.device, dtype=torch.float64)

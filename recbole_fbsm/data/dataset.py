@@ -48,9 +48,7 @@ def item_split(tokens, ratios, seed):
             f"train/valid/test sizes {sizes}; every split needs at least one item."
         )
     split = np.empty(n_items, dtype=np.int64)
-    bounds = np.cumsum((0,) + sizes)
-    for index in range(3):
-        split[shuffled[bounds[index] : bounds[index + 1]]] = index
+    split[shuffled] = np.repeat(np.arange(3), sizes)
     return split
 
 
@@ -298,10 +296,9 @@ class ColdStartDataset(Dataset):
 
     def _like_mask(self):
         """Likes are interactions with label 1 when a label exists (``threshold`` or a label column)."""
-        n = len(self.inter_feat)
         if self.label_field in self.inter_feat:
             return self.inter_feat[self.label_field].numpy() >= 0.5
-        return np.ones(n, dtype=bool)
+        return np.ones(len(self.inter_feat), dtype=bool)
 
     # ------------------------------------------------------------------------------ canonical order
     def _load_data(self, token, dataset_path):
@@ -365,18 +362,12 @@ class ColdStartDataset(Dataset):
         lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
         filled = [sequence for sequence in sequences if len(sequence)]
         flat = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
-        source = next(
-            (
-                s
-                for s, name in (
-                    (FeatureSource.INTERACTION, "inter_feat"),
-                    (FeatureSource.USER, "user_feat"),
-                    (FeatureSource.ITEM, "item_feat"),
-                )
-                if getattr(self, name, None) is feat
-            ),
-            None,
-        )
+        sources = {
+            FeatureSource.INTERACTION: "inter_feat",
+            FeatureSource.USER: "user_feat",
+            FeatureSource.ITEM: "item_feat",
+        }
+        source = next((s for s, name in sources.items() if getattr(self, name, None) is feat), None)
         vocabulary = (self._coded or {}).get((source, field))
         if vocabulary is not None and flat.dtype.kind in "iu":
             return flat.astype(np.int64), vocabulary, lengths

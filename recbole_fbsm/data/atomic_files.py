@@ -1,15 +1,10 @@
 """Checks of RecBole's atomic files (``.inter``, ``.item``, ``.user``) before RecBole reads them.
 
-RecBole reads a malformed file silently or with a traceback: a header column without ``:type`` or a
-non-numeric rating ends in a Python error, a row with too few columns is padded, an empty or NaN rating
-becomes the column mean (a like or a dislike), a duplicate item id keeps one of its rows, and items
-without an ``.item`` row lose every interaction. Here each problem is one ``ColdStartError`` naming the
-file, the line and the column and saying what was expected, or a warning with counts when the run can
-go on. Only the columns RecBole will load are checked (``load_col``).
-
-The text encoding is checked by Python's codec a chunk at a time, the column count of every line by
-pyarrow's CSV reader; the values of the columns that matter (ids, floats, features) are read once with it,
-and the token columns handed to the dataset (``fast_load``).
+RecBole reads a malformed file silently or with a traceback (a row with too few columns is padded, an empty
+rating becomes the column mean, a duplicate item id keeps one of its rows). Here each problem is one
+``ColdStartError`` naming the file, the line and the column and saying what was expected, or a warning with
+counts when the run can go on. Only the columns RecBole will load (``load_col``) are checked, read once with
+pyarrow's CSV reader; their token columns are handed to the dataset (``fast_load``).
 """
 
 import codecs
@@ -263,19 +258,13 @@ def check_float_column(atomic, name, values, report=None):
     text = values.str.strip()
     parsed = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
     empty = (text == "").to_numpy()
-    if empty.any() and report is not None:
+    if empty.any():
         rows = np.flatnonzero(empty)
-        report.warnings.append(
-            f"{atomic.path}: column {name!r} is empty on {len(rows)} line(s) ({_examples(atomic, rows)}); "
-            "RecBole fills them with the column mean."
-        )
+        where = f"{atomic.path}: column {name!r} is empty on {len(rows)} line(s) ({_examples(atomic, rows)}); "
+        if report is None:
+            raise ColdStartError(where + "expected a number on every line (RecBole would put the column mean there).")
+        report.warnings.append(where + "RecBole fills them with the column mean.")
         parsed[empty] = 0.0
-    elif empty.any():
-        rows = np.flatnonzero(empty)
-        raise ColdStartError(
-            f"{atomic.path}: column {name!r} is empty on {len(rows)} line(s) ({_examples(atomic, rows)}); "
-            "expected a number on every line (RecBole would put the column mean there)."
-        )
     bad = ~np.isfinite(parsed)
     if bad.any():
         rows = np.flatnonzero(bad)

@@ -13,7 +13,7 @@ model can start from. The constant keeps a row of the mean squared norm at unit 
 suits shrunk rows as it suits L2 rows.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -379,7 +379,7 @@ def build_item_features(
     if weighting == "bm25":
         features.average_lengths = features.field_lengths(training).mean(axis=0) if n else np.ones(len(fields))
     if features.shrink:
-        unscaled = ItemFeatures(**{**features.__dict__, "normalize": False}).transform(training)
+        unscaled = replace(features, normalize=False).transform(training)
         squares = features.square_norms(unscaled)
         features.mean_square_norms = np.array(
             [column[column > 0].mean() if (column > 0).any() else 1.0 for column in squares.T]
@@ -401,15 +401,7 @@ def with_identity(features, items, tokens, weight):
     matrix = sp.csr_matrix(sp.hstack([features.matrix, identity]))
     matrix.sort_indices()
     names = list(features.names) + [f"identity:{token}" for token in tokens]
-    return ItemFeatures(
-        **{
-            **features.__dict__,
-            "matrix": matrix,
-            "names": names,
-            "identity_items": items,
-            "identity_weight": float(weight),
-        }
-    )
+    return replace(features, matrix=matrix, names=names, identity_items=items, identity_weight=float(weight))
 
 
 def _width(dataset, field):

@@ -14,6 +14,7 @@ candidate. ``ColdStartSampler`` draws, in each phase, only among the items of th
   (a warning says how many such users exist) rather than hanging the loop.
 """
 
+from functools import cached_property
 from logging import getLogger
 
 import numpy as np
@@ -29,9 +30,8 @@ class _Csr:
     def __init__(self, users, values, n_users):
         values = np.asarray(values, dtype=np.int64)
         self.values = values[np.lexsort((values, users))]
-        counts = np.bincount(np.asarray(users, dtype=np.int64), minlength=n_users)
-        self.indptr = np.concatenate(([0], np.cumsum(counts)))
-        self.counts = counts
+        self.counts = np.bincount(np.asarray(users, dtype=np.int64), minlength=n_users)
+        self.indptr = np.concatenate(([0], np.cumsum(self.counts)))
 
 
 class _Likes:
@@ -46,17 +46,14 @@ class _Likes:
         self.counts = np.bincount(users, minlength=n_users)
         self.indptr = np.concatenate(([0], np.cumsum(self.counts)))
         self.shifted_keys = keys - self.within_user_index()
-        self._liked_keys = None
 
     def within_user_index(self):
         """k of each like among its user's (0, 1, ... per user)."""
         return np.arange(self.indptr[-1]) - np.repeat(self.indptr[:-1], self.counts)
 
-    @property
+    @cached_property
     def liked_keys(self):
-        if self._liked_keys is None:
-            self._liked_keys = self.shifted_keys + self.within_user_index()
-        return self._liked_keys
+        return self.shifted_keys + self.within_user_index()
 
 
 def sorted_unique(values):
@@ -115,9 +112,7 @@ class ColdStartSampler(Sampler):
 
     def __init__(self, phases, datasets, distribution="uniform", alpha=1.0):
         self.logger = getLogger()
-        self._pools = {}
-        self._likes = {}
-        self._dislikes = {}
+        self._pools, self._likes, self._dislikes = {}, {}, {}
         n_users = datasets[0].user_num
         liked = []
         for phase, dataset in zip(phases, datasets):

@@ -123,19 +123,16 @@ def _codes_with(values, other=None):
     position = pd.Index(categories).get_indexer(other_categories)
     new = position < 0
     position[new] = len(categories) + np.arange(int(new.sum()))
-    mapped = np.where(other_codes >= 0, position[np.maximum(other_codes, 0)], -1)
+    mapped = np.append(position, -1)[other_codes]  # code -1 (missing) reads the last slot
     return codes, mapped, len(categories) + int(new.sum())
 
 
 def _isin(values, allowed):
-    """``values.isin(allowed.values)`` as a numpy mask; by codes when both are ``Categorical``."""
-    if not (isinstance(values.dtype, pd.CategoricalDtype) and isinstance(allowed.dtype, pd.CategoricalDtype)):
-        return values.isin(allowed.values).to_numpy()
-    allowed_codes = allowed.cat.codes.to_numpy()
-    present = np.zeros(len(allowed.cat.categories), dtype=bool)
-    present[allowed_codes[allowed_codes >= 0]] = True
-    member = np.append(values.cat.categories.isin(allowed.cat.categories[present]), (allowed_codes < 0).any())
-    return member[values.cat.codes.to_numpy()]  # code -1 (missing) reads the last slot
+    """``values.isin(allowed.values)`` as a numpy mask, by codes (a missing value matches a missing one)."""
+    codes, allowed_codes, n = _codes_with(values, allowed)
+    member = np.zeros(n + 1, dtype=bool)  # code -1 (missing) reads the last slot
+    member[allowed_codes] = True
+    return member[codes]
 
 
 class ColdStartDataset(Dataset):

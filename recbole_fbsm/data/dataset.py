@@ -495,7 +495,6 @@ class ColdStartDataset(Dataset):
         df = df[[header for _, _, header in loaded]]
         df.columns = [field for field, _, _ in loaded]
         seq_separator = self.config["seq_separator"]
-        seq_len = self.config["seq_len"]
         for field, ftype, _ in loaded:
             if not ftype.value.endswith("seq"):
                 continue
@@ -504,16 +503,17 @@ class ColdStartDataset(Dataset):
                 column = [np.array(list(filter(None, cell.split(seq_separator)))) for cell in cells]
             else:
                 column = [np.array(list(map(float, filter(None, cell.split(seq_separator))))) for cell in cells]
-            longest = max(map(len, column), default=0)
-            if seq_len and field in seq_len:
-                column = [seq[: seq_len[field]] for seq in column]
-                self.field2seqlen[field] = min(seq_len[field], longest)
-            else:
-                self.field2seqlen[field] = longest
-            values = np.empty(len(column), dtype=object)
-            values[:] = column
-            df[field] = values
+            df[field] = self._cut_to_seq_len(field, column, max(map(len, column), default=0))
         return df
+
+    def _cut_to_seq_len(self, field, rows, longest):
+        """``rows`` (one array per row, the longest ``longest`` long) as an object column cut to ``seq_len``, as
+        RecBole cuts them; the longest kept length is the field's ``field2seqlen``."""
+        limit = (self.config["seq_len"] or {}).get(field)
+        self.field2seqlen[field] = longest if limit is None else min(limit, longest)
+        column = np.empty(len(rows), dtype=object)
+        column[:] = rows if limit is None or longest <= limit else [row[:limit] for row in rows]
+        return column
 
     def _read_feat(self, filepath, source):
         """RecBole's ``_load_feat`` (same rows, same field properties) through ``fast_load`` (pyarrow) for plain
@@ -541,15 +541,8 @@ class ColdStartDataset(Dataset):
         if not read:
             return self._recbole_read(filepath, loaded)
         df, coded = read
-        seq_len = self.config["seq_len"]
         for field, sequences in coded.items():
-            limit = seq_len[field] if seq_len and field in seq_len else None
-            longest = int(sequences.counts.max(initial=0))
-            if limit is not None and longest > limit:
-                column = np.empty(len(df), dtype=object)
-                column[:] = [seq[:limit] for seq in df[field].to_numpy()]
-                df[field] = column
-            self.field2seqlen[field] = longest if limit is None else min(limit, longest)
+            df[field] = self._cut_to_seq_len(field, df[field].to_numpy(), int(sequences.counts.max(initial=0)))
             self._coded = {**(self._coded or {}), (source, field): sequences.vocabulary}
         return df
 

@@ -236,7 +236,7 @@ class ColdStartDataset(Dataset):
         phase_of_row[warm] = pair_split[pair_of_row.reshape(-1)]
         warm_items = np.flatnonzero(split_of_item == 0)
         cold = [np.zeros(0, dtype=np.int64)] + [np.flatnonzero(split_of_item == k) for k in (1, 2)]
-        datasets = self._split_parts(phase_of_row, [np.union1d(warm_items, items) for items in cold])
+        datasets = self._split_parts(phase_of_row, [np.union1d(warm_items, cold_items) for cold_items in cold])
         for part, cold_items in zip(datasets, cold):
             part.warm_items, part.cold_items = warm_items, cold_items
             if len(part.inter_feat) == 0:

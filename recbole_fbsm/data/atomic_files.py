@@ -229,12 +229,9 @@ def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=
 def quote_problem(atomic, separator, encoding, detail):
     """RecBole's CSV reader treats a field that starts with a double quote as quoted: it runs over line
     ends up to the next quote, so lines merge and the values shift."""
-    first = None
     with open(atomic.path, encoding=encoding) as handle:
-        for number, line in enumerate(handle, 1):
-            if number > 1 and any(cell.startswith('"') for cell in line.split(separator)):
-                first = number
-                break
+        rows = ((n, line.split(separator)) for n, line in enumerate(handle, 1) if n > 1)
+        first = next((n for n, cells in rows if any(cell.startswith('"') for cell in cells)), None)
     where = f" (first at line {first})" if first else ""
     return (
         f"{atomic.path}: {atomic.n_rows} data lines, but {detail}: a field that starts "

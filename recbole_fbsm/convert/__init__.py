@@ -11,7 +11,7 @@ from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer, read_an
 
 from .atomic import ConversionError, ConversionResult
 from .ctr import convert_ctr, ctr_paths
-from .text import convert_text, default_min_df, filter_document_frequency
+from .text import convert_text, default_min_df
 
 __all__ = [
     "ConversionError",
@@ -22,6 +22,5 @@ __all__ = [
     "convert_text",
     "ctr_paths",
     "default_min_df",
-    "filter_document_frequency",
     "read_analyzer",
 ]

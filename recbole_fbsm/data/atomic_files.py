@@ -423,10 +423,6 @@ class DatasetReport:
     parsed: dict = field(default_factory=dict)
 
 
-def _percent(part, whole):
-    return f"{100.0 * part / whole:.1f}%" if whole else "0%"
-
-
 def check_dataset(config, reads_own_features=False):
     """Check the dataset's atomic files against the settings; return a ``DatasetReport`` of warnings.
 
@@ -643,7 +639,7 @@ def _check_rows_of_ids(config, files, tables, report):
         else:
             report.warnings.append(
                 f"{what}: their {int(missing.sum())} interaction(s) of {len(missing)} "
-                f"({_percent(missing.sum(), len(missing))}) are dropped (filter_inter_by_user_or_item: True)."
+                f"({100.0 * missing.sum() / len(missing):.1f}%) are dropped (filter_inter_by_user_or_item: True)."
             )
 
 

@@ -458,15 +458,6 @@ class ColdStartDataset(Dataset):
             loaded.append((field, ftype, field_type))
         return loaded
 
-    def _set_field_properties(self, loaded, source):
-        for field, ftype, _ in loaded:
-            self.field2source[field] = source
-            self.field2type[field] = ftype
-            if not ftype.value.endswith("seq"):
-                self.field2seqlen[field] = 1
-            if "float" in ftype.value:
-                self.field2bucketnum[field] = 2
-
     def _recbole_read(self, filepath, loaded):
         """RecBole's ``_load_feat`` (pandas' Python engine, Python's csv module underneath), with token and
         token_seq cells read as text: RecBole reads them with pandas' default NA strings, so a user or item
@@ -526,7 +517,12 @@ class ColdStartDataset(Dataset):
             if loaded is not None:
                 self.logger.warning(f"No columns has been loaded from [{source}]")
             return None
-        self._set_field_properties(loaded, source)
+        for field, ftype, _ in loaded:
+            self.field2source[field], self.field2type[field] = source, ftype
+            if not ftype.value.endswith("seq"):
+                self.field2seqlen[field] = 1
+            if "float" in ftype.value:
+                self.field2bucketnum[field] = 2
         separator = self.config["field_separator"]
         read = plain_file(filepath, separator) and read_plain_columns(
             filepath,

@@ -62,7 +62,8 @@ def data_preparation(config, dataset, reads_own_features=False):
     dataset.item_token_rows_only = reads_own_features  # their F is built from unpadded token rows
     built = dataset.build()
     if config["eval_user_sample"]:
-        sample_evaluated_users(built[1:], int(config["eval_user_sample"]), _sample_seed(config))
+        seed = config.split_seed if config.item_split else config["seed"]
+        sample_evaluated_users(built[1:], int(config["eval_user_sample"]), seed)
     if config.item_split:
         samplers = _cold_start_samplers(config, built)
     else:
@@ -103,10 +104,6 @@ def train_loader_class(config, reads_own_features, sampler):
     if device_batches_apply(config, reads_own_features, sampler):
         loader = device_batches(loader)
     return loader
-
-
-def _sample_seed(config):
-    return config.split_seed if config.item_split else config["seed"]
 
 
 def sample_evaluated_users(parts, size, seed):

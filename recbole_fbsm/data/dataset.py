@@ -204,7 +204,9 @@ class ColdStartDataset(Dataset):
 
     def _split_parts(self, phase_of_row, split_items):
         """One dataset per phase: the rows of ``phase_of_row`` k that are likes, the others as ``dislike_feat``."""
-        likes = self._like_mask()
+        likes = np.ones(len(self.inter_feat), dtype=bool)  # likes: label 1 where there is a label (threshold)
+        if self.label_field in self.inter_feat:
+            likes = self.inter_feat[self.label_field].numpy() >= 0.5
         datasets = []
         for index, phase in enumerate(PHASES):
             in_split = phase_of_row == index
@@ -290,12 +292,6 @@ class ColdStartDataset(Dataset):
         split_of_item = np.full(self.item_num, -1, dtype=np.int64)
         split_of_item[items] = split_of_token
         return split_of_item
-
-    def _like_mask(self):
-        """Likes are interactions with label 1 when a label exists (``threshold`` or a label column)."""
-        if self.label_field in self.inter_feat:
-            return self.inter_feat[self.label_field].numpy() >= 0.5
-        return np.ones(len(self.inter_feat), dtype=bool)
 
     # ------------------------------------------------------------------------------ canonical order
     def _load_data(self, token, dataset_path):

@@ -18,10 +18,10 @@ import pandas as pd
 import scipy.sparse as sp
 
 from recbole_fbsm.config.conversion import CTR_FILES, CTR_TAG_FILES, PAPER_MAX_DF
-from recbole_fbsm.data.analyzer import TextAnalyzer
+from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer
 
 from .atomic import ConversionError, ConversionResult, Skipped, target_folder
-from .tags import TAG_DF_OPTIONS, count_matrix, whole_token
+from .tags import TAG_DF_OPTIONS, count_matrix
 from .text import (
     TokenField,
     _min_df_option,
@@ -155,7 +155,7 @@ def read_ctr_tags(
                 f"lines of {Path(tag_item).name} without a name in {Path(tag_names).name}", f"{tag_item}:{t + 1}"
             )
             continue
-        token = whole_token(names[t])
+        token = WholeTokenAnalyzer().token(names[t])  # '' for a tag without a letter or digit ('-', '--')
         if not token:
             skipped.add(
                 f"tags without a letter or digit in {Path(tag_names).name}", f"{tag_names}:{t + 1}: {names[t][:40]!r}"

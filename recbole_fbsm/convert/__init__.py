@@ -11,18 +11,16 @@ from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer, read_an
 
 from .atomic import ConversionError, ConversionResult
 from .ctr import convert_ctr, ctr_paths
-from .text import build_analyzer, convert_text, default_min_df, filter_document_frequency
+from .text import convert_text, default_min_df
 
 __all__ = [
     "ConversionError",
     "ConversionResult",
     "TextAnalyzer",
     "WholeTokenAnalyzer",
-    "build_analyzer",
     "convert_ctr",
     "convert_text",
     "ctr_paths",
     "default_min_df",
-    "filter_document_frequency",
     "read_analyzer",
 ]

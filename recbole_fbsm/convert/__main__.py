@@ -36,16 +36,7 @@ def main(argv: list[str] | None = None, prog="recbole-fbsm convert") -> int:
             missing = [f"--{key.replace('_', '-')}" for key in wanted if key not in paths]
             if missing:
                 parser.error(f"ctr: give --src or all of {', '.join(missing)}")
-            result = convert_ctr(
-                paths["users"],
-                paths["mult"],
-                paths["vocab"],
-                args.name,
-                args.out,
-                tag_item=paths.get("tag_item"),
-                tag_names=paths.get("tag_names"),
-                **common,
-            )
+            result = convert_ctr(name=args.name, out_dir=args.out, **paths, **common)  # paths: convert_ctr's keywords
         else:
             result = convert_text(
                 args.inter,

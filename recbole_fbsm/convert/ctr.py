@@ -18,13 +18,13 @@ import pandas as pd
 import scipy.sparse as sp
 
 from recbole_fbsm.config.conversion import CTR_FILES, CTR_TAG_FILES, PAPER_MAX_DF
+from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer
 
 from .atomic import ConversionError, ConversionResult, Skipped, target_folder
-from .tags import TAG_DF_OPTIONS, count_matrix, whole_token
+from .tags import TAG_DF_OPTIONS, count_matrix
 from .text import (
     TokenField,
     _min_df_option,
-    build_analyzer,
     check_df_settings,
     count_terms,
     make_dataset,
@@ -155,7 +155,7 @@ def read_ctr_tags(
                 f"lines of {Path(tag_item).name} without a name in {Path(tag_names).name}", f"{tag_item}:{t + 1}"
             )
             continue
-        token = whole_token(names[t])
+        token = WholeTokenAnalyzer().token(names[t])  # '' for a tag without a letter or digit ('-', '--')
         if not token:
             skipped.add(
                 f"tags without a letter or digit in {Path(tag_names).name}", f"{tag_names}:{t + 1}: {names[t][:40]!r}"
@@ -218,7 +218,7 @@ def convert_ctr(
     words = read_lines(vocab, "vocabulary")
     item_ids, word_counts = read_mult(mult, len(words), skipped)
     inter = read_users(users, skipped)
-    analyzer = build_analyzer(stem, stopwords)
+    analyzer = TextAnalyzer.paper(stem, stopwords)
     word_terms, terms = count_terms(words, analyzer, source=str(vocab))
     fields = [TokenField("words", word_counts @ word_terms, terms, min_df, max_df, analyzer)]
     sources = {"users": users, "mult": mult, "vocabulary": vocab}

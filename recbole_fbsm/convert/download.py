@@ -122,7 +122,8 @@ def _transfer(url, part, have, size, timeout, bar):
         _advance(bar, -have)
         return _transfer(url, part, 0, size, timeout, bar)
     with response:
-        if have and not _resumes(response, have):  # the server sends the whole file: start over
+        resumed = response.status == 206 and str(response.headers.get("Content-Range", "")).startswith(f"bytes {have}-")
+        if have and not resumed:  # not 206 Partial Content from our byte on: the whole file, start over
             _advance(bar, -have)
             have = 0
         length = response.headers.get("Content-Length")
@@ -164,11 +165,6 @@ def _open(url, have, size, timeout):
     except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
         reason = getattr(error, "reason", None) or _why(error)
         raise DownloadError(f"{url}: cannot open it ({reason}); check the network or --mirror, then rerun.") from None
-
-
-def _resumes(response, have):
-    """True when the response carries the bytes from ``have`` on (206 Partial Content at that offset)."""
-    return response.status == 206 and str(response.headers.get("Content-Range", "")).startswith(f"bytes {have}-")
 
 
 def _copy(url, response, part, have, size, bar):

@@ -25,12 +25,6 @@ from .atomic import ConversionError, Skipped, bad_id, csv_records, skip_malforme
 TAG_DF_OPTIONS = ("--tags-min-df", "--tags-max-df")
 
 
-def whole_token(tag: str) -> str:
-    """One tag as one token: lower case, whitespace runs and quotes -> '_'; '' for a tag without any
-    letter or digit (blank, or punctuation such as citeulike-t's '-' and '--')."""
-    return WholeTokenAnalyzer().token(tag)
-
-
 def count_matrix(item_rows: np.ndarray, tokens: Sequence[str], n_items: int) -> tuple[sp.csr_matrix, np.ndarray]:
     """items x tokens counts from (item row, token) pairs; tokens sorted like the word terms."""
     terms, cols = np.unique(np.asarray(tokens, dtype=object).astype(str), return_inverse=True)

@@ -55,13 +55,6 @@ def default_min_df(n_items: int) -> int:
 # ---------------------------------------------------------------- text preprocessing
 
 
-def build_analyzer(stem: bool = True, stopwords: bool = True) -> TextAnalyzer:
-    """doc -> terms: scikit-learn's tokeniser (lower case, runs of >= 2 word characters), its English
-    stop-word list (applied before stemming, as the list holds unstemmed words), then Snowball stems.
-    The returned analyzer is callable and is stored with the dataset (`analyzer.py`)."""
-    return TextAnalyzer.paper(stem, stopwords)
-
-
 def count_terms(
     docs: Sequence[str], analyzer: Callable[[str], list[str]], source: str
 ) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -80,26 +73,20 @@ def count_terms(
 def check_df_settings(min_df: int, max_df: float, options: tuple[str, str] = ("--min-df", "--max-df")) -> None:
     """Fail early on filter settings that cannot mean what the paper's filter means."""
     min_name, max_name = (opt.lstrip("-").replace("-", "_") for opt in options)
-    if min_df is None:  # scaled with the number of items (default_min_df)
-        pass
-    elif isinstance(min_df, bool) or not isinstance(min_df, (int, np.integer)) or min_df < 0:
+    # min_df None: scaled with the number of items (default_min_df)
+    if min_df is not None and (isinstance(min_df, bool) or not isinstance(min_df, (int, np.integer)) or min_df < 0):
         raise ConversionError(f"{min_name} ({options[0]}) must be a whole number of items >= 0, got {min_df!r}")
     if isinstance(max_df, bool) or not isinstance(max_df, (int, float)) or not 0 < max_df <= 1:
         raise ConversionError(f"{max_name} ({options[1]}) must be a fraction of items in (0, 1], got {max_df!r}")
 
 
 def filter_document_frequency(
-    counts: sp.csr_matrix,
-    terms: np.ndarray,
-    min_df: int,
-    max_df: float,
-    *,
-    what: str = "term",
-    options: tuple[str, str] = ("--min-df", "--max-df"),
-) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Keep terms found in at least `min_df` items and at most `max_df` x n_items items (sklearn's
-    min_df / max_df semantics); terms found in no item are always dropped. `what` and `options` name
-    the kind of token and its settings in the error message."""
+    field: TokenField, counts: sp.csr_matrix, min_df: int
+) -> tuple[sp.csr_matrix, np.ndarray, str | None]:
+    """The columns of `counts` and the terms of `field` found in at least `min_df` items and at most
+    `field.max_df` x n_items items (sklearn's min_df / max_df semantics; terms found in no item are always
+    dropped), and the filter's warning (`filter_warning`) or None."""
+    what, options, max_df = field.what, field.options, field.max_df
     counts = counts.tocsr()
     counts.sum_duplicates()
     counts.eliminate_zeros()
@@ -116,27 +103,14 @@ def filter_document_frequency(
             f"{present.min() if present.size else 0}..{present.max() if present.size else 0} items; "
             f"lower {options[0]} or raise {options[1]}"
         )
-    return counts[:, keep], terms[keep]
+    return counts[:, keep], field.terms[keep], filter_warning(field, df, n_items, min_df)
 
 
-def filter_warning(
-    counts: sp.csr_matrix,
-    terms: np.ndarray,
-    min_df: int,
-    max_df: float,
-    *,
-    field: str = "words",
-    what: str = "term",
-    options: tuple[str, str] = ("--min-df", "--max-df"),
-) -> str | None:
-    """A warning when the document-frequency filter removes more than a third of the distinct terms,
-    or removes any on data of fewer than SMALL_DATA_ITEMS items: how many, which (the most frequent of
-    those dropped), and how many each smaller `--min-df` would keep. None when there is nothing to say."""
-    counts = counts.tocsr()
-    counts.sum_duplicates()
-    counts.eliminate_zeros()
-    n_items = counts.shape[0]
-    df = np.bincount(counts.indices, minlength=counts.shape[1])
+def filter_warning(field: TokenField, df: np.ndarray, n_items: int, min_df: int) -> str | None:
+    """A warning when the document-frequency filter (document frequencies `df` over `n_items` items) removes
+    more than a third of the distinct terms, or removes any on data of fewer than SMALL_DATA_ITEMS items: how
+    many, which (the most frequent of those dropped), and how many each smaller `--min-df` would keep."""
+    terms, what, options, max_df = field.terms, field.what, field.options, field.max_df
     present = df > 0
     too_rare = present & (df < max(min_df, 1))
     too_common = present & (df > max_df * n_items)
@@ -149,7 +123,7 @@ def filter_warning(
         return ", ".join(f"{terms[k]!r} ({df[k]} item{'s' if df[k] != 1 else ''})" for k in order)
 
     parts = [
-        f"{field}: the document-frequency filter dropped {dropped:,} of {n_terms:,} distinct {what}s "
+        f"{field.name}: the document-frequency filter dropped {dropped:,} of {n_terms:,} distinct {what}s "
         f"({100 * dropped / n_terms:.0f}%) of {n_items:,} items"
     ]
     if too_rare.any():
@@ -334,12 +308,7 @@ def _filtered_field(field, rows, result_counts, warnings):
     counts = field.counts.tocsr()[rows]
     min_df = default_min_df(len(rows)) if field.min_df is None else field.min_df
     empty_before = int((np.diff(counts.indptr) == 0).sum())
-    warning = filter_warning(
-        counts, field.terms, min_df, field.max_df, field=field.name, what=field.what, options=field.options
-    )
-    counts, terms = filter_document_frequency(
-        counts, field.terms, min_df, field.max_df, what=field.what, options=field.options
-    )
+    counts, terms, warning = filter_document_frequency(field, counts, min_df)
     if warning:
         warnings.append(warning)
         log.warning("%s", warning)
@@ -539,8 +508,9 @@ def convert_text(
     skipped = Skipped()
     interactions = read_interactions(inter, sep or default_sep(inter), threshold, header, skipped)
     item_ids, texts = read_item_texts(items, sep or default_sep(items), header, skipped)
-    counts, terms = count_terms(texts, build_analyzer(stem, stopwords), source=str(items))
-    fields = [TokenField("words", counts, terms, min_df, max_df, build_analyzer(stem, stopwords))]
+    analyzer = TextAnalyzer.paper(stem, stopwords)
+    counts, terms = count_terms(texts, analyzer, source=str(items))
+    fields = [TokenField("words", counts, terms, min_df, max_df, analyzer)]
     sources = {"interactions": inter, "item texts": items}
     options = {
         "separator": repr(sep) if sep else "by file extension (tab for .tsv/.tab, comma otherwise)",

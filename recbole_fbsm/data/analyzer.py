@@ -83,16 +83,10 @@ class TextAnalyzer:
         }
 
     def describe(self) -> str:
-        return (
-            f"scikit-learn tokeniser {self.token_pattern!r}, "
-            + ("lower case, " if self.lowercase else "")
-            + (
-                f"{len(self.stop_words)} stop words removed, "
-                if self.stop_words is not None
-                else "no stop words removed, "
-            )
-            + (f"{self.stemmer} stems" if self.stemmer else "not stemmed")
-        )
+        stop_words = "no" if self.stop_words is None else len(self.stop_words)
+        lower = "lower case, " if self.lowercase else ""
+        stems = f"{self.stemmer} stems" if self.stemmer else "not stemmed"
+        return f"scikit-learn tokeniser {self.token_pattern!r}, {lower}{stop_words} stop words removed, {stems}"
 
 
 @dataclass(frozen=True)
@@ -140,7 +134,7 @@ def analyzer_from_dict(spec: dict) -> TextAnalyzer | WholeTokenAnalyzer:
         return TextAnalyzer(
             stop_words=tuple(stop_words) if stop_words is not None else None,
             stemmer=spec.get("stemmer"),
-            token_pattern=spec.get("token_pattern", TOKEN_PATTERN),
+            token_pattern=pattern,
             lowercase=bool(spec.get("lowercase", True)),
         )
     if kind == "whole":

@@ -1,15 +1,10 @@
 """Checks of RecBole's atomic files (``.inter``, ``.item``, ``.user``) before RecBole reads them.
 
-RecBole reads a malformed file silently or with a traceback: a header column without ``:type`` or a
-non-numeric rating ends in a Python error, a row with too few columns is padded, an empty or NaN rating
-becomes the column mean (a like or a dislike), a duplicate item id keeps one of its rows, and items
-without an ``.item`` row lose every interaction. Here each problem is one ``ColdStartError`` naming the
-file, the line and the column and saying what was expected, or a warning with counts when the run can
-go on. Only the columns RecBole will load are checked (``load_col``).
-
-The text encoding is checked by Python's codec a chunk at a time, the column count of every line by
-pyarrow's CSV reader; the values of the columns that matter (ids, floats, features) are read once with it,
-and the token columns handed to the dataset (``fast_load``).
+RecBole reads a malformed file silently or with a traceback (a row with too few columns is padded, an empty
+rating becomes the column mean, a duplicate item id keeps one of its rows). Here each problem is one
+``ColdStartError`` naming the file, the line and the column and saying what was expected, or a warning with
+counts when the run can go on. Only the columns RecBole will load (``load_col``) are checked, read once with
+pyarrow's CSV reader; their token columns are handed to the dataset (``fast_load``).
 """
 
 import codecs
@@ -234,12 +229,9 @@ def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=
 def quote_problem(atomic, separator, encoding, detail):
     """RecBole's CSV reader treats a field that starts with a double quote as quoted: it runs over line
     ends up to the next quote, so lines merge and the values shift."""
-    first = None
     with open(atomic.path, encoding=encoding) as handle:
-        for number, line in enumerate(handle, 1):
-            if number > 1 and any(cell.startswith('"') for cell in line.split(separator)):
-                first = number
-                break
+        rows = ((n, line.split(separator)) for n, line in enumerate(handle, 1) if n > 1)
+        first = next((n for n, cells in rows if any(cell.startswith('"') for cell in cells)), None)
     where = f" (first at line {first})" if first else ""
     return (
         f"{atomic.path}: {atomic.n_rows} data lines, but {detail}: a field that starts "
@@ -263,19 +255,13 @@ def check_float_column(atomic, name, values, report=None):
     text = values.str.strip()
     parsed = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
     empty = (text == "").to_numpy()
-    if empty.any() and report is not None:
+    if empty.any():
         rows = np.flatnonzero(empty)
-        report.warnings.append(
-            f"{atomic.path}: column {name!r} is empty on {len(rows)} line(s) ({_examples(atomic, rows)}); "
-            "RecBole fills them with the column mean."
-        )
+        where = f"{atomic.path}: column {name!r} is empty on {len(rows)} line(s) ({_examples(atomic, rows)}); "
+        if report is None:
+            raise ColdStartError(where + "expected a number on every line (RecBole would put the column mean there).")
+        report.warnings.append(where + "RecBole fills them with the column mean.")
         parsed[empty] = 0.0
-    elif empty.any():
-        rows = np.flatnonzero(empty)
-        raise ColdStartError(
-            f"{atomic.path}: column {name!r} is empty on {len(rows)} line(s) ({_examples(atomic, rows)}); "
-            "expected a number on every line (RecBole would put the column mean there)."
-        )
     bad = ~np.isfinite(parsed)
     if bad.any():
         rows = np.flatnonzero(bad)
@@ -435,10 +421,6 @@ class DatasetReport:
     warnings: list = field(default_factory=list)
     # the token columns the checks parsed, for the dataset to take over (``fast_load.read_plain_columns``)
     parsed: dict = field(default_factory=dict)
-
-
-def _percent(part, whole):
-    return f"{100.0 * part / whole:.1f}%" if whole else "0%"
 
 
 def check_dataset(config, reads_own_features=False):
@@ -657,7 +639,7 @@ def _check_rows_of_ids(config, files, tables, report):
         else:
             report.warnings.append(
                 f"{what}: their {int(missing.sum())} interaction(s) of {len(missing)} "
-                f"({_percent(missing.sum(), len(missing))}) are dropped (filter_inter_by_user_or_item: True)."
+                f"({100.0 * missing.sum() / len(missing):.1f}%) are dropped (filter_inter_by_user_or_item: True)."
             )
 
 

@@ -48,9 +48,7 @@ def item_split(tokens, ratios, seed):
             f"train/valid/test sizes {sizes}; every split needs at least one item."
         )
     split = np.empty(n_items, dtype=np.int64)
-    bounds = np.cumsum((0,) + sizes)
-    for index in range(3):
-        split[shuffled[bounds[index] : bounds[index + 1]]] = index
+    split[shuffled] = np.repeat(np.arange(3), sizes)
     return split
 
 
@@ -125,19 +123,16 @@ def _codes_with(values, other=None):
     position = pd.Index(categories).get_indexer(other_categories)
     new = position < 0
     position[new] = len(categories) + np.arange(int(new.sum()))
-    mapped = np.where(other_codes >= 0, position[np.maximum(other_codes, 0)], -1)
+    mapped = np.append(position, -1)[other_codes]  # code -1 (missing) reads the last slot
     return codes, mapped, len(categories) + int(new.sum())
 
 
 def _isin(values, allowed):
-    """``values.isin(allowed.values)`` as a numpy mask; by codes when both are ``Categorical``."""
-    if not (isinstance(values.dtype, pd.CategoricalDtype) and isinstance(allowed.dtype, pd.CategoricalDtype)):
-        return values.isin(allowed.values).to_numpy()
-    allowed_codes = allowed.cat.codes.to_numpy()
-    present = np.zeros(len(allowed.cat.categories), dtype=bool)
-    present[allowed_codes[allowed_codes >= 0]] = True
-    member = np.append(values.cat.categories.isin(allowed.cat.categories[present]), (allowed_codes < 0).any())
-    return member[values.cat.codes.to_numpy()]  # code -1 (missing) reads the last slot
+    """``values.isin(allowed.values)`` as a numpy mask, by codes (a missing value matches a missing one)."""
+    codes, allowed_codes, n = _codes_with(values, allowed)
+    member = np.zeros(n + 1, dtype=bool)  # code -1 (missing) reads the last slot
+    member[allowed_codes] = True
+    return member[codes]
 
 
 class ColdStartDataset(Dataset):
@@ -195,17 +190,8 @@ class ColdStartDataset(Dataset):
         if self.config.hybrid:
             return self._build_hybrid()
         split_of_item = self.item_split_assignment()
-        item_ids = self.inter_feat[self.iid_field].numpy()
-        likes = self._like_mask()
-        datasets = []
-        for index, phase in enumerate(PHASES):
-            in_split = split_of_item[item_ids] == index
-            part = self.copy(_rows(self.inter_feat, in_split & likes))
-            part.phase = phase
-            part.split_items = np.flatnonzero(split_of_item == index)
-            dislikes = in_split & ~likes
-            part.dislike_feat = _rows(self.inter_feat, dislikes) if dislikes.any() else None
-            datasets.append(part)
+        phase_of_row = split_of_item[self.inter_feat[self.iid_field].numpy()]
+        datasets = self._split_parts(phase_of_row, [np.flatnonzero(split_of_item == k) for k in range(3)])
         for part in datasets:  # train too: no like in train means no training data at all
             if len(part.inter_feat) == 0:
                 raise ColdStartError(
@@ -214,6 +200,21 @@ class ColdStartDataset(Dataset):
                     "use more data or change eval_args.split."
                 )
         self._check_candidates(datasets[1:], sum(len(part.split_items) for part in datasets))
+        return datasets
+
+    def _split_parts(self, phase_of_row, split_items):
+        """One dataset per phase: the rows of ``phase_of_row`` k that are likes, the others as ``dislike_feat``."""
+        likes = np.ones(len(self.inter_feat), dtype=bool)  # likes: label 1 where there is a label (threshold)
+        if self.label_field in self.inter_feat:
+            likes = self.inter_feat[self.label_field].numpy() >= 0.5
+        datasets = []
+        for index, phase in enumerate(PHASES):
+            in_split = phase_of_row == index
+            part = self.copy(_rows(self.inter_feat, in_split & likes))
+            part.phase, part.split_items = phase, split_items[index]
+            dislikes = in_split & ~likes
+            part.dislike_feat = _rows(self.inter_feat, dislikes) if dislikes.any() else None
+            datasets.append(part)
         return datasets
 
     def _build_hybrid(self):
@@ -235,19 +236,11 @@ class ColdStartDataset(Dataset):
         )
         phase_of_row = split_of_item[items].copy()  # cold rows: their item's split (1 or 2)
         phase_of_row[warm] = pair_split[pair_of_row.reshape(-1)]
-        likes = self._like_mask()
         warm_items = np.flatnonzero(split_of_item == 0)
-        datasets = []
-        for index, phase in enumerate(PHASES):
-            in_split = phase_of_row == index
-            part = self.copy(_rows(self.inter_feat, in_split & likes))
-            part.phase, part.warm_items = phase, warm_items
-            part.cold_items = np.flatnonzero(split_of_item == index) if index else np.zeros(0, dtype=np.int64)
-            part.split_items = np.union1d(warm_items, part.cold_items)
-            dislikes = in_split & ~likes
-            part.dislike_feat = _rows(self.inter_feat, dislikes) if dislikes.any() else None
-            datasets.append(part)
-        for part in datasets:
+        cold = [np.zeros(0, dtype=np.int64)] + [np.flatnonzero(split_of_item == k) for k in (1, 2)]
+        datasets = self._split_parts(phase_of_row, [np.union1d(warm_items, cold_items) for cold_items in cold])
+        for part, cold_items in zip(datasets, cold):
+            part.warm_items, part.cold_items = warm_items, cold_items
             if len(part.inter_feat) == 0:
                 raise ColdStartError(
                     f"dataset {self.dataset_name!r}: the hybrid split leaves the {part.phase} split without any "
@@ -299,13 +292,6 @@ class ColdStartDataset(Dataset):
         split_of_item = np.full(self.item_num, -1, dtype=np.int64)
         split_of_item[items] = split_of_token
         return split_of_item
-
-    def _like_mask(self):
-        """Likes are interactions with label 1 when a label exists (``threshold`` or a label column)."""
-        n = len(self.inter_feat)
-        if self.label_field in self.inter_feat:
-            return self.inter_feat[self.label_field].numpy() >= 0.5
-        return np.ones(n, dtype=bool)
 
     # ------------------------------------------------------------------------------ canonical order
     def _load_data(self, token, dataset_path):
@@ -369,18 +355,12 @@ class ColdStartDataset(Dataset):
         lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
         filled = [sequence for sequence in sequences if len(sequence)]
         flat = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
-        source = next(
-            (
-                s
-                for s, name in (
-                    (FeatureSource.INTERACTION, "inter_feat"),
-                    (FeatureSource.USER, "user_feat"),
-                    (FeatureSource.ITEM, "item_feat"),
-                )
-                if getattr(self, name, None) is feat
-            ),
-            None,
-        )
+        sources = {
+            FeatureSource.INTERACTION: "inter_feat",
+            FeatureSource.USER: "user_feat",
+            FeatureSource.ITEM: "item_feat",
+        }
+        source = next((s for s, name in sources.items() if getattr(self, name, None) is feat), None)
         vocabulary = (self._coded or {}).get((source, field))
         if vocabulary is not None and flat.dtype.kind in "iu":
             return flat.astype(np.int64), vocabulary, lengths
@@ -474,15 +454,6 @@ class ColdStartDataset(Dataset):
             loaded.append((field, ftype, field_type))
         return loaded
 
-    def _set_field_properties(self, loaded, source):
-        for field, ftype, _ in loaded:
-            self.field2source[field] = source
-            self.field2type[field] = ftype
-            if not ftype.value.endswith("seq"):
-                self.field2seqlen[field] = 1
-            if "float" in ftype.value:
-                self.field2bucketnum[field] = 2
-
     def _recbole_read(self, filepath, loaded):
         """RecBole's ``_load_feat`` (pandas' Python engine, Python's csv module underneath), with token and
         token_seq cells read as text: RecBole reads them with pandas' default NA strings, so a user or item
@@ -511,7 +482,6 @@ class ColdStartDataset(Dataset):
         df = df[[header for _, _, header in loaded]]
         df.columns = [field for field, _, _ in loaded]
         seq_separator = self.config["seq_separator"]
-        seq_len = self.config["seq_len"]
         for field, ftype, _ in loaded:
             if not ftype.value.endswith("seq"):
                 continue
@@ -520,16 +490,17 @@ class ColdStartDataset(Dataset):
                 column = [np.array(list(filter(None, cell.split(seq_separator)))) for cell in cells]
             else:
                 column = [np.array(list(map(float, filter(None, cell.split(seq_separator))))) for cell in cells]
-            longest = max(map(len, column), default=0)
-            if seq_len and field in seq_len:
-                column = [seq[: seq_len[field]] for seq in column]
-                self.field2seqlen[field] = min(seq_len[field], longest)
-            else:
-                self.field2seqlen[field] = longest
-            values = np.empty(len(column), dtype=object)
-            values[:] = column
-            df[field] = values
+            df[field] = self._cut_to_seq_len(field, column, max(map(len, column), default=0))
         return df
+
+    def _cut_to_seq_len(self, field, rows, longest):
+        """``rows`` (one array per row, the longest ``longest`` long) as an object column cut to ``seq_len``, as
+        RecBole cuts them; the longest kept length is the field's ``field2seqlen``."""
+        limit = (self.config["seq_len"] or {}).get(field)
+        self.field2seqlen[field] = longest if limit is None else min(limit, longest)
+        column = np.empty(len(rows), dtype=object)
+        column[:] = rows if limit is None or longest <= limit else [row[:limit] for row in rows]
+        return column
 
     def _read_feat(self, filepath, source):
         """RecBole's ``_load_feat`` (same rows, same field properties) through ``fast_load`` (pyarrow) for plain
@@ -542,7 +513,12 @@ class ColdStartDataset(Dataset):
             if loaded is not None:
                 self.logger.warning(f"No columns has been loaded from [{source}]")
             return None
-        self._set_field_properties(loaded, source)
+        for field, ftype, _ in loaded:
+            self.field2source[field], self.field2type[field] = source, ftype
+            if not ftype.value.endswith("seq"):
+                self.field2seqlen[field] = 1
+            if "float" in ftype.value:
+                self.field2bucketnum[field] = 2
         separator = self.config["field_separator"]
         read = plain_file(filepath, separator) and read_plain_columns(
             filepath,
@@ -557,15 +533,8 @@ class ColdStartDataset(Dataset):
         if not read:
             return self._recbole_read(filepath, loaded)
         df, coded = read
-        seq_len = self.config["seq_len"]
         for field, sequences in coded.items():
-            limit = seq_len[field] if seq_len and field in seq_len else None
-            longest = int(sequences.counts.max(initial=0))
-            if limit is not None and longest > limit:
-                column = np.empty(len(df), dtype=object)
-                column[:] = [seq[:limit] for seq in df[field].to_numpy()]
-                df[field] = column
-            self.field2seqlen[field] = longest if limit is None else min(limit, longest)
+            df[field] = self._cut_to_seq_len(field, df[field].to_numpy(), int(sequences.counts.max(initial=0)))
             self._coded = {**(self._coded or {}), (source, field): sequences.vocabulary}
         return df
 

@@ -1,17 +1,12 @@
-"""RecBole's reading of an atomic file, through pyarrow's CSV reader instead of per-cell Python work.
+"""RecBole's reading of an atomic file through pyarrow's multi-threaded CSV reader.
 
-RecBole's ``Dataset._load_feat`` reads with pandas' Python parser, makes a Python string for every token
-cell and splits every ``token_seq`` cell in Python: at 10^7 likes and 2 million items about 50 s and
-gigabytes of short-lived objects, paid again when those strings are sorted, filtered and numbered.
-
-pyarrow's multi-threaded CSV reader reads token columns dictionary-encoded, and its compute functions split
-``token_seq`` cells: token columns become ``pandas.Categorical`` (sorted categories: ``ColdStartDataset``
-sorts, filters and numbers them by code), ``token_seq`` columns integer codes per row into a sorted
-vocabulary. Token cells are text: an empty cell is missing, but ``NA``, ``null``, ``nan`` or ``None`` are
-tokens of those names (RecBole's reader, pandas with its default NA strings, took them for missing: an item
-called ``NA`` lost its interactions); runs of separators and empty tokens behave exactly as in RecBole. Files
-another parser could read differently (a double quote or a carriage return anywhere, a separator longer
-than one character) are left to the pandas reader (``ColdStartDataset._recbole_read``).
+RecBole's ``Dataset._load_feat`` makes a Python string per token cell and splits every ``token_seq`` cell in
+Python (about 50 s and gigabytes of short-lived objects at 10^7 likes). Here token columns become
+``pandas.Categorical`` with sorted categories and ``token_seq`` columns integer codes into a sorted vocabulary,
+which ``ColdStartDataset`` sorts, filters and numbers by code. An empty token cell is missing, but ``NA``,
+``null``, ``nan`` or ``None`` are tokens (RecBole took them for missing: an item called ``NA`` lost its
+interactions). Files another parser could read differently (a double quote or a carriage return anywhere, a
+separator longer than one character) are left to the pandas reader (``ColdStartDataset._recbole_read``).
 """
 
 import os
@@ -144,13 +139,9 @@ def file_identity(path, separator, seq_separator):
 
 
 def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, encoding, store=None):
-    """The loaded columns of a plain atomic file (see ``plain_file``) as RecBole would read them, or None
-    when the file needs pandas (rows with another column count, a float pyarrow refuses, a float_seq
-    column).
-
-    Returns (DataFrame, {name: CodedSequences}): token columns are ``pandas.Categorical`` with sorted
-    categories (empty cells: NaN; ``NA`` or ``null`` are tokens), float columns float64, ``token_seq``
-    columns coded (a placeholder column in the frame).
+    """(DataFrame, {name: CodedSequences}) of a plain atomic file (``plain_file``) as RecBole would read it:
+    token columns ``Categorical`` with sorted categories, float columns float64, ``token_seq`` columns coded;
+    None when the file needs pandas (rows with another column count, a float pyarrow refuses, float_seq).
     ``store`` (a dict) holds the token columns the files' checks parsed (``atomic_files.read_columns``): an
     entry for this file (unchanged since) is used and removed, so that each file is parsed once."""
     if any(kinds[c] not in ("token", "token_seq", "float") for c in usecols):

@@ -13,7 +13,7 @@ model can start from. The constant keeps a row of the mean squared norm at unit 
 suits shrunk rows as it suits L2 rows.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -68,21 +68,13 @@ class ItemFeatures:
         counts = sp.csr_matrix(counts, dtype=np.float64)
         if counts.shape[1] != len(self.column_weights):
             raise ValueError(f"transform: expected {len(self.column_weights)} columns, got {counts.shape[1]}.")
-        weighted = None  # a matrix of transform's own, weighted in place
-        if self.weighting == "binary":
-            dense = self._dense_columns()
-            binary = (counts != 0).astype(np.float64)
-            weighted = (
-                binary
-                if not dense.any()
-                else sp.csr_matrix(
-                    binary @ sp.diags((~dense).astype(np.float64)) + counts @ sp.diags(dense.astype(np.float64))
-                )
-            )
         if self.weighting == "bm25":
             weighted = self._bm25_term_frequencies(counts)
-        if weighted is None:
+        else:  # a matrix of transform's own, weighted in place
             weighted = counts.copy()
+            weighted.sum_duplicates()
+            if self.weighting == "binary":  # the sparse fields' counts become 1; dense fields' values stay
+                weighted.data[~self._dense_columns()[weighted.indices] & (weighted.data != 0)] = 1.0
         del counts
         for _, entries in row_chunks(weighted.indptr):  # @ diag(column_weights), entry by entry
             weighted.data[entries] *= self.column_weights[weighted.indices[entries]]
@@ -387,7 +379,7 @@ def build_item_features(
     if weighting == "bm25":
         features.average_lengths = features.field_lengths(training).mean(axis=0) if n else np.ones(len(fields))
     if features.shrink:
-        unscaled = ItemFeatures(**{**features.__dict__, "normalize": False}).transform(training)
+        unscaled = replace(features, normalize=False).transform(training)
         squares = features.square_norms(unscaled)
         features.mean_square_norms = np.array(
             [column[column > 0].mean() if (column > 0).any() else 1.0 for column in squares.T]
@@ -409,15 +401,7 @@ def with_identity(features, items, tokens, weight):
     matrix = sp.csr_matrix(sp.hstack([features.matrix, identity]))
     matrix.sort_indices()
     names = list(features.names) + [f"identity:{token}" for token in tokens]
-    return ItemFeatures(
-        **{
-            **features.__dict__,
-            "matrix": matrix,
-            "names": names,
-            "identity_items": items,
-            "identity_weight": float(weight),
-        }
-    )
+    return replace(features, matrix=matrix, names=names, identity_items=items, identity_weight=float(weight))
 
 
 def _width(dataset, field):

@@ -50,12 +50,11 @@ def create_dataset(config, report=None):
 def data_preparation(config, dataset, reads_own_features=False):
     """Split ``dataset`` and return (train, valid, test) dataloaders.
 
-        With ``eval_args.group_by: item`` the samplers are ``ColdStartSampler`` (negatives only from the
-        phase's own split). ``reads_own_features`` skips RecBole's per-batch feature join for models that
-        hold their own feature matrices, and keeps the .item file's ``token_seq`` fields as unpadded rows for them
-    (``ColdStartDataset.item_token_rows``). ``train_batch_by_user`` makes every training batch hold whole users
-        (see ``user_batches``). For models that read their own features the batches are cut from tensors on the
-        model's device (``device_batches``).
+    With ``eval_args.group_by: item`` the samplers are ``ColdStartSampler`` (negatives only from the phase's own
+    split). ``reads_own_features`` skips RecBole's per-batch feature join for models that hold their own feature
+    matrices and keeps the .item file's ``token_seq`` fields as unpadded rows for them
+    (``ColdStartDataset.item_token_rows``); their training batches are cut on the model's device
+    (``device_batches``). ``train_batch_by_user`` makes every training batch hold whole users (``user_batches``).
     """
     if config["MODEL_TYPE"] not in (ModelType.GENERAL, ModelType.CONTEXT, ModelType.TRADITIONAL):
         raise ColdStartError(f"model {config['model']!r}: only general and context-aware models are supported.")
@@ -63,7 +62,8 @@ def data_preparation(config, dataset, reads_own_features=False):
     dataset.item_token_rows_only = reads_own_features  # their F is built from unpadded token rows
     built = dataset.build()
     if config["eval_user_sample"]:
-        sample_evaluated_users(built[1:], int(config["eval_user_sample"]), _sample_seed(config))
+        seed = config.split_seed if config.item_split else config["seed"]
+        sample_evaluated_users(built[1:], int(config["eval_user_sample"]), seed)
     if config.item_split:
         samplers = _cold_start_samplers(config, built)
     else:
@@ -74,32 +74,25 @@ def data_preparation(config, dataset, reads_own_features=False):
     )
     valid_data = vectorised_eval_loader(get_dataloader(config, "valid"))(config, built[1], valid_sampler, shuffle=False)
     test_data = vectorised_eval_loader(get_dataloader(config, "test"))(config, built[2], test_sampler, shuffle=False)
-    logger = getLogger()
+    likes = _slashed(len(d.inter_feat) for d in built)
     if config.hybrid:
-        cold_likes = ["0"] + [
-            str(int(np.isin(d.inter_feat[d.iid_field].numpy(), d.cold_items).sum())) for d in built[1:]
-        ]
-        logger.info(
-            set_color("[Hybrid split]", "pink")
-            + f" warm items {len(built[0].warm_items)}, cold items valid/test = "
-            + "/".join(str(len(d.cold_items)) for d in built[1:])
-            + ", likes train/valid/test = "
-            + "/".join(str(len(d.inter_feat)) for d in built)
-            + " (of them on cold items: "
-            + "/".join(cold_likes)
-            + ")"
+        cold_likes = [0] + [int(np.isin(d.inter_feat[d.iid_field].numpy(), d.cold_items).sum()) for d in built[1:]]
+        getLogger().info(
+            set_color("[Hybrid split]", "pink") + f" warm items {len(built[0].warm_items)}, cold items valid/test = "
+            f"{_slashed(len(d.cold_items) for d in built[1:])}, likes train/valid/test = {likes} "
+            f"(of them on cold items: {_slashed(cold_likes)})"
         )
     elif config.item_split:
-        logger.info(
-            set_color("[Item split]", "pink")
-            + " items train/valid/test = "
-            + "/".join(str(len(d.split_items)) for d in built)
-            + ", likes = "
-            + "/".join(str(len(d.inter_feat)) for d in built)
-            + ", dislikes = "
-            + "/".join(str(0 if d.dislike_feat is None else len(d.dislike_feat)) for d in built)
+        dislikes = _slashed(0 if d.dislike_feat is None else len(d.dislike_feat) for d in built)
+        getLogger().info(
+            set_color("[Item split]", "pink") + " items train/valid/test = "
+            f"{_slashed(len(d.split_items) for d in built)}, likes = {likes}, dislikes = {dislikes}"
         )
     return train_data, valid_data, test_data
+
+
+def _slashed(counts):
+    return "/".join(map(str, counts))
 
 
 def train_loader_class(config, reads_own_features, sampler):
@@ -111,10 +104,6 @@ def train_loader_class(config, reads_own_features, sampler):
     if device_batches_apply(config, reads_own_features, sampler):
         loader = device_batches(loader)
     return loader
-
-
-def _sample_seed(config):
-    return config.split_seed if config.item_split else config["seed"]
 
 
 def sample_evaluated_users(parts, size, seed):

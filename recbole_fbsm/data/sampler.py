@@ -14,6 +14,7 @@ candidate. ``ColdStartSampler`` draws, in each phase, only among the items of th
   (a warning says how many such users exist) rather than hanging the loop.
 """
 
+from functools import cached_property
 from logging import getLogger
 
 import numpy as np
@@ -29,9 +30,8 @@ class _Csr:
     def __init__(self, users, values, n_users):
         values = np.asarray(values, dtype=np.int64)
         self.values = values[np.lexsort((values, users))]
-        counts = np.bincount(np.asarray(users, dtype=np.int64), minlength=n_users)
-        self.indptr = np.concatenate(([0], np.cumsum(counts)))
-        self.counts = counts
+        self.counts = np.bincount(np.asarray(users, dtype=np.int64), minlength=n_users)
+        self.indptr = np.concatenate(([0], np.cumsum(self.counts)))
 
 
 class _Likes:
@@ -46,17 +46,14 @@ class _Likes:
         self.counts = np.bincount(users, minlength=n_users)
         self.indptr = np.concatenate(([0], np.cumsum(self.counts)))
         self.shifted_keys = keys - self.within_user_index()
-        self._liked_keys = None
 
     def within_user_index(self):
         """k of each like among its user's (0, 1, ... per user)."""
         return np.arange(self.indptr[-1]) - np.repeat(self.indptr[:-1], self.counts)
 
-    @property
+    @cached_property
     def liked_keys(self):
-        if self._liked_keys is None:
-            self._liked_keys = self.shifted_keys + self.within_user_index()
-        return self._liked_keys
+        return self.shifted_keys + self.within_user_index()
 
 
 def sorted_unique(values):
@@ -115,9 +112,7 @@ class ColdStartSampler(Sampler):
 
     def __init__(self, phases, datasets, distribution="uniform", alpha=1.0):
         self.logger = getLogger()
-        self._pools = {}
-        self._likes = {}
-        self._dislikes = {}
+        self._pools, self._likes, self._dislikes = {}, {}, {}
         n_users = datasets[0].user_num
         liked = []
         for phase, dataset in zip(phases, datasets):
@@ -254,25 +249,20 @@ class DeviceNegativeSampler:
         self.shifted_keys = put(likes.shifted_keys)
         self.liked_keys = None if cdf is None else put(likes.liked_keys)  # read by the popularity draw alone
         # users who liked every item of the split: known up front, so no per-batch check (and no device sync)
-        self.saturated = put(likes.counts >= self.pool_size)
+        saturated = likes.counts >= self.pool_size
+        self.saturated = put(saturated)
         self.dislikes = None
         if dislikes is not None and len(dislikes.values):
             self.dislikes = (put(dislikes.counts), put(dislikes.indptr[:-1]), put(dislikes.values))
-        saturated = likes.counts >= self.pool_size
-        # every draw is an item its user has not liked: uniform free draws, popularity draws that clash fall
-        # back to them; only a user who liked every item draws any (a dislike may also be a like: not assumed)
         self._any_saturated = bool(saturated.any())  # none (the usual case): no per-draw check
-        self._excludes_likes = not self._any_saturated and self.dislikes is None
+        # ``sample`` never returns an item its user liked (a dynamic sampler's scoring may then skip the estimation
+        # constraint, which only changes the score of a like): uniform free draws, popularity draws that clash fall
+        # back to them; only a user who liked every item draws any (a dislike may also be a like: not assumed)
+        self.excludes_likes = not self._any_saturated and self.dislikes is None
         if dislikes is not None:
-            saturated &= dislikes.counts == 0
+            saturated = saturated & (dislikes.counts == 0)  # not in place: self.saturated may share its memory
         if saturated.any():
             sampler._warn_saturated(np.flatnonzero(saturated))
-
-    @property
-    def excludes_likes(self):
-        """True when ``sample`` never returns an item its user liked (a dynamic sampler's scoring may then skip
-        the estimation constraint, which only changes the score of a like)."""
-        return self._excludes_likes
 
     def uniforms(self, n):
         return torch.rand(n, generator=self.generator, device=self.device, dtype=torch.float64)

@@ -24,9 +24,6 @@ class TokenIds(Mapping):
     def __getitem__(self, token):
         return self._table[token]
 
-    def __contains__(self, token):
-        return token in self._table
-
     def __iter__(self):
         return iter(self._table)
 

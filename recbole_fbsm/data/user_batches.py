@@ -138,16 +138,11 @@ def user_grouped(loader_class):
         def _index_sampler(self):
             if getattr(self, "_user_batches", None) is None:
                 users = self._dataset.inter_feat[self._dataset.uid_field].numpy()
-                owned = held_users(self.config, self._dataset.user_num)
-                if owned is not None:  # this rank's own users, alone
-                    self._user_batches = UserGroupedBatchSampler(
-                        users, self._whole_batch_step, self.generator, owned=owned
-                    )
-                else:
-                    rank, size = distributed.world()
-                    self._user_batches = UserGroupedBatchSampler(
-                        users, self._whole_batch_step, self.generator, rank, size
-                    )
+                owned = held_users(self.config, self._dataset.user_num)  # this rank's own users, alone
+                rank, size = distributed.world() if owned is None else (0, 1)
+                self._user_batches = UserGroupedBatchSampler(
+                    users, self._whole_batch_step, self.generator, rank, size, owned=owned
+                )
             return self._user_batches
 
         def _init_batch_size_and_step(self):

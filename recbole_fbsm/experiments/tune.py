@@ -1,18 +1,9 @@
-"""Hyperparameter search on validation, the RecBole way (``run_hyper.py``), on an Optuna study.
+"""Hyperparameter search on validation, the RecBole way (``run_hyper.py``; options: ``--help``, docs/tune.md).
 
-``python run_hyper.py --model=FBSM --dataset=citeulike-t [--params_file=FBSM.hyper] [--config_files=...]
-[--output_file=...] [--algo grid|tpe|random] [--max_evals=N] [--seeds 2020 2021 2022]
-[--storage=sqlite:///tune.db] [--study_name=NAME] [--pruner median|none] [--write [--properties-dir DIR]]
-[--key=value ...]``
-
-Every trial runs :func:`recbole_fbsm.quick_start.run` once per split seed (``seed = split_seed``):
-train, keep the best epoch on validation, test. Its score is the mean over the seeds of the best
-validation score (``valid_metric``); test results are stored and shown, never used to choose. Trials
-live in an Optuna study (``--storage``, any database URL Optuna accepts): an interrupted search resumes,
-and processes or machines started on one study share its trials (a grid point is run by one of them:
-Optuna's ``GridSampler``, with ``point_taken`` and ``requeue_lost_points``). The pruner sees the
-trainer's validation curve (``recbole_fbsm.training.trainer.validation_callback``) and stops trials that
-fall behind. ``python -m recbole_fbsm.experiments.tune`` is the same command.
+A trial runs :func:`recbole_fbsm.quick_start.run` once per split seed (``seed = split_seed``) and scores the mean
+best validation score (``valid_metric``); test results are shown, never used to choose. Trials live in an Optuna
+study (``--storage``): a search resumes, and processes on one study share its trials (a grid point is run by one of
+them). The pruner sees the trainer's validation curve (``training.trainer.validation_callback``).
 """
 
 from __future__ import annotations
@@ -36,6 +27,7 @@ from pathlib import Path
 import optuna
 import yaml
 from optuna.trial import TrialState
+from sqlalchemy.exc import IntegrityError, OperationalError  # comes with optuna
 
 from recbole_fbsm.arguments.hyper import ALGOS, DEFAULT_MAX_EVALS, parse_args
 from recbole_fbsm.config.cli import typed_command
@@ -107,26 +99,17 @@ class Search:
             {k: v for k, v in self.overrides.items() if k not in NEUTRAL_KEYS},
             self.data_sha256,
         )
-        return json.loads(
-            json.dumps(
-                {
-                    "model": self.model,
-                    "dataset": str(self.dataset),
-                    "seeds": self.seeds,
-                    "search_space": [p.line() for p in self.params],
-                    "valid_metric": self.valid_metric,
-                    "bigger": self.bigger,
-                    "config_files": fixed["config_files"],
-                    "overrides": fixed["overrides"],
-                    # the data's content and the release: a study on changed data is another study
-                    # (another default name)
-                    # (with every override: data_path says where the data is, though it does not change the trials)
-                    "data_sha256": fixed["data_sha256"],
-                    "package_version": fixed["package_version"],
-                },
-                default=str,
-            )
-        )
+        # the data's content and the release too: a study on changed data is another study (another default name)
+        signature = {
+            "model": self.model,
+            "dataset": str(self.dataset),
+            "seeds": self.seeds,
+            "search_space": [p.line() for p in self.params],
+            "valid_metric": self.valid_metric,
+            "bigger": self.bigger,
+            **{key: fixed[key] for key in ("config_files", "overrides", "data_sha256", "package_version")},
+        }
+        return json.loads(json.dumps(signature, default=str))
 
     def default_study_name(self):
         digest = hashlib.sha256(json.dumps(self.signature(), sort_keys=True).encode()).hexdigest()[:8]
@@ -151,15 +134,9 @@ def make_storage(url, attempts=5):
                     url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_S, grace_period=HEARTBEAT_GRACE_S
                 )
         except Exception as error:  # sqlalchemy's many errors for a bad URL, a missing driver or folder, a race
-            if attempt + 1 == attempts or not _is_database_error(error):
+            if attempt + 1 == attempts or not isinstance(error, (OperationalError, IntegrityError)):
                 raise ColdStartError(f"--storage {url!r}: cannot open it ({type(error).__name__}: {error})") from None
             time.sleep(0.5 + attempt)
-
-
-def _is_database_error(error):
-    import sqlalchemy.exc  # noqa: PLC0415 (comes with optuna)
-
-    return isinstance(error, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError))
 
 
 def open_study(search, storage, study_name, sampler, pruner):
@@ -282,15 +259,11 @@ def suggest(trial, param):
     )
 
 
-def _better(a, b, bigger):
-    return max(a, b) if bigger else min(a, b)
-
-
 class Objective:
     """One trial: the sampled settings, run once per seed; the pruner is fed after every validation."""
 
     def __init__(self, search, grid=False, log=print):
-        self.run, self.search, self.grid, self.log = run, search, grid, log
+        self.search, self.grid, self.log = search, grid, log
         self.skip = set()  # grid points that failed in this process: not retried by it
 
     def __call__(self, trial):
@@ -333,32 +306,24 @@ class Objective:
         return value
 
     def run_seed(self, trial, k, seed, settings, done):
-        bigger = self.search.bigger
+        search, bigger = self.search, self.search.bigger
         done_sum = sum(r["best_valid_score"] for r in done)
         state = {"validations": 0, "best": None}
 
         def report(score, result):
             score = float(score)
-            state["best"] = score if state["best"] is None else _better(state["best"], score, bigger)
+            state["best"] = score if state["best"] is None else (max if bigger else min)(state["best"], score)
             trial.report((done_sum + state["best"]) / (k + 1), k * SEED_STRIDE + state["validations"])
             state["validations"] += 1
             if trial.should_prune():
                 raise optuna.TrialPruned(f"validation {state['validations']} of seed {seed}")
 
-        config_dict = dict(QUIET_DEFAULTS)
-        config_dict.update(self.search.overrides)
-        config_dict.update(settings)
-        config_dict.update(seed=seed, split_seed=seed)
+        config_dict = {**QUIET_DEFAULTS, **search.overrides, **settings, "seed": seed, "split_seed": seed}
         start = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="run_hyper-") as scratch:
             config_dict.setdefault("checkpoint_dir", scratch)  # only to reload the best epoch for the test
             with validation_callback(report):
-                result = self.run(
-                    self.search.model,
-                    self.search.dataset,
-                    config_file_list=self.search.config_files,
-                    config_dict=config_dict,
-                )
+                result = run(search.model, search.dataset, search.config_files, config_dict)
         return {
             "seed": seed,
             "best_valid_score": float(result["best_valid_score"]),
@@ -370,17 +335,13 @@ class Objective:
         }
 
 
-def finished_trials(study):
-    return [t for t in study.get_trials(deepcopy=False) if t.state in DONE]
-
-
 def optimize(search, study, algo, max_evals, log=print):
     """Run trials in this process until the study holds ``max_evals`` finished trials (or the grid is
     done); other processes on the same study count towards it."""
     objective = Objective(search, algo == "grid", log)
     fail_lost_trials(study)
     for _ in range(max_evals):  # at most max_evals attempts in this process
-        if len(finished_trials(study)) >= max_evals:
+        if len(study.get_trials(deepcopy=False, states=DONE)) >= max_evals:
             break
         if algo == "grid" and not requeue_lost_points(study, search_space.grid_size(search.params), objective.skip):
             break
@@ -410,8 +371,9 @@ def params_text(settings):
     return ", ".join(f"{name}:{value}" for name, value in settings.items())
 
 
-def _result_text(results):
-    """RecBole's ``dict2str``, averaged over the seeds' results."""
+def _result_text(runs, key):
+    """RecBole's ``dict2str`` of the runs' ``key`` results, averaged over the seeds."""
+    results = [r[key] for r in runs]
     metrics = list(results[0]) if results else []
     mean = {m: round(statistics.mean(r[m] for r in results if m in r), 4) for m in metrics}
     return "    ".join(f"{m} : {v}" for m, v in mean.items())
@@ -487,14 +449,14 @@ def output_text(search, study):
         if trial.state == TrialState.COMPLETE:
             lines += [
                 "Valid result:",
-                _result_text([r["best_valid_result"] for r in runs]),
+                _result_text(runs, "best_valid_result"),
                 "Test result:",
-                _result_text([r["test_result"] for r in runs]),
+                _result_text(runs, "test_result"),
             ]
             for phase, key in (("Valid", "valid_result"), ("Test", "test_result")):  # the hybrid scenario's groups
                 for group in ("cold", "warm"):
                     if all(f"{key}_{group}" in r for r in runs):
-                        lines += [f"{phase} result, {group} items:", _result_text([r[f"{key}_{group}"] for r in runs])]
+                        lines += [f"{phase} result, {group} items:", _result_text(runs, f"{key}_{group}")]
             lines.append("")
         elif trial.state == TrialState.PRUNED:
             steps = trial.intermediate_values
@@ -529,26 +491,13 @@ def tied_best_trials(search, study):
     return tied if len(tied) > 1 else []
 
 
-def installed_location(path):
-    """True when ``path`` lies in an installed package's folder (site-packages, dist-packages, the interpreter's
-    library folders): a file written there changes every run of that environment and is lost on reinstall."""
-    resolved = Path(path).resolve()
-    if any(part in ("site-packages", "dist-packages") for part in resolved.parts):
-        return True
-    paths = sysconfig.get_paths()
-    for key in ("purelib", "platlib", "stdlib", "platstdlib"):
-        try:
-            resolved.relative_to(Path(paths[key]).resolve())
-            return True
-        except (KeyError, ValueError):
-            continue
-    return False
-
-
 def check_properties_dir(properties_dir):
     """The folder ``--write`` writes into (``properties_dir/dataset/DATASET/MODEL.yaml``), refused before the
-    search when it is inside an installed package."""
-    if installed_location(properties_dir):
+    search when it is inside an installed package (a file there changes every run of that environment and is lost on
+    reinstall): site-packages, dist-packages or the interpreter's library folders."""
+    resolved = Path(properties_dir).resolve()
+    libraries = [Path(folder).resolve() for key, folder in sysconfig.get_paths().items() if key.endswith("lib")]
+    if {"site-packages", "dist-packages"} & set(resolved.parts) or any(map(resolved.is_relative_to, libraries)):
         raise ColdStartError(
             f"--write: {Path(properties_dir).resolve()} is inside an installed package; tuned values are written to "
             "your own folder: run from your project folder (they go to ./properties/) or give --properties-dir DIR."
@@ -655,8 +604,8 @@ def _main(args, overrides, argv, prog):
     print(
         {
             "best_valid_score": round(best.value, 4),
-            "best_valid_result": _result_text([r["best_valid_result"] for r in runs]),
-            "test_result": _result_text([r["test_result"] for r in runs]),
+            "best_valid_result": _result_text(runs, "best_valid_result"),
+            "test_result": _result_text(runs, "test_result"),
         }
     )
     note = noise_note(search, study)

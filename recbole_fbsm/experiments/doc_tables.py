@@ -32,7 +32,7 @@ import re
 import sys
 from pathlib import Path
 
-from recbole_fbsm.experiments.report import load_records, mean_std
+from recbole_fbsm.experiments.report import HYBRID_GROUPS, load_records, markdown_table, mean_std, metric_label
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC_FILES = ("README.md", "docs/*.md")
@@ -40,26 +40,11 @@ BLOCK = re.compile(
     r"(?P<open><!-- results-table: (?P<spec>[^\n]*?) -->\n)(?P<body>.*?)(?P<close><!-- end results-table -->)",
     re.S,
 )
-GROUPS = ("all", "cold", "warm")  # the hybrid scenario's: all items, cold items alone, warm items alone
 MAX_OF = re.compile(r"^max\((?P<models>[^()]+)\)$")
-METRIC_NAMES = {
-    "recall": "Recall",
-    "ndcg": "NDCG",
-    "precision": "Precision",
-    "hit": "Hit",
-    "mrr": "MRR",
-    "rec": "Rec",
-    "dcg": "DCG",
-}
 
 
 class TableError(ValueError):
     """A marker that cannot be rendered: a bad spec, a missing folder, a model or metric without records."""
-
-
-def metric_label(metric):
-    name, _, k = metric.partition("@")
-    return f"{METRIC_NAMES.get(name, name)}@{k}" if k else METRIC_NAMES.get(name, name)
 
 
 def parse_spec(spec):
@@ -124,11 +109,11 @@ def _mean_std(values):
 def _split_group(column):
     """(group or None, rest) of a column: ``cold:recall@20`` -> ("cold", "recall@20")."""
     group, colon, rest = column.partition(":")
-    if colon and group in GROUPS:
+    if colon and group in HYBRID_GROUPS:
         return group, rest
     if colon:
         raise TableError(
-            f"results-table column '{column}': expected GROUP:COLUMN with GROUP one of {', '.join(GROUPS)}"
+            f"results-table column '{column}': expected GROUP:COLUMN with GROUP one of {', '.join(HYBRID_GROUPS)}"
         )
     return None, column
 
@@ -217,15 +202,15 @@ def render_table(spec, root=ROOT):
     def bold(text, on):
         return f"**{text}**" if on else text
 
-    lines = [
-        "| model | " + " | ".join(bold(_header(c, valid_metric), b) for c, b in columns) + " |",
-        "|---|" + "---:|" * len(columns),
+    header = ["model", *(bold(_header(c, valid_metric), b) for c, b in columns)]
+    rows = [
+        [
+            _row_label(model, _runs_of(by_model, folder, model), own_overrides),
+            *(bold(_cell(by_model, folder, model, c, valid_metric), b) for c, b in columns),
+        ]
+        for model in models
     ]
-    for model in models:
-        label = _row_label(model, _runs_of(by_model, folder, model), own_overrides)
-        cells = [bold(_cell(by_model, folder, model, c, valid_metric), b) for c, b in columns]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(markdown_table(header, rows)) + "\n"
 
 
 def render_text(text, root=ROOT):

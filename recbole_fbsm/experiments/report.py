@@ -92,9 +92,7 @@ def summarise(records, models_first=()):
 # failures), each part a few lines that read in the order the file shows them
 def build_table(rows, settings, command=None, resume=None):
     ok_records = [r for row in rows for r in row["ok"]]
-    metrics = []
-    for record in ok_records:
-        metrics += [k for k in record.get("test_result", {}) if k not in metrics]
+    metrics = list(dict.fromkeys(k for record in ok_records for k in record.get("test_result", {})))
     valid_metrics = {r.get("valid_metric") for r in ok_records}
     same_valid = len(valid_metrics) == 1 and None not in valid_metrics
     valid_header = f"valid {valid_metrics.copy().pop()}" if same_valid else "valid score"
@@ -233,10 +231,7 @@ def chart_figure(rows, dataset):
     rows = [row for row in rows if row["ok"]]
     if not rows:
         return None
-    available = []
-    for row in rows:
-        for record in row["ok"]:
-            available += [k for k in record["test_result"] if k not in available]
+    available = list(dict.fromkeys(k for row in rows for record in row["ok"] for k in record["test_result"]))
     metrics = [m for m in CHART_METRICS if m in available] or available[:2]
     if not metrics:
         return None
@@ -283,9 +278,7 @@ def property_file_lines(rows):
     """Per model, the plugin's property files its runs loaded (before your config files and overrides)."""
     lines = []
     for row in rows:
-        loaded = []
-        for record in row["ok"]:
-            loaded += [p for p in record.get("property_files") or [] if p not in loaded]
+        loaded = dict.fromkeys(p for record in row["ok"] for p in record.get("property_files") or [])
         if loaded:
             lines.append(f"- {row['model']}: " + ", ".join(f"`{p}`" for p in loaded))
     if not lines:

@@ -27,6 +27,7 @@ from pathlib import Path
 import optuna
 import yaml
 from optuna.trial import TrialState
+from recbole.utils import dict2str
 from sqlalchemy.exc import IntegrityError, OperationalError  # comes with optuna
 
 from recbole_fbsm.arguments.hyper import ALGOS, DEFAULT_MAX_EVALS, parse_args
@@ -78,12 +79,7 @@ class Search:
         for param in self.params:  # every searched value a setting accepts, before any trial runs
             for value in param.examples():
                 check_user_settings(config_dict={param.name: value}, source=source)
-        config = ColdStartConfig(
-            model=model,
-            dataset=dataset,
-            config_file_list=self.config_files,
-            config_dict={**QUIET_DEFAULTS, **self.overrides},
-        )
+        config = ColdStartConfig(model, dataset, self.config_files, {**QUIET_DEFAULTS, **self.overrides})
         self.valid_metric = str(config["valid_metric"]).lower()
         self.bigger = bool(config["valid_metric_bigger"])
         self.data_sha256 = data_fingerprint(config)["sha256"]  # the files its trials read
@@ -93,12 +89,8 @@ class Search:
 
     def signature(self):
         """Everything that makes two trials comparable; stored in the study, checked when it is reused."""
-        fixed = settings_of(
-            self.dataset,
-            self.config_files,
-            {k: v for k, v in self.overrides.items() if k not in NEUTRAL_KEYS},
-            self.data_sha256,
-        )
+        overrides = {k: v for k, v in self.overrides.items() if k not in NEUTRAL_KEYS}
+        fixed = settings_of(self.dataset, self.config_files, overrides, self.data_sha256)
         # the data's content and the release too: a study on changed data is another study (another default name)
         signature = {
             "model": self.model,
@@ -375,8 +367,7 @@ def _result_text(runs, key):
     """RecBole's ``dict2str`` of the runs' ``key`` results, averaged over the seeds."""
     results = [r[key] for r in runs]
     metrics = list(results[0]) if results else []
-    mean = {m: round(statistics.mean(r[m] for r in results if m in r), 4) for m in metrics}
-    return "    ".join(f"{m} : {v}" for m, v in mean.items())
+    return dict2str({m: round(statistics.mean(r[m] for r in results if m in r), 4) for m in metrics})
 
 
 def best_trial(study):
@@ -481,16 +472,6 @@ def _config_value(value):
     return value
 
 
-def tied_best_trials(search, study):
-    """The finished trials whose score equals the best one exactly (the best among them), or [] when one trial
-    leads: on a tie the grid has no winner, and a file "chosen by validation" would be the first tried."""
-    best = best_trial(study)
-    if best is None:
-        return []
-    tied = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value == best.value]
-    return tied if len(tied) > 1 else []
-
-
 def check_properties_dir(properties_dir):
     """The folder ``--write`` writes into (``properties_dir/dataset/DATASET/MODEL.yaml``), refused before the
     search when it is inside an installed package (a file there changes every run of that environment and is lost on
@@ -499,7 +480,7 @@ def check_properties_dir(properties_dir):
     libraries = [Path(folder).resolve() for key, folder in sysconfig.get_paths().items() if key.endswith("lib")]
     if {"site-packages", "dist-packages"} & set(resolved.parts) or any(map(resolved.is_relative_to, libraries)):
         raise ColdStartError(
-            f"--write: {Path(properties_dir).resolve()} is inside an installed package; tuned values are written to "
+            f"--write: {resolved} is inside an installed package; tuned values are written to "
             "your own folder: run from your project folder (they go to ./properties/) or give --properties-dir DIR."
         )
     return Path(properties_dir)
@@ -526,9 +507,10 @@ def write_tuned(search, best, command, properties_dir=LOCAL_PROPERTIES_DIR):
 
 
 def report_write(search, study, best, command, properties_dir):
-    """``--write``: the winner's file and where it was written, or why nothing was (a tie)."""
-    tied = tied_best_trials(search, study)
-    if tied:
+    """``--write``: the winner's file and where it was written, or why nothing was: on a tie at the best score the
+    search has no winner, and a file "chosen by validation" would hold the first one tried."""
+    tied = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value == best.value]
+    if len(tied) > 1:
         shown = "; ".join(
             f"trial {t.number}: {params_text(search_space.settings_of_trial(search.params, t.params))}"
             for t in tied[:5]

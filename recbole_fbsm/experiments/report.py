@@ -131,15 +131,8 @@ def build_table(rows, settings, command=None, resume=None):
     if groups != (None,) and COLD_RATIO_BASELINE in baselines:
         ratios.append(("cold", COLD_RATIO_BASELINE))
     ratio_headers = [f"{_column_label(ratio_metric, g)} / {b}" for g, b in ratios]
-    header = [
-        "model",
-        "splits",
-        valid_header,
-        *(_column_label(m, g) for m, g in columns),
-        *ratio_headers,
-        "time (s)",
-        "status",
-    ]
+    metric_headers = [_column_label(m, g) for m, g in columns]
+    header = ["model", "splits", valid_header, *metric_headers, *ratio_headers, "time (s)", "status"]
     ratio_rows = [(g, next(r for r in rows if r["model"] == b)) for g, b in ratios]
     cells = [_table_row(row, columns, same_valid, ratio_rows, ratio_metric) for row in rows]
     lines += markdown_table(header, cells, text_columns=(0, -1))
@@ -244,13 +237,10 @@ def chart_figure(rows, dataset):
     width = 0.8 / len(bars)
     n_splits = set()
     for k, (metric, group) in enumerate(bars):
-        means, stds = [], []
-        for row in rows:
-            values = [group_result(r, group)[metric] for r in row["ok"] if metric in group_result(r, group)]
-            n_splits.add(len(values))
-            mean, std = mean_std(values) if values else (0.0, 0.0)
-            means.append(mean)
-            stds.append(std)
+        results = [[group_result(r, group) for r in row["ok"]] for row in rows]
+        values = [[result[metric] for result in row if metric in result] for row in results]
+        n_splits.update(map(len, values))
+        means, stds = zip(*(mean_std(v) if v else (0.0, 0.0) for v in values))
         positions = [i + (k - (len(bars) - 1) / 2) * width for i in range(len(rows))]
         label = metric_label(metric) + ("" if group is None else f" {group}")
         axes.bar(positions, means, width, yerr=stds, capsize=3, label=label)

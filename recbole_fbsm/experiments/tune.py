@@ -300,15 +300,14 @@ class Objective:
     def run_seed(self, trial, k, seed, settings, done):
         search, bigger = self.search, self.search.bigger
         done_sum = sum(r["best_valid_score"] for r in done)
-        state = {"validations": 0, "best": None}
+        scores = []  # this seed's validation scores so far
 
         def report(score, result):
-            score = float(score)
-            state["best"] = score if state["best"] is None else (max if bigger else min)(state["best"], score)
-            trial.report((done_sum + state["best"]) / (k + 1), k * SEED_STRIDE + state["validations"])
-            state["validations"] += 1
+            scores.append(float(score))
+            best = max(scores) if bigger else min(scores)
+            trial.report((done_sum + best) / (k + 1), k * SEED_STRIDE + len(scores) - 1)
             if trial.should_prune():
-                raise optuna.TrialPruned(f"validation {state['validations']} of seed {seed}")
+                raise optuna.TrialPruned(f"validation {len(scores)} of seed {seed}")
 
         config_dict = {**QUIET_DEFAULTS, **search.overrides, **settings, "seed": seed, "split_seed": seed}
         start = time.perf_counter()

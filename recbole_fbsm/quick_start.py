@@ -220,10 +220,14 @@ def hybrid_group_results(trainer, test_result):
 
 
 def write_outputs(config, result, loaders, given, start, model=None, log_file=None, extra=None):
-    """The run's one writer, once it is tested: the artifact beside the kept checkpoint (``.fbsm``, for the models
-    built from item features), then the JSON record beside the log (``result["record"]``, ``result["result_file"]``).
-    ``given``: the run's (config_file_list, config_dict); the data's fingerprint is the one its dataset computed
-    when it read the files (``data.create_dataset``); ``extra``: fields the record adds (the blend's)."""
+    """The run's one writer, once it is tested (rank 0 of a data-parallel run): the artifact beside the kept
+    checkpoint (``.fbsm``, for the models built from item features), then the JSON record beside the log
+    (``result["record"]``, ``result["result_file"]``). ``given``: the run's (config_file_list, config_dict); the
+    data's fingerprint is the one its dataset computed when it read the files; ``extra``: the blend's fields."""
+    if distributed.is_distributed(config):
+        result["world_size"] = config["world_size"]
+    if not distributed.is_main_process():
+        return result
     logger = getLogger()
     train_dataset, valid_dataset, test_dataset = (loader._dataset for loader in loaders)
     checkpoint = result["saved_model_file"]
@@ -268,133 +272,113 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
     with the weight w of ``BLEND_WEIGHTS`` that is best on validation (``valid_metric`` on ``hybrid_valid_group``;
     the first of equal ones), then tested once with that weight."""
     start = time.perf_counter()
-    threads_before = torch.get_num_threads()
     settings = dict(config_dict or {})
-    try:
-        probe = ColdStartConfig(model="BPR", dataset=dataset, config_file_list=config_file_list, config_dict=settings)
-        names = {part: str(setting(probe, part)) for part in ("warm_model", "content_model")}
-        if not probe.hybrid:
-            raise ColdStartError(
-                "model HybridBlend blends a warm model with a content model over warm and cold items: "
-                "it needs cold_start_scenario: hybrid."
-            )
-        _, warm_model, warm_trainer, warm_loaders = _trained(
-            names["warm_model"], dataset, config_file_list, settings, saved
+    probe = ColdStartConfig(model="BPR", dataset=dataset, config_file_list=config_file_list, config_dict=settings)
+    names = {part: str(setting(probe, part)) for part in ("warm_model", "content_model")}
+    if not probe.hybrid:
+        raise ColdStartError(
+            "model HybridBlend blends a warm model with a content model over warm and cold items: "
+            "it needs cold_start_scenario: hybrid."
         )
-        config, content_model, trainer, loaders = _trained(
-            names["content_model"], dataset, config_file_list, settings, saved
-        )
-        train_data, valid_data, test_data = loaders
-        parts = {}  # each model alone on the test split, beside the blend (the same split, the same training)
-        for part, part_trainer, part_test in (
-            ("warm_model", warm_trainer, warm_loaders[2]),
-            ("content_model", trainer, test_data),
-        ):
-            alone = part_trainer.evaluate(part_test, load_best_model=False)
-            parts[f"{part}_test_result"] = {
-                "all": plain(alone),
-                **{name: plain(groups) for name, groups in part_trainer.group_results.items()},
-            }
-        blend = HybridBlend(config, train_data._dataset, warm_model, content_model).to(config["device"])
-        trainer.model = blend
-        group = str(setting(config, "hybrid_valid_group"))
-        searched = {}
-        for weight in BLEND_WEIGHTS:
-            blend.weight = weight
-            result = trainer.evaluate(valid_data, load_best_model=False)
-            groups = {"all": result, **trainer.group_results}
-            searched[weight] = (
-                float(groups[group].get(trainer.valid_metric, 0.0)),
-                result,
-                dict(trainer.group_results),
-            )
-        best = max(BLEND_WEIGHTS, key=lambda w: (searched[w][0], -BLEND_WEIGHTS.index(w)))
-        blend.weight = best
-        test_result = trainer.evaluate(test_data, load_best_model=False)
-        trainer.valid_group_history, trainer.kept_epoch = {best: searched[best][2]}, best
-        blended = {
-            "blend_weight": best,
-            "warm_model": names["warm_model"],
-            "content_model": names["content_model"],
-            "blend_search": {str(w): searched[w][0] for w in BLEND_WEIGHTS},
+    given = (dataset, config_file_list, settings, saved)
+    _, warm_model, warm_trainer, warm_loaders = _trained(names["warm_model"], *given)
+    config, content_model, trainer, loaders = _trained(names["content_model"], *given)
+    train_data, valid_data, test_data = loaders
+    parts = {}  # each model alone on the test split, beside the blend (the same split, the same training)
+    for part, part_trainer, part_test in (
+        ("warm_model", warm_trainer, warm_loaders[2]),
+        ("content_model", trainer, test_data),
+    ):
+        alone = part_trainer.evaluate(part_test, load_best_model=False)
+        parts[f"{part}_test_result"] = {
+            "all": plain(alone),
+            **{name: plain(groups) for name, groups in part_trainer.group_results.items()},
         }
-        result = {
-            "best_valid_score": searched[best][0],
-            "valid_score_bigger": True,
-            "best_valid_result": plain(searched[best][1]),
-            "test_result": plain(test_result),
-            "saved_model_file": None,
-            "artifact_file": None,
-            "eval_user_sample": config["eval_user_sample"],
-            **blended,
-            **hybrid_group_results(trainer, test_result),
-            **parts,
-        }
-        getLogger().info(
-            f"HybridBlend: w = {best} of {list(BLEND_WEIGHTS)} on valid {group} {trainer.valid_metric} "
-            f"({searched[best][0]:.4f})",
-            extra=on_console(),
-        )
-        if distributed.is_distributed(config):
-            result["world_size"] = config["world_size"]
-        if not distributed.is_main_process():
-            return result
-        config["model"] = "HybridBlend"
-        given = (config_file_list, config_dict)
-        return write_outputs(config, result, loaders, given, start, extra={**blended, **parts})
-    finally:
-        end_run_log()
-        torch.set_num_threads(threads_before)
+    blend = HybridBlend(config, train_data._dataset, warm_model, content_model).to(config["device"])
+    trainer.model = blend
+    group = str(setting(config, "hybrid_valid_group"))
+    searched = {}
+    for weight in BLEND_WEIGHTS:
+        blend.weight = weight
+        result = trainer.evaluate(valid_data, load_best_model=False)
+        groups = {"all": result, **trainer.group_results}
+        searched[weight] = (float(groups[group].get(trainer.valid_metric, 0.0)), result, dict(trainer.group_results))
+    best = max(BLEND_WEIGHTS, key=lambda w: (searched[w][0], -BLEND_WEIGHTS.index(w)))
+    blend.weight = best
+    test_result = trainer.evaluate(test_data, load_best_model=False)
+    trainer.valid_group_history, trainer.kept_epoch = {best: searched[best][2]}, best
+    blended = {
+        "blend_weight": best,
+        "warm_model": names["warm_model"],
+        "content_model": names["content_model"],
+        "blend_search": {str(w): searched[w][0] for w in BLEND_WEIGHTS},
+    }
+    result = {
+        "best_valid_score": searched[best][0],
+        "valid_score_bigger": True,
+        "best_valid_result": plain(searched[best][1]),
+        "test_result": plain(test_result),
+        "saved_model_file": None,
+        "artifact_file": None,
+        "eval_user_sample": config["eval_user_sample"],
+        **blended,
+        **hybrid_group_results(trainer, test_result),
+        **parts,
+    }
+    getLogger().info(
+        f"HybridBlend: w = {best} of {list(BLEND_WEIGHTS)} on valid {group} {trainer.valid_metric} "
+        f"({searched[best][0]:.4f})",
+        extra=on_console(),
+    )
+    config["model"] = "HybridBlend"
+    return write_outputs(config, result, loaders, (config_file_list, config_dict), start, extra={**blended, **parts})
 
 
 def _run_model(model, dataset, config_file_list=None, config_dict=None, saved=True):
-    """One run (of one process): HybridBlend's two models and their blend, or any other model."""
-    if model == "HybridBlend":
-        return run_blend(dataset, config_file_list, config_dict, saved)
-    return _run_one(model, dataset, config_file_list, config_dict, saved)
-
-
-def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
-    """One run in one pass: prepare, fit, test, then ``write_outputs`` (rank 0 of a data-parallel run)."""
-    start = time.perf_counter()
-    threads_before = torch.get_num_threads()  # the caller's count comes back after the run (runtime.threads)
+    """One run (of one process): HybridBlend's two models and their blend, or any other model. The caller's thread
+    count comes back after the run (runtime.threads)."""
+    threads_before = torch.get_num_threads()
     try:
-        config, model, (train_data, valid_data, test_data) = prepare(model, dataset, config_file_list, config_dict)
-        logger = getLogger()
-        trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
-        best_valid_score, best_valid_result = trainer.fit(
-            train_data, valid_data, saved=saved, show_progress=config["show_progress"]
-        )
-        test_result = trainer.evaluate(test_data, load_best_model=saved, show_progress=config["show_progress"])
-        logger.info(set_color("best valid ", "yellow") + f": {best_valid_result}", extra=on_console(False))
-        logger.info(set_color("test result", "yellow") + f": {test_result}", extra=on_console(False))
-        result = {  # plain Python numbers: {'recall@10': 0.0971}, not OrderedDict of np.float64
-            "best_valid_score": plain(best_valid_score),
-            "valid_score_bigger": config["valid_metric_bigger"],
-            "best_valid_result": plain(best_valid_result),
-            "test_result": plain(test_result),
-            "saved_model_file": trainer.saved_model_file if saved else None,
-            "eval_user_sample": config["eval_user_sample"],
-            # which epoch was kept on validation (-1: the untrained start) and what it gained over that start
-            "best_epoch": trainer.kept_epoch,
-            "start_valid_score": trainer.start_valid_score,
-            "kept_summary": trainer.kept_summary() if valid_data else None,
-            "artifact_file": None,
-        }
-        # the kept epoch -1 is the untrained start: for FBSM and UFSM a fixed similarity, said in words
-        describe = getattr(config.model_class, "untrained_start", None)
-        result["untrained_start"] = describe(config) if describe is not None and result["best_epoch"] == -1 else None
-        if config.hybrid:  # the "all" group is test_result / best_valid_result; the groups beside it
-            result.update(hybrid_group_results(trainer, test_result))
-        if distributed.is_distributed(config):
-            result["world_size"] = config["world_size"]
-        if not distributed.is_main_process():
-            return result
-        loaders, given = (train_data, valid_data, test_data), (config_file_list, config_dict)
-        return write_outputs(config, result, loaders, given, start, model, last_run_log_file())
+        if model == "HybridBlend":
+            return run_blend(dataset, config_file_list, config_dict, saved)
+        return _run_one(model, dataset, config_file_list, config_dict, saved)
     finally:
         end_run_log()
         torch.set_num_threads(threads_before)
+
+
+def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
+    """One run in one pass: prepare, fit, test, then ``write_outputs``."""
+    start = time.perf_counter()
+    config, model, (train_data, valid_data, test_data) = prepare(model, dataset, config_file_list, config_dict)
+    logger = getLogger()
+    trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
+    best_valid_score, best_valid_result = trainer.fit(
+        train_data, valid_data, saved=saved, show_progress=config["show_progress"]
+    )
+    test_result = trainer.evaluate(test_data, load_best_model=saved, show_progress=config["show_progress"])
+    logger.info(set_color("best valid ", "yellow") + f": {best_valid_result}", extra=on_console(False))
+    logger.info(set_color("test result", "yellow") + f": {test_result}", extra=on_console(False))
+    # the kept epoch -1 is the untrained start: for FBSM and UFSM a fixed similarity, said in words
+    describe = getattr(config.model_class, "untrained_start", None)
+    result = {  # plain Python numbers: {'recall@10': 0.0971}, not OrderedDict of np.float64
+        "best_valid_score": plain(best_valid_score),
+        "valid_score_bigger": config["valid_metric_bigger"],
+        "best_valid_result": plain(best_valid_result),
+        "test_result": plain(test_result),
+        "saved_model_file": trainer.saved_model_file if saved else None,
+        "eval_user_sample": config["eval_user_sample"],
+        # which epoch was kept on validation (-1: the untrained start) and what it gained over that start
+        "best_epoch": trainer.kept_epoch,
+        "start_valid_score": trainer.start_valid_score,
+        "kept_summary": trainer.kept_summary() if valid_data else None,
+        "artifact_file": None,
+        "untrained_start": describe(config) if describe is not None and trainer.kept_epoch == -1 else None,
+    }
+    if config.hybrid:  # the "all" group is test_result / best_valid_result; the groups beside it
+        result.update(hybrid_group_results(trainer, test_result))
+    loaders, given = (train_data, valid_data, test_data), (config_file_list, config_dict)
+    return write_outputs(config, result, loaders, given, start, model, last_run_log_file())
 
 
 def planned_settings(model, dataset, config_file_list=None, overrides=None):

@@ -1,20 +1,16 @@
 """Compare models on one dataset over the same item splits: one command, a markdown table and a chart.
 
-``recbole-fbsm compare --dataset=ml-100k --models FBSM CoSim Pop --seeds 2020 2021 --results results/x
-[--config_files "a.yaml b.yaml"] [--key=value ...]``
-
-Every (model, seed) pair is one call of :func:`recbole_fbsm.quick_start.run` in this process, with the
-model's own property file (``properties/model/NAME.yaml``), the given config files and ``--key=value``
-overrides, and ``seed = split_seed = SEED``: every model sees the same item split for a given seed.
-Each finished pair is stored as ``<results>/<MODEL>-<SEED>.json`` (written to a temporary file, then
-renamed); a later call with the same ``--results`` and the same settings skips the pairs already done.
-``table.md`` and ``chart.png`` are rebuilt from every JSON file of the folder at the end.
+Every (model, seed) pair is one call of :func:`recbole_fbsm.quick_start.run` in this process with
+``seed = split_seed = SEED`` (every model sees the same item split for a given seed), stored as
+``<results>/<MODEL>-<SEED>.json``; a later call with the same ``--results`` and settings skips the pairs done.
+``table.md`` and ``chart.png`` are rebuilt from every JSON file of the folder at the end (``report``).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import sys
 import time
 import traceback
@@ -36,30 +32,25 @@ QUIET_DEFAULTS = {"state": "WARNING", "show_progress": False}
 CHECKPOINT_SUBDIR = "saved"
 
 
-# ------------------------------------------------------------------------------------ command line
-# (the options: recbole_fbsm.arguments.compare, light, so that --help answers before torch loads)
 def default_results_dir(dataset):
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(dataset)).name) or "dataset"
     return Path("results") / f"{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
-# ----------------------------------------------------------------------------------------- records
-def record_path(results_dir, model, seed):
-    return Path(results_dir) / f"{model}-{seed}.json"
-
-
-# ------------------------------------------------------------------------------------------ running
 def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings, raise_setting_errors=False):
     """One call of run(); returns the record (status ok or failed). With ``raise_setting_errors`` a
     ColdStartError (bad dataset or setting) propagates instead of being recorded."""
-    config_dict = dict(QUIET_DEFAULTS)
-    config_dict["checkpoint_dir"] = str(Path(results_dir) / CHECKPOINT_SUBDIR)
-    config_dict.update(overrides or {})
-    config_dict.update(seed=seed, split_seed=seed)
+    config_dict = {
+        **QUIET_DEFAULTS,
+        "checkpoint_dir": str(Path(results_dir) / CHECKPOINT_SUBDIR),
+        **(overrides or {}),
+        "seed": seed,
+        "split_seed": seed,
+    }
     record = {"model": model, "seed": seed, "split_seed": seed, "settings": settings}
     start = time.perf_counter()
     try:
-        result = run(model, dataset, config_file_list=config_file_list, config_dict=dict(config_dict))
+        result = run(model, dataset, config_file_list=config_file_list, config_dict=config_dict)
     except Exception as error:  # recorded; the comparison goes on with the other models
         if raise_setting_errors and isinstance(error, ColdStartError):
             raise
@@ -129,7 +120,7 @@ def compare(
     width = max(len(m) for m in models)
     for index, (model, seed) in enumerate(pairs, 1):
         prefix = f"[{index}/{len(pairs)}] {model:<{width}} seed {seed}"
-        path = record_path(results_dir, model, seed)
+        path = results_dir / f"{model}-{seed}.json"
         if _reusable(read_record(path), settings, prefix, log):
             skipped.append((model, seed))
             continue
@@ -139,8 +130,8 @@ def compare(
                 model, dataset, seed, results_dir, config_file_list, overrides, settings, raise_setting_errors=first_run
             )
         except ColdStartError:
-            if created:
-                _remove_empty_tree(results_dir)
+            if created and not any(found.is_file() for found in results_dir.rglob("*")):
+                shutil.rmtree(results_dir)  # only the empty folders this call made
             raise
         first_run = False
         write_record(path, record)
@@ -170,24 +161,6 @@ def _reusable(old, settings, prefix, log):
     return False
 
 
-def _remove_empty_tree(folder):
-    """Remove ``folder`` if it holds nothing but empty folders (only what this call created)."""
-    folder = Path(folder)
-    for sub in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-        if sub.is_dir():
-            try:
-                sub.rmdir()
-            except OSError:
-                return
-        else:
-            return
-    try:
-        folder.rmdir()
-    except OSError:
-        pass
-
-
-# -------------------------------------------------------------------------------------------- main
 def main(argv=None, prog="recbole-fbsm compare"):
     argv = sys.argv[1:] if argv is None else list(argv)
     args, overrides = parse_args(argv, prog)
@@ -201,14 +174,7 @@ def main(argv=None, prog="recbole-fbsm compare"):
         warnings.simplefilter("ignore", DeprecationWarning)
         try:
             report = compare(
-                args.models,
-                args.dataset,
-                args.seeds,
-                results_dir,
-                config_files,
-                overrides,
-                command=command,
-                resume=resume,
+                args.models, args.dataset, args.seeds, results_dir, config_files, overrides, command, resume=resume
             )
         except ColdStartError as error:
             print(f"error: {error}", file=sys.stderr)
@@ -216,10 +182,7 @@ def main(argv=None, prog="recbole-fbsm compare"):
         except KeyboardInterrupt:
             print(f"\ninterrupted: run the same command with --results={results_dir} to resume", file=sys.stderr)
             return 130
-    print()
-    print(report["markdown"], end="")
-    print()
-    print(f"table: {report['table']}")
+    print(f"\n{report['markdown']}\ntable: {report['table']}")
     if report["chart"] is not None:
         print(f"chart: {report['chart']}")
     print(

@@ -32,7 +32,7 @@ import re
 import sys
 from pathlib import Path
 
-from recbole_fbsm.experiments.report import load_records, mean_std
+from recbole_fbsm.experiments import report
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC_FILES = ("README.md", "docs/*.md")
@@ -40,26 +40,11 @@ BLOCK = re.compile(
     r"(?P<open><!-- results-table: (?P<spec>[^\n]*?) -->\n)(?P<body>.*?)(?P<close><!-- end results-table -->)",
     re.S,
 )
-GROUPS = ("all", "cold", "warm")  # the hybrid scenario's: all items, cold items alone, warm items alone
 MAX_OF = re.compile(r"^max\((?P<models>[^()]+)\)$")
-METRIC_NAMES = {
-    "recall": "Recall",
-    "ndcg": "NDCG",
-    "precision": "Precision",
-    "hit": "Hit",
-    "mrr": "MRR",
-    "rec": "Rec",
-    "dcg": "DCG",
-}
 
 
 class TableError(ValueError):
     """A marker that cannot be rendered: a bad spec, a missing folder, a model or metric without records."""
-
-
-def metric_label(metric):
-    name, _, k = metric.partition("@")
-    return f"{METRIC_NAMES.get(name, name)}@{k}" if k else METRIC_NAMES.get(name, name)
 
 
 def parse_spec(spec):
@@ -75,12 +60,11 @@ def parse_spec(spec):
 
 
 def _records_by_model(folder):
-    records = [r for r in load_records(folder) if r.get("status") == "ok"]
-    if not records:
+    """{model: {seed: record}} of the folder's finished runs."""
+    rows = report.summarise(report.load_records(folder))
+    by_model = {row["model"]: {r["seed"]: r for r in row["ok"]} for row in rows if row["ok"]}
+    if not by_model:
         raise TableError(f"results-table: no finished run records in {folder}")
-    by_model = {}
-    for record in records:
-        by_model.setdefault(record["model"], {})[record["seed"]] = record
     return by_model
 
 
@@ -117,18 +101,19 @@ def _mean_std(values):
     """mean ± sample std over the splits; a single split's value alone (a std of one value would read as 0)."""
     if len(values) == 1:
         return f"{float(values[0]):.4f}"
-    mean, std = mean_std(values)
+    mean, std = report.mean_std(values)
     return f"{mean:.4f} ± {std:.4f}"
 
 
 def _split_group(column):
     """(group or None, rest) of a column: ``cold:recall@20`` -> ("cold", "recall@20")."""
     group, colon, rest = column.partition(":")
-    if colon and group in GROUPS:
+    if colon and group in report.HYBRID_GROUPS:
         return group, rest
     if colon:
         raise TableError(
-            f"results-table column '{column}': expected GROUP:COLUMN with GROUP one of {', '.join(GROUPS)}"
+            f"results-table column '{column}': expected GROUP:COLUMN with GROUP one of "
+            + ", ".join(report.HYBRID_GROUPS)
         )
     return None, column
 
@@ -155,12 +140,12 @@ def _header(column, valid_metric):
     group, column = _split_group(column)
     suffix = f" {group}" if group else ""
     if column == "valid":
-        return f"valid {metric_label(valid_metric)}"
+        return f"valid {report.metric_label(valid_metric)}"
     if column.startswith("/"):
         return f"/ {column[1:]}{suffix} (per split)"
     if column in ("s/run", "splits"):
         return column
-    return (f"test {metric_label(column)}" if column == valid_metric else metric_label(column)) + suffix
+    return (f"test {report.metric_label(column)}" if column == valid_metric else report.metric_label(column)) + suffix
 
 
 def _runs_of(by_model, folder, model):
@@ -217,15 +202,15 @@ def render_table(spec, root=ROOT):
     def bold(text, on):
         return f"**{text}**" if on else text
 
-    lines = [
-        "| model | " + " | ".join(bold(_header(c, valid_metric), b) for c, b in columns) + " |",
-        "|---|" + "---:|" * len(columns),
+    header = ["model", *(bold(_header(c, valid_metric), b) for c, b in columns)]
+    rows = [
+        [
+            _row_label(model, _runs_of(by_model, folder, model), own_overrides),
+            *(bold(_cell(by_model, folder, model, c, valid_metric), b) for c, b in columns),
+        ]
+        for model in models
     ]
-    for model in models:
-        label = _row_label(model, _runs_of(by_model, folder, model), own_overrides)
-        cells = [bold(_cell(by_model, folder, model, c, valid_metric), b) for c, b in columns]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(report.markdown_table(header, rows)) + "\n"
 
 
 def render_text(text, root=ROOT):

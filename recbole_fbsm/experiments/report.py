@@ -1,7 +1,8 @@
 """The report of a comparison: the markdown table (mean ± std over splits, ratios to the strongest simple
 baseline and to CoSim) and the chart, rebuilt from a results folder's JSON records."""
 
-import math
+import io
+import statistics
 from pathlib import Path
 
 from recbole_fbsm.storage.run_records import read_record
@@ -18,25 +19,26 @@ HYBRID_GROUPS = ("all", "cold", "warm")
 TABLE_FILE = "table.md"
 CHART_FILE = "chart.png"
 ERROR_CHARS_IN_TABLE = 160
+METRIC_NAMES = {
+    "recall": "Recall",
+    "ndcg": "NDCG",
+    "precision": "Precision",
+    "hit": "Hit",
+    "mrr": "MRR",
+    "rec": "Rec",
+    "dcg": "DCG",
+}
 
 
 def load_records(results_dir):
     """Every result record of the folder (unreadable or foreign JSON files are left out)."""
-    records = []
-    for path in sorted(Path(results_dir).glob("*.json")):
-        record = read_record(path)
-        if record is not None:
-            records.append(record)
-    return records
+    return [record for record in map(read_record, sorted(Path(results_dir).glob("*.json"))) if record is not None]
 
 
 def mean_std(values):
     """Mean and sample standard deviation (n - 1); the deviation of a single value is 0."""
     values = [float(v) for v in values]
-    n = len(values)
-    mean = sum(values) / n
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    return mean, std
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def _cell(values, digits=4):
@@ -90,9 +92,7 @@ def summarise(records, models_first=()):
 # failures), each part a few lines that read in the order the file shows them
 def build_table(rows, settings, command=None, resume=None):
     ok_records = [r for row in rows for r in row["ok"]]
-    metrics = []
-    for record in ok_records:
-        metrics += [k for k in record.get("test_result", {}) if k not in metrics]
+    metrics = list(dict.fromkeys(k for record in ok_records for k in record.get("test_result", {})))
     valid_metrics = {r.get("valid_metric") for r in ok_records}
     same_valid = len(valid_metrics) == 1 and None not in valid_metrics
     valid_header = f"valid {valid_metrics.copy().pop()}" if same_valid else "valid score"
@@ -131,20 +131,11 @@ def build_table(rows, settings, command=None, resume=None):
     if groups != (None,) and COLD_RATIO_BASELINE in baselines:
         ratios.append(("cold", COLD_RATIO_BASELINE))
     ratio_headers = [f"{_column_label(ratio_metric, g)} / {b}" for g, b in ratios]
-    header = [
-        "model",
-        "splits",
-        valid_header,
-        *(_column_label(m, g) for m, g in columns),
-        *ratio_headers,
-        "time (s)",
-        "status",
-    ]
-    lines.append("| " + " | ".join(header) + " |")
-    lines.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 2) + ["---"]) + "|")
+    metric_headers = [_column_label(m, g) for m, g in columns]
+    header = ["model", "splits", valid_header, *metric_headers, *ratio_headers, "time (s)", "status"]
     ratio_rows = [(g, next(r for r in rows if r["model"] == b)) for g, b in ratios]
-    for row in rows:
-        lines.append(_table_row(row, columns, same_valid, ratio_rows, ratio_metric))
+    cells = [_table_row(row, columns, same_valid, ratio_rows, ratio_metric) for row in rows]
+    lines += markdown_table(header, cells, text_columns=(0, -1))
     failures = [r for row in rows for r in row["failed"]]
     if baselines:
         lines += [
@@ -160,7 +151,7 @@ def build_table(rows, settings, command=None, resume=None):
 
 
 def _table_row(row, columns, same_valid, ratio_rows, ratio_metric):
-    """One model's line of the table: splits, validation score, test metrics ((metric, group) columns), ratios,
+    """One model's cells of the table: splits, validation score, test metrics ((metric, group) columns), ratios,
     time, status."""
     ok, failed = row["ok"], row["failed"]
     splits = f"{len(ok)}" if not failed else f"{len(ok)}/{len(row['records'])}"
@@ -179,7 +170,16 @@ def _table_row(row, columns, same_valid, ratio_rows, ratio_metric):
         which = ", ".join(str(r["seed"]) for r in failed)
         status = _escape(f"failed (seed {which}): {failed[0].get('error', 'unknown error')}")
     ratios = [ratio_cell(row, baseline_row, ratio_metric, group) for group, baseline_row in ratio_rows]
-    return "| " + " | ".join([row["model"], splits, valid, *cells, *ratios, time_cell, status]) + " |"
+    return [row["model"], splits, valid, *cells, *ratios, time_cell, status]
+
+
+def markdown_table(header, rows, text_columns=(0,)):
+    """The lines of a markdown table (the compare table's and the docs' results tables): numbers right-aligned,
+    the ``text_columns`` (indices; -1 is the last) left-aligned."""
+    left = {i % len(header) for i in text_columns}
+    rule = "|" + "|".join("---" if i in left else "---:" for i in range(len(header))) + "|"
+    lines = ["| " + " | ".join(cells) + " |" for cells in (header, *rows)]
+    return [lines[0], rule, *lines[1:]]
 
 
 def _ratio_metric(metrics, valid_metrics):
@@ -210,8 +210,6 @@ def build_chart(rows, path, dataset):
     figure = chart_figure(rows, dataset)
     if figure is None:
         return None
-    import io
-
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     write_atomic(path, buffer.getvalue())
@@ -220,15 +218,13 @@ def build_chart(rows, path, dataset):
 
 def chart_figure(rows, dataset):
     """The chart's matplotlib Figure (Agg canvas), or None when there is nothing to draw."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure  # a bare Figure renders with Agg; pyplot's backend is left alone
 
     rows = [row for row in rows if row["ok"]]
     if not rows:
         return None
-    available = []
-    for row in rows:
-        for record in row["ok"]:
-            available += [k for k in record["test_result"] if k not in available]
+    available = list(dict.fromkeys(k for row in rows for record in row["ok"] for k in record["test_result"]))
     metrics = [m for m in CHART_METRICS if m in available] or available[:2]
     if not metrics:
         return None
@@ -236,20 +232,17 @@ def chart_figure(rows, dataset):
     # the hybrid scenario: the first metric for all, cold and warm items (the table has the rest)
     bars = [(metric, None) for metric in metrics] if groups == (None,) else [(metrics[0], g) for g in groups]
     figure = Figure(figsize=(max(6.0, 0.9 * len(rows) + 2.5) + 1.5, 4.5), dpi=150)  # + 1.5: the legend
-    figure.set_canvas(_agg_canvas(figure))
+    figure.set_canvas(FigureCanvasAgg(figure))
     axes = figure.add_subplot(1, 1, 1)
     width = 0.8 / len(bars)
     n_splits = set()
     for k, (metric, group) in enumerate(bars):
-        means, stds = [], []
-        for row in rows:
-            values = [group_result(r, group)[metric] for r in row["ok"] if metric in group_result(r, group)]
-            n_splits.add(len(values))
-            mean, std = mean_std(values) if values else (0.0, 0.0)
-            means.append(mean)
-            stds.append(std)
+        results = [[group_result(r, group) for r in row["ok"]] for row in rows]
+        values = [[result[metric] for result in row if metric in result] for row in results]
+        n_splits.update(map(len, values))
+        means, stds = zip(*(mean_std(v) if v else (0.0, 0.0) for v in values))
         positions = [i + (k - (len(bars) - 1) / 2) * width for i in range(len(rows))]
-        label = _metric_label(metric) + ("" if group is None else f" {group}")
+        label = metric_label(metric) + ("" if group is None else f" {group}")
         axes.bar(positions, means, width, yerr=stds, capsize=3, label=label)
     axes.set_xticks(range(len(rows)))
     axes.set_xticklabels([row["model"] for row in rows], rotation=30, ha="right")
@@ -265,33 +258,17 @@ def chart_figure(rows, dataset):
     return figure
 
 
-def _agg_canvas(figure):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    return FigureCanvasAgg(figure)
-
-
-def _metric_label(metric):
+def metric_label(metric):
+    """RecBole's metric key as a reader writes it: ``recall@10`` -> ``Recall@10``."""
     name, _, k = metric.partition("@")
-    known = {
-        "recall": "Recall",
-        "ndcg": "NDCG",
-        "precision": "Precision",
-        "hit": "Hit",
-        "mrr": "MRR",
-        "rec": "Rec",
-        "dcg": "DCG",
-    }
-    return f"{known.get(name, name)}@{k}" if k else known.get(name, name)
+    return f"{METRIC_NAMES.get(name, name)}@{k}" if k else METRIC_NAMES.get(name, name)
 
 
 def property_file_lines(rows):
     """Per model, the plugin's property files its runs loaded (before your config files and overrides)."""
     lines = []
     for row in rows:
-        loaded = []
-        for record in row["ok"]:
-            loaded += [p for p in record.get("property_files") or [] if p not in loaded]
+        loaded = dict.fromkeys(p for record in row["ok"] for p in record.get("property_files") or [])
         if loaded:
             lines.append(f"- {row['model']}: " + ", ".join(f"`{p}`" for p in loaded))
     if not lines:

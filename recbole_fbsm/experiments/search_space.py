@@ -1,20 +1,7 @@
-"""Search spaces for ``run_hyper.py``: RecBole's params files (and the plugin's yaml grids) as Optuna distributions.
-
-A params file has one line per setting, as RecBole's ``hyper.test``::
-
-    learning_rate loguniform -8,0
-    embedding_size choice [64,96,128]
-    mlp_hidden_size choice ['[64,64,64]','[128,128]']
-    dropout_prob uniform 0.1,0.5
-    rank quniform 8,64,8
-
-``loguniform -8,0`` is exp(uniform(-8, 0)), as in RecBole: its bounds are natural logarithms.
-``quniform 8,64,8`` takes 8, 16, ..., 64 (integers when the three numbers are; RecBole's hyperopt gives
-floats such as 64.0, which an embedding size cannot be).
-``choice`` lists are Python literals (as RecBole evaluates them) or YAML flow lists (``[sgd, adam]``,
-``[{max_norm: 5}]``). Blank lines and lines starting with ``#`` are skipped; a
-line with fewer than three fields is an error (RecBole skips it silently). A ``.yaml`` / ``.yml`` file is a grid
-``KEY: [values]`` (a single value is a one-value list): every key is a ``choice``.
+"""Search spaces for ``run_hyper.py``: RecBole's params files (``NAME TYPE RANGE`` lines, as its ``hyper.test``;
+docs/tune.md gives the four types) and the plugin's yaml grids (``KEY: [values]``), as Optuna distributions.
+``loguniform`` bounds are natural logarithms, as in RecBole; ``quniform`` gives integers when its three numbers
+are (RecBole's hyperopt gives 64.0, which an embedding size cannot be).
 """
 
 from __future__ import annotations

@@ -7,19 +7,14 @@ import numpy as np
 from recbole_fbsm.data.dataset import item_split
 
 
-def write_atomic(folder, name, interactions, item_words, label=None):
+def write_atomic(folder, name, interactions, item_words):
     """Write ``<folder>/<name>/<name>.inter`` and ``.item``; ``item_words`` maps item -> list of tokens."""
     path = Path(folder) / name
     path.mkdir(parents=True, exist_ok=True)
-    with open(path / f"{name}.inter", "w", encoding="utf-8") as handle:
-        handle.write("user_id:token\titem_id:token" + ("\tlabel:float" if label is not None else "") + "\n")
-        for row, (user, item) in enumerate(interactions):
-            extra = f"\t{label[row]}" if label is not None else ""
-            handle.write(f"{user}\t{item}{extra}\n")
-    with open(path / f"{name}.item", "w", encoding="utf-8") as handle:
-        handle.write("item_id:token\twords:token_seq\n")
-        for item, words in item_words.items():
-            handle.write(f"{item}\t{' '.join(words)}\n")
+    likes = "".join(f"{user}\t{item}\n" for user, item in interactions)
+    (path / f"{name}.inter").write_text("user_id:token\titem_id:token\n" + likes, encoding="utf-8")
+    words = "".join(f"{item}\t{' '.join(tokens)}\n" for item, tokens in item_words.items())
+    (path / f"{name}.item").write_text("item_id:token\twords:token_seq\n" + words, encoding="utf-8")
     return path
 
 

@@ -1,18 +1,9 @@
-"""Hyperparameter search on validation, the RecBole way (``run_hyper.py``), on an Optuna study.
+"""Hyperparameter search on validation, the RecBole way (``run_hyper.py``; options: ``--help``, docs/tune.md).
 
-``python run_hyper.py --model=FBSM --dataset=citeulike-t [--params_file=FBSM.hyper] [--config_files=...]
-[--output_file=...] [--algo grid|tpe|random] [--max_evals=N] [--seeds 2020 2021 2022]
-[--storage=sqlite:///tune.db] [--study_name=NAME] [--pruner median|none] [--write [--properties-dir DIR]]
-[--key=value ...]``
-
-Every trial runs :func:`recbole_fbsm.quick_start.run` once per split seed (``seed = split_seed``):
-train, keep the best epoch on validation, test. Its score is the mean over the seeds of the best
-validation score (``valid_metric``); test results are stored and shown, never used to choose. Trials
-live in an Optuna study (``--storage``, any database URL Optuna accepts): an interrupted search resumes,
-and processes or machines started on one study share its trials (a grid point is run by one of them:
-Optuna's ``GridSampler``, with ``point_taken`` and ``requeue_lost_points``). The pruner sees the
-trainer's validation curve (``recbole_fbsm.training.trainer.validation_callback``) and stops trials that
-fall behind. ``python -m recbole_fbsm.experiments.tune`` is the same command.
+A trial runs :func:`recbole_fbsm.quick_start.run` once per split seed (``seed = split_seed``) and scores the mean
+best validation score (``valid_metric``); test results are shown, never used to choose. Trials live in an Optuna
+study (``--storage``): a search resumes, and processes on one study share its trials (a grid point is run by one of
+them). The pruner sees the trainer's validation curve (``training.trainer.validation_callback``).
 """
 
 from __future__ import annotations
@@ -36,6 +27,8 @@ from pathlib import Path
 import optuna
 import yaml
 from optuna.trial import TrialState
+from recbole.utils import dict2str
+from sqlalchemy.exc import IntegrityError, OperationalError  # comes with optuna
 
 from recbole_fbsm.arguments.hyper import ALGOS, DEFAULT_MAX_EVALS, parse_args
 from recbole_fbsm.config.cli import typed_command
@@ -86,12 +79,7 @@ class Search:
         for param in self.params:  # every searched value a setting accepts, before any trial runs
             for value in param.examples():
                 check_user_settings(config_dict={param.name: value}, source=source)
-        config = ColdStartConfig(
-            model=model,
-            dataset=dataset,
-            config_file_list=self.config_files,
-            config_dict={**QUIET_DEFAULTS, **self.overrides},
-        )
+        config = ColdStartConfig(model, dataset, self.config_files, {**QUIET_DEFAULTS, **self.overrides})
         self.valid_metric = str(config["valid_metric"]).lower()
         self.bigger = bool(config["valid_metric_bigger"])
         self.data_sha256 = data_fingerprint(config)["sha256"]  # the files its trials read
@@ -101,32 +89,19 @@ class Search:
 
     def signature(self):
         """Everything that makes two trials comparable; stored in the study, checked when it is reused."""
-        fixed = settings_of(
-            self.dataset,
-            self.config_files,
-            {k: v for k, v in self.overrides.items() if k not in NEUTRAL_KEYS},
-            self.data_sha256,
-        )
-        return json.loads(
-            json.dumps(
-                {
-                    "model": self.model,
-                    "dataset": str(self.dataset),
-                    "seeds": self.seeds,
-                    "search_space": [p.line() for p in self.params],
-                    "valid_metric": self.valid_metric,
-                    "bigger": self.bigger,
-                    "config_files": fixed["config_files"],
-                    "overrides": fixed["overrides"],
-                    # the data's content and the release: a study on changed data is another study
-                    # (another default name)
-                    # (with every override: data_path says where the data is, though it does not change the trials)
-                    "data_sha256": fixed["data_sha256"],
-                    "package_version": fixed["package_version"],
-                },
-                default=str,
-            )
-        )
+        overrides = {k: v for k, v in self.overrides.items() if k not in NEUTRAL_KEYS}
+        fixed = settings_of(self.dataset, self.config_files, overrides, self.data_sha256)
+        # the data's content and the release too: a study on changed data is another study (another default name)
+        signature = {
+            "model": self.model,
+            "dataset": str(self.dataset),
+            "seeds": self.seeds,
+            "search_space": [p.line() for p in self.params],
+            "valid_metric": self.valid_metric,
+            "bigger": self.bigger,
+            **{key: fixed[key] for key in ("config_files", "overrides", "data_sha256", "package_version")},
+        }
+        return json.loads(json.dumps(signature, default=str))
 
     def default_study_name(self):
         digest = hashlib.sha256(json.dumps(self.signature(), sort_keys=True).encode()).hexdigest()[:8]
@@ -151,15 +126,9 @@ def make_storage(url, attempts=5):
                     url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_S, grace_period=HEARTBEAT_GRACE_S
                 )
         except Exception as error:  # sqlalchemy's many errors for a bad URL, a missing driver or folder, a race
-            if attempt + 1 == attempts or not _is_database_error(error):
+            if attempt + 1 == attempts or not isinstance(error, (OperationalError, IntegrityError)):
                 raise ColdStartError(f"--storage {url!r}: cannot open it ({type(error).__name__}: {error})") from None
             time.sleep(0.5 + attempt)
-
-
-def _is_database_error(error):
-    import sqlalchemy.exc  # noqa: PLC0415 (comes with optuna)
-
-    return isinstance(error, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError))
 
 
 def open_study(search, storage, study_name, sampler, pruner):
@@ -282,15 +251,11 @@ def suggest(trial, param):
     )
 
 
-def _better(a, b, bigger):
-    return max(a, b) if bigger else min(a, b)
-
-
 class Objective:
     """One trial: the sampled settings, run once per seed; the pruner is fed after every validation."""
 
     def __init__(self, search, grid=False, log=print):
-        self.run, self.search, self.grid, self.log = run, search, grid, log
+        self.search, self.grid, self.log = search, grid, log
         self.skip = set()  # grid points that failed in this process: not retried by it
 
     def __call__(self, trial):
@@ -333,32 +298,23 @@ class Objective:
         return value
 
     def run_seed(self, trial, k, seed, settings, done):
-        bigger = self.search.bigger
+        search, bigger = self.search, self.search.bigger
         done_sum = sum(r["best_valid_score"] for r in done)
-        state = {"validations": 0, "best": None}
+        scores = []  # this seed's validation scores so far
 
         def report(score, result):
-            score = float(score)
-            state["best"] = score if state["best"] is None else _better(state["best"], score, bigger)
-            trial.report((done_sum + state["best"]) / (k + 1), k * SEED_STRIDE + state["validations"])
-            state["validations"] += 1
+            scores.append(float(score))
+            best = max(scores) if bigger else min(scores)
+            trial.report((done_sum + best) / (k + 1), k * SEED_STRIDE + len(scores) - 1)
             if trial.should_prune():
-                raise optuna.TrialPruned(f"validation {state['validations']} of seed {seed}")
+                raise optuna.TrialPruned(f"validation {len(scores)} of seed {seed}")
 
-        config_dict = dict(QUIET_DEFAULTS)
-        config_dict.update(self.search.overrides)
-        config_dict.update(settings)
-        config_dict.update(seed=seed, split_seed=seed)
+        config_dict = {**QUIET_DEFAULTS, **search.overrides, **settings, "seed": seed, "split_seed": seed}
         start = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="run_hyper-") as scratch:
             config_dict.setdefault("checkpoint_dir", scratch)  # only to reload the best epoch for the test
             with validation_callback(report):
-                result = self.run(
-                    self.search.model,
-                    self.search.dataset,
-                    config_file_list=self.search.config_files,
-                    config_dict=config_dict,
-                )
+                result = run(search.model, search.dataset, search.config_files, config_dict)
         return {
             "seed": seed,
             "best_valid_score": float(result["best_valid_score"]),
@@ -370,17 +326,13 @@ class Objective:
         }
 
 
-def finished_trials(study):
-    return [t for t in study.get_trials(deepcopy=False) if t.state in DONE]
-
-
 def optimize(search, study, algo, max_evals, log=print):
     """Run trials in this process until the study holds ``max_evals`` finished trials (or the grid is
     done); other processes on the same study count towards it."""
     objective = Objective(search, algo == "grid", log)
     fail_lost_trials(study)
     for _ in range(max_evals):  # at most max_evals attempts in this process
-        if len(finished_trials(study)) >= max_evals:
+        if len(study.get_trials(deepcopy=False, states=DONE)) >= max_evals:
             break
         if algo == "grid" and not requeue_lost_points(study, search_space.grid_size(search.params), objective.skip):
             break
@@ -410,11 +362,11 @@ def params_text(settings):
     return ", ".join(f"{name}:{value}" for name, value in settings.items())
 
 
-def _result_text(results):
-    """RecBole's ``dict2str``, averaged over the seeds' results."""
+def _result_text(runs, key):
+    """RecBole's ``dict2str`` of the runs' ``key`` results, averaged over the seeds."""
+    results = [r[key] for r in runs]
     metrics = list(results[0]) if results else []
-    mean = {m: round(statistics.mean(r[m] for r in results if m in r), 4) for m in metrics}
-    return "    ".join(f"{m} : {v}" for m, v in mean.items())
+    return dict2str({m: round(statistics.mean(r[m] for r in results if m in r), 4) for m in metrics})
 
 
 def best_trial(study):
@@ -487,14 +439,14 @@ def output_text(search, study):
         if trial.state == TrialState.COMPLETE:
             lines += [
                 "Valid result:",
-                _result_text([r["best_valid_result"] for r in runs]),
+                _result_text(runs, "best_valid_result"),
                 "Test result:",
-                _result_text([r["test_result"] for r in runs]),
+                _result_text(runs, "test_result"),
             ]
             for phase, key in (("Valid", "valid_result"), ("Test", "test_result")):  # the hybrid scenario's groups
                 for group in ("cold", "warm"):
                     if all(f"{key}_{group}" in r for r in runs):
-                        lines += [f"{phase} result, {group} items:", _result_text([r[f"{key}_{group}"] for r in runs])]
+                        lines += [f"{phase} result, {group} items:", _result_text(runs, f"{key}_{group}")]
             lines.append("")
         elif trial.state == TrialState.PRUNED:
             steps = trial.intermediate_values
@@ -519,38 +471,15 @@ def _config_value(value):
     return value
 
 
-def tied_best_trials(search, study):
-    """The finished trials whose score equals the best one exactly (the best among them), or [] when one trial
-    leads: on a tie the grid has no winner, and a file "chosen by validation" would be the first tried."""
-    best = best_trial(study)
-    if best is None:
-        return []
-    tied = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value == best.value]
-    return tied if len(tied) > 1 else []
-
-
-def installed_location(path):
-    """True when ``path`` lies in an installed package's folder (site-packages, dist-packages, the interpreter's
-    library folders): a file written there changes every run of that environment and is lost on reinstall."""
-    resolved = Path(path).resolve()
-    if any(part in ("site-packages", "dist-packages") for part in resolved.parts):
-        return True
-    paths = sysconfig.get_paths()
-    for key in ("purelib", "platlib", "stdlib", "platstdlib"):
-        try:
-            resolved.relative_to(Path(paths[key]).resolve())
-            return True
-        except (KeyError, ValueError):
-            continue
-    return False
-
-
 def check_properties_dir(properties_dir):
     """The folder ``--write`` writes into (``properties_dir/dataset/DATASET/MODEL.yaml``), refused before the
-    search when it is inside an installed package."""
-    if installed_location(properties_dir):
+    search when it is inside an installed package (a file there changes every run of that environment and is lost on
+    reinstall): site-packages, dist-packages or the interpreter's library folders."""
+    resolved = Path(properties_dir).resolve()
+    libraries = [Path(folder).resolve() for key, folder in sysconfig.get_paths().items() if key.endswith("lib")]
+    if {"site-packages", "dist-packages"} & set(resolved.parts) or any(map(resolved.is_relative_to, libraries)):
         raise ColdStartError(
-            f"--write: {Path(properties_dir).resolve()} is inside an installed package; tuned values are written to "
+            f"--write: {resolved} is inside an installed package; tuned values are written to "
             "your own folder: run from your project folder (they go to ./properties/) or give --properties-dir DIR."
         )
     return Path(properties_dir)
@@ -577,9 +506,10 @@ def write_tuned(search, best, command, properties_dir=LOCAL_PROPERTIES_DIR):
 
 
 def report_write(search, study, best, command, properties_dir):
-    """``--write``: the winner's file and where it was written, or why nothing was (a tie)."""
-    tied = tied_best_trials(search, study)
-    if tied:
+    """``--write``: the winner's file and where it was written, or why nothing was: on a tie at the best score the
+    search has no winner, and a file "chosen by validation" would hold the first one tried."""
+    tied = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value == best.value]
+    if len(tied) > 1:
         shown = "; ".join(
             f"trial {t.number}: {params_text(search_space.settings_of_trial(search.params, t.params))}"
             for t in tied[:5]
@@ -655,8 +585,8 @@ def _main(args, overrides, argv, prog):
     print(
         {
             "best_valid_score": round(best.value, 4),
-            "best_valid_result": _result_text([r["best_valid_result"] for r in runs]),
-            "test_result": _result_text([r["test_result"] for r in runs]),
+            "best_valid_result": _result_text(runs, "best_valid_result"),
+            "test_result": _result_text(runs, "test_result"),
         }
     )
     note = noise_note(search, study)

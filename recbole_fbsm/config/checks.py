@@ -29,19 +29,6 @@ def metric_names():
 
 
 # ------------------------------------------------------------------------------ value checks
-def _type_name(value):
-    return {
-        bool: "a flag",
-        int: "an integer",
-        float: "a number",
-        str: "text",
-        list: "a list",
-        tuple: "a list",
-        dict: "a mapping",
-        type(None): "~ (none)",
-    }.get(type(value), type(value).__name__)
-
-
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -77,13 +64,6 @@ def thread_count(value):
     if not _is_int(value) or not 1 <= value <= cores:
         hint = suggestion(value, ["auto"]) if isinstance(value, str) else ""
         return Problem(f"auto or an integer from 1 to {cores} (this machine's cores)", value, hint)
-
-
-def nonempty_words(value):
-    problem = words(value)
-    if problem is None and not value:
-        return "at least one field name, e.g. [genre, words] (~ for every token field of the .item file)"
-    return problem
 
 
 def number(low=None, strict=False):
@@ -138,11 +118,6 @@ def optional(inner):
     return check
 
 
-def words(value):
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
-        return "a list of field names, e.g. [genre, words]"
-
-
 def text(value):
     if not isinstance(value, str) or not value:
         return "a non-empty text"
@@ -195,6 +170,32 @@ def mapping_of(key_check, value_check, example):
     return check
 
 
+def field_names(nonempty=False):
+    """A list of field names, none of them twice (a repeated feature field counted its features twice; a
+    repeated load_col column ended in a pandas traceback)."""
+
+    def check(value):
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+            return "a list of field names, e.g. [genre, words]"
+        if nonempty and not value:
+            return "at least one field name, e.g. [genre, words] (~ for every token field of the .item file)"
+        if len(set(value)) < len(value):
+            return "a list of distinct field names, e.g. [genre, words]"
+
+    return check
+
+
+def _keyed_mapping_problem(value, checks, notes=None):
+    """The first key of ``value`` that ``checks`` does not list, or the first value that fails its key's check."""
+    for key, item in value.items():
+        if key not in checks:
+            return Problem(f"keys among {', '.join(checks)}", key, suggestion(str(key), checks))
+        problem = checks[key](item)
+        if problem:
+            note = (notes or {}).get(key, "")
+            return Problem(f"{key} to be {problem}{note}", item, getattr(problem, "hint", ""))
+
+
 def neg_sample_args(value):
     if value is None:
         return None
@@ -207,30 +208,13 @@ def neg_sample_args(value):
         "dynamic": flag,
         "candidate_num": integer(0),
     }
-    for key, item in value.items():
-        if key not in checks:
-            return Problem(f"keys among {', '.join(checks)}", key, suggestion(key, checks))
-        problem = checks[key](item)
-        if problem:
-            return Problem(f"{key} to be {problem}", item, getattr(problem, "hint", ""))
-    if value.get("dynamic") and not value.get("candidate_num"):
+    problem = _keyed_mapping_problem(value, checks)
+    if problem is None and value.get("dynamic") and not value.get("candidate_num"):
         return Problem(
             "candidate_num >= 1 with dynamic: True (the negative is the best of candidate_num draws)",
             value.get("candidate_num"),
         )
-
-
-def distinct_words(value):
-    """A list of field names, none of them twice (a repeated feature field counted its features twice; a
-    repeated load_col column ended in a pandas traceback)."""
-    problem = words(value)
-    if problem is None and len(set(value)) < len(value):
-        return "a list of distinct field names, e.g. [genre, words]"
     return problem
-
-
-def distinct_nonempty_words(value):
-    return nonempty_words(value) or distinct_words(value)
 
 
 def clip_grad_norm(value):
@@ -244,16 +228,10 @@ def clip_grad_norm(value):
         "error_if_nonfinite": flag,
         "foreach": optional(flag),
     }
-    for key, item in value.items():
-        if key not in checks:
-            return Problem(f"keys among {', '.join(checks)}", key, suggestion(str(key), checks))
-        problem = checks[key](item)
-        if problem:
-            return Problem(
-                f"{key} to be {problem}" + (" (0 sets every gradient to zero)" if key == "max_norm" else ""), item
-            )
-    if "max_norm" not in value:
+    problem = _keyed_mapping_problem(value, checks, {"max_norm": " (0 sets every gradient to zero)"})
+    if problem is None and "max_norm" not in value:
         return Problem("a mapping with max_norm, e.g. {max_norm: 5, norm_type: 2}", value)
+    return problem
 
 
 _INTERVAL = re.compile(r"^\s*([\[(])\s*([^,\s]+)\s*,\s*([^,\s]+)\s*([\])])\s*$")

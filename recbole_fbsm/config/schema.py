@@ -20,9 +20,8 @@ from recbole_fbsm.config.checks import (
     STATES,
     choice,
     clip_grad_norm,
-    distinct_nonempty_words,
-    distinct_words,
     encoding_name,
+    field_names,
     flag,
     integer,
     intervals,
@@ -58,7 +57,7 @@ S = Setting
 BM25_MODELS = {"FBSM": "bm25", "UFSM": "bm25", "ItemKNNCBF": "bm25"}
 PLUGIN_SETTINGS = {
     # item features
-    "feature_fields": S(optional(distinct_nonempty_words)),
+    "feature_fields": S(optional(field_names(nonempty=True))),
     "feature_weighting": S(choice(WEIGHTINGS, case=True), per_model=BM25_MODELS),
     "bm25_k1": S(number(0)),
     "bm25_b": S(unit_interval),
@@ -162,9 +161,9 @@ RECBOLE_CHECKS = {
     "shuffle": flag,
     "threshold": optional(mapping_of(text, number(), "{rating: 4}")),
     "load_col": optional(
-        mapping_of(text, distinct_words, "{inter: [user_id, item_id, rating], item: [item_id, genre]}")
+        mapping_of(text, field_names(), "{inter: [user_id, item_id, rating], item: [item_id, genre]}")
     ),
-    "unload_col": optional(mapping_of(text, distinct_words, "{item: [plot]}")),
+    "unload_col": optional(mapping_of(text, field_names(), "{item: [plot]}")),
     "seq_len": optional(mapping_of(text, integer(1), "{words: 100}")),
     "train_neg_sample_args": neg_sample_args,
     "field_separator": text,

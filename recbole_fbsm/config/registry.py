@@ -1,6 +1,6 @@
 """Model lookup: this plugin's models first, then RecBole's general and context-aware ones.
 
-Only the lookup functions import RecBole: ``PLUGIN_MODELS`` and ``RECBOLE_SUBMODULES`` are read by
+Only ``get_model`` imports RecBole: ``PLUGIN_MODELS`` and ``RECBOLE_SUBMODULES`` are read by
 ``recbole_fbsm.config.settings`` to reject an unknown model before torch and RecBole are imported.
 """
 
@@ -25,26 +25,6 @@ PLUGIN_MODELS = {
 RECBOLE_SUBMODULES = ("general_recommender", "context_aware_recommender")
 
 
-def recbole_model_names():
-    from recbole.model.abstract_recommender import AbstractRecommender
-
-    names = []
-    for submodule in RECBOLE_SUBMODULES:
-        package = importlib.import_module(f"recbole.model.{submodule}")
-        names += [
-            name
-            for name, obj in vars(package).items()
-            if isinstance(obj, type)
-            and issubclass(obj, AbstractRecommender)
-            and obj.__module__.startswith("recbole.model")
-        ]
-    return sorted(set(names))
-
-
-def available_model_names():
-    return list(PLUGIN_MODELS) + [name for name in recbole_model_names() if name not in PLUGIN_MODELS]
-
-
 def get_model(name):
     """Return the model class called ``name``; a clear error listing the choices otherwise."""
     if name in PLUGIN_MODELS:
@@ -56,7 +36,9 @@ def get_model(name):
             model_class = getattr(importlib.import_module(module_path), name, None)
             if model_class is not None:
                 return model_class
-    raise ColdStartError(unknown_model_message(name, available_model_names()))
+    from recbole_fbsm.config.settings import model_names  # settings imports this module's tables
+
+    raise ColdStartError(unknown_model_message(name, model_names()))
 
 
 def unknown_model_message(name, available):

@@ -1,15 +1,9 @@
-"""Strict settings, checked before torch and RecBole are imported.
+"""Strict settings, checked before torch and RecBole are imported (docs/errors.md, "Which settings are known").
 
-A setting is *known* when a property file defines it (RecBole's ``properties/**.yaml``, this plugin's
-``properties/**.yaml``, so a new model's ``properties/model/NAME.yaml`` makes its keys known) or when
-RecBole's or the plugin's code reads it as ``config["key"]``. An unknown key is an error with the
-closest known names; a known key gets its type and range checked (``SPECS`` for the settings the
-protocol relies on, otherwise the type of its defaults: a number stays a number, a flag a flag).
-Config files must exist, parse and hold a mapping. Every problem is one ``ColdStartError`` that names
-the setting (and the file it came from) and says what was expected.
-
-Only the standard library and PyYAML are imported here: ``run_recbole.py --rnak=10`` fails in a
-fraction of a second instead of after seconds of imports.
+A key is known when a property file defines it (RecBole's or this plugin's, so a new model's
+``properties/model/NAME.yaml`` makes its keys known), when the plugin's table declares it, or when RecBole's code
+reads it without a property file. Only the standard library and PyYAML are imported here: ``--rnak=10`` fails in
+a fraction of a second instead of after seconds of imports.
 """
 
 import ast
@@ -48,6 +42,17 @@ RUNTIME_KEYS = {
     "valid_neg_sample_args",
     "test_neg_sample_args",
     "encoding",
+}
+# Keys RecBole 1.2.1's code reads as config["key"] with no property file defining them, for the models a run
+# accepts (general and context-aware) and its trainer, metrics and datasets.
+RECBOLE_CODE_KEYS = {
+    "cin",
+    "feature_num",
+    "has_residual",
+    "norm",
+    "tail_ratio",
+    "token_num_threshold",
+    "xgb_early_stopping_rounds",
 }
 
 
@@ -163,32 +168,9 @@ def known_defaults():
     return defaults
 
 
-_READ_KEY = re.compile(r"""config\[\s*["'](\w+)["']\s*\]""")
-
-
-@functools.lru_cache(maxsize=1)
-def keys_read_by_code():
-    """Keys RecBole's code reads as ``config["key"]`` (some have no property file). The plugin's own keys
-    are not searched for: they are declared in ``schema.PLUGIN_SETTINGS`` (``known_keys``)."""
-    keys = set()
-    for path in recbole_dir().rglob("*.py"):
-        try:
-            keys.update(_READ_KEY.findall(path.read_text(encoding="utf-8", errors="replace")))
-        except OSError:
-            continue
-    argument_list = recbole_dir() / "utils" / "argument_list.py"
-    if argument_list.is_file():
-        keys.update(re.findall(r"'(\w+)'", argument_list.read_text(encoding="utf-8")))
-    return keys
-
-
 def known_keys():
     """Every setting a user may set: the plugin's table, the property files' keys, RecBole's code's keys."""
-    return set(PLUGIN_SETTINGS) | set(known_defaults()) | keys_read_by_code()
-
-
-def is_known(key):
-    return key in RUNTIME_KEYS or key in PLUGIN_SETTINGS or key in known_defaults() or key in keys_read_by_code()
+    return set(PLUGIN_SETTINGS) | set(known_defaults()) | RECBOLE_CODE_KEYS
 
 
 # ------------------------------------------------------------------------------ model names
@@ -251,10 +233,10 @@ def check_settings(settings, source, known_only=True):
     """Every key of ``settings`` known, every value of the expected type. ``source`` says where they came
     from for the message: ``config file x.yaml``, ``config_dict``, or ``None`` for the command line (the
     setting is then named as the option the user typed, ``--key=value``)."""
+    known = known_keys()
     for key, value in settings.items():
         name = f"--{key}" if source is None else f"{key!r} in {source}"
-        if known_only and not is_known(key):
-            known = known_keys()
+        if known_only and key not in known and key not in RUNTIME_KEYS:
             hint = suggestion(key, known) or "; see properties/overall.yaml and RecBole's settings"
             raise ColdStartError(f"unknown setting {name}{hint}" + ("" if hint.endswith("?") else "."))
         problem = value_problem(key, value)
@@ -286,16 +268,11 @@ def check_user_settings(config_file_list=None, config_dict=None, source="config_
 NOT_TOPK_ON_CANDIDATES = {"auc", "gauc", "logloss", "mae", "rmse"}
 
 
-def nearest_folder(path):
-    path = Path(path).absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
 def check_writable(path, setting):
     """``path`` exists as a writable folder, or can be made inside one."""
-    existing = nearest_folder(path)
+    existing = Path(path).absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise ColdStartError(
             f"{setting}: cannot write to {path} ({existing} is not a writable folder); "

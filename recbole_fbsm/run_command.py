@@ -16,7 +16,7 @@ import re
 import shlex
 import sys
 
-from recbole_fbsm.config.cli import settings_from_args
+from recbole_fbsm.config.cli import parse_with_settings
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.runtime.openmp import prefer_passive_wait
 
@@ -36,35 +36,22 @@ def run_parser(prog=None):
     return parser
 
 
-def parse_args(argv, prog=None):
-    parser = run_parser(prog)
-    args, rest = parser.parse_known_args(argv)
-    overrides = settings_from_args(parser, rest)
-    return args, overrides
-
-
 def _rounded(result):
     return {key: round(float(value), 4) for key, value in (result or {}).items()}
 
 
-def check_dataset_name(name, settings):
-    """A missing dataset folder, before the heavy imports: ours names its download command, a mistyped
-    name the closest known one (``config.datasets``); anything else is left to the dataset checks."""
-    from recbole_fbsm.config.datasets import DEFAULT_DATA_PATH, missing_dataset_message
-
-    message = missing_dataset_message(name, settings.get("data_path") or DEFAULT_DATA_PATH)
-    if message:
-        raise ColdStartError(message)
-
-
 def main(argv=None, prog=None):
-    args, overrides = parse_args(sys.argv[1:] if argv is None else argv, prog)
+    args, overrides = parse_with_settings(run_parser(prog), sys.argv[1:] if argv is None else argv)
     config_files = args.config_files.split() if args.config_files else None
     try:
+        from recbole_fbsm.config.datasets import DEFAULT_DATA_PATH, missing_dataset_message
         from recbole_fbsm.config.settings import precheck
 
         settings = precheck(args.model, config_files, overrides)  # a typo fails here, before the heavy imports
-        check_dataset_name(args.dataset, settings)
+        # a missing dataset folder: ours names its download command, a mistyped name the closest known one
+        message = missing_dataset_message(args.dataset, settings.get("data_path") or DEFAULT_DATA_PATH)
+        if message:
+            raise ColdStartError(message)
         prefer_passive_wait(settings.get("torch_threads"))  # before torch loads OpenMP (runtime.openmp)
         from recbole_fbsm.quick_start import run
 
@@ -188,6 +175,11 @@ PLUGIN_MODEL_LINES = {
     "HybridBlend": "hybrid scenario: a warm RecBole model and a content model, z-scored, mixed on validation",
 }
 LINE_WIDTH = 110  # RecBole's descriptions are cut at a word to keep one line per model
+RECBOLE_GROUPS = {
+    "context_aware_recommender": "RecBole's context-aware models (new items scored from their features when "
+    "item_id is not one of their fields)",
+    "general_recommender": "RecBole's general models (collaborative only: no signal for a new item; sanity floors)",
+}
 
 
 def describe_models():
@@ -196,34 +188,12 @@ def describe_models():
     from recbole_fbsm.config.registry import PLUGIN_MODELS
     from recbole_fbsm.config.settings import recbole_model_files
 
-    groups = [
-        (
-            "this plugin's item cold-start models (new items scored from their features)",
-            [(name, PLUGIN_MODEL_LINES.get(name, "(no description yet)")) for name in PLUGIN_MODELS],
-        )
-    ]
-    recbole = recbole_model_files()
-    for folder, title in (
-        (
-            "context_aware_recommender",
-            "RecBole's context-aware models (new items scored from their "
-            "features when item_id is not one of their fields)",
-        ),
-        (
-            "general_recommender",
-            "RecBole's general models (collaborative only: no signal for a new item; sanity floors)",
-        ),
-    ):
-        groups.append(
-            (
-                title,
-                [
-                    (name, _docstring_line(path, name))
-                    for name, path in sorted(recbole.items(), key=lambda kv: kv[0].lower())
-                    if path.parent.name == folder and name not in PLUGIN_MODELS
-                ],
-            )
-        )
+    plugin = [(name, PLUGIN_MODEL_LINES.get(name, "(no description yet)")) for name in PLUGIN_MODELS]
+    groups = [("this plugin's item cold-start models (new items scored from their features)", plugin)]
+    recbole = sorted(recbole_model_files().items(), key=lambda name_path: name_path[0].lower())
+    for folder, title in RECBOLE_GROUPS.items():
+        models = [(name, path) for name, path in recbole if path.parent.name == folder and name not in PLUGIN_MODELS]
+        groups.append((title, [(name, _docstring_line(path, name)) for name, path in models]))
     return groups
 
 
@@ -231,17 +201,8 @@ def _docstring_line(path, class_name):
     """The first sentence of the class's docstring; for a class without one, its module's reference (RecBole's
     module docstrings name the paper after 'Reference:')."""
     tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    of_class = (
-        next(
-            (
-                ast.get_docstring(node)
-                for node in tree.body
-                if isinstance(node, ast.ClassDef) and node.name == class_name
-            ),
-            None,
-        )
-        or ""
-    )
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name]
+    of_class = (ast.get_docstring(classes[0]) if classes else None) or ""
     lines = (ast.get_docstring(tree) or "").splitlines()
     reference = next((lines[k + 1].strip() for k, line in enumerate(lines[:-1]) if line.strip() == "Reference:"), "")
     text = _first_sentence(of_class) or reference or "(no description in its source)"

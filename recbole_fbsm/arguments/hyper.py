@@ -4,7 +4,7 @@ load (``recbole_fbsm.experiments.tune`` runs the search)."""
 import argparse
 
 from recbole_fbsm.arguments.compare import RESERVED_KEYS as COMPARE_RESERVED_KEYS
-from recbole_fbsm.config.cli import settings_from_args
+from recbole_fbsm.config.cli import parse_with_settings
 from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 
 DESCRIPTION = "Hyperparameter search on validation, the RecBole way (``run_hyper.py``), on an Optuna study."
@@ -67,8 +67,7 @@ def build_parser(prog="run_hyper.py"):
 def parse_args(argv, prog="run_hyper.py"):
     """(options, {key: value} of the --key=value settings); a usage error ends here, before anything loads."""
     parser = build_parser(prog)
-    args, rest = parser.parse_known_args(argv)
-    overrides = settings_from_args(parser, rest, RESERVED_KEYS)
+    args, overrides = parse_with_settings(parser, argv, RESERVED_KEYS)
     if len(set(args.seeds)) != len(args.seeds):
         parser.error("--seeds: a seed is listed twice")
     if args.max_evals is not None and args.max_evals < 1:

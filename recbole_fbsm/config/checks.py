@@ -29,6 +29,11 @@ def metric_names():
 
 
 # ------------------------------------------------------------------------------ value checks
+def as_list(value):
+    """A setting that takes one value or a list of them (``topk``, ``metrics``), as a list."""
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -124,7 +129,7 @@ def text(value):
 
 
 def topk(value):
-    values = value if isinstance(value, (list, tuple)) else [value]
+    values = as_list(value)
     if not values or not all(_is_int(v) and v >= 1 for v in values):
         return "a positive integer or a list of them, e.g. [10, 20]"
 
@@ -146,7 +151,7 @@ def positive_integers(value):
 
 
 def metrics(value):
-    values = value if isinstance(value, (list, tuple)) else [value]
+    values = as_list(value)
     if not values or not all(isinstance(v, str) for v in values):
         return "a list of metric names, e.g. [Recall, NDCG]"
     known = metric_names()

@@ -15,6 +15,7 @@ from recbole.config import Config
 from recbole.utils import InputType, ModelType
 
 import recbole_fbsm.evaluation.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
+from recbole_fbsm.config.checks import as_list
 from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.config.schema import setting
@@ -198,7 +199,7 @@ def valid_metric_following_topk(final, user_settings):
     if "valid_metric" in (user_settings or {}):
         return None
     metric, cutoffs = final.get("valid_metric"), final.get("topk")
-    cutoffs = list(cutoffs) if isinstance(cutoffs, (list, tuple)) else [cutoffs]
+    cutoffs = as_list(cutoffs)
     if not isinstance(metric, str) or "@" not in metric or not cutoffs or not isinstance(cutoffs[0], int):
         return None
     name, _, cutoff = metric.partition("@")

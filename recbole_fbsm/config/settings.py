@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from recbole_fbsm.config.checks import _is_number, metric_names
+from recbole_fbsm.config.checks import _is_number, as_list, metric_names
 from recbole_fbsm.config.paths import PROPERTIES_DIR, recbole_dir
 from recbole_fbsm.config.registry import PLUGIN_MODELS, RECBOLE_SUBMODULES, unknown_model_message
 from recbole_fbsm.config.schema import PLUGIN_SETTINGS, SPECS
@@ -22,38 +22,15 @@ from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
 
 # Keys the plugin or RecBole sets at run time or accepts from the caller without a property file.
-RUNTIME_KEYS = {
-    "model",
-    "dataset",
-    "config_files",
-    "run_id",
-    "use_tuned_properties",
-    "local_rank",
-    "world_size",
-    "nproc",
-    "offset",
-    "ip",
-    "port",
-    "device",
-    "MODEL_TYPE",
-    "MODEL_INPUT_TYPE",
-    "eval_type",
-    "single_spec",
-    "valid_neg_sample_args",
-    "test_neg_sample_args",
-    "encoding",
-}
+RUNTIME_KEYS = set(
+    "model dataset config_files run_id use_tuned_properties local_rank world_size nproc offset ip port device "
+    "MODEL_TYPE MODEL_INPUT_TYPE eval_type single_spec valid_neg_sample_args test_neg_sample_args encoding".split()
+)
 # Keys RecBole 1.2.1's code reads as config["key"] with no property file defining them, for the models a run
 # accepts (general and context-aware) and its trainer, metrics and datasets.
-RECBOLE_CODE_KEYS = {
-    "cin",
-    "feature_num",
-    "has_residual",
-    "norm",
-    "tail_ratio",
-    "token_num_threshold",
-    "xgb_early_stopping_rounds",
-}
+RECBOLE_CODE_KEYS = set(
+    "cin feature_num has_residual norm tail_ratio token_num_threshold xgb_early_stopping_rounds".split()
+)
 
 
 # ------------------------------------------------------------------------------ reading values
@@ -205,26 +182,17 @@ def check_model_name(name):
     raise ColdStartError(unknown_model_message(name, model_names()))
 
 
-def _default_kind(defaults):
-    """'flag' or 'number' when every default of a key is of that kind (None defaults say nothing)."""
-    present = [d for d in defaults if d is not None]
-    if not present:
-        return None
-    if all(isinstance(d, bool) for d in present):
-        return "flag"
-    if all(_is_number(d) for d in present):
-        return "number"
-    return None
-
-
 def value_problem(key, value):
-    """What ``key`` expects when ``value`` does not fit, else None."""
+    """What ``key`` expects when ``value`` does not fit, else None: its check in ``SPECS``, or else the kind of
+    its defaults in the property files (a flag stays a flag, a number a number; None defaults say nothing)."""
     if key in SPECS:
         return SPECS[key](value)
-    kind = _default_kind(known_defaults().get(key, []))
-    if kind == "flag" and value is not None and not isinstance(value, bool):
+    defaults = [d for d in known_defaults().get(key, []) if d is not None]
+    if value is None or not defaults:
+        return None
+    if all(isinstance(d, bool) for d in defaults) and not isinstance(value, bool):
         return "True or False"
-    if kind == "number" and value is not None and not _is_number(value):
+    if all(_is_number(d) for d in defaults) and not _is_number(value):
         return "a number"
     return None
 
@@ -308,10 +276,10 @@ def check_final(config):
     the metrics computed, at a computed cut-off; the item split allows only metrics of a top-k list, better
     when bigger; seq_separator is not the field_separator; the user and item ids are two columns; load_col
     and unload_col exclude each other; the run's folders can be written."""
+    metrics, cutoffs = as_list(config.get("metrics")), as_list(config.get("topk"))
     eval_args = config.get("eval_args") or {}
     if str(eval_args.get("group_by")).lower() == "item":
-        listed = config.get("metrics")
-        for metric in listed if isinstance(listed, (list, tuple)) else [listed]:
+        for metric in metrics:
             if isinstance(metric, str) and metric.lower() in NOT_TOPK_ON_CANDIDATES:
                 raise ColdStartError(
                     f"metrics: {metric} needs labelled pairs or full ranks; the item split ranks the split's "
@@ -321,8 +289,7 @@ def check_final(config):
             raise ColdStartError(
                 f"valid_metric_bigger: False keeps the epoch (and makes run_hyper pick the settings) with the lowest "
                 f"{config.get('valid_metric')}, but the item split's top-k metrics are better when bigger; "
-                "expected True "
-                "(or leave it out)."
+                "expected True (or leave it out)."
             )
     check_scenario(config)
     field_separator, seq_separator = config.get("field_separator"), config.get("seq_separator")
@@ -345,22 +312,16 @@ def check_final(config):
     if config.get("checkpoint_dir"):
         check_writable(config["checkpoint_dir"], "checkpoint_dir")
     check_writable("log", "the working directory (RecBole writes ./log there)")
-    names = metric_names()
-    listed = config.get("metrics")
-    listed = [m.lower() for m in (listed if isinstance(listed, (list, tuple)) else [listed]) if isinstance(m, str)]
-    cutoffs = config.get("topk")
-    cutoffs = cutoffs if isinstance(cutoffs, (list, tuple)) else [cutoffs]
     valid_metric = config.get("valid_metric")
+    listed = [m.lower() for m in metrics if isinstance(m, str)]
     if isinstance(valid_metric, str) and listed:
         name, _, cutoff = valid_metric.partition("@")
         if name.lower() not in listed:
-            computed = config.get("metrics")
-            computed = [computed] if isinstance(computed, str) else list(computed or [])
             raise ColdStartError(
                 f"valid_metric {valid_metric!r}: expected one of the metrics computed "
-                f"({', '.join(map(str, computed))}), at a topk cut-off."
+                f"({', '.join(map(str, metrics))}), at a topk cut-off."
             )
-        topk_metric = names.get(name.lower(), (name, False))[1]
+        topk_metric = metric_names().get(name.lower(), (name, False))[1]
         if topk_metric and (not cutoff.isdigit() or int(cutoff) not in cutoffs):
             raise ColdStartError(f"valid_metric {valid_metric!r}: expected NAME@K with K in topk {list(cutoffs)}.")
 

@@ -140,26 +140,21 @@ class ColdStartConfig(Config):
     def _load_internal_config_dict(self, model, model_class, dataset):
         super()._load_internal_config_dict(model, model_class, dataset)
         self.property_files = []  # the plugin's property files applied, in order (compare's table lists them)
-        self.tuned_files = tuned_properties_files(model, dataset) if self._use_tuned() else []
+        use_tuned = str(setting(self.external_config_dict, "use_tuned_properties")).lower()
+        tuned_files = tuned_properties_files(model, dataset) if use_tuned not in ("false", "0", "no", "none") else []
         for path in (
             PROPERTIES_DIR / "overall.yaml",
             PROPERTIES_DIR / "dataset" / f"{dataset}.yaml",
             PROPERTIES_DIR / "model" / f"{model}.yaml",
-            *self.tuned_files,
+            *tuned_files,
         ):
-            if path is not None and path.is_file():
-                if (
-                    path in self.tuned_files
-                ):  # written by a search, maybe in the working directory: checked as a user's file
+            if path.is_file():
+                if path in tuned_files:  # a search wrote it, maybe in the working directory: a user's file
                     check_settings(read_yaml(path), f"tuned file {path}")
                 loaded = self._update_internal_config_dict(str(path)) or {}
                 self.property_files.append(_shown_path(path))
                 if path.parent.name == "dataset":
                     self.parameters["Dataset"] += [k for k in loaded if k not in self.parameters["Dataset"]]
-
-    def _use_tuned(self):
-        value = setting(self.external_config_dict, "use_tuned_properties")
-        return str(value).lower() not in ("false", "0", "no", "none")
 
     def _get_final_config_dict(self):
         final = super()._get_final_config_dict()
@@ -168,7 +163,7 @@ class ColdStartConfig(Config):
         if isinstance(external_eval, dict):
             final["eval_args"] = {**internal_eval, **external_eval}
         _check_eval_args(final.get("eval_args"))
-        self.valid_metric_followed = valid_metric_following_topk(final, self.external_config_dict)
+        follow_topk(final, self.external_config_dict)
         for key in ("data_path", "checkpoint_dir"):  # '--data_path=~/data': no shell expands a ~ after '='
             if isinstance(final.get(key), str) and final[key].startswith("~"):
                 final[key] = os.path.expanduser(final[key])
@@ -187,26 +182,20 @@ class ColdStartConfig(Config):
 
     @property
     def split_seed(self):
-        seed = self.final_config_dict.get("split_seed")
+        seed = setting(self, "split_seed")
         return self["seed"] if seed is None else seed
 
 
-def valid_metric_following_topk(final, user_settings):
-    """``--topk=[5]`` without ``valid_metric``: the default ``valid_metric`` (Recall@10, properties/overall.yaml)
-    would name a cut-off the run does not compute and stop it. A ``valid_metric`` the user did not set (in their
-    config files or ``config_dict``: ``user_settings``, RecBole's external layer) keeps its metric and takes the
-    first ``topk`` cut-off when its own is not among them. Returns the new name, or None when nothing changed."""
-    if "valid_metric" in (user_settings or {}):
-        return None
-    metric, cutoffs = final.get("valid_metric"), final.get("topk")
-    cutoffs = as_list(cutoffs)
-    if not isinstance(metric, str) or "@" not in metric or not cutoffs or not isinstance(cutoffs[0], int):
-        return None
+def follow_topk(final, user_settings):
+    """``--topk=[5]`` without ``valid_metric``: the default ``valid_metric`` (Recall@10) would name a cut-off the
+    run does not compute and stop it. A ``valid_metric`` the user did not set (``user_settings``, RecBole's external
+    layer) keeps its metric and takes the first ``topk`` cut-off when its own is not among them."""
+    metric, cutoffs = final.get("valid_metric"), as_list(final.get("topk"))
+    if "valid_metric" in (user_settings or {}) or not isinstance(metric, str) or "@" not in metric:
+        return
     name, _, cutoff = metric.partition("@")
-    if cutoff.isdigit() and int(cutoff) in cutoffs:
-        return None
-    final["valid_metric"] = f"{name}@{cutoffs[0]}"
-    return final["valid_metric"]
+    if cutoffs and isinstance(cutoffs[0], int) and not (cutoff.isdigit() and int(cutoff) in cutoffs):
+        final["valid_metric"] = f"{name}@{cutoffs[0]}"
 
 
 def _check_run_names(model, dataset, config_file_list, config_dict):

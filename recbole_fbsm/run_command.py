@@ -185,8 +185,7 @@ RECBOLE_GROUPS = {
 def describe_models():
     """[(group, [(model, one line), ...]), ...]: this plugin's models, then RecBole's context-aware and general
     ones, RecBole's described by their docstrings, read from the source files (nothing imported: no torch)."""
-    from recbole_fbsm.config.registry import PLUGIN_MODELS
-    from recbole_fbsm.config.settings import recbole_model_files
+    from recbole_fbsm.config.registry import PLUGIN_MODELS, recbole_model_files
 
     plugin = [(name, PLUGIN_MODEL_LINES.get(name, "(no description yet)")) for name in PLUGIN_MODELS]
     groups = [("this plugin's item cold-start models (new items scored from their features)", plugin)]

@@ -16,7 +16,7 @@ import yaml
 
 from recbole_fbsm.config.checks import _is_number, as_list, metric_names
 from recbole_fbsm.config.paths import PROPERTIES_DIR, recbole_dir
-from recbole_fbsm.config.registry import PLUGIN_MODELS, RECBOLE_SUBMODULES, unknown_model_message
+from recbole_fbsm.config.registry import check_model_name
 from recbole_fbsm.config.schema import PLUGIN_SETTINGS, SPECS
 from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
@@ -148,38 +148,6 @@ def known_defaults():
 def known_keys():
     """Every setting a user may set: the plugin's table, the property files' keys, RecBole's code's keys."""
     return set(PLUGIN_SETTINGS) | set(known_defaults()) | RECBOLE_CODE_KEYS
-
-
-# ------------------------------------------------------------------------------ model names
-_CLASS = re.compile(r"^class (\w+)\(", re.M)
-
-
-@functools.lru_cache(maxsize=1)
-def recbole_model_files():
-    """{model class name: module file} for RecBole's general and context-aware models, found by reading
-    the files (a class whose lower-cased name is its module's name), without importing them."""
-    models = {}
-    for submodule in RECBOLE_SUBMODULES:
-        for path in sorted((recbole_dir() / "model" / submodule).glob("*.py")):
-            if path.stem.startswith("_"):
-                continue
-            for name in _CLASS.findall(path.read_text(encoding="utf-8", errors="replace")):
-                if name.lower() == path.stem:
-                    models[name] = path
-    return models
-
-
-def model_names():
-    return list(PLUGIN_MODELS) + sorted(n for n in recbole_model_files() if n not in PLUGIN_MODELS)
-
-
-def check_model_name(name):
-    """An unknown model name is an error (with the closest names), decided without importing a model."""
-    if not isinstance(name, str):
-        return
-    if name in PLUGIN_MODELS or name in recbole_model_files():
-        return
-    raise ColdStartError(unknown_model_message(name, model_names()))
 
 
 def value_problem(key, value):
@@ -329,5 +297,6 @@ def check_final(config):
 def precheck(model, config_file_list=None, config_dict=None):
     """The command line's fast check (no torch, no RecBole): the model name and the user's settings, which
     it returns merged (``check_user_settings``)."""
-    check_model_name(model)
+    if isinstance(model, str):
+        check_model_name(model)
     return check_user_settings(config_file_list, config_dict, source=None)

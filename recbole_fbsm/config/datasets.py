@@ -1,9 +1,6 @@
 """Dataset names, decided before torch is imported: the datasets ``recbole-fbsm download`` writes (the one
-table of their URLs, sizes and SHA-256), the names a run can mean, and the one-line error for a run whose
-dataset folder is missing (the download command, or the closest known name).
-
-The fetching and converting is ``recbole_fbsm.convert.download``; this module stays light so that the
-command line can name the download command, or a did-you-mean, in a fraction of a second.
+table of their URLs, sizes and SHA-256; ``recbole_fbsm.convert.download`` fetches them), the names a run can
+mean, and the one-line error for a run whose dataset folder is missing (the download command, or a did-you-mean).
 """
 
 import os

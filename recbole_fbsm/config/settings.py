@@ -145,11 +145,6 @@ def known_defaults():
     return defaults
 
 
-def known_keys():
-    """Every setting a user may set: the plugin's table, the property files' keys, RecBole's code's keys."""
-    return set(PLUGIN_SETTINGS) | set(known_defaults()) | RECBOLE_CODE_KEYS
-
-
 def value_problem(key, value):
     """What ``key`` expects when ``value`` does not fit, else None: its check in ``SPECS``, or else the kind of
     its defaults in the property files (a flag stays a flag, a number a number; None defaults say nothing)."""
@@ -169,7 +164,7 @@ def check_settings(settings, source, known_only=True):
     """Every key of ``settings`` known, every value of the expected type. ``source`` says where they came
     from for the message: ``config file x.yaml``, ``config_dict``, or ``None`` for the command line (the
     setting is then named as the option the user typed, ``--key=value``)."""
-    known = known_keys()
+    known = set(PLUGIN_SETTINGS) | set(known_defaults()) | RECBOLE_CODE_KEYS  # RUNTIME_KEYS: not suggested
     for key, value in settings.items():
         name = f"--{key}" if source is None else f"{key!r} in {source}"
         if known_only and key not in known and key not in RUNTIME_KEYS:

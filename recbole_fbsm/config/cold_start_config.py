@@ -85,8 +85,8 @@ class ColdStartConfig(Config):
             and model is not None
             and not str(getattr(model, "__module__", "")).startswith(("recbole.", "recbole_fbsm."))
         )
-        check_user_settings(config_file_list, config_dict, known_only=not own_model_class)
-        _check_run_names(model, dataset, config_file_list, config_dict)
+        run = {"model": model if isinstance(model, str) or model is None else model.__name__, "dataset": dataset}
+        check_user_settings(config_file_list, config_dict, known_only=not own_model_class, run=run)
         if config_file_list:  # an empty file holds no setting (RecBole's reader fails on it)
             config_file_list = [path for path in config_file_list if read_yaml(path)] or None
         super().__init__(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
@@ -196,22 +196,6 @@ def follow_topk(final, user_settings):
     name, _, cutoff = metric.partition("@")
     if cutoffs and isinstance(cutoffs[0], int) and not (cutoff.isdigit() and int(cutoff) in cutoffs):
         final["valid_metric"] = f"{name}@{cutoffs[0]}"
-
-
-def _check_run_names(model, dataset, config_file_list, config_dict):
-    """A config file (or config_dict) that names another model or dataset than the run's: RecBole takes the
-    run's (``--model``, ``--dataset``) and ignores the setting without a word."""
-    run = {"model": model if isinstance(model, str) or model is None else model.__name__, "dataset": dataset}
-    sources = [(f"config file {path}", read_yaml(path)) for path in config_file_list or []]
-    sources.append(("config_dict", config_dict or {}))
-    for source, settings in sources:
-        for key, value in run.items():
-            given = settings.get(key)
-            if value is not None and given is not None and str(given) != str(value):
-                raise ColdStartError(
-                    f"{source} sets {key}: {given}, but this run's {key} is {value!r} (--{key}); "
-                    f"the run's {key} is used: remove the {key} line, or run with --{key}={given}."
-                )
 
 
 def _check_eval_args(eval_args):

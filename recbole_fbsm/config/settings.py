@@ -8,6 +8,7 @@ a fraction of a second instead of after seconds of imports.
 
 import ast
 import functools
+import itertools
 import os
 import re
 from pathlib import Path
@@ -179,19 +180,26 @@ def check_settings(settings, source, known_only=True):
             )
 
 
-def check_user_settings(config_file_list=None, config_dict=None, source="config_dict", known_only=True):
+def check_user_settings(config_file_list=None, config_dict=None, source="config_dict", known_only=True, run=None):
     """The caller's settings, before anything is loaded: each config file (exists, parses, known keys,
     typed values), then ``config_dict`` (strings converted as RecBole converts them). Returns the
     merged user settings (later files and ``config_dict`` win). ``known_only=False`` accepts unknown
-    keys (a model class of the caller's own may read settings no property file names)."""
+    keys (a model class of the caller's own may read settings no property file names). ``run``: the run's
+    ``{"model": ..., "dataset": ...}``, which a file or ``config_dict`` may not name otherwise (RecBole would
+    take the run's and ignore the setting without a word)."""
+    sources = [(f"config file {path}", read_yaml(path)) for path in config_file_list or []]
+    sources.append((source, {key: convert_value(value) for key, value in (config_dict or {}).items()}))
     merged = {}
-    for path in config_file_list or []:
-        loaded = read_yaml(path)
-        check_settings(loaded, f"config file {path}", known_only)
-        merged.update(loaded)
-    converted = {key: convert_value(value) for key, value in (config_dict or {}).items()}
-    check_settings(converted, source, known_only)
-    merged.update(converted)
+    for where, settings in sources:
+        check_settings(settings, where, known_only)
+        merged.update(settings)
+    for (where, settings), (key, value) in itertools.product(sources, (run or {}).items()):
+        given = settings.get(key)
+        if value is not None and given is not None and str(given) != str(value):
+            raise ColdStartError(
+                f"{where} sets {key}: {given}, but this run's {key} is {value!r} (--{key}); "
+                f"the run's {key} is used: remove the {key} line, or run with --{key}={given}."
+            )
     return merged
 
 

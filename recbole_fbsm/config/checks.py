@@ -113,12 +113,9 @@ def choice(options, case=False):
 
 def optional(inner):
     def check(value):
-        if value is None:
-            return None
-        problem = inner(value)
-        if problem is None:
-            return None
-        return Problem(f"{problem} (or ~)", getattr(problem, "got", None), getattr(problem, "hint", ""))
+        problem = None if value is None else inner(value)
+        if problem is not None:
+            return Problem(f"{problem} (or ~)", getattr(problem, "got", None), getattr(problem, "hint", ""))
 
     return check
 

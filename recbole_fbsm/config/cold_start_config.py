@@ -42,17 +42,6 @@ def tuned_properties_file(model, dataset, properties_dir=None):
     )
 
 
-def tuned_properties_files(model, dataset):
-    """The tuned files a run loads, lowest priority first: the plugin's (shipped with it), then the working
-    directory's ``properties/`` (where ``hyper --write`` writes, so that an installed package is never
-    written to); one file when both are the same (a run from the checkout)."""
-    files = []
-    for path in (tuned_properties_file(model, dataset), tuned_properties_file(model, dataset, LOCAL_PROPERTIES_DIR)):
-        if path.is_file() and all(path.resolve() != other.resolve() for other in files):
-            files.append(path)
-    return files
-
-
 GROUP_BY_CHOICES = ("item", "user", "none")
 EVAL_ARGS_KEYS = ("split", "group_by", "order", "mode")  # what RecBole reads of eval_args; it ignores the rest
 
@@ -141,15 +130,22 @@ class ColdStartConfig(Config):
         super()._load_internal_config_dict(model, model_class, dataset)
         self.property_files = []  # the plugin's property files applied, in order (compare's table lists them)
         use_tuned = str(setting(self.external_config_dict, "use_tuned_properties")).lower()
-        tuned_files = tuned_properties_files(model, dataset) if use_tuned not in ("false", "0", "no", "none") else []
+        # the tuned files, lowest priority first: the plugin's (shipped with it), then the working directory's
+        # properties/ (where `hyper --write` writes: an installed package is never written to); one file when both
+        # are the same (a run from the checkout)
+        self.tuned_files = []
+        for folder in (PROPERTIES_DIR, LOCAL_PROPERTIES_DIR) if use_tuned not in ("false", "0", "no", "none") else ():
+            path = tuned_properties_file(model, dataset, folder)
+            if path.is_file() and all(path.resolve() != other.resolve() for other in self.tuned_files):
+                self.tuned_files.append(path)
         for path in (
             PROPERTIES_DIR / "overall.yaml",
             PROPERTIES_DIR / "dataset" / f"{dataset}.yaml",
             PROPERTIES_DIR / "model" / f"{model}.yaml",
-            *tuned_files,
+            *self.tuned_files,
         ):
             if path.is_file():
-                if path in tuned_files:  # a search wrote it, maybe in the working directory: a user's file
+                if path in self.tuned_files:  # a search wrote it, maybe in the working directory: a user's file
                     check_settings(read_yaml(path), f"tuned file {path}")
                 loaded = self._update_internal_config_dict(str(path)) or {}
                 self.property_files.append(_shown_path(path))

@@ -173,8 +173,7 @@ def check_settings(settings, source, known_only=True):
             raise ColdStartError(f"unknown setting {name}{hint}" + ("" if hint.endswith("?") else "."))
         problem = value_problem(key, value)
         if problem:
-            got = getattr(problem, "got", None)
-            got = value if got is None else got
+            got = value if getattr(problem, "got", None) is None else problem.got
             raise ColdStartError(
                 f"setting {name}: expected {problem}; got {got!r}{getattr(problem, 'hint', '') or '.'}"
             )

@@ -56,17 +56,8 @@ def main(argv=None, prog=None):
         from recbole_fbsm.quick_start import run
 
         # RecBole converts the strings ('0.01', '[10, 20]', 'True') as it does for its own command line.
-        result = run(
-            args.model,
-            args.dataset,
-            config_file_list=config_files,
-            config_dict=overrides,
-            nproc=args.nproc,
-            world_size=args.world_size,
-            ip=args.ip,
-            port=args.port,
-            group_offset=args.group_offset,
-        )
+        distributed = {key: getattr(args, key) for key in ("nproc", "world_size", "ip", "port", "group_offset")}
+        result = run(args.model, args.dataset, config_file_list=config_files, config_dict=overrides, **distributed)
     except ColdStartError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ from recbole.config import Config
 from recbole.utils import InputType, ModelType
 
 import recbole_fbsm.evaluation.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
-from recbole_fbsm.config.checks import as_list
+from recbole_fbsm.config.checks import _is_number, as_list
 from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.config.schema import setting
@@ -50,11 +50,9 @@ def _shown_path(path):
     """A property file's path as the tables show it: relative to the plugin's folder when inside it, else to the
     working directory when inside it."""
     resolved = Path(path).resolve()
-    for base in (PROPERTIES_DIR.parent, Path.cwd()):
-        try:
-            return str(resolved.relative_to(base.resolve()))
-        except ValueError:
-            continue
+    for base in (PROPERTIES_DIR.parent.resolve(), Path.cwd().resolve()):
+        if resolved.is_relative_to(base):
+            return str(resolved.relative_to(base))
     return str(path)
 
 
@@ -115,14 +113,12 @@ class ColdStartConfig(Config):
         return dict()
 
     def _get_model_and_dataset(self, model, dataset):
+        model = self.external_config_dict.get("model") if model is None else model
+        dataset = self.external_config_dict.get("dataset") if dataset is None else dataset
         if model is None:
-            model = self.external_config_dict.get("model")
-            if model is None:
-                raise ColdStartError("no model given: pass --model=NAME (or model= in Python).")
+            raise ColdStartError("no model given: pass --model=NAME (or model= in Python).")
         if dataset is None:
-            dataset = self.external_config_dict.get("dataset")
-            if dataset is None:
-                raise ColdStartError("no dataset given: pass --dataset=NAME (or dataset= in Python).")
+            raise ColdStartError("no dataset given: pass --dataset=NAME (or dataset= in Python).")
         model_class = get_model(model) if isinstance(model, str) else model
         return model_class.__name__, model_class, dataset
 
@@ -228,11 +224,7 @@ def _check_eval_args(eval_args):
             f"eval_args.split: the item split needs {{RS: [train, valid, test]}} ratios; got {split!r}."
         )
     ratios = split["RS"]
-    if (
-        not isinstance(ratios, (list, tuple))
-        or len(ratios) != 3
-        or not all(isinstance(r, (int, float)) and r > 0 for r in ratios)
-    ):
+    if not isinstance(ratios, (list, tuple)) or len(ratios) != 3 or not all(_is_number(r) and r > 0 for r in ratios):
         raise ColdStartError(
             f"eval_args.split.RS: expected three positive ratios [train, valid, test]; got {ratios!r}."
         )

@@ -45,12 +45,9 @@ def _mapping_without_repeats(loader, node, deep=False):
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"setting {key!r} is given twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1})",
-                key_node.start_mark,
-            )
+            lines = f"lines {seen[key] + 1} and {key_node.start_mark.line + 1}"
+            problem = f"setting {key!r} is given twice ({lines})"
+            raise yaml.constructor.ConstructorError(problem=problem, problem_mark=key_node.start_mark)
         seen[key] = key_node.start_mark.line
     return loader.construct_mapping(node, deep=deep)
 
@@ -78,10 +75,10 @@ def convert_value(text):
     string, and the setting then fails)."""
     if not isinstance(text, str):
         return text
+    stripped = text.strip()
     try:
-        return ast.literal_eval(text.strip())
+        return ast.literal_eval(stripped)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        stripped = text.strip()
         lowered = stripped.lower()
         if lowered in ("true", "false"):
             return lowered == "true"

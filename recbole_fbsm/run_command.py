@@ -173,20 +173,6 @@ RECBOLE_GROUPS = {
 }
 
 
-def describe_models():
-    """[(group, [(model, one line), ...]), ...]: this plugin's models, then RecBole's context-aware and general
-    ones, RecBole's described by their docstrings, read from the source files (nothing imported: no torch)."""
-    from recbole_fbsm.config.registry import PLUGIN_MODELS, recbole_model_files
-
-    plugin = [(name, PLUGIN_MODEL_LINES.get(name, "(no description yet)")) for name in PLUGIN_MODELS]
-    groups = [("this plugin's item cold-start models (new items scored from their features)", plugin)]
-    recbole = sorted(recbole_model_files().items(), key=lambda name_path: name_path[0].lower())
-    for folder, title in RECBOLE_GROUPS.items():
-        models = [(name, path) for name, path in recbole if path.parent.name == folder and name not in PLUGIN_MODELS]
-        groups.append((title, [(name, _docstring_line(path, name)) for name, path in models]))
-    return groups
-
-
 def _docstring_line(path, class_name):
     """The first sentence of the class's docstring; for a class without one, its module's reference (RecBole's
     module docstrings name the paper after 'Reference:')."""
@@ -215,9 +201,19 @@ def models_parser(prog="recbole-fbsm models"):
 
 
 def models_main(argv=None, prog="recbole-fbsm models"):
-    """``recbole-fbsm models``: every model a run accepts, with one line of what it is."""
+    """``recbole-fbsm models``: every model a run accepts, with one line of what it is: this plugin's, then
+    RecBole's context-aware and general ones, described by their docstrings, read from the source files (nothing
+    imported: no torch)."""
+    from recbole_fbsm.config.registry import PLUGIN_MODELS, recbole_model_files
+
     models_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
-    for title, models in describe_models():
+    plugin = [(name, PLUGIN_MODEL_LINES.get(name, "(no description yet)")) for name in PLUGIN_MODELS]
+    groups = {"this plugin's item cold-start models (new items scored from their features)": plugin}
+    recbole = sorted(recbole_model_files().items(), key=lambda name_path: name_path[0].lower())
+    for folder, title in RECBOLE_GROUPS.items():
+        models = [(name, path) for name, path in recbole if path.parent.name == folder and name not in PLUGIN_MODELS]
+        groups[title] = [(name, _docstring_line(path, name)) for name, path in models]
+    for title, models in groups.items():
         width = max(len(name) for name, _ in models)
         print(f"{title}:")
         for name, line in models:

@@ -47,11 +47,8 @@ def _is_number(value):
 
 
 def integer(low=None, high=None):
-    expected = {None: "an integer", 0: "a non-negative integer", 1: "a positive integer"}.get(
-        low, f"an integer >= {low}"
-    )
-    if high is not None:
-        expected = f"an integer from {low} to {high}"
+    named = {None: "an integer", 0: "a non-negative integer", 1: "a positive integer"}
+    expected = named.get(low, f"an integer >= {low}") if high is None else f"an integer from {low} to {high}"
 
     def check(value):
         if not _is_int(value) or (low is not None and value < low) or (high is not None and value > high):

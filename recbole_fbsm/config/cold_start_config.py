@@ -57,14 +57,9 @@ def _shown_path(path):
 
 
 class ColdStartConfig(Config):
-    """RecBole configuration for the item cold-start protocol.
-
-    Unlike RecBole's Config, it never reads ``sys.argv`` (``run_recbole.py`` parses the command line
-    itself and passes the values as ``config_dict``), so that embedding the plugin in another program
-    or a test runner cannot inject settings by accident. The caller's settings are checked first
-    (``recbole_fbsm.config.settings``: known keys, typed values, readable files), and string values are
-    converted without ``eval``.
-    """
+    """RecBole configuration for the item cold-start protocol. Unlike RecBole's Config it never reads
+    ``sys.argv`` (a program embedding the plugin cannot inject settings by accident), checks the caller's settings
+    first (``config.settings``) and converts string values without ``eval``."""
 
     def __init__(self, model=None, dataset=None, config_file_list=None, config_dict=None):
         own_model_class = (

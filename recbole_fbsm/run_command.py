@@ -131,15 +131,12 @@ def download_main(argv=None, prog="recbole-fbsm download"):
         result = download_dataset(
             args.name, args.out, mirror=args.mirror, overwrite=args.overwrite, timeout=args.timeout
         )
+    except KeyboardInterrupt:
+        interrupted = f"download of {args.name} interrupted; nothing was written under {args.out}/{args.name}"
+        print(f"error: {interrupted}, run the same command to resume.", file=sys.stderr)
+        return 2
     except (ColdStartError, ConversionError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(
-            f"error: download of {args.name} interrupted; nothing was written under {args.out}/{args.name}, "
-            "run the same command to resume.",
-            file=sys.stderr,
-        )
         return 2
     source = SOURCES[DATASETS[args.name].source]
     size = sum(source["files"][file][0] for file in DATASETS[args.name].files)

@@ -23,13 +23,10 @@ def parse_with_settings(parser, argv, reserved=None):
 
 
 def typed_command(argv, prog, process_argv=None, original_argv=None):
-    """The command line as the user typed it, shell-quoted, for a record such as compare's table.md.
-
-    When ``argv`` are the process's own arguments (``sys.argv`` ends with them, after the script and at most
-    the command's name), it is ``sys.argv`` as given: a console script by its name (``recbole-fbsm compare
-    ...``; the shell hands over its full path), ``python -m ...`` and ``python script.py ...`` as the
-    interpreter received them (``sys.orig_argv``). A call from Python with arguments of its own
-    (``main([...])``) is shown as ``prog`` followed by them."""
+    """The command line as the user typed it, shell-quoted, for a record such as compare's table.md: when ``argv``
+    ends ``sys.argv`` (after the script and at most the command's name), a console script by its name (not the full
+    path the shell hands over), ``python -m ...`` and ``python script.py ...`` as given (``sys.orig_argv``); a call
+    from Python with arguments of its own (``main([...])``), ``prog`` followed by them."""
     import os
     import shlex
     import sys

@@ -18,7 +18,7 @@ import yaml
 from recbole_fbsm.config.checks import _is_number, as_list, metric_names
 from recbole_fbsm.config.paths import PROPERTIES_DIR, recbole_dir
 from recbole_fbsm.config.registry import check_model_name
-from recbole_fbsm.config.schema import PLUGIN_SETTINGS, SPECS
+from recbole_fbsm.config.schema import PLUGIN_SETTINGS, SPECS, setting
 from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
 
@@ -218,7 +218,7 @@ def check_writable(path, setting):
 def check_scenario(config):
     """``cold_start_scenario: hybrid`` builds on the item split; ``identity_features`` needs training items
     among the candidates, which only the hybrid scenario has."""
-    scenario = str(config.get("cold_start_scenario") or "item").lower()
+    scenario = str(setting(config, "cold_start_scenario")).lower()
     group_by = str((config.get("eval_args") or {}).get("group_by")).lower()
     if scenario == "hybrid" and group_by != "item":
         raise ColdStartError(

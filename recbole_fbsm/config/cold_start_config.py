@@ -37,9 +37,7 @@ def tuned_properties_file(model, dataset, properties_dir=None):
     """A model's settings for one dataset, ``properties_dir/dataset/DATASET/MODEL.yaml`` (default: the plugin's
     properties): values chosen on validation by ``recbole-fbsm hyper --write``, and cost caps (e.g. for
     context-aware models on long texts)."""
-    return (
-        Path(PROPERTIES_DIR if properties_dir is None else properties_dir) / "dataset" / str(dataset) / f"{model}.yaml"
-    )
+    return Path(properties_dir or PROPERTIES_DIR) / "dataset" / str(dataset) / f"{model}.yaml"
 
 
 GROUP_BY_CHOICES = ("item", "user", "none")
@@ -62,12 +60,8 @@ class ColdStartConfig(Config):
     first (``config.settings``) and converts string values without ``eval``."""
 
     def __init__(self, model=None, dataset=None, config_file_list=None, config_dict=None):
-        own_model_class = (
-            not isinstance(model, str)
-            and model is not None
-            and not str(getattr(model, "__module__", "")).startswith(("recbole.", "recbole_fbsm."))
-        )
-        run = {"model": model if isinstance(model, str) or model is None else model.__name__, "dataset": dataset}
+        own_model_class = isinstance(model, type) and not model.__module__.startswith(("recbole.", "recbole_fbsm."))
+        run = {"model": model.__name__ if isinstance(model, type) else model, "dataset": dataset}
         check_user_settings(config_file_list, config_dict, known_only=not own_model_class, run=run)
         if config_file_list:  # an empty file holds no setting (RecBole's reader fails on it)
             config_file_list = [path for path in config_file_list if read_yaml(path)] or None

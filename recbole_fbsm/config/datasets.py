@@ -75,11 +75,6 @@ def known_datasets(data_path=DEFAULT_DATA_PATH):
     return sorted({"ml-100k", *recbole_downloadable(), *DATASETS, *present})
 
 
-def download_command(name, out=DEFAULT_DATA_PATH):
-    """The command that writes dataset ``name`` under the folder ``out``."""
-    return f"recbole-fbsm download {name}" + ("" if _is_default(out) else f" --out {shlex.quote(str(out))}")
-
-
 def run_command(name, out=DEFAULT_DATA_PATH, model="FBSM"):
     """The command that trains on dataset ``name`` written under the folder ``out``."""
     return f"recbole-fbsm run --model={model} --dataset={name}" + (
@@ -95,7 +90,8 @@ def missing_dataset_message(name, data_path=DEFAULT_DATA_PATH):
     if name == "ml-100k" or "/" in name or "\\" in name or os.path.isdir(folder):
         return None
     if name in DATASETS:
-        command = download_command(name, data_path)
+        out = "" if _is_default(data_path) else f" --out {shlex.quote(data_path)}"
+        command = f"recbole-fbsm download {name}{out}"
         return f"dataset {name!r}: folder {folder} not found; download and convert it with: {command}"
     if name in recbole_downloadable():
         return None

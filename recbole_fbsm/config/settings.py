@@ -121,18 +121,14 @@ def read_yaml(path):
 
 
 # ------------------------------------------------------------------------------ the known keys
-def property_files():
-    """Every property file: RecBole's, then this plugin's (grids list values to try, not settings)."""
-    files = sorted((recbole_dir() / "properties").rglob("*.yaml"))
-    files += [p for p in sorted(PROPERTIES_DIR.rglob("*.yaml")) if "grids" not in p.relative_to(PROPERTIES_DIR).parts]
-    return files
-
-
 @functools.lru_cache(maxsize=1)
 def known_defaults():
-    """{key: [default values found in property files]} over every property file (RecBole's and the plugin's)."""
+    """{key: [default values found in property files]} over every property file: RecBole's, then this plugin's
+    (its grids list values to try, not settings)."""
+    files = sorted((recbole_dir() / "properties").rglob("*.yaml"))
+    files += [p for p in sorted(PROPERTIES_DIR.rglob("*.yaml")) if "grids" not in p.relative_to(PROPERTIES_DIR).parts]
     defaults = {}
-    for path in property_files():
+    for path in files:
         try:
             loaded = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader) or {}
         except (OSError, yaml.YAMLError):

@@ -17,6 +17,9 @@ import shlex
 import sys
 
 from recbole_fbsm.config.cli import parse_with_settings
+from recbole_fbsm.config.datasets import DATASETS, DEFAULT_DATA_PATH, SOURCES, missing_dataset_message, run_command
+from recbole_fbsm.config.registry import PLUGIN_MODELS, recbole_model_files
+from recbole_fbsm.config.settings import precheck
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.runtime.openmp import prefer_passive_wait
 
@@ -44,9 +47,6 @@ def main(argv=None, prog=None):
     args, overrides = parse_with_settings(run_parser(prog), sys.argv[1:] if argv is None else argv)
     config_files = args.config_files.split() if args.config_files else None
     try:
-        from recbole_fbsm.config.datasets import DEFAULT_DATA_PATH, missing_dataset_message
-        from recbole_fbsm.config.settings import precheck
-
         settings = precheck(args.model, config_files, overrides)  # a typo fails here, before the heavy imports
         # a missing dataset folder: ours names its download command, a mistyped name the closest known one
         message = missing_dataset_message(args.dataset, settings.get("data_path") or DEFAULT_DATA_PATH)
@@ -72,10 +72,9 @@ def main(argv=None, prog=None):
                 print(f"{phase} {group} items: {_rounded(result[f'{phase}_result_{group}'])}")
     if result.get("saved_model_file"):
         print(f"saved model: {result['saved_model_file']}")
-    if result.get("artifact_file"):
-        print(
-            f"model artifact: {result['artifact_file']} (serve it: recbole-fbsm serve http {result['artifact_file']})"
-        )
+    artifact = result.get("artifact_file")
+    if artifact:
+        print(f"model artifact: {artifact} (serve it: recbole-fbsm serve http {artifact})")
     for line in kept_start_lines(args, config_files, result):
         print(line)
     return 0
@@ -93,8 +92,6 @@ arrive in OUT/.NAME.download/; a failed or interrupted run leaves nothing under 
 
 
 def download_parser(prog="recbole-fbsm download"):
-    from recbole_fbsm.config.datasets import DATASETS  # light: the table, no torch
-
     parser = argparse.ArgumentParser(
         prog=prog,
         epilog=DOWNLOAD_EPILOG,
@@ -122,7 +119,6 @@ def download_main(argv=None, prog="recbole-fbsm download"):
     """``recbole-fbsm download NAME``: the files, checked, converted; then the dataset's summary and the next
     command."""
     args = download_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
-    from recbole_fbsm.config.datasets import DATASETS, SOURCES, run_command
     from recbole_fbsm.convert import ConversionError
     from recbole_fbsm.convert.download import download_dataset
 
@@ -201,8 +197,6 @@ def models_main(argv=None, prog="recbole-fbsm models"):
     """``recbole-fbsm models``: every model a run accepts, with one line of what it is: this plugin's, then
     RecBole's context-aware and general ones, described by their docstrings, read from the source files (nothing
     imported: no torch)."""
-    from recbole_fbsm.config.registry import PLUGIN_MODELS, recbole_model_files
-
     models_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
     plugin = [(name, PLUGIN_MODEL_LINES.get(name, "(no description yet)")) for name in PLUGIN_MODELS]
     groups = {"this plugin's item cold-start models (new items scored from their features)": plugin}

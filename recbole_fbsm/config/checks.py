@@ -128,14 +128,13 @@ def topk(value):
         return "a positive integer or a list of them, e.g. [10, 20]"
 
 
+def three_positive_ratios(value):
+    return isinstance(value, (list, tuple)) and len(value) == 3 and all(_is_number(v) and v > 0 for v in value)
+
+
 def split_ratios(value):
     """Three positive ratios [train, valid, test] that sum to 1, as RecBole's ``RS``."""
-    if (
-        not isinstance(value, (list, tuple))
-        or len(value) != 3
-        or not all(_is_number(v) and v > 0 for v in value)
-        or abs(sum(value) - 1.0) > 1e-6
-    ):
+    if not three_positive_ratios(value) or abs(sum(value) - 1.0) > 1e-6:
         return "three positive ratios [train, valid, test] that sum to 1, e.g. [0.8, 0.1, 0.1]"
 
 

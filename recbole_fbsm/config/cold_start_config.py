@@ -15,7 +15,7 @@ from recbole.config import Config
 from recbole.utils import InputType, ModelType
 
 import recbole_fbsm.evaluation.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
-from recbole_fbsm.config.checks import _is_number, as_list
+from recbole_fbsm.config.checks import as_list, three_positive_ratios
 from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.config.schema import setting
@@ -213,7 +213,7 @@ def _check_eval_args(eval_args):
             f"eval_args.split: the item split needs {{RS: [train, valid, test]}} ratios; got {split!r}."
         )
     ratios = split["RS"]
-    if not isinstance(ratios, (list, tuple)) or len(ratios) != 3 or not all(_is_number(r) and r > 0 for r in ratios):
+    if not three_positive_ratios(ratios):
         raise ColdStartError(
             f"eval_args.split.RS: expected three positive ratios [train, valid, test]; got {ratios!r}."
         )

@@ -1,12 +1,10 @@
 """The one table of the plugin's settings: each key's check (type and range), and where its default comes from.
 
-A setting of layer ``OVERALL`` takes its default from ``properties/overall.yaml``, which also says what it means;
-a ``MODEL`` setting is set by the model files (``properties/model/*.yaml``, each key with RecBole's ``# (type)
-meaning`` comment), and its ``default`` here is what a model reads when no file set it (a RecBole Config built
-without the plugin's layers, an artifact of an older release). Code reads a plugin setting through
-``setting(config, key)``, never with a fallback of its own. A model file that sets a plugin setting to another
-value than its default says so here, in ``per_model`` (``tests/test_schema.py`` holds every model file equal to
-``model_default``). ``RECBOLE_CHECKS`` adds type checks to RecBole's own settings that the protocol relies on.
+``OVERALL`` settings take their default (and their meaning, in a comment) from ``properties/overall.yaml``;
+``MODEL`` settings are set by the model files, and their ``default`` is what a model reads when no file set them
+(a Config built without the plugin's layers, an older artifact); ``per_model`` names a model file's other value
+(``tests/test_schema.py`` holds the files equal to ``model_default``). Code reads a plugin setting through
+``setting(config, key)``, never with a fallback of its own. ``RECBOLE_CHECKS`` types RecBole's own settings.
 """
 
 from collections.abc import Callable

@@ -10,7 +10,6 @@ from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 DESCRIPTION = "Hyperparameter search on validation, the RecBole way (``run_hyper.py``), on an Optuna study."
 RESERVED_KEYS = {**COMPARE_RESERVED_KEYS, "split_seed": "set per split by --seeds", "model": "use --model"}
 ALGOS = {"grid": "grid", "exhaustive": "grid", "tpe": "tpe", "bayes": "tpe", "random": "random"}
-DEFAULT_STORAGE = "sqlite:///tune.db"
 DEFAULT_MAX_EVALS = 100  # RecBole's, for tpe and random
 
 
@@ -41,7 +40,7 @@ def build_parser(prog="run_hyper.py"):
         help=f"finished trials the study should hold (default: the grid's size, or {DEFAULT_MAX_EVALS})",
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=[2020], help="split seeds (default: 2020)")
-    parser.add_argument("--storage", default=DEFAULT_STORAGE, help="Optuna database URL (default: %(default)s)")
+    parser.add_argument("--storage", default="sqlite:///tune.db", help="Optuna database URL (default: %(default)s)")
     parser.add_argument("--study_name", default=None, help="default: MODEL-DATASET-<hash of the search's settings>")
     parser.add_argument(
         "--pruner",

@@ -85,9 +85,8 @@ class ColdStartConfig(Config):
             )
 
     def _init_device(self):
-        """RecBole's device setup, except in a data-parallel run (``local_rank`` given by the launcher):
-        there ``recbole_fbsm.runtime.distributed`` joins the process group with the backend the device needs
-        (RecBole's always asks for NCCL and one GPU per process)."""
+        """RecBole's device setup, except in a data-parallel run (``local_rank`` given by the launcher): there
+        ``runtime.distributed`` joins with the backend the device needs (RecBole's asks for NCCL and GPUs)."""
         if "local_rank" not in self.final_config_dict:
             return super()._init_device()
         init_process_group(self.final_config_dict)

@@ -55,8 +55,7 @@ DEFAULT_DATA_PATH = "dataset"  # RecBole's data_path: the folder holding one fol
 
 
 def recbole_downloadable():
-    """{name: zip URL} of the datasets RecBole publishes (its properties/dataset/url.yaml), read without
-    importing RecBole; empty when the file cannot be read."""
+    """{name: zip URL} of the datasets RecBole publishes (its properties/dataset/url.yaml; {} when unreadable)."""
     try:
         with open(recbole_dir() / "properties" / "dataset" / "url.yaml", encoding="utf-8") as f:
             table = yaml.safe_load(f) or {}

@@ -1,6 +1,5 @@
 """Model lookup: this plugin's models first, then RecBole's general and context-aware ones, found by reading
-RecBole's files; only ``get_model`` imports a model (and with it torch and RecBole), so that an unknown name
-is rejected before those imports."""
+RecBole's files; only ``get_model`` imports a model (and torch), so an unknown name is rejected before that."""
 
 import functools
 import importlib

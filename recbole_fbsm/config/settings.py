@@ -167,12 +167,10 @@ def check_settings(settings, source, known_only=True):
 
 
 def check_user_settings(config_file_list=None, config_dict=None, source="config_dict", known_only=True, run=None):
-    """The caller's settings, before anything is loaded: each config file (exists, parses, known keys,
-    typed values), then ``config_dict`` (strings converted as RecBole converts them). Returns the
-    merged user settings (later files and ``config_dict`` win). ``known_only=False`` accepts unknown
-    keys (a model class of the caller's own may read settings no property file names). ``run``: the run's
-    ``{"model": ..., "dataset": ...}``, which a file or ``config_dict`` may not name otherwise (RecBole would
-    take the run's and ignore the setting without a word)."""
+    """The caller's settings, merged (later files and ``config_dict`` win), before anything is loaded: each config
+    file, then ``config_dict`` (converted as RecBole converts it). ``known_only=False`` accepts unknown keys (a
+    model class of the caller's own may read settings no property file names). ``run``: the run's model and
+    dataset, which a file or ``config_dict`` may not name otherwise (RecBole would ignore it without a word)."""
     sources = [(f"config file {path}", read_yaml(path)) for path in config_file_list or []]
     sources.append((source, {key: convert_value(value) for key, value in (config_dict or {}).items()}))
     merged = {}
@@ -229,10 +227,7 @@ def check_scenario(config):
 
 
 def check_final(config):
-    """Checks across settings, on the final (merged) configuration: the validation metric must be one of
-    the metrics computed, at a computed cut-off; the item split allows only metrics of a top-k list, better
-    when bigger; seq_separator is not the field_separator; the user and item ids are two columns; load_col
-    and unload_col exclude each other; the run's folders can be written."""
+    """Checks across settings, on the final (merged) configuration; each message names the settings."""
     metrics, cutoffs = as_list(config.get("metrics")), as_list(config.get("topk"))
     eval_args = config.get("eval_args") or {}
     if str(eval_args.get("group_by")).lower() == "item":

@@ -134,12 +134,11 @@ def download_main(argv=None, prog="recbole-fbsm download"):
     except (ColdStartError, ConversionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    source = SOURCES[DATASETS[args.name].source]
-    size = sum(source["files"][file][0] for file in DATASETS[args.name].files)
-    print(
-        f"downloaded {len(DATASETS[args.name].files)} files ({size / 1e6:.1f} MB) from {args.mirror or source['url']}, "
-        "sizes and SHA-256 checked"
-    )
+    dataset = DATASETS[args.name]
+    source = SOURCES[dataset.source]
+    size = sum(source["files"][file][0] for file in dataset.files)
+    where = args.mirror or source["url"]
+    print(f"downloaded {len(dataset.files)} files ({size / 1e6:.1f} MB) from {where}, sizes and SHA-256 checked")
     print(result.summary())
     print(f"next: {run_command(args.name, args.out)}")
     return 0

@@ -15,7 +15,6 @@ NEG_DISTRIBUTIONS = ("uniform", "popularity", "none")
 SEED_MAX = 2**32 - 1  # numpy's legacy seeding, which RecBole's init_seed uses
 
 
-# ------------------------------------------------------------------------------ metric names
 @functools.lru_cache(maxsize=1)
 def metric_names():
     """{lower-case metric name: (display name, is a top-k metric)} of RecBole's and the plugin's metrics."""
@@ -28,7 +27,6 @@ def metric_names():
     return names
 
 
-# ------------------------------------------------------------------------------ value checks
 def as_list(value):
     """A setting that takes one value or a list of them (``topk``, ``metrics``), as a list."""
     return list(value) if isinstance(value, (list, tuple)) else [value]

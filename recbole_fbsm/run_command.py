@@ -16,7 +16,10 @@ import re
 import shlex
 import sys
 
-from recbole_fbsm.config.cli import settings_from_args
+from recbole_fbsm.config.cli import parse_with_settings
+from recbole_fbsm.config.datasets import DATASETS, DEFAULT_DATA_PATH, SOURCES, missing_dataset_message, run_command
+from recbole_fbsm.config.registry import PLUGIN_MODELS, recbole_model_files
+from recbole_fbsm.config.settings import precheck
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.runtime.openmp import prefer_passive_wait
 
@@ -36,50 +39,25 @@ def run_parser(prog=None):
     return parser
 
 
-def parse_args(argv, prog=None):
-    parser = run_parser(prog)
-    args, rest = parser.parse_known_args(argv)
-    overrides = settings_from_args(parser, rest)
-    return args, overrides
-
-
 def _rounded(result):
     return {key: round(float(value), 4) for key, value in (result or {}).items()}
 
 
-def check_dataset_name(name, settings):
-    """A missing dataset folder, before the heavy imports: ours names its download command, a mistyped
-    name the closest known one (``config.datasets``); anything else is left to the dataset checks."""
-    from recbole_fbsm.config.datasets import DEFAULT_DATA_PATH, missing_dataset_message
-
-    message = missing_dataset_message(name, settings.get("data_path") or DEFAULT_DATA_PATH)
-    if message:
-        raise ColdStartError(message)
-
-
 def main(argv=None, prog=None):
-    args, overrides = parse_args(sys.argv[1:] if argv is None else argv, prog)
+    args, overrides = parse_with_settings(run_parser(prog), sys.argv[1:] if argv is None else argv)
     config_files = args.config_files.split() if args.config_files else None
     try:
-        from recbole_fbsm.config.settings import precheck
-
         settings = precheck(args.model, config_files, overrides)  # a typo fails here, before the heavy imports
-        check_dataset_name(args.dataset, settings)
+        # a missing dataset folder: ours names its download command, a mistyped name the closest known one
+        message = missing_dataset_message(args.dataset, settings.get("data_path") or DEFAULT_DATA_PATH)
+        if message:
+            raise ColdStartError(message)
         prefer_passive_wait(settings.get("torch_threads"))  # before torch loads OpenMP (runtime.openmp)
         from recbole_fbsm.quick_start import run
 
         # RecBole converts the strings ('0.01', '[10, 20]', 'True') as it does for its own command line.
-        result = run(
-            args.model,
-            args.dataset,
-            config_file_list=config_files,
-            config_dict=overrides,
-            nproc=args.nproc,
-            world_size=args.world_size,
-            ip=args.ip,
-            port=args.port,
-            group_offset=args.group_offset,
-        )
+        distributed = {key: getattr(args, key) for key in ("nproc", "world_size", "ip", "port", "group_offset")}
+        result = run(args.model, args.dataset, config_file_list=config_files, config_dict=overrides, **distributed)
     except ColdStartError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -94,10 +72,9 @@ def main(argv=None, prog=None):
                 print(f"{phase} {group} items: {_rounded(result[f'{phase}_result_{group}'])}")
     if result.get("saved_model_file"):
         print(f"saved model: {result['saved_model_file']}")
-    if result.get("artifact_file"):
-        print(
-            f"model artifact: {result['artifact_file']} (serve it: recbole-fbsm serve http {result['artifact_file']})"
-        )
+    artifact = result.get("artifact_file")
+    if artifact:
+        print(f"model artifact: {artifact} (serve it: recbole-fbsm serve http {artifact})")
     for line in kept_start_lines(args, config_files, result):
         print(line)
     return 0
@@ -115,8 +92,6 @@ arrive in OUT/.NAME.download/; a failed or interrupted run leaves nothing under 
 
 
 def download_parser(prog="recbole-fbsm download"):
-    from recbole_fbsm.config.datasets import DATASETS  # light: the table, no torch
-
     parser = argparse.ArgumentParser(
         prog=prog,
         epilog=DOWNLOAD_EPILOG,
@@ -144,7 +119,6 @@ def download_main(argv=None, prog="recbole-fbsm download"):
     """``recbole-fbsm download NAME``: the files, checked, converted; then the dataset's summary and the next
     command."""
     args = download_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
-    from recbole_fbsm.config.datasets import DATASETS, SOURCES, run_command
     from recbole_fbsm.convert import ConversionError
     from recbole_fbsm.convert.download import download_dataset
 
@@ -153,22 +127,18 @@ def download_main(argv=None, prog="recbole-fbsm download"):
         result = download_dataset(
             args.name, args.out, mirror=args.mirror, overwrite=args.overwrite, timeout=args.timeout
         )
+    except KeyboardInterrupt:
+        interrupted = f"download of {args.name} interrupted; nothing was written under {args.out}/{args.name}"
+        print(f"error: {interrupted}, run the same command to resume.", file=sys.stderr)
+        return 2
     except (ColdStartError, ConversionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(
-            f"error: download of {args.name} interrupted; nothing was written under {args.out}/{args.name}, "
-            "run the same command to resume.",
-            file=sys.stderr,
-        )
-        return 2
-    source = SOURCES[DATASETS[args.name].source]
-    size = sum(source["files"][file][0] for file in DATASETS[args.name].files)
-    print(
-        f"downloaded {len(DATASETS[args.name].files)} files ({size / 1e6:.1f} MB) from {args.mirror or source['url']}, "
-        "sizes and SHA-256 checked"
-    )
+    dataset = DATASETS[args.name]
+    source = SOURCES[dataset.source]
+    size = sum(source["files"][file][0] for file in dataset.files)
+    where = args.mirror or source["url"]
+    print(f"downloaded {len(dataset.files)} files ({size / 1e6:.1f} MB) from {where}, sizes and SHA-256 checked")
     print(result.summary())
     print(f"next: {run_command(args.name, args.out)}")
     return 0
@@ -188,60 +158,19 @@ PLUGIN_MODEL_LINES = {
     "HybridBlend": "hybrid scenario: a warm RecBole model and a content model, z-scored, mixed on validation",
 }
 LINE_WIDTH = 110  # RecBole's descriptions are cut at a word to keep one line per model
-
-
-def describe_models():
-    """[(group, [(model, one line), ...]), ...]: this plugin's models, then RecBole's context-aware and general
-    ones, RecBole's described by their docstrings, read from the source files (nothing imported: no torch)."""
-    from recbole_fbsm.config.registry import PLUGIN_MODELS
-    from recbole_fbsm.config.settings import recbole_model_files
-
-    groups = [
-        (
-            "this plugin's item cold-start models (new items scored from their features)",
-            [(name, PLUGIN_MODEL_LINES.get(name, "(no description yet)")) for name in PLUGIN_MODELS],
-        )
-    ]
-    recbole = recbole_model_files()
-    for folder, title in (
-        (
-            "context_aware_recommender",
-            "RecBole's context-aware models (new items scored from their "
-            "features when item_id is not one of their fields)",
-        ),
-        (
-            "general_recommender",
-            "RecBole's general models (collaborative only: no signal for a new item; sanity floors)",
-        ),
-    ):
-        groups.append(
-            (
-                title,
-                [
-                    (name, _docstring_line(path, name))
-                    for name, path in sorted(recbole.items(), key=lambda kv: kv[0].lower())
-                    if path.parent.name == folder and name not in PLUGIN_MODELS
-                ],
-            )
-        )
-    return groups
+RECBOLE_GROUPS = {
+    "context_aware_recommender": "RecBole's context-aware models (new items scored from their features when "
+    "item_id is not one of their fields)",
+    "general_recommender": "RecBole's general models (collaborative only: no signal for a new item; sanity floors)",
+}
 
 
 def _docstring_line(path, class_name):
     """The first sentence of the class's docstring; for a class without one, its module's reference (RecBole's
     module docstrings name the paper after 'Reference:')."""
     tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    of_class = (
-        next(
-            (
-                ast.get_docstring(node)
-                for node in tree.body
-                if isinstance(node, ast.ClassDef) and node.name == class_name
-            ),
-            None,
-        )
-        or ""
-    )
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name]
+    of_class = (ast.get_docstring(classes[0]) if classes else None) or ""
     lines = (ast.get_docstring(tree) or "").splitlines()
     reference = next((lines[k + 1].strip() for k, line in enumerate(lines[:-1]) if line.strip() == "Reference:"), "")
     text = _first_sentence(of_class) or reference or "(no description in its source)"
@@ -264,9 +193,17 @@ def models_parser(prog="recbole-fbsm models"):
 
 
 def models_main(argv=None, prog="recbole-fbsm models"):
-    """``recbole-fbsm models``: every model a run accepts, with one line of what it is."""
+    """``recbole-fbsm models``: every model a run accepts, with one line of what it is: this plugin's, then
+    RecBole's context-aware and general ones, described by their docstrings, read from the source files (nothing
+    imported: no torch)."""
     models_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
-    for title, models in describe_models():
+    plugin = [(name, PLUGIN_MODEL_LINES.get(name, "(no description yet)")) for name in PLUGIN_MODELS]
+    groups = {"this plugin's item cold-start models (new items scored from their features)": plugin}
+    recbole = sorted(recbole_model_files().items(), key=lambda name_path: name_path[0].lower())
+    for folder, title in RECBOLE_GROUPS.items():
+        models = [(name, path) for name, path in recbole if path.parent.name == folder and name not in PLUGIN_MODELS]
+        groups[title] = [(name, _docstring_line(path, name)) for name, path in models]
+    for title, models in groups.items():
         width = max(len(name) for name, _ in models)
         print(f"{title}:")
         for name, line in models:

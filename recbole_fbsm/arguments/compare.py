@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from recbole_fbsm.config.checks import SEED_MAX
-from recbole_fbsm.config.cli import settings_from_args
+from recbole_fbsm.config.cli import parse_with_settings
 
 DEFAULT_MODELS = ["FBSM", "UFSM", "ItemKNNCBF", "CoSim", "FM", "DeepFM", "WideDeep", "BPR", "Pop", "Random"]
 DEFAULT_SEEDS = [2020, 2021, 2022]
@@ -73,8 +73,7 @@ def build_parser(prog="recbole-fbsm compare") -> argparse.ArgumentParser:
 
 def parse_args(argv, prog="recbole-fbsm compare"):
     parser = build_parser(prog)
-    args, rest = parser.parse_known_args(argv)
-    overrides = settings_from_args(parser, rest, RESERVED_KEYS)
+    args, overrides = parse_with_settings(parser, argv, RESERVED_KEYS)
     if len(set(args.models)) != len(args.models):
         parser.error("--models: a model is listed twice")
     if len(set(args.seeds)) != len(args.seeds):

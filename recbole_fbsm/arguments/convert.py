@@ -66,12 +66,6 @@ def build_parser(prog="recbole-fbsm convert") -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{ctr,text}")
-    _add_ctr(sub)
-    _add_text(sub)
-    return parser
-
-
-def _add_ctr(sub):
     ctr = sub.add_parser(
         "ctr",
         help="CTR/CDL format (users.dat, mult.dat, vocabulary.dat), e.g. citeulike-t",
@@ -88,9 +82,6 @@ def _add_ctr(sub):
     for key, file in CTR_TAG_FILES.items():
         g.add_argument(f"--{key.replace('_', '-')}", dest=key, help=f"{file} (default: SRC/{file} with --tags)")
     _common(ctr)
-
-
-def _add_text(sub):
     text = sub.add_parser(
         "text",
         help="CSV/TSV interactions 'user,item[,rating]' and item texts 'item,text'",
@@ -123,3 +114,4 @@ def _add_text(sub):
         help="separator of several tags inside one field of --tags (default: %(default)s)",
     )
     _common(text)
+    return parser

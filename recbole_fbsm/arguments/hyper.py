@@ -4,13 +4,12 @@ load (``recbole_fbsm.experiments.tune`` runs the search)."""
 import argparse
 
 from recbole_fbsm.arguments.compare import RESERVED_KEYS as COMPARE_RESERVED_KEYS
-from recbole_fbsm.config.cli import settings_from_args
+from recbole_fbsm.config.cli import parse_with_settings
 from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 
 DESCRIPTION = "Hyperparameter search on validation, the RecBole way (``run_hyper.py``), on an Optuna study."
 RESERVED_KEYS = {**COMPARE_RESERVED_KEYS, "split_seed": "set per split by --seeds", "model": "use --model"}
 ALGOS = {"grid": "grid", "exhaustive": "grid", "tpe": "tpe", "bayes": "tpe", "random": "random"}
-DEFAULT_STORAGE = "sqlite:///tune.db"
 DEFAULT_MAX_EVALS = 100  # RecBole's, for tpe and random
 
 
@@ -41,7 +40,7 @@ def build_parser(prog="run_hyper.py"):
         help=f"finished trials the study should hold (default: the grid's size, or {DEFAULT_MAX_EVALS})",
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=[2020], help="split seeds (default: 2020)")
-    parser.add_argument("--storage", default=DEFAULT_STORAGE, help="Optuna database URL (default: %(default)s)")
+    parser.add_argument("--storage", default="sqlite:///tune.db", help="Optuna database URL (default: %(default)s)")
     parser.add_argument("--study_name", default=None, help="default: MODEL-DATASET-<hash of the search's settings>")
     parser.add_argument(
         "--pruner",
@@ -67,8 +66,7 @@ def build_parser(prog="run_hyper.py"):
 def parse_args(argv, prog="run_hyper.py"):
     """(options, {key: value} of the --key=value settings); a usage error ends here, before anything loads."""
     parser = build_parser(prog)
-    args, rest = parser.parse_known_args(argv)
-    overrides = settings_from_args(parser, rest, RESERVED_KEYS)
+    args, overrides = parse_with_settings(parser, argv, RESERVED_KEYS)
     if len(set(args.seeds)) != len(args.seeds):
         parser.error("--seeds: a seed is listed twice")
     if args.max_evals is not None and args.max_evals < 1:

@@ -15,7 +15,6 @@ NEG_DISTRIBUTIONS = ("uniform", "popularity", "none")
 SEED_MAX = 2**32 - 1  # numpy's legacy seeding, which RecBole's init_seed uses
 
 
-# ------------------------------------------------------------------------------ metric names
 @functools.lru_cache(maxsize=1)
 def metric_names():
     """{lower-case metric name: (display name, is a top-k metric)} of RecBole's and the plugin's metrics."""
@@ -28,18 +27,9 @@ def metric_names():
     return names
 
 
-# ------------------------------------------------------------------------------ value checks
-def _type_name(value):
-    return {
-        bool: "a flag",
-        int: "an integer",
-        float: "a number",
-        str: "text",
-        list: "a list",
-        tuple: "a list",
-        dict: "a mapping",
-        type(None): "~ (none)",
-    }.get(type(value), type(value).__name__)
+def as_list(value):
+    """A setting that takes one value or a list of them (``topk``, ``metrics``), as a list."""
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def _is_int(value):
@@ -55,11 +45,8 @@ def _is_number(value):
 
 
 def integer(low=None, high=None):
-    expected = {None: "an integer", 0: "a non-negative integer", 1: "a positive integer"}.get(
-        low, f"an integer >= {low}"
-    )
-    if high is not None:
-        expected = f"an integer from {low} to {high}"
+    named = {None: "an integer", 0: "a non-negative integer", 1: "a positive integer"}
+    expected = named.get(low, f"an integer >= {low}") if high is None else f"an integer from {low} to {high}"
 
     def check(value):
         if not _is_int(value) or (low is not None and value < low) or (high is not None and value > high):
@@ -77,13 +64,6 @@ def thread_count(value):
     if not _is_int(value) or not 1 <= value <= cores:
         hint = suggestion(value, ["auto"]) if isinstance(value, str) else ""
         return Problem(f"auto or an integer from 1 to {cores} (this machine's cores)", value, hint)
-
-
-def nonempty_words(value):
-    problem = words(value)
-    if problem is None and not value:
-        return "at least one field name, e.g. [genre, words] (~ for every token field of the .item file)"
-    return problem
 
 
 def number(low=None, strict=False):
@@ -128,19 +108,11 @@ def choice(options, case=False):
 
 def optional(inner):
     def check(value):
-        if value is None:
-            return None
-        problem = inner(value)
-        if problem is None:
-            return None
-        return Problem(f"{problem} (or ~)", getattr(problem, "got", None), getattr(problem, "hint", ""))
+        problem = None if value is None else inner(value)
+        if problem is not None:
+            return Problem(f"{problem} (or ~)", getattr(problem, "got", None), getattr(problem, "hint", ""))
 
     return check
-
-
-def words(value):
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
-        return "a list of field names, e.g. [genre, words]"
 
 
 def text(value):
@@ -149,19 +121,18 @@ def text(value):
 
 
 def topk(value):
-    values = value if isinstance(value, (list, tuple)) else [value]
+    values = as_list(value)
     if not values or not all(_is_int(v) and v >= 1 for v in values):
         return "a positive integer or a list of them, e.g. [10, 20]"
 
 
+def three_positive_ratios(value):
+    return isinstance(value, (list, tuple)) and len(value) == 3 and all(_is_number(v) and v > 0 for v in value)
+
+
 def split_ratios(value):
     """Three positive ratios [train, valid, test] that sum to 1, as RecBole's ``RS``."""
-    if (
-        not isinstance(value, (list, tuple))
-        or len(value) != 3
-        or not all(_is_number(v) and v > 0 for v in value)
-        or abs(sum(value) - 1.0) > 1e-6
-    ):
+    if not three_positive_ratios(value) or abs(sum(value) - 1.0) > 1e-6:
         return "three positive ratios [train, valid, test] that sum to 1, e.g. [0.8, 0.1, 0.1]"
 
 
@@ -171,7 +142,7 @@ def positive_integers(value):
 
 
 def metrics(value):
-    values = value if isinstance(value, (list, tuple)) else [value]
+    values = as_list(value)
     if not values or not all(isinstance(v, str) for v in values):
         return "a list of metric names, e.g. [Recall, NDCG]"
     known = metric_names()
@@ -195,6 +166,32 @@ def mapping_of(key_check, value_check, example):
     return check
 
 
+def field_names(nonempty=False):
+    """A list of field names, none of them twice (a repeated feature field counted its features twice; a
+    repeated load_col column ended in a pandas traceback)."""
+
+    def check(value):
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+            return "a list of field names, e.g. [genre, words]"
+        if nonempty and not value:
+            return "at least one field name, e.g. [genre, words] (~ for every token field of the .item file)"
+        if len(set(value)) < len(value):
+            return "a list of distinct field names, e.g. [genre, words]"
+
+    return check
+
+
+def _keyed_mapping_problem(value, checks, notes=None):
+    """The first key of ``value`` that ``checks`` does not list, or the first value that fails its key's check."""
+    for key, item in value.items():
+        if key not in checks:
+            return Problem(f"keys among {', '.join(checks)}", key, suggestion(str(key), checks))
+        problem = checks[key](item)
+        if problem:
+            note = (notes or {}).get(key, "")
+            return Problem(f"{key} to be {problem}{note}", item, getattr(problem, "hint", ""))
+
+
 def neg_sample_args(value):
     if value is None:
         return None
@@ -207,30 +204,13 @@ def neg_sample_args(value):
         "dynamic": flag,
         "candidate_num": integer(0),
     }
-    for key, item in value.items():
-        if key not in checks:
-            return Problem(f"keys among {', '.join(checks)}", key, suggestion(key, checks))
-        problem = checks[key](item)
-        if problem:
-            return Problem(f"{key} to be {problem}", item, getattr(problem, "hint", ""))
-    if value.get("dynamic") and not value.get("candidate_num"):
+    problem = _keyed_mapping_problem(value, checks)
+    if problem is None and value.get("dynamic") and not value.get("candidate_num"):
         return Problem(
             "candidate_num >= 1 with dynamic: True (the negative is the best of candidate_num draws)",
             value.get("candidate_num"),
         )
-
-
-def distinct_words(value):
-    """A list of field names, none of them twice (a repeated feature field counted its features twice; a
-    repeated load_col column ended in a pandas traceback)."""
-    problem = words(value)
-    if problem is None and len(set(value)) < len(value):
-        return "a list of distinct field names, e.g. [genre, words]"
     return problem
-
-
-def distinct_nonempty_words(value):
-    return nonempty_words(value) or distinct_words(value)
 
 
 def clip_grad_norm(value):
@@ -244,16 +224,10 @@ def clip_grad_norm(value):
         "error_if_nonfinite": flag,
         "foreach": optional(flag),
     }
-    for key, item in value.items():
-        if key not in checks:
-            return Problem(f"keys among {', '.join(checks)}", key, suggestion(str(key), checks))
-        problem = checks[key](item)
-        if problem:
-            return Problem(
-                f"{key} to be {problem}" + (" (0 sets every gradient to zero)" if key == "max_norm" else ""), item
-            )
-    if "max_norm" not in value:
+    problem = _keyed_mapping_problem(value, checks, {"max_norm": " (0 sets every gradient to zero)"})
+    if problem is None and "max_norm" not in value:
         return Problem("a mapping with max_norm, e.g. {max_norm: 5, norm_type: 2}", value)
+    return problem
 
 
 _INTERVAL = re.compile(r"^\s*([\[(])\s*([^,\s]+)\s*,\s*([^,\s]+)\s*([\])])\s*$")

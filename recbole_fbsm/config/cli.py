@@ -1,13 +1,13 @@
 """Command-line helpers shared by ``run_recbole.py`` and ``recbole-fbsm compare``."""
 
 
-def settings_from_args(parser, rest, reserved=None):
-    """RecBole-style ``--key=value`` settings from the arguments argparse did not know.
-
-    Values stay strings: RecBole's Config converts them ('0.01', '[10, 20]', 'True') as it does for its
-    own command line. ``reserved`` maps keys that may not be given this way to the reason. A key given twice
-    is an error.
+def parse_with_settings(parser, argv, reserved=None):
+    """(options, settings): ``parser``'s options, and RecBole-style ``--key=value`` settings from the arguments
+    it did not know. Values stay strings: RecBole's Config converts them ('0.01', '[10, 20]', 'True') as it
+    does for its own command line. ``reserved`` maps keys that may not be given this way to the reason. A key
+    given twice is an error.
     """
+    args, rest = parser.parse_known_args(argv)
     reserved = reserved or {}
     settings = {}
     for item in rest:
@@ -19,17 +19,14 @@ def settings_from_args(parser, rest, reserved=None):
         if key in settings:  # argparse and RecBole would take the last one silently
             parser.error(f"--{key} is given twice (--{key}={settings[key]} and --{key}={value}); expected it once")
         settings[key] = value
-    return settings
+    return args, settings
 
 
 def typed_command(argv, prog, process_argv=None, original_argv=None):
-    """The command line as the user typed it, shell-quoted, for a record such as compare's table.md.
-
-    When ``argv`` are the process's own arguments (``sys.argv`` ends with them, after the script and at most
-    the command's name), it is ``sys.argv`` as given: a console script by its name (``recbole-fbsm compare
-    ...``; the shell hands over its full path), ``python -m ...`` and ``python script.py ...`` as the
-    interpreter received them (``sys.orig_argv``). A call from Python with arguments of its own
-    (``main([...])``) is shown as ``prog`` followed by them."""
+    """The command line as the user typed it, shell-quoted, for a record such as compare's table.md: when ``argv``
+    ends ``sys.argv`` (after the script and at most the command's name), a console script by its name (not the full
+    path the shell hands over), ``python -m ...`` and ``python script.py ...`` as given (``sys.orig_argv``); a call
+    from Python with arguments of its own (``main([...])``), ``prog`` followed by them."""
     import os
     import shlex
     import sys

@@ -16,6 +16,7 @@ from recbole.config import Config
 from recbole.utils import InputType, ModelType
 
 import recbole_fbsm.evaluation.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
+from recbole_fbsm.config.checks import as_list, three_positive_ratios
 from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.config.schema import setting
@@ -37,20 +38,7 @@ def tuned_properties_file(model, dataset, properties_dir=None):
     """A model's settings for one dataset, ``properties_dir/dataset/DATASET/MODEL.yaml`` (default: the plugin's
     properties): values chosen on validation by ``recbole-fbsm hyper --write``, and cost caps (e.g. for
     context-aware models on long texts)."""
-    return (
-        Path(PROPERTIES_DIR if properties_dir is None else properties_dir) / "dataset" / str(dataset) / f"{model}.yaml"
-    )
-
-
-def tuned_properties_files(model, dataset):
-    """The tuned files a run loads, lowest priority first: the plugin's (shipped with it), then the working
-    directory's ``properties/`` (where ``hyper --write`` writes, so that an installed package is never
-    written to); one file when both are the same (a run from the checkout)."""
-    files = []
-    for path in (tuned_properties_file(model, dataset), tuned_properties_file(model, dataset, LOCAL_PROPERTIES_DIR)):
-        if path.is_file() and all(path.resolve() != other.resolve() for other in files):
-            files.append(path)
-    return files
+    return Path(properties_dir or PROPERTIES_DIR) / "dataset" / str(dataset) / f"{model}.yaml"
 
 
 GROUP_BY_CHOICES = ("item", "user", "none")
@@ -61,32 +49,21 @@ def _shown_path(path):
     """A property file's path as the tables show it: relative to the plugin's folder when inside it, else to the
     working directory when inside it."""
     resolved = Path(path).resolve()
-    for base in (PROPERTIES_DIR.parent, Path.cwd()):
-        try:
-            return str(resolved.relative_to(base.resolve()))
-        except ValueError:
-            continue
+    for base in (PROPERTIES_DIR.parent.resolve(), Path.cwd().resolve()):
+        if resolved.is_relative_to(base):
+            return str(resolved.relative_to(base))
     return str(path)
 
 
 class ColdStartConfig(Config):
-    """RecBole configuration for the item cold-start protocol.
-
-    Unlike RecBole's Config, it never reads ``sys.argv`` (``run_recbole.py`` parses the command line
-    itself and passes the values as ``config_dict``), so that embedding the plugin in another program
-    or a test runner cannot inject settings by accident. The caller's settings are checked first
-    (``recbole_fbsm.config.settings``: known keys, typed values, readable files), and string values are
-    converted without ``eval``.
-    """
+    """RecBole configuration for the item cold-start protocol. Unlike RecBole's Config it never reads
+    ``sys.argv`` (a program embedding the plugin cannot inject settings by accident), checks the caller's settings
+    first (``config.settings``) and converts string values without ``eval``."""
 
     def __init__(self, model=None, dataset=None, config_file_list=None, config_dict=None):
-        own_model_class = (
-            not isinstance(model, str)
-            and model is not None
-            and not str(getattr(model, "__module__", "")).startswith(("recbole.", "recbole_fbsm."))
-        )
-        check_user_settings(config_file_list, config_dict, known_only=not own_model_class)
-        _check_run_names(model, dataset, config_file_list, config_dict)
+        own_model_class = isinstance(model, type) and not model.__module__.startswith(("recbole.", "recbole_fbsm."))
+        run = {"model": model.__name__ if isinstance(model, type) else model, "dataset": dataset}
+        check_user_settings(config_file_list, config_dict, known_only=not own_model_class, run=run)
         if config_file_list:  # an empty file holds no setting (RecBole's reader fails on it)
             config_file_list = [path for path in config_file_list if read_yaml(path)] or None
         super().__init__(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
@@ -109,9 +86,8 @@ class ColdStartConfig(Config):
             )
 
     def _init_device(self):
-        """RecBole's device setup, except in a data-parallel run (``local_rank`` given by the launcher):
-        there ``recbole_fbsm.runtime.distributed`` joins the process group with the backend the device needs
-        (RecBole's always asks for NCCL and one GPU per process)."""
+        """RecBole's device setup, except in a data-parallel run (``local_rank`` given by the launcher): there
+        ``runtime.distributed`` joins with the backend the device needs (RecBole's asks for NCCL and GPUs)."""
         if "local_rank" not in self.final_config_dict:
             super()._init_device()
             if not self.final_config_dict["use_gpu"]:  # RecBole 1.2.1 picks CUDA from gpu_id alone
@@ -129,40 +105,40 @@ class ColdStartConfig(Config):
         return dict()
 
     def _get_model_and_dataset(self, model, dataset):
+        model = self.external_config_dict.get("model") if model is None else model
+        dataset = self.external_config_dict.get("dataset") if dataset is None else dataset
         if model is None:
-            model = self.external_config_dict.get("model")
-            if model is None:
-                raise ColdStartError("no model given: pass --model=NAME (or model= in Python).")
+            raise ColdStartError("no model given: pass --model=NAME (or model= in Python).")
         if dataset is None:
-            dataset = self.external_config_dict.get("dataset")
-            if dataset is None:
-                raise ColdStartError("no dataset given: pass --dataset=NAME (or dataset= in Python).")
+            raise ColdStartError("no dataset given: pass --dataset=NAME (or dataset= in Python).")
         model_class = get_model(model) if isinstance(model, str) else model
         return model_class.__name__, model_class, dataset
 
     def _load_internal_config_dict(self, model, model_class, dataset):
         super()._load_internal_config_dict(model, model_class, dataset)
         self.property_files = []  # the plugin's property files applied, in order (compare's table lists them)
-        self.tuned_files = tuned_properties_files(model, dataset) if self._use_tuned() else []
+        use_tuned = str(setting(self.external_config_dict, "use_tuned_properties")).lower()
+        # the tuned files, lowest priority first: the plugin's (shipped with it), then the working directory's
+        # properties/ (where `hyper --write` writes: an installed package is never written to); one file when both
+        # are the same (a run from the checkout)
+        self.tuned_files = []
+        for folder in (PROPERTIES_DIR, LOCAL_PROPERTIES_DIR) if use_tuned not in ("false", "0", "no", "none") else ():
+            path = tuned_properties_file(model, dataset, folder)
+            if path.is_file() and all(path.resolve() != other.resolve() for other in self.tuned_files):
+                self.tuned_files.append(path)
         for path in (
             PROPERTIES_DIR / "overall.yaml",
             PROPERTIES_DIR / "dataset" / f"{dataset}.yaml",
             PROPERTIES_DIR / "model" / f"{model}.yaml",
             *self.tuned_files,
         ):
-            if path is not None and path.is_file():
-                if (
-                    path in self.tuned_files
-                ):  # written by a search, maybe in the working directory: checked as a user's file
+            if path.is_file():
+                if path in self.tuned_files:  # a search wrote it, maybe in the working directory: a user's file
                     check_settings(read_yaml(path), f"tuned file {path}")
                 loaded = self._update_internal_config_dict(str(path)) or {}
                 self.property_files.append(_shown_path(path))
                 if path.parent.name == "dataset":
                     self.parameters["Dataset"] += [k for k in loaded if k not in self.parameters["Dataset"]]
-
-    def _use_tuned(self):
-        value = setting(self.external_config_dict, "use_tuned_properties")
-        return str(value).lower() not in ("false", "0", "no", "none")
 
     def _get_final_config_dict(self):
         final = super()._get_final_config_dict()
@@ -171,7 +147,7 @@ class ColdStartConfig(Config):
         if isinstance(external_eval, dict):
             final["eval_args"] = {**internal_eval, **external_eval}
         _check_eval_args(final.get("eval_args"))
-        self.valid_metric_followed = valid_metric_following_topk(final, self.external_config_dict)
+        follow_topk(final, self.external_config_dict)
         for key in ("data_path", "checkpoint_dir"):  # '--data_path=~/data': no shell expands a ~ after '='
             if isinstance(final.get(key), str) and final[key].startswith("~"):
                 final[key] = os.path.expanduser(final[key])
@@ -190,42 +166,20 @@ class ColdStartConfig(Config):
 
     @property
     def split_seed(self):
-        seed = self.final_config_dict.get("split_seed")
+        seed = setting(self, "split_seed")
         return self["seed"] if seed is None else seed
 
 
-def valid_metric_following_topk(final, user_settings):
-    """``--topk=[5]`` without ``valid_metric``: the default ``valid_metric`` (Recall@10, properties/overall.yaml)
-    would name a cut-off the run does not compute and stop it. A ``valid_metric`` the user did not set (in their
-    config files or ``config_dict``: ``user_settings``, RecBole's external layer) keeps its metric and takes the
-    first ``topk`` cut-off when its own is not among them. Returns the new name, or None when nothing changed."""
-    if "valid_metric" in (user_settings or {}):
-        return None
-    metric, cutoffs = final.get("valid_metric"), final.get("topk")
-    cutoffs = list(cutoffs) if isinstance(cutoffs, (list, tuple)) else [cutoffs]
-    if not isinstance(metric, str) or "@" not in metric or not cutoffs or not isinstance(cutoffs[0], int):
-        return None
+def follow_topk(final, user_settings):
+    """``--topk=[5]`` without ``valid_metric``: the default ``valid_metric`` (Recall@10) would name a cut-off the
+    run does not compute and stop it. A ``valid_metric`` the user did not set (``user_settings``, RecBole's external
+    layer) keeps its metric and takes the first ``topk`` cut-off when its own is not among them."""
+    metric, cutoffs = final.get("valid_metric"), as_list(final.get("topk"))
+    if "valid_metric" in (user_settings or {}) or not isinstance(metric, str) or "@" not in metric:
+        return
     name, _, cutoff = metric.partition("@")
-    if cutoff.isdigit() and int(cutoff) in cutoffs:
-        return None
-    final["valid_metric"] = f"{name}@{cutoffs[0]}"
-    return final["valid_metric"]
-
-
-def _check_run_names(model, dataset, config_file_list, config_dict):
-    """A config file (or config_dict) that names another model or dataset than the run's: RecBole takes the
-    run's (``--model``, ``--dataset``) and ignores the setting without a word."""
-    run = {"model": model if isinstance(model, str) or model is None else model.__name__, "dataset": dataset}
-    sources = [(f"config file {path}", read_yaml(path)) for path in config_file_list or []]
-    sources.append(("config_dict", config_dict or {}))
-    for source, settings in sources:
-        for key, value in run.items():
-            given = settings.get(key)
-            if value is not None and given is not None and str(given) != str(value):
-                raise ColdStartError(
-                    f"{source} sets {key}: {given}, but this run's {key} is {value!r} (--{key}); "
-                    f"the run's {key} is used: remove the {key} line, or run with --{key}={given}."
-                )
+    if cutoffs and isinstance(cutoffs[0], int) and not (cutoff.isdigit() and int(cutoff) in cutoffs):
+        final["valid_metric"] = f"{name}@{cutoffs[0]}"
 
 
 def _check_eval_args(eval_args):
@@ -262,11 +216,7 @@ def _check_eval_args(eval_args):
             f"eval_args.split: the item split needs {{RS: [train, valid, test]}} ratios; got {split!r}."
         )
     ratios = split["RS"]
-    if (
-        not isinstance(ratios, (list, tuple))
-        or len(ratios) != 3
-        or not all(isinstance(r, (int, float)) and r > 0 for r in ratios)
-    ):
+    if not three_positive_ratios(ratios):
         raise ColdStartError(
             f"eval_args.split.RS: expected three positive ratios [train, valid, test]; got {ratios!r}."
         )

@@ -1,9 +1,6 @@
 """Dataset names, decided before torch is imported: the datasets ``recbole-fbsm download`` writes (the one
-table of their URLs, sizes and SHA-256), the names a run can mean, and the one-line error for a run whose
-dataset folder is missing (the download command, or the closest known name).
-
-The fetching and converting is ``recbole_fbsm.convert.download``; this module stays light so that the
-command line can name the download command, or a did-you-mean, in a fraction of a second.
+table of their URLs, sizes and SHA-256; ``recbole_fbsm.convert.download`` fetches them), the names a run can
+mean, and the one-line error for a run whose dataset folder is missing (the download command, or a did-you-mean).
 """
 
 import os
@@ -58,8 +55,7 @@ DEFAULT_DATA_PATH = "dataset"  # RecBole's data_path: the folder holding one fol
 
 
 def recbole_downloadable():
-    """{name: zip URL} of the datasets RecBole publishes (its properties/dataset/url.yaml), read without
-    importing RecBole; empty when the file cannot be read."""
+    """{name: zip URL} of the datasets RecBole publishes (its properties/dataset/url.yaml; {} when unreadable)."""
     try:
         with open(recbole_dir() / "properties" / "dataset" / "url.yaml", encoding="utf-8") as f:
             table = yaml.safe_load(f) or {}
@@ -78,11 +74,6 @@ def known_datasets(data_path=DEFAULT_DATA_PATH):
     return sorted({"ml-100k", *recbole_downloadable(), *DATASETS, *present})
 
 
-def download_command(name, out=DEFAULT_DATA_PATH):
-    """The command that writes dataset ``name`` under the folder ``out``."""
-    return f"recbole-fbsm download {name}" + ("" if _is_default(out) else f" --out {shlex.quote(str(out))}")
-
-
 def run_command(name, out=DEFAULT_DATA_PATH, model="FBSM"):
     """The command that trains on dataset ``name`` written under the folder ``out``."""
     return f"recbole-fbsm run --model={model} --dataset={name}" + (
@@ -98,7 +89,8 @@ def missing_dataset_message(name, data_path=DEFAULT_DATA_PATH):
     if name == "ml-100k" or "/" in name or "\\" in name or os.path.isdir(folder):
         return None
     if name in DATASETS:
-        command = download_command(name, data_path)
+        out = "" if _is_default(data_path) else f" --out {shlex.quote(data_path)}"
+        command = f"recbole-fbsm download {name}{out}"
         return f"dataset {name!r}: folder {folder} not found; download and convert it with: {command}"
     if name in recbole_downloadable():
         return None

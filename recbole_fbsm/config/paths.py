@@ -6,16 +6,11 @@ from pathlib import Path
 from recbole_fbsm.errors import ColdStartError
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # recbole_fbsm/
-# the plugin's property files: the checkout's top-level properties/ folder, which an installed wheel carries
-# as recbole_fbsm/properties/ (setup.py)
-PROPERTIES_DIR = next(
-    (
-        folder
-        for folder in (PACKAGE_DIR / "properties", PACKAGE_DIR.parent / "properties")
-        if (folder / "overall.yaml").is_file()
-    ),
-    PACKAGE_DIR / "properties",
-)
+# the plugin's property files: an installed wheel carries them as recbole_fbsm/properties/ (setup.py), a checkout
+# holds them in its top-level properties/ folder
+PROPERTIES_DIR = PACKAGE_DIR / "properties"
+if not (PROPERTIES_DIR / "overall.yaml").is_file():
+    PROPERTIES_DIR = PACKAGE_DIR.parent / "properties"
 LOCAL_PROPERTIES_DIR = Path("properties")  # the working directory's, where ``hyper --write`` writes by default
 
 

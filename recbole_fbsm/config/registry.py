@@ -1,12 +1,11 @@
-"""Model lookup: this plugin's models first, then RecBole's general and context-aware ones.
+"""Model lookup: this plugin's models first, then RecBole's general and context-aware ones, found by reading
+RecBole's files; only ``get_model`` imports a model (and torch), so an unknown name is rejected before that."""
 
-Only the lookup functions import RecBole: ``PLUGIN_MODELS`` and ``RECBOLE_SUBMODULES`` are read by
-``recbole_fbsm.config.settings`` to reject an unknown model before torch and RecBole are imported.
-"""
-
+import functools
 import importlib
-import importlib.util
+import re
 
+from recbole_fbsm.config.paths import recbole_dir
 from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
 
@@ -28,39 +27,40 @@ PLUGIN_MODELS = {
 RECBOLE_SUBMODULES = ("general_recommender", "context_aware_recommender")
 
 
-def recbole_model_names():
-    from recbole.model.abstract_recommender import AbstractRecommender
+_CLASS = re.compile(r"^class (\w+)\(", re.M)
 
-    names = []
+
+@functools.lru_cache(maxsize=1)
+def recbole_model_files():
+    """{model class name: module file} for RecBole's general and context-aware models, found by reading
+    the files (a class whose lower-cased name is its module's name), without importing them."""
+    models = {}
     for submodule in RECBOLE_SUBMODULES:
-        package = importlib.import_module(f"recbole.model.{submodule}")
-        names += [
-            name
-            for name, obj in vars(package).items()
-            if isinstance(obj, type)
-            and issubclass(obj, AbstractRecommender)
-            and obj.__module__.startswith("recbole.model")
-        ]
-    return sorted(set(names))
+        for path in sorted((recbole_dir() / "model" / submodule).glob("*.py")):
+            if path.stem.startswith("_"):
+                continue
+            for name in _CLASS.findall(path.read_text(encoding="utf-8", errors="replace")):
+                if name.lower() == path.stem:
+                    models[name] = path
+    return models
 
 
-def available_model_names():
-    return list(PLUGIN_MODELS) + [name for name in recbole_model_names() if name not in PLUGIN_MODELS]
+def model_names():
+    return list(PLUGIN_MODELS) + sorted(n for n in recbole_model_files() if n not in PLUGIN_MODELS)
+
+
+def check_model_name(name):
+    """An unknown model name is an error (with the closest names), decided without importing a model."""
+    if name not in PLUGIN_MODELS and name not in recbole_model_files():
+        available = model_names()
+        hint = suggestion(name, available) or "."
+        raise ColdStartError(f"unknown model {name!r}{hint} Available models: {', '.join(available)}.")
 
 
 def get_model(name):
     """Return the model class called ``name``; a clear error listing the choices otherwise."""
+    check_model_name(name)
     if name in PLUGIN_MODELS:
         return getattr(importlib.import_module(PLUGIN_MODELS[name]), name)
-    # A name that is not an identifier ('BPR.yaml', '../x') is no module name: find_spec would raise.
-    for submodule in RECBOLE_SUBMODULES if str(name).isidentifier() else ():
-        module_path = f"recbole.model.{submodule}.{name.lower()}"
-        if importlib.util.find_spec(module_path) is not None:
-            model_class = getattr(importlib.import_module(module_path), name, None)
-            if model_class is not None:
-                return model_class
-    raise ColdStartError(unknown_model_message(name, available_model_names()))
-
-
-def unknown_model_message(name, available):
-    return f"unknown model {name!r}{suggestion(name, available) or '.'} Available models: {', '.join(available)}."
+    path = recbole_model_files()[name]
+    return getattr(importlib.import_module(f"recbole.model.{path.parent.name}.{path.stem}"), name)

@@ -1,54 +1,37 @@
-"""Strict settings, checked before torch and RecBole are imported.
+"""Strict settings, checked before torch and RecBole are imported (docs/errors.md, "Which settings are known").
 
-A setting is *known* when a property file defines it (RecBole's ``properties/**.yaml``, this plugin's
-``properties/**.yaml``, so a new model's ``properties/model/NAME.yaml`` makes its keys known) or when
-RecBole's or the plugin's code reads it as ``config["key"]``. An unknown key is an error with the
-closest known names; a known key gets its type and range checked (``SPECS`` for the settings the
-protocol relies on, otherwise the type of its defaults: a number stays a number, a flag a flag).
-Config files must exist, parse and hold a mapping. Every problem is one ``ColdStartError`` that names
-the setting (and the file it came from) and says what was expected.
-
-Only the standard library and PyYAML are imported here: ``run_recbole.py --rnak=10`` fails in a
-fraction of a second instead of after seconds of imports.
+A key is known when a property file defines it (RecBole's or this plugin's, so a new model's
+``properties/model/NAME.yaml`` makes its keys known), when the plugin's table declares it, or when RecBole's code
+reads it without a property file. Only the standard library and PyYAML are imported here: ``--rnak=10`` fails in
+a fraction of a second instead of after seconds of imports.
 """
 
 import ast
 import functools
+import itertools
 import os
 import re
 from pathlib import Path
 
 import yaml
 
-from recbole_fbsm.config.checks import _is_number, metric_names
+from recbole_fbsm.config.checks import _is_number, as_list, metric_names
 from recbole_fbsm.config.paths import PROPERTIES_DIR, recbole_dir
-from recbole_fbsm.config.registry import PLUGIN_MODELS, RECBOLE_SUBMODULES, unknown_model_message
-from recbole_fbsm.config.schema import PLUGIN_SETTINGS, SPECS
+from recbole_fbsm.config.registry import check_model_name
+from recbole_fbsm.config.schema import PLUGIN_SETTINGS, SPECS, setting
 from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
 
 # Keys the plugin or RecBole sets at run time or accepts from the caller without a property file.
-RUNTIME_KEYS = {
-    "model",
-    "dataset",
-    "config_files",
-    "run_id",
-    "use_tuned_properties",
-    "local_rank",
-    "world_size",
-    "nproc",
-    "offset",
-    "ip",
-    "port",
-    "device",
-    "MODEL_TYPE",
-    "MODEL_INPUT_TYPE",
-    "eval_type",
-    "single_spec",
-    "valid_neg_sample_args",
-    "test_neg_sample_args",
-    "encoding",
-}
+RUNTIME_KEYS = set(
+    "model dataset config_files run_id use_tuned_properties local_rank world_size nproc offset ip port device "
+    "MODEL_TYPE MODEL_INPUT_TYPE eval_type single_spec valid_neg_sample_args test_neg_sample_args encoding".split()
+)
+# Keys RecBole 1.2.1's code reads as config["key"] with no property file defining them, for the models a run
+# accepts (general and context-aware) and its trainer, metrics and datasets.
+RECBOLE_CODE_KEYS = set(
+    "cin feature_num has_residual norm tail_ratio token_num_threshold xgb_early_stopping_rounds".split()
+)
 
 
 # ------------------------------------------------------------------------------ reading values
@@ -62,28 +45,19 @@ def _mapping_without_repeats(loader, node, deep=False):
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"setting {key!r} is given twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1})",
-                key_node.start_mark,
-            )
+            lines = f"lines {seen[key] + 1} and {key_node.start_mark.line + 1}"
+            problem = f"setting {key!r} is given twice ({lines})"
+            raise yaml.constructor.ConstructorError(problem=problem, problem_mark=key_node.start_mark)
         seen[key] = key_node.start_mark.line
     return loader.construct_mapping(node, deep=deep)
 
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_repeats)
+# RecBole's float resolver, less what PyYAML's own already reads the same way: the exponent forms YAML 1.1 reads
+# as text (1e-4, 1.5e3) and RecBole's looser '._5'
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
-    re.compile(
-        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-        |\.[0-9_]+(?:[eE][-+][0-9]+)?
-        |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
-        |[-+]?\.(?:inf|Inf|INF)
-        |\.(?:nan|NaN|NAN))$""",
-        re.X,
-    ),
+    re.compile(r"^(?:[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+|\.[0-9_]+(?:[eE][-+][0-9]+)?)$"),
     list("-+0123456789."),
 )
 
@@ -95,10 +69,10 @@ def convert_value(text):
     string, and the setting then fails)."""
     if not isinstance(text, str):
         return text
+    stripped = text.strip()
     try:
-        return ast.literal_eval(text.strip())
+        return ast.literal_eval(stripped)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        stripped = text.strip()
         lowered = stripped.lower()
         if lowered in ("true", "false"):
             return lowered == "true"
@@ -143,18 +117,14 @@ def read_yaml(path):
 
 
 # ------------------------------------------------------------------------------ the known keys
-def property_files():
-    """Every property file: RecBole's, then this plugin's (grids list values to try, not settings)."""
-    files = sorted((recbole_dir() / "properties").rglob("*.yaml"))
-    files += [p for p in sorted(PROPERTIES_DIR.rglob("*.yaml")) if "grids" not in p.relative_to(PROPERTIES_DIR).parts]
-    return files
-
-
 @functools.lru_cache(maxsize=1)
 def known_defaults():
-    """{key: [default values found in property files]} over every property file (RecBole's and the plugin's)."""
+    """{key: [default values found in property files]} over every property file: RecBole's, then this plugin's
+    (its grids list values to try, not settings)."""
+    files = sorted((recbole_dir() / "properties").rglob("*.yaml"))
+    files += [p for p in sorted(PROPERTIES_DIR.rglob("*.yaml")) if "grids" not in p.relative_to(PROPERTIES_DIR).parts]
     defaults = {}
-    for path in property_files():
+    for path in files:
         try:
             loaded = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader) or {}
         except (OSError, yaml.YAMLError):
@@ -165,86 +135,17 @@ def known_defaults():
     return defaults
 
 
-_READ_KEY = re.compile(r"""config\[\s*["'](\w+)["']\s*\]""")
-
-
-@functools.lru_cache(maxsize=1)
-def keys_read_by_code():
-    """Keys RecBole's code reads as ``config["key"]`` (some have no property file). The plugin's own keys
-    are not searched for: they are declared in ``schema.PLUGIN_SETTINGS`` (``known_keys``)."""
-    keys = set()
-    for path in recbole_dir().rglob("*.py"):
-        try:
-            keys.update(_READ_KEY.findall(path.read_text(encoding="utf-8", errors="replace")))
-        except OSError:
-            continue
-    argument_list = recbole_dir() / "utils" / "argument_list.py"
-    if argument_list.is_file():
-        keys.update(re.findall(r"'(\w+)'", argument_list.read_text(encoding="utf-8")))
-    return keys
-
-
-def known_keys():
-    """Every setting a user may set: the plugin's table, the property files' keys, RecBole's code's keys."""
-    return set(PLUGIN_SETTINGS) | set(known_defaults()) | keys_read_by_code()
-
-
-def is_known(key):
-    return key in RUNTIME_KEYS or key in PLUGIN_SETTINGS or key in known_defaults() or key in keys_read_by_code()
-
-
-# ------------------------------------------------------------------------------ model names
-_CLASS = re.compile(r"^class (\w+)\(", re.M)
-
-
-@functools.lru_cache(maxsize=1)
-def recbole_model_files():
-    """{model class name: module file} for RecBole's general and context-aware models, found by reading
-    the files (a class whose lower-cased name is its module's name), without importing them."""
-    models = {}
-    for submodule in RECBOLE_SUBMODULES:
-        for path in sorted((recbole_dir() / "model" / submodule).glob("*.py")):
-            if path.stem.startswith("_"):
-                continue
-            for name in _CLASS.findall(path.read_text(encoding="utf-8", errors="replace")):
-                if name.lower() == path.stem:
-                    models[name] = path
-    return models
-
-
-def model_names():
-    return list(PLUGIN_MODELS) + sorted(n for n in recbole_model_files() if n not in PLUGIN_MODELS)
-
-
-def check_model_name(name):
-    """An unknown model name is an error (with the closest names), decided without importing a model."""
-    if not isinstance(name, str):
-        return
-    if name in PLUGIN_MODELS or name in recbole_model_files():
-        return
-    raise ColdStartError(unknown_model_message(name, model_names()))
-
-
-def _default_kind(defaults):
-    """'flag' or 'number' when every default of a key is of that kind (None defaults say nothing)."""
-    present = [d for d in defaults if d is not None]
-    if not present:
-        return None
-    if all(isinstance(d, bool) for d in present):
-        return "flag"
-    if all(_is_number(d) for d in present):
-        return "number"
-    return None
-
-
 def value_problem(key, value):
-    """What ``key`` expects when ``value`` does not fit, else None."""
+    """What ``key`` expects when ``value`` does not fit, else None: its check in ``SPECS``, or else the kind of
+    its defaults in the property files (a flag stays a flag, a number a number; None defaults say nothing)."""
     if key in SPECS:
         return SPECS[key](value)
-    kind = _default_kind(known_defaults().get(key, []))
-    if kind == "flag" and value is not None and not isinstance(value, bool):
+    defaults = [d for d in known_defaults().get(key, []) if d is not None]
+    if value is None or not defaults:
+        return None
+    if all(isinstance(d, bool) for d in defaults) and not isinstance(value, bool):
         return "True or False"
-    if kind == "number" and value is not None and not _is_number(value):
+    if all(_is_number(d) for d in defaults) and not _is_number(value):
         return "a number"
     return None
 
@@ -253,34 +154,38 @@ def check_settings(settings, source, known_only=True):
     """Every key of ``settings`` known, every value of the expected type. ``source`` says where they came
     from for the message: ``config file x.yaml``, ``config_dict``, or ``None`` for the command line (the
     setting is then named as the option the user typed, ``--key=value``)."""
+    known = set(PLUGIN_SETTINGS) | set(known_defaults()) | RECBOLE_CODE_KEYS  # RUNTIME_KEYS: not suggested
     for key, value in settings.items():
         name = f"--{key}" if source is None else f"{key!r} in {source}"
-        if known_only and not is_known(key):
-            known = known_keys()
+        if known_only and key not in known and key not in RUNTIME_KEYS:
             hint = suggestion(key, known) or "; see properties/overall.yaml and RecBole's settings"
             raise ColdStartError(f"unknown setting {name}{hint}" + ("" if hint.endswith("?") else "."))
         problem = value_problem(key, value)
         if problem:
-            got = getattr(problem, "got", None)
-            got = value if got is None else got
+            got = value if getattr(problem, "got", None) is None else problem.got
             raise ColdStartError(
                 f"setting {name}: expected {problem}; got {got!r}{getattr(problem, 'hint', '') or '.'}"
             )
 
 
-def check_user_settings(config_file_list=None, config_dict=None, source="config_dict", known_only=True):
-    """The caller's settings, before anything is loaded: each config file (exists, parses, known keys,
-    typed values), then ``config_dict`` (strings converted as RecBole converts them). Returns the
-    merged user settings (later files and ``config_dict`` win). ``known_only=False`` accepts unknown
-    keys (a model class of the caller's own may read settings no property file names)."""
+def check_user_settings(config_file_list=None, config_dict=None, source="config_dict", known_only=True, run=None):
+    """The caller's settings, merged (later files and ``config_dict`` win), before anything is loaded: each config
+    file, then ``config_dict`` (converted as RecBole converts it). ``known_only=False`` accepts unknown keys (a
+    model class of the caller's own may read settings no property file names). ``run``: the run's model and
+    dataset, which a file or ``config_dict`` may not name otherwise (RecBole would ignore it without a word)."""
+    sources = [(f"config file {path}", read_yaml(path)) for path in config_file_list or []]
+    sources.append((source, {key: convert_value(value) for key, value in (config_dict or {}).items()}))
     merged = {}
-    for path in config_file_list or []:
-        loaded = read_yaml(path)
-        check_settings(loaded, f"config file {path}", known_only)
-        merged.update(loaded)
-    converted = {key: convert_value(value) for key, value in (config_dict or {}).items()}
-    check_settings(converted, source, known_only)
-    merged.update(converted)
+    for where, settings in sources:
+        check_settings(settings, where, known_only)
+        merged.update(settings)
+    for (where, settings), (key, value) in itertools.product(sources, (run or {}).items()):
+        given = settings.get(key)
+        if value is not None and given is not None and str(given) != str(value):
+            raise ColdStartError(
+                f"{where} sets {key}: {given}, but this run's {key} is {value!r} (--{key}); "
+                f"the run's {key} is used: remove the {key} line, or run with --{key}={given}."
+            )
     return merged
 
 
@@ -288,16 +193,11 @@ def check_user_settings(config_file_list=None, config_dict=None, source="config_
 NOT_TOPK_ON_CANDIDATES = {"auc", "gauc", "logloss", "mae", "rmse"}
 
 
-def nearest_folder(path):
-    path = Path(path).absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
 def check_writable(path, setting):
     """``path`` exists as a writable folder, or can be made inside one."""
-    existing = nearest_folder(path)
+    existing = Path(path).absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise ColdStartError(
             f"{setting}: cannot write to {path} ({existing} is not a writable folder); "
@@ -308,7 +208,7 @@ def check_writable(path, setting):
 def check_scenario(config):
     """``cold_start_scenario: hybrid`` builds on the item split; ``identity_features`` needs training items
     among the candidates, which only the hybrid scenario has."""
-    scenario = str(config.get("cold_start_scenario") or "item").lower()
+    scenario = str(setting(config, "cold_start_scenario")).lower()
     group_by = str((config.get("eval_args") or {}).get("group_by")).lower()
     if scenario == "hybrid" and group_by != "item":
         raise ColdStartError(
@@ -329,14 +229,11 @@ def check_scenario(config):
 
 
 def check_final(config):
-    """Checks across settings, on the final (merged) configuration: the validation metric must be one of
-    the metrics computed, at a computed cut-off; the item split allows only metrics of a top-k list, better
-    when bigger; seq_separator is not the field_separator; the user and item ids are two columns; load_col
-    and unload_col exclude each other; the run's folders can be written."""
+    """Checks across settings, on the final (merged) configuration; each message names the settings."""
+    metrics, cutoffs = as_list(config.get("metrics")), as_list(config.get("topk"))
     eval_args = config.get("eval_args") or {}
     if str(eval_args.get("group_by")).lower() == "item":
-        listed = config.get("metrics")
-        for metric in listed if isinstance(listed, (list, tuple)) else [listed]:
+        for metric in metrics:
             if isinstance(metric, str) and metric.lower() in NOT_TOPK_ON_CANDIDATES:
                 raise ColdStartError(
                     f"metrics: {metric} needs labelled pairs or full ranks; the item split ranks the split's "
@@ -346,8 +243,7 @@ def check_final(config):
             raise ColdStartError(
                 f"valid_metric_bigger: False keeps the epoch (and makes run_hyper pick the settings) with the lowest "
                 f"{config.get('valid_metric')}, but the item split's top-k metrics are better when bigger; "
-                "expected True "
-                "(or leave it out)."
+                "expected True (or leave it out)."
             )
     check_scenario(config)
     field_separator, seq_separator = config.get("field_separator"), config.get("seq_separator")
@@ -370,22 +266,16 @@ def check_final(config):
     if config.get("checkpoint_dir"):
         check_writable(config["checkpoint_dir"], "checkpoint_dir")
     check_writable("log", "the working directory (RecBole writes ./log there)")
-    names = metric_names()
-    listed = config.get("metrics")
-    listed = [m.lower() for m in (listed if isinstance(listed, (list, tuple)) else [listed]) if isinstance(m, str)]
-    cutoffs = config.get("topk")
-    cutoffs = cutoffs if isinstance(cutoffs, (list, tuple)) else [cutoffs]
     valid_metric = config.get("valid_metric")
+    listed = [m.lower() for m in metrics if isinstance(m, str)]
     if isinstance(valid_metric, str) and listed:
         name, _, cutoff = valid_metric.partition("@")
         if name.lower() not in listed:
-            computed = config.get("metrics")
-            computed = [computed] if isinstance(computed, str) else list(computed or [])
             raise ColdStartError(
                 f"valid_metric {valid_metric!r}: expected one of the metrics computed "
-                f"({', '.join(map(str, computed))}), at a topk cut-off."
+                f"({', '.join(map(str, metrics))}), at a topk cut-off."
             )
-        topk_metric = names.get(name.lower(), (name, False))[1]
+        topk_metric = metric_names().get(name.lower(), (name, False))[1]
         if topk_metric and (not cutoff.isdigit() or int(cutoff) not in cutoffs):
             raise ColdStartError(f"valid_metric {valid_metric!r}: expected NAME@K with K in topk {list(cutoffs)}.")
 
@@ -393,5 +283,6 @@ def check_final(config):
 def precheck(model, config_file_list=None, config_dict=None):
     """The command line's fast check (no torch, no RecBole): the model name and the user's settings, which
     it returns merged (``check_user_settings``)."""
-    check_model_name(model)
+    if isinstance(model, str):
+        check_model_name(model)
     return check_user_settings(config_file_list, config_dict, source=None)

@@ -311,7 +311,7 @@ def test_the_new_commands_answer_without_importing_torch():
 
 
 def test_models_lists_every_model_a_run_accepts_with_a_line_each(capsys):
-    from recbole_fbsm.config.settings import model_names
+    from recbole_fbsm.config.registry import model_names
 
     assert set(run_command.PLUGIN_MODEL_LINES) == set(PLUGIN_MODELS)  # a new model of ours says what it is
     assert run_command.models_main([]) == 0

@@ -31,7 +31,6 @@ def test_overall_yaml_sets_every_overall_setting_and_no_model_setting():
     for key, spec in PLUGIN_SETTINGS.items():
         if spec.layer == OVERALL:
             assert key in overall, f"{key}: an overall setting takes its default from overall.yaml, which lacks it"
-            assert spec.default == overall[key]
         else:
             assert key not in overall, f"{key} is a model setting: set it in properties/model/*.yaml"
 

@@ -156,6 +156,9 @@ PLUGIN_MODEL_LINES = {
     "Heater": "a mixture of experts mapping content into a warm BPR-MF's embedding space (SIGIR 2020)",
     "ALDI": "a content-to-embedding generator distilled from a warm BPR-MF (SIGIR 2023)",
     "HybridBlend": "hybrid scenario: a warm RecBole model and a content model, z-scored, mixed on validation",
+    "EASE": "RecBole's EASE (Steck, WWW 2019) in float32 on the run's device, at about a third of its memory",
+    "LightGCN": "RecBole's LightGCN (SIGIR 2020), its graph built with scipy's public API (RecBole's fails)",
+    "NGCF": "RecBole's NGCF (SIGIR 2019), its graph built with scipy's public API (RecBole's fails)",
 }
 LINE_WIDTH = 110  # RecBole's descriptions are cut at a word to keep one line per model
 RECBOLE_GROUPS = {

@@ -1,5 +1,25 @@
 """One exception type for user mistakes, so that the CLI can print it without a traceback."""
 
+import sys
+import warnings
+
 
 class ColdStartError(ValueError):
     """A bad dataset, file or setting. The message names it and says what was expected."""
+
+
+def exit_status(work, interrupted):
+    """``work()``'s exit status, for the commands that run models: a ColdStartError is one ``error:`` line
+    (status 2), Ctrl-C the line ``interrupted`` (status 130). RecBole 1.2.1 on pandas 2 / torch 2 warns about its
+    own code at every run: that noise is silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            return work()
+        except ColdStartError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(interrupted, file=sys.stderr)
+            return 130

@@ -14,14 +14,14 @@ import shutil
 import sys
 import time
 import traceback
-import warnings
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from recbole_fbsm.arguments.compare import DEFAULT_MODELS, DEFAULT_SEEDS, parse_args
 from recbole_fbsm.config.cli import typed_command
 from recbole_fbsm.config.registry import get_model
-from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.errors import ColdStartError, exit_status
 from recbole_fbsm.experiments.report import CHART_METRICS, group_result, result_groups, write_report
 from recbole_fbsm.quick_start import planned_settings, run
 from recbole_fbsm.storage.run_records import changed_settings, read_record, write_record
@@ -164,24 +164,21 @@ def _reusable(old, settings, prefix, log):
 def main(argv=None, prog="recbole-fbsm compare"):
     argv = sys.argv[1:] if argv is None else list(argv)
     args, overrides = parse_args(argv, prog)
-    config_files = args.config_files.split() if args.config_files else None
     results_dir = Path(args.results) if args.results else default_results_dir(args.dataset)
-    command = typed_command(argv, prog)  # as typed; the folder it chose is said apart, for resuming
+    return exit_status(
+        partial(_main, args, overrides, typed_command(argv, prog), results_dir),
+        f"\ninterrupted: run the same command with --results={results_dir} to resume",
+    )
+
+
+def _main(args, overrides, command, results_dir):
+    """Compare, then print the table and say where everything is. ``command`` is as typed; the folder it chose is
+    said apart, for resuming."""
+    config_files = args.config_files.split() if args.config_files else None
     resume = None if args.results else f"the same command with --results={shlex.quote(str(results_dir))}"
-    with warnings.catch_warnings():
-        # RecBole 1.2.1 on pandas 2 / torch 2 warns about its own code at every run: noise on the console.
-        warnings.simplefilter("ignore", FutureWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            report = compare(
-                args.models, args.dataset, args.seeds, results_dir, config_files, overrides, command, resume=resume
-            )
-        except ColdStartError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        except KeyboardInterrupt:
-            print(f"\ninterrupted: run the same command with --results={results_dir} to resume", file=sys.stderr)
-            return 130
+    report = compare(
+        args.models, args.dataset, args.seeds, results_dir, config_files, overrides, command, resume=resume
+    )
     print(f"\n{report['markdown']}\ntable: {report['table']}")
     if report["chart"] is not None:
         print(f"chart: {report['chart']}")

@@ -22,6 +22,7 @@ import time
 import traceback
 import warnings
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 import optuna
@@ -36,7 +37,7 @@ from recbole_fbsm.config.cold_start_config import ColdStartConfig, tuned_propert
 from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.config.settings import check_user_settings, precheck
-from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.errors import ColdStartError, exit_status
 from recbole_fbsm.experiments import search_space
 from recbole_fbsm.experiments.compare import QUIET_DEFAULTS
 from recbole_fbsm.quick_start import run
@@ -536,41 +537,33 @@ def main(argv=None, prog="run_hyper.py"):
     argv = sys.argv[1:] if argv is None else list(argv)
     args, overrides = parse_args(argv, prog)  # the options: recbole_fbsm.arguments.hyper, read before torch loads
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # trials are reported by our own lines
-    with warnings.catch_warnings():  # RecBole's numpy, pandas and torch deprecation noise; Optuna's heartbeat
-        warnings.simplefilter("ignore", FutureWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)
+    with warnings.catch_warnings():  # Optuna's heartbeat is "experimental"
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return _main(args, overrides, argv, prog)
+        return exit_status(
+            partial(_main, args, overrides, argv, prog),
+            "interrupted: finished trials are kept in the study; the same command resumes the search",
+        )
 
 
 def _main(args, overrides, argv, prog):
-    try:
-        if args.write:  # before the search: a folder it may not write into is said now, not after hours of trials
-            check_properties_dir(args.properties_dir)
-        params_file = args.params_file or search_space.default_params_file(args.model)
-        params = search_space.read_search_space(params_file)
-        algo = ALGOS[args.algo] if args.algo else ("grid" if search_space.is_grid(params) else "tpe")
-        if algo == "grid" and not search_space.is_grid(params):
-            raise ColdStartError("--algo grid needs every parameter to be a choice; use --algo tpe or random")
-        max_evals = args.max_evals or (search_space.grid_size(params) if algo == "grid" else DEFAULT_MAX_EVALS)
-        config_files = args.config_files.split() if args.config_files else None
-        search = Search(
-            args.model, args.dataset, params, args.seeds, config_files, overrides, source=f"params file {params_file}"
-        )
-        study_name = args.study_name or search.default_study_name()
-        study = open_study(
-            search, make_storage(args.storage), study_name, make_sampler(algo, params), make_pruner(args.pruner)
-        )
-        print(f"study {study_name} in {args.storage}: {algo}, up to {max_evals} finished trials, seeds {search.seeds}")
-        optimize(search, study, algo, max_evals)
-    except ColdStartError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(
-            "interrupted: finished trials are kept in the study; the same command resumes the search", file=sys.stderr
-        )
-        return 130
+    if args.write:  # before the search: a folder it may not write into is said now, not after hours of trials
+        check_properties_dir(args.properties_dir)
+    params_file = args.params_file or search_space.default_params_file(args.model)
+    params = search_space.read_search_space(params_file)
+    algo = ALGOS[args.algo] if args.algo else ("grid" if search_space.is_grid(params) else "tpe")
+    if algo == "grid" and not search_space.is_grid(params):
+        raise ColdStartError("--algo grid needs every parameter to be a choice; use --algo tpe or random")
+    max_evals = args.max_evals or (search_space.grid_size(params) if algo == "grid" else DEFAULT_MAX_EVALS)
+    config_files = args.config_files.split() if args.config_files else None
+    search = Search(
+        args.model, args.dataset, params, args.seeds, config_files, overrides, source=f"params file {params_file}"
+    )
+    study_name = args.study_name or search.default_study_name()
+    study = open_study(
+        search, make_storage(args.storage), study_name, make_sampler(algo, params), make_pruner(args.pruner)
+    )
+    print(f"study {study_name} in {args.storage}: {algo}, up to {max_evals} finished trials, seeds {search.seeds}")
+    optimize(search, study, algo, max_evals)
     output_file = Path(args.output_file or f"{study_name}.result")
     write_atomic(output_file, output_text(search, study).encode("utf-8"))
     best = best_trial(study)
@@ -593,12 +586,7 @@ def _main(args, overrides, argv, prog):
     if note:
         print(f"note: {note}")
     if args.write:
-        command = typed_command(argv, prog)
-        try:
-            report_write(search, study, best, command, args.properties_dir)
-        except ColdStartError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
+        report_write(search, study, best, typed_command(argv, prog), args.properties_dir)
     return 0
 
 

@@ -26,6 +26,7 @@ from functools import partial
 from pathlib import Path
 
 import optuna
+import psutil
 import yaml
 from optuna.trial import TrialState
 from recbole.utils import dict2str
@@ -187,15 +188,7 @@ def process_gone(trial):
     host, _, pid = trial.user_attrs["worker"].rpartition(":")
     if host != HOST or not pid.isdigit():
         return False
-    if int(pid) == os.getpid():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # alive, owned by another user
-        return False
-    return False
+    return int(pid) == os.getpid() or not psutil.pid_exists(int(pid))
 
 
 def holds_point(trial):

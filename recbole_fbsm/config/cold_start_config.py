@@ -63,9 +63,10 @@ class ColdStartConfig(Config):
     def __init__(self, model=None, dataset=None, config_file_list=None, config_dict=None):
         own_model_class = isinstance(model, type) and not model.__module__.startswith(("recbole.", "recbole_fbsm."))
         run = {"model": model.__name__ if isinstance(model, type) else model, "dataset": dataset}
-        check_user_settings(config_file_list, config_dict, known_only=not own_model_class, run=run)
-        if config_file_list:  # an empty file holds no setting (RecBole's reader fails on it)
-            config_file_list = [path for path in config_file_list if read_yaml(path)] or None
+        checked = {"known_only": not own_model_class, "run": run}
+        # each file read once, checked, and left out when empty: it holds no setting (RecBole's reader fails on it)
+        config_file_list = [path for path in config_file_list or [] if check_user_settings([path], **checked)] or None
+        check_user_settings(config_dict=config_dict, **checked)
         super().__init__(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
 
     def _set_train_neg_sample_args(self):

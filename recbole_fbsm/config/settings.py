@@ -24,7 +24,7 @@ from recbole_fbsm.errors import ColdStartError
 
 # Keys the plugin or RecBole sets at run time or accepts from the caller without a property file.
 RUNTIME_KEYS = set(
-    "model dataset config_files run_id use_tuned_properties local_rank world_size nproc offset ip port device "
+    "model dataset config_files run_id local_rank world_size nproc offset ip port device "
     "MODEL_TYPE MODEL_INPUT_TYPE eval_type single_spec valid_neg_sample_args test_neg_sample_args encoding".split()
 )
 # Keys RecBole 1.2.1's code reads as config["key"] with no property file defining them, for the models a run

@@ -127,9 +127,6 @@ class TieBreakingCollector(Collector):
                 column[inside],
             )
 
-    def reset_ties(self):
-        """Nothing to restart: the tie order is a function of (seed, user, item), not a stream."""
-
     def random_tie_topk(self, scores, k, users=None, items=None):
         """Top-k column indices per row, ordered by score, ties ordered by ``tie_keys`` (random-looking,
         independent per row, reproducible). ``users``: the row's user ids (default: the row number);
@@ -193,8 +190,7 @@ class TieBreakingCollector(Collector):
             candidates = torch.cat([candidates, candidates.new_zeros(shortfall)])
         if self.register.need("rec.items") or self.register.need("rec.topk"):
             users = interaction[self.uid_field] if self.uid_field in interaction else None
-            items = candidates if candidates is not None else None
-            topk_idx = self.random_tie_topk(scores_tensor, max(self.topk), users, items)
+            topk_idx = self.random_tie_topk(scores_tensor, max(self.topk), users, candidates)
             if self.register.need("rec.items"):
                 items = topk_idx if candidates is None else candidates[topk_idx]
                 self.data_struct.update_tensor("rec.items", items)

@@ -39,17 +39,6 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def choose_backend(requested, device):
-    """``dist_backend`` (checked by ``settings``): auto picks nccl for CUDA devices, gloo otherwise; nccl on
-    a CPU is refused."""
-    requested = (requested or "auto").lower()
-    if requested == "auto":
-        return "nccl" if device.type == "cuda" else "gloo"
-    if requested == "nccl" and device.type != "cuda":
-        raise ColdStartError("dist_backend: nccl needs CUDA devices (set gpu_id and use_gpu), or use gloo on the CPU.")
-    return requested
-
-
 def check_launch(nproc, world_size, group_offset, port):
     """The launch settings, before any process starts; returns the world size (default: nproc)."""
     world_size = world_size if world_size is not None and world_size > 0 else nproc
@@ -86,7 +75,11 @@ def init_process_group(settings):
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")  # N processes share the cores: runtime.threads (torch_threads: auto)
-    backend = choose_backend(settings.get("dist_backend"), device)
+    backend = (settings.get("dist_backend") or "auto").lower()  # checked by config/schema.py
+    if backend == "auto":
+        backend = "nccl" if device.type == "cuda" else "gloo"
+    elif backend == "nccl" and device.type != "cuda":
+        raise ColdStartError("dist_backend: nccl needs CUDA devices (set gpu_id and use_gpu), or use gloo on the CPU.")
     if not dist.is_initialized():
         dist.init_process_group(
             backend=backend,
@@ -190,13 +183,10 @@ def owned_users(n_users):
 
 
 class PeriodicAveraging:
-    """Local SGD: every rank steps alone on its own batches and the parameters are averaged about every
-    ``every`` steps of the longest rank, always at the end of an epoch.
-
-    The ranks hold users of their own, so they take different numbers of steps in an epoch. Each epoch
-    every rank averages the same number of times (ceil(longest / every), agreed by one all-reduce of one
-    number), spread evenly over its own steps, the last after its last step: the ranks meet at every
-    average, and every epoch ends with one model on all of them."""
+    """Local SGD: every rank steps alone on its own batches; the parameters are averaged about every ``every``
+    steps of the longest rank. The ranks take different numbers of steps, so each averages the same number of
+    times per epoch (ceil(longest / every), one all-reduce), spread evenly over its own steps, the last after its
+    last step: the ranks meet at every average and end every epoch with one model."""
 
     def __init__(self, module, every):
         self.module, self.every = module, max(1, int(every))

@@ -1,15 +1,10 @@
 """Fair tie breaking for RecBole's top-k collection.
 
-``torch.topk`` breaks ties by the lowest index, and RecBole's internal item ids follow first appearance
-in the interaction file, which correlates with popularity. A model that scores all cold items alike
-(Pop, ItemKNN, an empty profile) would look far better than Random for that reason alone. This collector
-orders tied items of each row (user) by a key that is a hash of (seed, user, item), and maps the top-k
-back to true item ids.
-
-The keys are a function, not draws from a random stream: a user's order among tied items is the same
-whatever the evaluation batch size, the metric list or the cut-offs (top-10 is always the first 10 of
-the top-20), and evaluation never consumes a random number that training would otherwise have used.
-"""
+``torch.topk`` breaks ties by the lowest index, and RecBole's internal item ids follow first appearance in the
+interaction file, which correlates with popularity: a model that scores all cold items alike (Pop, ItemKNN, an
+empty profile) would beat Random for that reason alone. Here tied items of each user are ordered by a hash of
+(seed, user, item): the same order whatever the batch size, the metrics or the cut-offs, and no random number
+drawn that training would otherwise have used."""
 
 import functools
 

@@ -92,12 +92,9 @@ def plan_threads(torch_threads, rows_per_step, processes=1, cores=None, passive=
 
 def plan_for_config(config):
     """The ``ThreadPlan`` of a run's config (RecBole's Config or a dict)."""
-
-    def get(key):
-        return config[key] if key in config else None
-
+    values = getattr(config, "final_config_dict", config)
     processes, world_size = 1, 1
-    if get("single_spec") is False:  # a rank of a data-parallel run (runtime.distributed)
-        processes, world_size = int(get("nproc") or 1), int(get("world_size") or 1)
-    rows = int(get("train_batch_size") or 0) // max(1, world_size)
-    return plan_threads(get("torch_threads"), rows, processes)
+    if values.get("single_spec") is False:  # a rank of a data-parallel run (runtime.distributed)
+        processes, world_size = int(values.get("nproc") or 1), int(values.get("world_size") or 1)
+    rows = int(values.get("train_batch_size") or 0) // max(1, world_size)
+    return plan_threads(values.get("torch_threads"), rows, processes)

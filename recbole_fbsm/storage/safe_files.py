@@ -141,14 +141,8 @@ def encode_arrays(value):
     ``other_parameter``) as tagged tensors, which ``weights_only`` loading accepts; ``decode_arrays`` undoes it."""
     if sp.issparse(value):
         matrix = sp.csr_matrix(value)
-        return {
-            "__csr__": [
-                torch.as_tensor(matrix.indptr),
-                torch.as_tensor(matrix.indices),
-                torch.as_tensor(matrix.data),
-                list(matrix.shape),
-            ]
-        }
+        parts = [torch.as_tensor(part) for part in (matrix.indptr, matrix.indices, matrix.data)]
+        return {"__csr__": [*parts, list(matrix.shape)]}
     if isinstance(value, np.ndarray) and value.dtype != object:
         return {"__ndarray__": torch.as_tensor(value)}
     if isinstance(value, dict):

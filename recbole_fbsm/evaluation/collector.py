@@ -1,15 +1,10 @@
 """Fair tie breaking for RecBole's top-k collection.
 
-``torch.topk`` breaks ties by the lowest index, and RecBole's internal item ids follow first appearance
-in the interaction file, which correlates with popularity. A model that scores all cold items alike
-(Pop, ItemKNN, an empty profile) would look far better than Random for that reason alone. This collector
-orders tied items of each row (user) by a key that is a hash of (seed, user, item), and maps the top-k
-back to true item ids.
-
-The keys are a function, not draws from a random stream: a user's order among tied items is the same
-whatever the evaluation batch size, the metric list or the cut-offs (top-10 is always the first 10 of
-the top-20), and evaluation never consumes a random number that training would otherwise have used.
-"""
+``torch.topk`` breaks ties by the lowest index, and RecBole's internal item ids follow first appearance in the
+interaction file, which correlates with popularity: a model that scores all cold items alike (Pop, ItemKNN, an
+empty profile) would beat Random for that reason alone. Here tied items of each user are ordered by a hash of
+(seed, user, item): the same order whatever the batch size, the metrics or the cut-offs, and no random number
+drawn that training would otherwise have used."""
 
 import functools
 
@@ -127,9 +122,6 @@ class TieBreakingCollector(Collector):
                 column[inside],
             )
 
-    def reset_ties(self):
-        """Nothing to restart: the tie order is a function of (seed, user, item), not a stream."""
-
     def random_tie_topk(self, scores, k, users=None, items=None):
         """Top-k column indices per row, ordered by score, ties ordered by ``tie_keys`` (random-looking,
         independent per row, reproducible). ``users``: the row's user ids (default: the row number);
@@ -193,8 +185,7 @@ class TieBreakingCollector(Collector):
             candidates = torch.cat([candidates, candidates.new_zeros(shortfall)])
         if self.register.need("rec.items") or self.register.need("rec.topk"):
             users = interaction[self.uid_field] if self.uid_field in interaction else None
-            items = candidates if candidates is not None else None
-            topk_idx = self.random_tie_topk(scores_tensor, max(self.topk), users, items)
+            topk_idx = self.random_tie_topk(scores_tensor, max(self.topk), users, candidates)
             if self.register.need("rec.items"):
                 items = topk_idx if candidates is None else candidates[topk_idx]
                 self.data_struct.update_tensor("rec.items", items)

@@ -1,22 +1,14 @@
-"""Early stopping as the paper describes it, on top of RecBole's ``fit``.
+"""Early stopping as the paper describes it ("after 10 epochs without improvement"), on top of RecBole's ``fit``.
 
-RecBole's ``early_stopping`` (recbole/utils/utils.py) counts a validation score *equal* to the best as
-an improvement, so a tie replaces the kept checkpoint with a later epoch, and it stops only after
-``stopping_step + 1`` evaluations without improvement. The paper stops "after 10 epochs without
-improvement" and nothing in a tie says the later epoch is better; here:
-
-- ``stopping_step`` evaluations in a row without a strictly better score stop training (10 by default);
-- a tie keeps the earlier checkpoint (with ``valid_before_training``, an epoch that only matches the
-  untrained model does not replace it).
-
-RecBole's ``fit`` compares with ``>=`` against ``self.best_valid_score``; while a tie is being judged
-the best score is read as the next float above it (below for smaller-is-better metrics), so that
-``>=`` means ``>``. The true best is put back before the next evaluation and when ``fit`` returns.
+RecBole's ``early_stopping`` counts a score *equal* to the best as an improvement (a tie replaces the kept
+checkpoint with a later epoch) and stops after ``stopping_step + 1`` evaluations. Here ``stopping_step``
+evaluations without a strictly better score stop training, and a tie keeps the earlier checkpoint: while a tie
+is judged, the best score reads as the next float beyond it, so that RecBole's ``>=`` means ``>``.
 """
 
-import numpy as np
+import functools
 
-_CACHE = {}
+import numpy as np
 
 
 class PaperEarlyStoppingMixin:
@@ -50,8 +42,7 @@ class PaperEarlyStoppingMixin:
         return self.best_valid_score, self.best_valid_result
 
 
+@functools.cache
 def paper_early_stopping(trainer_class):
     """``trainer_class`` with ``PaperEarlyStoppingMixin`` in front."""
-    if trainer_class not in _CACHE:
-        _CACHE[trainer_class] = type(trainer_class.__name__, (PaperEarlyStoppingMixin, trainer_class), {})
-    return _CACHE[trainer_class]
+    return type(trainer_class.__name__, (PaperEarlyStoppingMixin, trainer_class), {})

@@ -1,26 +1,5 @@
-"""Data-parallel runs over ``torch.distributed``, with RecBole's own launch settings.
-
-``run_recbole.py --nproc=N`` starts N processes on this machine; ``--world_size=W --ip=HOST --port=P
---group_offset=K`` joins W processes over several machines (each machine starts its ``--nproc`` ranks
-K, K+1, ...), as RecBole documents for its own models. RecBole hard-codes the NCCL backend and one
-GPU per process; here the backend follows the device (gloo on CPU, nccl on CUDA; ``dist_backend``
-overrides it).
-
-What each rank does (the trainer and the loaders ask this module, they hold no launch logic):
-
-- it loads the same data and draws the same item split (both are seeded, not rank-dependent);
-- it trains on its share of every training batch (``data/user_batches``: whole users, about
-  1/W of the batch's triplets each). With ``parallel_sync: gradients`` DistributedDataParallel averages the
-  gradients: a step is the step one process would take on the whole batch, up to the negatives drawn.
-  With ``parallel_sync: average`` (local SGD) each rank holds users of its own (``owned_users``: their
-  likes and profiles only), steps alone on batches of ``train_batch_size`` of them, and the parameters
-  are averaged about every ``parallel_average_every`` steps and at the end of each epoch
-  (``PeriodicAveraging``): far fewer exchanges;
-- it evaluates a contiguous block of the evaluated users (with ``average``: its own users); the top-k
-  rows are gathered in rank order
-  (``gather_rows``), so every rank computes the metrics of one process over the same rows, ties included;
-- only rank 0 logs, writes checkpoints and the result file; the kept checkpoint is loaded by rank 0
-  and its state broadcast, so the ranks need no shared disk.
+"""Data-parallel runs over ``torch.distributed`` with RecBole's own launch settings (docs/distributed.md says
+what each rank does). The trainer and the loaders ask this module; they hold no launch logic.
 """
 
 import logging
@@ -60,17 +39,6 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def choose_backend(requested, device):
-    """``dist_backend`` (checked by ``settings``): auto picks nccl for CUDA devices, gloo otherwise; nccl on
-    a CPU is refused."""
-    requested = (requested or "auto").lower()
-    if requested == "auto":
-        return "nccl" if device.type == "cuda" else "gloo"
-    if requested == "nccl" and device.type != "cuda":
-        raise ColdStartError("dist_backend: nccl needs CUDA devices (set gpu_id and use_gpu), or use gloo on the CPU.")
-    return requested
-
-
 def check_launch(nproc, world_size, group_offset, port):
     """The launch settings, before any process starts; returns the world size (default: nproc)."""
     world_size = world_size if world_size is not None and world_size > 0 else nproc
@@ -87,12 +55,9 @@ def check_launch(nproc, world_size, group_offset, port):
 
 
 def init_process_group(settings):
-    """Join the process group of a data-parallel run and fill in the device settings RecBole's
-    ``Config._init_device`` fills in (``device``, ``single_spec``, quiet ranks other than 0).
-
-    ``settings`` is the final config dict with RecBole's launch keys: ``local_rank`` (this process on its
-    machine), ``offset`` (``--group_offset``), ``world_size``, ``nproc``, ``ip``, ``port``.
-    """
+    """Join the process group and fill in what RecBole's ``Config._init_device`` fills in (``device``,
+    ``single_spec``, quiet ranks other than 0). ``settings``: the final config dict with RecBole's launch keys
+    (``local_rank``, ``offset`` = ``--group_offset``, ``world_size``, ``nproc``, ``ip``, ``port``)."""
     gpu_id = settings.get("gpu_id")
     gpu_id = (
         ",".join(map(str, gpu_id)) if isinstance(gpu_id, (tuple, list)) else str(gpu_id if gpu_id is not None else "")
@@ -110,7 +75,11 @@ def init_process_group(settings):
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")  # N processes share the cores: runtime.threads (torch_threads: auto)
-    backend = choose_backend(settings.get("dist_backend"), device)
+    backend = (settings.get("dist_backend") or "auto").lower()  # checked by config/schema.py
+    if backend == "auto":
+        backend = "nccl" if device.type == "cuda" else "gloo"
+    elif backend == "nccl" and device.type != "cuda":
+        raise ColdStartError("dist_backend: nccl needs CUDA devices (set gpu_id and use_gpu), or use gloo on the CPU.")
     if not dist.is_initialized():
         dist.init_process_group(
             backend=backend,
@@ -148,13 +117,9 @@ def broadcast_object(obj, src=0):
 
 
 def gather_rows(tensors):
-    """Concatenate each rank's tensors along dim 0, in rank order, on every rank.
-
-    ``tensors``: a dict name -> tensor (a rank may lack a name, e.g. when it evaluated no user). Ranks
-    may hold different row counts: they first exchange shapes, then pad to the longest and trim.
-    Returns the dict of the gathered tensors on the tensors' original device (CPU for RecBole's
-    collector).
-    """
+    """{name: each rank's tensor concatenated along dim 0 in rank order}, on every rank, on the tensors' own
+    device. A rank may lack a name (it evaluated no user) or hold fewer rows: shapes are exchanged first, then
+    the tensors padded to the longest and trimmed."""
     size = world()[1]
     if size == 1:
         return dict(tensors)
@@ -186,14 +151,18 @@ def shard_bounds(n, rank, size):
 
 def broadcast_parameters(module):
     """Rank 0's parameters on every rank (each rank builds its model from its own random stream)."""
+    _broadcast_from_rank0(parameter.data for parameter in module.parameters())
+
+
+def _broadcast_from_rank0(tensors):
     if world()[1] == 1:
         return
     device = _collective_device()
     with torch.no_grad():
-        for parameter in module.parameters():
-            moved = parameter.data.to(device)
+        for tensor in tensors:
+            moved = tensor.to(device)
             dist.broadcast(moved, src=0)
-            parameter.data.copy_(moved)
+            tensor.copy_(moved)
 
 
 def average_parameters(module):
@@ -214,13 +183,10 @@ def owned_users(n_users):
 
 
 class PeriodicAveraging:
-    """Local SGD: every rank steps alone on its own batches and the parameters are averaged about every
-    ``every`` steps of the longest rank, always at the end of an epoch.
-
-    The ranks hold users of their own, so they take different numbers of steps in an epoch. Each epoch
-    every rank averages the same number of times (ceil(longest / every), agreed by one all-reduce of one
-    number), spread evenly over its own steps, the last after its last step: the ranks meet at every
-    average, and every epoch ends with one model on all of them."""
+    """Local SGD: every rank steps alone on its own batches; the parameters are averaged about every ``every``
+    steps of the longest rank. The ranks take different numbers of steps, so each averages the same number of
+    times per epoch (ceil(longest / every), one all-reduce), spread evenly over its own steps, the last after its
+    last step: the ranks meet at every average and end every epoch with one model."""
 
     def __init__(self, module, every):
         self.module, self.every = module, max(1, int(every))
@@ -246,21 +212,11 @@ class PeriodicAveraging:
 
 
 def broadcast_batchnorm_stats(module):
-    """Rank 0's running statistics in every BatchNorm layer of ``module``.
-
-    DDP averages gradients but each rank keeps the batch-norm statistics of its own share of the
-    batches (and ``broadcast_buffers`` is off: F and the profiles are large constant buffers). Before an
-    evaluation every rank takes rank 0's, so all ranks score with the model rank 0 saves.
-    """
-    if world()[1] == 1:
-        return
-    device = _collective_device()
-    for layer in module.modules():
-        if isinstance(layer, torch.nn.modules.batchnorm._BatchNorm):
-            for buffer in layer.buffers():
-                moved = buffer.to(device)
-                dist.broadcast(moved, src=0)
-                buffer.copy_(moved)
+    """Rank 0's running statistics in every BatchNorm layer: DDP averages gradients, not these (and
+    ``broadcast_buffers`` is off: F and the profiles are large constant buffers), so before an evaluation every
+    rank takes rank 0's and scores with the model rank 0 saves."""
+    batchnorms = (layer for layer in module.modules() if isinstance(layer, torch.nn.modules.batchnorm._BatchNorm))
+    _broadcast_from_rank0(buffer for layer in batchnorms for buffer in layer.buffers())
 
 
 def launch(target, nproc, world_size, ip, port, group_offset, args):
@@ -289,30 +245,22 @@ def launch(target, nproc, world_size, ip, port, group_offset, args):
     spawn_log = logging.getLogger("torch.multiprocessing.spawn")
     level = spawn_log.level
     spawn_log.setLevel(logging.ERROR)
+    failure = None
     try:
         mp.spawn(target, args=(*args, settings, queue), nprocs=int(nproc), join=True)
-        messages = list(_drain(queue))
-    except (mp.ProcessRaisedException, mp.ProcessExitedException) as failure:
-        messages = list(_drain(queue))
-        errors = [value for kind, value in messages if kind == "error"]
-        if errors:
-            raise ColdStartError(errors[0]) from None
-        finished = sum(kind == "done" for kind, _ in messages)
-        # every rank finished its work and only then died (gloo can abort a rank while the process group is torn
-        # down, "terminate called without an active exception"): the run's result stands
-        if not (isinstance(failure, mp.ProcessExitedException) and finished == int(nproc)):
-            raise
+    except (mp.ProcessRaisedException, mp.ProcessExitedException) as caught:
+        failure = caught
     finally:
         spawn_log.setLevel(level)
-    outcome = None
-    for kind, value in messages:
-        if kind == "error":
-            raise ColdStartError(value)
-        if kind == "result":
-            outcome = value
-    return outcome
-
-
-def _drain(queue):
+    messages = []
     while not queue.empty():
-        yield queue.get()
+        messages.append(queue.get())
+    errors = [value for kind, value in messages if kind == "error"]
+    if errors:
+        raise ColdStartError(errors[0]) from None
+    finished = sum(kind == "done" for kind, _ in messages)
+    # every rank finished its work and only then died (gloo can abort a rank while the process group is torn
+    # down, "terminate called without an active exception"): the run's result stands
+    if failure is not None and not (isinstance(failure, mp.ProcessExitedException) and finished == int(nproc)):
+        raise failure
+    return next((value for kind, value in messages if kind == "result"), None)

@@ -1,9 +1,6 @@
-"""Giving freed memory back to the system between the phases of a run.
-
-glibc keeps freed blocks below its mmap threshold (which grows to 32 MiB as large arrays are freed) in the
-process's heap: after loading 10^7 likes about 400 MB of parsing temporaries stayed resident though freed,
-and later phases allocated their large arrays beside them. ``malloc_trim`` returns those pages; it walks
-the heap once (milliseconds). Elsewhere than glibc it does nothing."""
+"""Giving freed memory back to the system between the phases of a run: glibc keeps freed blocks below its mmap
+threshold (up to 32 MiB) in the heap; after loading 10^7 likes about 400 MB of parsing temporaries stayed
+resident though freed. ``malloc_trim`` returns those pages (milliseconds); elsewhere than glibc nothing happens."""
 
 import ctypes
 import ctypes.util
@@ -16,8 +13,7 @@ def _malloc_trim():
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
     except (OSError, AttributeError):  # musl and other C libraries have no malloc_trim
         return None
 

@@ -1,17 +1,9 @@
 """OpenMP's wait policy, chosen before torch loads its OpenMP runtime (standard library and PyYAML only).
 
-torch runs a CPU operation on a team of OpenMP threads and joins the team at its end. Between operations
-the threads of a team wait, and by default they wait by spinning (libgomp, which torch's CPU wheels link:
-300,000 turns before sleeping). When other processes keep the cores busy, spinning threads hold cores the
-team's other threads need, and every join waits for a thread that has no core: FBSM's training epochs on
-ml-100k took 34-42 s instead of 1.1 s (benchmarks/README.md, "Threads: the default"). With
-``OMP_WAIT_POLICY=PASSIVE`` waiting threads sleep, and the cores pay off wherever an operation is large
-(evaluation); small operations pay for the wake-ups, so training steps keep one thread (``runtime.threads``).
-
-The runtime reads the variable once, when it is loaded (``import torch``), so the command line calls
-``prefer_passive_wait_for(argv)`` before it imports anything that imports torch. A host application that
-imports the package is left alone: its OpenMP waits as it chose, and ``torch_threads: auto`` then keeps
-every phase at one thread (``runtime.threads``).
+Spinning waits (libgomp's default) on busy cores made FBSM's ml-100k epochs 34-42 s instead of 1.1 s
+(docs/performance.md, "Threads"). The runtime reads ``OMP_WAIT_POLICY`` once, at ``import torch``, so the
+command line calls ``prefer_passive_wait_for(argv)`` before it imports anything that imports torch. A host
+application that imports the package is left alone: ``torch_threads: auto`` then keeps every phase at one thread.
 """
 
 import os

@@ -1,25 +1,10 @@
-"""torch's intra-op threads for each phase of a run: ``torch_threads: auto``, the default.
+"""torch's intra-op threads for each phase of a run: ``torch_threads: auto``, the default (docs/performance.md,
+"Threads", says what it chooses and why: on busy cores a team of threads waits at every small operation's join).
 
-Why not torch's own default (one thread per core, everywhere): on a machine whose cores other processes
-keep busy, every operation of a team of threads ends by waiting for its slowest thread, which waits for a
-core. A training step holds hundreds of small operations, and with OpenMP's spinning waits FBSM's epochs
-on ml-100k took 34-42 s instead of 1.1 s at one thread (benchmarks/README.md, "Threads: the default").
-Large operations (evaluation's score matrices, large batches) gain from the cores and lose little to a
-late thread, provided the waiting threads sleep (``OMP_WAIT_POLICY=PASSIVE``, ``runtime.openmp``).
-
-``auto`` therefore gives:
-
-- training: one thread, unless a step holds at least ``TRAIN_ROWS_FOR_CORES`` rows (triplets) per
-  process: then the cores;
-- evaluation: the cores;
-- loading (RecBole's dataset, the split, the models' fitted inputs, a warm backbone's training): one
-  thread. It is mostly pandas and numpy; two threads did not measurably help (citeulike-t 4.3 s against
-  4.1 s, 10^6 generated likes 7.4 s against 7.8 s, medians of 3, passive waits);
-- every phase one thread where OpenMP spin-waits (torch was loaded before the wait policy could be set,
-  or the user set another) or where one core is usable.
-
-"The cores" are the cores this process may use (its CPU affinity, at most ``OMP_NUM_THREADS``), shared
-among the data-parallel processes of this machine. An explicit ``torch_threads: N`` is N in every phase.
+``auto``: training one thread unless a step holds ``TRAIN_ROWS_FOR_CORES`` rows per process, evaluation the
+cores, loading one thread (mostly pandas and numpy: two threads did not measurably help); every phase one
+thread where OpenMP spin-waits or one core is usable. "The cores": this process's CPU affinity, at most
+``OMP_NUM_THREADS``, shared among the data-parallel processes of this machine.
 """
 
 import contextlib
@@ -90,18 +75,12 @@ def plan_threads(torch_threads, rows_per_step, processes=1, cores=None, passive=
     if cores == 1:
         return ThreadPlan(1, 1, 1, f"torch_threads: auto, 1 usable core{share}")
     if not passive:
-        return ThreadPlan(
-            1,
-            1,
-            1,
-            (
-                f"torch_threads: auto; {cores} cores{share}, but OpenMP spin-waits in this process (OMP_WAIT_POLICY is "
-                f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}), and spinning threads on busy cores made epochs up to "
-                "40 "
-                "times slower: set OMP_WAIT_POLICY=PASSIVE before Python starts to let evaluation use the cores"
-            ),
-            advice=True,
+        why = (
+            f"torch_threads: auto; {cores} cores{share}, but OpenMP spin-waits in this process (OMP_WAIT_POLICY is "
+            f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}), and spinning threads on busy cores made epochs up to 40 "
+            "times slower: set OMP_WAIT_POLICY=PASSIVE before Python starts to let evaluation use the cores"
         )
+        return ThreadPlan(1, 1, 1, why, advice=True)
     rows = int(rows_per_step or 0)
     train = cores if rows >= TRAIN_ROWS_FOR_CORES else 1
     step = (
@@ -113,12 +92,9 @@ def plan_threads(torch_threads, rows_per_step, processes=1, cores=None, passive=
 
 def plan_for_config(config):
     """The ``ThreadPlan`` of a run's config (RecBole's Config or a dict)."""
-
-    def get(key):
-        return config[key] if key in config else None
-
+    values = getattr(config, "final_config_dict", config)
     processes, world_size = 1, 1
-    if get("single_spec") is False:  # a rank of a data-parallel run (runtime.distributed)
-        processes, world_size = int(get("nproc") or 1), int(get("world_size") or 1)
-    rows = int(get("train_batch_size") or 0) // max(1, world_size)
-    return plan_threads(get("torch_threads"), rows, processes)
+    if values.get("single_spec") is False:  # a rank of a data-parallel run (runtime.distributed)
+        processes, world_size = int(values.get("nproc") or 1), int(values.get("world_size") or 1)
+    rows = int(values.get("train_batch_size") or 0) // max(1, world_size)
+    return plan_threads(values.get("torch_threads"), rows, processes)

@@ -21,19 +21,14 @@ def file_sha256(path):
     return _file_sha256(os.path.realpath(path), stat.st_size, stat.st_mtime_ns)
 
 
-def files_read(config):
-    """The atomic files RecBole's ``Dataset._load_data`` reads under ``config``: the .inter file, the .user and
-    .item files when present and not left out by ``load_col``, and the ``additional_feat_suffix`` files."""
+def data_fingerprint(config):
+    """{"dataset", "files": {file name: sha256}, "sha256": of them all} of the atomic files RecBole's
+    ``Dataset._load_data`` reads under ``config`` (.inter; .user and .item unless ``load_col`` leaves them out;
+    the ``additional_feat_suffix`` files): a changed rating, item text or user row gives another fingerprint."""
     name, folder, load_col = config["dataset"], config["data_path"], config["load_col"]
     suffixes = ["inter"] + [s for s in ("user", "item") if load_col is None or s in load_col]
     suffixes += list(config["additional_feat_suffix"] or [])
-    paths = (os.path.join(str(folder), f"{name}.{suffix}") for suffix in suffixes)
-    return [path for path in paths if os.path.isfile(path)]
-
-
-def data_fingerprint(config):
-    """{"dataset", "files": {file name: sha256}, "sha256": of them all} of the files a run of ``config`` reads:
-    a changed rating, item text or user row gives another fingerprint."""
-    files = {os.path.basename(path): file_sha256(path) for path in files_read(config)}
+    paths = [os.path.join(str(folder), f"{name}.{suffix}") for suffix in suffixes]
+    files = {os.path.basename(path): file_sha256(path) for path in paths if os.path.isfile(path)}
     combined = hashlib.sha256("\n".join(f"{k} {v}" for k, v in sorted(files.items())).encode()).hexdigest()
     return {"dataset": str(config["dataset"]), "files": files, "sha256": combined}

@@ -84,7 +84,7 @@ def run_record(config, result, settings, data, wall_seconds, log_file):
         "finished_at": datetime.now().isoformat(timespec="seconds"),
         "log_file": str(log_file) if log_file else None,
         "run_id": config["run_id"],
-        "config": {str(key): plain(value) for key, value in config.final_config_dict.items()},
+        "config": plain(config.final_config_dict),
     }
 
 

@@ -27,7 +27,9 @@ def write_atomic(path, data):
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
         with os.fdopen(fd, "wb") as handle:
             if callable(data):
                 data(handle)
@@ -37,23 +39,13 @@ def write_atomic(path, data):
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def save_tensors(obj, path):
-    """``torch.save`` of tensors and plain values (dict, list, str, int, float, bool, None), atomically, straight
-    into the file (through a buffer of the whole file and a copy of it, a 10^7-like artifact cost 1.2 GB more at
-    its peak)."""
+    """``torch.save`` of tensors and plain values, atomically, straight into the file (through a buffer, a
+    10^7-like artifact cost 1.2 GB more at its peak)."""
     write_atomic(path, lambda handle: torch.save(obj, handle))
 
 
@@ -77,11 +69,10 @@ def load_tensors(path, what, device="cpu", mmap=False):
     check_pickle_size(path, what)
     try:
         return torch.load(path, map_location=device, weights_only=True, mmap=mmap)
-    except pickle.UnpicklingError as error:
-        if "unsupported global" in str(error).lower() or "not an allowed global" in str(error):
-            raise PickledFileError(path, what) from None
-        raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
     except Exception as error:  # noqa: BLE001 (torch raises many kinds for a damaged file)
+        refused = "unsupported global" in str(error).lower() or "not an allowed global" in str(error)
+        if isinstance(error, pickle.UnpicklingError) and refused:
+            raise PickledFileError(path, what) from None
         raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
 
 
@@ -91,10 +82,9 @@ def load_tensors(path, what, device="cpu", mmap=False):
 MAX_PICKLE_BYTES = 1 << 28
 
 
-def check_pickle_size(path, what, limit=None):
+def check_pickle_size(path, what):
     """Refuse, in one line and before torch reads it, a pickled record (``data.pkl``) that declares more than
-    ``limit`` bytes (default ``MAX_PICKLE_BYTES``) or is compressed (``torch.save`` stores it as it is)."""
-    limit = MAX_PICKLE_BYTES if limit is None else limit
+    ``MAX_PICKLE_BYTES`` or is compressed (``torch.save`` stores it as it is)."""
     try:
         with zipfile.ZipFile(path) as archive:
             records = [info for info in archive.infolist() if info.filename.rsplit("/", 1)[-1] == "data.pkl"]
@@ -106,10 +96,10 @@ def check_pickle_size(path, what, limit=None):
                 f"{what} {path}: its pickled values ({info.filename}) are compressed, which "
                 "torch.save never does: refused before unpickling (a file from elsewhere?)."
             )
-        if info.file_size > limit:
+        if info.file_size > MAX_PICKLE_BYTES:
             raise ColdStartError(
                 f"{what} {path}: its pickled values ({info.filename}) declare {info.file_size} bytes, "
-                f"more than the {limit} this release unpickles: refused before reading them."
+                f"more than the {MAX_PICKLE_BYTES} this release unpickles: refused before reading them."
             )
 
 
@@ -151,14 +141,8 @@ def encode_arrays(value):
     ``other_parameter``) as tagged tensors, which ``weights_only`` loading accepts; ``decode_arrays`` undoes it."""
     if sp.issparse(value):
         matrix = sp.csr_matrix(value)
-        return {
-            "__csr__": [
-                torch.as_tensor(matrix.indptr),
-                torch.as_tensor(matrix.indices),
-                torch.as_tensor(matrix.data),
-                list(matrix.shape),
-            ]
-        }
+        parts = [torch.as_tensor(part) for part in (matrix.indptr, matrix.indices, matrix.data)]
+        return {"__csr__": [*parts, list(matrix.shape)]}
     if isinstance(value, np.ndarray) and value.dtype != object:
         return {"__ndarray__": torch.as_tensor(value)}
     if isinstance(value, dict):

@@ -360,7 +360,6 @@ class ColdStartTrainerMixin:
         self._candidates = self._candidate_position = self._score_batch = None
         if isinstance(eval_data, FullSortEvalDataLoader) and split_items is not None:
             self._set_candidates(split_items, eval_data._dataset.item_num)
-        self.eval_collector.reset_ties()
         self.eval_collector.candidates = self._candidates
         self._cold_columns = self._group_masks(eval_data) if self._candidates is not None else None
         self.eval_collector.set_groups(

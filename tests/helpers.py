@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
+from recbole.data.interaction import Interaction
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUN_RECBOLE = REPO_ROOT / "run_recbole.py"
@@ -302,3 +304,11 @@ def planted_settings(root):
         threshold=None,
         load_col={"inter": ["user_id", "item_id"], "item": ["item_id", "genre", "words"]},
     )
+
+
+def evaluation_scores(served, user, items):
+    """The trained model's own evaluation scores (``score_candidates``) of dataset ``items`` for ``user``."""
+    model = served.model
+    model._cache = None
+    users = torch.tensor([served.dataset.field2token_id[served.uid_field][user]])
+    return model.score_candidates(Interaction({model.USER_ID: users}), torch.as_tensor(items))[0].numpy()

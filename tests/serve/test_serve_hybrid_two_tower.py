@@ -5,10 +5,8 @@ content, and ranks them together."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
-import torch
-from helpers import planted_settings, write_planted
+from helpers import evaluation_scores, planted_settings, write_planted
 from http_helpers import call, live_service
-from recbole.data.interaction import Interaction
 
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve.live import score_user
@@ -38,14 +36,6 @@ def trained(tmp_path_factory):
             for name, settings in MODELS.items()
         }
     return {"artifacts": artifacts, "data": data}
-
-
-def evaluation_scores(served, user, items):
-    """The trained model's own evaluation scores (``score_candidates``) of dataset ``items`` for ``user``."""
-    model = served.model
-    model._cache = None
-    users = torch.tensor([served.dataset.field2token_id[served.uid_field][user]])
-    return model.score_candidates(Interaction({model.USER_ID: users}), torch.as_tensor(items))[0].numpy()
 
 
 def close(scores, expected):

@@ -6,9 +6,8 @@ import re
 import numpy as np
 import pytest
 import torch
-from helpers import planted_settings, write_planted
+from helpers import evaluation_scores, planted_settings, write_planted
 from http_helpers import call, live_service
-from recbole.data.interaction import Interaction
 
 from recbole_fbsm.artifact import integrity
 from recbole_fbsm.artifact.model_file import read_artifact
@@ -49,14 +48,6 @@ def posted(data, token, new_id):
     return {"id": new_id, "tokens": {"genre": [features["genre"]], "words": features["words"]}}
 
 
-def model_scores(served, user, items):
-    """The trained model's own evaluation scores (``score_candidates``) of dataset ``items`` for ``user``."""
-    model = served.model
-    model._cache = None
-    users = torch.tensor([served.dataset.field2token_id[served.uid_field][user]])
-    return model.score_candidates(Interaction({model.USER_ID: users}), torch.as_tensor(items))[0].numpy()
-
-
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_the_run_writes_an_artifact_that_records_and_checks_its_settings(trained, variant):
     served = load_model(trained["artifacts"][variant])
@@ -80,11 +71,11 @@ def test_the_service_scores_as_the_model_evaluates(trained, tmp_path, variant):
         user = "u1_3"
         snapshot = state.current()
         warm, warm_scores, _ = score_user(snapshot, user, "warm")
-        expected = model_scores(served, user, served.item_ids(list(warm)).numpy())
+        expected = evaluation_scores(served, user, served.item_ids(list(warm)).numpy())
         assert np.allclose(warm_scores, expected, rtol=1e-5, atol=1e-7)
         new, new_scores, _ = score_user(snapshot, user, "new")
         assert set(new) == set(copies)
-        expected = model_scores(served, user, served.item_ids([copies[c] for c in new]).numpy())
+        expected = evaluation_scores(served, user, served.item_ids([copies[c] for c in new]).numpy())
         assert np.allclose(new_scores, expected, rtol=1e-5, atol=1e-7) and expected.max() > 0
         every, every_scores, _ = score_user(snapshot, user, "all")
         assert dict(zip(every, every_scores)) == {**dict(zip(warm, warm_scores)), **dict(zip(new, new_scores))}
@@ -97,7 +88,7 @@ def test_the_service_scores_as_the_model_evaluates(trained, tmp_path, variant):
         assert status == 200 and len(answer["users"]) == 3
         for entry in answer["users"]:
             assert entry["score"] == pytest.approx(
-                float(model_scores(served, entry["user_id"], served.item_ids([copies[copy]]).numpy())[0]), rel=1e-5
+                float(evaluation_scores(served, entry["user_id"], served.item_ids([copies[copy]]).numpy())[0]), rel=1e-5
             )
         status, answer = call(f"{url}/users/{user}/items/{copy}/explanation")
         assert status == 400 and "a ItemKNNCBF score is a sum of item-to-item similarities" in answer["error"]
@@ -181,7 +172,7 @@ def test_the_command_line_recommends_and_refuses_explain_in_one_line(trained):
     }
     new = new_items_from_cells(served, [f"c_{t}" for t in test_tokens], cells, raw=False, source="test", warn=False)
     table = recommend(served, new, top=3, users=["u0_0"], for_items=False).for_users
-    expected = model_scores(served, "u0_0", served.item_ids(test_tokens).numpy())
+    expected = evaluation_scores(served, "u0_0", served.item_ids(test_tokens).numpy())
     assert table["score"].tolist() == pytest.approx(sorted(expected, reverse=True)[:3], rel=1e-5)
     with pytest.raises(ColdStartError, match="ItemKNNCBF"):
         explain(served, "u0_0", test_tokens[0])

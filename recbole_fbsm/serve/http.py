@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.explain import explain
-from recbole_fbsm.serve.live import SCOPES, Conflict, LiveState, item_users, top_items
+from recbole_fbsm.serve.live import SCOPES, Conflict, LiveState, item_users, top_items, training_likes
 from recbole_fbsm.serve.new_items import NewItems, ServeWarning, new_items_from_cells, unknown_tokens_message
 from recbole_fbsm.serve.recommend import recommend
 from recbole_fbsm.serve.store import StoredItem, describe, open_store
@@ -411,12 +411,10 @@ def _list_likes(live, request, payload, user):
     snapshot = live.current()
     _known_user(snapshot, user)
     view = snapshot.view
-    internal = view.dataset_user(user)
-    training = view.likes.indices[view.likes.indptr[internal] : view.likes.indptr[internal + 1]] if internal else []
     return {
         "user": user,
         "likes": list(snapshot.likes.get(user, ())),
-        "training_likes": [str(t) for t in view.item_tokens[training]],
+        "training_likes": [str(t) for t in view.item_tokens[training_likes(view, user)]],
     }
 
 

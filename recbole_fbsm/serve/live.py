@@ -231,14 +231,18 @@ class LiveState:
 
 
 # ----------------------------------------------------------------------------------- scoring
+def training_likes(view, user):
+    """Dataset item ids ``user`` liked in training (none for a user the dataset does not know)."""
+    internal = view.dataset_user(user)
+    return view.likes[internal].indices if internal else np.empty(0, dtype=np.int64)
+
+
 def liked_items(snapshot, user):
     """(dataset item ids liked in training or since, new-item rows liked since) of ``user``."""
     view = snapshot.view
-    internal = view.dataset_user(user)
-    training = view.likes[internal].indices if internal else []
     stored = snapshot.likes.get(user, ())
     dataset = np.asarray([view.dataset_item(i) for i in stored], dtype=np.int64)
-    dataset = np.union1d(np.asarray(training, dtype=np.int64), dataset[dataset > 0])
+    dataset = np.union1d(training_likes(view, user), dataset[dataset > 0])
     new_rows = np.asarray([snapshot.position[i] for i in stored if i in snapshot.position], dtype=np.int64)
     return dataset, new_rows
 

@@ -74,7 +74,9 @@ def test_a_like_changes_the_next_answer_of_a_profile_model(trained, tmp_path, na
             scores, _direct_scores(view, user, np.asarray(extra).ravel(), ids, snapshot), rtol=1e-4, atol=1e-6
         ).all()
         assert call(f"{url}/users/{user}/likes/{liked[0]}", "DELETE", headers=AUTH)[0] == 200
-        assert liked[0] not in call(f"{url}/users/{user}/likes")[1]["likes"]
+        answer = call(f"{url}/users/{user}/likes")[1]
+        assert liked[0] not in answer["likes"]
+        assert set(answer["training_likes"]) == {i for u, i in data["likes"] if u == user} & set(view.warm_ids)
         assert healthy(url)
 
 

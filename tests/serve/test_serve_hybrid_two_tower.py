@@ -5,10 +5,9 @@ content, and ranks them together."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from helpers import evaluation_scores, planted_settings, write_planted
+from helpers import evaluation_scores, train_planted
 from http_helpers import call, live_service
 
-from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve.live import score_user
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 
@@ -26,16 +25,8 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("hybrid_two_tower")
-    data = write_planted(root)
-    common = {**planted_settings(root), **HYBRID}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        artifacts = {
-            name: run(name, data["name"], config_dict={**common, **settings})["artifact_file"]
-            for name, settings in MODELS.items()
-        }
-    return {"artifacts": artifacts, "data": data}
+    data, results = train_planted(tmp_path_factory.mktemp("hybrid_two_tower"), MODELS, **HYBRID)
+    return {"artifacts": {name: result["artifact_file"] for name, result in results.items()}, "data": data}
 
 
 def close(scores, expected):

@@ -6,13 +6,12 @@ import re
 import numpy as np
 import pytest
 import torch
-from helpers import evaluation_scores, planted_settings, write_planted
+from helpers import evaluation_scores, train_planted
 from http_helpers import call, live_service
 
 from recbole_fbsm.artifact import integrity
 from recbole_fbsm.artifact.model_file import read_artifact
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve.explain import explain
 from recbole_fbsm.serve.live import score_user
 from recbole_fbsm.serve.loading import load_model
@@ -31,16 +30,8 @@ VARIANTS = {
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("itemknn")
-    data = write_planted(root)
-    common = planted_settings(root)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        artifacts = {
-            name: run("ItemKNNCBF", data["name"], config_dict={**common, **settings})["artifact_file"]
-            for name, settings in VARIANTS.items()
-        }
-    return {"artifacts": artifacts, "data": data}
+    data, results = train_planted(tmp_path_factory.mktemp("itemknn"), VARIANTS, model="ItemKNNCBF")
+    return {"artifacts": {name: result["artifact_file"] for name, result in results.items()}, "data": data}
 
 
 def posted(data, token, new_id):

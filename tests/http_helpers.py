@@ -19,6 +19,8 @@ from recbole_fbsm.serve.http import bound_socket, create_app
 from recbole_fbsm.serve.live import LiveState
 from recbole_fbsm.serve.store import open_store
 
+TOKEN = "s3cret"  # the bearer token of the tests' services: POST and DELETE send AUTH
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SETTINGS = {
     "FBSM": {"epochs": 2, "rank": 3, "init_std": 0.1},
     "UFSM": {"epochs": 1, "n_functions": 2, "init_std": 0.3, "learning_rate": 0.05},

@@ -12,14 +12,11 @@ import numpy as np
 import pytest
 import torch
 from helpers import cli_env
-from http_helpers import call, cli_service, free_port, healthy, live_service, train
+from http_helpers import AUTH, TOKEN, call, cli_service, free_port, healthy, live_service, train
 
 from recbole_fbsm.serve.live import score_user
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 from recbole_fbsm.serve.store import default_store_path, open_store
-
-TOKEN = "s3cret"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture(scope="module")

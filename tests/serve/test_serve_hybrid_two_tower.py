@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from helpers import evaluation_scores, train_planted
-from http_helpers import call, live_service
+from http_helpers import AUTH, TOKEN, call, live_service
 
 from recbole_fbsm.serve.live import score_user
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr
@@ -19,8 +19,6 @@ MODELS = {
     "FBSM": {"identity_features": True, "epochs": 2, "rank": 3, "init_std": 0.1},
 }
 HYBRID = {"cold_start_scenario": "hybrid", "metrics": ["Recall"], "topk": [5], "valid_metric": "recall@5"}
-TOKEN = "s3cret"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture(scope="module")

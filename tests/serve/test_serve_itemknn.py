@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import evaluation_scores, train_planted
-from http_helpers import call, live_service
+from http_helpers import AUTH, TOKEN, call, live_service
 
 from recbole_fbsm.artifact import integrity
 from recbole_fbsm.artifact.model_file import read_artifact
@@ -19,8 +19,6 @@ from recbole_fbsm.serve.new_items import new_items_from_cells
 from recbole_fbsm.serve.recommend import recommend
 from recbole_fbsm.storage.safe_files import save_tensors
 
-TOKEN = "s3cret"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 VARIANTS = {
     "dot": {},  # the defaults: linear, scored as a profile
     "cosine-knn": {"similarity": "cosine", "knn": 5, "similarity_exponent": 2.0, "feature_weighting": "tfidf"},

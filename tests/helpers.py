@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pytest
+import torch
+from recbole.data.interaction import Interaction
+
+from recbole_fbsm.quick_start import run
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUN_RECBOLE = REPO_ROOT / "run_recbole.py"
@@ -302,3 +307,24 @@ def planted_settings(root):
         threshold=None,
         load_col={"inter": ["user_id", "item_id"], "item": ["item_id", "genre", "words"]},
     )
+
+
+def evaluation_scores(served, user, items):
+    """The trained model's own evaluation scores (``score_candidates``) of dataset ``items`` for ``user``."""
+    model = served.model
+    model._cache = None
+    users = torch.tensor([served.dataset.field2token_id[served.uid_field][user]])
+    return model.score_candidates(Interaction({model.USER_ID: users}), torch.as_tensor(items))[0].numpy()
+
+
+def train_planted(root, runs, model=None, **common):
+    """``write_planted(root)``'s data and the ``run`` result of each ``{name: settings}`` in ``runs`` (model
+    ``model``, else ``name``; ``common`` added to every run), run from ``root``: RecBole writes ./log there."""
+    data = write_planted(root)
+    common = {**planted_settings(root), **common}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        results = {
+            name: run(model or name, data["name"], config_dict={**common, **extra}) for name, extra in runs.items()
+        }
+    return data, results

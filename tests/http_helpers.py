@@ -12,15 +12,15 @@ import time
 import urllib.error
 import urllib.request
 
-import pytest
 import uvicorn
-from helpers import REPO_ROOT, cli_env, planted_settings, write_planted
+from helpers import REPO_ROOT, cli_env, train_planted
 
-from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve.http import bound_socket, create_app
 from recbole_fbsm.serve.live import LiveState
 from recbole_fbsm.serve.store import open_store
 
+TOKEN = "s3cret"  # the bearer token of the tests' services: POST and DELETE send AUTH
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SETTINGS = {
     "FBSM": {"epochs": 2, "rank": 3, "init_std": 0.1},
     "UFSM": {"epochs": 1, "n_functions": 2, "init_std": 0.3, "learning_rate": 0.05},
@@ -31,14 +31,8 @@ SETTINGS = {
 
 def train(root, names):
     """{model name: artifact path} of models trained on a planted dataset under ``root``, and the data."""
-    data = write_planted(root)
-    common = planted_settings(root)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        artifacts = {
-            name: run(name, data["name"], config_dict={**common, **SETTINGS[name]})["artifact_file"] for name in names
-        }
-    return artifacts, data
+    data, results = train_planted(root, {name: SETTINGS[name] for name in names})
+    return {name: result["artifact_file"] for name, result in results.items()}, data
 
 
 @contextlib.contextmanager

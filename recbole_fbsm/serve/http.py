@@ -16,7 +16,6 @@ import socket
 import time
 import unicodedata
 import uuid
-import warnings
 
 import uvicorn
 from starlette.applications import Starlette
@@ -28,10 +27,10 @@ from starlette.routing import Route
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.explain import explain
-from recbole_fbsm.serve.live import SCOPES, Conflict, LiveState, item_users, top_items
-from recbole_fbsm.serve.new_items import NewItems, ServeWarning, new_items_from_cells, unknown_tokens_message
+from recbole_fbsm.serve.live import SCOPES, Conflict, LiveState, item_users, top_items, training_likes, weigh_group
+from recbole_fbsm.serve.new_items import NewItems, unknown_tokens_message
 from recbole_fbsm.serve.recommend import recommend
-from recbole_fbsm.serve.store import StoredItem, describe, open_store
+from recbole_fbsm.serve.store import StoredItem, by_kind, describe, open_store
 
 MAX_TOP = 1000
 MAX_ITEMS_PER_REQUEST = 10_000
@@ -297,14 +296,8 @@ def _add_items(live, request, payload):
     served = live.current().view.served
     stored = _parse_items(items, served)
     ignored, featureless, messages = 0, [], []
-    for raw in (True, False):  # weighed first: a bad item is a 400 before anything is stored
-        group = [s for s in stored if s.raw == raw]
-        if not group:
-            continue
-        cells = {name: [s.cells.get(name, "") for s in group] for name in served.fields}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ServeWarning)
-            new = new_items_from_cells(served, [s.item_id for s in group], cells, raw, source="request", warn=False)
+    for group in by_kind(stored):  # weighed first: a bad item is a 400 before anything is stored
+        new = weigh_group(served, group, "request")
         if new.n_ignored or new.featureless:
             messages.append(unknown_tokens_message(new))
         ignored += new.n_ignored
@@ -411,12 +404,10 @@ def _list_likes(live, request, payload, user):
     snapshot = live.current()
     _known_user(snapshot, user)
     view = snapshot.view
-    internal = view.dataset_user(user)
-    training = view.likes.indices[view.likes.indptr[internal] : view.likes.indptr[internal + 1]] if internal else []
     return {
         "user": user,
         "likes": list(snapshot.likes.get(user, ())),
-        "training_likes": [str(t) for t in view.item_tokens[training]],
+        "training_likes": [str(t) for t in view.item_tokens[training_likes(view, user)]],
     }
 
 

@@ -28,7 +28,7 @@ from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.neighbours import NeighbourScorer
 from recbole_fbsm.serve.new_items import NewItems, ServeWarning, new_items_from_cells
 from recbole_fbsm.serve.scoring import ranked, scipy_to_torch_csr
-from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, StoredItem
+from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, StoredItem, by_kind
 
 log = logging.getLogger("recbole_fbsm.serve.http")
 
@@ -109,21 +109,21 @@ def weigh_items(served, stored):
         s.item_id: "now an item of the model's dataset (retrained on it)" for s in stored if known.get(s.item_id, 0)
     }
     parts = []
-    for raw in (True, False):
-        group = [s for s in stored if s.raw == raw and s.item_id not in skipped]
-        if not group:
-            continue
-        cells = {name: [s.cells.get(name, "") for s in group] for name in served.fields}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ServeWarning)
-            try:
-                parts.append(
-                    new_items_from_cells(served, [s.item_id for s in group], cells, raw, source="store", warn=False)
-                )
-            except ColdStartError as error:  # never one bad item stopping every answer: logged, left out
-                log.error("store items left out: %s", error)
-                skipped.update({s.item_id: str(error) for s in group})
+    for group in by_kind([s for s in stored if s.item_id not in skipped]):
+        try:
+            parts.append(weigh_group(served, group, "store"))
+        except ColdStartError as error:  # never one bad item stopping every answer: logged, left out
+            log.error("store items left out: %s", error)
+            skipped.update({s.item_id: str(error) for s in group})
     return joined(parts, served.features.n_features), skipped
+
+
+def weigh_group(served, group, source):
+    """NewItems of ``group`` (``StoredItem``s of one kind), its warnings silenced: the caller reports them."""
+    cells = {name: [s.cells.get(name, "") for s in group] for name in served.fields}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ServeWarning)
+        return new_items_from_cells(served, [s.item_id for s in group], cells, group[0].raw, source=source, warn=False)
 
 
 def joined(parts, n_features):
@@ -231,14 +231,18 @@ class LiveState:
 
 
 # ----------------------------------------------------------------------------------- scoring
+def training_likes(view, user):
+    """Dataset item ids ``user`` liked in training (none for a user the dataset does not know)."""
+    internal = view.dataset_user(user)
+    return view.likes[internal].indices if internal else np.empty(0, dtype=np.int64)
+
+
 def liked_items(snapshot, user):
     """(dataset item ids liked in training or since, new-item rows liked since) of ``user``."""
     view = snapshot.view
-    internal = view.dataset_user(user)
-    training = view.likes[internal].indices if internal else []
     stored = snapshot.likes.get(user, ())
     dataset = np.asarray([view.dataset_item(i) for i in stored], dtype=np.int64)
-    dataset = np.union1d(np.asarray(training, dtype=np.int64), dataset[dataset > 0])
+    dataset = np.union1d(training_likes(view, user), dataset[dataset > 0])
     new_rows = np.asarray([snapshot.position[i] for i in stored if i in snapshot.position], dtype=np.int64)
     return dataset, new_rows
 

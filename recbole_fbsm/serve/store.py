@@ -27,6 +27,11 @@ class StoredItem:
     cells: dict  # {feature field: text}
 
 
+def by_kind(stored):
+    """The ``StoredItem``s given as raw text, then those given as tokens (each kind weighed in one call), if any."""
+    return [group for group in ([s for s in stored if s.raw], [s for s in stored if not s.raw]) if group]
+
+
 class Store:
     """New items and likes, shared by every worker. Methods are thread-safe; each write is durable when it
     returns. Subclasses give ``_connect``, ``_begin_write`` (take the write lock), ``_log(write, kind, user, item)``

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from helpers import planted_settings, write_planted
+from helpers import planted_settings, train_planted
 
 from recbole_fbsm.artifact.integrity import decode_tokens
 from recbole_fbsm.artifact.model_file import FORMAT_VERSION, read_artifact
@@ -24,20 +24,10 @@ from recbole_fbsm.storage.safe_files import load_tensors, save_tensors
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("artifact")
-    data = write_planted(root)
-    common = planted_settings(root)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        # an epoch kept, not the untrained start: interactions are listed for a learned V only (test_kept_start.py)
-        data["FBSM"] = run(
-            "FBSM",
-            data["name"],
-            config_dict={**common, "epochs": 2, "rank": 3, "init_std": 0.1, "valid_before_training": False},
-        )
-        data["CoSim"] = run("CoSim", data["name"], config_dict=common)
-    data["common"] = common
-    return data
+    # an epoch kept, not the untrained start: interactions are listed for a learned V only (test_kept_start.py)
+    fbsm = {"epochs": 2, "rank": 3, "init_std": 0.1, "valid_before_training": False}
+    data, results = train_planted(tmp_path_factory.mktemp("artifact"), {"FBSM": fbsm, "CoSim": {}})
+    return {**data, **results, "common": planted_settings(data["root"])}
 
 
 class Payload:

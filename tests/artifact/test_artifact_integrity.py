@@ -14,7 +14,7 @@ import zipfile
 import numpy as np
 import pytest
 import torch
-from helpers import planted_settings, write_planted
+from helpers import train_planted
 
 from recbole_fbsm.artifact import integrity
 from recbole_fbsm.artifact.model_file import (
@@ -24,7 +24,6 @@ from recbole_fbsm.artifact.model_file import (
     tokens_record,
 )
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve import load_model, recommend
 from recbole_fbsm.serve.__main__ import main as serve_main
 from recbole_fbsm.storage import safe_files
@@ -35,14 +34,9 @@ CHECKSUM = r"its SHA-256 is not the one it was written with|integrity\.tensor_by
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("integrity")
-    data = write_planted(root)
-    common = planted_settings(root)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        data["FBSM"] = run("FBSM", data["name"], config_dict={**common, "epochs": 1, "rank": 3, "init_std": 0.1})
-        data["UFSM"] = run("UFSM", data["name"], config_dict={**common, "epochs": 1})
-    return data
+    runs = {"FBSM": {"epochs": 1, "rank": 3, "init_std": 0.1}, "UFSM": {"epochs": 1}}
+    data, results = train_planted(tmp_path_factory.mktemp("integrity"), runs)
+    return {**data, **results}
 
 
 def _content(trained, model="FBSM"):

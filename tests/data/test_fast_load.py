@@ -26,6 +26,25 @@ def recbole_split(cell, separator):
     return list(filter(None, cell.split(separator)))
 
 
+def small_config(root, name, item_fields, model="FBSM", **settings):
+    """A quiet CPU config of dataset ``name`` under ``root`` loading ``item_fields``; a like is a rating >= 4."""
+    return ColdStartConfig(
+        model=model,
+        dataset=name,
+        config_dict=dict(
+            state="ERROR",
+            use_gpu=False,
+            data_path=str(root),
+            checkpoint_dir=str(root / "saved"),
+            load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", *item_fields]},
+            threshold={"rating": 4},
+            topk=[3],
+            valid_metric="Recall@3",
+            **settings,
+        ),
+    )
+
+
 def write_columns(path, rows, header="id:token\twords:token_seq\tscore:float"):
     path.write_text(header + "\n" + "\n".join("\t".join(row) for row in rows) + "\n", encoding="utf-8")
     return path
@@ -140,21 +159,7 @@ def write_odd_dataset(root, name="odd", empty_rating=True, na_ids=True):
 
 def test_a_float_seq_column_leaves_the_file_to_recbole(tmp_path, monkeypatch):
     name = write_odd_dataset(tmp_path)
-    config = ColdStartConfig(
-        model="FBSM",
-        dataset=name,
-        config_dict=dict(
-            state="ERROR",
-            use_gpu=False,
-            data_path=str(tmp_path),
-            checkpoint_dir=str(tmp_path / "saved"),
-            load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words", "vec"]},
-            threshold={"rating": 4},
-            topk=[3],
-            valid_metric="Recall@3",
-            feature_fields=["words"],
-        ),
-    )
+    config = small_config(tmp_path, name, ["words", "vec"], feature_fields=["words"])
     fast, _ = load(config, True, monkeypatch)
     slow, _ = load(config, False, monkeypatch)
     assert fast.item_feat["vec"].shape[1] == 3
@@ -224,21 +229,7 @@ def assert_same(a, b):
 )
 def test_fast_load_gives_recbole_dataset(tmp_path, monkeypatch, model, settings):
     name = write_odd_dataset(tmp_path)
-    config = ColdStartConfig(
-        model=model,
-        dataset=name,
-        config_dict=dict(
-            state="ERROR",
-            use_gpu=False,
-            data_path=str(tmp_path),
-            checkpoint_dir=str(tmp_path / "saved"),
-            load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words", "tags", "price"]},
-            threshold={"rating": 4},
-            topk=[3],
-            valid_metric="Recall@3",
-            **settings,
-        ),
-    )
+    config = small_config(tmp_path, name, ["words", "tags", "price"], model=model, **settings)
     read = []
     original = fast_load.read_plain_columns
 
@@ -269,20 +260,7 @@ def test_evaluation_loaders_set_up_users_as_recbole_does(toy, tmp_path, monkeypa
     from recbole_fbsm.data.preparation import create_dataset, data_preparation
     from recbole_fbsm.data.sampler import UsedIds
 
-    config = ColdStartConfig(
-        model="FBSM",
-        dataset=toy.name,
-        config_dict=dict(
-            state="ERROR",
-            use_gpu=False,
-            data_path=str(toy.root),
-            checkpoint_dir=str(tmp_path / "saved"),
-            load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "genre", "words"]},
-            threshold={"rating": 4},
-            topk=[3],
-            valid_metric="Recall@3",
-        ),
-    )
+    config = small_config(toy.root, toy.name, ["genre", "words"])
 
     def loaders(vectorised):
         with monkeypatch.context() as patch:
@@ -333,20 +311,7 @@ def test_the_checks_parse_each_file_once_for_the_dataset(tmp_path, monkeypatch):
     from recbole_fbsm.data import preparation
 
     name = write_odd_dataset(tmp_path, empty_rating=False)  # the checks refuse an empty rating
-    config = ColdStartConfig(
-        model="FBSM",
-        dataset=name,
-        config_dict=dict(
-            state="ERROR",
-            use_gpu=False,
-            data_path=str(tmp_path),
-            checkpoint_dir=str(tmp_path / "saved"),
-            load_col={"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words", "tags", "price"]},
-            threshold={"rating": 4},
-            topk=[3],
-            valid_metric="Recall@3",
-        ),
-    )
+    config = small_config(tmp_path, name, ["words", "tags", "price"])
     parsed = []  # the token columns each read converts
     original = fast_load.pv.read_csv
     monkeypatch.setattr(

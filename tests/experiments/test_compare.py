@@ -14,6 +14,8 @@ from recbole_fbsm.experiments import report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 BOOM = RuntimeError("boom | bad\nthing")  # a message with a table's separator and a line break
+# Pop and CoSim on ml-100k, one split: the fixture's comparison, and the one resumed from its folder
+POP_COSIM = ["--dataset=ml-100k", "--models", "Pop", "CoSim", "--seeds", "2020", "--use_gpu=False", "--worker=0"]
 
 
 def table_rows(table):
@@ -31,25 +33,9 @@ def table_rows(table):
 def real_results(tmp_path_factory):
     """Pop and CoSim on ml-100k, one split, through the real run(); the folder and the console output."""
     cwd = tmp_path_factory.mktemp("compare")
-    mp = pytest.MonkeyPatch()
-    mp.chdir(cwd)
-    try:
-        code = cmp.main(
-            [
-                "--dataset=ml-100k",
-                "--models",
-                "Pop",
-                "CoSim",
-                "--seeds",
-                "2020",
-                "--results",
-                "results/x",
-                "--use_gpu=False",
-                "--worker=0",
-            ]
-        )
-    finally:
-        mp.undo()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        code = cmp.main([*POP_COSIM, "--results", "results/x"])
     return cwd, cwd / "results" / "x", code
 
 
@@ -196,18 +182,7 @@ def fake(monkeypatch, tmp_path):
 
 def test_resume_redoes_nothing_and_a_new_model_runs_alone(real_results, fake, tmp_path):
     shutil.copytree(real_results[1], tmp_path / "r")
-    args = [
-        "--dataset=ml-100k",
-        "--models",
-        "Pop",
-        "CoSim",
-        "--seeds",
-        "2020",
-        "--results",
-        "r",
-        "--use_gpu=False",
-        "--worker=0",
-    ]
+    args = [*POP_COSIM, "--results", "r"]
     before = {p.name: p.read_bytes() for p in (tmp_path / "r").glob("*.json")}
 
     assert cmp.main(args) == 0

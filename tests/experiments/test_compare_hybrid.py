@@ -40,12 +40,9 @@ HYBRID_COMPARISON = [
 def hybrid_results(tmp_path_factory):
     """Pop and ItemKNNCBF on ml-100k in the hybrid scenario, one split, through the real run()."""
     cwd = tmp_path_factory.mktemp("compare_hybrid")
-    mp = pytest.MonkeyPatch()
-    mp.chdir(cwd)
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
         code = cmp.main(list(HYBRID_COMPARISON))
-    finally:
-        mp.undo()
     return cwd / "r", code
 
 

@@ -12,14 +12,11 @@ import numpy as np
 import pytest
 import torch
 from helpers import cli_env
-from http_helpers import call, cli_service, free_port, healthy, live_service, train
+from http_helpers import AUTH, TOKEN, call, cli_service, free_port, healthy, live_service, train
 
 from recbole_fbsm.serve.live import score_user
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 from recbole_fbsm.serve.store import default_store_path, open_store
-
-TOKEN = "s3cret"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +71,9 @@ def test_a_like_changes_the_next_answer_of_a_profile_model(trained, tmp_path, na
             scores, _direct_scores(view, user, np.asarray(extra).ravel(), ids, snapshot), rtol=1e-4, atol=1e-6
         ).all()
         assert call(f"{url}/users/{user}/likes/{liked[0]}", "DELETE", headers=AUTH)[0] == 200
-        assert liked[0] not in call(f"{url}/users/{user}/likes")[1]["likes"]
+        answer = call(f"{url}/users/{user}/likes")[1]
+        assert liked[0] not in answer["likes"]
+        assert set(answer["training_likes"]) == {i for u, i in data["likes"] if u == user} & set(view.warm_ids)
         assert healthy(url)
 
 

@@ -12,10 +12,7 @@ import time
 import numpy as np
 import pytest
 from helpers import cli_env
-from http_helpers import call, cli_service, free_port, healthy, live_service, train
-
-TOKEN = "t0ken"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
+from http_helpers import AUTH, TOKEN, call, cli_service, free_port, healthy, live_service, train
 
 
 @pytest.fixture(scope="module")

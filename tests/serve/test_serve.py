@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import HEADER, planted_settings, write_planted
+from helpers import HEADER, planted_settings, train_planted
 from recbole.data.interaction import Interaction
 
 from recbole_fbsm.data.features import build_item_features, term_counts
@@ -39,9 +39,6 @@ from recbole_fbsm.training.trainer import get_trainer
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("serve")
-    data = write_planted(root)
-    common = planted_settings(root)
     settings = {
         # an epoch is kept, not the untrained start: interactions are listed only for a learned V (test_kept_start.py)
         "FBSM": {"epochs": 3, "rank": 3, "init_std": 0.1, "learning_rate": 0.05, "valid_before_training": False},
@@ -49,13 +46,11 @@ def trained(tmp_path_factory):
         "CoSim": {},
         "BPR": {"epochs": 1},
     }
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)  # RecBole writes ./log and ./log_tensorboard
-        results = {name: run(name, data["name"], config_dict={**common, **extra}) for name, extra in settings.items()}
+    data, results = train_planted(tmp_path_factory.mktemp("serve"), settings)
     data["results"] = results
     data["checkpoint"] = {name: result["saved_model_file"] for name, result in results.items()}
     data["artifact"] = {name: result.get("artifact_file") for name, result in results.items()}
-    data["common"] = common
+    data["common"] = planted_settings(data["root"])
     return data
 
 

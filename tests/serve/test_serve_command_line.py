@@ -5,23 +5,17 @@ import subprocess
 import sys
 
 import pytest
-from helpers import HEADER, planted_settings, write_planted
+from helpers import HEADER, train_planted
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve import load_model, read_new_items
 from recbole_fbsm.serve.__main__ import main as serve_main
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("serve-cli")
-    data = write_planted(root)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        data["FBSM"] = run("FBSM", data["name"], config_dict={**planted_settings(root), "epochs": 1, "rank": 3})
-    data["model"] = data["FBSM"]["artifact_file"]
-    return data
+    data, results = train_planted(tmp_path_factory.mktemp("serve-cli"), {"FBSM": {"epochs": 1, "rank": 3}})
+    return {**data, **results, "model": results["FBSM"]["artifact_file"]}
 
 
 def _one_error_line(capsys, *expected):

@@ -5,12 +5,9 @@ content, and ranks them together."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
-import torch
-from helpers import planted_settings, write_planted
-from http_helpers import call, live_service
-from recbole.data.interaction import Interaction
+from helpers import evaluation_scores, train_planted
+from http_helpers import AUTH, TOKEN, call, live_service
 
-from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve.live import score_user
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 
@@ -22,30 +19,12 @@ MODELS = {
     "FBSM": {"identity_features": True, "epochs": 2, "rank": 3, "init_std": 0.1},
 }
 HYBRID = {"cold_start_scenario": "hybrid", "metrics": ["Recall"], "topk": [5], "valid_metric": "recall@5"}
-TOKEN = "s3cret"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("hybrid_two_tower")
-    data = write_planted(root)
-    common = {**planted_settings(root), **HYBRID}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        artifacts = {
-            name: run(name, data["name"], config_dict={**common, **settings})["artifact_file"]
-            for name, settings in MODELS.items()
-        }
-    return {"artifacts": artifacts, "data": data}
-
-
-def evaluation_scores(served, user, items):
-    """The trained model's own evaluation scores (``score_candidates``) of dataset ``items`` for ``user``."""
-    model = served.model
-    model._cache = None
-    users = torch.tensor([served.dataset.field2token_id[served.uid_field][user]])
-    return model.score_candidates(Interaction({model.USER_ID: users}), torch.as_tensor(items))[0].numpy()
+    data, results = train_planted(tmp_path_factory.mktemp("hybrid_two_tower"), MODELS, **HYBRID)
+    return {"artifacts": {name: result["artifact_file"] for name, result in results.items()}, "data": data}
 
 
 def close(scores, expected):

@@ -6,14 +6,12 @@ import re
 import numpy as np
 import pytest
 import torch
-from helpers import planted_settings, write_planted
-from http_helpers import call, live_service
-from recbole.data.interaction import Interaction
+from helpers import evaluation_scores, train_planted
+from http_helpers import AUTH, TOKEN, call, live_service
 
 from recbole_fbsm.artifact import integrity
 from recbole_fbsm.artifact.model_file import read_artifact
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve.explain import explain
 from recbole_fbsm.serve.live import score_user
 from recbole_fbsm.serve.loading import load_model
@@ -21,8 +19,6 @@ from recbole_fbsm.serve.new_items import new_items_from_cells
 from recbole_fbsm.serve.recommend import recommend
 from recbole_fbsm.storage.safe_files import save_tensors
 
-TOKEN = "s3cret"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 VARIANTS = {
     "dot": {},  # the defaults: linear, scored as a profile
     "cosine-knn": {"similarity": "cosine", "knn": 5, "similarity_exponent": 2.0, "feature_weighting": "tfidf"},
@@ -32,29 +28,13 @@ VARIANTS = {
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("itemknn")
-    data = write_planted(root)
-    common = planted_settings(root)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(root)
-        artifacts = {
-            name: run("ItemKNNCBF", data["name"], config_dict={**common, **settings})["artifact_file"]
-            for name, settings in VARIANTS.items()
-        }
-    return {"artifacts": artifacts, "data": data}
+    data, results = train_planted(tmp_path_factory.mktemp("itemknn"), VARIANTS, model="ItemKNNCBF")
+    return {"artifacts": {name: result["artifact_file"] for name, result in results.items()}, "data": data}
 
 
 def posted(data, token, new_id):
     features = data["features"][token]
     return {"id": new_id, "tokens": {"genre": [features["genre"]], "words": features["words"]}}
-
-
-def model_scores(served, user, items):
-    """The trained model's own evaluation scores (``score_candidates``) of dataset ``items`` for ``user``."""
-    model = served.model
-    model._cache = None
-    users = torch.tensor([served.dataset.field2token_id[served.uid_field][user]])
-    return model.score_candidates(Interaction({model.USER_ID: users}), torch.as_tensor(items))[0].numpy()
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -80,11 +60,11 @@ def test_the_service_scores_as_the_model_evaluates(trained, tmp_path, variant):
         user = "u1_3"
         snapshot = state.current()
         warm, warm_scores, _ = score_user(snapshot, user, "warm")
-        expected = model_scores(served, user, served.item_ids(list(warm)).numpy())
+        expected = evaluation_scores(served, user, served.item_ids(list(warm)).numpy())
         assert np.allclose(warm_scores, expected, rtol=1e-5, atol=1e-7)
         new, new_scores, _ = score_user(snapshot, user, "new")
         assert set(new) == set(copies)
-        expected = model_scores(served, user, served.item_ids([copies[c] for c in new]).numpy())
+        expected = evaluation_scores(served, user, served.item_ids([copies[c] for c in new]).numpy())
         assert np.allclose(new_scores, expected, rtol=1e-5, atol=1e-7) and expected.max() > 0
         every, every_scores, _ = score_user(snapshot, user, "all")
         assert dict(zip(every, every_scores)) == {**dict(zip(warm, warm_scores)), **dict(zip(new, new_scores))}
@@ -97,7 +77,7 @@ def test_the_service_scores_as_the_model_evaluates(trained, tmp_path, variant):
         assert status == 200 and len(answer["users"]) == 3
         for entry in answer["users"]:
             assert entry["score"] == pytest.approx(
-                float(model_scores(served, entry["user_id"], served.item_ids([copies[copy]]).numpy())[0]), rel=1e-5
+                float(evaluation_scores(served, entry["user_id"], served.item_ids([copies[copy]]).numpy())[0]), rel=1e-5
             )
         status, answer = call(f"{url}/users/{user}/items/{copy}/explanation")
         assert status == 400 and "a ItemKNNCBF score is a sum of item-to-item similarities" in answer["error"]
@@ -181,7 +161,7 @@ def test_the_command_line_recommends_and_refuses_explain_in_one_line(trained):
     }
     new = new_items_from_cells(served, [f"c_{t}" for t in test_tokens], cells, raw=False, source="test", warn=False)
     table = recommend(served, new, top=3, users=["u0_0"], for_items=False).for_users
-    expected = model_scores(served, "u0_0", served.item_ids(test_tokens).numpy())
+    expected = evaluation_scores(served, "u0_0", served.item_ids(test_tokens).numpy())
     assert table["score"].tolist() == pytest.approx(sorted(expected, reverse=True)[:3], rel=1e-5)
     with pytest.raises(ColdStartError, match="ItemKNNCBF"):
         explain(served, "u0_0", test_tokens[0])

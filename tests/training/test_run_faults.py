@@ -16,16 +16,19 @@ def run_recbole(tmp_path, *args):
     )
 
 
+# FBSM whose loss becomes NaN in its first epoch: no clipping holds a learning rate of 1e30
+DIVERGING = [
+    "--model=FBSM",
+    "--epochs=5",
+    "--learning_rate=1e30",
+    "--clip_grad_norm=None",
+    "--valid_before_training=False",
+]
+
+
 def test_a_nan_loss_stops_training_keeps_the_best_epoch_and_writes_the_result(tmp_path):
     write_dataset(tmp_path, "toy")
-    done = run_recbole(
-        tmp_path,
-        "--model=FBSM",
-        "--epochs=5",
-        "--learning_rate=1e30",
-        "--clip_grad_norm=None",
-        "--valid_before_training=False",
-    )
+    done = run_recbole(tmp_path, *DIVERGING)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     line = next(text for text in (done.stdout + done.stderr).splitlines() if "became NaN" in text)
@@ -37,15 +40,7 @@ def test_a_nan_loss_stops_training_keeps_the_best_epoch_and_writes_the_result(tm
 
 def test_a_nan_loss_before_any_validation_is_one_error_line(tmp_path):
     write_dataset(tmp_path, "toy")
-    done = run_recbole(
-        tmp_path,
-        "--model=FBSM",
-        "--epochs=5",
-        "--learning_rate=1e30",
-        "--clip_grad_norm=None",
-        "--valid_before_training=False",
-        "--eval_step=3",
-    )
+    done = run_recbole(tmp_path, *DIVERGING, "--eval_step=3")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: training stopped at epoch") and last.endswith("so there is no model to keep.")

@@ -1,8 +1,5 @@
 """The HTTP service of ``serve http``: a model artifact that remembers new items and likes (``serve/store.py``).
-
-Endpoints, answers and limits: docs/serve.md. Safe by default: JSON bodies only (415), at most ``max_body``
-bytes (413), nested at most ``MAX_DEPTH`` levels (400), ids checked by ``check_id``, a 500 names a log line.
-"""
+Endpoints, answers and limits (JSON only, bounded bodies, checked ids, a 500 naming a log line): docs/serve.md."""
 
 import asyncio
 import contextlib
@@ -45,13 +42,6 @@ UVICORN = {"log_level": "warning", "lifespan": "off", "timeout_graceful_shutdown
 log = logging.getLogger("recbole_fbsm.serve.http")
 
 
-class BadRequest(HTTPException):
-    """A request the service cannot answer as asked (400, or ``status``): Starlette answers it (``_http_error``)."""
-
-    def __init__(self, message, status=400):
-        super().__init__(status, message)
-
-
 class SafeJSONResponse(JSONResponse):
     """JSON that always encodes: non-finite floats become null (a NaN model answer is never a 500), text is
     ASCII-escaped (a lone surrogate can never fail the UTF-8 encoding)."""
@@ -67,25 +57,25 @@ class SafeJSONResponse(JSONResponse):
 
 # ------------------------------------------------------------------------------------------------ ids
 def check_id(value, what="id"):
-    """``value`` if it is an id the service can store, list, serve and delete; else a BadRequest naming the rule."""
-    if isinstance(value, bool) or isinstance(value, (int, float)):
-        raise BadRequest(f"{what} {value!r}: booleans and numbers are not ids; write the id as a JSON string")
+    """``value`` if it is an id the service can store, list, serve and delete; else a 400 naming the rule."""
+    if isinstance(value, (int, float)):  # booleans too
+        raise HTTPException(400, f"{what} {value!r}: booleans and numbers are not ids; write the id as a JSON string")
     if not isinstance(value, str):
-        raise BadRequest(f"{what}: expected a string; got {type(value).__name__}")
+        raise HTTPException(400, f"{what}: expected a string; got {type(value).__name__}")
     if not value:
-        raise BadRequest(f"{what}: an id cannot be empty")
+        raise HTTPException(400, f"{what}: an id cannot be empty")
     if len(value) > MAX_ID_LENGTH:
-        raise BadRequest(f"{what} {value[:20]!r}...: at most {MAX_ID_LENGTH} characters; got {len(value)}")
+        raise HTTPException(400, f"{what} {value[:20]!r}...: at most {MAX_ID_LENGTH} characters; got {len(value)}")
     if _has_surrogate(value):
-        raise BadRequest(f"{what} {value!r}: an id cannot hold a lone surrogate (not text)")
+        raise HTTPException(400, f"{what} {value!r}: an id cannot hold a lone surrogate (not text)")
     if "\x00" in value:
-        raise BadRequest(f"{what} {value!r}: an id cannot hold NUL")
+        raise HTTPException(400, f"{what} {value!r}: an id cannot hold NUL")
     if any(unicodedata.category(c) == "Cc" for c in value):
-        raise BadRequest(f"{what} {value!r}: an id cannot hold control characters (newline, tab, ...)")
+        raise HTTPException(400, f"{what} {value!r}: an id cannot hold control characters (newline, tab, ...)")
     if "/" in value:
-        raise BadRequest(f"{what} {value!r}: an id cannot hold '/' (it could not be named in a URL path)")
+        raise HTTPException(400, f"{what} {value!r}: an id cannot hold '/' (it could not be named in a URL path)")
     if value != value.strip():
-        raise BadRequest(f"{what} {value!r}: an id cannot start or end with white space")
+        raise HTTPException(400, f"{what} {value!r}: an id cannot start or end with white space")
     return value
 
 
@@ -154,13 +144,8 @@ class AccessLog:
                 with contextlib.suppress(Exception):
                     await _error("the service is stopping", 503)(scope, receive, recording)
         finally:
-            log.info(
-                "%s %s %s %.1f ms",
-                scope["method"],
-                scope["path"],
-                status[0] or 499,
-                (time.perf_counter() - start) * 1000,
-            )
+            elapsed_ms = (time.perf_counter() - start) * 1000
+            log.info("%s %s %s %.1f ms", scope["method"], scope["path"], status[0] or 499, elapsed_ms)
 
 
 def _endpoint(function, method, body, token, max_body):
@@ -170,7 +155,7 @@ def _endpoint(function, method, body, token, max_body):
 
     async def endpoint(request):
         if method in ("POST", "DELETE") and token is not None and not _authorised(request, token):
-            raise BadRequest("missing or wrong token: send the header 'Authorization: Bearer TOKEN'", 401)
+            raise HTTPException(401, "missing or wrong token: send the header 'Authorization: Bearer TOKEN'")
         payload = await _read_json(request, max_body) if body else None
         ids = {name: check_id(value, f"{name} id") for name, value in request.path_params.items()}
         return SafeJSONResponse(await run_in_threadpool(function, request.app.state.live, request, payload, **ids))
@@ -194,25 +179,25 @@ async def _read_json(request, max_body):
     arrives, before any parsing), 400 when it is not JSON or nests deeper than ``MAX_DEPTH``."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/json":
-        raise BadRequest(f"Content-Type {kind or '(none)'!r}: expected application/json", 415)
+        raise HTTPException(415, f"Content-Type {kind or '(none)'!r}: expected application/json")
     # counted here, not by Starlette's max_body_size, which answers a declared oversize body in plain text
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_body:
-        raise BadRequest(f"request body of {int(declared)} bytes: at most {max_body} (--max-body)", 413)
+        raise HTTPException(413, f"request body of {int(declared)} bytes: at most {max_body} (--max-body)")
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > max_body:
-            raise BadRequest(f"request body over {max_body} bytes (--max-body)", 413)
+            raise HTTPException(413, f"request body over {max_body} bytes (--max-body)")
         chunks.append(chunk)
     try:
         payload = json.loads(b"".join(chunks))
     except RecursionError:
-        raise BadRequest(f"the request body nests deeper than {MAX_DEPTH} levels") from None
+        raise HTTPException(400, f"the request body nests deeper than {MAX_DEPTH} levels") from None
     except ValueError:
-        raise BadRequest("the request body is not JSON (UTF-8)") from None
+        raise HTTPException(400, "the request body is not JSON (UTF-8)") from None
     if _depth(payload) > MAX_DEPTH:
-        raise BadRequest(f"the request body nests deeper than {MAX_DEPTH} levels")
+        raise HTTPException(400, f"the request body nests deeper than {MAX_DEPTH} levels")
     return payload
 
 
@@ -284,9 +269,9 @@ def _request_items(payload, shape, what):
     """``payload["items"]``: a list of 1 to ``MAX_ITEMS_PER_REQUEST`` entries, else a 400 showing ``shape``."""
     items = payload.get("items") if isinstance(payload, dict) else None
     if not isinstance(items, list) or not items:
-        raise BadRequest(f"expected {shape}")
+        raise HTTPException(400, f"expected {shape}")
     if len(items) > MAX_ITEMS_PER_REQUEST:
-        raise BadRequest(f"{len(items)} {what} in one request; at most {MAX_ITEMS_PER_REQUEST}")
+        raise HTTPException(400, f"{len(items)} {what} in one request; at most {MAX_ITEMS_PER_REQUEST}")
     return items
 
 
@@ -315,46 +300,46 @@ def _add_items(live, request, payload):
 
 
 def _parse_items(items, served):
-    """The request's items as ``StoredItem``s (cells: raw text, or tokens joined by the dataset's separator)."""
-    separator = served.config["seq_separator"] or " "
-    parsed, seen = [], set()
+    """The request's items as ``StoredItem``s, each id once."""
+    parsed = {}
     for number, item in enumerate(items, 1):
         if not isinstance(item, dict) or "id" not in item:
-            raise BadRequest(f'item {number}: expected an object with an "id" (a string) and "text" or "tokens"')
+            shape = 'an object with an "id" (a string) and "text" or "tokens"'
+            raise HTTPException(400, f"item {number}: expected {shape}")
         item_id = check_id(item["id"], f"item {number}: id")
-        if item_id in seen:
-            raise BadRequest(f"item id {item_id!r} appears more than once in the request")
-        seen.add(item_id)
-        kind = [key for key in ("text", "tokens") if key in item]
-        if len(kind) != 1 or not isinstance(item[kind[0]], dict):
-            raise BadRequest(
-                f'item {item_id!r}: expected exactly one of "text" or "tokens", an object '
-                f"{{field: ...}} over the feature fields {served.fields}"
-            )
-        values = item[kind[0]]
-        unknown = sorted(set(values) - set(served.fields))
-        if unknown:
-            raise BadRequest(f"item {item_id!r}: unknown feature field(s) {unknown}; the model reads {served.fields}")
-        cells = {}
-        for name, value in values.items():
-            if kind[0] == "tokens" and isinstance(value, list) and all(isinstance(t, str) for t in value):
-                value = separator.join(value)
-            if not isinstance(value, str):
-                raise BadRequest(
-                    f"item {item_id!r}, field {name!r}: expected "
-                    f"{'a string' if kind[0] == 'text' else 'a list of strings'}"
-                )
-            if _has_surrogate(value) or "\x00" in value:
-                raise BadRequest(f"item {item_id!r}, field {name!r}: the text holds a lone surrogate or NUL (not text)")
-            cells[name] = value
-        parsed.append(StoredItem(item_id, kind[0] == "text", cells))
-    return parsed
+        if item_id in parsed:
+            raise HTTPException(400, f"item id {item_id!r} appears more than once in the request")
+        kinds = [key for key in ("text", "tokens") if key in item]
+        if len(kinds) != 1 or not isinstance(item[kinds[0]], dict):
+            shape = 'exactly one of "text" or "tokens", an object {field: ...} over the feature fields'
+            raise HTTPException(400, f"item {item_id!r}: expected {shape} {served.fields}")
+        parsed[item_id] = StoredItem(item_id, kinds[0] == "text", _cells(item_id, item[kinds[0]], kinds[0], served))
+    return list(parsed.values())
+
+
+def _cells(item_id, values, kind, served):
+    """{field: cell} of one request item: its raw text, or its tokens joined by the dataset's separator."""
+    unknown = sorted(set(values) - set(served.fields))
+    if unknown:
+        message = f"unknown feature field(s) {unknown}; the model reads {served.fields}"
+        raise HTTPException(400, f"item {item_id!r}: {message}")
+    cells = {}
+    for name, value in values.items():
+        if kind == "tokens" and isinstance(value, list) and all(isinstance(t, str) for t in value):
+            value = (served.config["seq_separator"] or " ").join(value)
+        what = f"item {item_id!r}, field {name!r}"
+        if not isinstance(value, str):
+            raise HTTPException(400, f"{what}: expected {'a string' if kind == 'text' else 'a list of strings'}")
+        if _has_surrogate(value) or "\x00" in value:
+            raise HTTPException(400, f"{what}: the text holds a lone surrogate or NUL (not text)")
+        cells[name] = value
+    return cells
 
 
 def _remove_item(live, request, payload, item):
     users = live.store.delete_item(item)
     if users is None:
-        raise BadRequest(f"new item {item!r} is not in the catalogue", 404)
+        raise HTTPException(404, f"new item {item!r} is not in the catalogue")
     return {"removed": item, "likes_removed": len(users), "total": len(live.current().catalogue.tokens)}
 
 
@@ -363,18 +348,18 @@ def _top(request):
     try:
         top = int(value)
     except ValueError:
-        raise BadRequest(f"top: expected a whole number; got {value!r}") from None
+        raise HTTPException(400, f"top: expected a whole number; got {value!r}") from None
     if not 1 <= top <= MAX_TOP:
-        raise BadRequest(f"top: expected 1 to {MAX_TOP}; got {top}")
+        raise HTTPException(400, f"top: expected 1 to {MAX_TOP}; got {top}")
     return top
 
 
 def _known_user(snapshot, user):
     if not snapshot.knows_user(user):
-        raise BadRequest(
+        raise HTTPException(
+            404,
             f"user {user!r} is neither a user of dataset {snapshot.view.served.dataset.dataset_name!r} "
             "nor one with stored likes (POST /users/{user}/likes creates one)",
-            404,
         )
 
 
@@ -382,7 +367,7 @@ def _user_items(live, request, payload, user):
     top = _top(request)
     scope = request.query_params.get("scope", "all")
     if scope not in SCOPES:
-        raise BadRequest(f"scope: expected one of {', '.join(SCOPES)}; got {scope!r}")
+        raise HTTPException(400, f"scope: expected one of {', '.join(SCOPES)}; got {scope!r}")
     snapshot = live.current()
     _known_user(snapshot, user)
     ranked_items, note = top_items(snapshot, user, scope, top)
@@ -417,7 +402,7 @@ def _add_likes(live, request, payload, user):
     snapshot = live.current()
     unknown = [item for item in items if not snapshot.knows_item(item)]
     if unknown:
-        raise BadRequest(f"item(s) {unknown[:10]} are neither items of the dataset nor stored new items", 404)
+        raise HTTPException(404, f"item(s) {unknown[:10]} are neither items of the dataset nor stored new items")
     added = live.store.add_likes(user, items)
     snapshot = live.current()
     return {"user": user, "added": added, "likes": len(snapshot.likes.get(user, ()))}
@@ -425,7 +410,7 @@ def _add_likes(live, request, payload, user):
 
 def _remove_like(live, request, payload, user, item):
     if not live.store.delete_like(user, item):
-        raise BadRequest(f"user {user!r} has no stored like of item {item!r}", 404)
+        raise HTTPException(404, f"user {user!r} has no stored like of item {item!r}")
     return {"user": user, "removed": item, "likes": len(live.current().likes.get(user, ()))}
 
 
@@ -433,7 +418,7 @@ def _item_users(live, request, payload, item):
     top = _top(request)
     snapshot = live.current()
     if item not in snapshot.position:
-        raise BadRequest(f"new item {item!r} is not in the catalogue (POST it to /items first)", 404)
+        raise HTTPException(404, f"new item {item!r} is not in the catalogue (POST it to /items first)")
     ranked_users = item_users(snapshot, item, top)
     if ranked_users is not None:  # every like counted, stored ones included (live.item_users)
         return {
@@ -453,13 +438,13 @@ def _explanation(live, request, payload, user, item):
     top = _top(request)
     snapshot = live.current()
     if not snapshot.view.dataset_user(user):
-        raise BadRequest(
+        raise HTTPException(
+            404,
             f"user {user!r} is not a user of dataset {snapshot.view.served.dataset.dataset_name!r} "
             "(explanations read the training profile)",
-            404,
         )
     if not snapshot.knows_item(item):
-        raise BadRequest(f"item {item!r} is neither an item of the dataset nor a new item of the catalogue", 404)
+        raise HTTPException(404, f"item {item!r} is neither an item of the dataset nor a new item of the catalogue")
     return explain(snapshot.view.served, user, item, new_items=snapshot.catalogue).to_dict(top)
 
 
@@ -518,18 +503,11 @@ def run_service(state, host="127.0.0.1", port=8000, token=None, max_body=DEFAULT
     """Serve until interrupted. One worker: ``state`` in this process. Several: uvicorn's supervisor starts
     ``workers`` processes that share the socket and ``state``'s store, each with its own model on ``state``'s
     device; SIGHUP to the supervisor replaces them one by one (the artifact read again), each new one ready first."""
-    check_exposure(host, token)
     configure_logging()
     sock = bound_socket(host, port)
-    log.warning(
-        "serving %s on http://%s:%d (store %s, %d worker(s)%s)",
-        os.path.basename(state.model_path),
-        host,
-        sock.getsockname()[1],
-        describe(state.store.location),
-        workers,
-        ", token required for POST/DELETE" if token else "",
-    )
+    where = f"http://{host}:{sock.getsockname()[1]} (store {describe(state.store.location)}, {workers} worker(s)"
+    auth = ", token required for POST/DELETE" if token else ""
+    log.warning("serving %s on %s%s)", os.path.basename(state.model_path), where, auth)
     try:
         if workers <= 1:
             if hasattr(signal, "SIGHUP"):  # reload the artifact, in a thread; the old model serves meanwhile
@@ -539,15 +517,8 @@ def run_service(state, host="127.0.0.1", port=8000, token=None, max_body=DEFAULT
             from uvicorn.supervisors import Multiprocess
 
             state.store.close()
-            os.environ[SETTINGS_VARIABLE] = json.dumps(
-                {
-                    "model": state.model_path,
-                    "store": state.store.location,
-                    "token": token,
-                    "max_body": max_body,
-                    "device": str(state.device),
-                }
-            )
+            settings = {"model": state.model_path, "store": state.store.location, "device": str(state.device)}
+            os.environ[SETTINGS_VARIABLE] = json.dumps({**settings, "token": token, "max_body": max_body})
             config = uvicorn.Config(
                 "recbole_fbsm.serve.http:app_from_environment", factory=True, workers=workers, **UVICORN
             )

@@ -114,43 +114,10 @@ def run_explain(args):
 
     explanation = explain(_load(args), args.user, args.item, new_items=args.new_items, raw_text=args.raw_text or None)
     if args.output is None and args.format is None:
-        print(readable_explanation(explanation, args.top))
+        print(explanation.to_text(args.top))
         return []
     write_output(args.output, args.format, explanation.to_table(args.top), explanation.to_dict(args.top))
     return [args.output] if args.output else []
-
-
-def readable_explanation(explanation, top):
-    lines = [
-        f"{explanation.model} score of item {explanation.item}{' (new)' if explanation.new_item else ''} "
-        f"for user {explanation.user}: {explanation.model_score:.6g}"
-        + ("  (a training like: scored without its own features)" if explanation.estimation_constraint else ""),
-    ]
-    for part in explanation.part_names:
-        group = explanation.part(part)
-        lines.append(f"\n{part} part: {group['contribution'].sum():.6g} over {len(group)} feature pair(s)")
-        shown = group.head(top)
-        for row in shown.itertuples():
-            pair = (
-                row.item_feature
-                if row.item_feature == row.user_feature and part == "diagonal"
-                else f"{row.item_feature} x {row.user_feature}"
-            )
-            lines.append(
-                f"  {row.contribution:+.6g}  {pair}  (item {row.item_value:.4g}, user {row.user_value:.4g}, "
-                f"weight {row.weight:.4g})"
-            )
-        if len(group) > len(shown):
-            lines.append(
-                f"  {group['contribution'].iloc[len(shown) :].sum():+.6g}  ({len(group) - len(shown)} other pairs)"
-            )
-    items = explanation.items
-    lines.append(f"\nliked items: {items['similarity'].sum():.6g} over {len(items)} training like(s)")
-    for row in items.head(top).itertuples():
-        lines.append(f"  {row.similarity:+.6g}  {row.item_id}")
-    if len(items) > top:
-        lines.append(f"  {items['similarity'].iloc[top:].sum():+.6g}  ({len(items) - top} other liked items)")
-    return "\n".join(lines)
 
 
 def run_interactions(args):

@@ -1,12 +1,5 @@
-"""Raw text of new items -> the tokens training saw, with the analyzer the converter stored.
-
-`recbole-fbsm convert` writes `NAME.analyzer.json` beside a dataset: for each token_seq field
-the tokeniser, stop words, stemmer (or "whole" tags) and vocabulary; a model artifact carries a copy.
-A new item given as raw text (a CSV/TSV file, or an `.item` file read with `raw_text=True`) goes
-through exactly that analyzer, field by field. A field the file does not describe (a dataset not made
-by the converter, such as ml-100k) is split as RecBole splits it: on `seq_separator` for token_seq fields,
-the whole cell for token fields.
-"""
+"""Raw text of new items -> the tokens training saw, through the analyzer the converter stored (``NAME.analyzer.json``,
+copied into the artifact); a field it does not describe is split as RecBole splits it."""
 
 import csv
 import os
@@ -34,25 +27,18 @@ class Tokenized:
     analyzer: object = None  # the stored analyzer, when the cells were raw text
 
 
-def analyze_cells(values, analyzer):
-    """Raw cells -> tokens with the stored analyzer, remembering which words gave each token."""
-    cells, origin = [], defaultdict(Counter)
-    for value in values:
-        tokens = []
-        for word in analyzer.words(str(value)):
-            token = analyzer.stem(word)
-            tokens.append(token)
-            origin[token][word] += 1
-        cells.append(tokens)
-    return Tokenized(cells, dict(origin), analyzer)
-
-
 def tokenize_field(values, name, served, analyzers, raw):
-    """The tokens of field ``name`` for each cell of ``values``: raw text through the stored analyzer, else
-    RecBole's own reading of pre-tokenised cells."""
+    """The tokens of field ``name`` for each cell of ``values``: raw text through the stored analyzer
+    (remembering which words gave each token), else RecBole's own reading of pre-tokenised cells."""
     record = analyzers.get(name)
     if raw and record is not None:
-        return analyze_cells(values, record.analyzer)
+        analyzer, cells, origin = record.analyzer, [], defaultdict(Counter)
+        for value in values:
+            words = analyzer.words(str(value))
+            cells.append([analyzer.stem(word) for word in words])
+            for word, token in zip(words, cells[-1]):
+                origin[token][word] += 1
+        return Tokenized(cells, dict(origin), analyzer)
     if served.dataset.field2type[name] == FeatureType.TOKEN_SEQ:
         separator = served.config["seq_separator"] or " "
         return Tokenized([[t for t in str(value).split(separator) if t] for value in values])
@@ -60,25 +46,21 @@ def tokenize_field(values, name, served, analyzers, raw):
 
 
 def read_text_table(path, served, analyzers):
-    """(item ids, {field: raw cells}) of a CSV/TSV file with a header line.
-
-    The id column is the dataset's item id field (``item_id``) or else the first column; a feature field
-    comes from the column of its own name or from the raw-text column the converter recorded for it
-    (``text`` for ``words``, ``tags`` for ``tags``). Other columns are ignored.
-    """
+    """(item ids, {field: raw cells}) of a CSV/TSV file with a header line: the id column is the item id field's
+    or the first; a feature field's is its own or the raw-text column the converter recorded (``text`` for
+    ``words``); other columns are ignored."""
     separator = default_sep(path)  # tab for .tsv / .tab, comma otherwise, as `convert text`
     try:
         with open(path, newline="", encoding=served.config["encoding"] or "utf-8") as handle:
             reader = csv.reader(handle, delimiter=separator)
-            numbered = [(reader.line_num, row) for row in reader if row]  # a quoted cell may span lines
-        lines, rows = [n for n, _ in numbered], [row for _, row in numbered]
+            rows = [(reader.line_num, row) for row in reader if row]  # a quoted cell may span lines
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise ColdStartError(
             f"new-item file {path} cannot be read as {'TSV' if separator == chr(9) else 'CSV'}: {error}"
         ) from None
     if not rows:
         raise ColdStartError(f"new-item file {path} is empty: expected a header line and one row per new item.")
-    header = [column.strip() for column in rows[0]]
+    header = [column.strip() for column in rows[0][1]]
     iid = served.iid_field
     id_column = header.index(iid) if iid in header else 0
     columns = {}
@@ -96,14 +78,14 @@ def read_text_table(path, served, analyzers):
     if not body:
         raise ColdStartError(f"new-item file {path} has a header but no item rows: expected one row per new item.")
     for relation, test in (("fewer", lambda n: n < len(header)), ("more", lambda n: n > len(header))):
-        wrong = [lines[k + 1] for k, row in enumerate(body) if test(len(row))]
+        wrong = [line for line, row in body if test(len(row))]
         if wrong:  # a short row is not read as empty cells, a long row's extra cell is not dropped
             raise ColdStartError(
                 f"new-item file {path}: line(s) {wrong[:10]} have {relation} than the header's {len(header)} columns "
                 f"(separator {separator!r}, from the file extension)."
             )
-    tokens = [row[id_column].strip() for row in body]
-    return tokens, {name: [row[k] for row in body] for name, k in columns.items()}
+    tokens = [row[id_column].strip() for _, row in body]
+    return tokens, {name: [row[k] for _, row in body] for name, k in columns.items()}
 
 
 def is_atomic_header(path, separator):

@@ -8,12 +8,10 @@
   recbole-fbsm serve export CHECKPOINT -o MODEL.fbsm
   recbole-fbsm serve export-likes MODEL.fbsm.store.sqlite -o DIR
 
-MODEL is the .fbsm artifact a training run writes beside its checkpoint: it loads without the dataset and
-without running code; a training checkpoint (.pth) is accepted too, its dataset then read once (--data-path if
-the data moved). NEW_ITEMS is an .item atomic file in the training .item file's format, or a CSV/TSV file of
-raw text (a header line: the item id column and one column of text per feature field), with ids never seen in
-training. Outputs are CSV or JSON (the file extension or --format; stdout without an output file). Mistakes
-print 'error: ...' and exit with 2; docs/serve.md has the details.
+MODEL is the .fbsm artifact a training run writes (or its .pth checkpoint, whose dataset is then read).
+NEW_ITEMS is an .item file in the training .item file's format, or a CSV/TSV file of raw text (a header line:
+the item id column, one text column per feature field). Outputs are CSV or JSON (the file extension or
+--format; stdout without an output file). Mistakes print 'error: ...' and exit with 2; see docs/serve.md.
 """
 
 import argparse
@@ -21,16 +19,13 @@ import argparse
 from recbole_fbsm.config.checks import SEED_MAX
 
 EPILOG = "See docs/serve.md for examples and the meaning of every column."
-# the largest list length and cut-off the command line takes: longer lists are not for a terminal or a CSV
-# file (and the library clamps lengths to the candidates anyway)
-MAX_LIST_LENGTH = 1_000_000
+MAX_LIST_LENGTH = 1_000_000  # the longest list and cut-off: longer lists are not for a terminal or a CSV file
 MODEL_FILE = "model artifact (.fbsm) or checkpoint (.pth)"
 RAW_TEXT = "the .item file's cells are raw text: analyse them as the converter did"
 
 
 def integer(what, low, high=None):
-    """An argparse type: an integer from ``low`` to ``high`` (None: no upper bound). Checked while parsing: a
-    seed of 2**70 overflowed torch's generator, a --k of 10^9 asked for a 10^9-column score matrix."""
+    """An argparse type: an integer from ``low`` to ``high`` (None: no upper bound), checked before any model loads."""
     allowed = f"an integer from {low} to {high}" if high is not None else f"an integer of at least {low}"
 
     def parse(text):
@@ -46,31 +41,22 @@ def integer(what, low, high=None):
 
 
 def _command(commands, name, help, description, model_help=MODEL_FILE, output_help=None, epilog=EPILOG):
-    """A subcommand that reads a model (the ``checkpoint`` argument) on a torch device, with the options every
-    such command shares; ``output_help``: the help of its ``--output`` (None: it has none)."""
+    """A subcommand that reads a model on a torch device, with the options every such command shares."""
     parser = commands.add_parser(name, help=help, description=description, epilog=epilog)
     if model_help:
         parser.add_argument("checkpoint", metavar="model", help=model_help)
     parser.add_argument("--device", default="cpu", help="torch device to score on (default: %(default)s)")
-    parser.add_argument(
-        "--data-path",
-        default=None,
-        help="for a checkpoint (.pth): folder holding the dataset's folder, if it moved since training",
-    )
+    parser.add_argument("--data-path", help="for a checkpoint (.pth): the folder of its dataset's folder, if moved")
     parser.add_argument(
         "--trust-pickle",
         action="store_true",
-        help="load a checkpoint of pickled objects (recbole-fbsm before 0.2): only for a file you trust, "
-        "as loading it can run any code",
+        help="load a checkpoint of pickled objects (before 0.2): only a file you trust, loading it can run any code",
     )
     parser.add_argument(
-        "--format",
-        choices=("csv", "json"),
-        default=None,
-        help="output format (default: from the output file's extension; CSV on stdout)",
+        "--format", choices=("csv", "json"), help="output format (default: the output file's extension; CSV on stdout)"
     )
     if output_help:
-        parser.add_argument("--output", "-o", default=None, help=output_help)
+        parser.add_argument("--output", "-o", help=output_help)
     return parser
 
 
@@ -83,10 +69,9 @@ def _add_recommend(commands):
         commands,
         "recommend",
         help="top users for each new item, and top new items for users",
-        description="Score brand-new items (an .item file) with a trained model: (a) for each new item the top-N "
-        "users to show it to (among users with training likes), (b) for the given users (default: "
-        "all with training likes) the top-N new items. Feature tokens the model does not know are "
-        "ignored and counted in a warning. Without --item-output / --user-output both lists go to stdout.",
+        description="Score brand-new items with a trained model: (a) for each new item the top-N users to show it "
+        "to, (b) for the given users (default: all with training likes) the top-N new items. Unknown feature "
+        "tokens are ignored and counted in a warning. Without --item-output / --user-output both go to stdout.",
         model_help=f"{MODEL_FILE} of FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater or ALDI",
     )
     recommend.add_argument(
@@ -95,20 +80,13 @@ def _add_recommend(commands):
     )
     recommend.add_argument("--raw-text", action="store_true", help=RAW_TEXT)
     _top(recommend, 10, "entries per list (default: %(default)s)")
-    recommend.add_argument("--item-output", default=None, help="file for (a): item_id, rank, user_id, score")
-    recommend.add_argument("--user-output", default=None, help="file for (b): user_id, rank, item_id, score")
-    recommend.add_argument(
-        "--users",
-        nargs="+",
-        default=None,
-        metavar="USER",
-        help="user ids for (b) (default: all with training likes); (b) goes to stdout without --user-output",
-    )
-    recommend.add_argument("--users-file", default=None, help="file with one user id per line for (b)")
+    recommend.add_argument("--item-output", help="file for (a): item_id, rank, user_id, score")
+    recommend.add_argument("--user-output", help="file for (b): user_id, rank, item_id, score")
+    recommend.add_argument("--users", nargs="+", metavar="USER", help="user ids for (b) (default: all with likes)")
+    recommend.add_argument("--users-file", help="file with one user id per line for (b)")
     recommend.add_argument(
         "--seed",
         type=integer("the seed of the tie breaking", 0, SEED_MAX),
-        default=None,
         help="seed of the random tie breaking (default: the checkpoint's seed)",
     )
 
@@ -118,18 +96,15 @@ def _add_explain(commands):
         commands,
         "explain",
         help="break one (user, item) score into feature pairs and liked items",
-        description="Explain score(user, item): the contributions of feature pairs (diagonal part f_ip c_p f_up; "
-        "for FBSM also the low-rank part f_ip (v_p.v_q) f_uq, p = q included) and of the user's training "
-        "likes (sim(i, j)). Both add up to the model's score. The item is a dataset item or a new item "
-        "of --new-items; a dataset item the user liked in training is scored without its own features.",
+        description="Explain score(user, item) by the contributions of feature pairs (diagonal part; FBSM's low-rank "
+        "part) and of the user's training likes; both add up to the model's score. The item is a dataset item or "
+        "a new item of --new-items; a dataset item the user liked in training is scored without its own features.",
         model_help=f"{MODEL_FILE} of FBSM, UFSM or CoSim",
         output_help="output file (.csv or .json; default: a readable summary on stdout)",
     )
     explain.add_argument("--user", required=True, help="user id (as in the .inter file)")
     explain.add_argument("--item", required=True, help="item id: a dataset item, or a new item of --new-items")
-    explain.add_argument(
-        "--new-items", default=None, help=".item file (or CSV/TSV file of raw text) holding the new item"
-    )
+    explain.add_argument("--new-items", help=".item file (or CSV/TSV file of raw text) holding the new item")
     explain.add_argument("--raw-text", action="store_true", help=RAW_TEXT)
     _top(explain, 10, "entries shown per part and for items; the rest is summed in one line (default: %(default)s)")
 
@@ -139,9 +114,8 @@ def _add_interactions(commands):
         commands,
         "interactions",
         help="FBSM's strongest learned feature interactions",
-        description="The largest and most negative off-diagonal entries v_p.v_q of FBSM's D + V V^T (p != q, each pair "
-        "once) and the largest and smallest self-weights D_p + ||v_p||^2, with feature names, computed "
-        "block by block (never the dense features x features matrix).",
+        description="The largest and most negative off-diagonal entries v_p.v_q of FBSM's D + V V^T (p != q) and the "
+        "largest and smallest self-weights D_p + ||v_p||^2, with feature names.",
         model_help=f"FBSM {MODEL_FILE}",
         output_help="output file (.csv or .json; default: stdout)",
     )
@@ -150,8 +124,8 @@ def _add_interactions(commands):
         "--min-items",
         type=integer("training items per feature", 0, MAX_LIST_LENGTH),
         default=0,
-        help="only features that occur in at least this many training items (1: leave out tokens "
-        "of validation/test items only, which training never touched; default: %(default)s)",
+        help="only features of at least this many training items (1: leave out the tokens training never touched; "
+        "default: %(default)s)",
     )
 
 
@@ -160,24 +134,20 @@ def _add_compare_users(commands):
         commands,
         "compare-users",
         help="users for whom model A is better, the same, or worse than B (test Recall@k)",
-        description="The paper's user-level investigation: per-user test Recall@k of two checkpoints trained on the "
-        "same dataset and item split (checked), ranking only the test items with fair random tie breaking; the "
-        "users are grouped into A better / same / worse, with counts, distinct test items, and likes per user "
-        "and per item for each group.",
+        description="The paper's user-level investigation: per-user test Recall@k of two models of the same dataset "
+        "and item split, users grouped into A better / same / worse, with counts, test items and likes per group.",
         model_help=None,
         output_help="file for the group table (.csv or .json; default: stdout)",
     )
     compare.add_argument("checkpoint_a", metavar="model_a", help="artifact (or checkpoint) of model A")
-    compare.add_argument(
-        "checkpoint_b", metavar="model_b", help="artifact (or checkpoint) of model B (same dataset and split)"
-    )
+    compare.add_argument("checkpoint_b", metavar="model_b", help="artifact (or checkpoint) of model B (same split)")
     compare.add_argument(
         "--k",
         type=integer("the Recall cut-off", 1, MAX_LIST_LENGTH),
         default=10,
         help="Recall@k cut-off (default: %(default)s)",
     )
-    compare.add_argument("--per-user", default=None, help="also write the per-user recalls and groups to this file")
+    compare.add_argument("--per-user", help="also write the per-user recalls and groups to this file")
 
 
 def _add_http(commands):
@@ -185,32 +155,22 @@ def _add_http(commands):
         commands,
         "http",
         help="an HTTP service that remembers: new items, likes, top-N lists of the whole catalogue (JSON)",
-        description="Serve the model over HTTP (Starlette on uvicorn): POST /items adds new items (raw text or "
-        "tokens), POST /users/{user}/likes records likes that count in that user's next answer, "
-        "GET /users/{user}/items ranks the whole catalogue (scope=all|new|warm), GET /items/{item}/users gives the "
-        "users a new item should go to, GET /users/{user}/items/{item}/explanation breaks a score down; "
-        "GET /health, /model, /items; POST /admin/reload (or SIGHUP) swaps in a retrained artifact. New items and "
-        "likes live in the store (--store), committed before each answer. Stop it with Ctrl-C.",
+        description="Serve the model over HTTP: new items (POST /items) and likes (POST /users/{user}/likes) count in "
+        "the next answer; GET /users/{user}/items ranks the whole catalogue, GET /items/{item}/users finds a new "
+        "item's users. They live in the store (--store); POST /admin/reload (or SIGHUP) swaps in a retrained "
+        "artifact. Stop it with Ctrl-C.",
         epilog="See docs/serve.md for the request and answer formats.",
     )
-    http.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="address to listen on (default: %(default)s; any other address needs --token)",
-    )
+    http.add_argument("--host", default="127.0.0.1", help="address (default: %(default)s; any other needs --token)")
     http.add_argument("--port", type=integer("a TCP port", 0, 65535), default=8000, help="port (default: %(default)s)")
-    http.add_argument(
-        "--new-items", default=None, help="new items to add to the store at start (.item file, or CSV/TSV of raw text)"
-    )
+    http.add_argument("--new-items", help="new items to add to the store at start (.item file, or CSV/TSV of raw text)")
     http.add_argument(
         "--store",
-        default=None,
         help="where new items and likes live: an SQLite file (default: MODEL.store.sqlite beside the model) "
         "or a PostgreSQL URL postgresql://user@host/db (pip install 'recbole-fbsm[postgres]')",
     )
     http.add_argument(
         "--token",
-        default=None,
         help="bearer token that POST and DELETE requests need (default: $RECBOLE_FBSM_TOKEN; none: loopback only)",
     )
     http.add_argument(
@@ -231,20 +191,15 @@ def _add_export_likes(commands):
     export = commands.add_parser(
         "export-likes",
         help="write a store's likes and new items as RecBole atomic files, to retrain on",
-        description="Write the likes (.inter: the model's user and item id fields) and new items (.item: the model's "
-        "feature fields) a store holds as RecBole atomic files DIR/NAME.inter and DIR/NAME.item (NAME: the "
-        "folder's name), to add to the dataset before retraining. The model gives the field names and "
-        "analyses raw-text items as the converter did (--model; found beside a default store "
-        "MODEL.store.sqlite).",
+        description="Write the likes and new items a store holds as RecBole atomic files DIR/NAME.inter and "
+        "DIR/NAME.item (NAME: the folder's name), to add to the dataset before retraining; the model (--model) "
+        "gives the field names and analyses raw-text items as the converter did.",
         epilog=EPILOG,
     )
     export.add_argument("store", help="the store: an SQLite file or a postgresql:// URL")
     export.add_argument("--output", "-o", required=True, help="folder to write NAME.inter and NAME.item into")
     export.add_argument(
-        "--model",
-        default=None,
-        help="the model artifact the items were served with (default: the "
-        "store's name without .store.sqlite, when that file exists)",
+        "--model", help="the artifact the items were served with (default: the store's name without .store.sqlite)"
     )
 
 
@@ -253,9 +208,8 @@ def _add_export(commands):
         commands,
         "export",
         help="make the model artifact (.fbsm) of a training checkpoint",
-        description="Read a training checkpoint and its dataset once, and write the model artifact that serves without "
-        "them (a run writes it itself; this is for a checkpoint alone, or one of an older release with "
-        "--trust-pickle).",
+        description="Read a training checkpoint and its dataset once and write the model artifact that serves without "
+        "them (a run writes it itself; this is for a checkpoint alone, or an older release's with --trust-pickle).",
         model_help=None,
         output_help="the artifact to write (default: the checkpoint's name ending in .fbsm)",
     )
@@ -269,9 +223,7 @@ def build_parser(prog="recbole-fbsm serve"):
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    commands = parser.add_subparsers(
-        dest="command", required=True, metavar="{recommend,explain,interactions,compare-users,http,export,export-likes}"
-    )
+    commands = parser.add_subparsers(dest="command", required=True)
     _add_recommend(commands)
     _add_explain(commands)
     _add_interactions(commands)

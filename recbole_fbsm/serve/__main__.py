@@ -6,6 +6,7 @@ import warnings
 
 from recbole_fbsm.arguments.serve import build_parser
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.serve.output import resolve_format
 
 
 def main(argv=None, prog="recbole-fbsm serve"):
@@ -14,7 +15,9 @@ def main(argv=None, prog="recbole-fbsm serve"):
         warnings.simplefilter("always")
         warnings.showwarning = _show_warning  # printed when they happen: a service's start-up warnings at start-up
         try:
-            _check_output_names(args)
+            for name in FORMATTED_OUTPUTS.get(args.command, ()):  # a bad extension fails before the model loads
+                if getattr(args, name) is not None:
+                    resolve_format(getattr(args, name), args.format)
             written = COMMANDS[args.command](args)
         except ColdStartError as error:
             print(f"error: {error}", file=sys.stderr)
@@ -31,15 +34,6 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 
     if issubclass(category, (ServeWarning, UnsealedArtifactWarning)):
         print(f"warning: {message}", file=sys.stderr, flush=True)
-
-
-def _check_output_names(args):
-    """A bad output extension fails before the model loads."""
-    from recbole_fbsm.serve.output import resolve_format
-
-    for name in FORMATTED_OUTPUTS.get(args.command, ()):
-        if getattr(args, name) is not None:
-            resolve_format(getattr(args, name), args.format)
 
 
 def _load(args, path=None):
@@ -72,40 +66,29 @@ def run_recommend(args):
         seed=args.seed,
         raw_text=args.raw_text or None,
     )
-    shown = {}  # {label: (table, document)} of the lists without an output file: (b) without --user-output
+    printed = []  # (label, table, JSON document) of the lists without an output file
     for path, label, table, key, group, listed in (
         (args.item_output, "users for each new item", result.for_items, "item_id", "items", "users"),
         (args.user_output, "new items for each user", result.for_users, "user_id", "users", "items"),
     ):
-        if table is None:
-            continue
-        document = {group: grouped_records(table, key, listed)}
-        if path is None:
-            shown[f"top {args.top} {label}"] = (table, document)
-        else:
-            write_output(path, args.format, table, document)
-    if shown:
-        print_recommendations(shown, args.format)
-    return [path for path in (args.item_output, args.user_output) if path]
-
-
-def print_recommendations(shown, fmt):
-    """``shown`` ({label: (table, document)}) on stdout: one labelled table each (a readable table, or CSV under a
-    ``# label`` line with ``--format csv``), or one JSON document holding them all with ``--format json``."""
-    from recbole_fbsm.serve.output import write_output
-
-    if fmt == "json":
-        write_output(None, "json", None, {key: value for _, part in shown.values() for key, value in part.items()})
-        return
-    for position, (label, (table, _)) in enumerate(shown.items()):
+        if table is not None:
+            document = {group: grouped_records(table, key, listed)}
+            if path is None:
+                printed.append((f"top {args.top} {label}", table, document))
+            else:
+                write_output(path, args.format, table, document)
+    if printed and args.format == "json":  # one document holding every printed list
+        write_output(None, "json", None, {key: value for *_, part in printed for key, value in part.items()})
+    for position, (label, table, _) in enumerate(printed if args.format != "json" else ()):
         if position:
             print()
-        if fmt == "csv":
+        if args.format == "csv":
             print(f"# {label}")
             write_output(None, "csv", table, None)
         else:
             print(f"{label}:")
             print(table.to_string(index=False, float_format=lambda value: f"{value:.6g}") if len(table) else "  (none)")
+    return [path for path in (args.item_output, args.user_output) if path]
 
 
 def run_explain(args):

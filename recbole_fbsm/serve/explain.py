@@ -1,9 +1,5 @@
-"""Why a user gets an item: the score f_i^T W_u g_u broken into feature pairs and into the user's liked items.
-
-Both decompositions add up to the model's score; docs/serve.md ("explain", "What the numbers are") says what
-each part holds (the p = q low-rank terms go to the low-rank part: it is exactly what V contributes). Only
-nnz(f_i) x nnz(g_u) pairs are formed, never a dense features x features matrix.
-"""
+"""Why a user gets an item: the score f_i^T W_u g_u broken into feature pairs and into the user's liked items,
+each adding up to the score (docs/serve.md, "explain"); only nnz(f_i) x nnz(g_u) pairs are formed."""
 
 from dataclasses import dataclass
 
@@ -170,9 +166,8 @@ def explain(served, user, item, new_items=None, raw_text=None):
         pair_weights = (V[item_cols] @ V[user_cols].T).reshape(-1)
         f_p = item_vals.repeat_interleave(len(user_cols))
         frames.append(_pairs("low_rank", names, p, q, f_p, profile[q], pair_weights))
-    features = pd.concat(frames, ignore_index=True)
-    features = features.iloc[np.argsort(-features["contribution"].abs().to_numpy(), kind="stable")].reset_index(
-        drop=True
+    features = pd.concat(frames, ignore_index=True).sort_values(
+        "contribution", key=abs, ascending=False, kind="stable", ignore_index=True
     )
     items = _liked_items(served, u, i, item_cols, item_vals, weights, factors)
     part_names = ("diagonal",) if factors is None else ("diagonal", "low_rank")

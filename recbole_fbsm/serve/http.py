@@ -370,19 +370,13 @@ def _user_items(live, request, payload, user):
         raise HTTPException(400, f"scope: expected one of {', '.join(SCOPES)}; got {scope!r}")
     snapshot = live.current()
     _known_user(snapshot, user)
-    ranked_items, note = top_items(snapshot, user, scope, top)
-    answer = {
-        "user": user,
-        "scope": scope,
-        "items": [
-            {"item_id": item, "rank": rank, "score": score, "new": item in snapshot.position}
-            for rank, (item, score) in enumerate(ranked_items, 1)
-        ],
-        "new_items": len(snapshot.catalogue.tokens),
-    }
-    if note:
-        answer["note"] = note
-    return answer
+    ranked, note = top_items(snapshot, user, scope, top)
+    items = [
+        {"item_id": item, "rank": rank, "score": score, "new": item in snapshot.position}
+        for rank, (item, score) in enumerate(ranked, 1)
+    ]
+    answer = {"user": user, "scope": scope, "items": items, "new_items": len(snapshot.catalogue.tokens)}
+    return {**answer, "note": note} if note else answer
 
 
 def _list_likes(live, request, payload, user):
@@ -404,8 +398,7 @@ def _add_likes(live, request, payload, user):
     if unknown:
         raise HTTPException(404, f"item(s) {unknown[:10]} are neither items of the dataset nor stored new items")
     added = live.store.add_likes(user, items)
-    snapshot = live.current()
-    return {"user": user, "added": added, "likes": len(snapshot.likes.get(user, ()))}
+    return {"user": user, "added": added, "likes": len(live.current().likes.get(user, ()))}
 
 
 def _remove_like(live, request, payload, user, item):
@@ -419,14 +412,10 @@ def _item_users(live, request, payload, item):
     snapshot = live.current()
     if item not in snapshot.position:
         raise HTTPException(404, f"new item {item!r} is not in the catalogue (POST it to /items first)")
-    ranked_users = item_users(snapshot, item, top)
-    if ranked_users is not None:  # every like counted, stored ones included (live.item_users)
-        return {
-            "item": item,
-            "users": [
-                {"user_id": user, "rank": rank, "score": score} for rank, (user, score) in enumerate(ranked_users, 1)
-            ],
-        }
+    ranked = item_users(snapshot, item, top)
+    if ranked is not None:  # every like counted, stored ones included (live.item_users)
+        users = [{"user_id": user, "rank": rank, "score": score} for rank, (user, score) in enumerate(ranked, 1)]
+        return {"item": item, "users": users}
     row = snapshot.position[item]  # two-tower models: the training users, by their learned embeddings
     items = snapshot.catalogue
     one = NewItems("catalogue", [item], items.counts[[row]], items.matrix[[row]])
@@ -450,11 +439,8 @@ def _explanation(live, request, payload, user, item):
 
 def _reload(live, request, payload):
     snapshot = live.reload()
-    return {
-        "reloaded": os.path.basename(live.model_path),
-        "model": snapshot.view.name,
-        "new_items": len(snapshot.catalogue.tokens),
-    }
+    model, new_items = snapshot.view.name, len(snapshot.catalogue.tokens)
+    return {"reloaded": os.path.basename(live.model_path), "model": model, "new_items": new_items}
 
 
 # ------------------------------------------------------------------------------------------- running

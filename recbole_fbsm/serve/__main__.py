@@ -1,12 +1,21 @@
 """``recbole-fbsm serve COMMAND``: runs the command that ``recbole_fbsm.arguments.serve`` parsed (its ``--help``
-and options are there, free of torch); each command imports the serving modules it needs once it runs."""
+and options are there, free of torch); the HTTP service's modules load only for ``serve http``."""
 
+import os
 import sys
 import warnings
 
 from recbole_fbsm.arguments.serve import build_parser
+from recbole_fbsm.artifact.model_file import SUFFIX, UnsealedArtifactWarning, write_artifact
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.serve.output import resolve_format
+from recbole_fbsm.serve.explain import explain
+from recbole_fbsm.serve.export import export_likes
+from recbole_fbsm.serve.interactions import interactions_document, strongest_interactions
+from recbole_fbsm.serve.loading import load_model, read_model_file, served_from_artifact
+from recbole_fbsm.serve.new_items import ServeWarning, read_new_items
+from recbole_fbsm.serve.output import grouped_records, resolve_format, write_output
+from recbole_fbsm.serve.recommend import recommend
+from recbole_fbsm.serve.user_level import compare_users
 
 
 def main(argv=None, prog="recbole-fbsm serve"):
@@ -29,24 +38,16 @@ def main(argv=None, prog="recbole-fbsm serve"):
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     """The serving tools' own warnings, one 'warning:' line each (library noise stays out of the way)."""
-    from recbole_fbsm.artifact.model_file import UnsealedArtifactWarning
-    from recbole_fbsm.serve.new_items import ServeWarning
-
     if issubclass(category, (ServeWarning, UnsealedArtifactWarning)):
         print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def _load(args, path=None):
-    from recbole_fbsm.serve.loading import load_model
-
     path = path or args.checkpoint
     return load_model(path, device=args.device, data_path=args.data_path, trust_pickle=args.trust_pickle)
 
 
 def run_recommend(args):
-    from recbole_fbsm.serve.output import grouped_records, write_output
-    from recbole_fbsm.serve.recommend import recommend
-
     users = args.users
     if args.users_file:
         try:
@@ -92,9 +93,6 @@ def run_recommend(args):
 
 
 def run_explain(args):
-    from recbole_fbsm.serve.explain import explain
-    from recbole_fbsm.serve.output import write_output
-
     explanation = explain(_load(args), args.user, args.item, new_items=args.new_items, raw_text=args.raw_text or None)
     if args.output is None and args.format is None:
         print(explanation.to_text(args.top))
@@ -104,18 +102,12 @@ def run_explain(args):
 
 
 def run_interactions(args):
-    from recbole_fbsm.serve.interactions import interactions_document, strongest_interactions
-    from recbole_fbsm.serve.output import write_output
-
     table = strongest_interactions(_load(args), top=args.top, min_items=args.min_items)
     write_output(args.output, args.format, table, interactions_document(table))
     return [args.output] if args.output else []
 
 
 def run_compare(args):
-    from recbole_fbsm.serve.output import write_output
-    from recbole_fbsm.serve.user_level import compare_users
-
     comparison = compare_users(_load(args, args.checkpoint_a), _load(args, args.checkpoint_b), k=args.k)
     write_output(args.output, args.format, comparison.groups, comparison.to_dict())
     if args.per_user:
@@ -124,11 +116,8 @@ def run_compare(args):
 
 
 def run_http(args):
-    import os
-
     from recbole_fbsm.serve.http import TOKEN_VARIABLE, check_exposure, run_service
     from recbole_fbsm.serve.live import LiveState, stored_items_of
-    from recbole_fbsm.serve.new_items import read_new_items
     from recbole_fbsm.serve.store import default_store_path, open_store
 
     token = args.token or os.environ.get(TOKEN_VARIABLE) or None
@@ -145,17 +134,10 @@ def run_http(args):
 
 
 def run_export_likes(args):
-    from recbole_fbsm.serve.export import export_likes
-
     return export_likes(args.store, args.output, args.model)
 
 
 def run_export(args):
-    import os
-
-    from recbole_fbsm.artifact.model_file import SUFFIX, write_artifact
-    from recbole_fbsm.serve.loading import read_model_file, served_from_artifact
-
     output = args.output or os.path.splitext(args.checkpoint)[0] + SUFFIX
     content = read_model_file(args.checkpoint, args.data_path, args.trust_pickle)
     served_from_artifact(content, output)  # the artifact loads and rebuilds its model before it is written

@@ -197,9 +197,8 @@ def _liked_items(served, u, i, item_cols, item_vals, weights, factors):
     _, liked, _, _ = model.R.gather_rows(u)
     if i is not None:
         liked = liked[liked != i[0]]
-    item_dense = torch.zeros(model.n_features, dtype=torch.float64, device=liked.device).index_add(
-        0, item_cols, item_vals
-    )
+    item_dense = torch.zeros(model.n_features, dtype=torch.float64, device=liked.device)
+    item_dense = item_dense.index_add(0, item_cols, item_vals)
     owner, cols, values, _ = model.F.gather_rows(liked)
     values = values.double()
     similarity = torch.zeros(len(liked), dtype=torch.float64, device=liked.device)

@@ -85,8 +85,7 @@ def _has_surrogate(text):
 
 # ------------------------------------------------------------------------------------------------ app
 def create_app(state, token=None, max_body=DEFAULT_MAX_BODY):
-    """The Starlette application of ``state`` (a ``LiveState``). ``token``: the bearer token POST and DELETE
-    need (None: none needed, loopback only). ``max_body``: the largest request body, bytes."""
+    """The Starlette application of a ``LiveState``; POST and DELETE need ``token`` unless it is None."""
     routes = [
         ("GET", "/health", _health, False),
         ("GET", "/model", _model_document, False),
@@ -149,9 +148,8 @@ class AccessLog:
 
 
 def _endpoint(function, method, body, token, max_body):
-    """A route: auth (mutations), the body read as bounded JSON, the path's ids checked (``check_id``), the work
-    in a worker thread as ``function(live, request, payload, **ids)``; mistakes are raised and answered as 4xx by
-    ``create_app``'s exception handlers."""
+    """A route: auth, bounded JSON body, checked path ids, then ``function(live, request, payload, **ids)`` in a
+    worker thread; a mistake is raised, and answered by ``create_app``'s exception handlers."""
 
     async def endpoint(request):
         if method in ("POST", "DELETE") and token is not None and not _authorised(request, token):

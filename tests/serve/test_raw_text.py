@@ -220,6 +220,12 @@ def test_cli_recommend_and_explain_take_raw_text(served, tmp_path, capsys):
     assert main(["explain", checkpoint, "--user", user, "--item", "new_garden", "--new-items", str(path)]) == 0
     shown = capsys.readouterr().out
     assert "words:garden" in shown and "tags:home_and_garden" in shown
+    assert shown.startswith(f"FBSM score of item new_garden (new) for user {user}: ")
+    for section in shown.strip().split("\n\n")[1:]:  # each part, then the liked items: its lines add up to its total
+        heading, *lines = section.splitlines()
+        total = float(heading.split(": ")[1].split(" over ")[0])
+        values = [float(line.split()[0]) for line in lines]
+        assert sum(values) == pytest.approx(total, abs=1e-5 * (1 + sum(map(abs, values))))
     with pytest.warns(UnknownTokensWarning):
         expected = explain(served["FBSM"], user, "new_garden", new_items=str(path)).model_score
     assert float(rows[0]["score"]) == pytest.approx(expected, rel=1e-5)

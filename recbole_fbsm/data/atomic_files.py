@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from recbole_fbsm.config.suggestions import suggestion
-from recbole_fbsm.data.fast_load import TOKEN, file_identity, holds, plain_file, read_table, split_tokens, token_codes
+from recbole_fbsm.data.fast_load import TOKEN, file_identity, holds, read_table, split_tokens, token_codes
 from recbole_fbsm.errors import ColdStartError
 
 TYPES = ("token", "token_seq", "float", "float_seq")
@@ -198,13 +198,13 @@ def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=
     string per distinct id, not per line: 10^7 likes took 28 s and 1.7 GB as text), token_seq columns as a
     bool per line: whether the cell has a token with a non-blank character (their ``CodedSequences`` go to
     ``coded_out``, a dict, by column name); float and float_seq columns as text. In a file with a double
-    quote, a field that starts with one is quoted, as pandas' C reader reads it. With a ``store`` the token
-    columns of a plain file are kept there for the dataset (``fast_load.read_plain_columns``)."""
+    quote, a field that starts with one is quoted, as pandas reads it. With a ``store`` the token columns are
+    kept there for the dataset (``fast_load.read_feat_columns``)."""
     names = [name for name in atomic.columns if name in names]
     kinds = {f"{name}:{atomic.columns[name]}": atomic.columns[name] for name in names}
     types = {header: TOKEN if kind == "token" else pa.string() for header, kind in kinds.items()}
     table = read_table(atomic.path, separator, encoding, types, quoted=holds(atomic.path, b'"'))
-    keep = store is not None and plain_file(atomic.path, separator)
+    keep = store is not None
     identity = file_identity(atomic.path, separator, seq_separator) if keep else None
     frame = {}
     for (header, kind), name in zip(kinds.items(), names):
@@ -419,7 +419,7 @@ class DatasetReport:
     """What the checks found that is not an error: warnings for the log, with counts."""
 
     warnings: list = field(default_factory=list)
-    # the token columns the checks parsed, for the dataset to take over (``fast_load.read_plain_columns``)
+    # the token columns the checks parsed, for the dataset to take over (``fast_load.read_feat_columns``)
     parsed: dict = field(default_factory=dict)
 
 

@@ -1,6 +1,5 @@
 """RecBole Dataset that can split by items (the paper's item cold-start protocol)."""
 
-import csv
 from contextlib import contextmanager
 
 import numpy as np
@@ -11,20 +10,10 @@ from recbole.data.interaction import Interaction
 from recbole.utils import FeatureSource, FeatureType, ModelType
 
 from recbole_fbsm.config.schema import setting
-from recbole_fbsm.data.atomic_files import codes_of
-from recbole_fbsm.data.fast_load import (
-    FLOAT_NA_TEXTS,
-    pad_sequences,
-    plain_file,
-    read_plain_columns,
-    sequence_rows,
-    split_rows,
-)
+from recbole_fbsm.data.atomic_files import codes_of, read_header
+from recbole_fbsm.data.fast_load import pad_sequences, read_feat_columns, sequence_rows, split_rows
 from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
-
-# the csv module's field limit while RecBole's reader runs (its default, 131,072 characters, stops long texts)
-CSV_FIELD_LIMIT = 2**31 - 1
 
 PHASES = ("train", "valid", "test")
 
@@ -155,7 +144,7 @@ class ColdStartDataset(Dataset):
 
     phase = None
     split_items = None
-    _coded = None  # (source, token_seq field) -> vocabulary of the fast reader's codes
+    _coded = None  # token_seq field -> vocabulary of the reader's codes
 
     def __str__(self):
         """RecBole's summary with real counts: ``user_num`` and ``item_num`` include the padding id 0."""
@@ -310,7 +299,7 @@ class ColdStartDataset(Dataset):
         a user's, an item's or a feature token's id then depends only on which tokens exist, not on the
         interactions (adding validation/test likes of existing items no longer renumbers items, which moved
         the negatives a seed draws and so the trained model). Tokens are numbered by their codes
-        (``Categorical`` columns, coded ``token_seq`` columns of the fast reader): only the distinct texts
+        (``Categorical`` columns, coded ``token_seq`` columns of the reader): only the distinct texts
         are sorted; every token the remaining rows use gets an id, missing cells ``[PAD]`` (0)."""
         if len(remap_list) == 0:
             return
@@ -347,7 +336,7 @@ class ColdStartDataset(Dataset):
 
     def _token_codes(self, feat, field, ftype):
         """(code per token, distinct texts the codes index, tokens per row or None) of one column: from a
-        ``Categorical``, from the fast reader's coded ``token_seq``, or by factorising text."""
+        ``Categorical``, from the reader's coded ``token_seq``, or by factorising text (RecBole's additional files)."""
         values = feat[field]
         if ftype == FeatureType.TOKEN:
             return codes_of(values) + (None,)
@@ -355,13 +344,7 @@ class ColdStartDataset(Dataset):
         lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
         filled = [sequence for sequence in sequences if len(sequence)]
         flat = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
-        sources = {
-            FeatureSource.INTERACTION: "inter_feat",
-            FeatureSource.USER: "user_feat",
-            FeatureSource.ITEM: "item_feat",
-        }
-        source = next((s for s, name in sources.items() if getattr(self, name, None) is feat), None)
-        vocabulary = (self._coded or {}).get((source, field))
+        vocabulary = (self._coded or {}).get(field)
         if vocabulary is not None and flat.dtype.kind in "iu":
             return flat.astype(np.int64), vocabulary, lengths
         codes, uniques = pd.factorize(flat.astype(object)) if len(flat) else (np.zeros(0, dtype=np.int64), [])
@@ -435,63 +418,16 @@ class ColdStartDataset(Dataset):
     # --------------------------------------------------------------------------------------- reading
     def _loaded_columns(self, filepath, source):
         """[(field, FeatureType, 'field:type' header column)] of the columns RecBole's ``_load_feat`` loads
-        from ``filepath`` (``load_col`` / ``unload_col``), with RecBole's error for an unknown type; None when
-        ``load_col`` leaves the file out."""
+        from ``filepath`` (``load_col`` / ``unload_col``); None when ``load_col`` leaves the file out."""
         load_col, unload_col = self._get_load_and_unload_col(source)
         if load_col == set():
             return None
-        with open(filepath, encoding=self.config["encoding"]) as handle:
-            head = handle.readline()[:-1]
-        loaded = []
-        for field_type in head.split(self.config["field_separator"]):
-            field, ftype = field_type.split(":")
-            try:
-                ftype = FeatureType(ftype)
-            except ValueError:
-                raise ValueError(f"Type {ftype} from field {field} is not supported.") from None
-            if (load_col is not None and field not in load_col) or (unload_col is not None and field in unload_col):
-                continue
-            loaded.append((field, ftype, field_type))
-        return loaded
-
-    def _recbole_read(self, filepath, loaded):
-        """RecBole's ``_load_feat`` (pandas' Python engine, Python's csv module underneath), with token and
-        token_seq cells read as text: RecBole reads them with pandas' default NA strings, so a user or item
-        ``NA``, ``null``, ``nan`` or ``None`` became a missing value and lost its interactions (an empty cell
-        is still missing). The csv module's field limit (131,072 characters, a ParserError past it) is raised
-        for the read: a long text is legitimate."""
-        dtype = {header: np.float64 if ftype == FeatureType.FLOAT else str for _, ftype, header in loaded}
-        na_values = {
-            header: list(FLOAT_NA_TEXTS) if ftype == FeatureType.FLOAT else [""] for _, ftype, header in loaded
-        }
-        previous = csv.field_size_limit()
-        csv.field_size_limit(CSV_FIELD_LIMIT)
-        try:
-            df = pd.read_csv(
-                filepath,
-                delimiter=self.config["field_separator"],
-                usecols=[h for _, _, h in loaded],
-                dtype=dtype,
-                encoding=self.config["encoding"],
-                engine="python",
-                keep_default_na=False,
-                na_values=na_values,
-            )
-        finally:
-            csv.field_size_limit(previous)
-        df = df[[header for _, _, header in loaded]]
-        df.columns = [field for field, _, _ in loaded]
-        seq_separator = self.config["seq_separator"]
-        for field, ftype, _ in loaded:
-            if not ftype.value.endswith("seq"):
-                continue
-            cells = df[field].fillna("").to_numpy()
-            if ftype == FeatureType.TOKEN_SEQ:
-                column = [np.array(list(filter(None, cell.split(seq_separator)))) for cell in cells]
-            else:
-                column = [np.array(list(map(float, filter(None, cell.split(seq_separator))))) for cell in cells]
-            df[field] = self._cut_to_seq_len(field, column, max(map(len, column), default=0))
-        return df
+        header = read_header(filepath, self.config["field_separator"], self.config["encoding"] or "utf-8")
+        return [
+            (field, FeatureType(kind), f"{field}:{kind}")
+            for field, kind in header.items()
+            if (load_col is None or field in load_col) and (unload_col is None or field not in unload_col)
+        ]
 
     def _cut_to_seq_len(self, field, rows, longest):
         """``rows`` (one array per row, the longest ``longest`` long) as an object column cut to ``seq_len``, as
@@ -503,9 +439,9 @@ class ColdStartDataset(Dataset):
         return column
 
     def _read_feat(self, filepath, source):
-        """RecBole's ``_load_feat`` (same rows, same field properties) through ``fast_load`` (pyarrow) for plain
-        interaction, user and item files; ``_recbole_read`` otherwise. Token columns come back as sorted
-        ``Categorical`` and ``token_seq`` columns as codes (``_coded``), which ``_remap`` numbers."""
+        """RecBole's ``_load_feat`` (same rows, same field properties) of the interaction, user and item files
+        through ``fast_load`` (pyarrow). Token columns come back as sorted ``Categorical`` and ``token_seq``
+        columns as codes (``_coded``), which ``_remap`` numbers."""
         if not isinstance(source, FeatureSource):
             return super()._load_feat(filepath, source)
         loaded = self._loaded_columns(filepath, source)
@@ -513,30 +449,29 @@ class ColdStartDataset(Dataset):
             if loaded is not None:
                 self.logger.warning(f"No columns has been loaded from [{source}]")
             return None
-        for field, ftype, _ in loaded:
-            self.field2source[field], self.field2type[field] = source, ftype
-            if not ftype.value.endswith("seq"):
-                self.field2seqlen[field] = 1
-            if "float" in ftype.value:
-                self.field2bucketnum[field] = 2
-        separator = self.config["field_separator"]
-        read = plain_file(filepath, separator) and read_plain_columns(
+        columns = read_feat_columns(
             filepath,
-            separator,
+            self.config["field_separator"],
             self.config["seq_separator"],
-            [header for _, _, header in loaded],
-            [field for field, _, _ in loaded],
             {header: ftype.value for _, ftype, header in loaded},
             self.config["encoding"],
             store=self.preread,
         )
-        if not read:
-            return self._recbole_read(filepath, loaded)
-        df, coded = read
-        for field, sequences in coded.items():
-            df[field] = self._cut_to_seq_len(field, df[field].to_numpy(), int(sequences.counts.max(initial=0)))
-            self._coded = {**(self._coded or {}), (source, field): sequences.vocabulary}
-        return df
+        frame = {}
+        for field, ftype, header in loaded:
+            self.field2source[field], self.field2type[field] = source, ftype
+            if "float" in ftype.value:
+                self.field2bucketnum[field] = 2
+            column = columns[header]
+            if ftype == FeatureType.TOKEN_SEQ:
+                self._coded = {**(self._coded or {}), field: column.vocabulary}
+                column = self._cut_to_seq_len(field, column.column, int(column.counts.max(initial=0)))
+            elif ftype == FeatureType.FLOAT_SEQ:
+                column = self._cut_to_seq_len(field, column, max(map(len, column), default=0))
+            else:
+                self.field2seqlen[field] = 1
+            frame[field] = column
+        return pd.DataFrame(frame)
 
     def _dataframe_to_interaction(self, data):
         """RecBole's conversion to an ``Interaction``; sequence fields are padded by one numpy scatter

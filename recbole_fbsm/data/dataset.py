@@ -434,14 +434,18 @@ class ColdStartDataset(Dataset):
         RecBole cuts them; the longest kept length is the field's ``field2seqlen``."""
         limit = (self.config["seq_len"] or {}).get(field)
         self.field2seqlen[field] = longest if limit is None else min(limit, longest)
-        column = np.empty(len(rows), dtype=object)
-        column[:] = rows if limit is None or longest <= limit else [row[:limit] for row in rows]
-        return column
+        return pd.Series(rows if limit is None or longest <= limit else [row[:limit] for row in rows], dtype=object)
 
-    def _read_feat(self, filepath, source):
+    def _load_feat(self, filepath, source):
         """RecBole's ``_load_feat`` (same rows, same field properties) of the interaction, user and item files
         through ``fast_load`` (pyarrow). Token columns come back as sorted ``Categorical`` and ``token_seq``
-        columns as codes (``_coded``), which ``_remap`` numbers."""
+        columns as codes (``_coded``), which ``_remap`` numbers.
+
+        For context-aware models the .item file's ``token_seq`` fields keep each token once, in order of first
+        occurrence, before ``seq_len`` (``context_distinct_tokens``, default True): the converters repeat a term
+        per occurrence for FBSM's tf-idf, but a context model mean-pools a sequence RecBole pads to the longest
+        item (1,231 tokens on citeulike-t against 16 distinct terms): 20 times the cost for nearly the same input.
+        """
         if not isinstance(source, FeatureSource):
             return super()._load_feat(filepath, source)
         loaded = self._loaded_columns(filepath, source)
@@ -457,6 +461,11 @@ class ColdStartDataset(Dataset):
             self.config["encoding"],
             store=self.preread,
         )
+        distinct = (
+            source == FeatureSource.ITEM
+            and self.config["MODEL_TYPE"] == ModelType.CONTEXT
+            and self.config["context_distinct_tokens"] is not False
+        )
         frame = {}
         for field, ftype, header in loaded:
             self.field2source[field], self.field2type[field] = source, ftype
@@ -465,8 +474,8 @@ class ColdStartDataset(Dataset):
             column = columns[header]
             if ftype == FeatureType.TOKEN_SEQ:
                 self._coded = {**(self._coded or {}), field: column.vocabulary}
-                column = self._cut_to_seq_len(field, column.column, int(column.counts.max(initial=0)))
-            elif ftype == FeatureType.FLOAT_SEQ:
+                column = [pd.unique(row) for row in column.column] if distinct else column.column
+            if ftype in (FeatureType.TOKEN_SEQ, FeatureType.FLOAT_SEQ):
                 column = self._cut_to_seq_len(field, column, max(map(len, column), default=0))
             else:
                 self.field2seqlen[field] = 1
@@ -496,42 +505,6 @@ class ColdStartDataset(Dataset):
             else:
                 new_data.update(super()._dataframe_to_interaction(data[[field]]).interaction)
         return Interaction(new_data)
-
-    # ------------------------------------------------------------------------- context-model inputs
-    def _load_feat(self, filepath, source):
-        """RecBole's loader (``_read_feat``); for context-aware models, ``token_seq`` item fields keep each token once.
-
-        The converters repeat a term once per occurrence so that FBSM's tf-idf sees term counts. A
-        context-aware model mean-pools the embeddings of a padded sequence instead, and RecBole pads every
-        item to the longest one (1,231 tokens on citeulike-t against 16 distinct terms on average): its
-        evaluation would cost about 20 times more for nearly the same input. ``context_distinct_tokens``
-        (default True) keeps the distinct tokens in order of first occurrence, then applies ``seq_len``.
-        """
-        distinct = (
-            source == FeatureSource.ITEM
-            and self.config["MODEL_TYPE"] == ModelType.CONTEXT
-            and self.config["context_distinct_tokens"] is not False
-        )
-        if not distinct:
-            return self._read_feat(filepath, source)
-        cap = dict(self.config["seq_len"] or {})
-        self.config["seq_len"] = None  # RecBole would cut before the repeats are removed
-        try:
-            df = self._read_feat(filepath, source)
-        finally:
-            self.config["seq_len"] = cap or None
-        if df is None:
-            return df
-        for field in df.columns:
-            if self.field2type.get(field) != FeatureType.TOKEN_SEQ:
-                continue
-            sequences = [pd.unique(sequence) for sequence in df[field].values]
-            limit = cap.get(field)
-            if limit:
-                sequences = [sequence[:limit] for sequence in sequences]
-            df[field] = sequences
-            self.field2seqlen[field] = max(map(len, sequences), default=0)
-        return df
 
     # ------------------------------------------------------------------------------ field visibility
     def fields(self, ftype=None, source=None):

@@ -13,7 +13,7 @@ import torch
 import torch.nn.utils.rnn as rnn_utils
 from pandas._libs.parsers import STR_NA_VALUES
 from recbole.data.dataset import Dataset
-from recbole.utils import FeatureType
+from recbole.utils import FeatureSource, FeatureType, ModelType
 
 import recbole_fbsm.data.dataset as dataset_module
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
@@ -185,13 +185,23 @@ def read_csv_with_na_tokens(filepath, **kwargs):
 PANDAS_READ_CSV = pd.read_csv
 
 
+def recbole_load_feat(self, filepath, source):
+    """RecBole's ``_load_feat``, then for context-aware models each item's tokens once, as the plugin keeps them."""
+    df = Dataset._load_feat(self, filepath, source)
+    if source == FeatureSource.ITEM and self.config["MODEL_TYPE"] == ModelType.CONTEXT:
+        for field in [f for f in df.columns if self.field2type[f] == FeatureType.TOKEN_SEQ]:
+            df[field] = [pd.unique(tokens) for tokens in df[field]]
+            self.field2seqlen[field] = max(map(len, df[field]), default=0)
+    return df
+
+
 def load(config, fast, monkeypatch):
     """``ColdStartDataset`` and its split, read by the plugin, or by RecBole's own reader
     (``read_csv_with_na_tokens``), filters and conversion with the plugin's sorted numbering as it was before
     its fast path."""
     with monkeypatch.context() as patch:
         if not fast:
-            patch.setattr(ColdStartDataset, "_read_feat", Dataset._load_feat)
+            patch.setattr(ColdStartDataset, "_load_feat", recbole_load_feat)
             patch.setattr(pd, "read_csv", read_csv_with_na_tokens)
             for name in ("_dataframe_to_interaction", "_filter_by_inter_num", "_filter_inter_by_user_or_item"):
                 patch.setattr(ColdStartDataset, name, getattr(Dataset, name))

@@ -133,35 +133,44 @@ def file_identity(path, separator, seq_separator):
     return (os.path.realpath(path), stat.st_size, stat.st_mtime_ns, separator, seq_separator)
 
 
+def parse_columns(path, separator, seq_separator, kinds, encoding):
+    """{header column: column} of the columns ``kinds`` ({header column: type}) of an atomic file: token columns
+    (int32 code per row, sorted texts: ``token_codes``), ``token_seq`` columns ``CodedSequences``, float and
+    float_seq columns pyarrow text. In a file with a double quote, a field that starts with one is quoted."""
+    types = {header: TOKEN if kind == "token" else pa.string() for header, kind in kinds.items()}
+    table = read_table(path, separator, encoding, types, quoted=holds(path, b'"'))
+    parsed = {}
+    for header, kind in kinds.items():
+        parsed[header] = table.column(header)
+        if kind == "token":
+            parsed[header] = token_codes(parsed[header])
+        elif kind == "token_seq":
+            parsed[header] = split_tokens(parsed[header], seq_separator)
+    return parsed
+
+
 def read_feat_columns(path, separator, seq_separator, kinds, encoding, store=None):
-    """{header column: column} of the columns ``kinds`` ({header column: type}) of an atomic file that its
-    checks passed, as RecBole reads them: token columns ``Categorical`` (sorted categories; an empty cell
-    missing), float columns float64, ``token_seq`` columns ``CodedSequences``, ``float_seq`` columns one
-    float64 array per row. ``store`` (a dict) holds the token columns the files' checks parsed
-    (``atomic_files.read_columns``): an entry for this file (unchanged since) is used and removed, so that each
-    file is parsed once."""
+    """``parse_columns`` of an atomic file that its checks passed, as RecBole reads it: token columns
+    ``Categorical`` (sorted categories; an empty cell missing), float columns float64, ``token_seq`` columns
+    ``CodedSequences``, ``float_seq`` columns one float64 array per row. ``store`` (a dict) holds the token
+    columns the files' checks parsed (``atomic_files.read_columns``): an entry for this file (unchanged since)
+    is used and removed, so that each file is parsed once."""
     identity = file_identity(path, separator, seq_separator)
     store = {} if store is None else store
     parsed = {h: store.pop(identity + (h,)) for h in kinds if identity + (h,) in store}
-    types = {h: TOKEN if kind == "token" else pa.string() for h, kind in kinds.items() if h not in parsed}
-    table = read_table(path, separator, encoding, types, quoted=holds(path, b'"')) if types else None
-    for header in types:
-        cells, kind = table.column(header), kinds[header]
-        if kind == "token":
-            parsed[header] = token_codes(cells)
-        elif kind == "token_seq":
-            parsed[header] = split_tokens(cells, seq_separator)
-        elif kind == "float":
-            parsed[header] = _numbers(cells)
-        else:  # float_seq
-            numbers, counts = _split_cells(cells, seq_separator, trim=True)
-            parsed[header] = split_rows(_numbers(numbers), counts)
+    unparsed = {h: kind for h, kind in kinds.items() if h not in parsed}
+    parsed.update(parse_columns(path, separator, seq_separator, unparsed, encoding) if unparsed else {})
     for header, kind in kinds.items():
         if kind == "token":
             codes, vocabulary = parsed[header]
             if len(vocabulary) and vocabulary[0] == "":  # an empty cell is missing; sorted, it comes first
                 codes, vocabulary = codes - 1, vocabulary[1:]
             parsed[header] = pd.Categorical.from_codes(codes, pd.Index(vocabulary, dtype=object), validate=False)
+        elif kind == "float":
+            parsed[header] = _numbers(parsed[header])
+        elif kind == "float_seq":
+            numbers, counts = _split_cells(parsed[header], seq_separator, trim=True)
+            parsed[header] = split_rows(_numbers(numbers), counts)
     return parsed
 
 
@@ -174,12 +183,17 @@ def split_rows(flat, lengths):
     return column
 
 
+def _positions(values):
+    """(length of each array of ``values``, their values one after the other, each value's place in its row)."""
+    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+    flat = np.concatenate(values) if len(values) else np.zeros(0, dtype=np.int64)
+    return lengths, flat, np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+
+
 def pad_sequences(values, width_limit, dtype):
     """RecBole's ``pad_sequence([tensor(d[:width_limit]) for d in values], batch_first=True)`` as one numpy
     scatter: (rows x longest kept length) array of ``dtype``, zero padded."""
-    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
-    flat = np.concatenate(values) if len(values) else np.zeros(0)
-    position = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    lengths, flat, position = _positions(values)
     keep = position < width_limit
     width = int(np.minimum(lengths, width_limit).max()) if len(values) else 0
     padded = np.zeros((len(values), width), dtype=dtype)
@@ -191,9 +205,7 @@ def sequence_rows(values, width_limit):
     """What ``pad_sequences(values, width_limit, int64)`` holds, without the padding: (indptr int64, indices
     int32) of a CSR layout, the first ``width_limit`` tokens of every row in order, padding ids 0 left out
     (a padded row of 1,231 int64 slots for 16 distinct words on citeulike-t: 240 MiB against 3 MiB)."""
-    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
-    flat = np.concatenate(values) if len(values) else np.zeros(0, dtype=np.int64)
-    position = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    lengths, flat, position = _positions(values)
     keep = (position < width_limit) & (flat != 0)
     rows = np.repeat(np.arange(len(values)), lengths)[keep]
     indptr = np.zeros(len(values) + 1, dtype=np.int64)

@@ -19,11 +19,9 @@ PHASES = ("train", "valid", "test")
 
 
 def item_split(tokens, ratios, seed):
-    """Split index (0 train, 1 valid, 2 test) of each external item token.
-
-    Depends only on the set of tokens, the ratios and the seed: tokens are sorted, then shuffled by
-    ``numpy.random.default_rng(seed)``; valid and test get round(ratio * n) items, train the rest.
-    """
+    """Split index (0 train, 1 valid, 2 test) of each external item token, a function of the set of tokens, the
+    ratios and the seed only: sorted tokens shuffled by ``numpy.random.default_rng(seed)``; valid and test get
+    round(ratio * n) items, train the rest."""
     tokens = np.asarray(tokens).astype(str)
     n_items = len(tokens)
     order = np.argsort(tokens, kind="stable")
@@ -125,25 +123,14 @@ def _isin(values, allowed):
 
 
 class ColdStartDataset(Dataset):
-    """A RecBole Dataset whose ``build()`` partitions items, not interactions, when
-    ``eval_args.group_by`` is ``item``.
+    """A RecBole Dataset whose ``build()`` partitions items, not interactions, when ``eval_args.group_by`` is
+    ``item``. Its split datasets share one id remapping, vocabulary and ``item_feat``; ``inter_feat`` holds a
+    split's likes only. With ``item_token_rows_only`` (set by ``data_preparation`` for the models that read
+    their own features) the .item file's ``token_seq`` fields are kept in ``item_token_rows``, not padded
+    into ``item_feat``."""
 
-    Each split dataset returned by ``build()`` carries:
-
-    - ``phase``: ``train``, ``valid`` or ``test``;
-    - ``split_items``: sorted internal ids of every item assigned to that split (the evaluation
-      candidates for valid/test, the negative pool for train);
-    - ``inter_feat``: the split's *likes* only;
-    - ``dislike_feat``: the split's explicit dislikes (label 0), or ``None`` for implicit data.
-
-    All splits share one id remapping, vocabulary and ``item_feat``. With ``item_token_rows_only`` (set by
-    ``data_preparation`` for the models that read their own features) the ``token_seq`` fields of the .item
-    file are left out of ``item_feat`` and kept in ``item_token_rows`` instead: {field: (indptr, indices)}, a
-    CSR layout of the same token ids without RecBole's padding to the longest item (``item_token_rows``).
-    """
-
-    phase = None
-    split_items = None
+    phase = None  # train, valid or test
+    split_items = None  # sorted internal ids of the split's items: valid/test candidates, train's negative pool
     _coded = None  # token_seq field -> vocabulary of the reader's codes
 
     def __str__(self):
@@ -162,11 +149,11 @@ class ColdStartDataset(Dataset):
         return "\n".join(lines)
 
     preread = None  # set by ``preparation.create_dataset``: token columns the files' checks already parsed
-    dislike_feat = None
+    dislike_feat = None  # the split's explicit dislikes (label 0), None for implicit data
     _hidden_fields = frozenset()
     _skip_feature_join = False
     item_token_rows_only = False
-    item_token_rows = None  # {token_seq field of the .item file: (indptr, indices)} with item_token_rows_only
+    item_token_rows = None  # {token_seq field of the .item file: (indptr, indices)}, CSR rows without padding
 
     # ----------------------------------------------------------------------------------------- split
     cold_items = None  # hybrid scenario: the split's cold items (sorted internal ids; none in train)
@@ -345,7 +332,7 @@ class ColdStartDataset(Dataset):
         filled = [sequence for sequence in sequences if len(sequence)]
         flat = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
         vocabulary = (self._coded or {}).get(field)
-        if vocabulary is not None and flat.dtype.kind in "iu":
+        if vocabulary is not None:
             return flat.astype(np.int64), vocabulary, lengths
         codes, uniques = pd.factorize(flat.astype(object)) if len(flat) else (np.zeros(0, dtype=np.int64), [])
         return codes.astype(np.int64), np.asarray(uniques, dtype=object), lengths
@@ -381,7 +368,6 @@ class ColdStartDataset(Dataset):
             if intervals[side]:
                 counts += np.bincount(np.where(codes >= 0, codes, n), minlength=n + 1)
             sides[side] = {
-                "field": field,
                 "codes": np.where(codes >= 0, codes, n),
                 "counts": counts,
                 "feat_codes": None if feat_codes is None else np.where(feat_codes >= 0, feat_codes, n),

@@ -335,10 +335,7 @@ def normalisation_twins(distinct):
     wide = texts[~texts.map(str.isascii)]
     if wide.empty:
         return {}
-    forms = wide.map(lambda text: unicodedata.normalize("NFC", text))
-    groups = {}
-    for spelling, form in zip(wide, forms):
-        groups.setdefault(form, []).append(spelling)
+    groups = wide.groupby(wide.map(lambda text: unicodedata.normalize("NFC", text)), sort=False).agg(list)
     ascii_ids = set(texts[texts.map(str.isascii)])
     return {
         form: spellings
@@ -419,11 +416,8 @@ class DatasetReport:
 
 
 def check_dataset(config, reads_own_features=False):
-    """Check the dataset's atomic files against the settings; return a ``DatasetReport`` of warnings.
-
-    ``config`` is a mapping with RecBole's settings (``dataset``, ``data_path``, ``load_col``,
-    ``field_separator``, ``seq_separator``, ``USER_ID_FIELD``, ``ITEM_ID_FIELD``, ``threshold``,
-    ``feature_fields``, ``filter_inter_by_user_or_item``, ``encoding``)."""
+    """Check the dataset's atomic files against the settings (``config``, a mapping of RecBole's settings);
+    return a ``DatasetReport`` of warnings."""
     report = DatasetReport()
     columns = LoadedColumns(config)
     encoding = config["encoding"] or "utf-8"

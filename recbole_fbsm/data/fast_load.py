@@ -25,10 +25,10 @@ SCAN_BYTES = 1 << 24
 TOKEN = pa.dictionary(pa.int32(), pa.string())
 
 
-def holds(path, *needles):
-    """Whether any of the (one-byte) ``needles`` is somewhere in the file, read a block at a time."""
+def holds(path, byte):
+    """Whether ``byte`` is somewhere in the file, read a block at a time."""
     with open(path, "rb") as handle:
-        return any(any(n in block for n in needles) for block in iter(lambda: handle.read(SCAN_BYTES), b""))
+        return any(byte in block for block in iter(lambda: handle.read(SCAN_BYTES), b""))
 
 
 def read_table(path, separator, encoding, types, column_names=None, quoted=False, bad_rows=None, threads=True):

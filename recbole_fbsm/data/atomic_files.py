@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from recbole_fbsm.config.suggestions import suggestion
-from recbole_fbsm.data.fast_load import TOKEN, file_identity, holds, plain_file, read_table, split_tokens, token_codes
+from recbole_fbsm.data.fast_load import file_identity, parse_columns, read_table
 from recbole_fbsm.errors import ColdStartError
 
 TYPES = ("token", "token_seq", "float", "float_seq")
@@ -193,37 +193,32 @@ def scan(path, separator="\t", encoding="utf-8"):
     return AtomicFile(str(path), columns, count_rows(path, separator, len(columns), encoding))
 
 
-def read_columns(atomic, names, separator="\t", encoding="utf-8", seq_separator=" ", store=None, coded_out=None):
-    """The named columns (no NaN filling), one row per data line. Token columns come as ``Categorical`` (one
-    string per distinct id, not per line: 10^7 likes took 28 s and 1.7 GB as text), token_seq columns as a
-    bool per line: whether the cell has a token with a non-blank character (their ``CodedSequences`` go to
-    ``coded_out``, a dict, by column name); float and float_seq columns as text. In a file with a double
-    quote, a field that starts with one is quoted, as pandas' C reader reads it. With a ``store`` the token
-    columns of a plain file are kept there for the dataset (``fast_load.read_plain_columns``)."""
-    names = [name for name in atomic.columns if name in names]
-    kinds = {f"{name}:{atomic.columns[name]}": atomic.columns[name] for name in names}
-    types = {header: TOKEN if kind == "token" else pa.string() for header, kind in kinds.items()}
-    table = read_table(atomic.path, separator, encoding, types, quoted=holds(atomic.path, b'"'))
-    keep = store is not None and plain_file(atomic.path, separator)
-    identity = file_identity(atomic.path, separator, seq_separator) if keep else None
-    frame = {}
-    for (header, kind), name in zip(kinds.items(), names):
-        column = table.column(header)
+def read_columns(atomic, names, separator, encoding, seq_separator, store):
+    """(table of the named columns, {token_seq column: ``CodedSequences``}), one row per data line, no NaN
+    filling (``fast_load.parse_columns``). Token columns come as ``Categorical`` (one string per distinct id,
+    not per line: 10^7 likes took 28 s and 1.7 GB as text), token_seq columns as a bool per line: whether the
+    cell has a token with a non-blank character; float and float_seq columns as text. The token columns are
+    kept in ``store`` for the dataset (``fast_load.read_feat_columns``)."""
+    kinds = {f"{name}:{kind}": kind for name, kind in atomic.columns.items() if name in names}
+    parsed = parse_columns(atomic.path, separator, seq_separator, kinds, encoding)
+    identity = file_identity(atomic.path, separator, seq_separator)
+    frame, coded = {}, {}
+    for header, kind in kinds.items():
+        name, column = header.rpartition(":")[0], parsed[header]
         if kind == "token":
-            parsed = token_codes(column)
-            frame[name] = pd.Categorical.from_codes(parsed[0], pd.Index(parsed[1], dtype=object), validate=False)
+            frame[name] = pd.Categorical.from_codes(column[0], pd.Index(column[1], dtype=object), validate=False)
         elif kind == "token_seq":
-            parsed = (coded_out if coded_out is not None else {}).setdefault(name, split_tokens(column, seq_separator))
-            frame[name] = parsed.counts > 0
-            blank = pd.Series(parsed.vocabulary, dtype=object).str.strip().eq("").to_numpy()
+            coded[name] = column
+            frame[name] = column.counts > 0
+            blank = pd.Series(column.vocabulary, dtype=object).str.strip().eq("").to_numpy()
             if blank.any():  # tokens of spaces only (seq_separator is not a space)
-                rows = np.repeat(np.arange(len(parsed.counts)), parsed.counts)
-                frame[name] = np.bincount(rows[~blank[parsed.codes]], minlength=len(parsed.counts)) > 0
+                rows = np.repeat(np.arange(len(column.counts)), column.counts)
+                frame[name] = np.bincount(rows[~blank[column.codes]], minlength=len(column.counts)) > 0
         else:
             frame[name] = column.to_pandas()
-        if keep and kind in ("token", "token_seq"):
-            store[identity + (header,)] = parsed
-    return pd.DataFrame(frame, index=pd.RangeIndex(table.num_rows))
+        if kind in ("token", "token_seq"):
+            store[identity + (header,)] = column
+    return pd.DataFrame(frame), coded
 
 
 def quote_problem(atomic, separator, encoding, detail):
@@ -340,10 +335,7 @@ def normalisation_twins(distinct):
     wide = texts[~texts.map(str.isascii)]
     if wide.empty:
         return {}
-    forms = wide.map(lambda text: unicodedata.normalize("NFC", text))
-    groups = {}
-    for spelling, form in zip(wide, forms):
-        groups.setdefault(form, []).append(spelling)
+    groups = wide.groupby(wide.map(lambda text: unicodedata.normalize("NFC", text)), sort=False).agg(list)
     ascii_ids = set(texts[texts.map(str.isascii)])
     return {
         form: spellings
@@ -419,16 +411,13 @@ class DatasetReport:
     """What the checks found that is not an error: warnings for the log, with counts."""
 
     warnings: list = field(default_factory=list)
-    # the token columns the checks parsed, for the dataset to take over (``fast_load.read_plain_columns``)
+    # the token columns the checks parsed, for the dataset to take over (``fast_load.read_feat_columns``)
     parsed: dict = field(default_factory=dict)
 
 
 def check_dataset(config, reads_own_features=False):
-    """Check the dataset's atomic files against the settings; return a ``DatasetReport`` of warnings.
-
-    ``config`` is a mapping with RecBole's settings (``dataset``, ``data_path``, ``load_col``,
-    ``field_separator``, ``seq_separator``, ``USER_ID_FIELD``, ``ITEM_ID_FIELD``, ``threshold``,
-    ``feature_fields``, ``filter_inter_by_user_or_item``, ``encoding``)."""
+    """Check the dataset's atomic files against the settings (``config``, a mapping of RecBole's settings);
+    return a ``DatasetReport`` of warnings."""
     report = DatasetReport()
     columns = LoadedColumns(config)
     encoding = config["encoding"] or "utf-8"
@@ -551,18 +540,13 @@ def _read_and_check(config, suffix, atomic, loaded, reads_own_features, report):
         or atomic.columns[c] in ("float", "float_seq", "token_seq")
         or (suffix == "item" and reads_own_features and atomic.columns[c] == "token")
     ]
-    coded = {}
     try:
-        table = (
-            read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed, coded)
-            if wanted
-            else pd.DataFrame()
-        )
+        table, coded = read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed)
     except pa.ArrowInvalid:
         raise ColdStartError(
             quote_problem(atomic, separator, encoding, "a CSV reader cannot split it into rows")
         ) from None
-    if wanted and len(table) != atomic.n_rows:
+    if len(table) != atomic.n_rows:
         raise ColdStartError(quote_problem(atomic, separator, encoding, f"a CSV reader sees {len(table)} rows"))
     for column in wanted:
         kind = atomic.columns[column]

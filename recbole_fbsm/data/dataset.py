@@ -1,6 +1,5 @@
 """RecBole Dataset that can split by items (the paper's item cold-start protocol)."""
 
-import csv
 from contextlib import contextmanager
 
 import numpy as np
@@ -11,30 +10,18 @@ from recbole.data.interaction import Interaction
 from recbole.utils import FeatureSource, FeatureType, ModelType
 
 from recbole_fbsm.config.schema import setting
-from recbole_fbsm.data.atomic_files import codes_of
-from recbole_fbsm.data.fast_load import (
-    FLOAT_NA_TEXTS,
-    pad_sequences,
-    plain_file,
-    read_plain_columns,
-    sequence_rows,
-    split_rows,
-)
+from recbole_fbsm.data.atomic_files import codes_of, read_header
+from recbole_fbsm.data.fast_load import pad_sequences, read_feat_columns, sequence_rows, split_rows
 from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
-
-# the csv module's field limit while RecBole's reader runs (its default, 131,072 characters, stops long texts)
-CSV_FIELD_LIMIT = 2**31 - 1
 
 PHASES = ("train", "valid", "test")
 
 
 def item_split(tokens, ratios, seed):
-    """Split index (0 train, 1 valid, 2 test) of each external item token.
-
-    Depends only on the set of tokens, the ratios and the seed: tokens are sorted, then shuffled by
-    ``numpy.random.default_rng(seed)``; valid and test get round(ratio * n) items, train the rest.
-    """
+    """Split index (0 train, 1 valid, 2 test) of each external item token, a function of the set of tokens, the
+    ratios and the seed only: sorted tokens shuffled by ``numpy.random.default_rng(seed)``; valid and test get
+    round(ratio * n) items, train the rest."""
     tokens = np.asarray(tokens).astype(str)
     n_items = len(tokens)
     order = np.argsort(tokens, kind="stable")
@@ -136,26 +123,15 @@ def _isin(values, allowed):
 
 
 class ColdStartDataset(Dataset):
-    """A RecBole Dataset whose ``build()`` partitions items, not interactions, when
-    ``eval_args.group_by`` is ``item``.
+    """A RecBole Dataset whose ``build()`` partitions items, not interactions, when ``eval_args.group_by`` is
+    ``item``. Its split datasets share one id remapping, vocabulary and ``item_feat``; ``inter_feat`` holds a
+    split's likes only. With ``item_token_rows_only`` (set by ``data_preparation`` for the models that read
+    their own features) the .item file's ``token_seq`` fields are kept in ``item_token_rows``, not padded
+    into ``item_feat``."""
 
-    Each split dataset returned by ``build()`` carries:
-
-    - ``phase``: ``train``, ``valid`` or ``test``;
-    - ``split_items``: sorted internal ids of every item assigned to that split (the evaluation
-      candidates for valid/test, the negative pool for train);
-    - ``inter_feat``: the split's *likes* only;
-    - ``dislike_feat``: the split's explicit dislikes (label 0), or ``None`` for implicit data.
-
-    All splits share one id remapping, vocabulary and ``item_feat``. With ``item_token_rows_only`` (set by
-    ``data_preparation`` for the models that read their own features) the ``token_seq`` fields of the .item
-    file are left out of ``item_feat`` and kept in ``item_token_rows`` instead: {field: (indptr, indices)}, a
-    CSR layout of the same token ids without RecBole's padding to the longest item (``item_token_rows``).
-    """
-
-    phase = None
-    split_items = None
-    _coded = None  # (source, token_seq field) -> vocabulary of the fast reader's codes
+    phase = None  # train, valid or test
+    split_items = None  # sorted internal ids of the split's items: valid/test candidates, train's negative pool
+    _coded = None  # token_seq field -> vocabulary of the reader's codes
 
     def __str__(self):
         """RecBole's summary with real counts: ``user_num`` and ``item_num`` include the padding id 0."""
@@ -173,11 +149,11 @@ class ColdStartDataset(Dataset):
         return "\n".join(lines)
 
     preread = None  # set by ``preparation.create_dataset``: token columns the files' checks already parsed
-    dislike_feat = None
+    dislike_feat = None  # the split's explicit dislikes (label 0), None for implicit data
     _hidden_fields = frozenset()
     _skip_feature_join = False
     item_token_rows_only = False
-    item_token_rows = None  # {token_seq field of the .item file: (indptr, indices)} with item_token_rows_only
+    item_token_rows = None  # {token_seq field of the .item file: (indptr, indices)}, CSR rows without padding
 
     # ----------------------------------------------------------------------------------------- split
     cold_items = None  # hybrid scenario: the split's cold items (sorted internal ids; none in train)
@@ -310,7 +286,7 @@ class ColdStartDataset(Dataset):
         a user's, an item's or a feature token's id then depends only on which tokens exist, not on the
         interactions (adding validation/test likes of existing items no longer renumbers items, which moved
         the negatives a seed draws and so the trained model). Tokens are numbered by their codes
-        (``Categorical`` columns, coded ``token_seq`` columns of the fast reader): only the distinct texts
+        (``Categorical`` columns, coded ``token_seq`` columns of the reader): only the distinct texts
         are sorted; every token the remaining rows use gets an id, missing cells ``[PAD]`` (0)."""
         if len(remap_list) == 0:
             return
@@ -347,7 +323,7 @@ class ColdStartDataset(Dataset):
 
     def _token_codes(self, feat, field, ftype):
         """(code per token, distinct texts the codes index, tokens per row or None) of one column: from a
-        ``Categorical``, from the fast reader's coded ``token_seq``, or by factorising text."""
+        ``Categorical``, from the reader's coded ``token_seq``, or by factorising text (RecBole's additional files)."""
         values = feat[field]
         if ftype == FeatureType.TOKEN:
             return codes_of(values) + (None,)
@@ -355,14 +331,8 @@ class ColdStartDataset(Dataset):
         lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
         filled = [sequence for sequence in sequences if len(sequence)]
         flat = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
-        sources = {
-            FeatureSource.INTERACTION: "inter_feat",
-            FeatureSource.USER: "user_feat",
-            FeatureSource.ITEM: "item_feat",
-        }
-        source = next((s for s, name in sources.items() if getattr(self, name, None) is feat), None)
-        vocabulary = (self._coded or {}).get((source, field))
-        if vocabulary is not None and flat.dtype.kind in "iu":
+        vocabulary = (self._coded or {}).get(field)
+        if vocabulary is not None:
             return flat.astype(np.int64), vocabulary, lengths
         codes, uniques = pd.factorize(flat.astype(object)) if len(flat) else (np.zeros(0, dtype=np.int64), [])
         return codes.astype(np.int64), np.asarray(uniques, dtype=object), lengths
@@ -398,7 +368,6 @@ class ColdStartDataset(Dataset):
             if intervals[side]:
                 counts += np.bincount(np.where(codes >= 0, codes, n), minlength=n + 1)
             sides[side] = {
-                "field": field,
                 "codes": np.where(codes >= 0, codes, n),
                 "counts": counts,
                 "feat_codes": None if feat_codes is None else np.where(feat_codes >= 0, feat_codes, n),
@@ -435,77 +404,34 @@ class ColdStartDataset(Dataset):
     # --------------------------------------------------------------------------------------- reading
     def _loaded_columns(self, filepath, source):
         """[(field, FeatureType, 'field:type' header column)] of the columns RecBole's ``_load_feat`` loads
-        from ``filepath`` (``load_col`` / ``unload_col``), with RecBole's error for an unknown type; None when
-        ``load_col`` leaves the file out."""
+        from ``filepath`` (``load_col`` / ``unload_col``); None when ``load_col`` leaves the file out."""
         load_col, unload_col = self._get_load_and_unload_col(source)
         if load_col == set():
             return None
-        with open(filepath, encoding=self.config["encoding"]) as handle:
-            head = handle.readline()[:-1]
-        loaded = []
-        for field_type in head.split(self.config["field_separator"]):
-            field, ftype = field_type.split(":")
-            try:
-                ftype = FeatureType(ftype)
-            except ValueError:
-                raise ValueError(f"Type {ftype} from field {field} is not supported.") from None
-            if (load_col is not None and field not in load_col) or (unload_col is not None and field in unload_col):
-                continue
-            loaded.append((field, ftype, field_type))
-        return loaded
-
-    def _recbole_read(self, filepath, loaded):
-        """RecBole's ``_load_feat`` (pandas' Python engine, Python's csv module underneath), with token and
-        token_seq cells read as text: RecBole reads them with pandas' default NA strings, so a user or item
-        ``NA``, ``null``, ``nan`` or ``None`` became a missing value and lost its interactions (an empty cell
-        is still missing). The csv module's field limit (131,072 characters, a ParserError past it) is raised
-        for the read: a long text is legitimate."""
-        dtype = {header: np.float64 if ftype == FeatureType.FLOAT else str for _, ftype, header in loaded}
-        na_values = {
-            header: list(FLOAT_NA_TEXTS) if ftype == FeatureType.FLOAT else [""] for _, ftype, header in loaded
-        }
-        previous = csv.field_size_limit()
-        csv.field_size_limit(CSV_FIELD_LIMIT)
-        try:
-            df = pd.read_csv(
-                filepath,
-                delimiter=self.config["field_separator"],
-                usecols=[h for _, _, h in loaded],
-                dtype=dtype,
-                encoding=self.config["encoding"],
-                engine="python",
-                keep_default_na=False,
-                na_values=na_values,
-            )
-        finally:
-            csv.field_size_limit(previous)
-        df = df[[header for _, _, header in loaded]]
-        df.columns = [field for field, _, _ in loaded]
-        seq_separator = self.config["seq_separator"]
-        for field, ftype, _ in loaded:
-            if not ftype.value.endswith("seq"):
-                continue
-            cells = df[field].fillna("").to_numpy()
-            if ftype == FeatureType.TOKEN_SEQ:
-                column = [np.array(list(filter(None, cell.split(seq_separator)))) for cell in cells]
-            else:
-                column = [np.array(list(map(float, filter(None, cell.split(seq_separator))))) for cell in cells]
-            df[field] = self._cut_to_seq_len(field, column, max(map(len, column), default=0))
-        return df
+        header = read_header(filepath, self.config["field_separator"], self.config["encoding"] or "utf-8")
+        return [
+            (field, FeatureType(kind), f"{field}:{kind}")
+            for field, kind in header.items()
+            if (load_col is None or field in load_col) and (unload_col is None or field not in unload_col)
+        ]
 
     def _cut_to_seq_len(self, field, rows, longest):
         """``rows`` (one array per row, the longest ``longest`` long) as an object column cut to ``seq_len``, as
         RecBole cuts them; the longest kept length is the field's ``field2seqlen``."""
         limit = (self.config["seq_len"] or {}).get(field)
         self.field2seqlen[field] = longest if limit is None else min(limit, longest)
-        column = np.empty(len(rows), dtype=object)
-        column[:] = rows if limit is None or longest <= limit else [row[:limit] for row in rows]
-        return column
+        return pd.Series(rows if limit is None or longest <= limit else [row[:limit] for row in rows], dtype=object)
 
-    def _read_feat(self, filepath, source):
-        """RecBole's ``_load_feat`` (same rows, same field properties) through ``fast_load`` (pyarrow) for plain
-        interaction, user and item files; ``_recbole_read`` otherwise. Token columns come back as sorted
-        ``Categorical`` and ``token_seq`` columns as codes (``_coded``), which ``_remap`` numbers."""
+    def _load_feat(self, filepath, source):
+        """RecBole's ``_load_feat`` (same rows, same field properties) of the interaction, user and item files
+        through ``fast_load`` (pyarrow). Token columns come back as sorted ``Categorical`` and ``token_seq``
+        columns as codes (``_coded``), which ``_remap`` numbers.
+
+        For context-aware models the .item file's ``token_seq`` fields keep each token once, in order of first
+        occurrence, before ``seq_len`` (``context_distinct_tokens``, default True): the converters repeat a term
+        per occurrence for FBSM's tf-idf, but a context model mean-pools a sequence RecBole pads to the longest
+        item (1,231 tokens on citeulike-t against 16 distinct terms): 20 times the cost for nearly the same input.
+        """
         if not isinstance(source, FeatureSource):
             return super()._load_feat(filepath, source)
         loaded = self._loaded_columns(filepath, source)
@@ -513,30 +439,34 @@ class ColdStartDataset(Dataset):
             if loaded is not None:
                 self.logger.warning(f"No columns has been loaded from [{source}]")
             return None
-        for field, ftype, _ in loaded:
-            self.field2source[field], self.field2type[field] = source, ftype
-            if not ftype.value.endswith("seq"):
-                self.field2seqlen[field] = 1
-            if "float" in ftype.value:
-                self.field2bucketnum[field] = 2
-        separator = self.config["field_separator"]
-        read = plain_file(filepath, separator) and read_plain_columns(
+        columns = read_feat_columns(
             filepath,
-            separator,
+            self.config["field_separator"],
             self.config["seq_separator"],
-            [header for _, _, header in loaded],
-            [field for field, _, _ in loaded],
             {header: ftype.value for _, ftype, header in loaded},
             self.config["encoding"],
             store=self.preread,
         )
-        if not read:
-            return self._recbole_read(filepath, loaded)
-        df, coded = read
-        for field, sequences in coded.items():
-            df[field] = self._cut_to_seq_len(field, df[field].to_numpy(), int(sequences.counts.max(initial=0)))
-            self._coded = {**(self._coded or {}), (source, field): sequences.vocabulary}
-        return df
+        distinct = (
+            source == FeatureSource.ITEM
+            and self.config["MODEL_TYPE"] == ModelType.CONTEXT
+            and self.config["context_distinct_tokens"] is not False
+        )
+        frame = {}
+        for field, ftype, header in loaded:
+            self.field2source[field], self.field2type[field] = source, ftype
+            if "float" in ftype.value:
+                self.field2bucketnum[field] = 2
+            column = columns[header]
+            if ftype == FeatureType.TOKEN_SEQ:
+                self._coded = {**(self._coded or {}), field: column.vocabulary}
+                column = [pd.unique(row) for row in column.column] if distinct else column.column
+            if ftype in (FeatureType.TOKEN_SEQ, FeatureType.FLOAT_SEQ):
+                column = self._cut_to_seq_len(field, column, max(map(len, column), default=0))
+            else:
+                self.field2seqlen[field] = 1
+            frame[field] = column
+        return pd.DataFrame(frame)
 
     def _dataframe_to_interaction(self, data):
         """RecBole's conversion to an ``Interaction``; sequence fields are padded by one numpy scatter
@@ -561,42 +491,6 @@ class ColdStartDataset(Dataset):
             else:
                 new_data.update(super()._dataframe_to_interaction(data[[field]]).interaction)
         return Interaction(new_data)
-
-    # ------------------------------------------------------------------------- context-model inputs
-    def _load_feat(self, filepath, source):
-        """RecBole's loader (``_read_feat``); for context-aware models, ``token_seq`` item fields keep each token once.
-
-        The converters repeat a term once per occurrence so that FBSM's tf-idf sees term counts. A
-        context-aware model mean-pools the embeddings of a padded sequence instead, and RecBole pads every
-        item to the longest one (1,231 tokens on citeulike-t against 16 distinct terms on average): its
-        evaluation would cost about 20 times more for nearly the same input. ``context_distinct_tokens``
-        (default True) keeps the distinct tokens in order of first occurrence, then applies ``seq_len``.
-        """
-        distinct = (
-            source == FeatureSource.ITEM
-            and self.config["MODEL_TYPE"] == ModelType.CONTEXT
-            and self.config["context_distinct_tokens"] is not False
-        )
-        if not distinct:
-            return self._read_feat(filepath, source)
-        cap = dict(self.config["seq_len"] or {})
-        self.config["seq_len"] = None  # RecBole would cut before the repeats are removed
-        try:
-            df = self._read_feat(filepath, source)
-        finally:
-            self.config["seq_len"] = cap or None
-        if df is None:
-            return df
-        for field in df.columns:
-            if self.field2type.get(field) != FeatureType.TOKEN_SEQ:
-                continue
-            sequences = [pd.unique(sequence) for sequence in df[field].values]
-            limit = cap.get(field)
-            if limit:
-                sequences = [sequence[:limit] for sequence in sequences]
-            df[field] = sequences
-            self.field2seqlen[field] = max(map(len, sequences), default=0)
-        return df
 
     # ------------------------------------------------------------------------------ field visibility
     def fields(self, ftype=None, source=None):

@@ -1,12 +1,12 @@
-"""RecBole's reading of an atomic file through pyarrow's multi-threaded CSV reader.
+"""pyarrow's multi-threaded CSV reader: the one reader of atomic files, for their checks and for the dataset.
 
 RecBole's ``Dataset._load_feat`` makes a Python string per token cell and splits every ``token_seq`` cell in
 Python (about 50 s and gigabytes of short-lived objects at 10^7 likes). Here token columns become
 ``pandas.Categorical`` with sorted categories and ``token_seq`` columns integer codes into a sorted vocabulary,
 which ``ColdStartDataset`` sorts, filters and numbers by code. An empty token cell is missing, but ``NA``,
 ``null``, ``nan`` or ``None`` are tokens (RecBole took them for missing: an item called ``NA`` lost its
-interactions). Files another parser could read differently (a double quote or a carriage return anywhere, a
-separator longer than one character) are left to the pandas reader (``ColdStartDataset._recbole_read``).
+interactions). As pandas reads a file, a field that starts with a double quote is quoted and ``\\r\\n`` or ``\\r``
+ends a line; a separator of several characters is split on as written (pandas took it for a regular expression).
 """
 
 import os
@@ -23,30 +23,19 @@ import pyarrow.csv as pv
 pa.set_memory_pool(pa.system_memory_pool())
 SCAN_BYTES = 1 << 24
 TOKEN = pa.dictionary(pa.int32(), pa.string())
-# the cells pandas reads as a missing number by default (RecBole's reading of float columns); token cells are text
-FLOAT_NA_TEXTS = (
-    *("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>"),
-    *("N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"),
-)
 
 
-def holds(path, *needles):
-    """Whether any of the (one-byte) ``needles`` is somewhere in the file, read a block at a time."""
+def holds(path, byte):
+    """Whether ``byte`` is somewhere in the file, read a block at a time."""
     with open(path, "rb") as handle:
-        return any(any(n in block for n in needles) for block in iter(lambda: handle.read(SCAN_BYTES), b""))
-
-
-def plain_file(path, separator):
-    """True when pyarrow's reader without quoting reads ``path`` as RecBole's Python-engine reading does: a
-    one-character separator and no double quote (quoted fields) nor carriage return anywhere in the file."""
-    return len(separator) == 1 and separator not in '"\r\n' and not holds(path, b'"', b"\r")
+        return any(byte in block for block in iter(lambda: handle.read(SCAN_BYTES), b""))
 
 
 def read_table(path, separator, encoding, types, column_names=None, quoted=False, bad_rows=None, threads=True):
     """The columns ``types`` ({header column: pyarrow type}) of an atomic file, one row per non-blank line.
 
     ``column_names`` replaces the header's names (the header line is then skipped). ``quoted``: a field that
-    starts with a double quote is quoted text and may run over line ends (pandas' C reader); otherwise quotes
+    starts with a double quote is quoted text and may run over line ends (pandas' reading); otherwise quotes
     are text. ``bad_rows`` (a list) gets (row number, column count) of every line with another column count
     than the header, which is skipped (the number counts non-blank lines from 1, the header's; None with
     ``threads``); without it such a line raises ``pyarrow.ArrowInvalid``."""
@@ -76,13 +65,7 @@ def read_table(path, separator, encoding, types, column_names=None, quoted=False
             newlines_in_values=quoted,
             invalid_row_handler=None if bad_rows is None else skip,
         ),
-        convert_options=pv.ConvertOptions(
-            column_types=types,
-            include_columns=list(types),
-            strings_can_be_null=False,
-            quoted_strings_can_be_null=False,
-            null_values=list(FLOAT_NA_TEXTS),
-        ),
+        convert_options=pv.ConvertOptions(column_types=types, include_columns=list(types), strings_can_be_null=False),
     )
 
 
@@ -117,19 +100,31 @@ class CodedSequences:
         return split_rows(self.codes, self.counts)
 
 
+def _split_cells(cells, seq_separator, trim=False):
+    """(the non-empty tokens of ``cells`` split as RecBole splits a cell, ``str.split(seq_separator)``; tokens
+    per cell). ``trim``: spaces around a token are dropped first (numbers: Python's ``float`` ignores them)."""
+    lists = pc.split_pattern(cells, seq_separator)
+    flat = pc.list_flatten(lists)
+    flat = pc.utf8_trim_whitespace(flat) if trim else flat
+    filled = pc.not_equal(flat, "")
+    return flat.filter(filled), np.bincount(
+        pc.list_parent_indices(lists).filter(filled).to_numpy(), minlength=len(cells)
+    )
+
+
 def split_tokens(cells, seq_separator):
-    """``CodedSequences`` of a text column split as RecBole splits a cell (``str.split(seq_separator)``,
-    empty tokens dropped), by pyarrow's ``split_pattern`` and one dictionary over all the tokens."""
-    tokens, counts = [], []
-    for chunk in cells.chunks:
-        lists = pc.split_pattern(chunk, seq_separator)
-        flat = pc.list_flatten(lists)
-        filled = pc.not_equal(flat, "")
-        tokens.append(pc.dictionary_encode(flat.filter(filled)))  # a block's codes, not its texts, kept
-        counts.append(np.bincount(pc.list_parent_indices(lists).filter(filled).to_numpy(), minlength=len(chunk)))
-    codes, vocabulary = token_codes(pa.chunked_array(tokens, TOKEN))
-    counts = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
+    """``CodedSequences`` of a text column split as RecBole splits a cell, one dictionary over all the tokens
+    (a block's codes, not its texts, kept)."""
+    parts = [_split_cells(chunk, seq_separator) for chunk in cells.chunks]
+    codes, vocabulary = token_codes(pa.chunked_array([pc.dictionary_encode(t) for t, _ in parts], TOKEN))
+    counts = np.concatenate([c for _, c in parts]) if parts else np.zeros(0, dtype=np.int64)
     return CodedSequences(codes, counts, vocabulary)
+
+
+def _numbers(cells):
+    """float64 of a text column, spaces around a number ignored and an empty cell NaN (RecBole's mean fills it)."""
+    text = pc.utf8_trim_whitespace(cells)
+    return pc.cast(pc.if_else(pc.equal(text, ""), None, text), pa.float64()).to_numpy(zero_copy_only=False)
 
 
 def file_identity(path, separator, seq_separator):
@@ -138,51 +133,45 @@ def file_identity(path, separator, seq_separator):
     return (os.path.realpath(path), stat.st_size, stat.st_mtime_ns, separator, seq_separator)
 
 
-def read_plain_columns(path, separator, seq_separator, usecols, columns, kinds, encoding, store=None):
-    """(DataFrame, {name: CodedSequences}) of a plain atomic file (``plain_file``) as RecBole would read it:
-    token columns ``Categorical`` with sorted categories, float columns float64, ``token_seq`` columns coded;
-    None when the file needs pandas (rows with another column count, a float pyarrow refuses, float_seq).
-    ``store`` (a dict) holds the token columns the files' checks parsed (``atomic_files.read_columns``): an
-    entry for this file (unchanged since) is used and removed, so that each file is parsed once."""
-    if any(kinds[c] not in ("token", "token_seq", "float") for c in usecols):
-        return None  # float_seq: RecBole's own parsing
+def parse_columns(path, separator, seq_separator, kinds, encoding):
+    """{header column: column} of the columns ``kinds`` ({header column: type}) of an atomic file: token columns
+    (int32 code per row, sorted texts: ``token_codes``), ``token_seq`` columns ``CodedSequences``, float and
+    float_seq columns pyarrow text. In a file with a double quote, a field that starts with one is quoted."""
+    types = {header: TOKEN if kind == "token" else pa.string() for header, kind in kinds.items()}
+    table = read_table(path, separator, encoding, types, quoted=holds(path, b'"'))
+    parsed = {}
+    for header, kind in kinds.items():
+        parsed[header] = table.column(header)
+        if kind == "token":
+            parsed[header] = token_codes(parsed[header])
+        elif kind == "token_seq":
+            parsed[header] = split_tokens(parsed[header], seq_separator)
+    return parsed
+
+
+def read_feat_columns(path, separator, seq_separator, kinds, encoding, store=None):
+    """``parse_columns`` of an atomic file that its checks passed, as RecBole reads it: token columns
+    ``Categorical`` (sorted categories; an empty cell missing), float columns float64, ``token_seq`` columns
+    ``CodedSequences``, ``float_seq`` columns one float64 array per row. ``store`` (a dict) holds the token
+    columns the files' checks parsed (``atomic_files.read_columns``): an entry for this file (unchanged since)
+    is used and removed, so that each file is parsed once."""
     identity = file_identity(path, separator, seq_separator)
     store = {} if store is None else store
-    parsed = {c: store.pop(identity + (c,)) for c in usecols if identity + (c,) in store}
-    types = {c: {"token": TOKEN, "token_seq": pa.string()}.get(kinds[c], pa.float64()) for c in usecols}
-    types = {c: kind for c, kind in types.items() if c not in parsed}
-    lengths = {len(p[0]) if kinds[c] == "token" else len(p.counts) for c, p in parsed.items()}
-    if types:
-        try:
-            table = read_table(path, separator, encoding, types)
-        except (pa.ArrowInvalid, UnicodeError):
-            return None
-        lengths.add(table.num_rows)
-        for column in types:
-            if kinds[column] == "token":
-                parsed[column] = token_codes(table.column(column))
-            elif kinds[column] == "token_seq":
-                parsed[column] = split_tokens(table.column(column), seq_separator)
-            else:
-                parsed[column] = table.column(column).to_numpy()
-        del table
-    if len(lengths) > 1:
-        return None
-    frame, coded = {}, {}
-    for column, name in zip(usecols, columns):
-        if kinds[column] == "float":
-            frame[name] = parsed[column]
-        elif kinds[column] == "token":
-            codes, vocabulary = parsed[column]
+    parsed = {h: store.pop(identity + (h,)) for h in kinds if identity + (h,) in store}
+    unparsed = {h: kind for h, kind in kinds.items() if h not in parsed}
+    parsed.update(parse_columns(path, separator, seq_separator, unparsed, encoding) if unparsed else {})
+    for header, kind in kinds.items():
+        if kind == "token":
+            codes, vocabulary = parsed[header]
             if len(vocabulary) and vocabulary[0] == "":  # an empty cell is missing; sorted, it comes first
                 codes, vocabulary = codes - 1, vocabulary[1:]
-            frame[name] = pd.Categorical.from_codes(
-                codes, categories=pd.Index(vocabulary, dtype=object), validate=False
-            )
-        else:
-            coded[name] = parsed[column]
-            frame[name] = coded[name].column
-    return pd.DataFrame(frame), coded
+            parsed[header] = pd.Categorical.from_codes(codes, pd.Index(vocabulary, dtype=object), validate=False)
+        elif kind == "float":
+            parsed[header] = _numbers(parsed[header])
+        elif kind == "float_seq":
+            numbers, counts = _split_cells(parsed[header], seq_separator, trim=True)
+            parsed[header] = split_rows(_numbers(numbers), counts)
+    return parsed
 
 
 def split_rows(flat, lengths):
@@ -194,12 +183,17 @@ def split_rows(flat, lengths):
     return column
 
 
+def _positions(values):
+    """(length of each array of ``values``, their values one after the other, each value's place in its row)."""
+    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+    flat = np.concatenate(values) if len(values) else np.zeros(0, dtype=np.int64)
+    return lengths, flat, np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+
+
 def pad_sequences(values, width_limit, dtype):
     """RecBole's ``pad_sequence([tensor(d[:width_limit]) for d in values], batch_first=True)`` as one numpy
     scatter: (rows x longest kept length) array of ``dtype``, zero padded."""
-    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
-    flat = np.concatenate(values) if len(values) else np.zeros(0)
-    position = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    lengths, flat, position = _positions(values)
     keep = position < width_limit
     width = int(np.minimum(lengths, width_limit).max()) if len(values) else 0
     padded = np.zeros((len(values), width), dtype=dtype)
@@ -211,9 +205,7 @@ def sequence_rows(values, width_limit):
     """What ``pad_sequences(values, width_limit, int64)`` holds, without the padding: (indptr int64, indices
     int32) of a CSR layout, the first ``width_limit`` tokens of every row in order, padding ids 0 left out
     (a padded row of 1,231 int64 slots for 16 distinct words on citeulike-t: 240 MiB against 3 MiB)."""
-    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
-    flat = np.concatenate(values) if len(values) else np.zeros(0, dtype=np.int64)
-    position = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    lengths, flat, position = _positions(values)
     keep = (position < width_limit) & (flat != 0)
     rows = np.repeat(np.arange(len(values)), lengths)[keep]
     indptr = np.zeros(len(values) + 1, dtype=np.int64)

@@ -1,7 +1,9 @@
-"""The fast reading of atomic files (``data/fast_load.py``) gives exactly RecBole's dataset: same fields,
+"""The reading of atomic files (``data/fast_load.py``, pyarrow) gives exactly RecBole's dataset (its own
+``Dataset._load_feat``, pandas, with the one change the plugin makes: NA, null, ... are tokens): same fields,
 vocabularies, ids, interaction and item rows, split; on files with the odd cases a hand-written or
 converted file has (empty and NA cells, repeated tokens, runs of separators, non-ASCII and long tokens,
-ids missing from the .item file, items without interactions, ``seq_len``)."""
+ids missing from the .item file, items without interactions, ``seq_len``, quoted fields, \r\n line ends,
+a separator of two characters)."""
 
 import numpy as np
 import pandas as pd
@@ -9,14 +11,15 @@ import pyarrow as pa
 import pytest
 import torch
 import torch.nn.utils.rnn as rnn_utils
+from pandas._libs.parsers import STR_NA_VALUES
 from recbole.data.dataset import Dataset
-from recbole.utils import FeatureType
+from recbole.utils import FeatureSource, FeatureType, ModelType
 
 import recbole_fbsm.data.dataset as dataset_module
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.data import fast_load
 from recbole_fbsm.data.dataset import ColdStartDataset
-from recbole_fbsm.data.fast_load import pad_sequences, plain_file, read_plain_columns
+from recbole_fbsm.data.fast_load import pad_sequences, read_feat_columns
 
 ODD_CELLS = ["a b c", "", "  a  a   b ", "NA", "x", "é 中文 é", "b NA a", " ", "7 007 7.0", "null", "a b "]
 
@@ -55,59 +58,32 @@ def write_columns(path, rows, header="id:token\twords:token_seq\tscore:float"):
     [[], ["a_token_of_more_than_eight_bytes", "ünïcödé_longer_than_sixteen_bytes"]],
     ids=["one-word-keys", "several-word-keys"],
 )
-def test_read_plain_columns_matches_recbole_reader(tmp_path, extra):
+def test_read_feat_columns_matches_recbole_reader(tmp_path, extra):
     cells = ODD_CELLS + [" ".join(extra)]
     ids = ["i1", "NA", "", "i1", "é", "007", "7", "null", "x y", "i1", "7.0"] + extra[:1]
-    scores = ["1", "", "2.5", "NA", "-0.125", "3e-5", "1", "2", "0.1", "4", "5"] + ["6"] * len(extra[:1])
+    scores = ["1", "", "2.5", " 4 ", "-0.125", "3e-5", "1", "2", "0.1", "1e400", "5"] + ["6"] * len(extra[:1])
     path = write_columns(tmp_path / "f.item", list(zip(ids, cells, scores)))
-    header = ["id:token", "words:token_seq", "score:float"]
-    frame, coded = read_plain_columns(
-        str(path),
-        "\t",
-        " ",
-        header,
-        ["id", "words", "score"],
-        {"id:token": "token", "words:token_seq": "token_seq", "score:float": "float"},
-        "utf-8",
-    )
+    kinds = {"id:token": "token", "words:token_seq": "token_seq", "score:float": "float"}
+    columns = read_feat_columns(str(path), "\t", " ", kinds, "utf-8")
+    ids = pd.Series(columns["id:token"]).astype(object)
     expected = pd.read_csv(
         path,
         delimiter="\t",
         dtype={"id:token": str, "words:token_seq": str, "score:float": np.float64},
         engine="python",
         keep_default_na=False,
-        na_values={"id:token": [""], "words:token_seq": [""], "score:float": ["", "NA"]},
+        na_values={"id:token": [""], "words:token_seq": [""], "score:float": [""]},
     )
     assert "NA" in expected["id:token"].tolist() and "null" in expected["id:token"].tolist()  # ids, not missing
     assert (
-        frame["id"].astype(object).where(frame["id"].notna(), None).tolist()
+        ids.where(ids.notna(), None).tolist()
         == expected["id:token"].astype(object).where(expected["id:token"].notna(), None).tolist()
     )
-    assert np.array_equal(frame["score"].to_numpy(), expected["score:float"].to_numpy(), equal_nan=True)
-    vocabulary = coded["words"].vocabulary
+    assert np.array_equal(columns["score:float"], expected["score:float"].to_numpy(), equal_nan=True)
+    vocabulary = columns["words:token_seq"].vocabulary
     assert list(vocabulary) == sorted(vocabulary)
-    for cell, codes in zip(expected["words:token_seq"].fillna(""), coded["words"].column):
+    for cell, codes in zip(expected["words:token_seq"].fillna(""), columns["words:token_seq"].column):
         assert list(vocabulary[codes]) == recbole_split(cell, " "), cell
-
-
-def test_read_plain_columns_leaves_odd_files_to_recbole(tmp_path):
-    kinds = {"id:token": "token", "words:token_seq": "token_seq", "score:float": "float"}
-
-    def read(path):
-        return read_plain_columns(str(path), "\t", " ", list(kinds), ["id", "words", "score"], kinds, "utf-8")
-
-    assert read(write_columns(tmp_path / "ok", [("a", "b c", "1")])) is not None
-    assert read(write_columns(tmp_path / "ragged", [("a", "b c", "1"), ("a", "b")])) is None
-    assert read(write_columns(tmp_path / "bad_float", [("a", "b", "1_0")])) is None  # Python's float() reads 10.0
-    frame, _ = read(write_columns(tmp_path / "long", [("a" * 65, "b", "1e400")]))
-    assert frame["id"].tolist() == ["a" * 65] and frame["score"].tolist() == [float("inf")]  # as RecBole reads them
-
-
-def test_float_na_texts_are_what_recbole_reads_as_missing():
-    """RecBole reads float columns with pandas' default NA strings: the plugin's explicit list is that list."""
-    from pandas._libs.parsers import STR_NA_VALUES
-
-    assert set(fast_load.FLOAT_NA_TEXTS) == STR_NA_VALUES and len(fast_load.FLOAT_NA_TEXTS) == len(STR_NA_VALUES)
 
 
 def test_pad_sequences_is_recbole_pad_sequence():
@@ -115,16 +91,6 @@ def test_pad_sequences_is_recbole_pad_sequence():
     for limit in (2, 5, 10):
         expected = rnn_utils.pad_sequence([torch.LongTensor(v[:limit]) for v in values], batch_first=True)
         assert torch.equal(torch.from_numpy(pad_sequences(values, limit, np.int64)), expected)
-
-
-def test_plain_file_refuses_what_the_c_parser_reads_otherwise(tmp_path):
-    plain, quoted, windows = tmp_path / "plain", tmp_path / "quoted", tmp_path / "windows"
-    plain.write_text("item_id:token\tw:token_seq\ni1\ta b\n")
-    quoted.write_text('item_id:token\tw:token_seq\ni1\t"a b\n')
-    windows.write_bytes(b"item_id:token\tw:token_seq\ni1\ta b\r\n")
-    assert plain_file(plain, "\t")
-    assert not plain_file(quoted, "\t") and not plain_file(windows, "\t")
-    assert not plain_file(plain, "::")
 
 
 # ------------------------------------------------------------------------------- whole datasets
@@ -157,13 +123,37 @@ def write_odd_dataset(root, name="odd", empty_rating=True, na_ids=True):
     return name
 
 
-def test_a_float_seq_column_leaves_the_file_to_recbole(tmp_path, monkeypatch):
+def test_a_float_seq_column_reads_as_recbole_reads_it(tmp_path, monkeypatch):
     name = write_odd_dataset(tmp_path)
     config = small_config(tmp_path, name, ["words", "vec"], feature_fields=["words"])
     fast, _ = load(config, True, monkeypatch)
     slow, _ = load(config, False, monkeypatch)
     assert fast.item_feat["vec"].shape[1] == 3
     assert_same(fast, slow)
+
+
+@pytest.mark.parametrize("variant", ["quoted", "crlf-rows", "two-character-separator"])
+def test_files_pandas_reads_its_own_way_read_as_recbole_reads_them(tmp_path, monkeypatch, variant):
+    """Quoted fields (a field that starts with a double quote), \r\n line ends after the header and a
+    separator of two characters: pyarrow reads them as RecBole's pandas reader does."""
+    name = write_odd_dataset(tmp_path)
+    settings = {"field_separator": "::"} if variant == "two-character-separator" else {}
+    for suffix in ("inter", "item"):
+        path = tmp_path / name / f"{name}.{suffix}"
+        header, *rows = path.read_text(encoding="utf-8").splitlines()
+        if variant == "quoted":  # every second row's second field (item_id, words) quoted, one with quotes inside
+            cells = [row.split("\t") for row in rows]
+            for k, row in enumerate(cells[::2]):
+                row[1] = '"x ""quoted"" y"' if suffix == "item" and k == 1 else f'"{row[1]}"'
+            rows = ["\t".join(row) for row in cells]
+        text = header + "\n" + ("\r\n" if variant == "crlf-rows" else "\n").join(rows) + "\n"
+        path.write_text(text.replace("\t", settings.get("field_separator", "\t")), encoding="utf-8", newline="")
+    config = small_config(tmp_path, name, ["words", "tags", "price"], **settings)
+    fast, _ = load(config, True, monkeypatch)
+    slow, _ = load(config, False, monkeypatch)
+    assert_same(fast, slow)
+    if variant == "quoted":
+        assert '"quoted"' in fast.field2id_token["words"].tolist()
 
 
 def sorted_remap(self, remap_list):
@@ -185,12 +175,34 @@ def sorted_remap(self, remap_list):
             feat[field] = np.split(new_ids, np.cumsum(feat[field].agg(len))[:-1])
 
 
+def read_csv_with_na_tokens(filepath, **kwargs):
+    """``pandas.read_csv`` as RecBole's ``_load_feat`` calls it, with the plugin's one change: a token cell is
+    missing only when empty (RecBole took NA, null, nan, ... for missing)."""
+    na_values = {column: [""] if kind is str else list(STR_NA_VALUES) for column, kind in kwargs["dtype"].items()}
+    return PANDAS_READ_CSV(filepath, keep_default_na=False, na_values=na_values, **kwargs)
+
+
+PANDAS_READ_CSV = pd.read_csv
+
+
+def recbole_load_feat(self, filepath, source):
+    """RecBole's ``_load_feat``, then for context-aware models each item's tokens once, as the plugin keeps them."""
+    df = Dataset._load_feat(self, filepath, source)
+    if source == FeatureSource.ITEM and self.config["MODEL_TYPE"] == ModelType.CONTEXT:
+        for field in [f for f in df.columns if self.field2type[f] == FeatureType.TOKEN_SEQ]:
+            df[field] = [pd.unique(tokens) for tokens in df[field]]
+            self.field2seqlen[field] = max(map(len, df[field]), default=0)
+    return df
+
+
 def load(config, fast, monkeypatch):
-    """``ColdStartDataset`` and its split, read by the fast path, or by RecBole's own reader, filters and
-    conversion with the plugin's sorted numbering as it was before the fast path."""
+    """``ColdStartDataset`` and its split, read by the plugin, or by RecBole's own reader
+    (``read_csv_with_na_tokens``), filters and conversion with the plugin's sorted numbering as it was before
+    its fast path."""
     with monkeypatch.context() as patch:
         if not fast:
-            patch.setattr(dataset_module, "plain_file", lambda path, separator: False)
+            patch.setattr(ColdStartDataset, "_load_feat", recbole_load_feat)
+            patch.setattr(pd, "read_csv", read_csv_with_na_tokens)
             for name in ("_dataframe_to_interaction", "_filter_by_inter_num", "_filter_inter_by_user_or_item"):
                 patch.setattr(ColdStartDataset, name, getattr(Dataset, name))
             patch.setattr(ColdStartDataset, "_remap", sorted_remap)
@@ -231,18 +243,14 @@ def test_fast_load_gives_recbole_dataset(tmp_path, monkeypatch, model, settings)
     name = write_odd_dataset(tmp_path)
     config = small_config(tmp_path, name, ["words", "tags", "price"], model=model, **settings)
     read = []
-    original = fast_load.read_plain_columns
-
-    def spy(*args, **kwargs):
-        result = original(*args, **kwargs)
-        read.append(result is not None)
-        return result
-
-    monkeypatch.setattr(dataset_module, "read_plain_columns", spy)
+    original = fast_load.read_feat_columns
+    monkeypatch.setattr(
+        dataset_module, "read_feat_columns", lambda path, *a, **k: read.append(path) or original(path, *a, **k)
+    )
     fast, fast_parts = load(config, True, monkeypatch)
-    assert read == [True, True]  # .inter and .item went through the fast path
+    assert [path.rpartition(".")[2] for path in read] == ["inter", "item"]  # both went through pyarrow
     slow, slow_parts = load(config, False, monkeypatch)
-    assert read == [True, True]
+    assert len(read) == 2
     assert fast.item_feat["words"].shape[1] > 0 and fast.item_feat["tags"].shape[1] > 0
     assert "NA" in fast.field2id_token["tags"].tolist()
     if "user_inter_num_interval" not in settings:  # user NA has one interaction

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import REPO_ROOT, RUN_RECBOLE, item_token_ids, run_cli, write_dataset
+from pandas._libs.parsers import STR_NA_VALUES
 
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
-from recbole_fbsm.data.fast_load import FLOAT_NA_TEXTS
 from recbole_fbsm.data.preparation import check_dataset_files
 
 pytestmark = pytest.mark.usefixtures("workdir")
@@ -971,8 +971,8 @@ def test_an_error_found_after_loading_leaves_no_log(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------- read correctly
-# every string pandas reads as missing by default (fast_load.FLOAT_NA_TEXTS), but ''
-NA_LIKE = [text for text in FLOAT_NA_TEXTS if text]
+# every string pandas reads as missing by default, but ''
+NA_LIKE = sorted(STR_NA_VALUES - {""})
 
 
 def rename_tokens(data, users, items):
@@ -996,15 +996,11 @@ def rename_tokens(data, users, items):
     rewrite(data.item_path, edit_items)
 
 
-@pytest.mark.parametrize("reader", ["fast", "pandas"])
-def test_ids_pandas_reads_as_missing_are_ids(tmp_path, capsys, monkeypatch, reader):
+def test_ids_pandas_reads_as_missing_are_ids(tmp_path, capsys):
     """Users and items called NA, null, nan, None, N/A, ... (RecBole's reader took them for missing and dropped
-    their lines; a previous version refused them) are read as those ids, by both readers, and a model trains."""
-    from recbole_fbsm.data import dataset as dataset_module
+    their lines; a previous version refused them) are read as those ids, and a model trains."""
     from recbole_fbsm.quick_start import prepare
 
-    if reader == "pandas":
-        monkeypatch.setattr(dataset_module, "plain_file", lambda path, separator: False)
     data = write_dataset(tmp_path, "toy")
     users = {f"u{k:03d}": name for k, name in enumerate(NA_LIKE)}
     items = dict(zip(sorted(data.interacted_items)[:6], ["NA", "null", "nan", "None", "N/A", "NULL"]))
@@ -1046,13 +1042,8 @@ def join_words_with(data, joiner):
 
 
 @pytest.mark.parametrize("joiner", [",", "|", ";"])
-@pytest.mark.parametrize("reader", ["fast", "pandas"])
-def test_token_seq_cells_with_another_separator_warn_with_counts(tmp_path, monkeypatch, joiner, reader):
+def test_token_seq_cells_with_another_separator_warn_with_counts(tmp_path, joiner):
     """'w1,w2,w3' with seq_separator ' ' is one token per cell, silently (RecBole and the plugin alike)."""
-    from recbole_fbsm.data import atomic_files
-
-    if reader == "pandas":
-        monkeypatch.setattr(atomic_files, "plain_file", lambda path, separator: False)
     data = write_dataset(tmp_path, "toy")
     cells = join_words_with(data, joiner)
     config = ColdStartConfig(model="FBSM", dataset="toy", config_file_list=[str(config_file(tmp_path, "FBSM", {}))])

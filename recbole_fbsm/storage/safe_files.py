@@ -1,10 +1,5 @@
-"""Files that are written whole or not at all, and read without running code.
-
-Every file a run leaves for later (checkpoints, model artifacts, result records) is written to a
-temporary file in the same folder, flushed to disk and renamed over the target: a killed process or a
-full disk never leaves a truncated file where a good one was. Tensor files are read with
-``torch.load(weights_only=True)``, which unpickles tensors and plain containers only: a crafted file
-cannot make loading run its code.
+"""Files written whole or not at all (a temporary file, flushed and renamed: a killed run never leaves half a file),
+and read without running code (``torch.load(weights_only=True)``: tensors and plain containers only).
 """
 
 import os
@@ -50,14 +45,9 @@ def save_tensors(obj, path):
 
 
 def load_tensors(path, what, device="cpu", mmap=False):
-    """The content of a file written by ``save_tensors``, loaded without running code.
-
-    ``what`` names the file in errors ("checkpoint", "model artifact"). A file whose pickle holds
-    anything but tensors and plain values (an older release's checkpoint pickled RecBole's Config
-    object) is refused before any of its code can run. ``mmap``: the tensors are mapped from the file, not
-    read until used (a model artifact's sizes are checked before its arrays are read; ``in_memory`` then
-    copies them, so that a file replaced or cut later cannot pull pages from under a running service).
-    """
+    """The content of a file written by ``save_tensors``, loaded without running code; ``what`` names it in errors
+    ("checkpoint", "model artifact"). ``mmap``: the tensors are read when used (an artifact's sizes are checked
+    first; its reader then copies them, so that a file replaced later cannot pull pages from a running service)."""
     path = str(path)
     if not os.path.isfile(path):
         raise ColdStartError(f"{what} {path} not found.")
@@ -101,17 +91,6 @@ def check_pickle_size(path, what):
                 f"{what} {path}: its pickled values ({info.filename}) declare {info.file_size} bytes, "
                 f"more than the {MAX_PICKLE_BYTES} this release unpickles: refused before reading them."
             )
-
-
-def in_memory(value):
-    """``value`` with every tensor copied into memory (from a memory-mapped load)."""
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, dict):
-        return {key: in_memory(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(in_memory(item) for item in value)
-    return value
 
 
 class PickledFileError(ColdStartError):

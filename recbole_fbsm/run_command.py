@@ -1,12 +1,9 @@
 """Train and test one model: ``recbole-fbsm run --model=FBSM --dataset=ml-100k [--config_files="a.yaml b.yaml"]
-[--key=value ...]`` (the same as the repository's ``python run_recbole.py ...``).
+[--key=value ...]`` (``python run_recbole.py ...``). Any RecBole setting can be given as ``--key=value``; the model,
+the config files and every setting are checked before torch and RecBole are imported.
 
-Any RecBole setting can be given as ``--key=value`` (values are parsed like RecBole parses them).
-The model name, the config files and every setting are checked before torch and RecBole are imported.
-
-Data-parallel training, with RecBole's flags: ``--nproc=2`` starts two processes on this machine (gloo on
-the CPU, nccl on GPUs); over machines, each machine runs ``--world_size=W --ip=HOST_OF_RANK_0 --port=P
---nproc=N --group_offset=K`` (K: its first rank). See docs/distributed.md.
+Data-parallel training with RecBole's flags: ``--nproc=2`` on this machine; over machines ``--world_size=W
+--ip=HOST_OF_RANK_0 --port=P --nproc=N --group_offset=K`` (K: the machine's first rank). See docs/distributed.md.
 """
 
 import argparse
@@ -21,7 +18,6 @@ from recbole_fbsm.config.datasets import DATASETS, DEFAULT_DATA_PATH, SOURCES, m
 from recbole_fbsm.config.registry import PLUGIN_MODELS, recbole_model_files
 from recbole_fbsm.config.settings import precheck
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.runtime.openmp import prefer_passive_wait
 
 
 def run_parser(prog=None):
@@ -52,7 +48,6 @@ def main(argv=None, prog=None):
         message = missing_dataset_message(args.dataset, settings.get("data_path") or DEFAULT_DATA_PATH)
         if message:
             raise ColdStartError(message)
-        prefer_passive_wait(settings.get("torch_threads"))  # before torch loads OpenMP (runtime.openmp)
         from recbole_fbsm.quick_start import run
 
         # RecBole converts the strings ('0.01', '[10, 20]', 'True') as it does for its own command line.
@@ -232,7 +227,3 @@ def kept_start_lines(args, config_files, result):
         f"{args.model} starts as {start}, so the model kept is that fixed similarity, not a learned one.",
         f"side by side with the baselines: {shlex.join(compare)}",
     ]
-
-
-if __name__ == "__main__":
-    sys.exit(main())

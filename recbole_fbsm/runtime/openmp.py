@@ -1,10 +1,5 @@
-"""OpenMP's wait policy, chosen before torch loads its OpenMP runtime (standard library and PyYAML only).
-
-Spinning waits (libgomp's default) on busy cores made FBSM's ml-100k epochs 34-42 s instead of 1.1 s
-(docs/performance.md, "Threads"). The runtime reads ``OMP_WAIT_POLICY`` once, at ``import torch``, so the
-command line calls ``prefer_passive_wait_for(argv)`` before it imports anything that imports torch. A host
-application that imports the package is left alone: ``torch_threads: auto`` then keeps every phase at one thread.
-"""
+"""OpenMP's wait policy, set by the command line before ``import torch`` reads it (standard library and PyYAML only):
+spinning waits on busy cores made epochs up to 40 times slower (docs/performance.md, "Threads")."""
 
 import os
 import sys
@@ -13,8 +8,7 @@ import yaml
 
 # any of these set by the user is their choice of how OpenMP waits (libgomp, LLVM's and Intel's runtimes)
 WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
-# whether this process's command line chose the wait policy (``prefer_passive_wait``): only there is advice on
-# OpenMP's variables the user's business on the console; a host application importing the package gets none
+# advice on OpenMP's variables is for the command line's user, not for a host application importing the package
 _CHOSEN = {"by_command_line": False}
 
 
@@ -40,9 +34,8 @@ def waits_passively(environ=None):
 
 
 def prefer_passive_wait(torch_threads=None, environ=None, modules=None):
-    """Set ``OMP_WAIT_POLICY=PASSIVE`` for this process (and the processes it starts) when the thread
-    policy is ``auto``, the user set no wait variable and torch is not loaded yet. An explicit
-    ``torch_threads: N`` keeps OpenMP's own (spinning) waits, as before. True when it was set."""
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` (for this process and its children) under ``torch_threads: auto`` when the
+    user set no wait variable and torch is not loaded yet; True when it was set."""
     if environ is None:
         _CHOSEN["by_command_line"] = True
     environ = os.environ if environ is None else environ
@@ -54,9 +47,8 @@ def prefer_passive_wait(torch_threads=None, environ=None, modules=None):
 
 
 def torch_threads_asked(argv):
-    """The user's ``torch_threads`` from a command line: ``--torch_threads=V``, else the last of the
-    ``--config_files`` that sets it; None when neither does. Unreadable files are skipped here: the
-    settings check names them later."""
+    """``--torch_threads=V``, else the last of the ``--config_files`` that sets it, else None (an unreadable file is
+    skipped: the settings check names it later)."""
     given, files = None, []
     argv = list(argv)
     for position, item in enumerate(argv):
@@ -80,5 +72,4 @@ def torch_threads_asked(argv):
 
 
 def prefer_passive_wait_for(argv):
-    """``prefer_passive_wait`` with the ``torch_threads`` of a command line (the entry points call it first)."""
     return prefer_passive_wait(torch_threads_asked(argv))

@@ -4,7 +4,7 @@ Each command takes the options of the script or module it stands for (``recbole-
 """
 
 import difflib
-import importlib
+import pkgutil
 import sys
 from typing import NamedTuple
 
@@ -12,9 +12,8 @@ from recbole_fbsm.runtime.openmp import prefer_passive_wait_for
 
 
 class Command(NamedTuple):
-    """One command: ``parser`` and ``main`` are "module:function" names, imported only when the command is chosen.
-    The parser's module imports no torch, RecBole or pandas (tests/arguments/test_cli_help.py): ``--help`` and usage
-    errors answer from it at once, and only then is ``main``'s module imported and ``main(argv, prog=...)`` run."""
+    """One command: ``parser`` and ``main`` as "module:function" names, imported only when the command is chosen; the
+    parser's module imports no torch (tests/arguments/test_cli_help.py), so that ``--help`` answers at once."""
 
     parser: str
     main: str
@@ -106,14 +105,8 @@ def dispatch(command, argv, prog):
     if command in TRAINING_COMMANDS:  # before the command's imports load torch and its OpenMP runtime
         prefer_passive_wait_for(argv)
     spec = COMMANDS[command]
-    _named(spec.parser)(prog).parse_known_args(argv)  # --help, a missing or malformed option: exits here
-    return _named(spec.main)(argv, prog=prog)
-
-
-def _named(name):
-    """The function of a "module:function" name, its module imported now."""
-    module, _, function = name.partition(":")
-    return getattr(importlib.import_module(module), function)
+    pkgutil.resolve_name(spec.parser)(prog).parse_known_args(argv)  # --help, a malformed option: exits here
+    return pkgutil.resolve_name(spec.main)(argv, prog=prog)
 
 
 if __name__ == "__main__":

@@ -39,8 +39,7 @@ def write_atomic(path, data):
 
 
 def save_tensors(obj, path):
-    """``torch.save`` of tensors and plain values, atomically, straight into the file (through a buffer, a
-    10^7-like artifact cost 1.2 GB more at its peak)."""
+    """``torch.save``, atomically, straight into the file (through a buffer a 10^7-like artifact cost 1.2 GB more)."""
     write_atomic(path, lambda handle: torch.save(obj, handle))
 
 
@@ -66,15 +65,13 @@ def load_tensors(path, what, device="cpu", mmap=False):
         raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
 
 
-# The pickled part of a file (its plain values: settings, feature names, the analyzer document; the tensors are
-# stored beside it): torch reads it whole into memory and unpickles it before anything can be checked, and a
-# deflated record can declare a size a thousand times its bytes. A 10^6-feature artifact's is tens of MiB.
+# torch unpickles a file's plain values (data.pkl) whole before anything can be checked, and a deflated record can
+# declare a thousand times its bytes; a 10^6-feature artifact's is tens of MiB
 MAX_PICKLE_BYTES = 1 << 28
 
 
 def check_pickle_size(path, what):
-    """Refuse, in one line and before torch reads it, a pickled record (``data.pkl``) that declares more than
-    ``MAX_PICKLE_BYTES`` or is compressed (``torch.save`` stores it as it is)."""
+    """Refuse, before torch reads it, a ``data.pkl`` that is compressed (``torch.save`` never does) or too large."""
     try:
         with zipfile.ZipFile(path) as archive:
             records = [info for info in archive.infolist() if info.filename.rsplit("/", 1)[-1] == "data.pkl"]
@@ -116,8 +113,8 @@ def load_checkpoint(path, device="cpu"):
 
 
 def encode_arrays(value):
-    """numpy arrays and scipy sparse matrices (RecBole's ItemKNN, EASE, ... keep theirs in
-    ``other_parameter``) as tagged tensors, which ``weights_only`` loading accepts; ``decode_arrays`` undoes it."""
+    """numpy arrays and scipy sparse matrices (RecBole's EASE, ItemKNN, ... ``other_parameter``) as tagged tensors,
+    which ``weights_only`` loading accepts; ``decode_arrays`` undoes it."""
     if sp.issparse(value):
         matrix = sp.csr_matrix(value)
         parts = [torch.as_tensor(part) for part in (matrix.indptr, matrix.indices, matrix.data)]

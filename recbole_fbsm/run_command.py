@@ -111,8 +111,7 @@ def download_parser(prog="recbole-fbsm download"):
 
 
 def download_main(argv=None, prog="recbole-fbsm download"):
-    """``recbole-fbsm download NAME``: the files, checked, converted; then the dataset's summary and the next
-    command."""
+    """``recbole-fbsm download NAME``: the files, checked and converted; then a summary and the next command."""
     args = download_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
     from recbole_fbsm.convert import ConversionError
     from recbole_fbsm.convert.download import download_dataset
@@ -164,8 +163,7 @@ RECBOLE_GROUPS = {
 
 
 def _docstring_line(path, class_name):
-    """The first sentence of the class's docstring; for a class without one, its module's reference (RecBole's
-    module docstrings name the paper after 'Reference:')."""
+    """The first sentence of the class's docstring, else its module's 'Reference:' (RecBole's name the paper)."""
     tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name]
     of_class = (ast.get_docstring(classes[0]) if classes else None) or ""
@@ -191,9 +189,7 @@ def models_parser(prog="recbole-fbsm models"):
 
 
 def models_main(argv=None, prog="recbole-fbsm models"):
-    """``recbole-fbsm models``: every model a run accepts, with one line of what it is: this plugin's, then
-    RecBole's context-aware and general ones, described by their docstrings, read from the source files (nothing
-    imported: no torch)."""
+    """``recbole-fbsm models``: RecBole's described by their docstrings, read from the source (no torch imported)."""
     models_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
     plugin = [(name, PLUGIN_MODEL_LINES.get(name, "(no description yet)")) for name in PLUGIN_MODELS]
     groups = {"this plugin's item cold-start models (new items scored from their features)": plugin}
@@ -212,8 +208,7 @@ def models_main(argv=None, prog="recbole-fbsm models"):
 
 
 def kept_start_lines(args, config_files, result):
-    """The run's last lines when validation kept the untrained start: what the kept model is, in plain words,
-    and the command that sets it beside the baselines (empty when an epoch was kept)."""
+    """When validation kept the untrained start: what the kept model is, and the command that compares it."""
     start = result.get("untrained_start")
     if result.get("best_epoch") != -1 or not start:
         return []

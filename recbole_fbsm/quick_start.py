@@ -240,15 +240,11 @@ def write_outputs(config, result, loaders, given, start, model=None, log_file=No
     return result
 
 
-def _trained(model, dataset, config_file_list, config_dict, saved):
-    """(config, model at its best validation epoch, trainer, loaders) of one model (the blend's parts)."""
+def _fitted(model, dataset, config_file_list, config_dict, saved):
+    """(config, trainer, loaders, fit's (best valid score, best valid result)) of one model."""
     config, model, loaders = prepare(model, dataset, config_file_list, config_dict)
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
-    trainer.fit(loaders[0], loaders[1], saved=saved, show_progress=config["show_progress"])
-    if saved:
-        trainer._load_kept_model(trainer.saved_model_file)
-    end_run_log()
-    return config, model, trainer, loaders
+    return config, trainer, loaders, trainer.fit(*loaders[:2], saved=saved, show_progress=config["show_progress"])
 
 
 # longer than 60 lines: the blend's run in order: both models trained, each tested alone, w searched, tested, recorded
@@ -265,15 +261,16 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
             "it needs cold_start_scenario: hybrid."
         )
     given = (dataset, config_file_list, settings, saved)
-    _, warm_model, warm_trainer, warm_loaders = _trained(names["warm_model"], *given)
-    config, content_model, trainer, loaders = _trained(names["content_model"], *given)
+    _, warm_trainer, warm_loaders, _ = _fitted(names["warm_model"], *given)
+    config, trainer, loaders, _ = _fitted(names["content_model"], *given)
     train_data, valid_data, test_data = loaders
+    warm_model, content_model = warm_trainer.model, trainer.model
     parts = {}  # each model alone on the test split, beside the blend (the same split, the same training)
     for part, part_trainer, part_test in (
         ("warm_model", warm_trainer, warm_loaders[2]),
         ("content_model", trainer, test_data),
     ):
-        alone = part_trainer.evaluate(part_test, load_best_model=False)
+        alone = part_trainer.evaluate(part_test, load_best_model=saved)  # the kept epoch, kept for the blend
         parts[f"{part}_test_result"] = {
             "all": plain(alone),
             **{name: plain(groups) for name, groups in part_trainer.group_results.items()},
@@ -333,12 +330,11 @@ def _run_model(model, dataset, config_file_list=None, config_dict=None, saved=Tr
 def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
     """One run in one pass: prepare, fit, test, then ``write_outputs``."""
     start = time.perf_counter()
-    config, model, (train_data, valid_data, test_data) = prepare(model, dataset, config_file_list, config_dict)
-    logger = getLogger()
-    trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
-    best_valid_score, best_valid_result = trainer.fit(
-        train_data, valid_data, saved=saved, show_progress=config["show_progress"]
+    config, trainer, loaders, (best_valid_score, best_valid_result) = _fitted(
+        model, dataset, config_file_list, config_dict, saved
     )
+    _, valid_data, test_data = loaders
+    logger = getLogger()
     test_result = trainer.evaluate(test_data, load_best_model=saved, show_progress=config["show_progress"])
     logger.info(set_color("best valid ", "yellow") + f": {best_valid_result}", extra=on_console(False))
     logger.info(set_color("test result", "yellow") + f": {test_result}", extra=on_console(False))
@@ -360,8 +356,8 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
     }
     if config.hybrid:  # the "all" group is test_result / best_valid_result; the groups beside it
         result.update(hybrid_group_results(trainer, test_result))
-    loaders, given = (train_data, valid_data, test_data), (config_file_list, config_dict)
-    return write_outputs(config, result, loaders, given, start, model, last_run_log_file())
+    given = (config_file_list, config_dict)
+    return write_outputs(config, result, loaders, given, start, trainer.model, last_run_log_file())
 
 
 def planned_settings(model, dataset, config_file_list=None, overrides=None):

@@ -12,6 +12,7 @@ import logging
 import re
 import shlex
 import sys
+import textwrap
 
 from recbole_fbsm.config.cli import parse_with_settings
 from recbole_fbsm.config.datasets import DATASETS, DEFAULT_DATA_PATH, SOURCES, missing_dataset_message, run_command
@@ -166,18 +167,11 @@ def _docstring_line(path, class_name):
     """The first sentence of the class's docstring, else its module's 'Reference:' (RecBole's name the paper)."""
     tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name]
-    of_class = (ast.get_docstring(classes[0]) if classes else None) or ""
+    paragraph = ((ast.get_docstring(classes[0]) if classes else None) or "").strip().split("\n\n")[0]
     lines = (ast.get_docstring(tree) or "").splitlines()
     reference = next((lines[k + 1].strip() for k, line in enumerate(lines[:-1]) if line.strip() == "Reference:"), "")
-    text = _first_sentence(of_class) or reference or "(no description in its source)"
-    return text if len(text) <= LINE_WIDTH else text[: text.rfind(" ", 0, LINE_WIDTH - 1)] + " …"
-
-
-def _first_sentence(text):
-    """The first paragraph's first sentence, its lines joined."""
-    paragraph = " ".join(line.strip() for line in text.strip().split("\n\n")[0].splitlines())
-    match = re.search(r"(?<=\S)\.(\s|$)", paragraph)
-    return paragraph[: match.start() + 1] if match else paragraph
+    text = re.split(r"(?<=\S\.)\s", paragraph, maxsplit=1)[0] or reference or "(no description in its source)"
+    return textwrap.shorten(text, LINE_WIDTH, placeholder=" …", break_on_hyphens=False)
 
 
 def models_parser(prog="recbole-fbsm models"):

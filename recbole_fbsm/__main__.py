@@ -8,7 +8,7 @@ import pkgutil
 import sys
 from typing import NamedTuple
 
-from recbole_fbsm.runtime.openmp import prefer_passive_wait_for
+from recbole_fbsm.runtime.openmp import prefer_passive_wait, torch_threads_asked
 
 
 class Command(NamedTuple):
@@ -103,7 +103,7 @@ def dispatch(command, argv, prog):
     """Run one command with its arguments (``run_hyper.py`` comes here too): parsed first by its light parser,
     so that ``--help`` and a usage error never wait for torch; then its module is imported and run."""
     if command in TRAINING_COMMANDS:  # before the command's imports load torch and its OpenMP runtime
-        prefer_passive_wait_for(argv)
+        prefer_passive_wait(torch_threads_asked(argv))
     spec = COMMANDS[command]
     pkgutil.resolve_name(spec.parser)(prog).parse_known_args(argv)  # --help, a malformed option: exits here
     return pkgutil.resolve_name(spec.main)(argv, prog=prog)

@@ -1,6 +1,7 @@
 """OpenMP's wait policy, set by the command line before ``import torch`` reads it (standard library and PyYAML only):
 spinning waits on busy cores made epochs up to 40 times slower (docs/performance.md, "Threads")."""
 
+import argparse
 import os
 import sys
 
@@ -49,18 +50,16 @@ def prefer_passive_wait(torch_threads=None, environ=None, modules=None):
 def torch_threads_asked(argv):
     """``--torch_threads=V``, else the last of the ``--config_files`` that sets it, else None (an unreadable file is
     skipped: the settings check names it later)."""
-    given, files = None, []
-    argv = list(argv)
-    for position, item in enumerate(argv):
-        if item.startswith("--torch_threads="):
-            given = item.partition("=")[2]
-        elif item.startswith("--config_files="):
-            files = item.partition("=")[2].split()
-        elif item == "--config_files" and position + 1 < len(argv):
-            files = argv[position + 1].split()
-    if given is not None:
-        return given
-    for path in reversed(files):
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    parser.add_argument("--torch_threads")
+    parser.add_argument("--config_files", type=str.split, default=[])
+    try:
+        asked = parser.parse_known_args(argv)[0]
+    except argparse.ArgumentError:  # a malformed command line: the command's own parser names it
+        return None
+    if asked.torch_threads is not None:
+        return asked.torch_threads
+    for path in reversed(asked.config_files):
         try:
             with open(path, encoding="utf-8") as handle:
                 loaded = yaml.safe_load(handle)
@@ -69,7 +68,3 @@ def torch_threads_asked(argv):
         if isinstance(loaded, dict) and "torch_threads" in loaded:
             return loaded["torch_threads"]
     return None
-
-
-def prefer_passive_wait_for(argv):
-    return prefer_passive_wait(torch_threads_asked(argv))

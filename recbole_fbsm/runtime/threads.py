@@ -12,7 +12,6 @@ from recbole_fbsm.runtime.openmp import is_auto, waits_passively
 # rows per process and training step from which training uses the cores: below it two threads were no faster
 # than one on FBSM (benchmarks/README.md, "Threads: the default")
 TRAIN_ROWS_FOR_CORES = 4096
-PHASES = ("train", "evaluate", "load")
 
 
 def usable_cores(environ=None):

@@ -141,11 +141,6 @@ def decode_arrays(value):
     return value
 
 
-def load_trusted_pickle(path, device="cpu"):
-    """``torch.load`` with full unpickling: only for a file the user vouched for (``--trust-pickle``)."""
-    return torch.load(str(path), map_location=device, weights_only=False)
-
-
 def _first_line(error):
     return (str(error).strip().splitlines() or [""])[0][:300]
 

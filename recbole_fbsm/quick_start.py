@@ -86,12 +86,9 @@ def attach_model_inputs(config, train_dataset):
             f"identity_features: True is for FBSM (its V learns the identity columns' item-to-item "
             f"terms); model {config['model']} would ignore them."
         )
-    if not issubclass(model_class, BuiltFromFittedInputs):
-        return None  # RecBole's models: nothing to fit here
-    train_dataset.model_inputs = fit_model_inputs(
-        config, train_dataset, needs_warm_backbone(model_class, config), model_class
-    )
-    return train_dataset.model_inputs
+    if issubclass(model_class, BuiltFromFittedInputs):  # RecBole's models: nothing to fit
+        warm = needs_warm_backbone(model_class, config)
+        train_dataset.model_inputs = fit_model_inputs(config, train_dataset, warm, model_class)
 
 
 def prepare(model, dataset, config_file_list=None, config_dict=None):

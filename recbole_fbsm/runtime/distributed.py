@@ -219,13 +219,7 @@ def launch(target, nproc, world_size, ip, port, group_offset, args):
     world_size = check_launch(nproc, world_size, group_offset, port)
     if port in (None, ""):  # one machine: any free port; several: they must agree, RecBole's default
         port = free_port() if world_size == nproc else 5678
-    settings = {
-        "world_size": int(world_size),
-        "nproc": int(nproc),
-        "ip": str(ip),
-        "port": str(port),
-        "offset": int(group_offset or 0),
-    }
+    settings = dict(world_size=int(world_size), nproc=int(nproc), ip=str(ip), port=str(port), offset=int(group_offset))
     queue = mp.get_context("spawn").SimpleQueue()
     # torch logs each rank it stops after one failed; the error raised below says what went wrong
     spawn_log = logging.getLogger("torch.multiprocessing.spawn")

@@ -285,12 +285,7 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
     blend.weight = best
     test_result = trainer.evaluate(test_data, load_best_model=False)
     trainer.valid_group_history, trainer.kept_epoch = {best: searched[best][2]}, best
-    blended = {
-        "blend_weight": best,
-        "warm_model": names["warm_model"],
-        "content_model": names["content_model"],
-        "blend_search": {str(w): searched[w][0] for w in BLEND_WEIGHTS},
-    }
+    blended = {"blend_weight": best, **names, "blend_search": {str(w): searched[w][0] for w in BLEND_WEIGHTS}}
     result = {
         "best_valid_score": searched[best][0],
         "valid_score_bigger": True,

@@ -118,20 +118,17 @@ def gather_rows(tensors):
     if size == 1:
         return dict(tensors)
     shapes = [None] * size
-    dist.all_gather_object(
-        shapes, {name: (tuple(t.shape), str(t.dtype).replace("torch.", "")) for name, t in tensors.items()}
-    )
+    dist.all_gather_object(shapes, {name: (tuple(t.shape), t.dtype) for name, t in tensors.items()})
     device = _collective_device()
     gathered = {}
     for name in sorted({name for ranks in shapes for name in ranks}):
-        known = [ranks[name] for ranks in shapes if name in ranks]
-        trailing, dtype = known[0][0][1:], getattr(torch, known[0][1])
+        shape, dtype = next(ranks[name] for ranks in shapes if name in ranks)
         rows = [ranks[name][0][0] if name in ranks else 0 for ranks in shapes]
+        padded = torch.zeros((max(rows), *shape[1:]), dtype=dtype, device=device)
         local = tensors.get(name)
+        if local is not None:
+            padded[: len(local)] = local.to(device)
         home = local.device if local is not None else torch.device("cpu")
-        local = torch.zeros((0, *trailing), dtype=dtype) if local is None else local
-        padded = torch.zeros((max(rows), *trailing), dtype=dtype, device=device)
-        padded[: len(local)] = local.to(device)
         parts = [torch.empty_like(padded) for _ in range(size)]
         dist.all_gather(parts, padded)
         gathered[name] = torch.cat([part[:n] for part, n in zip(parts, rows)]).to(home)

@@ -1,7 +1,4 @@
-"""The installed command line: ``recbole-fbsm COMMAND [options]`` or ``python -m recbole_fbsm COMMAND [options]``.
-
-Each command takes the options of the script or module it stands for (``recbole-fbsm COMMAND --help``).
-"""
+"""The installed command line: ``recbole-fbsm COMMAND [options]`` or ``python -m recbole_fbsm COMMAND [options]``."""
 
 import difflib
 import pkgutil

@@ -6,10 +6,8 @@ import sys
 
 
 def parse_with_settings(parser, argv, reserved=None):
-    """(options, settings): ``parser``'s options, and RecBole-style ``--key=value`` settings from the arguments
-    it did not know. Values stay strings: RecBole's Config converts them ('0.01', '[10, 20]', 'True') as it
-    does for its own command line. ``reserved`` maps keys that may not be given this way to the reason. A key
-    given twice is an error.
+    """(options, settings): ``parser``'s options, and the other arguments as ``--key=value`` settings (strings, which
+    the Config converts); ``reserved`` maps keys that may not be given so to the reason. A key given twice is an error.
     """
     args, rest = parser.parse_known_args(argv)
     reserved = reserved or {}

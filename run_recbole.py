@@ -6,7 +6,8 @@ The same command as the installed ``recbole-fbsm run`` (``recbole_fbsm/run_comma
 
 import sys
 
-from recbole_fbsm.run_command import main
+from recbole_fbsm.__main__ import dispatch
 
 if __name__ == "__main__":
-    sys.exit(main(prog="run_recbole.py"))
+    # as `recbole-fbsm run`: --help before torch loads, OpenMP's wait policy set first (docs/performance.md)
+    sys.exit(dispatch("run", sys.argv[1:], prog="run_recbole.py"))

@@ -1,20 +1,16 @@
-"""The installed command line: ``recbole-fbsm COMMAND [options]`` or ``python -m recbole_fbsm COMMAND [options]``.
-
-Each command takes the options of the script or module it stands for (``recbole-fbsm COMMAND --help``).
-"""
+"""The installed command line: ``recbole-fbsm COMMAND [options]`` or ``python -m recbole_fbsm COMMAND [options]``."""
 
 import difflib
-import importlib
+import pkgutil
 import sys
 from typing import NamedTuple
 
-from recbole_fbsm.runtime.openmp import prefer_passive_wait_for
+from recbole_fbsm.runtime.openmp import prefer_passive_wait, torch_threads_asked
 
 
 class Command(NamedTuple):
-    """One command: ``parser`` and ``main`` are "module:function" names, imported only when the command is chosen.
-    The parser's module imports no torch, RecBole or pandas (tests/arguments/test_cli_help.py): ``--help`` and usage
-    errors answer from it at once, and only then is ``main``'s module imported and ``main(argv, prog=...)`` run."""
+    """One command: ``parser`` and ``main`` as "module:function" names, imported only when the command is chosen; the
+    parser's module imports no torch (tests/arguments/test_cli_help.py), so that ``--help`` answers at once."""
 
     parser: str
     main: str
@@ -104,16 +100,10 @@ def dispatch(command, argv, prog):
     """Run one command with its arguments (``run_hyper.py`` comes here too): parsed first by its light parser,
     so that ``--help`` and a usage error never wait for torch; then its module is imported and run."""
     if command in TRAINING_COMMANDS:  # before the command's imports load torch and its OpenMP runtime
-        prefer_passive_wait_for(argv)
+        prefer_passive_wait(torch_threads_asked(argv))
     spec = COMMANDS[command]
-    _named(spec.parser)(prog).parse_known_args(argv)  # --help, a missing or malformed option: exits here
-    return _named(spec.main)(argv, prog=prog)
-
-
-def _named(name):
-    """The function of a "module:function" name, its module imported now."""
-    module, _, function = name.partition(":")
-    return getattr(importlib.import_module(module), function)
+    pkgutil.resolve_name(spec.parser)(prog).parse_known_args(argv)  # --help, a malformed option: exits here
+    return pkgutil.resolve_name(spec.main)(argv, prog=prog)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,8 @@ class ColdStartError(ValueError):
 
 
 def exit_status(work, interrupted):
-    """``work()``'s exit status, for the commands that run models: a ColdStartError is one ``error:`` line
-    (status 2), Ctrl-C the line ``interrupted`` (status 130). RecBole 1.2.1 on pandas 2 / torch 2 warns about its
-    own code at every run: that noise is silenced."""
+    """``work()``'s exit status: a ColdStartError is one ``error:`` line (2), Ctrl-C the line ``interrupted`` (130);
+    RecBole 1.2.1's warnings about its own code on pandas 2 / torch 2 are silenced."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         warnings.simplefilter("ignore", DeprecationWarning)

@@ -41,11 +41,8 @@ SIZE_SETTINGS = ("rank", "n_functions", "embedding_size", "hidden_size", "hidden
 
 
 def build_model(config, train_dataset):
-    """Instantiate the model on the training split.
-
-    Context-aware models are built with ``item_id`` hidden (unless ``context_use_item_id``), so they
-    embed item features only and can score items never seen in training.
-    """
+    """The model on the training split; a context-aware model with ``item_id`` hidden (unless
+    ``context_use_item_id``), so that it embeds item features only and scores items never seen in training."""
     model_class = config.model_class
     try:
         if model_class.type == ModelType.CONTEXT and config.item_split and not config["context_use_item_id"]:
@@ -66,8 +63,7 @@ def build_model(config, train_dataset):
 
 
 def check_learner(config, model):
-    """``learner: sparse_adam`` (torch's SparseAdam) takes only the sparse gradients of embeddings built with
-    ``sparse=True``; on any other parameter torch stops at the first step with a traceback."""
+    """``learner: sparse_adam`` updates only sparse embeddings: torch would fail at the first step on any other."""
     if str(config["learner"]).lower() != "sparse_adam":
         return
     sparse = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse}
@@ -83,20 +79,16 @@ def check_learner(config, model):
 
 
 def attach_model_inputs(config, train_dataset):
-    """Fit the content models' inputs (features, likes, warm backbone) once, on the training split, and
-    hand them to the model through the dataset (``recbole_fbsm.models.inputs``)."""
+    """The content models' inputs (``models.inputs``), fitted once on the training split, on the dataset."""
     model_class = config.model_class
     if setting(config, "identity_features") and not getattr(model_class, "learns_identity", False):
         raise ColdStartError(
             f"identity_features: True is for FBSM (its V learns the identity columns' item-to-item "
             f"terms); model {config['model']} would ignore them."
         )
-    if not issubclass(model_class, BuiltFromFittedInputs):
-        return None  # RecBole's models: nothing to fit here
-    train_dataset.model_inputs = fit_model_inputs(
-        config, train_dataset, needs_warm_backbone(model_class, config), model_class
-    )
-    return train_dataset.model_inputs
+    if issubclass(model_class, BuiltFromFittedInputs):  # RecBole's models: nothing to fit
+        warm = needs_warm_backbone(model_class, config)
+        train_dataset.model_inputs = fit_model_inputs(config, train_dataset, warm, model_class)
 
 
 def prepare(model, dataset, config_file_list=None, config_dict=None):
@@ -127,13 +119,12 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
             )
         logger.info(sys.argv, extra=on_console(False))
         logger.info(config, extra=on_console(False))  # the config dump: in the log file, not on a quiet console
-        # what it chose, where there is a choice; advice on OpenMP's variables only to the command line's user (the
-        # Python API's host chose its own OpenMP; the log file, and state: INFO, still show it)
+        # advice on OpenMP's variables goes to the command line's console only (a host application chose its own)
         logger.info(
             threads.describe(),
             extra=on_console(usable_cores() > 1 and (not threads.advice or chosen_by_command_line())),
         )
-        if getattr(config, "tuned_files", None):  # values a search chose override the model's defaults: say from where
+        if config.tuned_files:  # values a search chose override the model's defaults: say from where
             logger.info(
                 f"tuned settings loaded from {', '.join(map(str, config.tuned_files))} (written by recbole-fbsm "
                 "hyper --write; --use_tuned_properties=False ignores them)",
@@ -169,15 +160,9 @@ def run(
     port=None,
     group_offset=0,
 ):
-    """Train ``model`` on ``dataset`` under the item cold-start protocol, pick the best epoch on the
-    validation split, test it, and return RecBole's result dict (plus ``saved_model_file`` and
-    ``result_file``, the JSON record of the run written beside its log).
-
-    ``nproc``, ``world_size``, ``ip``, ``port``, ``group_offset``: RecBole's data-parallel launch
-    (``recbole_fbsm.runtime.distributed``). With ``nproc`` > 1 or a ``world_size``, this machine starts ``nproc``
-    ranks (``group_offset``, ``group_offset`` + 1, ...); the result is rank 0's (None on a machine
-    without rank 0).
-    """
+    """Train ``model`` on ``dataset`` under the item cold-start protocol, keep the best epoch on validation, test
+    it; RecBole's result dict plus ``saved_model_file`` and ``result_file`` (the run's JSON record). ``nproc`` ...
+    ``group_offset``: RecBole's data-parallel launch (docs/distributed.md); the result is rank 0's (None without)."""
     if nproc != 1 or (world_size is not None and world_size > 0):
         return distributed.launch(
             _run_rank,
@@ -220,10 +205,8 @@ def hybrid_group_results(trainer, test_result):
 
 
 def write_outputs(config, result, loaders, given, start, model=None, log_file=None, extra=None):
-    """The run's one writer, once it is tested (rank 0 of a data-parallel run): the artifact beside the kept
-    checkpoint (``.fbsm``, for the models built from item features), then the JSON record beside the log
-    (``result["record"]``, ``result["result_file"]``). ``given``: the run's (config_file_list, config_dict); the
-    data's fingerprint is the one its dataset computed when it read the files; ``extra``: the blend's fields."""
+    """The run's one writer (rank 0): the ``.fbsm`` artifact beside the kept checkpoint, then the JSON record beside
+    the log. ``given``: the run's (config_file_list, config_dict); ``extra``: the blend's fields."""
     if distributed.is_distributed(config):
         result["world_size"] = config["world_size"]
     if not distributed.is_main_process():
@@ -254,23 +237,17 @@ def write_outputs(config, result, loaders, given, start, model=None, log_file=No
     return result
 
 
-def _trained(model, dataset, config_file_list, config_dict, saved):
-    """(config, model at its best validation epoch, trainer, loaders) of one model (the blend's parts)."""
+def _fitted(model, dataset, config_file_list, config_dict, saved):
+    """(config, trainer, loaders, fit's (best valid score, best valid result)) of one model."""
     config, model, loaders = prepare(model, dataset, config_file_list, config_dict)
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
-    trainer.fit(loaders[0], loaders[1], saved=saved, show_progress=config["show_progress"])
-    if saved:
-        trainer._load_kept_model(trainer.saved_model_file)
-    end_run_log()
-    return config, model, trainer, loaders
+    return config, trainer, loaders, trainer.fit(*loaders[:2], saved=saved, show_progress=config["show_progress"])
 
 
 # longer than 60 lines: the blend's run in order: both models trained, each tested alone, w searched, tested, recorded
 def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
-    """``--model=HybridBlend --warm_model=BPR --content_model=ItemKNNCBF`` (hybrid scenario): both models trained on
-    the same training split (each keeps its best validation epoch), blended per user (``models.hybrid_blend``)
-    with the weight w of ``BLEND_WEIGHTS`` that is best on validation (``valid_metric`` on ``hybrid_valid_group``;
-    the first of equal ones), then tested once with that weight."""
+    """``--model=HybridBlend``: the warm and the content model trained on the same split, blended per user with the
+    first best weight of ``BLEND_WEIGHTS`` on validation (``hybrid_valid_group``), then tested once."""
     start = time.perf_counter()
     settings = dict(config_dict or {})
     probe = ColdStartConfig(model="BPR", dataset=dataset, config_file_list=config_file_list, config_dict=settings)
@@ -281,15 +258,16 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
             "it needs cold_start_scenario: hybrid."
         )
     given = (dataset, config_file_list, settings, saved)
-    _, warm_model, warm_trainer, warm_loaders = _trained(names["warm_model"], *given)
-    config, content_model, trainer, loaders = _trained(names["content_model"], *given)
+    _, warm_trainer, warm_loaders, _ = _fitted(names["warm_model"], *given)
+    config, trainer, loaders, _ = _fitted(names["content_model"], *given)
     train_data, valid_data, test_data = loaders
+    warm_model, content_model = warm_trainer.model, trainer.model
     parts = {}  # each model alone on the test split, beside the blend (the same split, the same training)
     for part, part_trainer, part_test in (
         ("warm_model", warm_trainer, warm_loaders[2]),
         ("content_model", trainer, test_data),
     ):
-        alone = part_trainer.evaluate(part_test, load_best_model=False)
+        alone = part_trainer.evaluate(part_test, load_best_model=saved)  # the kept epoch, kept for the blend
         parts[f"{part}_test_result"] = {
             "all": plain(alone),
             **{name: plain(groups) for name, groups in part_trainer.group_results.items()},
@@ -307,12 +285,7 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
     blend.weight = best
     test_result = trainer.evaluate(test_data, load_best_model=False)
     trainer.valid_group_history, trainer.kept_epoch = {best: searched[best][2]}, best
-    blended = {
-        "blend_weight": best,
-        "warm_model": names["warm_model"],
-        "content_model": names["content_model"],
-        "blend_search": {str(w): searched[w][0] for w in BLEND_WEIGHTS},
-    }
+    blended = {"blend_weight": best, **names, "blend_search": {str(w): searched[w][0] for w in BLEND_WEIGHTS}}
     result = {
         "best_valid_score": searched[best][0],
         "valid_score_bigger": True,
@@ -335,8 +308,7 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
 
 
 def _run_model(model, dataset, config_file_list=None, config_dict=None, saved=True):
-    """One run (of one process): HybridBlend's two models and their blend, or any other model. The caller's thread
-    count comes back after the run (runtime.threads)."""
+    """One process's run (HybridBlend's or another model's); the caller's thread count comes back after it."""
     threads_before = torch.get_num_threads()
     try:
         if model == "HybridBlend":
@@ -350,12 +322,11 @@ def _run_model(model, dataset, config_file_list=None, config_dict=None, saved=Tr
 def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
     """One run in one pass: prepare, fit, test, then ``write_outputs``."""
     start = time.perf_counter()
-    config, model, (train_data, valid_data, test_data) = prepare(model, dataset, config_file_list, config_dict)
-    logger = getLogger()
-    trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
-    best_valid_score, best_valid_result = trainer.fit(
-        train_data, valid_data, saved=saved, show_progress=config["show_progress"]
+    config, trainer, loaders, (best_valid_score, best_valid_result) = _fitted(
+        model, dataset, config_file_list, config_dict, saved
     )
+    _, valid_data, test_data = loaders
+    logger = getLogger()
     test_result = trainer.evaluate(test_data, load_best_model=saved, show_progress=config["show_progress"])
     logger.info(set_color("best valid ", "yellow") + f": {best_valid_result}", extra=on_console(False))
     logger.info(set_color("test result", "yellow") + f": {test_result}", extra=on_console(False))
@@ -377,13 +348,12 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
     }
     if config.hybrid:  # the "all" group is test_result / best_valid_result; the groups beside it
         result.update(hybrid_group_results(trainer, test_result))
-    loaders, given = (train_data, valid_data, test_data), (config_file_list, config_dict)
-    return write_outputs(config, result, loaders, given, start, model, last_run_log_file())
+    given = (config_file_list, config_dict)
+    return write_outputs(config, result, loaders, given, start, trainer.model, last_run_log_file())
 
 
 def planned_settings(model, dataset, config_file_list=None, overrides=None):
-    """``storage.run_records.settings_of`` a run with these settings will have, with the fingerprint of the files
-    it will read: ``compare`` decides reuse with it before running. A bad setting raises the run's own error."""
+    """The ``settings_of`` a run will have (its files' fingerprint included): ``compare`` decides reuse with it."""
     overrides = dict(overrides or {})
     config = ColdStartConfig(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=overrides)
     return settings_of(dataset, config_file_list, overrides, data_fingerprint(config)["sha256"])

@@ -1,14 +1,7 @@
-"""The wall between the plugin and RecBole's internals: every RecBole method the plugin overrides (private or
-public), every private name of RecBole (or torch, or pandas) it calls or reads, and every RecBole text it
-matches, listed in one place with what it relies on, guarded by the supported version, pinned by a test.
-
-RecBole 1.2.1 offers no public hook for what the item cold-start protocol must change (how the Config
-resolves models and settings, how the Dataset reads and numbers tokens, how loaders cut batches, how the
-trainer evaluates and saves). The plugin's classes override RecBole's methods directly, as RecBole's own
-plugins do (RecBole-GNN): ``ColdStartDataset._load_data`` calls ``super()._load_data``, and a traceback names
-both. ``tests/test_recbole_compat.py`` pins every function listed here by a hash of its source (a RecBole
-release that changes one fails there, naming it), finds every override and every private name of RecBole's
-in the plugin's source, and fails on one not listed here or on a listed one the plugin no longer uses.
+"""The wall between the plugin and RecBole's internals: every RecBole method the plugin overrides, every private
+name (of RecBole, torch or pandas) it calls or reads and every RecBole text it matches, each pinned by a hash of its
+source. The plugin overrides directly, as RecBole-GNN does (a traceback names both); tests/test_recbole_compat.py
+fails on a changed pin, on a private name the plugin uses unlisted, and on a listed one it no longer uses.
 """
 
 import re
@@ -37,7 +30,7 @@ _SAMPLER = "recbole.sampler.sampler."
 _COLLECTOR = "recbole.evaluator.collector."
 _TRAINER = "recbole.trainer.trainer."
 _EASE = "recbole.model.general_recommender.ease.EASE."
-_GRAPH = "recbole.model.general_recommender."
+_MODELS = "recbole.model.general_recommender."
 
 # RecBole's private methods the plugin's classes define (and continue with super())
 OVERRIDDEN = (
@@ -73,18 +66,10 @@ PUBLIC_OVERRIDDEN = (
     Pin(_COLLECTOR + "Collector.get_data_struct", "b8062da76dd8", "data-parallel: every rank's rows gathered"),
     Pin(_EASE + "full_sort_predict", "6fd2db8f3ce1", "X_u B in scipy on the CPU: the plugin's B is on the device"),
     Pin(_EASE + "predict", "8e10e974f827", "likewise, for (user, item) pairs"),
-    Pin(_GRAPH + "lightgcn.LightGCN.get_norm_adj_mat", "eb413da8e0de", "dok_matrix._update: gone from scipy"),
-    Pin(_GRAPH + "ngcf.NGCF.get_norm_adj_mat", "fb50944ec14d", "dok_matrix._update: gone from scipy"),
-    Pin(
-        _COLLECTOR + "Collector.eval_batch_collect",
-        "e7ec500fc074",
-        "asks register.need('rec.items' / 'rec.topk'): the plugin supplies its tie-fair top-k and hides those keys",
-    ),
-    Pin(
-        "recbole.model.general_recommender.random.Random.full_sort_predict",
-        "22eb55d0aa8d",
-        "one random list for a whole batch: the plugin's Random scores every user independently",
-    ),
+    Pin(_MODELS + "lightgcn.LightGCN.get_norm_adj_mat", "eb413da8e0de", "dok_matrix._update: gone from scipy"),
+    Pin(_MODELS + "ngcf.NGCF.get_norm_adj_mat", "fb50944ec14d", "dok_matrix._update: gone from scipy"),
+    Pin(_COLLECTOR + "Collector.eval_batch_collect", "e7ec500fc074", "rec.items/topk: the plugin's tie-fair top-k"),
+    Pin(_MODELS + "random.Random.full_sort_predict", "22eb55d0aa8d", "one list per batch: the plugin's, one per user"),
     Pin(_TRAINER + "AbstractTrainer.set_reduce_hook", "4c6644379cef", "only with parallel_sync: gradients"),
     Pin(_TRAINER + "AbstractTrainer.sync_grad_loss", "1654005880a7", "only with parallel_sync: gradients"),
     Pin(_LOADER + "AbstractDataLoader.set_batch_size", "9f46c2f6892b", "drops the planned whole-user batches"),
@@ -133,18 +118,10 @@ TEXTS = (
 )
 # private behaviour relied on without overriding, calling or reading it
 RELIED_ON = (
-    Pin(
-        "recbole.utils.utils.early_stopping",
-        "1890e39e7fb8",
-        "counts a score equal to the best as an improvement (`>=`, `<=` when smaller is better): the plugin's "
-        "tie guard nudges the kept best by one ulp so that a later equal score does not replace it",
-    ),
-    Pin(
-        "recbole.evaluator.register",
-        "0c94706bfecc",
-        "Config and Evaluator read the module-level dicts metrics_dict, metric_types, metric_information "
-        "and smaller_metrics: the plugin's metrics are added to them (register_metric)",
-    ),
+    # a score equal to the best counts as an improvement (`>=`): the tie guard nudges the kept best by one ulp
+    Pin("recbole.utils.utils.early_stopping", "1890e39e7fb8", "a tie is an improvement (>=, <= when smaller)"),
+    # Config and Evaluator read its module-level dicts: register_metric adds the plugin's metrics to them
+    Pin("recbole.evaluator.register", "0c94706bfecc", "metrics_dict, metric_types, ... list every metric"),
 )
 WALL = OVERRIDDEN + PUBLIC_OVERRIDDEN + SPEED_ONLY + CALLED + READ + TEXTS + RELIED_ON
 
@@ -173,19 +150,9 @@ def register_metric(metric_class):
 
 def restore_numpy_aliases():
     """RecBole 1.2.1 uses the aliases numpy 2 removed (np.float_, np.bool, np.long, ...): fill the missing ones."""
-    aliases = {
-        "bool": np.bool_,
-        "int": np.int64,
-        "float": np.float64,
-        "complex": np.complex128,
-        "object": np.object_,
-        "str": np.str_,
-        "long": np.int64,
-        "unicode": np.str_,
-        "float_": np.float64,
-        "complex_": np.complex128,
-        "unicode_": np.str_,
-    }
+    aliases = {"bool": np.bool_, "int": np.int64, "long": np.int64, "float": np.float64, "float_": np.float64}
+    aliases |= {"complex": np.complex128, "complex_": np.complex128, "object": np.object_}
+    aliases |= {"str": np.str_, "unicode": np.str_, "unicode_": np.str_}
     for name, target in aliases.items():
         # only what numpy lacks; looked up in the namespace, as getattr(np, "object") warns about the alias
         if name not in vars(np):

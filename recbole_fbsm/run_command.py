@@ -1,12 +1,9 @@
 """Train and test one model: ``recbole-fbsm run --model=FBSM --dataset=ml-100k [--config_files="a.yaml b.yaml"]
-[--key=value ...]`` (the same as the repository's ``python run_recbole.py ...``).
+[--key=value ...]`` (``python run_recbole.py ...``). Any RecBole setting can be given as ``--key=value``; the model,
+the config files and every setting are checked before torch and RecBole are imported.
 
-Any RecBole setting can be given as ``--key=value`` (values are parsed like RecBole parses them).
-The model name, the config files and every setting are checked before torch and RecBole are imported.
-
-Data-parallel training, with RecBole's flags: ``--nproc=2`` starts two processes on this machine (gloo on
-the CPU, nccl on GPUs); over machines, each machine runs ``--world_size=W --ip=HOST_OF_RANK_0 --port=P
---nproc=N --group_offset=K`` (K: its first rank). See docs/distributed.md.
+Data-parallel training with RecBole's flags: ``--nproc=2`` on this machine; over machines ``--world_size=W
+--ip=HOST_OF_RANK_0 --port=P --nproc=N --group_offset=K`` (K: the machine's first rank). See docs/distributed.md.
 """
 
 import argparse
@@ -15,13 +12,13 @@ import logging
 import re
 import shlex
 import sys
+import textwrap
 
 from recbole_fbsm.config.cli import parse_with_settings
 from recbole_fbsm.config.datasets import DATASETS, DEFAULT_DATA_PATH, SOURCES, missing_dataset_message, run_command
 from recbole_fbsm.config.registry import PLUGIN_MODELS, recbole_model_files
 from recbole_fbsm.config.settings import precheck
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.runtime.openmp import prefer_passive_wait
 
 
 def run_parser(prog=None):
@@ -52,7 +49,6 @@ def main(argv=None, prog=None):
         message = missing_dataset_message(args.dataset, settings.get("data_path") or DEFAULT_DATA_PATH)
         if message:
             raise ColdStartError(message)
-        prefer_passive_wait(settings.get("torch_threads"))  # before torch loads OpenMP (runtime.openmp)
         from recbole_fbsm.quick_start import run
 
         # RecBole converts the strings ('0.01', '[10, 20]', 'True') as it does for its own command line.
@@ -116,8 +112,7 @@ def download_parser(prog="recbole-fbsm download"):
 
 
 def download_main(argv=None, prog="recbole-fbsm download"):
-    """``recbole-fbsm download NAME``: the files, checked, converted; then the dataset's summary and the next
-    command."""
+    """``recbole-fbsm download NAME``: the files, checked and converted; then a summary and the next command."""
     args = download_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
     from recbole_fbsm.convert import ConversionError
     from recbole_fbsm.convert.download import download_dataset
@@ -169,22 +164,14 @@ RECBOLE_GROUPS = {
 
 
 def _docstring_line(path, class_name):
-    """The first sentence of the class's docstring; for a class without one, its module's reference (RecBole's
-    module docstrings name the paper after 'Reference:')."""
+    """The first sentence of the class's docstring, else its module's 'Reference:' (RecBole's name the paper)."""
     tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name]
-    of_class = (ast.get_docstring(classes[0]) if classes else None) or ""
+    paragraph = ((ast.get_docstring(classes[0]) if classes else None) or "").strip().split("\n\n")[0]
     lines = (ast.get_docstring(tree) or "").splitlines()
     reference = next((lines[k + 1].strip() for k, line in enumerate(lines[:-1]) if line.strip() == "Reference:"), "")
-    text = _first_sentence(of_class) or reference or "(no description in its source)"
-    return text if len(text) <= LINE_WIDTH else text[: text.rfind(" ", 0, LINE_WIDTH - 1)] + " …"
-
-
-def _first_sentence(text):
-    """The first paragraph's first sentence, its lines joined."""
-    paragraph = " ".join(line.strip() for line in text.strip().split("\n\n")[0].splitlines())
-    match = re.search(r"(?<=\S)\.(\s|$)", paragraph)
-    return paragraph[: match.start() + 1] if match else paragraph
+    text = re.split(r"(?<=\S\.)\s", paragraph, maxsplit=1)[0] or reference or "(no description in its source)"
+    return textwrap.shorten(text, LINE_WIDTH, placeholder=" …", break_on_hyphens=False)
 
 
 def models_parser(prog="recbole-fbsm models"):
@@ -196,9 +183,7 @@ def models_parser(prog="recbole-fbsm models"):
 
 
 def models_main(argv=None, prog="recbole-fbsm models"):
-    """``recbole-fbsm models``: every model a run accepts, with one line of what it is: this plugin's, then
-    RecBole's context-aware and general ones, described by their docstrings, read from the source files (nothing
-    imported: no torch)."""
+    """``recbole-fbsm models``: RecBole's described by their docstrings, read from the source (no torch imported)."""
     models_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
     plugin = [(name, PLUGIN_MODEL_LINES.get(name, "(no description yet)")) for name in PLUGIN_MODELS]
     groups = {"this plugin's item cold-start models (new items scored from their features)": plugin}
@@ -217,8 +202,7 @@ def models_main(argv=None, prog="recbole-fbsm models"):
 
 
 def kept_start_lines(args, config_files, result):
-    """The run's last lines when validation kept the untrained start: what the kept model is, in plain words,
-    and the command that sets it beside the baselines (empty when an epoch was kept)."""
+    """When validation kept the untrained start: what the kept model is, and the command that compares it."""
     start = result.get("untrained_start")
     if result.get("best_epoch") != -1 or not start:
         return []
@@ -232,7 +216,3 @@ def kept_start_lines(args, config_files, result):
         f"{args.model} starts as {start}, so the model kept is that fixed similarity, not a learned one.",
         f"side by side with the baselines: {shlex.join(compare)}",
     ]
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,6 +5,7 @@ Tensors and plain values (read with ``torch.load(weights_only=True)``), one entr
 model is rebuilt from these alone: no dataset folder, no retraining, features matched by name.
 """
 
+import copy
 import warnings
 from dataclasses import dataclass
 from functools import cached_property
@@ -21,7 +22,7 @@ from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.inputs import ModelInputs
 from recbole_fbsm.storage.run_records import package_version
-from recbole_fbsm.storage.safe_files import Settings, in_memory, load_tensors, plain, save_tensors
+from recbole_fbsm.storage.safe_files import Settings, load_tensors, plain, save_tensors
 
 FORMAT = "recbole-fbsm model"
 FORMAT_VERSION = 3
@@ -299,7 +300,7 @@ def check_artifact(content, path):
             UnsealedArtifactWarning,
             stacklevel=2,
         )
-    return in_memory(content)
+    return copy.deepcopy(content)  # the tensors copied out of the mapped file (load_tensors)
 
 
 def model_inputs_from_artifact(content, device):

@@ -56,8 +56,7 @@ def integer(low=None, high=None):
 
 
 def thread_count(value):
-    """``auto`` (threads per phase, ``runtime.threads``) or 1 to the machine's cores: more threads than cores
-    only wait on each other (docs/performance.md)."""
+    """``auto`` (``runtime.threads``) or 1 to the machine's cores: more threads than cores only wait on each other."""
     if isinstance(value, str) and value.strip().lower() == "auto":
         return None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -167,8 +166,7 @@ def mapping_of(key_check, value_check, example):
 
 
 def field_names(nonempty=False):
-    """A list of field names, none of them twice (a repeated feature field counted its features twice; a
-    repeated load_col column ended in a pandas traceback)."""
+    """Field names, none twice (a repeated feature field counted its features twice)."""
 
     def check(value):
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
@@ -214,8 +212,7 @@ def neg_sample_args(value):
 
 
 def clip_grad_norm(value):
-    """``torch.nn.utils.clip_grad_norm_``'s keyword arguments: max_norm 0 sets every gradient to zero (the
-    model never learns), an unknown key is a TypeError at the first batch."""
+    """``clip_grad_norm_``'s keywords: max_norm 0 zeroes every gradient, an unknown key fails at the first batch."""
     if not isinstance(value, dict):
         return "a mapping like {max_norm: 5, norm_type: 2}"
     checks = {
@@ -234,8 +231,7 @@ _INTERVAL = re.compile(r"^\s*([\[(])\s*([^,\s]+)\s*,\s*([^,\s]+)\s*([\])])\s*$")
 
 
 def intervals(value):
-    """RecBole's interval syntax, '[5,inf)' (several joined by ';'; a list [5, 10] reads as '[5, 10]'). RecBole
-    skips a malformed interval with a warning (the filter silently off) or fails on a bad number."""
+    """RecBole's '[5,inf)' intervals (';' joins several), which it skips when malformed (the filter silently off)."""
     expected = "an interval like '[5,inf)' or '(0,10]' (several joined by ';')"
     if isinstance(value, (list, tuple)):
         value = str(list(value))

@@ -1,11 +1,13 @@
 """Command-line helpers shared by ``run_recbole.py`` and ``recbole-fbsm compare``."""
 
+import os
+import shlex
+import sys
+
 
 def parse_with_settings(parser, argv, reserved=None):
-    """(options, settings): ``parser``'s options, and RecBole-style ``--key=value`` settings from the arguments
-    it did not know. Values stay strings: RecBole's Config converts them ('0.01', '[10, 20]', 'True') as it
-    does for its own command line. ``reserved`` maps keys that may not be given this way to the reason. A key
-    given twice is an error.
+    """(options, settings): ``parser``'s options, and the other arguments as ``--key=value`` settings (strings, which
+    the Config converts); ``reserved`` maps keys that may not be given so to the reason. A key given twice is an error.
     """
     args, rest = parser.parse_known_args(argv)
     reserved = reserved or {}
@@ -27,10 +29,6 @@ def typed_command(argv, prog, process_argv=None, original_argv=None):
     ends ``sys.argv`` (after the script and at most the command's name), a console script by its name (not the full
     path the shell hands over), ``python -m ...`` and ``python script.py ...`` as given (``sys.orig_argv``); a call
     from Python with arguments of its own (``main([...])``), ``prog`` followed by them."""
-    import os
-    import shlex
-    import sys
-
     process_argv = list(sys.argv if process_argv is None else process_argv)
     original_argv = list(getattr(sys, "orig_argv", process_argv) if original_argv is None else original_argv)
     argv = list(argv)

@@ -1,12 +1,6 @@
-"""RecBole's Config, made to work on numpy 2 and to load this plugin's own property files.
-
-Layering (lowest priority first): RecBole's own internal yaml files, then this plugin's
-``properties/overall.yaml``, ``properties/dataset/<dataset>.yaml``, ``properties/model/<model>.yaml`` and
-``properties/dataset/<dataset>/<model>.yaml`` (a model's settings for that dataset: values chosen on
-validation by ``recbole_fbsm.experiments.tune``, cost caps; skipped with ``use_tuned_properties: False``),
-then the user's config files, then ``config_dict``. ``eval_args`` is merged key by key, so that a user
-file setting only ``eval_args: {mode: uni100}`` keeps the item split.
-"""
+"""RecBole's Config with the plugin's property files layered on RecBole's (``_load_internal_config_dict`` lists
+them, lowest priority first), checked settings, and ``eval_args`` merged key by key (a user's ``eval_args: {mode:
+uni100}`` keeps the item split)."""
 
 import os
 from pathlib import Path
@@ -35,9 +29,7 @@ from recbole_fbsm.runtime.distributed import init_process_group
 
 
 def tuned_properties_file(model, dataset, properties_dir=None):
-    """A model's settings for one dataset, ``properties_dir/dataset/DATASET/MODEL.yaml`` (default: the plugin's
-    properties): values chosen on validation by ``recbole-fbsm hyper --write``, and cost caps (e.g. for
-    context-aware models on long texts)."""
+    """A model's settings for one dataset (values ``hyper --write`` chose on validation, cost caps)."""
     return Path(properties_dir or PROPERTIES_DIR) / "dataset" / str(dataset) / f"{model}.yaml"
 
 
@@ -46,8 +38,7 @@ EVAL_ARGS_KEYS = ("split", "group_by", "order", "mode")  # what RecBole reads of
 
 
 def _shown_path(path):
-    """A property file's path as the tables show it: relative to the plugin's folder when inside it, else to the
-    working directory when inside it."""
+    """A property file's path relative to the plugin's folder, else to the working directory, else as it is."""
     resolved = Path(path).resolve()
     for base in (PROPERTIES_DIR.parent.resolve(), Path.cwd().resolve()):
         if resolved.is_relative_to(base):
@@ -56,9 +47,8 @@ def _shown_path(path):
 
 
 class ColdStartConfig(Config):
-    """RecBole configuration for the item cold-start protocol. Unlike RecBole's Config it never reads
-    ``sys.argv`` (a program embedding the plugin cannot inject settings by accident), checks the caller's settings
-    first (``config.settings``) and converts string values without ``eval``."""
+    """RecBole's Config that never reads ``sys.argv`` (a host program's arguments are not settings), checks the
+    caller's settings first (``config.settings``) and converts strings without ``eval``."""
 
     def __init__(self, model=None, dataset=None, config_file_list=None, config_dict=None):
         own_model_class = isinstance(model, type) and not model.__module__.startswith(("recbole.", "recbole_fbsm."))
@@ -87,8 +77,8 @@ class ColdStartConfig(Config):
             )
 
     def _init_device(self):
-        """RecBole's device setup, except in a data-parallel run (``local_rank`` given by the launcher): there
-        ``runtime.distributed`` joins with the backend the device needs (RecBole's asks for NCCL and GPUs)."""
+        """RecBole's, except in a data-parallel run: RecBole's asks for NCCL and GPUs, ``runtime.distributed`` for
+        the backend the device needs."""
         if "local_rank" not in self.final_config_dict:
             super()._init_device()
             if not self.final_config_dict["use_gpu"]:  # RecBole 1.2.1 picks CUDA from gpu_id alone
@@ -119,9 +109,7 @@ class ColdStartConfig(Config):
         super()._load_internal_config_dict(model, model_class, dataset)
         self.property_files = []  # the plugin's property files applied, in order (compare's table lists them)
         use_tuned = str(setting(self.external_config_dict, "use_tuned_properties")).lower()
-        # the tuned files, lowest priority first: the plugin's (shipped with it), then the working directory's
-        # properties/ (where `hyper --write` writes: an installed package is never written to); one file when both
-        # are the same (a run from the checkout)
+        # the tuned files: the plugin's, then the working directory's (`hyper --write` never writes into a package)
         self.tuned_files = []
         for folder in (PROPERTIES_DIR, LOCAL_PROPERTIES_DIR) if use_tuned not in ("false", "0", "no", "none") else ():
             path = tuned_properties_file(model, dataset, folder)
@@ -172,9 +160,8 @@ class ColdStartConfig(Config):
 
 
 def follow_topk(final, user_settings):
-    """``--topk=[5]`` without ``valid_metric``: the default ``valid_metric`` (Recall@10) would name a cut-off the
-    run does not compute and stop it. A ``valid_metric`` the user did not set (``user_settings``, RecBole's external
-    layer) keeps its metric and takes the first ``topk`` cut-off when its own is not among them."""
+    """A ``valid_metric`` the user did not set takes the first ``topk`` cut-off when its own is not among them
+    (``--topk=[5]`` would otherwise stop at the default Recall@10, a cut-off the run does not compute)."""
     metric, cutoffs = final.get("valid_metric"), as_list(final.get("topk"))
     if "valid_metric" in (user_settings or {}) or not isinstance(metric, str) or "@" not in metric:
         return

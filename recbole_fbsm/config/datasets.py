@@ -1,7 +1,5 @@
-"""Dataset names, decided before torch is imported: the datasets ``recbole-fbsm download`` writes (the one
-table of their URLs, sizes and SHA-256; ``recbole_fbsm.convert.download`` fetches them), the names a run can
-mean, and the one-line error for a run whose dataset folder is missing (the download command, or a did-you-mean).
-"""
+"""Dataset names, before torch is imported: the one table of what ``recbole-fbsm download`` fetches, the names a run
+can mean, and the error for a missing dataset folder."""
 
 import os
 import shlex
@@ -65,8 +63,7 @@ def recbole_downloadable():
 
 
 def known_datasets(data_path=DEFAULT_DATA_PATH):
-    """Every name a run can mean: ml-100k (inside RecBole), RecBole's downloadable datasets, ours, and the
-    folders present under ``data_path``."""
+    """Every name a run can mean: ml-100k, RecBole's downloadable datasets, ours, the folders under ``data_path``."""
     folder = os.path.expanduser(str(data_path))
     present = []
     if os.path.isdir(folder):
@@ -82,8 +79,7 @@ def run_command(name, out=DEFAULT_DATA_PATH, model="FBSM"):
 
 
 def missing_dataset_message(name, data_path=DEFAULT_DATA_PATH):
-    """The one-line error for a run whose folder ``data_path/name`` is missing, or None where the usual check
-    should speak: the folder is there, the name is one of RecBole's datasets, or no known name is close."""
+    """The error for a missing folder ``data_path/name`` (its download command, or a close name); else None."""
     name, data_path = str(name), str(data_path)
     folder = os.path.join(os.path.expanduser(data_path), name)
     if name == "ml-100k" or "/" in name or "\\" in name or os.path.isdir(folder):

@@ -1,5 +1,4 @@
-"""Model lookup: this plugin's models first, then RecBole's general and context-aware ones, found by reading
-RecBole's files; only ``get_model`` imports a model (and torch), so an unknown name is rejected before that."""
+"""Model lookup, this plugin's models first: only ``get_model`` imports one (and torch), after the name is checked."""
 
 import functools
 import importlib
@@ -32,8 +31,7 @@ _CLASS = re.compile(r"^class (\w+)\(", re.M)
 
 @functools.lru_cache(maxsize=1)
 def recbole_model_files():
-    """{model class name: module file} for RecBole's general and context-aware models, found by reading
-    the files (a class whose lower-cased name is its module's name), without importing them."""
+    """{model class name: module file} of RecBole's general and context-aware models, read without importing them."""
     models = {}
     for submodule in RECBOLE_SUBMODULES:
         for path in sorted((recbole_dir() / "model" / submodule).glob("*.py")):

@@ -1,11 +1,6 @@
-"""The one table of the plugin's settings: each key's check (type and range), and where its default comes from.
-
-``OVERALL`` settings take their default (and their meaning, in a comment) from ``properties/overall.yaml``;
-``MODEL`` settings are set by the model files, and their ``default`` is what a model reads when no file set them
-(a Config built without the plugin's layers, an older artifact); ``per_model`` names a model file's other value
-(``tests/config/test_schema.py`` holds the files equal to ``model_default``). Code reads a plugin setting through
-``setting(config, key)``, never with a fallback of its own. ``RECBOLE_CHECKS`` types RecBole's own settings.
-"""
+"""The one table of the plugin's settings: each key's check and where its default comes from (docs/development.md);
+code reads a plugin setting through ``setting(config, key)``, never with a fallback of its own. ``RECBOLE_CHECKS``
+types RecBole's own settings."""
 
 from collections.abc import Callable
 from typing import NamedTuple

@@ -1,10 +1,5 @@
-"""Strict settings, checked before torch and RecBole are imported (docs/errors.md, "Which settings are known").
-
-A key is known when a property file defines it (RecBole's or this plugin's, so a new model's
-``properties/model/NAME.yaml`` makes its keys known), when the plugin's table declares it, or when RecBole's code
-reads it without a property file. Only the standard library and PyYAML are imported here: ``--rnak=10`` fails in
-a fraction of a second instead of after seconds of imports.
-"""
+"""Strict settings, checked before torch and RecBole are imported, so that ``--rnak=10`` fails at once
+(docs/errors.md, "Which settings are known")."""
 
 import ast
 import functools
@@ -63,10 +58,9 @@ _Loader.add_implicit_resolver(
 
 
 def convert_value(text):
-    """A ``--key=value`` string as RecBole converts it (Python literal, ``true``/``false``, else the
-    string), without ``eval``. A mapping or list that is not a Python literal is read as YAML, as a property
-    file would read it: ``{distribution: uniform, dynamic: false}`` or JSON (RecBole keeps such a value as a
-    string, and the setting then fails)."""
+    """A ``--key=value`` string as RecBole converts it (Python literal, ``true``/``false``, else the string), without
+    ``eval``; a mapping or list that is no Python literal is read as YAML (``{distribution: uniform}``), as a
+    property file would."""
     if not isinstance(text, str):
         return text
     stripped = text.strip()
@@ -151,9 +145,8 @@ def value_problem(key, value):
 
 
 def check_settings(settings, source, known_only=True):
-    """Every key of ``settings`` known, every value of the expected type. ``source`` says where they came
-    from for the message: ``config file x.yaml``, ``config_dict``, or ``None`` for the command line (the
-    setting is then named as the option the user typed, ``--key=value``)."""
+    """Every key of ``settings`` known, every value of the expected type; ``source`` names where they came from
+    (``config file x.yaml``, ``config_dict``; None: the command line, ``--key``)."""
     known = set(PLUGIN_SETTINGS) | set(known_defaults()) | RECBOLE_CODE_KEYS  # RUNTIME_KEYS: not suggested
     for key, value in settings.items():
         name = f"--{key}" if source is None else f"{key!r} in {source}"
@@ -169,10 +162,9 @@ def check_settings(settings, source, known_only=True):
 
 
 def check_user_settings(config_file_list=None, config_dict=None, source="config_dict", known_only=True, run=None):
-    """The caller's settings, merged (later files and ``config_dict`` win), before anything is loaded: each config
-    file, then ``config_dict`` (converted as RecBole converts it). ``known_only=False`` accepts unknown keys (a
-    model class of the caller's own may read settings no property file names). ``run``: the run's model and
-    dataset, which a file or ``config_dict`` may not name otherwise (RecBole would ignore it without a word)."""
+    """The caller's config files and ``config_dict``, each checked, merged (later ones win). ``known_only=False``: a
+    model class of the caller's own may read keys no property file names. ``run``: the run's model and dataset,
+    which a file may not contradict (RecBole would ignore it silently)."""
     sources = [(f"config file {path}", read_yaml(path)) for path in config_file_list or []]
     sources.append((source, {key: convert_value(value) for key, value in (config_dict or {}).items()}))
     merged = {}
@@ -281,8 +273,7 @@ def check_final(config):
 
 
 def precheck(model, config_file_list=None, config_dict=None):
-    """The command line's fast check (no torch, no RecBole): the model name and the user's settings, which
-    it returns merged (``check_user_settings``)."""
+    """The command line's check before torch loads: the model name, then the settings, returned merged."""
     if isinstance(model, str):
         check_model_name(model)
     return check_user_settings(config_file_list, config_dict, source=None)

@@ -1,6 +1,4 @@
-"""Data-parallel runs over ``torch.distributed`` with RecBole's own launch settings (docs/distributed.md says
-what each rank does). The trainer and the loaders ask this module; they hold no launch logic.
-"""
+"""Data-parallel runs over ``torch.distributed`` with RecBole's launch settings (docs/distributed.md)."""
 
 import logging
 import socket
@@ -55,9 +53,8 @@ def check_launch(nproc, world_size, group_offset, port):
 
 
 def init_process_group(settings):
-    """Join the process group and fill in what RecBole's ``Config._init_device`` fills in (``device``,
-    ``single_spec``, quiet ranks other than 0). ``settings``: the final config dict with RecBole's launch keys
-    (``local_rank``, ``offset`` = ``--group_offset``, ``world_size``, ``nproc``, ``ip``, ``port``)."""
+    """Join the process group and fill in what RecBole's ``Config._init_device`` would (``device``, ``single_spec``,
+    quiet ranks other than 0), from the final config dict's launch keys."""
     gpu_id = settings.get("gpu_id")
     gpu_id = (
         ",".join(map(str, gpu_id)) if isinstance(gpu_id, (tuple, list)) else str(gpu_id if gpu_id is not None else "")
@@ -94,9 +91,7 @@ def init_process_group(settings):
 
 
 def end_process_group(together=False):
-    """Leave the process group. ``together`` (a rank that finished normally): wait for every rank first,
-    so that no rank tears its connections down while another still reads from them (gloo then aborts the
-    slower process with ``terminate called without an active exception``)."""
+    """Leave the process group; ``together``: after every rank (gloo aborts a rank whose peer tore down first)."""
     if dist.is_available() and dist.is_initialized():
         if together:
             dist.barrier()
@@ -117,27 +112,23 @@ def broadcast_object(obj, src=0):
 
 
 def gather_rows(tensors):
-    """{name: each rank's tensor concatenated along dim 0 in rank order}, on every rank, on the tensors' own
-    device. A rank may lack a name (it evaluated no user) or hold fewer rows: shapes are exchanged first, then
-    the tensors padded to the longest and trimmed."""
+    """{name: every rank's tensor concatenated along dim 0 in rank order}, on every rank. A rank may lack a name or
+    hold fewer rows: shapes are exchanged first, then the tensors padded to the longest and trimmed."""
     size = world()[1]
     if size == 1:
         return dict(tensors)
     shapes = [None] * size
-    dist.all_gather_object(
-        shapes, {name: (tuple(t.shape), str(t.dtype).replace("torch.", "")) for name, t in tensors.items()}
-    )
+    dist.all_gather_object(shapes, {name: (tuple(t.shape), t.dtype) for name, t in tensors.items()})
     device = _collective_device()
     gathered = {}
     for name in sorted({name for ranks in shapes for name in ranks}):
-        known = [ranks[name] for ranks in shapes if name in ranks]
-        trailing, dtype = known[0][0][1:], getattr(torch, known[0][1])
+        shape, dtype = next(ranks[name] for ranks in shapes if name in ranks)
         rows = [ranks[name][0][0] if name in ranks else 0 for ranks in shapes]
+        padded = torch.zeros((max(rows), *shape[1:]), dtype=dtype, device=device)
         local = tensors.get(name)
+        if local is not None:
+            padded[: len(local)] = local.to(device)
         home = local.device if local is not None else torch.device("cpu")
-        local = torch.zeros((0, *trailing), dtype=dtype) if local is None else local
-        padded = torch.zeros((max(rows), *trailing), dtype=dtype, device=device)
-        padded[: len(local)] = local.to(device)
         parts = [torch.empty_like(padded) for _ in range(size)]
         dist.all_gather(parts, padded)
         gathered[name] = torch.cat([part[:n] for part, n in zip(parts, rows)]).to(home)
@@ -183,10 +174,8 @@ def owned_users(n_users):
 
 
 class PeriodicAveraging:
-    """Local SGD: every rank steps alone on its own batches; the parameters are averaged about every ``every``
-    steps of the longest rank. The ranks take different numbers of steps, so each averages the same number of
-    times per epoch (ceil(longest / every), one all-reduce), spread evenly over its own steps, the last after its
-    last step: the ranks meet at every average and end every epoch with one model."""
+    """Local SGD: each rank steps alone and the parameters are averaged about every ``every`` steps of the longest
+    rank; every rank averages equally often per epoch, spread over its own steps, so all meet at each average."""
 
     def __init__(self, module, every):
         self.module, self.every = module, max(1, int(every))
@@ -212,34 +201,22 @@ class PeriodicAveraging:
 
 
 def broadcast_batchnorm_stats(module):
-    """Rank 0's running statistics in every BatchNorm layer: DDP averages gradients, not these (and
-    ``broadcast_buffers`` is off: F and the profiles are large constant buffers), so before an evaluation every
-    rank takes rank 0's and scores with the model rank 0 saves."""
+    """Rank 0's BatchNorm running statistics on every rank before an evaluation (DDP's ``broadcast_buffers`` is off:
+    F and the profiles are large constant buffers)."""
     batchnorms = (layer for layer in module.modules() if isinstance(layer, torch.nn.modules.batchnorm._BatchNorm))
     _broadcast_from_rank0(buffer for layer in batchnorms for buffer in layer.buffers())
 
 
 def launch(target, nproc, world_size, ip, port, group_offset, args):
-    """Start ``nproc`` processes running ``target(local_rank, *args, launch_settings, queue)`` and return
-    what rank 0 put in the queue as ``("result", value)`` (None on a machine without rank 0); each rank puts
-    ``("done", local_rank)`` once its work is finished, before it leaves the process group. ``value``
-    must be plain data (numbers, numpy arrays): torch tensors travel as handles that die with the process.
-
-    A ``ColdStartError`` in any rank comes back as a ``ColdStartError`` (one line); other failures as
-    torch's ``ProcessRaisedException`` with the rank's traceback.
-    """
+    """Start ``nproc`` processes running ``target(local_rank, *args, launch_settings, queue)``; return the value
+    rank 0 put as ``("result", value)`` (plain data: a tensor's handle dies with its process), None without rank 0.
+    A rank's ``ColdStartError`` comes back as one; another failure as torch's, with the rank's traceback."""
     import torch.multiprocessing as mp
 
     world_size = check_launch(nproc, world_size, group_offset, port)
     if port in (None, ""):  # one machine: any free port; several: they must agree, RecBole's default
         port = free_port() if world_size == nproc else 5678
-    settings = {
-        "world_size": int(world_size),
-        "nproc": int(nproc),
-        "ip": str(ip),
-        "port": str(port),
-        "offset": int(group_offset or 0),
-    }
+    settings = dict(world_size=int(world_size), nproc=int(nproc), ip=str(ip), port=str(port), offset=int(group_offset))
     queue = mp.get_context("spawn").SimpleQueue()
     # torch logs each rank it stops after one failed; the error raised below says what went wrong
     spawn_log = logging.getLogger("torch.multiprocessing.spawn")

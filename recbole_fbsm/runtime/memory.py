@@ -1,6 +1,5 @@
-"""Giving freed memory back to the system between the phases of a run: glibc keeps freed blocks below its mmap
-threshold (up to 32 MiB) in the heap; after loading 10^7 likes about 400 MB of parsing temporaries stayed
-resident though freed. ``malloc_trim`` returns those pages (milliseconds); elsewhere than glibc nothing happens."""
+"""Freed memory given back between a run's phases: glibc keeps freed blocks under 32 MiB in its heap (400 MB of
+parsing temporaries after loading 10^7 likes); ``malloc_trim`` returns them. Elsewhere nothing happens."""
 
 import ctypes
 import ctypes.util

@@ -1,11 +1,7 @@
-"""OpenMP's wait policy, chosen before torch loads its OpenMP runtime (standard library and PyYAML only).
+"""OpenMP's wait policy, set by the command line before ``import torch`` reads it (standard library and PyYAML only):
+spinning waits on busy cores made epochs up to 40 times slower (docs/performance.md, "Threads")."""
 
-Spinning waits (libgomp's default) on busy cores made FBSM's ml-100k epochs 34-42 s instead of 1.1 s
-(docs/performance.md, "Threads"). The runtime reads ``OMP_WAIT_POLICY`` once, at ``import torch``, so the
-command line calls ``prefer_passive_wait_for(argv)`` before it imports anything that imports torch. A host
-application that imports the package is left alone: ``torch_threads: auto`` then keeps every phase at one thread.
-"""
-
+import argparse
 import os
 import sys
 
@@ -13,8 +9,7 @@ import yaml
 
 # any of these set by the user is their choice of how OpenMP waits (libgomp, LLVM's and Intel's runtimes)
 WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
-# whether this process's command line chose the wait policy (``prefer_passive_wait``): only there is advice on
-# OpenMP's variables the user's business on the console; a host application importing the package gets none
+# advice on OpenMP's variables is for the command line's user, not for a host application importing the package
 _CHOSEN = {"by_command_line": False}
 
 
@@ -40,9 +35,8 @@ def waits_passively(environ=None):
 
 
 def prefer_passive_wait(torch_threads=None, environ=None, modules=None):
-    """Set ``OMP_WAIT_POLICY=PASSIVE`` for this process (and the processes it starts) when the thread
-    policy is ``auto``, the user set no wait variable and torch is not loaded yet. An explicit
-    ``torch_threads: N`` keeps OpenMP's own (spinning) waits, as before. True when it was set."""
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` (for this process and its children) under ``torch_threads: auto`` when the
+    user set no wait variable and torch is not loaded yet; True when it was set."""
     if environ is None:
         _CHOSEN["by_command_line"] = True
     environ = os.environ if environ is None else environ
@@ -54,21 +48,18 @@ def prefer_passive_wait(torch_threads=None, environ=None, modules=None):
 
 
 def torch_threads_asked(argv):
-    """The user's ``torch_threads`` from a command line: ``--torch_threads=V``, else the last of the
-    ``--config_files`` that sets it; None when neither does. Unreadable files are skipped here: the
-    settings check names them later."""
-    given, files = None, []
-    argv = list(argv)
-    for position, item in enumerate(argv):
-        if item.startswith("--torch_threads="):
-            given = item.partition("=")[2]
-        elif item.startswith("--config_files="):
-            files = item.partition("=")[2].split()
-        elif item == "--config_files" and position + 1 < len(argv):
-            files = argv[position + 1].split()
-    if given is not None:
-        return given
-    for path in reversed(files):
+    """``--torch_threads=V``, else the last of the ``--config_files`` that sets it, else None (an unreadable file is
+    skipped: the settings check names it later)."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    parser.add_argument("--torch_threads")
+    parser.add_argument("--config_files", type=str.split, default=[])
+    try:
+        asked = parser.parse_known_args(argv)[0]
+    except argparse.ArgumentError:  # a malformed command line: the command's own parser names it
+        return None
+    if asked.torch_threads is not None:
+        return asked.torch_threads
+    for path in reversed(asked.config_files):
         try:
             with open(path, encoding="utf-8") as handle:
                 loaded = yaml.safe_load(handle)
@@ -77,8 +68,3 @@ def torch_threads_asked(argv):
         if isinstance(loaded, dict) and "torch_threads" in loaded:
             return loaded["torch_threads"]
     return None
-
-
-def prefer_passive_wait_for(argv):
-    """``prefer_passive_wait`` with the ``torch_threads`` of a command line (the entry points call it first)."""
-    return prefer_passive_wait(torch_threads_asked(argv))

@@ -1,11 +1,5 @@
-"""torch's intra-op threads for each phase of a run: ``torch_threads: auto``, the default (docs/performance.md,
-"Threads", says what it chooses and why: on busy cores a team of threads waits at every small operation's join).
-
-``auto``: training one thread unless a step holds ``TRAIN_ROWS_FOR_CORES`` rows per process, evaluation the
-cores, loading one thread (mostly pandas and numpy: two threads did not measurably help); every phase one
-thread where OpenMP spin-waits or one core is usable. "The cores": this process's CPU affinity, at most
-``OMP_NUM_THREADS``, shared among the data-parallel processes of this machine.
-"""
+"""torch's intra-op threads per phase of a run under ``torch_threads: auto`` (docs/performance.md, "Threads", says
+what it chooses and why: on busy cores a team of threads waits at every small operation's join)."""
 
 import contextlib
 import os
@@ -15,12 +9,9 @@ import torch
 
 from recbole_fbsm.runtime.openmp import is_auto, waits_passively
 
-# Rows per process and training step from which training uses the cores (auto). Measured on FBSM, 2 cores,
-# passive waits (benchmarks/README.md, "Threads: the default"): two threads' epoch time over one thread's is
-# 2.2 on ml-100k's steps of 256 rows (quiet), 0.99-1.09 on citeulike-t at 256-1,024 rows, 0.83-1.07 from
-# 4,096 rows on (quiet and busy), and 0.73 with steps of 8,192 in the whole job.
+# rows per process and training step from which training uses the cores: below it two threads were no faster
+# than one on FBSM (benchmarks/README.md, "Threads: the default")
 TRAIN_ROWS_FOR_CORES = 4096
-PHASES = ("train", "evaluate", "load")
 
 
 def usable_cores(environ=None):

@@ -7,6 +7,7 @@ that file alone. Given a training checkpoint instead (``.pth``), it reads the da
 artifact in memory (``export_checkpoint``; ``serve export`` writes it to a file).
 """
 
+import copy
 import os
 from dataclasses import dataclass
 
@@ -32,7 +33,7 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.contract import ScoresFeatureRows
 from recbole_fbsm.models.inputs import fit_model_inputs
 from recbole_fbsm.storage.fingerprint import data_fingerprint
-from recbole_fbsm.storage.safe_files import PickledFileError, Settings, in_memory, load_tensors, load_trusted_pickle
+from recbole_fbsm.storage.safe_files import PickledFileError, Settings, load_tensors
 
 SERVED_MODELS = ("FBSM", "UFSM", "CoSim", "ItemKNNCBF", "DropoutNet", "Heater", "ALDI")
 # settings of a checkpoint that RecBole derives (or the machine decides): not given back when rebuilding its Config
@@ -163,14 +164,14 @@ def read_model_file(path, data_path=None, trust_pickle=False):
     except PickledFileError:
         if not trust_pickle:
             raise
-        content = load_trusted_pickle(path)
+        content = torch.load(path, map_location="cpu", weights_only=False)  # the user vouched for it
     if isinstance(content, dict) and content.get("format") == FORMAT:
         return check_artifact(content, path)
     if not isinstance(content, dict) or "config" not in content or "state_dict" not in content:
         raise ColdStartError(
             f"{path} is neither a recbole-fbsm model artifact (.fbsm) nor a training checkpoint (.pth)."
         )
-    return export_checkpoint(in_memory(content), path, data_path)
+    return export_checkpoint(copy.deepcopy(content), path, data_path)  # tensors out of the mapped file
 
 
 def scoring_device(device):

@@ -1,5 +1,4 @@
-"""A content fingerprint of the atomic files a dataset reads, so that a stored result is reused only on the
-data it was computed from (and a model artifact says which data it was trained on)."""
+"""A content fingerprint of the atomic files a dataset reads: a stored result is reused only on its own data."""
 
 import hashlib
 import os
@@ -23,8 +22,8 @@ def file_sha256(path):
 
 def data_fingerprint(config):
     """{"dataset", "files": {file name: sha256}, "sha256": of them all} of the atomic files RecBole's
-    ``Dataset._load_data`` reads under ``config`` (.inter; .user and .item unless ``load_col`` leaves them out;
-    the ``additional_feat_suffix`` files): a changed rating, item text or user row gives another fingerprint."""
+    ``Dataset._load_data`` reads under ``config`` (.inter, .user and .item unless ``load_col`` leaves them out, the
+    ``additional_feat_suffix`` files)."""
     name, folder, load_col = config["dataset"], config["data_path"], config["load_col"]
     suffixes = ["inter"] + [s for s in ("user", "item") if load_col is None or s in load_col]
     suffixes += list(config["additional_feat_suffix"] or [])

@@ -1,10 +1,6 @@
-"""The JSON record of a finished run, shared by ``run()``'s result file, ``compare`` and the tuner.
-
-A record carries the ``settings`` it was computed with, and reuse requires the same settings: the dataset's
-name, each config file's path and content hash, the ``--key=value`` overrides, the package version and
-the content fingerprint of the atomic files the dataset reads (``storage.fingerprint``). Changed data or a
-new release means a new run, never an old number.
-"""
+"""The JSON record of a finished run (``run()``'s result file, ``compare``, the tuner). It carries the ``settings``
+it was computed with (``settings_of``), and is reused only under the same ones: changed data, config files or
+release mean a new run, never an old number."""
 
 import hashlib
 import json
@@ -25,8 +21,7 @@ def package_version():
 
 
 def settings_of(dataset, config_file_list, overrides, data_sha256):
-    """What a stored result must match to be reused (see the module docstring); ``data_sha256``: the
-    ``data_fingerprint`` of the files the run reads."""
+    """What a stored result must match to be reused; ``data_sha256``: the fingerprint of the files the run reads."""
     files = []
     for path in config_file_list or []:
         try:
@@ -56,9 +51,7 @@ def changed_settings(old, new):
 
 
 def run_record(config, result, settings, data, wall_seconds, log_file):
-    """compare's record of one finished run (status ok), plus the log file, run id and final config; ``data``:
-    the ``data_fingerprint`` the run computed once (each atomic file's sha256: what the numbers were computed on).
-    """
+    """The record of one finished run (status ok); ``data``: its ``data_fingerprint`` (each atomic file's sha256)."""
     return {
         "model": config["model"],
         "seed": config["seed"],

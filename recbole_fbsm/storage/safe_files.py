@@ -1,10 +1,5 @@
-"""Files that are written whole or not at all, and read without running code.
-
-Every file a run leaves for later (checkpoints, model artifacts, result records) is written to a
-temporary file in the same folder, flushed to disk and renamed over the target: a killed process or a
-full disk never leaves a truncated file where a good one was. Tensor files are read with
-``torch.load(weights_only=True)``, which unpickles tensors and plain containers only: a crafted file
-cannot make loading run its code.
+"""Files written whole or not at all (a temporary file, flushed and renamed: a killed run never leaves half a file),
+and read without running code (``torch.load(weights_only=True)``: tensors and plain containers only).
 """
 
 import os
@@ -44,20 +39,14 @@ def write_atomic(path, data):
 
 
 def save_tensors(obj, path):
-    """``torch.save`` of tensors and plain values, atomically, straight into the file (through a buffer, a
-    10^7-like artifact cost 1.2 GB more at its peak)."""
+    """``torch.save``, atomically, straight into the file (through a buffer a 10^7-like artifact cost 1.2 GB more)."""
     write_atomic(path, lambda handle: torch.save(obj, handle))
 
 
 def load_tensors(path, what, device="cpu", mmap=False):
-    """The content of a file written by ``save_tensors``, loaded without running code.
-
-    ``what`` names the file in errors ("checkpoint", "model artifact"). A file whose pickle holds
-    anything but tensors and plain values (an older release's checkpoint pickled RecBole's Config
-    object) is refused before any of its code can run. ``mmap``: the tensors are mapped from the file, not
-    read until used (a model artifact's sizes are checked before its arrays are read; ``in_memory`` then
-    copies them, so that a file replaced or cut later cannot pull pages from under a running service).
-    """
+    """The content of a file written by ``save_tensors``, loaded without running code; ``what`` names it in errors
+    ("checkpoint", "model artifact"). ``mmap``: the tensors are read when used (an artifact's sizes are checked
+    first; its reader then copies them, so that a file replaced later cannot pull pages from a running service)."""
     path = str(path)
     if not os.path.isfile(path):
         raise ColdStartError(f"{what} {path} not found.")
@@ -76,15 +65,13 @@ def load_tensors(path, what, device="cpu", mmap=False):
         raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
 
 
-# The pickled part of a file (its plain values: settings, feature names, the analyzer document; the tensors are
-# stored beside it): torch reads it whole into memory and unpickles it before anything can be checked, and a
-# deflated record can declare a size a thousand times its bytes. A 10^6-feature artifact's is tens of MiB.
+# torch unpickles a file's plain values (data.pkl) whole before anything can be checked, and a deflated record can
+# declare a thousand times its bytes; a 10^6-feature artifact's is tens of MiB
 MAX_PICKLE_BYTES = 1 << 28
 
 
 def check_pickle_size(path, what):
-    """Refuse, in one line and before torch reads it, a pickled record (``data.pkl``) that declares more than
-    ``MAX_PICKLE_BYTES`` or is compressed (``torch.save`` stores it as it is)."""
+    """Refuse, before torch reads it, a ``data.pkl`` that is compressed (``torch.save`` never does) or too large."""
     try:
         with zipfile.ZipFile(path) as archive:
             records = [info for info in archive.infolist() if info.filename.rsplit("/", 1)[-1] == "data.pkl"]
@@ -101,17 +88,6 @@ def check_pickle_size(path, what):
                 f"{what} {path}: its pickled values ({info.filename}) declare {info.file_size} bytes, "
                 f"more than the {MAX_PICKLE_BYTES} this release unpickles: refused before reading them."
             )
-
-
-def in_memory(value):
-    """``value`` with every tensor copied into memory (from a memory-mapped load)."""
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, dict):
-        return {key: in_memory(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(in_memory(item) for item in value)
-    return value
 
 
 class PickledFileError(ColdStartError):
@@ -137,8 +113,8 @@ def load_checkpoint(path, device="cpu"):
 
 
 def encode_arrays(value):
-    """numpy arrays and scipy sparse matrices (RecBole's ItemKNN, EASE, ... keep theirs in
-    ``other_parameter``) as tagged tensors, which ``weights_only`` loading accepts; ``decode_arrays`` undoes it."""
+    """numpy arrays and scipy sparse matrices (RecBole's EASE, ItemKNN, ... ``other_parameter``) as tagged tensors,
+    which ``weights_only`` loading accepts; ``decode_arrays`` undoes it."""
     if sp.issparse(value):
         matrix = sp.csr_matrix(value)
         parts = [torch.as_tensor(part) for part in (matrix.indptr, matrix.indices, matrix.data)]
@@ -163,11 +139,6 @@ def decode_arrays(value):
     if isinstance(value, list):
         return [decode_arrays(item) for item in value]
     return value
-
-
-def load_trusted_pickle(path, device="cpu"):
-    """``torch.load`` with full unpickling: only for a file the user vouched for (``--trust-pickle``)."""
-    return torch.load(str(path), map_location=device, weights_only=False)
 
 
 def _first_line(error):

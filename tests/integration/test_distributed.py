@@ -10,7 +10,6 @@ the same as ``--nproc=2``; only rank 0 writes.
 
 import copy
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -293,12 +292,6 @@ def test_fbsm_on_two_processes_learns_like_one(planted_one_process, tmp_path, sy
     np.testing.assert_array_equal(np.diff(served.F_U.indptr.numpy()) > 0, with_likes)
 
 
-def _free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_two_machines_on_one_host_run_like_nproc_2(toy, tmp_path):
     """The documented multi-machine launch: two commands with --world_size=2 --group_offset=0/1."""
     args = [
@@ -310,7 +303,7 @@ def test_two_machines_on_one_host_run_like_nproc_2(toy, tmp_path):
         "--state=ERROR",
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    port = _free_port()
+    port = distributed.free_port()
     launches = [
         subprocess.Popen(
             [

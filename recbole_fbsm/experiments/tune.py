@@ -329,14 +329,6 @@ def make_sampler(algo, params=()):
     return optuna.samplers.TPESampler()
 
 
-def make_pruner(name):
-    if name == "none":
-        return optuna.pruners.NopPruner()
-    # not before 5 finished trials, nor on a trial's first 5 validations (early epochs are noisy: on
-    # citeulike-t FBSM's validation score was still climbing after 50 epochs)
-    return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=5)
-
-
 # --------------------------------------------------------------------------------------------- output
 def params_text(settings):
     """RecBole's ``params2str``: ``name:value, name:value``."""
@@ -531,9 +523,11 @@ def _main(args, overrides, argv, prog):
         args.model, args.dataset, params, args.seeds, config_files, overrides, source=f"params file {params_file}"
     )
     study_name = args.study_name or search.default_study_name()
-    study = open_study(
-        search, make_storage(args.storage), study_name, make_sampler(algo, params), make_pruner(args.pruner)
-    )
+    # the median pruner: not before 5 finished trials, nor on a trial's first 5 validations (early epochs are noisy:
+    # on citeulike-t FBSM's validation score was still climbing after 50 epochs)
+    median = optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=5)
+    pruner = median if args.pruner == "median" else optuna.pruners.NopPruner()
+    study = open_study(search, make_storage(args.storage), study_name, make_sampler(algo, params), pruner)
     print(f"study {study_name} in {args.storage}: {algo}, up to {max_evals} finished trials, seeds {search.seeds}")
     optimize(search, study, algo, max_evals)
     output_file = Path(args.output_file or f"{study_name}.result")
@@ -544,7 +538,7 @@ def _main(args, overrides, argv, prog):
     if best is None:
         print("error: no trial of the study has finished", file=sys.stderr)
         return 1
-    print("best params: ", params_text(search_space.settings_of_trial(params, best.params)))
+    print("best params: ", params_text(search_space.settings_of_trial(search.params, best.params)))
     print("best result: ")
     runs = best.user_attrs.get("runs") or []
     print(

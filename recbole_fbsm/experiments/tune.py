@@ -184,11 +184,7 @@ def process_gone(trial):
 
 
 def holds_point(trial):
-    return (
-        trial.state in DONE
-        or trial.state == TrialState.WAITING
-        or (trial.state == TrialState.RUNNING and not process_gone(trial))
-    )
+    return trial.state in (*DONE, TrialState.WAITING) or (trial.state == TrialState.RUNNING and not process_gone(trial))
 
 
 def point_taken(trials, number):

@@ -108,10 +108,8 @@ def _load_rows(folder, models, root):
     """Records by row token (``MODEL`` from the folder, ``SUB/MODEL`` from its subfolder), the folder's own
     overrides (for the subfolder rows' labels) and the one validation metric they were all chosen on."""
     by_model = _records_by_model(Path(root) / folder)
-    own_overrides = {}
-    for runs in by_model.values():
-        for record in runs.values():
-            own_overrides.update(_overrides(record))
+    records = [record for runs in by_model.values() for record in runs.values()]
+    own_overrides = {key: value for record in records for key, value in _overrides(record).items()}
     for token in models:
         if "/" in token:
             sub, _, model = token.rpartition("/")

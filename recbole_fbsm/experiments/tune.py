@@ -25,6 +25,7 @@ import optuna
 import psutil
 import yaml
 from optuna.trial import TrialState
+from recbole.trainer.hyper_tuning import HyperTuning
 from recbole.utils import dict2str
 from sqlalchemy.exc import IntegrityError, OperationalError  # comes with optuna
 
@@ -45,6 +46,8 @@ from recbole_fbsm.training.trainer import validation_callback
 
 # the heartbeat and its retry callback are "experimental" in Optuna 4 and 5; they are what a shared study needs
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+params_text = HyperTuning.params2str  # RecBole's "name:value, name:value"
 
 # settings that do not change a trial's result: processes may differ in them and still share a study
 NEUTRAL_KEYS = {"torch_threads", "state", "show_progress", "checkpoint_dir"}
@@ -326,11 +329,6 @@ def make_sampler(algo, params=()):
 
 
 # --------------------------------------------------------------------------------------------- output
-def params_text(settings):
-    """RecBole's ``params2str``: ``name:value, name:value``."""
-    return ", ".join(f"{name}:{value}" for name, value in settings.items())
-
-
 def _result_text(runs, key):
     """RecBole's ``dict2str`` of the runs' ``key`` results, averaged over the seeds."""
     results = [r[key] for r in runs]

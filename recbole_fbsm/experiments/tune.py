@@ -94,16 +94,14 @@ class Search:
     def signature(self):
         """Everything that makes two trials comparable; stored in the study, checked when it is reused."""
         overrides = {k: v for k, v in self.overrides.items() if k not in NEUTRAL_KEYS}
-        fixed = settings_of(self.dataset, self.config_files, overrides, self.data_sha256)
-        # the data's content and the release too: a study on changed data is another study (another default name)
         signature = {
             "model": self.model,
-            "dataset": str(self.dataset),
             "seeds": self.seeds,
             "search_space": [p.line() for p in self.params],
             "valid_metric": self.valid_metric,
             "bigger": self.bigger,
-            **{key: fixed[key] for key in ("config_files", "overrides", "data_sha256", "package_version")},
+            # the data's content and the release too: a study on changed data is another study (another default name)
+            **settings_of(self.dataset, self.config_files, overrides, self.data_sha256),
         }
         return json.loads(json.dumps(signature, default=str))
 

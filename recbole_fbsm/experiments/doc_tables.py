@@ -70,8 +70,7 @@ def _overrides(record):
 
 
 def _row_label(token, runs, own_overrides):
-    """A row's label: the model, the two models of a blend, and a subfolder's settings that differ from the
-    folder's own records (e.g. ``FBSM --identity_features=True``)."""
+    """A row's label: the model, a blend's two models, a subfolder's changed settings (``--identity_features=True``)."""
     first = runs[min(runs)]
     label = first["model"]
     if first.get("warm_model") and first.get("content_model"):
@@ -139,8 +138,7 @@ def _runs_of(by_model, folder, model):
 
 
 def _base_value(by_model, folder, baseline, seed, group, valid_metric):
-    """The baseline's test value of the validation metric on one split (the better one of ``max(A B)``); None when
-    a baseline lacks the split."""
+    """The baseline's (``max(A B)``: the better one's) test value on one split; None when one lacks the split."""
     match = MAX_OF.match(baseline)
     names = match["models"].split() if match else [baseline]
     runs = [_runs_of(by_model, folder, name) for name in names]

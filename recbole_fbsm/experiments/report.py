@@ -140,8 +140,7 @@ def build_table(rows, settings, command=None, resume=None):
 
 
 def _table_row(row, columns, same_valid, ratio_rows, ratio_metric):
-    """One model's cells of the table: splits, validation score, test metrics ((metric, group) columns), ratios,
-    time, status."""
+    """One model's cells: splits, validation score, test metrics ((metric, group) columns), ratios, time, status."""
     ok, failed = row["ok"], row["failed"]
     splits = f"{len(ok)}" if not failed else f"{len(ok)}/{len(row['records'])}"
     if ok:
@@ -163,8 +162,7 @@ def _table_row(row, columns, same_valid, ratio_rows, ratio_metric):
 
 
 def markdown_table(header, rows, text_columns=(0,)):
-    """The lines of a markdown table (the compare table's and the docs' results tables): numbers right-aligned,
-    the ``text_columns`` (indices; -1 is the last) left-aligned."""
+    """A markdown table's lines (compare's and the docs'): numbers right-aligned, ``text_columns`` left-aligned."""
     left = {i % len(header) for i in text_columns}
     rule = "|" + "|".join("---" if i in left else "---:" for i in range(len(header))) + "|"
     lines = ["| " + " | ".join(cells) + " |" for cells in (header, *rows)]
@@ -172,8 +170,7 @@ def markdown_table(header, rows, text_columns=(0,)):
 
 
 def ratio_cell(row, baseline_row, metric, group=None):
-    """Mean of the per-split ratios row / baseline of ``metric`` (of ``group``'s results) on the splits both
-    have, and each ratio."""
+    """Mean of the per-split ratios row / baseline of ``metric`` on the splits both have, and each ratio."""
     base = {r["seed"]: group_result(r, group).get(metric) for r in baseline_row["ok"]}
     ratios = [
         group_result(r, group)[metric] / base[r["seed"]]

@@ -1,10 +1,5 @@
-"""Compare models on one dataset over the same item splits: one command, a markdown table and a chart.
-
-Every (model, seed) pair is one call of :func:`recbole_fbsm.quick_start.run` in this process with
-``seed = split_seed = SEED`` (every model sees the same item split for a given seed), stored as
-``<results>/<MODEL>-<SEED>.json``; a later call with the same ``--results`` and settings skips the pairs done.
-``table.md`` and ``chart.png`` are rebuilt from every JSON file of the folder at the end (``report``).
-"""
+"""Compare models on one dataset over the same item splits (``seed = split_seed``), one JSON record per (model,
+seed), resumable; the table and chart are rebuilt from the folder's records (``report``; docs/compare.md)."""
 
 from __future__ import annotations
 
@@ -27,7 +22,6 @@ from recbole_fbsm.quick_start import planned_settings, run
 from recbole_fbsm.storage.run_records import changed_settings, read_record, write_record
 from recbole_fbsm.training.run_log import last_run_log_file
 
-# Quiet defaults; any of them can be overridden with --key=value.
 QUIET_DEFAULTS = {"state": "WARNING", "show_progress": False}
 CHECKPOINT_SUBDIR = "saved"
 
@@ -38,8 +32,7 @@ def default_results_dir(dataset):
 
 
 def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings, raise_setting_errors=False):
-    """One call of run(); returns the record (status ok or failed). With ``raise_setting_errors`` a
-    ColdStartError (bad dataset or setting) propagates instead of being recorded."""
+    """One call of run(); its record (status ok or failed), or with ``raise_setting_errors`` a ColdStartError."""
     config_dict = {
         **QUIET_DEFAULTS,
         "checkpoint_dir": str(Path(results_dir) / CHECKPOINT_SUBDIR),
@@ -95,12 +88,8 @@ def compare(
     log=print,
     resume=None,
 ):
-    """Run every (model, seed) pair not already done in ``results_dir`` and rebuild the table and chart.
-
-    Returns a dict: results_dir, table (path), chart (path or None), ran / skipped / failed (lists of
-    (model, seed)) and records (those in the table). Raises ColdStartError for an unknown model, and
-    for a dataset/setting error raised by the first run of this call.
-    """
+    """Run every (model, seed) pair not done in ``results_dir`` and rebuild the table and chart; the report's dict
+    and results_dir, ran / skipped / failed ((model, seed) lists). A ColdStartError of the first run stops it."""
     models = list(DEFAULT_MODELS if models is None else models)
     seeds = [int(s) for s in (DEFAULT_SEEDS if seeds is None else seeds)]
     overrides = dict(overrides or {})
@@ -148,8 +137,7 @@ def compare(
 
 
 def _reusable(old, settings, prefix, log):
-    """True when the stored record ``old`` holds a finished run with these settings (data included); else
-    says why the pair runs again."""
+    """True when the stored record ``old`` is a finished run with these settings; else says why the pair runs."""
     if old is not None and old["settings"] == settings and old["status"] == "ok":
         log(f"{prefix}: done before, skipped ({_short_result(old)})")
         return True
@@ -172,8 +160,7 @@ def main(argv=None, prog="recbole-fbsm compare"):
 
 
 def _main(args, overrides, command, results_dir):
-    """Compare, then print the table and say where everything is. ``command`` is as typed; the folder it chose is
-    said apart, for resuming."""
+    """Compare, print the table and say where everything is (the folder chosen apart from ``command``, to resume)."""
     config_files = args.config_files.split() if args.config_files else None
     resume = None if args.results else f"the same command with --results={shlex.quote(str(results_dir))}"
     report = compare(

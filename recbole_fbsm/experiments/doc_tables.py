@@ -1,30 +1,16 @@
 """The results tables of README.md and docs/*.md, rendered from committed `compare` records, never typed by hand.
 
-A table in a markdown file is a marked block; everything between the two markers is generated:
+A marked block is generated between its two markers:
 
     <!-- results-table: docs/results/citeulike-t | FBSM ItemKNNCBF | valid, **recall@10**, /ItemKNNCBF, s/run -->
-    | model | valid Recall@10 | ... |        (rendered)
     <!-- end results-table -->
 
-The first field is a folder of `recbole-fbsm compare` JSON records (relative to the repository root), the
-second the rows in order, the third the columns:
-
-- ``valid``: the validation score of the kept epoch (``best_valid_score``), mean ± std over the splits;
-- a test metric (``recall@10``, ``ndcg@100``, ...): mean ± std over the splits;
-- ``/MODEL``: the mean of the per-split ratios of the validation metric's test value to MODEL's on the same
-  split, each split's ratio in brackets (the ratio the project's claims are about);
-- ``s/run``: mean wall seconds of one run; ``splits``: how many splits the row has.
-
-The hybrid scenario's records (``--cold_start_scenario=hybrid``) hold three groups: ``GROUP:`` before a test metric
-or a ratio picks one (``all:recall@20``, ``cold:ndcg@20``, ``warm:/EASE``; ``all`` is ``test_result``, ``cold`` and
-``warm`` are ``test_result_cold`` / ``test_result_warm``). ``/max(A B)`` divides by the better of A and B on each
-split. A row ``SUB/MODEL`` takes MODEL's records from the subfolder SUB (a second `compare` with other settings,
-e.g. ``--identity_features=True``); its label adds the settings in which they differ from the folder's own records,
-and a HybridBlend row names its two models.
-
-``**column**`` prints that column in bold. ``python -m recbole_fbsm.experiments.doc_tables`` rewrites the tables
-in place; ``--check`` only says which are stale (tests/experiments/test_doc_tables.py runs it), so a re-run's new
-records and the docs can never disagree unnoticed.
+Fields: the records folder (from the repository root), the rows, the columns: ``valid`` (best_valid_score) and
+test metrics (``recall@10``) as mean ± std over the splits; ``/MODEL`` the mean per-split ratio of the validation
+metric's test value to MODEL's (``/max(A B)``: to the better of A and B on each split); ``s/run``; ``splits``.
+``GROUP:`` (all, cold, warm) picks a hybrid-scenario group; a row ``SUB/MODEL`` reads the subfolder SUB and its
+label adds the settings in which it differs; ``**column**`` is bold. ``--check`` only says which tables are stale
+(tests/experiments/test_doc_tables.py).
 """
 
 import argparse
@@ -69,14 +55,14 @@ def _records_by_model(folder):
 
 
 def _group_result(record, group):
-    """The test metrics of one group of a record (``None`` or "all": ``test_result``)."""
-    key = "test_result" if group in (None, "all") else f"test_result_{group}"
-    if key not in record:
+    """``report.group_result``, where a missing group is an error rather than no metrics."""
+    result = report.group_result(record, group)
+    if not result:
         raise TableError(
-            f"results-table: {record['model']} (seed {record['seed']}) has no {key}: "
+            f"results-table: {record['model']} (seed {record['seed']}) has no test_result_{group}: "
             f"a {group} column needs records of the hybrid scenario"
         )
-    return record[key]
+    return result
 
 
 def _overrides(record):
@@ -84,8 +70,7 @@ def _overrides(record):
 
 
 def _row_label(token, runs, own_overrides):
-    """A row's label: the model, the two models of a blend, and a subfolder's settings that differ from the
-    folder's own records (e.g. ``FBSM --identity_features=True``)."""
+    """A row's label: the model, a blend's two models, a subfolder's changed settings (``--identity_features=True``)."""
     first = runs[min(runs)]
     label = first["model"]
     if first.get("warm_model") and first.get("content_model"):
@@ -122,10 +107,8 @@ def _load_rows(folder, models, root):
     """Records by row token (``MODEL`` from the folder, ``SUB/MODEL`` from its subfolder), the folder's own
     overrides (for the subfolder rows' labels) and the one validation metric they were all chosen on."""
     by_model = _records_by_model(Path(root) / folder)
-    own_overrides = {}
-    for runs in by_model.values():
-        for record in runs.values():
-            own_overrides.update(_overrides(record))
+    records = [record for runs in by_model.values() for record in runs.values()]
+    own_overrides = {key: value for record in records for key, value in _overrides(record).items()}
     for token in models:
         if "/" in token:
             sub, _, model = token.rpartition("/")
@@ -149,24 +132,17 @@ def _header(column, valid_metric):
 
 
 def _runs_of(by_model, folder, model):
-    runs = by_model.get(model)
-    if not runs:
+    if not by_model.get(model):
         raise TableError(f"results-table {folder}: no records of model {model}")
-    return runs
+    return by_model[model]
 
 
 def _base_value(by_model, folder, baseline, seed, group, valid_metric):
-    """The baseline's test value of the validation metric on one split (the better one of ``max(A B)``); None when
-    a baseline lacks the split."""
+    """The baseline's (``max(A B)``: the better one's) test value on one split; None when one lacks the split."""
     match = MAX_OF.match(baseline)
     names = match["models"].split() if match else [baseline]
-    values = []
-    for name in names:
-        runs = by_model.get(name)
-        if not runs:
-            raise TableError(f"results-table {folder}: no records of baseline {name}")
-        if seed in runs:
-            values.append(_group_result(runs[seed], group)[valid_metric])
+    runs = [_runs_of(by_model, folder, name) for name in names]
+    values = [_group_result(r[seed], group)[valid_metric] for r in runs if seed in r]
     return max(values) if len(values) == len(names) else None
 
 
@@ -219,8 +195,7 @@ def render_text(text, root=ROOT):
 
 
 def doc_files(root=ROOT):
-    root = Path(root)
-    return [p for pattern in DOC_FILES for p in sorted(root.glob(pattern))]
+    return [p for pattern in DOC_FILES for p in sorted(Path(root).glob(pattern))]
 
 
 def main(argv=None):

@@ -16,18 +16,7 @@ COLD_RATIO_BASELINE = "ItemKNNCBF"
 CHART_METRICS = ("recall@10", "ndcg@10")
 # the hybrid scenario's groups: "all" is the record's test_result, the others test_result_<group>
 HYBRID_GROUPS = ("all", "cold", "warm")
-TABLE_FILE = "table.md"
-CHART_FILE = "chart.png"
-ERROR_CHARS_IN_TABLE = 160
-METRIC_NAMES = {
-    "recall": "Recall",
-    "ndcg": "NDCG",
-    "precision": "Precision",
-    "hit": "Hit",
-    "mrr": "MRR",
-    "rec": "Rec",
-    "dcg": "DCG",
-}
+METRIC_NAMES = dict(recall="Recall", ndcg="NDCG", precision="Precision", hit="Hit", mrr="MRR", rec="Rec", dcg="DCG")
 
 
 def load_records(results_dir):
@@ -49,7 +38,7 @@ def _cell(values, digits=4):
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def _escape(text, limit=ERROR_CHARS_IN_TABLE):
+def _escape(text, limit=160):
     text = " ".join(str(text).split())
     if len(text) > limit:
         text = text[: limit - 1] + "…"
@@ -57,11 +46,9 @@ def _escape(text, limit=ERROR_CHARS_IN_TABLE):
 
 
 def group_result(record, group=None):
-    """The test metrics of one group of a record: ``None``/"all" is ``test_result`` (the item scenario's only one,
-    the hybrid scenario's ranking of all items); "cold"/"warm" the hybrid scenario's ``test_result_<group>``."""
-    if group in (None, "all"):
-        return record.get("test_result") or {}
-    return record.get(f"test_result_{group}") or {}
+    """The test metrics of one group of a record: ``None``/"all" is ``test_result`` (the hybrid scenario's ranking of
+    all items), "cold"/"warm" the hybrid scenario's ``test_result_<group>``."""
+    return record.get("test_result" if group in (None, "all") else f"test_result_{group}") or {}
 
 
 def result_groups(records):
@@ -123,7 +110,9 @@ def build_table(rows, settings, command=None, resume=None):
             "",
         ]
     columns = [(metric, group) for metric in metrics for group in groups]
-    ratio_metric = _ratio_metric(metrics, valid_metrics)
+    # the ratio columns compare the validation metric's test value, else the first metric's
+    ratio_metric = next((m for m in metrics if m.lower() in {str(v).lower() for v in valid_metrics}), None)
+    ratio_metric = ratio_metric or (metrics[0] if metrics else None)
     baselines = (
         [b for b in RATIO_BASELINES if any(row["model"] == b and row["ok"] for row in rows)] if ratio_metric else []
     )
@@ -151,8 +140,7 @@ def build_table(rows, settings, command=None, resume=None):
 
 
 def _table_row(row, columns, same_valid, ratio_rows, ratio_metric):
-    """One model's cells of the table: splits, validation score, test metrics ((metric, group) columns), ratios,
-    time, status."""
+    """One model's cells: splits, validation score, test metrics ((metric, group) columns), ratios, time, status."""
     ok, failed = row["ok"], row["failed"]
     splits = f"{len(ok)}" if not failed else f"{len(ok)}/{len(row['records'])}"
     if ok:
@@ -174,24 +162,15 @@ def _table_row(row, columns, same_valid, ratio_rows, ratio_metric):
 
 
 def markdown_table(header, rows, text_columns=(0,)):
-    """The lines of a markdown table (the compare table's and the docs' results tables): numbers right-aligned,
-    the ``text_columns`` (indices; -1 is the last) left-aligned."""
+    """A markdown table's lines (compare's and the docs'): numbers right-aligned, ``text_columns`` left-aligned."""
     left = {i % len(header) for i in text_columns}
     rule = "|" + "|".join("---" if i in left else "---:" for i in range(len(header))) + "|"
     lines = ["| " + " | ".join(cells) + " |" for cells in (header, *rows)]
     return [lines[0], rule, *lines[1:]]
 
 
-def _ratio_metric(metrics, valid_metrics):
-    """The test metric the ratio columns compare: the validation metric's, else the first one."""
-    valid = {str(v).lower() for v in valid_metrics if v}
-    same = [m for m in metrics if m.lower() in valid]
-    return same[0] if same else (metrics[0] if metrics else None)
-
-
 def ratio_cell(row, baseline_row, metric, group=None):
-    """Mean of the per-split ratios row / baseline of ``metric`` (of ``group``'s results) on the splits both
-    have, and each ratio."""
+    """Mean of the per-split ratios row / baseline of ``metric`` on the splits both have, and each ratio."""
     base = {r["seed"]: group_result(r, group).get(metric) for r in baseline_row["ok"]}
     ratios = [
         group_result(r, group)[metric] / base[r["seed"]]
@@ -204,20 +183,9 @@ def ratio_cell(row, baseline_row, metric, group=None):
     return f"{mean:.3f} ({', '.join(f'{v:.3f}' for v in ratios)})"
 
 
-def build_chart(rows, path, dataset):
-    """Grouped bars of the mean test Recall@10 and NDCG@10 of each model, with std error bars, as a PNG at
-    ``path`` (None when no run succeeded)."""
-    figure = chart_figure(rows, dataset)
-    if figure is None:
-        return None
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    write_atomic(path, buffer.getvalue())
-    return Path(path)
-
-
 def chart_figure(rows, dataset):
-    """The chart's matplotlib Figure (Agg canvas), or None when there is nothing to draw."""
+    """Grouped bars of each model's mean test Recall@10 and NDCG@10 with std error bars (a matplotlib Figure on an
+    Agg canvas), or None when there is nothing to draw."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure  # a bare Figure renders with Agg; pyplot's backend is left alone
 
@@ -291,8 +259,13 @@ def write_report(results_dir, settings, models_first=(), command=None, log=print
         names = ", ".join(f"{r['model']}-{r['seed']}" for r in other)
         log(f"left out of the table: {len(other)} result(s) recorded with other settings ({names})")
     rows = summarise(kept, models_first)
-    table_path = results_dir / TABLE_FILE
+    table_path, chart_path = results_dir / "table.md", results_dir / "chart.png"
     table = build_table(rows, settings, command=command, resume=resume)
     write_atomic(table_path, table.encode("utf-8"))
-    chart_path = build_chart(rows, results_dir / CHART_FILE, settings["dataset"])
-    return {"table": table_path, "chart": chart_path, "records": kept, "markdown": table}
+    figure = chart_figure(rows, settings["dataset"])
+    if figure is not None:
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+        write_atomic(chart_path, buffer.getvalue())
+    chart = chart_path if figure is not None else None
+    return {"table": table_path, "chart": chart, "records": kept, "markdown": table}

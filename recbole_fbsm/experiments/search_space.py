@@ -1,8 +1,6 @@
-"""Search spaces for ``run_hyper.py``: RecBole's params files (``NAME TYPE RANGE`` lines, as its ``hyper.test``;
-docs/tune.md gives the four types) and the plugin's yaml grids (``KEY: [values]``), as Optuna distributions.
-``loguniform`` bounds are natural logarithms, as in RecBole; ``quniform`` gives integers when its three numbers
-are (RecBole's hyperopt gives 64.0, which an embedding size cannot be).
-"""
+"""Search spaces for ``run_hyper.py``: RecBole's params files (``NAME TYPE RANGE``, docs/tune.md) and yaml grids
+(``KEY: [values]``) as Optuna distributions; ``quniform`` gives integers when its three numbers are (RecBole's
+hyperopt gives 64.0, which an embedding size cannot be)."""
 
 from __future__ import annotations
 
@@ -23,8 +21,7 @@ PRIMITIVE = (str, int, float, bool, type(None))
 
 @dataclass(frozen=True)
 class Param:
-    """One searched setting. ``values`` for a choice; ``low``/``high``/``q`` for the ranges as written
-    in the file (loguniform bounds are natural logarithms, as in RecBole)."""
+    """One searched setting: ``values`` of a choice, or a range as written (loguniform bounds are natural logs)."""
 
     name: str
     kind: str
@@ -35,8 +32,7 @@ class Param:
 
     @property
     def labels(self):
-        """What Optuna stores for each choice: the value itself when it is a plain scalar, else its
-        Python literal text (Optuna's storages keep only None, bool, int, float and str)."""
+        """What Optuna stores for each choice: a plain scalar itself, else its Python literal text."""
         return tuple(value if isinstance(value, PRIMITIVE) else repr(value) for value in self.values)
 
     def distribution(self):
@@ -84,9 +80,8 @@ def _literal(text):
 
 
 def _numbers(text, count, where):
-    parts = [part.strip() for part in text.split(",")]
     try:
-        numbers = [float(part) for part in parts]
+        numbers = [float(part) for part in text.split(",")]
     except ValueError:
         numbers = []
     if len(numbers) != count or not all(math.isfinite(x) for x in numbers):
@@ -138,16 +133,6 @@ def parse_params_text(text, source="params file"):
     return params
 
 
-def grid_to_params(grid, source="grid"):
-    """A yaml grid ``{KEY: [values] or value}`` -> choice Params (the conversion of the plugin's old grids)."""
-    if not isinstance(grid, dict) or not grid:
-        raise ColdStartError(f"{source}: expected a mapping KEY: [values, ...]")
-    text = "\n".join(
-        f"{key} choice {list(values) if isinstance(values, list) else [values]!r}" for key, values in grid.items()
-    )
-    return parse_params_text(text, source)
-
-
 def read_search_space(path):
     """The Params of a params file, or of a yaml grid (``.yaml`` / ``.yml``)."""
     path = Path(path)
@@ -160,7 +145,10 @@ def read_search_space(path):
             grid = yaml.safe_load(text)
         except yaml.YAMLError as error:
             raise ColdStartError(f"{path}: not valid YAML ({error})") from None
-        return grid_to_params(grid, str(path))
+        if not isinstance(grid, dict) or not grid:
+            raise ColdStartError(f"{path}: expected a mapping KEY: [values, ...]")
+        lines = (f"{key} choice {values if isinstance(values, list) else [values]!r}" for key, values in grid.items())
+        text = "\n".join(lines)
     return parse_params_text(text, str(path))
 
 

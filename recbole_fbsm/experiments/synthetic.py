@@ -31,15 +31,9 @@ def planted_interactions(
     split_seed=2020,
     ratios=(0.6, 0.2, 0.2),
 ):
-    """The paper's "leather shoes with black clothes", planted.
-
-    Each type k has A-items (word ``a{k}``) and B-items (word ``b{k}``), each with two random noise
-    words. Teachers of type k like training A_k and B_k items, so a_k and b_k co-occur in histories.
-    Students of type k like training A_k items only, and B_k items only in validation/test: what they
-    like there shares no feature with their training likes (noise words aside), and the only path is
-    the a_k-b_k interaction. The split is computed with the same function the pipeline uses
-    (``item_split`` with ``split_seed``), so the design holds for the split the pipeline will make.
-    """
+    """The paper's "leather shoes with black clothes", planted: teachers of type k like training items with word
+    ``a{k}`` and with ``b{k}``; students like ``a{k}`` items in training and ``b{k}`` items only in validation/test,
+    reachable through the a_k-b_k pair alone. The split is the pipeline's own (``item_split`` with ``split_seed``)."""
     rng = np.random.default_rng(seed)
     items, words, kinds = [], {}, {}
     for k in range(n_types):
@@ -94,16 +88,9 @@ def topic_text(
     stray_likes=2,
     seed=0,
 ):
-    """Text-like data whose signal lies in feature *weights* and feature *pairs*, as in real text.
-
-    Each topic has ``words_per_topic`` words ("synonyms"); an item of topic k carries
-    ``topic_words_per_item`` of them, so two items of one topic often share no word (only learned pairs
-    of words relate them), plus ``noise_words_per_item`` words drawn from a vocabulary shared by all
-    topics (frequent enough that tf-idf keeps them: only a learned weight can mute them). Users of topic
-    k like ``likes_per_user`` items of k and ``stray_likes`` random items. CoSim scores by shared words,
-    noise included; a model that learns weights (the diagonal) and word pairs (the low rank) does better.
-    Writes ``<folder>/<name>/<name>.inter`` / ``.item``; returns the dataset folder.
-    """
+    """Text-like data whose signal lies in feature weights and pairs: items of one topic carry a few of its synonyms
+    (often none in common: only learned word pairs relate them) plus shared noise words (only a learned weight mutes
+    them), so CoSim's shared words lose to a model that learns the diagonal and the low rank."""
     rng = np.random.default_rng(seed)
     n_items = n_topics * items_per_topic
     topic = np.repeat(np.arange(n_topics), items_per_topic)
@@ -150,14 +137,9 @@ def _zipf_weights(n, exponent, rng):
 
 
 def _distinct_per_row(n_rows, k, weights, rng, max_rounds=8):
-    """(n_rows, k) column ids, distinct within each row, each row a draw without replacement from
-    ``weights`` (successive sampling).
-
-    Vectorised oversampling: draw 1.5 x what each row still needs with replacement, keep each row's
-    distinct values in draw order, repeat for the rows still short. Rows still short after ``max_rounds``
-    (only when ``k`` is close to ``len(weights)``) are drawn exactly, by blocks of rows, with
-    Efraimidis-Spirakis keys.
-    """
+    """(n_rows, k) column ids, each row a draw without replacement from ``weights``: vectorised oversampling rounds
+    (1.5 x what a row still needs, its distinct values kept in draw order), then Efraimidis-Spirakis keys for the
+    rows still short after ``max_rounds`` (only when ``k`` is close to ``len(weights)``)."""
     n_cols = len(weights)
     draw = _sampler(weights)
     rows_out, cols_out = [], []
@@ -207,7 +189,6 @@ def _distinct_per_row(n_rows, k, weights, rng, max_rounds=8):
     return cols[order].reshape(n_rows, k)
 
 
-# longer than 60 lines: the keyword signature and docstring take half; the body writes the two files in one pass
 def scale_dataset(
     folder,
     name,
@@ -221,22 +202,10 @@ def scale_dataset(
     word_exponent=1.0,
     user_sigma=1.0,
 ):
-    """Write a generated implicit-feedback dataset of a chosen size (benchmarks); vectorised numpy.
-
-    - ``n_items`` items, each with exactly ``min(words_per_item, n_features)`` distinct words (field
-      ``words:token_seq``) drawn without replacement from a vocabulary of ``n_features`` words with
-      Zipf-like frequencies (1 / rank**word_exponent); a word no item draws is absent from the file;
-    - exactly ``n_interactions`` distinct likes (``user_id:token item_id:token``, no rating): every
-      item first gets one like from a user drawn by activity; the rest are (user, item) pairs drawn with
-      log-normal user activity (sigma ``user_sigma``: a long tail of heavy users; users who draw nothing
-      are absent) and Zipf-like item popularity (1 / rank**item_exponent), duplicates redrawn;
-    - tokens are integers (``0..n-1`` per field); ranks are assigned to ids at random and rows are
-      written in random order, so neither ids nor file order say anything.
-
-    Same layout as ``write_atomic`` (``<folder>/<name>/<name>.inter`` and ``.item``), written with
-    pandas / numpy instead of a Python loop. Returns the dataset folder. ``n_interactions`` must lie
-    between ``n_items`` and half of ``n_users * n_items``.
-    """
+    """Write a generated dataset of a chosen size for the benchmarks (``write_atomic``'s layout, vectorised): every
+    item has ``min(words_per_item, n_features)`` distinct Zipf-drawn words; exactly ``n_interactions`` distinct likes,
+    one per item first, the rest by log-normal user activity x Zipf item popularity; integer tokens whose ids and
+    file order say nothing."""
     import pandas as pd
 
     n_users, n_items, n_features = int(n_users), int(n_items), int(n_features)

@@ -1,10 +1,6 @@
-"""Hyperparameter search on validation, the RecBole way (``run_hyper.py``; options: ``--help``, docs/tune.md).
-
-A trial runs :func:`recbole_fbsm.quick_start.run` once per split seed (``seed = split_seed``) and scores the mean
-best validation score (``valid_metric``); test results are shown, never used to choose. Trials live in an Optuna
-study (``--storage``): a search resumes, and processes on one study share its trials (a grid point is run by one of
-them). The pruner sees the trainer's validation curve (``training.trainer.validation_callback``).
-"""
+"""Hyperparameter search on validation, the RecBole way (``run_hyper.py``, docs/tune.md): a trial scores the mean best
+validation score over its split seeds (test shown, never used to choose), in an Optuna study that resumes and that
+several processes share."""
 
 from __future__ import annotations
 
@@ -29,6 +25,7 @@ import optuna
 import psutil
 import yaml
 from optuna.trial import TrialState
+from recbole.trainer.hyper_tuning import HyperTuning
 from recbole.utils import dict2str
 from sqlalchemy.exc import IntegrityError, OperationalError  # comes with optuna
 
@@ -46,6 +43,11 @@ from recbole_fbsm.storage.fingerprint import data_fingerprint
 from recbole_fbsm.storage.run_records import HYBRID_GROUPS, settings_of
 from recbole_fbsm.storage.safe_files import plain, write_atomic
 from recbole_fbsm.training.trainer import validation_callback
+
+# the heartbeat and its retry callback are "experimental" in Optuna 4 and 5; they are what a shared study needs
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+params_text = HyperTuning.params2str  # RecBole's "name:value, name:value"
 
 # settings that do not change a trial's result: processes may differ in them and still share a study
 NEUTRAL_KEYS = {"torch_threads", "state", "show_progress", "checkpoint_dir"}
@@ -92,16 +94,14 @@ class Search:
     def signature(self):
         """Everything that makes two trials comparable; stored in the study, checked when it is reused."""
         overrides = {k: v for k, v in self.overrides.items() if k not in NEUTRAL_KEYS}
-        fixed = settings_of(self.dataset, self.config_files, overrides, self.data_sha256)
-        # the data's content and the release too: a study on changed data is another study (another default name)
         signature = {
             "model": self.model,
-            "dataset": str(self.dataset),
             "seeds": self.seeds,
             "search_space": [p.line() for p in self.params],
             "valid_metric": self.valid_metric,
             "bigger": self.bigger,
-            **{key: fixed[key] for key in ("config_files", "overrides", "data_sha256", "package_version")},
+            # the data's content and the release too: a study on changed data is another study (another default name)
+            **settings_of(self.dataset, self.config_files, overrides, self.data_sha256),
         }
         return json.loads(json.dumps(signature, default=str))
 
@@ -111,9 +111,8 @@ class Search:
 
 
 def make_storage(url, attempts=5):
-    """Optuna's database storage; sqlite waits for its lock instead of failing when processes write at
-    once, and a heartbeat lets other machines see a trial whose process died. Processes that start
-    together on a new database may race to create its tables: the loser tries again."""
+    """Optuna's database storage: sqlite waits for its lock, a heartbeat shows other machines a dead trial, and the
+    loser of a race to create the tables tries again."""
     engine_kwargs = {}
     if url.startswith("sqlite:///"):
         engine_kwargs = {"connect_args": {"timeout": SQLITE_LOCK_TIMEOUT_S}}
@@ -122,11 +121,9 @@ def make_storage(url, attempts=5):
             raise ColdStartError(f"--storage {url!r}: folder {folder} does not exist")
     for attempt in range(attempts):
         try:
-            with warnings.catch_warnings():  # the heartbeat is "experimental" in Optuna 4 and 5
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return optuna.storages.RDBStorage(
-                    url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_S, grace_period=HEARTBEAT_GRACE_S
-                )
+            return optuna.storages.RDBStorage(
+                url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_S, grace_period=HEARTBEAT_GRACE_S
+            )
         except Exception as error:  # sqlalchemy's many errors for a bad URL, a missing driver or folder, a race
             if attempt + 1 == attempts or not isinstance(error, (OperationalError, IntegrityError)):
                 raise ColdStartError(f"--storage {url!r}: cannot open it ({type(error).__name__}: {error})") from None
@@ -168,9 +165,7 @@ def open_study(search, storage, study_name, sampler, pruner):
 HOST = socket.gethostname()
 UNRECORDED_S = 10
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
-with warnings.catch_warnings():  # "experimental" in Optuna 5, like the heartbeat
-    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-    RETRY = optuna.storages.RetryHeartbeatStaleTrialCallback()  # a waiting copy of a failed trial, grid_id kept
+RETRY = optuna.storages.RetryHeartbeatStaleTrialCallback()  # a waiting copy of a failed trial, grid_id kept
 
 
 def grid_id(trial):
@@ -178,10 +173,8 @@ def grid_id(trial):
 
 
 def process_gone(trial):
-    """A running trial of a process on this host that no longer runs: known at once, where Optuna's heartbeat
-    waits its grace period (the caller's own trial is never asked about: its pid here is a reused one). A
-    trial with no worker yet is between Optuna's ask and the objective's first line (milliseconds): past
-    ``UNRECORDED_S`` its process was killed there."""
+    """A running trial whose process on this host is gone (seen at once, not after the heartbeat's grace period);
+    a trial still without a worker ``UNRECORDED_S`` after its start was killed before the objective's first line."""
     if "worker" not in trial.user_attrs:
         started = trial.datetime_start
         return started is not None and time.time() - started.timestamp() > UNRECORDED_S
@@ -192,16 +185,11 @@ def process_gone(trial):
 
 
 def holds_point(trial):
-    return (
-        trial.state in DONE
-        or trial.state == TrialState.WAITING
-        or (trial.state == TrialState.RUNNING and not process_gone(trial))
-    )
+    return trial.state in (*DONE, TrialState.WAITING) or (trial.state == TrialState.RUNNING and not process_gone(trial))
 
 
 def point_taken(trials, number):
-    """Another trial holds trial ``number``'s grid point. Of two trials given one point at once, the one that
-    reads second sees the first: at most one runs it (if both yield, the point is requeued)."""
+    """Another trial holds trial ``number``'s grid point: of two given one point at once, at most one runs it."""
     point = next(grid_id(t) for t in trials if t.number == number)
     return any(
         t.number != number and grid_id(t) == point and t.state != TrialState.WAITING and holds_point(t) for t in trials
@@ -220,8 +208,7 @@ def fail_lost_trials(study):
 
 
 def requeue_lost_points(study, n_points, skip=()):
-    """Fail lost trials, give each failed point that no trial holds to a waiting copy of its trial, and
-    return the points still to run (``skip``: failed in this process, left to the others and to restarts)."""
+    """Requeue each failed point no trial holds; return the points still to run (``skip``: failed in this process)."""
     fail_lost_trials(study)
     trials = study.get_trials(deepcopy=False)
     held = {grid_id(t) for t in trials if holds_point(t)}
@@ -238,11 +225,9 @@ def suggest(trial, param):
     distribution = param.distribution()
     if isinstance(distribution, optuna.distributions.CategoricalDistribution):
         return trial.suggest_categorical(param.name, distribution.choices)
-    if isinstance(distribution, optuna.distributions.IntDistribution):
-        return trial.suggest_int(param.name, distribution.low, distribution.high, step=distribution.step)
-    return trial.suggest_float(
-        param.name, distribution.low, distribution.high, step=distribution.step, log=distribution.log
-    )
+    integer = isinstance(distribution, optuna.distributions.IntDistribution)
+    suggest_number = trial.suggest_int if integer else trial.suggest_float
+    return suggest_number(param.name, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
 
 
 class Objective:
@@ -321,8 +306,7 @@ class Objective:
 
 
 def optimize(search, study, algo, max_evals, log=print):
-    """Run trials in this process until the study holds ``max_evals`` finished trials (or the grid is
-    done); other processes on the same study count towards it."""
+    """Run trials until the study (all processes together) holds ``max_evals`` finished trials or the grid is done."""
     objective = Objective(search, algo == "grid", log)
     fail_lost_trials(study)
     for _ in range(max_evals):  # at most max_evals attempts in this process
@@ -342,20 +326,7 @@ def make_sampler(algo, params=()):
     return optuna.samplers.TPESampler()
 
 
-def make_pruner(name):
-    if name == "none":
-        return optuna.pruners.NopPruner()
-    # not before 5 finished trials, nor on a trial's first 5 validations (early epochs are noisy: on
-    # citeulike-t FBSM's validation score was still climbing after 50 epochs)
-    return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=5)
-
-
 # --------------------------------------------------------------------------------------------- output
-def params_text(settings):
-    """RecBole's ``params2str``: ``name:value, name:value``."""
-    return ", ".join(f"{name}:{value}" for name, value in settings.items())
-
-
 def _result_text(runs, key):
     """RecBole's ``dict2str`` of the runs' ``key`` results, averaged over the seeds."""
     results = [r[key] for r in runs]
@@ -364,10 +335,10 @@ def _result_text(runs, key):
 
 
 def best_trial(study):
-    complete = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
-    if not complete:
+    try:
+        return study.best_trial
+    except ValueError:  # no complete trial
         return None
-    return study.best_trial
 
 
 # on one split, a relative lead smaller than this is not called a win (run-to-run differences on citeulike-t
@@ -376,10 +347,8 @@ ONE_SPLIT_NOISE = 0.01
 
 
 def noise_note(search, study):
-    """A sentence when the best trial is not clearly better than others, else None.
-
-    With several seeds, the others within one standard deviation (across the splits) of the best trial's
-    mean; with one split, a runner-up within ``ONE_SPLIT_NOISE`` of the best, relatively."""
+    """A sentence when others are within the best trial's standard deviation over its seeds (one seed: a runner-up
+    within ``ONE_SPLIT_NOISE``, relatively), else None."""
     best = best_trial(study)
     if best is None:
         return None
@@ -411,8 +380,7 @@ def noise_note(search, study):
 
 
 def output_text(search, study):
-    """RecBole's output file (every trial's parameters, valid and test results), the best first; pruned
-    and failed trials are listed after them."""
+    """RecBole's output file: the best trial, then every trial's parameters and valid and test results."""
     best = best_trial(study)
     lines = []
     if best is not None:
@@ -466,9 +434,8 @@ def _config_value(value):
 
 
 def check_properties_dir(properties_dir):
-    """The folder ``--write`` writes into (``properties_dir/dataset/DATASET/MODEL.yaml``), refused before the
-    search when it is inside an installed package (a file there changes every run of that environment and is lost on
-    reinstall): site-packages, dist-packages or the interpreter's library folders."""
+    """``--write``'s folder, refused inside an installed package (a file there changes every run of that environment
+    and is lost on reinstall)."""
     resolved = Path(properties_dir).resolve()
     libraries = [Path(folder).resolve() for key, folder in sysconfig.get_paths().items() if key.endswith("lib")]
     if {"site-packages", "dist-packages"} & set(resolved.parts) or any(map(resolved.is_relative_to, libraries)):
@@ -480,9 +447,8 @@ def check_properties_dir(properties_dir):
 
 
 def write_tuned(search, best, command, properties_dir=LOCAL_PROPERTIES_DIR):
-    """Write (or update) ``properties_dir/dataset/DATASET/MODEL.yaml`` with the best values (default: the working
-    directory's ``properties/``, which runs started there load); other keys of an existing file (e.g. a cost
-    cap set by hand) are kept."""
+    """Write the best values into ``properties_dir/dataset/DATASET/MODEL.yaml``, keeping its other keys (a cost cap
+    set by hand)."""
     path = tuned_properties_file(search.model, search.dataset, check_properties_dir(properties_dir))
     values = {}
     if path.is_file():
@@ -500,8 +466,7 @@ def write_tuned(search, best, command, properties_dir=LOCAL_PROPERTIES_DIR):
 
 
 def report_write(search, study, best, command, properties_dir):
-    """``--write``: the winner's file and where it was written, or why nothing was: on a tie at the best score the
-    search has no winner, and a file "chosen by validation" would hold the first one tried."""
+    """``--write``: the winner's file, or nothing on a tie at the best score (validation chose no winner)."""
     tied = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value == best.value]
     if len(tied) > 1:
         shown = "; ".join(
@@ -530,12 +495,10 @@ def main(argv=None, prog="run_hyper.py"):
     argv = sys.argv[1:] if argv is None else list(argv)
     args, overrides = parse_args(argv, prog)  # the options: recbole_fbsm.arguments.hyper, read before torch loads
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # trials are reported by our own lines
-    with warnings.catch_warnings():  # Optuna's heartbeat is "experimental"
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return exit_status(
-            partial(_main, args, overrides, argv, prog),
-            "interrupted: finished trials are kept in the study; the same command resumes the search",
-        )
+    return exit_status(
+        partial(_main, args, overrides, argv, prog),
+        "interrupted: finished trials are kept in the study; the same command resumes the search",
+    )
 
 
 def _main(args, overrides, argv, prog):
@@ -552,9 +515,11 @@ def _main(args, overrides, argv, prog):
         args.model, args.dataset, params, args.seeds, config_files, overrides, source=f"params file {params_file}"
     )
     study_name = args.study_name or search.default_study_name()
-    study = open_study(
-        search, make_storage(args.storage), study_name, make_sampler(algo, params), make_pruner(args.pruner)
-    )
+    # the median pruner: not before 5 finished trials, nor on a trial's first 5 validations (early epochs are noisy:
+    # on citeulike-t FBSM's validation score was still climbing after 50 epochs)
+    median = optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=5)
+    pruner = median if args.pruner == "median" else optuna.pruners.NopPruner()
+    study = open_study(search, make_storage(args.storage), study_name, make_sampler(algo, params), pruner)
     print(f"study {study_name} in {args.storage}: {algo}, up to {max_evals} finished trials, seeds {search.seeds}")
     optimize(search, study, algo, max_evals)
     output_file = Path(args.output_file or f"{study_name}.result")
@@ -565,7 +530,7 @@ def _main(args, overrides, argv, prog):
     if best is None:
         print("error: no trial of the study has finished", file=sys.stderr)
         return 1
-    print("best params: ", params_text(search_space.settings_of_trial(params, best.params)))
+    print("best params: ", params_text(search_space.settings_of_trial(search.params, best.params)))
     print("best result: ")
     runs = best.user_attrs.get("runs") or []
     print(

@@ -21,6 +21,9 @@ from recbole_fbsm.experiments import search_space, tune
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.training.trainer import get_trainer
 
+# tune filters Optuna's "experimental heartbeat" warning once, at import; pytest restores every filter per test
+pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+
 GRID_4 = "rank choice [1, 2]\nreg_V choice [0.01, 0.1]\n"
 
 

@@ -10,7 +10,9 @@ from optuna.trial import TrialState
 from recbole_fbsm.experiments import tune
 from recbole_fbsm.quick_start import run
 
-pytestmark = pytest.mark.usefixtures("workdir")
+# tune filters Optuna's "experimental heartbeat" warning once, at import; pytest restores every filter per test
+EXPERIMENTAL = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+pytestmark = [pytest.mark.usefixtures("workdir"), EXPERIMENTAL]
 
 HYBRID = {"cold_start_scenario": "hybrid", "metrics": ["Recall", "NDCG"], "topk": [5], "valid_metric": "recall@5"}
 

@@ -20,18 +20,9 @@ import scipy.sparse as sp
 from recbole_fbsm.config.conversion import CTR_FILES, CTR_TAG_FILES, PAPER_MAX_DF
 from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer
 
-from .atomic import ConversionError, ConversionResult, Skipped, target_folder
-from .tags import TAG_DF_OPTIONS, count_matrix
-from .text import (
-    TokenField,
-    _min_df_option,
-    check_df_settings,
-    count_terms,
-    make_dataset,
-    readme_head,
-    tag_field,
-    tag_options,
-)
+from .atomic import ConversionError, ConversionResult, Skipped
+from .tags import count_matrix
+from .text import TokenField, check_settings, count_terms, make_dataset, tag_field, tag_options, words_options
 
 
 def read_lines(path: str | os.PathLike, what: str) -> list[str]:
@@ -178,8 +169,6 @@ def read_ctr_tags(
     return count_matrix(rows[known], np.asarray(tokens, dtype=object)[known], len(item_ids))
 
 
-# longer than 60 lines: half of it is the signature (one keyword per converter option); the body reads,
-# counts and hands over to make_dataset
 def convert_ctr(
     users: str | os.PathLike,
     mult: str | os.PathLike,
@@ -197,23 +186,14 @@ def convert_ctr(
     tags_min_df: int | None = None,
     tags_max_df: float | None = None,
 ) -> ConversionResult:
-    """Convert CTR-format files (users.dat, mult.dat, vocabulary.dat) into a RecBole dataset of
-    implicit likes with the paper's feature preprocessing (see the module docstring).
-
-    With `tag_item` and `tag_names` (citeulike-t's tag-item.dat and tags.dat) the .item file gets a
-    second token_seq field `tags`, each tag one token kept whole, filtered by `tags_min_df` /
-    `tags_max_df` (default: `min_df` / `max_df`).
-    """
-    check_df_settings(min_df, max_df)
+    """Convert CTR-format files (users.dat, mult.dat, vocabulary.dat) into a RecBole dataset of implicit likes;
+    `tag_item` and `tag_names` (citeulike-t's tag-item.dat and tags.dat) add a field of whole tags."""
     if (tag_item is None) != (tag_names is None):
         raise ConversionError(
             "tags need both files: tag_item (--tag-item, tag-item.dat) and tag_names (--tag-names, tags.dat)"
         )
-    tags_min_df = min_df if tags_min_df is None else tags_min_df
-    tags_max_df = max_df if tags_max_df is None else tags_max_df
-    if tag_item is not None:
-        check_df_settings(tags_min_df, tags_max_df, options=TAG_DF_OPTIONS)
-    target_folder(out_dir, name, overwrite)
+    tags = tag_item is not None
+    tags_min_df, tags_max_df = check_settings(out_dir, name, overwrite, min_df, max_df, tags, tags_min_df, tags_max_df)
     skipped = Skipped()
     words = read_lines(vocab, "vocabulary")
     item_ids, word_counts = read_mult(mult, len(words), skipped)
@@ -222,19 +202,14 @@ def convert_ctr(
     word_terms, terms = count_terms(words, analyzer, source=str(vocab))
     fields = [TokenField("words", word_counts @ word_terms, terms, min_df, max_df, analyzer)]
     sources = {"users": users, "mult": mult, "vocabulary": vocab}
-    options = {
-        "min_df (items)": _min_df_option(min_df),
-        "max_df (fraction of items)": max_df,
-        "stemming (snowball english)": stem,
-        "stop words removed (scikit-learn english list)": stopwords,
+    options = words_options(min_df, max_df, stem, stopwords) | {
         "vocabulary words": "tokenised like text (scikit-learn), counts of words sharing a term merged",
     }
-    if tag_item is not None:
+    if tags:
         tag_counts, tag_terms = read_ctr_tags(tag_item, tag_names, item_ids, skipped, mult_name=mult)
         fields.append(tag_field(tag_counts, tag_terms, tags_min_df, tags_max_df))
         sources |= {"tag-item": tag_item, "tag names": tag_names}
         options |= tag_options(tags_min_df, tags_max_df)
-    head = readme_head("convert_ctr", sources, options)
     return make_dataset(
         inter,
         item_ids,
@@ -244,8 +219,9 @@ def convert_ctr(
         overwrite=overwrite,
         skipped=skipped,
         texts_source=str(mult),
-        readme_head=head,
         command="ctr",
+        sources=sources,
+        options=options,
         extra_counts={
             "vocabulary words": len(words),
             "vocabulary words giving no term (stop words, single characters, punctuation)": int(

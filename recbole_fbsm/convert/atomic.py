@@ -1,9 +1,5 @@
-"""Writing RecBole atomic files (.inter / .item) safely, and the bookkeeping shared by the converters.
-
-A converted dataset is written into a temporary folder next to its destination and renamed into
-place only once every file is complete, so a failed or interrupted run never leaves an empty or
-partial dataset where RecBole would load it.
-"""
+"""Writing RecBole atomic files (.inter / .item) atomically (a folder beside the target, renamed into place once
+complete: never a partial dataset where RecBole would load it), and the bookkeeping shared by the converters."""
 
 from __future__ import annotations
 
@@ -48,11 +44,8 @@ def csv_records(path: str | os.PathLike, sep: str, header: bool, what: str) -> I
 
 
 class Skipped:
-    """Counts what a conversion left out, by reason, keeping the first place each reason occurred.
-
-    Why: skipped input must be reported, never dropped silently, and the first example is what a user
-    needs to find the problem in a large file.
-    """
+    """Counts what a conversion left out, by reason, with the first place of each: what a user needs to find the
+    problem in a large file."""
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
@@ -60,11 +53,10 @@ class Skipped:
         self.warnings: list[str] = []  # doubtful input that was kept, said in the summary and the README
 
     def add(self, reason: str, where: str = "", n: int = 1) -> None:
-        if n <= 0:
-            return
-        self.counts[reason] = self.counts.get(reason, 0) + n
-        if where and reason not in self.first:
-            self.first[reason] = where
+        if n > 0:
+            self.counts[reason] = self.counts.get(reason, 0) + n
+            if where:
+                self.first.setdefault(reason, where)
 
     def lines(self) -> list[str]:
         return [
@@ -135,12 +127,9 @@ def write_dataset(
     overwrite: bool = False,
     extra: Callable[[Path], None] | None = None,
 ) -> Path:
-    """Write `<out_dir>/<name>/{<name>.inter, <name>.item, README.txt}` atomically and return the folder.
-
-    `inter` has columns user_id, item_id and optionally label (1.0 / 0.0); `item_fields[f][k]` is the
-    space-separated token_seq cell of field f for `item_ids[k]` (may be empty). Files are written by hand rather
-    than with `DataFrame.to_csv`, which would quote cells and change what RecBole reads back.
-    """
+    """Write `<out_dir>/<name>/{<name>.inter, <name>.item, README.txt}` atomically and return the folder;
+    `item_fields[f][k]`: field f's token_seq cell of `item_ids[k]`. Written by hand: `DataFrame.to_csv` would
+    quote cells and change what RecBole reads back."""
     target = target_folder(out_dir, name, overwrite)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = _fresh_folder(target.parent, f".{name}.tmp-")

@@ -1,11 +1,6 @@
-"""Reader for the CTR / CDL format of the public CiteULike datasets (citeulike-a, citeulike-t).
-
-users.dat line u = `count item item ...`, mult.dat line i = `n word_id:count ...`, vocabulary.dat line
-w = word; all ids are 0-based line numbers and become the dataset's external ids as strings.
-The vocabulary words are neither stemmed nor cleaned (e.g. 'writings', 'networks’', 'e.\xa0coli'), so
-each word goes through the same analyzer as raw text: a sparse words x terms matrix maps the word
-counts to term counts, which merges words with one stem and splits words such as 'infinite-horizon'.
-"""
+"""Reader for the CTR / CDL format of the public CiteULike datasets (citeulike-a, citeulike-t); ids are 0-based
+line numbers. The vocabulary words are raw ('writings', 'e.\xa0coli'), so each goes through the text analyzer:
+a sparse words x terms matrix maps word counts to term counts (merging stems, splitting 'infinite-horizon')."""
 
 from __future__ import annotations
 
@@ -67,9 +62,8 @@ def _ids(parts: list[str]) -> list[int] | None:
 
 
 def refuse_other_format(path: str | os.PathLike, n_lines: int, skipped: Skipped, reason: str) -> None:
-    """A file whose lines are mostly malformed is in another format: say so, with the count and the
-    first rejected line, instead of converting the few lines that happen to parse (and then blaming
-    the document-frequency filter for an empty result)."""
+    """A file whose lines are mostly malformed is in another format: say so, rather than convert the few lines
+    that happen to parse (and then blame the document-frequency filter for an empty result)."""
     rejected = skipped.counts.get(reason, 0)
     if rejected and rejected * 2 > n_lines:
         raise ConversionError(
@@ -129,12 +123,8 @@ def read_ctr_tags(
     skipped: Skipped,
     mult_name: str | os.PathLike = "mult.dat",
 ) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Items x tags counts from citeulike-t's files, rows aligned with `item_ids` (the items that
-    have a well-formed line in `mult_name`).
-
-    tag-item.dat line t = `count item item ...` (0-based item ids, the line numbers of mult.dat) lists
-    the articles carrying tag t, whose name is line t of tags.dat.
-    """
+    """Items x tags counts, rows aligned with `item_ids`, from citeulike-t's tag-item.dat (line t: `count item
+    item ...`, the articles carrying tag t) and tags.dat (line t: tag t's name)."""
     names = read_lines(tag_names, "tag names")
     items, tokens, lines = [], [], []
     for t, line in enumerate(read_lines(tag_item, "tag-item")):

@@ -1,12 +1,5 @@
-"""Token lists kept whole (tags, genres, keywords): a second token_seq field beside the item text.
-
-A tag such as `scale_free` or `ucsc-browser` names one thing; the word analyzer would split it
-(`scale`, `free`) or stem it. Here every tag becomes exactly one token: lower case, runs of
-whitespace (and double quotes, which RecBole's reader would take for quoting) joined by `_`, since
-a token_seq cell is split on spaces; a tag without any letter or digit is dropped. This module reads a
-CSV/TSV file of `item,tag[,tag...]` lines for `convert text`; `ctr.read_ctr_tags` reads citeulike-t's
-`tag-item.dat` + `tags.dat`.
-"""
+"""Token lists kept whole (tags, genres, keywords): a second token_seq field beside the item text, each tag one
+token (``WholeTokenAnalyzer``), read here from `item,tag[,tag...]` lines for `convert text`."""
 
 from __future__ import annotations
 
@@ -44,11 +37,8 @@ def read_tag_file(
     item_ids: Sequence[str],
     skipped: Skipped,
 ) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Items x tags counts from `item<sep>tag[<sep>tag...]` lines, rows aligned with `item_ids`.
-
-    Every field after the id is a tag, further split on `tag_sep`; an item may have several lines
-    (their tags add up), and a tag repeated for an item counts twice, like a repeated word.
-    """
+    """Items x tags counts from `item<sep>tag[<sep>tag...]` lines (each field further split on `tag_sep`), rows
+    aligned with `item_ids`; an item's lines add up, and a repeated tag counts twice, like a repeated word."""
     index = pd.Index(item_ids)
     rows, tokens = [], []
     analyze = WholeTokenAnalyzer(tag_sep)

@@ -16,8 +16,16 @@ from recbole_fbsm.config.conversion import CTR_FILES, CTR_TAG_FILES, PAPER_MAX_D
 from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer
 
 from .atomic import ConversionError, ConversionResult, Skipped
-from .tags import count_matrix
-from .text import TokenField, check_settings, count_terms, make_dataset, tag_field, tag_options, words_options
+from .text import (
+    TokenField,
+    check_settings,
+    count_matrix,
+    count_terms,
+    make_dataset,
+    tag_field,
+    tag_options,
+    words_options,
+)
 
 
 def read_lines(path: str | os.PathLike, what: str) -> list[str]:

@@ -1,4 +1,5 @@
-"""Item text -> term counts -> RecBole dataset (the paper's Sec. 5.1 preprocessing), and the CSV/TSV converter.
+"""Item text -> term counts -> RecBole dataset (the paper's Sec. 5.1 preprocessing), and the CSV/TSV converter
+with its optional tag file (each tag one token, kept whole: ``WholeTokenAnalyzer``).
 
 Both converters (this one and `ctr`) start with `check_settings` and end in `make_dataset`, so they treat bad
 input alike; a term's count is kept by repeating it in the token_seq cell.
@@ -32,12 +33,12 @@ from .atomic import (
     target_folder,
     write_dataset,
 )
-from .tags import TAG_DF_OPTIONS, read_tag_file
 
 PAPER_MIN_DF = 20  # keep terms that occur in at least this many items (the paper, on ~25,000 articles)
 PAPER_ITEMS = 25_000  # the size of the data the paper's 20 items were chosen for (CiteULike)
 MIN_DF_FLOOR = 2  # a term found in one item links no two items
 SMALL_DATA_ITEMS = 1_000  # below this, the filter's effect is always reported
+TAG_DF_OPTIONS = ("--tags-min-df", "--tags-max-df")
 
 
 def default_min_df(n_items: int) -> int:
@@ -457,6 +458,50 @@ def read_item_texts(path: str | os.PathLike, sep: str, header: bool, skipped: Sk
     if not ids:
         raise ConversionError(f"{path}: no usable item texts, expected lines 'item{sep}text' ({skipped.describe()})")
     return ids, texts
+
+
+def count_matrix(item_rows: np.ndarray, tokens: Sequence[str], n_items: int) -> tuple[sp.csr_matrix, np.ndarray]:
+    """items x tokens counts from (item row, token) pairs; tokens sorted like the word terms."""
+    terms, cols = np.unique(np.asarray(tokens, dtype=object).astype(str), return_inverse=True)
+    counts = sp.csr_matrix(
+        (np.ones(len(cols), dtype=np.int64), (np.asarray(item_rows, dtype=np.int64), cols.ravel())),
+        shape=(n_items, len(terms)),
+    )
+    counts.sum_duplicates()
+    return counts, terms.astype(object)
+
+
+def read_tag_file(
+    path: str | os.PathLike,
+    sep: str,
+    tag_sep: str | None,
+    header: bool,
+    item_ids: Sequence[str],
+    skipped: Skipped,
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Items x tags counts from `item<sep>tag[<sep>tag...]` lines (each field further split on `tag_sep`), rows
+    aligned with `item_ids`; an item's lines add up, and a repeated tag counts twice, like a repeated word."""
+    index = pd.Index(item_ids)
+    rows, tokens = [], []
+    analyze = WholeTokenAnalyzer(tag_sep)
+    for line, row in csv_records(path, sep, header, "tags"):
+        item = row[0].strip()
+        if len(row) < 2 or bad_id(item):
+            skip_malformed(skipped, path, line, f"item{sep}tag[{sep}tag...]", row, sep)
+            continue
+        k = index.get_indexer([item])[0]
+        if k < 0:
+            skipped.add(f"tag lines naming an item without text in {Path(path).name}", f"{path}:{line}")
+            continue
+        found = [token for cell in row[1:] for token in analyze(cell)]
+        rows += [k] * len(found)
+        tokens += found
+    if not tokens:
+        raise ConversionError(
+            f"{path}: no usable tag of an item with text, expected lines 'item{sep}tag[{sep}tag...]' "
+            f"({skipped.describe()})".replace("\t", "<TAB>")
+        )
+    return count_matrix(np.asarray(rows), tokens, len(item_ids))
 
 
 def convert_text(

@@ -128,22 +128,16 @@ def write_dataset(
     extra: Callable[[Path], None] | None = None,
 ) -> Path:
     """Write `<out_dir>/<name>/{<name>.inter, <name>.item, README.txt}` atomically and return the folder;
-    `item_fields[f][k]`: field f's token_seq cell of `item_ids[k]`. Written by hand: `DataFrame.to_csv` would
-    quote cells and change what RecBole reads back."""
+    `item_fields[f][k]`: field f's token_seq cell of `item_ids[k]`, written unquoted as RecBole reads it."""
     target = target_folder(out_dir, name, overwrite)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = _fresh_folder(target.parent, f".{name}.tmp-")
+    unquoted = {"sep": "\t", "index": False, "quoting": csv.QUOTE_NONE, "lineterminator": "\n", "encoding": "utf-8"}
     try:
-        columns = ["user_id:token", "item_id:token"] + (["label:float"] if "label" in inter else [])
-        with open(tmp / f"{name}.inter", "w", encoding="utf-8", newline="\n") as f:
-            f.write("\t".join(columns) + "\n")
-            rows = inter["user_id"] + "\t" + inter["item_id"]
-            if "label" in inter:
-                rows = rows + "\t" + inter["label"].map("{:g}".format)
-            f.write("\n".join(rows) + "\n")
-        with open(tmp / f"{name}.item", "w", encoding="utf-8", newline="\n") as f:
-            f.write("\t".join(["item_id:token"] + [f"{field}:token_seq" for field in item_fields]) + "\n")
-            f.writelines("\t".join(row) + "\n" for row in zip(item_ids, *item_fields.values()))
+        columns = {"user_id": "user_id:token", "item_id": "item_id:token", "label": "label:float"}
+        inter = inter[[column for column in columns if column in inter]].rename(columns=columns)
+        inter.to_csv(tmp / f"{name}.inter", float_format="%g", **unquoted)
+        items = {"item_id:token": item_ids} | {f"{field}:token_seq": cells for field, cells in item_fields.items()}
+        pd.DataFrame(items).to_csv(tmp / f"{name}.item", **unquoted)
         (tmp / "README.txt").write_text(readme, encoding="utf-8")
         if extra is not None:
             extra(tmp)  # further files (the analyzer description), written into the same unfinished folder

@@ -18,7 +18,7 @@ from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.inputs import ModelInputs
 from recbole_fbsm.storage.run_records import package_version
-from recbole_fbsm.storage.safe_files import Settings, in_memory, load_tensors, plain, save_tensors
+from recbole_fbsm.storage.safe_files import Settings, in_memory, plain, save_tensors
 
 FORMAT = "recbole-fbsm model"
 FORMAT_VERSION = 3
@@ -170,11 +170,6 @@ def training_record(config, result):
     }
 
 
-def kept_untrained_start(training):
-    """True when validation kept the untrained model (``training`` of an artifact; None: not recorded)."""
-    return isinstance(training, dict) and training.get("kept_epoch") == -1
-
-
 def build_artifact(model, config, train_dataset, valid_dataset=None, test_dataset=None, analyzer=None, training=None):
     """The artifact of a trained ``model``; ``train_dataset`` carries the fitted ``model_inputs`` and the
     ``data_fingerprint`` (``quick_start.prepare`` attaches both)."""
@@ -242,22 +237,6 @@ def write_artifact(path, artifact):
     except OSError as error:
         raise ColdStartError(f"model artifact {path} could not be written ({error.strerror or error}).") from None
     return path
-
-
-def read_artifact(path):
-    """The artifact dict of a ``.fbsm`` file, after checking it is one, of a format this release reads."""
-    content = load_tensors(path, "model artifact", mmap=True)
-    if not isinstance(content, dict) or content.get("format") != FORMAT:
-        if isinstance(content, dict) and "state_dict" in content and "config" in content:
-            raise ColdStartError(
-                f"{path} is a training checkpoint, not a model artifact: a training run writes its artifact beside it "
-                f"(the same name ending in {SUFFIX}); for a checkpoint alone, make one with "
-                f"recbole-fbsm serve export {path} -o MODEL{SUFFIX} (it reads the dataset once)."
-            )
-        raise ColdStartError(
-            f"{path} is not a recbole-fbsm model artifact (expected a {SUFFIX} file written by a run)."
-        )
-    return check_artifact(content, path)
 
 
 class UnsealedArtifactWarning(UserWarning):

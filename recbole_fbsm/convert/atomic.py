@@ -87,16 +87,12 @@ class ConversionResult:
         return "\n".join(lines)
 
 
-def check_name(name: str) -> str:
-    """A dataset name becomes a folder and file stem: refuse anything that is not a plain name."""
+def target_folder(out_dir: str | os.PathLike, name: str, overwrite: bool) -> Path:
+    """The dataset folder `out_dir/name` (a plain name: a folder and file stem); refuses an existing one unless
+    overwrite (checked before work)."""
     if not name or name in (".", "..") or any(c in name for c in "/\\") or name != name.strip():
         raise ConversionError(f"dataset name (--name) must be a plain folder name, got {name!r}")
-    return name
-
-
-def target_folder(out_dir: str | os.PathLike, name: str, overwrite: bool) -> Path:
-    """The dataset folder `out_dir/name`; refuses an existing one unless overwrite (checked before work)."""
-    target = Path(out_dir) / check_name(name)
+    target = Path(out_dir) / name
     if target.exists() and not overwrite:
         raise ConversionError(
             f"output dataset folder {target} already exists; pass --overwrite (overwrite=True) to replace it"

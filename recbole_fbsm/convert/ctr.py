@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from recbole_fbsm.config.conversion import CTR_FILES, CTR_TAG_FILES, PAPER_MAX_DF
+from recbole_fbsm.config.conversion import PAPER_MAX_DF
 from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer
 
 from .atomic import ConversionError, ConversionResult, Skipped
@@ -227,10 +227,3 @@ def convert_ctr(
             ),
         },
     )
-
-
-def ctr_paths(src: str | os.PathLike, tags: bool = False) -> dict[str, Path]:
-    """The three CTR files inside a dataset folder, by the names the public datasets use (with
-    `tags`, also citeulike-t's tag-item.dat and tags.dat)."""
-    files = CTR_FILES | (CTR_TAG_FILES if tags else {})
-    return {key: Path(src) / file for key, file in files.items()}

@@ -31,18 +31,8 @@ def main(argv: list[str] | None = None, prog="recbole-fbsm convert") -> int:
                 parser.error(f"ctr: give --src or all of {', '.join(missing)}")
             result = convert_ctr(name=args.name, out_dir=args.out, **paths, **common)
         else:
-            result = convert_text(
-                args.inter,
-                args.items,
-                args.name,
-                args.out,
-                sep=args.sep,
-                threshold=args.threshold,
-                header=args.header,
-                tags=args.tags,
-                tag_sep=args.tag_sep,
-                **common,
-            )
+            common |= {key: getattr(args, key) for key in ("sep", "threshold", "header", "tags", "tag_sep")}
+            result = convert_text(args.inter, args.items, args.name, args.out, **common)
     except ConversionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import torch
 import yaml
 from recbole.utils import FeatureType
@@ -420,10 +421,11 @@ def decode_tokens(record, where):
     if isinstance(record, list):
         tokens = np.asarray(record, dtype=object)
     else:
-        check_utf8(record, where)
-        data, ends = record["utf8"].numpy(), np.cumsum(record["lengths"].numpy())
-        starts = (ends - record["lengths"].numpy()).tolist()
-        tokens = np.asarray([data[a:b].tobytes().decode("utf-8") for a, b in zip(starts, ends.tolist())], dtype=object)
+        check_utf8(record, where)  # then pyarrow decodes the checked bytes, without a Python loop
+        lengths = record["lengths"].numpy()
+        offsets = pa.py_buffer(np.concatenate(([0], np.cumsum(lengths))))
+        array = pa.LargeStringArray.from_buffers(len(lengths), offsets, pa.py_buffer(record["utf8"].numpy()))
+        tokens = array.to_numpy(zero_copy_only=False)
     if not len(tokens) or tokens[0] != "[PAD]":
         raise Invalid(
             where, f"expected RecBole's padding token '[PAD]' first, got {_got(tokens[0] if len(tokens) else None)}"

@@ -1,9 +1,5 @@
-"""What a ``.fbsm`` file must be before any of it reaches native code, in the order docs/serve.md ("Format,
-checksum and what is validated") gives: the table ``ARTIFACT`` declares every field once (its kind, dtype, shape
-in named dimensions and value rules) and ``check`` walks it; the checks across fields, the checksum
-(``content_digest``) and the value rules (``check_values``, run after it) follow. A new field is one entry of
-``ARTIFACT``.
-"""
+"""What a ``.fbsm`` file must be before any of it reaches native code (docs/serve.md, "Format, checksum and what
+is validated"): ``ARTIFACT`` declares every field once, ``check`` walks it, then the checksum and the value rules."""
 
 import hashlib
 import math
@@ -14,6 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import torch
 import yaml
 from recbole.utils import FeatureType
@@ -38,11 +35,7 @@ class ArtifactError(ColdStartError):
 
 
 class Invalid(Exception):
-    """Raised by a rule; ``validate`` turns it into an ``ArtifactError`` naming the file."""
-
-    def __init__(self, where, message):
-        super().__init__(where, message)
-        self.where, self.message = where, message
+    """(where, message) raised by a rule; ``validate`` turns it into an ``ArtifactError`` naming the file."""
 
 
 def _got(value):
@@ -58,7 +51,6 @@ def _dtype(dtype):
     return str(dtype).removeprefix("torch.")
 
 
-# ----------------------------------------------------------------------------------------------- rules
 class Kind(NamedTuple):
     """A plain value: ``test(value)`` true, else "expected ``expected``"."""
 
@@ -67,8 +59,8 @@ class Kind(NamedTuple):
 
 
 class Tensor(NamedTuple):
-    """A strided tensor of ``dtypes`` (one or a tuple), of ``shape`` (named dimensions, "name+1", None: any
-    length); ``values``: the rules of ``check_values`` its contents pass after the checksum."""
+    """A strided tensor of ``dtypes`` (one or a tuple) and ``shape`` (named dimensions, "name+1", None: any
+    length) whose contents pass the ``check_values`` rules ``values`` after the checksum."""
 
     dtypes: object
     shape: tuple
@@ -89,8 +81,7 @@ class Optional(NamedTuple):
 
 
 class Context:
-    """What the checks share: the named dimensions defined so far (and by which field), and the value rules to
-    run after the checksum."""
+    """The named dimensions defined so far (and by which field), and the value rules to run after the checksum."""
 
     def __init__(self):
         self.dims, self.defined_by, self.values = {}, {}, []
@@ -109,8 +100,8 @@ class Context:
 
 
 def check(rule, value, where, ctx):
-    """``value`` against its ``rule`` of the table: a dict is a record of exactly its keys ("key?": may be absent),
-    checked in order; a function is a rule across its own fields. Value rules are queued in ``ctx``."""
+    """``value`` against its ``rule``: a dict is a record of exactly its keys ("key?": may be absent), a function
+    a rule across its own fields."""
     match rule:
         case Kind(expected, test):
             if not test(value):
@@ -325,7 +316,6 @@ ARTIFACT = {
 }
 
 
-# ------------------------------------------------------------------------------ checks across fields
 def check_across_fields(content, ctx):
     """The vocabulary holds the users', the items' and each feature field's tokens, a type per feature field;
     the warm tables' shapes are those of the stored tables."""
@@ -359,7 +349,6 @@ def check_across_fields(content, ctx):
         )
 
 
-# ---------------------------------------------------------------------------------------- value checks
 def check_values(rule, array, where, ctx):
     """One value rule of the table on a tensor's contents (as numpy, after the checksum)."""
     match rule:
@@ -407,8 +396,8 @@ def check_values(rule, array, where, ctx):
 
 
 def check_utf8(record, where):
-    """Each token of a version 2+ record is UTF-8 text, without decoding them one by one: the bytes decode as a
-    whole and no token starts inside a character (a continuation byte, 0b10xxxxxx)."""
+    """Each token of a version 2+ record is UTF-8 text, checked as a whole: the bytes decode and no token starts
+    inside a character (a continuation byte, 0b10xxxxxx)."""
     data, lengths = record["utf8"].numpy(), record["lengths"].numpy()
     ends = np.cumsum(lengths)
     starts = ends - lengths
@@ -432,10 +421,11 @@ def decode_tokens(record, where):
     if isinstance(record, list):
         tokens = np.asarray(record, dtype=object)
     else:
-        check_utf8(record, where)
-        data, ends = record["utf8"].numpy(), np.cumsum(record["lengths"].numpy())
-        starts = (ends - record["lengths"].numpy()).tolist()
-        tokens = np.asarray([data[a:b].tobytes().decode("utf-8") for a, b in zip(starts, ends.tolist())], dtype=object)
+        check_utf8(record, where)  # then pyarrow decodes the checked bytes, without a Python loop
+        lengths = record["lengths"].numpy()
+        offsets = pa.py_buffer(np.concatenate(([0], np.cumsum(lengths))))
+        array = pa.LargeStringArray.from_buffers(len(lengths), offsets, pa.py_buffer(record["utf8"].numpy()))
+        tokens = array.to_numpy(zero_copy_only=False)
     if not len(tokens) or tokens[0] != "[PAD]":
         raise Invalid(
             where, f"expected RecBole's padding token '[PAD]' first, got {_got(tokens[0] if len(tokens) else None)}"
@@ -447,9 +437,8 @@ def decode_tokens(record, where):
 
 
 def check_tokens_and_names(content, ctx):
-    """Every vocabulary is UTF-8 (the users' and items' are decoded once, by ``vocabulary_from_record``); each
-    feature name is its column's token (``source_columns``): a renamed or swapped name would put a learned weight
-    on another token."""
+    """Every vocabulary is UTF-8; each feature name is its column's token (``source_columns``): a renamed or
+    swapped name would put a learned weight on another token."""
     vocabulary, features = content["vocabulary"], content["features"]
     fields = list(features["fields"])
     for name, record in vocabulary["tokens"].items():
@@ -517,7 +506,6 @@ def check_settings_and_analyzer(content, ctx):
             ) from None
 
 
-# ------------------------------------------------------------------------------------------- checksum
 def _tensors(value):
     if isinstance(value, torch.Tensor):
         yield value
@@ -527,8 +515,7 @@ def _tensors(value):
 
 
 def tensor_bytes(content):
-    """Bytes of the storages of the artifact's tensors (the integrity entry aside), each storage once: a small
-    view of a large storage counts the whole storage, which loading would read."""
+    """Bytes of the storages of the artifact's tensors, each storage once and whole (loading would read it)."""
     storages = {}
     for tensor in _tensors({k: v for k, v in content.items() if k != "integrity"}):
         storage = tensor.untyped_storage()
@@ -537,8 +524,7 @@ def tensor_bytes(content):
 
 
 def content_digest(content):
-    """SHA-256 of the content without its ``integrity`` entry: the keys, the kinds and values of the plain data,
-    each tensor's dtype, shape and bytes, in one canonical order (independent of how pickle laid them out)."""
+    """SHA-256 of the content without its ``integrity`` entry, in one canonical order (not pickle's layout)."""
     digest = hashlib.sha256()
 
     def feed(value):
@@ -571,10 +557,9 @@ def seal(content):
     return {**body, "integrity": {"sha256": content_digest(body), "tensor_bytes": tensor_bytes(body)}}
 
 
-# ----------------------------------------------------------------------------------------------- entry
 def validate(content, path, checksum=True):
-    """Check ``content`` (an artifact's dict) in docs/serve.md's order; an ``ArtifactError`` names the
-    first problem. ``checksum``: False for versions 1 and 2, which carry none."""
+    """Check ``content`` in docs/serve.md's order; an ``ArtifactError`` names the first problem (``checksum``:
+    False for versions 1 and 2, which carry none)."""
     ctx = Context()
     try:
         check(ARTIFACT, content, "", ctx)
@@ -601,13 +586,12 @@ def validate(content, path, checksum=True):
         check_settings_and_analyzer(content, ctx)
         check_tokens_and_names(content, ctx)
     except Invalid as error:
-        raise ArtifactError(path, error.where, error.message) from None
+        raise ArtifactError(path, *error.args) from None
 
 
 def check_state_dict(state_dict, model, path):
-    """The artifact's parameters against those of ``model`` (rebuilt from its settings): the same keys, shapes
-    and exact dtypes, and finite values, before ``load_state_dict`` could cast them (an int64 or float16 V was
-    silently converted) or copy a NaN into every score."""
+    """The artifact's parameters against the rebuilt ``model``'s: the same keys, shapes and exact dtypes, and
+    finite values, before ``load_state_dict`` could cast them or copy a NaN into every score."""
     expected = model.state_dict()
     if set(state_dict) != set(expected):
         raise ArtifactError(
@@ -656,8 +640,8 @@ def _sized_settings(settings, entry):
 
 
 def check_model_settings(content, path):
-    """The settings a model of the artifact's name is built from (its ``properties/model/NAME.yaml`` keys among
-    the plugin's model settings) are all there: a UFSM's artifact labelled FBSM has no ``rank``."""
+    """The settings a model of the artifact's name is built from (``properties/model/NAME.yaml``) are all there
+    (a UFSM's artifact labelled FBSM has no ``rank``) and size its stored parameters."""
     name = content["model"]
     model_file = PROPERTIES_DIR / "model" / f"{name}.yaml"
     if not model_file.is_file():

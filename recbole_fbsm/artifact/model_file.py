@@ -1,9 +1,5 @@
-"""The model artifact: one file that holds everything needed to score, and nothing that runs code.
-
-Tensors and plain values (read with ``torch.load(weights_only=True)``), one entry per field of
-``integrity.ARTIFACT``; docs/serve.md ("Format, checksum and what is validated") says what each holds. A served
-model is rebuilt from these alone: no dataset folder, no retraining, features matched by name.
-"""
+"""The model artifact: one file of tensors and plain values (``integrity.ARTIFACT``; docs/serve.md) that holds
+everything needed to score, without the dataset, and nothing that runs code."""
 
 import copy
 import warnings
@@ -11,6 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import pyarrow as pa
 import scipy.sparse as sp
 import torch
 from recbole.utils import FeatureType
@@ -22,11 +19,11 @@ from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.inputs import ModelInputs
 from recbole_fbsm.storage.run_records import package_version
-from recbole_fbsm.storage.safe_files import Settings, load_tensors, plain, save_tensors
+from recbole_fbsm.storage.safe_files import Settings, plain, save_tensors
 
 FORMAT = "recbole-fbsm model"
 FORMAT_VERSION = 3
-# 1: the vocabulary's tokens as lists of strings; 1 and 2: no checksum (read, validated, with a warning)
+# 1: the vocabulary's tokens as lists of strings; 1 and 2: no checksum (validated, with a warning)
 READABLE_VERSIONS = (1, 2, 3)
 UNSEALED_VERSIONS = (1, 2)
 SUFFIX = ".fbsm"
@@ -42,7 +39,6 @@ _FEATURE_ARRAYS = (
 _FEATURE_VALUES = ("weighting", "normalize", "bm25_k1", "bm25_b", "shrink", "identity_weight")
 
 
-# --------------------------------------------------------------------------------- sparse matrices
 def csr_record(matrix):
     matrix = sp.csr_matrix(matrix)
     return {
@@ -59,7 +55,6 @@ def csr_from_record(record):
     )
 
 
-# ------------------------------------------------------------------------------------------- features
 def features_record(features):
     record = {
         "matrix": csr_record(features.matrix),
@@ -87,11 +82,10 @@ def features_from_record(record):
     )
 
 
-# ------------------------------------------------------------------------------------ the vocabulary
 @dataclass
 class Vocabulary:
-    """The ids and tokens of the dataset a model was trained on: what a model and the serving code ask of
-    a RecBole dataset (``num``, ``field2id_token``, ``field2token_id``, ``field2type``), without the data."""
+    """The ids and tokens of the dataset a model was trained on: what a model and the serving code ask of a
+    RecBole dataset, without the data."""
 
     dataset_name: str
     uid_field: str
@@ -117,15 +111,12 @@ class Vocabulary:
 
 
 def tokens_record(tokens):
-    """Tokens as {"utf8": their UTF-8 bytes one after the other (uint8), "lengths": bytes per token (int64)}: two
-    tensors, encoded by numpy without a Python string per token (no token holds a NUL byte: the readers refuse
-    them)."""
-    encoded = np.char.encode(np.asarray(tokens).astype(str), "utf-8")
-    lengths = np.char.str_len(encoded).astype(np.int64)
-    width = encoded.dtype.itemsize
-    packed = np.frombuffer(encoded.tobytes(), dtype=np.uint8).reshape(len(encoded), width)
-    kept = np.arange(width) < lengths[:, None]  # each token's bytes, without numpy's padding
-    return {"utf8": torch.from_numpy(packed[kept]), "lengths": torch.from_numpy(lengths)}
+    """Tokens as {"utf8": their UTF-8 bytes one after the other, "lengths": bytes per token}: two tensors, encoded
+    by pyarrow without a Python object per token."""
+    _, offsets, data = pa.array(np.asarray(tokens).astype(str), type=pa.large_string()).buffers()
+    offsets = np.frombuffer(offsets, dtype=np.int64)
+    utf8 = np.frombuffer(data, dtype=np.uint8)[: offsets[-1]].copy()
+    return {"utf8": torch.from_numpy(utf8), "lengths": torch.from_numpy(np.diff(offsets))}
 
 
 def vocabulary_record(dataset, fields):
@@ -144,16 +135,15 @@ def vocabulary_record(dataset, fields):
 
 def vocabulary_from_record(record, source="model artifact"):
     """The ``Vocabulary`` of a validated artifact's record; an ``ArtifactError`` naming ``source`` for a token
-    that appears twice (checked here, where the users' and items' tokens are decoded anyway)."""
+    that appears twice (checked here, where the users' and items' tokens are decoded)."""
     try:
         tokens = {name: decode_tokens(values, f"vocabulary.tokens.{name}") for name, values in record["tokens"].items()}
     except Invalid as error:
-        raise ArtifactError(source, error.where, error.message) from None
+        raise ArtifactError(source, *error.args) from None
     types = {name: FeatureType(kind) for name, kind in record["types"].items()}
     return Vocabulary(record["dataset"], record["uid_field"], record["iid_field"], tokens, types)
 
 
-# ------------------------------------------------------------------------------------------- building
 def split_record(dataset):
     """Items and likes of a validation or test split (None when there is none)."""
     if dataset is None or getattr(dataset, "split_items", None) is None:
@@ -166,9 +156,8 @@ def split_record(dataset):
 
 
 def training_record(config, result):
-    """What the artifact records of training (``training``): the kept epoch (-1: the untrained start, None: not
-    known), its validation score and the untrained start's, from ``quick_start.run``'s result (or a checkpoint's
-    ``epoch``)."""
+    """The artifact's ``training``: the kept epoch (-1: the untrained start, None: not known), its validation
+    score and the untrained start's, from ``quick_start.run``'s result."""
 
     def number(value):
         return None if value is None else float(value)
@@ -182,16 +171,9 @@ def training_record(config, result):
     }
 
 
-def kept_untrained_start(training):
-    """True when validation kept the untrained model (``training`` of an artifact; None: not recorded)."""
-    return isinstance(training, dict) and training.get("kept_epoch") == -1
-
-
 def build_artifact(model, config, train_dataset, valid_dataset=None, test_dataset=None, analyzer=None, training=None):
-    """The artifact of a trained ``model`` as a dict of tensors and plain values. ``train_dataset`` carries the
-    fitted ``model_inputs`` (``quick_start.prepare`` attaches them) and the ``data_fingerprint`` of the files its
-    dataset read; ``analyzer``: the dataset's analyzer document, if any; ``training``: the run's
-    ``training_record`` (None: not known)."""
+    """The artifact of a trained ``model``; ``train_dataset`` carries the fitted ``model_inputs`` and the
+    ``data_fingerprint`` (``quick_start.prepare`` attaches both)."""
     inputs = getattr(train_dataset, "model_inputs", None)
     if inputs is None:
         raise ColdStartError(
@@ -221,8 +203,7 @@ def build_artifact(model, config, train_dataset, valid_dataset=None, test_datase
 
 
 def dataset_analyzer(config, fields, dataset):
-    """The converter's analyzer document stored beside the dataset (None when there is none), after checking
-    it describes this dataset's vocabulary."""
+    """The converter's analyzer document beside the dataset (None: none), checked against its vocabulary."""
     path = analyzer_path(config["data_path"], config["dataset"])
     if not path.is_file():
         return None
@@ -244,8 +225,8 @@ def dataset_analyzer(config, fields, dataset):
 
 
 def write_artifact(path, artifact):
-    """Write atomically (a temporary file, flushed, renamed): never a truncated artifact. The content is written
-    as the current version (an older one's token lists become UTF-8 records), sealed with its SHA-256."""
+    """Write atomically (``save_tensors``), as the current version (an older one's token lists become UTF-8
+    records), sealed with its SHA-256."""
     vocabulary = artifact["vocabulary"]
     tokens = {
         name: tokens_record(values) if isinstance(values, list) else values
@@ -259,30 +240,13 @@ def write_artifact(path, artifact):
     return path
 
 
-# -------------------------------------------------------------------------------------------- reading
-def read_artifact(path):
-    """The artifact dict of a ``.fbsm`` file, after checking it is one, of a format this release reads."""
-    content = load_tensors(path, "model artifact", mmap=True)
-    if not isinstance(content, dict) or content.get("format") != FORMAT:
-        if isinstance(content, dict) and "state_dict" in content and "config" in content:
-            raise ColdStartError(
-                f"{path} is a training checkpoint, not a model artifact: a training run writes its artifact beside it "
-                f"(the same name ending in {SUFFIX}); for a checkpoint alone, make one with "
-                f"recbole-fbsm serve export {path} -o MODEL{SUFFIX} (it reads the dataset once)."
-            )
-        raise ColdStartError(
-            f"{path} is not a recbole-fbsm model artifact (expected a {SUFFIX} file written by a run)."
-        )
-    return check_artifact(content, path)
-
-
 class UnsealedArtifactWarning(UserWarning):
     """An artifact of a version without checksum: validated, but damage that stays valid goes unnoticed."""
 
 
 def check_artifact(content, path):
-    """``content`` (loaded with ``mmap=True``: nothing read yet) in memory, after checking it is an artifact of a
-    version this release reads and validating it (``artifact.integrity``); a ColdStartError otherwise."""
+    """``content`` (loaded with ``mmap=True``: nothing read yet) in memory once validated; a ColdStartError for a
+    version this release does not read."""
     version = content.get("format_version")
     if version not in READABLE_VERSIONS:
         raise ColdStartError(
@@ -304,8 +268,7 @@ def check_artifact(content, path):
 
 
 def model_inputs_from_artifact(content, device):
-    """The ``ModelInputs`` a model of this artifact is built from (the warm tables as zeros of the saved
-    shape: the state dict fills them)."""
+    """The ``ModelInputs`` of the artifact's model (the warm tables as zeros: the state dict fills them)."""
     features = features_from_record(content["features"])
     warm = None
     if content.get("warm_shapes"):

@@ -1,9 +1,5 @@
-"""Writing RecBole atomic files (.inter / .item) safely, and the bookkeeping shared by the converters.
-
-A converted dataset is written into a temporary folder next to its destination and renamed into
-place only once every file is complete, so a failed or interrupted run never leaves an empty or
-partial dataset where RecBole would load it.
-"""
+"""Writing RecBole atomic files (.inter / .item) atomically (a folder beside the target, renamed into place once
+complete: never a partial dataset where RecBole would load it), and the bookkeeping shared by the converters."""
 
 from __future__ import annotations
 
@@ -48,11 +44,8 @@ def csv_records(path: str | os.PathLike, sep: str, header: bool, what: str) -> I
 
 
 class Skipped:
-    """Counts what a conversion left out, by reason, keeping the first place each reason occurred.
-
-    Why: skipped input must be reported, never dropped silently, and the first example is what a user
-    needs to find the problem in a large file.
-    """
+    """Counts what a conversion left out, by reason, with the first place of each: what a user needs to find the
+    problem in a large file."""
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
@@ -60,11 +53,10 @@ class Skipped:
         self.warnings: list[str] = []  # doubtful input that was kept, said in the summary and the README
 
     def add(self, reason: str, where: str = "", n: int = 1) -> None:
-        if n <= 0:
-            return
-        self.counts[reason] = self.counts.get(reason, 0) + n
-        if where and reason not in self.first:
-            self.first[reason] = where
+        if n > 0:
+            self.counts[reason] = self.counts.get(reason, 0) + n
+            if where:
+                self.first.setdefault(reason, where)
 
     def lines(self) -> list[str]:
         return [
@@ -95,16 +87,12 @@ class ConversionResult:
         return "\n".join(lines)
 
 
-def check_name(name: str) -> str:
-    """A dataset name becomes a folder and file stem: refuse anything that is not a plain name."""
+def target_folder(out_dir: str | os.PathLike, name: str, overwrite: bool) -> Path:
+    """The dataset folder `out_dir/name` (a plain name: a folder and file stem); refuses an existing one unless
+    overwrite (checked before work)."""
     if not name or name in (".", "..") or any(c in name for c in "/\\") or name != name.strip():
         raise ConversionError(f"dataset name (--name) must be a plain folder name, got {name!r}")
-    return name
-
-
-def target_folder(out_dir: str | os.PathLike, name: str, overwrite: bool) -> Path:
-    """The dataset folder `out_dir/name`; refuses an existing one unless overwrite (checked before work)."""
-    target = Path(out_dir) / check_name(name)
+    target = Path(out_dir) / name
     if target.exists() and not overwrite:
         raise ConversionError(
             f"output dataset folder {target} already exists; pass --overwrite (overwrite=True) to replace it"
@@ -135,26 +123,17 @@ def write_dataset(
     overwrite: bool = False,
     extra: Callable[[Path], None] | None = None,
 ) -> Path:
-    """Write `<out_dir>/<name>/{<name>.inter, <name>.item, README.txt}` atomically and return the folder.
-
-    `inter` has columns user_id, item_id and optionally label (1.0 / 0.0); `item_fields[f][k]` is the
-    space-separated token_seq cell of field f for `item_ids[k]` (may be empty). Files are written by hand rather
-    than with `DataFrame.to_csv`, which would quote cells and change what RecBole reads back.
-    """
+    """Write `<out_dir>/<name>/{<name>.inter, <name>.item, README.txt}` atomically and return the folder;
+    `item_fields[f][k]`: field f's token_seq cell of `item_ids[k]`, written unquoted as RecBole reads it."""
     target = target_folder(out_dir, name, overwrite)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = _fresh_folder(target.parent, f".{name}.tmp-")
+    unquoted = {"sep": "\t", "index": False, "quoting": csv.QUOTE_NONE, "lineterminator": "\n", "encoding": "utf-8"}
     try:
-        columns = ["user_id:token", "item_id:token"] + (["label:float"] if "label" in inter else [])
-        with open(tmp / f"{name}.inter", "w", encoding="utf-8", newline="\n") as f:
-            f.write("\t".join(columns) + "\n")
-            rows = inter["user_id"] + "\t" + inter["item_id"]
-            if "label" in inter:
-                rows = rows + "\t" + inter["label"].map("{:g}".format)
-            f.write("\n".join(rows) + "\n")
-        with open(tmp / f"{name}.item", "w", encoding="utf-8", newline="\n") as f:
-            f.write("\t".join(["item_id:token"] + [f"{field}:token_seq" for field in item_fields]) + "\n")
-            f.writelines("\t".join(row) + "\n" for row in zip(item_ids, *item_fields.values()))
+        columns = {"user_id": "user_id:token", "item_id": "item_id:token", "label": "label:float"}
+        inter = inter[[column for column in columns if column in inter]].rename(columns=columns)
+        inter.to_csv(tmp / f"{name}.inter", float_format="%g", **unquoted)
+        items = {"item_id:token": item_ids} | {f"{field}:token_seq": cells for field, cells in item_fields.items()}
+        pd.DataFrame(items).to_csv(tmp / f"{name}.item", **unquoted)
         (tmp / "README.txt").write_text(readme, encoding="utf-8")
         if extra is not None:
             extra(tmp)  # further files (the analyzer description), written into the same unfinished folder

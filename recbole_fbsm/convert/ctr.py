@@ -1,11 +1,6 @@
-"""Reader for the CTR / CDL format of the public CiteULike datasets (citeulike-a, citeulike-t).
-
-users.dat line u = `count item item ...`, mult.dat line i = `n word_id:count ...`, vocabulary.dat line
-w = word; all ids are 0-based line numbers and become the dataset's external ids as strings.
-The vocabulary words are neither stemmed nor cleaned (e.g. 'writings', 'networks’', 'e.\xa0coli'), so
-each word goes through the same analyzer as raw text: a sparse words x terms matrix maps the word
-counts to term counts, which merges words with one stem and splits words such as 'infinite-horizon'.
-"""
+"""Reader for the CTR / CDL format of the public CiteULike datasets (citeulike-a, citeulike-t); ids are 0-based
+line numbers. The vocabulary words are raw ('writings', 'e.\xa0coli'), so each goes through the text analyzer:
+a sparse words x terms matrix maps word counts to term counts (merging stems, splitting 'infinite-horizon')."""
 
 from __future__ import annotations
 
@@ -17,20 +12,19 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from recbole_fbsm.config.conversion import CTR_FILES, CTR_TAG_FILES, PAPER_MAX_DF
+from recbole_fbsm.config.conversion import PAPER_MAX_DF
 from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer
 
-from .atomic import ConversionError, ConversionResult, Skipped, target_folder
-from .tags import TAG_DF_OPTIONS, count_matrix
+from .atomic import ConversionError, ConversionResult, Skipped
 from .text import (
     TokenField,
-    _min_df_option,
-    check_df_settings,
+    check_settings,
+    count_matrix,
     count_terms,
     make_dataset,
-    readme_head,
     tag_field,
     tag_options,
+    words_options,
 )
 
 
@@ -76,9 +70,8 @@ def _ids(parts: list[str]) -> list[int] | None:
 
 
 def refuse_other_format(path: str | os.PathLike, n_lines: int, skipped: Skipped, reason: str) -> None:
-    """A file whose lines are mostly malformed is in another format: say so, with the count and the
-    first rejected line, instead of converting the few lines that happen to parse (and then blaming
-    the document-frequency filter for an empty result)."""
+    """A file whose lines are mostly malformed is in another format: say so, rather than convert the few lines
+    that happen to parse (and then blame the document-frequency filter for an empty result)."""
     rejected = skipped.counts.get(reason, 0)
     if rejected and rejected * 2 > n_lines:
         raise ConversionError(
@@ -138,12 +131,8 @@ def read_ctr_tags(
     skipped: Skipped,
     mult_name: str | os.PathLike = "mult.dat",
 ) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Items x tags counts from citeulike-t's files, rows aligned with `item_ids` (the items that
-    have a well-formed line in `mult_name`).
-
-    tag-item.dat line t = `count item item ...` (0-based item ids, the line numbers of mult.dat) lists
-    the articles carrying tag t, whose name is line t of tags.dat.
-    """
+    """Items x tags counts, rows aligned with `item_ids`, from citeulike-t's tag-item.dat (line t: `count item
+    item ...`, the articles carrying tag t) and tags.dat (line t: tag t's name)."""
     names = read_lines(tag_names, "tag names")
     items, tokens, lines = [], [], []
     for t, line in enumerate(read_lines(tag_item, "tag-item")):
@@ -178,8 +167,6 @@ def read_ctr_tags(
     return count_matrix(rows[known], np.asarray(tokens, dtype=object)[known], len(item_ids))
 
 
-# longer than 60 lines: half of it is the signature (one keyword per converter option); the body reads,
-# counts and hands over to make_dataset
 def convert_ctr(
     users: str | os.PathLike,
     mult: str | os.PathLike,
@@ -197,23 +184,14 @@ def convert_ctr(
     tags_min_df: int | None = None,
     tags_max_df: float | None = None,
 ) -> ConversionResult:
-    """Convert CTR-format files (users.dat, mult.dat, vocabulary.dat) into a RecBole dataset of
-    implicit likes with the paper's feature preprocessing (see the module docstring).
-
-    With `tag_item` and `tag_names` (citeulike-t's tag-item.dat and tags.dat) the .item file gets a
-    second token_seq field `tags`, each tag one token kept whole, filtered by `tags_min_df` /
-    `tags_max_df` (default: `min_df` / `max_df`).
-    """
-    check_df_settings(min_df, max_df)
+    """Convert CTR-format files (users.dat, mult.dat, vocabulary.dat) into a RecBole dataset of implicit likes;
+    `tag_item` and `tag_names` (citeulike-t's tag-item.dat and tags.dat) add a field of whole tags."""
     if (tag_item is None) != (tag_names is None):
         raise ConversionError(
             "tags need both files: tag_item (--tag-item, tag-item.dat) and tag_names (--tag-names, tags.dat)"
         )
-    tags_min_df = min_df if tags_min_df is None else tags_min_df
-    tags_max_df = max_df if tags_max_df is None else tags_max_df
-    if tag_item is not None:
-        check_df_settings(tags_min_df, tags_max_df, options=TAG_DF_OPTIONS)
-    target_folder(out_dir, name, overwrite)
+    tags = tag_item is not None
+    tags_min_df, tags_max_df = check_settings(out_dir, name, overwrite, min_df, max_df, tags, tags_min_df, tags_max_df)
     skipped = Skipped()
     words = read_lines(vocab, "vocabulary")
     item_ids, word_counts = read_mult(mult, len(words), skipped)
@@ -222,19 +200,14 @@ def convert_ctr(
     word_terms, terms = count_terms(words, analyzer, source=str(vocab))
     fields = [TokenField("words", word_counts @ word_terms, terms, min_df, max_df, analyzer)]
     sources = {"users": users, "mult": mult, "vocabulary": vocab}
-    options = {
-        "min_df (items)": _min_df_option(min_df),
-        "max_df (fraction of items)": max_df,
-        "stemming (snowball english)": stem,
-        "stop words removed (scikit-learn english list)": stopwords,
+    options = words_options(min_df, max_df, stem, stopwords) | {
         "vocabulary words": "tokenised like text (scikit-learn), counts of words sharing a term merged",
     }
-    if tag_item is not None:
+    if tags:
         tag_counts, tag_terms = read_ctr_tags(tag_item, tag_names, item_ids, skipped, mult_name=mult)
         fields.append(tag_field(tag_counts, tag_terms, tags_min_df, tags_max_df))
         sources |= {"tag-item": tag_item, "tag names": tag_names}
         options |= tag_options(tags_min_df, tags_max_df)
-    head = readme_head("convert_ctr", sources, options)
     return make_dataset(
         inter,
         item_ids,
@@ -244,8 +217,9 @@ def convert_ctr(
         overwrite=overwrite,
         skipped=skipped,
         texts_source=str(mult),
-        readme_head=head,
         command="ctr",
+        sources=sources,
+        options=options,
         extra_counts={
             "vocabulary words": len(words),
             "vocabulary words giving no term (stop words, single characters, punctuation)": int(
@@ -253,10 +227,3 @@ def convert_ctr(
             ),
         },
     )
-
-
-def ctr_paths(src: str | os.PathLike, tags: bool = False) -> dict[str, Path]:
-    """The three CTR files inside a dataset folder, by the names the public datasets use (with
-    `tags`, also citeulike-t's tag-item.dat and tags.dat)."""
-    files = CTR_FILES | (CTR_TAG_FILES if tags else {})
-    return {key: Path(src) / file for key, file in files.items()}

@@ -1,11 +1,8 @@
 """Download a public dataset, check every file's SHA-256, and convert it: ``recbole-fbsm download citeulike-t``.
 
-Why it is built this way: the files arrive as ``FILE.part`` in a hidden folder beside the dataset
-(``OUT/.NAME.download/``); a ``.part`` left by a dropped connection or an interrupted run is resumed with an
-HTTP Range request by the next run, and a file whose size or checksum is wrong is deleted (the next run
-starts it clean). The converter writes the dataset folder itself and renames it into place only when it is
-complete, so a failure at any point leaves nothing under ``OUT/NAME``. The download folder is removed once
-the dataset is written. Only the standard library's urllib is used, with a timeout on every request.
+Files arrive as ``FILE.part`` in ``OUT/.NAME.download/``: a part left by a dropped connection is resumed with an
+HTTP Range request by the next run, a file of the wrong size or checksum is deleted, and the converter renames
+the dataset into place only when complete, so a failure leaves nothing under ``OUT/NAME``.
 """
 
 from __future__ import annotations
@@ -40,11 +37,10 @@ class DownloadError(ColdStartError):
     """A file that could not be fetched or failed its check; the message names the URL and what to do."""
 
 
-# ------------------------------------------------------------------------------------------- download
 def download_dataset(name, out="dataset", mirror=None, overwrite=False, timeout=DEFAULT_TIMEOUT, progress=True):
-    """Fetch the files of dataset ``name`` (from ``mirror``, a base URL, instead of the table's when given),
-    check each against its size and SHA-256, convert them into ``out/name`` and return the ConversionResult.
-    Raises DownloadError (a ColdStartError) or ConversionError; nothing is left under ``out/name`` then."""
+    """Fetch the files of dataset ``name`` (from ``mirror``, a base URL, when given), check their sizes and SHA-256,
+    convert them into ``out/name`` and return the ConversionResult; a DownloadError or ConversionError leaves
+    nothing under ``out/name``."""
     out = os.path.expanduser(str(out))  # '--out=~/data': no shell expands a ~ after '='
     if name not in DATASETS:
         raise ColdStartError(unknown_download_message(name, out))
@@ -85,21 +81,21 @@ def _base_url(mirror):
     return mirror if mirror.endswith("/") else mirror + "/"
 
 
-def fetch_file(url, dest, size, sha256, timeout=DEFAULT_TIMEOUT, bar=None):
+def fetch_file(url, dest, size, sha256, timeout, bar):
     """Make ``dest`` the file at ``url`` with ``size`` bytes and this ``sha256``: resume ``dest.part`` if one is
     there, check size and checksum, then rename. A wrong file is deleted; a partial one is kept for a rerun."""
     dest = Path(dest)
     part = dest.with_name(dest.name + ".part")
     if dest.is_file():  # checked in an earlier run: checked again, it is cheap
         if _sha256(dest) == sha256:
-            _advance(bar, size)
+            bar.update(size)
             return dest
         dest.unlink()
     have = part.stat().st_size if part.is_file() else 0
     if have > size:
         part.unlink()
         have = 0
-    _advance(bar, have)
+    bar.update(have)
     if have < size:
         _transfer(url, part, have, size, timeout, bar)
     digest = _sha256(part)
@@ -119,12 +115,12 @@ def _transfer(url, part, have, size, timeout, bar):
     response = _open(url, have, size, timeout)
     if response is None:  # HTTP 416: the server has nothing after our bytes, so they are not its file's start
         part.unlink()
-        _advance(bar, -have)
+        bar.update(-have)
         return _transfer(url, part, 0, size, timeout, bar)
     with response:
         resumed = response.status == 206 and str(response.headers.get("Content-Range", "")).startswith(f"bytes {have}-")
         if have and not resumed:  # not 206 Partial Content from our byte on: the whole file, start over
-            _advance(bar, -have)
+            bar.update(-have)
             have = 0
         length = response.headers.get("Content-Length")
         if length is not None and length.isdigit() and have + int(length) != size:
@@ -179,7 +175,7 @@ def _copy(url, response, part, have, size, bar):
                 if received > size:
                     break
                 f.write(chunk)
-                _advance(bar, len(chunk))
+                bar.update(len(chunk))
     except (OSError, http.client.HTTPException) as error:  # a timeout (TimeoutError) or a reset mid-file
         raise DownloadError(
             f"{url}: the download stopped after {received:,} of {size:,} bytes ({_why(error)}); "
@@ -215,8 +211,3 @@ def _progress_bar(name, total, enabled):
         file=sys.stderr,
         disable=None if enabled else True,
     )
-
-
-def _advance(bar, n):
-    if bar is not None and n:
-        bar.update(n)

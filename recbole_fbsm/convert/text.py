@@ -1,10 +1,8 @@
-"""Item text -> term counts -> RecBole dataset, and the CSV/TSV converter.
+"""Item text -> term counts -> RecBole dataset (the paper's Sec. 5.1 preprocessing), and the CSV/TSV converter
+with its optional tag file (each tag one token, kept whole: ``WholeTokenAnalyzer``).
 
-The paper (Sec. 5.1) builds item features by removing stop words, stemming, and dropping terms that
-occur in fewer than 20 items or in more than 20% of the items. Tokenising and stop words come from
-scikit-learn, stemming from snowballstemmer (english); the document-frequency filter works on the
-sparse items x terms count matrix. Term counts are kept by repeating a term in the token_seq cell.
-Both converters (this one and `ctr`) end in `make_dataset`, so they treat bad input alike.
+Both converters (this one and `ctr`) start with `check_settings` and end in `make_dataset`, so they treat bad
+input alike; a term's count is kept by repeating it in the token_seq cell.
 """
 
 from __future__ import annotations
@@ -35,24 +33,18 @@ from .atomic import (
     target_folder,
     write_dataset,
 )
-from .tags import TAG_DF_OPTIONS, read_tag_file
 
 PAPER_MIN_DF = 20  # keep terms that occur in at least this many items (the paper, on ~25,000 articles)
 PAPER_ITEMS = 25_000  # the size of the data the paper's 20 items were chosen for (CiteULike)
 MIN_DF_FLOOR = 2  # a term found in one item links no two items
 SMALL_DATA_ITEMS = 1_000  # below this, the filter's effect is always reported
+TAG_DF_OPTIONS = ("--tags-min-df", "--tags-max-df")
 
 
 def default_min_df(n_items: int) -> int:
-    """`--min-df` when none is given: the paper's 20 items scaled to the data, n_items x 20 / 25,000,
-    rounded and kept within [2, 20] (20 for citeulike-t's 25,584 items, 2 below 3,125 items).
-
-    Why: a fixed 20 items is 0.08% of CiteULike but 7% of a 300-item catalogue, where it removes most
-    real words; below 2 a term cannot make two items similar."""
+    """`--min-df` when none is given: the paper's 20 items scaled to the data and kept within [2, 20] (a fixed 20
+    is 0.08% of CiteULike but 7% of a 300-item catalogue, where it removes most real words)."""
     return int(min(PAPER_MIN_DF, max(MIN_DF_FLOOR, round(n_items * PAPER_MIN_DF / PAPER_ITEMS))))
-
-
-# ---------------------------------------------------------------- text preprocessing
 
 
 def count_terms(
@@ -71,21 +63,40 @@ def count_terms(
 
 
 def check_df_settings(min_df: int, max_df: float, options: tuple[str, str] = ("--min-df", "--max-df")) -> None:
-    """Fail early on filter settings that cannot mean what the paper's filter means."""
+    """Fail early on filter settings that cannot mean what the paper's filter means (min_df None: scaled)."""
     min_name, max_name = (opt.lstrip("-").replace("-", "_") for opt in options)
-    # min_df None: scaled with the number of items (default_min_df)
     if min_df is not None and (isinstance(min_df, bool) or not isinstance(min_df, (int, np.integer)) or min_df < 0):
         raise ConversionError(f"{min_name} ({options[0]}) must be a whole number of items >= 0, got {min_df!r}")
     if isinstance(max_df, bool) or not isinstance(max_df, (int, float)) or not 0 < max_df <= 1:
         raise ConversionError(f"{max_name} ({options[1]}) must be a fraction of items in (0, 1], got {max_df!r}")
 
 
+def check_settings(out_dir, name, overwrite, min_df, max_df, tags, tags_min_df, tags_max_df):
+    """Both converters' settings and output folder, checked before any work; returns the tags' min_df and
+    max_df (default: the words')."""
+    check_df_settings(min_df, max_df)
+    tags_df = (min_df if tags_min_df is None else tags_min_df, max_df if tags_max_df is None else tags_max_df)
+    if tags:
+        check_df_settings(*tags_df, options=TAG_DF_OPTIONS)
+    target_folder(out_dir, name, overwrite)
+    return tags_df
+
+
+def words_options(min_df, max_df, stem, stopwords):
+    """README lines for the words field."""
+    return {
+        "min_df (items)": _min_df_option(min_df),
+        "max_df (fraction of items)": max_df,
+        "stemming (snowball english)": stem,
+        "stop words removed (scikit-learn english list)": stopwords,
+    }
+
+
 def filter_document_frequency(
     field: TokenField, counts: sp.csr_matrix, min_df: int
 ) -> tuple[sp.csr_matrix, np.ndarray, str | None]:
-    """The columns of `counts` and the terms of `field` found in at least `min_df` items and at most
-    `field.max_df` x n_items items (sklearn's min_df / max_df semantics; terms found in no item are always
-    dropped), and the filter's warning (`filter_warning`) or None."""
+    """The columns of `counts` and the terms of `field` found in [min_df, field.max_df x n_items] items (sklearn's
+    semantics; terms found in no item are always dropped), and the filter's warning or None."""
     what, options, max_df = field.what, field.options, field.max_df
     counts = counts.tocsr()
     counts.sum_duplicates()
@@ -107,9 +118,8 @@ def filter_document_frequency(
 
 
 def filter_warning(field: TokenField, df: np.ndarray, n_items: int, min_df: int) -> str | None:
-    """A warning when the document-frequency filter (document frequencies `df` over `n_items` items) removes
-    more than a third of the distinct terms, or removes any on data of fewer than SMALL_DATA_ITEMS items: how
-    many, which (the most frequent of those dropped), and how many each smaller `--min-df` would keep."""
+    """A warning when the filter removes more than a third of the distinct terms, or any on data of fewer than
+    SMALL_DATA_ITEMS items: how many, the most frequent dropped, and what each smaller `--min-df` would keep."""
     terms, what, options, max_df = field.terms, field.what, field.options, field.max_df
     present = df > 0
     too_rare = present & (df < max(min_df, 1))
@@ -155,16 +165,10 @@ def token_cells(counts: sp.csr_matrix, terms: np.ndarray) -> list[str]:
     return [" ".join(tokens[a:b]) for a, b in zip(starts, ends)]
 
 
-# ---------------------------------------------------------------- shared end of both converters
-
-
 @dataclass
 class TokenField:
-    """One token_seq column of the .item file before the document-frequency filter.
-
-    Row k of `counts` holds the token counts of the converter's k-th item id; `what` names a token in
-    messages ("term", "tag") and `options` the command-line spellings of `min_df` / `max_df`.
-    """
+    """One token_seq column of the .item file before the document-frequency filter: row k of `counts` holds
+    the k-th item's; `what` names a token in messages and `options` spell `min_df` / `max_df`."""
 
     name: str
     counts: sp.csr_matrix
@@ -239,17 +243,16 @@ def make_dataset(
     overwrite: bool,
     skipped: Skipped,
     texts_source: str,
-    readme_head: str,
     command: str,
+    sources: dict[str, str | os.PathLike],
+    options: dict[str, object],
     extra_counts: dict[str, int] | None = None,
 ) -> ConversionResult:
-    """Join interactions with item texts, apply the document-frequency filter and write the dataset.
+    """Join interactions (user_id, item_id[, label]) with the items' fields, filter and write the dataset.
 
-    `inter` holds user_id, item_id (strings) and optionally label; row k of each field's counts
-    belongs to `item_ids[k]`. Interactions naming an item without a text row are dropped, items
-    without interactions are left out (RecBole would drop them anyway), and each field's document
-    frequencies are counted over the items that remain. Items with no token left in a field are kept
-    with an empty cell (they are real items; models see a zero feature row) and counted.
+    Interactions naming an item without text are dropped, items without interactions left out (RecBole would
+    drop them), document frequencies counted over the items that remain; an item with no token left in a field
+    keeps an empty cell (a zero feature row) and is counted.
     """
     inter = _usable_interactions(inter, pd.Index(item_ids), skipped, texts_source)
     used = pd.Index(item_ids).isin(inter["item_id"].unique())
@@ -272,7 +275,7 @@ def make_dataset(
     result_counts |= extra_counts or {}
     for line in skipped.lines():
         log.warning("skipped %s", line)
-    readme = _readme(readme_head, name, fields, inter, result_counts, skipped, warnings)
+    readme = _readme(command, sources, options, name, fields, inter, result_counts, skipped, warnings)
 
     def write_analyzer_file(folder: Path) -> None:
         write_analyzer(analyzer_path(folder, name), command, records)
@@ -333,11 +336,16 @@ def _filtered_field(field, rows, result_counts, warnings):
     return token_cells(counts, terms), record
 
 
-def _readme(head, name, fields, inter, result_counts, skipped, warnings):
-    """README.txt of the converted dataset: where it came from, its counts, what was skipped, its files."""
+def _readme(command, sources, options, name, fields, inter, result_counts, skipped, warnings):
+    """README.txt of the converted dataset: its sources and options, counts, what was skipped, its files."""
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     columns = ", ".join(f"{field.name}:token_seq ({field.description})" for field in fields)
     return "\n".join(
-        [head, "", "counts:"]
+        [f"RecBole atomic dataset written by recbole_fbsm.convert (convert_{command}) on {when}.", "", "sources:"]
+        + [f"  {key}: {Path(value).resolve()}" for key, value in sources.items()]
+        + ["", "options:"]
+        + [f"  {key}: {value}" for key, value in options.items()]
+        + ["", "counts:"]
         + [f"  {key}: {value:,}" for key, value in result_counts.items()]
         + ["", "skipped:"]
         + [f"  {line}" for line in skipped.lines() or ["nothing"]]
@@ -355,20 +363,6 @@ def _readme(head, name, fields, inter, result_counts, skipped, warnings):
     )
 
 
-def readme_head(command: str, sources: dict[str, str | os.PathLike], options: dict[str, object]) -> str:
-    """The README.txt lines saying where the data came from and how it was processed."""
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return "\n".join(
-        [f"RecBole atomic dataset written by recbole_fbsm.convert ({command}) on {when}.", "", "sources:"]
-        + [f"  {key}: {Path(value).resolve()}" for key, value in sources.items()]
-        + ["", "options:"]
-        + [f"  {key}: {value}" for key, value in options.items()]
-    )
-
-
-# ---------------------------------------------------------------- CSV / TSV input
-
-
 def default_sep(path: str | os.PathLike) -> str:
     """Tab for .tsv / .tab files, comma otherwise."""
     return "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
@@ -377,21 +371,21 @@ def default_sep(path: str | os.PathLike) -> str:
 def read_interactions(
     path: str | os.PathLike, sep: str, threshold: float | None, header: bool, skipped: Skipped
 ) -> pd.DataFrame:
-    """user_id, item_id (+ label = rating >= threshold as 1.0 / 0.0 when a threshold is given).
-
-    Columns after the ones used are ignored (e.g. a timestamp); without a threshold every line is a like.
-    """
+    """user_id, item_id (+ label = rating >= threshold as 1.0 / 0.0 when a threshold is given); columns after
+    the ones used are ignored (e.g. a timestamp); without a threshold every line is a like."""
     expected = f"'user{sep}item{sep}rating'" if threshold is not None else f"'user{sep}item[{sep}rating]'"
     expected = expected.replace("\t", "<TAB>")
     need = 3 if threshold is not None else 2
-    users, items, ratings = [], [], []
     records = list(csv_records(path, sep, header, "interactions"))
-    _refuse_unskipped_header(path, records, header)
+    # the third column as numbers (NaN: none, or not a number)
+    thirds = np.array([_number(row[2]) if len(row) >= 3 else math.nan for _, row in records])
+    if not header:
+        _refuse_unskipped_header(path, records, thirds)
     if threshold is None:
-        _warn_unused_ratings(path, records, skipped)
-    for line, row in records:
+        _warn_unused_ratings(path, thirds, skipped)
+    users, items, ratings = [], [], []
+    for (line, row), rating in zip(records, thirds):
         user, item = (row[0].strip(), row[1].strip()) if len(row) >= 2 else ("", "")
-        rating = _number(row[2]) if threshold is not None and len(row) >= need else math.nan
         if len(row) < need or bad_id(user) or bad_id(item) or (threshold is not None and math.isnan(rating)):
             skipped.add(
                 f"malformed lines in {Path(path).name}",
@@ -411,24 +405,23 @@ def read_interactions(
     return inter
 
 
-def _refuse_unskipped_header(path, records, header):
+def _refuse_unskipped_header(path, records, thirds):
     """A first line whose third column is text while the other lines' are numbers is a header: read as data
     it would become a user and an item."""
-    if header or len(records) < 3 or len(records[0][1]) < 3 or not math.isnan(_number(records[0][1][2])):
+    if len(records) < 3 or len(records[0][1]) < 3 or not math.isnan(thirds[0]):
         return
-    rest = [row for _, row in records[1:] if len(row) >= 3]
-    if rest and sum(not math.isnan(_number(row[2])) for row in rest) >= 0.9 * len(rest):
+    rest = [k for k, (_, row) in enumerate(records) if k and len(row) >= 3]
+    if rest and (~np.isnan(thirds[rest])).sum() >= 0.9 * len(rest):
         raise ConversionError(
             f"{path} line {records[0][0]} ({','.join(records[0][1])[:80]!r}) looks like a header: its third column is "
             "not a number while the other lines' are; give --header to skip each file's first line."
         )
 
 
-def _warn_unused_ratings(path, records, skipped):
+def _warn_unused_ratings(path, thirds, skipped):
     """Without --threshold every line is a like: say so when the third column holds ratings."""
-    values = np.array([_number(row[2]) for _, row in records if len(row) >= 3])
-    values = values[~np.isnan(values)]
-    if len(values) < 0.9 * len(records) or len(np.unique(values)) < 2:
+    values = thirds[~np.isnan(thirds)]
+    if len(values) < 0.9 * len(thirds) or len(np.unique(values)) < 2:
         return
     top = values.max()
     lower = int((values < top).sum())
@@ -467,8 +460,50 @@ def read_item_texts(path: str | os.PathLike, sep: str, header: bool, skipped: Sk
     return ids, texts
 
 
-# longer than 60 lines: half of it is the signature (one keyword per converter option); the body reads,
-# counts and hands over to make_dataset
+def count_matrix(item_rows: np.ndarray, tokens: Sequence[str], n_items: int) -> tuple[sp.csr_matrix, np.ndarray]:
+    """items x tokens counts from (item row, token) pairs; tokens sorted like the word terms."""
+    terms, cols = np.unique(np.asarray(tokens, dtype=object).astype(str), return_inverse=True)
+    counts = sp.csr_matrix(
+        (np.ones(len(cols), dtype=np.int64), (np.asarray(item_rows, dtype=np.int64), cols.ravel())),
+        shape=(n_items, len(terms)),
+    )
+    counts.sum_duplicates()
+    return counts, terms.astype(object)
+
+
+def read_tag_file(
+    path: str | os.PathLike,
+    sep: str,
+    tag_sep: str | None,
+    header: bool,
+    item_ids: Sequence[str],
+    skipped: Skipped,
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Items x tags counts from `item<sep>tag[<sep>tag...]` lines (each field further split on `tag_sep`), rows
+    aligned with `item_ids`; an item's lines add up, and a repeated tag counts twice, like a repeated word."""
+    index = pd.Index(item_ids)
+    rows, tokens = [], []
+    analyze = WholeTokenAnalyzer(tag_sep)
+    for line, row in csv_records(path, sep, header, "tags"):
+        item = row[0].strip()
+        if len(row) < 2 or bad_id(item):
+            skip_malformed(skipped, path, line, f"item{sep}tag[{sep}tag...]", row, sep)
+            continue
+        k = index.get_indexer([item])[0]
+        if k < 0:
+            skipped.add(f"tag lines naming an item without text in {Path(path).name}", f"{path}:{line}")
+            continue
+        found = [token for cell in row[1:] for token in analyze(cell)]
+        rows += [k] * len(found)
+        tokens += found
+    if not tokens:
+        raise ConversionError(
+            f"{path}: no usable tag of an item with text, expected lines 'item{sep}tag[{sep}tag...]' "
+            f"({skipped.describe()})".replace("\t", "<TAB>")
+        )
+    return count_matrix(np.asarray(rows), tokens, len(item_ids))
+
+
 def convert_text(
     inter: str | os.PathLike,
     items: str | os.PathLike,
@@ -488,23 +523,12 @@ def convert_text(
     tags_min_df: int | None = None,
     tags_max_df: float | None = None,
 ) -> ConversionResult:
-    """Convert interactions (`user,item[,rating]`) and item texts (`item,text`) into a RecBole dataset.
-
-    With `threshold`, the .inter gets `label:float` = 1 for rating >= threshold, else 0 (explicit
-    dislikes, as the paper binarises ratings); without, every interaction is an implicit like.
-    `sep` defaults per file to tab for .tsv/.tab and comma otherwise; `header` skips each file's first line.
-    With `tags` (a file of `item,tag[,tag...]` lines, each field further split on `tag_sep`), the .item
-    file gets a second token_seq field `tags` whose tokens are kept whole (not tokenised, not stemmed),
-    filtered by `tags_min_df` / `tags_max_df` (default: `min_df` / `max_df`).
-    """
-    check_df_settings(min_df, max_df)
-    tags_min_df = min_df if tags_min_df is None else tags_min_df
-    tags_max_df = max_df if tags_max_df is None else tags_max_df
-    if tags is not None:
-        check_df_settings(tags_min_df, tags_max_df, options=TAG_DF_OPTIONS)
+    """Convert interactions (`user,item[,rating]`) and item texts (`item,text`) into a RecBole dataset
+    (docs/convert.md): `threshold` makes ratings labels (1: rating >= threshold, else 0: a dislike), `tags` a
+    second field of whole tags (`item,tag[,tag...]` lines, each field further split on `tag_sep`)."""
     if threshold is not None and not math.isfinite(threshold):
         raise ConversionError(f"threshold (--threshold) must be a finite number, got {threshold!r}")
-    target_folder(out_dir, name, overwrite)
+    tags_min_df, tags_max_df = check_settings(out_dir, name, overwrite, min_df, max_df, tags, tags_min_df, tags_max_df)
     skipped = Skipped()
     interactions = read_interactions(inter, sep or default_sep(inter), threshold, header, skipped)
     item_ids, texts = read_item_texts(items, sep or default_sep(items), header, skipped)
@@ -518,17 +542,12 @@ def convert_text(
         "rating threshold (label 1 if rating >= threshold)": threshold
         if threshold is not None
         else "none (implicit likes)",
-        "min_df (items)": _min_df_option(min_df),
-        "max_df (fraction of items)": max_df,
-        "stemming (snowball english)": stem,
-        "stop words removed (scikit-learn english list)": stopwords,
-    }
+    } | words_options(min_df, max_df, stem, stopwords)
     if tags is not None:
         tag_counts, tag_terms = read_tag_file(tags, sep or default_sep(tags), tag_sep, header, item_ids, skipped)
         fields.append(tag_field(tag_counts, tag_terms, tags_min_df, tags_max_df, tag_sep))
         sources["tags"] = tags
         options |= tag_options(tags_min_df, tags_max_df) | {"tag separator inside a field": repr(tag_sep)}
-    head = readme_head("convert_text", sources, options)
     return make_dataset(
         interactions,
         item_ids,
@@ -538,6 +557,7 @@ def convert_text(
         overwrite=overwrite,
         skipped=skipped,
         texts_source=str(items),
-        readme_head=head,
         command="text",
+        sources=sources,
+        options=options,
     )

@@ -21,7 +21,6 @@ from recbole_fbsm.artifact.model_file import (
     build_artifact,
     check_artifact,
     dataset_analyzer,
-    kept_untrained_start,
     model_inputs_from_artifact,
     training_record,
     vocabulary_from_record,
@@ -66,7 +65,7 @@ class ServedModel:
     @property
     def kept_untrained_start(self):
         """Validation kept the untrained model: its parameters are their initial values, not learned ones."""
-        return kept_untrained_start(self.training)
+        return self.training is not None and self.training.get("kept_epoch") == -1
 
     @property
     def model_name(self):

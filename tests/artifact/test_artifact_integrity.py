@@ -20,12 +20,12 @@ from recbole_fbsm.artifact import integrity
 from recbole_fbsm.artifact.model_file import (
     FORMAT_VERSION,
     UnsealedArtifactWarning,
-    read_artifact,
     tokens_record,
 )
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve import load_model, recommend
 from recbole_fbsm.serve.__main__ import main as serve_main
+from recbole_fbsm.serve.loading import read_model_file
 from recbole_fbsm.storage import safe_files
 from recbole_fbsm.storage.safe_files import load_tensors, save_tensors
 
@@ -40,7 +40,7 @@ def trained(tmp_path_factory):
 
 
 def _content(trained, model="FBSM"):
-    return read_artifact(trained[model]["artifact_file"])
+    return read_model_file(trained[model]["artifact_file"])
 
 
 def _write(content, path, reseal):

@@ -10,11 +10,10 @@ from helpers import evaluation_scores, train_planted
 from http_helpers import AUTH, TOKEN, call, live_service
 
 from recbole_fbsm.artifact import integrity
-from recbole_fbsm.artifact.model_file import read_artifact
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.explain import explain
 from recbole_fbsm.serve.live import score_user
-from recbole_fbsm.serve.loading import load_model
+from recbole_fbsm.serve.loading import load_model, read_model_file
 from recbole_fbsm.serve.new_items import new_items_from_cells
 from recbole_fbsm.serve.recommend import recommend
 from recbole_fbsm.storage.safe_files import save_tensors
@@ -180,7 +179,7 @@ def test_the_command_line_recommends_and_refuses_explain_in_one_line(trained):
     ],
 )
 def test_an_edited_setting_is_refused_in_one_line_even_resealed(trained, tmp_path, key, value, expected):
-    content = read_artifact(trained["artifacts"]["cosine-knn"])
+    content = read_model_file(trained["artifacts"]["cosine-knn"])
     path = tmp_path / "edited.fbsm"
     save_tensors(integrity.seal({**content, "settings": {**content["settings"], key: value}}), path)
     with pytest.raises(ColdStartError) as caught:
@@ -191,7 +190,7 @@ def test_an_edited_setting_is_refused_in_one_line_even_resealed(trained, tmp_pat
 
 
 def test_an_unknown_parameter_is_refused(trained, tmp_path):
-    content = read_artifact(trained["artifacts"]["dot"])
+    content = read_model_file(trained["artifacts"]["dot"])
     path = tmp_path / "extra.fbsm"
     state = {**content["state_dict"], "neighbours": torch.zeros(3)}
     save_tensors(integrity.seal({**content, "state_dict": state}), path)

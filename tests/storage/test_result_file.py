@@ -5,9 +5,9 @@ from pathlib import Path
 
 from helpers import dataset_config, run_cli
 
-from recbole_fbsm.artifact.model_file import read_artifact
 from recbole_fbsm.experiments import compare
 from recbole_fbsm.quick_start import run
+from recbole_fbsm.serve.loading import read_model_file
 
 
 def test_run_writes_a_record_that_compare_reads(toy, tmp_path):
@@ -26,7 +26,7 @@ def test_run_writes_a_record_that_compare_reads(toy, tmp_path):
     # bound to the data it was computed on: the content hash of each atomic file the dataset read (not the
     # .user file load_col leaves out), the same in the artifact, and the package version
     assert set(record["data"]["files"]) == {"toy.inter", "toy.item"}
-    assert read_artifact(record["artifact_file"])["data"] == record["data"]
+    assert read_model_file(record["artifact_file"])["data"] == record["data"]
     assert record["settings"]["data_sha256"] == record["data"]["sha256"] and record["settings"]["package_version"]
     assert record["artifact_file"] == result["artifact_file"] and Path(record["artifact_file"]).is_file()
 

@@ -14,10 +14,10 @@ import yaml
 from helpers import dataset_config
 
 from recbole_fbsm.artifact import integrity
-from recbole_fbsm.artifact.model_file import read_artifact
 from recbole_fbsm.run_command import main as run_main
 from recbole_fbsm.serve import load_model, strongest_interactions
 from recbole_fbsm.serve.__main__ import main as serve_main
+from recbole_fbsm.serve.loading import read_model_file
 from recbole_fbsm.storage.safe_files import save_tensors
 
 
@@ -51,7 +51,7 @@ def test_the_last_lines_say_the_untrained_start_was_kept_and_what_it_is(toy, kep
     )
     (record,) = [json.loads(path.read_text()) for path in (workdir / "log" / "FBSM").glob("*.json")]
     assert record["best_epoch"] == -1 and record["start_valid_score"] == record["best_valid_score"]
-    training = read_artifact(artifact)["training"]
+    training = read_model_file(artifact)["training"]
     assert training["kept_epoch"] == -1 and training["valid_metric"] == "recall@10"
     assert training["kept_valid_score"] == pytest.approx(record["best_valid_score"])
 
@@ -67,7 +67,7 @@ def test_interactions_of_a_kept_start_say_so_instead_of_listing_noise(kept_start
     )
 
     # an artifact written before the kept epoch was recorded: not known, so listed as before
-    content = read_artifact(artifact)
+    content = read_model_file(artifact)
     del content["training"]
     old = tmp_path / "old.fbsm"
     save_tensors(integrity.seal(content), str(old))  # sealed again, as a release without the record wrote it
@@ -81,7 +81,7 @@ def test_a_model_that_learned_keeps_its_last_lines_and_its_interactions(toy, tmp
     lines, artifact, _ = run_fbsm(toy, tmp_path, capsys, epochs=1, valid_before_training=False)
     assert not any(line.startswith("kept the untrained start") for line in lines)
     assert lines[-1].startswith("model artifact:")
-    assert read_artifact(artifact)["training"]["kept_epoch"] == 0
+    assert read_model_file(artifact)["training"]["kept_epoch"] == 0
     assert serve_main(["interactions", artifact, "--top", "3"]) == 0
     assert "positive," in capsys.readouterr().out
 
@@ -92,4 +92,4 @@ def test_an_export_records_the_checkpoints_kept_epoch(kept_start, tmp_path):
     assert torch.load(checkpoint, weights_only=True)["epoch"] == -1
     exported = tmp_path / "exported.fbsm"
     assert serve_main(["export", checkpoint, "-o", str(exported)]) == 0
-    assert read_artifact(str(exported))["training"]["kept_epoch"] == -1
+    assert read_model_file(str(exported))["training"]["kept_epoch"] == -1

@@ -71,15 +71,20 @@ def build_parser(prog="recbole-fbsm compare") -> argparse.ArgumentParser:
     return parser
 
 
+def check_seeds(parser, seeds):
+    """compare's and run_hyper's --seeds: each split once, and a seed numpy accepts."""
+    if len(set(seeds)) != len(seeds):
+        parser.error("--seeds: a seed is listed twice")
+    if any(not 0 <= seed <= SEED_MAX for seed in seeds):
+        parser.error(f"--seeds: expected integers from 0 to {SEED_MAX} (numpy's seeding); got {seeds}")
+
+
 def parse_args(argv, prog="recbole-fbsm compare"):
     parser = build_parser(prog)
     args, overrides = parse_with_settings(parser, argv, RESERVED_KEYS)
     if len(set(args.models)) != len(args.models):
         parser.error("--models: a model is listed twice")
-    if len(set(args.seeds)) != len(args.seeds):
-        parser.error("--seeds: a seed is listed twice")
-    if any(not 0 <= seed <= SEED_MAX for seed in args.seeds):
-        parser.error(f"--seeds: expected integers from 0 to {SEED_MAX} (numpy's seeding); got {args.seeds}")
+    check_seeds(parser, args.seeds)
     if args.results and Path(args.results).exists() and not Path(args.results).is_dir():
         parser.error(f"--results {args.results}: expected a folder (new, or one to resume); it is a file")
     return args, overrides

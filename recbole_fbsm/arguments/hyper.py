@@ -4,6 +4,7 @@ load (``recbole_fbsm.experiments.tune`` runs the search)."""
 import argparse
 
 from recbole_fbsm.arguments.compare import RESERVED_KEYS as COMPARE_RESERVED_KEYS
+from recbole_fbsm.arguments.compare import check_seeds
 from recbole_fbsm.config.cli import parse_with_settings
 from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 
@@ -67,8 +68,7 @@ def parse_args(argv, prog="run_hyper.py"):
     """(options, {key: value} of the --key=value settings); a usage error ends here, before anything loads."""
     parser = build_parser(prog)
     args, overrides = parse_with_settings(parser, argv, RESERVED_KEYS)
-    if len(set(args.seeds)) != len(args.seeds):
-        parser.error("--seeds: a seed is listed twice")
+    check_seeds(parser, args.seeds)
     if args.max_evals is not None and args.max_evals < 1:
         parser.error("--max_evals: expected a positive number")
     return args, overrides

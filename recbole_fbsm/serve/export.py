@@ -9,7 +9,7 @@ import os
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.raw_text import dataset_analyzers, tokenize_field
-from recbole_fbsm.serve.store import default_store_path, open_store
+from recbole_fbsm.serve.store import default_store_path, on_postgres, open_store
 from recbole_fbsm.storage.safe_files import write_atomic
 
 STORE_SUFFIX = default_store_path("")
@@ -31,7 +31,7 @@ def _cell(value):
 def export_likes(store_location, output, model=None):
     """Write the store's likes and items into folder ``output``; the paths written."""
     location = str(store_location)
-    if not location.startswith(("postgresql://", "postgres://")) and not os.path.isfile(location):
+    if not on_postgres(location) and not os.path.isfile(location):
         raise ColdStartError(
             f"store {location} not found (expected the SQLite file serve http --store wrote, or a postgresql:// URL)."
         )

@@ -328,3 +328,21 @@ def train_planted(root, runs, model=None, **common):
             name: run(model or name, data["name"], config_dict={**common, **extra}) for name, extra in runs.items()
         }
     return data, results
+
+
+def write_items_as_new(item_file, out_file, tokens, prefix="new_", separator="\t", id_field="item_id"):
+    """Copy the rows of ``tokens`` from an ``.item`` file to ``out_file`` under the ids ``prefix + token``: new
+    items with the features of existing ones. Returns the new ids."""
+    wanted = {str(t) for t in tokens}
+    written = []
+    with open(item_file, encoding="utf-8") as source, open(out_file, "w", encoding="utf-8") as target:
+        header = source.readline()
+        target.write(header)
+        id_column = [c.split(":")[0] for c in header.rstrip("\r\n").split(separator)].index(id_field)
+        for line in source:
+            cells = line.rstrip("\r\n").split(separator)
+            if cells[id_column] in wanted:
+                cells[id_column] = prefix + cells[id_column]
+                written.append(cells[id_column])
+                target.write(separator.join(cells) + "\n")
+    return written

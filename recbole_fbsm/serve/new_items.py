@@ -1,10 +1,5 @@
-"""Brand-new items from an ``.item`` atomic file or raw text, weighted exactly as the training items.
-
-Token sequences are split on ``seq_separator`` and cut to ``seq_len`` as RecBole does; each token becomes the
-training column ``field:token``, weighted with the training items' column weights
-(``ItemFeatures.transform``); the file formats are ``read_new_items``'s. Tokens the trained model has no
-learned weight for (not in the vocabulary, or only in non-training items) are ignored and counted in an
-``UnknownTokensWarning``.
+"""Brand-new items from an ``.item`` atomic file or raw text, weighted exactly as the training items
+(``ItemFeatures.transform``). Tokens without a learned weight are ignored and counted in an ``UnknownTokensWarning``.
 """
 
 import warnings
@@ -167,14 +162,9 @@ def read_atomic_items(path, served):
 
 
 def read_new_items(served, path, warn=True, raw_text=None):
-    """Read and weight the new items of ``path`` for the model ``served`` (a ``ServedModel``).
-
-    ``path`` is an ``.item`` file in the training file's format (its header has ``field:type``
-    columns) or a CSV/TSV file of raw text (a header line of plain column names: the item id, and the
-    text of each feature field, see ``raw_text.read_text_table``). Raw text goes through the analyzer
-    the converter stored beside the dataset (``NAME.analyzer.json``), exactly as training text did.
-    ``raw_text``: None: CSV/TSV is raw text, an ``.item`` file holds tokens; True: the ``.item`` file's
-    cells are raw text too; False: even a CSV/TSV file's cells are tokens.
+    """The new items of ``path`` weighted for ``served``: an ``.item`` file in the training file's format, or a
+    CSV/TSV file of raw text (``raw_text.read_text_table``) analysed as the converter analysed the training text.
+    ``raw_text``: None: CSV/TSV is raw text, an ``.item`` file tokens; True / False: the cells are raw text / tokens.
     """
     path = str(path)
     existing_file(path)
@@ -189,9 +179,8 @@ def read_new_items(served, path, warn=True, raw_text=None):
 
 
 def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=None):
-    """Weight new items given as cells: ``tokens`` (their ids) and ``values`` ({field: one cell per item},
-    a cell a string of tokens split as RecBole splits them, or raw text when ``raw``). ``source`` names the
-    input in errors ("new-item file x.item", "request")."""
+    """Weight new items given as cells: ``tokens`` (their ids) and ``values`` ({field: one cell per item}: tokens
+    as RecBole splits them, or raw text when ``raw``); ``source`` names the input in errors ("request")."""
     config, dataset = served.config, served.dataset
     analyzers = dataset_analyzers(served)
     _check_ids(source, tokens, served)
@@ -293,24 +282,3 @@ def _check_ids(source, tokens, served):
             f"{served.dataset.dataset_name!r}: {shown}. New items need ids the trained model has never seen "
             "(write them under new ids)."
         )
-
-
-def write_items_as_new(item_file, out_file, tokens, prefix="new_", separator="\t", id_field="item_id"):
-    """Copy the rows of ``tokens`` from an ``.item`` file to ``out_file`` under the ids ``prefix + token``.
-
-    Handy to try the serving commands: the copies have the features of existing items under ids the
-    model has never seen. Returns the new ids.
-    """
-    wanted = {str(t) for t in tokens}
-    written = []
-    with open(item_file, encoding="utf-8") as source, open(out_file, "w", encoding="utf-8") as target:
-        header = source.readline()
-        target.write(header)
-        id_column = [c.split(":")[0] for c in header.rstrip("\r\n").split(separator)].index(id_field)
-        for line in source:
-            cells = line.rstrip("\r\n").split(separator)
-            if cells[id_column] in wanted:
-                cells[id_column] = prefix + cells[id_column]
-                written.append(cells[id_column])
-                target.write(separator.join(cells) + "\n")
-    return written

@@ -1,15 +1,12 @@
-"""``recbole-fbsm serve export-likes STORE -o DIR``: what the live service learned, as RecBole atomic files
-``DIR/NAME.inter`` and ``DIR/NAME.item`` under the model's own id and feature fields, ready to append to the
-dataset and retrain (docs/serve.md). Raw-text items are analysed as the converter did; files are written whole
-or not at all.
-"""
+"""``serve export-likes STORE -o DIR``: what the live service learned, as atomic files ``DIR/NAME.inter`` and
+``DIR/NAME.item`` in the model's own fields, ready to append to the dataset and retrain (docs/serve.md)."""
 
 import os
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.raw_text import dataset_analyzers, tokenize_field
-from recbole_fbsm.serve.store import default_store_path, on_postgres, open_store
+from recbole_fbsm.serve.store import by_kind, default_store_path, on_postgres, open_store
 from recbole_fbsm.storage.safe_files import write_atomic
 
 STORE_SUFFIX = default_store_path("")
@@ -58,11 +55,10 @@ def export_likes(store_location, output, model=None):
         analyzers = dataset_analyzers(served)
         separator = served.config["seq_separator"] or " "
         columns = {}
-        for raw in (True, False):
-            group = [item for item in items if item.raw == raw]
+        for group in by_kind(items):
             for field in served.fields:
                 cells = tokenize_field(
-                    [item.cells.get(field, "") for item in group], field, served, analyzers, raw
+                    [item.cells.get(field, "") for item in group], field, served, analyzers, group[0].raw
                 ).cells
                 for item, tokens in zip(group, cells):
                     columns.setdefault(item.item_id, {})[field] = separator.join(_cell(t) for t in tokens)

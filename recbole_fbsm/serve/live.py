@@ -315,12 +315,6 @@ def score_candidates(snapshot, user, scope):
     return scores, eligible, ids, note
 
 
-def score_user(snapshot, user, scope):
-    """(item ids, scores, note) of every candidate of ``scope`` for ``user``, the user's likes left out."""
-    scores, eligible, ids, note = score_candidates(snapshot, user, scope)
-    return ids[eligible], scores[eligible], note
-
-
 def seeded_top(scores, eligible, k, seed):
     """Positions of the ``k`` best ``eligible`` scores, best first, ties broken at random (seeded), never by
     position, which follows popularity; a non-finite score ranks last. Only the items tied with or above the

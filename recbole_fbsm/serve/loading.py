@@ -24,7 +24,6 @@ from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.models.contract import ScoresFeatureRows
 from recbole_fbsm.models.inputs import fit_model_inputs
 from recbole_fbsm.storage.fingerprint import data_fingerprint
 from recbole_fbsm.storage.safe_files import PickledFileError, Settings, in_memory, load_tensors, load_trusted_pickle
@@ -206,10 +205,6 @@ def served_from_artifact(content, source, device="cpu"):
         )
     check_model_settings(content, source)
     model = get_model(name)(settings, vocabulary)
-    if not isinstance(model, ScoresFeatureRows):
-        raise ColdStartError(
-            f"model {source}: a {name} cannot score items from their feature rows, so it cannot serve new items."
-        )
     check_state_dict(content["state_dict"], model, source)  # keys, shapes, exact dtypes, finite: nothing cast
     model.load_state_dict(content["state_dict"])
     model.load_other_parameter(content.get("other_parameter"))

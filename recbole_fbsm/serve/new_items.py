@@ -10,7 +10,6 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-import torch
 from recbole.utils import FeatureType
 
 from recbole_fbsm.data.atomic_files import AtomicFile, check_ids, count_rows, quote_problem
@@ -24,7 +23,6 @@ from recbole_fbsm.serve.raw_text import (
     read_text_table,
     tokenize_field,
 )
-from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 
 
 class ServeWarning(UserWarning):
@@ -57,10 +55,6 @@ class NewItems:
     def n_ignored(self):
         return sum(self.unknown.values()) + sum(self.weightless.values())
 
-    def torch_matrix(self, device="cpu", dtype=torch.float32):
-        """The weighted rows as a torch sparse CSR tensor (new items x features)."""
-        return scipy_to_torch_csr(self.matrix, device, dtype)
-
     def index(self, token):
         """Row of the new item ``token``; a ColdStartError when the file has no such item."""
         try:
@@ -71,22 +65,17 @@ class NewItems:
             ) from None
 
 
-def not_text_error(path, error, encoding):
-    """The one line for a new-item file that is not text in the dataset's encoding."""
-    byte = error.object[error.start : error.start + 1] if isinstance(error.object, bytes) else b""
-    return ColdStartError(
-        f"new-item file {path} is not {encoding} text (byte {error.start}: {byte!r}); save it as {encoding} "
-        "(the encoding the model's dataset was read with, setting 'encoding')."
-    )
-
-
 def read_header(path, separator, encoding="utf-8"):
     """{field: FeatureType} of an atomic file's header, with errors naming the file."""
     try:
         with open(path, encoding=encoding) as handle:
             header = handle.readline().rstrip("\r\n").removeprefix("\ufeff")  # a spreadsheet's byte order mark
-    except UnicodeDecodeError as error:
-        raise not_text_error(path, error, encoding) from None
+    except UnicodeDecodeError as error:  # the first chunk read holds the rows of a small file too
+        byte = error.object[error.start : error.start + 1]
+        raise ColdStartError(
+            f"new-item file {path} is not {encoding} text (byte {error.start}: {byte!r}); save it as {encoding} "
+            "(the encoding the model's dataset was read with, setting 'encoding')."
+        ) from None
     if not header.strip():
         raise ColdStartError(
             f"new-item file {path} is empty: expected a header such as 'item_id:token{separator}words:token_seq' "
@@ -130,27 +119,16 @@ def read_atomic_items(path, served):
                 f"new-item file {path}: field {name!r} is {columns[name].value}, but the model was trained "
                 f"on it as {expected.value}."
             )
-    # every line has the header's column count (a first row with an extra cell made pandas take the ids for an
-    # index and shift every column; a later row's extra cell was dropped; a short row read as empty cells)
+    # every line has the header's column count: pandas would shift, drop or blank the cells of the others
     n_rows = count_rows(path, separator, len(columns), encoding)
     wanted = [iid] + list(served.fields)
     header = [f"{name}:{columns[name].value}" for name in wanted]
-    try:
-        frame = pd.read_csv(
-            path,
-            delimiter=separator,
-            usecols=header,
-            dtype=str,
-            encoding=encoding,
-            engine="python",
-            keep_default_na=False,
-        )  # cells are text: an item or a token 'NA' is not missing
-    except UnicodeDecodeError as error:
-        raise not_text_error(path, error, encoding) from None
+    frame = pd.read_csv(
+        path, delimiter=separator, usecols=header, dtype=str, encoding=encoding, engine="python", keep_default_na=False
+    )  # cells are text: an item or a token 'NA' is not missing; count_rows checked the text's encoding
     atomic = AtomicFile(path, {name: kind.value for name, kind in columns.items()}, n_rows)
     if len(frame) != n_rows:
         raise ColdStartError(quote_problem(atomic, separator, encoding, f"{len(frame)} rows were read"))
-    frame = frame.fillna("")  # as RecBole: a missing cell has no token
     frame.columns = [column.split(":")[0] for column in frame.columns]
     if len(frame) == 0:
         raise ColdStartError(f"new-item file {path} has a header but no item rows: expected one row per new item.")
@@ -250,7 +228,7 @@ def unknown_tokens_message(items):
             f"{sum(items.weightless.values())} occurrence(s) of {len(items.weightless)} token(s) that no "
             f"training item has, so without a learned weight (e.g. {examples})"
         )
-    message = f"{items.source or 'new-item file ' + items.path}:"
+    message = f"{items.source}:"
     if items.n_ignored:
         why = "; ".join(parts)
         message += f" {items.n_ignored} feature token occurrence(s) unknown to the trained model were ignored: {why}."

@@ -12,7 +12,7 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.loading import ServedModel, load_model
 from recbole_fbsm.serve.new_items import NewItems, ServeWarning, read_new_items
 from recbole_fbsm.serve.output import grouped_records
-from recbole_fbsm.serve.scoring import RunningTopK, iter_profile_scores, ranked
+from recbole_fbsm.serve.scoring import RunningTopK, iter_profile_scores, ranked, scipy_to_torch_csr
 
 
 @dataclass
@@ -36,13 +36,6 @@ def users_with_likes(served):
     return torch.as_tensor(np.flatnonzero(likes > 0), dtype=torch.long, device=served.device)
 
 
-def score_new_items(served, new_items, users):
-    """Dense (len(users) x len(new_items)) scores; ``users`` are internal ids (tests, small sets)."""
-    matrix = new_items.torch_matrix(served.device, served.row_dtype)
-    users = torch.as_tensor(users, device=served.device)
-    return torch.cat([scores for _, scores in iter_profile_scores(served.model, users, matrix)], dim=0)
-
-
 def recommend(served, new_items, top=10, users=None, for_items=True, for_users=True, seed=None, raw_text=None):
     """Top-``top`` lists for brand-new items (a ``NewItems`` or a file, see ``read_new_items``) of ``served`` (a
     ``ServedModel`` or a model file): for each new item the users with training likes to show it to, and for each
@@ -55,7 +48,7 @@ def recommend(served, new_items, top=10, users=None, for_items=True, for_users=T
         raise ColdStartError(f"top: expected a positive number of entries per list; got {top}.")
     seed = served.config["seed"] if seed is None else seed
     model = served.model
-    matrix = new_items.torch_matrix(served.device, served.row_dtype)
+    matrix = scipy_to_torch_csr(new_items.matrix, served.device, served.row_dtype)
     item_tokens = np.asarray(new_items.tokens, dtype=object)
 
     items_table = None

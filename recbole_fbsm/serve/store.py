@@ -31,8 +31,8 @@ def by_kind(stored):
 
 class Store:
     """New items and likes, shared by every worker. Methods are thread-safe; each write is durable when it
-    returns. Subclasses give ``_connect``, ``begin_write`` (the statement that takes the write lock) and their
-    SQL dialect."""
+    returns. Subclasses give ``_connect``, ``begin_write`` (the statement that takes the write lock), ``_log``
+    (append a change; its sequence number) and their SQL dialect."""
 
     placeholder = "?"
     serial = "INTEGER PRIMARY KEY AUTOINCREMENT"
@@ -79,12 +79,6 @@ class Store:
             self._reader.rollback()  # ends PostgreSQL's implicit read transaction: the next read sees newer commits
         return rows
 
-    def _log(self, write, kind, user=None, item=None):
-        """Append a change; its sequence number."""
-        return write(
-            "INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?) RETURNING seq", (kind, user, item)
-        ).fetchall()[0][0]
-
     def changes_since(self, seq):
         """[(seq, kind, user, item)] after ``seq``, in order."""
         return self._read("SELECT seq, kind, user_id, item_id FROM changes WHERE seq > ? ORDER BY seq", (int(seq),))
@@ -111,9 +105,10 @@ class Store:
     def delete_item(self, item_id):
         """Remove a new item and every like of it; None if there was none, else the users whose likes went."""
         with self._write() as write:
+            users = [row[0] for row in write("SELECT user_id FROM likes WHERE item_id = ?", (item_id,)).fetchall()]
             if not write("DELETE FROM items WHERE item_id = ?", (item_id,)).rowcount:
                 return None
-            users = [row[0] for row in write("DELETE FROM likes WHERE item_id = ? RETURNING user_id", (item_id,))]
+            write("DELETE FROM likes WHERE item_id = ?", (item_id,))
             for user in users:
                 self._log(write, LIKE, user=user, item=item_id)
             self._log(write, ITEM, item=item_id)
@@ -125,13 +120,9 @@ class Store:
         if ids is None:
             rows = self._read(select)
         else:  # in parts of 500: a statement binds a bounded number of parameters
-            ids = list(ids)
-            parts = [ids[start : start + 500] for start in range(0, len(ids), 500)]
-            rows = [
-                row
-                for part in parts
-                for row in self._read(f"{select} WHERE item_id IN ({', '.join('?' * len(part))})", part)
-            ]
+            ids, rows = list(ids), []
+            for part in (ids[start : start + 500] for start in range(0, len(ids), 500)):
+                rows += self._read(f"{select} WHERE item_id IN ({', '.join('?' * len(part))})", part)
         return [StoredItem(i, bool(raw), json.loads(cells)) for i, raw, cells in sorted(rows)]
 
     def add_likes(self, user, items):
@@ -188,6 +179,10 @@ class SqliteStore(Store):
             raise ColdStartError(f"--store {self.location}: not a store SQLite can open ({error}).") from None
         return connection
 
+    def _log(self, write, kind, user=None, item=None):
+        """Append a change; its sequence number (no RETURNING: SQLite before 3.35 lacks it)."""
+        return write("INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?)", (kind, user, item)).lastrowid
+
 
 class PostgresStore(Store):
     """The store on a PostgreSQL server (psycopg 3). Writes hold one transaction-scoped advisory lock, so
@@ -211,6 +206,11 @@ class PostgresStore(Store):
         except psycopg.Error as error:
             message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise ColdStartError(f"--store {_without_password(self.location)}: cannot connect: {message}") from None
+
+    def _log(self, write, kind, user=None, item=None):
+        return write(
+            "INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?) RETURNING seq", (kind, user, item)
+        ).fetchone()[0]
 
 
 def _without_password(url):

@@ -74,8 +74,7 @@ class ServedModel:
 
     @property
     def device(self):
-        F = getattr(self.model, "F", None)  # ItemKNNCBF keeps no F: its one (unused) parameter's device
-        return next(self.model.parameters()).device if F is None else F.values.device
+        return self.config["device"]  # ``served_from_artifact`` moved the model there
 
     @property
     def row_dtype(self):

@@ -12,6 +12,8 @@ import torch
 from recbole.data.interaction import Interaction
 
 from recbole_fbsm.quick_start import run
+from recbole_fbsm.serve.live import score_candidates
+from recbole_fbsm.serve.scoring import iter_profile_scores, scipy_to_torch_csr
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUN_RECBOLE = REPO_ROOT / "run_recbole.py"
@@ -328,3 +330,34 @@ def train_planted(root, runs, model=None, **common):
             name: run(model or name, data["name"], config_dict={**common, **extra}) for name, extra in runs.items()
         }
     return data, results
+
+
+def write_items_as_new(item_file, out_file, tokens, prefix="new_", separator="\t", id_field="item_id"):
+    """Copy the rows of ``tokens`` from an ``.item`` file to ``out_file`` under the ids ``prefix + token``: new
+    items with the features of existing ones. Returns the new ids."""
+    wanted = {str(t) for t in tokens}
+    written = []
+    with open(item_file, encoding="utf-8") as source, open(out_file, "w", encoding="utf-8") as target:
+        header = source.readline()
+        target.write(header)
+        id_column = [c.split(":")[0] for c in header.rstrip("\r\n").split(separator)].index(id_field)
+        for line in source:
+            cells = line.rstrip("\r\n").split(separator)
+            if cells[id_column] in wanted:
+                cells[id_column] = prefix + cells[id_column]
+                written.append(cells[id_column])
+                target.write(separator.join(cells) + "\n")
+    return written
+
+
+def score_new_items(served, new_items, users):
+    """Dense (len(users) x len(new_items)) scores of the serving path; ``users`` are internal ids."""
+    matrix = scipy_to_torch_csr(new_items.matrix, served.device, served.row_dtype)
+    users = torch.as_tensor(users, device=served.device)
+    return torch.cat([scores for _, scores in iter_profile_scores(served.model, users, matrix)], dim=0)
+
+
+def score_user(snapshot, user, scope):
+    """(item ids, scores, note) of every candidate of ``scope`` for ``user`` in the live service, likes left out."""
+    scores, eligible, ids, note = score_candidates(snapshot, user, scope)
+    return ids[eligible], scores[eligible], note

@@ -1,14 +1,6 @@
-"""Put a trained model (``SERVED_MODELS``) to work on items that arrived after training.
-
-- ``load_model``: a model artifact (.fbsm) or training checkpoint (.pth) back to a ready model;
-- ``read_new_items``: an ``.item`` file of brand-new items, weighted exactly as the training features;
-- ``recommend``: top users for each new item and top new items for users;
-- ``explain``: a (user, item) score broken into feature pairs and liked training items;
-- ``strongest_interactions``: FBSM's largest learned feature interactions, without a dense matrix;
-- ``compare_users``: the paper's user-level comparison of two checkpoints on the same test split.
-
-The command line: ``recbole-fbsm serve --help``; docs/serve.md.
-"""
+"""Put a trained model (``SERVED_MODELS``) to work on items that arrived after training: load it
+(``load_model``), weigh new items (``read_new_items``), ``recommend``, ``explain`` a score, list FBSM's
+``strongest_interactions``, ``compare_users`` of two models. The command line: ``recbole-fbsm serve --help``."""
 
 from recbole_fbsm.serve.explain import Explanation, explain
 from recbole_fbsm.serve.interactions import strongest_interactions

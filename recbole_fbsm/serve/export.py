@@ -1,41 +1,25 @@
-"""``recbole-fbsm serve export-likes STORE -o DIR``: what the live service learned, as RecBole atomic files
-``DIR/NAME.inter`` and ``DIR/NAME.item`` under the model's own id and feature fields, ready to append to the
-dataset and retrain (docs/serve.md). Raw-text items are analysed as the converter did; files are written whole
-or not at all.
-"""
+"""``serve export-likes STORE -o DIR``: what the live service learned, as atomic files ``DIR/NAME.inter`` and
+``DIR/NAME.item`` in the model's own fields, ready to append to the dataset and retrain (docs/serve.md)."""
 
+import contextlib
 import os
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.raw_text import dataset_analyzers, tokenize_field
-from recbole_fbsm.serve.store import default_store_path, open_store
+from recbole_fbsm.serve.store import by_kind, default_store_path, on_postgres, open_store
 from recbole_fbsm.storage.safe_files import write_atomic
-
-STORE_SUFFIX = default_store_path("")
-
-
-def model_beside(store_location):
-    """The model a default store (``MODEL.store.sqlite``) belongs to, when that file exists."""
-    location = str(store_location)
-    if location.endswith(STORE_SUFFIX) and os.path.isfile(location[: -len(STORE_SUFFIX)]):
-        return location[: -len(STORE_SUFFIX)]
-    return None
-
-
-def _cell(value):
-    """A cell of an atomic file: tabs and line breaks would break its row."""
-    return " ".join(str(value).split())
 
 
 def export_likes(store_location, output, model=None):
     """Write the store's likes and items into folder ``output``; the paths written."""
     location = str(store_location)
-    if not location.startswith(("postgresql://", "postgres://")) and not os.path.isfile(location):
+    if not on_postgres(location) and not os.path.isfile(location):
         raise ColdStartError(
             f"store {location} not found (expected the SQLite file serve http --store wrote, or a postgresql:// URL)."
         )
-    model = model or model_beside(location)
+    beside = location.removesuffix(default_store_path(""))  # a default store, MODEL.store.sqlite, names its model
+    model = model or (beside if beside != location and os.path.isfile(beside) else None)
     if model is None:
         raise ColdStartError(
             f"store {location}: the model it served is needed to write its likes and items as atomic "
@@ -43,33 +27,27 @@ def export_likes(store_location, output, model=None):
             "analyzer): give --model MODEL.fbsm."
         )
     served = load_model(model)
-    store = open_store(location)
-    try:
+    with contextlib.closing(open_store(location)) as store:
         items, likes = store.items(), store.all_likes()
-    finally:
-        store.close()
     name = os.path.basename(os.path.normpath(output))
-    written = []
+    inter = os.path.join(output, f"{name}.inter")
     header = f"{served.uid_field}:token\t{served.iid_field}:token\n"
-    path = os.path.join(output, f"{name}.inter")
-    write_atomic(path, (header + "".join(f"{user}\t{item}\n" for user, item in likes)).encode("utf-8"))
-    written.append(path)
-    if items:
-        analyzers = dataset_analyzers(served)
-        separator = served.config["seq_separator"] or " "
-        columns = {}
-        for raw in (True, False):
-            group = [item for item in items if item.raw == raw]
-            for field in served.fields:
-                cells = tokenize_field(
-                    [item.cells.get(field, "") for item in group], field, served, analyzers, raw
-                ).cells
-                for item, tokens in zip(group, cells):
-                    columns.setdefault(item.item_id, {})[field] = separator.join(_cell(t) for t in tokens)
-        types = served.dataset.field2type  # the feature fields are token or token_seq
-        header = "\t".join([f"{served.iid_field}:token"] + [f"{field}:{types[field].value}" for field in served.fields])
-        rows = ["\t".join([item.item_id] + [columns[item.item_id][field] for field in served.fields]) for item in items]
-        path = os.path.join(output, f"{name}.item")
-        write_atomic(path, ("\n".join([header, *rows]) + "\n").encode("utf-8"))
-        written.append(path)
-    return written
+    write_atomic(inter, (header + "".join(f"{user}\t{item}\n" for user, item in likes)).encode("utf-8"))
+    if not items:
+        return [inter]
+    analyzers = dataset_analyzers(served)
+    separator = served.config["seq_separator"] or " "
+    columns = {}
+    for group in by_kind(items):
+        for field in served.fields:
+            cells = tokenize_field(
+                [item.cells.get(field, "") for item in group], field, served, analyzers, group[0].raw
+            )
+            for item, tokens in zip(group, cells.cells):  # a tab or line break inside a token would break the row
+                columns.setdefault(item.item_id, {})[field] = separator.join(" ".join(t.split()) for t in tokens)
+    types = served.dataset.field2type  # the feature fields are token or token_seq
+    header = "\t".join([f"{served.iid_field}:token"] + [f"{field}:{types[field].value}" for field in served.fields])
+    rows = ["\t".join([item.item_id] + [columns[item.item_id][field] for field in served.fields]) for item in items]
+    path = os.path.join(output, f"{name}.item")
+    write_atomic(path, ("\n".join([header, *rows]) + "\n").encode("utf-8"))
+    return [inter, path]

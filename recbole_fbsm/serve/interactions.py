@@ -1,7 +1,5 @@
 """FBSM's strongest learned feature interactions (docs/serve.md, "interactions"), without the dense features x
-features matrix: the off-diagonal v_p . v_q are scanned in blocks of rows (``chunk`` x n features at a time)
-with a running top-k of the largest and of the most negative among the pairs p < q: memory O(chunk x
-n_features + k), time O(n_features^2 h).
+features matrix: v_p . v_q scanned in blocks of rows with a running top-k, memory O(chunk x n_features + k).
 """
 
 import numpy as np
@@ -16,12 +14,8 @@ DEFAULT_CELLS = 1 << 22
 
 
 def top_pairs(factors, k, cells=DEFAULT_CELLS):
-    """Largest and most negative v_p . v_q over p < q, blockwise.
-
-    Returns ((values, p, q) of the positive side, (values, p, q) of the negative side), each sorted by
-    decreasing |value| and at most ``k`` long. The positive side holds only values > 0 and the
-    negative side only values < 0.
-    """
+    """((values, p, q) of the largest positive, (values, p, q) of the most negative) v_p . v_q over p < q, each
+    by decreasing |value| and at most ``k`` long."""
     n, k = factors.shape[0], int(k)
     chunk = max(1, int(cells) // max(n, 1))
     columns = torch.arange(n, device=factors.device)
@@ -45,18 +39,11 @@ def top_pairs(factors, k, cells=DEFAULT_CELLS):
     return tuple(result)
 
 
-# longer than 60 lines: a docstring of the four table parts, then one pass over V in blocks that fills them
 @torch.no_grad()
 def strongest_interactions(served, top=20, min_items=0, cells=DEFAULT_CELLS):
-    """The ``top`` strongest learned interactions of an FBSM model, as a table (``COLUMNS``):
-
-    - ``positive`` / ``negative``: the largest and most negative off-diagonal v_p . v_q (p != q);
-    - ``diagonal_top`` / ``diagonal_bottom``: the largest and smallest self-weights D_p + ||v_p||^2.
-
-    ``min_items``: only features that occur in at least that many training items (1: leave out
-    tokens seen only in validation/test items, whose weights training never touched). ``items_p``
-    and ``items_q`` give those counts.
-    """
+    """The ``top`` strongest learned interactions of an FBSM model (``COLUMNS``): the ``positive`` / ``negative``
+    off-diagonal v_p . v_q and the ``diagonal_top`` / ``diagonal_bottom`` self-weights D_p + ||v_p||^2, among the
+    features of at least ``min_items`` training items (1: leave out those whose weights training never touched)."""
     if not isinstance(served, ServedModel):
         served = load_model(served)
     model = served.model

@@ -1,19 +1,11 @@
 """The live service's state: a model artifact plus what the store learned since (new items, likes), and the
-scores of the whole catalogue for one user with those likes counted at once.
-
-docs/serve.md ("Likes that count at once") says what each model kind counts at once and what it cannot:
-profile models (FBSM, UFSM, CoSim, linear ItemKNNCBF) fold the training and stored likes into one dense vector
-w_u = c_u * f_u + V (V^T f_u) and score every item by one sparse x dense product; ItemKNNCBF otherwise goes
-through ``serve/neighbours.py``; two-tower models score by the embeddings learned in training.
-
-Worker processes each hold a ``LiveState``; before every request it applies the store's changes since the
-last one it saw (``Store.changes_since``), so a write acknowledged by any worker is in the next answer of
-every worker. Snapshots are immutable and swapped whole: a request scores one consistent catalogue.
+scores of the whole catalogue for one user with those likes counted at once (docs/serve.md, "Likes that count at
+once"). Each worker holds a ``LiveState`` that applies the store's changes before every request, so a write acked
+by any worker is in every worker's next answer; snapshots are immutable and swapped whole.
 """
 
 import logging
 import threading
-import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -26,7 +18,7 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.contract import FeatureSimilarity, ItemNeighbourhood
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.neighbours import NeighbourScorer
-from recbole_fbsm.serve.new_items import NewItems, ServeWarning, new_items_from_cells
+from recbole_fbsm.serve.new_items import NewItems, new_items_from_cells
 from recbole_fbsm.serve.scoring import ranked, scipy_to_torch_csr
 from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, StoredItem, by_kind
 
@@ -119,11 +111,9 @@ def weigh_items(served, stored):
 
 
 def weigh_group(served, group, source):
-    """NewItems of ``group`` (``StoredItem``s of one kind), its warnings silenced: the caller reports them."""
+    """NewItems of ``group`` (``StoredItem``s of one kind), without a warning: the caller reports its tokens."""
     cells = {name: [s.cells.get(name, "") for s in group] for name in served.fields}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ServeWarning)
-        return new_items_from_cells(served, [s.item_id for s in group], cells, group[0].raw, source=source, warn=False)
+    return new_items_from_cells(served, [s.item_id for s in group], cells, group[0].raw, source=source, warn=False)
 
 
 def joined(parts, n_features):
@@ -185,11 +175,9 @@ class LiveState:
             self._reload_in_background(changes[-1][0])
         return Snapshot(snapshot.view, catalogue, likes, changes[-1][0], skipped)
 
-    # ----------------------------------------------------------------------------- reloading
     def reload(self):
-        """Read the artifact again (a retrained one swapped in at the same path) and swap it in; requests in
-        flight finish on the old snapshot. A file that does not load leaves the old model serving (the
-        ColdStartError goes to the caller). Other workers follow through the store's change log."""
+        """Read the artifact again (a retrained one at the same path) and swap it in; a file that does not load
+        raises and leaves the old model serving. Other workers follow through the store's change log."""
         served = load_model(self.model_path, device=self.device)
         seq = self.store.request_reload()
         with self._lock:
@@ -206,31 +194,31 @@ class LiveState:
     def _reload_in_background(self, seq):
         """Another worker asked for a reload: load it in a thread, keep answering with the old model meanwhile."""
         self._reload_seq = seq
-        if self._reloading is not None and self._reloading.is_alive():
-            return
-
-        def work():
-            try:
-                self._swap_in(load_model(self.model_path, device=self.device), ", as another worker asked")
-            except Exception as error:  # the old model goes on serving
-                log.error("reload failed, the old model goes on serving: %s", error)
-
-        self._reloading = threading.Thread(target=work, daemon=True)
-        self._reloading.start()
+        if self._reloading is None or not self._reloading.is_alive():
+            self._reloading = in_background(
+                lambda: self._swap_in(load_model(self.model_path, device=self.device), ", as another worker asked"),
+                "reload",
+            )
 
     def reload_from_signal(self):
         """SIGHUP: ``reload`` in a thread, errors logged (one line) instead of raised."""
-
-        def work():
-            try:
-                self.reload()
-            except Exception as error:
-                log.error("reload (SIGHUP) failed, the old model goes on serving: %s", error)
-
-        threading.Thread(target=work, daemon=True).start()
+        in_background(self.reload, "reload (SIGHUP)")
 
 
-# ----------------------------------------------------------------------------------- scoring
+def in_background(work, what):
+    """Run ``work`` in a daemon thread; a failure is logged, and the old model goes on serving."""
+
+    def run():
+        try:
+            work()
+        except Exception as error:
+            log.error("%s failed, the old model goes on serving: %s", what, error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
 def training_likes(view, user):
     """Dataset item ids ``user`` liked in training (none for a user the dataset does not know)."""
     internal = view.dataset_user(user)
@@ -247,6 +235,18 @@ def liked_items(snapshot, user):
     return dataset, new_rows
 
 
+def trained_user(view, user, why):
+    """The internal id of ``user``; a Conflict when the model, which ``why``, was not trained on them."""
+    internal = view.dataset_user(user)
+    if not internal:
+        raise Conflict(
+            f"user {user!r} is not a user the {view.name} model was trained on, and {view.name} {why}: their "
+            "likes are stored and count once a model retrained on them is loaded (serve export-likes, then "
+            "POST /admin/reload)"
+        )
+    return internal
+
+
 def user_weights(snapshot, user, dataset_likes, new_rows):
     """w_u = c_u * f_u + V (V^T f_u) (dense, features), f_u the sum of the liked items' rows."""
     view = snapshot.view
@@ -255,13 +255,7 @@ def user_weights(snapshot, user, dataset_likes, new_rows):
         f_u = f_u + np.asarray(snapshot.catalogue.matrix[new_rows].sum(axis=0)).ravel()
     f_u = f_u.astype(np.float32)
     if view.per_user_weights:
-        internal = view.dataset_user(user)
-        if not internal:
-            raise Conflict(
-                f"user {user!r} is not a user the {view.name} model was trained on, and {view.name} learns "
-                "each user's feature weights (c_u): their likes are stored and count once a model retrained "
-                "on them is loaded (serve export-likes, then POST /admin/reload)"
-            )
+        internal = trained_user(view, user, "learns each user's feature weights (c_u)")
         weights = view.served.model.diagonal_weights(torch.tensor([internal])).detach().cpu().numpy()[0]
     else:
         weights = view.shared_weights
@@ -272,9 +266,8 @@ def user_weights(snapshot, user, dataset_likes, new_rows):
 
 
 def two_tower_scores(view, internal, kind, matrix):
-    """A two-tower model's scores of one block for one user: new items by their content rows; in the hybrid
-    scenario the training items as its evaluation scores them (``score_candidates``: DropoutNet's and Heater's
-    warm input, ALDI's teacher), so that warm and new items compete as they did in evaluation."""
+    """A two-tower model's scores of one block for one user: new items by their content rows, and in the hybrid
+    scenario the training items as its evaluation scores them, so that both compete as they did in evaluation."""
     model, device = view.served.model, view.served.device
     users = torch.tensor([internal], device=device)
     if not matrix.shape[0]:
@@ -310,13 +303,7 @@ def score_candidates(snapshot, user, scope):
             view.neighbours.scores(kind, matrix, dataset_likes[training], others) for kind, matrix, _, _ in blocks
         ]
     else:
-        internal = view.dataset_user(user)
-        if not internal:
-            raise Conflict(
-                f"user {user!r} is not a user the {view.name} model was trained on, and {view.name} scores "
-                "a user by the embedding learned in training: their likes are stored and count once a model "
-                "retrained on them is loaded (serve export-likes, then POST /admin/reload)"
-            )
+        internal = trained_user(view, user, "scores a user by the embedding learned in training")
         scores = [two_tower_scores(view, internal, kind, matrix) for kind, matrix, _, _ in blocks]
         if snapshot.likes.get(user):
             note = (
@@ -328,17 +315,10 @@ def score_candidates(snapshot, user, scope):
     return scores, eligible, ids, note
 
 
-def score_user(snapshot, user, scope):
-    """(item ids, scores, note) of every candidate of ``scope`` for ``user``, the user's likes left out."""
-    scores, eligible, ids, note = score_candidates(snapshot, user, scope)
-    return ids[eligible], scores[eligible], note
-
-
 def seeded_top(scores, eligible, k, seed):
-    """Positions of the ``k`` best ``eligible`` scores, best first. Ties are broken at random (seeded), never by
-    position, which follows popularity for dataset items: every eligible position scoring at least the ``k``-th
-    best score is a candidate (one partial partition, no sort of the whole catalogue), and the candidates are
-    ordered by (score, random key). A non-finite score ranks last."""
+    """Positions of the ``k`` best ``eligible`` scores, best first, ties broken at random (seeded), never by
+    position, which follows popularity; a non-finite score ranks last. Only the items tied with or above the
+    ``k``-th best are sorted (one partial partition)."""
     k = min(int(k), int(eligible.sum()))
     if k == 0:
         return np.zeros(0, dtype=np.int64)
@@ -351,8 +331,7 @@ def seeded_top(scores, eligible, k, seed):
 
 
 def top_items(snapshot, user, scope="all", top=10):
-    """[(item id, score)] of ``user``'s ``top`` best items of ``scope`` (``seeded_top``), and the note of
-    ``score_candidates``."""
+    """[(item id, score)] of ``user``'s ``top`` best items of ``scope``, and the note of ``score_candidates``."""
     scores, eligible, ids, note = score_candidates(snapshot, user, scope)
     return [(str(ids[j]), float(scores[j])) for j in seeded_top(scores, eligible, top, snapshot.view.seed)], note
 
@@ -386,10 +365,9 @@ def like_matrix_of(snapshot):
 
 
 def item_users(snapshot, item, top=10):
-    """[(user id, score)] of the ``top`` users a catalogue item should go to, every like counted (training and
-    stored), users who like it left out: the scores ``top_items`` gives the item for each user, for all users at
-    once (one sparse users x items product with an item-side vector). Two-tower models score by the embeddings
-    learned in training: ``None`` (the caller ranks the training users with ``serve recommend``)."""
+    """[(user id, score)] of the ``top`` users a catalogue item should go to: the scores ``top_items`` gives it,
+    for all users at once (one sparse product), users who like it left out. ``None`` for two-tower models, which
+    score by the embeddings learned in training (the caller ranks the training users with ``recommend``)."""
     view = snapshot.view
     model = view.served.model
     if not view.profile and view.neighbours is None:

@@ -1,10 +1,5 @@
-"""A model artifact back to a ready model, with no dataset folder.
-
-A training run writes ``MODEL-....fbsm`` beside its checkpoint (``recbole_fbsm.artifact``): the learned
-parameters, the fitted features (vocabulary, idf / BM25 statistics), the training likes, the raw-text
-analyzer and the evaluation splits, as tensors and plain values. ``load_model`` rebuilds the model from
-that file alone. Given a training checkpoint instead (``.pth``), it reads the dataset once to make the
-artifact in memory (``export_checkpoint``; ``serve export`` writes it to a file).
+"""A model artifact (``.fbsm``, written beside every checkpoint) back to a ready model, with no dataset folder;
+a training checkpoint (``.pth``) is exported to an artifact in memory through its dataset (``export_checkpoint``).
 """
 
 import copy
@@ -29,7 +24,6 @@ from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.models.contract import ScoresFeatureRows
 from recbole_fbsm.models.inputs import fit_model_inputs
 from recbole_fbsm.storage.fingerprint import data_fingerprint
 from recbole_fbsm.storage.safe_files import PickledFileError, Settings, load_tensors
@@ -81,8 +75,7 @@ class ServedModel:
 
     @property
     def device(self):
-        F = getattr(self.model, "F", None)  # ItemKNNCBF keeps no F: its one (unused) parameter's device
-        return next(self.model.parameters()).device if F is None else F.values.device
+        return self.config["device"]  # ``served_from_artifact`` moved the model there
 
     @property
     def row_dtype(self):
@@ -96,16 +89,13 @@ class ServedModel:
         return self.config["seed"] if seed is None else seed
 
     def training_items(self):
-        """Internal ids of the items the features were weighted on (the training split)."""
         return self.dataset.model_inputs.training_items
 
-    # ------------------------------------------------------------------------------ token <-> id
     def user_ids(self, tokens):
         """Internal ids of external user tokens; a ColdStartError lists the unknown ones."""
         return self._ids(self.uid_field, tokens, "user")
 
     def item_ids(self, tokens):
-        """Internal ids of the dataset's (not new) items."""
         return self._ids(self.iid_field, tokens, "item")
 
     def user_tokens(self, ids):
@@ -126,7 +116,6 @@ class ServedModel:
             )
         return torch.as_tensor([mapping[t] for t in tokens], dtype=torch.long, device=self.device)
 
-    # ---------------------------------------------------------------------------------- likes
     def training_likes_per_user(self):
         """Number of training likes of every user id (index = internal id)."""
         return np.diff(self.dataset.model_inputs.likes.tocsr().indptr)
@@ -148,7 +137,6 @@ class ServedModel:
         return part
 
 
-# ------------------------------------------------------------------------------------------ loading
 def read_model_file(path, data_path=None, trust_pickle=False):
     """The artifact dict of ``path``: an artifact as it is, or a training checkpoint exported through its
     dataset. A file of pickled objects is refused unless ``trust_pickle``."""
@@ -217,10 +205,6 @@ def served_from_artifact(content, source, device="cpu"):
         )
     check_model_settings(content, source)
     model = get_model(name)(settings, vocabulary)
-    if not isinstance(model, ScoresFeatureRows):
-        raise ColdStartError(
-            f"model {source}: a {name} cannot score items from their feature rows, so it cannot serve new items."
-        )
     check_state_dict(content["state_dict"], model, source)  # keys, shapes, exact dtypes, finite: nothing cast
     model.load_state_dict(content["state_dict"])
     model.load_other_parameter(content.get("other_parameter"))
@@ -239,7 +223,6 @@ def _check_served_model(name, source):
         )
 
 
-# ------------------------------------------------------------------------------------------- export
 def checkpoint_config(settings, data_path=None):
     """A ColdStartConfig with a checkpoint's settings (a RecBole Config from a trusted pickle is kept)."""
     if not isinstance(settings, dict):

@@ -1,11 +1,8 @@
 """ItemKNNCBF in the live service: a user's stored likes are neighbours at once, like their training likes
-(docs/serve.md, "Likes that count at once", says which like counts how).
-
-A stored like of an item outside the training items is a neighbour of i when it is at least as similar to i as
-i's k-th nearest training item: it joins i's neighbours and drops none, so the scores of users without stored
-likes stay the model's own. The kept neighbours are computed once per model (training items) and once per
-catalogue change (new items), sparse, k per row: a request costs one sparse product and one (candidates x
-likes outside training) similarity block.
+(docs/serve.md, "Likes that count at once"). A liked item outside training joins i's neighbours when it is at least
+as similar to i as i's k-th nearest training item, and drops none: users without stored likes keep the model's
+scores. The kept neighbours are computed once per model and once per catalogue change, so a request costs one
+sparse product and one (candidates x likes outside training) similarity block.
 """
 
 import numpy as np

@@ -1,10 +1,5 @@
-"""Brand-new items from an ``.item`` atomic file or raw text, weighted exactly as the training items.
-
-Token sequences are split on ``seq_separator`` and cut to ``seq_len`` as RecBole does; each token becomes the
-training column ``field:token``, weighted with the training items' column weights
-(``ItemFeatures.transform``); the file formats are ``read_new_items``'s. Tokens the trained model has no
-learned weight for (not in the vocabulary, or only in non-training items) are ignored and counted in an
-``UnknownTokensWarning``.
+"""Brand-new items from an ``.item`` atomic file or raw text, weighted exactly as the training items
+(``ItemFeatures.transform``). Tokens without a learned weight are ignored and counted in an ``UnknownTokensWarning``.
 """
 
 import warnings
@@ -15,7 +10,6 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-import torch
 from recbole.utils import FeatureType
 
 from recbole_fbsm.data.atomic_files import AtomicFile, check_ids, count_rows, quote_problem
@@ -29,7 +23,6 @@ from recbole_fbsm.serve.raw_text import (
     read_text_table,
     tokenize_field,
 )
-from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 
 
 class ServeWarning(UserWarning):
@@ -62,10 +55,6 @@ class NewItems:
     def n_ignored(self):
         return sum(self.unknown.values()) + sum(self.weightless.values())
 
-    def torch_matrix(self, device="cpu", dtype=torch.float32):
-        """The weighted rows as a torch sparse CSR tensor (new items x features)."""
-        return scipy_to_torch_csr(self.matrix, device, dtype)
-
     def index(self, token):
         """Row of the new item ``token``; a ColdStartError when the file has no such item."""
         try:
@@ -76,22 +65,17 @@ class NewItems:
             ) from None
 
 
-def not_text_error(path, error, encoding):
-    """The one line for a new-item file that is not text in the dataset's encoding."""
-    byte = error.object[error.start : error.start + 1] if isinstance(error.object, bytes) else b""
-    return ColdStartError(
-        f"new-item file {path} is not {encoding} text (byte {error.start}: {byte!r}); save it as {encoding} "
-        "(the encoding the model's dataset was read with, setting 'encoding')."
-    )
-
-
 def read_header(path, separator, encoding="utf-8"):
     """{field: FeatureType} of an atomic file's header, with errors naming the file."""
     try:
         with open(path, encoding=encoding) as handle:
             header = handle.readline().rstrip("\r\n").removeprefix("\ufeff")  # a spreadsheet's byte order mark
-    except UnicodeDecodeError as error:
-        raise not_text_error(path, error, encoding) from None
+    except UnicodeDecodeError as error:  # the first chunk read holds the rows of a small file too
+        byte = error.object[error.start : error.start + 1]
+        raise ColdStartError(
+            f"new-item file {path} is not {encoding} text (byte {error.start}: {byte!r}); save it as {encoding} "
+            "(the encoding the model's dataset was read with, setting 'encoding')."
+        ) from None
     if not header.strip():
         raise ColdStartError(
             f"new-item file {path} is empty: expected a header such as 'item_id:token{separator}words:token_seq' "
@@ -135,27 +119,16 @@ def read_atomic_items(path, served):
                 f"new-item file {path}: field {name!r} is {columns[name].value}, but the model was trained "
                 f"on it as {expected.value}."
             )
-    # every line has the header's column count (a first row with an extra cell made pandas take the ids for an
-    # index and shift every column; a later row's extra cell was dropped; a short row read as empty cells)
+    # every line has the header's column count: pandas would shift, drop or blank the cells of the others
     n_rows = count_rows(path, separator, len(columns), encoding)
     wanted = [iid] + list(served.fields)
     header = [f"{name}:{columns[name].value}" for name in wanted]
-    try:
-        frame = pd.read_csv(
-            path,
-            delimiter=separator,
-            usecols=header,
-            dtype=str,
-            encoding=encoding,
-            engine="python",
-            keep_default_na=False,
-        )  # cells are text: an item or a token 'NA' is not missing
-    except UnicodeDecodeError as error:
-        raise not_text_error(path, error, encoding) from None
+    frame = pd.read_csv(
+        path, delimiter=separator, usecols=header, dtype=str, encoding=encoding, engine="python", keep_default_na=False
+    )  # cells are text: an item or a token 'NA' is not missing; count_rows checked the text's encoding
     atomic = AtomicFile(path, {name: kind.value for name, kind in columns.items()}, n_rows)
     if len(frame) != n_rows:
         raise ColdStartError(quote_problem(atomic, separator, encoding, f"{len(frame)} rows were read"))
-    frame = frame.fillna("")  # as RecBole: a missing cell has no token
     frame.columns = [column.split(":")[0] for column in frame.columns]
     if len(frame) == 0:
         raise ColdStartError(f"new-item file {path} has a header but no item rows: expected one row per new item.")
@@ -167,14 +140,9 @@ def read_atomic_items(path, served):
 
 
 def read_new_items(served, path, warn=True, raw_text=None):
-    """Read and weight the new items of ``path`` for the model ``served`` (a ``ServedModel``).
-
-    ``path`` is an ``.item`` file in the training file's format (its header has ``field:type``
-    columns) or a CSV/TSV file of raw text (a header line of plain column names: the item id, and the
-    text of each feature field, see ``raw_text.read_text_table``). Raw text goes through the analyzer
-    the converter stored beside the dataset (``NAME.analyzer.json``), exactly as training text did.
-    ``raw_text``: None: CSV/TSV is raw text, an ``.item`` file holds tokens; True: the ``.item`` file's
-    cells are raw text too; False: even a CSV/TSV file's cells are tokens.
+    """The new items of ``path`` weighted for ``served``: an ``.item`` file in the training file's format, or a
+    CSV/TSV file of raw text (``raw_text.read_text_table``) analysed as the converter analysed the training text.
+    ``raw_text``: None: CSV/TSV is raw text, an ``.item`` file tokens; True / False: the cells are raw text / tokens.
     """
     path = str(path)
     existing_file(path)
@@ -189,9 +157,8 @@ def read_new_items(served, path, warn=True, raw_text=None):
 
 
 def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=None):
-    """Weight new items given as cells: ``tokens`` (their ids) and ``values`` ({field: one cell per item},
-    a cell a string of tokens split as RecBole splits them, or raw text when ``raw``). ``source`` names the
-    input in errors ("new-item file x.item", "request")."""
+    """Weight new items given as cells: ``tokens`` (their ids) and ``values`` ({field: one cell per item}: tokens
+    as RecBole splits them, or raw text when ``raw``); ``source`` names the input in errors ("request")."""
     config, dataset = served.config, served.dataset
     analyzers = dataset_analyzers(served)
     _check_ids(source, tokens, served)
@@ -261,7 +228,7 @@ def unknown_tokens_message(items):
             f"{sum(items.weightless.values())} occurrence(s) of {len(items.weightless)} token(s) that no "
             f"training item has, so without a learned weight (e.g. {examples})"
         )
-    message = f"{items.source or 'new-item file ' + items.path}:"
+    message = f"{items.source}:"
     if items.n_ignored:
         why = "; ".join(parts)
         message += f" {items.n_ignored} feature token occurrence(s) unknown to the trained model were ignored: {why}."
@@ -293,24 +260,3 @@ def _check_ids(source, tokens, served):
             f"{served.dataset.dataset_name!r}: {shown}. New items need ids the trained model has never seen "
             "(write them under new ids)."
         )
-
-
-def write_items_as_new(item_file, out_file, tokens, prefix="new_", separator="\t", id_field="item_id"):
-    """Copy the rows of ``tokens`` from an ``.item`` file to ``out_file`` under the ids ``prefix + token``.
-
-    Handy to try the serving commands: the copies have the features of existing items under ids the
-    model has never seen. Returns the new ids.
-    """
-    wanted = {str(t) for t in tokens}
-    written = []
-    with open(item_file, encoding="utf-8") as source, open(out_file, "w", encoding="utf-8") as target:
-        header = source.readline()
-        target.write(header)
-        id_column = [c.split(":")[0] for c in header.rstrip("\r\n").split(separator)].index(id_field)
-        for line in source:
-            cells = line.rstrip("\r\n").split(separator)
-            if cells[id_column] in wanted:
-                cells[id_column] = prefix + cells[id_column]
-                written.append(cells[id_column])
-                target.write(separator.join(cells) + "\n")
-    return written

@@ -31,13 +31,12 @@ def resolve_format(path, fmt=None):
     )
 
 
-def grouped_records(frame, key, list_name, drop=("rank",)):
+def grouped_records(frame, key, list_name):
     """[{key: k, list_name: [row, ...]}, ...] from a long table, rows in their order (for JSON)."""
-    records = []
-    for value, group in frame.groupby(key, sort=False):
-        rows = group.drop(columns=[key, *[d for d in drop if d in group.columns]]).to_dict("records")
-        records.append({key: value, list_name: rows})
-    return records
+    return [
+        {key: value, list_name: group.drop(columns=[key, "rank"], errors="ignore").to_dict("records")}
+        for value, group in frame.groupby(key, sort=False)
+    ]
 
 
 def _clean(value):

@@ -1,10 +1,5 @@
-"""Recommend brand-new items: the top users for each new item, and the top new items for users.
-
-Scores are f_i^T W_u f_u (the model's ``score_feature_rows``): a new item is never among a user's training
-likes, so the whole profile counts. Users are scored in batches (sparse x dense products); the top
-lists keep a running top-k with random, seeded tie breaking (never by internal id, which follows
-popularity in RecBole).
-"""
+"""The top users for each brand-new item and the top new items for users, ties broken at random (seeded), never
+by internal id, which follows popularity in RecBole."""
 
 import warnings
 from dataclasses import dataclass
@@ -17,7 +12,7 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.loading import ServedModel, load_model
 from recbole_fbsm.serve.new_items import NewItems, ServeWarning, read_new_items
 from recbole_fbsm.serve.output import grouped_records
-from recbole_fbsm.serve.scoring import DEFAULT_CELLS, RunningTopK, iter_profile_scores, ranked
+from recbole_fbsm.serve.scoring import RunningTopK, iter_profile_scores, ranked, scipy_to_torch_csr
 
 
 @dataclass
@@ -41,24 +36,10 @@ def users_with_likes(served):
     return torch.as_tensor(np.flatnonzero(likes > 0), dtype=torch.long, device=served.device)
 
 
-def score_new_items(served, new_items, users):
-    """Dense (len(users) x len(new_items)) scores; ``users`` are internal ids (tests, small sets)."""
-    matrix = new_items.torch_matrix(served.device, served.row_dtype)
-    users = torch.as_tensor(users, device=served.device)
-    return torch.cat([scores for _, scores in iter_profile_scores(served.model, users, matrix)], dim=0)
-
-
-def recommend(
-    served, new_items, top=10, users=None, for_items=True, for_users=True, seed=None, cells=DEFAULT_CELLS, raw_text=None
-):
-    """Top-``top`` lists for brand-new items.
-
-    ``served``: a ``ServedModel`` or a checkpoint path; ``new_items``: a ``NewItems`` or the path of
-    an ``.item`` file or of a CSV/TSV file of raw text (``raw_text``: see ``read_new_items``). ``for_items``:
-    for each new item, the ``top`` users (among those with training likes) to show it to. ``for_users``: for
-    each of ``users`` (external tokens; default every user with a
-    training like), the ``top`` new items. ``seed`` (default: the checkpoint's) seeds tie breaking.
-    """
+def recommend(served, new_items, top=10, users=None, for_items=True, for_users=True, seed=None, raw_text=None):
+    """Top-``top`` lists for brand-new items (a ``NewItems`` or a file, see ``read_new_items``) of ``served`` (a
+    ``ServedModel`` or a model file): for each new item the users with training likes to show it to, and for each
+    of ``users`` (default: every user with a training like) the new items. ``seed`` defaults to the model's."""
     if not isinstance(served, ServedModel):
         served = load_model(served)
     if not isinstance(new_items, NewItems):
@@ -67,14 +48,14 @@ def recommend(
         raise ColdStartError(f"top: expected a positive number of entries per list; got {top}.")
     seed = served.config["seed"] if seed is None else seed
     model = served.model
-    matrix = new_items.torch_matrix(served.device, served.row_dtype)
+    matrix = scipy_to_torch_csr(new_items.matrix, served.device, served.row_dtype)
     item_tokens = np.asarray(new_items.tokens, dtype=object)
 
     items_table = None
     if for_items:
         candidates = users_with_likes(served)
         best = RunningTopK(len(new_items), int(top), seed=seed, device=served.device)
-        for start, scores in iter_profile_scores(model, candidates, matrix, cells):
+        for start, scores in iter_profile_scores(model, candidates, matrix):
             best.add(scores.T, candidates[start : start + scores.shape[0]])
         ids = best.ids.cpu().numpy()
         user_tokens = np.asarray(served.user_tokens(ids.ravel()), dtype=object).reshape(ids.shape)
@@ -97,7 +78,7 @@ def recommend(
                 )
         generator = torch.Generator().manual_seed(int(seed) + 1)
         ids, values = [], []
-        for _, scores in iter_profile_scores(model, chosen, matrix, cells):
+        for _, scores in iter_profile_scores(model, chosen, matrix):
             keys = torch.rand(scores.shape, generator=generator).to(scores.device)
             best = ranked(scores, keys, int(top))
             ids.append(best)

@@ -1,8 +1,5 @@
-"""Batched, vectorised scores of users against item feature rows, and top-k lists with fair ties.
-
-A new item is never a user's training like, so every profile model scores it f_i^T W_u f_u (the model's own
-``score_feature_rows``): a batch of users costs sparse x dense products, never a features x features matrix.
-"""
+"""Batched scores of users against new items' feature rows (sparse x dense products, never a features x features
+matrix), and top-k lists with seeded random tie breaking."""
 
 from functools import partial
 
@@ -17,7 +14,6 @@ ITEM_MAJOR_CELLS = 1 << 20
 
 
 def scipy_to_torch_csr(matrix, device="cpu", dtype=torch.float32):
-    """A scipy CSR matrix as a torch sparse CSR tensor."""
     return torch.sparse_csr_tensor(
         torch.as_tensor(matrix.indptr, dtype=torch.long),
         torch.as_tensor(matrix.indices, dtype=torch.long),
@@ -57,12 +53,8 @@ def ranked(scores, keys, k):
 
 
 class RunningTopK:
-    """The k best columns of every row of a matrix that arrives in column blocks.
-
-    Ties are broken at random and uniformly: every cell gets an independent random key (seeded), and
-    cells are ordered by (score, key). Memory is O(rows x (k + block)). ``ids`` and ``scores``: the k best so far
-    of each row (n_rows x min(k, columns seen)), best first.
-    """
+    """The k best columns (``ids``, ``scores``: best first) of every row of a matrix that arrives in column blocks,
+    in O(rows x (k + block)) memory; ties broken by a seeded random key per cell."""
 
     def __init__(self, n_rows, k, seed=0, device="cpu"):
         self.k = k

@@ -1,9 +1,6 @@
-"""Where the live service keeps what it learns after training: new items and users' likes, in SQLite
-(``SqliteStore``) or PostgreSQL (``PostgresStore``), behind one interface (``Store``).
-
-How writes stay durable and ordered, and how workers follow the change log (``changes_since``): docs/serve.md,
-"The store". Items are kept as the request gave them (raw text or tokens), not as weighted rows: a retrained
-artifact reads them with its own vocabulary.
+"""Where the live service keeps what it learns after training: new items and users' likes, in SQLite or
+PostgreSQL behind one ``Store``. Items are kept as the request gave them (raw text or tokens), so that a retrained
+artifact reads them with its own vocabulary; durability and the change log: docs/serve.md, "The store".
 """
 
 import contextlib
@@ -34,11 +31,12 @@ def by_kind(stored):
 
 class Store:
     """New items and likes, shared by every worker. Methods are thread-safe; each write is durable when it
-    returns. Subclasses give ``_connect``, ``_begin_write`` (take the write lock), ``_log(write, kind, user, item)``
+    returns. Subclasses give ``_connect``, ``begin_write`` (the statement that takes the write lock), ``_log``
     (append a change; its sequence number) and their SQL dialect."""
 
     placeholder = "?"
     serial = "INTEGER PRIMARY KEY AUTOINCREMENT"
+    begin_write = "BEGIN IMMEDIATE"
 
     def __init__(self, location):
         self.location = location
@@ -67,7 +65,7 @@ class Store:
         """One write transaction, committed (durably) on a clean exit, rolled back on an exception; yields
         ``execute(statement, parameters)``, which returns the cursor."""
         with self._lock, contextlib.closing(self._connection.cursor()) as cursor:
-            self._begin_write(cursor)
+            cursor.execute(self.begin_write)
             try:
                 yield lambda statement, parameters=(): cursor.execute(self._sql(statement), parameters)
             except BaseException:
@@ -81,7 +79,6 @@ class Store:
             self._reader.rollback()  # ends PostgreSQL's implicit read transaction: the next read sees newer commits
         return rows
 
-    # -------------------------------------------------------------- interface
     def changes_since(self, seq):
         """[(seq, kind, user, item)] after ``seq``, in order."""
         return self._read("SELECT seq, kind, user_id, item_id FROM changes WHERE seq > ? ORDER BY seq", (int(seq),))
@@ -108,11 +105,10 @@ class Store:
     def delete_item(self, item_id):
         """Remove a new item and every like of it; None if there was none, else the users whose likes went."""
         with self._write() as write:
-            if not write("SELECT 1 FROM items WHERE item_id = ?", (item_id,)).fetchone():
-                return None
             users = [row[0] for row in write("SELECT user_id FROM likes WHERE item_id = ?", (item_id,)).fetchall()]
+            if not write("DELETE FROM items WHERE item_id = ?", (item_id,)).rowcount:
+                return None
             write("DELETE FROM likes WHERE item_id = ?", (item_id,))
-            write("DELETE FROM items WHERE item_id = ?", (item_id,))
             for user in users:
                 self._log(write, LIKE, user=user, item=item_id)
             self._log(write, ITEM, item=item_id)
@@ -120,19 +116,14 @@ class Store:
 
     def items(self, ids=None):
         """Every stored item (or those of ``ids`` that exist), in id order."""
+        select = "SELECT item_id, raw, cells FROM items"
         if ids is None:
-            rows = self._read("SELECT item_id, raw, cells FROM items ORDER BY item_id")
-        else:
-            ids = list(ids)
-            rows = []
-            for start in range(0, len(ids), 500):
-                part = ids[start : start + 500]
-                rows += self._read(
-                    f"SELECT item_id, raw, cells FROM items WHERE item_id IN ({', '.join('?' * len(part))})",
-                    tuple(part),
-                )
-            rows.sort()
-        return [StoredItem(i, bool(raw), json.loads(cells)) for i, raw, cells in rows]
+            rows = self._read(select)
+        else:  # in parts of 500: a statement binds a bounded number of parameters
+            ids, rows = list(ids), []
+            for part in (ids[start : start + 500] for start in range(0, len(ids), 500)):
+                rows += self._read(f"{select} WHERE item_id IN ({', '.join('?' * len(part))})", part)
+        return [StoredItem(i, bool(raw), json.loads(cells)) for i, raw, cells in sorted(rows)]
 
     def add_likes(self, user, items):
         """Record that ``user`` likes ``items``; the items newly liked (in the given order)."""
@@ -149,9 +140,8 @@ class Store:
     def delete_like(self, user, item):
         """Forget one like; whether there was one."""
         with self._write() as write:
-            if not write("SELECT 1 FROM likes WHERE user_id = ? AND item_id = ?", (user, item)).fetchone():
+            if not write("DELETE FROM likes WHERE user_id = ? AND item_id = ?", (user, item)).rowcount:
                 return False
-            write("DELETE FROM likes WHERE user_id = ? AND item_id = ?", (user, item))
             self._log(write, LIKE, user=user, item=item)
         return True
 
@@ -185,15 +175,12 @@ class SqliteStore(Store):
             connection = sqlite3.connect(self.location, isolation_level=None, check_same_thread=False, timeout=30)
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=FULL")
-            connection.execute("PRAGMA busy_timeout=30000")
         except sqlite3.DatabaseError as error:
             raise ColdStartError(f"--store {self.location}: not a store SQLite can open ({error}).") from None
         return connection
 
-    def _begin_write(self, cursor):
-        cursor.execute("BEGIN IMMEDIATE")
-
     def _log(self, write, kind, user=None, item=None):
+        """Append a change; its sequence number (no RETURNING: SQLite before 3.35 lacks it)."""
         return write("INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?)", (kind, user, item)).lastrowid
 
 
@@ -204,6 +191,7 @@ class PostgresStore(Store):
 
     placeholder = "%s"
     serial = "BIGSERIAL PRIMARY KEY"
+    begin_write = f"SELECT pg_advisory_xact_lock({WRITE_LOCK})"
 
     def _connect(self):
         try:
@@ -218,9 +206,6 @@ class PostgresStore(Store):
         except psycopg.Error as error:
             message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise ColdStartError(f"--store {_without_password(self.location)}: cannot connect: {message}") from None
-
-    def _begin_write(self, cursor):
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
 
     def _log(self, write, kind, user=None, item=None):
         return write(
@@ -241,17 +226,18 @@ def default_store_path(model_path):
     return f"{model_path}.store.sqlite"
 
 
-def _on_postgres(location):
+def on_postgres(location):
+    """Whether ``location`` names a PostgreSQL server rather than a SQLite file."""
     return location.startswith(("postgresql://", "postgres://"))
 
 
 def open_store(location):
     """A ``PostgresStore`` for a ``postgresql://`` (or ``postgres://``) URL, else a ``SqliteStore`` file."""
     location = str(location)
-    return PostgresStore(location) if _on_postgres(location) else SqliteStore(location)
+    return PostgresStore(location) if on_postgres(location) else SqliteStore(location)
 
 
 def describe(location):
     """The store for a log line or /health: a file's name, a server URL without its password."""
     location = str(location)
-    return _without_password(location) if _on_postgres(location) else os.path.basename(location)
+    return _without_password(location) if on_postgres(location) else os.path.basename(location)

@@ -1,10 +1,5 @@
-"""The paper's user-level investigation: for which users is model A better than model B?
-
-Both checkpoints must come from the same dataset and item split (checked down to the test split's items and
-likes). Each model ranks the test split's items for every user with a test like as the trainer's test
-evaluation does (same scores, batches and fair random tie breaking); users fall in three groups, A better,
-same, A worse, described by the columns docs/serve.md ("compare-users") lists.
-"""
+"""The paper's user-level investigation: for which users is model A better than model B? Both models rank the
+same test split as the trainer's test evaluation does; docs/serve.md ("compare-users") lists the columns."""
 
 from dataclasses import dataclass
 
@@ -35,12 +30,8 @@ class UserComparison:
 
 @torch.no_grad()
 def per_user_recall(served, k=10):
-    """Per test user: hits in the top ``k`` among the test split's items, test likes, Recall@k.
-
-    Scored like the trainer's test evaluation: the test items are the candidates, users in ascending
-    id order in batches of ``eval_batch_size`` // items, ties broken by ``random_tie_topk`` over the
-    top max(``topk``) keyed by (seed, user, item) (so the same order as the trainer when the scores are the same).
-    """
+    """Per test user: hits in the top ``k`` among the test split's items, test likes, Recall@k, scored in the
+    trainer's batches with its tie breaking over the top max(``topk``), so that the lists are the trainer's."""
     if not isinstance(served, ServedModel):
         served = load_model(served)
     model, config, device = served.model, served.config, served.device

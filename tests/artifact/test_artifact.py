@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from helpers import planted_settings, train_planted
+from helpers import planted_settings, score_new_items, train_planted
 
 from recbole_fbsm.artifact.integrity import decode_tokens
 from recbole_fbsm.artifact.model_file import FORMAT_VERSION
@@ -19,7 +19,6 @@ from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.serve import compare_users, explain, load_model, read_new_items, recommend, strongest_interactions
 from recbole_fbsm.serve.__main__ import main as serve_main
 from recbole_fbsm.serve.loading import read_model_file
-from recbole_fbsm.serve.recommend import score_new_items
 from recbole_fbsm.storage.safe_files import load_tensors, save_tensors
 
 

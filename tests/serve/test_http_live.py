@@ -11,10 +11,9 @@ import time
 import numpy as np
 import pytest
 import torch
-from helpers import cli_env
+from helpers import cli_env, score_user
 from http_helpers import AUTH, TOKEN, call, cli_service, free_port, healthy, live_service, train
 
-from recbole_fbsm.serve.live import score_user
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 from recbole_fbsm.serve.store import default_store_path, open_store
 

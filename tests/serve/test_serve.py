@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import HEADER, planted_settings, train_planted
+from helpers import HEADER, planted_settings, score_new_items, train_planted, write_items_as_new
 from recbole.data.interaction import Interaction
 
 from recbole_fbsm.data.features import build_item_features, term_counts
@@ -32,8 +32,7 @@ from recbole_fbsm.serve import (
 )
 from recbole_fbsm.serve.__main__ import main
 from recbole_fbsm.serve.interactions import top_pairs
-from recbole_fbsm.serve.new_items import write_items_as_new
-from recbole_fbsm.serve.recommend import score_new_items
+from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 from recbole_fbsm.training.trainer import get_trainer
 
 
@@ -579,7 +578,7 @@ def test_few_items_scored_item_side_first_equal_the_profile_scores(served, train
     """Serving scores a few new items for every user item side first (sparse profiles x weighted item rows);
     many items through dense profile blocks: both are f_i^T W_u f_u."""
     s = served(name)
-    matrix = read_new_items(s, trained["new_file"], warn=False).torch_matrix()
+    matrix = scipy_to_torch_csr(read_new_items(s, trained["new_file"], warn=False).matrix)
     users = all_users(s.model)
     expected = s.model.score_feature_rows(users, matrix)
     torch.testing.assert_close(

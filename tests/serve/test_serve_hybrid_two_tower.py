@@ -5,10 +5,9 @@ content, and ranks them together."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from helpers import evaluation_scores, train_planted
+from helpers import evaluation_scores, score_user, train_planted
 from http_helpers import AUTH, TOKEN, call, live_service
 
-from recbole_fbsm.serve.live import score_user
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 
 SMALL = {"warm_embedding_size": 8, "warm_epochs": 20, "hidden_sizes": [16], "n_experts": 2, "epochs": 1}

@@ -6,13 +6,12 @@ import re
 import numpy as np
 import pytest
 import torch
-from helpers import evaluation_scores, train_planted
+from helpers import evaluation_scores, score_user, train_planted
 from http_helpers import AUTH, TOKEN, call, live_service
 
 from recbole_fbsm.artifact import integrity
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.explain import explain
-from recbole_fbsm.serve.live import score_user
 from recbole_fbsm.serve.loading import load_model, read_model_file
 from recbole_fbsm.serve.new_items import new_items_from_cells
 from recbole_fbsm.serve.recommend import recommend

@@ -130,11 +130,7 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         owner, cols, f_i, _ = rows
         f_u = self.F_U.lookup(users.index_select(0, owner), cols) if user_entries is None else user_entries
         s = self_in_profile.to(f_i.dtype)
-        products = f_i * (f_u - s.index_select(0, owner) * f_i)
-        weights = self.diagonal_weights(users)
-        weights = weights.index_select(0, cols) if weights.dim() == 1 else weights[owner, cols]
-        scores = torch.zeros(len(items), dtype=products.dtype, device=products.device)
-        scores = scores.index_add(0, owner, products * weights)
+        scores = self.diagonal_sum(users, len(items), owner, cols, f_i * (f_u - s.index_select(0, owner) * f_i))
         factors = self.low_rank_factors()
         if factors is not None:
             unique_users, inverse = torch.unique(users, return_inverse=True)  # V f_u once per distinct user
@@ -142,6 +138,12 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
             v_u = self.user_factors(unique_users, factors).index_select(0, inverse)
             scores = scores + (v_i * (v_u - s.to(v_i.dtype)[:, None] * v_i)).sum(-1)
         return scores
+
+    def diagonal_sum(self, users, n_pairs, owner, cols, entries):
+        """sum_k c_u[k] a_k per pair, from the entries a_k of each pair's item (pair ``owner``, feature ``cols``)."""
+        weights = self.diagonal_weights(users)
+        weights = weights.index_select(0, cols) if weights.dim() == 1 else weights[owner, cols]
+        return torch.zeros(n_pairs, dtype=entries.dtype, device=entries.device).index_add(0, owner, entries * weights)
 
     def user_factors(self, users, factors):
         """V f_u for distinct users, as the sum of V f_j over their likes j: cheaper than a bag over f_u's own
@@ -180,13 +182,13 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         a user with 1,000 likes would otherwise have scores 100 times those of a user with 10, a saturated sigmoid
         and no gradient. Neither changes a user's ranking, only how training weighs users."""
         users = interaction[self.USER_ID]
-        if self.profile_alpha:
+        if self.profile_alpha or self.user_weighting:
             likes = (self.R.indptr[users + 1] - self.R.indptr[users]).clamp(min=1).to(difference.dtype)
+        if self.profile_alpha:
             difference = difference * likes.pow(-self.profile_alpha)
         losses = -torch.nn.functional.logsigmoid(difference)
         if not self.user_weighting:
             return losses.mean()
-        likes = (self.R.indptr[users + 1] - self.R.indptr[users]).clamp(min=1).to(losses.dtype)
         mean_likes = len(self.R.indices) / max(int((self.R.indptr[1:] > self.R.indptr[:-1]).sum()), 1)
         return (losses * (mean_likes / likes)).mean()
 
@@ -250,14 +252,11 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         elif item_factors is None:
             item_factors = csr_times_dense(item_matrix, factors)
         step = self.score_block_users(n_items)
-        scores = None
+        scores = torch.empty(len(users), n_items, dtype=self.F_U.values.dtype, device=self.F_U.values.device)
         for start in range(0, len(users), step):
-            block = self.score_block(users[start : start + step], item_matrix, factors, item_factors)
-            if scores is None:
-                scores = block.new_empty(len(users), n_items)
-            scores[start : start + step] = block.T
-        if scores is None:  # no users
-            return torch.zeros(0, n_items, dtype=self.F.values.dtype, device=self.F.values.device)
+            scores[start : start + step] = self.score_block(
+                users[start : start + step], item_matrix, factors, item_factors
+            ).T
         return scores
 
     def score_block_users(self, n_items):
@@ -323,9 +322,7 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
             torch.Tensor: shape [n_pairs].
         """
         owner, cols, f_i, _ = self.F.gather_rows(items)
-        weights = self.diagonal_weights(users)
-        weights = weights[cols] if weights.dim() == 1 else weights[owner, cols]
-        result = torch.zeros(len(items), dtype=f_i.dtype, device=f_i.device).index_add(0, owner, f_i * f_i * weights)
+        result = self.diagonal_sum(users, len(items), owner, cols, f_i * f_i)
         factors = self.low_rank_factors()
         if factors is not None:
             result = result + self.F.bag_sum(items, factors).pow(2).sum(-1)

@@ -27,11 +27,8 @@ from recbole_fbsm.models.contract import CandidateScoring
 from recbole_fbsm.models.inputs import model_inputs
 from recbole_fbsm.models.whole_user import WholeUserTraining
 
-# ``score_feature_rows`` scores users in blocks whose dense (features x users) profiles and (items x users)
-# scores hold at most this many cells each (2 MiB of float32), so that the embedding bags find the profiles
-# in the core's cache. benchmarks/bench_eval.py, citeulike-t's test split (3,490 features, 5,117 items,
-# 5,988 users), 1 thread: both products took 0.056 s in blocks of 96 users (2^19 cells), 0.087 s in blocks
-# of 400 (2^21) and 0.165 s in blocks of 16 (2^17).
+# cells of ``score_feature_rows``' dense blocks of profiles and scores (2 MiB of float32): the embedding bags find
+# the profiles in the core's cache (benchmarks/bench_eval.py on citeulike-t: 2^19 beat 2^17 and 2^21, 1 thread)
 SCORE_BLOCK_CELLS = 1 << 19
 
 
@@ -107,9 +104,8 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         return None
 
     def diagonal_parts(self, users):
-        """c_u as a mixture: (basis (l, n_features), mixture (len(users), l)) with c_u = mixture[u] @ basis. A
-        shared diagonal is one basis row for every user; UFSM's user mixture of l functions overrides this.
-        Serving scores a few items for every user through it, item by item (``score_rows_item_side``)."""
+        """c_u as a mixture: (basis (l, n_features), mixture (len(users), l)) with c_u = mixture[u] @ basis; a shared
+        diagonal is one basis row (UFSM's l functions override this). ``score_rows_item_side`` reads it."""
         weights = self.diagonal_weights(users)
         return weights[None, :], torch.ones(len(users), 1, dtype=weights.dtype, device=weights.device)
 
@@ -154,9 +150,8 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         return rows_times_table(owner, position, weights, offsets, item_factors)
 
     def bpr_difference(self, interaction):
-        """r_ui - r_uj for the batch's triplets (i a training like, j a negative): f_u read from the global
-        profiles F_U, V f_u computed once per distinct user for both sides; a batch of whole users takes the
-        fast path of ``models.whole_user`` (f_u from the batch's own positives; equal up to rounding).
+        """r_ui - r_uj for the batch's triplets (i a training like, j a negative); a batch of whole users takes the
+        fast path of ``models.whole_user``.
 
         Args:
             interaction (Interaction): ``USER_ID``, ``ITEM_ID`` and ``NEG_ITEM_ID``, LongTensors of shape [n].
@@ -176,11 +171,9 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         return scores[:n] - scores[n:]
 
     def bpr_loss(self, interaction, difference):
-        """Mean -log sigmoid(r_ui - r_uj). With ``bpr_user_weighting`` each triplet weighs (mean likes per user) /
-        (the user's likes): every user counts the same, as in the paper's learner (one triplet per user in turn).
-        With ``bpr_profile_alpha`` = α > 0 the difference is scaled by (the user's likes)^-α (FISM's normalisation):
-        a user with 1,000 likes would otherwise have scores 100 times those of a user with 10, a saturated sigmoid
-        and no gradient. Neither changes a user's ranking, only how training weighs users."""
+        """Mean -log sigmoid(r_ui - r_uj). ``bpr_user_weighting``: each triplet weighs (mean likes per user) / (the
+        user's likes), every user counting the same as in the paper's learner. ``bpr_profile_alpha`` α: the difference
+        scaled by (the user's likes)^-α (FISM's normalisation: heavy users' sums saturate the sigmoid)."""
         users = interaction[self.USER_ID]
         if self.profile_alpha or self.user_weighting:
             likes = (self.R.indptr[users + 1] - self.R.indptr[users]).clamp(min=1).to(difference.dtype)
@@ -206,10 +199,8 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
 
     # ------------------------------------------------------------------------------ full ranking
     def candidate_scorer(self, candidates):
-        """A function of an evaluation batch's interaction giving its (users x candidates) scores, with sparse x
-        dense products over the candidates' rows of F only: evaluation on a cold split never touches the other
-        splits' items. The candidates' rows and, where the low-rank part is added item side
-        (``folds_low_rank``), their V f_i are computed here, once per evaluation (the trainer holds the function).
+        """A function of an evaluation batch's interaction giving its (users x candidates) scores, from the
+        candidates' rows of F only (and their V f_i where ``folds_low_rank`` is false), prepared once here.
 
         Args:
             candidates: the items scored, a LongTensor of shape [n_candidates].
@@ -241,10 +232,7 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
     def score_feature_rows(self, users, item_matrix, item_factors=None):
         """(len(users) x n_items) scores f_i^T W_u f_u against the rows of ``item_matrix`` (items x features,
         torch sparse CSR: candidates, or new items weighted like ``F``), without the estimation constraint.
-        ``item_factors``: V f_i of the rows, when the caller has them (where ``folds_low_rank`` is false).
-
-        Users are scored in blocks of ``SCORE_BLOCK_CELLS`` (``score_block``), so that a block's dense profiles
-        stay in the core's cache while the item rows' embedding bags read them."""
+        ``item_factors``: V f_i of the rows, when the caller has them. Users are scored in blocks (``score_block``)."""
         n_items = item_matrix.shape[0]
         factors = self.low_rank_factors()
         if factors is None or self.folds_low_rank(n_items):
@@ -260,9 +248,8 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         return scores
 
     def score_block_users(self, n_items):
-        """Users per block of ``score_feature_rows`` against ``n_items`` items: ``SCORE_BLOCK_CELLS`` cells of
-        the wider of the two dense blocks, a multiple of 16 above 16 (whole vectors per row of the
-        profiles: measured faster)."""
+        """Users per block of ``score_feature_rows``: ``SCORE_BLOCK_CELLS`` cells of the wider dense block, a multiple
+        of 16 above 16 (whole vectors per row of the profiles: measured faster)."""
         step = max(1, SCORE_BLOCK_CELLS // max(self.n_features, n_items, 1))
         return step - step % 16 if step > 16 else step
 
@@ -298,10 +285,8 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         return block.view(self.n_features, len(users))
 
     def score_rows_item_side(self, users, item_matrix):
-        """The scores of ``score_feature_rows`` for few items and many users, item side first: with c_u =
-        mixture[u] @ basis (``diagonal_parts``), the diagonal part is sum_l mixture[u, l] F_U (b_l * f_i) and
-        the low-rank part (V f_u) . (V f_i); one sparse (users x features) x dense (features x l items)
-        product over the profiles' nonzeros instead of a dense users x features block of profiles."""
+        """``score_feature_rows`` for few items and many users, item side first: sum_l mixture[u, l] F_U (b_l * f_i)
+        (``diagonal_parts``) plus (V f_u) . (V f_i), one sparse x dense product over the profiles' nonzeros."""
         basis, mixture = self.diagonal_parts(users)  # (l, F), (B, l)
         items = item_matrix.to_dense()  # n_items x F
         weighted = (basis[:, None, :] * items[None, :, :]).reshape(-1, items.shape[1])  # (l n_items) x F

@@ -2,8 +2,6 @@
 closed), and a quiet console unless ``state`` is set: what a user needs on the console, everything RecBole
 writes and the libraries' warnings in the log file."""
 
-import glob
-import hashlib
 import logging
 import os
 import uuid
@@ -38,19 +36,14 @@ def make_run_dirs(config):
             ) from None
 
 
-def tag_run(config):
-    """Give the run an id (``run_id``, unless set): RecBole names the log after the model, dataset, second and an
-    md5 of the config's values, so two runs of one configuration in the same second shared one log."""
-    if not config["run_id"]:
-        config["run_id"] = uuid.uuid4().hex[:8]
-
-
 def start_run_log(config):
     """RecBole's ``init_logger``, so that this run's lines go to this run's file: it ends in ``basicConfig``, a no-op
     once the root logger has handlers, so the previous run's handlers (installed here) are closed first; a host
     application's handlers are left alone."""
     make_run_dirs(config)
-    tag_run(config)
+    # RecBole names the log after the model, dataset, second and an md5 of the config's values: a run id among
+    # them keeps two runs of one configuration in the same second apart
+    config["run_id"] = config["run_id"] or uuid.uuid4().hex[:8]
     root = logging.getLogger()
     while _handlers_of_last_run:
         handler = _handlers_of_last_run.pop()
@@ -59,7 +52,7 @@ def start_run_log(config):
     before = list(root.handlers)
     init_logger(config)
     added = [handler for handler in root.handlers if handler not in before]
-    quiet = quiet_console_wanted(config)
+    quiet = "state" not in (getattr(config, "external_config_dict", None) or {})  # any state: RecBole's console
     if quiet:
         added = [_quiet(handler, root, config) for handler in added]
     logging.captureWarnings(quiet and bool(added))  # library warnings: into the log file, not the console
@@ -82,12 +75,6 @@ def result_file_for(log_file, config):
         return Path(log_file).with_suffix(".json")
     name = f"{config['model']}-{config['dataset']}-{get_local_time()}-{config['run_id']}.json"
     return Path(RECBOLE_LOG_ROOT).resolve() / str(config["model"]) / name
-
-
-def quiet_console_wanted(config):
-    """The quiet console is the default; any ``state`` the user gives means RecBole's own console."""
-    given = getattr(config, "external_config_dict", None) or {}
-    return "state" not in given
 
 
 def _quiet(handler, root, config):
@@ -183,18 +170,6 @@ def last_run_log_file():
     return files[0] if files else None
 
 
-def run_log_files(config):
-    """This run's log file(s): MODEL-DATASET-time-md5.log, the md5 of the config's values (``run_id`` among them)."""
-    values = "".join(str(value) for value in config.final_config_dict.values())
-    md5 = hashlib.md5(values.encode("utf-8")).hexdigest()[:6]
-    folder = os.path.join(RECBOLE_LOG_ROOT, config["model"])
-    return glob.glob(
-        os.path.join(
-            glob.escape(folder), f"{glob.escape(config['model'])}-{glob.escape(str(config['dataset']))}-*-{md5}.log"
-        )
-    )
-
-
 @contextmanager
 def discard_run_log_on(config, *errors):
     """Remove this run's log file (and the log folders if left empty) when one of ``errors`` escapes: a
@@ -208,8 +183,7 @@ def discard_run_log_on(config, *errors):
                 root.removeHandler(handler)
                 handler.close()
                 _handlers_of_last_run.remove(handler)
-        for path in run_log_files(config):
-            os.remove(path)
+                Path(handler.baseFilename).unlink(missing_ok=True)
         for folder in (os.path.join(RECBOLE_LOG_ROOT, config["model"]), RECBOLE_LOG_ROOT):
             try:
                 os.rmdir(folder)

@@ -16,7 +16,6 @@ from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
 
 from recbole_fbsm.config.schema import setting
-from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.kernels.sparse import (
     TorchCsr,
     csr_times_dense,
@@ -69,8 +68,6 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         self.R = TorchCsr(likes, index_dtype=torch.int32)
         self.user_weighting = bool(config["bpr_user_weighting"])
         self.profile_alpha = float(setting(config, "bpr_profile_alpha"))
-        if self.n_features == 0:
-            raise ColdStartError(f"{type(self).__name__}: the item features are empty (no token in any training item).")
 
     @classmethod
     def uses_warm_backbone(cls, config):

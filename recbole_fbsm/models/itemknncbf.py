@@ -32,7 +32,6 @@ import torch
 from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType, ModelType
 
-from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.models.contract import CandidateScoring, NothingToTrain
 from recbole_fbsm.models.inputs import model_inputs
@@ -60,8 +59,6 @@ class ItemKNNCBF(NothingToTrain, CandidateScoring, GeneralRecommender):
         self.tversky_alpha, self.tversky_beta = float(config["tversky_alpha"]), float(config["tversky_beta"])
         inputs = model_inputs(config, dataset, model_class=type(self))
         features = inputs.features
-        if features.n_features == 0:
-            raise ColdStartError("ItemKNNCBF: the item features are empty (no token in any training item).")
         self.feature_names = features.names
         self.n_features = features.n_features
         self.X = self.weighted_rows(features.matrix)  # items x features

@@ -9,7 +9,6 @@ from recbole.utils import InputType
 from torch import nn
 
 from recbole_fbsm.config.schema import setting
-from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.kernels.sparse import TorchCsr, rows_times_table
 from recbole_fbsm.models.contract import CandidateScoring
 from recbole_fbsm.models.inputs import model_inputs
@@ -82,8 +81,6 @@ class ContentColdStartRecommender(CandidateScoring, GeneralRecommender):
         self.training_items = inputs.training_items
         self.feature_names = features.names
         self.n_features = features.n_features
-        if self.n_features == 0:
-            raise ColdStartError(f"{type(self).__name__}: the item features are empty (no token in any training item).")
         self.F = TorchCsr(features.matrix)  # items x features (the fitted inputs, not parameters)
         self.R = TorchCsr(inputs.likes)  # users x items: training likes (serving counts them)
         user_emb, item_emb = inputs.warm

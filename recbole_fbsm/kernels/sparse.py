@@ -25,21 +25,14 @@ class TorchCsr(nn.Module):
             matrix.sort_indices()
             indptr, indices, values, shape = matrix.indptr, matrix.indices, matrix.data, matrix.shape
         self.shape = tuple(shape)
-        index_type = np.int32 if index_dtype == torch.int32 and self.shape[1] <= np.iinfo(np.int32).max else np.int64
         self.register_buffer("indptr", torch.from_numpy(indptr.astype(np.int64, copy=False)), persistent=False)
-        self.register_buffer("indices", torch.from_numpy(indices.astype(index_type, copy=False)), persistent=False)
+        indices = indices.astype(numpy_index_type(index_dtype, self.shape[1]), copy=False)
+        self.register_buffer("indices", torch.from_numpy(indices), persistent=False)
         self.register_buffer("values", torch.as_tensor(values, dtype=dtype), persistent=False)
         self.register_buffer("_keys", None, persistent=False)  # built on the first lookup: see ``keys``
 
     @classmethod
-    def product(
-        cls,
-        left: sp.csr_matrix,
-        right: sp.csr_matrix,
-        dtype=torch.float32,
-        rows_per_block=1 << 14,
-        index_dtype=torch.int64,
-    ):
+    def product(cls, left, right, dtype=torch.float32, rows_per_block=1 << 14, index_dtype=torch.int64):
         """``TorchCsr(left @ right)`` without scipy's whole product beside it: blocks of rows multiplied in turn into
         arrays sized by an upper bound, only the filled part touched (F_U = R F at 10^7 likes: 12 bytes per entry)."""
         left, right = sp.csr_matrix(left), sp.csr_matrix(right)
@@ -51,9 +44,7 @@ class TorchCsr(nn.Module):
         )
         bound = int(row_bounds.sum())
         indptr = np.zeros(n_rows + 1, dtype=np.int64)
-        indices = np.empty(
-            bound, dtype=np.int32 if index_dtype == torch.int32 and n_cols <= np.iinfo(np.int32).max else np.int64
-        )
+        indices = np.empty(bound, dtype=numpy_index_type(index_dtype, n_cols))
         values = torch.empty(bound, dtype=dtype).numpy()
         filled = 0
         for start in range(0, n_rows, rows_per_block):  # blocks of rows, each one vectorised product
@@ -161,6 +152,11 @@ class TorchCsr(nn.Module):
     def bag_sum(self, rows, table):
         """``self[rows] @ table``, differentiable in ``table`` (see ``rows_times_table``)."""
         return rows_times_table(*self.gather_rows(rows), table)
+
+
+def numpy_index_type(index_dtype, n_cols):
+    """The numpy type of column indices held as ``index_dtype``: int32 only where every column fits."""
+    return np.int32 if index_dtype == torch.int32 and n_cols <= np.iinfo(np.int32).max else np.int64
 
 
 def concat_rows(first, second):

@@ -57,7 +57,12 @@ def start_run_log(config):
         added = [_quiet(handler, root, config) for handler in added]
     logging.captureWarnings(quiet and bool(added))  # library warnings: into the log file, not the console
     _handlers_of_last_run.extend(added)
-    keep_epochs_in_the_file()
+    # the file records at least INFO whatever ``state`` says (``compare`` runs at WARNING: its logs were empty)
+    files = [handler for handler in added if isinstance(handler, logging.FileHandler)]
+    for handler in files:
+        handler.setLevel(min(handler.level, logging.INFO))
+    if files and root.level > logging.INFO:
+        root.setLevel(logging.INFO)
 
 
 def end_run_log():
@@ -151,17 +156,6 @@ class QuietConsoleHandler(logging.StreamHandler):
     def close(self):
         self._release()
         super().close()
-
-
-def keep_epochs_in_the_file():
-    """The run's log file records at least INFO whatever ``state`` says (``compare`` runs at WARNING and its
-    per-run logs were empty); ``state`` still sets what reaches the console."""
-    files = [h for h in _handlers_of_last_run if isinstance(h, logging.FileHandler)]
-    for handler in files:
-        handler.setLevel(min(handler.level, logging.INFO))
-    root = logging.getLogger()
-    if files and root.level > logging.INFO:
-        root.setLevel(logging.INFO)
 
 
 def last_run_log_file():

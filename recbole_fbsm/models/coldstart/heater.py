@@ -80,7 +80,7 @@ class Heater(ContentColdStartRecommender):
         """
         users, positives, negatives = self.batch_triplets(interaction)
         n = len(users)
-        users, items = torch.cat([users, users]), torch.cat([positives, negatives])
+        items = torch.cat([positives, negatives])
         labels = torch.cat([torch.ones(n), torch.zeros(n)]).to(self.item_input.device)
         # RecBole repeats each like once per negative: count every like once, as the authors' sampler does
         weights = torch.cat([torch.full((n,), 1.0 / self.negatives_per_like), torch.ones(n)]).to(labels.device)
@@ -90,7 +90,7 @@ class Heater(ContentColdStartRecommender):
         warm = self.training_item_mask.index_select(0, items)
         use_content = ~warm | self.bernoulli(len(items), self.randomized_rate, items.device)
         item_input = torch.where(use_content[:, None], content, preference)
-        scores = self.triplet_scores(users[:n], self.item_output(self.item_layer(item_input)))
+        scores = self.triplet_scores(users, self.item_output(self.item_layer(item_input)))
         recommendation = (weights * (scores - labels).pow(2)).sum() / weights.sum()
         alignment = (
             self.alignment_weight * (weights * warm.to(weights.dtype) * (content - preference).pow(2).sum(-1)).sum()

@@ -31,14 +31,6 @@ def training_item_mask(train_dataset):
     return mask
 
 
-def zero_untrained_rows(user_emb, item_emb, train_dataset):
-    """Copies of the tables with the rows of non-training items and of users without training likes zeroed."""
-    items = training_item_mask(train_dataset).to(item_emb.device)
-    users = torch.zeros(train_dataset.user_num, dtype=torch.bool)
-    users[torch.as_tensor(train_dataset.inter_feat[train_dataset.uid_field].numpy(), dtype=torch.long)] = True
-    return user_emb * users[:, None].to(user_emb), item_emb * items[:, None].to(item_emb.dtype)
-
-
 def warm_embeddings(config, train_dataset):
     """(user_emb, item_emb) float32 tensors on ``config["device"]``; see the module docstring."""
     path = setting(config, "warm_checkpoint")
@@ -46,9 +38,12 @@ def warm_embeddings(config, train_dataset):
         user_emb, item_emb = load_warm_checkpoint(str(path), config, train_dataset)
     else:
         user_emb, item_emb = train_bpr(config, train_dataset)
-    user_emb, item_emb = zero_untrained_rows(user_emb.float(), item_emb.float(), train_dataset)
-    device = config["device"]
-    return user_emb.detach().to(device), item_emb.detach().to(device)
+    user_emb, item_emb = user_emb.float(), item_emb.float()  # then zero where nothing was learned
+    items = training_item_mask(train_dataset).to(item_emb.device)
+    users = torch.zeros(train_dataset.user_num, dtype=torch.bool)
+    users[torch.as_tensor(train_dataset.inter_feat[train_dataset.uid_field].numpy(), dtype=torch.long)] = True
+    user_emb, item_emb = user_emb * users[:, None].to(user_emb), item_emb * items[:, None].to(item_emb.dtype)
+    return user_emb.detach().to(config["device"]), item_emb.detach().to(config["device"])
 
 
 # --------------------------------------------------------------------------------------- training

@@ -43,14 +43,17 @@ class EASE(RecBoleEASE):
         self.dummy_param = torch.nn.Parameter(torch.zeros(1))  # RecBole's optimizer needs one parameter
         self.interaction_matrix = dataset.inter_matrix(form="csr").astype(np.float32)
         # the checkpoint keeps B on the CPU (its writer reads tensors as numpy); scoring reads the device's copy
-        self.weights = ease_weights(self.interaction_matrix, config["reg_weight"], self.device)
-        self.item_similarity = self.weights.cpu()  # the same tensor on the CPU
+        self._device_weights = ease_weights(self.interaction_matrix, config["reg_weight"], self.device)
+        self.item_similarity = self._weights_source = self._device_weights.cpu()  # the same tensor on the CPU
         self.other_parameter_name = ["interaction_matrix", "item_similarity"]
 
-    def load_other_parameter(self, para):
-        """RecBole's, and the device's copy of B from the checkpoint's."""
-        super().load_other_parameter(para)
-        self.weights = torch.as_tensor(self.item_similarity).to(self.device)
+    @property
+    def weights(self):
+        """B on the device, copied there again when a checkpoint has replaced ``item_similarity``."""
+        if self._weights_source is not self.item_similarity:
+            self._device_weights = torch.as_tensor(self.item_similarity).to(self.device)
+            self._weights_source = self.item_similarity
+        return self._device_weights
 
     def _user_likes(self, users):
         """The users' training likes as (row in the batch, item, value), LongTensors and a float32 tensor."""

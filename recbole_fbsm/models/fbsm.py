@@ -32,11 +32,10 @@ class FBSM(FeatureSimilarityRecommender):
         self.reg_V = float(config["reg_V"])
         self.reg_D = float(config["reg_D"])
         self.learning_rate_D = config["learning_rate_D"]
-        self.learner = config["learner"]
         self.weight_decay = float(config["weight_decay"] or 0.0)
         # λ and β as weight decay (2λ, 2β: the same gradient) where the learner's decay is an L2 gradient: free per
         # batch (fused Adam folds it into its one pass); otherwise (adamw) ``calculate_loss`` adds the L2 terms
-        self.regulariser_in_optimizer = str(self.learner).lower() in L2_DECAY_LEARNERS
+        self.regulariser_in_optimizer = str(config["learner"]).lower() in L2_DECAY_LEARNERS
         generator = torch.Generator().manual_seed(int(config["seed"]))
         self.D = nn.Parameter(torch.full((self.n_features,), float(config["init_D"])))
         self.V = nn.Parameter(float(config["init_std"]) * torch.randn(self.n_features, self.rank, generator=generator))

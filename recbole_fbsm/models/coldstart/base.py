@@ -164,9 +164,8 @@ class ContentColdStartRecommender(CandidateScoring, GeneralRecommender):
 
     def warm_scores(self, users, items):
         """The warm model's scores (the distillation / regression targets)."""
-        return (self.warm_user_embedding.index_select(0, users) * self.warm_item_embedding.index_select(0, items)).sum(
-            -1
-        )
+        user, item = self.warm_user_embedding.index_select(0, users), self.warm_item_embedding.index_select(0, items)
+        return (user * item).sum(-1)
 
     def bernoulli(self, n, probability, device):
         """A bool mask of n draws (seeded, from the model's own generator: reproducible, device-agnostic)."""

@@ -2,6 +2,8 @@
 closed), and a quiet console unless ``state`` is set: what a user needs on the console, everything RecBole
 writes and the libraries' warnings in the log file."""
 
+import glob
+import hashlib
 import logging
 import os
 import uuid
@@ -164,6 +166,18 @@ def last_run_log_file():
     return files[0] if files else None
 
 
+def run_log_files(config):
+    """This run's log file(s): MODEL-DATASET-time-md5.log, the md5 of the config's values (``run_id`` among them)."""
+    values = "".join(str(value) for value in config.final_config_dict.values())
+    md5 = hashlib.md5(values.encode("utf-8")).hexdigest()[:6]
+    folder = os.path.join(RECBOLE_LOG_ROOT, config["model"])
+    return glob.glob(
+        os.path.join(
+            glob.escape(folder), f"{glob.escape(config['model'])}-{glob.escape(str(config['dataset']))}-*-{md5}.log"
+        )
+    )
+
+
 @contextmanager
 def discard_run_log_on(config, *errors):
     """Remove this run's log file (and the log folders if left empty) when one of ``errors`` escapes: a
@@ -177,7 +191,8 @@ def discard_run_log_on(config, *errors):
                 root.removeHandler(handler)
                 handler.close()
                 _handlers_of_last_run.remove(handler)
-                Path(handler.baseFilename).unlink(missing_ok=True)
+        for path in run_log_files(config):  # RecBole makes the file even where a host's handlers keep it unused
+            os.remove(path)
         for folder in (os.path.join(RECBOLE_LOG_ROOT, config["model"]), RECBOLE_LOG_ROOT):
             try:
                 os.rmdir(folder)

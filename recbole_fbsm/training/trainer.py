@@ -28,8 +28,6 @@ from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.evaluation.early_stopping import paper_early_stopping
 from recbole_fbsm.models.contract import (
     HasOptimizerGroups,
-    PreparesCandidates,
-    ScoresCandidates,
     candidate_scorer_of,
     has_nothing_to_train,
 )
@@ -357,7 +355,7 @@ class ColdStartTrainerMixin:
             None if self._cold_columns is None else {"cold": self._cold_columns, "warm": ~self._cold_columns}
         )
         with self.threads.phase("evaluate"):
-            if self._candidates is not None and isinstance(self.model, (PreparesCandidates, ScoresCandidates)):
+            if self._candidates is not None:
                 self.model.eval()  # as RecBole's evaluate does, before the candidates' vectors (batch norm)
                 self._score_batch = candidate_scorer_of(self.model, self._candidates)
             result = super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
@@ -391,13 +389,10 @@ class ColdStartTrainerMixin:
         if candidates is None:
             return super()._full_sort_batch_eval(batched_data)
         interaction = interaction.to(self.device)
-        if self._score_batch is not None:
+        try:
             scores = self._score_batch(interaction)
-        else:
-            try:
-                scores = self.model.full_sort_predict(interaction).view(-1, self.tot_item_num)[:, candidates]
-            except NotImplementedError:
-                scores = self._predict_candidates(interaction, candidates)
+        except NotImplementedError:  # no full_sort_predict (context-aware models): every pair predicted
+            scores = self._predict_candidates(interaction, candidates)
         if self.warm_only_scores and self._cold_columns is not None and bool(self._cold_columns.any()):
             scores = lowest_for_cold(scores, self._cold_columns)
         position = self._candidate_position

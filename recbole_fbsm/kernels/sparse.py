@@ -14,12 +14,9 @@ class TorchCsr(nn.Module):
     """A scipy CSR matrix held as torch buffers (moved with the model, not saved in checkpoints)."""
 
     def __init__(self, matrix, dtype=torch.float32, index_dtype=torch.int64):
-        """``matrix``: a scipy sparse matrix, or (indptr, indices, values, shape) of a CSR matrix whose rows'
-        indices are sorted (``product``'s arrays, held without a copy where their types already fit).
-
-        ``index_dtype``: how the column indices are held. torch.int32 halves them (for a matrix whose rows are
-        gathered now and then, not in every training step: at 10^7 likes the user profiles' indices are
-        544 MB as int64); gathers still return int64 columns. Columns past int32's range keep int64."""
+        """``matrix``: a scipy sparse matrix, or (indptr, indices, values, shape) of a CSR matrix with sorted row
+        indices (held without a copy where their types fit). ``index_dtype`` torch.int32 halves the column indices
+        of a matrix gathered now and then (at 10^7 likes the profiles' were 544 MB as int64); gathers return int64."""
         super().__init__()
         if isinstance(matrix, tuple):
             indptr, indices, values, shape = matrix
@@ -28,25 +25,16 @@ class TorchCsr(nn.Module):
             matrix.sort_indices()
             indptr, indices, values, shape = matrix.indptr, matrix.indices, matrix.data, matrix.shape
         self.shape = tuple(shape)
-        index_type = np.int32 if index_dtype == torch.int32 and self.shape[1] <= np.iinfo(np.int32).max else np.int64
         self.register_buffer("indptr", torch.from_numpy(indptr.astype(np.int64, copy=False)), persistent=False)
-        self.register_buffer("indices", torch.from_numpy(indices.astype(index_type, copy=False)), persistent=False)
+        indices = indices.astype(numpy_index_type(index_dtype, self.shape[1]), copy=False)
+        self.register_buffer("indices", torch.from_numpy(indices), persistent=False)
         self.register_buffer("values", torch.as_tensor(values, dtype=dtype), persistent=False)
         self.register_buffer("_keys", None, persistent=False)  # built on the first lookup: see ``keys``
 
     @classmethod
-    def product(
-        cls,
-        left: sp.csr_matrix,
-        right: sp.csr_matrix,
-        dtype=torch.float32,
-        rows_per_block=1 << 14,
-        index_dtype=torch.int64,
-    ):
-        """``TorchCsr(left @ right)`` (the same entries and values) without scipy's whole product beside the
-        buffers made from it: blocks of ``rows_per_block`` rows are multiplied one after the other and copied
-        into arrays sized by an upper bound on the entries, of which only the filled part is ever touched
-        (so resident). At 10^7 likes the user profiles F_U = R F peaked at 24 bytes per entry, now 12."""
+    def product(cls, left, right, dtype=torch.float32, rows_per_block=1 << 14, index_dtype=torch.int64):
+        """``TorchCsr(left @ right)`` without scipy's whole product beside it: blocks of rows multiplied in turn into
+        arrays sized by an upper bound, only the filled part touched (F_U = R F at 10^7 likes: 12 bytes per entry)."""
         left, right = sp.csr_matrix(left), sp.csr_matrix(right)
         n_rows, n_cols = left.shape[0], right.shape[1]
         row_bounds = (
@@ -56,9 +44,7 @@ class TorchCsr(nn.Module):
         )
         bound = int(row_bounds.sum())
         indptr = np.zeros(n_rows + 1, dtype=np.int64)
-        indices = np.empty(
-            bound, dtype=np.int32 if index_dtype == torch.int32 and n_cols <= np.iinfo(np.int32).max else np.int64
-        )
+        indices = np.empty(bound, dtype=numpy_index_type(index_dtype, n_cols))
         values = torch.empty(bound, dtype=dtype).numpy()
         filled = 0
         for start in range(0, n_rows, rows_per_block):  # blocks of rows, each one vectorised product
@@ -72,9 +58,8 @@ class TorchCsr(nn.Module):
 
     @property
     def keys(self):
-        """row * n_cols + col of every entry, globally sorted: entry lookups by binary search. Built on first use
-        (on the buffers' device) and kept: a model trained on whole-user batches never looks an entry up in its
-        profiles F_U or features F, and at 10^7 likes these keys alone were 0.8 GB."""
+        """row * n_cols + col of every entry, sorted, for lookups by binary search; built on first use (whole-user
+        training never looks an entry up, and at 10^7 likes these keys were 0.8 GB)."""
         if self._keys is None:
             rows = torch.arange(self.shape[0], device=self.indptr.device)
             self._keys = torch.repeat_interleave(rows, torch.diff(self.indptr), output_size=len(self.indices))
@@ -114,11 +99,8 @@ class TorchCsr(nn.Module):
         )
 
     def positions(self, rows):
-        """(positions of ``self[rows]``'s entries in the CSR arrays, bag offsets, row lengths).
-
-        The positions are a cumulative sum of steps: 1 inside a row, and at a row's first entry the jump from
-        the previous row's end to its start (one pass over the entries instead of a repeat and a gather of each
-        row's start); rows without entries add their jumps at the same place."""
+        """(positions of ``self[rows]``'s entries in the CSR arrays, bag offsets, row lengths): a cumulative sum of
+        steps, 1 inside a row and at a row's first entry the jump from the previous row's end (one pass)."""
         starts = self.indptr.index_select(0, rows)
         stops = self.indptr.index_select(0, rows + 1)
         counts = stops - starts
@@ -172,6 +154,11 @@ class TorchCsr(nn.Module):
         return rows_times_table(*self.gather_rows(rows), table)
 
 
+def numpy_index_type(index_dtype, n_cols):
+    """The numpy type of column indices held as ``index_dtype``: int32 only where every column fits."""
+    return np.int32 if index_dtype == torch.int32 and n_cols <= np.iinfo(np.int32).max else np.int64
+
+
 def concat_rows(first, second):
     """Two ``gather_rows`` results as one: the rows of ``first`` then those of ``second``."""
     owner_a, cols_a, values_a, offsets_a = first
@@ -185,25 +172,16 @@ def concat_rows(first, second):
 
 
 def rows_times_table(owner, cols, values, offsets, table):
-    """(sparse rows given as ``gather_rows`` returns them) @ ``table``: row r is the sum over its
-    nonzeros of value * table[column]. Differentiable in ``table``; no nnz x dim intermediate either way.
-
-    The forward is an embedding bag. Its backward is another one, over the rows' gradients, with the
-    entries ordered by column (the transposed sparse matrix): torch's own embedding-bag backward sorts
-    the columns with a comparison sort and was measured at 20 times the cost of the forward on CPU
-    (2.7 ms against 0.13 ms for 32k nonzeros x 64), most of an FBSM training step.
-    """
+    """(sparse rows as ``gather_rows`` returns them) @ ``table``, differentiable in ``table``, no nnz x dim
+    intermediate. Forward and backward are embedding bags, the backward's over the entries ordered by column:
+    torch's own backward comparison-sorts the columns, 20 times the forward's cost on CPU (most of an FBSM step)."""
     return _RowsTimesTable.apply(owner, cols, values.to(table.dtype), offsets, table)
 
 
 def csr_times_dense(matrix, dense):
-    """``matrix`` (a torch sparse CSR tensor, n x m) @ ``dense`` (m x d), as one embedding bag per row.
-
-    On CPU torch's embedding bag with per-sample weights is FBGEMM's generated kernel: measured 2.7 to 3
-    times faster than ``torch.sparse.mm`` (MKL) for evaluation's product of the candidates' feature rows
-    (5,117 x 3,490, 82k nonzeros) with a block of user profiles (3,490 x 32..655), 1 thread. Each row is
-    summed over its nonzeros in column order, so equal rows give bitwise equal results (ties stay ties).
-    Differentiable in ``dense`` (torch's embedding-bag backward: fine outside training's hot path)."""
+    """``matrix`` (a torch sparse CSR tensor, n x m) @ ``dense`` (m x d), as one embedding bag per row: FBGEMM's
+    kernel, 2.7 to 3 times faster than ``torch.sparse.mm`` on evaluation's blocks (1 thread), and each row summed
+    in column order, so equal rows give bitwise equal results (ties stay ties)."""
     n_rows = matrix.shape[0]
     if n_rows == 0 or dense.shape[1] == 0:
         return torch.zeros(n_rows, dense.shape[1], dtype=dense.dtype, device=dense.device)
@@ -218,12 +196,9 @@ def csr_times_dense(matrix, dense):
 
 
 def matmul_by_bags(left, right):
-    """``left`` (n x h) @ ``right`` (h x d), dense, as one embedding bag of h rows of ``right`` per row of
-    ``left`` (weights: that row). Each output element is summed over h in the same order whatever d is,
-    so a user's column does not depend on how many users share the block: MKL's GEMM takes other paths
-    for fewer than 4 to 16 columns (or rows) and rounds those differently (measured), which would make
-    evaluation scores depend on eval_batch_size. As fast as MKL's GEMM for evaluation's blocks
-    (3,490 x 64 by 64 x 64..128, 1 thread)."""
+    """``left`` (n x h) @ ``right`` (h x d), dense, as one embedding bag of h rows of ``right`` per row of ``left``:
+    each element summed over h in one order whatever d is, so scores do not depend on eval_batch_size (MKL's GEMM
+    rounds narrow blocks differently); as fast as the GEMM on evaluation's blocks."""
     n, h = left.shape
     if n == 0 or h == 0 or right.shape[1] == 0:
         return torch.zeros(n, right.shape[1], dtype=right.dtype, device=right.device)

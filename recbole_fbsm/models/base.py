@@ -16,7 +16,6 @@ from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
 
 from recbole_fbsm.config.schema import setting
-from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.kernels.sparse import (
     TorchCsr,
     csr_times_dense,
@@ -27,11 +26,8 @@ from recbole_fbsm.models.contract import CandidateScoring
 from recbole_fbsm.models.inputs import model_inputs
 from recbole_fbsm.models.whole_user import WholeUserTraining
 
-# ``score_feature_rows`` scores users in blocks whose dense (features x users) profiles and (items x users)
-# scores hold at most this many cells each (2 MiB of float32), so that the embedding bags find the profiles
-# in the core's cache. benchmarks/bench_eval.py, citeulike-t's test split (3,490 features, 5,117 items,
-# 5,988 users), 1 thread: both products took 0.056 s in blocks of 96 users (2^19 cells), 0.087 s in blocks
-# of 400 (2^21) and 0.165 s in blocks of 16 (2^17).
+# cells of ``score_feature_rows``' dense blocks of profiles and scores (2 MiB of float32): the embedding bags find
+# the profiles in the core's cache (benchmarks/bench_eval.py on citeulike-t: 2^19 beat 2^17 and 2^21, 1 thread)
 SCORE_BLOCK_CELLS = 1 << 19
 
 
@@ -72,8 +68,6 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         self.R = TorchCsr(likes, index_dtype=torch.int32)
         self.user_weighting = bool(config["bpr_user_weighting"])
         self.profile_alpha = float(setting(config, "bpr_profile_alpha"))
-        if self.n_features == 0:
-            raise ColdStartError(f"{type(self).__name__}: the item features are empty (no token in any training item).")
 
     @classmethod
     def uses_warm_backbone(cls, config):
@@ -107,9 +101,8 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         return None
 
     def diagonal_parts(self, users):
-        """c_u as a mixture: (basis (l, n_features), mixture (len(users), l)) with c_u = mixture[u] @ basis. A
-        shared diagonal is one basis row for every user; UFSM's user mixture of l functions overrides this.
-        Serving scores a few items for every user through it, item by item (``score_rows_item_side``)."""
+        """c_u as a mixture: (basis (l, n_features), mixture (len(users), l)) with c_u = mixture[u] @ basis; a shared
+        diagonal is one basis row (UFSM's l functions override this). ``score_rows_item_side`` reads it."""
         weights = self.diagonal_weights(users)
         return weights[None, :], torch.ones(len(users), 1, dtype=weights.dtype, device=weights.device)
 
@@ -130,11 +123,7 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         owner, cols, f_i, _ = rows
         f_u = self.F_U.lookup(users.index_select(0, owner), cols) if user_entries is None else user_entries
         s = self_in_profile.to(f_i.dtype)
-        products = f_i * (f_u - s.index_select(0, owner) * f_i)
-        weights = self.diagonal_weights(users)
-        weights = weights.index_select(0, cols) if weights.dim() == 1 else weights[owner, cols]
-        scores = torch.zeros(len(items), dtype=products.dtype, device=products.device)
-        scores = scores.index_add(0, owner, products * weights)
+        scores = self.diagonal_sum(users, len(items), owner, cols, f_i * (f_u - s.index_select(0, owner) * f_i))
         factors = self.low_rank_factors()
         if factors is not None:
             unique_users, inverse = torch.unique(users, return_inverse=True)  # V f_u once per distinct user
@@ -142,6 +131,12 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
             v_u = self.user_factors(unique_users, factors).index_select(0, inverse)
             scores = scores + (v_i * (v_u - s.to(v_i.dtype)[:, None] * v_i)).sum(-1)
         return scores
+
+    def diagonal_sum(self, users, n_pairs, owner, cols, entries):
+        """sum_k c_u[k] a_k per pair, from the entries a_k of each pair's item (pair ``owner``, feature ``cols``)."""
+        weights = self.diagonal_weights(users)
+        weights = weights.index_select(0, cols) if weights.dim() == 1 else weights[owner, cols]
+        return torch.zeros(n_pairs, dtype=entries.dtype, device=entries.device).index_add(0, owner, entries * weights)
 
     def user_factors(self, users, factors):
         """V f_u for distinct users, as the sum of V f_j over their likes j: cheaper than a bag over f_u's own
@@ -152,9 +147,8 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         return rows_times_table(owner, position, weights, offsets, item_factors)
 
     def bpr_difference(self, interaction):
-        """r_ui - r_uj for the batch's triplets (i a training like, j a negative): f_u read from the global
-        profiles F_U, V f_u computed once per distinct user for both sides; a batch of whole users takes the
-        fast path of ``models.whole_user`` (f_u from the batch's own positives; equal up to rounding).
+        """r_ui - r_uj for the batch's triplets (i a training like, j a negative); a batch of whole users takes the
+        fast path of ``models.whole_user``.
 
         Args:
             interaction (Interaction): ``USER_ID``, ``ITEM_ID`` and ``NEG_ITEM_ID``, LongTensors of shape [n].
@@ -174,19 +168,17 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         return scores[:n] - scores[n:]
 
     def bpr_loss(self, interaction, difference):
-        """Mean -log sigmoid(r_ui - r_uj). With ``bpr_user_weighting`` each triplet weighs (mean likes per user) /
-        (the user's likes): every user counts the same, as in the paper's learner (one triplet per user in turn).
-        With ``bpr_profile_alpha`` = α > 0 the difference is scaled by (the user's likes)^-α (FISM's normalisation):
-        a user with 1,000 likes would otherwise have scores 100 times those of a user with 10, a saturated sigmoid
-        and no gradient. Neither changes a user's ranking, only how training weighs users."""
+        """Mean -log sigmoid(r_ui - r_uj). ``bpr_user_weighting``: each triplet weighs (mean likes per user) / (the
+        user's likes), every user counting the same as in the paper's learner. ``bpr_profile_alpha`` α: the difference
+        scaled by (the user's likes)^-α (FISM's normalisation: heavy users' sums saturate the sigmoid)."""
         users = interaction[self.USER_ID]
-        if self.profile_alpha:
+        if self.profile_alpha or self.user_weighting:
             likes = (self.R.indptr[users + 1] - self.R.indptr[users]).clamp(min=1).to(difference.dtype)
+        if self.profile_alpha:
             difference = difference * likes.pow(-self.profile_alpha)
         losses = -torch.nn.functional.logsigmoid(difference)
         if not self.user_weighting:
             return losses.mean()
-        likes = (self.R.indptr[users + 1] - self.R.indptr[users]).clamp(min=1).to(losses.dtype)
         mean_likes = len(self.R.indices) / max(int((self.R.indptr[1:] > self.R.indptr[:-1]).sum()), 1)
         return (losses * (mean_likes / likes)).mean()
 
@@ -204,10 +196,8 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
 
     # ------------------------------------------------------------------------------ full ranking
     def candidate_scorer(self, candidates):
-        """A function of an evaluation batch's interaction giving its (users x candidates) scores, with sparse x
-        dense products over the candidates' rows of F only: evaluation on a cold split never touches the other
-        splits' items. The candidates' rows and, where the low-rank part is added item side
-        (``folds_low_rank``), their V f_i are computed here, once per evaluation (the trainer holds the function).
+        """A function of an evaluation batch's interaction giving its (users x candidates) scores, from the
+        candidates' rows of F only (and their V f_i where ``folds_low_rank`` is false), prepared once here.
 
         Args:
             candidates: the items scored, a LongTensor of shape [n_candidates].
@@ -239,10 +229,7 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
     def score_feature_rows(self, users, item_matrix, item_factors=None):
         """(len(users) x n_items) scores f_i^T W_u f_u against the rows of ``item_matrix`` (items x features,
         torch sparse CSR: candidates, or new items weighted like ``F``), without the estimation constraint.
-        ``item_factors``: V f_i of the rows, when the caller has them (where ``folds_low_rank`` is false).
-
-        Users are scored in blocks of ``SCORE_BLOCK_CELLS`` (``score_block``), so that a block's dense profiles
-        stay in the core's cache while the item rows' embedding bags read them."""
+        ``item_factors``: V f_i of the rows, when the caller has them. Users are scored in blocks (``score_block``)."""
         n_items = item_matrix.shape[0]
         factors = self.low_rank_factors()
         if factors is None or self.folds_low_rank(n_items):
@@ -250,20 +237,16 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         elif item_factors is None:
             item_factors = csr_times_dense(item_matrix, factors)
         step = self.score_block_users(n_items)
-        scores = None
+        scores = torch.empty(len(users), n_items, dtype=self.F_U.values.dtype, device=self.F_U.values.device)
         for start in range(0, len(users), step):
-            block = self.score_block(users[start : start + step], item_matrix, factors, item_factors)
-            if scores is None:
-                scores = block.new_empty(len(users), n_items)
-            scores[start : start + step] = block.T
-        if scores is None:  # no users
-            return torch.zeros(0, n_items, dtype=self.F.values.dtype, device=self.F.values.device)
+            scores[start : start + step] = self.score_block(
+                users[start : start + step], item_matrix, factors, item_factors
+            ).T
         return scores
 
     def score_block_users(self, n_items):
-        """Users per block of ``score_feature_rows`` against ``n_items`` items: ``SCORE_BLOCK_CELLS`` cells of
-        the wider of the two dense blocks, a multiple of 16 above 16 (whole vectors per row of the
-        profiles: measured faster)."""
+        """Users per block of ``score_feature_rows``: ``SCORE_BLOCK_CELLS`` cells of the wider dense block, a multiple
+        of 16 above 16 (whole vectors per row of the profiles: measured faster)."""
         step = max(1, SCORE_BLOCK_CELLS // max(self.n_features, n_items, 1))
         return step - step % 16 if step > 16 else step
 
@@ -299,10 +282,8 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         return block.view(self.n_features, len(users))
 
     def score_rows_item_side(self, users, item_matrix):
-        """The scores of ``score_feature_rows`` for few items and many users, item side first: with c_u =
-        mixture[u] @ basis (``diagonal_parts``), the diagonal part is sum_l mixture[u, l] F_U (b_l * f_i) and
-        the low-rank part (V f_u) . (V f_i); one sparse (users x features) x dense (features x l items)
-        product over the profiles' nonzeros instead of a dense users x features block of profiles."""
+        """``score_feature_rows`` for few items and many users, item side first: sum_l mixture[u, l] F_U (b_l * f_i)
+        (``diagonal_parts``) plus (V f_u) . (V f_i), one sparse x dense product over the profiles' nonzeros."""
         basis, mixture = self.diagonal_parts(users)  # (l, F), (B, l)
         items = item_matrix.to_dense()  # n_items x F
         weighted = (basis[:, None, :] * items[None, :, :]).reshape(-1, items.shape[1])  # (l n_items) x F
@@ -323,9 +304,7 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
             torch.Tensor: shape [n_pairs].
         """
         owner, cols, f_i, _ = self.F.gather_rows(items)
-        weights = self.diagonal_weights(users)
-        weights = weights[cols] if weights.dim() == 1 else weights[owner, cols]
-        result = torch.zeros(len(items), dtype=f_i.dtype, device=f_i.device).index_add(0, owner, f_i * f_i * weights)
+        result = self.diagonal_sum(users, len(items), owner, cols, f_i * f_i)
         factors = self.low_rank_factors()
         if factors is not None:
             result = result + self.F.bag_sum(items, factors).pow(2).sum(-1)

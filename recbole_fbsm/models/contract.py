@@ -17,16 +17,15 @@ class ScoresCandidates(Protocol):
 
 @runtime_checkable
 class PreparesCandidates(Protocol):
-    """The work that depends on the candidates alone (their feature rows, V f_i, item vectors) done once: the
-    trainer holds the returned function for one evaluation, so the model keeps no cache of it."""
+    """What depends on the candidates alone done once: the trainer holds the function for one evaluation."""
 
     def candidate_scorer(self, candidates):
         """A function of an evaluation batch's interaction giving its (users x len(candidates)) scores."""
 
 
 def candidate_scorer_of(model, candidates):
-    """``model``'s function of a batch's interaction giving (users x candidates) scores: its ``candidate_scorer``,
-    its ``score_candidates``, or the candidates' columns of its full ranking (RecBole's models)."""
+    """``model``'s function of a batch's interaction giving (users x candidates) scores (RecBole's models: the
+    candidates' columns of their full ranking)."""
     if isinstance(model, PreparesCandidates):
         return model.candidate_scorer(candidates)
     if isinstance(model, ScoresCandidates):
@@ -38,7 +37,7 @@ class CandidateScoring:
     """``score_candidates`` and RecBole's ``full_sort_predict`` through the model's ``candidate_scorer``."""
 
     def score_candidates(self, interaction, candidates):
-        """(batch users x candidates) scores, ``candidate_scorer``'s, the candidates prepared for this call alone."""
+        """(batch users x candidates) scores, the candidates prepared for this call alone."""
         return self.candidate_scorer(candidates)(interaction)
 
     def full_sort_predict(self, interaction):
@@ -85,8 +84,8 @@ class HasOptimizerGroups(Protocol):
 
 @runtime_checkable
 class BuiltFromFittedInputs(Protocol):
-    """Built from the pipeline's fitted inputs (``models.inputs``: features, likes, warm backbone), so it can
-    be saved as an artifact and serve new items (FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater, ALDI)."""
+    """Built from the pipeline's fitted inputs (``models.inputs``), so it can be saved as an artifact and serve
+    new items (FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater, ALDI)."""
 
     def uses_warm_backbone(self, config):
         """Whether training needs the warm BPR-MF backbone (a classmethod)."""
@@ -132,14 +131,12 @@ class ScoresFeatureRows(Protocol):
 
 
 def reads_own_features(model_or_class):
-    """True for models that read the item features themselves (the pipeline then skips RecBole's per-batch
-    feature join); RecBole's models do not declare it."""
+    """True for models that read the item features themselves: the pipeline skips RecBole's feature join."""
     return bool(getattr(model_or_class, "reads_own_features", False))
 
 
 def has_nothing_to_train(model_or_class):
-    """True for models with no parameter to learn (CoSim, ItemKNNCBF: a fixed similarity; Random): the trainer
-    skips the pass over the training data and says so in one line instead of a "train loss 0.0000" epoch (a
-    model's ``nothing_to_train`` is True, or the words for what it is: "a random scorer"). RecBole's own
-    traditional models (Pop counts items in ``calculate_loss``) do not declare it."""
+    """True for models with no parameter to learn (``nothing_to_train``: True, or the words for what the model
+    is): the trainer skips the pass over the training data and says so in one line. RecBole's Pop, which counts
+    items in ``calculate_loss``, does not declare it."""
     return bool(getattr(model_or_class, "nothing_to_train", False))

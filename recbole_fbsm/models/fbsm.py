@@ -17,26 +17,11 @@ L2_DECAY_LEARNERS = ("adam", "sgd", "adagrad", "rmsprop")
 class FBSM(FeatureSimilarityRecommender):
     """Feature-based factorized Bilinear Similarity Model.
 
-    Parameters: ``D`` (n_features,), the diagonal of D; ``V`` (n_features x h), row p is the paper's
-    latent factor v_p (the paper's V is this tensor transposed). Objective, per mini-batch:
-    mean BPR over the triplets + λ ||V||_F² + β ||D||², i.e. the objective whose per-triplet SGD
-    steps are the paper's updates. ``learning_rate_D`` (the paper's α1) defaults to ``learning_rate`` (α2).
-
-    The two L2 terms are the optimizer's weight decay (2λ for V, 2β for D: the same gradient) when the
-    learner applies weight decay as an L2 gradient (adam, sgd, adagrad, rmsprop): then they cost nothing
-    per batch (fused Adam folds them into its one pass) instead of two passes over V forward and two
-    backward. Otherwise (adamw decouples its decay) they stay in ``calculate_loss``.
-
-    Initialising D = 1 and V small makes the untrained model the fixed similarity f_i . f_j: with the default
-    features (BM25, rows shrunk) that is ItemKNNCBF's default neighbourhood, so learning starts from the
-    strongest fixed similarity the bilinear form can express (CoSim's with ``feature_weighting: tfidf,
-    feature_shrink: 0``).
-
-    Optional, beyond the paper (``align_weight`` γ > 0, the idea of ALDI, SIGIR 2023): training items have
-    many likes, so a warm collaborative model (``recbole_fbsm.models.warm_backbone``, BPR-MF on the training split only)
-    knows which of them are alike. The loss adds γ times ``alignment_loss``: for the batch's positive items,
-    each item's distribution over the others, softmax(sim / τ), follows the warm model's
-    softmax(cos(e_i, e_j) / τ) (KL divergence). Scoring is unchanged: still f_i^T (D + V^T V) f_j.
+    Parameters: ``D`` (n_features,), the diagonal of D; ``V`` (n_features x h), row p is the paper's latent
+    factor v_p. Objective per mini-batch: mean BPR over the triplets + λ ||V||_F² + β ||D||², whose per-triplet
+    SGD steps are the paper's updates; α1 = ``learning_rate_D`` (default ``learning_rate``, α2). D = 1 and V
+    near 0 start the model as the fixed similarity f_i . f_j. Beyond the paper (docs/models.md): the alignment
+    to a warm model (``align_weight``) and the hybrid FBSM's identity features and softmax loss.
     """
 
     learns_identity = True  # identity_features: V learns item-to-item terms between warm items (hybrid scenario)
@@ -47,11 +32,10 @@ class FBSM(FeatureSimilarityRecommender):
         self.reg_V = float(config["reg_V"])
         self.reg_D = float(config["reg_D"])
         self.learning_rate_D = config["learning_rate_D"]
-        self.learner = config["learner"]
         self.weight_decay = float(config["weight_decay"] or 0.0)
-        # λ and β as the optimizer's weight decay (``optimizer_param_groups``) when the learner's decay is an L2
-        # gradient; otherwise ``calculate_loss`` adds the L2 terms
-        self.regulariser_in_optimizer = str(self.learner).lower() in L2_DECAY_LEARNERS
+        # λ and β as weight decay (2λ, 2β: the same gradient) where the learner's decay is an L2 gradient: free per
+        # batch (fused Adam folds it into its one pass); otherwise (adamw) ``calculate_loss`` adds the L2 terms
+        self.regulariser_in_optimizer = str(config["learner"]).lower() in L2_DECAY_LEARNERS
         generator = torch.Generator().manual_seed(int(config["seed"]))
         self.D = nn.Parameter(torch.full((self.n_features,), float(config["init_D"])))
         self.V = nn.Parameter(float(config["init_std"]) * torch.randn(self.n_features, self.rank, generator=generator))
@@ -61,8 +45,7 @@ class FBSM(FeatureSimilarityRecommender):
             _, warm_items = self.warm_tables
             # only for the training loss: not a parameter, not in the checkpoint
             self.register_buffer("warm_items", nn.functional.normalize(warm_items, dim=1), persistent=False)
-        # identity features (hybrid scenario): the positions in F's values of the identity entries, one per warm
-        # item, which ``identities_dropped`` zeroes for a random share of the items in each training batch
+        # the identity entries' positions in F's values (hybrid FBSM), which ``identities_dropped`` zeroes at random
         self.identity_dropout = float(setting(config, "identity_dropout")) if self.n_identity else 0.0
         entries = torch.nonzero(self.F.indices >= self.n_features - self.n_identity).squeeze(1)
         self.register_buffer("identity_entries", entries if self.identity_dropout else None, persistent=False)
@@ -78,10 +61,8 @@ class FBSM(FeatureSimilarityRecommender):
 
     @contextlib.contextmanager
     def identities_dropped(self):
-        """Within this block, each warm item's identity is hidden with probability ``identity_dropout`` (one draw
-        per item, for the whole batch: as a candidate and in its users' profiles). DropoutNet's trick: the content
-        part must rank a warm item without its identity, so that cold items (which never have one) are scored
-        on the same scale as warm ones."""
+        """Within this block each warm item's identity is hidden with probability ``identity_dropout`` (one draw per
+        item for the batch): DropoutNet's trick: the content part alone ranks warm items on cold items' scale."""
         if not (self.training and self.identity_dropout > 0 and len(self.identity_entries)):
             yield
             return
@@ -108,9 +89,8 @@ class FBSM(FeatureSimilarityRecommender):
         return self.V
 
     def calculate_loss(self, interaction):
-        """The batch's training loss: BPR over (user, liked item, negative) triplets, the paper's, or the softmax
-        of the hybrid FBSM (``fbsm_loss``), plus the optional alignment and the L2 terms on V and D (unless the
-        optimizer's weight decay holds them).
+        """BPR over (user, liked item, negative) triplets (the paper's) or the hybrid FBSM's softmax (``fbsm_loss``),
+        plus the optional alignment, plus the L2 terms unless the optimizer's weight decay holds them.
 
         Args:
             interaction (Interaction): the batch; ``USER_ID`` and ``ITEM_ID`` of shape [batch_size], and
@@ -136,13 +116,9 @@ class FBSM(FeatureSimilarityRecommender):
         return self.loss_type != "softmax"
 
     def softmax_loss(self, interaction):
-        """Mean over the batch's (user, liked item) pairs of -log softmax over the training items of the user's
-        scores (``fbsm_loss: softmax``), a training like scored without its own features, as in evaluation.
-        Scores are divided by the user's likes (the mean similarity to them, FISM's normalisation with α = 1: a heavy
-        user's sums would otherwise make a far sharper softmax) and by ``softmax_temperature``.
-        The classes are every training item, or with ``softmax_negatives: N`` the batch's sample of them
-        (``softmax_classes``): the listwise objective ranks the warm items' collaborative terms against the whole
-        catalogue at once, not against one sampled item (the batch's BPR negatives are not read)."""
+        """Mean over the batch's (user, liked item) pairs of -log softmax over the classes (``softmax_classes``) of the
+        user's scores, a training like scored without its own features (as in evaluation), divided by the user's
+        likes (FISM's normalisation: a heavy user's sums would make a far sharper softmax) and the temperature."""
         users, positives = interaction[self.USER_ID], interaction[self.ITEM_ID]
         distinct, row = torch.unique(users, return_inverse=True)
         classes, log_weights = self.softmax_classes(positives)
@@ -161,15 +137,9 @@ class FBSM(FeatureSimilarityRecommender):
         return -log_probability[row, torch.searchsorted(classes, positives)].mean()
 
     def softmax_classes(self, positives):
-        """(the softmax's classes, sorted; their log weights in its normaliser, or None for weight 1).
-
-        Every training item without ``softmax_negatives``. With ``softmax_negatives: N``, one sample for the
-        batch: the batch's positives plus N training items drawn uniformly without replacement (validation, test
-        and cold items are never drawn: they are not training items). Each item is a class once, so a like is
-        never its own negative twice. A drawn item that is no positive stands for the n / N training items
-        (n of them) that the draw could have picked: its exp(logit) counts n / N times in the normaliser
-        (the logQ correction of sampled softmax), an unbiased estimate of the full softmax's normaliser. With
-        N >= n every training item is drawn, each weighs 1: the full softmax, at the same cost."""
+        """(the softmax's classes, sorted; their log weights in its normaliser, or None for weight 1): every training
+        item, or with ``softmax_negatives: N`` the batch's positives plus N training items drawn uniformly, each
+        drawn non-positive counted n / N times (the logQ correction; docs/models.md)."""
         items = self.softmax_items
         if self.softmax_negatives is None:
             return items, None
@@ -203,8 +173,8 @@ class FBSM(FeatureSimilarityRecommender):
         return (target * (torch.log(target.clamp_min(1e-30)) - log_student)).masked_fill(~off_diagonal, 0).sum(1).mean()
 
     def optimizer_param_groups(self, learning_rate):
-        """The paper's separate learning rates, α1 for D and α2 for V, and λ, β as weight decay where
-        the learner's decay is an L2 gradient (see the class docstring)."""
+        """The paper's separate learning rates, α1 for D and α2 for V, and λ, β as weight decay where the learner's
+        decay is an L2 gradient."""
         lr_D = learning_rate if self.learning_rate_D is None else float(self.learning_rate_D)
         groups = [{"params": [self.D], "lr": lr_D}, {"params": [self.V], "lr": learning_rate}]
         if self.regulariser_in_optimizer:

@@ -21,10 +21,9 @@ BLEND_WEIGHTS = tuple(round(0.1 * k, 1) for k in range(11))
 def standardised(scores):
     """Each row's z-scores over its finite entries (a row without spread: zeros); infinite entries stay as they are."""
     finite = torch.isfinite(scores)
-    count = finite.sum(1, keepdim=True).clamp(min=1)
-    values = torch.where(finite, scores, torch.zeros_like(scores))
-    mean = values.sum(1, keepdim=True) / count
-    spread = (torch.where(finite, scores - mean, torch.zeros_like(scores)).pow(2).sum(1, keepdim=True) / count).sqrt()
+    values = scores.masked_fill(~finite, float("nan"))  # the means below skip them
+    mean = values.nanmean(1, keepdim=True)
+    spread = (values - mean).pow(2).nanmean(1, keepdim=True).sqrt()
     z = (values - mean) / torch.where(spread > 0, spread, torch.ones_like(spread))
     return torch.where(finite, z, scores)
 

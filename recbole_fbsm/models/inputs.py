@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.data.features import ItemFeatures, features_from_config, like_matrix, training_items, with_identity
 from recbole_fbsm.data.user_batches import held_users
+from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.contract import BuiltFromFittedInputs
 from recbole_fbsm.models.warm_backbone import warm_embeddings
 
@@ -62,6 +63,8 @@ def fit_model_inputs(config, train_dataset, warm_backbone=False, model_class=Non
             train_dataset.field2id_token[train_dataset.iid_field][liked],
             setting(config, "identity_weight"),
         )
+    if features.n_features == 0:
+        raise ColdStartError(f"{config['model']}: the item features are empty (no token in any training item).")
     warm = None
     if warm_backbone:
         warm = warm_embeddings(config, train_dataset)

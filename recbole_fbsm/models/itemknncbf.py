@@ -17,16 +17,13 @@ sim(i, j) on the weighted features x (``feature_weighting``; rows not normalised
 - ``dot``:        x_i . x_j on rows normalised as FBSM's are (L2, or shrunk by ``feature_shrink``):
                   the untrained FBSM's similarity, for a neighbourhood on the same features.
 
-Nothing is learned, but the model is built from the pipeline's fitted inputs (``models.inputs``) like the
-other content models, so a run writes an artifact the service rebuilds it from; ``score_feature_rows`` and
-``row_similarities`` score items never seen in training. Similarities are computed in blocks of candidates
-against the training items (a dense block of at most ``BLOCK_CELLS`` cells). The defaults (``dot``, every
-training item a neighbour, p = 1) are linear in the user's likes,
+Nothing is learned; the model is built from the pipeline's fitted inputs (``models.inputs``), so that a run
+writes an artifact the service rebuilds it from. Similarities are computed in dense blocks of candidates x
+training items. The defaults (``dot``, every training item a neighbour, p = 1) are linear in the user's likes,
 
     score(u, i) = x_i . (sum of u's liked x_j) - [i liked by u] x_i . x_i,
 
-and scored as two sparse products per batch (``linear``): the same scores up to rounding, without any
-candidates x training items block (citeulike-t's test evaluation: 12.5 s became 0.2 s).
+and scored as two sparse products per batch (``linear``; citeulike-t's test evaluation: 12.5 s became 0.2 s).
 """
 
 import numpy as np
@@ -35,8 +32,6 @@ import torch
 from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType, ModelType
 
-from recbole_fbsm.config.schema import SIMILARITIES
-from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.models.contract import CandidateScoring, NothingToTrain
 from recbole_fbsm.models.inputs import model_inputs
@@ -56,11 +51,7 @@ class ItemKNNCBF(NothingToTrain, CandidateScoring, GeneralRecommender):
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
-        self.similarity = str(config["similarity"]).lower()
-        if self.similarity not in SIMILARITIES:
-            raise ColdStartError(
-                f"similarity: expected one of {', '.join(SIMILARITIES)}; got {config['similarity']!r}."
-            )
+        self.similarity = str(config["similarity"]).lower()  # one of schema.SIMILARITIES (the settings check it)
         self.shrink = float(config["shrink"])
         self.knn = None if config["knn"] is None else int(config["knn"])
         self.exponent = float(config["similarity_exponent"])
@@ -68,8 +59,6 @@ class ItemKNNCBF(NothingToTrain, CandidateScoring, GeneralRecommender):
         self.tversky_alpha, self.tversky_beta = float(config["tversky_alpha"]), float(config["tversky_beta"])
         inputs = model_inputs(config, dataset, model_class=type(self))
         features = inputs.features
-        if features.n_features == 0:
-            raise ColdStartError("ItemKNNCBF: the item features are empty (no token in any training item).")
         self.feature_names = features.names
         self.n_features = features.n_features
         self.X = self.weighted_rows(features.matrix)  # items x features
@@ -154,22 +143,20 @@ class ItemKNNCBF(NothingToTrain, CandidateScoring, GeneralRecommender):
         with ``knn``, outside each row's k largest."""
         return self.neighbour_similarities(self.X[items], self.neighbour_index[items])
 
-    def _blocks(self, items):
-        """(start, end, similarity rows) over ``items`` (numpy ids) in blocks of at most ``BLOCK_CELLS`` cells;
-        with ``knn`` the rows are sparse (k kept neighbours per item)."""
+    def _blocks(self, rows, columns=None):
+        """(start, end, ``neighbour_similarities``) over feature rows in blocks of at most ``BLOCK_CELLS`` cells."""
         step = max(1, BLOCK_CELLS // max(len(self.neighbours), 1))
-        for start in range(0, len(items), step):
-            end = min(start + step, len(items))
-            block = self.similarity_block(items[start:end])
-            yield start, end, sp.csr_matrix(block) if self.knn is not None else block
+        for start in range(0, rows.shape[0], step):
+            end = min(start + step, rows.shape[0])
+            own = None if columns is None else columns[start:end]
+            yield start, end, self.neighbour_similarities(rows[start:end], own)
 
     # ---------------------------------------------------------------------------------------- scores
     def candidate_scorer(self, candidates):
         """A function of an evaluation batch's interaction giving its (users x candidates) scores: the users'
         training likes times each block of similarities. Prepared once per evaluation (the trainer holds the
-        function): the candidates' rows (``linear``), or with ``knn`` their kept neighbours (sparse, k per item);
-        without ``knn`` the dense blocks are computed again per batch (all of them at once would be candidates x
-        training items).
+        function): the candidates' rows (``linear``), or with ``knn`` their kept neighbours; without ``knn`` the
+        dense blocks are computed again per batch (all at once would be candidates x training items).
 
         Args:
             candidates: the items scored, a LongTensor of shape [n_candidates].
@@ -183,16 +170,19 @@ class ItemKNNCBF(NothingToTrain, CandidateScoring, GeneralRecommender):
             position[items] = np.arange(len(items))
             rows = sp.csr_matrix(self.X[items])
             return lambda interaction: self._linear_scores(interaction[self.USER_ID], rows, position)
-        kept = list(self._blocks(items)) if self.knn is not None else None
+        rows, columns = self.X[items], self.neighbour_index[items]
+        kept = None
+        if self.knn is not None:  # k neighbours kept per candidate: sparse, prepared once
+            kept = [(start, end, sp.csr_matrix(block)) for start, end, block in self._blocks(rows, columns)]
 
         def score(interaction):
             users = interaction[self.USER_ID]
             likes = self.likes.rows_matrix(users).to(torch.float64)  # B x training items (sparse)
             scores = torch.zeros(len(users), len(items), dtype=torch.float64, device=users.device)
-            for start, end, block in kept or self._blocks(items):
+            for start, end, block in kept or self._blocks(rows, columns):
                 dense = block.toarray() if sp.issparse(block) else block
-                rows = torch.from_numpy(np.ascontiguousarray(dense.T)).to(users.device)  # training items x block
-                scores[:, start:end] = torch.sparse.mm(likes, rows)
+                similar = torch.from_numpy(np.ascontiguousarray(dense.T)).to(users.device)  # training items x block
+                scores[:, start:end] = torch.sparse.mm(likes, similar)
             return scores.to(torch.float32)
 
         return score
@@ -200,15 +190,20 @@ class ItemKNNCBF(NothingToTrain, CandidateScoring, GeneralRecommender):
     def _linear_scores(self, users, rows, position):
         """(batch users x candidates) x_i . f_u, less x_i . x_i where the user liked candidate i (j != i); ``rows``:
         the candidates' x, ``position``: each item's candidate column (-1: none)."""
-        owner, liked, _, _ = self.likes.gather_rows(users)
-        owner, liked = owner.cpu().numpy(), liked.cpu().numpy()
-        likes = sp.csr_matrix((np.ones(len(owner)), (owner, liked)), shape=(len(users), len(self.neighbours)))
+        likes = self.user_likes(users)
+        owner, liked = likes.nonzero()
         profiles = (likes @ self.X[self.neighbours]).toarray()  # B x features: f_u
         scores = np.ascontiguousarray((rows @ profiles.T).T)  # B x candidates
         column = position[self.neighbours[liked]]  # the liked item's candidate column
         own = column >= 0
         np.subtract.at(scores, (owner[own], column[own]), self.square_norms[self.neighbours[liked[own]]])
         return torch.from_numpy(scores).to(device=users.device, dtype=torch.float32)
+
+    def user_likes(self, users):
+        """The users' training likes: a scipy (len(users) x training items) matrix of ones."""
+        owner, liked, _, _ = self.likes.gather_rows(users)
+        owner, liked = owner.cpu().numpy(), liked.cpu().numpy()
+        return sp.csr_matrix((np.ones(len(owner)), (owner, liked)), shape=(len(users), len(self.neighbours)))
 
     def score_feature_rows(self, users, item_matrix):
         """(len(users) x rows) scores of items never seen in training from their feature rows (torch sparse CSR,
@@ -222,19 +217,14 @@ class ItemKNNCBF(NothingToTrain, CandidateScoring, GeneralRecommender):
             ),
             shape=tuple(item_matrix.shape),
         )
-        owner, liked, _, _ = self.likes.gather_rows(users)
-        likes = sp.csr_matrix(
-            (np.ones(len(owner)), (owner.cpu().numpy(), liked.cpu().numpy())), shape=(len(users), len(self.neighbours))
-        )
+        likes = self.user_likes(users)
         if self.linear:
             profiles = likes @ self.X[self.neighbours]  # users x features: f_u
             scores = (profiles @ self.weighted_rows(rows).T).toarray()
         else:
             scores = np.zeros((len(users), rows.shape[0]))
-            step = max(1, BLOCK_CELLS // max(len(self.neighbours), 1))
-            for start in range(0, rows.shape[0], step):
-                block = self.neighbour_similarities(rows[start : start + step])
-                scores[:, start : start + step] = likes @ block.T
+            for start, end, block in self._blocks(rows):
+                scores[:, start:end] = likes @ block.T
         return torch.from_numpy(scores).to(device=users.device, dtype=torch.float32)
 
     def predict(self, interaction):

@@ -11,7 +11,7 @@ class UFSM(FeatureSimilarityRecommender):
     """Parameters: ``W`` (l x n_features, the global similarity weights w_d) and ``M``
     (n_users x l, the users' mixture weights m_u). Loss: BPR + λ ||m_u||² (batch users) + μ1 ||W||²."""
 
-    shared_diagonal = False  # c_u = m_u W: the loss keeps the general path (``pair_scores`` below)
+    shared_diagonal = False  # c_u = m_u W: the loss keeps the general path (``pair_scores``)
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
@@ -39,19 +39,8 @@ class UFSM(FeatureSimilarityRecommender):
     def diagonal_parts(self, users):
         return self.W, self.M[users]
 
-    def pair_scores(self, users, items, self_in_profile, item_rows=None, user_entries=None):
-        owner, cols, f_i, _ = self.F.gather_rows(items) if item_rows is None else item_rows
-        f_u = self.F_U.lookup(users.index_select(0, owner), cols) if user_entries is None else user_entries
-        products = f_i * (f_u - self_in_profile.to(f_i.dtype).index_select(0, owner) * f_i)
-        return self.mixed(users, len(items), owner, cols, products)
-
-    def self_similarity(self, users, items):
-        owner, cols, f_i, _ = self.F.gather_rows(items)
-        return self.mixed(users, len(items), owner, cols, f_i * f_i)
-
-    def mixed(self, users, n_pairs, owner, cols, entries):
-        """sum_d m_ud sum_k w_dk a_k per pair, from the entries a_k of each pair's item (``owner``, ``cols``): W is
-        gathered per nonzero, never a (pairs x features) matrix of user weights."""
+    def diagonal_sum(self, users, n_pairs, owner, cols, entries):
+        """sum_d m_ud sum_k w_dk a_k per pair: W gathered per nonzero, never a (pairs x features) matrix of c_u."""
         per_function = torch.zeros(n_pairs, self.n_functions, dtype=self.W.dtype, device=self.W.device)
         per_function = per_function.index_add(0, owner, entries[:, None] * self.W.T.index_select(0, cols))
         return (per_function * self.M.index_select(0, users)).sum(-1)

@@ -1,14 +1,8 @@
-"""The warm collaborative backbone of content cold-start models: BPR-MF on the training split only.
-
-``warm_embeddings(config, train_dataset)`` gives DropoutNet, Heater and ALDI (and FBSM's optional alignment) the
-(user, item) embedding tables, float32 on ``config["device"]``, rows by RecBole's internal ids. Rows of items
-outside the training split and of users without a training like are zero: nothing was learned for them, and a
-zero row cannot carry an item's identity into a cold score. With ``warm_checkpoint: ~`` RecBole's ``BPR`` is
-trained here on the training likes only (negatives uniform among the training items the user did not like;
-the ``warm_*`` settings), seeded in a forked RNG so that the caller's random stream is untouched. With
-``warm_checkpoint: PATH`` the tables of a saved checkpoint are read (a RecBole ``BPR``-like model, or a model
-built on this module), which must come from the same dataset and item split (checked against its config):
-otherwise it may have learned from this run's validation or test items, an error, not a warning.
+"""The warm collaborative backbone of DropoutNet, Heater, ALDI (and FBSM's alignment): BPR-MF on the training
+split only, trained here (``warm_*`` settings, in a forked RNG: the caller's random stream is untouched) or read
+from ``warm_checkpoint``, which must come from the same dataset and item split (else it may have learned from this
+run's validation or test items). Rows of non-training items and of users without likes are zero: a zero row
+cannot carry an item's identity into a cold score.
 """
 
 import os
@@ -37,14 +31,6 @@ def training_item_mask(train_dataset):
     return mask
 
 
-def zero_untrained_rows(user_emb, item_emb, train_dataset):
-    """Copies of the tables with the rows of non-training items and of users without training likes zeroed."""
-    items = training_item_mask(train_dataset).to(item_emb.device)
-    users = torch.zeros(train_dataset.user_num, dtype=torch.bool)
-    users[torch.as_tensor(train_dataset.inter_feat[train_dataset.uid_field].numpy(), dtype=torch.long)] = True
-    return user_emb * users[:, None].to(user_emb), item_emb * items[:, None].to(item_emb.dtype)
-
-
 def warm_embeddings(config, train_dataset):
     """(user_emb, item_emb) float32 tensors on ``config["device"]``; see the module docstring."""
     path = setting(config, "warm_checkpoint")
@@ -52,9 +38,12 @@ def warm_embeddings(config, train_dataset):
         user_emb, item_emb = load_warm_checkpoint(str(path), config, train_dataset)
     else:
         user_emb, item_emb = train_bpr(config, train_dataset)
-    user_emb, item_emb = zero_untrained_rows(user_emb.float(), item_emb.float(), train_dataset)
-    device = config["device"]
-    return user_emb.detach().to(device), item_emb.detach().to(device)
+    user_emb, item_emb = user_emb.float(), item_emb.float()  # then zero where nothing was learned
+    items = training_item_mask(train_dataset).to(item_emb.device)
+    users = torch.zeros(train_dataset.user_num, dtype=torch.bool)
+    users[torch.as_tensor(train_dataset.inter_feat[train_dataset.uid_field].numpy(), dtype=torch.long)] = True
+    user_emb, item_emb = user_emb * users[:, None].to(user_emb), item_emb * items[:, None].to(item_emb.dtype)
+    return user_emb.detach().to(config["device"]), item_emb.detach().to(config["device"])
 
 
 # --------------------------------------------------------------------------------------- training
@@ -103,8 +92,8 @@ def train_bpr(config, train_dataset):
 
 
 def _adam(parameters, learning_rate):
-    """Torch's fused Adam where it exists (one pass over the tables per step: measured 4 times faster than
-    the default loop, and faster than SparseAdam, on citeulike-t's 33k x 200 tables), the plain one otherwise."""
+    """Torch's fused Adam where it exists (measured 4 times faster than the default loop and than SparseAdam on
+    citeulike-t's tables), the plain one otherwise."""
     parameters = list(parameters)
     try:
         return torch.optim.Adam(parameters, lr=learning_rate, fused=True)

@@ -38,19 +38,14 @@ def make_run_dirs(config):
             ) from None
 
 
-def tag_run(config):
-    """Give the run an id (``run_id``, unless set): RecBole names the log after the model, dataset, second and an
-    md5 of the config's values, so two runs of one configuration in the same second shared one log."""
-    if not config["run_id"]:
-        config["run_id"] = uuid.uuid4().hex[:8]
-
-
 def start_run_log(config):
     """RecBole's ``init_logger``, so that this run's lines go to this run's file: it ends in ``basicConfig``, a no-op
     once the root logger has handlers, so the previous run's handlers (installed here) are closed first; a host
     application's handlers are left alone."""
     make_run_dirs(config)
-    tag_run(config)
+    # RecBole names the log after the model, dataset, second and an md5 of the config's values: a run id among
+    # them keeps two runs of one configuration in the same second apart
+    config["run_id"] = config["run_id"] or uuid.uuid4().hex[:8]
     root = logging.getLogger()
     while _handlers_of_last_run:
         handler = _handlers_of_last_run.pop()
@@ -59,12 +54,17 @@ def start_run_log(config):
     before = list(root.handlers)
     init_logger(config)
     added = [handler for handler in root.handlers if handler not in before]
-    quiet = quiet_console_wanted(config)
+    quiet = "state" not in (getattr(config, "external_config_dict", None) or {})  # any state: RecBole's console
     if quiet:
         added = [_quiet(handler, root, config) for handler in added]
     logging.captureWarnings(quiet and bool(added))  # library warnings: into the log file, not the console
     _handlers_of_last_run.extend(added)
-    keep_epochs_in_the_file()
+    # the file records at least INFO whatever ``state`` says (``compare`` runs at WARNING: its logs were empty)
+    files = [handler for handler in added if isinstance(handler, logging.FileHandler)]
+    for handler in files:
+        handler.setLevel(min(handler.level, logging.INFO))
+    if files and root.level > logging.INFO:
+        root.setLevel(logging.INFO)
 
 
 def end_run_log():
@@ -82,12 +82,6 @@ def result_file_for(log_file, config):
         return Path(log_file).with_suffix(".json")
     name = f"{config['model']}-{config['dataset']}-{get_local_time()}-{config['run_id']}.json"
     return Path(RECBOLE_LOG_ROOT).resolve() / str(config["model"]) / name
-
-
-def quiet_console_wanted(config):
-    """The quiet console is the default; any ``state`` the user gives means RecBole's own console."""
-    given = getattr(config, "external_config_dict", None) or {}
-    return "state" not in given
 
 
 def _quiet(handler, root, config):
@@ -166,17 +160,6 @@ class QuietConsoleHandler(logging.StreamHandler):
         super().close()
 
 
-def keep_epochs_in_the_file():
-    """The run's log file records at least INFO whatever ``state`` says (``compare`` runs at WARNING and its
-    per-run logs were empty); ``state`` still sets what reaches the console."""
-    files = [h for h in _handlers_of_last_run if isinstance(h, logging.FileHandler)]
-    for handler in files:
-        handler.setLevel(min(handler.level, logging.INFO))
-    root = logging.getLogger()
-    if files and root.level > logging.INFO:
-        root.setLevel(logging.INFO)
-
-
 def last_run_log_file():
     """The log file of the last run started in this process (None when a host application owns logging)."""
     files = [h.baseFilename for h in _handlers_of_last_run if isinstance(h, logging.FileHandler)]
@@ -208,7 +191,7 @@ def discard_run_log_on(config, *errors):
                 root.removeHandler(handler)
                 handler.close()
                 _handlers_of_last_run.remove(handler)
-        for path in run_log_files(config):
+        for path in run_log_files(config):  # RecBole makes the file even where a host's handlers keep it unused
             os.remove(path)
         for folder in (os.path.join(RECBOLE_LOG_ROOT, config["model"]), RECBOLE_LOG_ROOT):
             try:

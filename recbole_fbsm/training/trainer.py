@@ -1,23 +1,9 @@
-"""RecBole trainers with the cold-start evaluation mixed in.
-
-What the mixin changes, and why:
-
-- evaluation candidates are exactly the items of the evaluated split: scores are a (users x candidates)
-  matrix, never (users x all items); models with ``candidate_scorer`` (FBSM, UFSM, CoSim, ...) compute only
-  those columns (what depends on the candidates alone once per evaluation: the trainer holds it, the model
-  caches nothing), models without ``full_sort_predict`` (context-aware ones) ``predict`` only those pairs;
-- ties are broken at random (``TieBreakingCollector``), never by internal id;
-- checkpoints get a unique name (RecBole's has one-second resolution), hold the settings as plain data
-  (not RecBole's pickled Config), are written atomically and loaded with ``weights_only=True``;
-- ``valid_before_training`` makes the untrained model a candidate checkpoint;
-- a model may supply its own optimizer parameter groups (``optimizer_param_groups``), e.g. the paper's
-  separate learning rates for D and V;
-- a caller may watch every validation (``validation_callback``): the tuner feeds its pruner from it;
-- torch's CPU threads follow the run's ``ThreadPlan`` per phase (``runtime.threads``: with ``torch_threads:
-  auto``, one thread for small training steps, the cores for evaluation);
-- data-parallel runs (``runtime.distributed``) on CPU and CUDA: ``parallel_sync: average`` averages the
-  ranks' parameters periodically (whole-user batches), ``gradients`` is DDP with each rank's loss weighed by
-  its share of the step's triplets; evaluation rows are gathered, and rank 0 alone writes and reads checkpoints.
+"""RecBole trainers with the cold-start evaluation mixed in: candidates are exactly the evaluated split's items
+(a users x candidates matrix, what depends on the candidates alone prepared once per evaluation), ties broken
+at random, checkpoints uniquely named, plain data and written atomically, the untrained model a candidate
+checkpoint (``valid_before_training``), the model's own optimizer groups, a callback on every validation (the
+tuner's pruner), torch's threads per phase (``runtime.threads``) and data-parallel runs (``runtime.distributed``:
+``parallel_sync: average`` or DDP ``gradients``; rank 0 alone writes and reads checkpoints).
 """
 
 import contextlib
@@ -42,8 +28,6 @@ from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.evaluation.early_stopping import paper_early_stopping
 from recbole_fbsm.models.contract import (
     HasOptimizerGroups,
-    PreparesCandidates,
-    ScoresCandidates,
     candidate_scorer_of,
     has_nothing_to_train,
 )
@@ -70,25 +54,25 @@ def validation_callback(callback):
         _VALIDATION_CALLBACK.reset(token)
 
 
-def _is_epoch_line(record):
+def _is_epoch_line(text):
     """RecBole's per-epoch lines ("epoch 0 training [... train loss: 0.0000]", "epoch 0 evaluating [...]"): a
     model with nothing to train says that in one line instead."""
-    text = COLOR_CODES.sub("", str(record.msg))
     return bool(TRAINING_LINE.match(text) or EVALUATING_LINE.match(text))
 
 
-def _is_stop_line(record):
+def _is_stop_line(text):
     """RecBole's "Finished training, best eval result in epoch N" counts back from the stop by ``stopping_step``
     evaluations: with the untrained start kept it says epoch -1, with ties an epoch that was not kept."""
-    return str(record.msg).startswith(STOP_LINE)
+    return text.startswith(STOP_LINE)
 
 
 @contextlib.contextmanager
 def _without_lines(logger, *kinds):
-    """Within this block ``logger`` drops the records that one of ``kinds`` (functions of a record) picks."""
+    """Within this block ``logger`` drops the records whose text (colours removed) one of ``kinds`` picks."""
 
     def keep(record):
-        return not any(kind(record) for kind in kinds)
+        text = COLOR_CODES.sub("", str(record.msg))
+        return not any(kind(text) for kind in kinds)
 
     logger.addFilter(keep)
     try:
@@ -196,11 +180,9 @@ class ColdStartTrainerMixin:
         return clipped
 
     def fit(self, train_data, valid_data=None, *args, **kwargs):
-        """RecBole's ``fit``; with ``valid_before_training`` the untrained model is validated first and
-        is the best checkpoint until an epoch beats it (FBSM and UFSM start as the fixed similarity of
-        their features, ItemKNNCBF's: training that only hurts validation then returns that similarity
-        instead of a worse epoch). Afterwards ``kept_epoch``,
-        ``start_valid_score`` and ``kept_summary()`` say which epoch was kept and what it gained."""
+        """RecBole's ``fit``; with ``valid_before_training`` the untrained model (FBSM's and UFSM's fixed similarity)
+        is validated first and kept until an epoch beats it. Afterwards ``kept_epoch``, ``start_valid_score`` and
+        ``kept_summary()`` say which epoch was kept and what it gained."""
         self.kept_epoch, self.start_valid_score, self.epochs_trained = None, None, 0
         self.valid_history, self._epoch_in_progress = [], -1
         verbose = kwargs.get("verbose", True)
@@ -343,8 +325,7 @@ class ColdStartTrainerMixin:
         self.start_epoch = checkpoint["epoch"] + 1
         self.cur_step = checkpoint["cur_step"]
         self.best_valid_score = checkpoint["best_valid_score"]
-        self.model.load_state_dict(checkpoint["state_dict"])
-        self.model.load_other_parameter(checkpoint.get("other_parameter"))
+        self._load_state(checkpoint)
         self.optimizer.load_state_dict(checkpoint["optimizer"])
 
     @torch.no_grad()
@@ -359,14 +340,22 @@ class ColdStartTrainerMixin:
         split_items = getattr(eval_data._dataset, "split_items", None)
         self._candidates = self._candidate_position = self._score_batch = None
         if isinstance(eval_data, FullSortEvalDataLoader) and split_items is not None:
-            self._set_candidates(split_items, eval_data._dataset.item_num)
+            # the split's items, and each item's column among them (-1 for items of other splits)
+            self._candidates = torch.as_tensor(split_items, dtype=torch.long, device=self.device)
+            self._candidate_position = torch.full((eval_data._dataset.item_num,), -1, device=self.device)
+            self._candidate_position[self._candidates] = torch.arange(len(self._candidates), device=self.device)
         self.eval_collector.candidates = self._candidates
-        self._cold_columns = self._group_masks(eval_data) if self._candidates is not None else None
+        cold = getattr(eval_data._dataset, "cold_items", None)
+        self._cold_columns = None
+        if self._candidates is not None and cold is not None:  # the hybrid scenario's cold candidate columns
+            is_cold = torch.zeros(eval_data._dataset.item_num, dtype=torch.bool, device=self.device)
+            is_cold[torch.as_tensor(np.asarray(cold, dtype=np.int64), device=self.device)] = True
+            self._cold_columns = is_cold.index_select(0, self._candidates)
         self.eval_collector.set_groups(
             None if self._cold_columns is None else {"cold": self._cold_columns, "warm": ~self._cold_columns}
         )
         with self.threads.phase("evaluate"):
-            if self._candidates is not None and isinstance(self.model, (PreparesCandidates, ScoresCandidates)):
+            if self._candidates is not None:
                 self.model.eval()  # as RecBole's evaluate does, before the candidates' vectors (batch norm)
                 self._score_batch = candidate_scorer_of(self.model, self._candidates)
             result = super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
@@ -377,36 +366,20 @@ class ColdStartTrainerMixin:
         }
         return result
 
-    def _group_masks(self, eval_data):
-        """The hybrid scenario's cold candidate columns (a bool tensor over the candidates), or None elsewhere."""
-        cold = getattr(eval_data._dataset, "cold_items", None)
-        if cold is None:
-            return None
-        is_cold = torch.zeros(eval_data._dataset.item_num, dtype=torch.bool, device=self.device)
-        is_cold[torch.as_tensor(np.asarray(cold, dtype=np.int64), device=self.device)] = True
-        return is_cold.index_select(0, self._candidates)
-
     def _load_kept_model(self, checkpoint_file):
         """The checkpoint's model; in a data-parallel run rank 0 reads it (only rank 0 wrote it, maybe on
         another machine) and sends its state to the other ranks."""
         if not distributed.is_distributed(self.config):
-            checkpoint = load_checkpoint(checkpoint_file, self.device)
-            state, other = checkpoint["state_dict"], checkpoint.get("other_parameter")
-        else:
-            dist.barrier()  # rank 0 has written the last checkpoint
-            state = other = None
-            if distributed.is_main_process():
-                checkpoint = load_checkpoint(checkpoint_file, "cpu")
-                state, other = checkpoint["state_dict"], checkpoint.get("other_parameter")
-            state, other = distributed.broadcast_object((state, other))
-        self.model.load_state_dict(state)
-        self.model.load_other_parameter(other)
+            self._load_state(load_checkpoint(checkpoint_file, self.device))
+            return
+        dist.barrier()  # rank 0 has written the last checkpoint
+        checkpoint = load_checkpoint(checkpoint_file, "cpu") if distributed.is_main_process() else None
+        state = None if checkpoint is None else {key: checkpoint.get(key) for key in ("state_dict", "other_parameter")}
+        self._load_state(distributed.broadcast_object(state))
 
-    def _set_candidates(self, split_items, n_items):
-        """The split's items as a tensor and each item's column among them (-1 for items of other splits)."""
-        self._candidates = torch.as_tensor(split_items, dtype=torch.long, device=self.device)
-        self._candidate_position = torch.full((n_items,), -1, dtype=torch.long, device=self.device)
-        self._candidate_position[self._candidates] = torch.arange(len(self._candidates), device=self.device)
+    def _load_state(self, checkpoint):
+        self.model.load_state_dict(checkpoint["state_dict"])
+        self.model.load_other_parameter(checkpoint.get("other_parameter"))
 
     def _full_sort_batch_eval(self, batched_data):
         """Scores of the batch's users over the split's items only: a (users x candidates) matrix, the
@@ -416,13 +389,10 @@ class ColdStartTrainerMixin:
         if candidates is None:
             return super()._full_sort_batch_eval(batched_data)
         interaction = interaction.to(self.device)
-        if self._score_batch is not None:
+        try:
             scores = self._score_batch(interaction)
-        else:
-            try:
-                scores = self.model.full_sort_predict(interaction).view(-1, self.tot_item_num)[:, candidates]
-            except NotImplementedError:
-                scores = self._predict_candidates(interaction, candidates)
+        except NotImplementedError:  # no full_sort_predict (context-aware models): every pair predicted
+            scores = self._predict_candidates(interaction, candidates)
         if self.warm_only_scores and self._cold_columns is not None and bool(self._cold_columns.any()):
             scores = lowest_for_cold(scores, self._cold_columns)
         position = self._candidate_position
@@ -476,9 +446,8 @@ def share_weighted(loss_func, shares):
 
 
 def fused_if_possible(optimizer):
-    """RecBole's Adam/AdamW rebuilt with torch's fused kernel (one pass per tensor, CPU and CUDA): the
-    same update, measured 6 times faster per step than the default loop on FBSM's V (4,673 x 64), which
-    Adam updates whole at every batch. Anything else, or a failure to fuse, keeps RecBole's optimizer."""
+    """RecBole's Adam/AdamW rebuilt with torch's fused kernel: the same update, measured 6 times faster per step on
+    FBSM's V, which Adam updates whole at every batch. Anything else, or a failure to fuse, is kept."""
     if type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW):
         return optimizer
     params = [p for group in optimizer.param_groups for p in group["params"]]
@@ -492,12 +461,9 @@ def fused_if_possible(optimizer):
 
 
 class ClippedSGD(torch.optim.SGD):
-    """Plain SGD (no momentum) whose step first clips the gradients' total norm, as RecBole's loop does with
-    ``clip_grad_norm_`` before each step, then applies weight decay and the rate in one pass per tensor:
-    p <- (1 - lr wd) p - lr c g, with c = min(1, max_norm / (||g|| + 1e-6)): the same update as the clip
-    followed by SGD's step (up to rounding). Measured on FBSM's citeulike-t step (V 3,490 x 64, 1 thread):
-    58 us against 147 us for clip_grad_norm_, SGD's step and zero_grad. Sparse gradients take the clip and
-    SGD's own step."""
+    """Plain SGD whose step clips the gradients' total norm (as RecBole's loop does before each step) and applies
+    weight decay and the rate in one pass per tensor: p <- (1 - lr wd) p - lr c g, c = min(1, max_norm / (||g|| +
+    1e-6)), the clip then SGD's step up to rounding, 58 us against 147 us on FBSM's citeulike-t step."""
 
     def __init__(self, params, clip, **kwargs):
         super().__init__(params, **kwargs)

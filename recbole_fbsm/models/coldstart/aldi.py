@@ -5,7 +5,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from recbole_fbsm.config.schema import setting
 from recbole_fbsm.models.coldstart.base import ContentColdStartRecommender, SparseLinear, truncated_normal_init
 
 
@@ -37,15 +36,13 @@ class ALDI(ContentColdStartRecommender):
         d = self.embedding_size
         hidden = int(config["hidden_size"])
         self.alpha, self.beta, self.gamma = (float(config[k]) for k in ("alpha", "beta", "gamma"))
-        self.reg_weight = float(setting(config, "reg_weight"))
         self.item_hidden = SparseLinear(self.n_features, hidden, generator=self._generator)
         self.item_norm = nn.BatchNorm1d(hidden, momentum=0.01, eps=0.001)
         self.item_output = nn.Linear(hidden, d)
         self.user_hidden = nn.Linear(d, hidden)
         self.user_norm = nn.BatchNorm1d(hidden, momentum=0.01, eps=0.001)
         self.user_output = nn.Linear(hidden, d)
-        for module in (self.item_output, self.user_hidden, self.user_output):
-            module.apply(truncated_normal_init)
+        self.apply(truncated_normal_init)  # every nn.Linear, in the order they were made
         self.register_buffer("item_weight", self.teacher_weights(config), persistent=False)
 
     def teacher_weights(self, config):
@@ -127,7 +124,3 @@ class ALDI(ContentColdStartRecommender):
         teacher_identity = (v_pos * v_pos).sum(-1) - (v_pos @ v_neg.T).mean(1)
         identity = self.beta * aligned(student_identity, teacher_identity, weight)
         return supervised + rating + ranking + identity
-
-    def optimizer_param_groups(self, learning_rate):
-        # tf's l2_regularizer(reg) adds reg * ||w||^2 / 2: a gradient of reg w, weight decay reg
-        return self.decay_groups(self.reg_weight)

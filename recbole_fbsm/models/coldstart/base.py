@@ -1,10 +1,6 @@
-"""What DropoutNet, Heater and ALDI share: a warm backbone, item content, and two-tower scoring.
-
-Every model here scores score(u, i) = user_vector(u) . item_vector(i): the user vector from the user's warm
-(BPR-MF) embedding, the item vector from the item's content features ``F`` (``SparseLinear``: an embedding bag
-over the sparse rows, never a dense items x features matrix) and, for training items only, from its warm
-embedding. An item outside the training split has a zero warm row (``models.warm_backbone``): its id never
-enters its score.
+"""What DropoutNet, Heater and ALDI share: score(u, i) = user_vector(u) . item_vector(i), the user vector from
+the user's warm (BPR-MF) embedding, the item vector from the item's sparse content row and, for training items
+only, its warm embedding (an item outside the training split has a zero warm row: its id never enters its score).
 """
 
 import torch
@@ -12,7 +8,7 @@ from recbole.model.abstract_recommender import GeneralRecommender
 from recbole.utils import InputType
 from torch import nn
 
-from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.kernels.sparse import TorchCsr, rows_times_table
 from recbole_fbsm.models.contract import CandidateScoring
 from recbole_fbsm.models.inputs import model_inputs
@@ -70,15 +66,13 @@ def truncated_normal_init(module, std=0.01):
 
 
 class ContentColdStartRecommender(CandidateScoring, GeneralRecommender):
-    """Base class: warm embeddings (buffers, saved in checkpoints), content rows ``F``, two-tower scores.
-
-    Subclasses implement ``user_vectors(users)`` and ``item_vectors_from_rows(rows, preference, warm)``
-    (``rows``: the items' feature rows as a ``gather_rows`` tuple; ``preference``: their warm embeddings;
-    ``warm``: bool, the item is a training item whose warm embedding may be used), and ``calculate_loss``.
-    """
+    """Warm embeddings (buffers, saved in checkpoints), content rows ``F``, two-tower scores. Subclasses implement
+    ``user_vectors``, ``item_vectors_from_rows`` and ``calculate_loss``; ``reg_weight`` is L2 on the layers as
+    weight decay, ``reg_weight_decay`` times it (the authors' regulariser's gradient)."""
 
     input_type = InputType.PAIRWISE
     reads_own_features = True  # the pipeline skips RecBole's per-batch feature join
+    reg_weight_decay = 1.0  # tf's l2_regularizer(reg) adds reg * ||w||^2 / 2: a gradient of reg w
 
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
@@ -87,8 +81,6 @@ class ContentColdStartRecommender(CandidateScoring, GeneralRecommender):
         self.training_items = inputs.training_items
         self.feature_names = features.names
         self.n_features = features.n_features
-        if self.n_features == 0:
-            raise ColdStartError(f"{type(self).__name__}: the item features are empty (no token in any training item).")
         self.F = TorchCsr(features.matrix)  # items x features (the fitted inputs, not parameters)
         self.R = TorchCsr(inputs.likes)  # users x items: training likes (serving counts them)
         user_emb, item_emb = inputs.warm
@@ -99,7 +91,7 @@ class ContentColdStartRecommender(CandidateScoring, GeneralRecommender):
         mask = torch.zeros(self.n_items, dtype=torch.bool)
         mask[torch.as_tensor(self.training_items)] = True
         self.register_buffer("training_item_mask", mask, persistent=False)
-        self.register_buffer("user_has_likes", user_emb.abs().sum(1).cpu() > 0, persistent=False)
+        self.reg_weight = float(setting(config, "reg_weight"))
         self._generator = torch.Generator().manual_seed(int(config["seed"]))
 
     @classmethod
@@ -108,9 +100,12 @@ class ContentColdStartRecommender(CandidateScoring, GeneralRecommender):
 
     # -------------------------------------------------------------------------------- subclass parts
     def user_vectors(self, users):
+        """The user tower: users [n] -> vectors [n, output size], from their warm embeddings."""
         raise NotImplementedError
 
     def item_vectors_from_rows(self, rows, preference, warm):
+        """The item tower: n feature rows (a ``gather_rows`` tuple), their warm embeddings [n, d] (zero for cold
+        items) and ``warm`` [n] (bool: the warm embedding may be used) -> vectors [n, output size]."""
         raise NotImplementedError
 
     # ---------------------------------------------------------------------------------- item vectors
@@ -125,13 +120,6 @@ class ContentColdStartRecommender(CandidateScoring, GeneralRecommender):
         table = self.item_preference_table()
         preference = table.index_select(0, items) * warm[:, None].to(table.dtype)
         return self.item_vectors_from_rows(rows, preference, warm)
-
-    def cold_item_vectors(self, rows):
-        """Vectors of items from their feature rows alone (new items, served from a checkpoint)."""
-        n = len(rows[3])
-        device = self.warm_item_embedding.device
-        preference = torch.zeros(n, self.embedding_size, dtype=self.warm_item_embedding.dtype, device=device)
-        return self.item_vectors_from_rows(rows, preference, torch.zeros(n, dtype=torch.bool, device=device))
 
     # ---------------------------------------------------------------------------------------- scores
     def predict(self, interaction):
@@ -163,7 +151,11 @@ class ContentColdStartRecommender(CandidateScoring, GeneralRecommender):
     def score_feature_rows(self, users, item_matrix):
         """(len(users) x new items) scores of items known only by their feature rows (``item_matrix``: a
         torch sparse CSR, new items x features, weighted like ``F``): what serving new items needs."""
-        return self.user_vectors(users) @ self.cold_item_vectors(csr_rows(item_matrix)).T
+        n, device = item_matrix.shape[0], self.warm_item_embedding.device
+        preference = torch.zeros(n, self.embedding_size, dtype=self.warm_item_embedding.dtype, device=device)
+        cold = torch.zeros(n, dtype=torch.bool, device=device)
+        vectors = self.item_vectors_from_rows(csr_rows(item_matrix), preference, cold)
+        return self.user_vectors(users) @ vectors.T
 
     # ------------------------------------------------------------------------------------- training
     def batch_triplets(self, interaction):
@@ -172,19 +164,25 @@ class ContentColdStartRecommender(CandidateScoring, GeneralRecommender):
 
     def warm_scores(self, users, items):
         """The warm model's scores (the distillation / regression targets)."""
-        return (self.warm_user_embedding.index_select(0, users) * self.warm_item_embedding.index_select(0, items)).sum(
-            -1
-        )
+        user, item = self.warm_user_embedding.index_select(0, users), self.warm_item_embedding.index_select(0, items)
+        return (user * item).sum(-1)
 
     def bernoulli(self, n, probability, device):
         """A bool mask of n draws (seeded, from the model's own generator: reproducible, device-agnostic)."""
         return (torch.rand(n, generator=self._generator) < probability).to(device)
 
-    def decay_groups(self, weight_decay):
-        """Optimizer groups: L2 (as weight decay) on the layers' weights and biases, none on batch norm."""
+    def triplet_scores(self, users, item_vectors):
+        """Scores [2n] of a batch's n (user, positive) then n (user, negative) pairs, from the users [n] and the
+        items' vectors [2n, output size]: each user's tower computed once for both of its pairs."""
+        user = self.user_vectors(users)
+        return (torch.cat([user, user]) * item_vectors).sum(-1)
+
+    def optimizer_param_groups(self, learning_rate):
+        """L2 (as weight decay) on the layers' weights and biases, none on batch norm."""
         norms = {
             id(p) for m in self.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) for p in m.parameters()
         }
         decayed = [p for p in self.parameters() if id(p) not in norms]
         plain = [p for p in self.parameters() if id(p) in norms]
+        weight_decay = self.reg_weight_decay * self.reg_weight
         return [{"params": decayed, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]

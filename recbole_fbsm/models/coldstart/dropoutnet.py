@@ -36,7 +36,6 @@ class DropoutNet(ContentColdStartRecommender):
         output = setting(config, "output_size")
         self.output_size = self.embedding_size if output is None else int(output)  # ~: the warm rank
         self.dropout_rate = float(config["dropout_rate"])
-        self.reg_weight = float(setting(config, "reg_weight"))
         d = self.embedding_size
         self.item_content = SparseLinear(self.n_features, hidden[0], generator=self._generator)
         self.item_preference = nn.Linear(d, hidden[0], bias=False)
@@ -46,8 +45,7 @@ class DropoutNet(ContentColdStartRecommender):
         user_sizes = [d] + hidden
         self.user_layers = nn.Sequential(*[TanhBlock(a, b) for a, b in zip(user_sizes, user_sizes[1:])])
         self.user_output = nn.Linear(hidden[-1], self.output_size)
-        for module in (self.item_preference, self.item_layers, self.item_output, self.user_layers, self.user_output):
-            module.apply(truncated_normal_init)
+        self.apply(truncated_normal_init)  # every nn.Linear, in the order they were made
 
     def user_vectors(self, users):
         return self.user_output(self.user_layers(self.warm_user_embedding.index_select(0, users)))
@@ -76,9 +74,5 @@ class DropoutNet(ContentColdStartRecommender):
         rows = self.F.gather_rows(items)
         preference = self.warm_item_embedding.index_select(0, items)
         warm = self.training_item_mask.index_select(0, items) & keep
-        user = self.user_vectors(users[: len(positives)])  # once per triplet, for both of its pairs
-        prediction = (torch.cat([user, user]) * self.item_vectors_from_rows(rows, preference, warm)).sum(-1)
+        prediction = self.triplet_scores(users[: len(positives)], self.item_vectors_from_rows(rows, preference, warm))
         return torch.nn.functional.mse_loss(prediction, target)
-
-    def optimizer_param_groups(self, learning_rate):
-        return self.decay_groups(self.reg_weight)

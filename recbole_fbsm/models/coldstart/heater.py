@@ -30,18 +30,18 @@ class Heater(ContentColdStartRecommender):
       plus L2 (``reg_weight``, as weight decay) on the layers.
     """
 
+    reg_weight_decay = 2.0  # the authors' reg * ||w||^2 in the loss: a gradient of 2 reg w
+
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
         d = self.embedding_size
         self.n_experts = int(config["n_experts"])
         self.randomized_rate = float(config["randomized_rate"])
         self.alignment_weight = float(config["alignment_weight"])
-        self.reg_weight = float(setting(config, "reg_weight"))
         self.negatives_per_like = int((config["train_neg_sample_args"] or {}).get("sample_num") or 1)
         output = d if setting(config, "output_size") is None else int(setting(config, "output_size"))  # ~: warm rank
-        self.register_buffer(
-            "user_input", standardized(self.warm_user_embedding, self.user_has_likes, 5.0), persistent=False
-        )
+        has_likes = self.warm_user_embedding.abs().sum(1) > 0
+        self.register_buffer("user_input", standardized(self.warm_user_embedding, has_likes, 5.0), persistent=False)
         self.register_buffer(
             "item_input", standardized(self.warm_item_embedding, self.training_item_mask, 1.0), persistent=False
         )
@@ -49,8 +49,7 @@ class Heater(ContentColdStartRecommender):
         self.gate = SparseLinear(self.n_features, self.n_experts, generator=self._generator)
         self.user_layer, self.item_layer = TanhBlock(d, output), TanhBlock(d, output)
         self.user_output, self.item_output = nn.Linear(output, output), nn.Linear(output, output)
-        for module in (self.user_layer, self.item_layer, self.user_output, self.item_output):
-            module.apply(truncated_normal_init)
+        self.apply(truncated_normal_init)  # every nn.Linear, in the order they were made
 
     def item_preference_table(self):
         return self.item_input
@@ -81,7 +80,7 @@ class Heater(ContentColdStartRecommender):
         """
         users, positives, negatives = self.batch_triplets(interaction)
         n = len(users)
-        users, items = torch.cat([users, users]), torch.cat([positives, negatives])
+        items = torch.cat([positives, negatives])
         labels = torch.cat([torch.ones(n), torch.zeros(n)]).to(self.item_input.device)
         # RecBole repeats each like once per negative: count every like once, as the authors' sampler does
         weights = torch.cat([torch.full((n,), 1.0 / self.negatives_per_like), torch.ones(n)]).to(labels.device)
@@ -91,14 +90,9 @@ class Heater(ContentColdStartRecommender):
         warm = self.training_item_mask.index_select(0, items)
         use_content = ~warm | self.bernoulli(len(items), self.randomized_rate, items.device)
         item_input = torch.where(use_content[:, None], content, preference)
-        user = self.user_vectors(users[:n])  # once per triplet, for both of its pairs
-        scores = (torch.cat([user, user]) * self.item_output(self.item_layer(item_input))).sum(-1)
+        scores = self.triplet_scores(users, self.item_output(self.item_layer(item_input)))
         recommendation = (weights * (scores - labels).pow(2)).sum() / weights.sum()
         alignment = (
             self.alignment_weight * (weights * warm.to(weights.dtype) * (content - preference).pow(2).sum(-1)).sum()
         )
         return recommendation + alignment
-
-    def optimizer_param_groups(self, learning_rate):
-        # the authors' reg * ||w||^2 in the loss is a gradient of 2 reg w: weight decay 2 reg
-        return self.decay_groups(2 * self.reg_weight)

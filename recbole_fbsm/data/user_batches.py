@@ -168,30 +168,5 @@ def user_grouped(loader_class):
             rows = Interaction({field: inter_feat[field].index_select(0, index) for field in inter_feat.columns})
             return self._neg_sampling(self.transform(self._dataset, self._dataset.join(rows)))
 
-        def _neg_sampling(self, inter_feat):
-            """RecBole's dynamic negative sampling (the best scored of ``candidate_num`` draws) without its
-            deep copy of the batch, its tiling of every column and its Python loop over the triplets:
-            the candidates are scored as (user, item) pairs only, without a graph. Models that read
-            more than those two columns in ``predict`` keep RecBole's version."""
-            model = getattr(self, "model", None)
-            if not self.neg_sample_args.get("dynamic", False) or not getattr(model, "reads_own_features", False):
-                return super()._neg_sampling(inter_feat)
-            candidate_num = self.neg_sample_args["candidate_num"]
-            users, items = inter_feat[self.uid_field], inter_feat[self.iid_field]
-            candidates = self._sampler.sample_by_user_ids(
-                users.numpy(), items.numpy(), self.neg_sample_num * candidate_num
-            )
-            pairs = Interaction(
-                {self.uid_field: users.repeat(self.neg_sample_num * candidate_num), self.iid_field: candidates}
-            ).to(model.device)
-            was_training = model.training
-            model.eval()
-            with torch.no_grad():
-                scores = model.predict(pairs).reshape(candidate_num, -1)
-            model.train(was_training)
-            best = scores.argmax(0, keepdim=True).cpu()
-            negatives = candidates.reshape(candidate_num, -1).gather(0, best).view(-1)
-            return self.sampling_func(inter_feat, negatives)
-
     UserGroupedTrainDataLoader.__name__ = f"UserGrouped{loader_class.__name__}"
     return UserGroupedTrainDataLoader

@@ -104,38 +104,6 @@ def test_profile_entries_from_a_whole_user_batch_equal_the_global_profiles(toy):
     assert checked > 100
 
 
-@pytest.mark.parametrize("sample_num", [1, 2])
-def test_lean_dynamic_negative_sampling_equals_recboles(toy, sample_num):
-    """The whole-user loader's dynamic sampling picks, from the same random draws, exactly the negatives
-    RecBole's own dynamic sampling picks: the best scored of ``candidate_num`` candidates per triplet,
-    never a positive of the user and never an item outside the training split."""
-    dynamic = {"distribution": "uniform", "sample_num": sample_num, "alpha": 1.0, "dynamic": True, "candidate_num": 5}
-    _, model, (train_data, _, _) = prepare(
-        "FBSM",
-        toy.name,
-        config_dict=dataset_config(
-            toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3, train_neg_sample_args=dynamic
-        ),
-    )
-    train_data.get_model(model)
-    recbole_version = super(type(train_data), train_data)._neg_sampling
-    train_items = set(train_data._dataset.split_items.tolist())
-    checked = 0
-    for index in train_data._index_sampler:
-        inter_feat = train_data._dataset.inter_feat[np.asarray(index)]
-        np.random.seed(7)
-        ours = train_data._neg_sampling(inter_feat.copy() if hasattr(inter_feat, "copy") else inter_feat)
-        np.random.seed(7)
-        theirs = recbole_version(inter_feat)
-        negatives = ours[model.NEG_ITEM_ID]
-        assert torch.equal(negatives, theirs[model.NEG_ITEM_ID])
-        assert torch.equal(ours[model.USER_ID], theirs[model.USER_ID])
-        assert set(negatives.tolist()) <= train_items
-        assert not bool(model.R.contains(ours[model.USER_ID], negatives).any())
-        checked += len(negatives)
-    assert checked == sample_num * len(train_data._dataset.inter_feat)
-
-
 @pytest.mark.parametrize("model_name", ["FBSM", "UFSM", "CoSim"])
 def test_training_candidates_of_whole_users_are_scored_as_predict_scores_them(toy, model_name):
     """Dynamic sampling's candidates, scored from the batch's own positives (``score_training_candidates``),

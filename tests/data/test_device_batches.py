@@ -6,7 +6,6 @@ import pytest
 import torch
 from helpers import dataset_config
 
-from recbole_fbsm.data import sampler as sampler_module
 from recbole_fbsm.data.preparation import train_loader_class
 from recbole_fbsm.data.sampler import DeviceNegativeSampler
 from recbole_fbsm.quick_start import prepare
@@ -93,22 +92,19 @@ def test_negatives_of_users_with_dislikes_are_their_dislikes(toy):
     assert checked > 20
 
 
-def test_device_draws_are_the_numpy_samplers_given_the_same_uniforms(toy, monkeypatch):
-    """The uniform free draw (r-th item the user has not liked) is the numpy sampler's formula, draw for draw."""
+def test_free_draws_searched_among_the_batchs_users_are_the_global_searchs(toy):
+    """The uniform free draw (r-th item the user has not liked) searched among a batch's distinct users' likes gives
+    the positions of the search among every like."""
     _, _, (train_data, _, _) = prepared(toy, train_neg_sample_args=UNIFORM)
     sampler = train_data._sampler
     device_sampler = DeviceNegativeSampler(sampler, "cpu", torch.Generator().manual_seed(0))
-    users = np.repeat(np.unique(train_data._dataset.inter_feat[sampler.uid_field].numpy()), 50)
-    uniforms = np.random.default_rng(3).random(len(users))
-    monkeypatch.setattr(sampler_module.np.random, "random", lambda n: uniforms[:n])
-    expected = sampler._uniform_free_positions(users)
-    ours = device_sampler.free_positions(torch.from_numpy(users), torch.from_numpy(uniforms))
-    assert np.array_equal(ours.numpy(), expected)
-    # searched among the users' own likes (a batch's distinct users and each draw's index among them): the same
-    order = np.random.default_rng(4).permutation(len(users))[: len(users) // 2]
-    some, some_uniforms = torch.from_numpy(users[order]), torch.from_numpy(uniforms[order])
-    grouped = device_sampler.free_positions(some, some_uniforms, torch.unique(some, return_inverse=True))
-    assert np.array_equal(grouped.numpy(), expected[order])
+    users = torch.from_numpy(np.repeat(np.unique(train_data._dataset.inter_feat[sampler.uid_field].numpy()), 50))
+    uniforms = torch.rand(len(users), generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    expected = device_sampler.free_positions(users, uniforms)
+    order = torch.from_numpy(np.random.default_rng(4).permutation(len(users))[: len(users) // 2])
+    some = users[order]
+    grouped = device_sampler.free_positions(some, uniforms[order], torch.unique(some, return_inverse=True))
+    assert torch.equal(grouped, expected[order])
 
 
 @pytest.mark.parametrize("model_name, negatives", [("FBSM", DYNAMIC), ("UFSM", UNIFORM)])

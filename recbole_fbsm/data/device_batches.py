@@ -1,22 +1,12 @@
 """Training batches cut from tensors on the model's device: the training loop without the loader's toll.
 
-RecBole's loader builds every batch in Python on the CPU: torch's DataLoader fetches a list of indices, the
-collate indexes every column of the interaction table, wraps them in an ``Interaction``, repeats it for
-the negatives and joins their fields, and on a GPU copies the batch over (and dynamic negatives' choice
-back). The models that read their own features need only three columns (user, positive, negative), so
-here the training likes are held once as two tensors on the model's device, and a batch is
-
-- the epoch's plan, drawn from the loader's generator: with ``train_batch_by_user`` that of
-  ``UserGroupedBatchSampler`` (shuffled whole users, batches and per-rank shares), otherwise shuffled rows in
-  batches of ``train_batch_size``; moved to the device once per epoch, sliced per batch;
-- two ``index_select`` for its users and positives;
-- negatives from ``DeviceNegativeSampler`` (the train split's items only, the same distribution as
-  ``ColdStartSampler``) drawn on the device; with dynamic sampling, ``candidate_num`` of them per triplet
-  scored by ``model.predict`` as (user, item) pairs, the best kept.
-
-No Python loop over rows, no per-batch collate. RecBole's trainer still drives the epochs (it iterates the
-loader and asks its length), evaluation, early stopping and checkpoints. The negatives come from a generator
-of the loader's own (seeded by the run's seed and the process's rank): a seeded run is the same run to run.
+RecBole's loader builds every batch in Python on the CPU (indices, a collate over every column, an
+``Interaction`` repeated for the negatives, a copy to the GPU). The models that read their own features need
+three columns, so the training likes are held once as tensors on the model's device and a batch is a slice
+of the epoch's plan (whole users, ``UserGroupedBatchSampler``, or shuffled rows), two ``index_select`` and
+negatives drawn there by ``DeviceNegativeSampler`` (with dynamic sampling, the best scored of ``candidate_num``).
+RecBole's trainer still drives the epochs. The negatives come from the loader's own generator (seeded by the
+run's seed and the process's rank): a seeded run is the same run to run.
 """
 
 import numpy as np

@@ -67,11 +67,9 @@ def sorted_unique(values):
 
 
 class UsedIds:
-    """RecBole's ``used_ids`` of one phase (indexing by a user gives the set of items the user liked up
-    to that phase), read from the phases' datasets when asked: the evaluation loaders read ``keys()`` once
-    while they are built, and holding the sorted pairs of every phase for the whole run cost 48 MB per phase
-    per 6 million training likes. Indexing by a user sorts them once and keeps them (RecBole's own loops;
-    the plugin's loaders do not index)."""
+    """RecBole's ``used_ids`` of one phase (indexing by a user gives the set of items the user liked up to that
+    phase), read from the phases' datasets when asked: held for the whole run, the sorted pairs of every phase
+    cost 48 MB per phase per 6 million training likes. Indexing (RecBole's own loops) sorts them once."""
 
     def __init__(self, datasets, uid_field, iid_field, n_users, n_items):
         self.datasets, self.uid_field, self.iid_field = list(datasets), uid_field, iid_field
@@ -140,9 +138,8 @@ class ColdStartSampler(Sampler):
 
     # ----------------------------------------------------------------------- RecBole's interface
     def get_used_ids(self):
-        """Per phase, per user, the items liked up to that phase: RecBole's format (``used_ids[phase][user]``
-        is a set, used by the evaluation dataloaders for the history mask), read from the splits as sorted
-        arrays when asked (``UsedIds``; a set per user and phase took 25 s and 1.5 GB at 10^7 likes). Unlike RecBole,
+        """Per phase, per user, the items liked up to that phase (``used_ids[phase][user]``, a set), read when
+        asked (``UsedIds``; RecBole's set per user and phase took 25 s and 1.5 GB at 10^7 likes). Unlike RecBole,
         a user who liked every item is not an error."""
         return {
             phase: UsedIds(self.datasets[: k + 1], self.uid_field, self.iid_field, self.user_num, self.item_num)

@@ -1,21 +1,14 @@
 """Training batches made of whole users: every like of a user lands in the same batch.
 
-Why: FBSM scores a triplet against the user's profile f_u = sum of the user's training likes. With
-RecBole's shuffled batches, a user with n likes shows up in about n batches and each time needs the
-whole profile: an epoch costs sum_u n_u^2. When a batch holds all of its users' likes, the profile is
-the sum over the batch's own positives (``WholeUserBatch``, which the loader builds and the batch carries
-to the model's loss), and an epoch costs sum_u n_u: linear in the likes.
+Why: FBSM scores a triplet against the user's profile f_u = sum of the user's training likes. With RecBole's
+shuffled batches a user with n likes shows up in about n batches, each needing the whole profile: an epoch
+costs sum_u n_u^2. When a batch holds all of its users' likes, the profile is the sum over the batch's own
+positives (``WholeUserBatch``, built by the loader and carried to the model's loss): sum_u n_u.
 
-The order is still random: users are shuffled every epoch (seeded by the loader's generator); batches
-are cut at user boundaries, so a batch has about ``train_batch_size`` triplets (one user with more likes
-than that gets a batch of their own). A user's likes keep one order (a batch's loss is a mean over its
-triplets, so the order inside a batch changes nothing): the plan of an epoch is then linear in the
-likes, with no sort (a sort by (user rank, random key) took 2.8 s per epoch at 6 million likes).
-
-In a data-parallel run (``recbole_fbsm.runtime.distributed``) every rank plans the same epoch (the loaders'
-generators are seeded alike) and takes its share of each batch: the batch's users dealt round-robin,
-so a step of W ranks covers the batch one process would train on, and every rank takes the same
-number of steps (DDP needs that). A batch with fewer users than ranks is merged into the next one.
+Users are shuffled every epoch (the loader's generator) and batches cut at user boundaries, about
+``train_batch_size`` triplets each; a user's likes keep one order (a batch's loss is a mean), so planning an
+epoch needs no sort. In a data-parallel run every rank plans the same epoch and takes its share of each batch
+(its users dealt round-robin), so that every rank takes the same number of steps (DDP needs that).
 """
 
 import numpy as np

@@ -1,13 +1,9 @@
-"""RecBole's full-sort evaluation loader with its per-batch work vectorised.
+"""RecBole's full-sort evaluation loader with its per-batch work vectorised: history and positives are CSR
+matrices (users x items) built once and a batch's pairs one row gather (RecBole's collate builds a tensor per
+user: a sixth of a whole evaluation on citeulike-t). The batches, users, history and positives are RecBole's.
 
-``FullSortEvalDataLoader.collate_fn`` builds each batch's (row, item) pairs of history and positives
-with one ``torch.full_like`` per user: about 1,300 small tensors per batch of 655 users on citeulike-t,
-a sixth of a whole evaluation. Here both are CSR matrices (users x items) built once, and a batch's
-pairs are one row gather. The batches, users, history and positives are exactly RecBole's.
-
-In a data-parallel run every evaluation loader serves its rank one contiguous block of the evaluated
-users (RecBole's ``DistributedSampler`` pads the shards with repeated users, which counts them twice);
-the trainer gathers the blocks back in rank order.
+In a data-parallel run each rank evaluates one contiguous block of the users (RecBole's ``DistributedSampler``
+pads the shards with repeated users, counted twice); the trainer gathers the blocks back in rank order.
 """
 
 from logging import getLogger
@@ -34,8 +30,8 @@ def _keys_as_csr(keys, n_users, n_items):
 
 
 def feature_columns(config, dataset):
-    """Upper bound of the feature columns (vocabulary) of a model that reads its own item features:
-    the sizes of the feature fields' vocabularies; 0 for other models."""
+    """Upper bound of the feature columns of a model that reads its own item features (the feature fields'
+    vocabularies); 0 for other models."""
     if not getattr(config.model_class, "reads_own_features", False) or dataset.item_feat is None:
         return 0
     fields = config["feature_fields"]

@@ -14,9 +14,9 @@ import torch
 from recbole.data.dataloader import FullSortEvalDataLoader
 from recbole.data.dataloader.abstract_dataloader import AbstractDataLoader
 from recbole.data.interaction import Interaction
-from recbole.utils import FeatureSource, FeatureType
 from torch.utils.data import BatchSampler
 
+from recbole_fbsm.data.features import feature_fields
 from recbole_fbsm.data.sampler import UsedIds, sorted_unique
 from recbole_fbsm.data.user_batches import held_users
 from recbole_fbsm.kernels.sparse import TorchCsr
@@ -34,14 +34,7 @@ def feature_columns(config, dataset):
     vocabularies); 0 for other models."""
     if not getattr(config.model_class, "reads_own_features", False) or dataset.item_feat is None:
         return 0
-    fields = config["feature_fields"]
-    if fields is None:  # ~: every token field
-        fields = [
-            f
-            for f in dataset.fields(ftype=[FeatureType.TOKEN, FeatureType.TOKEN_SEQ], source=[FeatureSource.ITEM])
-            if f != dataset.iid_field
-        ]
-    return sum(dataset.num(f) for f in fields if f in dataset.field2id_token)
+    return sum(dataset.num(f) for f in feature_fields(dataset, config["feature_fields"]) if f in dataset.field2id_token)
 
 
 class ShardedEvalMixin:

@@ -73,6 +73,7 @@ PUBLIC_OVERRIDDEN = (
     Pin(_TRAINER + "AbstractTrainer.set_reduce_hook", "4c6644379cef", "only with parallel_sync: gradients"),
     Pin(_TRAINER + "AbstractTrainer.sync_grad_loss", "1654005880a7", "only with parallel_sync: gradients"),
     Pin(_LOADER + "AbstractDataLoader.set_batch_size", "9f46c2f6892b", "drops the planned whole-user batches"),
+    Pin("recbole.data.interaction.Interaction.to", "f0c706a7fd79", "a new Interaction: keeps the whole-user batch"),
     Pin(_TRAINER + "Trainer.resume_checkpoint", "fe7521a84a5c", "unpickles a Config: the plugin loads weights"),
     Pin(_TRAINER + "Trainer.evaluate", "a24a9dde4db8", "the split's candidates only, ties broken at random"),
     Pin(_TRAINER + "Trainer.fit", "330c04de95ea", "validates the untrained model first, keeps the best epoch"),
@@ -82,7 +83,6 @@ SPEED_ONLY = (
     Pin(_DATASET + "join", "340437f53686", "joins feature columns per batch: skipped for models reading their own"),
     Pin(_DATASET + "_filter_inter_by_user_or_item", "ea9f7d3e88eb", "by category codes, not token texts"),
     Pin(_DATASET + "_filter_by_inter_num", "39e513ebe9a9", "counts per id code, not Counters of tokens"),
-    Pin(_LOADER + "NegSampleDataLoader._neg_sampling", "d46baeb70149", "dynamic negatives scored as pairs"),
     Pin(_GENERAL + "TrainDataLoader.collate_fn", "a7f18995d2de", "rows by index_select, not numpy indexing"),
     Pin(_GENERAL + "FullSortEvalDataLoader.collate_fn", "dec134094f25", "history and positives as CSR rows"),
 )
@@ -93,6 +93,7 @@ CALLED = (
     Pin(_DATASET + "_within_intervals", "9eac5a7392ea", "tests counts against those intervals"),
     Pin(_DATASET + "_get_load_and_unload_col", "2ed5985d0f05", "the columns load_col / unload_col keep"),
     Pin(_DATASET + "_change_feat_format", "9343965ca719", "turns the tables into Interactions before a split"),
+    Pin(_LOADER + "NegSampleDataLoader._neg_sampling", "d46baeb70149", "adds the negatives to a collated batch"),
 )
 # private attributes the plugin reads (pinned: where they are set)
 READ = (

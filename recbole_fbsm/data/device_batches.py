@@ -1,22 +1,12 @@
 """Training batches cut from tensors on the model's device: the training loop without the loader's toll.
 
-RecBole's loader builds every batch in Python on the CPU: torch's DataLoader fetches a list of indices, the
-collate indexes every column of the interaction table, wraps them in an ``Interaction``, repeats it for
-the negatives and joins their fields, and on a GPU copies the batch over (and dynamic negatives' choice
-back). The models that read their own features need only three columns (user, positive, negative), so
-here the training likes are held once as two tensors on the model's device, and a batch is
-
-- the epoch's plan, drawn from the loader's generator: with ``train_batch_by_user`` that of
-  ``UserGroupedBatchSampler`` (shuffled whole users, batches and per-rank shares), otherwise shuffled rows in
-  batches of ``train_batch_size``; moved to the device once per epoch, sliced per batch;
-- two ``index_select`` for its users and positives;
-- negatives from ``DeviceNegativeSampler`` (the train split's items only, the same distribution as
-  ``ColdStartSampler``) drawn on the device; with dynamic sampling, ``candidate_num`` of them per triplet
-  scored by ``model.predict`` as (user, item) pairs, the best kept.
-
-No Python loop over rows, no per-batch collate. RecBole's trainer still drives the epochs (it iterates the
-loader and asks its length), evaluation, early stopping and checkpoints. The negatives come from a generator
-of the loader's own (seeded by the run's seed and the process's rank): a seeded run is the same run to run.
+RecBole's loader builds every batch in Python on the CPU (indices, a collate over every column, an
+``Interaction`` repeated for the negatives, a copy to the GPU). The models that read their own features need
+three columns, so the training likes are held once as tensors on the model's device and a batch is a slice
+of the epoch's plan (whole users, ``UserGroupedBatchSampler``, or shuffled rows), two ``index_select`` and
+negatives drawn there by ``DeviceNegativeSampler`` (with dynamic sampling, the best scored of ``candidate_num``).
+RecBole's trainer still drives the epochs. The negatives come from the loader's own generator (seeded by the
+run's seed and the process's rank): a seeded run is the same run to run.
 """
 
 import numpy as np
@@ -25,6 +15,7 @@ from recbole.data.interaction import Interaction
 from recbole.utils import InputType
 
 from recbole_fbsm.data.sampler import ColdStartSampler, DeviceNegativeSampler
+from recbole_fbsm.data.user_batches import WholeUserBatch, WholeUserInteraction
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.runtime import distributed
 
@@ -79,28 +70,35 @@ def device_batches(loader_class):
                 rank = distributed.world()[0]
                 seed = int(np.random.SeedSequence([int(self.config["seed"]), rank]).generate_state(1)[0])
                 generator = torch.Generator(device=device).manual_seed(seed)
+                negatives = DeviceNegativeSampler(self._sampler, device, generator)
                 held = self._device_likes = {
                     "device": device,
                     "users": inter_feat[self.uid_field].to(device),
                     "items": inter_feat[self.iid_field].to(device),
-                    "negatives": DeviceNegativeSampler(self._sampler, device, generator),
+                    "negatives": negatives,
+                    # whole-user batches, and no (user, item) repeated in the data: the sampler's likes are distinct
+                    "whole_users": hasattr(self._index_sampler, "epoch_plan")
+                    and int(negatives.like_counts.sum()) == len(inter_feat),
                 }
             return held
 
         def cut_batch(self, likes, index):
             """The batch of like indices ``index``: users, positives (each repeated ``sample_num`` times, as
-            RecBole's pairwise batches) and their negatives."""
+            RecBole's pairwise batches) and their negatives; with whole users, their ``WholeUserBatch``."""
             users, items = likes["users"].index_select(0, index), likes["items"].index_select(0, index)
             if self.times > 1:
                 users, items = users.repeat(self.times), items.repeat(self.times)
-            negatives = self.device_negatives(likes["negatives"], users, items)
-            return Interaction({self.uid_field: users, self.iid_field: items, self.neg_item_id: negatives})
+            whole = None  # each like once, each of its users' likes in it, none repeated in the data
+            if likes["whole_users"] and self.times == 1 and hasattr(self.model, "whole_user_difference"):
+                whole = WholeUserBatch(users, items, self.model.F)
+            negatives = self.device_negatives(likes["negatives"], users, whole)
+            batch = {self.uid_field: users, self.iid_field: items, self.neg_item_id: negatives}
+            return Interaction(batch) if whole is None else WholeUserInteraction(batch, whole)
 
-        def device_negatives(self, sampler, users, positives):
+        def device_negatives(self, sampler, users, whole=None):
             """One negative per entry of ``users``; with dynamic sampling the best scored by the model of
-            ``candidate_num`` draws (as ``user_batches``' ``_neg_sampling``, on the device). A model with
-            ``score_training_candidates`` (the feature-similarity models) scores them from the batch's own
-            positives when they are whole users; otherwise ``predict`` scores them as (user, item) pairs."""
+            ``candidate_num`` draws (as RecBole's ``_neg_sampling``, on the device): from the batch's own positives
+            for a batch of whole users (``whole``), else by ``predict`` as (user, item) pairs."""
             model = self.model
             if not self.neg_sample_args.get("dynamic", False) or not getattr(model, "reads_negatives", True):
                 return sampler.sample(users)  # (a model whose loss ignores negatives: none to score)
@@ -111,14 +109,12 @@ def device_batches(loader_class):
                 )
             candidate_num = int(self.neg_sample_args["candidate_num"])
             pair_users = users.repeat(candidate_num)
-            distinct, index = torch.unique(users, return_inverse=True)  # a batch's few users: a local search
+            distinct, index = torch.unique(users, return_inverse=True) if whole is None else (whole.users, whole.slots)
             candidates = sampler.sample(pair_users, (distinct, index.repeat(candidate_num)))
-            with torch.no_grad():  # ``score_training_candidates`` does not depend on the model's training mode
-                score_batch = getattr(model, "score_training_candidates", None)
-                scores = (
-                    None if score_batch is None else score_batch(users, positives, candidates, sampler.excludes_likes)
-                )
-                if scores is None:
+            with torch.no_grad():
+                if whole is not None:  # independent of the model's training mode
+                    scores = model.score_training_candidates(whole, candidates, sampler.excludes_likes)
+                else:
                     was_training = model.training
                     model.eval()
                     scores = model.predict(Interaction({self.uid_field: pair_users, self.iid_field: candidates}))

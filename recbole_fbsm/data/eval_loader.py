@@ -1,13 +1,9 @@
-"""RecBole's full-sort evaluation loader with its per-batch work vectorised.
+"""RecBole's full-sort evaluation loader with its per-batch work vectorised: history and positives are CSR
+matrices (users x items) built once and a batch's pairs one row gather (RecBole's collate builds a tensor per
+user: a sixth of a whole evaluation on citeulike-t). The batches, users, history and positives are RecBole's.
 
-``FullSortEvalDataLoader.collate_fn`` builds each batch's (row, item) pairs of history and positives
-with one ``torch.full_like`` per user: about 1,300 small tensors per batch of 655 users on citeulike-t,
-a sixth of a whole evaluation. Here both are CSR matrices (users x items) built once, and a batch's
-pairs are one row gather. The batches, users, history and positives are exactly RecBole's.
-
-In a data-parallel run every evaluation loader serves its rank one contiguous block of the evaluated
-users (RecBole's ``DistributedSampler`` pads the shards with repeated users, which counts them twice);
-the trainer gathers the blocks back in rank order.
+In a data-parallel run each rank evaluates one contiguous block of the users (RecBole's ``DistributedSampler``
+pads the shards with repeated users, counted twice); the trainer gathers the blocks back in rank order.
 """
 
 from logging import getLogger
@@ -18,22 +14,13 @@ import torch
 from recbole.data.dataloader import FullSortEvalDataLoader
 from recbole.data.dataloader.abstract_dataloader import AbstractDataLoader
 from recbole.data.interaction import Interaction
-from recbole.utils import FeatureSource, FeatureType, ModelType
 from torch.utils.data import BatchSampler
 
+from recbole_fbsm.data.features import feature_fields
 from recbole_fbsm.data.sampler import UsedIds, sorted_unique
 from recbole_fbsm.data.user_batches import held_users
 from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.runtime import distributed
-
-
-def _rows_as_csr(per_user, n_items):
-    """An object array of item-id tensors (None: no row) as a (users x items) CSR matrix."""
-    lengths = np.array([0 if items is None else len(items) for items in per_user], dtype=np.int64)
-    filled = [items for items in per_user if items is not None and len(items)]
-    columns = torch.cat(filled).numpy() if filled else np.zeros(0, dtype=np.int64)
-    indptr = np.r_[0, np.cumsum(lengths)]
-    return sp.csr_matrix((np.ones(len(columns), dtype=np.float32), columns, indptr), shape=(len(per_user), n_items))
 
 
 def _keys_as_csr(keys, n_users, n_items):
@@ -43,18 +30,11 @@ def _keys_as_csr(keys, n_users, n_items):
 
 
 def feature_columns(config, dataset):
-    """Upper bound of the feature columns (vocabulary) of a model that reads its own item features:
-    the sizes of the feature fields' vocabularies; 0 for other models."""
+    """Upper bound of the feature columns of a model that reads its own item features (the feature fields'
+    vocabularies); 0 for other models."""
     if not getattr(config.model_class, "reads_own_features", False) or dataset.item_feat is None:
         return 0
-    fields = config["feature_fields"]
-    if fields is None:  # ~: every token field
-        fields = [
-            f
-            for f in dataset.fields(ftype=[FeatureType.TOKEN, FeatureType.TOKEN_SEQ], source=[FeatureSource.ITEM])
-            if f != dataset.iid_field
-        ]
-    return sum(dataset.num(f) for f in fields if f in dataset.field2id_token)
+    return sum(dataset.num(f) for f in feature_fields(dataset, config["feature_fields"]) if f in dataset.field2id_token)
 
 
 class ShardedEvalMixin:
@@ -68,7 +48,7 @@ class ShardedEvalMixin:
             return super()._index_sampler
         uid_list = getattr(self, "uid_list", None)
         owned = held_users(self.config, self._dataset.user_num)
-        if owned is not None and uid_list is not None and not self.is_sequential:
+        if owned is not None and uid_list is not None:
             rows = np.flatnonzero(owned[np.asarray(uid_list, dtype=np.int64)]).tolist()
         else:
             rows = range(*distributed.shard_bounds(self.sample_size, rank, size))
@@ -83,8 +63,6 @@ class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
 
     def _init_batch_size_and_step(self):
         super()._init_batch_size_and_step()
-        if self.is_sequential:
-            return
         width = max(self._dataset.item_num, feature_columns(self.config, self._dataset), 1)
         users = max(int(self.config["eval_batch_size"]) // width, 1)
         if users < self.step:
@@ -92,17 +70,6 @@ class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
             self.set_batch_size(users * self._dataset.item_num)
 
     def __init__(self, config, dataset, sampler, shuffle=False):
-        used = getattr(sampler, "used_ids", None)
-        if config["MODEL_TYPE"] == ModelType.SEQUENTIAL or not isinstance(used, UsedIds):
-            super().__init__(config, dataset, sampler, shuffle=shuffle)
-            if not self.is_sequential:
-                self._history = TorchCsr(_rows_as_csr(self.uid2history_item, dataset.item_num))
-                self._positives = TorchCsr(_rows_as_csr(self.uid2positive_item, dataset.item_num))
-            return
-        self._users_from_arrays(config, dataset, used)
-        AbstractDataLoader.__init__(self, config, dataset, sampler, shuffle=False)
-
-    def _users_from_arrays(self, config, dataset, used):
         """What RecBole's ``FullSortEvalDataLoader.__init__`` sets up (evaluated users, their positives and
         history), from sorted keys instead of a Python loop over the interactions with a set and two
         tensors per user (21 s and 1.7 GB for the two loaders at 10^7 likes). The per-user tensors
@@ -117,7 +84,9 @@ class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
         positive = sorted_unique(users * n_items + items)
         evaluated = np.zeros(n_users, dtype=bool)
         evaluated[users] = True
-        history = used.keys()
+        # the phase's used ids (RecBole's ``Sampler``: every split's likes up to this phase's), as sorted keys
+        phase_and_before = sampler.datasets[: sampler.phases.index(sampler.phase) + 1]
+        history = UsedIds(phase_and_before, self.uid_field, self.iid_field, n_users, n_items).keys()
         found = np.searchsorted(positive, history).clip(max=max(len(positive) - 1, 0))
         in_positive = positive[found] == history if len(positive) else np.zeros(len(history), dtype=bool)
         history = history[~in_positive & evaluated[history // n_items]]
@@ -129,22 +98,15 @@ class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
         self.user_df = dataset.join(Interaction({self.uid_field: self.uid_list}))
         self.sample_size = len(self.user_df)
         self._evaluated = evaluated
+        AbstractDataLoader.__init__(self, config, dataset, sampler, shuffle=False)
 
     @property
     def uid2positive_item(self):
         return self._per_user_items("_positives", "_uid2positive_item")
 
-    @uid2positive_item.setter
-    def uid2positive_item(self, rows):  # RecBole's own __init__ (other samplers, sequential models)
-        self.__dict__["_uid2positive_item"] = rows
-
     @property
     def uid2history_item(self):
         return self._per_user_items("_history", "_uid2history_item")
-
-    @uid2history_item.setter
-    def uid2history_item(self, rows):
-        self.__dict__["_uid2history_item"] = rows
 
     def _per_user_items(self, matrix, cache):
         """RecBole's object array: an item tensor per evaluated user, None for the others."""
@@ -158,8 +120,6 @@ class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
         return self.__dict__[cache]
 
     def collate_fn(self, index):
-        if self.is_sequential:
-            return super().collate_fn(index)
         user_df = self.user_df[np.array(index)]
         users = user_df[self.uid_field]
         history_u, history_i, _, _ = self._history.gather_rows(users)

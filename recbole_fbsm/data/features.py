@@ -1,16 +1,12 @@
 """The item x feature matrix F and the users' profiles F_U, built once with scipy.sparse.
 
-F has one column per (field, token) of the configured ``token`` / ``token_seq`` fields of the .item
-file; a token repeated in a cell counts as a term count. Weighting is binary, tf, tf-idf or BM25, with
-document frequencies (and BM25's average length) taken from *training items only*, so nothing about
-validation/test items enters training. Tokens that occur in no training item get no column.
+F has one column per (field, token) of the configured ``token`` / ``token_seq`` fields of the .item file (a
+repeated token is a term count), weighted binary, tf, tf-idf or BM25 with statistics of *training items only*
+(nothing about validation/test items enters training; a token of no training item gets no column).
 
-Rows are then L2-normalised, optionally with a shrink: f_i = x_i sqrt(1 + s) / sqrt(||x_i||^2 + s m), m the
-mean squared norm of the training items' rows. The product f_i . f_j is then, up to the constant 1 + s, the
-cosine damped for items with little text, x_i . x_j / sqrt((||x_i||^2 + s m)(||x_j||^2 + s m)): the row-scaled
-form of the shrunk cosine x_i . x_j / (||x_i|| ||x_j|| + shrink) of neighbourhood models, which a bilinear
-model can start from. The constant keeps a row of the mean squared norm at unit length, so a learning rate
-suits shrunk rows as it suits L2 rows.
+Rows are then L2-normalised, optionally with a shrink s: f_i = x_i sqrt(1 + s) / sqrt(||x_i||^2 + s m), m the
+training rows' mean squared norm: f_i . f_j is then, up to 1 + s, the cosine damped for items with little text
+(the row-scaled form of neighbourhood models' shrunk cosine), and a row of norm^2 m keeps unit length.
 """
 
 from dataclasses import dataclass, replace
@@ -20,7 +16,7 @@ import scipy.sparse as sp
 from recbole.utils import FeatureType
 from sklearn.feature_extraction.text import TfidfTransformer
 
-from recbole_fbsm.config.schema import WEIGHTING_ALIASES, WEIGHTINGS
+from recbole_fbsm.config.schema import WEIGHTING_ALIASES
 from recbole_fbsm.errors import ColdStartError
 
 
@@ -28,9 +24,7 @@ from recbole_fbsm.errors import ColdStartError
 class ItemFeatures:
     matrix: sp.csr_matrix  # n_items x n_features (row 0 is RecBole's padding item, all zero)
     names: list  # "field:token" (sparse fields) or "field:k" (dense fields) for each column
-    # How ``matrix`` was made from term counts, so that rows of items never seen (cold items served
-    # after training) can be weighted identically: per-column weight (idf for tfidf, 1 otherwise), the
-    # weighting, the field of each column, which fields are dense, and the normalisation.
+    # How ``matrix`` was made from term counts, so that items never seen (served after training) are weighted alike
     column_weights: np.ndarray = None
     weighting: str = "tfidf"
     normalize: bool = True
@@ -59,15 +53,9 @@ class ItemFeatures:
         return 0 if self.identity_items is None else len(self.identity_items)
 
     def transform(self, counts):
-        """Weight raw term counts (rows x n_features, the columns of ``names``) exactly as ``matrix``
-        was weighted: same idf (learned on training items), binarised for ``binary``, saturated by
-        length for ``bm25``, then normalised (L2 rows, or each field's block L2-normalised and scaled;
-        shrunk with ``shrink``). ``transform(counts of the dataset's items in these columns) == matrix``."""
-        if self.column_weights is None:
-            raise ValueError("ItemFeatures.transform needs column_weights (build_item_features sets them).")
+        """Raw term counts (rows x the columns of ``names``) weighted and normalised exactly as ``matrix`` was:
+        ``transform(counts of the dataset's items in these columns) == matrix``."""
         counts = sp.csr_matrix(counts, dtype=np.float64)
-        if counts.shape[1] != len(self.column_weights):
-            raise ValueError(f"transform: expected {len(self.column_weights)} columns, got {counts.shape[1]}.")
         if self.weighting == "bm25":
             weighted = self._bm25_term_frequencies(counts)
         else:  # a matrix of transform's own, weighted in place
@@ -260,22 +248,14 @@ def item_token_rows(dataset, field):
 
 
 def field_scales(fields, field_weights):
-    """sqrt(w_f / sum w) per field from ``field_weights`` ({field: weight}; fields not named weigh 1),
-    or None (``field_weights`` unset: the fields' columns are normalised together)."""
+    """sqrt(w_f / sum w) per field from ``field_weights`` ({field: weight >= 0}, checked by the schema; fields not
+    named weigh 1), or None (``field_weights`` unset: the fields' columns are normalised together)."""
     if field_weights is None:
         return None
-    if not isinstance(field_weights, dict):
-        raise ColdStartError(f"field_weights: expected a mapping {{field: weight}}; got {field_weights!r}.")
     unknown = [f for f in field_weights if f not in fields]
     if unknown:
         raise ColdStartError(f"field_weights names {unknown}, which are not among the feature fields {list(fields)}.")
-    weights = []
-    for field in fields:
-        value = field_weights.get(field, 1.0)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ColdStartError(f"field_weights[{field!r}]: expected a number >= 0; got {value!r}.")
-        weights.append(float(value))
-    weights = np.asarray(weights)
+    weights = np.array([float(field_weights.get(field, 1.0)) for field in fields])
     if weights.sum() <= 0:
         raise ColdStartError(f"field_weights: at least one field needs a positive weight; got {field_weights!r}.")
     return np.sqrt(weights / weights.sum())
@@ -319,23 +299,14 @@ def build_item_features(
     bm25_b=None,
     shrink=0.0,
 ):
-    """Weighted (and optionally normalised) item feature matrix; everything from ``training_items``.
+    """Weighted (and optionally normalised) item feature matrix; every statistic from ``training_items``.
 
-    BM25 (Robertson et al.; the weighting of Ferrari Dacrema et al.'s ItemKNNCBF) weighs a term count tf
-    of an item of length len by tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen)) x idf, with Lucene's
-    idf log(1 + (N - df + 0.5) / (df + 0.5)) (never negative, unlike the classic form for a token in
-    more than half the items); N, df and avglen over the training items.
+    BM25 (the weighting of Ferrari Dacrema et al.'s ItemKNNCBF) weighs a term count tf of an item of length len by
+    tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen)) x Lucene's idf log(1 + (N - df + 0.5) / (df + 0.5)).
 
-    The columns are the *training vocabulary*: tokens that occur in at least one training item, sorted
-    by (field, token), plus every column of the dense fields. A token only validation/test items have
-    gets no column (it could carry no learned weight), and the column order, hence the model's
-    initial values, depends on nothing but the training items' features (not on other splits' text, nor
-    on the file's row order).
+    The columns are the *training vocabulary* sorted by (field, token), plus the dense fields' columns: the
+    column order, hence the model's initial values, depends on the training items' features alone.
     """
-    if weighting not in WEIGHTINGS:
-        raise ColdStartError(f"feature_weighting: expected one of {', '.join(WEIGHTINGS)}; got {weighting!r}.")
-    if weighting == "bm25" and (bm25_k1 is None or bm25_b is None):
-        raise ColdStartError("feature_weighting: bm25 needs bm25_k1 and bm25_b (properties/overall.yaml sets them).")
     fields = feature_fields(dataset, fields)
     counts, names = term_counts(dataset, fields)
     names = np.asarray(names, dtype=object)
@@ -371,8 +342,7 @@ def build_item_features(
         dense_fields,
         field_scales(fields, field_weights),
         source_columns,
-        # a checkpoint of an older release has no bm25_* or feature_shrink in its config: its weighting needs none
-        None if bm25_k1 is None else float(bm25_k1),
+        None if bm25_k1 is None else float(bm25_k1),  # None: another weighting, which needs none
         None if bm25_b is None else float(bm25_b),
         shrink=float(shrink or 0.0),
     )

@@ -1,9 +1,6 @@
-"""Dataset creation and the train/valid/test dataloaders, never from RecBole's pickled caches.
-
-RecBole's ``create_dataset`` and ``data_preparation`` reload ``checkpoint_dir`` pickles whenever a file of
-the expected name exists, even with ``save_dataset: False``; a run with another split or config would
-silently reuse them. These versions always build from the atomic files.
-"""
+"""Dataset creation and the train/valid/test dataloaders, always from the atomic files: RecBole's versions
+reload any ``checkpoint_dir`` pickle of the expected name, even with ``save_dataset: False``, so a run with
+another split or config would silently reuse them."""
 
 import os
 from logging import getLogger
@@ -24,9 +21,8 @@ from recbole_fbsm.errors import ColdStartError
 
 
 def create_dataset(config, report=None):
-    """Check the dataset files against the config (unless ``report``, the result of an earlier
-    ``check_dataset_files``, is given), log what the checks warn about, then load them into a
-    ``ColdStartDataset`` whose ids do not depend on the files' row order."""
+    """Check the dataset files against the config (unless ``report``, an earlier ``check_dataset_files``, is
+    given), log its warnings, then load them into a ``ColdStartDataset``."""
     if report is None:
         report = check_dataset_files(config, getattr(config.model_class, "reads_own_features", False))
     for warning in report.warnings:
@@ -48,14 +44,10 @@ def create_dataset(config, report=None):
 
 
 def data_preparation(config, dataset, reads_own_features=False):
-    """Split ``dataset`` and return (train, valid, test) dataloaders.
-
-    With ``eval_args.group_by: item`` the samplers are ``ColdStartSampler`` (negatives only from the phase's own
-    split). ``reads_own_features`` skips RecBole's per-batch feature join for models that hold their own feature
-    matrices and keeps the .item file's ``token_seq`` fields as unpadded rows for them
-    (``ColdStartDataset.item_token_rows``); their training batches are cut on the model's device
-    (``device_batches``). ``train_batch_by_user`` makes every training batch hold whole users (``user_batches``).
-    """
+    """Split ``dataset`` and return (train, valid, test) dataloaders; on an item split (``eval_args.group_by:
+    item``) with ``ColdStartSampler`` (negatives only from the phase's own split). ``reads_own_features``: a model
+    holding its own feature matrices: no per-batch feature join, unpadded token rows
+    (``ColdStartDataset.item_token_rows``), training batches cut on its device (``device_batches``)."""
     if config["MODEL_TYPE"] not in (ModelType.GENERAL, ModelType.CONTEXT, ModelType.TRADITIONAL):
         raise ColdStartError(f"model {config['model']!r}: only general and context-aware models are supported.")
     dataset._skip_feature_join = reads_own_features
@@ -107,13 +99,9 @@ def train_loader_class(config, reads_own_features, sampler):
 
 
 def sample_evaluated_users(parts, size, seed):
-    """Keep the interactions of ``size`` users drawn at random (seeded) in each evaluation split.
-
-    For models whose full-sort evaluation is slow (context-aware models ``predict`` every user x
-    candidate pair: 30 million pairs on citeulike-t's validation split). The mean metric over a random
-    sample of users is an unbiased estimate of the mean over all users, with more variance; the log
-    says how many users were kept.
-    """
+    """Keep the interactions of ``size`` users drawn at random (seeded) in each evaluation split: an unbiased
+    estimate of the metrics, with more variance, for models whose full-sort evaluation is slow (context-aware
+    models ``predict`` every user x candidate pair: 30 million on citeulike-t's validation split)."""
     for index, part in enumerate(parts):
         users = part.inter_feat[part.uid_field].numpy()
         distinct = np.unique(users)

@@ -8,10 +8,12 @@ candidate. ``ColdStartSampler`` draws, in each phase, only among the items of th
   (paper, "Model Training");
 - otherwise, ``uniform``: exactly uniform among the split's items the user has not liked, without
   rejection (the r-th free item is found by a binary search over the user's sorted likes);
-  ``popularity``: split item popularity ** alpha, rejection for a few rounds, then the exact uniform
-  draw for what is left;
+  ``popularity``: split item popularity ** alpha, rejection for a few rounds, else the uniform draw;
 - a user who has liked every item of the split has no true negative; they get a uniform split item
   (a warning says how many such users exist) rather than hanging the loop.
+
+The draws are torch's (``DeviceNegativeSampler``), on the CPU for RecBole's loaders and on the model's device
+for ``data.device_batches``: one sampler for both.
 """
 
 from functools import cached_property
@@ -37,7 +39,7 @@ class _Csr:
 class _Likes:
     """A phase's likes as the uniform draw reads them: per user (``indptr``, ``counts``) the shifted keys
     user * (pool + 1) + p_k - k of the user's sorted distinct liked pool positions p_0 < p_1 < ...
-    (``ColdStartSampler._uniform_free_positions``). The keys user * (pool + 1) + p_k themselves, which only the
+    (``DeviceNegativeSampler.free_positions``). The keys user * (pool + 1) + p_k themselves, which only the
     popularity draw reads, are derived on first use: at 10^7 likes each like-sized array is 48 MB."""
 
     def __init__(self, keys, n_users, pool_size):
@@ -65,11 +67,9 @@ def sorted_unique(values):
 
 
 class UsedIds:
-    """RecBole's ``used_ids`` of one phase (indexing by a user gives the set of items the user liked up
-    to that phase), read from the phases' datasets when asked: the evaluation loaders read ``keys()`` once
-    while they are built, and holding the sorted pairs of every phase for the whole run cost 48 MB per phase
-    per 6 million training likes. Indexing by a user sorts them once and keeps them (RecBole's own loops;
-    the plugin's loaders do not index)."""
+    """RecBole's ``used_ids`` of one phase (indexing by a user gives the set of items the user liked up to that
+    phase), read from the phases' datasets when asked: held for the whole run, the sorted pairs of every phase
+    cost 48 MB per phase per 6 million training likes. Indexing (RecBole's own loops) sorts them once."""
 
     def __init__(self, datasets, uid_field, iid_field, n_users, n_items):
         self.datasets, self.uid_field, self.iid_field = list(datasets), uid_field, iid_field
@@ -112,7 +112,7 @@ class ColdStartSampler(Sampler):
 
     def __init__(self, phases, datasets, distribution="uniform", alpha=1.0):
         self.logger = getLogger()
-        self._pools, self._likes, self._dislikes = {}, {}, {}
+        self._pools, self._likes, self._dislikes, self._cpu_samplers = {}, {}, {}, {}
         n_users = datasets[0].user_num
         liked = []
         for phase, dataset in zip(phases, datasets):
@@ -138,9 +138,8 @@ class ColdStartSampler(Sampler):
 
     # ----------------------------------------------------------------------- RecBole's interface
     def get_used_ids(self):
-        """Per phase, per user, the items liked up to that phase: RecBole's format (``used_ids[phase][user]``
-        is a set, used by the evaluation dataloaders for the history mask), read from the splits as sorted
-        arrays when asked (``UsedIds``; a set per user and phase took 25 s and 1.5 GB at 10^7 likes). Unlike RecBole,
+        """Per phase, per user, the items liked up to that phase (``used_ids[phase][user]``, a set), read when
+        asked (``UsedIds``; RecBole's set per user and phase took 25 s and 1.5 GB at 10^7 likes). Unlike RecBole,
         a user who liked every item is not an error."""
         return {
             phase: UsedIds(self.datasets[: k + 1], self.uid_field, self.iid_field, self.user_num, self.item_num)
@@ -159,79 +158,26 @@ class ColdStartSampler(Sampler):
             self._pop_cdf[phase] = None if total <= 0 else np.cumsum(weights) / total
 
     def sample_by_key_ids(self, key_ids, num):
-        users = np.tile(np.asarray(key_ids, dtype=np.int64), num)
-        return torch.from_numpy(self.sample_negatives(users))
+        """``num`` negatives per user of ``key_ids``: the phase's ``DeviceNegativeSampler`` on the CPU, drawing from
+        torch's global generator (seeded by the run), so that RecBole's loaders and the device batches share one
+        sampler."""
+        if self.phase not in self._cpu_samplers:
+            self._cpu_samplers[self.phase] = DeviceNegativeSampler(self, "cpu", None)
+        users = torch.as_tensor(np.asarray(key_ids, dtype=np.int64))
+        return self._cpu_samplers[self.phase].sample(users.repeat(num))
 
-    # ------------------------------------------------------------------------------- the sampling
-    def sample_negatives(self, users):
-        """One negative item (internal id) per entry of ``users``, for the current phase."""
-        phase = self.phase
-        pool = self._pools[phase]
-        result = np.empty(len(users), dtype=np.int64)
-        todo = np.ones(len(users), dtype=bool)
-        dislikes = self._dislikes[phase]
-        if dislikes is not None:
-            has = dislikes.counts[users] > 0
-            if has.any():
-                u = users[has]
-                pick = dislikes.indptr[u] + (np.random.random(len(u)) * dislikes.counts[u]).astype(np.int64)
-                result[has] = dislikes.values[pick]
-                todo &= ~has
-        if not todo.any():
-            return result
-        rows = np.flatnonzero(todo)
-        if self.distribution == "popularity" and self._pop_cdf.get(phase) is not None:
-            rows = self._popularity_draw(users, rows, result)
-        if len(rows):
-            result[rows] = pool[self._uniform_free_positions(users[rows])]
-        return result
-
-    def _popularity_draw(self, users, rows, result):
-        """Fill ``result[rows]`` by popularity with rejection; return the rows still to fill."""
-        pool, cdf, likes = self._pools[self.phase], self._pop_cdf[self.phase], self._likes[self.phase]
-        n = len(pool) + 1
-        liked_keys = likes.liked_keys
-        for _ in range(POPULARITY_REJECTION_ROUNDS):
-            positions = np.minimum(np.searchsorted(cdf, np.random.random(len(rows)), side="right"), len(pool) - 1)
-            keys = users[rows] * n + positions
-            found = np.searchsorted(liked_keys, keys)
-            clash = (found < len(liked_keys)) & (liked_keys[np.minimum(found, len(liked_keys) - 1)] == keys)
-            result[rows[~clash]] = pool[positions[~clash]]
-            rows = rows[clash]
-            if not len(rows):
-                break
-        return rows
-
-    def _uniform_free_positions(self, users):
-        """Exactly uniform positions in the pool among those the user has not liked, no rejection.
-
-        With the user's sorted liked positions p_0 < p_1 < ..., the r-th free position is
-        r + #{k : p_k - k <= r}; one global binary search answers every user at once.
-        """
-        pool_size = len(self._pools[self.phase])
-        likes = self._likes[self.phase]
-        free = pool_size - likes.counts[users]
-        saturated = free <= 0
-        if saturated.any():
-            self._warn_saturated(users[saturated])
-        r = (np.random.random(len(users)) * np.where(saturated, pool_size, free)).astype(np.int64)
-        below = np.searchsorted(likes.shifted_keys, users * (pool_size + 1) + r, side="right") - likes.indptr[users]
-        return np.where(saturated, r, r + below)
-
-    def _warn_saturated(self, users):
+    def _warn_saturated(self, n_users):
         if not getattr(self, "_warned_saturated", False):
             self._warned_saturated = True
             self.logger.warning(
-                f"{len(sorted_unique(users))} user(s) liked every item of the {self.phase} split: they have no "
+                f"{n_users} user(s) liked every item of the {self.phase} split: they have no "
                 "true negative, so their negatives are drawn among their own likes."
             )
 
 
 class DeviceNegativeSampler:
-    """One phase of a ``ColdStartSampler`` as tensors on a device: the same negatives' distribution (dislikes,
-    uniform among the split's items the user has not liked, popularity with rejection), drawn by torch on
-    that device from its own generator, so that a training loop cuts its batches without leaving the device
-    (``data.device_batches``)."""
+    """One phase of a ``ColdStartSampler`` as tensors on a device, drawn by torch there from ``generator``
+    (None: torch's global one), so that a training loop cuts its batches without leaving the device."""
 
     def __init__(self, sampler, device, generator):
         phase, self.device, self.generator = sampler.phase, torch.device(device), generator
@@ -262,7 +208,7 @@ class DeviceNegativeSampler:
         if dislikes is not None:
             saturated = saturated & (dislikes.counts == 0)  # not in place: self.saturated may share its memory
         if saturated.any():
-            sampler._warn_saturated(np.flatnonzero(saturated))
+            sampler._warn_saturated(int(saturated.sum()))
 
     def uniforms(self, n):
         return torch.rand(n, generator=self.generator, device=self.device, dtype=torch.float64)
@@ -283,8 +229,9 @@ class DeviceNegativeSampler:
         return result
 
     def free_positions(self, users, uniforms, groups=None):
-        """Positions in the pool, exactly uniform among those the user has not liked (as
-        ``ColdStartSampler._uniform_free_positions``, from the given uniforms in [0, 1)).
+        """Positions in the pool, exactly uniform among those the user has not liked, from the given uniforms in
+        [0, 1): with the user's sorted liked positions p_0 < p_1 < ..., the r-th free position is
+        r + #{k : p_k - k <= r}, one binary search for every user at once.
 
         ``groups`` (distinct users sorted, each entry's index among them): the binary search runs in those users'
         shifted keys alone, gathered once (a training batch's few hundred likes instead of all of them: measured
@@ -315,7 +262,7 @@ class DeviceNegativeSampler:
 
     def _popularity_draw(self, users, result):
         """Split popularity with rejection of liked items for a few rounds; rows still clashing keep their
-        uniform free draw (``result``), as the numpy sampler does."""
+        uniform free draw (``result``)."""
         cdf, liked, n = self.popularity_cdf, self.liked_keys, self.pool_size + 1
         todo = torch.ones(len(users), dtype=torch.bool, device=self.device)
         for _ in range(POPULARITY_REJECTION_ROUNDS):

@@ -147,8 +147,8 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         return rows_times_table(owner, position, weights, offsets, item_factors)
 
     def bpr_difference(self, interaction):
-        """r_ui - r_uj for the batch's triplets (i a training like, j a negative); a batch of whole users takes the
-        fast path of ``models.whole_user``.
+        """r_ui - r_uj for the batch's triplets (i a training like, j a negative); a batch of whole users (carrying
+        its ``whole_users``) takes the fast path of ``models.whole_user``.
 
         Args:
             interaction (Interaction): ``USER_ID``, ``ITEM_ID`` and ``NEG_ITEM_ID``, LongTensors of shape [n].
@@ -158,9 +158,9 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         """
         users = interaction[self.USER_ID]
         positives, negatives = interaction[self.ITEM_ID], interaction[self.NEG_ITEM_ID]
-        difference = self.whole_user_difference(users, positives, negatives)
-        if difference is not None:
-            return difference
+        whole_users = getattr(interaction, "whole_users", None)  # the loader's ``WholeUserBatch``
+        if whole_users is not None:
+            return self.whole_user_difference(whole_users, negatives)
         # positives and negatives in one pass: one gather of F's rows, one embedding bag, one lookup
         n = len(users)
         self_in_profile = torch.arange(2 * n, device=users.device) < n

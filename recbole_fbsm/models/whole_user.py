@@ -1,8 +1,8 @@
 """A training batch of whole users (``train_batch_by_user``), as the feature-similarity models' step uses it.
 
 When a batch holds every training like of each of its users, each once, the users' profiles f_u are sums over
-the batch's own positives. ``WholeUserBatch`` holds what follows from the batch alone, whatever the
-parameters; a training step builds it once, for dynamic negative sampling and again for the loss.
+the batch's own positives. The loader builds the batch's ``data.user_batches.WholeUserBatch`` (what follows
+from the batch alone) and hands it to dynamic negative sampling's scoring and to the loss.
 
 ``whole_user_bpr_difference`` is the loss's r_ui - r_uj for such a batch as one autograd node with a
 hand-written backward (the chain of about forty small autograd nodes it replaces cost more per step than
@@ -22,85 +22,60 @@ from recbole_fbsm.kernels.sparse import concat_rows, rows_times_table, table_gra
 
 
 class WholeUserTraining:
-    """The training step's fast path on a batch of whole users, mixed into ``FeatureSimilarityRecommender``
-    (which holds the math: ``pair_scores``, ``diagonal_weights``, ``low_rank_factors``, F and R). The loader's
-    dynamic negative sampling scores its candidates here (``score_training_candidates``) and the loss reuses
-    what that computed (``whole_user_difference``): the batch built once is kept between the two calls."""
+    """The training step on a batch of whole users (the loader's ``data.user_batches.WholeUserBatch``), mixed into
+    ``FeatureSimilarityRecommender`` (which holds the math: ``pair_scores``, ``diagonal_weights``,
+    ``low_rank_factors``, F). Dynamic negative sampling's candidates are scored here and the loss reuses the parts
+    (``WholeUserBatch.keep_scored``)."""
 
     shared_diagonal = True  # c_u one vector for all users (FBSM, CoSim): the difference is one autograd node
 
-    def whole_user_batch(self, users, positives):
-        """The ``WholeUserBatch`` of these triplets, or None when they are not exactly their users' training
-        likes, each once. The last one is kept while ``users`` and ``positives`` are the same tensors, unchanged:
-        a training step asks for it when it scores its negative candidates and again in its loss.
-
-        Checked without a search in R's global keys (a cache miss per level at 10^7 likes): the batch's
-        (user, positive) keys, sorted, must equal the users' rows of R's keys, which are contiguous and sorted."""
-        tensors, versions = (users, positives, self.F.values), (users._version, positives._version)
-        kept = getattr(self, "_whole_user_batch", None)
-        if kept is not None and all(a is b for a, b in zip(kept[0], tensors)) and kept[1] == versions:
-            return kept[2]
-        unique_users, inverse = torch.unique(users, return_inverse=True)
-        like_keys = torch.sort(users * self.R.shape[1] + positives).values
-        whole = torch.equal(like_keys, self.R.keys.index_select(0, self.R.positions(unique_users)[0]))
-        batch = WholeUserBatch(unique_users, inverse, like_keys, positives, self.F) if whole else None
-        self._whole_user_batch = (tensors, versions, batch)
-        return batch
-
-    def whole_user_difference(self, users, positives, negatives):
-        """r_ui - r_uj of ``bpr_difference`` with f_u the sum over the batch's own positives: the profile costs
-        nothing beyond the positives, and an epoch is linear in the likes. With a shared diagonal the difference
-        is one autograd node (``whole_user_bpr_difference``); UFSM's user mixtures score pairs with the batch's
-        profile entries. None when the triplets are not whole users.
+    def whole_user_difference(self, batch, negatives):
+        """r_ui - r_uj of ``bpr_difference`` with f_u the sum over the batch's own positives: an epoch is linear in
+        the likes. With a shared diagonal one autograd node (``whole_user_bpr_difference``); UFSM's user mixtures
+        score pairs with the batch's profile entries.
 
         Args:
-            users, positives, negatives: the batch's triplets, LongTensors of shape [n].
+            batch (WholeUserBatch): the batch's n triplets' users and positives.
+            negatives: a LongTensor of shape [n].
 
         Returns:
-            torch.Tensor or None: r_ui - r_uj, shape [n].
+            torch.Tensor: r_ui - r_uj, shape [n].
         """
-        batch = self.whole_user_batch(users, positives)
-        if batch is None:
-            return None
         rows = concat_rows(batch.rows, self.F.gather_rows(negatives))
         if self.shared_diagonal:
             weights, factors = self.diagonal_weights(batch.users), self.low_rank_factors()
             return whole_user_bpr_difference(
                 batch, rows, weights, factors, batch.scored_negatives(negatives, (weights, factors))
             )
-        n = len(users)
-        pair_users, items = torch.cat([users, users]), torch.cat([positives, negatives])
+        users, n = batch.triplet_users, len(negatives)
         self_in_profile = torch.arange(2 * n, device=users.device) < n
         owner, cols = rows[0], rows[1]
         entries = batch.profile_at(batch.cells(torch.cat([batch.slots, batch.slots]).index_select(0, owner), cols))
-        scores = self.pair_scores(pair_users, items, self_in_profile, item_rows=rows, user_entries=entries)
+        scores = self.pair_scores(
+            torch.cat([users, users]),
+            torch.cat([batch.positives, negatives]),
+            self_in_profile,
+            item_rows=rows,
+            user_entries=entries,
+        )
         return scores[:n] - scores[n:]
 
-    # longer than 60 lines: a docstring for the fast path, then one embedding-bag pass whose parts the loss reuses
-    def score_training_candidates(self, users, positives, candidates, unliked=False):
-        """``predict``'s scores of the pairs (``users.repeat(k)``, ``candidates``): dynamic negative sampling's k
-        candidates per triplet of a training batch of whole users, or None when the batch is not one; then the
-        caller uses ``predict``.
-
-        The batch's ``WholeUserBatch`` gives the profiles f_u (its dense block) and V f_u (the sum of the positives'
-        V f_i); a candidate is a like of its user when it is among the user's positives (no search in R), unless
-        the caller knows none is (``unliked``). The parts the loss needs again (V f_i of the positives, V f_u,
-        each candidate's V f_c and diagonal part) are kept with the batch (``WholeUserBatch.keep_scored``): the
-        step's loss takes its negatives' parts from there. Nothing here depends on the model's training mode
-        (the caller does not switch it).
+    def score_training_candidates(self, batch, candidates, unliked=False):
+        """``predict``'s scores of dynamic negative sampling's k candidates per triplet of a whole-user ``batch``,
+        f_u from its dense profiles and V f_u from its positives' V f_i; a candidate is a like when it is among
+        its user's positives (no search in R), unless the caller knows none is (``unliked``). The parts the loss
+        needs again are kept with the batch (``WholeUserBatch.keep_scored``). Independent of the training mode.
 
         Args:
-            users, positives: the batch's triplets' users and liked items, LongTensors of shape [n].
-            candidates: k items per triplet, candidate c of triplet t at c * n + t, a LongTensor of shape [k n].
+            batch (WholeUserBatch): the batch's n triplets.
+            candidates: candidate c of triplet t at c * n + t, a LongTensor of shape [k n].
             unliked (bool): no candidate is a training like of its user.
 
         Returns:
-            torch.Tensor or None: the scores, shape [k n].
+            torch.Tensor: the scores, shape [k n].
         """
-        batch = self.whole_user_batch(users, positives)
-        if batch is None or not len(users) or len(candidates) % len(users):
-            return None
-        repeats = len(candidates) // len(users)
+        n = len(batch.slots)
+        repeats = len(candidates) // n
         cols, values, offsets, counts = batch.bags(candidates)
         weights, factors = self.diagonal_weights(batch.users), self.low_rank_factors()
         # per nonzero of a candidate: c_u * f_u at (the candidate's user slot, column) of the dense profiles
@@ -121,11 +96,11 @@ class WholeUserTraining:
             positive_factors = rows_times_table(*batch.rows, factors)
             user_factors = torch.zeros(batch.n_users, factors.shape[1], dtype=factors.dtype, device=factors.device)
             user_factors = user_factors.index_add_(0, batch.slots, positive_factors)
-            scores = scores + (
-                item_factors.reshape(repeats, len(users), -1) * user_factors.index_select(0, batch.slots)
-            ).sum(-1).view(-1)
-        pair_users = None if unliked else users.repeat(repeats)
-        liked = None if unliked else batch.liked(pair_users, candidates, self.R.shape[1])
+            scores = scores + (item_factors.reshape(repeats, n, -1) * user_factors.index_select(0, batch.slots)).sum(
+                -1
+            ).view(-1)
+        pair_users = None if unliked else batch.triplet_users.repeat(repeats)
+        liked = None if unliked else batch.liked(pair_users, candidates)
         if liked is not None and bool(liked.any()):  # estimation constraint: a training like without its own f_i
             liked = torch.nonzero(liked).squeeze(1)
             scores = scores.index_add(
@@ -133,99 +108,9 @@ class WholeUserTraining:
             )
         else:  # the loss may reuse the parts (a like's score has the self-similarity taken off: not kept then)
             batch.keep_scored(
-                candidates, scores, diagonal, item_factors, positive_factors, user_factors, (weights, factors)
+                candidates, scores, (diagonal, item_factors, positive_factors, user_factors), (weights, factors)
             )
         return scores
-
-
-class WholeUserBatch:
-    """What a whole-user batch gives without the parameters: ``slots``, each triplet's user slot; ``users``, the
-    distinct users by slot; ``like_keys``, user * n_items + positive, sorted; ``rows``, ``gather_rows`` of the
-    positives in ``features`` (a ``TorchCsr``); ``dense_profiles()``, f_u as a dense (users x features) block,
-    the same order as the optimizer's step over V (profiles held sparse and searched made FBSM's epoch 1.6
-    times slower: 200k generated likes, 5,000 words, 1 thread)."""
-
-    def __init__(self, users, slots, like_keys, positives, features):
-        self.users, self.slots, self.like_keys = users, slots, like_keys
-        self.positives, self.features = positives, features
-        self.n_users, self.n_features = len(users), features.shape[1]
-        self._rows = self._profiles = self._scored = None
-
-    @property
-    def rows(self):
-        if self._rows is None:
-            self._rows = self.features.gather_rows(self.positives)
-        return self._rows
-
-    def bags(self, items):
-        """``gather_bags`` of ``items``, gathered with the positives' rows when those are not held yet."""
-        if self._rows is not None:
-            return self.features.gather_bags(items)
-        self._rows, bags = self.features.gather_rows_and_bags(self.positives, items)
-        return bags
-
-    def cells(self, slots, cols):
-        """slot * n_features + column: the (user slot, feature) cell of each nonzero."""
-        return torch.add(cols, slots, alpha=self.n_features)
-
-    def dense_profiles(self):
-        """f_u per (slot, feature) cell, flattened (n_users * n_features): the batch's positives summed."""
-        if self._profiles is None:
-            owner, cols, values, _ = self.rows
-            cells = self.cells(self.slots.index_select(0, owner), cols)
-            profiles = torch.zeros(self.n_users * self.n_features, dtype=values.dtype, device=values.device)
-            self._profiles = profiles.index_add_(0, cells, values)
-        return self._profiles
-
-    def profile_at(self, cells):
-        """f_u at each of ``cells`` (``cells(...)``)."""
-        return self.dense_profiles().index_select(0, cells)
-
-    def keep_scored(self, candidates, scores, diagonal, item_factors, positive_factors, user_factors, parameters):
-        """Keeps the parts of the candidates' scores (``score_training_candidates``) for the step's loss, with the
-        parameters they were computed from and those tensors' versions (an in-place update changes the version)."""
-        self._scored = (
-            candidates,
-            scores,
-            diagonal,
-            item_factors,
-            positive_factors,
-            user_factors,
-            [(p, None if p is None else p._version) for p in parameters],
-        )
-
-    def scored_negatives(self, negatives, parameters):
-        """(V f_i, V f_j, V f_u per triplet, the diagonal part of each negative's score) from the kept candidate
-        scores, when ``negatives`` are the best of them (the first best of each triplet's candidates, as the
-        loader picks them) and ``parameters`` are the same tensors, unchanged since; else None. Used once: a
-        second loss on the same batch computes everything again."""
-        scored, self._scored = self._scored, None
-        if scored is None:
-            return None
-        candidates, scores, diagonal, item_factors, positive_factors, user_factors, kept = scored
-        if len(kept) != len(parameters) or any(
-            p is not q or (p is not None and p._version != version) for (p, version), q in zip(kept, parameters)
-        ):
-            return None
-        n = len(self.slots)
-        if len(negatives) != n or not n or len(candidates) % n:
-            return None
-        best = scores.view(-1, n).max(0).indices
-        chosen = torch.add(torch.arange(n, device=best.device), best, alpha=n)
-        if not torch.equal(candidates.index_select(0, chosen), negatives):
-            return None
-        factors = (
-            None
-            if item_factors is None
-            else (positive_factors, item_factors.index_select(0, chosen), user_factors.index_select(0, self.slots))
-        )
-        return factors, diagonal.index_select(0, chosen)
-
-    def liked(self, users, items, n_items):
-        """Whether each (user, item) pair, the user one of the batch's, is one of the user's training likes."""
-        keys = users * n_items + items
-        found = torch.searchsorted(self.like_keys, keys).clamp_(max=len(self.like_keys) - 1)
-        return self.like_keys.index_select(0, found) == keys
 
 
 def whole_user_bpr_difference(batch, rows, weights, factors, scored=None):

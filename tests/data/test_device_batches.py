@@ -6,9 +6,9 @@ import pytest
 import torch
 from helpers import dataset_config
 
-from recbole_fbsm.data import sampler as sampler_module
 from recbole_fbsm.data.preparation import train_loader_class
 from recbole_fbsm.data.sampler import DeviceNegativeSampler
+from recbole_fbsm.data.user_batches import WholeUserInteraction
 from recbole_fbsm.quick_start import prepare
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.training.trainer import get_trainer
@@ -66,7 +66,13 @@ def test_batches_cover_every_like_once_and_never_leave_the_training_split(toy, n
             n = len(users) // times
             assert torch.equal(users, users[:n].repeat(times)) and torch.equal(positives, positives[:n].repeat(times))
             if times == 1 and by_user:
-                assert model.whole_user_batch(users, positives) is not None, "a user split over two batches"
+                assert isinstance(batch, WholeUserInteraction), "whole users: the batch carries its WholeUserBatch"
+                distinct = torch.unique(users)
+                in_batch = torch.bincount(users, minlength=model.n_users).index_select(0, distinct)
+                all_likes = (model.R.indptr[distinct + 1] - model.R.indptr[distinct]).long()
+                assert torch.equal(in_batch, all_likes), "a user's likes split over two batches"
+            else:
+                assert not hasattr(batch, "whole_users")
             assert set(negative_items.tolist()) <= train_items and not set(negative_items.tolist()) & other_items
             assert not set(positives.tolist()) & other_items
             assert not bool(model.R.contains(users, negative_items).any()), "a negative the user liked"
@@ -93,22 +99,19 @@ def test_negatives_of_users_with_dislikes_are_their_dislikes(toy):
     assert checked > 20
 
 
-def test_device_draws_are_the_numpy_samplers_given_the_same_uniforms(toy, monkeypatch):
-    """The uniform free draw (r-th item the user has not liked) is the numpy sampler's formula, draw for draw."""
+def test_free_draws_searched_among_the_batchs_users_are_the_global_searchs(toy):
+    """The uniform free draw (r-th item the user has not liked) searched among a batch's distinct users' likes gives
+    the positions of the search among every like."""
     _, _, (train_data, _, _) = prepared(toy, train_neg_sample_args=UNIFORM)
     sampler = train_data._sampler
     device_sampler = DeviceNegativeSampler(sampler, "cpu", torch.Generator().manual_seed(0))
-    users = np.repeat(np.unique(train_data._dataset.inter_feat[sampler.uid_field].numpy()), 50)
-    uniforms = np.random.default_rng(3).random(len(users))
-    monkeypatch.setattr(sampler_module.np.random, "random", lambda n: uniforms[:n])
-    expected = sampler._uniform_free_positions(users)
-    ours = device_sampler.free_positions(torch.from_numpy(users), torch.from_numpy(uniforms))
-    assert np.array_equal(ours.numpy(), expected)
-    # searched among the users' own likes (a batch's distinct users and each draw's index among them): the same
-    order = np.random.default_rng(4).permutation(len(users))[: len(users) // 2]
-    some, some_uniforms = torch.from_numpy(users[order]), torch.from_numpy(uniforms[order])
-    grouped = device_sampler.free_positions(some, some_uniforms, torch.unique(some, return_inverse=True))
-    assert np.array_equal(grouped.numpy(), expected[order])
+    users = torch.from_numpy(np.repeat(np.unique(train_data._dataset.inter_feat[sampler.uid_field].numpy()), 50))
+    uniforms = torch.rand(len(users), generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    expected = device_sampler.free_positions(users, uniforms)
+    order = torch.from_numpy(np.random.default_rng(4).permutation(len(users))[: len(users) // 2])
+    some = users[order]
+    grouped = device_sampler.free_positions(some, uniforms[order], torch.unique(some, return_inverse=True))
+    assert torch.equal(grouped, expected[order])
 
 
 @pytest.mark.parametrize("model_name, negatives", [("FBSM", DYNAMIC), ("UFSM", UNIFORM)])
@@ -148,3 +151,15 @@ def test_each_rank_cuts_its_share_of_every_batch(toy, monkeypatch):
         assert users_0 and users_1 and not set(users_0) & set(users_1)
         seen += zip(users_0 + users_1, items_0 + items_1)
     assert sorted(seen) == likes
+
+
+def test_a_like_repeated_in_the_data_keeps_the_global_profiles(toy):
+    """F_U counts a repeated (user, item) once, a batch's own positives would count it twice: with a repeat in the
+    training data the batches carry no ``WholeUserBatch``, and the loss reads F_U."""
+    config, model, (train_data, _, _) = prepared(toy, train_neg_sample_args=UNIFORM)
+    inter_feat = train_data._dataset.inter_feat
+    repeated = train_data._dataset.copy(inter_feat[torch.cat([torch.arange(len(inter_feat)), torch.tensor([0])])])
+    loader = train_loader_class(config, True, train_data._sampler)(config, repeated, train_data._sampler, shuffle=True)
+    loader.get_model(model)
+    batches = list(loader)
+    assert batches and not any(hasattr(batch, "whole_users") for batch in batches)

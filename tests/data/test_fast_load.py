@@ -262,36 +262,25 @@ def test_fast_load_gives_recbole_dataset(tmp_path, monkeypatch, model, settings)
         assert_same(a, b)
 
 
-def test_evaluation_loaders_set_up_users_as_recbole_does(toy, tmp_path, monkeypatch):
+def test_evaluation_loaders_set_up_users_as_recbole_does(toy, tmp_path):
     """Evaluated users, positives, history and RecBole's per-user tensors: from arrays, as RecBole's loop."""
-    from recbole_fbsm.data import eval_loader
+    from recbole.data.dataloader import FullSortEvalDataLoader
+
     from recbole_fbsm.data.preparation import create_dataset, data_preparation
-    from recbole_fbsm.data.sampler import UsedIds
 
     config = small_config(toy.root, toy.name, ["genre", "words"])
-
-    def loaders(vectorised):
-        with monkeypatch.context() as patch:
-            if not vectorised:  # the sampler's used_ids as RecBole's array of sets: RecBole's own loop
-                patch.setattr(eval_loader, "UsedIds", type("NotUsedIds", (), {}))
-            dataset = create_dataset(config)
-            _, valid, test = data_preparation(config, dataset, reads_own_features=True)
-            assert isinstance(valid._sampler.used_ids, UsedIds)
-            return valid, test
-
-    for fast, slow in zip(loaders(True), loaders(False)):
+    _, valid, test = data_preparation(config, create_dataset(config), reads_own_features=True)
+    for fast in (valid, test):
+        slow = FullSortEvalDataLoader(config, fast._dataset, fast._sampler)  # RecBole's loop over the likes
         assert torch.equal(fast.uid_list, slow.uid_list)
         assert np.array_equal(fast.uid2items_num, slow.uid2items_num)
         assert torch.equal(fast.user_df[fast.uid_field], slow.user_df[slow.uid_field])
-        for name in ("_history", "_positives"):
-            for part in ("indptr", "indices", "values", "keys"):
-                assert torch.equal(getattr(getattr(fast, name), part), getattr(getattr(slow, name), part)), name
         for name in ("uid2positive_item", "uid2history_item"):
             for a, b in zip(getattr(fast, name), getattr(slow, name)):
                 assert (a is None) == (b is None)
                 if a is not None:
                     assert sorted(a.tolist()) == sorted(b.tolist())
-        assert fast.step == slow.step and len(list(fast)) == len(list(slow))
+        assert sum(len(batch[0]) for batch in fast) == len(slow.uid_list)
         assert any(len(h) for h in fast.uid2history_item if h is not None)  # a test with history to compare
 
 

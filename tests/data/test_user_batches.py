@@ -7,7 +7,7 @@ import torch
 from helpers import dataset_config
 from recbole.data.interaction import Interaction
 
-from recbole_fbsm.data.user_batches import UserGroupedBatchSampler
+from recbole_fbsm.data.user_batches import UserGroupedBatchSampler, WholeUserInteraction
 from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.quick_start import prepare
 
@@ -54,35 +54,17 @@ def test_loss_and_gradient_are_the_same_with_whole_user_batches(toy, model_name)
         module.values = module.values.double()
     model.F_U = TorchCsr(scipy_matrix(model.R) @ scipy_matrix(model.F), dtype=torch.float64)  # not float32's sums
     batch = next(iter(train_data))
-    users, positives = batch[model.USER_ID], batch[model.ITEM_ID]
-    assert model.whole_user_batch(users, positives) is not None, "batch is not user-complete"
+    assert isinstance(batch, WholeUserInteraction), "the loader did not mark the batch as whole users"
 
-    def loss_and_grads(use_shortcut):
+    def loss_and_grads(interaction):
         model.zero_grad()
-        if not use_shortcut:
-            model.whole_user_batch = lambda *args: None
-        try:
-            loss = model.calculate_loss(batch)
-        finally:
-            model.__dict__.pop("whole_user_batch", None)
+        loss = model.calculate_loss(interaction)
         loss.backward()
         return [loss.item()] + [parameter.grad.clone() for parameter in model.parameters()]
 
-    fast, slow = loss_and_grads(True), loss_and_grads(False)
+    fast, slow = loss_and_grads(batch), loss_and_grads(Interaction(batch.interaction))
     assert fast[0] == pytest.approx(slow[0], rel=1e-12)
     assert len(fast) == 3 and all(torch.allclose(a, b, atol=1e-12) for a, b in zip(fast[1:], slow[1:]))
-
-
-def test_a_batch_missing_a_like_of_its_user_or_repeating_one_is_not_whole(toy):
-    """Only a batch that holds every training like of each of its users, each once, has its profiles from its own
-    positives; any other batch reads the global profiles."""
-    _, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(toy))
-    batch = next(iter(train_data))
-    users, positives = batch[model.USER_ID], batch[model.ITEM_ID]
-    assert model.whole_user_batch(users, positives) is not None
-    assert model.whole_user_batch(users[1:], positives[1:]) is None
-    duplicated = torch.cat([positives[:1], positives[:-1]])
-    assert model.whole_user_batch(users, duplicated) is None or torch.equal(duplicated, positives)
 
 
 def test_profile_entries_from_a_whole_user_batch_equal_the_global_profiles(toy):
@@ -94,46 +76,13 @@ def test_profile_entries_from_a_whole_user_batch_equal_the_global_profiles(toy):
     checked = 0
     for batch in train_data:
         users, positives = batch[model.USER_ID], batch[model.ITEM_ID]
-        whole = model.whole_user_batch(users, positives)
-        assert whole is not None
+        whole = batch.whole_users
         owner, cols, _, _ = model.F.gather_rows(torch.cat([positives, batch[model.NEG_ITEM_ID]]))
         entries = whole.profile_at(whole.cells(torch.cat([whole.slots, whole.slots])[owner], cols))
         expected = model.F_U.lookup(torch.cat([users, users])[owner], cols)
         assert torch.allclose(entries, expected, atol=1e-6)
         checked += int((expected != 0).sum())
     assert checked > 100
-
-
-@pytest.mark.parametrize("sample_num", [1, 2])
-def test_lean_dynamic_negative_sampling_equals_recboles(toy, sample_num):
-    """The whole-user loader's dynamic sampling picks, from the same random draws, exactly the negatives
-    RecBole's own dynamic sampling picks: the best scored of ``candidate_num`` candidates per triplet,
-    never a positive of the user and never an item outside the training split."""
-    dynamic = {"distribution": "uniform", "sample_num": sample_num, "alpha": 1.0, "dynamic": True, "candidate_num": 5}
-    _, model, (train_data, _, _) = prepare(
-        "FBSM",
-        toy.name,
-        config_dict=dataset_config(
-            toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3, train_neg_sample_args=dynamic
-        ),
-    )
-    train_data.get_model(model)
-    recbole_version = super(type(train_data), train_data)._neg_sampling
-    train_items = set(train_data._dataset.split_items.tolist())
-    checked = 0
-    for index in train_data._index_sampler:
-        inter_feat = train_data._dataset.inter_feat[np.asarray(index)]
-        np.random.seed(7)
-        ours = train_data._neg_sampling(inter_feat.copy() if hasattr(inter_feat, "copy") else inter_feat)
-        np.random.seed(7)
-        theirs = recbole_version(inter_feat)
-        negatives = ours[model.NEG_ITEM_ID]
-        assert torch.equal(negatives, theirs[model.NEG_ITEM_ID])
-        assert torch.equal(ours[model.USER_ID], theirs[model.USER_ID])
-        assert set(negatives.tolist()) <= train_items
-        assert not bool(model.R.contains(ours[model.USER_ID], negatives).any())
-        checked += len(negatives)
-    assert checked == sample_num * len(train_data._dataset.inter_feat)
 
 
 @pytest.mark.parametrize("model_name", ["FBSM", "UFSM", "CoSim"])
@@ -158,14 +107,11 @@ def test_training_candidates_of_whole_users_are_scored_as_predict_scores_them(to
         drawn = items[torch.randint(len(items), (3 * len(users),), generator=generator)]
         candidates = torch.cat([drawn, positives.flip(0), positives])  # some are likes of their pair's user
         with torch.no_grad():
-            ours = model.score_training_candidates(users, positives, candidates)
+            ours = model.score_training_candidates(batch.whole_users, candidates)
             expected = model.predict(Interaction({model.USER_ID: users.repeat(5), model.ITEM_ID: candidates}))
             liked = model.R.contains(users.repeat(5), candidates)
-        assert ours is not None and torch.allclose(ours, expected, rtol=1e-5, atol=1e-5)
+        assert torch.allclose(ours, expected, rtol=1e-5, atol=1e-5)
         checked_likes += int(liked.sum())
-        with torch.no_grad():  # not whole users, or not k candidates per triplet: the caller falls back to predict
-            assert model.score_training_candidates(users[1:], positives[1:], candidates[: 5 * len(users) - 5]) is None
-            assert model.score_training_candidates(users, positives, candidates[:-1]) is None
     assert checked_likes >= len(train_data._dataset.inter_feat)
 
 
@@ -176,9 +122,9 @@ def test_candidates_known_to_be_unliked_skip_the_like_check(toy):
         config_dict=dataset_config(toy, train_batch_by_user=True, train_batch_size=64, rank=3, init_std=0.3),
     )
     batch = next(iter(train_data))
-    users, positives = batch[model.USER_ID], batch[model.ITEM_ID]
+    positives = batch[model.ITEM_ID]
     candidates = torch.cat([positives, positives])
     with torch.no_grad():
-        checked = model.score_training_candidates(users, positives, candidates)
-        trusted = model.score_training_candidates(users, positives, candidates, True)
+        checked = model.score_training_candidates(batch.whole_users, candidates)
+        trusted = model.score_training_candidates(batch.whole_users, candidates, True)
     assert bool((trusted > checked + 1e-6).all()), "a like's own similarity is in its score only when trusted"

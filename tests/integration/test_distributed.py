@@ -106,10 +106,11 @@ def _gradient_worker(local_rank, config_dict, launch_settings, queue):
         shares = [None] * dist.get_world_size()
         dist.all_gather_object(shares, {key: value for key, value in share.interaction.items()})
         if dist.get_rank() == 0:
-            from recbole.data.interaction import Interaction
+            from recbole_fbsm.data.user_batches import WholeUserBatch, WholeUserInteraction
 
-            whole = Interaction({key: torch.cat([s[key] for s in shares]) for key in shares[0]})
-            reference.calculate_loss(whole).backward()
+            whole = {key: torch.cat([s[key] for s in shares]) for key in shares[0]}  # as one process's loader cuts it
+            batch = WholeUserBatch(whole[model.USER_ID], whole[model.ITEM_ID], reference.F)
+            reference.calculate_loss(WholeUserInteraction(whole, batch)).backward()
             queue.put(
                 (
                     "result",

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 import torch
 from helpers import dataset_config
 
+from recbole_fbsm.data.user_batches import WholeUserBatch
 from recbole_fbsm.kernels.sparse import (
     TorchCsr,
     concat_rows,
@@ -17,7 +18,7 @@ from recbole_fbsm.kernels.sparse import (
     rows_times_table,
     stable_argsort_bounded,
 )
-from recbole_fbsm.models.whole_user import WholeUserBatch, whole_user_bpr_difference
+from recbole_fbsm.models.whole_user import whole_user_bpr_difference
 from recbole_fbsm.quick_start import prepare
 from recbole_fbsm.training.trainer import ClippedSGD, clipped_sgd_if_possible, fused_if_possible, get_trainer
 
@@ -124,9 +125,8 @@ def test_whole_user_difference_and_its_backward_equal_autograd_on_the_plain_form
     users = torch.tensor([4, 4, 4, 9, 2, 2])  # three users, whole (each like once)
     positives = torch.tensor([1, 5, 0, 7, 8, 12])  # row 0 is empty
     negatives = torch.tensor([20, 20, 7, 3, 13, 1])
-    slots = torch.unique(users, return_inverse=True)[1]
-    n_users = int(slots.max()) + 1
-    batch = WholeUserBatch(torch.unique(users), slots, None, positives, csr)
+    batch = WholeUserBatch(users, positives, csr)
+    slots, n_users = batch.slots, batch.n_users
     rows = concat_rows(batch.rows, csr.gather_rows(negatives))
     generator = torch.Generator().manual_seed(0)
     d = torch.randn(matrix.shape[1], dtype=torch.float64, generator=generator, requires_grad=True)

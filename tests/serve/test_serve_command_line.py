@@ -148,6 +148,13 @@ def test_out_of_range_numbers_are_usage_errors(trained, capsys, arguments, expec
     assert last.startswith("recbole-fbsm serve ") and f"error: {expected}" in last, err
 
 
+@pytest.mark.parametrize("command", ["http", "export"])
+def test_commands_that_write_no_table_take_no_format(command, capsys):
+    with pytest.raises(SystemExit) as exited:
+        serve_main([command, "model.fbsm", "--format", "json"])
+    assert exited.value.code == 2 and "unrecognized arguments: --format json" in capsys.readouterr().err
+
+
 def test_the_largest_accepted_numbers_still_answer(trained, tmp_path):
     """The bounds refuse nothing a list can hold: the largest --top and seed give every new item's whole list."""
     output = tmp_path / "lists.csv"

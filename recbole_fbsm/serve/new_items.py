@@ -140,20 +140,20 @@ def read_atomic_items(path, served):
 
 
 def read_new_items(served, path, warn=True, raw_text=None):
-    """The new items of ``path`` weighted for ``served``: an ``.item`` file in the training file's format, or a
-    CSV/TSV file of raw text (``raw_text.read_text_table``) analysed as the converter analysed the training text.
-    ``raw_text``: None: CSV/TSV is raw text, an ``.item`` file tokens; True / False: the cells are raw text / tokens.
-    """
+    """The new items of ``path`` weighted for ``served`` (the file as ``read_item_cells`` reads it)."""
+    tokens, values, raw = read_item_cells(served, path, raw_text)
+    return new_items_from_cells(served, tokens, values, raw, source=f"new-item file {path}", warn=warn, path=str(path))
+
+
+def read_item_cells(served, path, raw_text=None):
+    """(item ids, {field: cells}, raw) of an ``.item`` file in the training file's format, or of a CSV/TSV file of
+    raw text (``raw_text.read_text_table``) analysed as the converter analysed the training text. ``raw_text``:
+    None: CSV/TSV is raw text, an ``.item`` file tokens; True / False: the cells are raw text / tokens."""
     path = str(path)
     existing_file(path)
-    analyzers = dataset_analyzers(served)
     if is_atomic_header(path, served.config["field_separator"] or "\t"):
-        tokens, values = read_atomic_items(path, served)
-        raw = bool(raw_text)
-    else:
-        tokens, values = read_text_table(path, served, analyzers)
-        raw = raw_text is not False
-    return new_items_from_cells(served, tokens, values, raw, source=f"new-item file {path}", warn=warn, path=path)
+        return (*read_atomic_items(path, served), bool(raw_text))
+    return (*read_text_table(path, served, dataset_analyzers(served)), raw_text is not False)
 
 
 def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=None):

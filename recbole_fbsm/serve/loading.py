@@ -184,7 +184,10 @@ def scoring_device(device):
 
 
 def load_model(path, device="cpu", data_path=None, trust_pickle=False):
-    """The ``ServedModel`` of an artifact (or of a checkpoint, see ``read_model_file``) on ``device``."""
+    """The ``ServedModel`` of an artifact (or of a checkpoint, see ``read_model_file``) on ``device``; a
+    ``ServedModel`` is taken as it is (the serving functions take either)."""
+    if isinstance(path, ServedModel):
+        return path
     device = scoring_device(device)
     return served_from_artifact(read_model_file(path, data_path, trust_pickle), str(path), device)
 

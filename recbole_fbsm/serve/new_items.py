@@ -15,7 +15,6 @@ from recbole.utils import FeatureType
 from recbole_fbsm.data.atomic_files import AtomicFile, check_ids, count_rows, quote_problem
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.raw_text import (
-    dataset_analyzers,
     dropped_words_message,
     existing_file,
     is_atomic_header,
@@ -153,14 +152,13 @@ def read_item_cells(served, path, raw_text=None):
     existing_file(path)
     if is_atomic_header(path, served.config["field_separator"] or "\t"):
         return (*read_atomic_items(path, served), bool(raw_text))
-    return (*read_text_table(path, served, dataset_analyzers(served)), raw_text is not False)
+    return (*read_text_table(path, served), raw_text is not False)
 
 
 def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=None):
     """Weight new items given as cells: ``tokens`` (their ids) and ``values`` ({field: one cell per item}: tokens
     as RecBole splits them, or raw text when ``raw``); ``source`` names the input in errors ("request")."""
     config, dataset = served.config, served.dataset
-    analyzers = dataset_analyzers(served)
     _check_ids(source, tokens, served)
 
     names = served.features.names
@@ -169,7 +167,7 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=No
     rows, cols = [], []
     unknown, weightless, origin, used = Counter(), Counter(), {}, {}  # used: analyzer per field
     for name in served.fields:
-        tokenized = tokenize_field(values[name], name, served, analyzers, raw)
+        tokenized = tokenize_field(values[name], name, served, raw)
         cells = tokenized.cells
         if tokenized.analyzer is not None:
             origin[name], used[name] = tokenized.origin, tokenized.analyzer
@@ -192,7 +190,7 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=No
     counts.sum_duplicates()
     matrix = served.features.transform(counts[:, : len(served.features.column_weights)])  # no identity columns
     featureless = [tokens[k] for k in np.flatnonzero(np.diff(matrix.indptr) == 0)]
-    hint = None if raw or not analyzers else raw_text_hint(unknown, analyzers, column_of)
+    hint = None if raw or not served.analyzers else raw_text_hint(unknown, served.analyzers, column_of)
     items = NewItems(
         path or source, tokens, counts, matrix, unknown, weightless, featureless, raw, origin, used, hint, source
     )

@@ -243,9 +243,8 @@ def unknown_tokens_message(items):
 
 def _check_ids(source, tokens, served):
     blank = [k + 2 for k, t in enumerate(tokens) if not t.strip()]
-    if blank:
-        where = "line(s)" if source.startswith("new-item file") else "item(s) numbered (from 2)"
-        raise ColdStartError(f"{source}: empty item id on {where} {blank[:10]}.")
+    if blank:  # only a file's: a request's ids passed http.check_id, the store's came from either
+        raise ColdStartError(f"{source}: empty item id on line(s) {blank[:10]}.")
     repeated = sorted(t for t, n in Counter(tokens).items() if n > 1)
     if repeated:
         raise ColdStartError(f"{source}: item id(s) {repeated[:10]} appear more than once.")

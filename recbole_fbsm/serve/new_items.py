@@ -34,7 +34,7 @@ class UnknownTokensWarning(ServeWarning):
 
 @dataclass
 class NewItems:
-    path: str
+    source: str  # what the items came from, for messages ("new-item file x.item", "request", "catalogue")
     tokens: list  # external ids of the new items, in file order
     counts: sp.csr_matrix  # term counts over the model's feature columns (known tokens only)
     matrix: sp.csr_matrix  # weighted rows, as the training items' rows of F
@@ -45,7 +45,6 @@ class NewItems:
     origin: dict = field(default_factory=dict)  # field -> {term: Counter of the raw words that gave it}
     analyzers: dict = field(default_factory=dict)  # field -> the stored analyzer applied to its raw text
     hint: str = None  # for pre-tokenised input whose unknown tokens look like raw words
-    source: str = None  # what the items came from, for messages ("new-item file x.item", "request")
 
     def __len__(self):
         return len(self.tokens)
@@ -59,9 +58,7 @@ class NewItems:
         try:
             return self.tokens.index(str(token))
         except ValueError:
-            raise ColdStartError(
-                f"item {token!r} is neither in the dataset nor in the new-item file {self.path}."
-            ) from None
+            raise ColdStartError(f"item {token!r} is neither in the dataset nor in the {self.source}.") from None
 
 
 def read_header(path, separator, encoding="utf-8"):
@@ -141,7 +138,7 @@ def read_atomic_items(path, served):
 def read_new_items(served, path, warn=True, raw_text=None):
     """The new items of ``path`` weighted for ``served`` (the file as ``read_item_cells`` reads it)."""
     tokens, values, raw = read_item_cells(served, path, raw_text)
-    return new_items_from_cells(served, tokens, values, raw, source=f"new-item file {path}", warn=warn, path=str(path))
+    return new_items_from_cells(served, tokens, values, raw, source=f"new-item file {path}", warn=warn)
 
 
 def read_item_cells(served, path, raw_text=None):
@@ -155,7 +152,7 @@ def read_item_cells(served, path, raw_text=None):
     return (*read_text_table(path, served), raw_text is not False)
 
 
-def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=None):
+def new_items_from_cells(served, tokens, values, raw, source, warn=True):
     """Weight new items given as cells: ``tokens`` (their ids) and ``values`` ({field: one cell per item}: tokens
     as RecBole splits them, or raw text when ``raw``); ``source`` names the input in errors ("request")."""
     config, dataset = served.config, served.dataset
@@ -191,9 +188,7 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=No
     matrix = served.features.transform(counts[:, : len(served.features.column_weights)])  # no identity columns
     featureless = [tokens[k] for k in np.flatnonzero(np.diff(matrix.indptr) == 0)]
     hint = None if raw or not served.analyzers else raw_text_hint(unknown, served.analyzers, column_of)
-    items = NewItems(
-        path or source, tokens, counts, matrix, unknown, weightless, featureless, raw, origin, used, hint, source
-    )
+    items = NewItems(source, tokens, counts, matrix, unknown, weightless, featureless, raw, origin, used, hint)
     if warn and (items.n_ignored or items.featureless):  # an empty description ignores no token
         warnings.warn(unknown_tokens_message(items), UnknownTokensWarning, stacklevel=2)
     return items

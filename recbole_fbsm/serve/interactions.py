@@ -46,7 +46,7 @@ def strongest_interactions(served, top=20, min_items=0, cells=DEFAULT_CELLS):
     features of at least ``min_items`` training items (1: leave out those whose weights training never touched)."""
     served = load_model(served)
     model = served.model
-    if served.model_name != "FBSM" or not hasattr(model, "D"):
+    if served.model_name != "FBSM":
         raise ColdStartError(
             f"model {served.checkpoint}: feature interactions are FBSM's (D + V V^T); this is a "
             f"{served.model_name} model, whose similarity has no cross-feature terms."

@@ -40,8 +40,9 @@ def integer(what, low, high=None):
     return parse
 
 
-def _command(commands, name, help, description, model_help=MODEL_FILE, output_help=None, epilog=EPILOG):
-    """A subcommand that reads a model on a torch device, with the options every such command shares."""
+def _command(commands, name, help, description, model_help=MODEL_FILE, output_help=None, epilog=EPILOG, formats=True):
+    """A subcommand that reads a model on a torch device, with the options every such command shares (``formats``:
+    it writes CSV or JSON)."""
     parser = commands.add_parser(name, help=help, description=description, epilog=epilog)
     if model_help:
         parser.add_argument("checkpoint", metavar="model", help=model_help)
@@ -52,9 +53,12 @@ def _command(commands, name, help, description, model_help=MODEL_FILE, output_he
         action="store_true",
         help="load a checkpoint of pickled objects (before 0.2): only a file you trust, loading it can run any code",
     )
-    parser.add_argument(
-        "--format", choices=("csv", "json"), help="output format (default: the output file's extension; CSV on stdout)"
-    )
+    if formats:
+        parser.add_argument(
+            "--format",
+            choices=("csv", "json"),
+            help="output format (default: the output file's extension; CSV on stdout)",
+        )
     if output_help:
         parser.add_argument("--output", "-o", help=output_help)
     return parser
@@ -160,6 +164,7 @@ def _add_http(commands):
         "item's users. They live in the store (--store); POST /admin/reload (or SIGHUP) swaps in a retrained "
         "artifact. Stop it with Ctrl-C.",
         epilog="See docs/serve.md for the request and answer formats.",
+        formats=False,
     )
     http.add_argument("--host", default="127.0.0.1", help="address (default: %(default)s; any other needs --token)")
     http.add_argument("--port", type=integer("a TCP port", 0, 65535), default=8000, help="port (default: %(default)s)")
@@ -212,6 +217,7 @@ def _add_export(commands):
         "them (a run writes it itself; this is for a checkpoint alone, or an older release's with --trust-pickle).",
         model_help=None,
         output_help="the artifact to write (default: the checkpoint's name ending in .fbsm)",
+        formats=False,
     )
     export.add_argument("checkpoint", help="training checkpoint (.pth)")
 

@@ -121,15 +121,6 @@ class ItemNeighbourhood(Protocol):
         """sim(i, j)^p of feature rows against other rows (dense), nothing dropped."""
 
 
-@runtime_checkable
-class ScoresFeatureRows(Protocol):
-    """Every model that serves new items: items scored from their feature rows alone (FBSM, UFSM, CoSim:
-    f_i^T W_u f_u; DropoutNet, Heater, ALDI: user vector . content tower)."""
-
-    def score_feature_rows(self, users, item_matrix):
-        """(len(users) x new items) scores; ``item_matrix``: torch sparse CSR rows weighted like ``F``."""
-
-
 def reads_own_features(model_or_class):
     """True for models that read the item features themselves: the pipeline skips RecBole's feature join."""
     return bool(getattr(model_or_class, "reads_own_features", False))

@@ -208,7 +208,7 @@ class ItemKNNCBF(NothingToTrain, CandidateScoring, GeneralRecommender):
     def score_feature_rows(self, users, item_matrix):
         """(len(users) x rows) scores of items never seen in training from their feature rows (torch sparse CSR,
         weighted like the dataset's): each user's training likes times the rows' similarities to the training
-        items (``models.contract.ScoresFeatureRows``), in blocks of at most ``BLOCK_CELLS`` cells."""
+        items, in blocks of at most ``BLOCK_CELLS`` cells."""
         rows = sp.csr_matrix(
             (
                 item_matrix.values().cpu().double().numpy(),

@@ -12,7 +12,7 @@ from recbole_fbsm.serve.explain import explain
 from recbole_fbsm.serve.export import export_likes
 from recbole_fbsm.serve.interactions import interactions_document, strongest_interactions
 from recbole_fbsm.serve.loading import load_model, read_model_file, served_from_artifact
-from recbole_fbsm.serve.new_items import ServeWarning, read_new_items
+from recbole_fbsm.serve.new_items import ServeWarning, new_items_from_cells, read_item_cells
 from recbole_fbsm.serve.output import grouped_records, resolve_format, write_output
 from recbole_fbsm.serve.recommend import recommend
 from recbole_fbsm.serve.user_level import compare_users
@@ -117,17 +117,18 @@ def run_compare(args):
 
 def run_http(args):
     from recbole_fbsm.serve.http import TOKEN_VARIABLE, check_exposure, run_service
-    from recbole_fbsm.serve.live import LiveState, stored_items_of
-    from recbole_fbsm.serve.store import default_store_path, open_store
+    from recbole_fbsm.serve.live import LiveState
+    from recbole_fbsm.serve.store import StoredItem, default_store_path, open_store
 
     token = args.token or os.environ.get(TOKEN_VARIABLE) or None
     check_exposure(args.host, token)  # before the model loads: one line, at once
     location = args.store or default_store_path(args.checkpoint)
     served = _load(args)  # its warnings print as they happen (main's warnings hook): at start-up, not at exit
-    new_items = read_new_items(served, args.new_items) if args.new_items else None
     store = open_store(location)
-    if new_items is not None:
-        store.put_items(stored_items_of(new_items, served))
+    if args.new_items:  # stored as the file gives them (as POST /items does), once weighed and warned of
+        tokens, values, raw = read_item_cells(served, args.new_items)
+        new_items_from_cells(served, tokens, values, raw, source=f"new-item file {args.new_items}")
+        store.put_items([StoredItem(t, raw, {f: values[f][k] for f in served.fields}) for k, t in enumerate(tokens)])
     state = LiveState(args.checkpoint, store, device=args.device, served=served)
     run_service(state, args.host, args.port, token, args.max_body, args.workers)
     return []

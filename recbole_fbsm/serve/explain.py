@@ -10,7 +10,7 @@ from recbole.data.interaction import Interaction
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.contract import FeatureSimilarity, ItemNeighbourhood
-from recbole_fbsm.serve.loading import ServedModel, load_model
+from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.new_items import NewItems, read_new_items
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 
@@ -113,8 +113,7 @@ def explain(served, user, item, new_items=None, raw_text=None):
     """Explain the score of ``item`` (a dataset item's id, or a new item of ``new_items``: a
     ``NewItems``, an ``.item`` path or a CSV/TSV of raw text, see ``read_new_items`` for ``raw_text``)
     for ``user`` (external id). Returns an ``Explanation``."""
-    if not isinstance(served, ServedModel):
-        served = load_model(served)
+    served = load_model(served)
     if new_items is not None and not isinstance(new_items, NewItems):
         new_items = read_new_items(served, new_items, raw_text=raw_text)
     model, device = served.model, served.device

@@ -7,7 +7,7 @@ import pandas as pd
 import torch
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.serve.loading import ServedModel, load_model
+from recbole_fbsm.serve.loading import load_model
 
 COLUMNS = ["kind", "rank", "feature_p", "feature_q", "weight", "D_p", "vv", "items_p", "items_q"]
 DEFAULT_CELLS = 1 << 22
@@ -44,10 +44,9 @@ def strongest_interactions(served, top=20, min_items=0, cells=DEFAULT_CELLS):
     """The ``top`` strongest learned interactions of an FBSM model (``COLUMNS``): the ``positive`` / ``negative``
     off-diagonal v_p . v_q and the ``diagonal_top`` / ``diagonal_bottom`` self-weights D_p + ||v_p||^2, among the
     features of at least ``min_items`` training items (1: leave out those whose weights training never touched)."""
-    if not isinstance(served, ServedModel):
-        served = load_model(served)
+    served = load_model(served)
     model = served.model
-    if served.model_name != "FBSM" or not hasattr(model, "D"):
+    if served.model_name != "FBSM":
         raise ColdStartError(
             f"model {served.checkpoint}: feature interactions are FBSM's (D + V V^T); this is a "
             f"{served.model_name} model, whose similarity has no cross-feature terms."

@@ -20,7 +20,7 @@ from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.neighbours import NeighbourScorer
 from recbole_fbsm.serve.new_items import NewItems, new_items_from_cells
 from recbole_fbsm.serve.scoring import ranked, scipy_to_torch_csr
-from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, StoredItem, by_kind
+from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, by_kind
 
 log = logging.getLogger("recbole_fbsm.serve.http")
 
@@ -399,20 +399,3 @@ def item_users(snapshot, item, top=10):
     scores = np.asarray(scores, dtype=np.float64).ravel()
     liked = np.asarray(likes[:, view.likes.shape[1] + snapshot.position[item]].todense()).ravel() != 0
     return [(str(tokens[j]), float(scores[j])) for j in seeded_top(scores, ~liked, top, view.seed)]
-
-
-def stored_items_of(new_items, served):
-    """``StoredItem``s (token cells) of a ``NewItems`` read from a file (``serve http --new-items``): each
-    known token repeated as often as the item has it, so that the store weighs it the same way again."""
-    names = served.features.names
-    separator = served.config["seq_separator"] or " "
-    counts = new_items.counts.tocsr()
-    stored = []
-    for row, item_id in enumerate(new_items.tokens):
-        cells = {field: [] for field in served.fields}
-        span = slice(counts.indptr[row], counts.indptr[row + 1])
-        for column, count in zip(counts.indices[span], counts.data[span]):
-            field, _, token = names[column].partition(":")
-            cells[field] += [token] * int(count)
-        stored.append(StoredItem(item_id, False, {field: separator.join(tokens) for field, tokens in cells.items()}))
-    return stored

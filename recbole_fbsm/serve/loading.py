@@ -5,6 +5,7 @@ a training checkpoint (``.pth``) is exported to an artifact in memory through it
 import copy
 import os
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -23,6 +24,7 @@ from recbole_fbsm.artifact.model_file import (
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.data import create_dataset, data_preparation
+from recbole_fbsm.data.analyzer import analyzer_records
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.inputs import fit_model_inputs
 from recbole_fbsm.storage.fingerprint import data_fingerprint
@@ -55,6 +57,11 @@ class ServedModel:
     analyzer: dict = None  # the converter's analyzer document, when the dataset had one
     data: dict = None  # fingerprint of the training data
     training: dict = None  # the epoch validation kept (``artifact.model_file.training_record``); None: not recorded
+
+    @cached_property
+    def analyzers(self):
+        """{field: FieldRecord} of the converter's analyzer ({} without one), built once per model."""
+        return analyzer_records(self.analyzer) if self.analyzer else {}
 
     @property
     def kept_untrained_start(self):
@@ -184,7 +191,10 @@ def scoring_device(device):
 
 
 def load_model(path, device="cpu", data_path=None, trust_pickle=False):
-    """The ``ServedModel`` of an artifact (or of a checkpoint, see ``read_model_file``) on ``device``."""
+    """The ``ServedModel`` of an artifact (or of a checkpoint, see ``read_model_file``) on ``device``; a
+    ``ServedModel`` is taken as it is (the serving functions take either)."""
+    if isinstance(path, ServedModel):
+        return path
     device = scoring_device(device)
     return served_from_artifact(read_model_file(path, data_path, trust_pickle), str(path), device)
 

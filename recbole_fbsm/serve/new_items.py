@@ -15,7 +15,6 @@ from recbole.utils import FeatureType
 from recbole_fbsm.data.atomic_files import AtomicFile, check_ids, count_rows, quote_problem
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.raw_text import (
-    dataset_analyzers,
     dropped_words_message,
     existing_file,
     is_atomic_header,
@@ -35,7 +34,7 @@ class UnknownTokensWarning(ServeWarning):
 
 @dataclass
 class NewItems:
-    path: str
+    source: str  # what the items came from, for messages ("new-item file x.item", "request", "catalogue")
     tokens: list  # external ids of the new items, in file order
     counts: sp.csr_matrix  # term counts over the model's feature columns (known tokens only)
     matrix: sp.csr_matrix  # weighted rows, as the training items' rows of F
@@ -46,7 +45,6 @@ class NewItems:
     origin: dict = field(default_factory=dict)  # field -> {term: Counter of the raw words that gave it}
     analyzers: dict = field(default_factory=dict)  # field -> the stored analyzer applied to its raw text
     hint: str = None  # for pre-tokenised input whose unknown tokens look like raw words
-    source: str = None  # what the items came from, for messages ("new-item file x.item", "request")
 
     def __len__(self):
         return len(self.tokens)
@@ -60,9 +58,7 @@ class NewItems:
         try:
             return self.tokens.index(str(token))
         except ValueError:
-            raise ColdStartError(
-                f"item {token!r} is neither in the dataset nor in the new-item file {self.path}."
-            ) from None
+            raise ColdStartError(f"item {token!r} is neither in the dataset nor in the {self.source}.") from None
 
 
 def read_header(path, separator, encoding="utf-8"):
@@ -140,27 +136,26 @@ def read_atomic_items(path, served):
 
 
 def read_new_items(served, path, warn=True, raw_text=None):
-    """The new items of ``path`` weighted for ``served``: an ``.item`` file in the training file's format, or a
-    CSV/TSV file of raw text (``raw_text.read_text_table``) analysed as the converter analysed the training text.
-    ``raw_text``: None: CSV/TSV is raw text, an ``.item`` file tokens; True / False: the cells are raw text / tokens.
-    """
+    """The new items of ``path`` weighted for ``served`` (the file as ``read_item_cells`` reads it)."""
+    tokens, values, raw = read_item_cells(served, path, raw_text)
+    return new_items_from_cells(served, tokens, values, raw, source=f"new-item file {path}", warn=warn)
+
+
+def read_item_cells(served, path, raw_text=None):
+    """(item ids, {field: cells}, raw) of an ``.item`` file in the training file's format, or of a CSV/TSV file of
+    raw text (``raw_text.read_text_table``) analysed as the converter analysed the training text. ``raw_text``:
+    None: CSV/TSV is raw text, an ``.item`` file tokens; True / False: the cells are raw text / tokens."""
     path = str(path)
     existing_file(path)
-    analyzers = dataset_analyzers(served)
     if is_atomic_header(path, served.config["field_separator"] or "\t"):
-        tokens, values = read_atomic_items(path, served)
-        raw = bool(raw_text)
-    else:
-        tokens, values = read_text_table(path, served, analyzers)
-        raw = raw_text is not False
-    return new_items_from_cells(served, tokens, values, raw, source=f"new-item file {path}", warn=warn, path=path)
+        return (*read_atomic_items(path, served), bool(raw_text))
+    return (*read_text_table(path, served), raw_text is not False)
 
 
-def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=None):
+def new_items_from_cells(served, tokens, values, raw, source, warn=True):
     """Weight new items given as cells: ``tokens`` (their ids) and ``values`` ({field: one cell per item}: tokens
     as RecBole splits them, or raw text when ``raw``); ``source`` names the input in errors ("request")."""
     config, dataset = served.config, served.dataset
-    analyzers = dataset_analyzers(served)
     _check_ids(source, tokens, served)
 
     names = served.features.names
@@ -169,7 +164,7 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=No
     rows, cols = [], []
     unknown, weightless, origin, used = Counter(), Counter(), {}, {}  # used: analyzer per field
     for name in served.fields:
-        tokenized = tokenize_field(values[name], name, served, analyzers, raw)
+        tokenized = tokenize_field(values[name], name, served, raw)
         cells = tokenized.cells
         if tokenized.analyzer is not None:
             origin[name], used[name] = tokenized.origin, tokenized.analyzer
@@ -192,10 +187,8 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True, path=No
     counts.sum_duplicates()
     matrix = served.features.transform(counts[:, : len(served.features.column_weights)])  # no identity columns
     featureless = [tokens[k] for k in np.flatnonzero(np.diff(matrix.indptr) == 0)]
-    hint = None if raw or not analyzers else raw_text_hint(unknown, analyzers, column_of)
-    items = NewItems(
-        path or source, tokens, counts, matrix, unknown, weightless, featureless, raw, origin, used, hint, source
-    )
+    hint = None if raw or not served.analyzers else raw_text_hint(unknown, served.analyzers, column_of)
+    items = NewItems(source, tokens, counts, matrix, unknown, weightless, featureless, raw, origin, used, hint)
     if warn and (items.n_ignored or items.featureless):  # an empty description ignores no token
         warnings.warn(unknown_tokens_message(items), UnknownTokensWarning, stacklevel=2)
     return items
@@ -245,9 +238,8 @@ def unknown_tokens_message(items):
 
 def _check_ids(source, tokens, served):
     blank = [k + 2 for k, t in enumerate(tokens) if not t.strip()]
-    if blank:
-        where = "line(s)" if source.startswith("new-item file") else "item(s) numbered (from 2)"
-        raise ColdStartError(f"{source}: empty item id on {where} {blank[:10]}.")
+    if blank:  # only a file's: a request's ids passed http.check_id, the store's came from either
+        raise ColdStartError(f"{source}: empty item id on line(s) {blank[:10]}.")
     repeated = sorted(t for t, n in Counter(tokens).items() if n > 1)
     if repeated:
         raise ColdStartError(f"{source}: item id(s) {repeated[:10]} appear more than once.")

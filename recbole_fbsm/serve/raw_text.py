@@ -9,13 +9,7 @@ from dataclasses import dataclass, field
 from recbole.utils import FeatureType
 
 from recbole_fbsm.convert.text import default_sep
-from recbole_fbsm.data.analyzer import analyzer_records
 from recbole_fbsm.errors import ColdStartError
-
-
-def dataset_analyzers(served):
-    """{field: FieldRecord} of the analyzer the served model's artifact carries ({} when there is none)."""
-    return analyzer_records(served.analyzer) if served.analyzer else {}
 
 
 @dataclass
@@ -27,10 +21,10 @@ class Tokenized:
     analyzer: object = None  # the stored analyzer, when the cells were raw text
 
 
-def tokenize_field(values, name, served, analyzers, raw):
+def tokenize_field(values, name, served, raw):
     """The tokens of field ``name`` for each cell of ``values``: raw text through the stored analyzer
     (remembering which words gave each token), else RecBole's own reading of pre-tokenised cells."""
-    record = analyzers.get(name)
+    record = served.analyzers.get(name)
     if raw and record is not None:
         analyzer, cells, origin = record.analyzer, [], defaultdict(Counter)
         for value in values:
@@ -45,7 +39,7 @@ def tokenize_field(values, name, served, analyzers, raw):
     return Tokenized([[str(value)] if str(value) != "" else [] for value in values])
 
 
-def read_text_table(path, served, analyzers):
+def read_text_table(path, served):
     """(item ids, {field: raw cells}) of a CSV/TSV file with a header line: the id column is the item id field's
     or the first; a feature field's is its own or the raw-text column the converter recorded (``text`` for
     ``words``); other columns are ignored."""
@@ -65,7 +59,7 @@ def read_text_table(path, served, analyzers):
     id_column = header.index(iid) if iid in header else 0
     columns = {}
     for name in served.fields:
-        record = analyzers.get(name)
+        record = served.analyzers.get(name)
         choices = [name] + ([record.raw_column] if record is not None and record.raw_column != name else [])
         found = [c for c in choices if c in header]
         if not found:

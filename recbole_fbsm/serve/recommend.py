@@ -9,9 +9,8 @@ import pandas as pd
 import torch
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.serve.loading import ServedModel, load_model
+from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.new_items import NewItems, ServeWarning, read_new_items
-from recbole_fbsm.serve.output import grouped_records
 from recbole_fbsm.serve.scoring import RunningTopK, iter_profile_scores, ranked, scipy_to_torch_csr
 
 
@@ -20,14 +19,6 @@ class Recommendations:
     for_items: pd.DataFrame  # item_id, rank, user_id, score: the top users of each new item
     for_users: pd.DataFrame  # user_id, rank, item_id, score: the top new items of each user
     new_items: NewItems
-
-    def to_dict(self):
-        document = {"new_items": len(self.new_items), "ignored_token_occurrences": self.new_items.n_ignored}
-        if self.for_items is not None:
-            document["items"] = grouped_records(self.for_items, "item_id", "users")
-        if self.for_users is not None:
-            document["users"] = grouped_records(self.for_users, "user_id", "items")
-        return document
 
 
 def users_with_likes(served):
@@ -40,8 +31,7 @@ def recommend(served, new_items, top=10, users=None, for_items=True, for_users=T
     """Top-``top`` lists for brand-new items (a ``NewItems`` or a file, see ``read_new_items``) of ``served`` (a
     ``ServedModel`` or a model file): for each new item the users with training likes to show it to, and for each
     of ``users`` (default: every user with a training like) the new items. ``seed`` defaults to the model's."""
-    if not isinstance(served, ServedModel):
-        served = load_model(served)
+    served = load_model(served)
     if not isinstance(new_items, NewItems):
         new_items = read_new_items(served, new_items, raw_text=raw_text)
     if int(top) < 1:

@@ -11,7 +11,7 @@ import torch
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.models.contract import FeatureSimilarity
-from recbole_fbsm.serve.loading import ServedModel, load_model
+from recbole_fbsm.serve.loading import load_model
 
 GROUPS = ("better", "same", "worse")
 
@@ -32,8 +32,7 @@ class UserComparison:
 def per_user_recall(served, k=10):
     """Per test user: hits in the top ``k`` among the test split's items, test likes, Recall@k, scored in the
     trainer's batches with its tie breaking over the top max(``topk``), so that the lists are the trainer's."""
-    if not isinstance(served, ServedModel):
-        served = load_model(served)
+    served = load_model(served)
     model, config, device = served.model, served.config, served.device
     if not isinstance(model, FeatureSimilarity):
         raise ColdStartError(
@@ -114,8 +113,7 @@ def check_same_split(a, b):
 
 def compare_users(a, b, k=10):
     """Per-user Recall@k of checkpoint ``a`` against ``b`` (``ServedModel`` or paths), grouped."""
-    a = a if isinstance(a, ServedModel) else load_model(a)
-    b = b if isinstance(b, ServedModel) else load_model(b)
+    a, b = load_model(a), load_model(b)
     check_same_split(a, b)
     recall_a = per_user_recall(a, k)
     recall_b = per_user_recall(b, k)

@@ -199,7 +199,7 @@ def test_raw_text_follows_the_stored_settings_not_the_defaults(tmp_path, monkeyp
 
 def test_raw_text_without_a_stored_analyzer_is_split_and_says_so(served, tmp_path, monkeypatch):
     s = served["CoSim"]
-    monkeypatch.setattr("recbole_fbsm.serve.new_items.dataset_analyzers", lambda served: {})
+    monkeypatch.setattr(s, "analyzers", {})
     with pytest.warns(UnknownTokensWarning, match=r"no analyzer is stored for 'tags', 'words' beside the dataset"):
         new = read_new_items(s, write_csv(tmp_path / "new.csv", NEW_ITEMS, header=("item_id", "words", "tags")))
     assert "words:Gardening:" in new.unknown and "tags:hi-fi" in {s.features.names[c] for c in new.counts.indices}

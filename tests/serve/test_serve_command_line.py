@@ -1,6 +1,7 @@
 """The serve command line: output files written whole, new-item files read line by line as they are, warnings
 when they happen, out-of-range numbers refused in one line."""
 
+import contextlib
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ from helpers import HEADER, train_planted
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve import load_model, read_new_items
 from recbole_fbsm.serve.__main__ import main as serve_main
+from recbole_fbsm.serve.store import open_store
 
 
 @pytest.fixture(scope="module")
@@ -105,9 +107,16 @@ def test_new_item_warnings_are_shown_before_the_service_starts(trained, tmp_path
         seen["err"] = capsys.readouterr().err
 
     monkeypatch.setattr(http, "run_service", service)
-    assert serve_main(["http", str(trained["model"]), "--new-items", str(new), "--port", "0"]) == 0
+    store = tmp_path / "s.sqlite"
+    assert (
+        serve_main(["http", str(trained["model"]), "--new-items", str(new), "--port", "0", "--store", str(store)]) == 0
+    )
     assert "warning: new-item file" in seen["err"] and "'words:unheard'" in seen["err"]
     assert "warning" not in capsys.readouterr().err  # not shown a second time at exit
+    with contextlib.closing(open_store(store)) as stored:  # as the file gives it: a retrained model may know it
+        assert [(item.item_id, item.cells) for item in stored.items()] == [
+            ("z1", {"genre": "g0", "words": "t0 unheard"})
+        ]
 
 
 @pytest.mark.parametrize(
@@ -146,6 +155,13 @@ def test_out_of_range_numbers_are_usage_errors(trained, capsys, arguments, expec
     assert err.startswith("usage: ") and "Traceback" not in err
     last = err.strip().splitlines()[-1]
     assert last.startswith("recbole-fbsm serve ") and f"error: {expected}" in last, err
+
+
+@pytest.mark.parametrize("command", ["http", "export"])
+def test_commands_that_write_no_table_take_no_format(command, capsys):
+    with pytest.raises(SystemExit) as exited:
+        serve_main([command, "model.fbsm", "--format", "json"])
+    assert exited.value.code == 2 and "unrecognized arguments: --format json" in capsys.readouterr().err
 
 
 def test_the_largest_accepted_numbers_still_answer(trained, tmp_path):

@@ -29,7 +29,6 @@ from .atomic import (
     bad_id,
     csv_records,
     log,
-    skip_malformed,
     target_folder,
     write_dataset,
 )
@@ -440,15 +439,26 @@ def _number(text: str) -> float:
     return value if math.isfinite(value) else math.nan
 
 
+def item_records(path, sep, header, what, expected, skipped):
+    """(line number, item id, fields) of each ``item<sep>...`` record with an id RecBole reads back unchanged;
+    the others are counted as malformed, showing ``expected``."""
+    for line, row in csv_records(path, sep, header, what):
+        item = row[0].strip()
+        if len(row) < 2 or bad_id(item):
+            skipped.add(
+                f"malformed lines in {Path(path).name}",
+                f"{path}:{line}: expected '{expected}' with an id free of tabs and double quotes, "
+                f"got {sep.join(row)[:80]!r}".replace("\t", "<TAB>"),
+            )
+        else:
+            yield line, item, row
+
+
 def read_item_texts(path: str | os.PathLike, sep: str, header: bool, skipped: Skipped) -> tuple[list[str], list[str]]:
     """Item ids and texts from `item<sep>text` lines; an unquoted text containing the separator is
     joined back, a repeated item keeps its first text."""
     ids, texts, seen = [], [], set()
-    for line, row in csv_records(path, sep, header, "item text"):
-        item = row[0].strip()
-        if len(row) < 2 or bad_id(item):
-            skip_malformed(skipped, path, line, f"item{sep}text", row, sep)
-            continue
+    for line, item, row in item_records(path, sep, header, "item text", f"item{sep}text", skipped):
         if item in seen:
             skipped.add(f"repeated items in {Path(path).name} (kept the first text)", f"{path}:{line}")
             continue
@@ -484,11 +494,7 @@ def read_tag_file(
     index = pd.Index(item_ids)
     rows, tokens = [], []
     analyze = WholeTokenAnalyzer(tag_sep)
-    for line, row in csv_records(path, sep, header, "tags"):
-        item = row[0].strip()
-        if len(row) < 2 or bad_id(item):
-            skip_malformed(skipped, path, line, f"item{sep}tag[{sep}tag...]", row, sep)
-            continue
+    for line, item, row in item_records(path, sep, header, "tags", f"item{sep}tag[{sep}tag...]", skipped):
         k = index.get_indexer([item])[0]
         if k < 0:
             skipped.add(f"tag lines naming an item without text in {Path(path).name}", f"{path}:{line}")

@@ -94,12 +94,10 @@ def words_options(min_df, max_df, stem, stopwords):
 def filter_document_frequency(
     field: TokenField, counts: sp.csr_matrix, min_df: int
 ) -> tuple[sp.csr_matrix, np.ndarray, str | None]:
-    """The columns of `counts` and the terms of `field` found in [min_df, field.max_df x n_items] items (sklearn's
-    semantics; terms found in no item are always dropped), and the filter's warning or None."""
+    """The columns of `counts` (CSR without duplicate or zero entries, as the converters count) and the terms of
+    `field` found in [min_df, field.max_df x n_items] items (sklearn's semantics; terms found in no item are always
+    dropped), and the filter's warning or None."""
     what, options, max_df = field.what, field.options, field.max_df
-    counts = counts.tocsr()
-    counts.sum_duplicates()
-    counts.eliminate_zeros()
     n_items = counts.shape[0]
     df = np.bincount(counts.indices, minlength=counts.shape[1])
     keep = (df >= max(min_df, 1)) & (df <= max_df * n_items)
@@ -156,7 +154,6 @@ def filter_warning(field: TokenField, df: np.ndarray, n_items: int, min_df: int)
 
 def token_cells(counts: sp.csr_matrix, terms: np.ndarray) -> list[str]:
     """One token_seq cell per row: each term repeated `count` times, terms in column order."""
-    counts = counts.tocsr()
     counts.sort_indices()
     tokens = np.repeat(np.asarray(terms, dtype=object)[counts.indices], counts.data)
     ends = np.cumsum(np.asarray(counts.sum(axis=1)).ravel())

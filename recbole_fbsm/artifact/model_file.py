@@ -2,6 +2,7 @@
 everything needed to score, without the dataset, and nothing that runs code."""
 
 import copy
+import dataclasses
 import warnings
 from dataclasses import dataclass
 from functools import cached_property
@@ -27,16 +28,6 @@ FORMAT_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
 UNSEALED_VERSIONS = (1, 2)
 SUFFIX = ".fbsm"
-_FEATURE_ARRAYS = (
-    "column_weights",
-    "column_field",
-    "field_scales",
-    "source_columns",
-    "average_lengths",
-    "mean_square_norms",
-    "identity_items",
-)
-_FEATURE_VALUES = ("weighting", "normalize", "bm25_k1", "bm25_b", "shrink", "identity_weight")
 
 
 def csr_record(matrix):
@@ -56,30 +47,28 @@ def csr_from_record(record):
 
 
 def features_record(features):
-    record = {
-        "matrix": csr_record(features.matrix),
-        "names": [str(n) for n in features.names],
-        "fields": list(features.fields),
-        "dense_fields": list(features.dense_fields),
-    }
-    for name in _FEATURE_ARRAYS:
-        value = getattr(features, name)
-        record[name] = None if value is None else torch.as_tensor(np.asarray(value))
-    record.update({name: plain(getattr(features, name)) for name in _FEATURE_VALUES})
+    """``ItemFeatures`` field by field: the matrix as CSR arrays, numpy arrays as tensors, the rest plain data."""
+    record = {}
+    for field in dataclasses.fields(features):
+        value = getattr(features, field.name)
+        if field.name == "matrix":
+            value = csr_record(value)
+        elif field.type is np.ndarray:
+            value = None if value is None else torch.as_tensor(np.asarray(value))
+        else:
+            value = plain(value)
+        record[field.name] = value
     return record
 
 
 def features_from_record(record):
-    # an artifact of an earlier release has no identity_items / identity_weight: no identity columns
-    arrays = {name: None if record.get(name) is None else record[name].numpy() for name in _FEATURE_ARRAYS}
-    return ItemFeatures(
-        matrix=csr_from_record(record["matrix"]),
-        names=list(record["names"]),
-        fields=tuple(record["fields"]),
-        dense_fields=tuple(record["dense_fields"]),
-        **arrays,
-        **{name: record.get(name) for name in _FEATURE_VALUES},
-    )
+    values = {}
+    for field in dataclasses.fields(ItemFeatures):
+        value = record.get(field.name)  # an earlier release's artifact has no identity_items / identity_weight
+        values[field.name] = value.numpy() if field.type is np.ndarray and value is not None else value
+    fields, dense_fields = tuple(values.pop("fields")), tuple(values.pop("dense_fields"))
+    values["matrix"] = csr_from_record(record["matrix"])
+    return ItemFeatures(**values, fields=fields, dense_fields=dense_fields)
 
 
 @dataclass

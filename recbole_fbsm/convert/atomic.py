@@ -9,6 +9,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,22 +26,28 @@ class ConversionError(ValueError):
     """Input or settings from which no usable dataset can be written; the message says what and where."""
 
 
-def csv_records(path: str | os.PathLike, sep: str, header: bool, what: str) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) of each non-blank CSV record; unreadable files become ConversionError. A UTF-8
-    byte order mark (spreadsheets write one) is dropped: it would otherwise join the first id."""
+@contextmanager
+def reading(path: str | os.PathLike, what: str) -> Iterator[None]:
+    """An unreadable or non-UTF-8 input file becomes a ConversionError naming it."""
     try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.reader(f, delimiter=sep)
-            try:
-                for k, row in enumerate(reader):
-                    if row and not (header and k == 0):
-                        yield reader.line_num, row
-            except csv.Error as exc:
-                raise ConversionError(f"{path}:{reader.line_num + 1}: unreadable {what} record: {exc}") from exc
+        yield
     except OSError as exc:
         raise ConversionError(f"cannot read {what} file {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise ConversionError(f"{what} file {path} is not UTF-8 text (byte {exc.start})") from exc
+
+
+def csv_records(path: str | os.PathLike, sep: str, header: bool, what: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of each non-blank CSV record. A UTF-8 byte order mark (spreadsheets write one) is
+    dropped: it would otherwise join the first id."""
+    with reading(path, what), open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f, delimiter=sep)
+        try:
+            for k, row in enumerate(reader):
+                if row and not (header and k == 0):
+                    yield reader.line_num, row
+        except csv.Error as exc:
+            raise ConversionError(f"{path}:{reader.line_num + 1}: unreadable {what} record: {exc}") from exc
 
 
 class Skipped:
@@ -173,12 +180,3 @@ def _move_into_place(tmp: Path, target: Path, overwrite: bool) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-
-
-def skip_malformed(skipped, path, line, expected, row, sep):
-    """Count a malformed ``item<sep>...`` line of ``path`` in ``skipped``, showing what was expected."""
-    skipped.add(
-        f"malformed lines in {Path(path).name}",
-        f"{path}:{line}: expected '{expected}' with an id free of tabs and double quotes, "
-        f"got {sep.join(row)[:80]!r}".replace("\t", "<TAB>"),
-    )

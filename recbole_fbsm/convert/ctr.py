@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from recbole_fbsm.config.conversion import PAPER_MAX_DF
 from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer
 
-from .atomic import ConversionError, ConversionResult, Skipped
+from .atomic import ConversionError, ConversionResult, Skipped, reading
 from .text import (
     TokenField,
     check_settings,
@@ -31,13 +31,8 @@ from .text import (
 def read_lines(path: str | os.PathLike, what: str) -> list[str]:
     """Lines split on '\\n' only: str.splitlines() would also split on characters such as U+2028
     that may occur inside vocabulary words, shifting every later id."""
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            text = f.read()
-    except OSError as exc:
-        raise ConversionError(f"cannot read {what} file {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConversionError(f"{what} file {path} is not UTF-8 text (byte {exc.start})") from exc
+    with reading(path, what), open(path, encoding="utf-8", newline="") as f:
+        text = f.read()
     lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
     if lines and lines[-1] == "":
         lines.pop()

@@ -29,7 +29,6 @@ from .atomic import (
     bad_id,
     csv_records,
     log,
-    skip_malformed,
     target_folder,
     write_dataset,
 )
@@ -95,12 +94,10 @@ def words_options(min_df, max_df, stem, stopwords):
 def filter_document_frequency(
     field: TokenField, counts: sp.csr_matrix, min_df: int
 ) -> tuple[sp.csr_matrix, np.ndarray, str | None]:
-    """The columns of `counts` and the terms of `field` found in [min_df, field.max_df x n_items] items (sklearn's
-    semantics; terms found in no item are always dropped), and the filter's warning or None."""
+    """The columns of `counts` (CSR without duplicate or zero entries, as the converters count) and the terms of
+    `field` found in [min_df, field.max_df x n_items] items (sklearn's semantics; terms found in no item are always
+    dropped), and the filter's warning or None."""
     what, options, max_df = field.what, field.options, field.max_df
-    counts = counts.tocsr()
-    counts.sum_duplicates()
-    counts.eliminate_zeros()
     n_items = counts.shape[0]
     df = np.bincount(counts.indices, minlength=counts.shape[1])
     keep = (df >= max(min_df, 1)) & (df <= max_df * n_items)
@@ -157,7 +154,6 @@ def filter_warning(field: TokenField, df: np.ndarray, n_items: int, min_df: int)
 
 def token_cells(counts: sp.csr_matrix, terms: np.ndarray) -> list[str]:
     """One token_seq cell per row: each term repeated `count` times, terms in column order."""
-    counts = counts.tocsr()
     counts.sort_indices()
     tokens = np.repeat(np.asarray(terms, dtype=object)[counts.indices], counts.data)
     ends = np.cumsum(np.asarray(counts.sum(axis=1)).ravel())
@@ -440,15 +436,26 @@ def _number(text: str) -> float:
     return value if math.isfinite(value) else math.nan
 
 
+def item_records(path, sep, header, what, expected, skipped):
+    """(line number, item id, fields) of each ``item<sep>...`` record with an id RecBole reads back unchanged;
+    the others are counted as malformed, showing ``expected``."""
+    for line, row in csv_records(path, sep, header, what):
+        item = row[0].strip()
+        if len(row) < 2 or bad_id(item):
+            skipped.add(
+                f"malformed lines in {Path(path).name}",
+                f"{path}:{line}: expected '{expected}' with an id free of tabs and double quotes, "
+                f"got {sep.join(row)[:80]!r}".replace("\t", "<TAB>"),
+            )
+        else:
+            yield line, item, row
+
+
 def read_item_texts(path: str | os.PathLike, sep: str, header: bool, skipped: Skipped) -> tuple[list[str], list[str]]:
     """Item ids and texts from `item<sep>text` lines; an unquoted text containing the separator is
     joined back, a repeated item keeps its first text."""
     ids, texts, seen = [], [], set()
-    for line, row in csv_records(path, sep, header, "item text"):
-        item = row[0].strip()
-        if len(row) < 2 or bad_id(item):
-            skip_malformed(skipped, path, line, f"item{sep}text", row, sep)
-            continue
+    for line, item, row in item_records(path, sep, header, "item text", f"item{sep}text", skipped):
         if item in seen:
             skipped.add(f"repeated items in {Path(path).name} (kept the first text)", f"{path}:{line}")
             continue
@@ -484,11 +491,7 @@ def read_tag_file(
     index = pd.Index(item_ids)
     rows, tokens = [], []
     analyze = WholeTokenAnalyzer(tag_sep)
-    for line, row in csv_records(path, sep, header, "tags"):
-        item = row[0].strip()
-        if len(row) < 2 or bad_id(item):
-            skip_malformed(skipped, path, line, f"item{sep}tag[{sep}tag...]", row, sep)
-            continue
+    for line, item, row in item_records(path, sep, header, "tags", f"item{sep}tag[{sep}tag...]", skipped):
         k = index.get_indexer([item])[0]
         if k < 0:
             skipped.add(f"tag lines naming an item without text in {Path(path).name}", f"{path}:{line}")

@@ -37,26 +37,14 @@ def _mix32(x):
 def tie_keys(seed, users, items):
     """Keys in [0, 1), one per (user, item) pair (``users`` and ``items`` broadcast together): a hash
     of (seed, user id, item id), so each user gets an independent, reproducible order of the items."""
-    return keys_from_hashes(user_hashes(seed, users), item_hashes(items))
+    hashed_users = _mix32((users.long() & _MASK) ^ _salt(int(seed)))
+    hashed_items = _mix32(_mul32(items.long() & _MASK, 0x9E3779B1) ^ 0x5BD1E995)
+    return _mix32(hashed_users ^ hashed_items).to(torch.float64) / float(1 << 32)
 
 
 @functools.cache
 def _salt(seed):
     return int(_mix32(torch.tensor(seed & _MASK, dtype=torch.int64)))
-
-
-def user_hashes(seed, users):
-    """The users' half of ``tie_keys``."""
-    return _mix32((users.long() & _MASK) ^ _salt(int(seed)))
-
-
-def item_hashes(items):
-    """The items' half of ``tie_keys`` (the collector keeps the candidates' for a whole evaluation)."""
-    return _mix32(_mul32(items.long() & _MASK, 0x9E3779B1) ^ 0x5BD1E995)
-
-
-def keys_from_hashes(hashed_users, hashed_items):
-    return _mix32(hashed_users ^ hashed_items).to(torch.float64) / float(1 << 32)
 
 
 class _RegisterWithout:
@@ -136,7 +124,7 @@ class TieBreakingCollector(Collector):
         n_rows, n_cols = scores.shape
         device = scores.device
         users = torch.arange(n_rows, device=device) if users is None else users.to(device)
-        column_hashes = self._column_hashes(n_cols, items, device)
+        items = torch.arange(n_cols, device=device) if items is None else items.to(device)
         k = min(k, n_cols)
         top = torch.topk(scores, min(k + 1, n_cols), dim=1)
         chosen = top.indices[:, :k]
@@ -148,7 +136,7 @@ class TieBreakingCollector(Collector):
             rows = torch.nonzero(top.values[:, k] == threshold[:, 0]).squeeze(1)
             if len(rows):
                 tied, level = scores[rows], threshold[rows]
-                keys = keys_from_hashes(user_hashes(self.tie_seed, users[rows][:, None]), column_hashes[None, :])
+                keys = tie_keys(self.tie_seed, users[rows][:, None], items[None, :])
                 selection_key = torch.where(tied > level, 2.0, torch.where(tied == level, keys, -1.0))
                 chosen = chosen.clone()
                 chosen[rows] = torch.topk(selection_key, k, dim=1).indices
@@ -158,21 +146,11 @@ class TieBreakingCollector(Collector):
             return chosen.contiguous()
         chosen = chosen.clone()
         picked = chosen[rows]
-        keys = keys_from_hashes(user_hashes(self.tie_seed, users[rows][:, None]), column_hashes[picked])
+        keys = tie_keys(self.tie_seed, users[rows][:, None], items[picked])
         picked = picked.gather(1, keys.argsort(dim=1, descending=True))
         by_score = scores[rows].gather(1, picked).argsort(dim=1, descending=True, stable=True)
         chosen[rows] = picked.gather(1, by_score)
         return chosen
-
-    def _column_hashes(self, n_cols, items, device):
-        """``item_hashes`` of each column's item id (default: the column number), kept for the last ``items``
-        tensor seen (the evaluation's candidates, the same tensor for every batch)."""
-        if items is None:
-            return item_hashes(torch.arange(n_cols, device=device))
-        cached = getattr(self, "_hash_cache", None)
-        if cached is None or cached[0] is not items or cached[1].device != torch.device(device):
-            self._hash_cache = cached = (items, item_hashes(items.to(device)))
-        return cached[1]
 
     def eval_batch_collect(self, scores_tensor, interaction, positive_u, positive_i):
         candidates = self.candidates

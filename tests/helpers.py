@@ -332,24 +332,6 @@ def train_planted(root, runs, model=None, **common):
     return data, results
 
 
-def write_items_as_new(item_file, out_file, tokens, prefix="new_", separator="\t", id_field="item_id"):
-    """Copy the rows of ``tokens`` from an ``.item`` file to ``out_file`` under the ids ``prefix + token``: new
-    items with the features of existing ones. Returns the new ids."""
-    wanted = {str(t) for t in tokens}
-    written = []
-    with open(item_file, encoding="utf-8") as source, open(out_file, "w", encoding="utf-8") as target:
-        header = source.readline()
-        target.write(header)
-        id_column = [c.split(":")[0] for c in header.rstrip("\r\n").split(separator)].index(id_field)
-        for line in source:
-            cells = line.rstrip("\r\n").split(separator)
-            if cells[id_column] in wanted:
-                cells[id_column] = prefix + cells[id_column]
-                written.append(cells[id_column])
-                target.write(separator.join(cells) + "\n")
-    return written
-
-
 def score_new_items(served, new_items, users):
     """Dense (len(users) x len(new_items)) scores of the serving path; ``users`` are internal ids."""
     matrix = scipy_to_torch_csr(new_items.matrix, served.device, served.row_dtype)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import HEADER, planted_settings, score_new_items, train_planted, write_items_as_new
+from helpers import HEADER, planted_settings, score_new_items, train_planted
 from recbole.data.interaction import Interaction
 
 from recbole_fbsm.data.features import build_item_features, term_counts
@@ -32,6 +32,7 @@ from recbole_fbsm.serve import (
 )
 from recbole_fbsm.serve.__main__ import main
 from recbole_fbsm.serve.interactions import top_pairs
+from recbole_fbsm.serve.new_items import write_items_as_new
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 from recbole_fbsm.training.trainer import get_trainer
 

@@ -30,7 +30,7 @@ def mean_std(values):
     return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def _cell(values, digits=4):
+def mean_std_cell(values, digits=4):
     values = [v for v in values if v is not None]
     if not values:
         return "–"
@@ -144,11 +144,11 @@ def _table_row(row, columns, same_valid, ratio_rows, ratio_metric):
     ok, failed = row["ok"], row["failed"]
     splits = f"{len(ok)}" if not failed else f"{len(ok)}/{len(row['records'])}"
     if ok:
-        valid = _cell([r.get("best_valid_score") for r in ok])
+        valid = mean_std_cell([r.get("best_valid_score") for r in ok])
         if not same_valid:
             valid += f" ({', '.join(sorted({str(r.get('valid_metric')) for r in ok}))})"
-        cells = [_cell([group_result(r, g).get(m) for r in ok]) for m, g in columns]
-        time_cell = _cell([r.get("wall_seconds") for r in ok], digits=1)
+        cells = [mean_std_cell([group_result(r, g).get(m) for r in ok]) for m, g in columns]
+        time_cell = mean_std_cell([r.get("wall_seconds") for r in ok], digits=1)
     else:
         valid, cells, time_cell = "–", ["–"] * len(columns), "–"
     samples = sorted({int(r["eval_user_sample"]) for r in ok if r.get("eval_user_sample")})

@@ -1,8 +1,8 @@
 """The report of a comparison: the markdown table (mean ± std over splits, ratios to the strongest simple
 baseline and to CoSim) and the chart, rebuilt from a results folder's JSON records."""
 
-import io
 import statistics
+from functools import partial
 from pathlib import Path
 
 from recbole_fbsm.storage.run_records import read_record
@@ -111,8 +111,8 @@ def build_table(rows, settings, command=None, resume=None):
         ]
     columns = [(metric, group) for metric in metrics for group in groups]
     # the ratio columns compare the validation metric's test value, else the first metric's
-    ratio_metric = next((m for m in metrics if m.lower() in {str(v).lower() for v in valid_metrics}), None)
-    ratio_metric = ratio_metric or (metrics[0] if metrics else None)
+    valid_names = {str(v).lower() for v in valid_metrics}
+    ratio_metric = next((m for m in metrics if m.lower() in valid_names), metrics[0] if metrics else None)
     baselines = (
         [b for b in RATIO_BASELINES if any(row["model"] == b and row["ok"] for row in rows)] if ratio_metric else []
     )
@@ -264,8 +264,6 @@ def write_report(results_dir, settings, models_first=(), command=None, log=print
     write_atomic(table_path, table.encode("utf-8"))
     figure = chart_figure(rows, settings["dataset"])
     if figure is not None:
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png")
-        write_atomic(chart_path, buffer.getvalue())
+        write_atomic(chart_path, partial(figure.savefig, format="png"))
     chart = chart_path if figure is not None else None
     return {"table": table_path, "chart": chart, "records": kept, "markdown": table}

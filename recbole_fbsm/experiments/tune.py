@@ -304,9 +304,9 @@ class Objective:
         }
 
 
-def optimize(search, study, algo, max_evals, log=print):
+def optimize(search, study, algo, max_evals):
     """Run trials until the study (all processes together) holds ``max_evals`` finished trials or the grid is done."""
-    objective = Objective(search, algo == "grid", log)
+    objective = Objective(search, algo == "grid")
     fail_lost_trials(study)
     for _ in range(max_evals):  # at most max_evals attempts in this process
         if len(study.get_trials(deepcopy=False, states=DONE)) >= max_evals:

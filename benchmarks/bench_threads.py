@@ -42,15 +42,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import REPO_ROOT, fmt, markdown, parse_config, spread, thread_env  # noqa: E402
 
+from recbole_fbsm.runtime.openmp import usable_cores  # noqa: E402
+
 # the console's epoch line: "epoch 0: train loss: 118.0300 (0.25s), valid recall@10: 0.067000 (0.02s)"
 EPOCH_LINE = re.compile(r"epoch (\d+): train loss: (\S+) \(([\d.]+)s\)(?:, valid \S+: \S+ \(([\d.]+)s\))?")
 THREADS_LINE = re.compile(r"torch threads: (.*)$", re.M)
 USER_CHOICES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 VARIANTS = ("auto", "one", "torch", "cores-passive")
-
-
-def usable_cores():
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def variant_command(variant, cores):
@@ -177,7 +175,7 @@ def main(argv=None):
     parser.add_argument("--json", default=None, help="write every run's numbers here")
     args = parser.parse_args(argv)
     args.config = parse_config(args.config)
-    cores = usable_cores()
+    cores = usable_cores(environ={})  # the affinity's cores, whatever OMP_NUM_THREADS says
     overridden = [name for name in USER_CHOICES if name in os.environ]
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True

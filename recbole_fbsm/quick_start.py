@@ -193,10 +193,9 @@ def _run_rank(local_rank, model, dataset, config_file_list, config_dict, saved, 
     distributed.end_process_group(together=True)
 
 
-def hybrid_group_results(trainer, test_result):
-    """The hybrid scenario's cold and warm metrics of the test and of the kept validation epoch."""
-    valid_groups = trainer.valid_group_history.get(trainer.kept_epoch, {}) if trainer.valid_group_history else {}
-    groups = {"test": trainer.group_results if test_result is not None else {}, "valid": valid_groups}
+def hybrid_group_results(valid_groups, test_groups):
+    """The hybrid scenario's cold and warm metrics of the kept validation and of the test."""
+    groups = {"valid": valid_groups, "test": test_groups}
     return {
         f"{phase}_result_{name}": plain(groups[phase].get(name) or {})
         for phase in ("valid", "test")
@@ -284,7 +283,6 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
     best = max(BLEND_WEIGHTS, key=lambda w: (searched[w][0], -BLEND_WEIGHTS.index(w)))
     blend.weight = best
     test_result = trainer.evaluate(test_data, load_best_model=False)
-    trainer.valid_group_history, trainer.kept_epoch = {best: searched[best][2]}, best
     blended = {"blend_weight": best, **names, "blend_search": {str(w): searched[w][0] for w in BLEND_WEIGHTS}}
     result = {
         "best_valid_score": searched[best][0],
@@ -295,7 +293,7 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
         "artifact_file": None,
         "eval_user_sample": config["eval_user_sample"],
         **blended,
-        **hybrid_group_results(trainer, test_result),
+        **hybrid_group_results(searched[best][2], trainer.group_results),
         **parts,
     }
     getLogger().info(
@@ -347,7 +345,8 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
         "untrained_start": describe(config) if describe is not None and trainer.kept_epoch == -1 else None,
     }
     if config.hybrid:  # the "all" group is test_result / best_valid_result; the groups beside it
-        result.update(hybrid_group_results(trainer, test_result))
+        kept_valid = trainer.valid_group_history.get(trainer.kept_epoch, {})
+        result.update(hybrid_group_results(kept_valid, trainer.group_results if test_result is not None else {}))
     given = (config_file_list, config_dict)
     return write_outputs(config, result, loaders, given, start, trainer.model, last_run_log_file())
 

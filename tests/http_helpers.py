@@ -4,7 +4,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ import urllib.request
 import uvicorn
 from helpers import REPO_ROOT, cli_env, train_planted
 
+from recbole_fbsm.runtime.distributed import free_port
 from recbole_fbsm.serve.http import bound_socket, create_app
 from recbole_fbsm.serve.live import LiveState
 from recbole_fbsm.serve.store import open_store
@@ -81,12 +81,6 @@ def call(url, method="GET", body=None, raw=None, headers=None, timeout=30):
 
 def healthy(url):
     return call(f"{url}/health")[0] == 200
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextlib.contextmanager

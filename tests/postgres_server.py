@@ -5,9 +5,10 @@ removed at the end. ``start()`` returns None with the reason when the machine ca
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
+
+from recbole_fbsm.runtime.distributed import free_port
 
 
 def _binary(name):
@@ -16,12 +17,6 @@ def _binary(name):
         return found
     candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
     return candidates[-1] if candidates else None
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class PostgresServer:
@@ -68,7 +63,7 @@ def start():
         except (LookupError, OSError) as error:
             shutil.rmtree(folder, ignore_errors=True)
             return None, f"running as root and cannot hand a folder to user postgres: {error}"
-    server = PostgresServer(folder, _free_port(), as_user)
+    server = PostgresServer(folder, free_port(), as_user)
     data = os.path.join(folder, "data")
     steps = [
         [initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"],

@@ -3,11 +3,11 @@
 import codecs
 import functools
 import math
-import os
 import re
 
 from recbole_fbsm.config.paths import PACKAGE_DIR, recbole_dir
 from recbole_fbsm.config.suggestions import suggestion
+from recbole_fbsm.runtime.openmp import usable_cores
 
 LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")
 STATES = ("info", "debug", "warning", "error", "critical")
@@ -59,7 +59,7 @@ def thread_count(value):
     """``auto`` (``runtime.threads``) or 1 to the machine's cores: more threads than cores only wait on each other."""
     if isinstance(value, str) and value.strip().lower() == "auto":
         return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores(environ={})  # OMP_NUM_THREADS does not bind torch.set_num_threads
     if not _is_int(value) or not 1 <= value <= cores:
         hint = suggestion(value, ["auto"]) if isinstance(value, str) else ""
         return Problem(f"auto or an integer from 1 to {cores} (this machine's cores)", value, hint)

@@ -108,10 +108,10 @@ class ColdStartConfig(Config):
     def _load_internal_config_dict(self, model, model_class, dataset):
         super()._load_internal_config_dict(model, model_class, dataset)
         self.property_files = []  # the plugin's property files applied, in order (compare's table lists them)
-        use_tuned = str(setting(self.external_config_dict, "use_tuned_properties")).lower()
         # the tuned files: the plugin's, then the working directory's (`hyper --write` never writes into a package)
         self.tuned_files = []
-        for folder in (PROPERTIES_DIR, LOCAL_PROPERTIES_DIR) if use_tuned not in ("false", "0", "no", "none") else ():
+        use_tuned = setting(self.external_config_dict, "use_tuned_properties")  # a flag: checked in __init__
+        for folder in (PROPERTIES_DIR, LOCAL_PROPERTIES_DIR) if use_tuned else ():
             path = tuned_properties_file(model, dataset, folder)
             if path.is_file() and all(path.resolve() != other.resolve() for other in self.tuned_files):
                 self.tuned_files.append(path)

@@ -71,9 +71,9 @@ def known_datasets(data_path=DEFAULT_DATA_PATH):
     return sorted({"ml-100k", *recbole_downloadable(), *DATASETS, *present})
 
 
-def run_command(name, out=DEFAULT_DATA_PATH, model="FBSM"):
-    """The command that trains on dataset ``name`` written under the folder ``out``."""
-    return f"recbole-fbsm run --model={model} --dataset={name}" + (
+def run_command(name, out=DEFAULT_DATA_PATH):
+    """The command that trains FBSM on dataset ``name`` written under the folder ``out``."""
+    return f"recbole-fbsm run --model=FBSM --dataset={name}" + (
         "" if _is_default(out) else f" --data_path={shlex.quote(str(out))}"
     )
 

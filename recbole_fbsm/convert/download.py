@@ -7,7 +7,6 @@ the dataset into place only when complete, so a failure leaves nothing under ``O
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import os
 import shutil
@@ -22,6 +21,7 @@ from tqdm import tqdm
 from recbole_fbsm.config.conversion import CTR_FILES, CTR_TAG_FILES
 from recbole_fbsm.config.datasets import DATASETS, SOURCES, unknown_download_message
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.storage.fingerprint import file_sha256
 
 from .atomic import target_folder
 from .ctr import convert_ctr
@@ -87,7 +87,7 @@ def fetch_file(url, dest, size, sha256, timeout, bar):
     dest = Path(dest)
     part = dest.with_name(dest.name + ".part")
     if dest.is_file():  # checked in an earlier run: checked again, it is cheap
-        if _sha256(dest) == sha256:
+        if file_sha256(dest) == sha256:
             bar.update(size)
             return dest
         dest.unlink()
@@ -98,7 +98,7 @@ def fetch_file(url, dest, size, sha256, timeout, bar):
     bar.update(have)
     if have < size:
         _transfer(url, part, have, size, timeout, bar)
-    digest = _sha256(part)
+    digest = file_sha256(part)
     if digest != sha256:
         part.unlink()
         raise DownloadError(
@@ -188,14 +188,6 @@ def _why(error):
     if isinstance(error, TimeoutError):
         return "no data within the timeout"
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _progress_bar(name, total, enabled):

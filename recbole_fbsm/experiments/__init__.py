@@ -1,2 +1,2 @@
-"""Several runs: comparisons (``compare``), hyperparameter searches (``tune``, ``search_space``),
-generated data (``synthetic``)."""
+"""Several runs: comparisons (``compare``, ``report``), hyperparameter searches (``tune``, ``search_space``), the
+docs' results tables (``doc_tables``), generated data (``synthetic``)."""

@@ -84,10 +84,7 @@ def _row_label(token, runs, own_overrides):
 
 def _mean_std(values):
     """mean ± sample std over the splits; a single split's value alone (a std of one value would read as 0)."""
-    if len(values) == 1:
-        return f"{float(values[0]):.4f}"
-    mean, std = report.mean_std(values)
-    return f"{mean:.4f} ± {std:.4f}"
+    return f"{float(values[0]):.4f}" if len(values) == 1 else report.mean_std_cell(values)
 
 
 def _split_group(column):

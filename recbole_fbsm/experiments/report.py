@@ -1,8 +1,8 @@
 """The report of a comparison: the markdown table (mean ± std over splits, ratios to the strongest simple
 baseline and to CoSim) and the chart, rebuilt from a results folder's JSON records."""
 
-import io
 import statistics
+from functools import partial
 from pathlib import Path
 
 from recbole_fbsm.storage.run_records import read_record
@@ -30,7 +30,7 @@ def mean_std(values):
     return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def _cell(values, digits=4):
+def mean_std_cell(values, digits=4):
     values = [v for v in values if v is not None]
     if not values:
         return "–"
@@ -111,8 +111,8 @@ def build_table(rows, settings, command=None, resume=None):
         ]
     columns = [(metric, group) for metric in metrics for group in groups]
     # the ratio columns compare the validation metric's test value, else the first metric's
-    ratio_metric = next((m for m in metrics if m.lower() in {str(v).lower() for v in valid_metrics}), None)
-    ratio_metric = ratio_metric or (metrics[0] if metrics else None)
+    valid_names = {str(v).lower() for v in valid_metrics}
+    ratio_metric = next((m for m in metrics if m.lower() in valid_names), metrics[0] if metrics else None)
     baselines = (
         [b for b in RATIO_BASELINES if any(row["model"] == b and row["ok"] for row in rows)] if ratio_metric else []
     )
@@ -144,11 +144,11 @@ def _table_row(row, columns, same_valid, ratio_rows, ratio_metric):
     ok, failed = row["ok"], row["failed"]
     splits = f"{len(ok)}" if not failed else f"{len(ok)}/{len(row['records'])}"
     if ok:
-        valid = _cell([r.get("best_valid_score") for r in ok])
+        valid = mean_std_cell([r.get("best_valid_score") for r in ok])
         if not same_valid:
             valid += f" ({', '.join(sorted({str(r.get('valid_metric')) for r in ok}))})"
-        cells = [_cell([group_result(r, g).get(m) for r in ok]) for m, g in columns]
-        time_cell = _cell([r.get("wall_seconds") for r in ok], digits=1)
+        cells = [mean_std_cell([group_result(r, g).get(m) for r in ok]) for m, g in columns]
+        time_cell = mean_std_cell([r.get("wall_seconds") for r in ok], digits=1)
     else:
         valid, cells, time_cell = "–", ["–"] * len(columns), "–"
     samples = sorted({int(r["eval_user_sample"]) for r in ok if r.get("eval_user_sample")})
@@ -264,8 +264,6 @@ def write_report(results_dir, settings, models_first=(), command=None, log=print
     write_atomic(table_path, table.encode("utf-8"))
     figure = chart_figure(rows, settings["dataset"])
     if figure is not None:
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png")
-        write_atomic(chart_path, buffer.getvalue())
+        write_atomic(chart_path, partial(figure.savefig, format="png"))
     chart = chart_path if figure is not None else None
     return {"table": table_path, "chart": chart, "records": kept, "markdown": table}

@@ -4,7 +4,6 @@ hyperopt gives 64.0, which an embedding size cannot be)."""
 
 from __future__ import annotations
 
-import ast
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +12,7 @@ import optuna
 import yaml
 
 from recbole_fbsm.config.cold_start_config import PROPERTIES_DIR
+from recbole_fbsm.config.settings import convert_value
 from recbole_fbsm.errors import ColdStartError
 
 KINDS = ("choice", "uniform", "loguniform", "quniform")
@@ -67,18 +67,6 @@ class Param:
         return f"{self.name} {self.kind} " + ",".join(f"{x:g}" for x in numbers)
 
 
-def _literal(text):
-    """A Python literal, else YAML (``[sgd, adam]``); None when neither reads it."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        pass
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return None
-
-
 def _numbers(text, count, where):
     try:
         numbers = [float(part) for part in text.split(",")]
@@ -102,7 +90,7 @@ def parse_line(line, where):
     if kind not in KINDS:
         raise ColdStartError(f"{where}: unknown range type {kind!r} for {name}; expected one of {', '.join(KINDS)}")
     if kind == "choice":
-        values = _literal(rest)
+        values = convert_value(rest)  # a Python literal, else YAML ([sgd, adam])
         if not isinstance(values, (list, tuple)) or not values:
             raise ColdStartError(
                 f"{where}: {name} choice expects a non-empty list like [1, 2] or ['a', 'b']; got {rest!r}"

@@ -4,7 +4,6 @@ several processes share."""
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import math
@@ -34,7 +33,7 @@ from recbole_fbsm.config.cli import typed_command
 from recbole_fbsm.config.cold_start_config import ColdStartConfig, tuned_properties_file
 from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 from recbole_fbsm.config.schema import setting
-from recbole_fbsm.config.settings import check_user_settings, precheck
+from recbole_fbsm.config.settings import check_user_settings, convert_value, precheck
 from recbole_fbsm.errors import ColdStartError, exit_status
 from recbole_fbsm.experiments import search_space
 from recbole_fbsm.experiments.compare import QUIET_DEFAULTS
@@ -305,9 +304,9 @@ class Objective:
         }
 
 
-def optimize(search, study, algo, max_evals, log=print):
+def optimize(search, study, algo, max_evals):
     """Run trials until the study (all processes together) holds ``max_evals`` finished trials or the grid is done."""
-    objective = Objective(search, algo == "grid", log)
+    objective = Objective(search, algo == "grid")
     fail_lost_trials(study)
     for _ in range(max_evals):  # at most max_evals attempts in this process
         if len(study.get_trials(deepcopy=False, states=DONE)) >= max_evals:
@@ -379,8 +378,9 @@ def noise_note(search, study):
     )
 
 
-def output_text(search, study):
-    """RecBole's output file: the best trial, then every trial's parameters and valid and test results."""
+def output_text(search, study, note=None):
+    """RecBole's output file: the best trial (and ``noise_note``'s ``note``), then every trial's parameters and
+    valid and test results."""
     best = best_trial(study)
     lines = []
     if best is not None:
@@ -391,7 +391,6 @@ def output_text(search, study):
             f"best valid score: {best.value:.4f} (trial {best.number}; mean {search.valid_metric}{on_group} over "
             f"split seeds {search.seeds}; chosen on validation, test shown only)",
         ]
-        note = noise_note(search, study)
         lines += ([f"note: {note}"] if note else []) + [""]
     for trial in study.get_trials(deepcopy=False):
         if trial.user_attrs.get("unused") or not trial.params:
@@ -421,18 +420,6 @@ def output_text(search, study):
     return "\n".join(lines) + "\n"
 
 
-def _config_value(value):
-    """A value as RecBole's Config would use it (it evaluates strings such as '[64,64]')."""
-    if isinstance(value, str):
-        try:
-            evaluated = ast.literal_eval(value)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            return value
-        if isinstance(evaluated, (int, float, list, tuple, dict, bool)):
-            return list(evaluated) if isinstance(evaluated, tuple) else evaluated
-    return value
-
-
 def check_properties_dir(properties_dir):
     """``--write``'s folder, refused inside an installed package (a file there changes every run of that environment
     and is lost on reinstall)."""
@@ -454,7 +441,7 @@ def write_tuned(search, best, command, properties_dir=LOCAL_PROPERTIES_DIR):
     if path.is_file():
         values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     settings = search_space.settings_of_trial(search.params, best.params)
-    values.update({name: _config_value(value) for name, value in settings.items()})
+    values.update({name: convert_value(value) for name, value in settings.items()})  # as the trials read them
     header = (
         f"# {search.model} on {search.dataset}: {', '.join(settings)} chosen by validation {search.valid_metric} "
         f"(mean {best.value:.4f} over split seeds {search.seeds}),\n"
@@ -523,7 +510,8 @@ def _main(args, overrides, argv, prog):
     print(f"study {study_name} in {args.storage}: {algo}, up to {max_evals} finished trials, seeds {search.seeds}")
     optimize(search, study, algo, max_evals)
     output_file = Path(args.output_file or f"{study_name}.result")
-    write_atomic(output_file, output_text(search, study).encode("utf-8"))
+    note = noise_note(search, study)
+    write_atomic(output_file, output_text(search, study, note).encode("utf-8"))
     best = best_trial(study)
     running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
     print(f"output: {output_file}" + (f" ({running} trials still running elsewhere)" if running else ""))
@@ -540,7 +528,6 @@ def _main(args, overrides, argv, prog):
             "test_result": _result_text(runs, "test_result"),
         }
     )
-    note = noise_note(search, study)
     if note:
         print(f"note: {note}")
     if args.write:

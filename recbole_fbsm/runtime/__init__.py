@@ -1,1 +1,2 @@
-"""How a run executes: processes (``distributed``: torch.distributed groups, rank shares, broadcasts)."""
+"""How a run executes: processes (``distributed``), torch's threads (``threads``; ``openmp``, before torch loads)
+and the heap between phases (``memory``)."""

@@ -3,24 +3,19 @@ parsing temporaries after loading 10^7 likes); ``malloc_trim`` returns them. Els
 
 import ctypes
 import ctypes.util
-import sys
 from functools import lru_cache
 
 
 @lru_cache(maxsize=1)
 def _malloc_trim():
-    if not sys.platform.startswith("linux"):
-        return None
     try:
         return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # musl and other C libraries have no malloc_trim
+    except (OSError, AttributeError):  # no glibc (macOS, musl, Windows): no malloc_trim
         return None
 
 
 def release_free_memory():
-    """Return the heap's free pages to the system (glibc); True when it could."""
+    """Return the heap's free pages to the system (glibc only)."""
     trim = _malloc_trim()
-    if trim is None:
-        return False
-    trim(0)
-    return True
+    if trim is not None:
+        trim(0)

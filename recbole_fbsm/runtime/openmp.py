@@ -25,6 +25,16 @@ def is_auto(torch_threads):
     )
 
 
+def usable_cores(environ=None):
+    """The cores this process may run on (CPU affinity), at most ``OMP_NUM_THREADS`` when ``environ`` sets it."""
+    environ = os.environ if environ is None else environ
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    limit = environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if limit.isdigit() and int(limit) >= 1:
+        cores = min(cores, int(limit))
+    return max(1, cores)
+
+
 def waits_passively(environ=None):
     """Whether this process's OpenMP threads sleep while they wait (read from the variables the runtime read)."""
     environ = os.environ if environ is None else environ

@@ -7,21 +7,11 @@ from dataclasses import dataclass
 
 import torch
 
-from recbole_fbsm.runtime.openmp import is_auto, waits_passively
+from recbole_fbsm.runtime.openmp import is_auto, usable_cores, waits_passively
 
 # rows per process and training step from which training uses the cores: below it two threads were no faster
 # than one on FBSM (benchmarks/README.md, "Threads: the default")
 TRAIN_ROWS_FOR_CORES = 4096
-
-
-def usable_cores(environ=None):
-    """The cores this process may run on (CPU affinity), at most ``OMP_NUM_THREADS`` when that is set."""
-    environ = os.environ if environ is None else environ
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    limit = environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    if limit.isdigit() and int(limit) >= 1:
-        cores = min(cores, int(limit))
-    return max(1, cores)
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,8 @@ from functools import cache
 @cache
 def _file_sha256(path, size, modified_ns):
     """sha256 of a file's bytes, cached on (path, size, modification time) within the process."""
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def file_sha256(path):

@@ -2,12 +2,12 @@
 it was computed with (``settings_of``), and is reused only under the same ones: changed data, config files or
 release mean a new run, never an old number."""
 
-import hashlib
 import json
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from recbole_fbsm.storage.fingerprint import file_sha256
 from recbole_fbsm.storage.safe_files import plain, write_atomic
 
 HYBRID_GROUPS = ("valid_result_cold", "valid_result_warm", "test_result_cold", "test_result_warm")
@@ -25,7 +25,7 @@ def settings_of(dataset, config_file_list, overrides, data_sha256):
     files = []
     for path in config_file_list or []:
         try:
-            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            digest = file_sha256(path)
         except OSError:
             digest = None
         files.append({"path": str(path), "sha256": digest})

@@ -94,7 +94,6 @@ class PickledFileError(ColdStartError):
     """A file that holds pickled objects beyond tensors and plain values: loading it could run code."""
 
     def __init__(self, path, what):
-        self.path = path
         super().__init__(
             f"{what} {path} holds pickled Python objects (a checkpoint of recbole-fbsm before 0.2, or a file "
             "from elsewhere): loading it could run any code, so it is not loaded. If it comes from a source you "

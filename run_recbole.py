@@ -8,6 +8,11 @@ import sys
 
 from recbole_fbsm.__main__ import dispatch
 
+
+def main(argv=None):
+    """As `recbole-fbsm run`: --help before torch loads, OpenMP's wait policy set first (docs/performance.md)."""
+    return dispatch("run", sys.argv[1:] if argv is None else argv, prog="run_recbole.py")
+
+
 if __name__ == "__main__":
-    # as `recbole-fbsm run`: --help before torch loads, OpenMP's wait policy set first (docs/performance.md)
-    sys.exit(dispatch("run", sys.argv[1:], prog="run_recbole.py"))
+    sys.exit(main())

@@ -83,6 +83,7 @@ SPEED_ONLY = (
     Pin(_DATASET + "join", "340437f53686", "joins feature columns per batch: skipped for models reading their own"),
     Pin(_DATASET + "_filter_inter_by_user_or_item", "ea9f7d3e88eb", "by category codes, not token texts"),
     Pin(_DATASET + "_filter_by_inter_num", "39e513ebe9a9", "counts per id code, not Counters of tokens"),
+    Pin(_DATASET + "_fill_nan", "b156de9924b8", "looks at every sequence row: the reader's rows are arrays"),
     Pin(_GENERAL + "TrainDataLoader.collate_fn", "a7f18995d2de", "rows by index_select, not numpy indexing"),
     Pin(_GENERAL + "FullSortEvalDataLoader.collate_fn", "dec134094f25", "history and positives as CSR rows"),
 )

@@ -11,7 +11,7 @@ from recbole.utils import FeatureSource, FeatureType, ModelType
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.data.atomic_files import codes_of, read_header
-from recbole_fbsm.data.fast_load import pad_sequences, read_feat_columns, sequence_rows, split_rows
+from recbole_fbsm.data.fast_load import pad_sequences, positions_in, read_feat_columns, sequence_rows, split_rows
 from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
 
@@ -65,10 +65,16 @@ def per_user_split(users, ratios, seed):
 
 def canonical_order(frame, first):
     """``frame``'s rows sorted by the columns ``first``, then by its other scalar columns (token text,
-    numbers): a function of the rows' content only. Columns are ranked with ``pandas.factorize`` (a
-    sort of the distinct values) and the rows ordered with one ``numpy.lexsort``."""
+    numbers): a function of the rows' content only."""
+    order = canonical_rows(frame, first)
+    return frame if order is None else frame.iloc[order].reset_index(drop=True)
+
+
+def canonical_rows(frame, first):
+    """The row order of ``canonical_order`` (None: keep the rows as they are). Columns are ranked with
+    ``pandas.factorize`` (a sort of the distinct values) and the rows ordered with one ``numpy.lexsort``."""
     if frame is None or len(frame) < 2:
-        return frame
+        return None
     keys = []
     for column in [c for c in first if c in frame.columns] + [c for c in frame.columns if c not in first]:
         values = frame[column]
@@ -80,7 +86,7 @@ def canonical_order(frame, first):
             codes, _ = pd.factorize(values, sort=True, use_na_sentinel=True)
         keys.append(codes)
     if not keys:
-        return frame
+        return None
     widths = [int(key.max(initial=-1)) + 2 for key in keys]  # codes are >= -1 (NaN)
     if np.prod(np.array(widths, dtype=np.float64)) < 2.0**62:  # one int64 key: one stable sort, not one per column
         combined = np.zeros(len(frame), dtype=np.int64)
@@ -90,7 +96,7 @@ def canonical_order(frame, first):
         order = np.argsort(combined, kind="stable")
     else:
         order = np.lexsort(keys[::-1])
-    return frame.iloc[order].reset_index(drop=True)
+    return order
 
 
 def _rows(interaction, mask):
@@ -107,7 +113,7 @@ def _codes_with(values, other=None):
     if other is None:
         return codes, None, len(categories)
     other_codes, other_categories = codes_of(other)
-    position = pd.Index(categories).get_indexer(other_categories)
+    position = positions_in(other_categories, categories)
     new = position < 0
     position[new] = len(categories) + np.arange(int(new.sum()))
     mapped = np.append(position, -1)[other_codes]  # code -1 (missing) reads the last slot
@@ -132,6 +138,8 @@ class ColdStartDataset(Dataset):
     phase = None  # train, valid or test
     split_items = None  # sorted internal ids of the split's items: valid/test candidates, train's negative pool
     _coded = None  # token_seq field -> vocabulary of the reader's codes
+    _reader_rows = None  # token_seq field -> the reader's CodedSequences, in the table's row order, until _remap
+    _array_rows = frozenset()  # token_seq and float_seq fields the reader made: every row an array, none missing
 
     def __str__(self):
         """RecBole's summary with real counts: ``user_num`` and ``item_num`` include the padding id 0."""
@@ -275,11 +283,36 @@ class ColdStartDataset(Dataset):
         tokens in sorted order): ids, vocabularies and batches then depend on the data, not on the order of
         the files' lines (the same likes in another order gave other results)."""
         super()._load_data(token, dataset_path)
-        self.inter_feat = canonical_order(self.inter_feat, [self.uid_field, self.iid_field])
-        if self.item_feat is not None:
-            self.item_feat = canonical_order(self.item_feat, [self.iid_field])
-        if self.user_feat is not None:
-            self.user_feat = canonical_order(self.user_feat, [self.uid_field])
+        for name, first in (
+            ("inter_feat", [self.uid_field, self.iid_field]),
+            ("item_feat", [self.iid_field]),
+            ("user_feat", [self.uid_field]),
+        ):
+            frame = getattr(self, name)
+            order = canonical_rows(frame, first)
+            if order is not None:
+                setattr(self, name, frame.iloc[order].reset_index(drop=True))
+                for field in set(self._reader_rows or {}) & set(frame.columns):
+                    self._reader_rows[field] = self._reader_rows[field].take(order)
+
+    def _fill_nan(self):
+        """RecBole's, without its look at every row of the sequence columns the plugin's reader made (2.5 s at 2
+        million items): their rows are arrays, and a missing one (an id without a line in its file) becomes an
+        empty array in one assignment, as RecBole's would."""
+        held = []
+        for name in self.feat_name_list:
+            feat = getattr(self, name)
+            for position, field in reversed(list(enumerate(feat.columns))):
+                if field in self._array_rows:
+                    held.append((feat, position, field, feat.pop(field)))
+        super()._fill_nan()
+        for feat, position, field, column in reversed(held):
+            rows, missing = column.to_numpy(copy=True), column.isna().to_numpy()
+            if missing.any():
+                empty = np.empty(int(missing.sum()), dtype=object)
+                empty.fill(np.array([], dtype=np.int64 if self.field2type[field] == FeatureType.TOKEN_SEQ else float))
+                rows[missing] = empty
+            feat.insert(position, field, rows)
 
     def _remap(self, remap_list):
         """RecBole's remapping of tokens to ids, with ids in sorted token order instead of first appearance:
@@ -327,13 +360,17 @@ class ColdStartDataset(Dataset):
         values = feat[field]
         if ftype == FeatureType.TOKEN:
             return codes_of(values) + (None,)
+        rows = (self._reader_rows or {}).pop(field, None)
+        if rows is not None and len(rows.counts) == len(values):  # the reader's rows, none dropped since: as read
+            return rows.codes.astype(np.int64), rows.vocabulary, rows.counts
         sequences = values.to_numpy()
         lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
+        vocabulary = (self._coded or {}).get(field)
+        if vocabulary is not None:  # every row an int32 array of the reader's codes
+            flat = np.concatenate(sequences) if len(sequences) else np.zeros(0, dtype=np.int32)
+            return flat.astype(np.int64), vocabulary, lengths
         filled = [sequence for sequence in sequences if len(sequence)]
         flat = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
-        vocabulary = (self._coded or {}).get(field)
-        if vocabulary is not None:
-            return flat.astype(np.int64), vocabulary, lengths
         codes, uniques = pd.factorize(flat.astype(object)) if len(flat) else (np.zeros(0, dtype=np.int64), [])
         return codes.astype(np.int64), np.asarray(uniques, dtype=object), lengths
 
@@ -460,9 +497,16 @@ class ColdStartDataset(Dataset):
             column = columns[header]
             if ftype == FeatureType.TOKEN_SEQ:
                 self._coded = {**(self._coded or {}), field: column.vocabulary}
+                sequences, longest = column, int(column.counts.max(initial=0))
                 column = [pd.unique(row) for row in column.column] if distinct else column.column
+                longest = max(map(len, column), default=0) if distinct else longest
             if ftype in (FeatureType.TOKEN_SEQ, FeatureType.FLOAT_SEQ):
-                column = self._cut_to_seq_len(field, column, max(map(len, column), default=0))
+                self._array_rows = self._array_rows | {field}
+                if ftype == FeatureType.FLOAT_SEQ:
+                    longest = max(map(len, column), default=0)
+                column = self._cut_to_seq_len(field, column, longest)
+                if ftype == FeatureType.TOKEN_SEQ and not distinct and self.field2seqlen[field] == longest:
+                    self._reader_rows = {**(self._reader_rows or {}), field: sequences}
             else:
                 self.field2seqlen[field] = 1
             frame[field] = column

@@ -332,13 +332,23 @@ def test_the_checks_parse_each_file_once_for_the_dataset(tmp_path, monkeypatch):
 
 
 def test_codes_are_one_sorted_numbering_across_the_readers_blocks():
-    """pyarrow reads a file in blocks, each dictionary-encoded on its own: the codes index one sorted vocabulary
-    of all blocks, and token_seq cells split as RecBole splits them (empty tokens dropped)."""
-    column = pa.chunked_array([pa.array(["x", "é", "x"]).dictionary_encode(), pa.array(["a", "x"]).dictionary_encode()])
-    codes, vocabulary = fast_load.token_codes(column)
-    assert list(vocabulary) == ["a", "x", "é"] and list(vocabulary[codes]) == ["x", "é", "x", "a", "x"]
+    """pyarrow reads a file in blocks: the codes index one sorted vocabulary of all blocks (texts, or decimal
+    numbers sorted as texts), and token_seq cells split as RecBole splits them (empty tokens dropped)."""
+    for blocks in (["x", "é", "x"], ["a", "x"]), (["12", "2", "0"], ["123", "12", "1"]), (["7", "07"], ["-1", "7"]):
+        codes, vocabulary = fast_load.token_codes(pa.chunked_array([pa.array(block) for block in blocks]))
+        cells = [cell for block in blocks for cell in block]
+        assert list(vocabulary) == sorted(set(cells)) and list(vocabulary[codes]) == cells
     cells = ["b a", "", "  c ", "a"], ["é  b", "zz"]
     sequences = fast_load.split_tokens(pa.chunked_array([pa.array(c) for c in cells]), " ")
     assert list(sequences.vocabulary) == ["a", "b", "c", "zz", "é"]
     expected = [recbole_split(cell, " ") for chunk in cells for cell in chunk]
     assert [list(sequences.vocabulary[row]) for row in sequences.column] == expected
+
+
+def test_taking_coded_rows_keeps_each_rows_codes_in_the_new_order():
+    """``CodedSequences.take`` (the reader's layout carried through the canonical row order) equals taking the
+    per-row arrays, empty rows included."""
+    sequences = fast_load.CodedSequences(np.array([5, 6, 7, 8, 9, 4], dtype=np.int32), np.array([2, 0, 3, 1]), None)
+    order = np.array([3, 1, 0, 2, 0])
+    taken = sequences.take(order)
+    assert [list(row) for row in taken.column] == [list(sequences.column[i]) for i in order]

@@ -10,6 +10,7 @@ ends a line; a separator of several characters is split on as written (pandas to
 """
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -162,6 +163,8 @@ def _split_cells(cells, seq_separator, trim=False):
     flat = pc.list_flatten(lists)
     flat = pc.utf8_trim_whitespace(flat) if trim else flat
     filled = pc.not_equal(flat, "")
+    if pc.all(filled).as_py() is not False:  # no empty token (the common case): nothing to drop
+        return flat, pc.list_value_length(lists).to_numpy().astype(np.int64)
     return flat.filter(filled), np.bincount(
         pc.list_parent_indices(lists).filter(filled).to_numpy(), minlength=len(cells)
     )
@@ -194,14 +197,13 @@ def parse_columns(path, separator, seq_separator, kinds, encoding):
     float_seq columns pyarrow text. In a file with a double quote, a field that starts with one is quoted."""
     types = dict.fromkeys(kinds, pa.string())
     table = read_table(path, separator, encoding, types, quoted=holds(path, b'"'))
-    parsed = {}
-    for header, kind in kinds.items():
-        parsed[header] = table.column(header)
-        if kind == "token":
-            parsed[header] = token_codes(parsed[header])
-        elif kind == "token_seq":
-            parsed[header] = split_tokens(parsed[header], seq_separator)
-    return parsed
+    parse = {"token": token_codes, "token_seq": lambda cells: split_tokens(cells, seq_separator)}
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # pyarrow and numpy let go of the GIL: columns at once
+        parsed = {
+            header: pool.submit(parse.get(kind, lambda cells: cells), table.column(header))
+            for header, kind in kinds.items()
+        }
+    return {header: future.result() for header, future in parsed.items()}
 
 
 def read_feat_columns(path, separator, seq_separator, kinds, encoding, store=None):

@@ -355,10 +355,9 @@ def stripped_texts(texts):
     ids in 0.3 s, not 1.7)."""
     arrow = pa.array(texts, pa.string())
     ends = [pc.utf8_slice_codeunits(arrow, 0, 1), pc.utf8_slice_codeunits(arrow, -1)]
-    spaces = [c for c in pc.unique(pa.concat_arrays(ends)).to_pylist() if c.isspace()]
-    edged = pc.or_(pc.is_in(ends[0], pa.array(spaces, pa.string())), pc.is_in(ends[1], pa.array(spaces, pa.string())))
+    spaces = pa.array([c for c in pc.unique(pa.concat_arrays(ends)).to_pylist() if c.isspace()], pa.string())
+    edged = pc.or_(pc.is_in(ends[0], spaces), pc.is_in(ends[1], spaces)).to_numpy(zero_copy_only=False)
     stripped = np.array(texts, dtype=object)
-    edged = edged.to_numpy(zero_copy_only=False)
     stripped[edged] = [text.strip() for text in stripped[edged]]
     return stripped
 

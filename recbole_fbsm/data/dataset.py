@@ -494,18 +494,18 @@ class ColdStartDataset(Dataset):
             self.field2source[field], self.field2type[field] = source, ftype
             if "float" in ftype.value:
                 self.field2bucketnum[field] = 2
-            column = columns[header]
+            column, sequences = columns[header], None  # sequences: the reader's layout while the rows are its own
             if ftype == FeatureType.TOKEN_SEQ:
                 self._coded = {**(self._coded or {}), field: column.vocabulary}
-                sequences, longest = column, int(column.counts.max(initial=0))
+                sequences = None if distinct else column
                 column = [pd.unique(row) for row in column.column] if distinct else column.column
-                longest = max(map(len, column), default=0) if distinct else longest
             if ftype in (FeatureType.TOKEN_SEQ, FeatureType.FLOAT_SEQ):
                 self._array_rows = self._array_rows | {field}
-                if ftype == FeatureType.FLOAT_SEQ:
-                    longest = max(map(len, column), default=0)
+                longest = (
+                    max(map(len, column), default=0) if sequences is None else int(sequences.counts.max(initial=0))
+                )
                 column = self._cut_to_seq_len(field, column, longest)
-                if ftype == FeatureType.TOKEN_SEQ and not distinct and self.field2seqlen[field] == longest:
+                if sequences is not None and self.field2seqlen[field] == longest:  # none cut to seq_len
                     self._reader_rows = {**(self._reader_rows or {}), field: sequences}
             else:
                 self.field2seqlen[field] = 1

@@ -81,8 +81,7 @@ def token_codes(column, decimal=True):
     encoded = pc.dictionary_encode(column)  # a chunked column: one dictionary shared by every block
     dictionary = encoded.chunk(0).dictionary if encoded.num_chunks else pa.array([], pa.string())
     order = pc.sort_indices(dictionary).to_numpy()
-    rank = np.empty(len(order), dtype=np.int32)
-    rank[order] = np.arange(len(order), dtype=np.int32)
+    rank = _ranks(order)
     codes = [rank[block.indices.to_numpy()] for block in encoded.chunks]
     codes = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32)
     return codes, dictionary.take(order).to_numpy(zero_copy_only=False).astype(object)
@@ -109,10 +108,15 @@ def _decimal_codes(column):
         codes, distinct = pd.factorize(values)
     digits = np.maximum(np.searchsorted(POWERS_OF_TEN, distinct, side="right"), 1)
     order = np.argsort(distinct * POWERS_OF_TEN[17 - digits] * 20 + digits)
+    texts = pc.cast(pa.array(distinct[order]), pa.string()).to_numpy(zero_copy_only=False)
+    return _ranks(order)[codes], texts.astype(object)
+
+
+def _ranks(order):
+    """Each value's place in the sorted order (int32), from ``order`` (the argsort)."""
     rank = np.empty(len(order), dtype=np.int32)
     rank[order] = np.arange(len(order), dtype=np.int32)
-    texts = pc.cast(pa.array(distinct[order]), pa.string()).to_numpy(zero_copy_only=False)
-    return rank[codes], texts.astype(object)
+    return rank
 
 
 def sorted_index(texts):

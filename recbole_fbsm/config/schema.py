@@ -101,7 +101,6 @@ PLUGIN_SETTINGS = {
     "align_temperature": S(number(0, strict=True), MODEL, 0.1),
     "fbsm_loss": S(choice(("auto", "bpr", "softmax")), MODEL, "auto"),
     "softmax_temperature": S(number(0, strict=True), MODEL, 0.1),
-    "softmax_negatives": S(optional(integer(1)), MODEL, 2000),
     "n_functions": S(integer(1), MODEL, 1),
     "reg_M": S(number(0), MODEL, 0.0001),
     "reg_W": S(number(0), MODEL, 0.0001),

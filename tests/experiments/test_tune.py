@@ -267,8 +267,8 @@ def test_the_untrained_model_is_kept_when_training_only_hurts_validation(toy, mo
 def test_user_weighted_bpr_counts_every_user_the_same(toy):
     _, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(toy, bpr_user_weighting=True))
     batch = next(iter(train_data))
-    difference = model.bpr_difference(batch)
     users = batch[model.USER_ID]
+    difference = torch.linspace(-3, 3, len(users))  # any r_ui - r_uj: the weighting is what is checked
     likes = (model.R.indptr[users + 1] - model.R.indptr[users]).double()
     mean_likes = len(model.R.indices) / int((model.R.indptr[1:] > model.R.indptr[:-1]).sum())
     expected = (-torch.nn.functional.logsigmoid(difference).double() * mean_likes / likes).mean()

@@ -33,7 +33,6 @@ from recbole_fbsm.serve import (
 from recbole_fbsm.serve.__main__ import main
 from recbole_fbsm.serve.interactions import top_pairs
 from recbole_fbsm.serve.new_items import write_items_as_new
-from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 from recbole_fbsm.training.trainer import get_trainer
 
 
@@ -572,19 +571,6 @@ def test_moved_data_is_found_with_data_path(trained, tmp_path):
         ColdStartError, match=r"cannot be loaded: dataset 'plant': folder .*nowhere.* not found.*--data-path"
     ):
         load_model(trained["checkpoint"]["CoSim"], data_path=tmp_path / "nowhere")
-
-
-@pytest.mark.parametrize("name", ["FBSM", "UFSM", "CoSim"])
-def test_few_items_scored_item_side_first_equal_the_profile_scores(served, trained, name):
-    """Serving scores a few new items for every user item side first (sparse profiles x weighted item rows);
-    many items through dense profile blocks: both are f_i^T W_u f_u."""
-    s = served(name)
-    matrix = scipy_to_torch_csr(read_new_items(s, trained["new_file"], warn=False).matrix)
-    users = all_users(s.model)
-    expected = s.model.score_feature_rows(users, matrix)
-    torch.testing.assert_close(
-        s.model.score_rows_item_side(users, matrix), expected, rtol=1e-4, atol=1e-5 * float(expected.abs().max())
-    )
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,8 @@ from recbole_fbsm.errors import ColdStartError
 
 def write_atomic(path, data):
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename. ``data``: bytes, or a
-    function that writes to the open binary file it is given (a large file is then never held in memory)."""
+    function that writes to the open binary file it is given, or to ``handle.name`` (a large file is then never
+    held in memory)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -25,7 +26,8 @@ def write_atomic(path, data):
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
-        with os.fdopen(fd, "wb") as handle:
+        os.close(fd)
+        with open(tmp, "wb") as handle:  # handle.name: the temporary path, for a writer that opens it by name
             if callable(data):
                 data(handle)
             else:

@@ -54,8 +54,8 @@ def load_tensors(path, what, device="cpu", mmap=False):
         raise ColdStartError(f"{what} {path} not found.")
     if not zipfile.is_zipfile(path):  # torch would try its pre-1.6 pickle format and fail deep inside it
         raise ColdStartError(
-            f"{what} {path} is not a file written by torch.save (a zip archive, as every .fbsm "
-            "artifact and .pth checkpoint is): another kind of file, or one cut short in a copy."
+            f"{what} {path} is not a file written by torch.save (a zip archive, as every .pth checkpoint "
+            "is): another kind of file, or one cut short in a copy."
         )
     check_pickle_size(path, what)
     try:

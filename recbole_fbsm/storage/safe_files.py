@@ -47,8 +47,8 @@ def save_tensors(obj, path):
 
 def load_tensors(path, what, device="cpu", mmap=False):
     """The content of a file written by ``save_tensors``, loaded without running code; ``what`` names it in errors
-    ("checkpoint", "model artifact"). ``mmap``: the tensors are read when used (an artifact's sizes are checked
-    first; its reader then copies them, so that a file replaced later cannot pull pages from a running service)."""
+    ("checkpoint", "model file"). ``mmap``: the tensors are read when used (``read_model_file`` then copies a
+    checkpoint's, so that a file replaced later cannot pull pages from a running service)."""
     path = str(path)
     if not os.path.isfile(path):
         raise ColdStartError(f"{what} {path} not found.")

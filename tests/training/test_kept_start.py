@@ -2,8 +2,7 @@
 
 FBSM starts as ItemKNNCBF's similarity (BM25 with the row shrink, D = 1, V near 0); when no epoch beats it on
 validation, the model kept is that fixed similarity. The run's last lines say so and name the comparison that
-shows it; ``serve interactions`` refuses to list V's random initialisation as "learned interactions"; an
-artifact written before this was recorded still serves.
+shows it; ``serve interactions`` refuses to list V's random initialisation as "learned interactions".
 """
 
 import json
@@ -13,12 +12,9 @@ import torch
 import yaml
 from helpers import dataset_config
 
-from recbole_fbsm.artifact import integrity
 from recbole_fbsm.run_command import main as run_main
-from recbole_fbsm.serve import load_model, strongest_interactions
 from recbole_fbsm.serve.__main__ import main as serve_main
 from recbole_fbsm.serve.loading import read_model_file
-from recbole_fbsm.storage.safe_files import save_tensors
 
 
 def run_fbsm(toy, tmp_path, capsys, **settings):
@@ -65,16 +61,6 @@ def test_interactions_of_a_kept_start_say_so_instead_of_listing_noise(kept_start
         f"error: model {artifact}: validation kept FBSM's untrained start (no training "
         "epoch beat it), so V holds its random initialisation (init_std 0.01)"
     )
-
-    # an artifact written before the kept epoch was recorded: not known, so listed as before
-    content = read_model_file(artifact)
-    del content["training"]
-    old = tmp_path / "old.fbsm"
-    save_tensors(integrity.seal(content), str(old))  # sealed again, as a release without the record wrote it
-    served = load_model(str(old))
-    assert served.training is None and not served.kept_untrained_start
-    assert len(strongest_interactions(served, top=3)) > 0
-    assert serve_main(["interactions", str(old), "--top", "3"]) == 0
 
 
 def test_a_model_that_learned_keeps_its_last_lines_and_its_interactions(toy, tmp_path, capsys):

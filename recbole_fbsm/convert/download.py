@@ -8,6 +8,7 @@ complete, so a failure leaves nothing under ``OUT/NAME``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import sys
@@ -78,7 +79,7 @@ def _note_download(readme, base, files):
 
 
 def _base_url(mirror):
-    scheme = urllib.parse.urlsplit(mirror).scheme
+    scheme = mirror.partition("://")[0].lower()  # not urlsplit: a broken address is the download's error line
     if scheme not in ("http", "https", "file"):
         raise ColdStartError(
             f"--mirror {redact(mirror)!r}: expected a base URL starting with http://, https:// or file://"
@@ -88,8 +89,7 @@ def _base_url(mirror):
 
 def redact(url):
     """``url`` without the ``user:password@`` of a mirror: messages and README.txt are read by others."""
-    parts = urllib.parse.urlsplit(url)
-    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl() if "@" in parts.netloc else url
+    return re.sub(r"//[^/@\s]*@", "//***@", url)
 
 
 def fetch_file(url, dest, size, sha256, timeout, progress=False):
@@ -125,7 +125,7 @@ def fetch_file(url, dest, size, sha256, timeout, progress=False):
         ) from None
     except OSError as error:  # requests' errors too: refused, reset, closed mid-file, no data within --timeout
         raise DownloadError(
-            f"{shown}: the download failed ({_why(error)}); check the network or --mirror, then rerun."
+            f"{shown}: the download failed ({redact(_why(error))}); check the network or --mirror, then rerun."
         ) from None
     except ValueError:  # pooch's checksum error; it deleted the file
         raise DownloadError(

@@ -229,6 +229,13 @@ def test_a_download_folder_that_is_a_link_is_not_written_through(tiny, tmp_path)
     assert list(elsewhere.iterdir()) == []
 
 
+@pytest.mark.parametrize("mirror", ["http://user:s3cret@[::1/", "http://user:s3cret@127.0.0.1:99999/"])
+def test_a_mirror_with_a_broken_address_is_one_error_line(tiny, tmp_path, capsys, mirror):
+    assert download_cli(tmp_path / "data", "--mirror", mirror) == 2
+    line = error_line(capsys)
+    assert "users.dat" in line and "s3cret" not in line
+
+
 def test_the_password_of_a_mirror_is_never_shown(tiny, tmp_path, capsys):
     mirror = tiny.url.replace("http://", "http://user:s3cret@")
     out = tmp_path / "data"

@@ -83,6 +83,7 @@ class FeatureSimilarityRecommender(CandidateScoring, GeneralRecommender):
         self.feature_names = features.names
         self.n_features = features.n_features
         self.n_identity = features.n_identity  # identity columns (the last ones; hybrid FBSM), 0 without
+        self.n_content = self.n_features - self.n_identity
         self.F = TorchCsr(features.matrix)  # items x features
         # users x features: f_u = sum of liked items' f; users x items: training likes. Both are gathered by
         # evaluation and lookups, not by whole-user training steps: their column indices are held as int32
@@ -224,7 +225,7 @@ class FeatureSimilarityRecommender(CandidateScoring, GeneralRecommender):
         keep = items.index_select(0, row) == liked
         owner, liked, row = owner[keep], liked[keep], row[keep]
         like_owner, like_cols, like_values, _ = self.F.gather_rows(liked)
-        squares = like_values.square() * (like_cols < self.n_features - self.n_identity)
+        squares = like_values.square() * (like_cols < self.n_content)
         own = self.diagonal_sum(users.index_select(0, owner), len(liked), like_owner, like_cols, squares)
         if item_factors is not None:
             own = own + item_factors.index_select(0, row).square().sum(1)
@@ -236,7 +237,7 @@ class FeatureSimilarityRecommender(CandidateScoring, GeneralRecommender):
         if getattr(self, "_class_matrices", None) is None:
             items = ConstantSparse(self.F.rows_matrix(self.training_items))
             positions = self.F.positions(self.training_items)[0]
-            self._class_matrices = (positions, items, items.columns_below(self.n_features - self.n_identity))
+            self._class_matrices = (positions, items, items.columns_below(self.n_content))
         positions, items, content_items = self._class_matrices
         return items.with_values(self.F.values.index_select(0, positions)), content_items
 
@@ -326,7 +327,7 @@ class FeatureSimilarityRecommender(CandidateScoring, GeneralRecommender):
         items = ConstantSparse(item_matrix)
         factors = self.low_rank_factors()
         item_factors = None if factors is None else items @ factors.detach()
-        return items.columns_below(self.n_features - self.n_identity), item_factors
+        return items.columns_below(self.n_content), item_factors
 
     def score_feature_rows(self, users, item_matrix):
         """(len(users) x n_items) scores f_i^T W_u f_u against the rows of ``item_matrix`` (items x features,

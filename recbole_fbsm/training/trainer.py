@@ -183,7 +183,7 @@ class ColdStartTrainerMixin:
         """RecBole's ``fit``; with ``valid_before_training`` the untrained model (FBSM's and UFSM's fixed similarity)
         is validated first and kept until an epoch beats it. Afterwards ``kept_epoch``, ``start_valid_score`` and
         ``kept_summary()`` say which epoch was kept and what it gained."""
-        self.kept_epoch, self.start_valid_score, self.epochs_trained = None, None, 0
+        self.kept_epoch, self.start_valid_score, self.epochs_trained, self._announced_checkpoint = None, None, 0, None
         self.valid_history, self._epoch_in_progress = [], -1
         verbose = kwargs.get("verbose", True)
         if valid_data and self.config["valid_before_training"] and self.start_epoch == 0:
@@ -293,8 +293,9 @@ class ColdStartTrainerMixin:
                 f"checkpoint {path} could not be written ({error.strerror or error}); the last one written, if any, is "
                 "unchanged. Free space there or give another checkpoint_dir."
             ) from None
-        if verbose:
+        if verbose and path != self._announced_checkpoint:  # each improvement rewrites the same file: named once
             self.logger.info(f"Saving current: {path}")
+            self._announced_checkpoint = path
 
     def kept_summary(self):
         """One line: the epoch kept on validation and its gain over the untrained start, e.g.

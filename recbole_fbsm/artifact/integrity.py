@@ -311,6 +311,8 @@ ARTIFACT = {
             "start_valid_score": Optional(REAL),
         }
     ),
+    # each item's title, where a feature field is a title or name (model_file.titles_record); absent in older files
+    "titles?": Optional({"field": TEXT, "items": ListOf(TEXT, length="items")}),
     # versions 1 and 2 carry no checksum
     "integrity?": {"sha256": SHA256, "tensor_bytes": COUNT},
 }

@@ -3,6 +3,7 @@ everything needed to score, without the dataset, and nothing that runs code."""
 
 import copy
 import dataclasses
+import re
 import warnings
 from dataclasses import dataclass
 from functools import cached_property
@@ -15,7 +16,7 @@ from recbole.utils import FeatureType
 
 from recbole_fbsm.artifact.integrity import ArtifactError, Invalid, decode_tokens, seal, validate
 from recbole_fbsm.data.analyzer import analyzer_path, read_analyzer_document
-from recbole_fbsm.data.features import ItemFeatures
+from recbole_fbsm.data.features import ItemFeatures, item_token_rows
 from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.inputs import ModelInputs
@@ -188,7 +189,19 @@ def build_artifact(model, config, train_dataset, valid_dataset=None, test_datase
         "state_dict": {key: value.detach().cpu() for key, value in model.state_dict().items()},
         "other_parameter": model.other_parameter() or None,
         "training": training,
+        "titles": titles_record(train_dataset, features.fields, config["seq_separator"]),
     }
+
+
+def titles_record(dataset, fields, separator):
+    """Each item's title (its tokens joined, in order; '' for [PAD]) when a feature field is a title or name
+    (ml-100k's ``movie_title``), so that answers can name items; None otherwise."""
+    field = next((f for f in fields if re.fullmatch(r"(.*_)?(title|name)", f.lower())), None)
+    if field is None:
+        return None
+    indptr, indices = item_token_rows(dataset, field)
+    tokens = np.asarray(dataset.field2id_token[field], dtype=object)[indices]
+    return {"field": field, "items": [(separator or " ").join(row) for row in np.split(tokens, indptr[1:-1])]}
 
 
 def dataset_analyzer(config, fields, dataset):

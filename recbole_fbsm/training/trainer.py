@@ -82,6 +82,8 @@ def _without_lines(logger, *kinds):
 
 
 class ColdStartTrainerMixin:
+    _announced_checkpoint = None  # the checkpoint file "Saving current" named: each improvement rewrites it
+
     def __init__(self, config, model):
         parallel = distributed.is_distributed(config)
         if parallel:  # RecBole's wrapper would pass device_ids=[local_rank], which fails on the CPU
@@ -183,7 +185,7 @@ class ColdStartTrainerMixin:
         """RecBole's ``fit``; with ``valid_before_training`` the untrained model (FBSM's and UFSM's fixed similarity)
         is validated first and kept until an epoch beats it. Afterwards ``kept_epoch``, ``start_valid_score`` and
         ``kept_summary()`` say which epoch was kept and what it gained."""
-        self.kept_epoch, self.start_valid_score, self.epochs_trained, self._announced_checkpoint = None, None, 0, None
+        self.kept_epoch, self.start_valid_score, self.epochs_trained = None, None, 0
         self.valid_history, self._epoch_in_progress = [], -1
         verbose = kwargs.get("verbose", True)
         if valid_data and self.config["valid_before_training"] and self.start_epoch == 0:
@@ -293,7 +295,7 @@ class ColdStartTrainerMixin:
                 f"checkpoint {path} could not be written ({error.strerror or error}); the last one written, if any, is "
                 "unchanged. Free space there or give another checkpoint_dir."
             ) from None
-        if verbose and path != self._announced_checkpoint:  # each improvement rewrites the same file: named once
+        if verbose and path != self._announced_checkpoint:  # named once, not once per improving epoch
             self.logger.info(f"Saving current: {path}")
             self._announced_checkpoint = path
 

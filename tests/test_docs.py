@@ -312,7 +312,8 @@ def test_an_error_answer_fails_its_block_and_the_service_ends_with_it(tmp_path):
         port = probe.getsockname()[1]
     block = (
         f"{sys.executable} -m http.server {port} --bind 127.0.0.1 &\necho $! > pid\n"
-        f"curl -s --retry 30 --retry-connrefused localhost:{port}/ > /dev/null\ncurl -s localhost:{port}/missing\n"
+        f"curl -s --retry 30 --retry-delay 1 --retry-connrefused localhost:{port}/ > /dev/null\n"
+        f"curl -s localhost:{port}/missing\n"
     )
     example = SimpleNamespace(parsed=block, namespace={"workdir": tmp_path, "bindir": tmp_path})
     assert run_bash(example).startswith("bash block exited with 22"), "curl's exit status for an HTTP error"

@@ -71,7 +71,7 @@ def main(argv=None, prog=None):
     artifact = result.get("artifact_file")
     if artifact:
         print(f"model artifact: {artifact} (serve it: recbole-fbsm serve http {artifact})")
-    for line in kept_start_lines(args, config_files, result):
+    for line in kept_start_lines(args, config_files, result) or filter(None, [result.get("kept_summary")]):
         print(line)
     return 0
 

@@ -5,6 +5,7 @@ parses it (no pickle: loading runs no code) and refuses a file cut short; the SH
 import dataclasses
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -17,7 +18,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from recbole_fbsm.data.analyzer import analyzer_path, read_analyzer_document
-from recbole_fbsm.data.features import ItemFeatures
+from recbole_fbsm.data.features import ItemFeatures, item_token_rows
 from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.inputs import ModelInputs
@@ -211,7 +212,19 @@ def build_artifact(model, config, train_dataset, valid_dataset=None, test_datase
         "analyzer": analyzer,
         "state_dict": {key: value.detach().cpu() for key, value in model.state_dict().items()},
         "training": training,
+        "titles": titles_record(train_dataset, features.fields, config["seq_separator"]),
     }
+
+
+def titles_record(dataset, fields, separator):
+    """Each item's title (its tokens joined, in order; '' for [PAD]) when a feature field is a title or name
+    (ml-100k's ``movie_title``), so that answers can name items; None otherwise."""
+    field = next((f for f in fields if re.fullmatch(r"(.*_)?(title|name)", f.lower())), None)
+    if field is None:
+        return None
+    indptr, indices = item_token_rows(dataset, field)
+    tokens = np.asarray(dataset.field2id_token[field], dtype=object)[indices]
+    return {"field": field, "items": [(separator or " ").join(row) for row in np.split(tokens, indptr[1:-1])]}
 
 
 def dataset_analyzer(config, fields, dataset):

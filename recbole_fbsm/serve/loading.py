@@ -59,6 +59,7 @@ class ServedModel:
     analyzer: dict = None  # the converter's analyzer document, when the dataset had one
     data: dict = None  # fingerprint of the training data
     training: dict = None  # the epoch validation kept (``artifact.model_file.training_record``); None: not recorded
+    titles: dict = None  # {"field", "items": title per internal item id} where the data has a title field
 
     @cached_property
     def analyzers(self):
@@ -229,7 +230,7 @@ def served_from_artifact(content, source, device="cpu"):
             "items reads token/token_seq fields only (train without them to serve, or score through run())."
         )
     model = model.to(device).eval().requires_grad_(False)
-    extra = (content.get("split") or {}, content.get("analyzer"), content.get("data"), content.get("training"))
+    extra = [content.get("split") or {}] + [content.get(key) for key in ("analyzer", "data", "training", "titles")]
     return ServedModel(source, settings, model, vocabulary, features, list(features.fields), frequency, *extra)
 
 

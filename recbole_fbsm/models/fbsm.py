@@ -36,11 +36,10 @@ class FBSM(FeatureSimilarityRecommender):
         self.regulariser_in_optimizer = str(config["learner"]).lower() in L2_DECAY_LEARNERS
         generator = torch.Generator().manual_seed(int(config["seed"]))
         self.D = nn.Parameter(torch.full((self.n_features,), float(config["init_D"])))
-        V = float(config["init_std"]) * torch.randn(self.n_features, self.rank, generator=generator)
-        # V's rows of the content features, and of the identity columns (hybrid FBSM): each at its own learning rate
-        self.V = nn.Parameter(V[: self.n_content])
-        self.V_identity = nn.Parameter(V[self.n_content :])
-        self.learning_rate_identity = float(setting(config, "learning_rate_identity"))
+        self.V = nn.Parameter(float(config["init_std"]) * torch.randn(self.n_features, self.rank, generator=generator))
+        # with identity columns (hybrid FBSM) V learns at learning_rate_identity: the identity terms must move, and the
+        # content part with them, to rank warm items on one scale (docs/models.md)
+        self.learning_rate_V = float(setting(config, "learning_rate_identity")) if self.n_identity else None
         self.align_weight = float(setting(config, "align_weight"))
         self.align_temperature = float(setting(config, "align_temperature"))
         if self.align_weight > 0:
@@ -81,7 +80,7 @@ class FBSM(FeatureSimilarityRecommender):
         return self.D
 
     def low_rank_factors(self):
-        return torch.cat([self.V, self.V_identity]) if self.n_identity else self.V
+        return self.V
 
     def calculate_loss(self, interaction):
         """BPR over (user, liked item, negative) triplets (the paper's) or the hybrid FBSM's softmax (``fbsm_loss``),
@@ -98,8 +97,7 @@ class FBSM(FeatureSimilarityRecommender):
         if self.align_weight > 0:
             loss = loss + self.align_weight * self.alignment_loss(interaction[self.ITEM_ID])
         if not self.regulariser_in_optimizer:
-            V = self.low_rank_factors()
-            loss = loss + self.reg_V * V.pow(2).sum() + self.reg_D * self.D.pow(2).sum()
+            loss = loss + self.reg_V * self.V.pow(2).sum() + self.reg_D * self.D.pow(2).sum()
         return loss
 
     def alignment_loss(self, items):
@@ -109,7 +107,7 @@ class FBSM(FeatureSimilarityRecommender):
         if len(items) < 3:
             return torch.zeros((), device=self.D.device)
         rows = self.F.dense_rows(items)  # |S| x n_features
-        factors = self.F.bag_sum(items, self.low_rank_factors())  # V f_i, |S| x h
+        factors = self.F.bag_sum(items, self.V)  # V f_i, |S| x h
         model = (rows * self.D) @ rows.T + factors @ factors.T  # |S| x |S| similarities
         warm = self.warm_items.index_select(0, items)
         teacher = warm @ warm.T
@@ -123,12 +121,8 @@ class FBSM(FeatureSimilarityRecommender):
         """The paper's separate learning rates, α1 for D and α2 for V, and λ, β as weight decay where the learner's
         decay is an L2 gradient."""
         lr_D = learning_rate if self.learning_rate_D is None else float(self.learning_rate_D)
-        groups = [
-            {"params": [self.D], "lr": lr_D},
-            {"params": [self.V], "lr": learning_rate},
-            {"params": [self.V_identity], "lr": self.learning_rate_identity},
-        ]
+        groups = [{"params": [self.D], "lr": lr_D}, {"params": [self.V], "lr": self.learning_rate_V or learning_rate}]
         if self.regulariser_in_optimizer:
             groups[0]["weight_decay"] = 2 * self.reg_D + self.weight_decay
-            groups[1]["weight_decay"] = groups[2]["weight_decay"] = 2 * self.reg_V + self.weight_decay
+            groups[1]["weight_decay"] = 2 * self.reg_V + self.weight_decay
         return groups

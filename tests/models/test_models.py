@@ -173,7 +173,7 @@ def test_same_seed_same_numbers_and_checkpoints_reload(tiny):
     assert first["saved_model_file"] != second["saved_model_file"]
     assert first["best_valid_result"] == second["best_valid_result"]
     checkpoint = load_checkpoint(first["saved_model_file"])
-    assert set(checkpoint["state_dict"]) == {"D", "V", "V_identity"}  # features are rebuilt from data, not pickled
+    assert set(checkpoint["state_dict"]) == {"D", "V"}  # features are rebuilt from data, not pickled
     config_obj, model, (_, _, test_data) = prepare("FBSM", "tiny", config_dict=config)
     trainer = get_trainer(config_obj["MODEL_TYPE"], "FBSM")(config_obj, model)
     reloaded = trainer.evaluate(test_data, load_best_model=True, model_file=first["saved_model_file"])
@@ -215,9 +215,9 @@ def test_alignment_to_a_warm_model_is_the_kl_of_the_dense_similarities(tiny):
     # the warm model was trained on training likes only: rows of validation/test items are zero
     cold = torch.as_tensor(test_data._dataset.split_items)
     assert float(model.warm_items[cold].abs().sum()) == 0.0
-    assert set(model.state_dict()) == {"D", "V", "V_identity"}
+    assert set(model.state_dict()) == {"D", "V"}
     result = run("FBSM", "tiny", config_dict={**config, "epochs": 2})
-    assert set(load_checkpoint(result["saved_model_file"])["state_dict"]) == {"D", "V", "V_identity"}
+    assert set(load_checkpoint(result["saved_model_file"])["state_dict"]) == {"D", "V"}
 
 
 def test_untrained_ufsm_with_one_function_is_exactly_its_fixed_similarity(tiny):

@@ -4,9 +4,8 @@ reproduces its record to 4 decimals: no figure in README or docs can drift while
 from pathlib import Path
 
 import pytest
-import yaml
 
-from recbole_fbsm.quick_start import run
+from recbole_fbsm.experiments.records import rerun
 from recbole_fbsm.storage.run_records import code_fingerprint, read_record
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
@@ -37,25 +36,20 @@ def test_no_record_holds_a_path_of_the_machine_it_ran_on():
         assert "/work/" not in text and "/tmp/" not in text and "/home/" not in text, path
 
 
-def overrides_of(record):
-    """The record's settings as run() takes them (compare stores each value as text)."""
-    return {key: yaml.safe_load(value) for key, value in record["settings"]["overrides"].items()}
-
-
 def test_a_run_in_which_training_matters_reproduces_its_record(tmp_path, monkeypatch):
-    """FBSM with its defaults on ml-100k, the split whose kept epoch is a trained one: rerun here, every validation
-    and test figure equal to the committed record's to 4 decimals."""
+    """FBSM with its defaults on ml-100k, a split whose kept epoch is a trained one, rerun here with the settings its
+    record states: every validation and test figure equal to the committed record's to 4 decimals."""
     trained = [
-        record for _, record in committed_records() if record["model"] == "FBSM" and record.get("best_epoch", -1) >= 0
+        record
+        for _, record in committed_records()
+        if record["model"] == "FBSM"
+        and record["settings"]["dataset"] == "ml-100k"
+        and "cold_start_scenario" not in record["settings"]["overrides"]
+        and record.get("best_epoch", -1) >= 0
     ]
-    record = next(
-        r
-        for r in trained
-        if r["settings"]["dataset"] == "ml-100k" and "cold_start_scenario" not in r["settings"]["overrides"]
-    )
+    assert trained, "no committed ml-100k FBSM record keeps a trained epoch"
     monkeypatch.chdir(tmp_path)
-    config = {**overrides_of(record), "seed": record["seed"], "split_seed": record["split_seed"], "state": "ERROR"}
-    result = run(record["model"], record["settings"]["dataset"], config_dict=config)
-    assert result["best_epoch"] == record["best_epoch"] >= 0
+    new = rerun(trained[0], tmp_path)
+    assert new["best_epoch"] == trained[0]["best_epoch"]
     for key in ("best_valid_result", "test_result"):
-        assert result[key] == pytest.approx(record[key], abs=5e-5), key
+        assert new[key] == pytest.approx(trained[0][key], abs=5e-5), key

@@ -1,6 +1,7 @@
 """An FBSM epoch (training and validation) against the arithmetic it needs, measured in one process.
 
-The reference is the plain-torch full-softmax pass over the same batches of users: random user and class
+Times are this process's CPU seconds (one thread: a shared machine's load does not count). The reference is the
+plain-torch full-softmax pass over the same batches of users: random user and class
 embeddings (h = ``rank``), scores = Q E^T over every training item, log_softmax, the positives' mean, backward.
 FBSM's epoch computes that GEMM plus its sparse parts (the diagonal, V f_u, V f_c) and evaluates validation.
 
@@ -9,6 +10,7 @@ FBSM's epoch computes that GEMM plus its sparse parts (the diagonal, V f_u, V f_
 """
 
 import argparse
+import os
 import platform
 import statistics
 import time
@@ -27,9 +29,8 @@ def settings(pairs):
 
 
 def reference_pass(batches, user_field, item_field, classes, rank):
-    """Seconds of one forward and backward full-softmax pass over the users of ``batches``, plain torch."""
+    """One forward and backward full-softmax pass over the users of ``batches``, plain torch."""
     class_embeddings = torch.randn(len(classes), rank, requires_grad=True)
-    start = time.perf_counter()
     for batch in batches:
         users, slot = torch.unique(batch[user_field], return_inverse=True)
         user_embeddings = torch.randn(len(users), rank, requires_grad=True)
@@ -37,7 +38,6 @@ def reference_pass(batches, user_field, item_field, classes, rank):
         log_probability = torch.log_softmax(scores, dim=1)
         loss = -log_probability[slot, torch.searchsorted(classes, batch[item_field])].mean()
         loss.backward()
-    return time.perf_counter() - start
 
 
 def main():
@@ -57,16 +57,21 @@ def main():
     batches = list(train_data)
     epochs, references = [], []
     for epoch in range(args.epochs):
-        start = time.perf_counter()
+        start = time.process_time()
         trainer._train_epoch(train_data, epoch)
         trainer._valid_epoch(valid_data)
-        epochs.append(time.perf_counter() - start)
-        references.append(reference_pass(batches, model.USER_ID, model.ITEM_ID, model.training_items, model.rank))
+        epochs.append(time.process_time() - start)
+        start = time.process_time()
+        reference_pass(batches, model.USER_ID, model.ITEM_ID, model.training_items, model.rank)
+        references.append(time.process_time() - start)
     epoch, reference = statistics.median(epochs), statistics.median(references)
-    print(f"cpu: {platform.processor() or platform.machine()}, threads {args.threads}, torch {torch.__version__}")
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
+    print(
+        f"cpu: {cpu or platform.machine()}, threads {args.threads}, torch {torch.__version__}, load {os.getloadavg()}"
+    )
     print(f"batches {len(batches)}, classes {len(model.training_items)}, features {model.n_features}, h {model.rank}")
-    print(f"epoch (training + validation): median {epoch:.2f} s of {[round(e, 2) for e in epochs]}")
-    print(f"plain-torch full-softmax pass: median {reference:.2f} s of {[round(r, 2) for r in references]}")
+    print(f"epoch (training + validation): median {epoch:.2f} CPU s of {[round(e, 2) for e in epochs]}")
+    print(f"plain-torch full-softmax pass: median {reference:.2f} CPU s of {[round(r, 2) for r in references]}")
     print(f"ratio: {epoch / reference:.2f}")
 
 

@@ -24,6 +24,9 @@ def main(argv=None, prog="recbole-fbsm serve"):
         warnings.simplefilter("always")
         warnings.showwarning = _show_warning  # printed when they happen: a service's start-up warnings at start-up
         try:
+            if args.command == "export":
+                args.output = args.output or os.path.splitext(args.checkpoint)[0] + SUFFIX
+            check_outputs(args, INPUTS.get(args.command, ()), FORMATTED_OUTPUTS.get(args.command, ("output",)))
             for name in FORMATTED_OUTPUTS.get(args.command, ()):  # a bad extension fails before the model loads
                 if getattr(args, name) is not None:
                     resolve_format(getattr(args, name), args.format)
@@ -40,6 +43,35 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     """The serving tools' own warnings, one 'warning:' line each (library noise stays out of the way)."""
     if issubclass(category, (ServeWarning, UnsealedArtifactWarning)):
         print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def _same_file(a, b):
+    return os.path.realpath(a) == os.path.realpath(b) or (
+        os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+    )
+
+
+def check_outputs(args, inputs, outputs):
+    """Refuse, before anything is read, an output naming one of the command's input files or another output:
+    written, it would replace that file (a checkpoint, the new items, the other list)."""
+    written = []
+    for name in outputs:
+        path = getattr(args, name, None)
+        if path is None or path == "-":
+            continue
+        option = "--" + name.replace("_", "-")
+        for source in inputs:
+            if getattr(args, source) and _same_file(path, getattr(args, source)):
+                what = source.replace("_", " ").replace("checkpoint", "model" if args.command != "export" else source)
+                raise ColdStartError(
+                    f"{option} {path} is the {what} file: an output never replaces an input; name another file."
+                )
+        for other, other_path in written:
+            if _same_file(path, other_path):
+                raise ColdStartError(
+                    f"{option} {path} is also {other}: an output never replaces another output; name another file."
+                )
+        written.append((option, path))
 
 
 def _load(args, path=None):
@@ -139,11 +171,10 @@ def run_export_likes(args):
 
 
 def run_export(args):
-    output = args.output or os.path.splitext(args.checkpoint)[0] + SUFFIX
     content = read_model_file(args.checkpoint, args.data_path, args.trust_pickle)
-    served_from_artifact(content, output)  # the artifact loads and rebuilds its model before it is written
-    write_artifact(output, content)
-    return [output]
+    served_from_artifact(content, args.output)  # the artifact loads and rebuilds its model before it is written
+    write_artifact(args.output, content)
+    return [args.output]
 
 
 # the options naming a CSV or JSON file each command writes
@@ -152,6 +183,14 @@ FORMATTED_OUTPUTS = {
     "explain": ("output",),
     "interactions": ("output",),
     "compare-users": ("output", "per_user"),
+}
+# the options naming a file each command reads
+INPUTS = {
+    "recommend": ("checkpoint", "new_items", "users_file"),
+    "explain": ("checkpoint", "new_items"),
+    "interactions": ("checkpoint",),
+    "compare-users": ("checkpoint_a", "checkpoint_b"),
+    "export": ("checkpoint",),
 }
 COMMANDS = {
     "recommend": run_recommend,

@@ -187,3 +187,28 @@ def test_the_largest_accepted_numbers_still_answer(trained, tmp_path):
     )
     lines = output.read_text().splitlines()
     assert lines[0] == "user_id,rank,item_id,score" and len(lines) == 1 + len(trained["held_out"])
+
+
+@pytest.mark.parametrize(
+    "arguments, expected",
+    [
+        (["recommend", "{model}", "{copy}", "--item-output", "{copy}"], "--item-output {copy} is the new items file"),
+        (
+            ["recommend", "{model}", "{new}", "--item-output", "{out}", "--user-output", "{out}"],
+            "--user-output {out} is also --item-output",
+        ),
+        (["explain", "{model}", "--user", "u0_0", "--item", "z1", "-o", "{model}"], "--output {model} is the model"),
+        (["compare-users", "{model}", "{model}", "-o", "{out}", "--per-user", "{out}"], "--per-user {out} is also"),
+        (["export", "{checkpoint}", "-o", "{checkpoint}"], "--output {checkpoint} is the checkpoint"),
+        (["export", "{model}"], "--output {model} is the checkpoint"),  # the default output: its own name
+    ],
+)
+def test_an_output_never_replaces_an_input_or_another_output(trained, tmp_path, capsys, arguments, expected):
+    copy = tmp_path / "new.csv"
+    copy.write_text(trained["new_file"].read_text())
+    names = {"model": trained["model"], "new": trained["new_file"], "copy": copy, "out": tmp_path / "out.csv"}
+    names["checkpoint"] = trained["FBSM"]["saved_model_file"]
+    before = {path: open(path, "rb").read() for path in (trained["model"], copy, names["checkpoint"])}
+    assert serve_main([a.format(**names) for a in arguments]) == 2
+    _one_error_line(capsys, expected.format(**names), "an output never replaces")
+    assert {path: open(path, "rb").read() for path in before} == before and not names["out"].exists()

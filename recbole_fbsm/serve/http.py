@@ -27,7 +27,7 @@ from recbole_fbsm.serve.explain import explain
 from recbole_fbsm.serve.live import SCOPES, Conflict, LiveState, item_users, top_items, training_likes, weigh_group
 from recbole_fbsm.serve.new_items import NewItems, unknown_tokens_message
 from recbole_fbsm.serve.recommend import recommend
-from recbole_fbsm.serve.store import StoredItem, by_kind, describe, open_store
+from recbole_fbsm.serve.store import StoredItem, StoreError, by_kind, describe, open_store
 
 MAX_TOP = 1000
 MAX_ITEMS_PER_REQUEST = 10_000
@@ -108,6 +108,7 @@ def create_app(state, token=None, max_body=DEFAULT_MAX_BODY):
         exception_handlers={
             HTTPException: _http_error,
             Conflict: lambda request, error: _error(str(error), 409),
+            StoreError: lambda request, error: _error(str(error), 503),
             ColdStartError: lambda request, error: _error(str(error), 400),
             ClientDisconnect: _disconnected,
             Exception: _server_error,
@@ -227,6 +228,7 @@ async def _server_error(request, error):
 
 # ------------------------------------------------------------------------------------------- handlers
 def _health(live, request, payload):
+    live.store.check()  # a deleted store is a 503, not "ok"
     snapshot = live.current()
     return {
         "status": "ok",

@@ -29,6 +29,11 @@ def by_kind(stored):
     return [group for group in ([s for s in stored if s.raw], [s for s in stored if not s.raw]) if group]
 
 
+class StoreError(ColdStartError):
+    """The store cannot be used (deleted, read-only, full, damaged, unreachable): one line at start, a 503 while
+    serving; nothing is acknowledged that it did not keep."""
+
+
 class Store:
     """New items and likes, shared by every worker. Methods are thread-safe; each write is durable when it
     returns. Subclasses give ``_connect``, ``begin_write`` (the statement that takes the write lock), ``_log``
@@ -37,6 +42,7 @@ class Store:
     placeholder = "?"
     serial = "INTEGER PRIMARY KEY AUTOINCREMENT"
     begin_write = "BEGIN IMMEDIATE"
+    errors = (sqlite3.Error,)  # the driver's errors: a store that cannot be used
 
     def __init__(self, location):
         self.location = location
@@ -65,19 +71,33 @@ class Store:
         """One write transaction, committed (durably) on a clean exit, rolled back on an exception; yields
         ``execute(statement, parameters)``, which returns the cursor."""
         with self._lock, contextlib.closing(self._connection.cursor()) as cursor:
-            cursor.execute(self.begin_write)
+            self.check()
             try:
+                cursor.execute(self.begin_write)
                 yield lambda statement, parameters=(): cursor.execute(self._sql(statement), parameters)
-            except BaseException:
-                self._connection.rollback()
+                self._connection.commit()
+            except BaseException as error:
+                with contextlib.suppress(*self.errors):
+                    self._connection.rollback()
+                if isinstance(error, self.errors):
+                    raise self.failure(error) from None
                 raise
-            self._connection.commit()
 
     def _read(self, statement, parameters=()):
         with self._read_lock, contextlib.closing(self._reader.cursor()) as cursor:
-            rows = cursor.execute(self._sql(statement), parameters).fetchall()
-            self._reader.rollback()  # ends PostgreSQL's implicit read transaction: the next read sees newer commits
+            try:
+                rows = cursor.execute(self._sql(statement), parameters).fetchall()
+                self._reader.rollback()  # ends PostgreSQL's implicit read transaction: the next read sees new commits
+            except self.errors as error:
+                raise self.failure(error) from None
         return rows
+
+    def check(self):
+        """A ``StoreError`` when writes would not be kept (``SqliteStore``: its file was deleted)."""
+
+    def failure(self, error):
+        """The ``StoreError`` of a driver error."""
+        return StoreError(f"store {describe(self.location)}: cannot be used ({_first_line(error)}).")
 
     def changes_since(self, seq):
         """[(seq, kind, user, item)] after ``seq``, in order."""
@@ -175,9 +195,31 @@ class SqliteStore(Store):
             connection = sqlite3.connect(self.location, isolation_level=None, check_same_thread=False, timeout=30)
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=FULL")
-        except sqlite3.DatabaseError as error:
-            raise ColdStartError(f"--store {self.location}: not a store SQLite can open ({error}).") from None
+        except sqlite3.Error as error:
+            raise self.failure(error) from None
+        self._file = _identity(self.location)
         return connection
+
+    def check(self):
+        if _identity(self.location) != self._file:
+            raise StoreError(
+                f"store {describe(self.location)} was deleted or replaced while in use: a write into it would be "
+                "lost, so writes are refused; put the file back, or restart the service on a new store."
+            )
+
+    def failure(self, error):
+        name, reason = describe(self.location), _first_line(error)
+        if "not a database" in reason:
+            return StoreError(f"store {name}: not a store SQLite can open ({reason}).")
+        if "readonly" in reason:
+            return StoreError(
+                f"store {name} is read-only ({reason}): new items and likes are written there; expected a file the "
+                "service can write, in a folder it can write (SQLite's -wal and -shm files go beside it)."
+            )
+        return StoreError(f"store {name}: SQLite cannot use it ({reason}).")
+
+    def _schema(self):
+        return super()._schema() + ["PRAGMA user_version = 1"]  # a write: a read-only file fails at start
 
     def _log(self, write, kind, user=None, item=None):
         """Append a change; its sequence number (no RETURNING: SQLite before 3.35 lacks it)."""
@@ -201,16 +243,28 @@ class PostgresStore(Store):
                 f"--store {_without_password(self.location)}: the PostgreSQL store needs psycopg "
                 "(pip install 'recbole-fbsm[postgres]')."
             ) from None
+        self.errors = (psycopg.Error,)
         try:
             return psycopg.connect(self.location, connect_timeout=10)
         except psycopg.Error as error:
-            message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise ColdStartError(f"--store {_without_password(self.location)}: cannot connect: {message}") from None
+            raise StoreError(f"--store {describe(self.location)}: cannot connect: {_first_line(error)}") from None
 
     def _log(self, write, kind, user=None, item=None):
         return write(
             "INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?) RETURNING seq", (kind, user, item)
         ).fetchone()[0]
+
+
+def _identity(path):
+    """(device, inode) of the file at ``path``, None if there is none."""
+    with contextlib.suppress(OSError):
+        status = os.stat(path)
+        return status.st_dev, status.st_ino
+    return None
+
+
+def _first_line(error):
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _without_password(url):

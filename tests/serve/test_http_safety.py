@@ -282,3 +282,15 @@ def test_a_double_ctrl_c_during_a_request_is_no_traceback(artifact, tmp_path):
         sock.close()
         err = process.stderr.read()
     assert "Traceback" not in err
+
+
+def test_a_store_deleted_while_serving_is_noticed_and_no_write_is_acknowledged(artifact, tmp_path):
+    store = tmp_path / "s.sqlite"
+    with live_service(artifact["path"], str(store)) as (url, _):
+        assert call(f"{url}/users/u0_0/likes", "POST", {"items": ["k1i00"]})[0] == 200
+        store.unlink()
+        code, answer = call(f"{url}/users/u0_0/likes", "POST", {"items": ["k1i01"]})
+        assert code == 503 and "deleted or replaced" in answer["error"]
+        code, answer = call(f"{url}/health")
+        assert code == 503 and "deleted or replaced" in answer["error"]
+        assert call(f"{url}/items", "POST", {"items": [item("n1")]})[0] == 503

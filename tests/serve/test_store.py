@@ -1,6 +1,7 @@
 """The live service's store (new items, likes, change log): the same tests on SQLite and on a real
 PostgreSQL server that the tests start (skipped with the reason only where it cannot start)."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -10,9 +11,10 @@ import threading
 
 import postgres_server
 import pytest
+from helpers import cli_env
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, StoredItem, describe, open_store
+from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, StoredItem, StoreError, describe, open_store
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +153,7 @@ def test_a_sigkilled_writer_loses_no_acknowledged_write(location):
         [sys.executable, "-c", WRITER, location],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env=cli_env(),
     )
     acknowledged = []
     for line in process.stdout:
@@ -167,3 +169,78 @@ def test_a_sigkilled_writer_loses_no_acknowledged_write(location):
     store.add_likes("u", ["after"])  # and the store goes on
     assert "after" in store.likes("u")
     store.close()
+
+
+def test_a_store_file_deleted_or_replaced_in_use_refuses_writes(tmp_path):
+    """A write into an unlinked file would be acknowledged and lost at the next start."""
+    for replace in (False, True):
+        path = tmp_path / f"s{replace}.sqlite"
+        store = open_store(str(path))
+        store.add_likes("u1", ["a"])
+        path.unlink()
+        if replace:
+            open_store(str(path)).close()  # another store now has the name
+        with pytest.raises(StoreError, match=rf"store {path.name} was deleted or replaced while in use"):
+            store.add_likes("u1", ["b"])
+        with pytest.raises(StoreError, match="deleted or replaced"):
+            store.check()
+        store.close()
+
+
+FULL_DISK = textwrap.dedent("""
+    import resource, signal, sys
+    from recbole_fbsm.errors import ColdStartError
+    from recbole_fbsm.serve.store import open_store
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails as on a full disk
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), resource.RLIM_INFINITY))
+    try:
+        open_store(sys.argv[1])
+    except ColdStartError as error:
+        print(f"error: {error}")
+""")
+
+
+@pytest.mark.parametrize("room", [0, 8192])
+def test_a_store_on_a_full_disk_is_one_error_line(tmp_path, room):
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", FULL_DISK, str(tmp_path / "s.sqlite"), str(room)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=cli_env(),
+    )
+    assert done.stderr == "" and done.stdout.startswith("error: store s.sqlite: SQLite cannot use it"), done
+    assert "not a store SQLite can open" not in done.stdout
+
+
+def test_a_damaged_or_read_only_store_is_one_error(tmp_path):
+    path = tmp_path / "s.sqlite"
+    store = open_store(str(path))
+    store.put_items([item(f"i{n}", "x " * 50) for n in range(500)])
+    store.close()
+    data = bytearray(path.read_bytes())
+    for page in range(2, len(data) // 4096, 3):  # damaged pages, as a failing disk leaves them
+        data[4096 * page + 100 : 4096 * page + 400] = b"\xff" * 300
+    path.write_bytes(data)
+    with pytest.raises(StoreError, match="store s.sqlite: SQLite cannot use it .database disk image is malformed"):
+        open_store(str(path)).items()
+    path.unlink()
+    open_store(str(path)).close()
+    with read_only(path):
+        with pytest.raises(StoreError, match=r"store s\.sqlite is read-only .* expected a file the service can write"):
+            open_store(str(path))
+
+
+@contextlib.contextmanager
+def read_only(path):
+    """``path`` made read-only, for root too (the immutable attribute)."""
+    if os.geteuid() == 0:
+        if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
+            pytest.skip("root, and chattr +i is not allowed here: a file cannot be made read-only")
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-i", str(path)])
+    else:
+        path.chmod(0o444)
+        yield

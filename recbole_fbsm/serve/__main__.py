@@ -15,6 +15,7 @@ from recbole_fbsm.serve.loading import load_model, read_model_file, served_from_
 from recbole_fbsm.serve.new_items import ServeWarning, new_items_from_cells, read_item_cells
 from recbole_fbsm.serve.output import grouped_records, resolve_format, write_output
 from recbole_fbsm.serve.recommend import recommend
+from recbole_fbsm.serve.store import StoreWarning
 from recbole_fbsm.serve.user_level import compare_users
 
 
@@ -41,7 +42,7 @@ def main(argv=None, prog="recbole-fbsm serve"):
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     """The serving tools' own warnings, one 'warning:' line each (library noise stays out of the way)."""
-    if issubclass(category, (ServeWarning, UnsealedArtifactWarning)):
+    if issubclass(category, (ServeWarning, StoreWarning, UnsealedArtifactWarning)):
         print(f"warning: {message}", file=sys.stderr, flush=True)
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import sqlite3
 import threading
+import warnings
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -32,6 +33,10 @@ def by_kind(stored):
 class StoreError(ColdStartError):
     """The store cannot be used (deleted, read-only, full, damaged, unreachable): one line at start, a 503 while
     serving; nothing is acknowledged that it did not keep."""
+
+
+class StoreWarning(UserWarning):
+    """A row of the store that cannot be used (written by another program): left out, and named."""
 
 
 class Store:
@@ -143,7 +148,23 @@ class Store:
             ids, rows = list(ids), []
             for part in (ids[start : start + 500] for start in range(0, len(ids), 500)):
                 rows += self._read(f"{select} WHERE item_id IN ({', '.join('?' * len(part))})", part)
-        return [StoredItem(i, bool(raw), json.loads(cells)) for i, raw, cells in sorted(rows)]
+        parsed = (self._stored_item(*row) for row in sorted(rows, key=lambda row: str(row[0])))
+        return [item for item in parsed if item is not None]
+
+    def _stored_item(self, item_id, raw, cells):
+        """The ``StoredItem`` of an items row; None, with a warning naming it, for a row it cannot be."""
+        with contextlib.suppress(TypeError, ValueError):
+            value = json.loads(cells)
+            if isinstance(item_id, str) and isinstance(value, dict) and all(map(_is_text, value.items())):
+                return StoredItem(item_id, bool(raw), value)
+        warnings.warn(
+            f"store {describe(self.location)}: table items, row {item_id!r}: expected a text id and cells "
+            f"holding a JSON object of feature texts, got {str(cells)[:60]!r} (written by another program?); "
+            "the item is left out",
+            StoreWarning,
+            stacklevel=2,
+        )
+        return None
 
     def add_likes(self, user, items):
         """Record that ``user`` likes ``items``; the items newly liked (in the given order)."""
@@ -261,6 +282,10 @@ def _identity(path):
         status = os.stat(path)
         return status.st_dev, status.st_ino
     return None
+
+
+def _is_text(pair):
+    return all(isinstance(part, str) for part in pair)
 
 
 def _first_line(error):

@@ -294,3 +294,21 @@ def test_a_store_deleted_while_serving_is_noticed_and_no_write_is_acknowledged(a
         code, answer = call(f"{url}/health")
         assert code == 503 and "deleted or replaced" in answer["error"]
         assert call(f"{url}/items", "POST", {"items": [item("n1")]})[0] == 503
+
+
+def test_a_malformed_items_row_in_the_store_never_stops_the_service_nor_export(artifact, tmp_path, capsys):
+    from test_store import write_bad_rows
+
+    from recbole_fbsm.serve.__main__ import main as serve_main
+
+    store = tmp_path / "s.sqlite"
+    write_bad_rows(store)  # one good item ("good", words "a b") and four bad rows
+    with live_service(artifact["path"], str(store)) as (url, _):
+        assert call(f"{url}/items")[1]["items"] == ["good"] and healthy(url)
+        assert call(f"{url}/users/u0_0/items?top=3")[0] == 200
+        assert call(f"{url}/users/u0_0/likes", "POST", {"items": ["good"]})[0] == 200
+    out = tmp_path / "out"
+    assert serve_main(["export-likes", str(store), "--model", str(artifact["path"]), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: store s.sqlite: table items, row 'bad1'" in err and "Traceback" not in err
+    assert [line.split("\t")[0] for line in (out / "out.item").read_text().splitlines()[1:]] == ["good"]

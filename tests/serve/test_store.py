@@ -4,6 +4,7 @@ PostgreSQL server that the tests start (skipped with the reason only where it ca
 import contextlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ import pytest
 from helpers import cli_env
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, StoredItem, StoreError, describe, open_store
+from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, StoredItem, StoreError, StoreWarning, describe, open_store
 
 
 @pytest.fixture(scope="module")
@@ -244,3 +245,27 @@ def read_only(path):
     else:
         path.chmod(0o444)
         yield
+
+
+BAD_ROWS = [("bad1", 0, "not json"), ("bad2", 0, "[1,2]"), ("bad3", 1, '{"words": 5}'), (b"\xff", 0, '{"words": "x"}')]
+
+
+def write_bad_rows(path):
+    """Rows another program wrote into the items table, beside a good one."""
+    store = open_store(str(path))
+    store.put_items([item("good", "a b")])
+    store.close()
+    with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+        connection.executemany("INSERT INTO items (item_id, raw, cells) VALUES (?, ?, ?)", BAD_ROWS)
+
+
+def test_a_malformed_items_row_is_left_out_with_a_warning_naming_it(tmp_path):
+    write_bad_rows(tmp_path / "s.sqlite")
+    store = open_store(str(tmp_path / "s.sqlite"))
+    with pytest.warns(StoreWarning) as warned:
+        assert store.items() == [item("good", "a b")]
+        assert store.items(["bad1", "good"]) == [item("good", "a b")]
+    messages = [str(w.message) for w in warned]
+    for name in ("'bad1'", "'bad2'", "'bad3'", "b'\\xff'"):
+        assert any(f"table items, row {name}:" in m and "left out" in m for m in messages), messages
+    store.close()

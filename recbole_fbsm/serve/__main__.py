@@ -162,7 +162,7 @@ def run_http(args):
         tokens, values, raw = read_item_cells(served, args.new_items)
         new_items_from_cells(served, tokens, values, raw, source=f"new-item file {args.new_items}")
         store.put_items([StoredItem(t, raw, {f: values[f][k] for f in served.fields}) for k, t in enumerate(tokens)])
-    state = LiveState(args.checkpoint, store, device=args.device, served=served)
+    state = LiveState(args.checkpoint, store, args.device, served, args.data_path, args.trust_pickle)
     run_service(state, args.host, args.port, token, args.max_body, args.workers)
     return []
 

@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import time
 import unicodedata
 import uuid
@@ -469,8 +470,12 @@ def app_from_environment():
     """The application of one worker process (``serve http --workers N``): settings from ``SETTINGS_VARIABLE``."""
     settings = json.loads(os.environ[SETTINGS_VARIABLE])
     configure_logging()
-    state = LiveState(settings["model"], open_store(settings["store"]), device=settings["device"])
-    return create_app(state, token=settings.get("token"), max_body=settings["max_body"])
+    try:
+        state = LiveState(settings.pop("model"), open_store(settings.pop("store")), **settings.pop("loading"))
+    except ColdStartError as error:  # one line, not a traceback (an artifact replaced by a broken file)
+        log.error("worker cannot start: %s", error)
+        sys.exit(1)
+    return create_app(state, **settings)
 
 
 class QuietServer(uvicorn.Server):
@@ -503,7 +508,8 @@ def run_service(state, host="127.0.0.1", port=8000, token=None, max_body=DEFAULT
             from uvicorn.supervisors import Multiprocess
 
             state.store.close()
-            settings = {"model": state.model_path, "store": state.store.location, "device": str(state.device)}
+            loading = {"device": str(state.device), "data_path": state.data_path, "trust_pickle": state.trust_pickle}
+            settings = {"model": state.model_path, "store": state.store.location, "loading": loading}
             os.environ[SETTINGS_VARIABLE] = json.dumps({**settings, "token": token, "max_body": max_body})
             config = uvicorn.Config(
                 "recbole_fbsm.serve.http:app_from_environment", factory=True, workers=workers, **UVICORN

@@ -312,3 +312,33 @@ def test_a_malformed_items_row_in_the_store_never_stops_the_service_nor_export(a
     err = capsys.readouterr().err
     assert "warning: store s.sqlite: table items, row 'bad1'" in err and "Traceback" not in err
     assert [line.split("\t")[0] for line in (out / "out.item").read_text().splitlines()[1:]] == ["good"]
+
+
+def moved_checkpoint(artifact, folder):
+    """A copy of the artifact's training checkpoint whose dataset is no longer where training read it."""
+    import torch
+
+    state = torch.load(str(artifact["path"]).removesuffix(".fbsm") + ".pth", weights_only=True)
+    state["config"]["data_path"] = str(folder / "nowhere" / artifact["data"]["name"])
+    torch.save(state, folder / "moved.pth")
+    return folder / "moved.pth"
+
+
+def test_workers_read_a_checkpoint_with_its_data_path_and_survive_a_sighup_with_a_broken_file(artifact, tmp_path):
+    checkpoint = moved_checkpoint(artifact, tmp_path)
+    arguments = [checkpoint, "--data-path", artifact["root"], "--workers", 2, "--store", tmp_path / "s.sqlite"]
+    with cli_service(arguments, tmp_path, free_port(), timeout=180) as (process, url):
+        pids, deadline = set(), time.monotonic() + 120
+        while len(pids) < 2:  # both workers answer: neither died for want of the data path
+            assert time.monotonic() < deadline and process.poll() is None, pids
+            pids.add(call(f"{url}/health")[1]["pid"])
+        checkpoint.write_bytes(checkpoint.read_bytes()[:1000])  # a copy cut short
+        process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30  # long enough for a replacement worker to start and fail
+        while time.monotonic() < deadline:
+            assert call(f"{url}/health")[1]["pid"] in pids  # the old workers go on serving
+            time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+        err = process.stderr.read()
+    assert "Traceback" not in err and err.count("worker cannot start: model file") == 1, err

@@ -156,6 +156,8 @@ def _endpoint(function, method, body, token, max_body):
     async def endpoint(request):
         if method in ("POST", "DELETE") and token is not None and not _authorised(request, token):
             raise HTTPException(401, "missing or wrong token: send the header 'Authorization: Bearer TOKEN'")
+        if method == "POST":  # every POST, bodiless ones too: a cross-site form cannot send JSON
+            _require_json(request)
         payload = await _read_json(request, max_body) if body else None
         ids = {name: check_id(value, f"{name} id") for name, value in request.path_params.items()}
         return SafeJSONResponse(await run_in_threadpool(function, request.app.state.live, request, payload, **ids))
@@ -174,12 +176,16 @@ def _authorised(request, token):
     return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
 
 
-async def _read_json(request, max_body):
-    """The body as JSON: 415 unless it says application/json, 413 past ``max_body`` bytes (counted while it
-    arrives, before any parsing), 400 when it is not JSON or nests deeper than ``MAX_DEPTH``."""
+def _require_json(request):
+    """A 415 unless the request says application/json."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/json":
         raise HTTPException(415, f"Content-Type {kind or '(none)'!r}: expected application/json")
+
+
+async def _read_json(request, max_body):
+    """The body as JSON: 413 past ``max_body`` bytes (counted while it arrives, before any parsing), 400 when it
+    is not JSON or nests deeper than ``MAX_DEPTH``."""
     # counted here, not by Starlette's max_body_size, which answers a declared oversize body in plain text
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_body:

@@ -342,3 +342,14 @@ def test_workers_read_a_checkpoint_with_its_data_path_and_survive_a_sighup_with_
         process.wait(timeout=60)
         err = process.stderr.read()
     assert "Traceback" not in err and err.count("worker cannot start: model file") == 1, err
+
+
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "text/plain", None])
+def test_a_reload_from_a_cross_site_form_is_refused(service, content_type, caplog):
+    url, _ = service
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    with caplog.at_level(logging.WARNING, logger="recbole_fbsm.serve.http"):
+        code, answer = raw_request(url, "POST", "/admin/reload", b"x=1", headers)
+    assert code == 415 and "application/json" in answer["error"]
+    assert not [r for r in caplog.records if "reloaded" in r.getMessage()]
+    assert raw_request(url, "POST", "/admin/reload", b"", {"Content-Type": "application/json"})[0] == 200

@@ -149,7 +149,7 @@ def run_compare(args):
 
 
 def run_http(args):
-    from recbole_fbsm.serve.http import TOKEN_VARIABLE, check_exposure, run_service
+    from recbole_fbsm.serve.http import TOKEN_VARIABLE, check_exposure, check_id, run_service
     from recbole_fbsm.serve.live import LiveState
     from recbole_fbsm.serve.store import StoredItem, default_store_path, open_store
 
@@ -160,6 +160,8 @@ def run_http(args):
     store = open_store(location)
     if args.new_items:  # stored as the file gives them (as POST /items does), once weighed and warned of
         tokens, values, raw = read_item_cells(served, args.new_items)
+        for token in tokens:  # the ids the API takes: any other could never be listed or deleted
+            check_id(token, f"new-item file {args.new_items}: item id")
         new_items_from_cells(served, tokens, values, raw, source=f"new-item file {args.new_items}")
         store.put_items([StoredItem(t, raw, {f: values[f][k] for f in served.fields}) for k, t in enumerate(tokens)])
     state = LiveState(args.checkpoint, store, args.device, served, args.data_path, args.trust_pickle)

@@ -28,7 +28,7 @@ from recbole_fbsm.serve.explain import explain
 from recbole_fbsm.serve.live import SCOPES, Conflict, LiveState, item_users, top_items, training_likes, weigh_group
 from recbole_fbsm.serve.new_items import NewItems, unknown_tokens_message
 from recbole_fbsm.serve.recommend import recommend
-from recbole_fbsm.serve.store import StoredItem, StoreError, by_kind, describe, open_store
+from recbole_fbsm.serve.store import ItemsGone, StoredItem, StoreError, by_kind, describe, open_store
 
 MAX_TOP = 1000
 MAX_ITEMS_PER_REQUEST = 10_000
@@ -58,25 +58,26 @@ class SafeJSONResponse(JSONResponse):
 
 # ------------------------------------------------------------------------------------------------ ids
 def check_id(value, what="id"):
-    """``value`` if it is an id the service can store, list, serve and delete; else a 400 naming the rule."""
+    """``value`` if it is an id the service can store, list, serve and delete; else a ColdStartError (a 400)
+    naming the rule."""
     if isinstance(value, (int, float)):  # booleans too
-        raise HTTPException(400, f"{what} {value!r}: booleans and numbers are not ids; write the id as a JSON string")
+        raise ColdStartError(f"{what} {value!r}: booleans and numbers are not ids; write the id as a JSON string")
     if not isinstance(value, str):
-        raise HTTPException(400, f"{what}: expected a string; got {type(value).__name__}")
+        raise ColdStartError(f"{what}: expected a string; got {type(value).__name__}")
     if not value:
-        raise HTTPException(400, f"{what}: an id cannot be empty")
+        raise ColdStartError(f"{what}: an id cannot be empty")
     if len(value) > MAX_ID_LENGTH:
-        raise HTTPException(400, f"{what} {value[:20]!r}...: at most {MAX_ID_LENGTH} characters; got {len(value)}")
+        raise ColdStartError(f"{what} {value[:20]!r}...: at most {MAX_ID_LENGTH} characters; got {len(value)}")
     if _has_surrogate(value):
-        raise HTTPException(400, f"{what} {value!r}: an id cannot hold a lone surrogate (not text)")
+        raise ColdStartError(f"{what} {value!r}: an id cannot hold a lone surrogate (not text)")
     if "\x00" in value:
-        raise HTTPException(400, f"{what} {value!r}: an id cannot hold NUL")
+        raise ColdStartError(f"{what} {value!r}: an id cannot hold NUL")
     if any(unicodedata.category(c) == "Cc" for c in value):
-        raise HTTPException(400, f"{what} {value!r}: an id cannot hold control characters (newline, tab, ...)")
+        raise ColdStartError(f"{what} {value!r}: an id cannot hold control characters (newline, tab, ...)")
     if "/" in value:
-        raise HTTPException(400, f"{what} {value!r}: an id cannot hold '/' (it could not be named in a URL path)")
+        raise ColdStartError(f"{what} {value!r}: an id cannot hold '/' (it could not be named in a URL path)")
     if value != value.strip():
-        raise HTTPException(400, f"{what} {value!r}: an id cannot start or end with white space")
+        raise ColdStartError(f"{what} {value!r}: an id cannot start or end with white space")
     return value
 
 
@@ -110,6 +111,7 @@ def create_app(state, token=None, max_body=DEFAULT_MAX_BODY):
             HTTPException: _http_error,
             Conflict: lambda request, error: _error(str(error), 409),
             StoreError: lambda request, error: _error(str(error), 503),
+            ItemsGone: lambda request, error: _error(str(error), 404),
             ColdStartError: lambda request, error: _error(str(error), 400),
             ClientDisconnect: _disconnected,
             Exception: _server_error,
@@ -404,7 +406,7 @@ def _add_likes(live, request, payload, user):
     unknown = [item for item in items if not snapshot.knows_item(item)]
     if unknown:
         raise HTTPException(404, f"item(s) {unknown[:10]} are neither items of the dataset nor stored new items")
-    added = live.store.add_likes(user, items)
+    added = live.store.add_likes(user, items, [item for item in items if not snapshot.view.dataset_item(item)])
     return {"user": user, "added": added, "likes": len(live.current().likes.get(user, ()))}
 
 

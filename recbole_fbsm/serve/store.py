@@ -35,6 +35,10 @@ class StoreError(ColdStartError):
     serving; nothing is acknowledged that it did not keep."""
 
 
+class ItemsGone(LookupError):
+    """New items deleted between a request's check and its write."""
+
+
 class StoreWarning(UserWarning):
     """A row of the store that cannot be used (written by another program): left out, and named."""
 
@@ -166,10 +170,15 @@ class Store:
         )
         return None
 
-    def add_likes(self, user, items):
-        """Record that ``user`` likes ``items``; the items newly liked (in the given order)."""
+    def add_likes(self, user, items, new_items=()):
+        """Record that ``user`` likes ``items``; the items newly liked (in the given order). ``new_items``, those
+        of ``items`` that are stored new items, are checked in the write's transaction: ``ItemsGone`` (nothing
+        stored) if one was deleted since the caller looked."""
         added = []
         with self._write() as write:
+            gone = [i for i in new_items if not write("SELECT 1 FROM items WHERE item_id = ?", (i,)).fetchone()]
+            if gone:
+                raise ItemsGone(f"item(s) {gone[:10]} were deleted while the like was being written: not stored")
             for item in dict.fromkeys(items):
                 if write("SELECT 1 FROM likes WHERE user_id = ? AND item_id = ?", (user, item)).fetchone():
                     continue

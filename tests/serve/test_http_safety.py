@@ -353,3 +353,14 @@ def test_a_reload_from_a_cross_site_form_is_refused(service, content_type, caplo
     assert code == 415 and "application/json" in answer["error"]
     assert not [r for r in caplog.records if "reloaded" in r.getMessage()]
     assert raw_request(url, "POST", "/admin/reload", b"", {"Content-Type": "application/json"})[0] == 200
+
+
+def test_a_like_racing_the_delete_of_its_item_is_not_stored(service, monkeypatch):
+    url, state = service
+    assert call(f"{url}/items", "POST", {"items": [item("n1")]})[0] == 200
+    stale = state.current()  # the snapshot a like checked, just before another request deleted the item
+    assert call(f"{url}/items/n1", "DELETE")[0] == 200
+    monkeypatch.setattr(state, "current", lambda: stale)
+    code, answer = call(f"{url}/users/u0_0/likes", "POST", {"items": ["n1", "k1i00"]})
+    assert code == 404 and "n1" in answer["error"]
+    assert state.store.likes("u0_0") == []

@@ -212,3 +212,18 @@ def test_an_output_never_replaces_an_input_or_another_output(trained, tmp_path, 
     assert serve_main([a.format(**names) for a in arguments]) == 2
     _one_error_line(capsys, expected.format(**names), "an output never replaces")
     assert {path: open(path, "rb").read() for path in before} == before and not names["out"].exists()
+
+
+@pytest.mark.parametrize("bad, rule", [("a/b", "'/'"), ("x" * 300, "at most 256"), ("ctl\x01id", "control")])
+def test_the_service_refuses_new_item_ids_its_api_refuses(trained, tmp_path, capsys, monkeypatch, bad, rule):
+    """An id the API cannot take could never be listed or deleted once stored."""
+    import recbole_fbsm.serve.http as http
+
+    monkeypatch.setattr(http, "run_service", lambda *args, **kwargs: None)
+    new = tmp_path / "new.item"
+    new.write_text(HEADER + f"z1\tg0\tt0\n{bad}\tg1\tt1\n")
+    store = tmp_path / "s.sqlite"
+    assert serve_main(["http", str(trained["model"]), "--new-items", str(new), "--store", str(store)]) == 2
+    _one_error_line(capsys, f"new-item file {new}: item id", rule)
+    with contextlib.closing(open_store(store)) as stored:
+        assert stored.items() == []

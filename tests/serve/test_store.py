@@ -15,7 +15,17 @@ import pytest
 from helpers import cli_env
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, StoredItem, StoreError, StoreWarning, describe, open_store
+from recbole_fbsm.serve.store import (
+    ITEM,
+    LIKE,
+    RELOAD,
+    ItemsGone,
+    StoredItem,
+    StoreError,
+    StoreWarning,
+    describe,
+    open_store,
+)
 
 
 @pytest.fixture(scope="module")
@@ -268,4 +278,15 @@ def test_a_malformed_items_row_is_left_out_with_a_warning_naming_it(tmp_path):
     messages = [str(w.message) for w in warned]
     for name in ("'bad1'", "'bad2'", "'bad3'", "b'\\xff'"):
         assert any(f"table items, row {name}:" in m and "left out" in m for m in messages), messages
+    store.close()
+
+
+def test_a_like_of_a_new_item_deleted_before_the_write_is_not_stored(location):
+    store = open_store(location)
+    store.put_items([item("n1"), item("n2")])
+    assert store.add_likes("u1", ["n2", "d1"], new_items=["n2"]) == ["n2", "d1"]
+    store.delete_item("n1")  # between the service's check and its write
+    with pytest.raises(ItemsGone, match=r"\['n1'\]"):
+        store.add_likes("u1", ["n1", "d2"], new_items=["n1"])
+    assert store.likes("u1") == ["n2", "d1"]  # nothing of the refused request
     store.close()

@@ -174,8 +174,10 @@ def _disconnected(request, error):
 
 
 def _authorised(request, token):
+    """The header's bytes (Starlette decodes them as latin-1) against the token's UTF-8 bytes, both without
+    surrounding white space (HTTP strips a value's trailing space)."""
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.encode("latin-1").strip(), token.encode().strip())
 
 
 def _require_json(request):
@@ -454,7 +456,9 @@ def _reload(live, request, payload):
 
 # ------------------------------------------------------------------------------------------- running
 def check_exposure(host, token):
-    """A ColdStartError for a service reachable from other machines that anyone could write to."""
+    """A ColdStartError for a service reachable from other machines that anyone could write to, or a blank token."""
+    if token is not None and not token.encode().strip():
+        raise ColdStartError(f"--token (or {TOKEN_VARIABLE}) is blank: expected a secret that requests send.")
     with contextlib.suppress(ValueError):
         if token or host == "localhost" or ipaddress.ip_address(host).is_loopback:
             return

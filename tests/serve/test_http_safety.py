@@ -364,3 +364,23 @@ def test_a_like_racing_the_delete_of_its_item_is_not_stored(service, monkeypatch
     code, answer = call(f"{url}/users/u0_0/likes", "POST", {"items": ["n1", "k1i00"]})
     assert code == 404 and "n1" in answer["error"]
     assert state.store.likes("u0_0") == []
+
+
+def test_a_token_with_a_non_ascii_character_or_a_trailing_space_matches(artifact, tmp_path):
+    """The header's bytes are compared with the token's UTF-8 bytes, both without surrounding white space."""
+    with live_service(artifact["path"], str(tmp_path / "s.sqlite"), token="s3crét ") as (url, _):
+        body = b'{"items": ["k1i00"]}'
+        for sent in ("Bearer s3crét".encode(), "Bearer s3crét ".encode(), "Bearer  s3crét".encode()):
+            headers = {"Content-Type": "application/json", "Authorization": sent}
+            assert raw_request(url, "POST", "/users/u0_0/likes", body, headers)[0] == 200, sent
+        for wrong in (b"Bearer s3cr\xe9t", b"Bearer s3cr", b"Bearer"):
+            headers = {"Content-Type": "application/json", "Authorization": wrong}
+            assert raw_request(url, "POST", "/users/u0_0/likes", body, headers)[0] == 401, wrong
+
+
+def test_a_blank_token_is_refused_at_start():
+    from recbole_fbsm.errors import ColdStartError
+    from recbole_fbsm.serve.http import check_exposure
+
+    with pytest.raises(ColdStartError, match="--token .* is blank"):
+        check_exposure("127.0.0.1", "  ")

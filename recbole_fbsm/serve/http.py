@@ -131,15 +131,21 @@ class AccessLog:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        start, status = time.perf_counter(), [None]
+        start, status, answered = time.perf_counter(), [None], [False]
 
         async def recording(message):
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
+            answered[0] = message["type"] == "http.response.body" and not message.get("more_body", False)
             await send(message)
 
         try:
             await self.app(scope, receive, recording)
+        except Exception:
+            # Starlette re-raises an error after its handler answered (a 500, logged there): uvicorn would then
+            # close the keep-alive connection and reset the client's next request
+            if not answered[0]:
+                raise
         except asyncio.CancelledError:
             # a forced stop (second Ctrl-C) cancels the requests still open: one line each, not a traceback
             log.warning("%s %s: cancelled, the service is stopping", scope["method"], scope["path"])

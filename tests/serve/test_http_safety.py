@@ -384,3 +384,21 @@ def test_a_blank_token_is_refused_at_start():
 
     with pytest.raises(ColdStartError, match="--token .* is blank"):
         check_exposure("127.0.0.1", "  ")
+
+
+def test_after_a_500_the_same_keep_alive_connection_goes_on(service, monkeypatch):
+    import json
+
+    from recbole_fbsm.serve import http as service_module
+
+    url, _ = service
+    monkeypatch.setattr(service_module, "top_items", lambda *args: 1 / 0)
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    connection.request("GET", "/users/u0_0/items")
+    answer = connection.getresponse()
+    assert answer.status == 500 and "internal error" in json.loads(answer.read())["error"]
+    connection.request("GET", "/health")  # the same connection: not reset
+    answer = connection.getresponse()
+    assert answer.status == 200 and json.loads(answer.read())["status"] == "ok"
+    connection.close()

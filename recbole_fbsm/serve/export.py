@@ -2,6 +2,7 @@
 ``DIR/NAME.item`` in the model's own fields, ready to append to the dataset and retrain (docs/serve.md)."""
 
 import contextlib
+import glob
 import os
 
 from recbole_fbsm.errors import ColdStartError
@@ -30,12 +31,14 @@ def export_likes(store_location, output, model=None):
     paths = [os.path.join(output, f"{name}.{suffix}") for suffix in ("inter", "item")]
     if os.path.exists(output) and not os.path.isdir(output):
         raise ColdStartError(f"--output {output} is a file: expected a folder to write {name}.inter and .item into.")
-    for path in paths:  # a dataset's own folder holds them: its files are never replaced
-        if os.path.lexists(path):
-            raise ColdStartError(
-                f"--output {output}: {path} already exists, and export-likes never replaces a file "
-                "(the folder of the dataset itself, or an earlier export?): give a new folder."
-            )
+    atomic = sorted(
+        glob.glob(os.path.join(glob.escape(output), "*.inter")) + glob.glob(os.path.join(glob.escape(output), "*.item"))
+    )
+    if atomic:  # a dataset's folder (through a link too), or an earlier export: never written into
+        raise ColdStartError(
+            f"--output {output} already holds {atomic[0]}: export-likes never replaces a file nor writes "
+            "beside a dataset's files (the dataset's own folder, or an earlier export?); give a new folder."
+        )
     served = load_model(model)
     with contextlib.closing(open_store(location)) as store:
         items, likes = store.items(), store.all_likes()

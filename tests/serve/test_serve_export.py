@@ -109,7 +109,11 @@ def test_export_into_a_dataset_folder_or_over_a_file_is_refused_and_changes_noth
     folder = data["item_file"].parent  # the dataset's own folder: NAME.inter and NAME.item are there
     before = {path: path.read_bytes() for path in folder.iterdir()}
     assert serve_main(["export-likes", store, "--model", renamed["artifact"], "-o", str(folder)]) == 2
-    _one_error_line(capsys, f"{data['name']}.inter", "already exists", "export-likes never replaces a file")
+    _one_error_line(capsys, f"{data['name']}.i", "export-likes never replaces a file nor writes beside a dataset")
+    assert {path: path.read_bytes() for path in folder.iterdir()} == before
+    (tmp_path / "link").symlink_to(folder)  # the dataset's folder under another name
+    assert serve_main(["export-likes", store, "--model", renamed["artifact"], "-o", str(tmp_path / "link")]) == 2
+    _one_error_line(capsys, f"{data['name']}.i", "writes beside a dataset")
     assert {path: path.read_bytes() for path in folder.iterdir()} == before
     a_file = tmp_path / "notes.txt"
     a_file.write_text("mine")

@@ -27,7 +27,7 @@ def main(argv=None, prog="recbole-fbsm serve"):
         try:
             if args.command == "export":
                 args.output = args.output or os.path.splitext(args.checkpoint)[0] + SUFFIX
-            check_outputs(args, INPUTS.get(args.command, ()), FORMATTED_OUTPUTS.get(args.command, ("output",)))
+            check_outputs(args)
             for name in FORMATTED_OUTPUTS.get(args.command, ()):  # a bad extension fails before the model loads
                 if getattr(args, name) is not None:
                     resolve_format(getattr(args, name), args.format)
@@ -52,27 +52,19 @@ def _same_file(a, b):
     )
 
 
-def check_outputs(args, inputs, outputs):
+def check_outputs(args):
     """Refuse, before anything is read, an output naming one of the command's input files or another output:
     written, it would replace that file (a checkpoint, the new items, the other list)."""
-    written = []
-    for name in outputs:
-        path = getattr(args, name, None)
-        if path is None or path == "-":
-            continue
-        option = "--" + name.replace("_", "-")
-        for source in inputs:
-            if getattr(args, source) and _same_file(path, getattr(args, source)):
-                what = source.replace("_", " ").replace("checkpoint", "model" if args.command != "export" else source)
-                raise ColdStartError(
-                    f"{option} {path} is the {what} file: an output never replaces an input; name another file."
-                )
-        for other, other_path in written:
-            if _same_file(path, other_path):
-                raise ColdStartError(
-                    f"{option} {path} is also {other}: an output never replaces another output; name another file."
-                )
-        written.append((option, path))
+    named = [(f"the {INPUTS[name]} file", getattr(args, name)) for name in INPUTS if getattr(args, name, None)]
+    for name in FORMATTED_OUTPUTS.get(args.command, ("output",)):
+        path, option = getattr(args, name, None), "--" + name.replace("_", "-")
+        same = [what for what, other in named if path not in (None, "-") and _same_file(path, other)]
+        if same:
+            raise ColdStartError(
+                f"{option} {path} is also {same[0]}: an output never replaces an input or another output; "
+                "name another file."
+            )
+        named.append((option, path or "-"))
 
 
 def _load(args, path=None):
@@ -187,13 +179,13 @@ FORMATTED_OUTPUTS = {
     "interactions": ("output",),
     "compare-users": ("output", "per_user"),
 }
-# the options naming a file each command reads
+# the arguments naming a file a command reads
 INPUTS = {
-    "recommend": ("checkpoint", "new_items", "users_file"),
-    "explain": ("checkpoint", "new_items"),
-    "interactions": ("checkpoint",),
-    "compare-users": ("checkpoint_a", "checkpoint_b"),
-    "export": ("checkpoint",),
+    "checkpoint": "model",
+    "checkpoint_a": "model_a",
+    "checkpoint_b": "model_b",
+    "new_items": "new items",
+    "users_file": "users",
 }
 COMMANDS = {
     "recommend": run_recommend,

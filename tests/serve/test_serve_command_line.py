@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import HEADER, train_planted
+from helpers import HEADER, cli_env, train_planted
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve import load_model, read_new_items
@@ -50,7 +50,7 @@ def test_a_run_killed_while_writing_leaves_the_old_output_whole(trained, tmp_pat
         "--user-output",
         str(output),
     ]
-    process = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    process = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=300, env=cli_env())
     assert process.returncode == -9, process.stderr
     assert output.read_text() == old
     # and a run that completes replaces it whole
@@ -192,15 +192,21 @@ def test_the_largest_accepted_numbers_still_answer(trained, tmp_path):
 @pytest.mark.parametrize(
     "arguments, expected",
     [
-        (["recommend", "{model}", "{copy}", "--item-output", "{copy}"], "--item-output {copy} is the new items file"),
+        (
+            ["recommend", "{model}", "{copy}", "--item-output", "{copy}"],
+            "--item-output {copy} is also the new items file",
+        ),
         (
             ["recommend", "{model}", "{new}", "--item-output", "{out}", "--user-output", "{out}"],
             "--user-output {out} is also --item-output",
         ),
-        (["explain", "{model}", "--user", "u0_0", "--item", "z1", "-o", "{model}"], "--output {model} is the model"),
+        (
+            ["explain", "{model}", "--user", "u0_0", "--item", "z1", "-o", "{model}"],
+            "--output {model} is also the model file",
+        ),
         (["compare-users", "{model}", "{model}", "-o", "{out}", "--per-user", "{out}"], "--per-user {out} is also"),
-        (["export", "{checkpoint}", "-o", "{checkpoint}"], "--output {checkpoint} is the checkpoint"),
-        (["export", "{model}"], "--output {model} is the checkpoint"),  # the default output: its own name
+        (["export", "{checkpoint}", "-o", "{checkpoint}"], "--output {checkpoint} is also the model file"),
+        (["export", "{model}"], "--output {model} is also the model file"),  # the default output: its own name
     ],
 )
 def test_an_output_never_replaces_an_input_or_another_output(trained, tmp_path, capsys, arguments, expected):

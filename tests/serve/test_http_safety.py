@@ -402,3 +402,31 @@ def test_after_a_500_the_same_keep_alive_connection_goes_on(service, monkeypatch
     answer = connection.getresponse()
     assert answer.status == 200 and json.loads(answer.read())["status"] == "ok"
     connection.close()
+
+
+def test_the_workers_load_the_model_as_the_command_line_said(artifact, tmp_path, monkeypatch):
+    """Each worker process rebuilds its state from the settings the supervisor leaves it: every loading option."""
+    import uvicorn.supervisors
+
+    from recbole_fbsm.serve import http as service_module
+    from recbole_fbsm.serve.live import LiveState
+    from recbole_fbsm.serve.store import open_store
+
+    state = LiveState(str(artifact["path"]), open_store(str(tmp_path / "s.sqlite")), "cpu", None, "/data", True)
+    built = {}
+
+    class Supervisor:  # instead of uvicorn's, which would start the worker processes
+        def __init__(self, config, sockets):
+            pass
+
+        def run(self):
+            built["state"] = service_module.app_from_environment().app.state.live
+
+    monkeypatch.setattr(uvicorn.supervisors, "Multiprocess", Supervisor)
+    monkeypatch.setenv(service_module.SETTINGS_VARIABLE, "")  # restored after the test
+    served = state.current().view.served  # the workers' own loading is not what is tested: their options are
+    monkeypatch.setattr(service_module, "LiveState", lambda *args, **kwargs: LiveState(*args, served=served, **kwargs))
+    service_module.run_service(state, port=0, workers=2)
+    worker = built["state"]
+    assert (worker.data_path, worker.trust_pickle, str(worker.device)) == ("/data", True, "cpu")
+    worker.store.close()

@@ -4,6 +4,7 @@ artifact reads them with its own vocabulary; durability and the change log: docs
 """
 
 import contextlib
+import itertools
 import json
 import os
 import sqlite3
@@ -197,11 +198,24 @@ class Store:
 
     def likes(self, user):
         """The items ``user`` liked, oldest first."""
-        return [row[0] for row in self._read("SELECT item_id FROM likes WHERE user_id = ? ORDER BY seq", (user,))]
+        rows = self._read("SELECT user_id, item_id FROM likes WHERE user_id = ? ORDER BY seq", (user,))
+        return [item for _, item in self._texts("likes", rows)]
 
     def all_likes(self):
         """[(user, item)] of every stored like, oldest first."""
-        return self._read("SELECT user_id, item_id FROM likes ORDER BY seq")
+        return self._texts("likes", self._read("SELECT user_id, item_id FROM likes ORDER BY seq"))
+
+    def _texts(self, table, rows):
+        """The ``rows`` of text values; a warning names each other one (written by another program)."""
+        text = [isinstance(user, str) and isinstance(item, str) for user, item in rows]
+        for row in itertools.compress(rows, [not t for t in text]):
+            warnings.warn(
+                f"store {describe(self.location)}: table {table}, row {tuple(row)!r}: expected text values "
+                "(written by another program?); left out",
+                StoreWarning,
+                stacklevel=3,
+            )
+        return list(itertools.compress(rows, text))
 
     def request_reload(self):
         """Ask every worker to read the artifact again (``POST /admin/reload``); the change's number."""

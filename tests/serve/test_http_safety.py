@@ -307,6 +307,8 @@ def test_a_malformed_items_row_in_the_store_never_stops_the_service_nor_export(a
         assert call(f"{url}/items")[1]["items"] == ["good"] and healthy(url)
         assert call(f"{url}/users/u0_0/items?top=3")[0] == 200
         assert call(f"{url}/users/u0_0/likes", "POST", {"items": ["good"]})[0] == 200
+        assert call(f"{url}/users/u0_0/likes")[1]["likes"] == ["good"]
+        assert call(f"{url}/items/good/users?top=3")[0] == 200
     out = tmp_path / "out"
     assert serve_main(["export-likes", str(store), "--model", str(artifact["path"]), "-o", str(out)]) == 0
     err = capsys.readouterr().err

@@ -260,6 +260,9 @@ def read_only(path):
 BAD_ROWS = [("bad1", 0, "not json"), ("bad2", 0, "[1,2]"), ("bad3", 1, '{"words": 5}'), (b"\xff", 0, '{"words": "x"}')]
 
 
+BAD_LIKES = [(b"\x01", "good"), ("u0_0", b"\x02")]
+
+
 def write_bad_rows(path):
     """Rows another program wrote into the items table, beside a good one."""
     store = open_store(str(path))
@@ -267,6 +270,7 @@ def write_bad_rows(path):
     store.close()
     with contextlib.closing(sqlite3.connect(path)) as connection, connection:
         connection.executemany("INSERT INTO items (item_id, raw, cells) VALUES (?, ?, ?)", BAD_ROWS)
+        connection.executemany("INSERT INTO likes (user_id, item_id, seq) VALUES (?, ?, 0)", BAD_LIKES)
 
 
 def test_a_malformed_items_row_is_left_out_with_a_warning_naming_it(tmp_path):
@@ -278,6 +282,10 @@ def test_a_malformed_items_row_is_left_out_with_a_warning_naming_it(tmp_path):
     messages = [str(w.message) for w in warned]
     for name in ("'bad1'", "'bad2'", "'bad3'", "b'\\xff'"):
         assert any(f"table items, row {name}:" in m and "left out" in m for m in messages), messages
+    with pytest.warns(StoreWarning, match=r"table likes, row \(b'\\x01', 'good'\)"):
+        assert store.all_likes() == []
+    with pytest.warns(StoreWarning, match=r"table likes, row \('u0_0', b'\\x02'\)"):
+        assert store.likes("u0_0") == []
     store.close()
 
 

@@ -1,9 +1,8 @@
-"""N processes sharing one grid search on an sqlite study: how many points run twice and whether a failed or
-killed point runs again, with Optuna's ``GridSampler`` alone (``--plain``, workers as Optuna documents them)
-and with run_hyper's checks (``tune.point_taken``, ``tune.requeue_lost_points``). Trials sleep 0.1-0.5 s
-(``--slow`` times that) instead of training; the grid has 8 points.
+"""N processes sharing one grid search on an sqlite study (``tune.optimize``: Optuna's ``GridSampler``, heartbeat and
+retry callback): how many points run twice and whether a killed point runs again. Trials sleep 0.1-0.5 s (``--slow``
+times that) instead of training; the grid has 8 points.
 
-    python benchmarks/bench_shared_grid.py --workers 2 4 --repeats 3 [--plain]
+    python benchmarks/bench_shared_grid.py --workers 2 4 --repeats 3
     python benchmarks/bench_shared_grid.py --workers 4 --kill-after 3 --slow 3   # one worker killed, then a restart
 """
 
@@ -25,31 +24,27 @@ from recbole_fbsm.experiments import search_space, tune
 PARAMS = search_space.parse_params_text("a choice [0, 1, 2, 3]\nb choice [0, 1]\n")
 
 
-class SleepingObjective(tune.Objective):
-    def run_seed(self, trial, k, seed, settings, done):
-        time.sleep(random.uniform(0.1, 0.5) * self.slow)
-        return {"best_valid_score": settings["a"] + settings["b"] / 10, "test_result": {}, "seconds": 0}
+def sleeping_run_seed(self, trial, k, seed, settings, done):
+    time.sleep(random.uniform(0.1, 0.5) * SLOW[0])
+    return {"best_valid_score": settings["a"] + settings["b"] / 10, "test_result": {}, "seconds": 0}
 
 
-def worker(url, plain, slow):
+SLOW = [1.0]
+
+
+def worker(url, slow):
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.simplefilter("ignore")
+    SLOW[0] = slow
+    tune.Objective.run_seed = sleeping_run_seed
     sampler = tune.make_sampler("grid", PARAMS)
     study = optuna.load_study(study_name="grid", storage=tune.make_storage(url), sampler=sampler)
     search = SimpleNamespace(params=PARAMS, seeds=[1], valid_metric="score", bigger=True)
-    objective = SleepingObjective(search, grid=not plain, log=lambda *_: None)
-    objective.slow = slow
-    if plain:  # as Optuna documents a distributed search: every worker runs optimize on the shared study
-        study.optimize(objective, n_trials=20, catch=(tune.TrialFailed,))
-        return
-    for _ in range(20):  # run_hyper's loop (tune.optimize)
-        if not tune.requeue_lost_points(study, search_space.grid_size(PARAMS), objective.skip):
-            break
-        study.optimize(objective, n_trials=1, catch=(tune.TrialFailed, tune.PointTaken))
+    tune.optimize(search, study, search_space.grid_size(PARAMS))
 
 
 def run(url, workers, args):
-    processes = [multiprocessing.Process(target=worker, args=(url, args.plain, args.slow)) for _ in range(workers)]
+    processes = [multiprocessing.Process(target=worker, args=(url, args.slow)) for _ in range(workers)]
     for process in processes:
         process.start()
     if args.kill_after:
@@ -65,7 +60,6 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--plain", action="store_true", help="Optuna's GridSampler alone")
     parser.add_argument("--kill-after", type=float, default=0, help="SIGKILL one worker after this many seconds")
     parser.add_argument("--slow", type=float, default=1.0)
     args = parser.parse_args()

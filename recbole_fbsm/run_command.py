@@ -71,7 +71,7 @@ def main(argv=None, prog=None):
     artifact = result.get("artifact_file")
     if artifact:
         print(f"model artifact: {artifact} (serve it: recbole-fbsm serve http {artifact})")
-    for line in kept_start_lines(args, config_files, result):
+    for line in kept_start_lines(args, config_files, result) or filter(None, [result.get("kept_summary")]):
         print(line)
     return 0
 
@@ -106,16 +106,30 @@ def download_parser(prog="recbole-fbsm download"):
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT/NAME dataset folder")
     parser.add_argument(
-        "--timeout", type=float, default=30.0, help="seconds a connection or a read may wait (default: %(default)s)"
+        "--timeout",
+        type=_seconds,
+        default=30.0,
+        help="seconds a connection or a read may wait; a file gets 2 x this plus 1 s per 10 kB (default: %(default)s)",
     )
     return parser
+
+
+def _seconds(text):
+    """--timeout: above 0 (0 makes the socket non-blocking) and at most a day (inf or 1e309 overflow it)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 86400:
+        raise argparse.ArgumentTypeError(f"expected seconds, a number above 0 and at most 86400; got {text!r}")
+    return value
 
 
 def download_main(argv=None, prog="recbole-fbsm download"):
     """``recbole-fbsm download NAME``: the files, checked and converted; then a summary and the next command."""
     args = download_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
     from recbole_fbsm.convert import ConversionError
-    from recbole_fbsm.convert.download import download_dataset
+    from recbole_fbsm.convert.download import download_dataset, redact
 
     logging.getLogger("recbole_fbsm.convert").setLevel(logging.ERROR)  # the summary reports what was skipped
     try:
@@ -132,7 +146,7 @@ def download_main(argv=None, prog="recbole-fbsm download"):
     dataset = DATASETS[args.name]
     source = SOURCES[dataset.source]
     size = sum(source["files"][file][0] for file in dataset.files)
-    where = args.mirror or source["url"]
+    where = redact(args.mirror or source["url"])
     print(f"downloaded {len(dataset.files)} files ({size / 1e6:.1f} MB) from {where}, sizes and SHA-256 checked")
     print(result.summary())
     print(f"next: {run_command(args.name, args.out)}")

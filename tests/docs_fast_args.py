@@ -14,6 +14,9 @@ DEFAULT_COMPARE_SEEDS = ("2020", "2021", "2022")  # recbole_fbsm/experiments/com
 
 def fast_args(args, subcommands=False):
     """``args`` of run_recbole.py / run_hyper.py (or of ``recbole-fbsm`` when ``subcommands``), made fast."""
+    mirror = os.environ.get("DOCS_TEST_MIRROR")  # the published files on this machine, for `download`
+    if subcommands and args[:1] == ["download"] and mirror and "--mirror" not in args:
+        return [*args, "--mirror", mirror]
     if subcommands and (not args or args[0] not in TRAINING_SUBCOMMANDS):
         return list(args)
     keep_seeds = int(os.environ.get("DOCS_TEST_SEEDS") or 0)

@@ -2,14 +2,17 @@
 
 - Sybil parses the markdown: its PythonCodeBlockParser runs the ```python blocks (one namespace per document),
   a CodeBlockParser for ```bash runs each bash block with ``bash -e -o pipefail``, and its SkipParser reads
-  ``<!-- skip: next "why" -->``, the only way to keep a block from running (install lines, a long-running
-  server, curl against it, several machines). A skip without a reason fails, as does a fenced block in a
+  ``<!-- skip: next "why" -->``, the only way to keep a block from running (install lines, several machines,
+  hours of training). A skip without a reason fails, as does a fenced block in a
   language that nothing runs (``sh``, ``console``, ...): no block is left out silently.
 - The blocks of one document run in order, in one temporary working directory (so a block may use what an
   earlier one wrote), with this venv's ``recbole-fbsm`` on PATH and ``python run_recbole.py`` / ``python
   run_hyper.py`` available; ``../shared/datasets`` points at the checkout's shared datasets, when there are any.
 - Blocks that name citeulike-t (or the citeulike-tags conversion) are marked ``slow`` and skipped where
-  ``../shared/datasets/citeulike-t`` is absent; they convert the files themselves (`recbole-fbsm convert ctr`).
+  ``../shared/datasets/citeulike-t`` is absent; their ``recbole-fbsm download`` reads the files there (a
+  ``file://`` mirror, tests/docs_fast_args.py).
+- A block may start the HTTP service in the background (``serve http ... &``) and call it with curl: a request
+  answered with an error fails the block (curl's ``fail-with-body``), and the service ends with the block.
 - Time: the bash blocks' training commands (``recbole-fbsm run|compare|hyper``, ``python run_recbole.py``,
   ``python run_hyper.py``) go through tests/docs_fast_args.py: 2 epochs, 2 warm BPR-MF epochs of rank 32
   (docs/compare.md's DropoutNet, Heater and ALDI block takes a third of its time at the default rank 200),
@@ -21,11 +24,18 @@
   ```python blocks always run as written.
 """
 
+import contextlib
 import os
 import re
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from sybil import Sybil
@@ -48,27 +58,31 @@ FAST_ARGS_DIR = Path(__file__).resolve().parent  # docs_fast_args.py
 
 
 def run_bash(example):
-    """Evaluate a ```bash block in its document's working directory; fail with the end of its output."""
+    """Evaluate a ```bash block in its document's working directory; fail with the end of its output. A documented
+    HTTP request that gets an error answer fails the block (curl reads ``fail-with-body`` from the $CURL_HOME made
+    here), and a service the block started in the background ends with it (its process group is killed)."""
     workdir, bindir = example.namespace["workdir"], example.namespace["bindir"]
     path = os.pathsep.join([str(bindir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    (bindir / ".curlrc").write_text("fail-with-body\n")
     env = dict(
         os.environ,
         PATH=path,
+        CURL_HOME=str(bindir),
+        DOCS_TEST_MIRROR=CITEULIKE.as_uri() + "/" if CITEULIKE.is_dir() else "",
         DOCS_TEST_OVERRIDES=os.environ.get("DOCS_TEST_OVERRIDES", DEFAULT_OVERRIDES),
         DOCS_TEST_SEEDS=os.environ.get("DOCS_TEST_SEEDS", DEFAULT_SEEDS),
     )
-    done = subprocess.run(
-        ["bash", "-e", "-o", "pipefail", "-c", example.parsed],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=BLOCK_TIMEOUT_S,
-    )
-    if done.returncode != 0:
-        output = (done.stdout + done.stderr)[-4000:]
-        return f"bash block exited with {done.returncode}:\n{output}"
-    return None
+    with tempfile.TemporaryFile("w+") as output:  # a file, not a pipe: a background service cannot hold it open
+        block = ["bash", "-e", "-o", "pipefail", "-c", example.parsed]
+        process = subprocess.Popen(block, cwd=workdir, env=env, stdout=output, stderr=output, start_new_session=True)
+        try:
+            code = process.wait(timeout=BLOCK_TIMEOUT_S)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        output.seek(0)
+        text = output.read()
+    return f"bash block exited with {code}:\n{text[-4000:]}" if code else None
 
 
 SYBIL = Sybil(parsers=[SkipParser(), PythonCodeBlockParser(), CodeBlockParser("bash", run_bash)])
@@ -115,6 +129,8 @@ def _cases():
                 marks.append(pytest.mark.skip(reason=f"marked in the doc: {reason}"))
             elif NEEDS_CITEULIKE.search(str(example.parsed)):
                 marks += [pytest.mark.slow, pytest.mark.skipif(not CITEULIKE.is_dir(), reason=f"needs {CITEULIKE}")]
+            if re.search(r"^curl ", str(example.parsed), re.M):
+                marks.append(pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl"))
             cases.append(pytest.param(path, index, marks=marks, id=block_id))
     return cases
 
@@ -251,6 +267,13 @@ def test_the_fast_arguments_keep_what_the_command_gives(monkeypatch):
         "--epochs=2",
         "--torch_threads=1",
     ]
+    monkeypatch.setenv("DOCS_TEST_MIRROR", "file:///data/citeulike-t/")
+    assert fast_args(["download", "citeulike-t"], subcommands=True) == [
+        "download",
+        "citeulike-t",
+        "--mirror",
+        "file:///data/citeulike-t/",
+    ]
     assert fast_args(["serve", "explain", "m.fbsm", "--top", "3"], subcommands=True) == [
         "serve",
         "explain",
@@ -277,3 +300,26 @@ def test_the_shim_runs_the_script_with_the_fast_arguments(tmp_path):
 def test_the_readme_stays_a_page():
     """README.md is a user's page (at most 150 lines); details go to docs/."""
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
+
+
+def test_an_error_answer_fails_its_block_and_the_service_ends_with_it(tmp_path):
+    """A documented request that gets an error answer fails the block; a service started with ``&`` does not
+    outlive it (nor keep the test waiting on its output)."""
+    if shutil.which("curl") is None:
+        pytest.skip("needs curl")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    block = (
+        f"{sys.executable} -m http.server {port} --bind 127.0.0.1 &\necho $! > pid\n"
+        f"curl -s --retry 30 --retry-delay 1 --retry-connrefused localhost:{port}/ > /dev/null\n"
+        f"curl -s localhost:{port}/missing\n"
+    )
+    example = SimpleNamespace(parsed=block, namespace={"workdir": tmp_path, "bindir": tmp_path})
+    assert run_bash(example).startswith("bash block exited with 22"), "curl's exit status for an HTTP error"
+    stat = Path(f"/proc/{(tmp_path / 'pid').read_text().strip()}/stat")
+    for _ in range(50):
+        if not stat.exists() or stat.read_text().split()[2] in "ZX":
+            break
+        time.sleep(0.1)
+    assert not stat.exists() or stat.read_text().split()[2] in "ZX", "the service outlived its block"

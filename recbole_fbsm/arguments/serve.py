@@ -171,7 +171,7 @@ def _add_http(commands):
     http.add_argument("--new-items", help="new items to add to the store at start (.item file, or CSV/TSV of raw text)")
     http.add_argument(
         "--store",
-        help="where new items and likes live: an SQLite file (default: MODEL.store.sqlite beside the model) "
+        help="where new items and likes live: an SQLite file (default: MODEL.fbsm.store.sqlite beside the model) "
         "or a PostgreSQL URL postgresql://user@host/db (pip install 'recbole-fbsm[postgres]')",
     )
     http.add_argument(

@@ -1,9 +1,11 @@
-"""The model artifact: one file of tensors and plain values (``integrity.ARTIFACT``; docs/serve.md) that holds
-everything needed to score, without the dataset, and nothing that runs code."""
+"""The model artifact: one safetensors file (docs/serve.md) that holds everything needed to score, without the
+dataset: the tensors, and in the header's metadata the rest as JSON with the SHA-256 of it all. safetensors
+parses it (no pickle: loading runs no code) and refuses a file cut short; the SHA-256 refuses any changed bit."""
 
-import copy
 import dataclasses
-import warnings
+import hashlib
+import json
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -12,22 +14,35 @@ import pyarrow as pa
 import scipy.sparse as sp
 import torch
 from recbole.utils import FeatureType
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 
-from recbole_fbsm.artifact.integrity import ArtifactError, Invalid, decode_tokens, seal, validate
 from recbole_fbsm.data.analyzer import analyzer_path, read_analyzer_document
-from recbole_fbsm.data.features import ItemFeatures
+from recbole_fbsm.data.features import ItemFeatures, item_token_rows
 from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.inputs import ModelInputs
 from recbole_fbsm.storage.run_records import package_version
-from recbole_fbsm.storage.safe_files import Settings, plain, save_tensors
+from recbole_fbsm.storage.safe_files import Settings, plain, write_atomic
 
 FORMAT = "recbole-fbsm model"
-FORMAT_VERSION = 3
-# 1: the vocabulary's tokens as lists of strings; 1 and 2: no checksum (validated, with a warning)
-READABLE_VERSIONS = (1, 2, 3)
-UNSEALED_VERSIONS = (1, 2)
+FORMAT_VERSION = 4  # 1 to 3 were torch.save zips: refused with one line (old_format)
 SUFFIX = ".fbsm"
+HEADER = ("format", "format_version", "package_version")  # metadata entries read before anything else
+
+
+class ArtifactError(ColdStartError):
+    def __init__(self, path, message):
+        super().__init__(f"model artifact {path}: {message}")
+
+
+def old_format(path, version, written_by):
+    """The one line for an artifact of another format version (1 to 3: a torch.save zip; a later release's)."""
+    return ColdStartError(
+        f"model artifact {path} has format version {version} (written by recbole-fbsm {written_by}); this release "
+        f"({package_version()}) reads version {FORMAT_VERSION} only: export it again from its checkpoint "
+        f"(recbole-fbsm serve export CHECKPOINT.pth -o MODEL{SUFFIX}) or retrain."
+    )
 
 
 def csr_record(matrix):
@@ -41,18 +56,22 @@ def csr_record(matrix):
 
 
 def csr_from_record(record):
-    return sp.csr_matrix(
+    matrix = sp.csr_matrix(
         (record["data"].numpy(), record["indices"].numpy(), record["indptr"].numpy()), shape=tuple(record["shape"])
     )
+    matrix.check_format(full_check=True)  # scipy's own check: pointers and indices in range before native code
+    return matrix
 
 
 def features_record(features):
-    """``ItemFeatures`` field by field: the matrix as CSR arrays, numpy arrays as tensors, the rest plain data."""
+    """``ItemFeatures`` field by field: the matrix as CSR arrays, names as tokens, numpy arrays as tensors."""
     record = {}
     for field in dataclasses.fields(features):
         value = getattr(features, field.name)
         if field.name == "matrix":
             value = csr_record(value)
+        elif field.name == "names":
+            value = tokens_record(value)
         elif field.type is np.ndarray:
             value = None if value is None else torch.as_tensor(np.asarray(value))
         else:
@@ -64,10 +83,11 @@ def features_record(features):
 def features_from_record(record):
     values = {}
     for field in dataclasses.fields(ItemFeatures):
-        value = record.get(field.name)  # an earlier release's artifact has no identity_items / identity_weight
+        value = record[field.name]
         values[field.name] = value.numpy() if field.type is np.ndarray and value is not None else value
     fields, dense_fields = tuple(values.pop("fields")), tuple(values.pop("dense_fields"))
     values["matrix"] = csr_from_record(record["matrix"])
+    values["names"] = decode_tokens(record["names"]).tolist()
     return ItemFeatures(**values, fields=fields, dense_fields=dense_fields)
 
 
@@ -108,6 +128,16 @@ def tokens_record(tokens):
     return {"utf8": torch.from_numpy(utf8), "lengths": torch.from_numpy(np.diff(offsets))}
 
 
+def decode_tokens(record):
+    """A ``tokens_record`` back to an array of strings; pyarrow checks the offsets and the UTF-8."""
+    offsets = np.concatenate(([0], np.cumsum(record["lengths"].numpy())))
+    array = pa.LargeStringArray.from_buffers(
+        len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(record["utf8"].numpy())
+    )
+    array.validate(full=True)
+    return array.to_numpy(zero_copy_only=False)
+
+
 def vocabulary_record(dataset, fields):
     tokens = {
         name: tokens_record(dataset.field2id_token[name])
@@ -122,13 +152,8 @@ def vocabulary_record(dataset, fields):
     }
 
 
-def vocabulary_from_record(record, source="model artifact"):
-    """The ``Vocabulary`` of a validated artifact's record; an ``ArtifactError`` naming ``source`` for a token
-    that appears twice (checked here, where the users' and items' tokens are decoded)."""
-    try:
-        tokens = {name: decode_tokens(values, f"vocabulary.tokens.{name}") for name, values in record["tokens"].items()}
-    except Invalid as error:
-        raise ArtifactError(source, *error.args) from None
+def vocabulary_from_record(record):
+    tokens = {name: decode_tokens(values) for name, values in record["tokens"].items()}
     types = {name: FeatureType(kind) for name, kind in record["types"].items()}
     return Vocabulary(record["dataset"], record["uid_field"], record["iid_field"], tokens, types)
 
@@ -186,9 +211,20 @@ def build_artifact(model, config, train_dataset, valid_dataset=None, test_datase
         "split": {"valid": split_record(valid_dataset), "test": split_record(test_dataset)},
         "analyzer": analyzer,
         "state_dict": {key: value.detach().cpu() for key, value in model.state_dict().items()},
-        "other_parameter": model.other_parameter() or None,
         "training": training,
+        "titles": titles_record(train_dataset, features.fields, config["seq_separator"]),
     }
+
+
+def titles_record(dataset, fields, separator):
+    """Each item's title (its tokens joined, in order; '' for [PAD]) when a feature field is a title or name
+    (ml-100k's ``movie_title``), so that answers can name items; None otherwise."""
+    field = next((f for f in fields if re.fullmatch(r"(.*_)?(title|name)", f.lower())), None)
+    if field is None:
+        return None
+    indptr, indices = item_token_rows(dataset, field)
+    tokens = np.asarray(dataset.field2id_token[field], dtype=object)[indices]
+    return {"field": field, "items": [(separator or " ").join(row) for row in np.split(tokens, indptr[1:-1])]}
 
 
 def dataset_analyzer(config, fields, dataset):
@@ -213,47 +249,82 @@ def dataset_analyzer(config, fields, dataset):
     return document
 
 
+def content_digest(metadata, tensors):
+    """SHA-256 of the metadata (but the digest) and of each tensor's name, dtype, shape and bytes."""
+    digest = hashlib.sha256(json.dumps({k: v for k, v in metadata.items() if k != "sha256"}, sort_keys=True).encode())
+    for name in sorted(tensors):
+        tensor = tensors[name]
+        digest.update(f"\n{name} {tensor.dtype} {list(tensor.shape)}\n".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
+
+
+def _split_tensors(record, path, tensors):
+    """``record`` without its tensors, which go into ``tensors`` named by their path as a JSON list (no key, not
+    even one with dots, makes a name ambiguous)."""
+    rest = {}
+    for key, value in record.items():
+        if isinstance(value, torch.Tensor):
+            tensors[json.dumps([*path, key])] = value.detach().cpu().contiguous()
+        else:
+            rest[key] = _split_tensors(value, [*path, key], tensors) if isinstance(value, dict) else value
+    return rest
+
+
 def write_artifact(path, artifact):
-    """Write atomically (``save_tensors``), as the current version (an older one's token lists become UTF-8
-    records), sealed with its SHA-256."""
-    vocabulary = artifact["vocabulary"]
-    tokens = {
-        name: tokens_record(values) if isinstance(values, list) else values
-        for name, values in vocabulary["tokens"].items()
-    }
-    artifact = seal({**artifact, "format_version": FORMAT_VERSION, "vocabulary": {**vocabulary, "tokens": tokens}})
+    """Write atomically (``write_atomic``): the tensors by safetensors, the rest as JSON in its metadata."""
+    tensors = {}
+    rest = _split_tensors(artifact, [], tensors)
+    metadata = {key: str(rest.pop(key)) for key in HEADER}
+    metadata["content"] = json.dumps(rest)
+    metadata["sha256"] = content_digest(metadata, tensors)
     try:
-        save_tensors(artifact, path)
+        write_atomic(path, lambda handle: save_file(tensors, handle.name, metadata))
     except OSError as error:
         raise ColdStartError(f"model artifact {path} could not be written ({error.strerror or error}).") from None
     return path
 
 
-class UnsealedArtifactWarning(UserWarning):
-    """An artifact of a version without checksum: validated, but damage that stays valid goes unnoticed."""
-
-
-def check_artifact(content, path):
-    """``content`` (loaded with ``mmap=True``: nothing read yet) in memory once validated; a ColdStartError for a
-    version this release does not read."""
-    version = content.get("format_version")
-    if version not in READABLE_VERSIONS:
+def read_artifact(path):
+    """The artifact written at ``path``: its header's format and version, then its SHA-256, checked; the tensors
+    read into memory (``pread``: a file replaced later cannot pull pages from a running service)."""
+    try:
+        with safe_open(path, framework="pt", backend="pread") as file:
+            metadata = file.metadata() or {}
+            if metadata.get("format") != FORMAT:
+                raise ColdStartError(
+                    f"{path} is neither a recbole-fbsm model artifact (.fbsm) nor a training checkpoint (.pth)."
+                )
+            if metadata.get("format_version") != str(FORMAT_VERSION):
+                raise old_format(path, metadata.get("format_version"), metadata.get("package_version"))
+            tensors = {name: file.get_tensor(name) for name in file.keys()}
+    except SafetensorError as error:
         raise ColdStartError(
-            f"model artifact {path} has format version {version!r} (written by recbole-fbsm "
-            f"{content.get('package_version')}); this release ({package_version()}) reads versions "
-            f"{', '.join(map(str, READABLE_VERSIONS))}: "
-            "export it again with the release that wrote it, or retrain."
+            f"model file {path} is not a model artifact (safetensors) or checkpoint (torch.save zip): another kind "
+            f"of file, or one cut short in a copy ({error})."
+        ) from None
+    if content_digest(metadata, tensors) != metadata.get("sha256"):
+        raise ArtifactError(
+            path,
+            "its SHA-256 is not the one it was written with: the file was damaged or edited since (copy it again, "
+            "or export it again from its checkpoint)",
         )
-    validate(content, path, checksum=version not in UNSEALED_VERSIONS)
-    if version in UNSEALED_VERSIONS:
-        warnings.warn(
-            f"model artifact {path} is of format version {version}, which carries no checksum: it was "
-            "validated, but damage that leaves valid values cannot be detected; rewrite it once as version "
-            f"{FORMAT_VERSION} with: recbole-fbsm serve export {path} -o NEW{SUFFIX}",
-            UnsealedArtifactWarning,
-            stacklevel=2,
-        )
-    return copy.deepcopy(content)  # the tensors copied out of the mapped file (load_tensors)
+    try:  # only a file crafted with its checksum gets here with a content that does not parse
+        content = json.loads(metadata["content"])
+        for name, tensor in tensors.items():
+            *keys, last = json.loads(name)
+            record = content
+            for key in keys:
+                record = record.setdefault(key, {})
+            record[last] = tensor
+    except (KeyError, ValueError, TypeError, AttributeError) as error:
+        raise ArtifactError(path, f"its content does not parse ({type(error).__name__}: {error})") from None
+    return {
+        **content,
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "package_version": metadata["package_version"],
+    }
 
 
 def model_inputs_from_artifact(content, device):

@@ -179,6 +179,13 @@ def field_names(nonempty=False):
     return check
 
 
+def stop_words(value):
+    """``english`` (scikit-learn's list), or a list of words."""
+    if value == "english" or (isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value)):
+        return None
+    return Problem("english, a list of words such as [the, of], or ~ (keep every token)", value)
+
+
 def _keyed_mapping_problem(value, checks, notes=None):
     """The first key of ``value`` that ``checks`` does not list, or the first value that fails its key's check."""
     for key, item in value.items():

@@ -52,7 +52,10 @@ def check_model_name(name):
     if name not in PLUGIN_MODELS and name not in recbole_model_files():
         available = model_names()
         hint = suggestion(name, available) or "."
-        raise ColdStartError(f"unknown model {name!r}{hint} Available models: {', '.join(available)}.")
+        raise ColdStartError(
+            f"unknown model {name!r}{hint} recbole-fbsm models lists the {len(available)} models it runs "
+            "(this plugin's, RecBole's general and context-aware ones)."
+        )
 
 
 def get_model(name):

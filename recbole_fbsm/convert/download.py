@@ -1,36 +1,40 @@
 """Download a public dataset, check every file's SHA-256, and convert it: ``recbole-fbsm download citeulike-t``.
 
-Files arrive as ``FILE.part`` in ``OUT/.NAME.download/``: a part left by a dropped connection is resumed with an
-HTTP Range request by the next run, a file of the wrong size or checksum is deleted, and the converter renames
-the dataset into place only when complete, so a failure leaves nothing under ``OUT/NAME``.
+pooch fetches each file into ``OUT/.NAME.download/`` (through a fresh temporary file, renamed once its SHA-256 is
+right), so a rerun fetches only the files not yet there; the converter renames the dataset into place only when
+complete, so a failure leaves nothing under ``OUT/NAME``.
 """
 
 from __future__ import annotations
 
-import http.client
 import os
+import re
 import shutil
+import signal
 import sys
-import urllib.error
+import threading
 import urllib.parse
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
+import pooch
+import requests
 from tqdm import tqdm
 
 from recbole_fbsm.config.conversion import CTR_FILES, CTR_TAG_FILES
 from recbole_fbsm.config.datasets import DATASETS, SOURCES, unknown_download_message
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.storage.fingerprint import file_sha256
 
 from .atomic import target_folder
 from .ctr import convert_ctr
 
 DEFAULT_TIMEOUT = 30.0  # seconds a connection or a read may wait for the server
-CHUNK_BYTES = 1 << 16
+MIN_RATE = 10_000  # bytes/s: a file gets 2 x --timeout plus its size at this rate (a trickle would never time out)
 PROGRESS_AFTER_S = 2.0  # a progress bar appears only for a download that takes longer than this
 # convert_ctr's keyword for each file of the table (users.dat -> users, tag-item.dat -> tag_item, ...)
 CONVERT_KEYWORD = {file: key for key, file in (CTR_FILES | CTR_TAG_FILES).items()}
+pooch.get_logger().setLevel("WARNING")  # its "Downloading data from URL" lines would show a mirror's password
 
 
 class DownloadError(ColdStartError):
@@ -38,7 +42,7 @@ class DownloadError(ColdStartError):
 
 
 def download_dataset(name, out="dataset", mirror=None, overwrite=False, timeout=DEFAULT_TIMEOUT, progress=True):
-    """Fetch the files of dataset ``name`` (from ``mirror``, a base URL, when given), check their sizes and SHA-256,
+    """Fetch the files of dataset ``name`` (from ``mirror``, a base URL, when given), check their SHA-256,
     convert them into ``out/name`` and return the ConversionResult; a DownloadError or ConversionError leaves
     nothing under ``out/name``."""
     out = os.path.expanduser(str(out))  # '--out=~/data': no shell expands a ~ after '='
@@ -49,11 +53,11 @@ def download_dataset(name, out="dataset", mirror=None, overwrite=False, timeout=
     base = _base_url(mirror) if mirror else source["url"]
     target_folder(out, name, overwrite)  # an existing dataset without --overwrite fails before any download
     cache = Path(out) / f".{name}.download"
-    cache.mkdir(parents=True, exist_ok=True)
+    if cache.is_symlink():  # a folder this command makes, never one a planted link points to
+        cache.unlink()
     wanted = {file: source["files"][file] for file in dataset.files}
-    with _progress_bar(name, sum(size for size, _ in wanted.values()), progress) as bar:
-        for file, (size, sha256) in wanted.items():
-            fetch_file(base + urllib.parse.quote(file), cache / file, size, sha256, timeout, bar)
+    for file, (size, sha256) in wanted.items():
+        fetch_file(base + urllib.parse.quote(file), cache / file, size, sha256, timeout, progress)
     paths = {CONVERT_KEYWORD[file]: cache / file for file in dataset.files}
     result = convert_ctr(name=name, out_dir=out, overwrite=overwrite, **paths)
     _note_download(result.path / "README.txt", base, wanted)
@@ -64,7 +68,7 @@ def download_dataset(name, out="dataset", mirror=None, overwrite=False, timeout=
 def _note_download(readme, base, files):
     """Add where the files came from to the dataset's README.txt (its 'sources' are the download folder,
     removed once the dataset is written); replaced whole, so a reader never sees half of it."""
-    lines = [f"  {base}{file}  {size:,} bytes  sha256 {sha256}" for file, (size, sha256) in files.items()]
+    lines = [f"  {redact(base)}{file}  {size:,} bytes  sha256 {sha256}" for file, (size, sha256) in files.items()]
     text = (
         readme.read_text(encoding="utf-8") + "\ndownloaded by recbole-fbsm download (sizes and SHA-256 checked; the "
         "download folder named under sources was removed):\n" + "\n".join(lines) + "\n"
@@ -75,126 +79,102 @@ def _note_download(readme, base, files):
 
 
 def _base_url(mirror):
-    scheme = urllib.parse.urlsplit(mirror).scheme
+    scheme = mirror.partition("://")[0].lower()  # not urlsplit: a broken address is the download's error line
     if scheme not in ("http", "https", "file"):
-        raise ColdStartError(f"--mirror {mirror!r}: expected a base URL starting with http://, https:// or file://")
+        raise ColdStartError(
+            f"--mirror {redact(mirror)!r}: expected a base URL starting with http://, https:// or file://"
+        )
     return mirror if mirror.endswith("/") else mirror + "/"
 
 
-def fetch_file(url, dest, size, sha256, timeout, bar):
-    """Make ``dest`` the file at ``url`` with ``size`` bytes and this ``sha256``: resume ``dest.part`` if one is
-    there, check size and checksum, then rename. A wrong file is deleted; a partial one is kept for a rerun."""
+def redact(url):
+    """``url`` without the ``user:password@`` of a mirror: messages and README.txt are read by others."""
+    return re.sub(r"//[^/@\s]*@", "//***@", url)
+
+
+def fetch_file(url, dest, size, sha256, timeout, progress=False):
+    """Make ``dest`` the file at ``url`` with this ``sha256`` (pooch keeps a checked one, fetches it otherwise);
+    every failure is one DownloadError naming the URL, and leaves no part of the file behind."""
     dest = Path(dest)
-    part = dest.with_name(dest.name + ".part")
-    if dest.is_file():  # checked in an earlier run: checked again, it is cheap
-        if file_sha256(dest) == sha256:
-            bar.update(size)
-            return dest
+    shown = redact(url)
+    if dest.is_symlink():  # pooch would read through it, or move the file into the folder it names
         dest.unlink()
-    have = part.stat().st_size if part.is_file() else 0
-    if have > size:
-        part.unlink()
-        have = 0
-    bar.update(have)
-    if have < size:
-        _transfer(url, part, have, size, timeout, bar)
-    digest = file_sha256(part)
-    if digest != sha256:
-        part.unlink()
-        raise DownloadError(
-            f"{url}: SHA-256 {digest} differs from the expected {sha256} (another version of "
-            f"{dest.name}, or a damaged copy); the file was deleted, a rerun fetches it again."
+    downloader = (
+        _copy_local
+        if url.startswith("file:")
+        else pooch.HTTPDownloader(
+            progressbar=_progress_bar(dest.name, size, progress),
+            timeout=timeout,
+            headers={"User-Agent": "recbole-fbsm"},
         )
-    os.replace(part, dest)
+    )
+    deadline = 2 * timeout + size / MIN_RATE
+    try:
+        with _deadline(
+            deadline,
+            f"{shown}: not complete after {deadline:.1f} s, the deadline of 2 x --timeout plus "
+            f"{size:,} bytes at {MIN_RATE:,} bytes/s; check the network or --mirror, then rerun.",
+        ):
+            pooch.retrieve(url, f"sha256:{sha256}", fname=dest.name, path=dest.parent, downloader=downloader)
+    except DownloadError:
+        raise
+    except requests.HTTPError as error:
+        raise DownloadError(
+            f"{shown}: HTTP {error.response.status_code} {error.response.reason}; expected the file {dest.name} "
+            f"({size:,} bytes). Check the URL (--mirror serves the same file names)."
+        ) from None
+    except OSError as error:  # requests' errors too: refused, reset, closed mid-file, no data within --timeout
+        raise DownloadError(
+            f"{shown}: the download failed ({redact(_why(error))}); check the network or --mirror, then rerun."
+        ) from None
+    except ValueError:  # pooch's checksum error; it deleted the file
+        raise DownloadError(
+            f"{shown}: SHA-256 differs from the expected {sha256} (another version of {dest.name}, or a damaged "
+            "copy); the file was deleted, a rerun fetches it again."
+        ) from None
     return dest
 
 
-def _transfer(url, part, have, size, timeout, bar):
-    """Append the bytes of ``url`` after the first ``have`` to ``part`` (a Range request), or write the whole
-    file when the server does not resume; a lost connection keeps what arrived, for the next run to resume."""
-    response = _open(url, have, size, timeout)
-    if response is None:  # HTTP 416: the server has nothing after our bytes, so they are not its file's start
-        part.unlink()
-        bar.update(-have)
-        return _transfer(url, part, 0, size, timeout, bar)
-    with response:
-        resumed = response.status == 206 and str(response.headers.get("Content-Range", "")).startswith(f"bytes {have}-")
-        if have and not resumed:  # not 206 Partial Content from our byte on: the whole file, start over
-            bar.update(-have)
-            have = 0
-        length = response.headers.get("Content-Length")
-        if length is not None and length.isdigit() and have + int(length) != size:
-            part.unlink(missing_ok=True)
-            raise DownloadError(
-                f"{url}: the server offers {have + int(length):,} bytes, expected {size:,} "
-                f"(a truncated file, or another version of {part.name[:-5]}); nothing kept."
-            )
-        received = _copy(url, response, part, have, size, bar)
-    if received > size:
-        part.unlink()
-        raise DownloadError(
-            f"{url}: the server sent more than the expected {size:,} bytes (another version of "
-            f"{part.name[:-5]}); nothing kept."
-        )
-    if received < size:
-        raise DownloadError(
-            f"{url}: the connection ended after {received:,} of {size:,} bytes; rerun the same command to resume."
-        )
+def _copy_local(url, output_file, _pooch):
+    """pooch's downloader for a ``file://`` mirror."""
+    shutil.copyfile(urllib.request.url2pathname(urllib.parse.urlsplit(url).path), output_file)
 
 
-def _open(url, have, size, timeout):
-    """The response to a GET of ``url`` (from byte ``have`` on, when there is a part to resume); None when the
-    server refuses that range."""
-    headers = {"User-Agent": "recbole-fbsm"}
-    if have:
-        headers["Range"] = f"bytes={have}-"
+@contextmanager
+def _deadline(seconds, message):
+    """A DownloadError after ``seconds``: SIGALRM interrupts a blocked read (--timeout bounds each read only), where
+    signals reach (the main thread of a system with SIGALRM)."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise DownloadError(message)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
-    except urllib.error.HTTPError as error:
-        error.close()
-        if error.code == 416 and have:
-            return None
-        raise DownloadError(
-            f"{url}: HTTP {error.code} {error.reason}; expected the file {url.rsplit('/', 1)[-1]} "
-            f"({size:,} bytes). Check the URL (--mirror serves the same file names)."
-        ) from None
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
-        reason = getattr(error, "reason", None) or _why(error)
-        raise DownloadError(f"{url}: cannot open it ({reason}); check the network or --mirror, then rerun.") from None
-
-
-def _copy(url, response, part, have, size, bar):
-    """Write the response's body after the ``have`` bytes already in ``part``; return the bytes now there
-    (one more chunk than ``size`` at most: a server sending more is refused by the caller)."""
-    received = have
-    read = getattr(response, "read1", response.read)  # read1: what has arrived, so a stall keeps those bytes
-    try:
-        with open(part, "ab" if have else "wb") as f:
-            while chunk := read(CHUNK_BYTES):
-                received += len(chunk)
-                if received > size:
-                    break
-                f.write(chunk)
-                bar.update(len(chunk))
-    except (OSError, http.client.HTTPException) as error:  # a timeout (TimeoutError) or a reset mid-file
-        raise DownloadError(
-            f"{url}: the download stopped after {received:,} of {size:,} bytes ({_why(error)}); "
-            "rerun the same command to resume."
-        ) from None
-    return received
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _why(error):
-    if isinstance(error, TimeoutError):
-        return "no data within the timeout"
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    """What failed, without the pool and retry wording requests and urllib3 wrap it in."""
+    if isinstance(error, requests.Timeout) or "timed out" in str(error):
+        return "no data within --timeout"
+    if isinstance(error, requests.exceptions.ChunkedEncodingError):
+        return "the connection ended mid-file"
+    reason = getattr(error.args[0] if error.args else None, "reason", error)
+    return str(reason).split("): ", 1)[-1]
 
 
-def _progress_bar(name, total, enabled):
-    """tqdm, as RecBole shows progress: on a terminal, and only once the download has taken a few seconds."""
+def _progress_bar(file, size, enabled):
+    """tqdm, as RecBole shows progress: on a terminal, and only once the file has taken a few seconds."""
     return tqdm(
-        total=total,
-        desc=f"downloading {name}",
+        total=size,
+        desc=f"downloading {file}",
         unit="B",
         unit_scale=True,
         unit_divisor=1024,

@@ -129,10 +129,17 @@ def filter_warning(field: TokenField, df: np.ndarray, n_items: int, min_df: int)
         order = np.flatnonzero(mask)[np.argsort(-df[mask], kind="stable")][:5]
         return ", ".join(f"{terms[k]!r} ({df[k]} item{'s' if df[k] != 1 else ''})" for k in order)
 
-    parts = [
-        f"{field.name}: the document-frequency filter dropped {dropped:,} of {n_terms:,} distinct {what}s "
-        f"({100 * dropped / n_terms:.0f}%) of {n_items:,} items"
-    ]
+    if min_df == PAPER_MIN_DF == default_min_df(n_items):  # citeulike-t: what the paper did, not a mishap
+        parts = [
+            f"{field.name}: the paper's document-frequency filter ({options[0]} {min_df}: {what}s in fewer than "
+            f"{min_df} items are left out) kept {n_terms - dropped:,} of {n_terms:,} distinct {what}s "
+            f"of {n_items:,} items"
+        ]
+    else:
+        parts = [
+            f"{field.name}: the document-frequency filter dropped {dropped:,} of {n_terms:,} distinct {what}s "
+            f"({100 * dropped / n_terms:.0f}%) of {n_items:,} items"
+        ]
     if too_rare.any():
         parts.append(
             f"{int(too_rare.sum()):,} found in fewer than {min_df} items ({options[0]} {min_df}), "

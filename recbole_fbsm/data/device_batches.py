@@ -15,7 +15,6 @@ from recbole.data.interaction import Interaction
 from recbole.utils import InputType
 
 from recbole_fbsm.data.sampler import ColdStartSampler, DeviceNegativeSampler
-from recbole_fbsm.data.user_batches import WholeUserBatch, WholeUserInteraction
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.runtime import distributed
 
@@ -76,9 +75,6 @@ def device_batches(loader_class):
                     "users": inter_feat[self.uid_field].to(device),
                     "items": inter_feat[self.iid_field].to(device),
                     "negatives": negatives,
-                    # whole-user batches, and no (user, item) repeated in the data: the sampler's likes are distinct
-                    "whole_users": hasattr(self._index_sampler, "epoch_plan")
-                    and int(negatives.like_counts.sum()) == len(inter_feat),
                 }
             return held
 
@@ -88,37 +84,32 @@ def device_batches(loader_class):
             users, items = likes["users"].index_select(0, index), likes["items"].index_select(0, index)
             if self.times > 1:
                 users, items = users.repeat(self.times), items.repeat(self.times)
-            whole = None  # each like once, each of its users' likes in it, none repeated in the data
-            if likes["whole_users"] and self.times == 1 and hasattr(self.model, "whole_user_difference"):
-                whole = WholeUserBatch(users, items, self.model.F)
-            negatives = self.device_negatives(likes["negatives"], users, whole)
-            batch = {self.uid_field: users, self.iid_field: items, self.neg_item_id: negatives}
-            return Interaction(batch) if whole is None else WholeUserInteraction(batch, whole)
+            negatives = self.device_negatives(likes["negatives"], users)
+            return Interaction({self.uid_field: users, self.iid_field: items, self.neg_item_id: negatives})
 
-        def device_negatives(self, sampler, users, whole=None):
-            """One negative per entry of ``users``; with dynamic sampling the best scored by the model of
-            ``candidate_num`` draws (as RecBole's ``_neg_sampling``, on the device): from the batch's own positives
-            for a batch of whole users (``whole``), else by ``predict`` as (user, item) pairs."""
+        def device_negatives(self, sampler, users):
+            """One negative per entry of ``users``; with dynamic sampling ``candidate_num`` draws per entry, as a
+            (len(users) x candidate_num) tensor: the model's loss takes the best scored (``picks_negatives``), or,
+            for another model, the best by ``predict`` (as RecBole's ``_neg_sampling``, on the device)."""
             model = self.model
-            if not self.neg_sample_args.get("dynamic", False) or not getattr(model, "reads_negatives", True):
-                return sampler.sample(users)  # (a model whose loss ignores negatives: none to score)
+            if not self.neg_sample_args.get("dynamic", False):
+                return sampler.sample(users)
+            candidate_num = int(self.neg_sample_args["candidate_num"])
+            pair_users = users.repeat(candidate_num)
+            distinct, index = torch.unique(users, return_inverse=True)
+            candidates = sampler.sample(pair_users, (distinct, index.repeat(candidate_num)))
+            if getattr(model, "picks_negatives", False):
+                return candidates.view(candidate_num, -1).T.contiguous()
             if model is None:
                 raise ColdStartError(
                     "dynamic negative sampling scores its candidates with the model: hand it to the "
                     "training loader first (train_data.get_model(model))."
                 )
-            candidate_num = int(self.neg_sample_args["candidate_num"])
-            pair_users = users.repeat(candidate_num)
-            distinct, index = torch.unique(users, return_inverse=True) if whole is None else (whole.users, whole.slots)
-            candidates = sampler.sample(pair_users, (distinct, index.repeat(candidate_num)))
             with torch.no_grad():
-                if whole is not None:  # independent of the model's training mode
-                    scores = model.score_training_candidates(whole, candidates, sampler.excludes_likes)
-                else:
-                    was_training = model.training
-                    model.eval()
-                    scores = model.predict(Interaction({self.uid_field: pair_users, self.iid_field: candidates}))
-                    model.train(was_training)
+                was_training = model.training
+                model.eval()
+                scores = model.predict(Interaction({self.uid_field: pair_users, self.iid_field: candidates}))
+                model.train(was_training)
             # the first best of each column, as argmax (max over dim 0 is 4 times faster on CPU)
             best = scores.reshape(candidate_num, -1).max(0, keepdim=True).indices
             return candidates.reshape(candidate_num, -1).gather(0, best).view(-1)

@@ -9,14 +9,16 @@ training rows' mean squared norm: f_i . f_j is then, up to 1 + s, the cosine dam
 (the row-scaled form of neighbourhood models' shrunk cosine), and a row of norm^2 m keeps unit length.
 """
 
+import json
 from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
 from recbole.utils import FeatureType
-from sklearn.feature_extraction.text import TfidfTransformer
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfTransformer
 
 from recbole_fbsm.config.schema import WEIGHTING_ALIASES
+from recbole_fbsm.data.analyzer import analyzer_path
 from recbole_fbsm.errors import ColdStartError
 
 
@@ -284,7 +286,21 @@ def features_from_config(dataset, training_items, config, normalize):
         bm25_k1=config["bm25_k1"],
         bm25_b=config["bm25_b"],
         shrink=config["feature_shrink"],
+        stop_words=stop_words_of(config, dataset),
     )
+
+
+def stop_words_of(config, dataset):
+    """{field: lower-cased words dropped} for the token_seq fields that no stored analyzer describes
+    (``stop_words``; a converted field's analyzer dropped its own before stemming)."""
+    words = config["stop_words"]
+    if not words:
+        return {}
+    words = frozenset(ENGLISH_STOP_WORDS if words == "english" else (w.lower() for w in words))
+    path = analyzer_path(config["data_path"], config["dataset"])
+    analysed = set(json.loads(path.read_text(encoding="utf-8")).get("fields", {})) if path.is_file() else set()
+    fields = feature_fields(dataset, config["feature_fields"])
+    return {f: words for f in fields if f not in analysed and dataset.field2type.get(f) == FeatureType.TOKEN_SEQ}
 
 
 # longer than 60 lines: a docstring with the weightings' formulas, then one pass: counts, training vocabulary, weights
@@ -298,8 +314,10 @@ def build_item_features(
     bm25_k1=None,
     bm25_b=None,
     shrink=0.0,
+    stop_words=None,
 ):
-    """Weighted (and optionally normalised) item feature matrix; every statistic from ``training_items``.
+    """Weighted (and optionally normalised) item feature matrix; every statistic from ``training_items``; the tokens
+    of ``stop_words`` ({field: words}) are no features.
 
     BM25 (the weighting of Ferrari Dacrema et al.'s ItemKNNCBF) weighs a term count tf of an item of length len by
     tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen)) x Lucene's idf log(1 + (N - df + 0.5) / (df + 0.5)).
@@ -317,6 +335,10 @@ def build_item_features(
     dense = np.isin(column_field, [fields.index(f) for f in dense_fields])
     training = counts[np.asarray(training_items, dtype=np.int64)]
     seen = (np.bincount(training.indices[training.data != 0], minlength=counts.shape[1]) > 0) | dense
+    for k, field in enumerate(fields):
+        if (stop_words or {}).get(field):
+            tokens = np.char.partition(np.char.lower(names[column_field == k].astype(str)), ":")[:, 2]
+            seen[column_field == k] &= ~np.isin(tokens, sorted(stop_words[field]))
     source_columns = np.flatnonzero(seen)
     source_columns = source_columns[np.lexsort((names[source_columns], column_field[source_columns]))]
     counts = select_columns(counts, source_columns)  # one at a time: each old matrix freed before the next

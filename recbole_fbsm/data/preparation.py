@@ -167,12 +167,14 @@ def check_dataset_files(config, reads_own_features=False):
             raise ColdStartError(f"load_col names the {suffix!r} file, but {path} was not found.")
         _check_fields(path, wanted, config["field_separator"], "load_col." + suffix)
     feature_fields = config["feature_fields"]
+    item_file = os.path.join(folder, f"{name}.item")
+    if (feature_fields or reads_own_features) and not os.path.isfile(item_file):
+        reader = f"feature_fields {list(feature_fields)}" if feature_fields else f"model {config['model']}"
+        raise ColdStartError(
+            f"dataset {name!r}: item file {item_file} not found; {reader} read(s) the item features from it "
+            "(item_id:token and token/token_seq columns)."
+        )
     if feature_fields:
-        item_file = os.path.join(folder, f"{name}.item")
-        if not os.path.isfile(item_file):
-            raise ColdStartError(
-                f"feature_fields {list(feature_fields)} need the item file {item_file}, which was not found."
-            )
         _check_fields(item_file, feature_fields, config["field_separator"], "feature_fields")
         loaded_items = (load_col or {}).get("item")
         missing = [f for f in feature_fields if loaded_items is not None and f not in loaded_items]

@@ -7,8 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import socket
 import statistics
 import sys
 import sysconfig
@@ -21,7 +19,6 @@ from functools import partial
 from pathlib import Path
 
 import optuna
-import psutil
 import yaml
 from optuna.trial import TrialState
 from recbole.trainer.hyper_tuning import HyperTuning
@@ -53,15 +50,15 @@ NEUTRAL_KEYS = {"torch_threads", "state", "show_progress", "checkpoint_dir"}
 # pruner steps: validation n of the k-th seed is step k * SEED_STRIDE + n
 SEED_STRIDE = 100_000
 SQLITE_LOCK_TIMEOUT_S = 300
+# a running trial records a heartbeat every HEARTBEAT_S; one silent for HEARTBEAT_GRACE_S (its process died) is failed
+# by Optuna and queued again, its grid point kept (RetryHeartbeatStaleTrialCallback, Optuna's RetryFailedTrialCallback)
 HEARTBEAT_S, HEARTBEAT_GRACE_S = 60, 600
+RETRY = optuna.storages.RetryHeartbeatStaleTrialCallback()
+DONE = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
 class TrialFailed(Exception):
     """A trial that raised (recorded in the study; the search goes on)."""
-
-
-class PointTaken(Exception):
-    """This trial's grid point is finished, run by another live trial, or failed in this process."""
 
 
 # ------------------------------------------------------------------------------------------ settings
@@ -110,8 +107,8 @@ class Search:
 
 
 def make_storage(url, attempts=5):
-    """Optuna's database storage: sqlite waits for its lock, a heartbeat shows other machines a dead trial, and the
-    loser of a race to create the tables tries again."""
+    """Optuna's database storage: sqlite waits for its lock, a heartbeat shows every process a dead trial (failed and
+    queued again), and the loser of a race to create the tables tries again."""
     engine_kwargs = {}
     if url.startswith("sqlite:///"):
         engine_kwargs = {"connect_args": {"timeout": SQLITE_LOCK_TIMEOUT_S}}
@@ -121,7 +118,11 @@ def make_storage(url, attempts=5):
     for attempt in range(attempts):
         try:
             return optuna.storages.RDBStorage(
-                url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_S, grace_period=HEARTBEAT_GRACE_S
+                url,
+                engine_kwargs=engine_kwargs,
+                heartbeat_interval=HEARTBEAT_S,
+                grace_period=HEARTBEAT_GRACE_S,
+                heartbeat_stale_trial_callback=RETRY,
             )
         except Exception as error:  # sqlalchemy's many errors for a bad URL, a missing driver or folder, a race
             if attempt + 1 == attempts or not isinstance(error, (OperationalError, IntegrityError)):
@@ -155,70 +156,6 @@ def open_study(search, storage, study_name, sampler, pruner):
     return study
 
 
-# ------------------------------------------------------------------------------- a grid shared by processes
-# Optuna's GridSampler gives trial n grid point n (system attribute ``grid_id``) and a later trial a point
-# no trial finished or runs. Alone, on 8 points with 2 and 4 processes, it ran 1 and 3-5 points twice
-# (near the end it hands out running points), never ran a failed point again (failed counts as visited),
-# and a killed process's trial stays running until the heartbeat's grace period. Hence: a trial whose point
-# is taken does not run (``point_taken``), and failed points go back to the queue (``requeue_lost_points``).
-HOST = socket.gethostname()
-UNRECORDED_S = 10
-DONE = (TrialState.COMPLETE, TrialState.PRUNED)
-RETRY = optuna.storages.RetryHeartbeatStaleTrialCallback()  # a waiting copy of a failed trial, grid_id kept
-
-
-def grid_id(trial):
-    return trial.system_attrs.get("grid_id")
-
-
-def process_gone(trial):
-    """A running trial whose process on this host is gone (seen at once, not after the heartbeat's grace period);
-    a trial still without a worker ``UNRECORDED_S`` after its start was killed before the objective's first line."""
-    if "worker" not in trial.user_attrs:
-        started = trial.datetime_start
-        return started is not None and time.time() - started.timestamp() > UNRECORDED_S
-    host, _, pid = trial.user_attrs["worker"].rpartition(":")
-    if host != HOST or not pid.isdigit():
-        return False
-    return int(pid) == os.getpid() or not psutil.pid_exists(int(pid))
-
-
-def holds_point(trial):
-    return trial.state in (*DONE, TrialState.WAITING) or (trial.state == TrialState.RUNNING and not process_gone(trial))
-
-
-def point_taken(trials, number):
-    """Another trial holds trial ``number``'s grid point: of two given one point at once, at most one runs it."""
-    point = next(grid_id(t) for t in trials if t.number == number)
-    return any(
-        t.number != number and grid_id(t) == point and t.state != TrialState.WAITING and holds_point(t) for t in trials
-    )
-
-
-def fail_lost_trials(study):
-    """Mark failed the running trials whose heartbeat is stale and those of gone processes on this host."""
-    optuna.storages.fail_stale_trials(study)
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if process_gone(trial):
-            try:
-                study.tell(trial.number, state=TrialState.FAIL)
-            except (ValueError, RuntimeError):  # finished meanwhile, or told by another process
-                pass
-
-
-def requeue_lost_points(study, n_points, skip=()):
-    """Requeue each failed point no trial holds; return the points still to run (``skip``: failed in this process)."""
-    fail_lost_trials(study)
-    trials = study.get_trials(deepcopy=False)
-    held = {grid_id(t) for t in trials if holds_point(t)}
-    for trial in trials:
-        if trial.state == TrialState.FAIL and grid_id(trial) not in held | set(skip) | {None}:
-            RETRY(study, trial)
-            held.add(grid_id(trial))
-    waiting = {grid_id(t) for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))}
-    return [p for p in range(n_points) if (p not in held or p in waiting) and p not in skip]
-
-
 # --------------------------------------------------------------------------------------------- trials
 def suggest(trial, param):
     distribution = param.distribution()
@@ -232,22 +169,10 @@ def suggest(trial, param):
 class Objective:
     """One trial: the sampled settings, run once per seed; the pruner is fed after every validation."""
 
-    def __init__(self, search, grid=False, log=print):
-        self.search, self.grid, self.log = search, grid, log
-        self.skip = set()  # grid points that failed in this process: not retried by it
+    def __init__(self, search, log=print):
+        self.search, self.log = search, log
 
     def __call__(self, trial):
-        trial.set_user_attr("worker", f"{HOST}:{os.getpid()}")  # read by ``process_gone``
-        point = None
-        if self.grid:
-            trials = trial.study.get_trials(deepcopy=False)
-            frozen = next(t for t in trials if t.number == trial.number)
-            point = grid_id(frozen)
-            if point in self.skip or point_taken(trials, trial.number):
-                trial.set_user_attr("unused", True)
-                raise PointTaken()
-            if frozen.user_attrs.get("unused"):  # a requeued copy of a trial that yielded its point
-                trial.set_user_attr("unused", False)
         stored = {p.name: suggest(trial, p) for p in self.search.params}
         settings = search_space.settings_of_trial(self.search.params, stored)
         shown = params_text(settings)
@@ -259,10 +184,12 @@ class Objective:
         except optuna.TrialPruned:
             self.log(f"[trial {trial.number}] {shown}: pruned")
             raise
+        except KeyboardInterrupt:  # Optuna fails the trial: a copy, its grid point kept, waits for the resumed search
+            RETRY(trial.study, trial.study.get_trials(deepcopy=False)[trial.number])
+            raise
         except ColdStartError:
             raise
         except Exception as error:
-            self.skip.add(point)
             trial.set_user_attr("error", f"{type(error).__name__}: {error}")
             trial.set_user_attr("traceback", traceback.format_exc(limit=20))
             self.log(f"[trial {trial.number}] {shown}: FAILED {type(error).__name__}: {error}")
@@ -304,16 +231,19 @@ class Objective:
         }
 
 
-def optimize(search, study, algo, max_evals):
-    """Run trials until the study (all processes together) holds ``max_evals`` finished trials or the grid is done."""
-    objective = Objective(search, algo == "grid")
-    fail_lost_trials(study)
-    for _ in range(max_evals):  # at most max_evals attempts in this process
-        if len(study.get_trials(deepcopy=False, states=DONE)) >= max_evals:
-            break
-        if algo == "grid" and not requeue_lost_points(study, search_space.grid_size(search.params), objective.skip):
-            break
-        study.optimize(objective, n_trials=1, catch=(TrialFailed, PointTaken))
+def optimize(search, study, max_evals):
+    """Run trials until the study (all processes together) holds ``max_evals`` finished trials, or GridSampler has
+    every point finished; a trial queued again (Ctrl-C, a dead process) runs first."""
+    optuna.storages.fail_stale_trials(study)
+    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    exhausted = isinstance(study.sampler, optuna.samplers.GridSampler) and study.sampler.is_exhausted(study)
+    if (waiting or not exhausted) and len(study.get_trials(deepcopy=False, states=DONE)) < max_evals:
+        study.optimize(
+            Objective(search),
+            n_trials=max_evals,  # at most max_evals attempts in this process
+            catch=(TrialFailed,),
+            callbacks=[optuna.study.MaxTrialsCallback(max_evals, states=DONE)],
+        )
     return study
 
 
@@ -393,7 +323,7 @@ def output_text(search, study, note=None):
         ]
         lines += ([f"note: {note}"] if note else []) + [""]
     for trial in study.get_trials(deepcopy=False):
-        if trial.user_attrs.get("unused") or not trial.params:
+        if not trial.params:
             continue
         lines.append(params_text(search_space.settings_of_trial(search.params, trial.params)))
         runs = trial.user_attrs.get("runs") or []
@@ -454,7 +384,8 @@ def write_tuned(search, best, command, properties_dir=LOCAL_PROPERTIES_DIR):
 
 def report_write(search, study, best, command, properties_dir):
     """``--write``: the winner's file, or nothing on a tie at the best score (validation chose no winner)."""
-    tied = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value == best.value]
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    tied = list({str(t.params): t for t in complete if t.value == best.value}.values())  # a point run twice is one
     if len(tied) > 1:
         shown = "; ".join(
             f"trial {t.number}: {params_text(search_space.settings_of_trial(search.params, t.params))}"
@@ -508,13 +439,13 @@ def _main(args, overrides, argv, prog):
     pruner = median if args.pruner == "median" else optuna.pruners.NopPruner()
     study = open_study(search, make_storage(args.storage), study_name, make_sampler(algo, params), pruner)
     print(f"study {study_name} in {args.storage}: {algo}, up to {max_evals} finished trials, seeds {search.seeds}")
-    optimize(search, study, algo, max_evals)
+    optimize(search, study, max_evals)
     output_file = Path(args.output_file or f"{study_name}.result")
     note = noise_note(search, study)
     write_atomic(output_file, output_text(search, study, note).encode("utf-8"))
     best = best_trial(study)
     running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
-    print(f"output: {output_file}" + (f" ({running} trials still running elsewhere)" if running else ""))
+    print(f"output: {output_file}" + (f" ({running} trials running elsewhere, or killed)" if running else ""))
     if best is None:
         print("error: no trial of the study has finished", file=sys.stderr)
         return 1

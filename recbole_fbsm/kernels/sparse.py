@@ -1,5 +1,6 @@
 """Vectorised CSR helpers in torch (device-agnostic): row gathers and entry lookups."""
 
+import copy
 import warnings
 
 import numpy as np
@@ -193,6 +194,62 @@ def csr_times_dense(matrix, dense):
         per_sample_weights=matrix.values().to(dense.dtype),
         include_last_offset=True,
     )
+
+
+class ConstantSparse:
+    """A constant sparse matrix A (torch sparse CSR, n x m) for ``A @ X`` differentiable in X: forward and backward
+    are ``csr_times_dense`` with A and its transpose. The transpose's pattern is sorted on the first backward (a
+    radix sort of the columns); values of the same pattern (``with_values``: identity dropout) reuse it."""
+
+    def __init__(self, matrix):
+        self.shape, self.crow, self.col = matrix.shape, matrix.crow_indices(), matrix.col_indices()
+        self.values, self._transpose = matrix.values(), None
+
+    def with_values(self, values):
+        held = copy.copy(self)
+        held.values = values
+        return held
+
+    def __matmul__(self, dense):
+        return _ConstantTimesDense.apply(self, self.values.to(dense.dtype), dense)
+
+    def columns_below(self, n):
+        """The matrix restricted to its first ``n`` columns (n x ... stays n_rows x n)."""
+        kept = self.col < n
+        rows = torch.repeat_interleave(torch.arange(self.shape[0], device=self.col.device), torch.diff(self.crow))
+        counts = torch.bincount(rows[kept], minlength=self.shape[0])
+        crow = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+        return ConstantSparse(
+            torch.sparse_csr_tensor(
+                crow, self.col[kept], self.values[kept], size=(self.shape[0], n), check_invariants=False
+            )
+        )
+
+    def transposed(self, values):
+        if self._transpose is None:
+            n_rows, n_cols = self.shape
+            order = stable_argsort_bounded(self.col, n_cols)
+            rows = torch.repeat_interleave(torch.arange(n_rows, device=self.col.device), torch.diff(self.crow))
+            crow = torch.cat([self.crow.new_zeros(1), torch.cumsum(torch.bincount(self.col, minlength=n_cols), 0)])
+            self._transpose = (crow, rows.index_select(0, order), order)
+        crow, col, order = self._transpose
+        return torch.sparse_csr_tensor(
+            crow, col, values.index_select(0, order), size=self.shape[::-1], check_invariants=False
+        )
+
+
+class _ConstantTimesDense(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, constant, values, dense):
+        ctx.constant, ctx.values = constant, values
+        matrix = torch.sparse_csr_tensor(
+            constant.crow, constant.col, values, size=constant.shape, check_invariants=False
+        )
+        return csr_times_dense(matrix, dense)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, None, csr_times_dense(ctx.constant.transposed(ctx.values), grad.contiguous())
 
 
 def matmul_by_bags(left, right):

@@ -17,18 +17,15 @@ from recbole.utils import InputType
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.kernels.sparse import (
+    ConstantSparse,
     TorchCsr,
-    csr_times_dense,
-    matmul_by_bags,
     rows_times_table,
 )
 from recbole_fbsm.models.contract import CandidateScoring
 from recbole_fbsm.models.inputs import model_inputs
-from recbole_fbsm.models.whole_user import WholeUserTraining
 
-# cells of ``score_feature_rows``' dense blocks of profiles and scores (2 MiB of float32): the embedding bags find
-# the profiles in the core's cache (benchmarks/bench_eval.py on citeulike-t: 2^19 beat 2^17 and 2^21, 1 thread)
-SCORE_BLOCK_CELLS = 1 << 19
+# users x items cells of ``score_feature_rows``' blocks (16 MiB of float32 scores)
+SCORE_BLOCK_CELLS = 1 << 22
 
 
 def fixed_similarity_words(config, start=""):
@@ -49,8 +46,33 @@ def fixed_similarity_words(config, start=""):
     return f"the fixed similarity f_i . f_j of its features ({settings})"
 
 
-class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralRecommender):
+def class_softmax_loss(logits, positive, slot):
+    """Mean over the pairs (``positive``, ``slot``) of -log softmax over the classes (dim 0) of ``logits`` (classes x
+    users): ``cross_entropy`` without its transposed copy, the softmax kept for the backward."""
+    return _ClassSoftmaxLoss.apply(logits, positive, slot)
+
+
+class _ClassSoftmaxLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, positive, slot):
+        top = logits.amax(0)
+        probability = torch.exp(logits - top)
+        total = probability.sum(0)
+        probability.div_(total)
+        ctx.save_for_backward(probability, positive, slot)
+        return (top + total.log()).index_select(0, slot).mean() - logits[positive, slot].mean()
+
+    @staticmethod
+    def backward(ctx, grad):
+        probability, positive, slot = ctx.saved_tensors
+        n = len(positive)
+        grad_logits = probability.mul_(torch.bincount(slot, minlength=probability.shape[1]) * (grad / n))
+        return grad_logits.index_put_((positive, slot), -grad / n, accumulate=True), None, None
+
+
+class FeatureSimilarityRecommender(CandidateScoring, GeneralRecommender):
     input_type = InputType.PAIRWISE
+    picks_negatives = True  # dynamic sampling: the loss takes the best scored of the sampler's candidates
     reads_own_features = True  # the pipeline skips RecBole's per-batch feature join
 
     def __init__(self, config, dataset):
@@ -61,11 +83,15 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         self.feature_names = features.names
         self.n_features = features.n_features
         self.n_identity = features.n_identity  # identity columns (the last ones; hybrid FBSM), 0 without
+        self.n_content = self.n_features - self.n_identity
         self.F = TorchCsr(features.matrix)  # items x features
         # users x features: f_u = sum of liked items' f; users x items: training likes. Both are gathered by
         # evaluation and lookups, not by whole-user training steps: their column indices are held as int32
         self.F_U = TorchCsr.product(likes, features.matrix, index_dtype=torch.int32)
         self.R = TorchCsr(likes, index_dtype=torch.int32)
+        # the training items (sorted): the classes of the losses (negatives and softmax) and nothing else
+        items = torch.unique(torch.as_tensor(inputs.training_items, dtype=torch.long))
+        self.register_buffer("training_items", items, persistent=False)
         self.user_weighting = bool(config["bpr_user_weighting"])
         self.profile_alpha = float(setting(config, "bpr_profile_alpha"))
 
@@ -102,7 +128,7 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
 
     def diagonal_parts(self, users):
         """c_u as a mixture: (basis (l, n_features), mixture (len(users), l)) with c_u = mixture[u] @ basis; a shared
-        diagonal is one basis row (UFSM's l functions override this). ``score_rows_item_side`` reads it."""
+        diagonal is one basis row (UFSM's l functions override this). The live service reads it."""
         weights = self.diagonal_weights(users)
         return weights[None, :], torch.ones(len(users), 1, dtype=weights.dtype, device=weights.device)
 
@@ -146,26 +172,101 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         item_factors = self.F.bag_sum(items, factors)
         return rows_times_table(owner, position, weights, offsets, item_factors)
 
-    def bpr_difference(self, interaction):
-        """r_ui - r_uj for the batch's triplets (i a training like, j a negative); a batch of whole users (carrying
-        its ``whole_users``) takes the fast path of ``models.whole_user``.
+    # ------------------------------------------------------------------------------------ training
+    def class_scores(self, users):
+        """Every score the losses need in one pass: S[c, b] = f_c^T W_u (f_u - s f_c) for every class item c (the
+        training items) and the batch's distinct users, s = 1 where c is one of u's training likes. Two sparse x
+        dense products and one GEMM, differentiable in the parameters; the classes' V f_c computed once per batch.
+        The diagonal part skips the identity columns: there f_u meets f_c only when u likes c, and s takes it off.
 
         Args:
-            interaction (Interaction): ``USER_ID``, ``ITEM_ID`` and ``NEG_ITEM_ID``, LongTensors of shape [n].
+            users: the batch's distinct users, a LongTensor of shape [B].
 
         Returns:
-            torch.Tensor: r_ui - r_uj, shape [n].
+            (torch.Tensor, tuple): S, shape [C, B] (classes by users: the backward needs no transpose); and
+            (column, owner) of the users' training likes among the classes (class ``column``, user ``owner``).
         """
-        users = interaction[self.USER_ID]
-        positives, negatives = interaction[self.ITEM_ID], interaction[self.NEG_ITEM_ID]
-        whole_users = getattr(interaction, "whole_users", None)  # the loader's ``WholeUserBatch``
-        if whole_users is not None:
-            return self.whole_user_difference(whole_users, negatives)
-        # positives and negatives in one pass: one gather of F's rows, one embedding bag, one lookup
-        n = len(users)
-        self_in_profile = torch.arange(2 * n, device=users.device) < n
-        scores = self.pair_scores(torch.cat([users, users]), torch.cat([positives, negatives]), self_in_profile)
-        return scores[:n] - scores[n:]
+        classes = self.training_items
+        items, content_items = self.class_matrices()  # C x F, C x content features
+        factors = self.low_rank_factors()
+        item_factors = None if factors is None else items @ factors
+        scores = self.item_user_scores(users, content_items, item_factors)
+        return self.without_own_features(scores, users, classes, item_factors)
+
+    def item_user_scores(self, users, content_items, item_factors=None):
+        """(n_items x len(users)) f_i^T W_u f_u, without the estimation constraint: the items' content rows times the
+        users' weighted profiles (a sparse x dense product), plus (V f_i) . (V f_u) (a GEMM). The identity columns
+        are left out of the diagonal: there f_u meets f_i only when u likes i, which the constraint takes off.
+
+        Args:
+            users: a LongTensor of shape [B].
+            content_items: the items' rows of F's content columns, a ``ConstantSparse`` (n_items x content).
+            item_factors: V f_i of the items, shape [n_items, h], or None for a diagonal similarity.
+
+        Returns:
+            torch.Tensor: shape [n_items, B].
+        """
+        scores = content_items @ self.weighted_profiles_t(users, columns=content_items.shape[1])
+        factors = self.low_rank_factors()
+        if factors is None:
+            return scores
+        user_factors = ConstantSparse(self.F_U.rows_matrix(users)) @ factors
+        return torch.addmm(scores, item_factors, user_factors.T)
+
+    def without_own_features(self, scores, users, items, item_factors=None):
+        """``scores`` (items x users, as ``item_user_scores``) with the estimation constraint: a user's training like
+        scored without its own features (f_i^T W_u f_i off, the identity columns' diagonal left out as there).
+
+        Returns:
+            (torch.Tensor, tuple): the scores; (row, owner): the likes' item rows and user columns in ``scores``.
+        """
+        owner, liked, _, _ = self.R.gather_rows(users)
+        row = torch.searchsorted(items, liked).clamp(max=max(len(items) - 1, 0))
+        keep = items.index_select(0, row) == liked
+        owner, liked, row = owner[keep], liked[keep], row[keep]
+        like_owner, like_cols, like_values, _ = self.F.gather_rows(liked)
+        squares = like_values.square() * (like_cols < self.n_content)
+        own = self.diagonal_sum(users.index_select(0, owner), len(liked), like_owner, like_cols, squares)
+        if item_factors is not None:
+            own = own + item_factors.index_select(0, row).square().sum(1)
+        return scores.index_put_((row, owner), -own, accumulate=True), (row, owner)
+
+    def class_matrices(self):
+        """The training items' rows of F (C x F) and of its content columns, as ``ConstantSparse``, built once; F's
+        current values (identity dropout changes them) gathered into the first each time."""
+        if getattr(self, "_class_matrices", None) is None:
+            items = ConstantSparse(self.F.rows_matrix(self.training_items))
+            positions = self.F.positions(self.training_items)[0]
+            self._class_matrices = (positions, items, items.columns_below(self.n_content))
+        positions, items, content_items = self._class_matrices
+        return items.with_values(self.F.values.index_select(0, positions)), content_items
+
+    def whole_user_loss(self, interaction, loss="bpr", temperature=1.0):
+        """The loss of a training batch from ``class_scores`` of its distinct users: every (user, like) of the batch
+        is a positive.
+
+        - ``bpr``: mean -log sigmoid(r_ui - r_uj), j the loader's negative (the sampler's: a dislike, or a training
+          item u does not like), or the highest scored of its ``candidate_num`` candidates (dynamic sampling).
+        - ``softmax``: mean -log softmax over every training item of the scores / (|I_u| τ) (FISM's normalisation).
+
+        Args:
+            interaction (Interaction): ``USER_ID`` and ``ITEM_ID`` (a training like), LongTensors of shape [n];
+                ``NEG_ITEM_ID`` for BPR, of shape [n] or [n, candidate_num].
+
+        Returns:
+            torch.Tensor: the loss, shape [].
+        """
+        users, positives = interaction[self.USER_ID], interaction[self.ITEM_ID]
+        distinct, slot = torch.unique(users, return_inverse=True)
+        scores, (column, owner) = self.class_scores(distinct)
+        positive = torch.searchsorted(self.training_items, positives)
+        if loss == "softmax":
+            likes = (self.R.indptr[distinct + 1] - self.R.indptr[distinct]).clamp(min=1).to(scores.dtype)
+            return class_softmax_loss(scores.mul_(1 / (likes * temperature)), positive, slot)
+        candidates = torch.searchsorted(self.training_items, interaction[self.NEG_ITEM_ID].view(len(positives), -1))
+        best = scores.detach()[candidates, slot[:, None]].argmax(1, keepdim=True)  # the first best, as argmax
+        negative = candidates.gather(1, best).squeeze(1)
+        return self.bpr_loss(interaction, scores[positive, slot] - scores[negative, slot])
 
     def bpr_loss(self, interaction, difference):
         """Mean -log sigmoid(r_ui - r_uj). ``bpr_user_weighting``: each triplet weighs (mean likes per user) / (the
@@ -196,8 +297,8 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
 
     # ------------------------------------------------------------------------------ full ranking
     def candidate_scorer(self, candidates):
-        """A function of an evaluation batch's interaction giving its (users x candidates) scores, from the
-        candidates' rows of F only (and their V f_i where ``folds_low_rank`` is false), prepared once here.
+        """A function of an evaluation batch's interaction giving its (users x candidates) scores, with the estimation
+        constraint; the candidates' rows (and their V f_i) prepared once here.
 
         Args:
             candidates: the items scored, a LongTensor of shape [n_candidates].
@@ -205,94 +306,65 @@ class FeatureSimilarityRecommender(WholeUserTraining, CandidateScoring, GeneralR
         Returns:
             callable: interaction (``USER_ID``, a LongTensor of shape [n_users]) -> scores [n_users, n_candidates].
         """
-        matrix = self.F.rows_matrix(candidates)
-        column_of = torch.full((self.F.shape[0],), -1, dtype=torch.long, device=candidates.device)
-        column_of[candidates] = torch.arange(len(candidates), device=candidates.device)
-        factors = self.low_rank_factors()
-        fold = factors is None or self.folds_low_rank(len(candidates))
-        item_factors = None if fold else csr_times_dense(matrix, factors)
+        order = torch.argsort(candidates)  # the constraint finds likes by binary search in sorted items
+        items = candidates.index_select(0, order)
+        content_items, item_factors = self.item_inputs(self.F.rows_matrix(items))
+        column_of_sorted = order
 
         def score(interaction):
             users = interaction[self.USER_ID]
-            scores = self.score_feature_rows(users, matrix, item_factors)  # B x C
-            # estimation constraint: a training like is scored without its own features
-            owner, liked, _, _ = self.R.gather_rows(users)
-            column = column_of[liked]
-            keep = column >= 0
-            if bool(keep.any()):
-                owner, liked, column = owner[keep], liked[keep], column[keep]
-                scores[owner, column] -= self.self_similarity(users[owner], liked)
-            return scores
+            with torch.no_grad():  # the profiles' dense block no larger than the batch's scores
+                scores = self.scores_in_blocks(users, content_items, item_factors, len(users) * len(items))
+                scores, _ = self.without_own_features(scores, users, items, item_factors)
+            result = torch.empty(len(users), len(candidates), dtype=scores.dtype, device=scores.device)
+            result[:, column_of_sorted] = scores.T
+            return result
 
         return score
 
-    def score_feature_rows(self, users, item_matrix, item_factors=None):
-        """(len(users) x n_items) scores f_i^T W_u f_u against the rows of ``item_matrix`` (items x features,
-        torch sparse CSR: candidates, or new items weighted like ``F``), without the estimation constraint.
-        ``item_factors``: V f_i of the rows, when the caller has them. Users are scored in blocks (``score_block``)."""
-        n_items = item_matrix.shape[0]
+    def item_inputs(self, item_matrix):
+        """(content rows as a ``ConstantSparse``, V f_i or None) of items' feature rows (torch sparse CSR)."""
+        items = ConstantSparse(item_matrix)
         factors = self.low_rank_factors()
-        if factors is None or self.folds_low_rank(n_items):
-            item_factors = None
-        elif item_factors is None:
-            item_factors = csr_times_dense(item_matrix, factors)
-        step = self.score_block_users(n_items)
-        scores = torch.empty(len(users), n_items, dtype=self.F_U.values.dtype, device=self.F_U.values.device)
-        for start in range(0, len(users), step):
-            scores[start : start + step] = self.score_block(
-                users[start : start + step], item_matrix, factors, item_factors
-            ).T
-        return scores
+        item_factors = None if factors is None else items @ factors.detach()
+        return items.columns_below(self.n_content), item_factors
 
-    def score_block_users(self, n_items):
-        """Users per block of ``score_feature_rows``: ``SCORE_BLOCK_CELLS`` cells of the wider dense block, a multiple
-        of 16 above 16 (whole vectors per row of the profiles: measured faster)."""
-        step = max(1, SCORE_BLOCK_CELLS // max(self.n_features, n_items, 1))
-        return step - step % 16 if step > 16 else step
+    def score_feature_rows(self, users, item_matrix):
+        """(len(users) x n_items) scores f_i^T W_u f_u against the rows of ``item_matrix`` (items x features,
+        torch sparse CSR: candidates, or new items weighted like ``F``), without the estimation constraint, in
+        blocks of users of ``SCORE_BLOCK_CELLS`` cells: evaluation's scorer, for serving."""
+        content_items, item_factors = self.item_inputs(item_matrix)
+        with torch.no_grad():
+            return self.scores_in_blocks(users, content_items, item_factors, SCORE_BLOCK_CELLS).T.contiguous()
 
-    def folds_low_rank(self, n_items):
-        """Whether scoring ``n_items`` items folds V V^T f_u into the profiles (a features x h x users GEMM)
-        rather than adding (V f_i) . (V f_u) (an items x h x users GEMM): whichever GEMM is smaller."""
-        return self.n_features <= n_items
+    def scores_in_blocks(self, users, content_items, item_factors, cells):
+        """``item_user_scores`` (n_items x len(users)) in blocks of users whose dense profiles and scores hold at most
+        ``cells`` cells each."""
+        step = max(1, cells // max(content_items.shape[0], content_items.shape[1], 1))
+        if step >= len(users):
+            return self.item_user_scores(users, content_items, item_factors)
+        blocks = [
+            self.item_user_scores(users[start : start + step], content_items, item_factors)
+            for start in range(0, len(users), step)
+        ]
+        return torch.cat(blocks, dim=1)
 
-    def score_block(self, users, item_matrix, factors, item_factors=None):
-        """(n_items x len(users)) scores: the item rows times the users' weighted profiles (c_u f_u, plus V V^T f_u
-        when ``item_factors`` is None, else (V f_i) . (V f_u) added). Every product is an embedding bag (not a
-        GEMM), so a user's scores are the same bits in any block."""
-        gathered = self.F_U.gather_rows(users)
-        profiles = self.weighted_profiles_t(users, gathered)  # features x users
-        if factors is None:
-            return csr_times_dense(item_matrix, profiles)
-        user_factors = rows_times_table(*gathered, factors).T.contiguous()  # h x users
-        if item_factors is None:
-            return csr_times_dense(item_matrix, profiles + matmul_by_bags(factors, user_factors))
-        return csr_times_dense(item_matrix, profiles) + matmul_by_bags(item_factors, user_factors)
-
-    def weighted_profiles_t(self, users, gathered=None):
+    def weighted_profiles_t(self, users, gathered=None, columns=None):
         """(n_features x len(users)) dense block of c_u * f_u, one column per user, built from F_U's
         nonzeros (``gathered``: ``F_U.gather_rows(users)``; each (user, feature) cell is written once)."""
         owner, cols, values, _ = self.F_U.gather_rows(users) if gathered is None else gathered
+        if columns is not None:  # the first ``columns`` features only
+            kept = cols < columns
+            owner, cols, values = owner[kept], cols[kept], values[kept]
         weights = self.diagonal_weights(users)
         if weights.dim() == 1:
             weights = weights.index_select(0, cols)
         else:
             weights = weights.reshape(-1).index_select(0, owner * self.n_features + cols)
-        block = torch.zeros(self.n_features * len(users), dtype=values.dtype, device=values.device)
+        n_rows = self.n_features if columns is None else columns
+        block = torch.zeros(n_rows * len(users), dtype=values.dtype, device=values.device)
         block.index_copy_(0, cols * len(users) + owner, values * weights)
-        return block.view(self.n_features, len(users))
-
-    def score_rows_item_side(self, users, item_matrix):
-        """``score_feature_rows`` for few items and many users, item side first: sum_l mixture[u, l] F_U (b_l * f_i)
-        (``diagonal_parts``) plus (V f_u) . (V f_i), one sparse x dense product over the profiles' nonzeros."""
-        basis, mixture = self.diagonal_parts(users)  # (l, F), (B, l)
-        items = item_matrix.to_dense()  # n_items x F
-        weighted = (basis[:, None, :] * items[None, :, :]).reshape(-1, items.shape[1])  # (l n_items) x F
-        parts = torch.sparse.mm(self.F_U.rows_matrix(users), weighted.T)
-        scores = (mixture[:, :, None] * parts.reshape(len(users), basis.shape[0], items.shape[0])).sum(1)
-        factors = self.low_rank_factors()
-        if factors is not None:
-            scores = scores + self.user_factors(users, factors) @ torch.sparse.mm(item_matrix, factors).T
-        return scores
+        return block.view(n_rows, len(users))
 
     def self_similarity(self, users, items):
         """f_i^T W_u f_i: what the estimation constraint takes off a training like's score.

@@ -94,7 +94,7 @@ class BuiltFromFittedInputs(Protocol):
 @runtime_checkable
 class FeatureSimilarity(Protocol):
     """score(u, i) = f_i^T W_u f_u with W_u = diag(c_u) + V V^T (FBSM, UFSM, CoSim): scores can be explained
-    feature by feature, and a few new items scored item side first."""
+    feature by feature."""
 
     def diagonal_weights(self, users):
         """c_u: (n_features,) shared, or (len(users), n_features)."""
@@ -104,9 +104,6 @@ class FeatureSimilarity(Protocol):
 
     def low_rank_factors(self):
         """V^T (n_features x h), or None."""
-
-    def score_rows_item_side(self, users, item_matrix):
-        """``score_feature_rows`` for few items and many users, computed item side first."""
 
 
 @runtime_checkable

@@ -1,14 +1,12 @@
 """FBSM_bpr (Sharma, Zhou, Hu, Karypis, SDM 2015): sim(i, j) = f_i^T (D + V^T V) f_j."""
 
 import contextlib
-import math
 
 import torch
 from torch import nn
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.models.base import FeatureSimilarityRecommender, fixed_similarity_words
-from recbole_fbsm.models.inputs import model_inputs
 
 # RecBole learners whose weight_decay adds weight_decay * p to the gradient (the gradient of an L2 term)
 L2_DECAY_LEARNERS = ("adam", "sgd", "adagrad", "rmsprop")
@@ -39,6 +37,9 @@ class FBSM(FeatureSimilarityRecommender):
         generator = torch.Generator().manual_seed(int(config["seed"]))
         self.D = nn.Parameter(torch.full((self.n_features,), float(config["init_D"])))
         self.V = nn.Parameter(float(config["init_std"]) * torch.randn(self.n_features, self.rank, generator=generator))
+        # with identity columns (hybrid FBSM) V learns at learning_rate_identity: the identity terms must move, and the
+        # content part with them, to rank warm items on one scale (docs/models.md)
+        self.learning_rate_V = float(setting(config, "learning_rate_identity")) if self.n_identity else None
         self.align_weight = float(setting(config, "align_weight"))
         self.align_temperature = float(setting(config, "align_temperature"))
         if self.align_weight > 0:
@@ -50,14 +51,7 @@ class FBSM(FeatureSimilarityRecommender):
         entries = torch.nonzero(self.F.indices >= self.n_features - self.n_identity).squeeze(1)
         self.register_buffer("identity_entries", entries if self.identity_dropout else None, persistent=False)
         self.loss_type = str(setting(config, "fbsm_loss")).lower()
-        if self.loss_type == "auto":  # the hybrid FBSM learns its identity terms with the softmax (BPR did not move it)
-            self.loss_type = "softmax" if self.n_identity else "bpr"
         self.softmax_temperature = float(setting(config, "softmax_temperature"))
-        negatives = setting(config, "softmax_negatives")
-        self.softmax_negatives = None if negatives is None else int(negatives)
-        if self.loss_type == "softmax":  # the training items (sorted): the softmax's classes
-            items = torch.unique(torch.as_tensor(model_inputs(config, dataset).training_items, dtype=torch.long))
-            self.register_buffer("softmax_items", items, persistent=False)
 
     @contextlib.contextmanager
     def identities_dropped(self):
@@ -93,67 +87,18 @@ class FBSM(FeatureSimilarityRecommender):
         plus the optional alignment, plus the L2 terms unless the optimizer's weight decay holds them.
 
         Args:
-            interaction (Interaction): the batch; ``USER_ID`` and ``ITEM_ID`` of shape [batch_size], and
-                ``NEG_ITEM_ID`` of shape [batch_size] for BPR.
+            interaction (Interaction): the batch; ``USER_ID`` and ``ITEM_ID`` (a training like) of shape [batch_size].
 
         Returns:
             torch.Tensor: the loss, shape [] (a scalar).
         """
         with self.identities_dropped():
-            if self.loss_type == "softmax":
-                loss = self.softmax_loss(interaction)
-            else:
-                loss = self.bpr_loss(interaction, self.bpr_difference(interaction))
+            loss = self.whole_user_loss(interaction, self.loss_type, self.softmax_temperature)
         if self.align_weight > 0:
             loss = loss + self.align_weight * self.alignment_loss(interaction[self.ITEM_ID])
         if not self.regulariser_in_optimizer:
             loss = loss + self.reg_V * self.V.pow(2).sum() + self.reg_D * self.D.pow(2).sum()
         return loss
-
-    @property
-    def reads_negatives(self):
-        """The softmax ranks every training item and reads no sampled negative: the loader need not score any."""
-        return self.loss_type != "softmax"
-
-    def softmax_loss(self, interaction):
-        """Mean over the batch's (user, liked item) pairs of -log softmax over the classes (``softmax_classes``) of the
-        user's scores, a training like scored without its own features (as in evaluation), divided by the user's
-        likes (FISM's normalisation: a heavy user's sums would make a far sharper softmax) and the temperature."""
-        users, positives = interaction[self.USER_ID], interaction[self.ITEM_ID]
-        distinct, row = torch.unique(users, return_inverse=True)
-        classes, log_weights = self.softmax_classes(positives)
-        scores = self.score_feature_rows(distinct, self.F.rows_matrix(classes))
-        owner, liked, _, _ = self.R.gather_rows(distinct)
-        column = torch.searchsorted(classes, liked).clamp(max=len(classes) - 1)
-        keep = classes.index_select(0, column) == liked  # the user's training likes among the classes
-        owner, liked, column = owner[keep], liked[keep], column[keep]
-        own = self.self_similarity(distinct.index_select(0, owner), liked)
-        scores = scores.index_put((owner, column), -own, accumulate=True)
-        likes = (self.R.indptr[distinct + 1] - self.R.indptr[distinct]).clamp(min=1).to(scores.dtype)
-        logits = scores / (likes[:, None] * self.softmax_temperature)
-        if log_weights is not None:
-            logits = logits + log_weights
-        log_probability = torch.log_softmax(logits, dim=1)
-        return -log_probability[row, torch.searchsorted(classes, positives)].mean()
-
-    def softmax_classes(self, positives):
-        """(the softmax's classes, sorted; their log weights in its normaliser, or None for weight 1): every training
-        item, or with ``softmax_negatives: N`` the batch's positives plus N training items drawn uniformly, each
-        drawn non-positive counted n / N times (the logQ correction; docs/models.md)."""
-        items = self.softmax_items
-        if self.softmax_negatives is None:
-            return items, None
-        n = len(items)
-        drawn = (
-            items
-            if self.softmax_negatives >= n
-            else items.index_select(0, torch.randperm(n, device=items.device)[: self.softmax_negatives])
-        )
-        classes = torch.unique(torch.cat([positives, drawn]))
-        is_positive = torch.zeros(len(classes), dtype=torch.bool, device=classes.device)
-        is_positive[torch.searchsorted(classes, positives)] = True
-        log_weights = torch.where(is_positive, 0.0, math.log(n / len(drawn))).to(self.V.dtype)
-        return classes, log_weights
 
     def alignment_loss(self, items):
         """Mean over the batch's distinct positive items i of KL(warm || model) between the distributions
@@ -176,7 +121,7 @@ class FBSM(FeatureSimilarityRecommender):
         """The paper's separate learning rates, α1 for D and α2 for V, and λ, β as weight decay where the learner's
         decay is an L2 gradient."""
         lr_D = learning_rate if self.learning_rate_D is None else float(self.learning_rate_D)
-        groups = [{"params": [self.D], "lr": lr_D}, {"params": [self.V], "lr": learning_rate}]
+        groups = [{"params": [self.D], "lr": lr_D}, {"params": [self.V], "lr": self.learning_rate_V or learning_rate}]
         if self.regulariser_in_optimizer:
             groups[0]["weight_decay"] = 2 * self.reg_D + self.weight_decay
             groups[1]["weight_decay"] = 2 * self.reg_V + self.weight_decay

@@ -11,8 +11,6 @@ class UFSM(FeatureSimilarityRecommender):
     """Parameters: ``W`` (l x n_features, the global similarity weights w_d) and ``M``
     (n_users x l, the users' mixture weights m_u). Loss: BPR + λ ||m_u||² (batch users) + μ1 ||W||²."""
 
-    shared_diagonal = False  # c_u = m_u W: the loss keeps the general path (``pair_scores``)
-
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
         self.n_functions = int(config["n_functions"])
@@ -49,13 +47,12 @@ class UFSM(FeatureSimilarityRecommender):
         """BPR on the batch's (like, negative) score differences, with the L2 of M (the batch's users) and W.
 
         Args:
-            interaction (Interaction): a training batch: ``USER_ID``, ``ITEM_ID`` (a liked training item) and
-                ``NEG_ITEM_ID`` (a sampled training item), LongTensors of shape [batch_size].
+            interaction (Interaction): a training batch: ``USER_ID`` and ``ITEM_ID`` (a liked training item),
+                LongTensors of shape [batch_size].
 
         Returns:
             torch.Tensor: the batch's loss, a scalar.
         """
-        difference = self.bpr_difference(interaction)
         users = interaction[self.USER_ID]
         regulariser = self.reg_M * self.M[users].pow(2).sum(-1).mean() + self.reg_W * self.W.pow(2).sum()
-        return self.bpr_loss(interaction, difference) + regulariser
+        return self.whole_user_loss(interaction, "bpr") + regulariser

@@ -6,7 +6,7 @@ import sys
 import warnings
 
 from recbole_fbsm.arguments.serve import build_parser
-from recbole_fbsm.artifact.model_file import SUFFIX, UnsealedArtifactWarning, write_artifact
+from recbole_fbsm.artifact.model_file import SUFFIX, write_artifact
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.explain import explain
 from recbole_fbsm.serve.export import export_likes
@@ -42,7 +42,7 @@ def main(argv=None, prog="recbole-fbsm serve"):
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     """The serving tools' own warnings, one 'warning:' line each (library noise stays out of the way)."""
-    if issubclass(category, (ServeWarning, StoreWarning, UnsealedArtifactWarning)):
+    if issubclass(category, (ServeWarning, StoreWarning)):
         print(f"warning: {message}", file=sys.stderr, flush=True)
 
 

@@ -388,8 +388,9 @@ def _user_items(live, request, payload, user):
     snapshot = live.current()
     _known_user(snapshot, user)
     ranked, note = top_items(snapshot, user, scope, top)
+    titles = _titles(live, snapshot, [item for item, _ in ranked])
     items = [
-        {"item_id": item, "rank": rank, "score": score, "new": item in snapshot.position}
+        {"item_id": item, "rank": rank, "score": score, "new": item in snapshot.position, **titles.get(item, {})}
         for rank, (item, score) in enumerate(ranked, 1)
     ]
     answer = {"user": user, "scope": scope, "items": items, "new_items": len(snapshot.catalogue.tokens)}
@@ -430,14 +431,26 @@ def _item_users(live, request, payload, item):
     if item not in snapshot.position:
         raise HTTPException(404, f"new item {item!r} is not in the catalogue (POST it to /items first)")
     ranked = item_users(snapshot, item, top)
+    named = {"item": item, **_titles(live, snapshot, [item]).get(item, {})}
     if ranked is not None:  # every like counted, stored ones included (live.item_users)
         users = [{"user_id": user, "rank": rank, "score": score} for rank, (user, score) in enumerate(ranked, 1)]
-        return {"item": item, "users": users}
+        return {**named, "users": users}
     row = snapshot.position[item]  # two-tower models: the training users, by their learned embeddings
     items = snapshot.catalogue
     one = NewItems("catalogue", [item], items.counts[[row]], items.matrix[[row]])
     table = recommend(snapshot.view.served, one, top=top, for_users=False).for_items
-    return {"item": item, "users": table.astype({"user_id": str})[["user_id", "rank", "score"]].to_dict("records")}
+    return {**named, "users": table.astype({"user_id": str})[["user_id", "rank", "score"]].to_dict("records")}
+
+
+def _titles(live, snapshot, items):
+    """{item: {"title": ...}} where the model's data has a title field (ml-100k's movie_title): a dataset item's
+    from the artifact, a new item's as it was posted; {} otherwise (answers then name items by id alone)."""
+    titles = snapshot.view.served.titles
+    if not titles:
+        return {}
+    new = [item for item in items if item in snapshot.position]
+    posted = {s.item_id: s.cells.get(titles["field"], "") for s in live.store.items(new)} if new else {}
+    return {i: {"title": posted.get(i, titles["items"][snapshot.view.dataset_item(i)])} for i in items}
 
 
 def _explanation(live, request, payload, user, item):

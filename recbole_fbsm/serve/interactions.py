@@ -66,7 +66,7 @@ def strongest_interactions(served, top=20, min_items=0, cells=DEFAULT_CELLS):
     names = np.asarray(served.features.names, dtype=object)
     index = torch.as_tensor(selected, dtype=torch.long, device=model.D.device)
     D = model.D.detach()[index].double()
-    V = model.V.detach()[index].double()
+    V = model.low_rank_factors().detach()[index].double()
     self_low_rank = V.pow(2).sum(1)
 
     def table(kind, p, q, weight, D_p, vv):

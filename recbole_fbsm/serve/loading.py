@@ -4,6 +4,7 @@ a training checkpoint (``.pth``) is exported to an artifact in memory through it
 
 import copy
 import os
+import zipfile
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -11,13 +12,14 @@ import numpy as np
 import torch
 from recbole.utils import init_seed
 
-from recbole_fbsm.artifact.integrity import check_model_settings, check_state_dict
 from recbole_fbsm.artifact.model_file import (
     FORMAT,
+    ArtifactError,
     build_artifact,
-    check_artifact,
     dataset_analyzer,
     model_inputs_from_artifact,
+    old_format,
+    read_artifact,
     training_record,
     vocabulary_from_record,
 )
@@ -57,6 +59,7 @@ class ServedModel:
     analyzer: dict = None  # the converter's analyzer document, when the dataset had one
     data: dict = None  # fingerprint of the training data
     training: dict = None  # the epoch validation kept (``artifact.model_file.training_record``); None: not recorded
+    titles: dict = None  # {"field", "items": title per internal item id} where the data has a title field
 
     @cached_property
     def analyzers(self):
@@ -145,22 +148,24 @@ class ServedModel:
 
 
 def read_model_file(path, data_path=None, trust_pickle=False):
-    """The artifact dict of ``path``: an artifact as it is, or a training checkpoint exported through its
-    dataset. A file of pickled objects is refused unless ``trust_pickle``."""
+    """The artifact dict of ``path``: an artifact as it is, or a training checkpoint (a torch.save zip) exported
+    through its dataset. A file of pickled objects is refused unless ``trust_pickle``."""
     path = str(path)
     if not os.path.isfile(path):
         raise ColdStartError(
             f"model file {path} not found (expected the .fbsm artifact a training run writes beside "
             "its checkpoint, or the checkpoint .pth)."
         )
+    if not zipfile.is_zipfile(path):
+        return read_artifact(path)
     try:
         content = load_tensors(path, "model file", mmap=True)
     except PickledFileError:
         if not trust_pickle:
             raise
         content = torch.load(path, map_location="cpu", weights_only=False)  # the user vouched for it
-    if isinstance(content, dict) and content.get("format") == FORMAT:
-        return check_artifact(content, path)
+    if isinstance(content, dict) and content.get("format") == FORMAT:  # an artifact of format version 1 to 3
+        raise old_format(path, content.get("format_version"), content.get("package_version"))
     if not isinstance(content, dict) or "config" not in content or "state_dict" not in content:
         raise ColdStartError(
             f"{path} is neither a recbole-fbsm model artifact (.fbsm) nor a training checkpoint (.pth)."
@@ -205,23 +210,27 @@ def served_from_artifact(content, source, device="cpu"):
     _check_served_model(name, source)
     settings = Settings(content["settings"])
     settings["device"] = torch.device(device)
-    vocabulary = vocabulary_from_record(content["vocabulary"], source)
-    vocabulary.model_inputs = model_inputs_from_artifact(content, device)
-    features = vocabulary.model_inputs.features
+    try:  # a file its SHA-256 passed fails here only when crafted with one, or written by a bug
+        vocabulary = vocabulary_from_record(content["vocabulary"])
+        vocabulary.model_inputs = model_inputs_from_artifact(content, device)
+        features = vocabulary.model_inputs.features
+        model = get_model(name)(settings, vocabulary)
+        model.load_state_dict(content["state_dict"])
+        frequency = np.asarray((features.matrix[vocabulary.model_inputs.training_items] != 0).sum(axis=0)).ravel()
+    except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as error:
+        if isinstance(error, ColdStartError):
+            raise
+        message = " ".join(str(error).split())[:300]  # torch's state_dict errors span lines
+        raise ArtifactError(
+            source, f"its content does not rebuild a {name} ({type(error).__name__}: {message})"
+        ) from None
     if features.dense_fields:
         raise ColdStartError(
             f"model {source}: the model uses dense float_seq feature fields {list(features.dense_fields)}; serving new "
             "items reads token/token_seq fields only (train without them to serve, or score through run())."
         )
-    check_model_settings(content, source)
-    model = get_model(name)(settings, vocabulary)
-    check_state_dict(content["state_dict"], model, source)  # keys, shapes, exact dtypes, finite: nothing cast
-    model.load_state_dict(content["state_dict"])
-    model.load_other_parameter(content.get("other_parameter"))
     model = model.to(device).eval().requires_grad_(False)
-    training = vocabulary.model_inputs.training_items
-    frequency = np.asarray((features.matrix[training] != 0).sum(axis=0)).ravel()
-    extra = (content.get("split") or {}, content.get("analyzer"), content.get("data"), content.get("training"))
+    extra = [content.get("split") or {}] + [content.get(key) for key in ("analyzer", "data", "training", "titles")]
     return ServedModel(source, settings, model, vocabulary, features, list(features.fields), frequency, *extra)
 
 

@@ -211,9 +211,9 @@ def unknown_tokens_message(items):
         split_only = sorted({t.partition(":")[0] for t in plain})
         if items.raw:
             parts[-1] += (
-                f" (no analyzer is stored for {', '.join(map(repr, split_only))} beside the dataset, so the raw text "
-                "was only split as RecBole splits cells; a dataset converted by recbole_fbsm.convert before it stored "
-                "NAME.analyzer.json needs converting again)"
+                f" (the dataset has no analyzer file, NAME.analyzer.json, for {', '.join(map(repr, split_only))}: "
+                "its raw text is split as RecBole splits a cell, token_seq on the separator and token whole, "
+                "case and punctuation kept)"
             )
     if items.weightless:
         examples = ", ".join(repr(t) for t, _ in items.weightless.most_common(5))

@@ -1,16 +1,9 @@
 """Batched scores of users against new items' feature rows (sparse x dense products, never a features x features
 matrix), and top-k lists with seeded random tie breaking."""
 
-from functools import partial
-
 import torch
 
-from recbole_fbsm.kernels.sparse import csr_times_dense
-from recbole_fbsm.models.contract import FeatureSimilarity
-
-DEFAULT_CELLS = 1 << 24  # dense users x features (or users x items) cells per batch
-# fewer new items than users, their dense rows at most this many cells: item side first (``score_rows_item_side``)
-ITEM_MAJOR_CELLS = 1 << 20
+DEFAULT_CELLS = 1 << 24  # users x items cells per batch
 
 
 def scipy_to_torch_csr(matrix, device="cpu", dtype=torch.float32):
@@ -24,24 +17,11 @@ def scipy_to_torch_csr(matrix, device="cpu", dtype=torch.float32):
 
 
 def iter_profile_scores(model, users, item_matrix, cells=DEFAULT_CELLS):
-    """Yield (start, scores) for consecutive batches of ``users``, ``cells`` dense cells at a time: few new items
-    for many users item side first (``score_rows_item_side``), else ``score_feature_rows``, V f_i computed once."""
-    n_items = item_matrix.shape[0]
-    profile = isinstance(model, FeatureSimilarity)
-    if profile and n_items < len(users) and n_items * model.n_features <= ITEM_MAJOR_CELLS:
-        width = n_items * model.diagonal_parts(users[:1])[0].shape[0]
-        score = partial(model.score_rows_item_side, item_matrix=item_matrix)
-    elif profile:
-        factors = model.low_rank_factors()
-        item_factors = None if factors is None else csr_times_dense(item_matrix, factors)  # as evaluation's
-        width = max(model.n_features, n_items)
-        score = partial(model.score_feature_rows, item_matrix=item_matrix, item_factors=item_factors)
-    else:  # ItemKNNCBF, and the two-tower models (DropoutNet, Heater, ALDI): U_u . item vector
-        width = n_items
-        score = partial(model.score_feature_rows, item_matrix=item_matrix)
-    step = max(1, cells // max(width, 1))
+    """Yield (start, scores) for consecutive batches of ``users``, ``cells`` cells at a time (``score_feature_rows``:
+    evaluation's scorer)."""
+    step = max(1, cells // max(item_matrix.shape[0], 1))
     for start in range(0, len(users), step):
-        yield start, score(users[start : start + step])
+        yield start, model.score_feature_rows(users[start : start + step], item_matrix)
 
 
 def ranked(scores, keys, k):

@@ -2,10 +2,17 @@
 it was computed with (``settings_of``), and is reused only under the same ones: changed data, config files or
 release mean a new run, never an old number."""
 
+import ast
+import functools
+import hashlib
 import json
+import os
+import subprocess
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+import yaml
 
 from recbole_fbsm.storage.fingerprint import file_sha256
 from recbole_fbsm.storage.safe_files import plain, write_atomic
@@ -18,6 +25,71 @@ def package_version():
         return version("recbole-fbsm")
     except PackageNotFoundError:
         return "unknown"
+
+
+PACKAGE = Path(__file__).resolve().parents[1]
+# what a model's numbers depend on: a record made by other code (beyond docstrings, comments, YAML layout) is stale
+RESULT_CODE = ("models", "kernels", "data", "training", "evaluation", "config", "quick_start.py")
+
+
+@functools.cache
+def code_fingerprint():
+    """SHA-256 of the code and property files that decide a run's numbers: Python files as their syntax trees
+    without docstrings, YAML files as their values. Records carry it (``settings_of``): tests say which are stale."""
+    digest = hashlib.sha256()
+    files = [p for part in RESULT_CODE for p in sorted((PACKAGE / part).rglob("*.py")) or [PACKAGE / part]]
+    properties = PACKAGE / "properties" if (PACKAGE / "properties").is_dir() else PACKAGE.parent / "properties"
+    for path in files + sorted(properties.rglob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".py":
+            tree = ast.parse(text)
+            for node in ast.walk(tree):
+                body = getattr(node, "body", None)
+                if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+                    if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                        node.body = body[1:] or [ast.Pass()]
+            text = ast.dump(tree)
+        else:
+            text = json.dumps(yaml.safe_load(text), sort_keys=True)
+        digest.update(path.relative_to(properties.parent if path.suffix == ".yaml" else PACKAGE).as_posix().encode())
+        digest.update(text.encode())
+    return digest.hexdigest()
+
+
+def commit():
+    """The git commit of the checkout the package runs from (with "-dirty" for uncommitted changes), or None."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=PACKAGE, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=PACKAGE,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("-dirty" if dirty else "")
+
+
+def portable(value):
+    """``value`` with every absolute path of this machine made relative: to the working directory when inside it,
+    to the recbole package (``recbole:...``) for its example data, else the file's name alone."""
+    if isinstance(value, dict):
+        return {key: portable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [portable(item) for item in value]
+    if not isinstance(value, str) or not os.path.isabs(value):
+        return value
+    path, here = Path(os.path.normpath(value)), Path.cwd()
+    parts = path.parts
+    if "recbole" in parts and "site-packages" in parts:
+        return "recbole:" + "/".join(parts[parts.index("recbole") + 1 :])
+    if path.is_relative_to(here):
+        return path.relative_to(here).as_posix()
+    return path.name
 
 
 def settings_of(dataset, config_file_list, overrides, data_sha256):
@@ -35,6 +107,7 @@ def settings_of(dataset, config_file_list, overrides, data_sha256):
         "overrides": {k: str(v) for k, v in (overrides or {}).items()},
         "data_sha256": data_sha256,
         "package_version": package_version(),
+        "code": code_fingerprint(),
     }
 
 
@@ -43,6 +116,7 @@ def changed_settings(old, new):
     names = {
         "data_sha256": "the data",
         "package_version": "the package version",
+        "code": "the code",
         "config_files": "config files",
         "overrides": "overrides",
         "dataset": "dataset",
@@ -54,6 +128,7 @@ def run_record(config, result, settings, data, wall_seconds, log_file):
     """The record of one finished run (status ok); ``data``: its ``data_fingerprint`` (each atomic file's sha256)."""
     return {
         "model": config["model"],
+        "commit": commit(),
         "seed": config["seed"],
         "split_seed": config.split_seed,
         "settings": settings,
@@ -83,7 +158,7 @@ def run_record(config, result, settings, data, wall_seconds, log_file):
 
 def write_record(path, record):
     """Write the record atomically (a crash never leaves half a file)."""
-    write_atomic(path, (json.dumps(record, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+    write_atomic(path, (json.dumps(portable(record), indent=2, sort_keys=False) + "\n").encode("utf-8"))
     return Path(path)
 
 

@@ -17,7 +17,8 @@ from recbole_fbsm.errors import ColdStartError
 
 def write_atomic(path, data):
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename. ``data``: bytes, or a
-    function that writes to the open binary file it is given (a large file is then never held in memory)."""
+    function that writes to the open binary file it is given, or to ``handle.name`` (a large file is then never
+    held in memory)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -25,7 +26,8 @@ def write_atomic(path, data):
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
-        with os.fdopen(fd, "wb") as handle:
+        os.close(fd)
+        with open(tmp, "wb") as handle:  # handle.name: the temporary path, for a writer that opens it by name
             if callable(data):
                 data(handle)
             else:
@@ -45,16 +47,16 @@ def save_tensors(obj, path):
 
 def load_tensors(path, what, device="cpu", mmap=False):
     """The content of a file written by ``save_tensors``, loaded without running code; ``what`` names it in errors
-    ("checkpoint", "model artifact"). ``mmap``: the tensors are read when used (an artifact's sizes are checked
-    first; its reader then copies them, so that a file replaced later cannot pull pages from a running service)."""
+    ("checkpoint", "model file"). ``mmap``: the tensors are read when used (``read_model_file`` then copies a
+    checkpoint's, so that a file replaced later cannot pull pages from a running service)."""
     path = str(path)
     if not os.path.isfile(path):
         raise ColdStartError(f"{what} {path} not found.")
     # not torch.save's archive: torch's own words would be about its pre-1.6 pickle format, or about mmap
     if not zipfile.is_zipfile(path) or not check_pickle_size(path, what):
         raise ColdStartError(
-            f"{what} {path} is not a file written by torch.save (a zip archive, as every .fbsm "
-            "artifact and .pth checkpoint is): another kind of file, or one cut short in a copy."
+            f"{what} {path} is not a file written by torch.save (a zip archive, as every .pth checkpoint "
+            "is): another kind of file, or one cut short in a copy."
         )
     try:
         return torch.load(path, map_location=device, weights_only=True, mmap=mmap)

@@ -82,6 +82,8 @@ def _without_lines(logger, *kinds):
 
 
 class ColdStartTrainerMixin:
+    _announced_checkpoint = None  # the checkpoint file "Saving current" named: each improvement rewrites it
+
     def __init__(self, config, model):
         parallel = distributed.is_distributed(config)
         if parallel:  # RecBole's wrapper would pass device_ids=[local_rank], which fails on the CPU
@@ -293,8 +295,9 @@ class ColdStartTrainerMixin:
                 f"checkpoint {path} could not be written ({error.strerror or error}); the last one written, if any, is "
                 "unchanged. Free space there or give another checkpoint_dir."
             ) from None
-        if verbose:
+        if verbose and path != self._announced_checkpoint:  # named once, not once per improving epoch
             self.logger.info(f"Saving current: {path}")
+            self._announced_checkpoint = path
 
     def kept_summary(self):
         """One line: the epoch kept on validation and its gain over the untrained start, e.g.

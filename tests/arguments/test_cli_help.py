@@ -79,3 +79,15 @@ def test_a_usage_error_answers_without_the_heavy_imports(line, expected):
     status, _, err, imported = run_python("-m", "recbole_fbsm", *line)
     assert status == 2 and expected in err
     assert sorted(imported & set(HEAVY)) == []
+
+
+def test_serve_http_help_names_the_store_file_the_service_opens():
+    """The default store is the artifact's file name with .store.sqlite appended (FBSM-x.fbsm.store.sqlite)."""
+    from recbole_fbsm.serve.store import default_store_path
+
+    help_text = " ".join(
+        subprocess.run(
+            [sys.executable, "-m", "recbole_fbsm", "serve", "http", "--help"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.split()
+    )
+    assert f"default: {default_store_path('MODEL.fbsm')} beside the model" in help_text

@@ -6,19 +6,19 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 
 import numpy as np
 import pytest
 import torch
 from helpers import planted_settings, score_new_items, train_planted
 
-from recbole_fbsm.artifact.integrity import decode_tokens
-from recbole_fbsm.artifact.model_file import FORMAT_VERSION
+from recbole_fbsm.artifact.model_file import read_artifact
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.serve import compare_users, explain, load_model, read_new_items, recommend, strongest_interactions
 from recbole_fbsm.serve.__main__ import main as serve_main
-from recbole_fbsm.serve.loading import read_model_file
+from recbole_fbsm.storage import safe_files
 from recbole_fbsm.storage.safe_files import load_tensors, save_tensors
 
 
@@ -53,9 +53,9 @@ def test_a_crafted_pickle_is_refused_and_its_payload_never_runs(trained, tmp_pat
     ):
         run("DropoutNet", trained["name"], config_dict={**trained["common"], "warm_checkpoint": str(crafted)})
     assert not marker.exists()
-    # the plugin's own files load without unpickling any object
-    for path in (trained["FBSM"]["saved_model_file"], trained["FBSM"]["artifact_file"]):
-        assert isinstance(load_tensors(path, "file"), dict)
+    # the plugin's own files load without unpickling any object (the artifact: safetensors and JSON)
+    assert isinstance(load_tensors(trained["FBSM"]["saved_model_file"], "file"), dict)
+    assert read_artifact(trained["FBSM"]["artifact_file"])["model"] == "FBSM"
 
 
 def test_an_old_pickled_checkpoint_loads_only_when_trusted(trained, tmp_path):
@@ -127,43 +127,24 @@ def test_renamed_tokens_never_shift_the_weights(trained, tmp_path):
     assert items.matrix[0, column] > 0 and items.matrix[1, column] == 0
 
 
-def test_artifacts_of_another_format_or_kind_are_refused_in_one_line(trained, tmp_path, capsys):
-    content = read_model_file(trained["FBSM"]["artifact_file"])
-    future = tmp_path / "future.fbsm"
-    save_tensors({**content, "format_version": FORMAT_VERSION + 1}, future)
-    with pytest.raises(ColdStartError, match=rf"format version {FORMAT_VERSION + 1} .* reads versions 1, 2"):
-        load_model(future)
-    other = tmp_path / "other.fbsm"
-    save_tensors({"something": torch.zeros(2)}, other)
-    assert serve_main(["interactions", str(other)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "neither a recbole-fbsm model artifact" in err
-
-
-def test_a_version_1_artifact_still_serves_the_same_lists(trained, tmp_path):
-    """Version 1 kept the vocabulary's tokens as lists of strings (version 2: UTF-8 bytes and lengths): this
-    release reads both, to the same tokens and the same recommendations."""
-    content = read_model_file(trained["FBSM"]["artifact_file"])
-    assert content["format_version"] == 3 and content["vocabulary"]["tokens"]["item_id"]["utf8"].dtype == torch.uint8
-    content.pop("integrity")  # versions 1 and 2 carry no checksum
-    vocabulary = content["vocabulary"]
-    old = {
-        **content,
-        "format_version": 1,
-        "vocabulary": {
-            **vocabulary,
-            "tokens": {name: decode_tokens(record, name).tolist() for name, record in vocabulary["tokens"].items()},
-        },
-    }
-    old_file = tmp_path / "version1.fbsm"
-    save_tensors(old, old_file)
-    with pytest.warns(UserWarning, match="format version 1, which carries no checksum"):
-        before = load_model(old_file)
-    new = load_model(trained["FBSM"]["artifact_file"])
-    for name in new.dataset.field2id_token:
-        assert list(before.dataset.field2id_token[name]) == list(new.dataset.field2id_token[name])
-    lists = recommend(new, trained["new_file"], top=3).for_items
-    assert recommend(before, trained["new_file"], top=3).for_items.equals(lists)
+def test_a_checkpoint_s_pickled_values_are_size_bounded_before_unpickling(trained, tmp_path, monkeypatch):
+    """A checkpoint's pickled part (``data.pkl``) is checked by its declared size and storage before torch reads
+    it: too large, or deflated (a small file that expands a thousandfold), is one error line."""
+    path = trained["FBSM"]["saved_model_file"]
+    with zipfile.ZipFile(path) as archive:
+        size = next(info.file_size for info in archive.infolist() if info.filename.endswith("/data.pkl"))
+    monkeypatch.setattr(safe_files, "MAX_PICKLE_BYTES", size - 1)
+    with pytest.raises(ColdStartError, match=rf"^checkpoint {path}: its pickled values \(\S+/data\.pkl\) declare"):
+        load_tensors(path, "checkpoint")
+    monkeypatch.setattr(safe_files, "MAX_PICKLE_BYTES", size)
+    assert "state_dict" in load_tensors(path, "checkpoint")  # at the limit: read
+    deflated = tmp_path / "deflated.pth"
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(deflated, "w") as target:
+        for info in source.infolist():
+            kind = zipfile.ZIP_DEFLATED if info.filename.endswith("/data.pkl") else zipfile.ZIP_STORED
+            target.writestr(info.filename, source.read(info.filename), compress_type=kind)
+    with pytest.raises(ColdStartError, match=r"pickled values \(\S+/data\.pkl\) are compressed, which torch\.save"):
+        load_tensors(deflated, "checkpoint")
 
 
 def _writer(path, rounds):

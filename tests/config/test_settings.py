@@ -88,6 +88,21 @@ def test_the_precheck_imports_neither_torch_nor_recbole():
     assert out.strip().endswith("False False")
 
 
+@pytest.mark.parametrize(
+    "typed, meant", [("FBMS", "FBSM"), ("BRP", "BPR"), ("ItemKNNCF", "ItemKNNCBF"), ("LightFM", None), ("Nope", None)]
+)
+def test_an_unknown_model_gets_a_near_typo_and_the_command_that_lists_them(typed, meant):
+    """A suggestion only for a near typo (LightFM shares a prefix with LightGCN, not a model), and the list of every
+    model on request (``recbole-fbsm models``), not 59 names on one line."""
+    from recbole_fbsm.config.registry import check_model_name
+
+    with pytest.raises(ColdStartError) as caught:
+        check_model_name(typed)
+    message = str(caught.value)
+    assert ("did you mean" in message) == (meant is not None) and (meant is None or f"'{meant}'" in message), message
+    assert "recbole-fbsm models" in message and "LightGCN" not in message and "ADMMSLIM" not in message
+
+
 def test_config_adds_numpy_aliases_without_warnings_of_its_own():
     """RecBole needs numpy aliases removed in numpy 2; asking numpy for them printed two FutureWarnings."""
     code = (

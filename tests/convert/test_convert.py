@@ -423,6 +423,22 @@ def small_catalogue(tmp_path: Path, n_items: int = 300, own_words: int = 20) -> 
     return inter, items
 
 
+def test_the_papers_filter_on_data_of_the_papers_size_is_named_as_such():
+    """On citeulike-t the default filter is the paper's (min-df 20 on ~25,000 items): the warning says so, instead of
+    reading as if something went wrong, and keeps the --min-df hint; on small data it stays a plain warning."""
+    from recbole_fbsm.convert.text import TokenField, filter_warning
+
+    df = np.array([1, 3, 19, 20, 50, 40])
+    field = TokenField("words", None, np.array(list("abcdef"), dtype=object), 20, 0.1, None)
+    paper = filter_warning(field, df, 25_584, 20)
+    assert paper.startswith(
+        "words: the paper's document-frequency filter (--min-df 20: terms in fewer than 20 items are"
+    )
+    assert "kept 3 of 6 distinct terms of 25,584 items" in paper and "--min-df 5 keeps 4" in paper
+    small = filter_warning(field, df, 900, 20)
+    assert small.startswith("words: the document-frequency filter dropped 3 of 6 distinct terms (50%) of 900 items")
+
+
 def test_filter_dropping_real_words_on_small_data_is_reported(tmp_path, capsys):
     inter, items = small_catalogue(tmp_path)
     result = convert_text(inter, items, "small", tmp_path / "out", min_df=20)

@@ -1,7 +1,7 @@
 """`recbole-fbsm download`: files fetched from a loopback HTTP server started here, checked, converted; every
-failure (checksum, truncated file, 404, a server that stops mid-file, an interrupted run) ends in one
-`error:` line and leaves nothing under the dataset's name, and the next run resumes. Also the missing-dataset
-and did-you-mean lines of a run, and `recbole-fbsm models`."""
+failure (checksum, truncated file, 404, a server that stops mid-file or trickles, an interrupted run) ends in one
+`error:` line and leaves nothing under the dataset's name, and the next run fetches the files not yet checked.
+Also the missing-dataset and did-you-mean lines of a run, and `recbole-fbsm models`."""
 
 from __future__ import annotations
 
@@ -36,9 +36,9 @@ TINY = {name: text.encode() for name, text in TINY.items()}
 
 
 class FileServer(BaseHTTPRequestHandler):
-    """Serves ``files`` {name: bytes} with HTTP Range, and misbehaves on request: ``modes`` {name: mode}
-    with mode 'close' (announces the whole file, sends half, closes), 'stall' (sends half, then waits),
-    'no-range' (ignores Range, sends everything). ``requests`` records (path, Range header)."""
+    """Serves ``files`` {name: bytes}, and misbehaves on request: ``modes`` {name: mode} with mode 'close'
+    (announces the whole file, sends half, closes), 'stall' (sends half, then waits), 'trickle' (one byte every
+    0.1 s). ``requests`` records the names asked for."""
 
     files: dict = {}
     modes: dict = {}
@@ -46,32 +46,28 @@ class FileServer(BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802 (http.server's name)
         name = self.path.lstrip("/")
-        self.requests.append((name, self.headers.get("Range")))
+        self.requests.append(name)
         if name not in self.files:
             self.send_error(404, "Not Found")
             return
         body, mode = self.files[name], self.modes.get(name)
-        start = 0
-        match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
-        if match and mode != "no-range":
-            start = int(match.group(1))
-            if start >= len(body):
-                self.send_error(416, "Range Not Satisfiable")
-                return
-            self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
-        else:
-            self.send_response(200)
-        self.send_header("Content-Length", str(len(body) - start))
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        if mode == "trickle":
+            for k in range(len(body)):
+                self.wfile.write(body[k : k + 1])
+                self.wfile.flush()
+                time.sleep(0.1)
+            return
         if mode in ("close", "stall"):
-            self.wfile.write(body[start : start + (len(body) - start) // 2])
+            self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
             if mode == "stall":
                 time.sleep(1.5)
             self.close_connection = True
             return
-        self.wfile.write(body[start:])
+        self.wfile.write(body)
 
     def log_message(self, *args):
         pass
@@ -117,9 +113,11 @@ def error_line(capsys):
     return err[0]
 
 
-def assert_nothing_under_final_name(out, name="tiny"):
+def assert_nothing_under_final_name(out, name="tiny", checked=()):
+    """Nothing under the dataset's name; in the download folder only the files ``checked`` (no partial file)."""
     assert not (out / name).exists()
     assert [p.name for p in out.iterdir() if not p.name.startswith(".")] == []
+    assert sorted(p.name for p in (out / f".{name}.download").iterdir()) == sorted(checked)
 
 
 def test_download_checks_converts_and_says_the_next_command(tiny, tmp_path, capsys):
@@ -136,7 +134,7 @@ def test_download_checks_converts_and_says_the_next_command(tiny, tmp_path, caps
     ]
     assert hashlib.sha256(TINY["users.dat"]).hexdigest() in (out / "tiny" / "README.txt").read_text()
     assert sorted(p.name for p in out.iterdir()) == ["tiny"]  # the download folder is gone
-    assert sorted(name for name, _ in tiny.requests) == sorted(TINY)
+    assert sorted(tiny.requests) == sorted(TINY)
 
 
 def test_a_checksum_mismatch_is_one_error_line_and_keeps_nothing(tiny, tmp_path, capsys):
@@ -147,18 +145,15 @@ def test_a_checksum_mismatch_is_one_error_line_and_keeps_nothing(tiny, tmp_path,
     assert download_cli(out) == 2
     line = error_line(capsys)
     assert "mult.dat: SHA-256" in line and "differs from the expected" in line
-    assert_nothing_under_final_name(out)
-    assert not (out / ".tiny.download" / "mult.dat.part").exists()  # a wrong file is never resumed
+    assert_nothing_under_final_name(out, checked=["users.dat"])  # a wrong file is never kept
 
 
 def test_a_truncated_file_is_refused(tiny, tmp_path, capsys):
     tiny.files["users.dat"] = TINY["users.dat"][:-7]
     out = tmp_path / "data"
     assert download_cli(out) == 2
-    line = error_line(capsys)
-    assert f"the server offers {len(TINY['users.dat']) - 7:,} bytes, expected {len(TINY['users.dat']):,}" in line
+    assert "users.dat: SHA-256 differs from the expected" in error_line(capsys)
     assert_nothing_under_final_name(out)
-    assert not list((out / ".tiny.download").glob("*.part"))
 
 
 def test_a_missing_file_is_the_http_status(tiny, tmp_path, capsys):
@@ -166,22 +161,19 @@ def test_a_missing_file_is_the_http_status(tiny, tmp_path, capsys):
     out = tmp_path / "data"
     assert download_cli(out) == 2
     assert "vocabulary.dat: HTTP 404" in error_line(capsys)
-    assert_nothing_under_final_name(out)
+    assert_nothing_under_final_name(out, checked=["users.dat", "mult.dat"])
 
 
-def test_a_server_closing_mid_file_leaves_a_part_that_the_rerun_resumes(tiny, tmp_path, capsys):
+def test_a_server_closing_mid_file_keeps_the_checked_files_for_the_rerun(tiny, tmp_path, capsys):
     tiny.modes["mult.dat"] = "close"
     out = tmp_path / "data"
     assert download_cli(out) == 2
-    size = len(TINY["mult.dat"])
-    assert f"mult.dat: the connection ended after {size // 2:,} of {size:,} bytes; rerun" in error_line(capsys)
-    assert_nothing_under_final_name(out)
-    assert (out / ".tiny.download" / "mult.dat.part").read_bytes() == TINY["mult.dat"][: size // 2]
+    assert "mult.dat: the download failed (the connection ended mid-file); check" in error_line(capsys)
+    assert_nothing_under_final_name(out, checked=["users.dat"])
     del tiny.modes["mult.dat"]
     tiny.requests.clear()
     assert download_cli(out) == 0
-    assert ("mult.dat", f"bytes={size // 2}-") in tiny.requests  # only the rest was asked for
-    assert ("users.dat", None) not in tiny.requests  # a file checked earlier is not fetched again
+    assert tiny.requests == ["mult.dat", "vocabulary.dat"]  # a file checked earlier is not fetched again
     assert (out / "tiny" / "tiny.item").is_file()
 
 
@@ -189,57 +181,104 @@ def test_a_stalled_server_times_out(tiny, tmp_path, capsys):
     tiny.modes["users.dat"] = "stall"
     out = tmp_path / "data"
     assert download_cli(out, "--timeout", "0.3") == 2
-    size = len(TINY["users.dat"])
-    line = error_line(capsys)
-    assert f"users.dat: the download stopped after {size // 2:,} of {size:,} bytes (no data within the timeout)" in line
+    assert "users.dat: the download failed (no data within --timeout); check" in error_line(capsys)
     assert_nothing_under_final_name(out)
-    assert (out / ".tiny.download" / "users.dat.part").read_bytes() == TINY["users.dat"][: size // 2]
 
 
-class InterruptAfter:
-    """A progress bar that stands for the user's Ctrl-C once ``limit`` bytes have arrived."""
-
-    def __init__(self, limit):
-        self.limit, self.n = limit, 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def update(self, n):
-        self.n += n
-        if self.n > self.limit:
-            raise KeyboardInterrupt
-
-
-def test_an_interrupted_run_is_one_error_line_and_the_rerun_resumes(tiny, tmp_path, capsys, monkeypatch):
-    chunk, progress_bar = download.CHUNK_BYTES, download._progress_bar
-    monkeypatch.setattr(download, "CHUNK_BYTES", 64)
-    monkeypatch.setattr(download, "_progress_bar", lambda *args: InterruptAfter(len(TINY["users.dat"]) + 100))
+def test_a_trickling_mirror_is_stopped_by_the_deadline(tiny, tmp_path, capsys):
+    """--timeout bounds each read: a byte every 0.1 s would never trip it, the deadline for the file does."""
+    tiny.modes["users.dat"] = "trickle"  # 15 s for the whole file
     out = tmp_path / "data"
-    assert download_cli(out) == 2
-    assert "interrupted; nothing was written under" in error_line(capsys)
+    start = time.monotonic()
+    assert download_cli(out, "--timeout", "0.3") == 2
+    assert time.monotonic() - start < 5
+    line = error_line(capsys)
+    assert "users.dat" in line and "deadline" in line and "--timeout" in line
     assert_nothing_under_final_name(out)
-    have = (out / ".tiny.download" / "mult.dat.part").stat().st_size
-    assert 0 < have < len(TINY["mult.dat"])
-    monkeypatch.setattr(download, "CHUNK_BYTES", chunk)
-    monkeypatch.setattr(download, "_progress_bar", progress_bar)
-    tiny.requests.clear()
+
+
+@pytest.mark.parametrize("timeout", ["-1", "nan", "inf", "1e309", "0", "soon"])
+def test_a_timeout_that_is_no_positive_number_of_seconds_is_one_error_line(tiny, tmp_path, capsys, timeout):
+    with pytest.raises(SystemExit) as exit_:
+        download_cli(tmp_path / "data", f"--timeout={timeout}")
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("recbole-fbsm download: error: argument --timeout: expected") and "Traceback" not in err
+    assert tiny.requests == []
+
+
+@pytest.mark.parametrize("link", ["users.dat.part", "users.dat"])
+def test_a_link_planted_in_the_download_folder_is_never_written_through(tiny, tmp_path, link):
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"not yours")
+    out = tmp_path / "data"
+    (out / ".tiny.download").mkdir(parents=True)
+    (out / ".tiny.download" / link).symlink_to(victim)
     assert download_cli(out) == 0
-    assert tiny.requests[0] == ("mult.dat", f"bytes={have}-")
+    assert victim.read_bytes() == b"not yours"
     assert (out / "tiny" / "tiny.inter").is_file()
 
 
-def test_a_server_without_range_support_starts_the_file_again(tiny, tmp_path):
+def test_a_download_folder_that_is_a_link_is_not_written_through(tiny, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
     out = tmp_path / "data"
-    cache = out / ".tiny.download"
-    cache.mkdir(parents=True)
-    (cache / "mult.dat.part").write_bytes(TINY["mult.dat"][:20])
-    tiny.modes["mult.dat"] = "no-range"
+    out.mkdir()
+    (out / ".tiny.download").symlink_to(elsewhere)
     assert download_cli(out) == 0
-    assert (out / "tiny" / "tiny.item").is_file()
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("mirror", ["http://user:s3cret@[::1/", "http://user:s3cret@127.0.0.1:99999/"])
+def test_a_mirror_with_a_broken_address_is_one_error_line(tiny, tmp_path, capsys, mirror):
+    assert download_cli(tmp_path / "data", "--mirror", mirror) == 2
+    line = error_line(capsys)
+    assert "users.dat" in line and "s3cret" not in line
+
+
+def test_the_password_of_a_mirror_is_never_shown(tiny, tmp_path, capsys):
+    mirror = tiny.url.replace("http://", "http://user:s3cret@")
+    out = tmp_path / "data"
+    del tiny.files["vocabulary.dat"]
+    assert download_cli(out, "--mirror", mirror) == 2
+    line = error_line(capsys)
+    assert "s3cret" not in line and "vocabulary.dat: HTTP 404" in line
+    tiny.files["vocabulary.dat"] = TINY["vocabulary.dat"]
+    assert download_cli(out, "--mirror", mirror) == 0
+    printed = capsys.readouterr()
+    assert "s3cret" not in printed.out + printed.err
+    assert "s3cret" not in (out / "tiny" / "README.txt").read_text()
+
+
+class InterruptOn:
+    """A progress bar that stands for the user's Ctrl-C once the first bytes of ``file`` arrive."""
+
+    def __init__(self, file, total):
+        self.file, self.total = file, total
+
+    def update(self, n):
+        if self.file == "mult.dat":
+            raise KeyboardInterrupt
+
+    def reset(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def test_an_interrupted_run_is_one_error_line_and_the_rerun_goes_on(tiny, tmp_path, capsys, monkeypatch):
+    progress_bar = download._progress_bar
+    monkeypatch.setattr(download, "_progress_bar", lambda file, size, enabled: InterruptOn(file, size))
+    out = tmp_path / "data"
+    assert download_cli(out) == 2
+    assert "interrupted; nothing was written under" in error_line(capsys)
+    assert_nothing_under_final_name(out, checked=["users.dat"])
+    monkeypatch.setattr(download, "_progress_bar", progress_bar)
+    tiny.requests.clear()
+    assert download_cli(out) == 0
+    assert tiny.requests == ["mult.dat", "vocabulary.dat"]
+    assert (out / "tiny" / "tiny.inter").is_file()
 
 
 def test_an_existing_dataset_is_refused_before_any_download(tiny, tmp_path, capsys):
@@ -337,7 +376,7 @@ def test_the_real_citeulike_t_files_from_a_mirror(server, tmp_path, capsys):
     printed = capsys.readouterr().out
     for count in ("users: 7,947", "items: 25,584", "interactions: 134,860", "features (terms after the filter): 3,490"):
         assert count in printed
-    assert sorted(name for name, _ in server.requests) == sorted(datasets.DATASETS["citeulike-tags"].files)
+    assert sorted(server.requests) == sorted(datasets.DATASETS["citeulike-tags"].files)
     assert "tags:token_seq" in (out / "citeulike-tags" / "citeulike-tags.item").open().readline()
 
 

@@ -8,7 +8,6 @@ from helpers import dataset_config
 
 from recbole_fbsm.data.preparation import train_loader_class
 from recbole_fbsm.data.sampler import DeviceNegativeSampler
-from recbole_fbsm.data.user_batches import WholeUserInteraction
 from recbole_fbsm.quick_start import prepare
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.training.trainer import get_trainer
@@ -66,18 +65,18 @@ def test_batches_cover_every_like_once_and_never_leave_the_training_split(toy, n
             n = len(users) // times
             assert torch.equal(users, users[:n].repeat(times)) and torch.equal(positives, positives[:n].repeat(times))
             if times == 1 and by_user:
-                assert isinstance(batch, WholeUserInteraction), "whole users: the batch carries its WholeUserBatch"
                 distinct = torch.unique(users)
                 in_batch = torch.bincount(users, minlength=model.n_users).index_select(0, distinct)
                 all_likes = (model.R.indptr[distinct + 1] - model.R.indptr[distinct]).long()
                 assert torch.equal(in_batch, all_likes), "a user's likes split over two batches"
-            else:
-                assert not hasattr(batch, "whole_users")
+            if negatives["dynamic"]:  # the model picks the best scored of each like's candidates
+                assert negative_items.shape == (len(users), negatives["candidate_num"])
+                users, negative_items = users[:, None].expand_as(negative_items).reshape(-1), negative_items.reshape(-1)
             assert set(negative_items.tolist()) <= train_items and not set(negative_items.tolist()) & other_items
             assert not set(positives.tolist()) & other_items
             assert not bool(model.R.contains(users, negative_items).any()), "a negative the user liked"
-            seen += zip(users[:n].tolist(), positives[:n].tolist())
-            plan.append(tuple(users[:n].tolist()))
+            seen += zip(batch[model.USER_ID][:n].tolist(), positives[:n].tolist())
+            plan.append(tuple(batch[model.USER_ID][:n].tolist()))
         assert sorted(seen) == likes, "every training like exactly once per epoch"
         plans.append(plan)
     assert plans[0] != plans[1], "reshuffled every epoch"
@@ -151,15 +150,3 @@ def test_each_rank_cuts_its_share_of_every_batch(toy, monkeypatch):
         assert users_0 and users_1 and not set(users_0) & set(users_1)
         seen += zip(users_0 + users_1, items_0 + items_1)
     assert sorted(seen) == likes
-
-
-def test_a_like_repeated_in_the_data_keeps_the_global_profiles(toy):
-    """F_U counts a repeated (user, item) once, a batch's own positives would count it twice: with a repeat in the
-    training data the batches carry no ``WholeUserBatch``, and the loss reads F_U."""
-    config, model, (train_data, _, _) = prepared(toy, train_neg_sample_args=UNIFORM)
-    inter_feat = train_data._dataset.inter_feat
-    repeated = train_data._dataset.copy(inter_feat[torch.cat([torch.arange(len(inter_feat)), torch.tensor([0])])])
-    loader = train_loader_class(config, True, train_data._sampler)(config, repeated, train_data._sampler, shuffle=True)
-    loader.get_model(model)
-    batches = list(loader)
-    assert batches and not any(hasattr(batch, "whole_users") for batch in batches)

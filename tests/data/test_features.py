@@ -224,3 +224,38 @@ def test_column_selection_equals_scipy_indexing():
         assert selected.shape == expected.shape and selected.has_sorted_indices
         for name in ("indptr", "indices", "data"):
             np.testing.assert_array_equal(getattr(selected, name), getattr(expected, name))
+
+
+@pytest.mark.parametrize(
+    "stop_words, dropped, kept",
+    [
+        ("english", {"of", "the"}, {"drama"}),
+        (None, set(), {"of", "the", "drama"}),
+        (["Drama", "of"], {"of", "drama"}, {"the"}),
+    ],
+)
+def test_stop_words_are_no_features_of_a_field_no_analyzer_describes(tmp_path, monkeypatch, stop_words, dropped, kept):
+    """ml-100k's titles and genres (no analyzer file): scikit-learn's English list by default, a list of one's own
+    (case-insensitive), or none."""
+    monkeypatch.chdir(tmp_path)
+    _, model, _ = prepare("CoSim", "ml-100k", config_dict={"state": "ERROR", "stop_words": stop_words})
+    tokens = {name.split(":", 1)[1].lower() for name in model.feature_names}
+    assert not tokens & dropped and kept <= tokens
+
+
+def test_the_artifact_replays_the_stop_words_on_new_text(tmp_path, monkeypatch):
+    """A new film's title is analysed by the served model as in training: "of" is no feature, so "Space Cowboys of
+    Mars" is the same row as "Space Cowboys Mars", and no explanation can rest on it."""
+    from recbole_fbsm.quick_start import run
+    from recbole_fbsm.serve import load_model, read_new_items
+
+    monkeypatch.chdir(tmp_path)
+    result = run("CoSim", "ml-100k", config_dict={"state": "ERROR", "checkpoint_dir": str(tmp_path / "saved")})
+    served = load_model(result["artifact_file"])
+    assert served.config["stop_words"] == "english"
+    path = tmp_path / "new.csv"
+    path.write_text("item_id,movie_title,class\nm1,Space Cowboys of Mars,Sci-Fi\nm2,Space Cowboys Mars,Sci-Fi\n")
+    new = read_new_items(served, path, warn=False)
+    rows = new.matrix.toarray()
+    assert rows[0].any() and (rows[0] == rows[1]).all()
+    assert not any(name.lower().endswith(":of") for name in served.features.names)

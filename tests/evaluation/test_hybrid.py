@@ -212,7 +212,7 @@ def test_no_cold_item_is_a_training_negative(data, quiet, model_name):
     negatives, positives = [], []
     for _ in range(3):
         for batch in train:
-            negatives += batch[config["NEG_PREFIX"] + config["ITEM_ID_FIELD"]].tolist()
+            negatives += batch[config["NEG_PREFIX"] + config["ITEM_ID_FIELD"]].reshape(-1).tolist()
             positives += batch[config["ITEM_ID_FIELD"]].tolist()
     assert len(set(negatives)) > 20 and not (set(negatives) & cold) and not (set(positives) & cold)
 

@@ -111,8 +111,8 @@ def test_evaluation_batches_stay_within_eval_batch_size_cells_with_a_large_vocab
     widths = []
     weighted_profiles_t = model.weighted_profiles_t
 
-    def spy(users, *args):
-        block = weighted_profiles_t(users, *args)  # the users' dense profiles, features x users
+    def spy(users, *args, **kwargs):
+        block = weighted_profiles_t(users, *args, **kwargs)  # the users' dense profiles, features x users
         widths.append(block.numel())
         return block
 

@@ -1,4 +1,4 @@
-"""``run_hyper.py`` processes on one sqlite study: a grid shared without repeats, a killed search resumed."""
+"""``run_hyper.py`` processes on one sqlite study: a grid shared by Optuna's GridSampler, a killed search resumed."""
 
 import signal
 import subprocess
@@ -58,16 +58,17 @@ def points(trial_list, state=TrialState.COMPLETE):
     return Counter((t.params["rank"], t.params["reg_V"]) for t in trial_list if t.state == state)
 
 
-def test_two_processes_split_a_grid_without_repeating_a_point(toy, tmp_path):
+def test_two_processes_split_a_grid(toy, tmp_path):
+    """Each point runs; GridSampler gives an idle process a point still running elsewhere at the end (Optuna's
+    documented behaviour in a shared grid), so at most one point runs twice with two processes."""
     setup_search(toy, tmp_path, epochs=3)
     first, second = start(tmp_path), start(tmp_path)
     outputs = [finish(first), finish(second)]
     done = trials(tmp_path)
-    assert points(done) == Counter({(1, 0.01): 1, (1, 0.1): 1, (2, 0.01): 1, (2, 0.1): 1})
-    # the only other trials are ones that found every point taken (two processes asked at once)
-    assert all(t.user_attrs.get("unused") for t in done if t.state != TrialState.COMPLETE)
+    assert set(points(done)) == {(1, 0.01), (1, 0.1), (2, 0.01), (2, 0.1)}
+    assert len(done) <= 5 and all(t.state == TrialState.COMPLETE for t in done)
     ran = [line for out in outputs for line in out.splitlines() if line.startswith("[trial")]
-    assert len(ran) == 4
+    assert len(ran) == len(done)
     best = max((t for t in done if t.state == TrialState.COMPLETE), key=lambda t: t.value)
     assert (
         (tmp_path / "grid.result")
@@ -86,12 +87,11 @@ def test_a_killed_search_keeps_its_finished_trials_and_resumes(toy, tmp_path):
     process.send_signal(signal.SIGKILL)
     process.communicate()
     before = {t.number: (t.params, t.value) for t in trials(tmp_path) if t.state == TrialState.COMPLETE}
-    killed = [t.number for t in trials(tmp_path) if t.state == TrialState.RUNNING]
     assert 1 <= len(before) < 4
 
     finish(start(tmp_path))
     after = trials(tmp_path)
     assert {t.number: (t.params, t.value) for t in after if t.number in before} == before  # kept, not rerun
+    # the killed trial's point run again by the restart (GridSampler runs an unfinished point last; the killed trial
+    # stays running until its heartbeat is HEARTBEAT_GRACE_S old, then Optuna fails it)
     assert points(after) == Counter({(1, 0.01): 1, (1, 0.1): 1, (2, 0.01): 1, (2, 0.1): 1})
-    for number in killed:  # the killed run: failed, its point run again (or killed before it claimed one)
-        assert after[number].state == TrialState.FAIL or not after[number].params

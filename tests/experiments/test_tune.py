@@ -4,8 +4,10 @@ claims, the output file and the tuned property layer; and the selection of the u
 
 import logging
 import shutil
-import subprocess
+import time
+from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import optuna
 import pytest
@@ -32,34 +34,40 @@ def toy_search(toy, model, params_text, seeds=(2020,), **settings):
     return tune.Search(model, toy.name, params, seeds, overrides=dataset_config(toy, **settings))
 
 
-def test_a_shared_grid_runs_each_point_once_and_again_after_a_failure_or_a_dead_process(monkeypatch):
-    study = optuna.create_study(sampler=tune.make_sampler("grid", search_space.parse_params_text(GRID_4)))
-    first, second, third, fourth = (study.ask() for _ in range(4))  # four processes start at once
-    trials = study.get_trials()
-    assert [tune.grid_id(t) for t in trials] == [0, 1, 2, 3]  # Optuna: trial n runs point n
-    assert not any(tune.point_taken(trials, n) for n in range(4))
-    fifth = study.ask()  # a fifth process: Optuna gives it a point another one runs
-    assert tune.grid_id(study.trials[4]) in range(4) and tune.point_taken(study.get_trials(), 4)
-    study.tell(fifth, state=TrialState.FAIL)  # as run_hyper does with a trial whose point is taken
-    study.tell(third, 0.5)
-    assert tune.requeue_lost_points(study, 4) == []  # finished, or held by live trials
+def test_a_dead_process_or_an_interrupted_trial_has_its_grid_point_run_again(monkeypatch, tmp_path):
+    """Optuna's heartbeat fails the trial of a process that died, Ctrl-C fails the running one: each is queued again
+    (RetryHeartbeatStaleTrialCallback, its grid point kept) and run first by the next search; no point runs twice."""
+    monkeypatch.setattr(tune, "HEARTBEAT_S", 1)
+    monkeypatch.setattr(tune, "HEARTBEAT_GRACE_S", 1)
+    params = search_space.parse_params_text(GRID_4)
+    storage = tune.make_storage(f"sqlite:///{tmp_path}/tune.db")
+    study = optuna.create_study(storage=storage, sampler=tune.make_sampler("grid", params), direction="maximize")
+    with pytest.warns(UserWarning, match="Heartbeat"):  # Optuna: the heartbeat is for Study.optimize
+        dead = study.ask()  # a process that ran point 0, then died: its heartbeat stops
+    storage.record_heartbeat(dead._trial_id)
+    search = SimpleNamespace(params=params, seeds=[1], valid_metric="score", bigger=True)
 
-    study.tell(first, state=TrialState.FAIL)  # raised: run again, but not by the process where it failed
-    assert tune.requeue_lost_points(study, 4, skip={0}) == []
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    second.set_user_attr("worker", f"{tune.HOST}:{gone.pid}")  # its process is gone
-    assert tune.requeue_lost_points(study, 4) == [0, 1]  # both given to waiting copies
-    assert study.trials[second.number].state == TrialState.FAIL
-    waiting = study.get_trials(states=(TrialState.WAITING,))
-    assert sorted(tune.grid_id(t) for t in waiting) == [0, 1]
-    retry = study.ask()  # Optuna runs a waiting trial first, at its own point
-    assert tune.grid_id(study.trials[retry.number]) in (0, 1)
-    assert not tune.point_taken(study.get_trials(), retry.number)
-    monkeypatch.setattr(tune, "UNRECORDED_S", -1)  # the fourth: killed between Optuna's ask and the objective
-    tune.requeue_lost_points(study, 4)
-    assert study.trials[fourth.number].state == TrialState.FAIL
-    assert 3 in [tune.grid_id(t) for t in study.get_trials(states=(TrialState.WAITING,))]
+    def interrupted(self, trial, k, seed, settings, done):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tune.Objective, "run_seed", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        tune.optimize(search, study, 4)
+    assert [t.state for t in study.get_trials()] == [TrialState.RUNNING, TrialState.FAIL, TrialState.WAITING]
+
+    def score(self, trial, k, seed, settings, done):
+        return {"best_valid_score": settings["rank"] + settings["reg_V"], "test_result": {}, "seconds": 0}
+
+    monkeypatch.setattr(tune.Objective, "run_seed", score)
+    time.sleep(2.5)  # the dead process's heartbeat is older than the grace period now
+    tune.optimize(search, study, 4)
+    trials = study.get_trials()
+    assert trials[0].state == TrialState.FAIL  # failed by the heartbeat, then run again from its queued copy
+    done = Counter((t.params["rank"], t.params["reg_V"]) for t in trials if t.state == TrialState.COMPLETE)
+    assert done == Counter({(1, 0.01): 1, (1, 0.1): 1, (2, 0.01): 1, (2, 0.1): 1})
+    assert [t.system_attrs.get("failed_trial") for t in trials[2:4]] == [1, 0]  # the queued copies ran first
+    tune.optimize(search, study, 4)  # the same command again: the grid is done
+    assert len(study.get_trials()) == len(trials)
 
 
 def test_a_trial_scores_the_mean_best_validation_over_its_split_seeds(toy):
@@ -267,8 +275,8 @@ def test_the_untrained_model_is_kept_when_training_only_hurts_validation(toy, mo
 def test_user_weighted_bpr_counts_every_user_the_same(toy):
     _, model, (train_data, _, _) = prepare("FBSM", toy.name, config_dict=dataset_config(toy, bpr_user_weighting=True))
     batch = next(iter(train_data))
-    difference = model.bpr_difference(batch)
     users = batch[model.USER_ID]
+    difference = torch.linspace(-3, 3, len(users))  # any r_ui - r_uj: the weighting is what is checked
     likes = (model.R.indptr[users + 1] - model.R.indptr[users]).double()
     mean_likes = len(model.R.indices) / int((model.R.indptr[1:] > model.R.indptr[:-1]).sum())
     expected = (-torch.nn.functional.logsigmoid(difference).double() * mean_likes / likes).mean()
@@ -394,6 +402,19 @@ def test_a_tie_at_the_best_score_writes_nothing_and_says_so(toy, tmp_path, workd
     assert "--write: nothing written: 2 trials tie at the best validation recall@10" in out
     assert "bm25_k1:1.2" in out and "bm25_k1:2.0" in out
     assert not (workdir / "properties").exists()
+
+
+def test_a_grid_point_run_twice_is_no_tie(tmp_path, capsys):
+    """The end of a shared grid can run a point twice (GridSampler): the two copies are one winner, not a tie."""
+    params = search_space.parse_params_text("rank choice [1, 2]\n")
+    search = SimpleNamespace(model="FBSM", dataset="toy", params=params, valid_metric="recall@10", seeds=[2020])
+    study = optuna.create_study(direction="maximize")
+    distributions = {p.name: p.distribution() for p in params}
+    for rank, value in ((2, 0.5), (1, 0.4), (2, 0.5)):
+        study.add_trial(optuna.create_trial(params={"rank": rank}, distributions=distributions, value=value))
+    path = tune.report_write(search, study, study.best_trial, "run_hyper.py", tmp_path)
+    assert yaml.safe_load(path.read_text())["rank"] == 2
+    assert "best values written to" in capsys.readouterr().out
 
 
 def test_a_run_that_loads_a_tuned_file_says_which_on_the_console(toy, workdir, caplog):

@@ -79,6 +79,15 @@ def test_feature_fields_need_an_item_file(tmp_path, capsys):
     assert "feature_fields" in message and str(data.item_path) in message and "not found" in message
 
 
+@pytest.mark.parametrize("model", ["FBSM", "ItemKNNCBF"])
+def test_a_feature_model_names_the_missing_item_file_first(tmp_path, capsys, model):
+    """A dataset of one's own with only its .inter file: the first error names NAME.item (not topk, not a field)."""
+    data = write_dataset(tmp_path, "toy", n_items=20)  # so few items that the default topk would fail too
+    data.item_path.unlink()
+    message = cli_error(capsys, [f"--model={model}", "--dataset=toy", f"--data_path={tmp_path}", "--state=ERROR"])
+    assert str(data.item_path) in message and "not found" in message and "topk" not in message
+
+
 @pytest.mark.parametrize(
     "eval_args, expected",
     [

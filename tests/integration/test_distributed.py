@@ -106,11 +106,10 @@ def _gradient_worker(local_rank, config_dict, launch_settings, queue):
         shares = [None] * dist.get_world_size()
         dist.all_gather_object(shares, {key: value for key, value in share.interaction.items()})
         if dist.get_rank() == 0:
-            from recbole_fbsm.data.user_batches import WholeUserBatch, WholeUserInteraction
+            from recbole.data.interaction import Interaction
 
             whole = {key: torch.cat([s[key] for s in shares]) for key in shares[0]}  # as one process's loader cuts it
-            batch = WholeUserBatch(whole[model.USER_ID], whole[model.ITEM_ID], reference.F)
-            reference.calculate_loss(WholeUserInteraction(whole, batch)).backward()
+            reference.calculate_loss(Interaction(whole)).backward()
             queue.put(
                 (
                     "result",

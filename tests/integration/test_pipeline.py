@@ -163,14 +163,12 @@ def test_cli_unknown_model_is_a_clear_error(tmp_path):
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1
     assert "unknown model 'NoSuchModel'" in errors[0]
-    listed = errors[0].split("Available models:")[1]
-    for name in ("BPR", "Pop", "ItemKNN", "FM", "DeepFM", "FBSM"):
-        assert re.search(rf"\b{name}\b", listed)
+    assert "recbole-fbsm models" in errors[0]
 
 
 @pytest.mark.parametrize("name", ["NoSuchModel", "bpr", "BPR.yaml", "../BPR", "", "SASRec", "KGAT"])
 def test_unknown_or_unsupported_model_names_raise_a_clear_error(name):
-    with pytest.raises(ColdStartError, match=r"unknown model .*Available models: .*\bBPR\b"):
+    with pytest.raises(ColdStartError, match=r"unknown model .*recbole-fbsm models lists"):
         get_model(name)
 
 

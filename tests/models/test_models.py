@@ -39,6 +39,7 @@ def randomise_features(model, seed=0, dtype=torch.float64):
         (model.R.values.numpy(), model.R.indices.numpy(), model.R.indptr.numpy()), shape=model.R.shape
     )
     model.F, model.F_U = TorchCsr(F, dtype), TorchCsr(likes @ F, dtype)
+    model._class_matrices = None  # the training path's rows of F, built again from the new F
     model.to(dtype)
     return F.toarray(), likes.toarray()
 
@@ -54,6 +55,13 @@ def dense_similarity(model, user):
     return np.eye(model.n_features)
 
 
+def bpr_difference(model, u, i, j):
+    """r_ui - r_uj from the training path's scores of every training item (``class_scores``)."""
+    scores, _ = model.class_scores(torch.tensor([u]))
+    rows = torch.searchsorted(model.training_items, torch.tensor([i, j]))
+    return scores[rows[0], 0] - scores[rows[1], 0]
+
+
 def test_fbsm_gradients_equal_the_papers_closed_forms(tiny):
     model, _ = build("FBSM", {**tiny, "rank": 3})
     F, likes = randomise_features(model)
@@ -63,15 +71,13 @@ def test_fbsm_gradients_equal_the_papers_closed_forms(tiny):
         model.V.copy_(torch.randn_like(model.V))
     checked = 0
     for u in range(1, likes.shape[0]):
-        liked, other = np.flatnonzero(likes[u]), np.flatnonzero(likes[u] == 0)[1:]
+        liked = np.flatnonzero(likes[u])
+        other = np.setdiff1d(model.training_items.numpy(), liked)
         if not len(liked) or not len(other):
             continue
         i, j = liked[0], other[u % len(other)]
         model.zero_grad()
-        batch = Interaction(
-            {"user_id": torch.tensor([u]), "item_id": torch.tensor([i]), "neg_item_id": torch.tensor([j])}
-        )
-        r_uij = model.bpr_difference(batch).sum()
+        r_uij = bpr_difference(model, u, i, j)
         r_uij.backward()
         f_u, f_i, f_j = likes[u] @ F, F[i], F[j]  # f_u includes i
         delta = f_i - f_j
@@ -148,8 +154,12 @@ def test_fbsm_finds_planted_feature_interactions_that_cosim_and_ufsm_cannot(tmp_
     monkeypatch.chdir(tmp_path)
     planted_interactions(tmp_path / "data", "planted", split_seed=2020)
     common = {"data_path": str(tmp_path / "data"), "checkpoint_dir": str(tmp_path / "saved"), "seed": 2020, **QUIET}
-    recall = {  # every model with its defaults
-        name: run(name, "planted", config_dict=common)["test_result"]["recall@10"] for name in ("FBSM", "UFSM", "CoSim")
+    # every model with its defaults, but V's learning rate: its default (3e-5) suits real text, where a faster V
+    # memorises the training items' co-likes (docs/models.md); planted pairs are all V can learn from
+    faster_v = {"FBSM": {"learning_rate": 0.003}}
+    recall = {
+        name: run(name, "planted", config_dict={**common, **faster_v.get(name, {})})["test_result"]["recall@10"]
+        for name in ("FBSM", "UFSM", "CoSim")
     }
     assert recall["FBSM"] >= 2 * recall["CoSim"], recall
     assert recall["FBSM"] >= 2 * recall["UFSM"], recall
@@ -237,23 +247,29 @@ def candidate_reference(model, F, likes, users, candidates):
     return np.array(rows)
 
 
-@pytest.mark.parametrize("name, fold", [("FBSM", True), ("FBSM", False), ("UFSM", None), ("CoSim", None)])
-def test_candidate_scores_in_blocks_of_users_equal_the_dense_formula(tiny, monkeypatch, name, fold):
-    """Evaluation's scores, users in blocks of two, the low-rank part folded into the profiles or added
-    item side (``folds_low_rank``), per-user weights for UFSM."""
+@pytest.mark.parametrize("name", ["FBSM", "UFSM", "CoSim"])
+def test_candidate_scores_in_blocks_of_users_equal_the_dense_formula(tiny, monkeypatch, name):
+    """Evaluation's and serving's scores, users in blocks of two (``score_feature_rows``), candidates out of order,
+    per-user weights for UFSM."""
     model, _ = build(name, {**tiny, "rank": 3, "n_functions": 2})
     F, likes = randomise_features(model, seed=5)
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.copy_(torch.randn_like(parameter))
-    monkeypatch.setattr(base, "SCORE_BLOCK_CELLS", 2 * max(model.n_features, F.shape[0]))
-    if fold is not None:
-        monkeypatch.setattr(model, "folds_low_rank", lambda n_items: fold)
-    users, candidates = torch.arange(1, likes.shape[0]), torch.arange(1, F.shape[0])
+    monkeypatch.setattr(base, "SCORE_BLOCK_CELLS", 2 * F.shape[0])
+    users, candidates = torch.arange(1, likes.shape[0]), torch.arange(F.shape[0] - 1, 0, -1)
     with torch.no_grad():
         scores = model.score_candidates(Interaction({"user_id": users}), candidates)
+        unconstrained = model.score_feature_rows(users, model.F.rows_matrix(candidates))
     assert len(users) > 4, "several blocks"
-    np.testing.assert_allclose(
-        scores.numpy(), candidate_reference(model, F, likes, users, candidates), rtol=1e-9, atol=1e-9
+    expected = candidate_reference(model, F, likes, users, candidates)
+    np.testing.assert_allclose(scores.numpy(), expected, rtol=1e-9, atol=1e-9)
+    liked = likes[users.numpy()][:, candidates.numpy()]
+    own = np.array(
+        [
+            np.einsum("ij,jk,ik->i", F[candidates.numpy()], dense_similarity(model, u), F[candidates.numpy()])
+            for u in users.tolist()
+        ]
     )
+    np.testing.assert_allclose(unconstrained.numpy(), expected + liked * own, rtol=1e-9, atol=1e-9)
     assert model.score_feature_rows(users[:0], model.F.rows_matrix(candidates)).shape == (0, len(candidates))

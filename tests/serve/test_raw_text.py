@@ -200,8 +200,10 @@ def test_raw_text_follows_the_stored_settings_not_the_defaults(tmp_path, monkeyp
 def test_raw_text_without_a_stored_analyzer_is_split_and_says_so(served, tmp_path, monkeypatch):
     s = served["CoSim"]
     monkeypatch.setattr(s, "analyzers", {})
-    with pytest.warns(UnknownTokensWarning, match=r"no analyzer is stored for 'tags', 'words' beside the dataset"):
+    with pytest.warns(UnknownTokensWarning, match=r"no analyzer file.* for 'tags', 'words'") as caught:
         new = read_new_items(s, write_csv(tmp_path / "new.csv", NEW_ITEMS, header=("item_id", "words", "tags")))
+    message = str(caught[0].message)  # what is true of a dataset never converted (ml-100k): no word of converting
+    assert "split as RecBole splits a cell" in message and "convert" not in message.partition("no analyzer")[2]
     assert "words:Gardening:" in new.unknown and "tags:hi-fi" in {s.features.names[c] for c in new.counts.indices}
 
 

@@ -1,6 +1,6 @@
 """The fast paths of a training step give the same numbers as the plain formulas they replace:
-the radix-sorted embedding-bag backward, the row gather, the whole-user loss node with its hand-written
-backward, the fused optimizer, and λ, β as weight decay; and evaluation's sparse x dense product as
+the radix-sorted embedding-bag backward, the row gather, the constant sparse product, the fused optimizer,
+and λ, β as weight decay; and evaluation's sparse x dense product as
 embedding bags."""
 
 import numpy as np
@@ -9,16 +9,13 @@ import scipy.sparse as sp
 import torch
 from helpers import dataset_config
 
-from recbole_fbsm.data.user_batches import WholeUserBatch
 from recbole_fbsm.kernels.sparse import (
+    ConstantSparse,
     TorchCsr,
-    concat_rows,
     csr_times_dense,
-    matmul_by_bags,
     rows_times_table,
     stable_argsort_bounded,
 )
-from recbole_fbsm.models.whole_user import whole_user_bpr_difference
 from recbole_fbsm.quick_start import prepare
 from recbole_fbsm.training.trainer import ClippedSGD, clipped_sgd_if_possible, fused_if_possible, get_trainer
 
@@ -70,17 +67,31 @@ def test_csr_times_dense_equals_the_dense_product(dtype):
     assert csr_times_dense(rows, dense[:, :0]).shape == (6, 0)
 
 
-def test_matmul_by_bags_is_the_product_with_the_same_bits_in_any_block_of_columns():
-    """Evaluation's users are columns: a user's scores must not depend on how many users share a block
-    (MKL's GEMM rounds 1 to 15 columns differently)."""
-    generator = torch.Generator().manual_seed(3)
-    left, right = torch.randn(300, 64, generator=generator), torch.randn(64, 40, generator=generator)
-    out = matmul_by_bags(left, right)
-    torch.testing.assert_close(out, left @ right)
-    for width in (1, 2, 3, 7, 16, 39):
-        assert torch.equal(matmul_by_bags(left, right[:, :width].contiguous()), out[:, :width])
-    assert torch.equal(matmul_by_bags(left[5:6], right), out[5:6])
-    assert matmul_by_bags(left[:0], right).shape == (0, 40) and matmul_by_bags(left, right[:, :0]).shape == (300, 0)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_constant_sparse_product_and_its_gradient_equal_the_dense_product(dtype):
+    """``ConstantSparse``: A @ X and the gradient A^T G through the transpose sorted once, also with new values of
+    the same pattern (``with_values``) and restricted to the first columns (``columns_below``)."""
+    rng = np.random.default_rng(7)
+    matrix = sp.random(30, 50, density=0.2, random_state=rng, format="csr")
+    torch_csr = torch.sparse_csr_tensor(
+        torch.from_numpy(matrix.indptr).long(),
+        torch.from_numpy(matrix.indices).long(),
+        torch.tensor(matrix.data, dtype=dtype),
+        size=matrix.shape,
+    )
+    constant = ConstantSparse(torch_csr)
+    for values, columns in ((torch_csr.values(), 50), (torch_csr.values() * -2, 50), (torch_csr.values(), 20)):
+        held = constant.with_values(values) if columns == 50 else constant.columns_below(columns)
+        dense = torch.sparse_csr_tensor(
+            torch_csr.crow_indices(), torch_csr.col_indices(), values, size=(30, 50)
+        ).to_dense()[:, :columns]
+        x = torch.randn(columns, 4, dtype=dtype, requires_grad=True)
+        x_dense = x.detach().clone().requires_grad_(True)
+        weights = torch.randn(30, 4, dtype=dtype)
+        ((held @ x) * weights).sum().backward()
+        ((dense @ x_dense) * weights).sum().backward()
+        torch.testing.assert_close(held @ x, dense @ x_dense)
+        torch.testing.assert_close(x.grad, x_dense.grad)
 
 
 def _csr_with_empty_rows(n_rows=40, n_cols=30, seed=2):
@@ -114,38 +125,6 @@ def test_gather_rows_and_bags_equal_scipys_row_selection(rows):
     assert all(torch.equal(a, b) for a, b in zip(second, csr.gather_bags(other)))
     first, second = csr.gather_rows_and_bags(other, rows)
     assert all(torch.equal(a, b) for a, b in zip(second, csr.gather_bags(rows)))
-
-
-def test_whole_user_difference_and_its_backward_equal_autograd_on_the_plain_formula():
-    """``models.whole_user``'s hand-written node: r_ui - r_uj = f_i^T W (f_u - f_i) - f_j^T W f_u with W = diag(d) +
-    V V^T and f_u the sum of the user's positives' rows, and the gradients of d and V, equal autograd's on the
-    dense formula; repeated negatives, a negative that is another user's positive, an empty row."""
-    matrix = _csr_with_empty_rows()
-    csr = TorchCsr(matrix, dtype=torch.float64)
-    users = torch.tensor([4, 4, 4, 9, 2, 2])  # three users, whole (each like once)
-    positives = torch.tensor([1, 5, 0, 7, 8, 12])  # row 0 is empty
-    negatives = torch.tensor([20, 20, 7, 3, 13, 1])
-    batch = WholeUserBatch(users, positives, csr)
-    slots, n_users = batch.slots, batch.n_users
-    rows = concat_rows(batch.rows, csr.gather_rows(negatives))
-    generator = torch.Generator().manual_seed(0)
-    d = torch.randn(matrix.shape[1], dtype=torch.float64, generator=generator, requires_grad=True)
-    V = torch.randn(matrix.shape[1], 4, dtype=torch.float64, generator=generator, requires_grad=True)
-    weights = torch.randn(len(users), dtype=torch.float64, generator=generator)
-
-    ours = whole_user_bpr_difference(batch, rows, d, V)
-    (ours * weights).sum().backward()
-    grads = d.grad.clone(), V.grad.clone()
-    d.grad = V.grad = None
-
-    dense = torch.from_numpy(matrix.toarray())
-    f_i, f_j = dense[positives], dense[negatives]
-    f_u = torch.zeros(n_users, dense.shape[1], dtype=torch.float64).index_add(0, slots, f_i)[slots]
-    W = torch.diag(d) + V @ V.T
-    expected = ((f_i @ W) * (f_u - f_i)).sum(1) - ((f_j @ W) * f_u).sum(1)
-    (expected * weights).sum().backward()
-    assert torch.allclose(ours, expected, atol=1e-10)
-    assert torch.allclose(grads[0], d.grad, atol=1e-10) and torch.allclose(grads[1], V.grad, atol=1e-10)
 
 
 def _one_step(config_dict, toy, regulariser_in_optimizer):
@@ -234,38 +213,3 @@ def test_the_trainer_clips_in_its_sgd_step(toy):
         (torch.optim.SGD([V], lr=0.1), {"max_norm": 5}, other),
     ]:  # not the model's parameters
         assert clipped_sgd_if_possible(sgd, clip, module) is sgd
-
-
-def test_the_loss_from_the_scored_candidates_equals_the_loss_computed_again(toy, monkeypatch):
-    """A device batch's loss takes its negatives' V f_j and diagonal parts (and V f_i, V f_u) from the scores of its
-    candidates: the same loss and gradients as computing them again; used once, and not after V changed."""
-    _, model, (train_data, _, _) = prepare(
-        "FBSM", toy.name, config_dict=dataset_config(toy, train_batch_size=64, rank=3, init_std=0.3)
-    )
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.1 * torch.randn_like(parameter))
-    results, reused = [], []
-    original = WholeUserBatch.scored_negatives
-
-    def recorded(self, *args):
-        parts = original(self, *args)
-        reused.append(parts is not None)
-        return parts
-
-    monkeypatch.setattr(WholeUserBatch, "scored_negatives", recorded)
-    batch = next(iter(train_data))  # scores the candidates
-    for _ in range(2):  # from the kept scores, then computed again
-        model.zero_grad()
-        loss = model.calculate_loss(batch)
-        loss.backward()
-        results.append((loss.item(), model.D.grad.clone(), model.V.grad.clone()))
-    assert reused == [True, False]
-    assert results[0][0] == pytest.approx(results[1][0], rel=1e-6)
-    torch.testing.assert_close(results[0][1], results[1][1], rtol=1e-5, atol=1e-7)
-    torch.testing.assert_close(results[0][2], results[1][2], rtol=1e-5, atol=1e-7)
-    batch = next(iter(train_data))
-    with torch.no_grad():
-        model.V.mul_(1.0)  # an in-place update: the kept parts are stale
-    model.calculate_loss(batch)
-    assert reused[-1] is False

@@ -2,23 +2,21 @@
 
 FBSM starts as ItemKNNCBF's similarity (BM25 with the row shrink, D = 1, V near 0); when no epoch beats it on
 validation, the model kept is that fixed similarity. The run's last lines say so and name the comparison that
-shows it; ``serve interactions`` refuses to list V's random initialisation as "learned interactions"; an
-artifact written before this was recorded still serves.
+shows it; ``serve interactions`` refuses to list V's random initialisation as "learned interactions".
 """
 
 import json
+import logging
 
 import pytest
 import torch
 import yaml
 from helpers import dataset_config
 
-from recbole_fbsm.artifact import integrity
 from recbole_fbsm.run_command import main as run_main
-from recbole_fbsm.serve import load_model, strongest_interactions
 from recbole_fbsm.serve.__main__ import main as serve_main
 from recbole_fbsm.serve.loading import read_model_file
-from recbole_fbsm.storage.safe_files import save_tensors
+from recbole_fbsm.training.trainer import ColdStartTrainerMixin
 
 
 def run_fbsm(toy, tmp_path, capsys, **settings):
@@ -66,24 +64,36 @@ def test_interactions_of_a_kept_start_say_so_instead_of_listing_noise(kept_start
         "epoch beat it), so V holds its random initialisation (init_std 0.01)"
     )
 
-    # an artifact written before the kept epoch was recorded: not known, so listed as before
-    content = read_model_file(artifact)
-    del content["training"]
-    old = tmp_path / "old.fbsm"
-    save_tensors(integrity.seal(content), str(old))  # sealed again, as a release without the record wrote it
-    served = load_model(str(old))
-    assert served.training is None and not served.kept_untrained_start
-    assert len(strongest_interactions(served, top=3)) > 0
-    assert serve_main(["interactions", str(old), "--top", "3"]) == 0
-
 
 def test_a_model_that_learned_keeps_its_last_lines_and_its_interactions(toy, tmp_path, capsys):
     lines, artifact, _ = run_fbsm(toy, tmp_path, capsys, epochs=1, valid_before_training=False)
     assert not any(line.startswith("kept the untrained start") for line in lines)
-    assert lines[-1].startswith("model artifact:")
+    assert lines[-1].startswith("kept epoch 0 ") and lines[-2].startswith("model artifact:")
     assert read_model_file(artifact)["training"]["kept_epoch"] == 0
     assert serve_main(["interactions", artifact, "--top", "3"]) == 0
     assert "positive," in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("scenario", ["item", "hybrid"])
+def test_the_summary_repeats_the_kept_epoch_and_the_checkpoint_is_announced_once(
+    toy, tmp_path, capsys, caplog, monkeypatch, scenario
+):
+    """The kept-epoch line, logged after training, is the summary's last line in both scenarios; the checkpoint,
+    rewritten on each improvement, is named once in the log, not once per improving epoch."""
+    original = ColdStartTrainerMixin._valid_epoch
+    calls = []
+
+    def improving(self, *args, **kwargs):  # every epoch beats the last: one checkpoint write each
+        score, result = original(self, *args, **kwargs)
+        calls.append(score)
+        return score + len(calls), result
+
+    monkeypatch.setattr(ColdStartTrainerMixin, "_valid_epoch", improving)
+    caplog.set_level(logging.INFO)
+    hybrid = {"cold_start_scenario": "hybrid", "identity_features": True, "topk": [5]} if scenario == "hybrid" else {}
+    lines, _, _ = run_fbsm(toy, tmp_path, capsys, epochs=3, **hybrid)
+    assert lines[-1].startswith("kept epoch 2 (3 epochs trained)") and lines[-2].startswith("model artifact:")
+    assert lines[-1] in caplog.messages and caplog.text.count("Saving current:") == 1
 
 
 def test_an_export_records_the_checkpoints_kept_epoch(kept_start, tmp_path):

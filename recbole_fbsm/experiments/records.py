@@ -1,0 +1,56 @@
+"""Records that cannot drift: ``stale`` lists the committed records made by other code than this tree's (their
+``settings.code``), ``refresh`` reruns each with the model, split and settings it states and writes it in place.
+
+    python -m recbole_fbsm.experiments.records stale docs/results
+    python -m recbole_fbsm.experiments.records refresh docs/results/ml-100k-defaults [more folders or files]
+"""
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from recbole_fbsm.experiments.compare import run_pair
+from recbole_fbsm.quick_start import planned_settings
+from recbole_fbsm.storage.run_records import code_fingerprint, read_record, write_record
+
+
+def record_files(paths):
+    return [f for p in map(Path, paths) for f in (sorted(p.rglob("*.json")) if p.is_dir() else [p])]
+
+
+def stale(paths):
+    """The records under ``paths`` whose code fingerprint is not this tree's."""
+    return [
+        f for f in record_files(paths) if (read_record(f) or {}).get("settings", {}).get("code") != code_fingerprint()
+    ]
+
+
+def rerun(record, checkpoint_dir):
+    """A new record of the run ``record`` states (model, dataset, seed, the command's settings as it typed them; a
+    data_path of the machine it ran on left out), made by this tree's code."""
+    overrides = {k: v for k, v in record["settings"]["overrides"].items() if k != "data_path"}
+    dataset = record["settings"]["dataset"]
+    settings = planned_settings(record["model"], dataset, None, overrides)
+    return run_pair(record["model"], dataset, record["seed"], checkpoint_dir, None, overrides, settings)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m recbole_fbsm.experiments.records", description=__doc__)
+    parser.add_argument("action", choices=("stale", "refresh"))
+    parser.add_argument("paths", nargs="+", help="record files or folders of them")
+    parser.add_argument("--all", action="store_true", help="refresh: every record, not only the stale ones")
+    args = parser.parse_args(argv)
+    files = stale(args.paths) if args.action == "stale" or not args.all else record_files(args.paths)
+    for path in files:
+        if args.action == "stale":
+            print(path)
+            continue
+        with tempfile.TemporaryDirectory() as checkpoints:
+            record = rerun(read_record(path), checkpoints)
+        write_record(path, record)
+        test = record.get("test_result") or {}
+        print(f"{path}: {record['status']}, {record.get('wall_seconds', 0):.0f} s, test {test}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

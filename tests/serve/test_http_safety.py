@@ -3,6 +3,8 @@ answer, and the service is still healthy after it."""
 
 import http.client
 import logging
+import os
+import select
 import signal
 import socket
 import subprocess
@@ -336,13 +338,19 @@ def test_workers_read_a_checkpoint_with_its_data_path_and_survive_a_sighup_with_
             pids.add(call(f"{url}/health")[1]["pid"])
         checkpoint.write_bytes(checkpoint.read_bytes()[:1000])  # a copy cut short
         process.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 30  # long enough for a replacement worker to start and fail
-        while time.monotonic() < deadline:
+        err, deadline = b"", time.monotonic() + 120
+        os.set_blocking(process.stderr.fileno(), False)
+        while b"worker cannot start" not in err:  # the replacement worker's line
+            assert time.monotonic() < deadline, err
             assert call(f"{url}/health")[1]["pid"] in pids  # the old workers go on serving
             time.sleep(0.5)
+            err += os.read(process.stderr.fileno(), 1 << 20) if select.select([process.stderr], [], [], 0)[0] else b""
+        time.sleep(2)  # the supervisor sees the replacement gone
+        assert call(f"{url}/health")[1]["pid"] in pids
         process.send_signal(signal.SIGINT)
         process.wait(timeout=60)
-        err = process.stderr.read()
+        os.set_blocking(process.stderr.fileno(), True)
+        err = (err + os.read(process.stderr.fileno(), 1 << 20)).decode()
     assert "Traceback" not in err and err.count("worker cannot start: model file") == 1, err
 
 

@@ -190,9 +190,11 @@ def split_by_token(built):
 
 
 def cli_env():
-    """Environment for ``run_recbole.py`` subprocesses: one torch thread each, no user site quirks."""
+    """Environment for ``run_recbole.py`` subprocesses: one torch thread each, no user site quirks, and this
+    checkout's ``recbole_fbsm`` (tests run in a temporary folder, where an editable install elsewhere would win)."""
     env = dict(os.environ)
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     return env
 
 

@@ -15,6 +15,7 @@ from recbole_fbsm.serve.loading import load_model, read_model_file, served_from_
 from recbole_fbsm.serve.new_items import ServeWarning, new_items_from_cells, read_item_cells
 from recbole_fbsm.serve.output import grouped_records, resolve_format, write_output
 from recbole_fbsm.serve.recommend import recommend
+from recbole_fbsm.serve.store import StoreWarning
 from recbole_fbsm.serve.user_level import compare_users
 
 
@@ -24,6 +25,9 @@ def main(argv=None, prog="recbole-fbsm serve"):
         warnings.simplefilter("always")
         warnings.showwarning = _show_warning  # printed when they happen: a service's start-up warnings at start-up
         try:
+            if args.command == "export":
+                args.output = args.output or os.path.splitext(args.checkpoint)[0] + SUFFIX
+            check_outputs(args)
             for name in FORMATTED_OUTPUTS.get(args.command, ()):  # a bad extension fails before the model loads
                 if getattr(args, name) is not None:
                     resolve_format(getattr(args, name), args.format)
@@ -38,8 +42,29 @@ def main(argv=None, prog="recbole-fbsm serve"):
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     """The serving tools' own warnings, one 'warning:' line each (library noise stays out of the way)."""
-    if issubclass(category, ServeWarning):
+    if issubclass(category, (ServeWarning, StoreWarning)):
         print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def _same_file(a, b):
+    return os.path.realpath(a) == os.path.realpath(b) or (
+        os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+    )
+
+
+def check_outputs(args):
+    """Refuse, before anything is read, an output naming one of the command's input files or another output:
+    written, it would replace that file (a checkpoint, the new items, the other list)."""
+    named = [(f"the {INPUTS[name]} file", getattr(args, name)) for name in INPUTS if getattr(args, name, None)]
+    for name in FORMATTED_OUTPUTS.get(args.command, ("output",)):
+        path, option = getattr(args, name, None), "--" + name.replace("_", "-")
+        same = [what for what, other in named if path not in (None, "-") and _same_file(path, other)]
+        if same:
+            raise ColdStartError(
+                f"{option} {path} is also {same[0]}: an output never replaces an input or another output; "
+                "name another file."
+            )
+        named.append((option, path or "-"))
 
 
 def _load(args, path=None):
@@ -116,7 +141,7 @@ def run_compare(args):
 
 
 def run_http(args):
-    from recbole_fbsm.serve.http import TOKEN_VARIABLE, check_exposure, run_service
+    from recbole_fbsm.serve.http import TOKEN_VARIABLE, check_exposure, check_id, run_service
     from recbole_fbsm.serve.live import LiveState
     from recbole_fbsm.serve.store import StoredItem, default_store_path, open_store
 
@@ -127,9 +152,11 @@ def run_http(args):
     store = open_store(location)
     if args.new_items:  # stored as the file gives them (as POST /items does), once weighed and warned of
         tokens, values, raw = read_item_cells(served, args.new_items)
+        for token in tokens:  # the ids the API takes: any other could never be listed or deleted
+            check_id(token, f"new-item file {args.new_items}: item id")
         new_items_from_cells(served, tokens, values, raw, source=f"new-item file {args.new_items}")
         store.put_items([StoredItem(t, raw, {f: values[f][k] for f in served.fields}) for k, t in enumerate(tokens)])
-    state = LiveState(args.checkpoint, store, device=args.device, served=served)
+    state = LiveState(args.checkpoint, store, args.device, served, args.data_path, args.trust_pickle)
     run_service(state, args.host, args.port, token, args.max_body, args.workers)
     return []
 
@@ -139,11 +166,10 @@ def run_export_likes(args):
 
 
 def run_export(args):
-    output = args.output or os.path.splitext(args.checkpoint)[0] + SUFFIX
     content = read_model_file(args.checkpoint, args.data_path, args.trust_pickle)
-    served_from_artifact(content, output)  # the artifact loads and rebuilds its model before it is written
-    write_artifact(output, content)
-    return [output]
+    served_from_artifact(content, args.output)  # the artifact loads and rebuilds its model before it is written
+    write_artifact(args.output, content)
+    return [args.output]
 
 
 # the options naming a CSV or JSON file each command writes
@@ -152,6 +178,14 @@ FORMATTED_OUTPUTS = {
     "explain": ("output",),
     "interactions": ("output",),
     "compare-users": ("output", "per_user"),
+}
+# the arguments naming a file a command reads
+INPUTS = {
+    "checkpoint": "model",
+    "checkpoint_a": "model_a",
+    "checkpoint_b": "model_b",
+    "new_items": "new items",
+    "users_file": "users",
 }
 COMMANDS = {
     "recommend": run_recommend,

@@ -2,6 +2,7 @@
 ``DIR/NAME.item`` in the model's own fields, ready to append to the dataset and retrain (docs/serve.md)."""
 
 import contextlib
+import glob
 import os
 
 from recbole_fbsm.errors import ColdStartError
@@ -26,15 +27,31 @@ def export_likes(store_location, output, model=None):
             "files (their user and item id fields, the items' feature fields and types, the raw-text "
             "analyzer): give --model MODEL.fbsm."
         )
+    name = os.path.basename(os.path.abspath(output))  # "-o ." names the files after the current folder
+    paths = [os.path.join(output, f"{name}.{suffix}") for suffix in ("inter", "item")]
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise ColdStartError(f"--output {output} is a file: expected a folder to write {name}.inter and .item into.")
+    atomic = sorted(
+        glob.glob(os.path.join(glob.escape(output), "*.inter")) + glob.glob(os.path.join(glob.escape(output), "*.item"))
+    )
+    if atomic:  # a dataset's folder (through a link too), or an earlier export: never written into
+        raise ColdStartError(
+            f"--output {output} already holds {atomic[0]}: export-likes never replaces a file nor writes "
+            "beside a dataset's files (the dataset's own folder, or an earlier export?); give a new folder."
+        )
     served = load_model(model)
     with contextlib.closing(open_store(location)) as store:
         items, likes = store.items(), store.all_likes()
-    name = os.path.basename(os.path.normpath(output))
-    inter = os.path.join(output, f"{name}.inter")
+    unread = sorted({field for item in items for field in item.cells} - set(served.fields))
+    if unread:
+        raise ColdStartError(
+            f"store {location}: its items hold feature field(s) {unread} that model {model} does not read "
+            f"(it reads {served.fields}): a model of another dataset? Give the --model the items were served with."
+        )
     header = f"{served.uid_field}:token\t{served.iid_field}:token\n"
-    write_atomic(inter, (header + "".join(f"{user}\t{item}\n" for user, item in likes)).encode("utf-8"))
+    _write(paths[0], header + "".join(f"{user}\t{item}\n" for user, item in likes))
     if not items:
-        return [inter]
+        return paths[:1]
     separator = served.config["seq_separator"] or " "
     columns = {}
     for group in by_kind(items):
@@ -45,6 +62,12 @@ def export_likes(store_location, output, model=None):
     types = served.dataset.field2type  # the feature fields are token or token_seq
     header = "\t".join([f"{served.iid_field}:token"] + [f"{field}:{types[field].value}" for field in served.fields])
     rows = ["\t".join([item.item_id] + [columns[item.item_id][field] for field in served.fields]) for item in items]
-    path = os.path.join(output, f"{name}.item")
-    write_atomic(path, ("\n".join([header, *rows]) + "\n").encode("utf-8"))
-    return [inter, path]
+    _write(paths[1], "\n".join([header, *rows]) + "\n")
+    return paths
+
+
+def _write(path, text):
+    try:
+        write_atomic(path, text.encode("utf-8"))
+    except OSError as error:
+        raise ColdStartError(f"--output: {path} cannot be written ({error.strerror or error}).") from None

@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import time
 import unicodedata
 import uuid
@@ -27,7 +28,7 @@ from recbole_fbsm.serve.explain import explain
 from recbole_fbsm.serve.live import SCOPES, Conflict, LiveState, item_users, top_items, training_likes, weigh_group
 from recbole_fbsm.serve.new_items import NewItems, unknown_tokens_message
 from recbole_fbsm.serve.recommend import recommend
-from recbole_fbsm.serve.store import StoredItem, by_kind, describe, open_store
+from recbole_fbsm.serve.store import ItemsGone, StoredItem, StoreError, by_kind, describe, open_store
 
 MAX_TOP = 1000
 MAX_ITEMS_PER_REQUEST = 10_000
@@ -57,25 +58,26 @@ class SafeJSONResponse(JSONResponse):
 
 # ------------------------------------------------------------------------------------------------ ids
 def check_id(value, what="id"):
-    """``value`` if it is an id the service can store, list, serve and delete; else a 400 naming the rule."""
+    """``value`` if it is an id the service can store, list, serve and delete; else a ColdStartError (a 400)
+    naming the rule."""
     if isinstance(value, (int, float)):  # booleans too
-        raise HTTPException(400, f"{what} {value!r}: booleans and numbers are not ids; write the id as a JSON string")
+        raise ColdStartError(f"{what} {value!r}: booleans and numbers are not ids; write the id as a JSON string")
     if not isinstance(value, str):
-        raise HTTPException(400, f"{what}: expected a string; got {type(value).__name__}")
+        raise ColdStartError(f"{what}: expected a string; got {type(value).__name__}")
     if not value:
-        raise HTTPException(400, f"{what}: an id cannot be empty")
+        raise ColdStartError(f"{what}: an id cannot be empty")
     if len(value) > MAX_ID_LENGTH:
-        raise HTTPException(400, f"{what} {value[:20]!r}...: at most {MAX_ID_LENGTH} characters; got {len(value)}")
+        raise ColdStartError(f"{what} {value[:20]!r}...: at most {MAX_ID_LENGTH} characters; got {len(value)}")
     if _has_surrogate(value):
-        raise HTTPException(400, f"{what} {value!r}: an id cannot hold a lone surrogate (not text)")
+        raise ColdStartError(f"{what} {value!r}: an id cannot hold a lone surrogate (not text)")
     if "\x00" in value:
-        raise HTTPException(400, f"{what} {value!r}: an id cannot hold NUL")
+        raise ColdStartError(f"{what} {value!r}: an id cannot hold NUL")
     if any(unicodedata.category(c) == "Cc" for c in value):
-        raise HTTPException(400, f"{what} {value!r}: an id cannot hold control characters (newline, tab, ...)")
+        raise ColdStartError(f"{what} {value!r}: an id cannot hold control characters (newline, tab, ...)")
     if "/" in value:
-        raise HTTPException(400, f"{what} {value!r}: an id cannot hold '/' (it could not be named in a URL path)")
+        raise ColdStartError(f"{what} {value!r}: an id cannot hold '/' (it could not be named in a URL path)")
     if value != value.strip():
-        raise HTTPException(400, f"{what} {value!r}: an id cannot start or end with white space")
+        raise ColdStartError(f"{what} {value!r}: an id cannot start or end with white space")
     return value
 
 
@@ -108,6 +110,8 @@ def create_app(state, token=None, max_body=DEFAULT_MAX_BODY):
         exception_handlers={
             HTTPException: _http_error,
             Conflict: lambda request, error: _error(str(error), 409),
+            StoreError: lambda request, error: _error(str(error), 503),
+            ItemsGone: lambda request, error: _error(str(error), 404),
             ColdStartError: lambda request, error: _error(str(error), 400),
             ClientDisconnect: _disconnected,
             Exception: _server_error,
@@ -127,15 +131,21 @@ class AccessLog:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        start, status = time.perf_counter(), [None]
+        start, status, answered = time.perf_counter(), [None], [False]
 
         async def recording(message):
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
+            answered[0] = message["type"] == "http.response.body" and not message.get("more_body", False)
             await send(message)
 
         try:
             await self.app(scope, receive, recording)
+        except Exception:
+            # Starlette re-raises an error after its handler answered (a 500, logged there): uvicorn would then
+            # close the keep-alive connection and reset the client's next request
+            if not answered[0]:
+                raise
         except asyncio.CancelledError:
             # a forced stop (second Ctrl-C) cancels the requests still open: one line each, not a traceback
             log.warning("%s %s: cancelled, the service is stopping", scope["method"], scope["path"])
@@ -154,6 +164,8 @@ def _endpoint(function, method, body, token, max_body):
     async def endpoint(request):
         if method in ("POST", "DELETE") and token is not None and not _authorised(request, token):
             raise HTTPException(401, "missing or wrong token: send the header 'Authorization: Bearer TOKEN'")
+        if method == "POST":  # every POST, bodiless ones too: a cross-site form cannot send JSON
+            _require_json(request)
         payload = await _read_json(request, max_body) if body else None
         ids = {name: check_id(value, f"{name} id") for name, value in request.path_params.items()}
         return SafeJSONResponse(await run_in_threadpool(function, request.app.state.live, request, payload, **ids))
@@ -168,16 +180,22 @@ def _disconnected(request, error):
 
 
 def _authorised(request, token):
+    """The header's bytes (Starlette decodes them as latin-1) against the token's UTF-8 bytes, both without
+    surrounding white space (HTTP strips a value's trailing space)."""
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.encode("latin-1").strip(), token.encode().strip())
 
 
-async def _read_json(request, max_body):
-    """The body as JSON: 415 unless it says application/json, 413 past ``max_body`` bytes (counted while it
-    arrives, before any parsing), 400 when it is not JSON or nests deeper than ``MAX_DEPTH``."""
+def _require_json(request):
+    """A 415 unless the request says application/json."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/json":
         raise HTTPException(415, f"Content-Type {kind or '(none)'!r}: expected application/json")
+
+
+async def _read_json(request, max_body):
+    """The body as JSON: 413 past ``max_body`` bytes (counted while it arrives, before any parsing), 400 when it
+    is not JSON or nests deeper than ``MAX_DEPTH``."""
     # counted here, not by Starlette's max_body_size, which answers a declared oversize body in plain text
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_body:
@@ -227,6 +245,7 @@ async def _server_error(request, error):
 
 # ------------------------------------------------------------------------------------------- handlers
 def _health(live, request, payload):
+    live.store.check()  # a deleted store is a 503, not "ok"
     snapshot = live.current()
     return {
         "status": "ok",
@@ -396,7 +415,7 @@ def _add_likes(live, request, payload, user):
     unknown = [item for item in items if not snapshot.knows_item(item)]
     if unknown:
         raise HTTPException(404, f"item(s) {unknown[:10]} are neither items of the dataset nor stored new items")
-    added = live.store.add_likes(user, items)
+    added = live.store.add_likes(user, items, [item for item in items if not snapshot.view.dataset_item(item)])
     return {"user": user, "added": added, "likes": len(live.current().likes.get(user, ()))}
 
 
@@ -456,7 +475,9 @@ def _reload(live, request, payload):
 
 # ------------------------------------------------------------------------------------------- running
 def check_exposure(host, token):
-    """A ColdStartError for a service reachable from other machines that anyone could write to."""
+    """A ColdStartError for a service reachable from other machines that anyone could write to, or a blank token."""
+    if token is not None and not token.encode().strip():
+        raise ColdStartError(f"--token (or {TOKEN_VARIABLE}) is blank: expected a secret that requests send.")
     with contextlib.suppress(ValueError):
         if token or host == "localhost" or ipaddress.ip_address(host).is_loopback:
             return
@@ -480,8 +501,12 @@ def app_from_environment():
     """The application of one worker process (``serve http --workers N``): settings from ``SETTINGS_VARIABLE``."""
     settings = json.loads(os.environ[SETTINGS_VARIABLE])
     configure_logging()
-    state = LiveState(settings["model"], open_store(settings["store"]), device=settings["device"])
-    return create_app(state, token=settings.get("token"), max_body=settings["max_body"])
+    try:
+        state = LiveState(settings.pop("model"), open_store(settings.pop("store")), **settings.pop("loading"))
+    except ColdStartError as error:  # one line, not a traceback (an artifact replaced by a broken file)
+        log.error("worker cannot start: %s", error)
+        sys.exit(1)
+    return create_app(state, **settings)
 
 
 class QuietServer(uvicorn.Server):
@@ -514,7 +539,8 @@ def run_service(state, host="127.0.0.1", port=8000, token=None, max_body=DEFAULT
             from uvicorn.supervisors import Multiprocess
 
             state.store.close()
-            settings = {"model": state.model_path, "store": state.store.location, "device": str(state.device)}
+            loading = {"device": str(state.device), "data_path": state.data_path, "trust_pickle": state.trust_pickle}
+            settings = {"model": state.model_path, "store": state.store.location, "loading": loading}
             os.environ[SETTINGS_VARIABLE] = json.dumps({**settings, "token": token, "max_body": max_body})
             config = uvicorn.Config(
                 "recbole_fbsm.serve.http:app_from_environment", factory=True, workers=workers, **UVICORN

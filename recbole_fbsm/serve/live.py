@@ -135,12 +135,17 @@ def without_items(catalogue, gone):
 class LiveState:
     """A model and the store, kept in step: ``current()`` applies the store's new changes and gives the snapshot."""
 
-    def __init__(self, model_path, store, device="cpu", served=None):
+    def __init__(self, model_path, store, device="cpu", served=None, data_path=None, trust_pickle=False):
         self.model_path, self.store, self.device = model_path, store, device
+        self.data_path, self.trust_pickle = data_path, trust_pickle  # a checkpoint's, for every (re)load
         self._lock = threading.Lock()
         self._reloading = None
         self._reload_seq = store.last_change()  # reload requests up to here are in this model
-        self._snapshot = self._full_snapshot(served or load_model(model_path, device=device))
+        self._snapshot = self._full_snapshot(served or self.load())
+
+    def load(self):
+        """The model at ``model_path``, read again."""
+        return load_model(self.model_path, self.device, self.data_path, self.trust_pickle)
 
     def _full_snapshot(self, served):
         seq = self.store.last_change()  # first: changes after it are applied again (idempotent), none missed
@@ -178,7 +183,7 @@ class LiveState:
     def reload(self):
         """Read the artifact again (a retrained one at the same path) and swap it in; a file that does not load
         raises and leaves the old model serving. Other workers follow through the store's change log."""
-        served = load_model(self.model_path, device=self.device)
+        served = self.load()
         seq = self.store.request_reload()
         with self._lock:
             self._reload_seq = max(self._reload_seq, seq)
@@ -196,7 +201,7 @@ class LiveState:
         self._reload_seq = seq
         if self._reloading is None or not self._reloading.is_alive():
             self._reloading = in_background(
-                lambda: self._swap_in(load_model(self.model_path, device=self.device), ", as another worker asked"),
+                lambda: self._swap_in(self.load(), ", as another worker asked"),
                 "reload",
             )
 

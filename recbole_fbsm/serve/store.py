@@ -4,10 +4,12 @@ artifact reads them with its own vocabulary; durability and the change log: docs
 """
 
 import contextlib
+import itertools
 import json
 import os
 import sqlite3
 import threading
+import warnings
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -29,6 +31,19 @@ def by_kind(stored):
     return [group for group in ([s for s in stored if s.raw], [s for s in stored if not s.raw]) if group]
 
 
+class StoreError(ColdStartError):
+    """The store cannot be used (deleted, read-only, full, damaged, unreachable): one line at start, a 503 while
+    serving; nothing is acknowledged that it did not keep."""
+
+
+class ItemsGone(LookupError):
+    """New items deleted between a request's check and its write."""
+
+
+class StoreWarning(UserWarning):
+    """A row of the store that cannot be used (written by another program): left out, and named."""
+
+
 class Store:
     """New items and likes, shared by every worker. Methods are thread-safe; each write is durable when it
     returns. Subclasses give ``_connect``, ``begin_write`` (the statement that takes the write lock), ``_log``
@@ -37,6 +52,7 @@ class Store:
     placeholder = "?"
     serial = "INTEGER PRIMARY KEY AUTOINCREMENT"
     begin_write = "BEGIN IMMEDIATE"
+    errors = (sqlite3.Error,)  # the driver's errors: a store that cannot be used
 
     def __init__(self, location):
         self.location = location
@@ -65,19 +81,33 @@ class Store:
         """One write transaction, committed (durably) on a clean exit, rolled back on an exception; yields
         ``execute(statement, parameters)``, which returns the cursor."""
         with self._lock, contextlib.closing(self._connection.cursor()) as cursor:
-            cursor.execute(self.begin_write)
+            self.check()
             try:
+                cursor.execute(self.begin_write)
                 yield lambda statement, parameters=(): cursor.execute(self._sql(statement), parameters)
-            except BaseException:
-                self._connection.rollback()
+                self._connection.commit()
+            except BaseException as error:
+                with contextlib.suppress(*self.errors):
+                    self._connection.rollback()
+                if isinstance(error, self.errors):
+                    raise self.failure(error) from None
                 raise
-            self._connection.commit()
 
     def _read(self, statement, parameters=()):
         with self._read_lock, contextlib.closing(self._reader.cursor()) as cursor:
-            rows = cursor.execute(self._sql(statement), parameters).fetchall()
-            self._reader.rollback()  # ends PostgreSQL's implicit read transaction: the next read sees newer commits
+            try:
+                rows = cursor.execute(self._sql(statement), parameters).fetchall()
+                self._reader.rollback()  # ends PostgreSQL's implicit read transaction: the next read sees new commits
+            except self.errors as error:
+                raise self.failure(error) from None
         return rows
+
+    def check(self):
+        """A ``StoreError`` when writes would not be kept (``SqliteStore``: its file was deleted)."""
+
+    def failure(self, error):
+        """The ``StoreError`` of a driver error."""
+        return StoreError(f"store {describe(self.location)}: cannot be used ({_first_line(error)}).")
 
     def changes_since(self, seq):
         """[(seq, kind, user, item)] after ``seq``, in order."""
@@ -123,12 +153,33 @@ class Store:
             ids, rows = list(ids), []
             for part in (ids[start : start + 500] for start in range(0, len(ids), 500)):
                 rows += self._read(f"{select} WHERE item_id IN ({', '.join('?' * len(part))})", part)
-        return [StoredItem(i, bool(raw), json.loads(cells)) for i, raw, cells in sorted(rows)]
+        parsed = (self._stored_item(*row) for row in sorted(rows, key=lambda row: str(row[0])))
+        return [item for item in parsed if item is not None]
 
-    def add_likes(self, user, items):
-        """Record that ``user`` likes ``items``; the items newly liked (in the given order)."""
+    def _stored_item(self, item_id, raw, cells):
+        """The ``StoredItem`` of an items row; None, with a warning naming it, for a row it cannot be."""
+        with contextlib.suppress(TypeError, ValueError):
+            value = json.loads(cells)
+            if isinstance(item_id, str) and isinstance(value, dict) and all(map(_is_text, value.items())):
+                return StoredItem(item_id, bool(raw), value)
+        warnings.warn(
+            f"store {describe(self.location)}: table items, row {item_id!r}: expected a text id and cells "
+            f"holding a JSON object of feature texts, got {str(cells)[:60]!r} (written by another program?); "
+            "the item is left out",
+            StoreWarning,
+            stacklevel=2,
+        )
+        return None
+
+    def add_likes(self, user, items, new_items=()):
+        """Record that ``user`` likes ``items``; the items newly liked (in the given order). ``new_items``, those
+        of ``items`` that are stored new items, are checked in the write's transaction: ``ItemsGone`` (nothing
+        stored) if one was deleted since the caller looked."""
         added = []
         with self._write() as write:
+            gone = [i for i in new_items if not write("SELECT 1 FROM items WHERE item_id = ?", (i,)).fetchone()]
+            if gone:
+                raise ItemsGone(f"item(s) {gone[:10]} were deleted while the like was being written: not stored")
             for item in dict.fromkeys(items):
                 if write("SELECT 1 FROM likes WHERE user_id = ? AND item_id = ?", (user, item)).fetchone():
                     continue
@@ -147,11 +198,24 @@ class Store:
 
     def likes(self, user):
         """The items ``user`` liked, oldest first."""
-        return [row[0] for row in self._read("SELECT item_id FROM likes WHERE user_id = ? ORDER BY seq", (user,))]
+        rows = self._read("SELECT user_id, item_id FROM likes WHERE user_id = ? ORDER BY seq", (user,))
+        return [item for _, item in self._texts("likes", rows)]
 
     def all_likes(self):
         """[(user, item)] of every stored like, oldest first."""
-        return self._read("SELECT user_id, item_id FROM likes ORDER BY seq")
+        return self._texts("likes", self._read("SELECT user_id, item_id FROM likes ORDER BY seq"))
+
+    def _texts(self, table, rows):
+        """The ``rows`` of text values; a warning names each other one (written by another program)."""
+        text = [isinstance(user, str) and isinstance(item, str) for user, item in rows]
+        for row in itertools.compress(rows, [not t for t in text]):
+            warnings.warn(
+                f"store {describe(self.location)}: table {table}, row {tuple(row)!r}: expected text values "
+                "(written by another program?); left out",
+                StoreWarning,
+                stacklevel=3,
+            )
+        return list(itertools.compress(rows, text))
 
     def request_reload(self):
         """Ask every worker to read the artifact again (``POST /admin/reload``); the change's number."""
@@ -175,9 +239,31 @@ class SqliteStore(Store):
             connection = sqlite3.connect(self.location, isolation_level=None, check_same_thread=False, timeout=30)
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=FULL")
-        except sqlite3.DatabaseError as error:
-            raise ColdStartError(f"--store {self.location}: not a store SQLite can open ({error}).") from None
+        except sqlite3.Error as error:
+            raise self.failure(error) from None
+        self._file = _identity(self.location)
         return connection
+
+    def check(self):
+        if _identity(self.location) != self._file:
+            raise StoreError(
+                f"store {describe(self.location)} was deleted or replaced while in use: a write into it would be "
+                "lost, so writes are refused; put the file back, or restart the service on a new store."
+            )
+
+    def failure(self, error):
+        name, reason = describe(self.location), _first_line(error)
+        if "not a database" in reason:
+            return StoreError(f"store {name}: not a store SQLite can open ({reason}).")
+        if "readonly" in reason:
+            return StoreError(
+                f"store {name} is read-only ({reason}): new items and likes are written there; expected a file the "
+                "service can write, in a folder it can write (SQLite's -wal and -shm files go beside it)."
+            )
+        return StoreError(f"store {name}: SQLite cannot use it ({reason}).")
+
+    def _schema(self):
+        return super()._schema() + ["PRAGMA user_version = 1"]  # a write: a read-only file fails at start
 
     def _log(self, write, kind, user=None, item=None):
         """Append a change; its sequence number (no RETURNING: SQLite before 3.35 lacks it)."""
@@ -201,16 +287,32 @@ class PostgresStore(Store):
                 f"--store {_without_password(self.location)}: the PostgreSQL store needs psycopg "
                 "(pip install 'recbole-fbsm[postgres]')."
             ) from None
+        self.errors = (psycopg.Error,)
         try:
             return psycopg.connect(self.location, connect_timeout=10)
         except psycopg.Error as error:
-            message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise ColdStartError(f"--store {_without_password(self.location)}: cannot connect: {message}") from None
+            raise StoreError(f"--store {describe(self.location)}: cannot connect: {_first_line(error)}") from None
 
     def _log(self, write, kind, user=None, item=None):
         return write(
             "INSERT INTO changes (kind, user_id, item_id) VALUES (?, ?, ?) RETURNING seq", (kind, user, item)
         ).fetchone()[0]
+
+
+def _identity(path):
+    """(device, inode) of the file at ``path``, None if there is none."""
+    with contextlib.suppress(OSError):
+        status = os.stat(path)
+        return status.st_dev, status.st_ino
+    return None
+
+
+def _is_text(pair):
+    return all(isinstance(part, str) for part in pair)
+
+
+def _first_line(error):
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _without_password(url):

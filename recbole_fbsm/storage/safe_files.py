@@ -52,12 +52,12 @@ def load_tensors(path, what, device="cpu", mmap=False):
     path = str(path)
     if not os.path.isfile(path):
         raise ColdStartError(f"{what} {path} not found.")
-    if not zipfile.is_zipfile(path):  # torch would try its pre-1.6 pickle format and fail deep inside it
+    # not torch.save's archive: torch's own words would be about its pre-1.6 pickle format, or about mmap
+    if not zipfile.is_zipfile(path) or not check_pickle_size(path, what):
         raise ColdStartError(
             f"{what} {path} is not a file written by torch.save (a zip archive, as every .pth checkpoint "
             "is): another kind of file, or one cut short in a copy."
         )
-    check_pickle_size(path, what)
     try:
         return torch.load(path, map_location=device, weights_only=True, mmap=mmap)
     except Exception as error:  # noqa: BLE001 (torch raises many kinds for a damaged file)
@@ -73,10 +73,12 @@ MAX_PICKLE_BYTES = 1 << 28
 
 
 def check_pickle_size(path, what):
-    """Refuse, before torch reads it, a ``data.pkl`` that is compressed (``torch.save`` never does) or too large."""
+    """Refuse, before torch reads it, a ``data.pkl`` that is compressed (``torch.save`` never does) or too large;
+    whether ``path`` is torch.save's archive (a ``data.pkl`` record, the archive from the file's first byte)."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(path) as archive, open(path, "rb") as handle:
             records = [info for info in archive.infolist() if info.filename.rsplit("/", 1)[-1] == "data.pkl"]
+            starts = handle.read(4) == b"PK\x03\x04"
     except (zipfile.BadZipFile, OSError, ValueError) as error:
         raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
     for info in records:
@@ -90,6 +92,7 @@ def check_pickle_size(path, what):
                 f"{what} {path}: its pickled values ({info.filename}) declare {info.file_size} bytes, "
                 f"more than the {MAX_PICKLE_BYTES} this release unpickles: refused before reading them."
             )
+    return bool(records) and starts
 
 
 class PickledFileError(ColdStartError):

@@ -3,6 +3,8 @@ answer, and the service is still healthy after it."""
 
 import http.client
 import logging
+import os
+import select
 import signal
 import socket
 import subprocess
@@ -282,3 +284,159 @@ def test_a_double_ctrl_c_during_a_request_is_no_traceback(artifact, tmp_path):
         sock.close()
         err = process.stderr.read()
     assert "Traceback" not in err
+
+
+def test_a_store_deleted_while_serving_is_noticed_and_no_write_is_acknowledged(artifact, tmp_path):
+    store = tmp_path / "s.sqlite"
+    with live_service(artifact["path"], str(store)) as (url, _):
+        assert call(f"{url}/users/u0_0/likes", "POST", {"items": ["k1i00"]})[0] == 200
+        store.unlink()
+        code, answer = call(f"{url}/users/u0_0/likes", "POST", {"items": ["k1i01"]})
+        assert code == 503 and "deleted or replaced" in answer["error"]
+        code, answer = call(f"{url}/health")
+        assert code == 503 and "deleted or replaced" in answer["error"]
+        assert call(f"{url}/items", "POST", {"items": [item("n1")]})[0] == 503
+
+
+def test_a_malformed_items_row_in_the_store_never_stops_the_service_nor_export(artifact, tmp_path, capsys):
+    from test_store import write_bad_rows
+
+    from recbole_fbsm.serve.__main__ import main as serve_main
+
+    store = tmp_path / "s.sqlite"
+    write_bad_rows(store)  # one good item ("good", words "a b") and four bad rows
+    with live_service(artifact["path"], str(store)) as (url, _):
+        assert call(f"{url}/items")[1]["items"] == ["good"] and healthy(url)
+        assert call(f"{url}/users/u0_0/items?top=3")[0] == 200
+        assert call(f"{url}/users/u0_0/likes", "POST", {"items": ["good"]})[0] == 200
+        assert call(f"{url}/users/u0_0/likes")[1]["likes"] == ["good"]
+        assert call(f"{url}/items/good/users?top=3")[0] == 200
+    out = tmp_path / "out"
+    assert serve_main(["export-likes", str(store), "--model", str(artifact["path"]), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: store s.sqlite: table items, row 'bad1'" in err and "Traceback" not in err
+    assert [line.split("\t")[0] for line in (out / "out.item").read_text().splitlines()[1:]] == ["good"]
+
+
+def moved_checkpoint(artifact, folder):
+    """A copy of the artifact's training checkpoint whose dataset is no longer where training read it."""
+    import torch
+
+    state = torch.load(str(artifact["path"]).removesuffix(".fbsm") + ".pth", weights_only=True)
+    state["config"]["data_path"] = str(folder / "nowhere" / artifact["data"]["name"])
+    torch.save(state, folder / "moved.pth")
+    return folder / "moved.pth"
+
+
+def test_workers_read_a_checkpoint_with_its_data_path_and_survive_a_sighup_with_a_broken_file(artifact, tmp_path):
+    checkpoint = moved_checkpoint(artifact, tmp_path)
+    arguments = [checkpoint, "--data-path", artifact["root"], "--workers", 2, "--store", tmp_path / "s.sqlite"]
+    with cli_service(arguments, tmp_path, free_port(), timeout=180) as (process, url):
+        pids, deadline = set(), time.monotonic() + 120
+        while len(pids) < 2:  # both workers answer: neither died for want of the data path
+            assert time.monotonic() < deadline and process.poll() is None, pids
+            pids.add(call(f"{url}/health")[1]["pid"])
+        checkpoint.write_bytes(checkpoint.read_bytes()[:1000])  # a copy cut short
+        process.send_signal(signal.SIGHUP)
+        err, deadline = b"", time.monotonic() + 120
+        os.set_blocking(process.stderr.fileno(), False)
+        while b"worker cannot start" not in err:  # the replacement worker's line
+            assert time.monotonic() < deadline, err
+            assert call(f"{url}/health")[1]["pid"] in pids  # the old workers go on serving
+            time.sleep(0.5)
+            err += os.read(process.stderr.fileno(), 1 << 20) if select.select([process.stderr], [], [], 0)[0] else b""
+        time.sleep(2)  # the supervisor sees the replacement gone
+        assert call(f"{url}/health")[1]["pid"] in pids
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+        os.set_blocking(process.stderr.fileno(), True)
+        err = (err + os.read(process.stderr.fileno(), 1 << 20)).decode()
+    assert "Traceback" not in err and err.count("worker cannot start: model file") == 1, err
+
+
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "text/plain", None])
+def test_a_reload_from_a_cross_site_form_is_refused(service, content_type, caplog):
+    url, _ = service
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    with caplog.at_level(logging.WARNING, logger="recbole_fbsm.serve.http"):
+        code, answer = raw_request(url, "POST", "/admin/reload", b"x=1", headers)
+    assert code == 415 and "application/json" in answer["error"]
+    assert not [r for r in caplog.records if "reloaded" in r.getMessage()]
+    assert raw_request(url, "POST", "/admin/reload", b"", {"Content-Type": "application/json"})[0] == 200
+
+
+def test_a_like_racing_the_delete_of_its_item_is_not_stored(service, monkeypatch):
+    url, state = service
+    assert call(f"{url}/items", "POST", {"items": [item("n1")]})[0] == 200
+    stale = state.current()  # the snapshot a like checked, just before another request deleted the item
+    assert call(f"{url}/items/n1", "DELETE")[0] == 200
+    monkeypatch.setattr(state, "current", lambda: stale)
+    code, answer = call(f"{url}/users/u0_0/likes", "POST", {"items": ["n1", "k1i00"]})
+    assert code == 404 and "n1" in answer["error"]
+    assert state.store.likes("u0_0") == []
+
+
+def test_a_token_with_a_non_ascii_character_or_a_trailing_space_matches(artifact, tmp_path):
+    """The header's bytes are compared with the token's UTF-8 bytes, both without surrounding white space."""
+    with live_service(artifact["path"], str(tmp_path / "s.sqlite"), token="s3crét ") as (url, _):
+        body = b'{"items": ["k1i00"]}'
+        for sent in ("Bearer s3crét".encode(), "Bearer s3crét ".encode(), "Bearer  s3crét".encode()):
+            headers = {"Content-Type": "application/json", "Authorization": sent}
+            assert raw_request(url, "POST", "/users/u0_0/likes", body, headers)[0] == 200, sent
+        for wrong in (b"Bearer s3cr\xe9t", b"Bearer s3cr", b"Bearer"):
+            headers = {"Content-Type": "application/json", "Authorization": wrong}
+            assert raw_request(url, "POST", "/users/u0_0/likes", body, headers)[0] == 401, wrong
+
+
+def test_a_blank_token_is_refused_at_start():
+    from recbole_fbsm.errors import ColdStartError
+    from recbole_fbsm.serve.http import check_exposure
+
+    with pytest.raises(ColdStartError, match="--token .* is blank"):
+        check_exposure("127.0.0.1", "  ")
+
+
+def test_after_a_500_the_same_keep_alive_connection_goes_on(service, monkeypatch):
+    import json
+
+    from recbole_fbsm.serve import http as service_module
+
+    url, _ = service
+    monkeypatch.setattr(service_module, "top_items", lambda *args: 1 / 0)
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    connection.request("GET", "/users/u0_0/items")
+    answer = connection.getresponse()
+    assert answer.status == 500 and "internal error" in json.loads(answer.read())["error"]
+    connection.request("GET", "/health")  # the same connection: not reset
+    answer = connection.getresponse()
+    assert answer.status == 200 and json.loads(answer.read())["status"] == "ok"
+    connection.close()
+
+
+def test_the_workers_load_the_model_as_the_command_line_said(artifact, tmp_path, monkeypatch):
+    """Each worker process rebuilds its state from the settings the supervisor leaves it: every loading option."""
+    import uvicorn.supervisors
+
+    from recbole_fbsm.serve import http as service_module
+    from recbole_fbsm.serve.live import LiveState
+    from recbole_fbsm.serve.store import open_store
+
+    state = LiveState(str(artifact["path"]), open_store(str(tmp_path / "s.sqlite")), "cpu", None, "/data", True)
+    built = {}
+
+    class Supervisor:  # instead of uvicorn's, which would start the worker processes
+        def __init__(self, config, sockets):
+            pass
+
+        def run(self):
+            built["state"] = service_module.app_from_environment().app.state.live
+
+    monkeypatch.setattr(uvicorn.supervisors, "Multiprocess", Supervisor)
+    monkeypatch.setenv(service_module.SETTINGS_VARIABLE, "")  # restored after the test
+    served = state.current().view.served  # the workers' own loading is not what is tested: their options are
+    monkeypatch.setattr(service_module, "LiveState", lambda *args, **kwargs: LiveState(*args, served=served, **kwargs))
+    service_module.run_service(state, port=0, workers=2)
+    worker = built["state"]
+    assert (worker.data_path, worker.trust_pickle, str(worker.device)) == ("/data", True, "cpu")
+    worker.store.close()

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import HEADER, train_planted
+from helpers import HEADER, cli_env, train_planted
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve import load_model, read_new_items
@@ -50,7 +50,7 @@ def test_a_run_killed_while_writing_leaves_the_old_output_whole(trained, tmp_pat
         "--user-output",
         str(output),
     ]
-    process = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    process = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=300, env=cli_env())
     assert process.returncode == -9, process.stderr
     assert output.read_text() == old
     # and a run that completes replaces it whole
@@ -187,3 +187,49 @@ def test_the_largest_accepted_numbers_still_answer(trained, tmp_path):
     )
     lines = output.read_text().splitlines()
     assert lines[0] == "user_id,rank,item_id,score" and len(lines) == 1 + len(trained["held_out"])
+
+
+@pytest.mark.parametrize(
+    "arguments, expected",
+    [
+        (
+            ["recommend", "{model}", "{copy}", "--item-output", "{copy}"],
+            "--item-output {copy} is also the new items file",
+        ),
+        (
+            ["recommend", "{model}", "{new}", "--item-output", "{out}", "--user-output", "{out}"],
+            "--user-output {out} is also --item-output",
+        ),
+        (
+            ["explain", "{model}", "--user", "u0_0", "--item", "z1", "-o", "{model}"],
+            "--output {model} is also the model file",
+        ),
+        (["compare-users", "{model}", "{model}", "-o", "{out}", "--per-user", "{out}"], "--per-user {out} is also"),
+        (["export", "{checkpoint}", "-o", "{checkpoint}"], "--output {checkpoint} is also the model file"),
+        (["export", "{model}"], "--output {model} is also the model file"),  # the default output: its own name
+    ],
+)
+def test_an_output_never_replaces_an_input_or_another_output(trained, tmp_path, capsys, arguments, expected):
+    copy = tmp_path / "new.csv"
+    copy.write_text(trained["new_file"].read_text())
+    names = {"model": trained["model"], "new": trained["new_file"], "copy": copy, "out": tmp_path / "out.csv"}
+    names["checkpoint"] = trained["FBSM"]["saved_model_file"]
+    before = {path: open(path, "rb").read() for path in (trained["model"], copy, names["checkpoint"])}
+    assert serve_main([a.format(**names) for a in arguments]) == 2
+    _one_error_line(capsys, expected.format(**names), "an output never replaces")
+    assert {path: open(path, "rb").read() for path in before} == before and not names["out"].exists()
+
+
+@pytest.mark.parametrize("bad, rule", [("a/b", "'/'"), ("x" * 300, "at most 256"), ("ctl\x01id", "control")])
+def test_the_service_refuses_new_item_ids_its_api_refuses(trained, tmp_path, capsys, monkeypatch, bad, rule):
+    """An id the API cannot take could never be listed or deleted once stored."""
+    import recbole_fbsm.serve.http as http
+
+    monkeypatch.setattr(http, "run_service", lambda *args, **kwargs: None)
+    new = tmp_path / "new.item"
+    new.write_text(HEADER + f"z1\tg0\tt0\n{bad}\tg1\tt1\n")
+    store = tmp_path / "s.sqlite"
+    assert serve_main(["http", str(trained["model"]), "--new-items", str(new), "--store", str(store)]) == 2
+    _one_error_line(capsys, f"new-item file {new}: item id", rule)
+    with contextlib.closing(open_store(store)) as stored:
+        assert stored.items() == []

@@ -1,6 +1,9 @@
 """serve export-likes writes the artifact's own id fields, so that its files load as a RecBole dataset with the
 settings the model was trained with (a dataset whose ids are not named user_id / item_id)."""
 
+import contextlib
+import os
+
 import numpy as np
 import pytest
 from helpers import planted_settings, write_planted
@@ -83,3 +86,55 @@ def test_export_without_the_model_is_one_error_line(renamed, tmp_path, capsys):
     assert serve_main(["export-likes", store_path, "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"error: store {store_path}: the model it served is needed") and "--model" in err[-1]
+
+
+def _filled_store(path, data, cells=None):
+    """A store at ``path`` with one new item (``cells``: its feature texts) and two likes."""
+    fresh = data["held_out"][0]
+    cells = cells or {"genre": data["features"][fresh]["genre"], "words": " ".join(data["features"][fresh]["words"])}
+    with contextlib.closing(open_store(str(path))) as store:
+        store.put_items([StoredItem(fresh, False, cells)])
+        store.add_likes("u0_0", [fresh, "k1i00"])
+    return str(path)
+
+
+def _one_error_line(capsys, *expected):
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and all(text in err for text in expected), err
+
+
+def test_export_into_a_dataset_folder_or_over_a_file_is_refused_and_changes_nothing(renamed, tmp_path, capsys):
+    data = renamed["data"]
+    store = _filled_store(tmp_path / "s.sqlite", data)
+    folder = data["item_file"].parent  # the dataset's own folder: NAME.inter and NAME.item are there
+    before = {path: path.read_bytes() for path in folder.iterdir()}
+    assert serve_main(["export-likes", store, "--model", renamed["artifact"], "-o", str(folder)]) == 2
+    _one_error_line(capsys, f"{data['name']}.i", "export-likes never replaces a file nor writes beside a dataset")
+    assert {path: path.read_bytes() for path in folder.iterdir()} == before
+    (tmp_path / "link").symlink_to(folder)  # the dataset's folder under another name
+    assert serve_main(["export-likes", store, "--model", renamed["artifact"], "-o", str(tmp_path / "link")]) == 2
+    _one_error_line(capsys, f"{data['name']}.i", "writes beside a dataset")
+    assert {path: path.read_bytes() for path in folder.iterdir()} == before
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine")
+    assert serve_main(["export-likes", store, "--model", renamed["artifact"], "-o", str(a_file)]) == 2
+    _one_error_line(capsys, str(a_file), "expected a folder")
+    assert a_file.read_text() == "mine"
+    assert serve_main(["export-likes", store, "--model", renamed["artifact"], "-o", "/proc/self/x"]) == 2
+    _one_error_line(capsys, "/proc/self/x", "cannot be written")
+
+
+def test_export_into_the_current_folder_names_the_files_after_it(renamed, tmp_path, monkeypatch, capsys):
+    store = _filled_store(tmp_path / "s.sqlite", renamed["data"])
+    (tmp_path / "more").mkdir()
+    monkeypatch.chdir(tmp_path / "more")
+    assert serve_main(["export-likes", store, "--model", renamed["artifact"], "-o", "."]) == 0, capsys.readouterr()
+    assert sorted(os.listdir(".")) == ["more.inter", "more.item"]
+
+
+def test_export_with_the_model_of_other_fields_is_refused(renamed, tmp_path, capsys):
+    store = _filled_store(tmp_path / "s.sqlite", renamed["data"], cells={"movie_title": "Heat", "genre": "g0"})
+    out = tmp_path / "out"
+    assert serve_main(["export-likes", store, "--model", renamed["artifact"], "-o", str(out)]) == 2
+    _one_error_line(capsys, "'movie_title'", "does not read", "another dataset")
+    assert not out.exists()

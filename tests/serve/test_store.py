@@ -1,8 +1,10 @@
 """The live service's store (new items, likes, change log): the same tests on SQLite and on a real
 PostgreSQL server that the tests start (skipped with the reason only where it cannot start)."""
 
+import contextlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -10,9 +12,20 @@ import threading
 
 import postgres_server
 import pytest
+from helpers import cli_env
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, StoredItem, describe, open_store
+from recbole_fbsm.serve.store import (
+    ITEM,
+    LIKE,
+    RELOAD,
+    ItemsGone,
+    StoredItem,
+    StoreError,
+    StoreWarning,
+    describe,
+    open_store,
+)
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +164,7 @@ def test_a_sigkilled_writer_loses_no_acknowledged_write(location):
         [sys.executable, "-c", WRITER, location],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env=cli_env(),
     )
     acknowledged = []
     for line in process.stdout:
@@ -166,4 +179,123 @@ def test_a_sigkilled_writer_loses_no_acknowledged_write(location):
     assert set(acknowledged) <= set(store.likes("u"))
     store.add_likes("u", ["after"])  # and the store goes on
     assert "after" in store.likes("u")
+    store.close()
+
+
+def test_a_store_file_deleted_or_replaced_in_use_refuses_writes(tmp_path):
+    """A write into an unlinked file would be acknowledged and lost at the next start."""
+    for replace in (False, True):
+        path = tmp_path / f"s{replace}.sqlite"
+        store = open_store(str(path))
+        store.add_likes("u1", ["a"])
+        path.unlink()
+        if replace:
+            open_store(str(path)).close()  # another store now has the name
+        with pytest.raises(StoreError, match=rf"store {path.name} was deleted or replaced while in use"):
+            store.add_likes("u1", ["b"])
+        with pytest.raises(StoreError, match="deleted or replaced"):
+            store.check()
+        store.close()
+
+
+FULL_DISK = textwrap.dedent("""
+    import resource, signal, sys
+    from recbole_fbsm.errors import ColdStartError
+    from recbole_fbsm.serve.store import open_store
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails as on a full disk
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), resource.RLIM_INFINITY))
+    try:
+        open_store(sys.argv[1])
+    except ColdStartError as error:
+        print(f"error: {error}")
+""")
+
+
+@pytest.mark.parametrize("room", [0, 8192])
+def test_a_store_on_a_full_disk_is_one_error_line(tmp_path, room):
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", FULL_DISK, str(tmp_path / "s.sqlite"), str(room)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=cli_env(),
+    )
+    assert done.stderr == "" and done.stdout.startswith("error: store s.sqlite: SQLite cannot use it"), done
+    assert "not a store SQLite can open" not in done.stdout
+
+
+def test_a_damaged_or_read_only_store_is_one_error(tmp_path):
+    path = tmp_path / "s.sqlite"
+    store = open_store(str(path))
+    store.put_items([item(f"i{n}", "x " * 50) for n in range(500)])
+    store.close()
+    data = bytearray(path.read_bytes())
+    for page in range(2, len(data) // 4096, 3):  # damaged pages, as a failing disk leaves them
+        data[4096 * page + 100 : 4096 * page + 400] = b"\xff" * 300
+    path.write_bytes(data)
+    with pytest.raises(StoreError, match="store s.sqlite: SQLite cannot use it .database disk image is malformed"):
+        open_store(str(path)).items()
+    path.unlink()
+    open_store(str(path)).close()
+    with read_only(path):
+        with pytest.raises(StoreError, match=r"store s\.sqlite is read-only .* expected a file the service can write"):
+            open_store(str(path))
+
+
+@contextlib.contextmanager
+def read_only(path):
+    """``path`` made read-only, for root too (the immutable attribute)."""
+    if os.geteuid() == 0:
+        if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
+            pytest.skip("root, and chattr +i is not allowed here: a file cannot be made read-only")
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-i", str(path)])
+    else:
+        path.chmod(0o444)
+        yield
+
+
+BAD_ROWS = [("bad1", 0, "not json"), ("bad2", 0, "[1,2]"), ("bad3", 1, '{"words": 5}'), (b"\xff", 0, '{"words": "x"}')]
+
+
+BAD_LIKES = [(b"\x01", "good"), ("u0_0", b"\x02")]
+
+
+def write_bad_rows(path):
+    """Rows another program wrote into the items table, beside a good one."""
+    store = open_store(str(path))
+    store.put_items([item("good", "a b")])
+    store.close()
+    with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+        connection.executemany("INSERT INTO items (item_id, raw, cells) VALUES (?, ?, ?)", BAD_ROWS)
+        connection.executemany("INSERT INTO likes (user_id, item_id, seq) VALUES (?, ?, 0)", BAD_LIKES)
+
+
+def test_a_malformed_items_row_is_left_out_with_a_warning_naming_it(tmp_path):
+    write_bad_rows(tmp_path / "s.sqlite")
+    store = open_store(str(tmp_path / "s.sqlite"))
+    with pytest.warns(StoreWarning) as warned:
+        assert store.items() == [item("good", "a b")]
+        assert store.items(["bad1", "good"]) == [item("good", "a b")]
+    messages = [str(w.message) for w in warned]
+    for name in ("'bad1'", "'bad2'", "'bad3'", "b'\\xff'"):
+        assert any(f"table items, row {name}:" in m and "left out" in m for m in messages), messages
+    with pytest.warns(StoreWarning) as warned:
+        assert store.all_likes() == []
+    assert [str(w.message).split(": ")[1] for w in warned] == [f"table likes, row {row!r}" for row in BAD_LIKES]
+    with pytest.warns(StoreWarning, match=r"table likes, row \('u0_0', b'\\x02'\)"):
+        assert store.likes("u0_0") == []
+    store.close()
+
+
+def test_a_like_of_a_new_item_deleted_before_the_write_is_not_stored(location):
+    store = open_store(location)
+    store.put_items([item("n1"), item("n2")])
+    assert store.add_likes("u1", ["n2", "d1"], new_items=["n2"]) == ["n2", "d1"]
+    store.delete_item("n1")  # between the service's check and its write
+    with pytest.raises(ItemsGone, match=r"\['n1'\]"):
+        store.add_likes("u1", ["n1", "d2"], new_items=["n1"])
+    assert store.likes("u1") == ["n2", "d1"]  # nothing of the refused request
     store.close()

@@ -14,7 +14,7 @@ import numpy as np
 
 from recbole_fbsm.storage.safe_files import write_atomic
 
-# alpha without a sidecar: the one validation chose for CoSim on each of citeulike-t's 3 splits (docs/serve.md)
+# alpha without a sidecar: what validation chose for FBSM on each of citeulike-t's 3 splits (docs/serve.md)
 DEFAULT_ALPHA = 0.5
 log = logging.getLogger("recbole_fbsm.serve.http")
 

@@ -85,16 +85,12 @@ def evaluate(served, split="test", k=20, alphas=ALPHAS):
     return report
 
 
-def choose_alpha(served, k=20, alphas=ALPHAS):
-    """(alpha with the best validation Recall@k, the smallest of equals; the validation report)."""
-    valid = evaluate(served, "valid", k, alphas)
-    return max(alphas, key=lambda alpha: (valid[alpha]["recall"], -alpha)), valid
-
-
 def audience_report(served, split="test", k=20):
-    """Raw (alpha 0) and calibrated (alpha chosen on validation) audience rankings of ``split``."""
+    """Raw (alpha 0) and calibrated audience rankings of ``split``, alpha the one with the best validation
+    Recall@k (the smallest of equals)."""
     served = load_model(served)
-    alpha, valid = choose_alpha(served, k)
+    valid = evaluate(served, "valid", k)
+    alpha = max(ALPHAS, key=lambda a: (valid[a]["recall"], -a))
     result = valid if split == "valid" else evaluate(served, split, k, sorted({0.0, alpha}))
     return {"alpha": alpha, "k": k, "split": split, "raw": result[0.0], "calibrated": result[alpha], "valid": valid}
 

@@ -16,6 +16,7 @@ import torch
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.contract import FeatureSimilarity, ItemNeighbourhood
+from recbole_fbsm.serve.audience import audience_alpha, calibration
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.neighbours import NeighbourScorer
 from recbole_fbsm.serve.new_items import NewItems, new_items_from_cells
@@ -371,7 +372,8 @@ def like_matrix_of(snapshot):
 
 def item_users(snapshot, item, top=10):
     """[(user id, score)] of the ``top`` users a catalogue item should go to: the scores ``top_items`` gives it,
-    for all users at once (one sparse product), users who like it left out. ``None`` for two-tower models, which
+    for all users at once (one sparse product), each divided by |I_u|^alpha (``serve.audience``: a raw sum over
+    a user's likes favours the heaviest users), users who like it left out. ``None`` for two-tower models, which
     score by the embeddings learned in training (the caller ranks the training users with ``recommend``)."""
     view = snapshot.view
     model = view.served.model
@@ -401,6 +403,7 @@ def item_users(snapshot, item, top=10):
         scores = (per_function * mixture).sum(axis=1)
         if view.factors is not None:
             scores = scores + likes @ (every_row @ (view.factors @ (view.factors.T @ x)))
-    scores = np.asarray(scores, dtype=np.float64).ravel()
+    alpha = audience_alpha(view.served.checkpoint)
+    scores = np.asarray(scores, dtype=np.float64).ravel() * calibration(np.diff(likes.indptr), alpha)
     liked = np.asarray(likes[:, view.likes.shape[1] + snapshot.position[item]].todense()).ravel() != 0
     return [(str(tokens[j]), float(scores[j])) for j in seeded_top(scores, ~liked, top, view.seed)]

@@ -14,6 +14,8 @@ import torch
 from helpers import cli_env, score_user
 from http_helpers import AUTH, TOKEN, call, cli_service, free_port, healthy, live_service, train
 
+from recbole_fbsm.serve.audience import DEFAULT_ALPHA
+from recbole_fbsm.serve.live import liked_items
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 from recbole_fbsm.serve.store import default_store_path, open_store
 
@@ -406,8 +408,8 @@ def test_the_service_on_a_postgresql_store(trained, tmp_path):
 @pytest.mark.parametrize("name", ["FBSM", "UFSM", "CoSim"])
 def test_the_users_of_a_new_item_count_stored_likes(trained, tmp_path, name):
     """GET /items/{id}/users ranks every user with a like (training or stored) by the score their own list gives
-    the item; a user who likes it is left out; a user known only by stored likes is among them (not for UFSM,
-    whose c_u is learned per user)."""
+    the item over their likes' count ** alpha; a user who likes it is left out; a user known only by stored likes
+    is among them (not for UFSM, whose c_u is learned per user)."""
     data = trained["data"]
     with live_service(trained["artifacts"][name], str(tmp_path / "s.sqlite"), token=TOKEN) as (url, state):
         fresh = data["held_out"][:3]
@@ -423,7 +425,9 @@ def test_the_users_of_a_new_item_count_stored_likes(trained, tmp_path, name):
         assert len(listed) == len({user for user, _ in data["likes"]}) - 1 + (name != "UFSM")
         for user in ("u1_0", "u0_3", "newcomer") if name != "UFSM" else ("u1_0", "u0_3"):
             ids, scores, _ = score_user(snapshot, user, "new")
-            assert listed[user] == pytest.approx(float(scores[list(ids).index(fresh[0])]), rel=1e-5, abs=1e-7)
+            n_likes = sum(map(len, liked_items(snapshot, user)))  # divided by |I_u|^alpha (serve/audience.py)
+            expected = float(scores[list(ids).index(fresh[0])]) * n_likes**-DEFAULT_ALPHA
+            assert listed[user] == pytest.approx(expected, rel=1e-5, abs=1e-7)
         scores = [entry["score"] for entry in answer["users"]]
         assert scores == sorted(scores, reverse=True)
 

@@ -7,7 +7,9 @@ from helpers import evaluation_scores, score_user, train_planted
 from http_helpers import AUTH, TOKEN, call, live_service
 
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.serve.audience import DEFAULT_ALPHA
 from recbole_fbsm.serve.explain import explain
+from recbole_fbsm.serve.live import liked_items
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.new_items import new_items_from_cells
 from recbole_fbsm.serve.recommend import recommend
@@ -64,14 +66,14 @@ def test_the_service_scores_as_the_model_evaluates(trained, tmp_path, variant):
         top = call(f"{url}/users/{user}/items?top=5&scope=all")[1]["items"]
         assert len(top) == 5 and top[0]["score"] == pytest.approx(float(every_scores.max()), rel=1e-6)
         assert call(f"{url}/model")[1]["model"] == "ItemKNNCBF"
-        # the users a new item goes to: scored as the model scores its row for every training user
+        # the users a new item goes to: scored as the model scores its row for every training user, over |I_u|^alpha
         copy = next(iter(copies))
         status, answer = call(f"{url}/items/{copy}/users?top=3")
         assert status == 200 and len(answer["users"]) == 3
         for entry in answer["users"]:
-            assert entry["score"] == pytest.approx(
-                float(evaluation_scores(served, entry["user_id"], served.item_ids([copies[copy]]).numpy())[0]), rel=1e-5
-            )
+            score = evaluation_scores(served, entry["user_id"], served.item_ids([copies[copy]]).numpy())[0]
+            n_likes = len(liked_items(snapshot, entry["user_id"])[0])
+            assert entry["score"] == pytest.approx(float(score) * n_likes**-DEFAULT_ALPHA, rel=1e-5)
         status, answer = call(f"{url}/users/{user}/items/{copy}/explanation")
         assert status == 400 and "a ItemKNNCBF score is a sum of item-to-item similarities" in answer["error"]
 
@@ -131,9 +133,10 @@ def test_a_like_changes_the_next_answer(trained, tmp_path, variant):
             rows = snapshot.catalogue.matrix[[snapshot.position[i] for i in others]]
             expected = brute_force(served, new_row, rows, liked_training)
             assert np.allclose([after[i] for i in others], expected, rtol=1e-5, atol=1e-7)
-            # the users the twin goes to: the same score, the stored likes counted
+            # the users the twin goes to: the same score over |I_u|^alpha (serve/audience.py), stored likes counted
             listed = {e["user_id"]: e["score"] for e in call(f"{url}/items/twin/users?top=1000")[1]["users"]}
-            assert listed[user] == pytest.approx(float(after["twin"]), rel=1e-5, abs=1e-7)
+            n_likes = sum(map(len, liked_items(snapshot, user)))
+            assert listed[user] == pytest.approx(float(after["twin"]) * n_likes**-DEFAULT_ALPHA, rel=1e-5, abs=1e-7)
             assert call(f"{url}/users/{user}/likes/{fresh[0]}", "DELETE", headers=AUTH)[0] == 200
             without = dict(zip(*score_user(state.current(), user, "all")[:2]))
             assert without["twin"] < after["twin"] - 1e-3

@@ -73,7 +73,6 @@ PUBLIC_OVERRIDDEN = (
     Pin(_TRAINER + "AbstractTrainer.set_reduce_hook", "4c6644379cef", "only with parallel_sync: gradients"),
     Pin(_TRAINER + "AbstractTrainer.sync_grad_loss", "1654005880a7", "only with parallel_sync: gradients"),
     Pin(_LOADER + "AbstractDataLoader.set_batch_size", "9f46c2f6892b", "drops the planned whole-user batches"),
-    Pin("recbole.data.interaction.Interaction.to", "f0c706a7fd79", "a new Interaction: keeps the whole-user batch"),
     Pin(_TRAINER + "Trainer.resume_checkpoint", "fe7521a84a5c", "unpickles a Config: the plugin loads weights"),
     Pin(_TRAINER + "Trainer.evaluate", "a24a9dde4db8", "the split's candidates only, ties broken at random"),
     Pin(_TRAINER + "Trainer.fit", "330c04de95ea", "validates the untrained model first, keeps the best epoch"),

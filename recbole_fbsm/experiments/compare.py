@@ -19,7 +19,7 @@ from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.errors import ColdStartError, exit_status
 from recbole_fbsm.experiments.report import CHART_METRICS, group_result, result_groups, write_report
 from recbole_fbsm.quick_start import planned_settings, run
-from recbole_fbsm.storage.run_records import changed_settings, read_record, write_record
+from recbole_fbsm.storage.run_records import changed_settings, portable, read_record, write_record
 from recbole_fbsm.training.run_log import last_run_log_file
 
 QUIET_DEFAULTS = {"state": "WARNING", "show_progress": False}
@@ -138,6 +138,7 @@ def compare(
 
 def _reusable(old, settings, prefix, log):
     """True when the stored record ``old`` is a finished run with these settings; else says why the pair runs."""
+    settings = portable(settings)  # as records store them (no path of this machine)
     if old is not None and old["settings"] == settings and old["status"] == "ok":
         log(f"{prefix}: done before, skipped ({_short_result(old)})")
         return True

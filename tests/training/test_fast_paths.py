@@ -199,9 +199,10 @@ def test_clipped_sgd_step_equals_the_clip_then_sgd(max_norm):
 
 
 def test_the_trainer_clips_in_its_sgd_step(toy):
-    """FBSM's defaults (sgd, clip_grad_norm): the optimizer is ``ClippedSGD`` and RecBole's loop no longer clips;
+    """FBSM with sgd and clip_grad_norm: the optimizer is ``ClippedSGD`` and RecBole's loop no longer clips;
     without a clip, or with momentum, SGD stays torch's."""
-    config, model, _ = prepare("FBSM", toy.name, config_dict=dataset_config(toy))
+    clipped = {"learner": "sgd", "learning_rate": 0.3, "learning_rate_D": None, "clip_grad_norm": {"max_norm": 5}}
+    config, model, _ = prepare("FBSM", toy.name, config_dict=dataset_config(toy, **clipped))
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
     assert type(trainer.optimizer) is ClippedSGD and trainer.clip_grad_norm is None
     assert [g["weight_decay"] for g in trainer.optimizer.param_groups] == [2 * model.reg_D, 2 * model.reg_V]

@@ -11,6 +11,7 @@ from recbole.utils import ModelType, init_seed, set_color
 
 from recbole_fbsm.artifact.model_file import SUFFIX, build_artifact, dataset_analyzer, training_record, write_artifact
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
+from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.data.preparation import check_dataset_files
@@ -173,13 +174,27 @@ def run(
             group_offset,
             (model, dataset, config_file_list, dict(config_dict or {}), saved),
         )
-    return _run_model(model, dataset, config_file_list, config_dict, saved)
+    start, threads_before = time.perf_counter(), torch.get_num_threads()
+    try:
+        if model == "HybridBlend":
+            return run_blend(dataset, config_file_list, config_dict, saved)
+        config, model, loaders = prepare(model, dataset, config_file_list, config_dict)
+        trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
+        best_valid_score, best_valid_result = trainer.fit(
+            *loaders[:2], saved=saved, show_progress=config["show_progress"]
+        )
+        result = tested(config, trainer, loaders, saved, best_valid_score, best_valid_result)
+        given = (config_file_list, config_dict)
+        return write_outputs(config, result, loaders, given, start, trainer.model, last_run_log_file())
+    finally:  # the log file closed and the caller's thread count back, whatever happened
+        end_run_log()
+        torch.set_num_threads(threads_before)
 
 
 def _run_rank(local_rank, model, dataset, config_file_list, config_dict, saved, launch_settings, queue):
     """One rank of a data-parallel run (started by ``distributed.launch``)."""
     try:
-        result = _run_model(
+        result = run(
             model, dataset, config_file_list, {**config_dict, **launch_settings, "local_rank": local_rank}, saved
         )
     except BaseException as error:
@@ -237,10 +252,28 @@ def write_outputs(config, result, loaders, given, start, model=None, log_file=No
 
 
 def _fitted(model, dataset, config_file_list, config_dict, saved):
-    """(config, trainer, loaders, fit's (best valid score, best valid result)) of one model."""
+    """(config, trainer, loaders) of one model trained (the blend's two parts)."""
     config, model, loaders = prepare(model, dataset, config_file_list, config_dict)
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
-    return config, trainer, loaders, trainer.fit(*loaders[:2], saved=saved, show_progress=config["show_progress"])
+    trainer.fit(*loaders[:2], saved=saved, show_progress=config["show_progress"])
+    return config, trainer, loaders
+
+
+def check_blend_parts(names):
+    """The blend's parts: neither is a blend, and the content model gives cold items scores of their own (a general
+    model such as BPR knows warm items only)."""
+    for part, name in names.items():
+        if name == "HybridBlend":
+            raise ColdStartError(f"{part}: HybridBlend cannot be a part of itself; expected a model name such as BPR.")
+    content = get_model(names["content_model"])
+    if content.type in (ModelType.GENERAL, ModelType.TRADITIONAL) and not (
+        model_reads_own_features(content) or getattr(content, "scores_cold_items", False)
+    ):
+        raise ColdStartError(
+            f"content_model: {names['content_model']} knows warm items only (a cold item gets no score of its own); "
+            "expected a model that reads item features: FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater, ALDI or "
+            "one of RecBole's context-aware models."
+        )
 
 
 # longer than 60 lines: the blend's run in order: both models trained, each tested alone, w searched, tested, recorded
@@ -256,9 +289,10 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
             "model HybridBlend blends a warm model with a content model over warm and cold items: "
             "it needs cold_start_scenario: hybrid."
         )
+    check_blend_parts(names)
     given = (dataset, config_file_list, settings, saved)
-    _, warm_trainer, warm_loaders, _ = _fitted(names["warm_model"], *given)
-    config, trainer, loaders, _ = _fitted(names["content_model"], *given)
+    _, warm_trainer, warm_loaders = _fitted(names["warm_model"], *given)
+    config, trainer, loaders = _fitted(names["content_model"], *given)
     train_data, valid_data, test_data = loaders
     warm_model, content_model = warm_trainer.model, trainer.model
     parts = {}  # each model alone on the test split, beside the blend (the same split, the same training)
@@ -305,26 +339,10 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
     return write_outputs(config, result, loaders, (config_file_list, config_dict), start, extra={**blended, **parts})
 
 
-def _run_model(model, dataset, config_file_list=None, config_dict=None, saved=True):
-    """One process's run (HybridBlend's or another model's); the caller's thread count comes back after it."""
-    threads_before = torch.get_num_threads()
-    try:
-        if model == "HybridBlend":
-            return run_blend(dataset, config_file_list, config_dict, saved)
-        return _run_one(model, dataset, config_file_list, config_dict, saved)
-    finally:
-        end_run_log()
-        torch.set_num_threads(threads_before)
-
-
-def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True):
-    """One run in one pass: prepare, fit, test, then ``write_outputs``."""
-    start = time.perf_counter()
-    config, trainer, loaders, (best_valid_score, best_valid_result) = _fitted(
-        model, dataset, config_file_list, config_dict, saved
-    )
-    _, valid_data, test_data = loaders
+def tested(config, trainer, loaders, saved, best_valid_score, best_valid_result):
+    """The kept epoch tested: RecBole's result dict, with which epoch was kept and what it gained."""
     logger = getLogger()
+    _, valid_data, test_data = loaders
     test_result = trainer.evaluate(test_data, load_best_model=saved, show_progress=config["show_progress"])
     logger.info(set_color("best valid ", "yellow") + f": {best_valid_result}", extra=on_console(False))
     logger.info(set_color("test result", "yellow") + f": {test_result}", extra=on_console(False))
@@ -347,8 +365,7 @@ def _run_one(model, dataset, config_file_list=None, config_dict=None, saved=True
     if config.hybrid:  # the "all" group is test_result / best_valid_result; the groups beside it
         kept_valid = trainer.valid_group_history.get(trainer.kept_epoch, {})
         result.update(hybrid_group_results(kept_valid, trainer.group_results if test_result is not None else {}))
-    given = (config_file_list, config_dict)
-    return write_outputs(config, result, loaders, given, start, trainer.model, last_run_log_file())
+    return result
 
 
 def planned_settings(model, dataset, config_file_list=None, overrides=None):

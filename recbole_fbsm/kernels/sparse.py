@@ -75,19 +75,6 @@ class TorchCsr(nn.Module):
         owner = torch.repeat_interleave(counts, output_size=len(cols))
         return owner, cols, values, offsets
 
-    def gather_rows_and_bags(self, rows, bag_rows):
-        """(``gather_rows(rows)``, ``gather_bags(bag_rows)``) from one gather (half the small operations)."""
-        cols, values, offsets, counts = self.gather_bags(torch.cat([rows, bag_rows]))
-        n = len(rows)
-        split = int(offsets[n]) if len(bag_rows) else len(cols)
-        owner = torch.repeat_interleave(counts[:n], output_size=split)
-        return (owner, cols[:split], values[:split], offsets[:n]), (
-            cols[split:],
-            values[split:],
-            offsets[n:] - split,
-            counts[n:],
-        )
-
     def gather_bags(self, rows):
         """(columns, values, bag offsets, row lengths) of ``self[rows]``: ``gather_rows`` without the owner of
         each entry, what an embedding bag over the rows needs."""
@@ -158,18 +145,6 @@ class TorchCsr(nn.Module):
 def numpy_index_type(index_dtype, n_cols):
     """The numpy type of column indices held as ``index_dtype``: int32 only where every column fits."""
     return np.int32 if index_dtype == torch.int32 and n_cols <= np.iinfo(np.int32).max else np.int64
-
-
-def concat_rows(first, second):
-    """Two ``gather_rows`` results as one: the rows of ``first`` then those of ``second``."""
-    owner_a, cols_a, values_a, offsets_a = first
-    owner_b, cols_b, values_b, offsets_b = second
-    return (
-        torch.cat([owner_a, owner_b + len(offsets_a)]),
-        torch.cat([cols_a, cols_b]),
-        torch.cat([values_a, values_b]),
-        torch.cat([offsets_a, offsets_b + len(cols_a)]),
-    )
 
 
 def rows_times_table(owner, cols, values, offsets, table):
@@ -250,17 +225,6 @@ class _ConstantTimesDense(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return None, None, csr_times_dense(ctx.constant.transposed(ctx.values), grad.contiguous())
-
-
-def matmul_by_bags(left, right):
-    """``left`` (n x h) @ ``right`` (h x d), dense, as one embedding bag of h rows of ``right`` per row of ``left``:
-    each element summed over h in one order whatever d is, so scores do not depend on eval_batch_size (MKL's GEMM
-    rounds narrow blocks differently); as fast as the GEMM on evaluation's blocks."""
-    n, h = left.shape
-    if n == 0 or h == 0 or right.shape[1] == 0:
-        return torch.zeros(n, right.shape[1], dtype=right.dtype, device=right.device)
-    rows = torch.arange(h, device=left.device).expand(n, h)
-    return nn.functional.embedding_bag(rows, right, mode="sum", per_sample_weights=left.to(right.dtype))
 
 
 class _RowsTimesTable(torch.autograd.Function):

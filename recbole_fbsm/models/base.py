@@ -365,19 +365,3 @@ class FeatureSimilarityRecommender(CandidateScoring, GeneralRecommender):
         block = torch.zeros(n_rows * len(users), dtype=values.dtype, device=values.device)
         block.index_copy_(0, cols * len(users) + owner, values * weights)
         return block.view(n_rows, len(users))
-
-    def self_similarity(self, users, items):
-        """f_i^T W_u f_i: what the estimation constraint takes off a training like's score.
-
-        Args:
-            users, items: LongTensors of shape [n_pairs].
-
-        Returns:
-            torch.Tensor: shape [n_pairs].
-        """
-        owner, cols, f_i, _ = self.F.gather_rows(items)
-        result = self.diagonal_sum(users, len(items), owner, cols, f_i * f_i)
-        factors = self.low_rank_factors()
-        if factors is not None:
-            result = result + self.F.bag_sum(items, factors).pow(2).sum(-1)
-        return result

@@ -30,6 +30,14 @@ def package_version():
 PACKAGE = Path(__file__).resolve().parents[1]
 # what a model's numbers depend on: a record made by other code (beyond docstrings, comments, YAML layout) is stale
 RESULT_CODE = ("models", "kernels", "data", "training", "evaluation", "config", "quick_start.py")
+# files there that only word messages, suggest names or write the log: a new wording leaves the records current
+MESSAGE_CODE = (
+    "config/checks.py",
+    "config/suggestions.py",
+    "config/cli.py",
+    "config/datasets.py",
+    "training/run_log.py",
+)
 
 
 @functools.cache
@@ -38,6 +46,7 @@ def code_fingerprint():
     without docstrings, YAML files as their values. Records carry it (``settings_of``): tests say which are stale."""
     digest = hashlib.sha256()
     files = [p for part in RESULT_CODE for p in sorted((PACKAGE / part).rglob("*.py")) or [PACKAGE / part]]
+    files = [p for p in files if p.relative_to(PACKAGE).as_posix() not in MESSAGE_CODE]
     properties = PACKAGE / "properties" if (PACKAGE / "properties").is_dir() else PACKAGE.parent / "properties"
     for path in files + sorted(properties.rglob("*.yaml")):
         text = path.read_text(encoding="utf-8")

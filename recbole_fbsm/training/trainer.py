@@ -25,7 +25,6 @@ from recbole_fbsm.config.schema import setting
 from recbole_fbsm.data.user_batches import shards_users
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
-from recbole_fbsm.evaluation.early_stopping import paper_early_stopping
 from recbole_fbsm.models.contract import (
     HasOptimizerGroups,
     candidate_scorer_of,
@@ -92,6 +91,10 @@ class ColdStartTrainerMixin:
             super().__init__(config, model)
         finally:
             config["single_spec"] = not parallel
+        # the paper's early stopping: stopping_step evaluations without a strictly better score (RecBole stops when its
+        # counter exceeds stopping_step, and counts a tie as better: a tie is judged against the next float, below)
+        self.stopping_step = max(int(config["stopping_step"]) - 1, 0)
+        self._tie_guard = None  # (true best, the guarded value RecBole compared against)
         self.distributed_model = self.averaging = None
         if parallel:
             self._start_data_parallel(config)
@@ -175,16 +178,22 @@ class ColdStartTrainerMixin:
     def _build_optimizer(self, **kwargs):
         if "params" not in kwargs and isinstance(self.model, HasOptimizerGroups):
             kwargs["params"] = self.model.optimizer_param_groups(self.learning_rate)
-        optimizer = fused_if_possible(super()._build_optimizer(**kwargs))
-        clipped = clipped_sgd_if_possible(optimizer, self.clip_grad_norm, self.model)
-        if clipped is not optimizer:
-            self.clip_grad_norm = None  # the optimizer's step clips (RecBole's loop would clip first)
-        return clipped
+        return fused_if_possible(super()._build_optimizer(**kwargs))
 
     def fit(self, train_data, valid_data=None, *args, **kwargs):
         """RecBole's ``fit``; with ``valid_before_training`` the untrained model (FBSM's and UFSM's fixed similarity)
         is validated first and kept until an epoch beats it. Afterwards ``kept_epoch``, ``start_valid_score`` and
-        ``kept_summary()`` say which epoch was kept and what it gained."""
+        ``kept_summary()`` say which epoch was kept and what it gained.
+
+        Returns:
+            (best valid score, best valid result), the tie guard of the paper's early stopping taken off."""
+        try:
+            self._fit_kept_epoch(train_data, valid_data, *args, **kwargs)
+        finally:
+            self._restore_best()
+        return self.best_valid_score, self.best_valid_result
+
+    def _fit_kept_epoch(self, train_data, valid_data, *args, **kwargs):
         self.kept_epoch, self.start_valid_score, self.epochs_trained = None, None, 0
         self.valid_history, self._epoch_in_progress = [], -1
         verbose = kwargs.get("verbose", True)
@@ -200,17 +209,24 @@ class ColdStartTrainerMixin:
             return self._fit_nothing(train_data, valid_data, *args, **kwargs)
         try:
             with _without_lines(self.logger, _is_stop_line):  # kept_summary() says which epoch was kept
-                result = super().fit(train_data, valid_data, *args, **kwargs)
+                super().fit(train_data, valid_data, *args, **kwargs)
         except ValueError as error:  # RecBole's _check_nan
             if str(error) != NAN_LOSS:
                 raise
-            result = self._stop_on_diverged_loss(kwargs.get("saved", True))
+            self._stop_on_diverged_loss(kwargs.get("saved", True))
         if not kwargs.get("saved", True):  # no checkpoint was written: the kept epoch is the first best one
             best = [epoch for epoch, score in self.valid_history if score == self.best_valid_score]
             self.kept_epoch = best[0] if best else None
         if valid_data and verbose:
             self.logger.info(self.kept_summary())
-        return result
+
+    def _restore_best(self):
+        """The best score as it was, where a tie guard stood in for it."""
+        if self._tie_guard is not None:
+            best, guarded = self._tie_guard
+            if self.best_valid_score == guarded:
+                self.best_valid_score = best
+            self._tie_guard = None
 
     def _fit_nothing(self, train_data, valid_data, *args, **kwargs):
         """A model with nothing to learn (``models.contract.has_nothing_to_train``): RecBole's one epoch, without
@@ -258,6 +274,7 @@ class ColdStartTrainerMixin:
         return result
 
     def _valid_epoch(self, *args, **kwargs):
+        self._restore_best()
         valid_score, valid_result = super()._valid_epoch(*args, **kwargs)
         if self.group_results:
             self.valid_group_history[self._epoch_in_progress] = self.group_results
@@ -267,6 +284,10 @@ class ColdStartTrainerMixin:
         callback = _VALIDATION_CALLBACK.get()
         if callback is not None:
             callback(valid_score, valid_result)
+        best = self.best_valid_score  # a tie with the best is judged against the next float: the earlier epoch stays
+        if valid_score == best and np.isfinite(best):
+            guarded = np.nextafter(best, np.inf if self.valid_metric_bigger else -np.inf)
+            self.best_valid_score, self._tie_guard = guarded, (best, guarded)
         return valid_score, valid_result
 
     def _save_checkpoint(self, epoch, verbose=True, **kwargs):
@@ -463,57 +484,6 @@ def fused_if_possible(optimizer):
         return optimizer
 
 
-class ClippedSGD(torch.optim.SGD):
-    """Plain SGD whose step clips the gradients' total norm (as RecBole's loop does before each step) and applies
-    weight decay and the rate in one pass per tensor: p <- (1 - lr wd) p - lr c g, c = min(1, max_norm / (||g|| +
-    1e-6)), the clip then SGD's step up to rounding, 58 us against 147 us on FBSM's citeulike-t step."""
-
-    def __init__(self, params, clip, **kwargs):
-        super().__init__(params, **kwargs)
-        self.max_norm = float(clip["max_norm"])
-        self.norm_type = float(clip.get("norm_type", 2.0))
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        params = [p for group in self.param_groups for p in group["params"] if p.grad is not None]
-        if not params:
-            return loss
-        if any(p.grad.is_sparse for p in params):
-            torch.nn.utils.clip_grad_norm_(params, self.max_norm, self.norm_type)
-            return super().step()
-        norms = [torch.linalg.vector_norm(p.grad, self.norm_type) for p in params]
-        total = torch.linalg.vector_norm(torch.stack(norms), self.norm_type) if len(norms) > 1 else norms[0]
-        coefficient = float((self.max_norm / (total + 1e-6)).clamp(max=1.0))  # nan stays nan, as in the clip
-        for group in self.param_groups:
-            rate, decay = group["lr"], group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if decay:
-                    p.mul_(1 - rate * decay)
-                p.add_(p.grad, alpha=-rate * coefficient)
-        return loss
-
-
-def clipped_sgd_if_possible(optimizer, clip, model):
-    """RecBole's plain SGD rebuilt as ``ClippedSGD`` when the trainer clips the gradient norm over exactly the
-    optimizer's parameters (RecBole clips ``model.parameters()``); anything else is kept."""
-    if not clip or type(optimizer) is not torch.optim.SGD:
-        return optimizer
-    defaults = optimizer.defaults
-    if defaults.get("momentum") or defaults.get("nesterov") or defaults.get("maximize") or defaults.get("dampening"):
-        return optimizer
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    if {id(p) for p in params} != {id(p) for p in model.parameters()} or set(clip) - {"max_norm", "norm_type"}:
-        return optimizer
-    groups = [dict(group) for group in optimizer.param_groups]
-    return ClippedSGD(groups, clip, lr=defaults["lr"], weight_decay=defaults.get("weight_decay", 0))
-
-
 @functools.cache
 def cold_start_trainer_class(base):
     """``base`` (a RecBole trainer class) with ``ColdStartTrainerMixin`` in front."""
@@ -524,4 +494,4 @@ def get_trainer(model_type, model_name):
     """RecBole's trainer for this model, with the cold-start evaluation mixed in."""
     if model_type == ModelType.DECISIONTREE:
         raise ColdStartError(f"model {model_name!r}: decision-tree models are not supported by this plugin.")
-    return paper_early_stopping(cold_start_trainer_class(recbole_trainer_lookup(model_type, model_name)))
+    return cold_start_trainer_class(recbole_trainer_lookup(model_type, model_name))

@@ -565,6 +565,22 @@ SETTING_CASES = [
             r"cold_start_scenario: hybrid\."
         ],
     ),
+    (
+        "blend-content-model-warm-only",
+        "HybridBlend",
+        None,
+        ["--cold_start_scenario=hybrid", "--content_model=BPR"],
+        None,
+        [r"content_model: BPR knows warm items only", r"expected a model that reads item features"],
+    ),
+    (
+        "blend-part-is-a-blend",
+        "HybridBlend",
+        None,
+        ["--cold_start_scenario=hybrid", "--warm_model=HybridBlend"],
+        None,
+        [r"warm_model: HybridBlend cannot be a part of itself"],
+    ),
 ]
 
 FILE_CASES = [

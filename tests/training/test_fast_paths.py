@@ -17,7 +17,7 @@ from recbole_fbsm.kernels.sparse import (
     stable_argsort_bounded,
 )
 from recbole_fbsm.quick_start import prepare
-from recbole_fbsm.training.trainer import ClippedSGD, clipped_sgd_if_possible, fused_if_possible, get_trainer
+from recbole_fbsm.training.trainer import fused_if_possible, get_trainer
 
 
 @pytest.mark.parametrize("bound", [50, 70_000, 3_000_000_000])  # one 16-bit pass, two passes, torch's sort
@@ -106,7 +106,7 @@ def _csr_with_empty_rows(n_rows=40, n_cols=30, seed=2):
 
 
 @pytest.mark.parametrize("rows", [[0, 3, 39, 0], [39, 39], [], [5, 0, 7, 3, 3, 39, 1], [0], [7]])
-def test_gather_rows_and_bags_equal_scipys_row_selection(rows):
+def test_gather_rows_and_gather_bags_equal_scipys_row_selection(rows):
     """The cumulative-sum gather, rows without entries anywhere (first, inside, last, repeated)."""
     matrix = _csr_with_empty_rows()
     csr = TorchCsr(matrix, dtype=torch.float64)
@@ -119,12 +119,6 @@ def test_gather_rows_and_bags_equal_scipys_row_selection(rows):
     assert np.array_equal(owner.numpy(), np.repeat(np.arange(len(rows)), np.diff(expected.indptr)))
     assert torch.equal(bag_cols, cols) and torch.equal(bag_values, values) and torch.equal(bag_offsets, offsets)
     assert np.array_equal(bag_counts.numpy(), np.diff(expected.indptr))
-    other = torch.tensor([3, 1, 39])
-    first, second = csr.gather_rows_and_bags(rows, other)
-    assert all(torch.equal(a, b) for a, b in zip(first, csr.gather_rows(rows)))
-    assert all(torch.equal(a, b) for a, b in zip(second, csr.gather_bags(other)))
-    first, second = csr.gather_rows_and_bags(other, rows)
-    assert all(torch.equal(a, b) for a, b in zip(second, csr.gather_bags(rows)))
 
 
 def _one_step(config_dict, toy, regulariser_in_optimizer):
@@ -173,44 +167,11 @@ def test_adam_is_fused_with_the_same_groups():
     assert fused_if_possible(sgd) is sgd
 
 
-@pytest.mark.parametrize("max_norm", [0.05, 1e6])  # the clip binds; it does not
-def test_clipped_sgd_step_equals_the_clip_then_sgd(max_norm):
-    """One ``ClippedSGD`` step = ``clip_grad_norm_`` over the parameters, then SGD with each group's weight decay."""
-    torch.manual_seed(0)
-    start = [torch.randn(5), torch.randn(6, 3)]
-    grads = [torch.randn(5), torch.randn(6, 3)]
-
-    def params_with_grads():
-        params = [torch.nn.Parameter(p.clone()) for p in start]
-        for p, g in zip(params, grads):
-            p.grad = g.clone()
-        return params
-
-    def groups(params):
-        return [{"params": [params[0]], "lr": 0.3, "weight_decay": 0.1}, {"params": [params[1]], "lr": 0.2}]
-
-    expected = params_with_grads()
-    torch.nn.utils.clip_grad_norm_(expected, max_norm=max_norm, norm_type=2)
-    torch.optim.SGD(groups(expected), lr=0.1, weight_decay=0.01).step()
-    got = params_with_grads()
-    ClippedSGD(groups(got), {"max_norm": max_norm, "norm_type": 2}, lr=0.1, weight_decay=0.01).step()
-    for a, b in zip(got, expected):
-        assert torch.allclose(a, b, rtol=1e-6, atol=1e-7)
-
-
-def test_the_trainer_clips_in_its_sgd_step(toy):
-    """FBSM with sgd and clip_grad_norm: the optimizer is ``ClippedSGD`` and RecBole's loop no longer clips;
-    without a clip, or with momentum, SGD stays torch's."""
+def test_sgd_with_a_clip_is_torchs_sgd_and_recboles_loop_clips(toy):
+    """FBSM with sgd and clip_grad_norm: torch's SGD with the model's weight-decay groups, and the trainer keeps
+    the clip for RecBole's loop (``clip_grad_norm_`` before each step)."""
     clipped = {"learner": "sgd", "learning_rate": 0.3, "learning_rate_D": None, "clip_grad_norm": {"max_norm": 5}}
     config, model, _ = prepare("FBSM", toy.name, config_dict=dataset_config(toy, **clipped))
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
-    assert type(trainer.optimizer) is ClippedSGD and trainer.clip_grad_norm is None
+    assert type(trainer.optimizer) is torch.optim.SGD and trainer.clip_grad_norm == {"max_norm": 5}
     assert [g["weight_decay"] for g in trainer.optimizer.param_groups] == [2 * model.reg_D, 2 * model.reg_V]
-    V = torch.nn.Parameter(torch.zeros(3, 2))
-    other = torch.nn.Linear(1, 1)
-    for sgd, clip, module in [
-        (torch.optim.SGD([V], lr=0.1), None, model),
-        (torch.optim.SGD([V], lr=0.1, momentum=0.9), {"max_norm": 5}, model),
-        (torch.optim.SGD([V], lr=0.1), {"max_norm": 5}, other),
-    ]:  # not the model's parameters
-        assert clipped_sgd_if_possible(sgd, clip, module) is sgd

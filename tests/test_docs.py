@@ -148,6 +148,8 @@ def workdirs(tmp_path_factory):
             bindir.mkdir()
             if SHARED.is_dir():
                 (base / "shared").symlink_to(SHARED, target_is_directory=True)
+                # the published citeulike-t files where docs/convert.md has a user keep them
+                (work / "citeulike-t-files").symlink_to(SHARED / "datasets" / "citeulike-t", target_is_directory=True)
             for script in ("run_recbole.py", "run_hyper.py"):
                 (work / script).write_text(shim(ROOT / script))
             command = bindir / "recbole-fbsm"

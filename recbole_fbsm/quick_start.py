@@ -16,6 +16,7 @@ from recbole_fbsm.config.schema import setting
 from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.data.preparation import check_dataset_files
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.evaluation.audience import audience_report
 from recbole_fbsm.models.contract import BuiltFromFittedInputs
 from recbole_fbsm.models.contract import reads_own_features as model_reads_own_features
 from recbole_fbsm.models.hybrid_blend import BLEND_WEIGHTS, HybridBlend
@@ -228,6 +229,16 @@ def write_outputs(config, result, loaders, given, start, model=None, log_file=No
     logger = getLogger()
     train_dataset, valid_dataset, test_dataset = (loader._dataset for loader in loaders)
     checkpoint = result["saved_model_file"]
+    audience = None if model is None else audience_report(model, config, train_dataset, valid_dataset, test_dataset)
+    if audience:  # who should see a new item: the users direction, alpha chosen on validation (artifact: alpha)
+        result["audience"] = audience
+        calibrated, raw = audience["test_calibrated"], audience["test_raw"]
+        key = audience["chosen_on"].split()[-1]
+        logger.info(
+            f"users direction (who should see a new item), test {key}: {calibrated[key]:.4f} calibrated with alpha "
+            f"{audience['alpha']} (chosen on validation), raw sum {raw[key]:.4f}",
+            extra=on_console(),
+        )
     if model is not None and checkpoint and getattr(train_dataset, "model_inputs", None) is not None:
         analyzer = dataset_analyzer(config, train_dataset.model_inputs.features.fields, train_dataset)
         artifact = build_artifact(
@@ -238,7 +249,8 @@ def write_outputs(config, result, loaders, given, start, model=None, log_file=No
     data = train_dataset.data_fingerprint
     settings = settings_of(config["dataset"], *given, data["sha256"])
     record = run_record(config, result, settings, data, time.perf_counter() - start, log_file)
-    result["record"] = {**record, **(extra or {})}  # the JSON record of the run (compare stores it as it is)
+    audience = {"audience": result["audience"]} if "audience" in result else {}
+    result["record"] = {**record, **audience, **(extra or {})}  # the JSON record of the run (compare stores it)
     path = result_file_for(log_file, config)
     try:
         result["result_file"] = str(write_record(path, result["record"]))

@@ -182,6 +182,8 @@ def training_record(config, result):
         "valid_metric": str(config["valid_metric"]).lower(),
         "kept_valid_score": number(result.get("best_valid_score")),
         "start_valid_score": number(result.get("start_valid_score")),
+        # the users direction's calibration |I_u|^-alpha, chosen on validation (evaluation.audience); None: not run
+        "audience_alpha": number((result.get("audience") or {}).get("alpha")),
     }
 
 

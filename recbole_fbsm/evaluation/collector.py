@@ -47,6 +47,49 @@ def _salt(seed):
     return int(_mix32(torch.tensor(seed & _MASK, dtype=torch.int64)))
 
 
+def random_tie_topk(scores, k, seed, users=None, items=None):
+    """Top-k column indices per row, ordered by score, ties ordered by ``tie_keys(seed, ...)`` (random-looking,
+    independent per row, reproducible): evaluation's, serving's and the audience's one top-k. ``users``: the
+    row's user ids (default: the row number); ``items``: each column's item id (default: the column number).
+
+    Exact and cheaper than sorting keys for every row: one ``topk`` of k + 1 columns shows which rows
+    have items outside the first k tied with the k-th score. Only those rows get keys over all their
+    columns (the items tied at the k-th score compete for the remaining places by key); every other
+    row's top-k set is already unique. The k chosen items are then ordered by score, equal scores by key;
+    rows whose chosen scores are all distinct keep ``topk``'s order (the same order) without keys.
+    """
+    n_rows, n_cols = scores.shape
+    device = scores.device
+    users = torch.arange(n_rows, device=device) if users is None else users.to(device)
+    items = torch.arange(n_cols, device=device) if items is None else items.to(device)
+    k = min(k, n_cols)
+    top = torch.topk(scores, min(k + 1, n_cols), dim=1)
+    chosen = top.indices[:, :k]
+    # rows whose k chosen scores, in topk's descending order, are not strictly decreasing (a tie, or a
+    # NaN): only their order needs the keys; every other row's order is its scores' alone
+    unsorted = ~(top.values[:, 1:k] < top.values[:, : k - 1]).all(dim=1)
+    if n_cols > k:
+        threshold = top.values[:, k - 1 : k]
+        rows = torch.nonzero(top.values[:, k] == threshold[:, 0]).squeeze(1)
+        if len(rows):
+            tied, level = scores[rows], threshold[rows]
+            keys = tie_keys(seed, users[rows][:, None], items[None, :])
+            selection_key = torch.where(tied > level, 2.0, torch.where(tied == level, keys, -1.0))
+            chosen = chosen.clone()
+            chosen[rows] = torch.topk(selection_key, k, dim=1).indices
+            unsorted[rows] = True
+    rows = torch.nonzero(unsorted).squeeze(1)
+    if len(rows) == 0:
+        return chosen.contiguous()
+    chosen = chosen.clone()
+    picked = chosen[rows]
+    keys = tie_keys(seed, users[rows][:, None], items[picked])
+    picked = picked.gather(1, keys.argsort(dim=1, descending=True))
+    by_score = scores[rows].gather(1, picked).argsort(dim=1, descending=True, stable=True)
+    chosen[rows] = picked.gather(1, by_score)
+    return chosen
+
+
 class _RegisterWithout:
     def __init__(self, register, keys):
         self._register, self._keys = register, set(keys)
@@ -111,46 +154,8 @@ class TieBreakingCollector(Collector):
             )
 
     def random_tie_topk(self, scores, k, users=None, items=None):
-        """Top-k column indices per row, ordered by score, ties ordered by ``tie_keys`` (random-looking,
-        independent per row, reproducible). ``users``: the row's user ids (default: the row number);
-        ``items``: each column's item id (default: the column number).
-
-        Exact and cheaper than sorting keys for every row: one ``topk`` of k + 1 columns shows which rows
-        have items outside the first k tied with the k-th score. Only those rows get keys over all their
-        columns (the items tied at the k-th score compete for the remaining places by key); every other
-        row's top-k set is already unique. The k chosen items are then ordered by score, equal scores by key;
-        rows whose chosen scores are all distinct keep ``topk``'s order (the same order) without keys.
-        """
-        n_rows, n_cols = scores.shape
-        device = scores.device
-        users = torch.arange(n_rows, device=device) if users is None else users.to(device)
-        items = torch.arange(n_cols, device=device) if items is None else items.to(device)
-        k = min(k, n_cols)
-        top = torch.topk(scores, min(k + 1, n_cols), dim=1)
-        chosen = top.indices[:, :k]
-        # rows whose k chosen scores, in topk's descending order, are not strictly decreasing (a tie, or a
-        # NaN): only their order needs the keys; every other row's order is its scores' alone
-        unsorted = ~(top.values[:, 1:k] < top.values[:, : k - 1]).all(dim=1)
-        if n_cols > k:
-            threshold = top.values[:, k - 1 : k]
-            rows = torch.nonzero(top.values[:, k] == threshold[:, 0]).squeeze(1)
-            if len(rows):
-                tied, level = scores[rows], threshold[rows]
-                keys = tie_keys(self.tie_seed, users[rows][:, None], items[None, :])
-                selection_key = torch.where(tied > level, 2.0, torch.where(tied == level, keys, -1.0))
-                chosen = chosen.clone()
-                chosen[rows] = torch.topk(selection_key, k, dim=1).indices
-                unsorted[rows] = True
-        rows = torch.nonzero(unsorted).squeeze(1)
-        if len(rows) == 0:
-            return chosen.contiguous()
-        chosen = chosen.clone()
-        picked = chosen[rows]
-        keys = tie_keys(self.tie_seed, users[rows][:, None], items[picked])
-        picked = picked.gather(1, keys.argsort(dim=1, descending=True))
-        by_score = scores[rows].gather(1, picked).argsort(dim=1, descending=True, stable=True)
-        chosen[rows] = picked.gather(1, by_score)
-        return chosen
+        """``random_tie_topk`` with this run's seed."""
+        return random_tie_topk(scores, k, self.tie_seed, users, items)
 
     def eval_batch_collect(self, scores_tensor, interaction, positive_u, positive_i):
         candidates = self.candidates

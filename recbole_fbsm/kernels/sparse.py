@@ -142,6 +142,17 @@ class TorchCsr(nn.Module):
         return rows_times_table(*self.gather_rows(rows), table)
 
 
+def torch_csr(matrix, device="cpu", dtype=torch.float32):
+    """A scipy CSR matrix as torch's sparse CSR tensor (what ``score_feature_rows`` takes)."""
+    return torch.sparse_csr_tensor(
+        torch.as_tensor(matrix.indptr, dtype=torch.long),
+        torch.as_tensor(matrix.indices, dtype=torch.long),
+        torch.as_tensor(matrix.data, dtype=dtype),
+        size=matrix.shape,
+        check_invariants=False,
+    ).to(device)
+
+
 def numpy_index_type(index_dtype, n_cols):
     """The numpy type of column indices held as ``index_dtype``: int32 only where every column fits."""
     return np.int32 if index_dtype == torch.int32 and n_cols <= np.iinfo(np.int32).max else np.int64

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from recbole_fbsm.config.suggestions import suggestion
-from recbole_fbsm.data.fast_load import file_identity, parse_columns, positions_in, read_table, sorted_index
+from recbole_fbsm.data.fast_load import file_identity, parse_columns, read_table
 from recbole_fbsm.errors import ColdStartError
 
 TYPES = ("token", "token_seq", "float", "float_seq")
@@ -206,7 +206,7 @@ def read_columns(atomic, names, separator, encoding, seq_separator, store):
     for header, kind in kinds.items():
         name, column = header.rpartition(":")[0], parsed[header]
         if kind == "token":
-            frame[name] = pd.Categorical.from_codes(column[0], sorted_index(column[1]), validate=False)
+            frame[name] = pd.Categorical.from_codes(column[0], pd.Index(column[1], dtype=object), validate=False)
         elif kind == "token_seq":
             coded[name] = column
             frame[name] = column.counts > 0
@@ -599,7 +599,7 @@ def _check_rows_of_ids(config, files, tables, report):
             continue
         codes, distinct = codes_of(tables["inter"][id_field])
         _, listed = codes_of(tables[suffix][id_field])
-        missing = (positions_in(distinct, listed) < 0)[codes]
+        missing = (pd.Index(listed).get_indexer(distinct) < 0)[codes]
         if not missing.any():
             continue
         n_ids = len(np.unique(codes[missing]))

@@ -11,7 +11,7 @@ from recbole.utils import FeatureSource, FeatureType, ModelType
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.data.atomic_files import codes_of, read_header
-from recbole_fbsm.data.fast_load import pad_sequences, positions_in, read_feat_columns, sequence_rows, split_rows
+from recbole_fbsm.data.fast_load import pad_sequences, read_feat_columns, sequence_rows, split_rows
 from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
 
@@ -113,19 +113,11 @@ def _codes_with(values, other=None):
     if other is None:
         return codes, None, len(categories)
     other_codes, other_categories = codes_of(other)
-    position = positions_in(other_categories, categories)
+    position = pd.Index(categories).get_indexer(other_categories)
     new = position < 0
     position[new] = len(categories) + np.arange(int(new.sum()))
     mapped = np.append(position, -1)[other_codes]  # code -1 (missing) reads the last slot
     return codes, mapped, len(categories) + int(new.sum())
-
-
-def _isin(values, allowed):
-    """``values.isin(allowed.values)`` as a numpy mask, by codes (a missing value matches a missing one)."""
-    codes, allowed_codes, n = _codes_with(values, allowed)
-    member = np.zeros(n + 1, dtype=bool)  # code -1 (missing) reads the last slot
-    member[allowed_codes] = True
-    return member[codes]
 
 
 class ColdStartDataset(Dataset):
@@ -373,17 +365,6 @@ class ColdStartDataset(Dataset):
         flat = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
         codes, uniques = pd.factorize(flat.astype(object)) if len(flat) else (np.zeros(0, dtype=np.int64), [])
         return codes.astype(np.int64), np.asarray(uniques, dtype=object), lengths
-
-    def _filter_inter_by_user_or_item(self):
-        """RecBole's filter (interactions whose user or item has no row in the .user / .item file are
-        dropped), by category codes when the columns are ``Categorical``."""
-        if self.config["filter_inter_by_user_or_item"] is not True:
-            return
-        remained = np.ones(len(self.inter_feat), dtype=bool)
-        for feat, field in ((self.user_feat, self.uid_field), (self.item_feat, self.iid_field)):
-            if feat is not None:
-                remained &= _isin(self.inter_feat[field], feat[field])
-        self.inter_feat.drop(self.inter_feat.index[~remained], inplace=True)
 
     def _filter_by_inter_num(self):
         """RecBole's filter by number of interactions (``user_inter_num_interval``, ``item_inter_num_interval``;

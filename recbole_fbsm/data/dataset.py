@@ -131,7 +131,6 @@ class ColdStartDataset(Dataset):
     split_items = None  # sorted internal ids of the split's items: valid/test candidates, train's negative pool
     _coded = None  # token_seq field -> vocabulary of the reader's codes
     _reader_rows = None  # token_seq field -> the reader's CodedSequences, in the table's row order, until _remap
-    _array_rows = frozenset()  # token_seq and float_seq fields the reader made: every row an array, none missing
 
     def __str__(self):
         """RecBole's summary with real counts: ``user_num`` and ``item_num`` include the padding id 0."""
@@ -286,25 +285,6 @@ class ColdStartDataset(Dataset):
                 setattr(self, name, frame.iloc[order].reset_index(drop=True))
                 for field in set(self._reader_rows or {}) & set(frame.columns):
                     self._reader_rows[field] = self._reader_rows[field].take(order)
-
-    def _fill_nan(self):
-        """RecBole's, without its look at every row of the sequence columns the plugin's reader made (2.5 s at 2
-        million items): their rows are arrays, and a missing one (an id without a line in its file) becomes an
-        empty array in one assignment, as RecBole's would."""
-        held = []
-        for name in self.feat_name_list:
-            feat = getattr(self, name)
-            for position, field in reversed(list(enumerate(feat.columns))):
-                if field in self._array_rows:
-                    held.append((feat, position, field, feat.pop(field)))
-        super()._fill_nan()
-        for feat, position, field, column in reversed(held):
-            rows, missing = column.to_numpy(copy=True), column.isna().to_numpy()
-            if missing.any():
-                empty = np.empty(int(missing.sum()), dtype=object)
-                empty.fill(np.array([], dtype=np.int64 if self.field2type[field] == FeatureType.TOKEN_SEQ else float))
-                rows[missing] = empty
-            feat.insert(position, field, rows)
 
     def _remap(self, remap_list):
         """RecBole's remapping of tokens to ids, with ids in sorted token order instead of first appearance:
@@ -481,7 +461,6 @@ class ColdStartDataset(Dataset):
                 sequences = None if distinct else column
                 column = [pd.unique(row) for row in column.column] if distinct else column.column
             if ftype in (FeatureType.TOKEN_SEQ, FeatureType.FLOAT_SEQ):
-                self._array_rows = self._array_rows | {field}
                 longest = (
                     max(map(len, column), default=0) if sequences is None else int(sequences.counts.max(initial=0))
                 )

@@ -80,10 +80,7 @@ PUBLIC_OVERRIDDEN = (
 # RecBole's methods overridden for speed only: the same results as RecBole's own, faster
 SPEED_ONLY = (
     Pin(_DATASET + "join", "340437f53686", "joins feature columns per batch: skipped for models reading their own"),
-    Pin(_DATASET + "_filter_inter_by_user_or_item", "ea9f7d3e88eb", "by category codes, not token texts"),
     Pin(_DATASET + "_filter_by_inter_num", "39e513ebe9a9", "counts per id code, not Counters of tokens"),
-    Pin(_DATASET + "_fill_nan", "b156de9924b8", "looks at every sequence row: the reader's rows are arrays"),
-    Pin(_GENERAL + "TrainDataLoader.collate_fn", "a7f18995d2de", "rows by index_select, not numpy indexing"),
     Pin(_GENERAL + "FullSortEvalDataLoader.collate_fn", "dec134094f25", "history and positives as CSR rows"),
 )
 # RecBole's private methods the plugin calls without overriding them
@@ -93,7 +90,6 @@ CALLED = (
     Pin(_DATASET + "_within_intervals", "9eac5a7392ea", "tests counts against those intervals"),
     Pin(_DATASET + "_get_load_and_unload_col", "2ed5985d0f05", "the columns load_col / unload_col keep"),
     Pin(_DATASET + "_change_feat_format", "9343965ca719", "turns the tables into Interactions before a split"),
-    Pin(_LOADER + "NegSampleDataLoader._neg_sampling", "d46baeb70149", "adds the negatives to a collated batch"),
 )
 # private attributes the plugin reads (pinned: where they are set)
 READ = (

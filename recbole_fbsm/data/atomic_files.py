@@ -16,10 +16,9 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from recbole_fbsm.config.suggestions import suggestion
-from recbole_fbsm.data.fast_load import file_identity, parse_columns, positions_in, read_table, sorted_index
+from recbole_fbsm.data.fast_load import file_identity, parse_columns, read_table
 from recbole_fbsm.errors import ColdStartError
 
 TYPES = ("token", "token_seq", "float", "float_seq")
@@ -207,7 +206,7 @@ def read_columns(atomic, names, separator, encoding, seq_separator, store):
     for header, kind in kinds.items():
         name, column = header.rpartition(":")[0], parsed[header]
         if kind == "token":
-            frame[name] = pd.Categorical.from_codes(column[0], sorted_index(column[1]), validate=False)
+            frame[name] = pd.Categorical.from_codes(column[0], pd.Index(column[1], dtype=object), validate=False)
         elif kind == "token_seq":
             coded[name] = column
             frame[name] = column.counts > 0
@@ -349,19 +348,6 @@ def _canonical(text):
     return unicodedata.normalize("NFC", str(text).strip())
 
 
-def stripped_texts(texts):
-    """``[t.strip() for t in texts]`` as an object array, Python's ``str.strip`` run only on the texts that
-    start or end with a character it strips (found among the distinct first and last characters: 2 million
-    ids in 0.3 s, not 1.7)."""
-    arrow = pa.array(texts, pa.string())
-    ends = [pc.utf8_slice_codeunits(arrow, 0, 1), pc.utf8_slice_codeunits(arrow, -1)]
-    spaces = pa.array([c for c in pc.unique(pa.concat_arrays(ends)).to_pylist() if c.isspace()], pa.string())
-    edged = pc.or_(pc.is_in(ends[0], spaces), pc.is_in(ends[1], spaces)).to_numpy(zero_copy_only=False)
-    stripped = np.array(texts, dtype=object)
-    stripped[edged] = [text.strip() for text in stripped[edged]]
-    return stripped
-
-
 def _near_ids(missing, listed):
     """The ids of ``missing`` that equal an id of ``listed`` once spaces around them and the Unicode
     normalisation form are set aside (only such ids are normalised: plain ASCII ids are their own form)."""
@@ -377,7 +363,7 @@ def check_ids(atomic, name, values, unique, report=None):
     id than 'u1') and for one id written in two Unicode normalisation forms (two ids)."""
     codes, distinct = codes_of(values)
     text = pd.Series(distinct, dtype=object).astype(str)
-    stripped = pd.Series(stripped_texts(text.to_numpy()), dtype=object)
+    stripped = text.str.strip()
     empty = (stripped == "").to_numpy()[codes]
     if empty.any():
         rows = np.flatnonzero(empty)
@@ -613,7 +599,7 @@ def _check_rows_of_ids(config, files, tables, report):
             continue
         codes, distinct = codes_of(tables["inter"][id_field])
         _, listed = codes_of(tables[suffix][id_field])
-        missing = (positions_in(distinct, listed) < 0)[codes]
+        missing = (pd.Index(listed).get_indexer(distinct) < 0)[codes]
         if not missing.any():
             continue
         n_ids = len(np.unique(codes[missing]))

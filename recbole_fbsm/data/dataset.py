@@ -11,7 +11,7 @@ from recbole.utils import FeatureSource, FeatureType, ModelType
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.data.atomic_files import codes_of, read_header
-from recbole_fbsm.data.fast_load import pad_sequences, positions_in, read_feat_columns, sequence_rows, split_rows
+from recbole_fbsm.data.fast_load import pad_sequences, read_feat_columns, sequence_rows, split_rows
 from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
 
@@ -113,19 +113,11 @@ def _codes_with(values, other=None):
     if other is None:
         return codes, None, len(categories)
     other_codes, other_categories = codes_of(other)
-    position = positions_in(other_categories, categories)
+    position = pd.Index(categories).get_indexer(other_categories)
     new = position < 0
     position[new] = len(categories) + np.arange(int(new.sum()))
     mapped = np.append(position, -1)[other_codes]  # code -1 (missing) reads the last slot
     return codes, mapped, len(categories) + int(new.sum())
-
-
-def _isin(values, allowed):
-    """``values.isin(allowed.values)`` as a numpy mask, by codes (a missing value matches a missing one)."""
-    codes, allowed_codes, n = _codes_with(values, allowed)
-    member = np.zeros(n + 1, dtype=bool)  # code -1 (missing) reads the last slot
-    member[allowed_codes] = True
-    return member[codes]
 
 
 class ColdStartDataset(Dataset):
@@ -139,7 +131,6 @@ class ColdStartDataset(Dataset):
     split_items = None  # sorted internal ids of the split's items: valid/test candidates, train's negative pool
     _coded = None  # token_seq field -> vocabulary of the reader's codes
     _reader_rows = None  # token_seq field -> the reader's CodedSequences, in the table's row order, until _remap
-    _array_rows = frozenset()  # token_seq and float_seq fields the reader made: every row an array, none missing
 
     def __str__(self):
         """RecBole's summary with real counts: ``user_num`` and ``item_num`` include the padding id 0."""
@@ -295,25 +286,6 @@ class ColdStartDataset(Dataset):
                 for field in set(self._reader_rows or {}) & set(frame.columns):
                     self._reader_rows[field] = self._reader_rows[field].take(order)
 
-    def _fill_nan(self):
-        """RecBole's, without its look at every row of the sequence columns the plugin's reader made (2.5 s at 2
-        million items): their rows are arrays, and a missing one (an id without a line in its file) becomes an
-        empty array in one assignment, as RecBole's would."""
-        held = []
-        for name in self.feat_name_list:
-            feat = getattr(self, name)
-            for position, field in reversed(list(enumerate(feat.columns))):
-                if field in self._array_rows:
-                    held.append((feat, position, field, feat.pop(field)))
-        super()._fill_nan()
-        for feat, position, field, column in reversed(held):
-            rows, missing = column.to_numpy(copy=True), column.isna().to_numpy()
-            if missing.any():
-                empty = np.empty(int(missing.sum()), dtype=object)
-                empty.fill(np.array([], dtype=np.int64 if self.field2type[field] == FeatureType.TOKEN_SEQ else float))
-                rows[missing] = empty
-            feat.insert(position, field, rows)
-
     def _remap(self, remap_list):
         """RecBole's remapping of tokens to ids, with ids in sorted token order instead of first appearance:
         a user's, an item's or a feature token's id then depends only on which tokens exist, not on the
@@ -373,17 +345,6 @@ class ColdStartDataset(Dataset):
         flat = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
         codes, uniques = pd.factorize(flat.astype(object)) if len(flat) else (np.zeros(0, dtype=np.int64), [])
         return codes.astype(np.int64), np.asarray(uniques, dtype=object), lengths
-
-    def _filter_inter_by_user_or_item(self):
-        """RecBole's filter (interactions whose user or item has no row in the .user / .item file are
-        dropped), by category codes when the columns are ``Categorical``."""
-        if self.config["filter_inter_by_user_or_item"] is not True:
-            return
-        remained = np.ones(len(self.inter_feat), dtype=bool)
-        for feat, field in ((self.user_feat, self.uid_field), (self.item_feat, self.iid_field)):
-            if feat is not None:
-                remained &= _isin(self.inter_feat[field], feat[field])
-        self.inter_feat.drop(self.inter_feat.index[~remained], inplace=True)
 
     def _filter_by_inter_num(self):
         """RecBole's filter by number of interactions (``user_inter_num_interval``, ``item_inter_num_interval``;
@@ -500,7 +461,6 @@ class ColdStartDataset(Dataset):
                 sequences = None if distinct else column
                 column = [pd.unique(row) for row in column.column] if distinct else column.column
             if ftype in (FeatureType.TOKEN_SEQ, FeatureType.FLOAT_SEQ):
-                self._array_rows = self._array_rows | {field}
                 longest = (
                     max(map(len, column), default=0) if sequences is None else int(sequences.counts.max(initial=0))
                 )

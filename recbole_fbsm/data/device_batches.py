@@ -96,8 +96,7 @@ def device_batches(loader_class):
                 return sampler.sample(users)
             candidate_num = int(self.neg_sample_args["candidate_num"])
             pair_users = users.repeat(candidate_num)
-            distinct, index = torch.unique(users, return_inverse=True)
-            candidates = sampler.sample(pair_users, (distinct, index.repeat(candidate_num)))
+            candidates = sampler.sample(pair_users)
             if getattr(model, "picks_negatives", False):
                 return candidates.view(candidate_num, -1).T.contiguous()
             if model is None:

@@ -213,11 +213,9 @@ class DeviceNegativeSampler:
     def uniforms(self, n):
         return torch.rand(n, generator=self.generator, device=self.device, dtype=torch.float64)
 
-    def sample(self, users, groups=None):
-        """One negative item (internal id) per entry of ``users`` (a long tensor on the device). ``groups``:
-        (the distinct users, sorted; each entry's index among them), when the caller has them: the search for
-        the free positions then reads those users' likes alone (``free_positions``)."""
-        result = self.pool.index_select(0, self.free_positions(users, self.uniforms(len(users)), groups))
+    def sample(self, users):
+        """One negative item (internal id) per entry of ``users`` (a long tensor on the device)."""
+        result = self.pool.index_select(0, self.free_positions(users, self.uniforms(len(users))))
         if self.popularity_cdf is not None:
             result = self._popularity_draw(users, result)
         if self.dislikes is not None:  # users with dislikes in the split draw among them, whatever the distribution
@@ -228,37 +226,16 @@ class DeviceNegativeSampler:
             result = torch.where(user_counts > 0, disliked, result)
         return result
 
-    def free_positions(self, users, uniforms, groups=None):
+    def free_positions(self, users, uniforms):
         """Positions in the pool, exactly uniform among those the user has not liked, from the given uniforms in
         [0, 1): with the user's sorted liked positions p_0 < p_1 < ..., the r-th free position is
-        r + #{k : p_k - k <= r}, one binary search for every user at once.
-
-        ``groups`` (distinct users sorted, each entry's index among them): the binary search runs in those users'
-        shifted keys alone, gathered once (a training batch's few hundred likes instead of all of them: measured
-        about 5 times faster for a batch's 2,660 draws among citeulike-t's 81k likes); the same positions."""
+        r + #{k : p_k - k <= r}, one binary search for every user at once."""
         free = self.pool_size - self.like_counts.index_select(0, users)
         saturated = self.saturated.index_select(0, users) if self._any_saturated else None
         r = (uniforms * (free if saturated is None else torch.where(saturated, self.pool_size, free))).long()
         keys = users * (self.pool_size + 1) + r
-        if groups is None:
-            below = torch.searchsorted(self.shifted_keys, keys, right=True).sub_(
-                self.like_starts.index_select(0, users)
-            )
-        else:
-            distinct, index = groups
-            local, local_starts = self._keys_of(distinct)
-            below = torch.searchsorted(local, keys, right=True).sub_(local_starts.index_select(0, index))
+        below = torch.searchsorted(self.shifted_keys, keys, right=True).sub_(self.like_starts.index_select(0, users))
         return r.add_(below) if saturated is None else torch.where(saturated, r, r + below)
-
-    def _keys_of(self, users):
-        """The shifted keys of ``users`` (distinct, sorted: the result is sorted) and where each user's begin."""
-        starts, counts = self.like_starts.index_select(0, users), self.like_counts.index_select(0, users)
-        ends = torch.cumsum(counts, 0)
-        total = int(ends[-1]) if len(ends) else 0
-        local_starts = ends - counts
-        positions = torch.repeat_interleave(starts - local_starts, counts, output_size=total)
-        positions += torch.arange(total, device=positions.device)
-        return self.shifted_keys.index_select(0, positions), local_starts
 
     def _popularity_draw(self, users, result):
         """Split popularity with rejection of liked items for a few rounds; rows still clashing keep their

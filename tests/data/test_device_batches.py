@@ -1,13 +1,11 @@
 """Training batches cut on the model's device (data/device_batches.py): whole users, every like once, leak-free
 negatives, the same batches run to run."""
 
-import numpy as np
 import pytest
 import torch
 from helpers import dataset_config
 
 from recbole_fbsm.data.preparation import train_loader_class
-from recbole_fbsm.data.sampler import DeviceNegativeSampler
 from recbole_fbsm.quick_start import prepare
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.training.trainer import get_trainer
@@ -96,21 +94,6 @@ def test_negatives_of_users_with_dislikes_are_their_dislikes(toy):
                 assert negative in disliked[user]
                 checked += 1
     assert checked > 20
-
-
-def test_free_draws_searched_among_the_batchs_users_are_the_global_searchs(toy):
-    """The uniform free draw (r-th item the user has not liked) searched among a batch's distinct users' likes gives
-    the positions of the search among every like."""
-    _, _, (train_data, _, _) = prepared(toy, train_neg_sample_args=UNIFORM)
-    sampler = train_data._sampler
-    device_sampler = DeviceNegativeSampler(sampler, "cpu", torch.Generator().manual_seed(0))
-    users = torch.from_numpy(np.repeat(np.unique(train_data._dataset.inter_feat[sampler.uid_field].numpy()), 50))
-    uniforms = torch.rand(len(users), generator=torch.Generator().manual_seed(3), dtype=torch.float64)
-    expected = device_sampler.free_positions(users, uniforms)
-    order = torch.from_numpy(np.random.default_rng(4).permutation(len(users))[: len(users) // 2])
-    some = users[order]
-    grouped = device_sampler.free_positions(some, uniforms[order], torch.unique(some, return_inverse=True))
-    assert torch.equal(grouped, expected[order])
 
 
 @pytest.mark.parametrize("model_name, negatives", [("FBSM", DYNAMIC), ("UFSM", UNIFORM)])

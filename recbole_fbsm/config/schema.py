@@ -8,9 +8,7 @@ import functools
 import yaml
 
 from recbole_fbsm.config.checks import (
-    LEARNERS,
     SEED_MAX,
-    STATES,
     choice,
     clip_grad_norm,
     encoding_name,
@@ -37,6 +35,8 @@ from recbole_fbsm.config.paths import PROPERTIES_DIR
 WEIGHTINGS = ("tfidf", "bm25", "tf", "none", "binary")
 WEIGHTING_ALIASES = {"none": "tf"}  # "none": raw term counts, which is "tf"
 SIMILARITIES = ("cosine", "asymmetric", "jaccard", "tversky", "dot")  # ItemKNNCBF's similarity
+LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")  # RecBole's learner
+STATES = ("info", "debug", "warning", "error", "critical")  # RecBole's logging level
 
 
 # {key: its check (value -> what was expected, or None)}

@@ -24,7 +24,7 @@ from recbole_fbsm.models.inputs import fit_model_inputs, needs_warm_backbone
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.runtime.memory import release_free_memory
 from recbole_fbsm.runtime.openmp import chosen_by_command_line
-from recbole_fbsm.runtime.threads import plan_for_config, usable_cores
+from recbole_fbsm.runtime.threads import set_torch_threads, usable_cores
 from recbole_fbsm.storage.fingerprint import data_fingerprint
 from recbole_fbsm.storage.run_records import run_record, settings_of, write_record
 from recbole_fbsm.storage.safe_files import plain
@@ -96,8 +96,7 @@ def attach_model_inputs(config, train_dataset):
 def prepare(model, dataset, config_file_list=None, config_dict=None):
     """Config, dataloaders and an initialised model, ready for a trainer (also used by tools and tests)."""
     config = ColdStartConfig(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
-    threads = plan_for_config(config)
-    torch.set_num_threads(threads.load)  # the trainer switches per phase (training, evaluation)
+    threads = set_torch_threads(config)  # once, for the whole run
     reads_own_features = model_reads_own_features(config.model_class)
     report = check_dataset_files(config, reads_own_features)  # settings and files checked before any log file
     release_free_memory()  # the checks' parsing temporaries (their parsed columns stay, for the dataset)

@@ -9,8 +9,6 @@ from recbole_fbsm.config.paths import PACKAGE_DIR, recbole_dir
 from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.runtime.openmp import usable_cores
 
-LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")
-STATES = ("info", "debug", "warning", "error", "critical")
 NEG_DISTRIBUTIONS = ("uniform", "popularity", "none")
 SEED_MAX = 2**32 - 1  # numpy's legacy seeding, which RecBole's init_seed uses
 

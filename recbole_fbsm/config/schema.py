@@ -1,16 +1,14 @@
-"""The one table of the plugin's settings: each key's check and where its default comes from (docs/development.md);
-code reads a plugin setting through ``setting(config, key)``, never with a fallback of its own. ``RECBOLE_CHECKS``
-types RecBole's own settings."""
+"""The plugin's settings: each key's check (its type), and the keys RecBole's runs know without a property file.
+Defaults and their meanings live in the property files only: ``properties/overall.yaml``, and over it
+``properties/model/MODEL.yaml``; code reads a plugin setting through ``setting(config, key)``, never with a fallback
+of its own. ``RECBOLE_CHECKS`` types RecBole's own settings."""
 
-from collections.abc import Callable
-from typing import NamedTuple
+import functools
 
 import yaml
 
 from recbole_fbsm.config.checks import (
-    LEARNERS,
     SEED_MAX,
-    STATES,
     choice,
     clip_grad_norm,
     encoding_name,
@@ -33,105 +31,94 @@ from recbole_fbsm.config.checks import (
 )
 from recbole_fbsm.config.paths import PROPERTIES_DIR
 
-OVERALL, MODEL = "overall", "model"
 # feature_weighting's choices; an alias is resolved before use, so a fitted model (and its artifact) holds the target
 WEIGHTINGS = ("tfidf", "bm25", "tf", "none", "binary")
 WEIGHTING_ALIASES = {"none": "tf"}  # "none": raw term counts, which is "tf"
 SIMILARITIES = ("cosine", "asymmetric", "jaccard", "tversky", "dot")  # ItemKNNCBF's similarity
+LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")  # RecBole's learner
+STATES = ("info", "debug", "warning", "error", "critical")  # RecBole's logging level
 
 
-class Setting(NamedTuple):
-    check: Callable  # value -> what was expected, or None
-    layer: str = OVERALL  # OVERALL: properties/overall.yaml sets the default; MODEL: the model files set it
-    default: object = None  # a MODEL setting's value when no file sets it (OVERALL: overall.yaml's, filled below)
-    per_model: dict = None  # {model: the value properties/model/MODEL.yaml sets instead of default}
-
-
-S = Setting
-BM25_MODELS = {"FBSM": "bm25", "UFSM": "bm25", "ItemKNNCBF": "bm25"}
+# {key: its check (value -> what was expected, or None)}
 PLUGIN_SETTINGS = {
     # item features
-    "feature_fields": S(optional(field_names(nonempty=True))),
-    "feature_weighting": S(choice(WEIGHTINGS, case=True), per_model=BM25_MODELS),
-    "bm25_k1": S(number(0)),
-    "bm25_b": S(unit_interval),
-    "feature_normalize": S(flag),
-    "feature_shrink": S(number(0), per_model={"FBSM": 1, "UFSM": 1, "ItemKNNCBF": 1}),
-    "field_weights": S(optional(mapping_of(text, number(0), "{words: 1, tags: 2}"))),
-    "stop_words": S(optional(stop_words)),
+    "feature_fields": optional(field_names(nonempty=True)),
+    "feature_weighting": choice(WEIGHTINGS, case=True),
+    "bm25_k1": number(0),
+    "bm25_b": unit_interval,
+    "feature_normalize": flag,
+    "feature_shrink": number(0),
+    "field_weights": optional(mapping_of(text, number(0), "{words: 1, tags: 2}")),
+    "stop_words": optional(stop_words),
     # the protocol and the plugin's switches
-    "split_seed": S(optional(integer(0, SEED_MAX))),
-    "cold_start_scenario": S(choice(("item", "hybrid"))),
-    "hybrid_cold_ratio": S(number(0, strict=True)),
-    "hybrid_warm_split": S(split_ratios),
-    "hybrid_valid_group": S(choice(("all", "cold", "warm"))),
-    "identity_features": S(flag),
-    "identity_weight": S(number(0, strict=True)),
-    "identity_dropout": S(unit_interval),
-    "warm_model": S(text),
-    "content_model": S(text),
-    "torch_threads": S(optional(thread_count)),
-    "train_batch_by_user": S(flag, per_model={"FBSM": True, "UFSM": True}),
-    "valid_before_training": S(flag, per_model={"FBSM": True, "UFSM": True}),
-    "bpr_user_weighting": S(flag),
-    "bpr_profile_alpha": S(number(0)),
-    "context_distinct_tokens": S(flag),
-    "context_use_item_id": S(flag),
-    "context_eval_chunk": S(integer(1)),
-    "eval_user_sample": S(optional(integer(1))),
-    "use_tuned_properties": S(flag),
-    "dist_backend": S(choice(("auto", "gloo", "nccl"))),
-    "dist_timeout": S(number(0, strict=True)),
-    "parallel_sync": S(choice(("average", "gradients"))),
-    "parallel_average_every": S(integer(1)),
-    "parallel_scale_learning_rate": S(flag),
+    "split_seed": optional(integer(0, SEED_MAX)),
+    "cold_start_scenario": choice(("item", "hybrid")),
+    "hybrid_cold_ratio": number(0, strict=True),
+    "hybrid_warm_split": split_ratios,
+    "hybrid_valid_group": choice(("all", "cold", "warm")),
+    "identity_features": flag,
+    "identity_weight": number(0, strict=True),
+    "identity_dropout": unit_interval,
+    "warm_model": text,
+    "content_model": text,
+    "torch_threads": optional(thread_count),
+    "train_batch_by_user": flag,
+    "valid_before_training": flag,
+    "bpr_user_weighting": flag,
+    "bpr_profile_alpha": number(0),
+    "context_distinct_tokens": flag,
+    "context_use_item_id": flag,
+    "context_eval_chunk": integer(1),
+    "eval_user_sample": optional(integer(1)),
+    "use_tuned_properties": flag,
+    "dist_backend": choice(("auto", "gloo", "nccl")),
+    "dist_timeout": number(0, strict=True),
+    "parallel_sync": choice(("average", "gradients")),
+    "parallel_average_every": integer(1),
+    "parallel_scale_learning_rate": flag,
     # the warm BPR-MF backbone (DropoutNet, Heater, ALDI; FBSM's alignment)
-    "warm_checkpoint": S(optional(text)),
-    "warm_embedding_size": S(integer(1)),
-    "warm_epochs": S(integer(0)),
-    "warm_batch_size": S(integer(1)),
-    "warm_learning_rate": S(number(0, strict=True)),
-    "warm_reg": S(number(0)),
+    "warm_checkpoint": optional(text),
+    "warm_embedding_size": integer(1),
+    "warm_epochs": integer(0),
+    "warm_batch_size": integer(1),
+    "warm_learning_rate": number(0, strict=True),
+    "warm_reg": number(0),
+    # the models' own settings (properties/model/*.yaml set them)
     # FBSM and UFSM
-    "rank": S(integer(1), MODEL, 64),
-    "reg_V": S(number(0), MODEL, 0.0001),
-    "reg_D": S(number(0), MODEL, 0.0001),
-    "init_D": S(number(), MODEL, 1.0),
-    "init_std": S(number(0), MODEL, 0.01),
-    "learning_rate_D": S(optional(number(0)), MODEL, None, per_model={"FBSM": 0.003}),
-    "align_weight": S(number(0), MODEL, 0),
-    "align_temperature": S(number(0, strict=True), MODEL, 0.1),
-    "fbsm_loss": S(choice(("bpr", "softmax")), MODEL, "softmax"),
-    "softmax_temperature": S(number(0, strict=True), MODEL, 0.1),
-    "learning_rate_identity": S(number(0), MODEL, 0.003),
-    "n_functions": S(integer(1), MODEL, 1),
-    "reg_M": S(number(0), MODEL, 0.0001),
-    "reg_W": S(number(0), MODEL, 0.0001),
-    "init_W": S(number(), MODEL, 1.0),
+    "rank": integer(1),
+    "reg_V": number(0),
+    "reg_D": number(0),
+    "init_D": number(),
+    "init_std": number(0),
+    "learning_rate_D": optional(number(0)),
+    "align_weight": number(0),
+    "align_temperature": number(0, strict=True),
+    "fbsm_loss": choice(("bpr", "softmax")),
+    "softmax_temperature": number(0, strict=True),
+    "learning_rate_identity": number(0),
+    "n_functions": integer(1),
+    "reg_M": number(0),
+    "reg_W": number(0),
+    "init_W": number(),
     # ItemKNNCBF
-    "similarity": S(choice(SIMILARITIES), MODEL, "dot"),
-    "shrink": S(number(0), MODEL, 0),
-    "knn": S(optional(integer(1)), MODEL, None),
-    "similarity_exponent": S(number(0, strict=True), MODEL, 1.0),
-    "asymmetric_alpha": S(unit_interval, MODEL, 0.5),
-    "tversky_alpha": S(number(0), MODEL, 1.0),
-    "tversky_beta": S(number(0), MODEL, 1.0),
+    "similarity": choice(SIMILARITIES),
+    "shrink": number(0),
+    "knn": optional(integer(1)),
+    "similarity_exponent": number(0, strict=True),
+    "asymmetric_alpha": unit_interval,
+    "tversky_alpha": number(0),
+    "tversky_beta": number(0),
     # DropoutNet, Heater, ALDI (reg_weight: the authors' for Heater and ALDI; DropoutNet: none)
-    "hidden_sizes": S(positive_integers, MODEL, [200, 100]),
-    "output_size": S(optional(integer(1)), MODEL, None),
-    "dropout_rate": S(unit_interval, MODEL, 0.5),
-    "reg_weight": S(number(0), MODEL, 0, per_model={"Heater": 0.0001, "ALDI": 0.0001}),
-    "n_experts": S(integer(1), MODEL, 5),
-    "randomized_rate": S(unit_interval, MODEL, 0.5),
-    "alignment_weight": S(number(0), MODEL, 0.0001),
-    "teacher_weighting": S(flag, MODEL, True),
-    "freq_coef_M": S(number(0), MODEL, 4),
+    "hidden_sizes": positive_integers,
+    "output_size": optional(integer(1)),
+    "dropout_rate": unit_interval,
+    "reg_weight": number(0),
+    "n_experts": integer(1),
+    "randomized_rate": unit_interval,
+    "alignment_weight": number(0),
+    "teacher_weighting": flag,
+    "freq_coef_M": number(0),
 }
-_OVERALL_YAML = yaml.safe_load((PROPERTIES_DIR / "overall.yaml").read_text(encoding="utf-8"))
-PLUGIN_SETTINGS.update(
-    {key: spec._replace(default=_OVERALL_YAML[key]) for key, spec in PLUGIN_SETTINGS.items() if spec.layer == OVERALL}
-)
-
 RECBOLE_CHECKS = {
     "learning_rate": number(0),
     "learner": choice(LEARNERS),
@@ -177,20 +164,39 @@ RECBOLE_CHECKS = {
     # RecBole models' sizes: 0 builds a model whose every score is 0 (the ranking is its tie breaking)
     "embedding_size": integer(1),
 }
+# Keys the plugin or RecBole sets at run time or accepts from the caller without a property file.
+RUNTIME_KEYS = set(
+    "model dataset config_files run_id local_rank world_size nproc offset ip port device "
+    "MODEL_TYPE MODEL_INPUT_TYPE eval_type single_spec valid_neg_sample_args test_neg_sample_args encoding".split()
+)
+# Keys RecBole 1.2.1's code reads as config["key"] with no property file defining them, for the models a run
+# accepts (general and context-aware) and its trainer, metrics and datasets.
+RECBOLE_CODE_KEYS = set(
+    "cin feature_num has_residual norm tail_ratio token_num_threshold xgb_early_stopping_rounds".split()
+)
 # every checked key: the plugin's settings and RecBole's
-SPECS = {**{key: spec.check for key, spec in PLUGIN_SETTINGS.items()}, **RECBOLE_CHECKS}
+SPECS = {**PLUGIN_SETTINGS, **RECBOLE_CHECKS}
 
 
-def model_default(key, model):
-    """The value ``properties/model/MODEL.yaml`` gives ``key``: its ``per_model`` entry, else the default."""
-    spec = PLUGIN_SETTINGS[key]
-    return (spec.per_model or {}).get(model, spec.default)
+@functools.cache
+def property_defaults(model=None):
+    """A run's defaults: ``properties/overall.yaml``'s settings, and ``properties/model/MODEL.yaml``'s over them."""
+    files = [PROPERTIES_DIR / "overall.yaml", PROPERTIES_DIR / "model" / f"{model}.yaml"]
+    loaded = [yaml.safe_load(path.read_text(encoding="utf-8")) or {} for path in files if path.is_file()]
+    return {key: value for values in loaded for key, value in values.items()}
+
+
+def _value(config, key):
+    try:
+        return config[key]
+    except KeyError:
+        return None
 
 
 def setting(config, key):
-    """``config[key]``, or the schema's default when the config does not set it."""
-    try:
-        value = config[key]
-    except KeyError:
-        value = None
-    return PLUGIN_SETTINGS[key].default if value is None else value
+    """``config[key]``, or the property files' default for the config's model when the config does not set it."""
+    if key not in PLUGIN_SETTINGS:
+        raise KeyError(f"{key!r} is no plugin setting (config/schema.py)")
+    value = _value(config, key)
+    model = _value(config, "model")
+    return property_defaults(model if isinstance(model, str) else None).get(key) if value is None else value

@@ -13,20 +13,9 @@ import yaml
 from recbole_fbsm.config.checks import _is_number, as_list, metric_names
 from recbole_fbsm.config.paths import PROPERTIES_DIR, recbole_dir
 from recbole_fbsm.config.registry import check_model_name
-from recbole_fbsm.config.schema import PLUGIN_SETTINGS, SPECS, setting
+from recbole_fbsm.config.schema import PLUGIN_SETTINGS, RECBOLE_CODE_KEYS, RUNTIME_KEYS, SPECS, setting
 from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
-
-# Keys the plugin or RecBole sets at run time or accepts from the caller without a property file.
-RUNTIME_KEYS = set(
-    "model dataset config_files run_id local_rank world_size nproc offset ip port device "
-    "MODEL_TYPE MODEL_INPUT_TYPE eval_type single_spec valid_neg_sample_args test_neg_sample_args encoding".split()
-)
-# Keys RecBole 1.2.1's code reads as config["key"] with no property file defining them, for the models a run
-# accepts (general and context-aware) and its trainer, metrics and datasets.
-RECBOLE_CODE_KEYS = set(
-    "cin feature_num has_residual norm tail_ratio token_num_threshold xgb_early_stopping_rounds".split()
-)
 
 
 # ------------------------------------------------------------------------------ reading values

@@ -2,7 +2,7 @@
 (a users x candidates matrix, what depends on the candidates alone prepared once per evaluation), ties broken
 at random, checkpoints uniquely named, plain data and written atomically, the untrained model a candidate
 checkpoint (``valid_before_training``), the model's own optimizer groups, a callback on every validation (the
-tuner's pruner), torch's threads per phase (``runtime.threads``) and data-parallel runs (``runtime.distributed``:
+tuner's pruner) and data-parallel runs (``runtime.distributed``:
 ``parallel_sync: average`` or DDP ``gradients``; rank 0 alone writes and reads checkpoints).
 """
 
@@ -32,7 +32,6 @@ from recbole_fbsm.models.contract import (
 )
 from recbole_fbsm.recbole_compat import COLOR_CODES, EVALUATING_LINE, NAN_LOSS, STOP_LINE, TRAINING_LINE
 from recbole_fbsm.runtime import distributed
-from recbole_fbsm.runtime.threads import plan_for_config
 from recbole_fbsm.storage.safe_files import Settings, encode_arrays, load_checkpoint, plain, save_tensors
 
 # below this many triplets per process and step, a data-parallel CPU run is slower than one process
@@ -102,7 +101,6 @@ class ColdStartTrainerMixin:
         self.saved_model_file = os.path.join(self.checkpoint_dir, distributed.broadcast_object(name))
         self.eval_collector = TieBreakingCollector(config)
         self.context_eval_chunk = int(setting(config, "context_eval_chunk"))
-        self.threads = plan_for_config(config)  # torch's threads per phase (torch_threads)
         self._candidates = self._candidate_position = self._cold_columns = self._score_batch = None
         self.group_results = {}  # hybrid scenario: {"cold": metrics, "warm": metrics} of the last evaluation
         self.valid_group_history = {}  # hybrid scenario: epoch -> the validation's group_results
@@ -265,8 +263,7 @@ class ColdStartTrainerMixin:
             loss_func = share_weighted(loss_func or self.model.calculate_loss, shares)
         if self.averaging is not None:
             self.averaging.plan_epoch(len(train_data))  # the last average follows the epoch's last step
-        with self.threads.phase("train"):
-            return super()._train_epoch(train_data, epoch_idx, loss_func, *args, **kwargs)
+        return super()._train_epoch(train_data, epoch_idx, loss_func, *args, **kwargs)
 
     def _map_reduce(self, result, num_sample):
         """The collector already gathered every rank's rows: the result is the whole evaluation's
@@ -378,11 +375,10 @@ class ColdStartTrainerMixin:
         self.eval_collector.set_groups(
             None if self._cold_columns is None else {"cold": self._cold_columns, "warm": ~self._cold_columns}
         )
-        with self.threads.phase("evaluate"):
-            if self._candidates is not None:
-                self.model.eval()  # as RecBole's evaluate does, before the candidates' vectors (batch norm)
-                self._score_batch = candidate_scorer_of(self.model, self._candidates)
-            result = super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
+        if self._candidates is not None:
+            self.model.eval()  # as RecBole's evaluate does, before the candidates' vectors (batch norm)
+            self._score_batch = candidate_scorer_of(self.model, self._candidates)
+        result = super().evaluate(eval_data, load_best_model=False, show_progress=show_progress)
         self._score_batch = None  # what the model prepared for these candidates goes with the evaluation
         self.group_results = {
             name: (self.evaluator.evaluate(struct) if "rec.topk" in struct else {})

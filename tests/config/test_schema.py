@@ -1,4 +1,4 @@
-"""One table of the plugin's settings (recbole_fbsm/config/schema.py): the YAML files agree with it, and
+"""Settings declared once: recbole_fbsm/config/schema.py checks them, the property files hold their defaults, and
 code reads plugin settings without fallback defaults of its own."""
 
 import ast
@@ -10,7 +10,7 @@ from helpers import REPO_ROOT
 
 from recbole_fbsm.config.paths import PROPERTIES_DIR, recbole_dir
 from recbole_fbsm.config.registry import PLUGIN_MODELS
-from recbole_fbsm.config.schema import MODEL, OVERALL, PLUGIN_SETTINGS, SPECS, model_default, setting
+from recbole_fbsm.config.schema import PLUGIN_SETTINGS, SPECS, setting
 
 PACKAGE = REPO_ROOT / "recbole_fbsm"
 
@@ -26,13 +26,14 @@ def recbole_keys():
     return keys
 
 
-def test_overall_yaml_sets_every_overall_setting_and_no_model_setting():
+MODEL_FILES = sorted((PROPERTIES_DIR / "model").glob("*.yaml"))
+
+
+def test_every_plugin_setting_has_its_default_in_overall_yaml_or_in_the_model_files():
     overall = load(PROPERTIES_DIR / "overall.yaml")
-    for key, spec in PLUGIN_SETTINGS.items():
-        if spec.layer == OVERALL:
-            assert key in overall, f"{key}: an overall setting takes its default from overall.yaml, which lacks it"
-        else:
-            assert key not in overall, f"{key} is a model setting: set it in properties/model/*.yaml"
+    in_models = {key for path in MODEL_FILES for key in load(path)}
+    for key in PLUGIN_SETTINGS:
+        assert key in overall or key in in_models, f"{key}: no property file gives its default"
 
 
 @pytest.mark.parametrize(
@@ -49,32 +50,9 @@ def test_every_property_file_value_passes_the_table(path):
             assert problem is None, f"{path.name}: {key}: expected {problem}; got {candidate!r}"
 
 
-def test_model_defaults_of_the_table_pass_their_own_checks():
-    for key, spec in PLUGIN_SETTINGS.items():
-        assert spec.layer in (OVERALL, MODEL)
-        assert spec.check(spec.default) is None, f"{key}: default {spec.default!r}"
-        for model, value in (spec.per_model or {}).items():
-            assert model in PLUGIN_MODELS, f"{key}: per_model names {model}, not a plugin model"
-            assert spec.check(value) is None, f"{key}: {model}'s value {value!r}"
-            assert value != spec.default, f"{key}: {model}'s per_model value is the default: drop it"
-
-
-MODEL_FILES = sorted((PROPERTIES_DIR / "model").glob("*.yaml"))
-
-
 @pytest.mark.parametrize("path", MODEL_FILES, ids=lambda p: p.stem)
-def test_model_files_set_plugin_settings_to_the_tables_value_for_that_model(path):
-    """A plugin setting in properties/model/MODEL.yaml has the table's value for MODEL (its default, or its
-    ``per_model`` entry), and every ``per_model`` entry is set by that model's file: declared once, held equal."""
-    model, values = path.stem, load(path)
-    assert model in PLUGIN_MODELS, f"{path.name}: no plugin model {model}"
-    for key in set(values) & set(PLUGIN_SETTINGS):
-        assert values[key] == model_default(key, model), (
-            f"{path.name}: {key}: {values[key]!r}, the table {model_default(key, model)!r} (schema.py: per_model)"
-        )
-    for key, spec in PLUGIN_SETTINGS.items():
-        if model in (spec.per_model or {}):
-            assert key in values, f"schema.py: {key}'s per_model gives {model} a value its file does not set"
+def test_model_files_belong_to_plugin_models(path):
+    assert path.stem in PLUGIN_MODELS, f"{path.name}: no plugin model {path.stem}"
 
 
 # RecBole's model files comment every key: `key: value  # (type) meaning`
@@ -132,11 +110,16 @@ def test_code_reads_plugin_settings_without_fallbacks_of_its_own():
     assert not offenders, "read these through config.schema.setting(config, key):\n" + "\n".join(offenders)
 
 
-def test_setting_falls_back_on_the_table_only_when_the_config_lacks_the_key():
+def test_setting_falls_back_on_the_property_files_only_when_the_config_lacks_the_key():
     class Config(dict):
         def __getitem__(self, key):  # RecBole's Config answers None for an unknown key
             return self.get(key)
 
-    assert setting(Config(), "align_temperature") == 0.1
-    assert setting(Config(align_temperature=0.5), "align_temperature") == 0.5
-    assert setting(Config(align_weight=0), "align_weight") == 0
+    assert setting(Config(model="FBSM"), "align_temperature") == 0.1  # properties/model/FBSM.yaml
+    assert setting(Config(model="FBSM", align_temperature=0.5), "align_temperature") == 0.5
+    assert setting(Config(model="FBSM", align_weight=0), "align_weight") == 0
+    assert setting(Config(), "feature_weighting") == "tfidf"  # properties/overall.yaml
+    assert setting(Config(model="FBSM"), "feature_weighting") == "bm25"  # the model's file over it
+    assert setting({"model": "Heater"}, "reg_weight") == 0.0001
+    with pytest.raises(KeyError):
+        setting(Config(), "no_such_setting")

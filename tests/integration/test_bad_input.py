@@ -116,19 +116,16 @@ def test_bad_torch_threads(tmp_path, capsys, value):
     assert len(message.strip().splitlines()) == 1
 
 
-def test_torch_threads_sets_torchs_thread_count_in_every_phase():
+def test_torch_threads_sets_torchs_thread_count_for_the_run():
     import torch
 
-    from recbole_fbsm.runtime.threads import plan_threads
+    from recbole_fbsm.runtime.threads import set_torch_threads
 
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        plan = plan_threads(1, 1 << 20)  # explicit: 1 even for large steps
-        for phase in ("train", "evaluate", "load"):
-            with plan.phase(phase):
-                assert torch.get_num_threads() == 1
-            assert torch.get_num_threads() == 2  # the count before the phase comes back
+        threads = set_torch_threads({"torch_threads": 1, "train_batch_size": 1 << 20})  # explicit: 1 for large steps
+        assert threads.count == torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
 

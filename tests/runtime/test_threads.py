@@ -1,5 +1,5 @@
-"""torch_threads: the setting (auto / ~ / N), the per-phase thread policy, OpenMP's wait policy set before
-torch loads, and a run that follows its plan. No timings here: speed is measured in benchmarks/bench_threads.py."""
+"""torch_threads: the setting (auto / ~ / N), the thread count it chooses once per run, OpenMP's wait policy set
+before torch loads, and a run that follows its choice. No timings here: benchmarks/bench_threads.py measures speed."""
 
 import logging
 
@@ -11,7 +11,7 @@ from recbole_fbsm.config import settings
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.runtime import openmp, threads
-from recbole_fbsm.runtime.threads import TRAIN_ROWS_FOR_CORES, ThreadPlan, plan_for_config, plan_threads
+from recbole_fbsm.runtime.threads import TRAIN_ROWS_FOR_CORES, choose_threads, set_torch_threads
 from recbole_fbsm.training.trainer import get_trainer
 
 
@@ -52,48 +52,53 @@ def test_auto_is_unset_tilde_or_auto(value, auto):
 
 
 # ------------------------------------------------------------------------------------------ the policy
-def test_auto_trains_small_steps_on_one_thread_and_evaluates_on_the_cores():
-    plan = plan_threads("auto", 1024, cores=4, passive=True)
-    assert (plan.train, plan.evaluate, plan.load) == (1, 4, 1)
-    assert plan_threads(None, 256, cores=4, passive=True) == plan_threads("auto", 256, cores=4, passive=True)
+def test_auto_runs_small_steps_on_one_thread():
+    assert choose_threads("auto", 1024, cores=4, passive=True).count == 1
+    assert choose_threads(None, 256, cores=4, passive=True) == choose_threads("auto", 256, cores=4, passive=True)
 
 
-def test_auto_trains_large_steps_on_the_cores():
-    assert plan_threads("auto", TRAIN_ROWS_FOR_CORES, cores=4, passive=True).train == 4
-    assert plan_threads("auto", TRAIN_ROWS_FOR_CORES - 1, cores=4, passive=True).train == 1
+def test_auto_runs_large_steps_on_the_cores():
+    assert choose_threads("auto", TRAIN_ROWS_FOR_CORES, cores=4, passive=True).count == 4
+    assert choose_threads("auto", TRAIN_ROWS_FOR_CORES - 1, cores=4, passive=True).count == 1
 
 
 def test_auto_stays_on_one_thread_where_openmp_spins_or_one_core_is_usable():
-    spinning = plan_threads("auto", 1 << 20, cores=4, passive=False)
-    assert (spinning.train, spinning.evaluate, spinning.load) == (1, 1, 1)
+    spinning = choose_threads("auto", 1 << 20, cores=4, passive=False)
+    assert spinning.count == 1 and spinning.advice
     assert "OMP_WAIT_POLICY=PASSIVE" in spinning.describe()
-    single = plan_threads("auto", 1 << 20, cores=1, passive=True)
-    assert (single.train, single.evaluate, single.load) == (1, 1, 1)
+    assert choose_threads("auto", 1 << 20, cores=1, passive=True).count == 1
 
 
 def test_data_parallel_processes_share_the_cores():
-    plan = plan_threads("auto", 1024, processes=2, cores=4, passive=True)
-    assert (plan.train, plan.evaluate) == (1, 2)
-    assert plan_threads("auto", 1024, processes=4, cores=2, passive=True).evaluate == 1
+    assert choose_threads("auto", 1 << 20, processes=2, cores=4, passive=True).count == 2
+    assert choose_threads("auto", 1 << 20, processes=4, cores=2, passive=True).count == 1
 
 
 @pytest.mark.parametrize("count", [1, 3])
 def test_an_explicit_count_is_never_overridden(count):
     for rows in (1, 1 << 20):
         for passive in (True, False):
-            plan = plan_threads(count, rows, processes=2, cores=8, passive=passive)
-            assert (plan.train, plan.evaluate, plan.load) == (count, count, count)
-            assert plan.describe() == f"torch threads: {count} in every phase (torch_threads: {count})"
+            threads = choose_threads(count, rows, processes=2, cores=8, passive=passive)
+            assert threads.count == count
+            assert threads.describe() == f"torch threads: {count} (torch_threads: {count})"
 
 
-def test_plan_of_a_config_uses_each_processes_share_of_the_batch(monkeypatch):
+def test_a_configs_count_uses_each_processes_share_of_the_batch(monkeypatch, restore_threads):
     monkeypatch.setattr(threads, "usable_cores", lambda: 4)
     monkeypatch.setattr(threads, "waits_passively", lambda: True)
+    monkeypatch.setattr(threads.torch, "set_num_threads", lambda count: None)
     one = {"torch_threads": None, "train_batch_size": 2 * TRAIN_ROWS_FOR_CORES}
-    assert plan_for_config(one).train == 4
+    assert set_torch_threads(one).count == 4
     ranks = dict(one, single_spec=False, nproc=2, world_size=4)  # 2 processes here, 4 in all: 2,048 rows each
-    assert (plan_for_config(ranks).train, plan_for_config(ranks).evaluate) == (1, 2)
-    assert plan_for_config(dict(ranks, torch_threads=3)).evaluate == 3
+    assert set_torch_threads(ranks).count == 1
+    assert set_torch_threads(dict(ranks, train_batch_size=8 * TRAIN_ROWS_FOR_CORES)).count == 2
+    assert set_torch_threads(dict(ranks, torch_threads=3)).count == 3
+
+
+def test_the_count_is_set_once_for_torch(restore_threads):
+    torch.set_num_threads(2)
+    assert set_torch_threads({"torch_threads": 1}).count == 1
+    assert torch.get_num_threads() == 1
 
 
 def test_usable_cores_follow_affinity_and_omp_num_threads(monkeypatch):
@@ -102,17 +107,6 @@ def test_usable_cores_follow_affinity_and_omp_num_threads(monkeypatch):
     assert threads.usable_cores({"OMP_NUM_THREADS": "2"}) == 2
     assert threads.usable_cores({"OMP_NUM_THREADS": "16"}) == 4
     assert threads.usable_cores({"OMP_NUM_THREADS": "junk"}) == 4
-
-
-def test_a_phase_sets_its_count_and_restores_the_previous_one(restore_threads):
-    torch.set_num_threads(1)
-    plan = ThreadPlan(train=1, evaluate=2, load=2, why="test")
-    with plan.phase("evaluate"):
-        assert torch.get_num_threads() == 2
-        with plan.phase("train"):
-            assert torch.get_num_threads() == 1
-        assert torch.get_num_threads() == 2
-    assert torch.get_num_threads() == 1
 
 
 # ------------------------------------------------------------------------------------------ OpenMP's waits
@@ -150,12 +144,14 @@ def test_torch_threads_asked_reads_the_command_line_then_its_config_files(tmp_pa
 
 
 # ------------------------------------------------------------------------------------------ a run
-def test_a_run_trains_and_evaluates_with_its_plans_counts(toy, quiet, workdir, restore_threads, caplog):
+def test_a_run_trains_and_evaluates_with_the_count_it_set(toy, quiet, workdir, restore_threads, caplog):
+    torch.set_num_threads(2)
     with caplog.at_level(logging.INFO):
-        config, model, (train_data, valid_data, _) = prepare("FBSM", toy.name, config_dict=dataset_config(toy, quiet))
-    assert any(record.getMessage().startswith("torch threads: ") for record in caplog.records)
+        config, model, (train_data, valid_data, _) = prepare(
+            "FBSM", toy.name, config_dict=dataset_config(toy, quiet, torch_threads=1)
+        )
+    assert any(record.getMessage() == "torch threads: 1 (torch_threads: 1)" for record in caplog.records)
     trainer = get_trainer(config["MODEL_TYPE"], config["model"])(config, model)
-    trainer.threads = ThreadPlan(train=1, evaluate=2, load=1, why="test")
     seen = {"train": set(), "evaluate": set()}
     loss, scorer = model.calculate_loss, model.candidate_scorer
 
@@ -168,11 +164,9 @@ def test_a_run_trains_and_evaluates_with_its_plans_counts(toy, quiet, workdir, r
         return scorer(*args, **kwargs)
 
     model.calculate_loss, model.candidate_scorer = counting_loss, counting_scorer
-    torch.set_num_threads(2)
     trainer._train_epoch(train_data, 0)
     trainer.evaluate(valid_data, load_best_model=False)
-    assert seen == {"train": {1}, "evaluate": {2}}
-    assert torch.get_num_threads() == 2
+    assert seen == {"train": {1}, "evaluate": {1}}
 
 
 def test_a_run_gives_the_callers_thread_count_back(toy, quiet, workdir, restore_threads):

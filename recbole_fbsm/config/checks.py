@@ -181,7 +181,7 @@ def stop_words(value):
     """``english`` (scikit-learn's list), or a list of words."""
     if value == "english" or (isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value)):
         return None
-    return Problem("english, a list of words such as [the, of], or ~ (keep every token)", value)
+    return Problem("english or a list of words such as [the, of]", value)
 
 
 def _keyed_mapping_problem(value, checks, notes=None):

@@ -566,6 +566,14 @@ SETTING_CASES = [
         ],
     ),
     (
+        "stop-words-typo",
+        "CoSim",
+        None,
+        ["--stop_words=enlgish"],
+        None,
+        [r"--stop_words: expected english or a list of words such as \[the, of\] \(or ~\); got 'enlgish'\.$"],
+    ),
+    (
         "blend-content-model-warm-only",
         "HybridBlend",
         None,

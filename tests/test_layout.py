@@ -37,7 +37,9 @@ LAYERS = [
 LAYER_OF = {unit: k for k, units in enumerate(LAYERS) for unit in units}
 # The command line imports its heavy modules only once the arguments are parsed: --help and a mistyped setting
 # answer in a fraction of a second, before torch is imported (tests/cli/test_cli_help.py).
-LAZY_IMPORTS_ALLOWED = {f"recbole_fbsm.cli.{name}" for name in ("datasets", "experiments", "run", "serve", "serve_commands")}
+LAZY_IMPORTS_ALLOWED = {
+    f"recbole_fbsm.cli.{name}" for name in ("datasets", "experiments", "run", "serve", "serve_commands")
+}
 
 
 def modules():

@@ -83,7 +83,8 @@ def check_seeds(parser, seeds):
         parser.error(f"--seeds: expected integers from 0 to {SEED_MAX} (numpy's seeding); got {seeds}")
 
 
-def compare(argv, prog="recbole-fbsm compare"):
+def compare_options(argv, prog="recbole-fbsm compare"):
+    """(options, {key: value} of the --key=value settings); a usage error ends here, before anything loads."""
     parser = compare_parser(prog)
     args, overrides = parse_with_settings(parser, argv, COMPARE_RESERVED_KEYS)
     if len(set(args.models)) != len(args.models):
@@ -91,6 +92,11 @@ def compare(argv, prog="recbole-fbsm compare"):
     check_seeds(parser, args.seeds)
     if args.results and Path(args.results).exists() and not Path(args.results).is_dir():
         parser.error(f"--results {args.results}: expected a folder (new, or one to resume); it is a file")
+    return args, overrides
+
+
+def compare(argv, prog="recbole-fbsm compare"):
+    args, overrides = compare_options(argv, prog)
     from recbole_fbsm.experiments.compare import main
 
     return main(args, overrides, typed_command(argv, prog))

@@ -129,7 +129,7 @@ def hyper_parser(prog="recbole-fbsm hyper"):
         "--max_evals",
         type=int,
         default=None,
-        help="finished trials the study should hold (default: the grid's size, or RecBole's 100)",
+        help="finished trials the study should hold (default: the grid's size, or 100)",
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=[2020], help="split seeds (default: 2020)")
     parser.add_argument("--storage", default="sqlite:///tune.db", help="Optuna database URL (default: %(default)s)")

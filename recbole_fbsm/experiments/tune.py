@@ -48,7 +48,7 @@ NEUTRAL_KEYS = {"torch_threads", "state", "show_progress", "checkpoint_dir"}
 # pruner steps: validation n of the k-th seed is step k * SEED_STRIDE + n
 SEED_STRIDE = 100_000
 SQLITE_LOCK_TIMEOUT_S = 300
-DEFAULT_MAX_EVALS = 100  # RecBole's, for tpe and random (recbole-fbsm hyper --help says it)
+DEFAULT_MAX_EVALS = 100  # RecBole's, for tpe and random (recbole_fbsm.cli.experiments' --max_evals help says it)
 # a running trial records a heartbeat every HEARTBEAT_S; one silent for HEARTBEAT_GRACE_S (its process died) is failed
 # by Optuna and queued again, its grid point kept (RetryHeartbeatStaleTrialCallback, Optuna's RetryFailedTrialCallback)
 HEARTBEAT_S, HEARTBEAT_GRACE_S = 60, 600

@@ -88,7 +88,7 @@ def test_wheel_installs_one_command_line(wheel, tmp_path):
     """The wheel declares the ``recbole-fbsm`` console script; ``python -m recbole_fbsm`` answers --help and
     runs a model from an empty folder with the installed package alone."""
     entry_points = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith("entry_points.txt"))
-    assert "recbole-fbsm = recbole_fbsm.__main__:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "recbole-fbsm = recbole_fbsm.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     empty = tmp_path / "elsewhere"

@@ -6,15 +6,12 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-import sys
 import time
 import traceback
 from datetime import datetime
 from functools import partial
 from pathlib import Path
 
-from recbole_fbsm.arguments.compare import DEFAULT_MODELS, DEFAULT_SEEDS, parse_args
-from recbole_fbsm.config.cli import typed_command
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.errors import ColdStartError, exit_status
 from recbole_fbsm.experiments.report import CHART_METRICS, group_result, result_groups, write_report
@@ -78,9 +75,9 @@ def _short_result(record):
 # longer than 60 lines: half of it is the keyword signature (one per option of the command); the body runs, records,
 # reports
 def compare(
-    models=None,
-    dataset="ml-100k",
-    seeds=None,
+    models,
+    dataset,
+    seeds,
     results_dir=None,
     config_file_list=None,
     overrides=None,
@@ -90,8 +87,7 @@ def compare(
 ):
     """Run every (model, seed) pair not done in ``results_dir`` and rebuild the table and chart; the report's dict
     and results_dir, ran / skipped / failed ((model, seed) lists). A ColdStartError of the first run stops it."""
-    models = list(DEFAULT_MODELS if models is None else models)
-    seeds = [int(s) for s in (DEFAULT_SEEDS if seeds is None else seeds)]
+    models, seeds = list(models), [int(s) for s in seeds]
     overrides = dict(overrides or {})
     config_file_list = list(config_file_list) if config_file_list else None
     for model in models:  # a typo in a model name should not wait for the other models to finish
@@ -150,12 +146,11 @@ def _reusable(old, settings, prefix, log):
     return False
 
 
-def main(argv=None, prog="recbole-fbsm compare"):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args, overrides = parse_args(argv, prog)
+def main(args, overrides, command):
+    """``recbole-fbsm compare``, its options read by recbole_fbsm.cli: the comparison, resumable from its folder."""
     results_dir = Path(args.results) if args.results else default_results_dir(args.dataset)
     return exit_status(
-        partial(_main, args, overrides, typed_command(argv, prog), results_dir),
+        partial(_main, args, overrides, command, results_dir),
         f"\ninterrupted: run the same command with --results={results_dir} to resume",
     )
 
@@ -175,7 +170,3 @@ def _main(args, overrides, command, results_dir):
         f"{len(report['failed'])} failed)"
     )
     return 1 if report["failed"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -25,8 +25,6 @@ from recbole.trainer.hyper_tuning import HyperTuning
 from recbole.utils import dict2str
 from sqlalchemy.exc import IntegrityError, OperationalError  # comes with optuna
 
-from recbole_fbsm.arguments.hyper import ALGOS, DEFAULT_MAX_EVALS, parse_args
-from recbole_fbsm.config.cli import typed_command
 from recbole_fbsm.config.cold_start_config import ColdStartConfig, tuned_properties_file
 from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 from recbole_fbsm.config.schema import setting
@@ -50,6 +48,7 @@ NEUTRAL_KEYS = {"torch_threads", "state", "show_progress", "checkpoint_dir"}
 # pruner steps: validation n of the k-th seed is step k * SEED_STRIDE + n
 SEED_STRIDE = 100_000
 SQLITE_LOCK_TIMEOUT_S = 300
+DEFAULT_MAX_EVALS = 100  # RecBole's, for tpe and random (recbole_fbsm.cli.experiments' --max_evals help says it)
 # a running trial records a heartbeat every HEARTBEAT_S; one silent for HEARTBEAT_GRACE_S (its process died) is failed
 # by Optuna and queued again, its grid point kept (RetryHeartbeatStaleTrialCallback, Optuna's RetryFailedTrialCallback)
 HEARTBEAT_S, HEARTBEAT_GRACE_S = 60, 600
@@ -409,22 +408,21 @@ def report_write(search, study, best, command, properties_dir):
 
 
 # ---------------------------------------------------------------------------------------- command line
-def main(argv=None, prog="run_hyper.py"):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args, overrides = parse_args(argv, prog)  # the options: recbole_fbsm.arguments.hyper, read before torch loads
+def main(args, overrides, command):
+    """``recbole-fbsm hyper`` (``run_hyper.py``), its options read by recbole_fbsm.cli before torch loaded."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # trials are reported by our own lines
     return exit_status(
-        partial(_main, args, overrides, argv, prog),
+        partial(_main, args, overrides, command),
         "interrupted: finished trials are kept in the study; the same command resumes the search",
     )
 
 
-def _main(args, overrides, argv, prog):
+def _main(args, overrides, command):
     if args.write:  # before the search: a folder it may not write into is said now, not after hours of trials
         check_properties_dir(args.properties_dir)
     params_file = args.params_file or search_space.default_params_file(args.model)
     params = search_space.read_search_space(params_file)
-    algo = ALGOS[args.algo] if args.algo else ("grid" if search_space.is_grid(params) else "tpe")
+    algo = args.algo or ("grid" if search_space.is_grid(params) else "tpe")
     if algo == "grid" and not search_space.is_grid(params):
         raise ColdStartError("--algo grid needs every parameter to be a choice; use --algo tpe or random")
     max_evals = args.max_evals or (search_space.grid_size(params) if algo == "grid" else DEFAULT_MAX_EVALS)
@@ -462,9 +460,5 @@ def _main(args, overrides, argv, prog):
     if note:
         print(f"note: {note}")
     if args.write:
-        report_write(search, study, best, typed_command(argv, prog), args.properties_dir)
+        report_write(search, study, best, command, args.properties_dir)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(prog="recbole-fbsm hyper"))

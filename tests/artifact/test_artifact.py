@@ -14,10 +14,10 @@ import torch
 from helpers import planted_settings, score_new_items, train_planted
 
 from recbole_fbsm.artifact.model_file import read_artifact
+from recbole_fbsm.cli.serve import serve as serve_main
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.serve import compare_users, explain, load_model, read_new_items, recommend, strongest_interactions
-from recbole_fbsm.serve.__main__ import main as serve_main
 from recbole_fbsm.storage import safe_files
 from recbole_fbsm.storage.safe_files import load_tensors, save_tensors
 

@@ -11,9 +11,9 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from recbole_fbsm.artifact.model_file import FORMAT, FORMAT_VERSION, content_digest, read_artifact, write_artifact
+from recbole_fbsm.cli.serve import serve as serve_main
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve import load_model, recommend
-from recbole_fbsm.serve.__main__ import main as serve_main
 from recbole_fbsm.serve.loading import read_model_file
 
 CHECKSUM = r"its SHA-256 is not the one it was written with"

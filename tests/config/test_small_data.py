@@ -8,9 +8,9 @@ import pytest
 import yaml
 from helpers import REPO_ROOT, dataset_config, write_dataset
 
+from recbole_fbsm.cli.run import run as run_main
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.run_command import main as run_main
 
 MYDATA = REPO_ROOT / "docs" / "mydata.yaml"
 

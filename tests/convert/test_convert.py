@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from helpers import REPO_ROOT as ROOT
 
+from recbole_fbsm.cli.datasets import convert as main
 from recbole_fbsm.convert import ConversionError, convert_ctr, convert_text
-from recbole_fbsm.convert.__main__ import main
 
 CITEULIKE_T = ROOT.parent / "shared" / "datasets" / "citeulike-t"
 

@@ -17,7 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from helpers import REPO_ROOT as ROOT
 
-from recbole_fbsm import run_command
+from recbole_fbsm.cli import run as run_command
+from recbole_fbsm.cli.datasets import download as download_command
 from recbole_fbsm.config import datasets
 from recbole_fbsm.config.registry import PLUGIN_MODELS
 from recbole_fbsm.convert import download
@@ -104,7 +105,7 @@ def tiny(server, monkeypatch):
 
 
 def download_cli(out, *more):
-    return run_command.download_main(["tiny", "--out", str(out), *more])
+    return download_command(["tiny", "--out", str(out), *more])
 
 
 def error_line(capsys):
@@ -305,7 +306,7 @@ def test_a_mirror_that_is_no_url_is_refused_before_any_download(tiny, tmp_path, 
     ],
 )
 def test_download_of_an_unknown_name(name, expected, capsys):
-    assert run_command.download_main([name]) == 2
+    assert download_command([name]) == 2
     line = error_line(capsys)
     assert line.startswith(
         f"error: no download for dataset {name!r} (downloadable here: citeulike-t, citeulike-tags); "
@@ -332,14 +333,14 @@ def test_download_of_an_unknown_name(name, expected, capsys):
 )
 def test_a_run_without_its_dataset_folder_says_what_to_do(argv, expected, workdir, capsys):
     (workdir / "data" / "my-data").mkdir(parents=True)
-    assert run_command.main(["--model=FBSM", *argv]) == 2
+    assert run_command.run(["--model=FBSM", *argv]) == 2
     assert expected in error_line(capsys)
 
 
 def test_the_new_commands_answer_without_importing_torch():
     """download --help and models are read from tables and source files: no torch, no RecBole import."""
     code = (
-        "import sys; from recbole_fbsm.__main__ import main\n"
+        "import sys; from recbole_fbsm.cli import main\n"
         "for argv in (['models'], ['download', '--help']):\n"
         "    try: main(argv)\n"
         "    except SystemExit: pass\n"
@@ -353,7 +354,7 @@ def test_models_lists_every_model_a_run_accepts_with_a_line_each(capsys):
     from recbole_fbsm.config.registry import model_names
 
     assert set(run_command.PLUGIN_MODEL_LINES) == set(PLUGIN_MODELS)  # a new model of ours says what it is
-    assert run_command.models_main([]) == 0
+    assert run_command.models([]) == 0
     listed = {}
     for line in capsys.readouterr().out.splitlines():
         match = re.fullmatch(r"  (\S+)\s+(.+)", line)
@@ -372,7 +373,7 @@ def test_the_real_citeulike_t_files_from_a_mirror(server, tmp_path, capsys):
         pytest.skip(f"{CITEULIKE_T} is absent (the published citeulike-t files)")
     server.files.update({p.name: p.read_bytes() for p in CITEULIKE_T.glob("*.dat")})
     out = tmp_path / "dataset"
-    assert run_command.download_main(["citeulike-tags", "--out", str(out), "--mirror", server.url]) == 0
+    assert download_command(["citeulike-tags", "--out", str(out), "--mirror", server.url]) == 0
     printed = capsys.readouterr().out
     for count in ("users: 7,947", "items: 25,584", "interactions: 134,860", "features (terms after the filter): 3,490"):
         assert count in printed
@@ -414,9 +415,7 @@ def compared(tmp_path_factory, request):
     patch = pytest.MonkeyPatch()
     patch.chdir(folder)
     try:
-        assert (
-            run_command.download_main(["citeulike-t", "--mirror", f"http://127.0.0.1:{httpd.server_address[1]}/"]) == 0
-        )
+        assert download_command(["citeulike-t", "--mirror", f"http://127.0.0.1:{httpd.server_address[1]}/"]) == 0
         done = compare(
             models=list(README_MODELS),
             dataset="citeulike-t",
@@ -444,7 +443,7 @@ def test_download_then_compare_reproduces_the_readme_rows(compared, model):
 
 def test_compare_without_its_dataset_folder_names_the_download_command(workdir, capsys):
     """compare (and hyper) reach the folder check of the data layer, not run's early one: the same hint."""
-    from recbole_fbsm.experiments.compare import main as compare_main
+    from recbole_fbsm.cli.experiments import compare as compare_main
 
     assert compare_main(["--dataset=citeulike-t", "--models", "ItemKNNCBF", "--seeds", "2020"]) != 0
     printed = capsys.readouterr()

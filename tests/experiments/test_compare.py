@@ -8,6 +8,8 @@ import sys
 import pytest
 from helpers import write_dataset
 
+from recbole_fbsm.cli.experiments import compare as compare_command
+from recbole_fbsm.cli.experiments import compare_options
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.experiments import compare as cmp
 from recbole_fbsm.experiments import report
@@ -35,7 +37,7 @@ def real_results(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("compare")
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(cwd)
-        code = cmp.main([*POP_COSIM, "--results", "results/x"])
+        code = compare_command([*POP_COSIM, "--results", "results/x"])
     return cwd, cwd / "results" / "x", code
 
 
@@ -73,7 +75,8 @@ def test_each_run_log_holds_the_runs_epochs_at_the_quiet_default(tmp_path):
         [
             sys.executable,
             "-m",
-            "recbole_fbsm.experiments.compare",
+            "recbole_fbsm",
+            "compare",
             "--dataset=toy",
             "--models",
             "CoSim",
@@ -185,12 +188,12 @@ def test_resume_redoes_nothing_and_a_new_model_runs_alone(real_results, fake, tm
     args = [*POP_COSIM, "--results", "r"]
     before = {p.name: p.read_bytes() for p in (tmp_path / "r").glob("*.json")}
 
-    assert cmp.main(args) == 0
+    assert compare_command(args) == 0
     assert fake.pairs == []
     assert {p.name: p.read_bytes() for p in (tmp_path / "r").glob("*.json")} == before
 
     args[2:4] = ["Pop", "CoSim", "Random"]
-    assert cmp.main(args) == 0
+    assert compare_command(args) == 0
     assert fake.pairs == [("Random", 2020)]
     rows = table_rows((tmp_path / "r" / "table.md").read_text())
     assert set(rows) == {"Pop", "CoSim", "Random"}
@@ -200,7 +203,7 @@ def test_resume_redoes_nothing_and_a_new_model_runs_alone(real_results, fake, tm
 
 def test_every_run_gets_the_split_seed_the_overrides_and_checkpoints_in_the_results(fake, tmp_path):
     (tmp_path / "a.yaml").write_text("epochs: 3\n")
-    code = cmp.main(
+    code = compare_command(
         [
             "--dataset=ml-100k",
             "--models",
@@ -235,7 +238,7 @@ def test_every_run_gets_the_split_seed_the_overrides_and_checkpoints_in_the_resu
 
 
 def test_quiet_by_default(fake):
-    assert cmp.main(["--models", "Pop", "--seeds", "1", "--results", "q"]) == 0
+    assert compare_command(["--models", "Pop", "--seeds", "1", "--results", "q"]) == 0
     config = fake.calls[0][4]
     assert config["state"] == "WARNING"
 
@@ -243,15 +246,15 @@ def test_quiet_by_default(fake):
 def test_changed_settings_or_config_file_run_again(fake, tmp_path):
     args = ["--models", "Pop", "--seeds", "1", "--results", "r", "--config_files", "a.yaml"]
     (tmp_path / "a.yaml").write_text("epochs: 3\n")
-    cmp.main(args)
-    cmp.main(args)
+    compare_command(args)
+    compare_command(args)
     assert len(fake.calls) == 1
-    cmp.main(args + ["--epochs=5"])  # another override
+    compare_command(args + ["--epochs=5"])  # another override
     assert len(fake.calls) == 2
-    cmp.main(args + ["--epochs=5"])
+    compare_command(args + ["--epochs=5"])
     assert len(fake.calls) == 2
     (tmp_path / "a.yaml").write_text("epochs: 4\n")  # the same file name, another content
-    cmp.main(args + ["--epochs=5"])
+    compare_command(args + ["--epochs=5"])
     assert len(fake.calls) == 3
 
 
@@ -259,22 +262,22 @@ def test_changed_data_runs_again(fake, tmp_path, capsys):
     """A stored result is bound to the content of the data it was computed on, not to the dataset's name."""
     write_dataset(tmp_path / "data", "toy")
     args = ["--dataset=toy", "--models", "Pop", "--seeds", "1", "--results", "r", f"--data_path={tmp_path / 'data'}"]
-    cmp.main(args)
-    cmp.main(args)
+    compare_command(args)
+    compare_command(args)
     assert len(fake.calls) == 1
     record = json.loads((tmp_path / "r" / "Pop-1.json").read_text())
     assert len(record["settings"]["data_sha256"]) == 64 and record["settings"]["package_version"]
     inter = tmp_path / "data" / "toy" / "toy.inter"
     inter.write_text(inter.read_text().replace("\t1\n", "\t2\n", 20))  # 20 ratings changed
     capsys.readouterr()
-    cmp.main(args)
+    compare_command(args)
     assert len(fake.calls) == 2
     assert "stored result differs in the data: running again" in capsys.readouterr().out
 
 
 def test_failing_model_is_recorded_and_the_others_go_on(fake, tmp_path, capsys):
     fake.fail = {"BPR"}
-    code = cmp.main(["--models", "Pop", "BPR", "CoSim", "--seeds", "1", "2", "--results", "r"])
+    code = compare_command(["--models", "Pop", "BPR", "CoSim", "--seeds", "1", "2", "--results", "r"])
     assert code == 1
     assert fake.pairs == [("Pop", 1), ("BPR", 1), ("CoSim", 1), ("Pop", 2), ("BPR", 2), ("CoSim", 2)]
     record = json.loads((tmp_path / "r" / "BPR-1.json").read_text())
@@ -291,7 +294,7 @@ def test_failing_model_is_recorded_and_the_others_go_on(fake, tmp_path, capsys):
     # resuming retries the failed pairs only
     fake.fail = set()
     fake.calls.clear()
-    assert cmp.main(["--models", "Pop", "BPR", "CoSim", "--seeds", "1", "2", "--results", "r"]) == 0
+    assert compare_command(["--models", "Pop", "BPR", "CoSim", "--seeds", "1", "2", "--results", "r"]) == 0
     assert fake.pairs == [("BPR", 1), ("BPR", 2)]
     assert table_rows((tmp_path / "r" / "table.md").read_text())["BPR"][-1] == "ok"
 
@@ -299,12 +302,12 @@ def test_failing_model_is_recorded_and_the_others_go_on(fake, tmp_path, capsys):
 def test_interrupted_comparison_resumes_where_it_stopped(fake, tmp_path, capsys):
     fake.raise_on_call, fake.error = 2, KeyboardInterrupt()
     args = ["--models", "Pop", "CoSim", "--seeds", "1", "--results", "r"]
-    assert cmp.main(args) == 130
+    assert compare_command(args) == 130
     assert "--results=r" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "r").iterdir() if p.is_file()] == ["Pop-1.json"]
     fake.raise_on_call = None
     fake.calls.clear()
-    assert cmp.main(args) == 0
+    assert compare_command(args) == 0
     assert fake.pairs == [("CoSim", 1)]
 
 
@@ -312,14 +315,14 @@ def test_unreadable_json_is_run_again(fake, tmp_path):
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "Pop-1.json").write_text('{"model": "Pop", "se')  # a file cut short by hand
     (tmp_path / "r" / ".Pop-1.json.x.tmp").write_text("left over")
-    assert cmp.main(["--models", "Pop", "--seeds", "1", "--results", "r"]) == 0
+    assert compare_command(["--models", "Pop", "--seeds", "1", "--results", "r"]) == 0
     assert fake.pairs == [("Pop", 1)]
     assert json.loads((tmp_path / "r" / "Pop-1.json").read_text())["status"] == "ok"
 
 
 def test_setting_error_in_the_first_run_stops_with_exit_2(fake, tmp_path, capsys):
     fake.raise_on_call, fake.error = 1, ColdStartError("eval_args.split.RS: the ratios sum to 2")
-    assert cmp.main(["--models", "Pop", "CoSim", "--seeds", "1", "2", "--results", "r"]) == 2
+    assert compare_command(["--models", "Pop", "CoSim", "--seeds", "1", "2", "--results", "r"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: eval_args.split.RS") and "Traceback" not in err
     assert len(fake.calls) == 1
@@ -328,7 +331,7 @@ def test_setting_error_in_the_first_run_stops_with_exit_2(fake, tmp_path, capsys
 
 def test_setting_error_in_a_later_run_is_recorded(fake, tmp_path):
     fake.raise_on_call, fake.error = 2, ColdStartError("model 'CoSim': something about this model")
-    assert cmp.main(["--models", "Pop", "CoSim", "--seeds", "1", "--results", "r"]) == 1
+    assert compare_command(["--models", "Pop", "CoSim", "--seeds", "1", "--results", "r"]) == 1
     record = json.loads((tmp_path / "r" / "CoSim-1.json").read_text())
     assert record["status"] == "failed" and "something about this model" in record["error"]
     assert record["wall_seconds"] >= 0
@@ -336,7 +339,7 @@ def test_setting_error_in_a_later_run_is_recorded(fake, tmp_path):
 
 
 def test_unknown_model_stops_before_any_run(fake, tmp_path, capsys):
-    assert cmp.main(["--models", "Pop", "FBMS", "--seeds", "1", "--results", "r"]) == 2
+    assert compare_command(["--models", "Pop", "FBMS", "--seeds", "1", "--results", "r"]) == 2
     assert "unknown model 'FBMS'" in capsys.readouterr().err
     assert fake.calls == [] and not (tmp_path / "r").exists()
 
@@ -346,16 +349,16 @@ def test_unknown_model_stops_before_any_run(fake, tmp_path, capsys):
 )
 def test_usage_errors(fake, bad, capsys):
     with pytest.raises(SystemExit) as info:
-        cmp.main([*bad, "--models", "Pop"])  # after --models, a bare word would be a model name
+        compare_command([*bad, "--models", "Pop"])  # after --models, a bare word would be a model name
     assert info.value.code == 2
     assert fake.calls == []
 
 
 def test_default_models_seeds_and_results_folder(fake, tmp_path, capsys):
-    args, overrides = cmp.parse_args([])
+    args, overrides = compare_options([])
     assert args.models[:5] == ["FBSM", "UFSM", "ItemKNNCBF", "CoSim", "FM"] and len(args.models) >= 6
     assert args.seeds == [2020, 2021, 2022] and overrides == {}
-    assert cmp.main(["--models", "Pop", "--seeds", "1"]) == 0
+    assert compare_command(["--models", "Pop", "--seeds", "1"]) == 0
     out = capsys.readouterr().out
     folders = list((tmp_path / "results").iterdir())
     assert len(folders) == 1 and folders[0].name.startswith("ml-100k-")
@@ -366,7 +369,7 @@ def test_default_models_seeds_and_results_folder(fake, tmp_path, capsys):
 
 def test_help_runs():
     with pytest.raises(SystemExit) as info:
-        cmp.main(["--help"])
+        compare_command(["--help"])
     assert info.value.code == 0
 
 
@@ -414,7 +417,7 @@ def test_seeds_out_of_range_and_a_results_file_are_usage_errors(tmp_path, capsys
         ),
     ):
         with pytest.raises(SystemExit) as stop:
-            cmp.parse_args(argv)
+            compare_options(argv)
         assert stop.value.code == 2 and message in capsys.readouterr().err
 
 
@@ -423,7 +426,7 @@ def test_the_table_records_the_command_as_typed(fake, tmp_path, monkeypatch):
     argv = ["--dataset=ml-100k", "--metrics=['Recall', 'NDCG']", "--models", "Pop", "--seeds", "1"]
     monkeypatch.setattr(sys, "argv", ["/venv/bin/recbole-fbsm", "compare", *argv])
     monkeypatch.setattr(sys, "orig_argv", ["/venv/bin/python", "/venv/bin/recbole-fbsm", "compare", *argv])
-    assert cmp.main(argv) == 0 and fake.pairs == [("Pop", 1)]
+    assert compare_command(argv) == 0 and fake.pairs == [("Pop", 1)]
     (table,) = (tmp_path / "results").glob("*/table.md")
     command = next(line for line in table.read_text().splitlines() if line.startswith("Command:"))
     folder = table.parent.relative_to(tmp_path)

@@ -6,7 +6,7 @@ import json
 import pytest
 from test_compare import PNG_MAGIC, table_rows
 
-from recbole_fbsm.experiments import compare as cmp
+from recbole_fbsm.cli.experiments import compare as compare_command
 from recbole_fbsm.experiments import report
 
 
@@ -42,7 +42,7 @@ def hybrid_results(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("compare_hybrid")
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(cwd)
-        code = cmp.main(list(HYBRID_COMPARISON))
+        code = compare_command(list(HYBRID_COMPARISON))
     return cwd / "r", code
 
 
@@ -80,7 +80,7 @@ def test_hybrid_table_has_all_cold_and_warm_columns_from_the_records(hybrid_resu
 def test_resumed_hybrid_comparison_prints_the_groups_on_the_console(hybrid_results, monkeypatch, capsys):
     results, _ = hybrid_results
     monkeypatch.chdir(results.parent)
-    assert cmp.main(list(HYBRID_COMPARISON)) == 0
+    assert compare_command(list(HYBRID_COMPARISON)) == 0
     out = capsys.readouterr().out
     knn = json.loads((results / "ItemKNNCBF-2020.json").read_text())
     figures = "/".join(

@@ -16,6 +16,7 @@ import yaml
 from helpers import dataset_config
 from optuna.trial import TrialState
 
+from recbole_fbsm.cli.experiments import hyper
 from recbole_fbsm.config import cold_start_config as config_module
 from recbole_fbsm.config.cold_start_config import ColdStartConfig
 from recbole_fbsm.errors import ColdStartError
@@ -138,7 +139,7 @@ def test_grid_search_output_file_and_write_the_winner(toy, tuned_dir, tmp_path, 
         "--study_name=fbsm-toy",
         f"--output_file={tmp_path}/out.result",
     ]
-    assert tune.main(args + ["--write"]) == 0
+    assert hyper(args + ["--write"]) == 0
     study = optuna.load_study(study_name="fbsm-toy", storage=f"sqlite:///{tmp_path}/tune.db")
     complete = study.get_trials(states=(TrialState.COMPLETE,))
     assert sorted(t.params["feature_weighting"] for t in complete) == ["binary", "tfidf"]
@@ -168,7 +169,7 @@ def test_grid_search_output_file_and_write_the_winner(toy, tuned_dir, tmp_path, 
 
     # the same command again: the study is complete, nothing runs
     capsys.readouterr()
-    assert tune.main(args) == 0
+    assert hyper(args) == 0
     assert "[trial" not in capsys.readouterr().out
     assert len(optuna.load_study(study_name="fbsm-toy", storage=f"sqlite:///{tmp_path}/tune.db").trials) == 2
 
@@ -178,7 +179,7 @@ def test_tpe_search_over_continuous_ranges_on_ml_100k(tmp_path, capsys):
     params_file.write_text("learning_rate loguniform -7,-2\nreg_V uniform 0.0001,0.1\nrank quniform 2,8,2\n")
     output = tmp_path / "fbsm.result"
     assert (
-        tune.main(
+        hyper(
             [
                 "--model=FBSM",
                 "--dataset=ml-100k",
@@ -236,16 +237,16 @@ def test_bad_searches_stop_with_one_error_line(toy, tmp_path, capsys):
         path.write_text(text)
         cases.append((["--model=FBSM", f"--params_file={path}"], message))
     for args, message in cases:
-        assert tune.main(common + args) == 2, args
+        assert hyper(common + args) == 2, args
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err and "Traceback" not in err
     tpe = tmp_path / "tpe.hyper"
     tpe.write_text("reg_V uniform 0,1\n")
-    assert tune.main(common + ["--model=FBSM", f"--params_file={tpe}", "--algo=grid"]) == 2
+    assert hyper(common + ["--model=FBSM", f"--params_file={tpe}", "--algo=grid"]) == 2
     assert "every parameter to be a choice" in capsys.readouterr().err
     # a named study is bound to its settings: other settings under that name are refused
-    assert tune.main(common + ["--model=FBSM", f"--params_file={good}", "--study_name=s", "--epochs=1"]) == 0
-    assert tune.main(common + ["--model=FBSM", f"--params_file={good}", "--study_name=s", "--epochs=2"]) == 2
+    assert hyper(common + ["--model=FBSM", f"--params_file={good}", "--study_name=s", "--epochs=1"]) == 0
+    assert hyper(common + ["--model=FBSM", f"--params_file={good}", "--study_name=s", "--epochs=2"]) == 2
     assert "made with other settings (overrides)" in capsys.readouterr().err
 
 
@@ -380,7 +381,7 @@ def test_write_never_writes_into_an_installed_package(toy, tmp_path, workdir, mo
     monkeypatch.setattr(config_module, "PROPERTIES_DIR", installed)
     before = files_under(installed.parents[1])
     args = grid_args(toy, tmp_path, "feature_weighting choice ['tfidf', 'binary']\n")  # two scores (tf = binary here)
-    assert tune.main(args + ["--write"]) == 0
+    assert hyper(args + ["--write"]) == 0
     out = capsys.readouterr().out
     assert files_under(installed.parents[1]) == before  # nothing written into the package
     local = workdir / "properties" / "dataset" / toy.name / "CoSim.yaml"
@@ -388,7 +389,7 @@ def test_write_never_writes_into_an_installed_package(toy, tmp_path, workdir, mo
     assert yaml.safe_load(local.read_text())["feature_weighting"] in ("tfidf", "binary")
 
     args = grid_args(toy, tmp_path, "feature_weighting choice ['tf']\n")
-    assert tune.main(args + ["--write", f"--properties-dir={installed}", "--study_name=refused"]) == 2
+    assert hyper(args + ["--write", f"--properties-dir={installed}", "--study_name=refused"]) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith(f"error: --write: {installed} is inside an installed package")
     assert "[trial" not in captured.out and files_under(installed.parents[1]) == before
@@ -397,7 +398,7 @@ def test_write_never_writes_into_an_installed_package(toy, tmp_path, workdir, mo
 def test_a_tie_at_the_best_score_writes_nothing_and_says_so(toy, tmp_path, workdir, capsys):
     # bm25_k1 is not read by tf-idf weighting: both grid points score the same
     args = grid_args(toy, tmp_path, "bm25_k1 choice [1.2, 2.0]\n") + ["--feature_weighting=tfidf"]
-    assert tune.main(args + ["--write"]) == 0
+    assert hyper(args + ["--write"]) == 0
     out = capsys.readouterr().out
     assert "--write: nothing written: 2 trials tie at the best validation recall@10" in out
     assert "bm25_k1:1.2" in out and "bm25_k1:2.0" in out

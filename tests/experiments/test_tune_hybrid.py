@@ -7,7 +7,7 @@ import yaml
 from helpers import dataset_config, write_dataset
 from optuna.trial import TrialState
 
-from recbole_fbsm.experiments import tune
+from recbole_fbsm.cli.experiments import hyper
 from recbole_fbsm.quick_start import run
 
 # tune filters Optuna's "experimental heartbeat" warning once, at import; pytest restores every filter per test
@@ -31,7 +31,7 @@ def test_a_hybrid_search_scores_trials_on_the_chosen_group(data, tmp_path, group
     params_file.write_text("feature_weighting choice ['tfidf', 'binary']\n")
     storage = f"sqlite:///{tmp_path}/tune.db"
     assert (
-        tune.main(
+        hyper(
             [
                 "--model=ItemKNNCBF",
                 f"--dataset={data.name}",

@@ -11,10 +11,10 @@ import textwrap
 import pytest
 from helpers import REPO_ROOT, dataset_config
 
+from recbole_fbsm.cli.serve import serve as serve_main
 from recbole_fbsm.config.cli import typed_command
 from recbole_fbsm.experiments import report
 from recbole_fbsm.quick_start import run
-from recbole_fbsm.serve.__main__ import main as serve_main
 
 
 # ------------------------------------------------------------------------------------- serve recommend

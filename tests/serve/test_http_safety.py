@@ -301,7 +301,7 @@ def test_a_store_deleted_while_serving_is_noticed_and_no_write_is_acknowledged(a
 def test_a_malformed_items_row_in_the_store_never_stops_the_service_nor_export(artifact, tmp_path, capsys):
     from test_store import write_bad_rows
 
-    from recbole_fbsm.serve.__main__ import main as serve_main
+    from recbole_fbsm.cli.serve import serve as serve_main
 
     store = tmp_path / "s.sqlite"
     write_bad_rows(store)  # one good item ("good", words "a b") and four bad rows

@@ -14,12 +14,12 @@ import pytest
 import torch
 from helpers import QUIET, score_new_items
 
+from recbole_fbsm.cli.serve import serve as main
 from recbole_fbsm.convert import convert_text
 from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer, analyzer_path, read_analyzer
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve import UnknownTokensWarning, explain, load_model, read_new_items
-from recbole_fbsm.serve.__main__ import main
 
 TOPICS = {
     "garden": ["Garden", "gardens", "gardening", "plant", "Plants", "planting", "soil", "soils", "compost"],

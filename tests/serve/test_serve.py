@@ -17,6 +17,7 @@ import torch
 from helpers import HEADER, planted_settings, score_new_items, train_planted
 from recbole.data.interaction import Interaction
 
+from recbole_fbsm.cli.serve import serve as main
 from recbole_fbsm.data.features import build_item_features, term_counts
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
@@ -30,7 +31,6 @@ from recbole_fbsm.serve import (
     recommend,
     strongest_interactions,
 )
-from recbole_fbsm.serve.__main__ import main
 from recbole_fbsm.serve.interactions import top_pairs
 from recbole_fbsm.serve.new_items import write_items_as_new
 from recbole_fbsm.training.trainer import get_trainer

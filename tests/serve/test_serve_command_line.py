@@ -8,9 +8,9 @@ import sys
 import pytest
 from helpers import HEADER, cli_env, train_planted
 
+from recbole_fbsm.cli.serve import serve as serve_main
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve import load_model, read_new_items
-from recbole_fbsm.serve.__main__ import main as serve_main
 from recbole_fbsm.serve.store import open_store
 
 
@@ -31,7 +31,7 @@ def _one_error_line(capsys, *expected):
 KILL_AT_FSYNC = """
 import os, signal, sys
 os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)  # killed with the new file written, not yet renamed
-from recbole_fbsm.serve.__main__ import main
+from recbole_fbsm.cli.serve import serve as main
 main(sys.argv[1:])
 """
 

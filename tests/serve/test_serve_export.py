@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from helpers import planted_settings, write_planted
 
+from recbole_fbsm.cli.serve import serve as serve_main
 from recbole_fbsm.data import create_dataset
 from recbole_fbsm.quick_start import run
-from recbole_fbsm.serve.__main__ import main as serve_main
 from recbole_fbsm.serve.loading import checkpoint_config, load_model
 from recbole_fbsm.serve.store import StoredItem, default_store_path, open_store
 

@@ -13,8 +13,8 @@ import torch
 import yaml
 from helpers import dataset_config
 
-from recbole_fbsm.run_command import main as run_main
-from recbole_fbsm.serve.__main__ import main as serve_main
+from recbole_fbsm.cli.run import run as run_main
+from recbole_fbsm.cli.serve import serve as serve_main
 from recbole_fbsm.serve.loading import read_model_file
 from recbole_fbsm.training.trainer import ColdStartTrainerMixin
 

@@ -1,25 +1,23 @@
 """Every command's ``--help`` (and a usage error) answers without importing torch, RecBole, scipy or pandas, which
-take seconds to load: ``recbole_fbsm.__main__`` parses with the command's light parser (``recbole_fbsm.arguments``,
-``run_command``) before it imports the command's module. The commands and sub-commands are read from the command
+take seconds to load: each command of ``recbole_fbsm.cli`` parses its options before it imports the modules that
+run it. The commands and sub-commands are read from the command
 table and the parsers themselves, so a new one is checked without being listed here. Timings are not asserted
 (a loaded machine would make them flaky): the heavy imports are what take the seconds."""
 
 import argparse
-import importlib
 import subprocess
 import sys
 
 import pytest
 from helpers import REPO_ROOT as ROOT
 
-from recbole_fbsm.__main__ import COMMANDS, PROG
+from recbole_fbsm.cli import COMMANDS, PROG
 
 HEAVY = ("torch", "recbole", "scipy", "pandas")
 
 
 def parser_of(command):
-    module, _, function = COMMANDS[command].parser.partition(":")
-    return getattr(importlib.import_module(module), function)(f"{PROG} {command}")
+    return COMMANDS[command].parser(f"{PROG} {command}")
 
 
 def sub_commands(parser):

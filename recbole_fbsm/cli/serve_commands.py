@@ -1,11 +1,11 @@
-"""``recbole-fbsm serve COMMAND``: runs the command that ``recbole_fbsm.arguments.serve`` parsed (its ``--help``
-and options are there, free of torch); the HTTP service's modules load only for ``serve http``."""
+"""``recbole-fbsm serve``'s subcommands at work, once ``recbole_fbsm.cli.serve`` has read their options: the model
+loaded, the lists scored, explained or compared, written as CSV or JSON; the HTTP service's modules load only for
+``serve http``."""
 
 import os
 import sys
 import warnings
 
-from recbole_fbsm.arguments.serve import build_parser
 from recbole_fbsm.artifact.model_file import SUFFIX, write_artifact
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.explain import explain
@@ -19,8 +19,8 @@ from recbole_fbsm.serve.store import StoreWarning
 from recbole_fbsm.serve.user_level import compare_users
 
 
-def main(argv=None, prog="recbole-fbsm serve"):
-    args = build_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
+def main(args):
+    """Run the subcommand ``args`` names (parsed by recbole_fbsm.cli.serve): 'error: ...' and 2 for a mistake."""
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = _show_warning  # printed when they happen: a service's start-up warnings at start-up
@@ -31,7 +31,7 @@ def main(argv=None, prog="recbole-fbsm serve"):
             for name in FORMATTED_OUTPUTS.get(args.command, ()):  # a bad extension fails before the model loads
                 if getattr(args, name) is not None:
                     resolve_format(getattr(args, name), args.format)
-            written = COMMANDS[args.command](args)
+            written = SUBCOMMANDS[args.command](args)
         except ColdStartError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
@@ -161,10 +161,6 @@ def run_http(args):
     return []
 
 
-def run_export_likes(args):
-    return export_likes(args.store, args.output, args.model)
-
-
 def run_export(args):
     content = read_model_file(args.checkpoint, args.data_path, args.trust_pickle)
     served_from_artifact(content, args.output)  # the artifact loads and rebuilds its model before it is written
@@ -187,16 +183,12 @@ INPUTS = {
     "new_items": "new items",
     "users_file": "users",
 }
-COMMANDS = {
+SUBCOMMANDS = {
     "recommend": run_recommend,
     "explain": run_explain,
     "interactions": run_interactions,
     "compare-users": run_compare,
     "http": run_http,
     "export": run_export,
-    "export-likes": run_export_likes,
+    "export-likes": lambda args: export_likes(args.store, args.output, args.model),
 }
-
-
-if __name__ == "__main__":
-    sys.exit(main())

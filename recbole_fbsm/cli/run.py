@@ -8,20 +8,19 @@ Data-parallel training with RecBole's flags: ``--nproc=2`` on this machine; over
 
 import argparse
 import ast
-import logging
 import re
 import shlex
 import sys
 import textwrap
 
 from recbole_fbsm.config.cli import parse_with_settings
-from recbole_fbsm.config.datasets import DATASETS, DEFAULT_DATA_PATH, SOURCES, missing_dataset_message, run_command
+from recbole_fbsm.config.datasets import DEFAULT_DATA_PATH, missing_dataset_message
 from recbole_fbsm.config.registry import PLUGIN_MODELS, recbole_model_files
 from recbole_fbsm.config.settings import precheck
 from recbole_fbsm.errors import ColdStartError
 
 
-def run_parser(prog=None):
+def run_parser(prog="recbole-fbsm run"):
     parser = argparse.ArgumentParser(
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -40,8 +39,8 @@ def _rounded(result):
     return {key: round(float(value), 4) for key, value in (result or {}).items()}
 
 
-def main(argv=None, prog=None):
-    args, overrides = parse_with_settings(run_parser(prog), sys.argv[1:] if argv is None else argv)
+def run(argv, prog="recbole-fbsm run"):
+    args, overrides = parse_with_settings(run_parser(prog), argv)
     config_files = args.config_files.split() if args.config_files else None
     try:
         settings = precheck(args.model, config_files, overrides)  # a typo fails here, before the heavy imports
@@ -73,83 +72,6 @@ def main(argv=None, prog=None):
         print(f"model artifact: {artifact} (serve it: recbole-fbsm serve http {artifact})")
     for line in kept_start_lines(args, config_files, result) or filter(None, [result.get("kept_summary")]):
         print(line)
-    return 0
-
-
-# ------------------------------------------------------------------------------- recbole-fbsm download
-DOWNLOAD_EPILOG = """examples:
-  recbole-fbsm download citeulike-t
-  recbole-fbsm download citeulike-tags --out data/
-  recbole-fbsm download citeulike-t --mirror http://files.example.org/citeulike-t/
-
-Every file is checked against its size and SHA-256 before it is converted (docs/datasets.md). The files
-arrive in OUT/.NAME.download/; a failed or interrupted run leaves nothing under OUT/NAME, ends with one
-'error: ...' line (exit status 2), and the same command resumes it."""
-
-
-def download_parser(prog="recbole-fbsm download"):
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        epilog=DOWNLOAD_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Download a public dataset, check every file's SHA-256, and write it as a RecBole dataset:\n"
-        + "\n".join(f"  {name:<15} {dataset.about}" for name, dataset in DATASETS.items()),
-    )
-    parser.add_argument("name", metavar="NAME", help="dataset to download: " + ", ".join(DATASETS))
-    parser.add_argument(
-        "--out", default="dataset", help="folder that receives NAME/ (default: %(default)s, RecBole's data_path)"
-    )
-    parser.add_argument(
-        "--mirror",
-        metavar="URL",
-        help="base URL serving the same file names (default: the dataset's public repository)",
-    )
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT/NAME dataset folder")
-    parser.add_argument(
-        "--timeout",
-        type=_seconds,
-        default=30.0,
-        help="seconds a connection or a read may wait; a file gets 2 x this plus 1 s per 10 kB (default: %(default)s)",
-    )
-    return parser
-
-
-def _seconds(text):
-    """--timeout: above 0 (0 makes the socket non-blocking) and at most a day (inf or 1e309 overflow it)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= 86400:
-        raise argparse.ArgumentTypeError(f"expected seconds, a number above 0 and at most 86400; got {text!r}")
-    return value
-
-
-def download_main(argv=None, prog="recbole-fbsm download"):
-    """``recbole-fbsm download NAME``: the files, checked and converted; then a summary and the next command."""
-    args = download_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
-    from recbole_fbsm.convert import ConversionError
-    from recbole_fbsm.convert.download import download_dataset, redact
-
-    logging.getLogger("recbole_fbsm.convert").setLevel(logging.ERROR)  # the summary reports what was skipped
-    try:
-        result = download_dataset(
-            args.name, args.out, mirror=args.mirror, overwrite=args.overwrite, timeout=args.timeout
-        )
-    except KeyboardInterrupt:
-        interrupted = f"download of {args.name} interrupted; nothing was written under {args.out}/{args.name}"
-        print(f"error: {interrupted}, run the same command to resume.", file=sys.stderr)
-        return 2
-    except (ColdStartError, ConversionError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    dataset = DATASETS[args.name]
-    source = SOURCES[dataset.source]
-    size = sum(source["files"][file][0] for file in dataset.files)
-    where = redact(args.mirror or source["url"])
-    print(f"downloaded {len(dataset.files)} files ({size / 1e6:.1f} MB) from {where}, sizes and SHA-256 checked")
-    print(result.summary())
-    print(f"next: {run_command(args.name, args.out)}")
     return 0
 
 
@@ -196,9 +118,9 @@ def models_parser(prog="recbole-fbsm models"):
     )
 
 
-def models_main(argv=None, prog="recbole-fbsm models"):
+def models(argv, prog="recbole-fbsm models"):
     """``recbole-fbsm models``: RecBole's described by their docstrings, read from the source (no torch imported)."""
-    models_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
+    models_parser(prog).parse_args(argv)
     plugin = [(name, PLUGIN_MODEL_LINES.get(name, "(no description yet)")) for name in PLUGIN_MODELS]
     groups = {"this plugin's item cold-start models (new items scored from their features)": plugin}
     recbole = sorted(recbole_model_files().items(), key=lambda name_path: name_path[0].lower())

@@ -222,7 +222,7 @@ def _add_export(commands):
     export.add_argument("checkpoint", help="training checkpoint (.pth)")
 
 
-def build_parser(prog="recbole-fbsm serve"):
+def serve_parser(prog="recbole-fbsm serve"):
     parser = argparse.ArgumentParser(
         prog=prog,
         description=__doc__,
@@ -238,3 +238,10 @@ def build_parser(prog="recbole-fbsm serve"):
     _add_export(commands)
     _add_export_likes(commands)
     return parser
+
+
+def serve(argv, prog="recbole-fbsm serve"):
+    args = serve_parser(prog).parse_args(argv)
+    from recbole_fbsm.cli import serve_commands  # torch, RecBole, pandas: once the options are read
+
+    return serve_commands.main(args)

@@ -1,5 +1,5 @@
 """The converters' file names and defaults, light (no pandas, no scipy) so that ``recbole-fbsm convert --help``
-shows them before the converters load (``recbole_fbsm.arguments.convert``); ``recbole_fbsm.convert`` uses them."""
+shows them before the converters load (``recbole_fbsm.cli.datasets``); ``recbole_fbsm.convert`` uses them."""
 
 # the CTR / CDL format's files (citeulike-a, citeulike-t), by the converter's keyword
 CTR_FILES = {"users": "users.dat", "mult": "mult.dat", "vocab": "vocabulary.dat"}

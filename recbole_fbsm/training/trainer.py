@@ -185,38 +185,38 @@ class ColdStartTrainerMixin:
 
         Returns:
             (best valid score, best valid result), the tie guard of the paper's early stopping taken off."""
+        self.kept_epoch, self.start_valid_score, self.epochs_trained = None, None, 0
+        self.valid_history, self._epoch_in_progress = [], -1
+        verbose, saved = kwargs.get("verbose", True), kwargs.get("saved", True)
         try:
-            self._fit_kept_epoch(train_data, valid_data, *args, **kwargs)
+            if valid_data and self.config["valid_before_training"] and self.start_epoch == 0:
+                valid_score, valid_result = self._valid_epoch(
+                    valid_data, show_progress=kwargs.get("show_progress", False)
+                )
+                self.best_valid_score, self.best_valid_result = valid_score, valid_result
+                self.start_valid_score, self.kept_epoch = valid_score, -1
+                if verbose:
+                    self.logger.info(f"before training: valid_score {valid_score:.6f}")
+                if saved:
+                    self._save_checkpoint(-1, verbose=verbose)
+            if has_nothing_to_train(self.model):
+                self._fit_nothing(train_data, valid_data, *args, **kwargs)
+            else:
+                try:
+                    with _without_lines(self.logger, _is_stop_line):  # kept_summary() says which epoch was kept
+                        super().fit(train_data, valid_data, *args, **kwargs)
+                except ValueError as error:  # RecBole's _check_nan
+                    if str(error) != NAN_LOSS:
+                        raise
+                    self._stop_on_diverged_loss(saved)
+                if not saved:  # no checkpoint was written: the kept epoch is the first best one
+                    best = [epoch for epoch, score in self.valid_history if score == self.best_valid_score]
+                    self.kept_epoch = best[0] if best else None
+                if valid_data and verbose:
+                    self.logger.info(self.kept_summary())
         finally:
             self._restore_best()
         return self.best_valid_score, self.best_valid_result
-
-    def _fit_kept_epoch(self, train_data, valid_data, *args, **kwargs):
-        self.kept_epoch, self.start_valid_score, self.epochs_trained = None, None, 0
-        self.valid_history, self._epoch_in_progress = [], -1
-        verbose = kwargs.get("verbose", True)
-        if valid_data and self.config["valid_before_training"] and self.start_epoch == 0:
-            valid_score, valid_result = self._valid_epoch(valid_data, show_progress=kwargs.get("show_progress", False))
-            self.best_valid_score, self.best_valid_result = valid_score, valid_result
-            self.start_valid_score, self.kept_epoch = valid_score, -1
-            if verbose:
-                self.logger.info(f"before training: valid_score {valid_score:.6f}")
-            if kwargs.get("saved", True):
-                self._save_checkpoint(-1, verbose=verbose)
-        if has_nothing_to_train(self.model):
-            return self._fit_nothing(train_data, valid_data, *args, **kwargs)
-        try:
-            with _without_lines(self.logger, _is_stop_line):  # kept_summary() says which epoch was kept
-                super().fit(train_data, valid_data, *args, **kwargs)
-        except ValueError as error:  # RecBole's _check_nan
-            if str(error) != NAN_LOSS:
-                raise
-            self._stop_on_diverged_loss(kwargs.get("saved", True))
-        if not kwargs.get("saved", True):  # no checkpoint was written: the kept epoch is the first best one
-            best = [epoch for epoch, score in self.valid_history if score == self.best_valid_score]
-            self.kept_epoch = best[0] if best else None
-        if valid_data and verbose:
-            self.logger.info(self.kept_summary())
 
     def _restore_best(self):
         """The best score as it was, where a tie guard stood in for it."""

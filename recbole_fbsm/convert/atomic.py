@@ -4,7 +4,6 @@ complete: never a partial dataset where RecBole would load it), and the bookkeep
 from __future__ import annotations
 
 import csv
-import logging
 import os
 import shutil
 import uuid
@@ -14,12 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-
-log = logging.getLogger("recbole_fbsm.convert")
-
-# RecBole reads atomic files with pandas (tab-separated, default quoting) and splits token_seq cells on
-# single spaces: ids must not contain these characters, tokens additionally no whitespace at all.
-_FORBIDDEN_IN_ID = ("\t", "\n", "\r", '"')
 
 
 class ConversionError(ValueError):
@@ -115,9 +108,10 @@ def target_folder(out_dir: str | os.PathLike, name: str, overwrite: bool) -> Pat
     return target
 
 
-def bad_id(value: str) -> bool:
-    """True for an id RecBole cannot read back unchanged from a token column."""
-    return not value or any(c in value for c in _FORBIDDEN_IN_ID)
+def bad_ids(ids: pd.Series) -> pd.Series:
+    """True for an id RecBole cannot read back unchanged from a token column (it reads atomic files with pandas,
+    tab-separated with default quoting): an empty one, or one with a tab, line break or double quote."""
+    return (ids == "") | ids.str.contains('[\t\n\r"]')
 
 
 def write_dataset(
@@ -133,7 +127,8 @@ def write_dataset(
     """Write `<out_dir>/<name>/{<name>.inter, <name>.item, README.txt}` atomically and return the folder;
     `item_fields[f][k]`: field f's token_seq cell of `item_ids[k]`, written unquoted as RecBole reads it."""
     target = target_folder(out_dir, name, overwrite)
-    tmp = _fresh_folder(target.parent, f".{name}.tmp-")
+    tmp = target.parent / f".{name}.tmp-{uuid.uuid4().hex[:12]}"  # beside the target: renames are atomic
+    tmp.mkdir()  # unlike tempfile.mkdtemp, with the user's usual permissions, which the dataset keeps
     unquoted = {"sep": "\t", "index": False, "quoting": csv.QUOTE_NONE, "lineterminator": "\n", "encoding": "utf-8"}
     try:
         columns = {"user_id": "user_id:token", "item_id": "item_id:token", "label": "label:float"}
@@ -151,32 +146,17 @@ def write_dataset(
     return target
 
 
-def _fresh_folder(parent: Path, prefix: str) -> Path:
-    """A new hidden folder beside the target (same file system, so renames are atomic); unlike
-    tempfile.mkdtemp it gets the user's usual permissions, which the finished dataset keeps."""
-    while True:
-        folder = parent / f"{prefix}{uuid.uuid4().hex[:12]}"
-        try:
-            folder.mkdir()
-            return folder
-        except FileExistsError:
-            continue
-
-
 def _move_into_place(tmp: Path, target: Path, overwrite: bool) -> None:
     """Rename the finished folder onto `target`; an old dataset is moved aside first, then deleted."""
-    old = None
+    old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:12]}"
     if target.exists():
         if not overwrite:  # appeared while we were converting
             raise ConversionError(f"output dataset folder {target} already exists; pass --overwrite to replace it")
-        old = _fresh_folder(target.parent, f".{target.name}.old-")
-        os.rename(target, old / target.name)
+        os.rename(target, old)
     try:
         os.rename(tmp, target)
     except BaseException:
-        if old is not None:
-            os.rename(old / target.name, target)
-            shutil.rmtree(old, ignore_errors=True)
+        if old.exists():
+            os.rename(old, target)
         raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)

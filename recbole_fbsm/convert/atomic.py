@@ -4,11 +4,11 @@ complete: never a partial dataset where RecBole would load it), and the bookkeep
 from __future__ import annotations
 
 import csv
+import io
 import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,11 +19,12 @@ class ConversionError(ValueError):
     """Input or settings from which no usable dataset can be written; the message says what and where."""
 
 
-@contextmanager
-def reading(path: str | os.PathLike, what: str) -> Iterator[None]:
-    """An unreadable or non-UTF-8 input file becomes a ConversionError naming it."""
+def read_text(path: str | os.PathLike, what: str) -> str:
+    """The whole of a UTF-8 input file, lines ends kept and a byte order mark (spreadsheets write one) dropped: it
+    would otherwise join the first id. An unreadable or non-UTF-8 file is a ConversionError naming it."""
     try:
-        yield
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            return f.read()
     except OSError as exc:
         raise ConversionError(f"cannot read {what} file {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
@@ -31,16 +32,14 @@ def reading(path: str | os.PathLike, what: str) -> Iterator[None]:
 
 
 def csv_records(path: str | os.PathLike, sep: str, header: bool, what: str) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) of each non-blank CSV record. A UTF-8 byte order mark (spreadsheets write one) is
-    dropped: it would otherwise join the first id."""
-    with reading(path, what), open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.reader(f, delimiter=sep)
-        try:
-            for k, row in enumerate(reader):
-                if row and not (header and k == 0):
-                    yield reader.line_num, row
-        except csv.Error as exc:
-            raise ConversionError(f"{path}:{reader.line_num + 1}: unreadable {what} record: {exc}") from exc
+    """(line number, fields) of each non-blank CSV record."""
+    reader = csv.reader(io.StringIO(read_text(path, what), newline=""), delimiter=sep)
+    try:
+        for k, row in enumerate(reader):
+            if row and not (header and k == 0):
+                yield reader.line_num, row
+    except csv.Error as exc:
+        raise ConversionError(f"{path}:{reader.line_num + 1}: unreadable {what} record: {exc}") from exc
 
 
 class Skipped:
@@ -121,8 +120,8 @@ def write_dataset(
     item_ids: list[str],
     item_fields: dict[str, list[str]],
     readme: str,
-    overwrite: bool = False,
-    extra: Callable[[Path], None] | None = None,
+    overwrite: bool,
+    extra: Callable[[Path], None],
 ) -> Path:
     """Write `<out_dir>/<name>/{<name>.inter, <name>.item, README.txt}` atomically and return the folder;
     `item_fields[f][k]`: field f's token_seq cell of `item_ids[k]`, written unquoted as RecBole reads it."""
@@ -137,8 +136,7 @@ def write_dataset(
         items = {"item_id:token": item_ids} | {f"{field}:token_seq": cells for field, cells in item_fields.items()}
         pd.DataFrame(items).to_csv(tmp / f"{name}.item", **unquoted)
         (tmp / "README.txt").write_text(readme, encoding="utf-8")
-        if extra is not None:
-            extra(tmp)  # further files (the analyzer description), written into the same unfinished folder
+        extra(tmp)  # further files (the analyzer description), written into the same unfinished folder
         _move_into_place(tmp, target, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from recbole_fbsm.config.conversion import PAPER_MAX_DF
 from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer
 
-from .atomic import ConversionError, ConversionResult, Skipped, reading
+from .atomic import ConversionError, ConversionResult, Skipped, read_text
 from .text import (
     TokenField,
     check_settings,
@@ -31,10 +31,8 @@ from .text import (
 def read_lines(path: str | os.PathLike, what: str) -> list[str]:
     """Lines split on '\\n' only: str.splitlines() would also split on characters such as U+2028
     that may occur inside vocabulary words, shifting every later id."""
-    with reading(path, what), open(path, encoding="utf-8", newline="") as f:
-        text = f.read()
-    lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
-    if lines and lines[-1] == "":
+    lines = [line.removesuffix("\r") for line in read_text(path, what).split("\n")]
+    if lines[-1] == "":
         lines.pop()
     if not lines:
         raise ConversionError(f"{what} file {path} is empty")
@@ -173,8 +171,9 @@ def convert_ctr(
         raise ConversionError(
             "tags need both files: tag_item (--tag-item, tag-item.dat) and tag_names (--tag-names, tags.dat)"
         )
-    tags = tag_item is not None
-    tags_min_df, tags_max_df = check_settings(out_dir, name, overwrite, min_df, max_df, tags, tags_min_df, tags_max_df)
+    tags_min_df, tags_max_df = check_settings(
+        out_dir, name, overwrite, min_df, max_df, tag_item is not None, tags_min_df, tags_max_df
+    )
     skipped = Skipped()
     words = read_lines(vocab, "vocabulary")
     item_ids, word_counts = read_mult(mult, len(words), skipped)
@@ -186,9 +185,8 @@ def convert_ctr(
     options = words_options(min_df, max_df, stem, stopwords) | {
         "vocabulary words": "tokenised like text (scikit-learn), counts of words sharing a term merged",
     }
-    if tags:
-        tag_counts, tag_terms = read_ctr_tags(tag_item, tag_names, item_ids, skipped, mult_name=mult)
-        fields.append(tag_field(tag_counts, tag_terms, tags_min_df, tags_max_df))
+    if tag_item is not None:
+        fields.append(tag_field(*read_ctr_tags(tag_item, tag_names, item_ids, skipped, mult), tags_min_df, tags_max_df))
         sources |= {"tag-item": tag_item, "tag names": tag_names}
         options |= tag_options(tags_min_df, tags_max_df)
     return make_dataset(

@@ -160,17 +160,14 @@ def filter_warning(field: TokenField, df: np.ndarray, n_items: int, min_df: int)
         order = np.flatnonzero(mask)[np.argsort(-df[mask], kind="stable")][:5]
         return ", ".join(f"{terms[k]!r} ({df[k]} item{'s' if df[k] != 1 else ''})" for k in order)
 
-    if min_df == PAPER_MIN_DF == default_min_df(n_items):  # citeulike-t: what the paper did, not a mishap
-        parts = [
-            f"{field.name}: the paper's document-frequency filter ({options[0]} {min_df}: {what}s in fewer than "
-            f"{min_df} items are left out) kept {n_terms - dropped:,} of {n_terms:,} distinct {what}s "
-            f"of {n_items:,} items"
-        ]
-    else:
-        parts = [
-            f"{field.name}: the document-frequency filter dropped {dropped:,} of {n_terms:,} distinct {what}s "
-            f"({100 * dropped / n_terms:.0f}%) of {n_items:,} items"
-        ]
+    paper = min_df == PAPER_MIN_DF == default_min_df(n_items)  # citeulike-t: what the paper did, not a mishap
+    parts = [
+        f"{field.name}: the paper's document-frequency filter ({options[0]} {min_df}: {what}s in fewer than "
+        f"{min_df} items are left out) kept {n_terms - dropped:,} of {n_terms:,} distinct {what}s of {n_items:,} items"
+        if paper
+        else f"{field.name}: the document-frequency filter dropped {dropped:,} of {n_terms:,} distinct {what}s "
+        f"({100 * dropped / n_terms:.0f}%) of {n_items:,} items"
+    ]
     if too_rare.any():
         parts.append(
             f"{int(too_rare.sum()):,} found in fewer than {min_df} items ({options[0]} {min_df}), "
@@ -460,8 +457,8 @@ def convert_text(
         else threshold,
     } | words_options(min_df, max_df, stem, stopwords)
     if tags is not None:
-        tag_counts, tag_terms = read_tag_file(tags, sep or default_sep(tags), tag_sep, header, item_ids, skipped)
-        fields.append(tag_field(tag_counts, tag_terms, tags_min_df, tags_max_df, tag_sep))
+        tag_counts = read_tag_file(tags, sep or default_sep(tags), tag_sep, header, item_ids, skipped)
+        fields.append(tag_field(*tag_counts, tags_min_df, tags_max_df, tag_sep))
         sources["tags"] = tags
         options |= tag_options(tags_min_df, tags_max_df) | {"tag separator inside a field": repr(tag_sep)}
     return make_dataset(

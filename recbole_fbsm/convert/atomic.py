@@ -1,8 +1,6 @@
 """Writing RecBole atomic files (.inter / .item) atomically (a folder beside the target, renamed into place once
 complete: never a partial dataset where RecBole would load it), and the bookkeeping shared by the converters."""
 
-from __future__ import annotations
-
 import csv
 import io
 import os

@@ -2,8 +2,6 @@
 line numbers. The vocabulary words are raw ('writings', 'e.\xa0coli'), so each goes through the text analyzer:
 a sparse words x terms matrix maps word counts to term counts (merging stems, splitting 'infinite-horizon')."""
 
-from __future__ import annotations
-
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -120,32 +118,27 @@ def read_ctr_tags(tag_item, tag_names, item_ids: Sequence[str], skipped: Skipped
     """Items x tags counts, rows aligned with `item_ids`, from citeulike-t's tag-item.dat (line t: `count item
     item ...`, the articles carrying tag t) and tags.dat (line t: tag t's name)."""
     names = read_lines(tag_names, "tag names")
-    nothing = "no usable tag of an item with text"
-    items, tokens, lines = [], [], []
+    tokens = np.array([WholeTokenAnalyzer().token(name) for name in names], dtype=object)  # '' for '-', '--'
+    nothing, pairs = "no usable tag of an item with text", []  # pairs: (line, item)
     for t, ids in read_id_lists(tag_item, "tag-item", skipped, nothing):
-        token = WholeTokenAnalyzer().token(names[t]) if t < len(names) else None  # '' without a letter or digit
-        if token is None:
-            where = f"{tag_item}:{t + 1}"
-            skipped.add(f"lines of {Path(tag_item).name} without a name in {Path(tag_names).name}", where)
-        elif not token:
+        if t >= len(names):
             skipped.add(
-                f"tags without a letter or digit in {Path(tag_names).name}", f"{tag_names}:{t + 1}: {names[t][:40]!r}"
+                f"lines of {Path(tag_item).name} without a name in {Path(tag_names).name}", f"{tag_item}:{t + 1}"
             )
+        elif not tokens[t]:
+            where = f"{tag_names}:{t + 1}: {names[t][:40]!r}"
+            skipped.add(f"tags without a letter or digit in {Path(tag_names).name}", where)
         else:
-            items += ids
-            tokens += [token] * len(ids)
-            lines += [t + 1] * len(ids)
-    rows = pd.Index(item_ids).get_indexer(np.asarray(items, dtype=np.int64).astype(str))
+            pairs += [(t, item) for item in ids]
+    lines, items = np.array(pairs, dtype=np.int64).reshape(-1, 2).T
+    rows = pd.Index(item_ids).get_indexer(items.astype(str))
     unknown = np.flatnonzero(rows < 0)
     if unknown.size:
-        skipped.add(
-            f"tag-item pairs naming an item without text in {Path(mult_name).name}",
-            f"{tag_item}:{lines[unknown[0]]}: item {items[unknown[0]]}",
-            n=unknown.size,
-        )
+        where = f"{tag_item}:{lines[unknown[0]] + 1}: item {items[unknown[0]]}"
+        skipped.add(f"tag-item pairs naming an item without text in {Path(mult_name).name}", where, n=unknown.size)
     if unknown.size == len(rows):
         raise ConversionError(f"{tag_item}: {nothing} ({skipped.describe()})")
-    return count_matrix(rows[rows >= 0], np.asarray(tokens, dtype=object)[rows >= 0], len(item_ids))
+    return count_matrix(rows[rows >= 0], tokens[lines[rows >= 0]], len(item_ids))
 
 
 def convert_ctr(

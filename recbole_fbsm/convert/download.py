@@ -5,8 +5,6 @@ right), so a rerun fetches only the files not yet there; the converter renames t
 complete, so a failure leaves nothing under ``OUT/NAME``.
 """
 
-from __future__ import annotations
-
 import os
 import re
 import shutil

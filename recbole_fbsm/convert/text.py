@@ -5,8 +5,6 @@ Both converters (this one and `ctr`) start with `check_settings` and end in `mak
 input alike; a term's count is kept by repeating it in the token_seq cell.
 """
 
-from __future__ import annotations
-
 import math
 import os
 from collections.abc import Callable, Sequence

@@ -349,13 +349,12 @@ def drop_problems(table: pd.DataFrame, skipped: Skipped) -> pd.DataFrame:
 def read_interactions(path, sep: str, threshold: float | None, header: bool, skipped: Skipped) -> pd.DataFrame:
     """user_id, item_id (+ label = rating >= threshold as 1.0 / 0.0 when a threshold is given); columns after
     the ones used are ignored (e.g. a timestamp); without a threshold every line is a like."""
-    expected = f"'user{sep}item{sep}rating'" if threshold is not None else f"'user{sep}item[{sep}rating]'"
     rated = threshold is not None
+    expected = f"'user{sep}item{sep}rating'" if rated else f"'user{sep}item[{sep}rating]'"
     ids_rule = " with ids free of tabs and double quotes" + (" and a numeric rating" if rated else "")
     table = read_records(path, sep, header, "interactions", expected + ids_rule, 2 + rated, ids=2, numeric=rated)
-    with_third = table["number"][table["n"] >= 3]
     if not header and len(table) >= 3 and table["n"].iloc[0] >= 3 and np.isnan(table["number"].iloc[0]):
-        rest = with_third.iloc[1:]
+        rest = table["number"].iloc[1:][table["n"].iloc[1:] >= 3]
         if len(rest) and rest.notna().sum() >= 0.9 * len(rest):  # read as data it would be a user and an item
             raise ConversionError(
                 f"{path} line {table['line'].iloc[0]} ({','.join(table['row'].iloc[0])[:80]!r}) looks like a header: "

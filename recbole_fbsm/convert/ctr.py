@@ -20,7 +20,6 @@ from .text import (
     count_matrix,
     count_terms,
     make_dataset,
-    tag_field,
     tag_options,
     words_options,
 )
@@ -179,7 +178,8 @@ def convert_ctr(
         "vocabulary words": "tokenised like text (scikit-learn), counts of words sharing a term merged",
     }
     if tag_item is not None:
-        fields.append(tag_field(*read_ctr_tags(tag_item, tag_names, item_ids, skipped, mult), tags_min_df, tags_max_df))
+        tag_counts = read_ctr_tags(tag_item, tag_names, item_ids, skipped, mult)
+        fields.append(TokenField("tags", *tag_counts, tags_min_df, tags_max_df, WholeTokenAnalyzer()))
         sources |= {"tag-item": tag_item, "tag names": tag_names}
         options |= tag_options(tags_min_df, tags_max_df)
     return make_dataset(

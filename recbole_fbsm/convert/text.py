@@ -96,57 +96,59 @@ def tag_options(min_df: int | None, max_df: float) -> dict[str, object]:
     }
 
 
+# The two kinds of token_seq field: what a token is called in messages, the options of its document-frequency
+# filter, its README line, the column of raw text that serving reads for it, and its counts in the summary (the
+# words field keeps the names it has always had).
+FIELD_KINDS = {
+    "words": {
+        "what": "term",
+        "options": WORD_DF_OPTIONS,
+        "description": "each term repeated once per occurrence",
+        "raw_column": "text",
+        "counts": (
+            "min_df applied (items)",
+            "features (terms after the filter)",
+            "tokens (term occurrences)",
+            "max tokens per item",
+            "items with no term before the df filter",
+            "items with no term after the df filter (kept, empty words cell)",
+        ),
+    },
+    "tags": {
+        "what": "tag",
+        "options": TAG_DF_OPTIONS,
+        "description": "each tag one token, kept whole",
+        "raw_column": "tags",
+        "counts": (
+            "tags min_df applied (items)",
+            "tags after the filter (tags field)",
+            "tag tokens (tag occurrences)",
+            "max tag tokens per item",
+            "items with no tag before the df filter",
+            "items with no tag after the df filter (kept, empty tags cell)",
+        ),
+    },
+}
+
+
 @dataclass
 class TokenField:
-    """One token_seq column of the .item file before the document-frequency filter: row k of `counts` holds
-    the k-th item's; `what` names a token in messages and `options` spell `min_df` / `max_df`."""
+    """One token_seq column ("words" or "tags", see FIELD_KINDS) of the .item file before the document-frequency
+    filter: row k of `counts` holds the k-th item's."""
 
     name: str
     counts: sp.csr_matrix
     terms: np.ndarray
-    min_df: int
+    min_df: int | None  # None: scaled with the number of items (default_min_df)
     max_df: float
     analyzer: TextAnalyzer | WholeTokenAnalyzer
-    raw_column: str = "text"  # the column of a raw-text file of new items that feeds this field (serving)
-    what: str = "term"
-    options: tuple[str, str] = WORD_DF_OPTIONS
-    description: str = "each term repeated once per occurrence"
-
-    def count_keys(self) -> dict[str, str]:
-        """The summary's count names: the words field keeps the names it has always had."""
-        if self.name == "words":
-            return {
-                "min_df": "min_df applied (items)",
-                "kept": "features (terms after the filter)",
-                "tokens": "tokens (term occurrences)",
-                "max": "max tokens per item",
-                "empty_before": "items with no term before the df filter",
-                "empty_after": "items with no term after the df filter (kept, empty words cell)",
-            }
-        return {
-            "min_df": f"{self.name} min_df applied (items)",
-            "kept": f"{self.what}s after the filter ({self.name} field)",
-            "tokens": f"{self.what} tokens ({self.what} occurrences)",
-            "max": f"max {self.what} tokens per item",
-            "empty_before": f"items with no {self.what} before the df filter",
-            "empty_after": f"items with no {self.what} after the df filter (kept, empty {self.name} cell)",
-        }
-
-
-def tag_field(
-    counts: sp.csr_matrix, terms: np.ndarray, min_df: int, max_df: float, separator: str | None = TAG_SEP
-) -> TokenField:
-    """The `tags` field: token lists kept whole, filtered by their own document-frequency settings."""
-    analyzer = WholeTokenAnalyzer(separator)
-    return TokenField(
-        "tags", counts, terms, min_df, max_df, analyzer, "tags", "tag", TAG_DF_OPTIONS, "each tag one token, kept whole"
-    )
 
 
 def filter_warning(field: TokenField, df: np.ndarray, n_items: int, min_df: int) -> str | None:
     """A warning when the filter removes more than a third of the distinct terms, or any on data of fewer than
     SMALL_DATA_ITEMS items: how many, the most frequent dropped, and what each smaller `--min-df` would keep."""
-    terms, what, options, max_df = field.terms, field.what, field.options, field.max_df
+    terms, max_df, kind = field.terms, field.max_df, FIELD_KINDS[field.name]
+    what, options = kind["what"], kind["options"]
     present = df > 0
     too_rare = present & (df < max(min_df, 1))
     too_common = present & (df > max_df * n_items)
@@ -190,13 +192,14 @@ def filtered_field(field, rows, result_counts, warnings):
     semantics: found in [min_df, max_df x items] items), and its analyzer record; its counts go into
     ``result_counts``, a filter warning into ``warnings``."""
     counts = field.counts.tocsr()[rows]
-    n_items, what, (min_option, max_option) = len(rows), field.what, field.options
+    n_items, kind = len(rows), FIELD_KINDS[field.name]
+    what, (min_option, max_option) = kind["what"], kind["options"]
     min_df = default_min_df(n_items) if field.min_df is None else field.min_df
     df = np.bincount(counts.indices, minlength=counts.shape[1])  # CSR without duplicate or zero entries
     keep = (df >= max(min_df, 1)) & (df <= field.max_df * n_items)
     if not keep.any():
         present = df[df > 0]
-        min_name, max_name = (opt.lstrip("-").replace("-", "_") for opt in field.options)
+        min_name, max_name = (opt.lstrip("-").replace("-", "_") for opt in kind["options"])
         raise ConversionError(
             f"the document-frequency filter removes every {what}: {min_name}={min_df} ({min_option}) keeps {what}s in "
             f">= {min_df} items and {max_name}={field.max_df} ({max_option}) keeps {what}s in <= "
@@ -208,18 +211,12 @@ def filtered_field(field, rows, result_counts, warnings):
     kept, terms = counts[:, keep], field.terms[keep]
     kept.sort_indices()
     lengths = np.asarray(kept.sum(axis=1)).ravel()
-    keys = field.count_keys()
-    result_counts |= {
-        keys["min_df"]: min_df,
-        keys["kept"]: len(terms),
-        keys["tokens"]: int(lengths.sum()),
-        keys["max"]: int(lengths.max()),
-        keys["empty_before"]: int((np.diff(counts.indptr) == 0).sum()),
-        keys["empty_after"]: int((lengths == 0).sum()),
-    }
+    empty_before = int((np.diff(counts.indptr) == 0).sum())
+    values = (min_df, len(terms), int(lengths.sum()), int(lengths.max()), empty_before, int((lengths == 0).sum()))
+    result_counts |= dict(zip(kind["counts"], values))
     tokens = np.repeat(np.asarray(terms, dtype=object)[kept.indices], kept.data)  # a term once per occurrence
     cells = [" ".join(tokens[a:b]) for a, b in zip(np.cumsum(lengths) - lengths, np.cumsum(lengths))]
-    return cells, FieldRecord(field.name, field.analyzer, min_df, field.max_df, terms, field.raw_column)
+    return cells, FieldRecord(field.name, field.analyzer, min_df, field.max_df, terms, kind["raw_column"])
 
 
 def make_dataset(
@@ -289,7 +286,7 @@ def make_dataset(
             f"  {name}.inter  user_id:token, item_id:token"
             + (", label:float (1 like, 0 dislike)" if "label" in inter else ""),
             f"  {name}.item   item_id:token, "
-            + ", ".join(f"{field.name}:token_seq ({field.description})" for field in fields),
+            + ", ".join(f"{field.name}:token_seq ({FIELD_KINDS[field.name]['description']})" for field in fields),
             f"  {analyzer_path(name, name).name}  how raw text became these tokens (analyzer, filter, vocabulary);"
             " serving applies it to raw text of new items",
             "",
@@ -455,7 +452,7 @@ def convert_text(
     } | words_options(min_df, max_df, stem, stopwords)
     if tags is not None:
         tag_counts = read_tag_file(tags, sep or default_sep(tags), tag_sep, header, item_ids, skipped)
-        fields.append(tag_field(*tag_counts, tags_min_df, tags_max_df, tag_sep))
+        fields.append(TokenField("tags", *tag_counts, tags_min_df, tags_max_df, WholeTokenAnalyzer(tag_sep)))
         sources["tags"] = tags
         options |= tag_options(tags_min_df, tags_max_df) | {"tag separator inside a field": repr(tag_sep)}
     return make_dataset(

@@ -77,11 +77,9 @@ class ConversionResult:
     warnings: list[str] = field(default_factory=list)  # e.g. the df filter dropped many terms on small data
 
     def summary(self) -> str:
-        lines = [f"wrote {self.path}"]
-        lines += [f"  {key}: {value:,}" for key, value in self.counts.items()]
-        lines += ["  skipped:"] + [f"    {line}" for line in self.skipped_lines] if self.skipped_lines else []
-        lines += [f"warning: {line}" for line in self.warnings]
-        return "\n".join(lines)
+        counts = [f"  {key}: {value:,}" for key, value in self.counts.items()]
+        skipped = ["  skipped:", *(f"    {line}" for line in self.skipped_lines)] if self.skipped_lines else []
+        return "\n".join([f"wrote {self.path}", *counts, *skipped, *(f"warning: {line}" for line in self.warnings)])
 
 
 def target_folder(out_dir: str | os.PathLike, name: str, overwrite: bool) -> Path:

@@ -1,36 +1,28 @@
 """Writing RecBole atomic files (.inter / .item) atomically (a folder beside the target, renamed into place once
 complete: never a partial dataset where RecBole would load it), and the bookkeeping shared by the converters."""
 
-from __future__ import annotations
-
 import csv
-import logging
+import io
 import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-
-log = logging.getLogger("recbole_fbsm.convert")
-
-# RecBole reads atomic files with pandas (tab-separated, default quoting) and splits token_seq cells on
-# single spaces: ids must not contain these characters, tokens additionally no whitespace at all.
-_FORBIDDEN_IN_ID = ("\t", "\n", "\r", '"')
 
 
 class ConversionError(ValueError):
     """Input or settings from which no usable dataset can be written; the message says what and where."""
 
 
-@contextmanager
-def reading(path: str | os.PathLike, what: str) -> Iterator[None]:
-    """An unreadable or non-UTF-8 input file becomes a ConversionError naming it."""
+def read_text(path: str | os.PathLike, what: str) -> str:
+    """The whole of a UTF-8 input file, lines ends kept and a byte order mark (spreadsheets write one) dropped: it
+    would otherwise join the first id. An unreadable or non-UTF-8 file is a ConversionError naming it."""
     try:
-        yield
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            return f.read()
     except OSError as exc:
         raise ConversionError(f"cannot read {what} file {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
@@ -38,16 +30,14 @@ def reading(path: str | os.PathLike, what: str) -> Iterator[None]:
 
 
 def csv_records(path: str | os.PathLike, sep: str, header: bool, what: str) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) of each non-blank CSV record. A UTF-8 byte order mark (spreadsheets write one) is
-    dropped: it would otherwise join the first id."""
-    with reading(path, what), open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.reader(f, delimiter=sep)
-        try:
-            for k, row in enumerate(reader):
-                if row and not (header and k == 0):
-                    yield reader.line_num, row
-        except csv.Error as exc:
-            raise ConversionError(f"{path}:{reader.line_num + 1}: unreadable {what} record: {exc}") from exc
+    """(line number, fields) of each non-blank CSV record."""
+    reader = csv.reader(io.StringIO(read_text(path, what), newline=""), delimiter=sep)
+    try:
+        for k, row in enumerate(reader):
+            if row and not (header and k == 0):
+                yield reader.line_num, row
+    except csv.Error as exc:
+        raise ConversionError(f"{path}:{reader.line_num + 1}: unreadable {what} record: {exc}") from exc
 
 
 class Skipped:
@@ -87,11 +77,9 @@ class ConversionResult:
     warnings: list[str] = field(default_factory=list)  # e.g. the df filter dropped many terms on small data
 
     def summary(self) -> str:
-        lines = [f"wrote {self.path}"]
-        lines += [f"  {key}: {value:,}" for key, value in self.counts.items()]
-        lines += ["  skipped:"] + [f"    {line}" for line in self.skipped_lines] if self.skipped_lines else []
-        lines += [f"warning: {line}" for line in self.warnings]
-        return "\n".join(lines)
+        counts = [f"  {key}: {value:,}" for key, value in self.counts.items()]
+        skipped = ["  skipped:", *(f"    {line}" for line in self.skipped_lines)] if self.skipped_lines else []
+        return "\n".join([f"wrote {self.path}", *counts, *skipped, *(f"warning: {line}" for line in self.warnings)])
 
 
 def target_folder(out_dir: str | os.PathLike, name: str, overwrite: bool) -> Path:
@@ -115,9 +103,10 @@ def target_folder(out_dir: str | os.PathLike, name: str, overwrite: bool) -> Pat
     return target
 
 
-def bad_id(value: str) -> bool:
-    """True for an id RecBole cannot read back unchanged from a token column."""
-    return not value or any(c in value for c in _FORBIDDEN_IN_ID)
+def bad_ids(ids: pd.Series) -> pd.Series:
+    """True for an id RecBole cannot read back unchanged from a token column (it reads atomic files with pandas,
+    tab-separated with default quoting): an empty one, or one with a tab, line break or double quote."""
+    return (ids == "") | ids.str.contains('[\t\n\r"]')
 
 
 def write_dataset(
@@ -127,13 +116,14 @@ def write_dataset(
     item_ids: list[str],
     item_fields: dict[str, list[str]],
     readme: str,
-    overwrite: bool = False,
-    extra: Callable[[Path], None] | None = None,
+    overwrite: bool,
+    extra: Callable[[Path], None],
 ) -> Path:
     """Write `<out_dir>/<name>/{<name>.inter, <name>.item, README.txt}` atomically and return the folder;
     `item_fields[f][k]`: field f's token_seq cell of `item_ids[k]`, written unquoted as RecBole reads it."""
     target = target_folder(out_dir, name, overwrite)
-    tmp = _fresh_folder(target.parent, f".{name}.tmp-")
+    tmp = target.parent / f".{name}.tmp-{uuid.uuid4().hex[:12]}"  # beside the target: renames are atomic
+    tmp.mkdir()  # unlike tempfile.mkdtemp, with the user's usual permissions, which the dataset keeps
     unquoted = {"sep": "\t", "index": False, "quoting": csv.QUOTE_NONE, "lineterminator": "\n", "encoding": "utf-8"}
     try:
         columns = {"user_id": "user_id:token", "item_id": "item_id:token", "label": "label:float"}
@@ -142,8 +132,7 @@ def write_dataset(
         items = {"item_id:token": item_ids} | {f"{field}:token_seq": cells for field, cells in item_fields.items()}
         pd.DataFrame(items).to_csv(tmp / f"{name}.item", **unquoted)
         (tmp / "README.txt").write_text(readme, encoding="utf-8")
-        if extra is not None:
-            extra(tmp)  # further files (the analyzer description), written into the same unfinished folder
+        extra(tmp)  # further files (the analyzer description), written into the same unfinished folder
         _move_into_place(tmp, target, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -151,32 +140,17 @@ def write_dataset(
     return target
 
 
-def _fresh_folder(parent: Path, prefix: str) -> Path:
-    """A new hidden folder beside the target (same file system, so renames are atomic); unlike
-    tempfile.mkdtemp it gets the user's usual permissions, which the finished dataset keeps."""
-    while True:
-        folder = parent / f"{prefix}{uuid.uuid4().hex[:12]}"
-        try:
-            folder.mkdir()
-            return folder
-        except FileExistsError:
-            continue
-
-
 def _move_into_place(tmp: Path, target: Path, overwrite: bool) -> None:
     """Rename the finished folder onto `target`; an old dataset is moved aside first, then deleted."""
-    old = None
+    old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:12]}"
     if target.exists():
         if not overwrite:  # appeared while we were converting
             raise ConversionError(f"output dataset folder {target} already exists; pass --overwrite to replace it")
-        old = _fresh_folder(target.parent, f".{target.name}.old-")
-        os.rename(target, old / target.name)
+        os.rename(target, old)
     try:
         os.rename(tmp, target)
     except BaseException:
-        if old is not None:
-            os.rename(old / target.name, target)
-            shutil.rmtree(old, ignore_errors=True)
+        if old.exists():
+            os.rename(old, target)
         raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)

@@ -2,10 +2,8 @@
 line numbers. The vocabulary words are raw ('writings', 'e.\xa0coli'), so each goes through the text analyzer:
 a sparse words x terms matrix maps word counts to term counts (merging stems, splitting 'infinite-horizon')."""
 
-from __future__ import annotations
-
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,14 +13,13 @@ import scipy.sparse as sp
 from recbole_fbsm.config.conversion import PAPER_MAX_DF
 from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer
 
-from .atomic import ConversionError, ConversionResult, Skipped, reading
+from .atomic import ConversionError, ConversionResult, Skipped, read_text
 from .text import (
     TokenField,
     check_settings,
     count_matrix,
     count_terms,
     make_dataset,
-    tag_field,
     tag_options,
     words_options,
 )
@@ -31,31 +28,15 @@ from .text import (
 def read_lines(path: str | os.PathLike, what: str) -> list[str]:
     """Lines split on '\\n' only: str.splitlines() would also split on characters such as U+2028
     that may occur inside vocabulary words, shifting every later id."""
-    with reading(path, what), open(path, encoding="utf-8", newline="") as f:
-        text = f.read()
-    lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
-    if lines and lines[-1] == "":
+    lines = [line.removesuffix("\r") for line in read_text(path, what).split("\n")]
+    if lines[-1] == "":
         lines.pop()
     if not lines:
         raise ConversionError(f"{what} file {path} is empty")
     return lines
 
 
-def _counted_ids(line, path, line_number, skipped):
-    """The integers of a ``count id id ...`` line (users.dat, tag-item.dat), or None (counted as malformed)
-    when the first one is not the number of ids after it."""
-    values = _ids(line.split())
-    if not values or values[0] != len(values) - 1:
-        skipped.add(
-            f"malformed lines in {Path(path).name}",
-            f"{path}:{line_number}: expected 'count item item ...' with count = number of 0-based item ids, "
-            f"got {line[:80]!r}",
-        )
-        return None
-    return values
-
-
-def _ids(parts: list[str]) -> list[int] | None:
+def _ints(parts: list[str]) -> list[int] | None:
     """Non-negative integers, or None if any part is not one."""
     try:
         values = [int(p) for p in parts]
@@ -64,46 +45,61 @@ def _ids(parts: list[str]) -> list[int] | None:
     return values if all(v >= 0 for v in values) else None
 
 
-def refuse_other_format(path: str | os.PathLike, n_lines: int, skipped: Skipped, reason: str) -> None:
-    """A file whose lines are mostly malformed is in another format: say so, rather than convert the few lines
-    that happen to parse (and then blame the document-frequency filter for an empty result)."""
+def _require(path, n_lines: int, n_found: int, skipped: Skipped, reason: str, nothing: str) -> None:
+    """Fail when nothing usable was found, or when most lines are malformed: such a file is in another format,
+    and converting the few lines that happen to parse would end in a misleading error of the df filter."""
+    if not n_found:
+        raise ConversionError(f"{path}: {nothing} ({skipped.describe()})")
     rejected = skipped.counts.get(reason, 0)
-    if rejected and rejected * 2 > n_lines:
+    if rejected * 2 > n_lines:
         raise ConversionError(
             f"{path}: {rejected:,} of {n_lines:,} lines rejected as malformed; is the file in another format? "
             f"First: {skipped.first.get(reason, '')}"
         )
 
 
-def read_users(path: str | os.PathLike, skipped: Skipped) -> pd.DataFrame:
+def read_id_lists(path, what: str, skipped: Skipped, nothing: str) -> Iterator[tuple[int, list[int]]]:
+    """(0-based line, ids) of each well-formed ``count id id ...`` line (users.dat, tag-item.dat), in file order:
+    the first number is how many 0-based ids follow; the other lines are counted as malformed."""
+    lines, reason, n_ids = read_lines(path, what), f"malformed lines in {Path(path).name}", 0
+    for k, line in enumerate(lines):
+        values = _ints(line.split())
+        if values and values[0] == len(values) - 1:
+            n_ids += values[0]
+            yield k, values[1:]
+        else:
+            skipped.add(
+                reason,
+                f"{path}:{k + 1}: expected 'count item item ...' with count = number of 0-based item ids, "
+                f"got {line[:80]!r}",
+            )
+    _require(path, len(lines), n_ids, skipped, reason, nothing)
+
+
+def read_users(path, skipped: Skipped) -> pd.DataFrame:
     """user_id, item_id pairs (as strings) from users.dat; malformed lines are skipped and counted."""
     users, items = [], []
-    lines = read_lines(path, "users")
-    for u, line in enumerate(lines):
-        values = _counted_ids(line, path, u + 1, skipped)
-        if values is None:
-            continue
-        if values[0] == 0:
+    for u, ids in read_id_lists(path, "users", skipped, "no usable interactions"):
+        if not ids:
             skipped.add(f"users without items in {Path(path).name}", f"{path}:{u + 1}")
-        users += [u] * values[0]
-        items += values[1:]
-    if not users:
-        raise ConversionError(f"{path}: no usable interactions ({skipped.describe()})")
-    refuse_other_format(path, len(lines), skipped, f"malformed lines in {Path(path).name}")
+        users += [u] * len(ids)
+        items += ids
     return pd.DataFrame({"user_id": np.asarray(users).astype(str), "item_id": np.asarray(items).astype(str)})
 
 
-def read_mult(path: str | os.PathLike, n_words: int, skipped: Skipped) -> tuple[list[str], sp.csr_matrix]:
+def read_mult(path, n_words: int, skipped: Skipped) -> tuple[list[str], sp.csr_matrix]:
     """Item ids and the items x vocabulary-words count matrix of the well-formed lines of mult.dat."""
     ids, rows, cols, vals = [], [], [], []
-    lines = read_lines(path, "mult")
+    lines, reason = read_lines(path, "mult"), f"malformed lines in {Path(path).name} (item left without text)"
     for i, line in enumerate(lines):
         parts = line.split()
         pairs = [p.split(":") for p in parts[1:]]
-        values = _ids([parts[0]] + [x for p in pairs for x in p]) if parts and all(len(p) == 2 for p in pairs) else None
+        values = (
+            _ints([parts[0]] + [x for p in pairs for x in p]) if parts and all(len(p) == 2 for p in pairs) else None
+        )
         if not values or values[0] != len(pairs) or max(values[1::2], default=0) >= n_words or 0 in values[2::2]:
             skipped.add(
-                f"malformed lines in {Path(path).name} (item left without text)",
+                reason,
                 f"{path}:{i + 1}: expected 'n word_id:count ...' with n pairs, word ids < {n_words:,} "
                 f"(vocabulary size) and counts > 0, got {line[:80]!r}",
             )
@@ -112,54 +108,36 @@ def read_mult(path: str | os.PathLike, n_words: int, skipped: Skipped) -> tuple[
         cols += values[1::2]
         vals += values[2::2]
         ids.append(str(i))
-    if not ids:
-        raise ConversionError(f"{path}: no usable item texts ({skipped.describe()})")
-    refuse_other_format(path, len(lines), skipped, f"malformed lines in {Path(path).name} (item left without text)")
+    _require(path, len(lines), len(ids), skipped, reason, "no usable item texts")
     counts = sp.csr_matrix((vals, (rows, cols)), shape=(len(ids), n_words), dtype=np.int64)
     return ids, counts  # duplicate word ids on a line are summed by the constructor
 
 
-def read_ctr_tags(
-    tag_item: str | os.PathLike,
-    tag_names: str | os.PathLike,
-    item_ids: Sequence[str],
-    skipped: Skipped,
-    mult_name: str | os.PathLike = "mult.dat",
-) -> tuple[sp.csr_matrix, np.ndarray]:
+def read_ctr_tags(tag_item, tag_names, item_ids: Sequence[str], skipped: Skipped, mult_name="mult.dat"):
     """Items x tags counts, rows aligned with `item_ids`, from citeulike-t's tag-item.dat (line t: `count item
     item ...`, the articles carrying tag t) and tags.dat (line t: tag t's name)."""
     names = read_lines(tag_names, "tag names")
-    items, tokens, lines = [], [], []
-    for t, line in enumerate(read_lines(tag_item, "tag-item")):
-        values = _counted_ids(line, tag_item, t + 1, skipped)
-        if values is None:
-            continue
+    tokens = np.array([WholeTokenAnalyzer().token(name) for name in names], dtype=object)  # '' for '-', '--'
+    nothing, pairs = "no usable tag of an item with text", []  # pairs: (line, item)
+    for t, ids in read_id_lists(tag_item, "tag-item", skipped, nothing):
         if t >= len(names):
             skipped.add(
                 f"lines of {Path(tag_item).name} without a name in {Path(tag_names).name}", f"{tag_item}:{t + 1}"
             )
-            continue
-        token = WholeTokenAnalyzer().token(names[t])  # '' for a tag without a letter or digit ('-', '--')
-        if not token:
-            skipped.add(
-                f"tags without a letter or digit in {Path(tag_names).name}", f"{tag_names}:{t + 1}: {names[t][:40]!r}"
-            )
-            continue
-        items += values[1:]
-        tokens += [token] * values[0]
-        lines += [t + 1] * values[0]
-    rows = pd.Index(item_ids).get_indexer(np.asarray(items, dtype=np.int64).astype(str))
+        elif not tokens[t]:
+            where = f"{tag_names}:{t + 1}: {names[t][:40]!r}"
+            skipped.add(f"tags without a letter or digit in {Path(tag_names).name}", where)
+        else:
+            pairs += [(t, item) for item in ids]
+    lines, items = np.array(pairs, dtype=np.int64).reshape(-1, 2).T
+    rows = pd.Index(item_ids).get_indexer(items.astype(str))
     unknown = np.flatnonzero(rows < 0)
     if unknown.size:
-        skipped.add(
-            f"tag-item pairs naming an item without text in {Path(mult_name).name}",
-            f"{tag_item}:{lines[unknown[0]]}: item {items[unknown[0]]}",
-            n=unknown.size,
-        )
-    known = np.flatnonzero(rows >= 0)
-    if not known.size:
-        raise ConversionError(f"{tag_item}: no usable tag of an item with text ({skipped.describe()})")
-    return count_matrix(rows[known], np.asarray(tokens, dtype=object)[known], len(item_ids))
+        where = f"{tag_item}:{lines[unknown[0]] + 1}: item {items[unknown[0]]}"
+        skipped.add(f"tag-item pairs naming an item without text in {Path(mult_name).name}", where, n=unknown.size)
+    if unknown.size == len(rows):
+        raise ConversionError(f"{tag_item}: {nothing} ({skipped.describe()})")
+    return count_matrix(rows[rows >= 0], tokens[lines[rows >= 0]], len(item_ids))
 
 
 def convert_ctr(
@@ -185,8 +163,9 @@ def convert_ctr(
         raise ConversionError(
             "tags need both files: tag_item (--tag-item, tag-item.dat) and tag_names (--tag-names, tags.dat)"
         )
-    tags = tag_item is not None
-    tags_min_df, tags_max_df = check_settings(out_dir, name, overwrite, min_df, max_df, tags, tags_min_df, tags_max_df)
+    tags_min_df, tags_max_df = check_settings(
+        out_dir, name, overwrite, min_df, max_df, tag_item is not None, tags_min_df, tags_max_df
+    )
     skipped = Skipped()
     words = read_lines(vocab, "vocabulary")
     item_ids, word_counts = read_mult(mult, len(words), skipped)
@@ -198,9 +177,9 @@ def convert_ctr(
     options = words_options(min_df, max_df, stem, stopwords) | {
         "vocabulary words": "tokenised like text (scikit-learn), counts of words sharing a term merged",
     }
-    if tags:
-        tag_counts, tag_terms = read_ctr_tags(tag_item, tag_names, item_ids, skipped, mult_name=mult)
-        fields.append(tag_field(tag_counts, tag_terms, tags_min_df, tags_max_df))
+    if tag_item is not None:
+        tag_counts = read_ctr_tags(tag_item, tag_names, item_ids, skipped, mult)
+        fields.append(TokenField("tags", *tag_counts, tags_min_df, tags_max_df, WholeTokenAnalyzer()))
         sources |= {"tag-item": tag_item, "tag names": tag_names}
         options |= tag_options(tags_min_df, tags_max_df)
     return make_dataset(

@@ -5,8 +5,6 @@ right), so a rerun fetches only the files not yet there; the converter renames t
 complete, so a failure leaves nothing under ``OUT/NAME``.
 """
 
-from __future__ import annotations
-
 import os
 import re
 import shutil
@@ -33,7 +31,7 @@ DEFAULT_TIMEOUT = 30.0  # seconds a connection or a read may wait for the server
 MIN_RATE = 10_000  # bytes/s: a file gets 2 x --timeout plus its size at this rate (a trickle would never time out)
 PROGRESS_AFTER_S = 2.0  # a progress bar appears only for a download that takes longer than this
 # convert_ctr's keyword for each file of the table (users.dat -> users, tag-item.dat -> tag_item, ...)
-CONVERT_KEYWORD = {file: key for key, file in (CTR_FILES | CTR_TAG_FILES).items()}
+KEYWORD = {file: key for key, file in (CTR_FILES | CTR_TAG_FILES).items()}
 pooch.get_logger().setLevel("WARNING")  # its "Downloading data from URL" lines would show a mirror's password
 
 
@@ -48,8 +46,7 @@ def download_dataset(name, out="dataset", mirror=None, overwrite=False, timeout=
     out = os.path.expanduser(str(out))  # '--out=~/data': no shell expands a ~ after '='
     if name not in DATASETS:
         raise ColdStartError(unknown_download_message(name, out))
-    dataset = DATASETS[name]
-    source = SOURCES[dataset.source]
+    dataset, source = DATASETS[name], SOURCES[DATASETS[name].source]
     base = _base_url(mirror) if mirror else source["url"]
     target_folder(out, name, overwrite)  # an existing dataset without --overwrite fails before any download
     cache = Path(out) / f".{name}.download"
@@ -58,24 +55,23 @@ def download_dataset(name, out="dataset", mirror=None, overwrite=False, timeout=
     wanted = {file: source["files"][file] for file in dataset.files}
     for file, (size, sha256) in wanted.items():
         fetch_file(base + urllib.parse.quote(file), cache / file, size, sha256, timeout, progress)
-    paths = {CONVERT_KEYWORD[file]: cache / file for file in dataset.files}
-    result = convert_ctr(name=name, out_dir=out, overwrite=overwrite, **paths)
-    _note_download(result.path / "README.txt", base, wanted)
+    result = convert_ctr(
+        name=name, out_dir=out, overwrite=overwrite, **{KEYWORD[file]: cache / file for file in wanted}
+    )
+    # where the files came from, in README.txt (its 'sources' are the download folder, removed below); replaced
+    # whole, so that a reader never sees half of it
+    readme, partial = result.path / "README.txt", result.path / "README.txt.tmp"
+    partial.write_text(
+        readme.read_text(encoding="utf-8") + "\ndownloaded by recbole-fbsm download (sizes and SHA-256 checked; the "
+        "download folder named under sources was removed):\n"
+        + "".join(
+            f"  {redact(base)}{file}  {size:,} bytes  sha256 {sha256}\n" for file, (size, sha256) in wanted.items()
+        ),
+        encoding="utf-8",
+    )
+    os.replace(partial, readme)
     shutil.rmtree(cache, ignore_errors=True)
     return result
-
-
-def _note_download(readme, base, files):
-    """Add where the files came from to the dataset's README.txt (its 'sources' are the download folder,
-    removed once the dataset is written); replaced whole, so a reader never sees half of it."""
-    lines = [f"  {redact(base)}{file}  {size:,} bytes  sha256 {sha256}" for file, (size, sha256) in files.items()]
-    text = (
-        readme.read_text(encoding="utf-8") + "\ndownloaded by recbole-fbsm download (sizes and SHA-256 checked; the "
-        "download folder named under sources was removed):\n" + "\n".join(lines) + "\n"
-    )
-    partial = readme.with_name(readme.name + ".tmp")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, readme)
 
 
 def _base_url(mirror):
@@ -95,8 +91,7 @@ def redact(url):
 def fetch_file(url, dest, size, sha256, timeout, progress=False):
     """Make ``dest`` the file at ``url`` with this ``sha256`` (pooch keeps a checked one, fetches it otherwise);
     every failure is one DownloadError naming the URL, and leaves no part of the file behind."""
-    dest = Path(dest)
-    shown = redact(url)
+    dest, shown = Path(dest), redact(url)
     if dest.is_symlink():  # pooch would read through it, or move the file into the folder it names
         dest.unlink()
     downloader = (
@@ -132,7 +127,6 @@ def fetch_file(url, dest, size, sha256, timeout, progress=False):
             f"{shown}: SHA-256 differs from the expected {sha256} (another version of {dest.name}, or a damaged "
             "copy); the file was deleted, a rerun fetches it again."
         ) from None
-    return dest
 
 
 def _copy_local(url, output_file, _pooch):

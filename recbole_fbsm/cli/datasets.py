@@ -2,7 +2,6 @@
 user's files (docs/datasets.md, docs/convert.md); the converters and pandas load once the options are read."""
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
@@ -127,7 +126,6 @@ def convert(argv, prog="recbole-fbsm convert"):
     args = parser.parse_args(argv)
     from recbole_fbsm.convert import ConversionError, convert_ctr, convert_text
 
-    logging.getLogger("recbole_fbsm.convert").setLevel(logging.ERROR)  # the summary below reports skips
     shared = ("min_df", "max_df", "stem", "stopwords", "overwrite", "tags_min_df", "tags_max_df")
     common = {key: getattr(args, key) for key in shared}
     try:
@@ -205,7 +203,6 @@ def download(argv, prog="recbole-fbsm download"):
     from recbole_fbsm.convert import ConversionError
     from recbole_fbsm.convert.download import download_dataset, redact
 
-    logging.getLogger("recbole_fbsm.convert").setLevel(logging.ERROR)  # the summary reports what was skipped
     try:
         result = download_dataset(
             args.name, args.out, mirror=args.mirror, overwrite=args.overwrite, timeout=args.timeout

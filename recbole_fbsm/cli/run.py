@@ -65,6 +65,14 @@ def run(argv, prog="recbole-fbsm run"):
         for group in ("cold", "warm"):
             if f"{phase}_result_{group}" in result:
                 print(f"{phase} {group} items: {_rounded(result[f'{phase}_result_{group}'])}")
+    audience = result.get("audience")
+    if audience:  # the users direction: who should see a new item (evaluation/audience.py)
+        key = audience["chosen_on"].split()[-1]
+        raw, calibrated = audience["test_raw"], audience["test_calibrated"]
+        print(
+            f"who should see a new item (test {key} over the users who liked it): {calibrated[key]:.4f} with "
+            f"scores / |I_u|^{audience['alpha']} (alpha chosen on validation), raw sum {raw[key]:.4f}"
+        )
     if result.get("saved_model_file"):
         print(f"saved model: {result['saved_model_file']}")
     artifact = result.get("artifact_file")

@@ -81,3 +81,22 @@ def test_a_run_records_the_users_direction_and_its_artifact_carries_alpha(tmp_pa
     from recbole_fbsm.artifact.model_file import read_artifact
 
     assert read_artifact(result["artifact_file"])["training"]["audience_alpha"] == audience["alpha"]
+
+
+def test_the_run_command_prints_the_users_direction(monkeypatch, capsys):
+    from recbole_fbsm import quick_start
+    from recbole_fbsm.cli import run as run_command
+
+    audience = {
+        "alpha": 0.5,
+        "chosen_on": "valid recall@10",
+        "test_raw": {"recall@10": 0.1},
+        "test_calibrated": {"recall@10": 0.125},
+    }
+    result = {"best_valid_result": {}, "test_result": {"recall@10": 0.2}, "audience": audience}
+    monkeypatch.setattr(quick_start, "run", lambda *args, **kwargs: result)
+    assert run_command.run(["--model=CoSim"]) == 0
+    assert (
+        "who should see a new item (test recall@10 over the users who liked it): 0.1250 with scores / |I_u|^0.5 "
+        "(alpha chosen on validation), raw sum 0.1000"
+    ) in capsys.readouterr().out

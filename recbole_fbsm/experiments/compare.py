@@ -8,7 +8,6 @@ import shlex
 import shutil
 import sys
 import time
-import traceback
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -17,9 +16,17 @@ from recbole_fbsm.arguments.compare import DEFAULT_MODELS, DEFAULT_SEEDS, parse_
 from recbole_fbsm.config.cli import typed_command
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.errors import ColdStartError, exit_status
-from recbole_fbsm.experiments.report import CHART_METRICS, group_result, result_groups, write_report
+from recbole_fbsm.experiments.report import shown_metrics, write_report
 from recbole_fbsm.quick_start import planned_settings, run
-from recbole_fbsm.storage.run_records import changed_settings, portable, read_record, write_record
+from recbole_fbsm.storage.run_records import (
+    changed_settings,
+    failed_record,
+    group_result,
+    portable,
+    read_record,
+    result_groups,
+    write_record,
+)
 from recbole_fbsm.training.run_log import last_run_log_file
 
 QUIET_DEFAULTS = {"state": "WARNING", "show_progress": False}
@@ -40,33 +47,26 @@ def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, set
         "seed": seed,
         "split_seed": seed,
     }
-    record = {"model": model, "seed": seed, "split_seed": seed, "settings": settings}
     start = time.perf_counter()
     try:
         result = run(model, dataset, config_file_list=config_file_list, config_dict=config_dict)
     except Exception as error:  # recorded; the comparison goes on with the other models
         if raise_setting_errors and isinstance(error, ColdStartError):
             raise
-        record.update(
-            status="failed",
-            error=f"{type(error).__name__}: {error}",
-            traceback=traceback.format_exc(limit=20),
-            wall_seconds=time.perf_counter() - start,
-        )
-    else:  # the run's own record (quick_start.run builds it once), under this comparison's settings
-        record = {
-            **result["record"],
-            "settings": settings,
-            "wall_seconds": time.perf_counter() - start,
-            "log_file": result["record"].get("log_file") or last_run_log_file(),
-        }
-    record["finished_at"] = datetime.now().isoformat(timespec="seconds")
-    return record
+        return failed_record(model, seed, settings, error, time.perf_counter() - start)
+    # the run's own record (quick_start.run builds it once), under this comparison's settings
+    return {
+        **result["record"],
+        "settings": settings,
+        "wall_seconds": time.perf_counter() - start,
+        "log_file": result["record"].get("log_file") or last_run_log_file(),
+        "finished_at": datetime.now().isoformat(timespec="seconds"),
+    }
 
 
 def _short_result(record):
     test = record.get("test_result") or {}
-    shown = [k for k in CHART_METRICS if k in test] or list(test)[:2]
+    shown = shown_metrics(test)
     groups = result_groups([record])
     if groups == (None,) or not shown:
         return " ".join(f"{k}={test[k]:.4f}" for k in shown)

@@ -37,7 +37,7 @@ from recbole_fbsm.experiments.compare import QUIET_DEFAULTS
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.storage.fingerprint import data_fingerprint
 from recbole_fbsm.storage.run_records import HYBRID_GROUPS, settings_of
-from recbole_fbsm.storage.safe_files import plain, write_atomic
+from recbole_fbsm.storage.safe_files import write_atomic
 from recbole_fbsm.training.trainer import validation_callback
 
 # the heartbeat and its retry callback are "experimental" in Optuna 4 and 5; they are what a shared study needs
@@ -55,6 +55,8 @@ SQLITE_LOCK_TIMEOUT_S = 300
 HEARTBEAT_S, HEARTBEAT_GRACE_S = 60, 600
 RETRY = optuna.storages.RetryHeartbeatStaleTrialCallback()
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
+# what a trial keeps of each seed's run record (the hybrid scenario's cold and warm groups when there)
+TRIAL_KEYS = ("best_valid_score", "best_valid_result", "test_result", *HYBRID_GROUPS)
 
 
 class TrialFailed(Exception):
@@ -220,15 +222,9 @@ class Objective:
             config_dict.setdefault("checkpoint_dir", scratch)  # only to reload the best epoch for the test
             with validation_callback(report):
                 result = run(search.model, search.dataset, search.config_files, config_dict)
-        return {
-            "seed": seed,
-            "best_valid_score": float(result["best_valid_score"]),
-            "best_valid_result": plain(result["best_valid_result"] or {}),
-            "test_result": plain(result["test_result"] or {}),
-            "seconds": time.perf_counter() - start,
-            # the hybrid scenario's cold and warm groups (best_valid_result and test_result hold all items)
-            **{key: plain(result[key]) for key in HYBRID_GROUPS if key in result},
-        }
+        seconds = time.perf_counter() - start
+        record = result["record"]  # the run's own record: the trial keeps its scores
+        return {"seed": seed, **{key: record[key] for key in TRIAL_KEYS if key in record}, "seconds": seconds}
 
 
 def optimize(search, study, max_evals):

@@ -105,7 +105,6 @@ def compare(
 
     pairs = [(model, seed) for seed in seeds for model in models]  # split by split: whole splits first
     ran, skipped, failed = [], [], []
-    first_run = True
     width = max(len(m) for m in models)
     for index, (model, seed) in enumerate(pairs, 1):
         prefix = f"[{index}/{len(pairs)}] {model:<{width}} seed {seed}"
@@ -116,13 +115,12 @@ def compare(
         try:
             # A bad dataset or setting in the first run would fail the same way for every model: stop.
             record = run_pair(
-                model, dataset, seed, results_dir, config_file_list, overrides, settings, raise_setting_errors=first_run
+                model, dataset, seed, results_dir, config_file_list, overrides, settings, raise_setting_errors=not ran
             )
         except ColdStartError:
             if created and not any(found.is_file() for found in results_dir.rglob("*")):
                 shutil.rmtree(results_dir)  # only the empty folders this call made
             raise
-        first_run = False
         write_record(path, record)
         ran.append((model, seed))
         if record["status"] == "ok":

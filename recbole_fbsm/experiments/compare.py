@@ -24,6 +24,7 @@ from recbole_fbsm.storage.run_records import (
     group_result,
     portable,
     read_record,
+    recorded_with,
     result_groups,
     write_record,
 )
@@ -136,15 +137,16 @@ def compare(
 
 def _reusable(old, settings, prefix, log):
     """True when the stored record ``old`` is a finished run with these settings; else says why the pair runs."""
-    settings = portable(settings)  # as records store them (no path of this machine)
-    if old is not None and old["settings"] == settings and old["status"] == "ok":
+    if old is None:
+        return False
+    if not recorded_with(old, settings):
+        changed = ", ".join(changed_settings(old["settings"], portable(settings))) or "settings"
+        log(f"{prefix}: stored result differs in {changed}: running again (it will be replaced)")
+        return False
+    if old["status"] == "ok":
         log(f"{prefix}: done before, skipped ({_short_result(old)})")
         return True
-    if old is not None and old["settings"] != settings:
-        changed = ", ".join(changed_settings(old["settings"], settings)) or "settings"
-        log(f"{prefix}: stored result differs in {changed}: running again (it will be replaced)")
-    elif old is not None:
-        log(f"{prefix}: failed before: running again")
+    log(f"{prefix}: failed before: running again")
     return False
 
 

@@ -5,7 +5,7 @@ import statistics
 from functools import partial
 from pathlib import Path
 
-from recbole_fbsm.storage.run_records import group_result, load_records, result_groups
+from recbole_fbsm.storage.run_records import group_result, load_records, recorded_with, result_groups
 from recbole_fbsm.storage.safe_files import write_atomic
 
 # every table shows each model's ratio to these, when they are in it: the strongest simple content baseline
@@ -238,8 +238,8 @@ def write_report(results_dir, settings, models_first=(), command=None, log=print
     """Rebuild table.md and chart.png from the folder's JSON files recorded with ``settings``."""
     results_dir = Path(results_dir)
     records = load_records(results_dir)
-    kept = [r for r in records if r["settings"] == settings]
-    other = [r for r in records if r["settings"] != settings]
+    kept = [r for r in records if recorded_with(r, settings)]
+    other = [r for r in records if not recorded_with(r, settings)]
     if other:
         names = ", ".join(f"{r['model']}-{r['seed']}" for r in other)
         log(f"left out of the table: {len(other)} result(s) recorded with other settings ({names})")

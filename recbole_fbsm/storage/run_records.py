@@ -125,6 +125,11 @@ def settings_of(dataset, config_file_list, overrides, data_sha256):
     }
 
 
+def recorded_with(record, settings):
+    """True when ``record`` was made under ``settings`` (records hold them ``portable``: no path of this machine)."""
+    return record["settings"] == portable(settings)
+
+
 def changed_settings(old, new):
     """The names of the settings that differ between two ``settings_of`` results, for messages."""
     names = {

@@ -1,5 +1,5 @@
-"""Generated datasets in RecBole's atomic format, for tests and examples (the benchmarks' scaled data:
-benchmarks/scale_data.py)."""
+"""Generated datasets in RecBole's atomic format for the tests: the paper's planted feature pairs, text-like topics
+(the small ones: ``helpers``; the benchmarks' scaled data: benchmarks/scale_data.py)."""
 
 from pathlib import Path
 

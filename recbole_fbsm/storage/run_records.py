@@ -15,7 +15,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import yaml
+from recbole.utils import get_local_time
 
+from recbole_fbsm.recbole_compat import RECBOLE_LOG_ROOT
 from recbole_fbsm.storage.fingerprint import file_sha256
 from recbole_fbsm.storage.safe_files import plain, write_atomic
 
@@ -188,6 +190,16 @@ def failed_record(model, seed, settings, error, wall_seconds):
         "wall_seconds": wall_seconds,
         "finished_at": datetime.now().isoformat(timespec="seconds"),
     }
+
+
+def result_file_for(log_file, config):
+    """``log/MODEL/MODEL-DATASET-time-md5.json`` beside ``log/MODEL/MODEL-DATASET-time-md5.log``; when
+    the run wrote no log file of its own (a host application, e.g. pytest, owns the logging), the same
+    folder with the run id in the name."""
+    if log_file:
+        return Path(log_file).with_suffix(".json")
+    name = f"{config['model']}-{config['dataset']}-{get_local_time()}-{config['run_id']}.json"
+    return Path(RECBOLE_LOG_ROOT).resolve() / str(config["model"]) / name
 
 
 def write_record(path, record):

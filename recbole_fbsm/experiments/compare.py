@@ -39,8 +39,9 @@ def default_results_dir(dataset):
     return Path("results") / f"{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
-def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings, raise_setting_errors=False):
-    """One call of run(); its record (status ok or failed), or with ``raise_setting_errors`` a ColdStartError."""
+def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings, raising=()):
+    """One run on split ``seed`` (compare's, a trial's, a record's rerun): its record (status ok or failed; an error
+    of a type in ``raising`` is raised instead)."""
     config_dict = {
         **QUIET_DEFAULTS,
         "checkpoint_dir": str(Path(results_dir) / CHECKPOINT_SUBDIR),
@@ -52,7 +53,7 @@ def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, set
     try:
         result = run(model, dataset, config_file_list=config_file_list, config_dict=config_dict)
     except Exception as error:  # recorded; the comparison goes on with the other models
-        if raise_setting_errors and isinstance(error, ColdStartError):
+        if isinstance(error, raising):
             raise
         return failed_record(model, seed, settings, error, time.perf_counter() - start)
     # the run's own record (quick_start.run builds it once), under this comparison's settings
@@ -113,11 +114,10 @@ def compare(
         if _reusable(read_record(path), settings, prefix, log):
             skipped.append((model, seed))
             continue
+        # A bad dataset or setting in the first run would fail the same way for every model: stop.
+        stopping = () if ran else (ColdStartError,)
         try:
-            # A bad dataset or setting in the first run would fail the same way for every model: stop.
-            record = run_pair(
-                model, dataset, seed, results_dir, config_file_list, overrides, settings, raise_setting_errors=not ran
-            )
+            record = run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings, stopping)
         except ColdStartError:
             if created and not any(found.is_file() for found in results_dir.rglob("*")):
                 shutil.rmtree(results_dir)  # only the empty folders this call made

@@ -33,8 +33,7 @@ from recbole_fbsm.config.schema import setting
 from recbole_fbsm.config.settings import check_user_settings, convert_value, precheck
 from recbole_fbsm.errors import ColdStartError, exit_status
 from recbole_fbsm.experiments import search_space
-from recbole_fbsm.experiments.compare import QUIET_DEFAULTS
-from recbole_fbsm.quick_start import run
+from recbole_fbsm.experiments.compare import QUIET_DEFAULTS, run_pair
 from recbole_fbsm.storage.fingerprint import data_fingerprint
 from recbole_fbsm.storage.run_records import HYBRID_GROUPS, settings_of
 from recbole_fbsm.storage.safe_files import write_atomic
@@ -216,15 +215,14 @@ class Objective:
             if trial.should_prune():
                 raise optuna.TrialPruned(f"validation {len(scores)} of seed {seed}")
 
-        config_dict = {**QUIET_DEFAULTS, **search.overrides, **settings, "seed": seed, "split_seed": seed}
-        start = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="run_hyper-") as scratch:
-            config_dict.setdefault("checkpoint_dir", scratch)  # only to reload the best epoch for the test
-            with validation_callback(report):
-                result = run(search.model, search.dataset, search.config_files, config_dict)
-        seconds = time.perf_counter() - start
-        record = result["record"]  # the run's own record: the trial keeps its scores
-        return {"seed": seed, **{key: record[key] for key in TRIAL_KEYS if key in record}, "seconds": seconds}
+        overrides = {**search.overrides, **settings}
+        # the scratch folder only to reload the best epoch for the test; every error is the trial's
+        with tempfile.TemporaryDirectory(prefix="run_hyper-") as scratch, validation_callback(report):
+            record = run_pair(
+                search.model, search.dataset, seed, scratch, search.config_files, overrides, None, (Exception,)
+            )
+        kept = {key: record[key] for key in TRIAL_KEYS if key in record}  # the run's own scores
+        return {"seed": seed, **kept, "seconds": record["wall_seconds"]}
 
 
 def optimize(search, study, max_evals):

@@ -843,7 +843,7 @@ def main(argv=None):
         help="RecBole data_path, the folder holding DATASET/ (default: REPO/dataset when it has "
         "DATASET/, else RecBole's default)",
     )
-    source.add_argument("--generated", action="store_true", help="benchmark on data from synthetic.scale_dataset")
+    source.add_argument("--generated", action="store_true", help="benchmark on data from scale_data.scale_dataset")
     source.add_argument("--users", type=int, default=5000)
     source.add_argument("--items", type=int, default=20000)
     source.add_argument("--features", type=int, default=5000, help="vocabulary size")

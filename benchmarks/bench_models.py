@@ -12,7 +12,7 @@ to a temporary working directory, never into the repository.
         --words-per-item 30 --interactions 200000
     python benchmarks/bench_models.py --dataset ml-100k --models FBSM BPR --epochs 5 --repeats 5 --json out.json
 
-Generated data come from ``recbole_fbsm.experiments.synthetic.scale_dataset`` (long-tailed item popularity, user
+Generated data come from ``scale_data.scale_dataset`` (benchmarks/scale_data.py) (long-tailed item popularity, user
 activity and word frequencies; every item liked at least once), written once into ``--data-dir`` (a
 temporary folder by default) and shared by the models.
 """
@@ -258,7 +258,7 @@ def main(argv=None):
     source = parser.add_argument_group("dataset")
     source.add_argument("--dataset", default="ml-100k", help="RecBole dataset name (default: %(default)s)")
     source.add_argument("--data-path", help="RecBole data_path (folder holding DATASET/); ml-100k needs none")
-    source.add_argument("--generated", action="store_true", help="benchmark on data from synthetic.scale_dataset")
+    source.add_argument("--generated", action="store_true", help="benchmark on data from scale_data.scale_dataset")
     source.add_argument("--users", type=int, default=5000)
     source.add_argument("--items", type=int, default=20000)
     source.add_argument("--features", type=int, default=5000, help="vocabulary size")
@@ -323,7 +323,7 @@ def main(argv=None):
         dataset, data_path, label = args.dataset, args.data_path, args.dataset
         if args.generated:
             sys.path.insert(0, str(REPO_ROOT))
-            from recbole_fbsm.experiments.synthetic import scale_dataset
+            from scale_data import scale_dataset
 
             dataset = f"gen_u{args.users}_i{args.items}_f{args.features}_w{args.words_per_item}_n{args.interactions}"
             label = f"generated {args.interactions:,} likes"

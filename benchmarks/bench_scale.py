@@ -1,6 +1,6 @@
 """How FBSM's training epoch time and peak memory grow with the data, from 10^5 to 10^7 interactions.
 
-For each size N (interactions) the script generates data with ``recbole_fbsm.experiments.synthetic.scale_dataset``
+For each size N (interactions) the script generates data with ``scale_data.scale_dataset`` (benchmarks/scale_data.py)
 (users, items and vocabulary scaled with N by the rule below), then trains FBSM in a fresh subprocess
 through the plugin's pipeline and trainer, and records: seconds per epoch (median of up to ``--epochs``
 epochs, fewer once ``--time-budget`` seconds of epochs are spent), the peak RSS of the setup (RecBole's

@@ -217,7 +217,7 @@ def ensure_generated(data_path, users, items, features, words_per_item, interact
     """Write ``scale_dataset`` data into ``data_path`` unless already there; returns the dataset name."""
     name = generated_name(users, items, features, words_per_item, interactions)
     if not (Path(data_path) / name / f"{name}.inter").is_file():
-        from recbole_fbsm.experiments.synthetic import scale_dataset
+        from scale_data import scale_dataset
 
         start = time.perf_counter()
         scale_dataset(data_path, name, users, items, features, words_per_item, interactions, seed=seed)

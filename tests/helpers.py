@@ -227,7 +227,7 @@ def tiny_word_dataset(tmp_path, seed, max_words, quiet):
     """40 items with 1 to ``max_words`` - 1 words (repeats: term counts) out of 12, 15 users with 8 likes each,
     written as ``tmp_path/data/tiny``; returns the settings that run on it (40 items split 24/8/8: Recall@5,
     as a split must have more items than the largest cut-off)."""
-    from recbole_fbsm.experiments.synthetic import write_atomic
+    from synthetic import write_atomic
 
     rng = np.random.default_rng(seed)
     words = {f"i{i}": [f"w{w}" for w in rng.integers(0, 12, size=rng.integers(1, max_words))] for i in range(40)}

@@ -6,10 +6,10 @@ The folders are layers, lowest first; a module imports only from its own layer o
     runtime, kernels              processes and devices; sparse torch kernels
     evaluation                    tie-fair evaluation of the split's candidates, metrics, early stopping
     config                        settings (checked before torch is imported), RecBole's Config, model lookup
-    storage                       atomic code-free files, data fingerprints, run records
+    storage                       atomic code-free files, data fingerprints, run records (and where they go)
     data                          atomic files, the item split, samplers, loaders, item features
     models                        the recommenders, their fitted inputs, the warm backbone
-    training                      the trainer, the run's log and result file
+    training                      the trainer, the run's log
     artifact                      the model artifact
     quick_start                   one run: prepare, train, test, write
     experiments, serve, convert   several runs, serving, converting

@@ -1,2 +1,2 @@
 """Several runs: comparisons (``compare``, ``report``), hyperparameter searches (``tune``, ``search_space``), the
-docs' results tables (``doc_tables``), generated data (``synthetic``)."""
+docs' results tables and their records (``doc_tables``, ``records``), who should see a new item (``audience``)."""

@@ -1,8 +1,7 @@
-"""Who should see a new item, evaluated offline: for each cold item of a split, the training users ranked by the
-model's score of it, Recall@k and NDCG@k over the users who liked it in the split (RecBole's definitions; items no
-training user liked there are skipped), and the share of the top-k slots held by the heaviest 1% of users (by
-training likes). The calibrated ranking divides each score by |I_u|^alpha (``serve.audience``), alpha chosen on the
-validation split's cold items and written beside the artifact for the service.
+"""Who should see a new item, evaluated offline on a saved model: the users direction of every run
+(``evaluation.audience``: for each cold item of a split, the training users ranked by the model's score of it,
+Recall@k, NDCG@k and the heaviest 1%'s share of the top-k slots), alpha chosen on the validation split's cold items
+and written beside the artifact for the service (``serve.audience``).
 
 ``python -m recbole_fbsm.experiments.audience ARTIFACT.fbsm [--topk 20] [--split test]``
 """
@@ -11,78 +10,29 @@ import argparse
 import sys
 
 import numpy as np
-import scipy.sparse as sp
-import torch
 
 from recbole_fbsm.errors import ColdStartError, exit_status
-from recbole_fbsm.serve.audience import calibration, write_alpha
+from recbole_fbsm.evaluation.audience import ALPHAS, audience_metrics
+from recbole_fbsm.serve.audience import write_alpha
 from recbole_fbsm.serve.loading import load_model
-from recbole_fbsm.serve.scoring import iter_profile_scores, ranked, scipy_to_torch_csr
-
-ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
-HEAVY = 0.01  # the heaviest users' share of all users
-BLOCK_CELLS = 1 << 24  # items x users scores per block
 
 
-def split_truth(served, split, users):
-    """(the split's cold items liked by one of ``users``, items x users CSR of those likes)."""
-    items = np.setdiff1d(served.split_items(split), served.training_items())
-    like_users, like_items = served.split_likes(split)
-    row, column = np.full(served.dataset.item_num, -1), np.full(served.dataset.user_num, -1)
-    row[items], column[users] = np.arange(len(items)), np.arange(len(users))
-    keep = (row[like_items] >= 0) & (column[like_users] >= 0)
-    truth = sp.csr_matrix(
-        (np.ones(int(keep.sum())), (row[like_items[keep]], column[like_users[keep]])), shape=(len(items), len(users))
-    )
-    truth.data[:] = 1.0  # a like recorded twice counts once
-    liked = np.diff(truth.indptr) > 0
-    return items[liked], truth[liked]
-
-
-@torch.no_grad()
 def evaluate(served, split="test", k=20, alphas=ALPHAS):
     """{alpha: {"recall", "ndcg", "heavy_share", "heavy_factor", "items"}} of ``split``'s audience rankings."""
     served = load_model(served)
+    items = np.setdiff1d(served.split_items(split), served.training_items())  # the split's cold items
     likes = served.training_likes_per_user()
-    users = np.flatnonzero(likes > 0)
-    items, truth = split_truth(served, split, users)
-    if not len(items):
+    seed = int(served.config["seed"] or 0)
+    features = served.features.matrix.tocsr()
+    report = audience_metrics(served.model, features, likes, (items, *served.split_likes(split)), [k], seed, alphas)
+    if not report:
         raise ColdStartError(
             f"model {served.checkpoint}: no cold item of the {split} split is liked by a training user."
         )
-    k = min(int(k), len(users))
-    heavy = np.zeros(len(users), dtype=bool)
-    heavy[np.argsort(-likes[users], kind="stable")[: max(1, round(HEAVY * len(users)))]] = True
-    weights = {alpha: torch.as_tensor(calibration(likes[users], alpha), dtype=torch.float32) for alpha in alphas}
-    candidates = torch.as_tensor(users, device=served.device)
-    matrix = served.features.matrix.tocsr()[items]
-    generator = torch.Generator().manual_seed(int(served.config["seed"] or 0))
-    hits, heavy_slots = {alpha: [] for alpha in alphas}, dict.fromkeys(alphas, 0)
-    step = max(1, BLOCK_CELLS // len(users))
-    for start in range(0, len(items), step):
-        block = scipy_to_torch_csr(matrix[start : start + step], served.device, served.row_dtype)
-        scores = torch.cat([s for _, s in iter_profile_scores(served.model, candidates, block)]).T.float().cpu()
-        keys = torch.rand(scores.shape, generator=generator)  # ties at random, the same draw for every alpha
-        relevant = truth[start : start + step].toarray() > 0
-        for alpha in alphas:
-            top = ranked(scores * weights[alpha], keys, k).numpy()
-            hits[alpha].append(np.take_along_axis(relevant, top, axis=1))
-            heavy_slots[alpha] += int(heavy[top].sum())
-    n_relevant = np.diff(truth.indptr)
-    discount = 1.0 / np.log2(np.arange(2, k + 2))
-    ideal = np.cumsum(discount)[np.minimum(n_relevant, k) - 1]
-    report = {}
-    for alpha in alphas:
-        found = np.concatenate(hits[alpha])
-        share = heavy_slots[alpha] / found.size
-        report[alpha] = {
-            "recall": float(np.mean(found.sum(1) / n_relevant)),
-            "ndcg": float(np.mean(found @ discount / ideal)),
-            "heavy_share": share,
-            "heavy_factor": share / (heavy.sum() / len(users)),
-            "items": len(items),
-        }
-    return report
+    k = min(int(k), int(np.count_nonzero(likes)))
+    names = {"recall": f"recall@{k}", "ndcg": f"ndcg@{k}", "heavy_share": f"heavy_share@{k}"}
+    names.update(heavy_factor=f"heavy_factor@{k}", items="items")
+    return {alpha: {name: row[key] for name, key in names.items()} for alpha, row in report.items()}
 
 
 def audience_report(served, split="test", k=20):

@@ -7,16 +7,24 @@ import re
 import shlex
 import shutil
 import time
-import traceback
 from datetime import datetime
 from functools import partial
 from pathlib import Path
 
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.errors import ColdStartError, exit_status
-from recbole_fbsm.experiments.report import CHART_METRICS, group_result, result_groups, write_report
+from recbole_fbsm.experiments.report import shown_metrics, write_report
 from recbole_fbsm.quick_start import planned_settings, run
-from recbole_fbsm.storage.run_records import changed_settings, portable, read_record, write_record
+from recbole_fbsm.storage.run_records import (
+    changed_settings,
+    failed_record,
+    group_result,
+    portable,
+    read_record,
+    recorded_with,
+    result_groups,
+    write_record,
+)
 from recbole_fbsm.training.run_log import last_run_log_file
 
 QUIET_DEFAULTS = {"state": "WARNING", "show_progress": False}
@@ -28,8 +36,9 @@ def default_results_dir(dataset):
     return Path("results") / f"{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
-def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings, raise_setting_errors=False):
-    """One call of run(); its record (status ok or failed), or with ``raise_setting_errors`` a ColdStartError."""
+def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings, raising=()):
+    """One run on split ``seed`` (compare's, a trial's, a record's rerun): its record (status ok or failed; an error
+    of a type in ``raising`` is raised instead)."""
     config_dict = {
         **QUIET_DEFAULTS,
         "checkpoint_dir": str(Path(results_dir) / CHECKPOINT_SUBDIR),
@@ -37,33 +46,26 @@ def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, set
         "seed": seed,
         "split_seed": seed,
     }
-    record = {"model": model, "seed": seed, "split_seed": seed, "settings": settings}
     start = time.perf_counter()
     try:
         result = run(model, dataset, config_file_list=config_file_list, config_dict=config_dict)
     except Exception as error:  # recorded; the comparison goes on with the other models
-        if raise_setting_errors and isinstance(error, ColdStartError):
+        if isinstance(error, raising):
             raise
-        record.update(
-            status="failed",
-            error=f"{type(error).__name__}: {error}",
-            traceback=traceback.format_exc(limit=20),
-            wall_seconds=time.perf_counter() - start,
-        )
-    else:  # the run's own record (quick_start.run builds it once), under this comparison's settings
-        record = {
-            **result["record"],
-            "settings": settings,
-            "wall_seconds": time.perf_counter() - start,
-            "log_file": result["record"].get("log_file") or last_run_log_file(),
-        }
-    record["finished_at"] = datetime.now().isoformat(timespec="seconds")
-    return record
+        return failed_record(model, seed, settings, error, time.perf_counter() - start)
+    # the run's own record (quick_start.run builds it once), under this comparison's settings
+    return {
+        **result["record"],
+        "settings": settings,
+        "wall_seconds": time.perf_counter() - start,
+        "log_file": result["record"].get("log_file") or last_run_log_file(),
+        "finished_at": datetime.now().isoformat(timespec="seconds"),
+    }
 
 
 def _short_result(record):
     test = record.get("test_result") or {}
-    shown = [k for k in CHART_METRICS if k in test] or list(test)[:2]
+    shown = shown_metrics(test)
     groups = result_groups([record])
     if groups == (None,) or not shown:
         return " ".join(f"{k}={test[k]:.4f}" for k in shown)
@@ -101,7 +103,6 @@ def compare(
 
     pairs = [(model, seed) for seed in seeds for model in models]  # split by split: whole splits first
     ran, skipped, failed = [], [], []
-    first_run = True
     width = max(len(m) for m in models)
     for index, (model, seed) in enumerate(pairs, 1):
         prefix = f"[{index}/{len(pairs)}] {model:<{width}} seed {seed}"
@@ -109,16 +110,14 @@ def compare(
         if _reusable(read_record(path), settings, prefix, log):
             skipped.append((model, seed))
             continue
+        # A bad dataset or setting in the first run would fail the same way for every model: stop.
+        stopping = () if ran else (ColdStartError,)
         try:
-            # A bad dataset or setting in the first run would fail the same way for every model: stop.
-            record = run_pair(
-                model, dataset, seed, results_dir, config_file_list, overrides, settings, raise_setting_errors=first_run
-            )
+            record = run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings, stopping)
         except ColdStartError:
             if created and not any(found.is_file() for found in results_dir.rglob("*")):
                 shutil.rmtree(results_dir)  # only the empty folders this call made
             raise
-        first_run = False
         write_record(path, record)
         ran.append((model, seed))
         if record["status"] == "ok":
@@ -134,15 +133,16 @@ def compare(
 
 def _reusable(old, settings, prefix, log):
     """True when the stored record ``old`` is a finished run with these settings; else says why the pair runs."""
-    settings = portable(settings)  # as records store them (no path of this machine)
-    if old is not None and old["settings"] == settings and old["status"] == "ok":
+    if old is None:
+        return False
+    if not recorded_with(old, settings):
+        changed = ", ".join(changed_settings(old["settings"], portable(settings))) or "settings"
+        log(f"{prefix}: stored result differs in {changed}: running again (it will be replaced)")
+        return False
+    if old["status"] == "ok":
         log(f"{prefix}: done before, skipped ({_short_result(old)})")
         return True
-    if old is not None and old["settings"] != settings:
-        changed = ", ".join(changed_settings(old["settings"], settings)) or "settings"
-        log(f"{prefix}: stored result differs in {changed}: running again (it will be replaced)")
-    elif old is not None:
-        log(f"{prefix}: failed before: running again")
+    log(f"{prefix}: failed before: running again")
     return False
 
 

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from recbole_fbsm.experiments import report
+from recbole_fbsm.storage.run_records import GROUPS, group_result, load_records
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC_FILES = ("README.md", "docs/*.md")
@@ -38,16 +39,13 @@ def parse_spec(spec):
     parts = [p.strip() for p in spec.split("|")]
     if len(parts) != 3 or not all(parts):
         raise TableError(f"results-table marker '{spec}': expected 'FOLDER | MODEL ... | COLUMN, ...'")
-    columns = []
-    for column in (c.strip() for c in parts[2].split(",")):
-        bold = column.startswith("**") and column.endswith("**")
-        columns.append((column.strip("*"), bold))
-    return parts[0], parts[1].split(), columns
+    columns = [c.strip() for c in parts[2].split(",")]
+    return parts[0], parts[1].split(), [(c.strip("*"), c.startswith("**") and c.endswith("**")) for c in columns]
 
 
 def _records_by_model(folder):
     """{model: {seed: record}} of the folder's finished runs."""
-    rows = report.summarise(report.load_records(folder))
+    rows = report.summarise(load_records(folder))
     by_model = {row["model"]: {r["seed"]: r for r in row["ok"]} for row in rows if row["ok"]}
     if not by_model:
         raise TableError(f"results-table: no finished run records in {folder}")
@@ -55,8 +53,8 @@ def _records_by_model(folder):
 
 
 def _group_result(record, group):
-    """``report.group_result``, where a missing group is an error rather than no metrics."""
-    result = report.group_result(record, group)
+    """``group_result``, where a missing group is an error rather than no metrics."""
+    result = group_result(record, group)
     if not result:
         raise TableError(
             f"results-table: {record['model']} (seed {record['seed']}) has no test_result_{group}: "
@@ -82,104 +80,96 @@ def _row_label(token, runs, own_overrides):
     return label
 
 
-def _mean_std(values):
-    """mean ± sample std over the splits; a single split's value alone (a std of one value would read as 0)."""
-    return f"{float(values[0]):.4f}" if len(values) == 1 else report.mean_std_cell(values)
-
-
 def _split_group(column):
     """(group or None, rest) of a column: ``cold:recall@20`` -> ("cold", "recall@20")."""
     group, colon, rest = column.partition(":")
-    if colon and group in report.HYBRID_GROUPS:
-        return group, rest
-    if colon:
+    if colon and group not in GROUPS:
         raise TableError(
-            f"results-table column '{column}': expected GROUP:COLUMN with GROUP one of "
-            + ", ".join(report.HYBRID_GROUPS)
+            f"results-table column '{column}': expected GROUP:COLUMN with GROUP one of {', '.join(GROUPS)}"
         )
-    return None, column
+    return (group, rest) if colon else (None, column)
 
 
-def _load_rows(folder, models, root):
-    """Records by row token (``MODEL`` from the folder, ``SUB/MODEL`` from its subfolder), the folder's own
-    overrides (for the subfolder rows' labels) and the one validation metric they were all chosen on."""
-    by_model = _records_by_model(Path(root) / folder)
-    records = [record for runs in by_model.values() for record in runs.values()]
-    own_overrides = {key: value for record in records for key, value in _overrides(record).items()}
-    for token in models:
-        if "/" in token:
+class Table:
+    """One marker's records: by row token (``MODEL`` from the folder, ``SUB/MODEL`` from its subfolder), the folder's
+    own overrides (for the subfolder rows' labels) and the one validation metric they were all chosen on."""
+
+    def __init__(self, folder, models, root):
+        self.folder, self.by_model = folder, _records_by_model(Path(root) / folder)
+        records = [record for runs in self.by_model.values() for record in runs.values()]
+        self.own_overrides = {
+            k: v for r in records for k, v in ((r.get("settings") or {}).get("overrides") or {}).items()
+        }
+        for token in (t for t in models if "/" in t):
             sub, _, model = token.rpartition("/")
-            by_model[token] = _records_by_model(Path(root) / folder / sub).get(model) or {}
-    valid_metrics = {r.get("valid_metric") for token in models for r in by_model.get(token, {}).values()}
-    if len(valid_metrics) != 1:
-        raise TableError(f"results-table {folder}: the records were chosen on different metrics {valid_metrics}")
-    return by_model, own_overrides, str(valid_metrics.pop()).lower()
+            self.by_model[token] = _records_by_model(Path(root) / folder / sub).get(model) or {}
+        valid_metrics = {r.get("valid_metric") for token in models for r in self.by_model.get(token, {}).values()}
+        if len(valid_metrics) != 1:
+            raise TableError(f"results-table {folder}: the records were chosen on different metrics {valid_metrics}")
+        self.valid_metric = str(valid_metrics.pop()).lower()
 
+    def runs(self, model):
+        if not self.by_model.get(model):
+            raise TableError(f"results-table {self.folder}: no records of model {model}")
+        return self.by_model[model]
 
-def _header(column, valid_metric):
-    group, column = _split_group(column)
-    suffix = f" {group}" if group else ""
-    if column == "valid":
-        return f"valid {report.metric_label(valid_metric)}"
-    if column.startswith("/"):
-        return f"/ {column[1:]}{suffix} (per split)"
-    if column in ("s/run", "splits"):
-        return column
-    return (f"test {report.metric_label(column)}" if column == valid_metric else report.metric_label(column)) + suffix
+    def header(self, column):
+        group, column = _split_group(column)
+        suffix = f" {group}" if group else ""
+        if column == "valid":
+            return f"valid {report.metric_label(self.valid_metric)}"
+        if column.startswith("/"):
+            return f"/ {column[1:]}{suffix} (per split)"
+        if column in ("s/run", "splits"):
+            return column
+        return ("test " if column == self.valid_metric else "") + report.metric_label(column) + suffix
 
+    def base_value(self, baseline, seed, group):
+        """The baseline's (``max(A B)``: the better one's) test value on one split; None when one lacks the split."""
+        match = MAX_OF.match(baseline)
+        runs = [self.runs(name) for name in (match["models"].split() if match else [baseline])]
+        values = [_group_result(r[seed], group)[self.valid_metric] for r in runs if seed in r]
+        return max(values) if len(values) == len(runs) else None
 
-def _runs_of(by_model, folder, model):
-    if not by_model.get(model):
-        raise TableError(f"results-table {folder}: no records of model {model}")
-    return by_model[model]
-
-
-def _base_value(by_model, folder, baseline, seed, group, valid_metric):
-    """The baseline's (``max(A B)``: the better one's) test value on one split; None when one lacks the split."""
-    match = MAX_OF.match(baseline)
-    names = match["models"].split() if match else [baseline]
-    runs = [_runs_of(by_model, folder, name) for name in names]
-    values = [_group_result(r[seed], group)[valid_metric] for r in runs if seed in r]
-    return max(values) if len(values) == len(names) else None
-
-
-def _cell(by_model, folder, model, column, valid_metric):
-    group, column = _split_group(column)
-    runs = _runs_of(by_model, folder, model)
-    seeds = sorted(runs)
-    if column == "valid":
-        return _mean_std([runs[s]["best_valid_score"] for s in seeds])
-    if column == "s/run":
-        return f"{sum(runs[s]['wall_seconds'] for s in seeds) / len(seeds):.0f}"
-    if column == "splits":
-        return str(len(seeds))
-    if column.startswith("/"):
-        bases = {s: _base_value(by_model, folder, column[1:], s, group, valid_metric) for s in seeds}
-        ratios = [_group_result(runs[s], group)[valid_metric] / bases[s] for s in seeds if bases[s]]
-        if not ratios:
-            raise TableError(f"results-table {folder}: {model} shares no split with {column[1:]}")
-        if len(ratios) == 1:
-            return f"{ratios[0]:.3f}"
-        return f"{sum(ratios) / len(ratios):.3f} ({', '.join(f'{r:.2f}' for r in ratios)})"
-    missing = [s for s in seeds if column not in _group_result(runs[s], group)]
-    if missing:
-        raise TableError(f"results-table {folder}: {model} has no test {column} (seeds {missing})")
-    return _mean_std([_group_result(runs[s], group)[column] for s in seeds])
+    def cell(self, model, column):
+        group, column = _split_group(column)
+        runs = self.runs(model)
+        seeds = sorted(runs)
+        if column == "s/run":
+            return f"{sum(runs[s]['wall_seconds'] for s in seeds) / len(seeds):.0f}"
+        if column == "splits":
+            return str(len(seeds))
+        if column.startswith("/"):
+            bases = {s: self.base_value(column[1:], s, group) for s in seeds}
+            ratios = [_group_result(runs[s], group)[self.valid_metric] / bases[s] for s in seeds if bases[s]]
+            if not ratios:
+                raise TableError(f"results-table {self.folder}: {model} shares no split with {column[1:]}")
+            each = f" ({', '.join(f'{r:.2f}' for r in ratios)})" if len(ratios) > 1 else ""
+            return f"{sum(ratios) / len(ratios):.3f}{each}"
+        if column == "valid":
+            values = [runs[s]["best_valid_score"] for s in seeds]
+        else:
+            missing = [s for s in seeds if column not in _group_result(runs[s], group)]
+            if missing:
+                raise TableError(f"results-table {self.folder}: {model} has no test {column} (seeds {missing})")
+            values = [_group_result(runs[s], group)[column] for s in seeds]
+        # one split: its value alone (a std of one value would read as no spread)
+        return f"{float(values[0]):.4f}" if len(values) == 1 else report.mean_std_cell(values)
 
 
 def render_table(spec, root=ROOT):
     """The markdown table of one marker's spec, from the records in its folder."""
     folder, models, columns = parse_spec(spec)
-    by_model, own_overrides, valid_metric = _load_rows(folder, models, root)
+    table = Table(folder, models, root)
 
     def bold(text, on):
         return f"**{text}**" if on else text
 
-    header = ["model", *(bold(_header(c, valid_metric), b) for c, b in columns)]
+    header = ["model", *(bold(table.header(c), b) for c, b in columns)]
     rows = [
         [
-            _row_label(model, _runs_of(by_model, folder, model), own_overrides),
-            *(bold(_cell(by_model, folder, model, c, valid_metric), b) for c, b in columns),
+            _row_label(model, table.runs(model), table.own_overrides),
+            *(bold(table.cell(model, c), b) for c, b in columns),
         ]
         for model in models
     ]

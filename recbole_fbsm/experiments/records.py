@@ -7,22 +7,10 @@
 
 import argparse
 import tempfile
-from pathlib import Path
 
 from recbole_fbsm.experiments.compare import run_pair
 from recbole_fbsm.quick_start import planned_settings
-from recbole_fbsm.storage.run_records import code_fingerprint, read_record, write_record
-
-
-def record_files(paths):
-    return [f for p in map(Path, paths) for f in (sorted(p.rglob("*.json")) if p.is_dir() else [p])]
-
-
-def stale(paths):
-    """The records under ``paths`` whose code fingerprint is not this tree's."""
-    return [
-        f for f in record_files(paths) if (read_record(f) or {}).get("settings", {}).get("code") != code_fingerprint()
-    ]
+from recbole_fbsm.storage.run_records import read_record, record_files, stale_records, write_record
 
 
 def rerun(record, checkpoint_dir):
@@ -40,7 +28,7 @@ def main(argv=None):
     parser.add_argument("paths", nargs="+", help="record files or folders of them")
     parser.add_argument("--all", action="store_true", help="refresh: every record, not only the stale ones")
     args = parser.parse_args(argv)
-    files = stale(args.paths) if args.action == "stale" or not args.all else record_files(args.paths)
+    files = stale_records(args.paths) if args.action == "stale" or not args.all else record_files(args.paths)
     for path in files:
         if args.action == "stale":
             print(path)

@@ -5,7 +5,7 @@ import statistics
 from functools import partial
 from pathlib import Path
 
-from recbole_fbsm.storage.run_records import read_record
+from recbole_fbsm.storage.run_records import group_result, load_records, recorded_with, result_groups
 from recbole_fbsm.storage.safe_files import write_atomic
 
 # every table shows each model's ratio to these, when they are in it: the strongest simple content baseline
@@ -14,14 +14,7 @@ RATIO_BASELINES = ("ItemKNNCBF", "CoSim")
 # the hybrid scenario adds the cold items' ratio to the strongest baseline that ranks cold items at all
 COLD_RATIO_BASELINE = "ItemKNNCBF"
 CHART_METRICS = ("recall@10", "ndcg@10")
-# the hybrid scenario's groups: "all" is the record's test_result, the others test_result_<group>
-HYBRID_GROUPS = ("all", "cold", "warm")
 METRIC_NAMES = dict(recall="Recall", ndcg="NDCG", precision="Precision", hit="Hit", mrr="MRR", rec="Rec", dcg="DCG")
-
-
-def load_records(results_dir):
-    """Every result record of the folder (unreadable or foreign JSON files are left out)."""
-    return [record for record in map(read_record, sorted(Path(results_dir).glob("*.json"))) if record is not None]
 
 
 def mean_std(values):
@@ -43,18 +36,6 @@ def _escape(text, limit=160):
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return text.replace("|", "\\|")
-
-
-def group_result(record, group=None):
-    """The test metrics of one group of a record: ``None``/"all" is ``test_result`` (the hybrid scenario's ranking of
-    all items), "cold"/"warm" the hybrid scenario's ``test_result_<group>``."""
-    return record.get("test_result" if group in (None, "all") else f"test_result_{group}") or {}
-
-
-def result_groups(records):
-    """The groups a table shows: all/cold/warm when a record holds the hybrid scenario's groups, else one."""
-    hybrid = any(f"test_result_{g}" in r for r in records for g in HYBRID_GROUPS[1:])
-    return HYBRID_GROUPS if hybrid else (None,)
 
 
 def _column_label(metric, group):
@@ -192,8 +173,7 @@ def chart_figure(rows, dataset):
     rows = [row for row in rows if row["ok"]]
     if not rows:
         return None
-    available = list(dict.fromkeys(k for row in rows for record in row["ok"] for k in record["test_result"]))
-    metrics = [m for m in CHART_METRICS if m in available] or available[:2]
+    metrics = shown_metrics(dict.fromkeys(k for row in rows for record in row["ok"] for k in record["test_result"]))
     if not metrics:
         return None
     groups = result_groups([r for row in rows for r in row["ok"]])
@@ -226,6 +206,11 @@ def chart_figure(rows, dataset):
     return figure
 
 
+def shown_metrics(metrics):
+    """The metrics a chart or a console line shows: Recall@10 and NDCG@10 when there, else the first two."""
+    return [m for m in CHART_METRICS if m in metrics] or list(metrics)[:2]
+
+
 def metric_label(metric):
     """RecBole's metric key as a reader writes it: ``recall@10`` -> ``Recall@10``."""
     name, _, k = metric.partition("@")
@@ -253,8 +238,8 @@ def write_report(results_dir, settings, models_first=(), command=None, log=print
     """Rebuild table.md and chart.png from the folder's JSON files recorded with ``settings``."""
     results_dir = Path(results_dir)
     records = load_records(results_dir)
-    kept = [r for r in records if r["settings"] == settings]
-    other = [r for r in records if r["settings"] != settings]
+    kept = [r for r in records if recorded_with(r, settings)]
+    other = [r for r in records if not recorded_with(r, settings)]
     if other:
         names = ", ".join(f"{r['model']}-{r['seed']}" for r in other)
         log(f"left out of the table: {len(other)} result(s) recorded with other settings ({names})")

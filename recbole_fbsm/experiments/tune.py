@@ -31,11 +31,10 @@ from recbole_fbsm.config.schema import setting
 from recbole_fbsm.config.settings import check_user_settings, convert_value, precheck
 from recbole_fbsm.errors import ColdStartError, exit_status
 from recbole_fbsm.experiments import search_space
-from recbole_fbsm.experiments.compare import QUIET_DEFAULTS
-from recbole_fbsm.quick_start import run
+from recbole_fbsm.experiments.compare import QUIET_DEFAULTS, run_pair
 from recbole_fbsm.storage.fingerprint import data_fingerprint
 from recbole_fbsm.storage.run_records import HYBRID_GROUPS, settings_of
-from recbole_fbsm.storage.safe_files import plain, write_atomic
+from recbole_fbsm.storage.safe_files import write_atomic
 from recbole_fbsm.training.trainer import validation_callback
 
 # the heartbeat and its retry callback are "experimental" in Optuna 4 and 5; they are what a shared study needs
@@ -54,6 +53,8 @@ DEFAULT_MAX_EVALS = 100  # RecBole's, for tpe and random (recbole_fbsm.cli.exper
 HEARTBEAT_S, HEARTBEAT_GRACE_S = 60, 600
 RETRY = optuna.storages.RetryHeartbeatStaleTrialCallback()
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
+# what a trial keeps of each seed's run record (the hybrid scenario's cold and warm groups when there)
+TRIAL_KEYS = ("best_valid_score", "best_valid_result", "test_result", *HYBRID_GROUPS)
 
 
 class TrialFailed(Exception):
@@ -213,21 +214,14 @@ class Objective:
             if trial.should_prune():
                 raise optuna.TrialPruned(f"validation {len(scores)} of seed {seed}")
 
-        config_dict = {**QUIET_DEFAULTS, **search.overrides, **settings, "seed": seed, "split_seed": seed}
-        start = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="run_hyper-") as scratch:
-            config_dict.setdefault("checkpoint_dir", scratch)  # only to reload the best epoch for the test
-            with validation_callback(report):
-                result = run(search.model, search.dataset, search.config_files, config_dict)
-        return {
-            "seed": seed,
-            "best_valid_score": float(result["best_valid_score"]),
-            "best_valid_result": plain(result["best_valid_result"] or {}),
-            "test_result": plain(result["test_result"] or {}),
-            "seconds": time.perf_counter() - start,
-            # the hybrid scenario's cold and warm groups (best_valid_result and test_result hold all items)
-            **{key: plain(result[key]) for key in HYBRID_GROUPS if key in result},
-        }
+        overrides = {**search.overrides, **settings}
+        # the scratch folder only to reload the best epoch for the test; every error is the trial's
+        with tempfile.TemporaryDirectory(prefix="run_hyper-") as scratch, validation_callback(report):
+            record = run_pair(
+                search.model, search.dataset, seed, scratch, search.config_files, overrides, None, (Exception,)
+            )
+        kept = {key: record[key] for key in TRIAL_KEYS if key in record}  # the run's own scores
+        return {"seed": seed, **kept, "seconds": record["wall_seconds"]}
 
 
 def optimize(search, study, max_evals):

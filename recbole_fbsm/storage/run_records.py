@@ -1,6 +1,7 @@
-"""The JSON record of a finished run (``run()``'s result file, ``compare``, the tuner). It carries the ``settings``
-it was computed with (``settings_of``), and is reused only under the same ones: changed data, config files or
-release mean a new run, never an old number."""
+"""The run record, one JSON file per run (``run()``'s result file, ``compare``'s and docs/results' records, the
+tuner's trials): built, written, read, and judged here. It carries the ``settings`` it was computed with
+(``settings_of``, the code's fingerprint among them) and is reused only under the same ones: changed data, config
+files, code or release mean a new run, never an old number."""
 
 import ast
 import functools
@@ -8,16 +9,22 @@ import hashlib
 import json
 import os
 import subprocess
+import traceback
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import yaml
+from recbole.utils import get_local_time
 
+from recbole_fbsm.recbole_compat import RECBOLE_LOG_ROOT
 from recbole_fbsm.storage.fingerprint import file_sha256
 from recbole_fbsm.storage.safe_files import plain, write_atomic
 
-HYBRID_GROUPS = ("valid_result_cold", "valid_result_warm", "test_result_cold", "test_result_warm")
+# the hybrid scenario's item groups: "all" is the record's best_valid_result / test_result, the others are kept in
+# {valid,test}_result_<group> (absent in the item scenario)
+GROUPS = ("all", "cold", "warm")
+HYBRID_GROUPS = tuple(f"{phase}_result_{group}" for phase in ("valid", "test") for group in GROUPS[1:])
 
 
 def package_version():
@@ -120,6 +127,11 @@ def settings_of(dataset, config_file_list, overrides, data_sha256):
     }
 
 
+def recorded_with(record, settings):
+    """True when ``record`` was made under ``settings`` (records hold them ``portable``: no path of this machine)."""
+    return record["settings"] == portable(settings)
+
+
 def changed_settings(old, new):
     """The names of the settings that differ between two ``settings_of`` results, for messages."""
     names = {
@@ -165,6 +177,31 @@ def run_record(config, result, settings, data, wall_seconds, log_file):
     }
 
 
+def failed_record(model, seed, settings, error, wall_seconds):
+    """The record of a run that raised ``error`` (status failed: its message and traceback)."""
+    return {
+        "model": model,
+        "seed": seed,
+        "split_seed": seed,
+        "settings": settings,
+        "status": "failed",
+        "error": f"{type(error).__name__}: {error}",
+        "traceback": traceback.format_exc(limit=20),
+        "wall_seconds": wall_seconds,
+        "finished_at": datetime.now().isoformat(timespec="seconds"),
+    }
+
+
+def result_file_for(log_file, config):
+    """``log/MODEL/MODEL-DATASET-time-md5.json`` beside ``log/MODEL/MODEL-DATASET-time-md5.log``; when
+    the run wrote no log file of its own (a host application, e.g. pytest, owns the logging), the same
+    folder with the run id in the name."""
+    if log_file:
+        return Path(log_file).with_suffix(".json")
+    name = f"{config['model']}-{config['dataset']}-{get_local_time()}-{config['run_id']}.json"
+    return Path(RECBOLE_LOG_ROOT).resolve() / str(config["model"]) / name
+
+
 def write_record(path, record):
     """Write the record atomically (a crash never leaves half a file)."""
     write_atomic(path, (json.dumps(portable(record), indent=2, sort_keys=False) + "\n").encode("utf-8"))
@@ -180,3 +217,30 @@ def read_record(path):
     if not isinstance(record, dict) or not {"model", "seed", "status", "settings"} <= set(record):
         return None
     return record
+
+
+def record_files(paths):
+    """The JSON files under ``paths`` (folders, recursively, and files)."""
+    return [f for p in map(Path, paths) for f in (sorted(p.rglob("*.json")) if p.is_dir() else [p])]
+
+
+def load_records(folder):
+    """Every result record of the folder (unreadable or foreign JSON files are left out)."""
+    return [record for record in map(read_record, sorted(Path(folder).glob("*.json"))) if record is not None]
+
+
+def stale_records(paths):
+    """The record files under ``paths`` made by other code than this tree's (their ``settings.code``)."""
+    code = code_fingerprint()
+    return [f for f in record_files(paths) if (read_record(f) or {}).get("settings", {}).get("code") != code]
+
+
+def group_result(record, group=None):
+    """The test metrics of one group of a record: ``None``/"all" is ``test_result`` (the hybrid scenario's ranking of
+    all items), "cold"/"warm" the hybrid scenario's ``test_result_<group>``."""
+    return record.get("test_result" if group in (None, "all") else f"test_result_{group}") or {}
+
+
+def result_groups(records):
+    """The groups a table shows: all/cold/warm when a record holds the hybrid scenario's groups, else one (None)."""
+    return GROUPS if any(f"test_result_{g}" in r for r in records for g in GROUPS[1:]) else (None,)

@@ -8,12 +8,12 @@ import logging
 import os
 import uuid
 from contextlib import contextmanager
-from pathlib import Path
 
-from recbole.utils import get_local_time, init_logger
+from recbole.utils import init_logger
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.recbole_compat import COLOR_CODES, EVALUATING_LINE, RECBOLE_LOG_ROOT, STOP_LINE, TRAINING_LINE
+from recbole_fbsm.storage.run_records import result_file_for  # noqa: F401 (the run's record file, beside its log)
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # recbole_fbsm/
 
@@ -72,16 +72,6 @@ def end_run_log():
     logging.captureWarnings(False)
     for handler in _handlers_of_last_run:
         handler.flush()
-
-
-def result_file_for(log_file, config):
-    """``log/MODEL/MODEL-DATASET-time-md5.json`` beside ``log/MODEL/MODEL-DATASET-time-md5.log``; when
-    the run wrote no log file of its own (a host application, e.g. pytest, owns the logging), the same
-    folder with the run id in the name."""
-    if log_file:
-        return Path(log_file).with_suffix(".json")
-    name = f"{config['model']}-{config['dataset']}-{get_local_time()}-{config['run_id']}.json"
-    return Path(RECBOLE_LOG_ROOT).resolve() / str(config["model"]) / name
 
 
 def _quiet(handler, root, config):

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from synthetic import write_atomic
 
 from recbole_fbsm.data.features import build_item_features
-from recbole_fbsm.experiments.synthetic import write_atomic
 from recbole_fbsm.quick_start import prepare, run
 
 QUIET = {"state": "ERROR", "show_progress": False}

@@ -1,7 +1,7 @@
-"""Who should see a new item (experiments/audience.py, serve/audience.py): the users direction's metrics against a
-brute force, alpha chosen on validation only, the heaviest users' share of the top-k slots, and the service's
-ranking by the calibrated score. One CoSim model on a small generated dataset whose user ``u_all`` likes every
-item (the one heaviest user)."""
+"""Who should see a new item (experiments/audience.py on evaluation/audience.py, serve/audience.py): the users
+direction's metrics against a brute force, alpha chosen on validation only, the heaviest users' share of the top-k
+slots, and the service's ranking by the calibrated score. One CoSim model on a small generated dataset whose user
+``u_all`` likes every item (the one heaviest user)."""
 
 import json
 import shutil
@@ -13,6 +13,7 @@ import torch
 from helpers import dataset_config, score_new_items, score_user, write_dataset
 from http_helpers import call, live_service
 
+from recbole_fbsm.evaluation.collector import tie_keys
 from recbole_fbsm.experiments import audience
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve import load_model
@@ -40,7 +41,8 @@ def brute_force(served, split, k, alpha):
     items = sorted(liked_by)  # the split's cold items a training user liked, in id order: as the keys are drawn
     scores = score_new_items(served, SimpleNamespace(matrix=served.features.matrix.tocsr()[items]), users).T
     weights = torch.tensor([max(likes[u], 1) ** -alpha for u in users], dtype=torch.float32)
-    keys = torch.rand(scores.shape, generator=torch.Generator().manual_seed(int(served.config["seed"])))
+    # ties by evaluation's keys of (item, user), as evaluation.audience orders them
+    keys = tie_keys(int(served.config["seed"]), torch.tensor(items)[:, None], torch.tensor(users)[None, :])
     heaviest = users.index(int(served.user_ids(["u_all"])[0]))
     recalls, ndcgs, heavy = [], [], 0
     for j, item in enumerate(items):

@@ -275,6 +275,15 @@ def test_changed_data_runs_again(fake, tmp_path, capsys):
     assert "stored result differs in the data: running again" in capsys.readouterr().out
 
 
+def test_a_comparison_with_an_absolute_data_path_has_its_rows_in_the_table(fake, tmp_path, capsys):
+    """Records hold their settings without this machine's paths; the table still takes them as this comparison's."""
+    write_dataset(tmp_path / "data", "toy")
+    args = ["--dataset=toy", "--models", "Pop", "--seeds", "1", "--results", "r", f"--data_path={tmp_path / 'data'}"]
+    assert cmp.main(args) == 0
+    assert "Pop" in table_rows((tmp_path / "r" / "table.md").read_text())
+    assert "left out of the table" not in capsys.readouterr().out
+
+
 def test_failing_model_is_recorded_and_the_others_go_on(fake, tmp_path, capsys):
     fake.fail = {"BPR"}
     code = compare_command(["--models", "Pop", "BPR", "CoSim", "--seeds", "1", "2", "--results", "r"])

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 import torch
 from helpers import REPO_ROOT, RUN_RECBOLE, dataset_config, write_dataset
+from synthetic import planted_interactions
 
 from recbole_fbsm.data.user_batches import UserGroupedBatchSampler
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.experiments.synthetic import planted_interactions
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.serve.loading import load_model

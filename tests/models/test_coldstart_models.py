@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from synthetic import planted_interactions, write_atomic
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.experiments.synthetic import planted_interactions, write_atomic
 from recbole_fbsm.models.warm_backbone import warm_embeddings
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.serve.scoring import scipy_to_torch_csr

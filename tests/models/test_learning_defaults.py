@@ -2,8 +2,8 @@
 kept and what that gained over the untrained (CoSim) start."""
 
 import pytest
+from synthetic import topic_text
 
-from recbole_fbsm.experiments.synthetic import topic_text
 from recbole_fbsm.quick_start import run
 
 QUIET = {"state": "ERROR", "show_progress": False}

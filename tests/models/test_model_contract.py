@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 from recbole.data.interaction import Interaction
+from synthetic import write_atomic
 
 import recbole_fbsm.models
 from recbole_fbsm.config.registry import PLUGIN_MODELS, get_model
-from recbole_fbsm.experiments.synthetic import write_atomic
 from recbole_fbsm.models.contract import has_nothing_to_train
 from recbole_fbsm.models.hybrid_blend import HybridBlend
 from recbole_fbsm.quick_start import prepare

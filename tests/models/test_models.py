@@ -6,8 +6,8 @@ import scipy.sparse as sp
 import torch
 from helpers import item_token_ids, tiny_word_dataset
 from recbole.data.interaction import Interaction
+from synthetic import planted_interactions
 
-from recbole_fbsm.experiments.synthetic import planted_interactions
 from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.models import base
 from recbole_fbsm.quick_start import prepare, run

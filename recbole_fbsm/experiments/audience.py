@@ -15,9 +15,9 @@ import scipy.sparse as sp
 import torch
 
 from recbole_fbsm.errors import ColdStartError, exit_status
+from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.serve.audience import calibration, write_alpha
 from recbole_fbsm.serve.loading import load_model
-from recbole_fbsm.serve.scoring import iter_profile_scores, ranked, scipy_to_torch_csr
 
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 HEAVY = 0.01  # the heaviest users' share of all users
@@ -56,16 +56,18 @@ def evaluate(served, split="test", k=20, alphas=ALPHAS):
     weights = {alpha: torch.as_tensor(calibration(likes[users], alpha), dtype=torch.float32) for alpha in alphas}
     candidates = torch.as_tensor(users, device=served.device)
     matrix = served.features.matrix.tocsr()[items]
-    generator = torch.Generator().manual_seed(int(served.config["seed"] or 0))
+    collector = TieBreakingCollector(
+        served.config
+    )  # evaluation's top-k: ties by a seeded hash, the same for every alpha
     hits, heavy_slots = {alpha: [] for alpha in alphas}, dict.fromkeys(alphas, 0)
     step = max(1, BLOCK_CELLS // len(users))
     for start in range(0, len(items), step):
-        block = scipy_to_torch_csr(matrix[start : start + step], served.device, served.row_dtype)
-        scores = torch.cat([s for _, s in iter_profile_scores(served.model, candidates, block)]).T.float().cpu()
-        keys = torch.rand(scores.shape, generator=generator)  # ties at random, the same draw for every alpha
+        block = served.feature_rows(matrix[start : start + step])
+        scores = served.model.score_feature_rows(candidates, block).T.float().cpu()
+        rows = torch.arange(start, start + len(scores))
         relevant = truth[start : start + step].toarray() > 0
         for alpha in alphas:
-            top = ranked(scores * weights[alpha], keys, k).numpy()
+            top = collector.random_tie_topk(scores * weights[alpha], k, rows, candidates.cpu()).numpy()
             hits[alpha].append(np.take_along_axis(relevant, top, axis=1))
             heavy_slots[alpha] += int(heavy[top].sum())
     n_relevant = np.diff(truth.indptr)

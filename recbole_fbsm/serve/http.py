@@ -57,6 +57,19 @@ class SafeJSONResponse(JSONResponse):
 
 
 # ------------------------------------------------------------------------------------------------ ids
+# what an id cannot hold, with why: it could not be stored, listed, served or deleted
+ID_RULES = (
+    (lambda value: _has_surrogate(value), "an id cannot hold a lone surrogate (not text)"),
+    (lambda value: "\x00" in value, "an id cannot hold NUL"),
+    (
+        lambda value: any(unicodedata.category(c) == "Cc" for c in value),
+        "an id cannot hold control characters (newline, tab, ...)",
+    ),
+    (lambda value: "/" in value, "an id cannot hold '/' (it could not be named in a URL path)"),
+    (lambda value: value != value.strip(), "an id cannot start or end with white space"),
+)
+
+
 def check_id(value, what="id"):
     """``value`` if it is an id the service can store, list, serve and delete; else a ColdStartError (a 400)
     naming the rule."""
@@ -68,16 +81,9 @@ def check_id(value, what="id"):
         raise ColdStartError(f"{what}: an id cannot be empty")
     if len(value) > MAX_ID_LENGTH:
         raise ColdStartError(f"{what} {value[:20]!r}...: at most {MAX_ID_LENGTH} characters; got {len(value)}")
-    if _has_surrogate(value):
-        raise ColdStartError(f"{what} {value!r}: an id cannot hold a lone surrogate (not text)")
-    if "\x00" in value:
-        raise ColdStartError(f"{what} {value!r}: an id cannot hold NUL")
-    if any(unicodedata.category(c) == "Cc" for c in value):
-        raise ColdStartError(f"{what} {value!r}: an id cannot hold control characters (newline, tab, ...)")
-    if "/" in value:
-        raise ColdStartError(f"{what} {value!r}: an id cannot hold '/' (it could not be named in a URL path)")
-    if value != value.strip():
-        raise ColdStartError(f"{what} {value!r}: an id cannot start or end with white space")
+    broken = [why for test, why in ID_RULES if test(value)]
+    if broken:
+        raise ColdStartError(f"{what} {value!r}: {broken[0]}")
     return value
 
 
@@ -108,7 +114,7 @@ def create_app(state, token=None, max_body=DEFAULT_MAX_BODY):
             for method, path, function, body in routes
         ],
         exception_handlers={
-            HTTPException: _http_error,
+            HTTPException: lambda request, error: _error(error.detail, error.status_code),
             Conflict: lambda request, error: _error(str(error), 409),
             StoreError: lambda request, error: _error(str(error), 503),
             ItemsGone: lambda request, error: _error(str(error), 404),
@@ -230,10 +236,6 @@ def _depth(value):
 
 def _error(message, status):
     return SafeJSONResponse({"error": message}, status_code=status)
-
-
-async def _http_error(request, error):
-    return _error(error.detail, error.status_code)
 
 
 async def _server_error(request, error):

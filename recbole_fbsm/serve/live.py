@@ -15,12 +15,12 @@ import torch
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.models.contract import FeatureSimilarity, ItemNeighbourhood
 from recbole_fbsm.serve.audience import audience_alpha, calibration
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.neighbours import NeighbourScorer
 from recbole_fbsm.serve.new_items import NewItems, new_items_from_cells
-from recbole_fbsm.serve.scoring import ranked, scipy_to_torch_csr
 from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, by_kind
 
 log = logging.getLogger("recbole_fbsm.serve.http")
@@ -58,7 +58,7 @@ class ModelView:
             self.profile, self.shared_weights = True, np.ones(self.matrix.shape[1], dtype=np.float32)
         elif isinstance(model, ItemNeighbourhood):
             self.neighbours = NeighbourScorer(model, self.training_items)
-        self.seed = int(served.config["seed"] or 0)
+        self.collector = TieBreakingCollector(served.config)  # evaluation's top-k, its ties broken by seed
         self.hybrid = str(setting(served.config, "cold_start_scenario")).lower() == "hybrid"
         self.warm_candidates = torch.as_tensor(self.training_items, device=served.device)
 
@@ -281,7 +281,7 @@ def two_tower_scores(view, internal, kind, matrix):
     if kind == "warm" and view.hybrid:  # one tensor per view: the model caches its candidates' vectors
         scores = model.score_candidates({model.USER_ID: users}, view.warm_candidates)
     else:
-        scores = model.score_feature_rows(users, scipy_to_torch_csr(matrix, device))
+        scores = model.score_feature_rows(users, view.served.feature_rows(matrix))
     return scores[0].detach().cpu().numpy()
 
 
@@ -321,25 +321,22 @@ def score_candidates(snapshot, user, scope):
     return scores, eligible, ids, note
 
 
-def seeded_top(scores, eligible, k, seed):
-    """Positions of the ``k`` best ``eligible`` scores, best first, ties broken at random (seeded), never by
-    position, which follows popularity; a non-finite score ranks last. Only the items tied with or above the
-    ``k``-th best are sorted (one partial partition)."""
-    k = min(int(k), int(eligible.sum()))
-    if k == 0:
-        return np.zeros(0, dtype=np.int64)
-    finite = np.where(np.isfinite(scores), scores, -np.inf)
-    ranked_scores = np.where(eligible, finite, -np.inf)
-    threshold = np.partition(ranked_scores, len(ranked_scores) - k)[len(ranked_scores) - k]  # the k-th best
-    candidates = np.flatnonzero((ranked_scores >= threshold) & eligible)  # every item tied with it included
-    keys = torch.rand((1, len(candidates)), generator=torch.Generator().manual_seed(seed))
-    return candidates[ranked(torch.as_tensor(finite[candidates])[None], keys, k)[0].numpy()]
+def seeded_top(view, scores, eligible, k, row=0):
+    """Positions of the ``k`` best ``eligible`` scores, best first, ranked by evaluation's top-k (ties by a seeded
+    hash of (``row``, position), never by position, which follows popularity); a non-finite score ranks last."""
+    candidates = np.flatnonzero(eligible)
+    finite = torch.as_tensor(np.nan_to_num(scores[candidates], nan=-np.inf, posinf=-np.inf))
+    best = view.collector.random_tie_topk(finite[None], int(k), torch.tensor([row]), torch.as_tensor(candidates))
+    return candidates[best[0].numpy()]
 
 
 def top_items(snapshot, user, scope="all", top=10):
     """[(item id, score)] of ``user``'s ``top`` best items of ``scope``, and the note of ``score_candidates``."""
     scores, eligible, ids, note = score_candidates(snapshot, user, scope)
-    return [(str(ids[j]), float(scores[j])) for j in seeded_top(scores, eligible, top, snapshot.view.seed)], note
+    return [
+        (str(ids[j]), float(scores[j]))
+        for j in seeded_top(snapshot.view, scores, eligible, top, snapshot.view.dataset_user(user))
+    ], note
 
 
 def like_matrix_of(snapshot):
@@ -406,4 +403,4 @@ def item_users(snapshot, item, top=10):
     alpha = audience_alpha(view.served.checkpoint)
     scores = np.asarray(scores, dtype=np.float64).ravel() * calibration(np.diff(likes.indptr), alpha)
     liked = np.asarray(likes[:, view.likes.shape[1] + snapshot.position[item]].todense()).ravel() != 0
-    return [(str(tokens[j]), float(scores[j])) for j in seeded_top(scores, ~liked, top, view.seed)]
+    return [(str(tokens[j]), float(scores[j])) for j in seeded_top(view, scores, ~liked, top, snapshot.position[item])]

@@ -13,6 +13,7 @@ import torch
 from helpers import dataset_config, score_new_items, score_user, write_dataset
 from http_helpers import call, live_service
 
+from recbole_fbsm.evaluation.collector import tie_keys
 from recbole_fbsm.experiments import audience
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve import load_model
@@ -37,10 +38,10 @@ def brute_force(served, split, k, alpha):
     for user, item in zip(*served.split_likes(split)):
         if likes[user] > 0:
             liked_by.setdefault(int(item), set()).add(users.index(user))
-    items = sorted(liked_by)  # the split's cold items a training user liked, in id order: as the keys are drawn
+    items = sorted(liked_by)  # the split's cold items a training user liked, in id order: rows of the keys
     scores = score_new_items(served, SimpleNamespace(matrix=served.features.matrix.tocsr()[items]), users).T
     weights = torch.tensor([max(likes[u], 1) ** -alpha for u in users], dtype=torch.float32)
-    keys = torch.rand(scores.shape, generator=torch.Generator().manual_seed(int(served.config["seed"])))
+    keys = tie_keys(served.config["seed"], torch.arange(len(items))[:, None], torch.tensor(users)[None, :])
     heaviest = users.index(int(served.user_ids(["u_all"])[0]))
     recalls, ndcgs, heavy = [], [], 0
     for j, item in enumerate(items):

@@ -26,8 +26,7 @@ from starlette.routing import Route
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.explain import explain
 from recbole_fbsm.serve.live import SCOPES, Conflict, LiveState, item_users, top_items, training_likes, weigh_group
-from recbole_fbsm.serve.new_items import NewItems, unknown_tokens_message
-from recbole_fbsm.serve.recommend import recommend
+from recbole_fbsm.serve.new_items import unknown_tokens_message
 from recbole_fbsm.serve.store import ItemsGone, StoredItem, StoreError, by_kind, describe, open_store
 
 MAX_TOP = 1000
@@ -432,16 +431,11 @@ def _item_users(live, request, payload, item):
     snapshot = live.current()
     if item not in snapshot.position:
         raise HTTPException(404, f"new item {item!r} is not in the catalogue (POST it to /items first)")
-    ranked = item_users(snapshot, item, top)
-    named = {"item": item, **_titles(live, snapshot, [item]).get(item, {})}
-    if ranked is not None:  # every like counted, stored ones included (live.item_users)
-        users = [{"user_id": user, "rank": rank, "score": score} for rank, (user, score) in enumerate(ranked, 1)]
-        return {**named, "users": users}
-    row = snapshot.position[item]  # two-tower models: the training users, by their learned embeddings
-    items = snapshot.catalogue
-    one = NewItems("catalogue", [item], items.counts[[row]], items.matrix[[row]])
-    table = recommend(snapshot.view.served, one, top=top, for_users=False).for_items
-    return {**named, "users": table.astype({"user_id": str})[["user_id", "rank", "score"]].to_dict("records")}
+    users = [
+        {"user_id": user, "rank": rank, "score": score}
+        for rank, (user, score) in enumerate(item_users(snapshot, item, top), 1)
+    ]
+    return {"item": item, **_titles(live, snapshot, [item]).get(item, {}), "users": users}
 
 
 def _titles(live, snapshot, items):

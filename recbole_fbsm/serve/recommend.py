@@ -24,12 +24,13 @@ class Recommendations:
     new_items: NewItems
 
 
-def top_lists(served, users, new_items, top, by_item, seed):
+def top_lists(served, users, matrix, top, by_item, seed):
     """(ids, scores) of the ``top`` best users of each new item (``by_item``) or new items of each of ``users``
-    (internal ids), in blocks of ``BLOCK_CELLS`` scores, ranked by evaluation's ``random_tie_topk``."""
+    (internal ids), the new items' weighted rows ``matrix`` scored in blocks of ``BLOCK_CELLS`` by the model's
+    ``score_feature_rows`` and ranked by evaluation's ``random_tie_topk``."""
     collector = TieBreakingCollector(served.config)
     collector.tie_seed = seed
-    n_rows, n_columns = (len(new_items), len(users)) if by_item else (len(users), len(new_items))
+    n_rows, n_columns = (matrix.shape[0], len(users)) if by_item else (len(users), matrix.shape[0])
     columns = users if by_item else torch.arange(n_columns, device=served.device)
     ids, values = (
         [torch.zeros(0, min(top, n_columns), dtype=torch.long)],
@@ -39,12 +40,10 @@ def top_lists(served, users, new_items, top, by_item, seed):
     for start in range(0, n_rows, step):
         if by_item:
             rows = torch.arange(start, min(start + step, n_rows), device=served.device)
-            scores = served.model.score_feature_rows(
-                users, served.feature_rows(new_items.matrix[start : start + step])
-            ).T
+            scores = served.model.score_feature_rows(users, served.feature_rows(matrix[start : start + step])).T
         else:
             rows = users[start : start + step]
-            scores = served.model.score_feature_rows(rows, served.feature_rows(new_items.matrix))
+            scores = served.model.score_feature_rows(rows, served.feature_rows(matrix))
         best = collector.random_tie_topk(scores, top, rows, columns)
         ids.append(columns[best].cpu())
         values.append(scores.gather(1, best).double().cpu())
@@ -66,7 +65,7 @@ def recommend(served, new_items, top=10, users=None, for_items=True, for_users=T
     item_tokens = np.asarray(new_items.tokens, dtype=object)
     items_table = users_table = None
     if for_items:
-        ids, scores = top_lists(served, with_likes, new_items, int(top), True, seed)
+        ids, scores = top_lists(served, with_likes, new_items.matrix, int(top), True, seed)
         user_tokens = np.asarray(served.user_tokens(ids.ravel()), dtype=object).reshape(ids.shape)
         items_table = _long_table("item_id", item_tokens, "user_id", user_tokens, scores)
     if for_users:
@@ -79,7 +78,7 @@ def recommend(served, new_items, top=10, users=None, for_items=True, for_users=T
                 ServeWarning,
                 stacklevel=2,
             )
-        ids, scores = top_lists(served, chosen, new_items, int(top), False, seed)
+        ids, scores = top_lists(served, chosen, new_items.matrix, int(top), False, seed)
         user_tokens = np.asarray(served.user_tokens(chosen.cpu().numpy()), dtype=object)
         users_table = _long_table("user_id", user_tokens, "item_id", item_tokens[ids], scores)
     return Recommendations(items_table, users_table, new_items)

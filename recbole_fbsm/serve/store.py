@@ -4,7 +4,6 @@ artifact reads them with its own vocabulary; durability and the change log: docs
 """
 
 import contextlib
-import itertools
 import json
 import os
 import sqlite3
@@ -207,15 +206,14 @@ class Store:
 
     def _texts(self, table, rows):
         """The ``rows`` of text values; a warning names each other one (written by another program)."""
-        text = [_all_text(*row) for row in rows]
-        for row in itertools.compress(rows, [not t for t in text]):
+        for row in (row for row in rows if not _all_text(*row)):
             warnings.warn(
                 f"store {describe(self.location)}: table {table}, row {tuple(row)!r}: expected text values "
                 "(written by another program?); left out",
                 StoreWarning,
                 stacklevel=3,
             )
-        return list(itertools.compress(rows, text))
+        return [row for row in rows if _all_text(*row)]
 
     def request_reload(self):
         """Ask every worker to read the artifact again (``POST /admin/reload``); the change's number."""

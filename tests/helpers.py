@@ -13,7 +13,6 @@ from recbole.data.interaction import Interaction
 
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve.live import score_candidates
-from recbole_fbsm.serve.scoring import iter_profile_scores, scipy_to_torch_csr
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RUN_RECBOLE = REPO_ROOT / "run_recbole.py"
@@ -336,9 +335,8 @@ def train_planted(root, runs, model=None, **common):
 
 def score_new_items(served, new_items, users):
     """Dense (len(users) x len(new_items)) scores of the serving path; ``users`` are internal ids."""
-    matrix = scipy_to_torch_csr(new_items.matrix, served.device, served.row_dtype)
     users = torch.as_tensor(users, device=served.device)
-    return torch.cat([scores for _, scores in iter_profile_scores(served.model, users, matrix)], dim=0)
+    return served.model.score_feature_rows(users, served.feature_rows(new_items.matrix))
 
 
 def score_user(snapshot, user, scope):

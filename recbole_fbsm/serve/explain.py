@@ -12,7 +12,6 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.contract import FeatureSimilarity, ItemNeighbourhood
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.new_items import NewItems, read_new_items
-from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 
 FEATURE_COLUMNS = ["part", "item_feature", "user_feature", "item_value", "user_value", "weight", "contribution"]
 
@@ -140,7 +139,7 @@ def explain(served, user, item, new_items=None, raw_text=None):
         item_cols = torch.as_tensor(row.indices, dtype=torch.long, device=device)
         item_vals = torch.as_tensor(row.data, dtype=torch.float64, device=device)
         i, in_profile = None, False
-        model_score = float(model.score_feature_rows(u, scipy_to_torch_csr(row, device, model.F.values.dtype))[0, 0])
+        model_score = float(model.score_feature_rows(u, served.feature_rows(row))[0, 0])
     else:
         i = served.item_ids([item])
         _, item_cols, item_vals, _ = model.F.gather_rows(i)

@@ -7,7 +7,7 @@ import os
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.loading import load_model
-from recbole_fbsm.serve.raw_text import tokenize_field
+from recbole_fbsm.serve.new_items import tokenize_field
 from recbole_fbsm.serve.store import by_kind, default_store_path, on_postgres, open_store
 from recbole_fbsm.storage.safe_files import write_atomic
 
@@ -56,8 +56,8 @@ def export_likes(store_location, output, model=None):
     columns = {}
     for group in by_kind(items):
         for field in served.fields:
-            cells = tokenize_field([item.cells.get(field, "") for item in group], field, served, group[0].raw)
-            for item, tokens in zip(group, cells.cells):  # a tab or line break inside a token would break the row
+            cells, _, _ = tokenize_field([item.cells.get(field, "") for item in group], field, served, group[0].raw)
+            for item, tokens in zip(group, cells):  # a tab or line break inside a token would break the row
                 columns.setdefault(item.item_id, {})[field] = separator.join(" ".join(t.split()) for t in tokens)
     types = served.dataset.field2type  # the feature fields are token or token_seq
     header = "\t".join([f"{served.iid_field}:token"] + [f"{field}:{types[field].value}" for field in served.fields])

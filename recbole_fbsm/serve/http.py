@@ -26,8 +26,7 @@ from starlette.routing import Route
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.explain import explain
 from recbole_fbsm.serve.live import SCOPES, Conflict, LiveState, item_users, top_items, training_likes, weigh_group
-from recbole_fbsm.serve.new_items import NewItems, unknown_tokens_message
-from recbole_fbsm.serve.recommend import recommend
+from recbole_fbsm.serve.new_items import unknown_tokens_message
 from recbole_fbsm.serve.store import ItemsGone, StoredItem, StoreError, by_kind, describe, open_store
 
 MAX_TOP = 1000
@@ -57,6 +56,19 @@ class SafeJSONResponse(JSONResponse):
 
 
 # ------------------------------------------------------------------------------------------------ ids
+# what an id cannot hold, with why: it could not be stored, listed, served or deleted
+ID_RULES = (
+    (lambda value: _has_surrogate(value), "an id cannot hold a lone surrogate (not text)"),
+    (lambda value: "\x00" in value, "an id cannot hold NUL"),
+    (
+        lambda value: any(unicodedata.category(c) == "Cc" for c in value),
+        "an id cannot hold control characters (newline, tab, ...)",
+    ),
+    (lambda value: "/" in value, "an id cannot hold '/' (it could not be named in a URL path)"),
+    (lambda value: value != value.strip(), "an id cannot start or end with white space"),
+)
+
+
 def check_id(value, what="id"):
     """``value`` if it is an id the service can store, list, serve and delete; else a ColdStartError (a 400)
     naming the rule."""
@@ -68,16 +80,9 @@ def check_id(value, what="id"):
         raise ColdStartError(f"{what}: an id cannot be empty")
     if len(value) > MAX_ID_LENGTH:
         raise ColdStartError(f"{what} {value[:20]!r}...: at most {MAX_ID_LENGTH} characters; got {len(value)}")
-    if _has_surrogate(value):
-        raise ColdStartError(f"{what} {value!r}: an id cannot hold a lone surrogate (not text)")
-    if "\x00" in value:
-        raise ColdStartError(f"{what} {value!r}: an id cannot hold NUL")
-    if any(unicodedata.category(c) == "Cc" for c in value):
-        raise ColdStartError(f"{what} {value!r}: an id cannot hold control characters (newline, tab, ...)")
-    if "/" in value:
-        raise ColdStartError(f"{what} {value!r}: an id cannot hold '/' (it could not be named in a URL path)")
-    if value != value.strip():
-        raise ColdStartError(f"{what} {value!r}: an id cannot start or end with white space")
+    broken = [why for test, why in ID_RULES if test(value)]
+    if broken:
+        raise ColdStartError(f"{what} {value!r}: {broken[0]}")
     return value
 
 
@@ -108,7 +113,7 @@ def create_app(state, token=None, max_body=DEFAULT_MAX_BODY):
             for method, path, function, body in routes
         ],
         exception_handlers={
-            HTTPException: _http_error,
+            HTTPException: lambda request, error: _error(error.detail, error.status_code),
             Conflict: lambda request, error: _error(str(error), 409),
             StoreError: lambda request, error: _error(str(error), 503),
             ItemsGone: lambda request, error: _error(str(error), 404),
@@ -230,10 +235,6 @@ def _depth(value):
 
 def _error(message, status):
     return SafeJSONResponse({"error": message}, status_code=status)
-
-
-async def _http_error(request, error):
-    return _error(error.detail, error.status_code)
 
 
 async def _server_error(request, error):
@@ -430,16 +431,11 @@ def _item_users(live, request, payload, item):
     snapshot = live.current()
     if item not in snapshot.position:
         raise HTTPException(404, f"new item {item!r} is not in the catalogue (POST it to /items first)")
-    ranked = item_users(snapshot, item, top)
-    named = {"item": item, **_titles(live, snapshot, [item]).get(item, {})}
-    if ranked is not None:  # every like counted, stored ones included (live.item_users)
-        users = [{"user_id": user, "rank": rank, "score": score} for rank, (user, score) in enumerate(ranked, 1)]
-        return {**named, "users": users}
-    row = snapshot.position[item]  # two-tower models: the training users, by their learned embeddings
-    items = snapshot.catalogue
-    one = NewItems("catalogue", [item], items.counts[[row]], items.matrix[[row]])
-    table = recommend(snapshot.view.served, one, top=top, for_users=False).for_items
-    return {**named, "users": table.astype({"user_id": str})[["user_id", "rank", "score"]].to_dict("records")}
+    users = [
+        {"user_id": user, "rank": rank, "score": score}
+        for rank, (user, score) in enumerate(item_users(snapshot, item, top), 1)
+    ]
+    return {"item": item, **_titles(live, snapshot, [item]).get(item, {}), "users": users}
 
 
 def _titles(live, snapshot, items):

@@ -8,6 +8,7 @@ import logging
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -15,12 +16,13 @@ import torch
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.models.contract import FeatureSimilarity, ItemNeighbourhood
 from recbole_fbsm.serve.audience import audience_alpha, calibration
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.neighbours import NeighbourScorer
 from recbole_fbsm.serve.new_items import NewItems, new_items_from_cells
-from recbole_fbsm.serve.scoring import ranked, scipy_to_torch_csr
+from recbole_fbsm.serve.recommend import top_lists
 from recbole_fbsm.serve.store import ITEM, LIKE, RELOAD, by_kind
 
 log = logging.getLogger("recbole_fbsm.serve.http")
@@ -58,7 +60,7 @@ class ModelView:
             self.profile, self.shared_weights = True, np.ones(self.matrix.shape[1], dtype=np.float32)
         elif isinstance(model, ItemNeighbourhood):
             self.neighbours = NeighbourScorer(model, self.training_items)
-        self.seed = int(served.config["seed"] or 0)
+        self.collector = TieBreakingCollector(served.config)  # evaluation's top-k, its ties broken by seed
         self.hybrid = str(setting(served.config, "cold_start_scenario")).lower() == "hybrid"
         self.warm_candidates = torch.as_tensor(self.training_items, device=served.device)
 
@@ -83,10 +85,11 @@ class Snapshot:
     likes: dict  # user -> tuple of stored liked item ids, oldest first
     seq: int  # the last store change applied
     skipped: dict = field(default_factory=dict)  # stored item id -> why this model cannot serve it
-    position: dict = field(init=False)  # new item id -> row of ``catalogue``
 
-    def __post_init__(self):
-        object.__setattr__(self, "position", {token: k for k, token in enumerate(self.catalogue.tokens)})
+    @cached_property
+    def position(self):
+        """New item id -> row of ``catalogue``."""
+        return {token: k for k, token in enumerate(self.catalogue.tokens)}
 
     def knows_item(self, item):
         return item in self.position or self.view.dataset_item(item) != 0
@@ -226,9 +229,8 @@ def in_background(work, what):
 
 
 def training_likes(view, user):
-    """Dataset item ids ``user`` liked in training (none for a user the dataset does not know)."""
-    internal = view.dataset_user(user)
-    return view.likes[internal].indices if internal else np.empty(0, dtype=np.int64)
+    """Dataset item ids ``user`` liked in training (none for a user the dataset does not know: row 0, padding)."""
+    return view.likes[view.dataset_user(user)].indices
 
 
 def liked_items(snapshot, user):
@@ -256,10 +258,8 @@ def trained_user(view, user, why):
 def user_weights(snapshot, user, dataset_likes, new_rows):
     """w_u = c_u * f_u + V (V^T f_u) (dense, features), f_u the sum of the liked items' rows."""
     view = snapshot.view
-    f_u = np.asarray(view.matrix[dataset_likes].sum(axis=0)).ravel()
-    if len(new_rows):
-        f_u = f_u + np.asarray(snapshot.catalogue.matrix[new_rows].sum(axis=0)).ravel()
-    f_u = f_u.astype(np.float32)
+    f_u = view.matrix[dataset_likes].sum(axis=0) + snapshot.catalogue.matrix[new_rows].sum(axis=0)
+    f_u = np.asarray(f_u, dtype=np.float32).ravel()
     if view.per_user_weights:
         internal = trained_user(view, user, "learns each user's feature weights (c_u)")
         weights = view.served.model.diagonal_weights(torch.tensor([internal])).detach().cpu().numpy()[0]
@@ -281,7 +281,7 @@ def two_tower_scores(view, internal, kind, matrix):
     if kind == "warm" and view.hybrid:  # one tensor per view: the model caches its candidates' vectors
         scores = model.score_candidates({model.USER_ID: users}, view.warm_candidates)
     else:
-        scores = model.score_feature_rows(users, scipy_to_torch_csr(matrix, device))
+        scores = model.score_feature_rows(users, view.served.feature_rows(matrix))
     return scores[0].detach().cpu().numpy()
 
 
@@ -321,25 +321,22 @@ def score_candidates(snapshot, user, scope):
     return scores, eligible, ids, note
 
 
-def seeded_top(scores, eligible, k, seed):
-    """Positions of the ``k`` best ``eligible`` scores, best first, ties broken at random (seeded), never by
-    position, which follows popularity; a non-finite score ranks last. Only the items tied with or above the
-    ``k``-th best are sorted (one partial partition)."""
-    k = min(int(k), int(eligible.sum()))
-    if k == 0:
-        return np.zeros(0, dtype=np.int64)
-    finite = np.where(np.isfinite(scores), scores, -np.inf)
-    ranked_scores = np.where(eligible, finite, -np.inf)
-    threshold = np.partition(ranked_scores, len(ranked_scores) - k)[len(ranked_scores) - k]  # the k-th best
-    candidates = np.flatnonzero((ranked_scores >= threshold) & eligible)  # every item tied with it included
-    keys = torch.rand((1, len(candidates)), generator=torch.Generator().manual_seed(seed))
-    return candidates[ranked(torch.as_tensor(finite[candidates])[None], keys, k)[0].numpy()]
+def seeded_top(view, scores, eligible, k, row=0):
+    """Positions of the ``k`` best ``eligible`` scores, best first, ranked by evaluation's top-k (ties by a seeded
+    hash of (``row``, position), never by position, which follows popularity); a non-finite score ranks last."""
+    candidates = np.flatnonzero(eligible)
+    finite = torch.as_tensor(np.nan_to_num(scores[candidates], nan=-np.inf, posinf=-np.inf))
+    best = view.collector.random_tie_topk(finite[None], int(k), torch.tensor([row]), torch.as_tensor(candidates))
+    return candidates[best[0].numpy()]
 
 
 def top_items(snapshot, user, scope="all", top=10):
     """[(item id, score)] of ``user``'s ``top`` best items of ``scope``, and the note of ``score_candidates``."""
     scores, eligible, ids, note = score_candidates(snapshot, user, scope)
-    return [(str(ids[j]), float(scores[j])) for j in seeded_top(scores, eligible, top, snapshot.view.seed)], note
+    return [
+        (str(ids[j]), float(scores[j]))
+        for j in seeded_top(snapshot.view, scores, eligible, top, snapshot.view.dataset_user(user))
+    ], note
 
 
 def like_matrix_of(snapshot):
@@ -373,12 +370,15 @@ def like_matrix_of(snapshot):
 def item_users(snapshot, item, top=10):
     """[(user id, score)] of the ``top`` users a catalogue item should go to: the scores ``top_items`` gives it,
     for all users at once (one sparse product), each divided by |I_u|^alpha (``serve.audience``: a raw sum over
-    a user's likes favours the heaviest users), users who like it left out. ``None`` for two-tower models, which
-    score by the embeddings learned in training (the caller ranks the training users with ``recommend``)."""
+    a user's likes favours the heaviest users), users who like it left out. Two-tower models score by the
+    embeddings learned in training: the training users with a like, by ``serve recommend``'s raw score."""
     view = snapshot.view
     model = view.served.model
     if not view.profile and view.neighbours is None:
-        return None
+        users = torch.as_tensor(np.flatnonzero(np.diff(view.likes.indptr)), device=view.served.device)
+        row = snapshot.catalogue.matrix[[snapshot.position[item]]]
+        ids, scores = top_lists(view.served, users, row, top, True, view.collector.tie_seed)
+        return list(zip(view.served.user_tokens(ids[0]), scores[0].tolist()))
     likes, tokens, internal = like_matrix_of(snapshot)
     x = snapshot.catalogue.matrix[snapshot.position[item]]
     every_row = sp.vstack([view.matrix, snapshot.catalogue.matrix], format="csr")
@@ -406,4 +406,4 @@ def item_users(snapshot, item, top=10):
     alpha = audience_alpha(view.served.checkpoint)
     scores = np.asarray(scores, dtype=np.float64).ravel() * calibration(np.diff(likes.indptr), alpha)
     liked = np.asarray(likes[:, view.likes.shape[1] + snapshot.position[item]].todense()).ravel() != 0
-    return [(str(tokens[j]), float(scores[j])) for j in seeded_top(scores, ~liked, top, view.seed)]
+    return [(str(tokens[j]), float(scores[j])) for j in seeded_top(view, scores, ~liked, top, snapshot.position[item])]

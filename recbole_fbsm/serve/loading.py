@@ -28,6 +28,7 @@ from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.data import create_dataset, data_preparation
 from recbole_fbsm.data.analyzer import analyzer_records
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.models.inputs import fit_model_inputs
 from recbole_fbsm.storage.fingerprint import data_fingerprint
 from recbole_fbsm.storage.safe_files import PickledFileError, Settings, load_tensors
@@ -87,11 +88,11 @@ class ServedModel:
     def device(self):
         return self.config["device"]  # ``served_from_artifact`` moved the model there
 
-    @property
-    def row_dtype(self):
-        """The dtype new items' rows are scored in: the model's F's (ItemKNNCBF, which keeps none: float32)."""
+    def feature_rows(self, matrix):
+        """Items' feature rows (scipy) as ``score_feature_rows`` takes them: torch sparse CSR on the model's device,
+        in its F's dtype (ItemKNNCBF, which keeps none: float32)."""
         F = getattr(self.model, "F", None)
-        return torch.float32 if F is None else F.values.dtype
+        return TorchCsr(matrix, torch.float32 if F is None else F.values.dtype).to_torch_sparse().to(self.device)
 
     @property
     def split_seed(self):

@@ -1,9 +1,13 @@
 """Brand-new items from an ``.item`` atomic file or raw text, weighted exactly as the training items
-(``ItemFeatures.transform``). Tokens without a learned weight are ignored and counted in an ``UnknownTokensWarning``.
+(``ItemFeatures.transform``). Raw text goes through the analyzer the converter stored (``NAME.analyzer.json``, copied
+into the artifact); a field it does not describe is split as RecBole splits it. Tokens without a learned weight are
+ignored and counted in an ``UnknownTokensWarning``.
 """
 
+import csv
+import os
 import warnings
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -12,16 +16,9 @@ import pandas as pd
 import scipy.sparse as sp
 from recbole.utils import FeatureType
 
+from recbole_fbsm.convert.text import default_sep
 from recbole_fbsm.data.atomic_files import AtomicFile, check_ids, count_rows, quote_problem
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.serve.raw_text import (
-    dropped_words_message,
-    existing_file,
-    is_atomic_header,
-    raw_text_hint,
-    read_text_table,
-    tokenize_field,
-)
 
 
 class ServeWarning(UserWarning):
@@ -146,7 +143,8 @@ def read_item_cells(served, path, raw_text=None):
     raw text (``raw_text.read_text_table``) analysed as the converter analysed the training text. ``raw_text``:
     None: CSV/TSV is raw text, an ``.item`` file tokens; True / False: the cells are raw text / tokens."""
     path = str(path)
-    existing_file(path)
+    if not os.path.isfile(path):
+        raise ColdStartError(f"new-item file {path} not found.")
     if is_atomic_header(path, served.config["field_separator"] or "\t"):
         return (*read_atomic_items(path, served), bool(raw_text))
     return (*read_text_table(path, served), raw_text is not False)
@@ -164,10 +162,9 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True):
     rows, cols = [], []
     unknown, weightless, origin, used = Counter(), Counter(), {}, {}  # used: analyzer per field
     for name in served.fields:
-        tokenized = tokenize_field(values[name], name, served, raw)
-        cells = tokenized.cells
-        if tokenized.analyzer is not None:
-            origin[name], used[name] = tokenized.origin, tokenized.analyzer
+        cells, words, analyzer = tokenize_field(values[name], name, served, raw)
+        if analyzer is not None:
+            origin[name], used[name] = words, analyzer
         if name in seq_len and dataset.field2type[name] == FeatureType.TOKEN_SEQ:
             cells = [cell[: int(seq_len[name])] for cell in cells]
         field_tokens = pd.Series([t for cell in cells for t in cell], dtype=object)
@@ -270,3 +267,120 @@ def write_items_as_new(item_file, out_file, tokens, prefix="new_", separator="\t
                 written.append(cells[id_column])
                 target.write(separator.join(cells) + "\n")
     return written
+
+
+def tokenize_field(values, name, served, raw):
+    """(tokens of field ``name`` for each cell of ``values``, {token: Counter of the words that gave it}, the
+    analyzer): raw text through the stored analyzer, else RecBole's own reading of pre-tokenised cells (no
+    words, no analyzer)."""
+    record = served.analyzers.get(name)
+    if raw and record is not None:
+        analyzer, cells, origin = record.analyzer, [], defaultdict(Counter)
+        for value in values:
+            words = analyzer.words(str(value))
+            cells.append([analyzer.stem(word) for word in words])
+            for word, token in zip(words, cells[-1]):
+                origin[token][word] += 1
+        return cells, dict(origin), analyzer
+    if served.dataset.field2type[name] == FeatureType.TOKEN_SEQ:
+        separator = served.config["seq_separator"] or " "
+        return [[t for t in str(value).split(separator) if t] for value in values], {}, None
+    return [[str(value)] if str(value) != "" else [] for value in values], {}, None
+
+
+def read_text_table(path, served):
+    """(item ids, {field: raw cells}) of a CSV/TSV file with a header line: the id column is the item id field's
+    or the first; a feature field's is its own or the raw-text column the converter recorded (``text`` for
+    ``words``); other columns are ignored."""
+    separator = default_sep(path)  # tab for .tsv / .tab, comma otherwise, as `convert text`
+    try:
+        with open(path, newline="", encoding=served.config["encoding"] or "utf-8") as handle:
+            reader = csv.reader(handle, delimiter=separator)
+            rows = [(reader.line_num, row) for row in reader if row]  # a quoted cell may span lines
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise ColdStartError(
+            f"new-item file {path} cannot be read as {'TSV' if separator == chr(9) else 'CSV'}: {error}"
+        ) from None
+    if not rows:
+        raise ColdStartError(f"new-item file {path} is empty: expected a header line and one row per new item.")
+    header = [column.strip() for column in rows[0][1]]
+    iid = served.iid_field
+    id_column = header.index(iid) if iid in header else 0
+    columns = {}
+    for name in served.fields:
+        record = served.analyzers.get(name)
+        choices = [name] + ([record.raw_column] if record is not None and record.raw_column != name else [])
+        found = [c for c in choices if c in header]
+        if not found:
+            raise ColdStartError(
+                f"new-item file {path} has no column for feature field {name!r}: expected a column named "
+                f"{' or '.join(repr(c) for c in choices)}; the header has {header}."
+            )
+        columns[name] = header.index(found[0])
+    body = rows[1:]
+    if not body:
+        raise ColdStartError(f"new-item file {path} has a header but no item rows: expected one row per new item.")
+    for relation, test in (("fewer", lambda n: n < len(header)), ("more", lambda n: n > len(header))):
+        wrong = [line for line, row in body if test(len(row))]
+        if wrong:  # a short row is not read as empty cells, a long row's extra cell is not dropped
+            raise ColdStartError(
+                f"new-item file {path}: line(s) {wrong[:10]} have {relation} than the header's {len(header)} columns "
+                f"(separator {separator!r}, from the file extension)."
+            )
+    tokens = [row[id_column].strip() for _, row in body]
+    return tokens, {name: [row[k] for _, row in body] for name, k in columns.items()}
+
+
+def is_atomic_header(path, separator):
+    """True when the first line looks like an atomic file's header: every column 'field:type'."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            first = handle.readline().rstrip("\r\n")
+    except OSError:
+        return True  # let the atomic reader report the problem
+    return not first.strip() or all(":" in column for column in first.split(separator))
+
+
+def dropped_words_message(name, unknown, origin, analyzer):
+    """'words: 3 of 25 words dropped after stop-word removal and stemming ... (e.g. 'fertilizer' -> 'fertil')'
+    for the unknown tokens of one analysed field."""
+    examples = []
+    for token, _ in unknown.most_common():
+        words = origin.get(token.partition(":")[2])
+        if words:
+            word, term = words.most_common(1)[0][0], token.partition(":")[2]
+            examples.append(f"{word!r} -> {term!r}" if word != term else repr(word))
+        if len(examples) == 5:
+            break
+    total = sum(sum(words.values()) for words in origin.values())
+    dropped = sum(unknown.values())
+    if analyzer.kind == "whole":
+        return f"{name}: {dropped} of {total} tags not in the training vocabulary (e.g. {', '.join(examples)})"
+    parts = {"stop-word removal": analyzer.stop_words, "stemming": analyzer.stemmer}
+    steps = [step for step, part in parts.items() if part is not None]
+    after = f" after {' and '.join(steps)}" if steps else ""
+    return (
+        f"{name}: {dropped} of {total} words dropped{after}, as their terms are not in the training vocabulary "
+        f"(e.g. {', '.join(examples)})"
+    )
+
+
+def raw_text_hint(unknown, analyzers, known_columns):
+    """For a pre-tokenised file: how many unknown tokens would be known after the dataset's analyzer (the
+    file then probably holds raw words), with an example; None when none would."""
+    helped, example = 0, None
+    for token, count in unknown.items():
+        name, _, value = token.partition(":")
+        record = analyzers.get(name)
+        if record is None:
+            continue
+        terms = record.analyzer(value)
+        if terms and all(f"{name}:{t}" in known_columns for t in terms):
+            helped += count
+            example = example or f"{value!r} -> {' '.join(terms)!r}"
+    if not helped:
+        return None
+    return (
+        f"{helped} of them become known terms through the dataset's analyzer (e.g. {example}): the file seems "
+        "to hold raw text; give it as a CSV/TSV file or with --raw-text (raw_text=True) to analyse it as training did"
+    )

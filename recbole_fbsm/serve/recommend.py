@@ -1,5 +1,6 @@
-"""The top users for each brand-new item and the top new items for users, ties broken at random (seeded), never
-by internal id, which follows popularity in RecBole."""
+"""The top users for each brand-new item and the top new items for users, scored by the model's
+``score_feature_rows`` and ranked by evaluation's top-k (ties by a seeded hash, never by internal id, which
+follows popularity in RecBole)."""
 
 import warnings
 from dataclasses import dataclass
@@ -9,9 +10,11 @@ import pandas as pd
 import torch
 
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.new_items import NewItems, ServeWarning, read_new_items
-from recbole_fbsm.serve.scoring import RunningTopK, iter_profile_scores, ranked, scipy_to_torch_csr
+
+BLOCK_CELLS = 1 << 24  # users x items cells of one block of scores
 
 
 @dataclass
@@ -21,10 +24,30 @@ class Recommendations:
     new_items: NewItems
 
 
-def users_with_likes(served):
-    """Internal ids of the users with at least one training like (the others score 0 everywhere)."""
-    likes = served.training_likes_per_user()
-    return torch.as_tensor(np.flatnonzero(likes > 0), dtype=torch.long, device=served.device)
+def top_lists(served, users, matrix, top, by_item, seed):
+    """(ids, scores) of the ``top`` best users of each new item (``by_item``) or new items of each of ``users``
+    (internal ids), the new items' weighted rows ``matrix`` scored in blocks of ``BLOCK_CELLS`` by the model's
+    ``score_feature_rows`` and ranked by evaluation's ``random_tie_topk``."""
+    collector = TieBreakingCollector(served.config)
+    collector.tie_seed = seed
+    n_rows, n_columns = (matrix.shape[0], len(users)) if by_item else (len(users), matrix.shape[0])
+    columns = users if by_item else torch.arange(n_columns, device=served.device)
+    ids, values = (
+        [torch.zeros(0, min(top, n_columns), dtype=torch.long)],
+        [torch.zeros(0, min(top, n_columns), dtype=torch.float64)],
+    )
+    step = max(1, BLOCK_CELLS // max(n_columns, 1))
+    for start in range(0, n_rows, step):
+        if by_item:
+            rows = torch.arange(start, min(start + step, n_rows), device=served.device)
+            scores = served.model.score_feature_rows(users, served.feature_rows(matrix[start : start + step])).T
+        else:
+            rows = users[start : start + step]
+            scores = served.model.score_feature_rows(rows, served.feature_rows(matrix))
+        best = collector.random_tie_topk(scores, top, rows, columns)
+        ids.append(columns[best].cpu())
+        values.append(scores.gather(1, best).double().cpu())
+    return torch.cat(ids).numpy(), torch.cat(values)
 
 
 def recommend(served, new_items, top=10, users=None, for_items=True, for_users=True, seed=None, raw_text=None):
@@ -37,58 +60,38 @@ def recommend(served, new_items, top=10, users=None, for_items=True, for_users=T
     if int(top) < 1:
         raise ColdStartError(f"top: expected a positive number of entries per list; got {top}.")
     seed = served.config["seed"] if seed is None else seed
-    model = served.model
-    matrix = scipy_to_torch_csr(new_items.matrix, served.device, served.row_dtype)
+    likes = served.training_likes_per_user()
+    with_likes = torch.as_tensor(np.flatnonzero(likes > 0), dtype=torch.long, device=served.device)
     item_tokens = np.asarray(new_items.tokens, dtype=object)
-
-    items_table = None
+    items_table = users_table = None
     if for_items:
-        candidates = users_with_likes(served)
-        best = RunningTopK(len(new_items), int(top), seed=seed, device=served.device)
-        for start, scores in iter_profile_scores(model, candidates, matrix):
-            best.add(scores.T, candidates[start : start + scores.shape[0]])
-        ids = best.ids.cpu().numpy()
+        ids, scores = top_lists(served, with_likes, new_items.matrix, int(top), True, seed)
         user_tokens = np.asarray(served.user_tokens(ids.ravel()), dtype=object).reshape(ids.shape)
-        items_table = _long_table("item_id", item_tokens, "user_id", user_tokens, best.scores)
-
-    users_table = None
+        items_table = _long_table("item_id", item_tokens, "user_id", user_tokens, scores)
     if for_users:
-        if users is None:
-            chosen = users_with_likes(served)
-        else:
-            chosen = served.user_ids(users)
-            ids = chosen.cpu().numpy()
-            empty = served.user_tokens(ids[served.training_likes_per_user()[ids] == 0])
-            if empty:
-                warnings.warn(
-                    f"{len(empty)} user(s) have no training like, so every new item scores 0 for them and their "
-                    f"lists are in random order: {', '.join(empty[:10])}.",
-                    ServeWarning,
-                    stacklevel=2,
-                )
-        generator = torch.Generator().manual_seed(int(seed) + 1)
-        ids, values = [], []
-        for _, scores in iter_profile_scores(model, chosen, matrix):
-            keys = torch.rand(scores.shape, generator=generator).to(scores.device)
-            best = ranked(scores, keys, int(top))
-            ids.append(best)
-            values.append(scores.gather(1, best))
-        ids = torch.cat(ids).cpu().numpy() if ids else np.zeros((0, 0), dtype=np.int64)
-        values = torch.cat(values) if values else torch.zeros(0, 0)
+        chosen = with_likes if users is None else served.user_ids(users)
+        empty = served.user_tokens(chosen.cpu().numpy()[likes[chosen.cpu().numpy()] == 0])
+        if empty:
+            warnings.warn(
+                f"{len(empty)} user(s) have no training like, so every new item scores 0 for them and their "
+                f"lists are in random order: {', '.join(empty[:10])}.",
+                ServeWarning,
+                stacklevel=2,
+            )
+        ids, scores = top_lists(served, chosen, new_items.matrix, int(top), False, seed)
         user_tokens = np.asarray(served.user_tokens(chosen.cpu().numpy()), dtype=object)
-        users_table = _long_table("user_id", user_tokens, "item_id", item_tokens[ids], values)
+        users_table = _long_table("user_id", user_tokens, "item_id", item_tokens[ids], scores)
     return Recommendations(items_table, users_table, new_items)
 
 
 def _long_table(key_name, keys, value_name, values, scores):
     """One row per (key, rank): key, rank, value, score."""
-    n_rows, k = values.shape if len(values.shape) == 2 else (len(keys), 0)
-    scores = scores.detach().cpu().double().numpy()
+    n_rows, k = values.shape
     return pd.DataFrame(
         {
             key_name: np.repeat(keys, k),
             "rank": np.tile(np.arange(1, k + 1), n_rows),
             value_name: np.asarray(values, dtype=object).ravel(),
-            "score": scores.ravel(),
+            "score": scores.double().numpy().ravel(),
         }
     )

@@ -4,7 +4,6 @@ artifact reads them with its own vocabulary; durability and the change log: docs
 """
 
 import contextlib
-import itertools
 import json
 import os
 import sqlite3
@@ -160,7 +159,7 @@ class Store:
         """The ``StoredItem`` of an items row; None, with a warning naming it, for a row it cannot be."""
         with contextlib.suppress(TypeError, ValueError):
             value = json.loads(cells)
-            if isinstance(item_id, str) and isinstance(value, dict) and all(map(_is_text, value.items())):
+            if _all_text(item_id) and isinstance(value, dict) and _all_text(*value, *value.values()):
                 return StoredItem(item_id, bool(raw), value)
         warnings.warn(
             f"store {describe(self.location)}: table items, row {item_id!r}: expected a text id and cells "
@@ -207,15 +206,14 @@ class Store:
 
     def _texts(self, table, rows):
         """The ``rows`` of text values; a warning names each other one (written by another program)."""
-        text = [isinstance(user, str) and isinstance(item, str) for user, item in rows]
-        for row in itertools.compress(rows, [not t for t in text]):
+        for row in (row for row in rows if not _all_text(*row)):
             warnings.warn(
                 f"store {describe(self.location)}: table {table}, row {tuple(row)!r}: expected text values "
                 "(written by another program?); left out",
                 StoreWarning,
                 stacklevel=3,
             )
-        return list(itertools.compress(rows, text))
+        return [row for row in rows if _all_text(*row)]
 
     def request_reload(self):
         """Ask every worker to read the artifact again (``POST /admin/reload``); the change's number."""
@@ -307,8 +305,8 @@ def _identity(path):
     return None
 
 
-def _is_text(pair):
-    return all(isinstance(part, str) for part in pair)
+def _all_text(*values):
+    return all(isinstance(value, str) for value in values)
 
 
 def _first_line(error):

@@ -44,29 +44,21 @@ def per_user_recall(served, k=10):
     candidates = torch.as_tensor(items, dtype=torch.long, device=device)
     like_users, like_items = served.split_likes("test")
     users, like_rows = np.unique(like_users, return_inverse=True)
-    position = np.full(dataset.item_num, -1, dtype=np.int64)
+    position = np.zeros(dataset.item_num, dtype=np.int64)
     position[items] = np.arange(len(items))
-    if (position[like_items] < 0).any():
-        raise ColdStartError("a test like's item is not among the test split's items.")
+    relevant = sp.csr_matrix(
+        (np.ones(len(like_rows), dtype=bool), (like_rows, position[like_items])), shape=(len(users), len(items))
+    )
     topk = config["topk"]
     depth = max(int(k), *(topk if isinstance(topk, (list, tuple)) else [topk]))
-    # users x candidate columns (never-relevant fillers beyond them when there are fewer candidates than k)
-    relevant = sp.csr_matrix(
-        (np.ones(len(like_rows), dtype=bool), (like_rows, position[like_items])),
-        shape=(len(users), max(len(items), depth)),
-    )
     collector = TieBreakingCollector(config)
     step = max(int(config["eval_batch_size"]) // dataset.item_num, 1)
     hits = np.zeros(len(users), dtype=np.int64)
     for start in range(0, len(users), step):
         batch = torch.as_tensor(users[start : start + step], device=device)
         scores = model.score_candidates({model.USER_ID: batch}, candidates)  # as evaluation scores them
-        columns = candidates
-        if scores.shape[1] < depth:  # fewer candidates than k: never-relevant fillers, as the collector does
-            filler = torch.full((len(batch), depth - scores.shape[1]), -torch.inf, device=device)
-            scores = torch.cat([scores, filler], dim=1)
-            columns = torch.cat([candidates, candidates.new_zeros(filler.shape[1])])
-        top = collector.random_tie_topk(scores, depth, batch, columns)[:, : int(k)].cpu().numpy()
+        # the trainer's lists: the top max(k, topk), tie keys of (user, item); fewer candidates: all of them
+        top = collector.random_tie_topk(scores, depth, batch, candidates)[:, : int(k)].cpu().numpy()
         block = relevant[start : start + len(batch)].toarray()
         hits[start : start + len(batch)] = np.take_along_axis(block, top, axis=1).sum(1)
     test_counts = np.bincount(like_rows)

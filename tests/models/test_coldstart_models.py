@@ -8,9 +8,9 @@ import torch
 from synthetic import planted_interactions, write_atomic
 
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.models.warm_backbone import warm_embeddings
 from recbole_fbsm.quick_start import prepare, run
-from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 from recbole_fbsm.training.trainer import get_trainer
 
 MODELS = ("DropoutNet", "Heater", "ALDI")
@@ -92,7 +92,7 @@ def test_a_cold_item_is_scored_from_its_features_only(topics, name):
     F = sp.csr_matrix((model.F.values.numpy(), model.F.indices.numpy(), model.F.indptr.numpy()), shape=model.F.shape)
     row = F[int(candidates[a])].toarray()
     row[0, np.argmin(row[0])] = 1.0  # one more feature
-    changed = model.score_feature_rows(users, scipy_to_torch_csr(sp.csr_matrix(row)))
+    changed = model.score_feature_rows(users, TorchCsr(sp.csr_matrix(row)).to_torch_sparse())
     assert not torch.allclose(changed[:, 0], scores[:, a], rtol=1e-3, atol=0)
 
 

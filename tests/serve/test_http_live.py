@@ -16,7 +16,6 @@ from http_helpers import AUTH, TOKEN, call, cli_service, free_port, healthy, liv
 
 from recbole_fbsm.serve.audience import DEFAULT_ALPHA
 from recbole_fbsm.serve.live import liked_items
-from recbole_fbsm.serve.scoring import scipy_to_torch_csr
 from recbole_fbsm.serve.store import default_store_path, open_store
 
 
@@ -108,7 +107,8 @@ def test_without_stored_likes_the_service_scores_as_the_model(trained, tmp_path)
         ids, scores, _ = score_user(snapshot, "u1_2", "new")
         model = snapshot.view.served.model
         expected = model.score_feature_rows(
-            torch.tensor([snapshot.view.dataset_user("u1_2")]), scipy_to_torch_csr(snapshot.catalogue.matrix)
+            torch.tensor([snapshot.view.dataset_user("u1_2")]),
+            snapshot.view.served.feature_rows(snapshot.catalogue.matrix),
         )[0].numpy()
         order = [snapshot.position[i] for i in ids]
         assert np.allclose(scores, expected[order], rtol=1e-5)

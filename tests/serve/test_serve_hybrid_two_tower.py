@@ -8,8 +8,6 @@ import scipy.sparse as sp
 from helpers import evaluation_scores, score_user, train_planted
 from http_helpers import AUTH, TOKEN, call, live_service
 
-from recbole_fbsm.serve.scoring import scipy_to_torch_csr
-
 SMALL = {"warm_embedding_size": 8, "warm_epochs": 20, "hidden_sizes": [16], "n_experts": 2, "epochs": 1}
 MODELS = {
     "DropoutNet": SMALL,
@@ -54,7 +52,7 @@ def test_the_service_scores_warm_and_new_items_as_the_hybrid_evaluation(trained,
         assert close(warm_scores, evaluation_scores(served, user, warm_ids))
         is_content = [not column.startswith("identity:") for column in served.features.names]  # hybrid FBSM's: zeroed
         content = served.features.matrix[warm_ids.numpy()] @ sp.diags(np.asarray(is_content, dtype=np.float64))
-        rows = scipy_to_torch_csr(sp.csr_matrix(content), dtype=served.row_dtype)
+        rows = served.feature_rows(sp.csr_matrix(content))
         content_only = served.model.score_feature_rows(served.user_ids([user]), rows)[0].numpy()
         assert not close(warm_scores, content_only)  # the warm path, not content alone
 

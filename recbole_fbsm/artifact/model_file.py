@@ -3,8 +3,6 @@ dataset: the tensors, and in the header's metadata the rest as JSON with the SHA
 parses it (no pickle: loading runs no code) and refuses a file cut short; the SHA-256 refuses any changed bit."""
 
 import dataclasses
-import hashlib
-import json
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -14,8 +12,6 @@ import pyarrow as pa
 import scipy.sparse as sp
 import torch
 from recbole.utils import FeatureType
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 
 from recbole_fbsm.data.analyzer import analyzer_path, read_analyzer_document
 from recbole_fbsm.data.features import ItemFeatures, item_token_rows
@@ -23,10 +19,10 @@ from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.inputs import ModelInputs
 from recbole_fbsm.storage.run_records import package_version
-from recbole_fbsm.storage.safe_files import Settings, plain, write_atomic
+from recbole_fbsm.storage.safe_files import Settings, load_tensors, plain, save_tensors
 
 FORMAT = "recbole-fbsm model"
-FORMAT_VERSION = 4  # 1 to 3 were torch.save zips: refused with one line (old_format)
+FORMAT_VERSION = 5  # 1 to 3 were torch.save zips, 4 kept tensors apart from their place: one line (old_format)
 SUFFIX = ".fbsm"
 HEADER = ("format", "format_version", "package_version")  # metadata entries read before anything else
 
@@ -37,11 +33,11 @@ class ArtifactError(ColdStartError):
 
 
 def old_format(path, version, written_by):
-    """The one line for an artifact of another format version (1 to 3: a torch.save zip; a later release's)."""
+    """The one line for an artifact of another format version (an earlier release's, or a later one's)."""
     return ColdStartError(
         f"model artifact {path} has format version {version} (written by recbole-fbsm {written_by}); this release "
-        f"({package_version()}) reads version {FORMAT_VERSION} only: export it again from its checkpoint "
-        f"(recbole-fbsm serve export CHECKPOINT.pth -o MODEL{SUFFIX}) or retrain."
+        f"({package_version()}) reads version {FORMAT_VERSION} only: retrain, or export it again from a checkpoint "
+        f"this release wrote (recbole-fbsm serve export CHECKPOINT.pth -o MODEL{SUFFIX})."
     )
 
 
@@ -251,82 +247,27 @@ def dataset_analyzer(config, fields, dataset):
     return document
 
 
-def content_digest(metadata, tensors):
-    """SHA-256 of the metadata (but the digest) and of each tensor's name, dtype, shape and bytes."""
-    digest = hashlib.sha256(json.dumps({k: v for k, v in metadata.items() if k != "sha256"}, sort_keys=True).encode())
-    for name in sorted(tensors):
-        tensor = tensors[name]
-        digest.update(f"\n{name} {tensor.dtype} {list(tensor.shape)}\n".encode())
-        digest.update(tensor.reshape(-1).view(torch.uint8).numpy())
-    return digest.hexdigest()
-
-
-def _split_tensors(record, path, tensors):
-    """``record`` without its tensors, which go into ``tensors`` named by their path as a JSON list (no key, not
-    even one with dots, makes a name ambiguous)."""
-    rest = {}
-    for key, value in record.items():
-        if isinstance(value, torch.Tensor):
-            tensors[json.dumps([*path, key])] = value.detach().cpu().contiguous()
-        else:
-            rest[key] = _split_tensors(value, [*path, key], tensors) if isinstance(value, dict) else value
-    return rest
-
-
 def write_artifact(path, artifact):
-    """Write atomically (``write_atomic``): the tensors by safetensors, the rest as JSON in its metadata."""
-    tensors = {}
-    rest = _split_tensors(artifact, [], tensors)
-    metadata = {key: str(rest.pop(key)) for key in HEADER}
-    metadata["content"] = json.dumps(rest)
-    metadata["sha256"] = content_digest(metadata, tensors)
+    """Write atomically, in the one model file format (``storage.safe_files.save_tensors``), the header first."""
+    header = {key: str(artifact[key]) for key in HEADER}
     try:
-        write_atomic(path, lambda handle: save_file(tensors, handle.name, metadata))
+        save_tensors({k: v for k, v in artifact.items() if k not in HEADER}, path, header)
     except OSError as error:
         raise ColdStartError(f"model artifact {path} could not be written ({error.strerror or error}).") from None
     return path
 
 
-def read_artifact(path):
-    """The artifact written at ``path``: its header's format and version, then its SHA-256, checked; the tensors
-    read into memory (``pread``: a file replaced later cannot pull pages from a running service)."""
-    try:
-        with safe_open(path, framework="pt", backend="pread") as file:
-            metadata = file.metadata() or {}
-            if metadata.get("format") != FORMAT:
-                raise ColdStartError(
-                    f"{path} is neither a recbole-fbsm model artifact (.fbsm) nor a training checkpoint (.pth)."
-                )
-            if metadata.get("format_version") != str(FORMAT_VERSION):
-                raise old_format(path, metadata.get("format_version"), metadata.get("package_version"))
-            tensors = {name: file.get_tensor(name) for name in file.keys()}
-    except SafetensorError as error:
+def read_artifact(path, read=None):
+    """The artifact written at ``path`` (``read``: its ``load_tensors`` result when the caller has it): the header's
+    format and version checked, then the content."""
+    header, content = read or load_tensors(path, "model file")
+    if header.get("format") != FORMAT:
         raise ColdStartError(
-            f"model file {path} is not a model artifact (safetensors) or checkpoint (torch.save zip): another kind "
-            f"of file, or one cut short in a copy ({error})."
-        ) from None
-    if content_digest(metadata, tensors) != metadata.get("sha256"):
-        raise ArtifactError(
-            path,
-            "its SHA-256 is not the one it was written with: the file was damaged or edited since (copy it again, "
-            "or export it again from its checkpoint)",
+            f"{path} is neither a recbole-fbsm model artifact (.fbsm) nor a training checkpoint (.pth)."
         )
-    try:  # only a file crafted with its checksum gets here with a content that does not parse
-        content = json.loads(metadata["content"])
-        for name, tensor in tensors.items():
-            *keys, last = json.loads(name)
-            record = content
-            for key in keys:
-                record = record.setdefault(key, {})
-            record[last] = tensor
-    except (KeyError, ValueError, TypeError, AttributeError) as error:
-        raise ArtifactError(path, f"its content does not parse ({type(error).__name__}: {error})") from None
-    return {
-        **content,
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "package_version": metadata["package_version"],
-    }
+    if header.get("format_version") != str(FORMAT_VERSION):
+        raise old_format(path, header.get("format_version"), header.get("package_version"))
+    return {**content, "format": FORMAT, "format_version": FORMAT_VERSION, "package_version": header["package_version"]}
 
 
 def model_inputs_from_artifact(content, device):

@@ -48,11 +48,6 @@ def _command(commands, name, help, description, model_help=MODEL_FILE, output_he
         parser.add_argument("checkpoint", metavar="model", help=model_help)
     parser.add_argument("--device", default="cpu", help="torch device to score on (default: %(default)s)")
     parser.add_argument("--data-path", help="for a checkpoint (.pth): the folder of its dataset's folder, if moved")
-    parser.add_argument(
-        "--trust-pickle",
-        action="store_true",
-        help="load a checkpoint of pickled objects (before 0.2): only a file you trust, loading it can run any code",
-    )
     if formats:
         parser.add_argument(
             "--format",
@@ -214,7 +209,7 @@ def _add_export(commands):
         "export",
         help="make the model artifact (.fbsm) of a training checkpoint",
         description="Read a training checkpoint and its dataset once and write the model artifact that serves without "
-        "them (a run writes it itself; this is for a checkpoint alone, or an older release's with --trust-pickle).",
+        "them (a run writes it itself; this is for a checkpoint alone).",
         model_help=None,
         output_help="the artifact to write (default: the checkpoint's name ending in .fbsm)",
         formats=False,

@@ -69,7 +69,7 @@ def check_outputs(args):
 
 def _load(args, path=None):
     path = path or args.checkpoint
-    return load_model(path, device=args.device, data_path=args.data_path, trust_pickle=args.trust_pickle)
+    return load_model(path, device=args.device, data_path=args.data_path)
 
 
 def run_recommend(args):
@@ -156,13 +156,13 @@ def run_http(args):
             check_id(token, f"new-item file {args.new_items}: item id")
         new_items_from_cells(served, tokens, values, raw, source=f"new-item file {args.new_items}")
         store.put_items([StoredItem(t, raw, {f: values[f][k] for f in served.fields}) for k, t in enumerate(tokens)])
-    state = LiveState(args.checkpoint, store, args.device, served, args.data_path, args.trust_pickle)
+    state = LiveState(args.checkpoint, store, args.device, served, args.data_path)
     run_service(state, args.host, args.port, token, args.max_body, args.workers)
     return []
 
 
 def run_export(args):
-    content = read_model_file(args.checkpoint, args.data_path, args.trust_pickle)
+    content = read_model_file(args.checkpoint, args.data_path)
     served_from_artifact(content, args.output)  # the artifact loads and rebuilds its model before it is written
     write_artifact(args.output, content)
     return [args.output]

@@ -535,7 +535,7 @@ def run_service(state, host="127.0.0.1", port=8000, token=None, max_body=DEFAULT
             from uvicorn.supervisors import Multiprocess
 
             state.store.close()
-            loading = {"device": str(state.device), "data_path": state.data_path, "trust_pickle": state.trust_pickle}
+            loading = {"device": str(state.device), "data_path": state.data_path}
             settings = {"model": state.model_path, "store": state.store.location, "loading": loading}
             os.environ[SETTINGS_VARIABLE] = json.dumps({**settings, "token": token, "max_body": max_body})
             config = uvicorn.Config(

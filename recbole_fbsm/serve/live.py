@@ -139,9 +139,9 @@ def without_items(catalogue, gone):
 class LiveState:
     """A model and the store, kept in step: ``current()`` applies the store's new changes and gives the snapshot."""
 
-    def __init__(self, model_path, store, device="cpu", served=None, data_path=None, trust_pickle=False):
+    def __init__(self, model_path, store, device="cpu", served=None, data_path=None):
         self.model_path, self.store, self.device = model_path, store, device
-        self.data_path, self.trust_pickle = data_path, trust_pickle  # a checkpoint's, for every (re)load
+        self.data_path = data_path  # a checkpoint's, for every (re)load
         self._lock = threading.Lock()
         self._reloading = None
         self._reload_seq = store.last_change()  # reload requests up to here are in this model
@@ -149,7 +149,7 @@ class LiveState:
 
     def load(self):
         """The model at ``model_path``, read again."""
-        return load_model(self.model_path, self.device, self.data_path, self.trust_pickle)
+        return load_model(self.model_path, self.device, self.data_path)
 
     def _full_snapshot(self, served):
         seq = self.store.last_change()  # first: changes after it are applied again (idempotent), none missed

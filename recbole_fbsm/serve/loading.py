@@ -2,9 +2,7 @@
 a training checkpoint (``.pth``) is exported to an artifact in memory through its dataset (``export_checkpoint``).
 """
 
-import copy
 import os
-import zipfile
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -13,12 +11,10 @@ import torch
 from recbole.utils import init_seed
 
 from recbole_fbsm.artifact.model_file import (
-    FORMAT,
     ArtifactError,
     build_artifact,
     dataset_analyzer,
     model_inputs_from_artifact,
-    old_format,
     read_artifact,
     training_record,
     vocabulary_from_record,
@@ -31,7 +27,7 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.models.inputs import fit_model_inputs
 from recbole_fbsm.storage.fingerprint import data_fingerprint
-from recbole_fbsm.storage.safe_files import PickledFileError, Settings, load_tensors
+from recbole_fbsm.storage.safe_files import Settings, load_checkpoint, load_tensors
 
 SERVED_MODELS = ("FBSM", "UFSM", "CoSim", "ItemKNNCBF", "DropoutNet", "Heater", "ALDI")
 # settings of a checkpoint that RecBole derives (or the machine decides): not given back when rebuilding its Config
@@ -148,30 +144,19 @@ class ServedModel:
         return part
 
 
-def read_model_file(path, data_path=None, trust_pickle=False):
-    """The artifact dict of ``path``: an artifact as it is, or a training checkpoint (a torch.save zip) exported
-    through its dataset. A file of pickled objects is refused unless ``trust_pickle``."""
+def read_model_file(path, data_path=None):
+    """The artifact dict of ``path``: an artifact as it is, or a training checkpoint exported through its dataset
+    (both are files of the one model file format, ``storage.safe_files``)."""
     path = str(path)
     if not os.path.isfile(path):
         raise ColdStartError(
             f"model file {path} not found (expected the .fbsm artifact a training run writes beside "
             "its checkpoint, or the checkpoint .pth)."
         )
-    if not zipfile.is_zipfile(path):
-        return read_artifact(path)
-    try:
-        content = load_tensors(path, "model file", mmap=True)
-    except PickledFileError:
-        if not trust_pickle:
-            raise
-        content = torch.load(path, map_location="cpu", weights_only=False)  # the user vouched for it
-    if isinstance(content, dict) and content.get("format") == FORMAT:  # an artifact of format version 1 to 3
-        raise old_format(path, content.get("format_version"), content.get("package_version"))
-    if not isinstance(content, dict) or "config" not in content or "state_dict" not in content:
-        raise ColdStartError(
-            f"{path} is neither a recbole-fbsm model artifact (.fbsm) nor a training checkpoint (.pth)."
-        )
-    return export_checkpoint(copy.deepcopy(content), path, data_path)  # tensors out of the mapped file
+    header, content = read = load_tensors(path, "model file")
+    if header.get("format"):
+        return read_artifact(path, read)
+    return export_checkpoint(load_checkpoint(path, read=read), path, data_path)
 
 
 def scoring_device(device):
@@ -196,13 +181,13 @@ def scoring_device(device):
     return parsed
 
 
-def load_model(path, device="cpu", data_path=None, trust_pickle=False):
+def load_model(path, device="cpu", data_path=None):
     """The ``ServedModel`` of an artifact (or of a checkpoint, see ``read_model_file``) on ``device``; a
     ``ServedModel`` is taken as it is (the serving functions take either)."""
     if isinstance(path, ServedModel):
         return path
     device = scoring_device(device)
-    return served_from_artifact(read_model_file(path, data_path, trust_pickle), str(path), device)
+    return served_from_artifact(read_model_file(path, data_path), str(path), device)
 
 
 def served_from_artifact(content, source, device="cpu"):

@@ -1,9 +1,10 @@
 """Files written whole or not at all (a temporary file, flushed and renamed: a killed run never leaves half a file),
-and read without running code (``torch.load(weights_only=True)``: tensors and plain containers only).
+and read without running code (safetensors and JSON: tensors and plain values only).
 """
 
+import hashlib
+import json
 import os
-import pickle
 import tempfile
 import zipfile
 from pathlib import Path
@@ -11,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 
 from recbole_fbsm.errors import ColdStartError
 
@@ -40,78 +43,111 @@ def write_atomic(path, data):
         raise
 
 
-def save_tensors(obj, path):
-    """``torch.save``, atomically, straight into the file (through a buffer a 10^7-like artifact cost 1.2 GB more)."""
-    write_atomic(path, lambda handle: torch.save(obj, handle))
+def save_tensors(record, path, header=None):
+    """``record`` (dicts, lists, tensors and plain values) as one safetensors file, atomically: the tensors by
+    safetensors, the rest as JSON in its metadata beside ``header``'s entries and the SHA-256 of it all. Checkpoints
+    and model artifacts are both such files (one model file format)."""
+    tensors = {}
+    metadata = {**(header or {}), "content": json.dumps(_encoded(record, [], tensors))}
+    metadata["sha256"] = content_digest(metadata, tensors)
+    write_atomic(path, lambda handle: save_file(tensors, handle.name, metadata))
+    return path
 
 
-def load_tensors(path, what, device="cpu", mmap=False):
-    """The content of a file written by ``save_tensors``, loaded without running code; ``what`` names it in errors
-    ("checkpoint", "model file"). ``mmap``: the tensors are read when used (``read_model_file`` then copies a
-    checkpoint's, so that a file replaced later cannot pull pages from a running service)."""
+def load_tensors(path, what, device="cpu"):
+    """(header, record) of a file ``save_tensors`` wrote: parsed by safetensors (no pickle: loading runs no code),
+    its SHA-256 checked, the tensors read into memory (``pread``: a file replaced later cannot pull pages from a
+    running service); ``what`` names the file in errors ("checkpoint", "model file")."""
     path = str(path)
     if not os.path.isfile(path):
         raise ColdStartError(f"{what} {path} not found.")
-    # not torch.save's archive: torch's own words would be about its pre-1.6 pickle format, or about mmap
-    if not zipfile.is_zipfile(path) or not check_pickle_size(path, what):
-        raise ColdStartError(
-            f"{what} {path} is not a file written by torch.save (a zip archive, as every .pth checkpoint "
-            "is): another kind of file, or one cut short in a copy."
-        )
     try:
-        return torch.load(path, map_location=device, weights_only=True, mmap=mmap)
-    except Exception as error:  # noqa: BLE001 (torch raises many kinds for a damaged file)
-        refused = "unsupported global" in str(error).lower() or "not an allowed global" in str(error)
-        if isinstance(error, pickle.UnpicklingError) and refused:
+        with safe_open(path, framework="pt", backend="pread") as file:
+            metadata = file.metadata() or {}
+            tensors = {name: file.get_tensor(name) for name in file.keys()}
+    except SafetensorError as error:
+        if zipfile.is_zipfile(path):
             raise PickledFileError(path, what) from None
-        raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
+        raise ColdStartError(
+            f"{what} {path} is not a file of recbole-fbsm (safetensors): another kind of file, or one cut short "
+            f"in a copy ({error})."
+        ) from None
+    if "content" not in metadata or "sha256" not in metadata:
+        raise ColdStartError(
+            f"{path} is neither a recbole-fbsm model artifact (.fbsm) nor a training checkpoint (.pth) (a safetensors "
+            "file of other data)."
+        )
+    if content_digest(metadata, tensors) != metadata["sha256"]:
+        raise ColdStartError(
+            f"{what} {path}: its SHA-256 is not the one it was written with: the file was damaged or edited since "
+            "(copy it again, or retrain)."
+        )
+    try:  # only a file crafted with its checksum gets here with a content that does not parse
+        record = _decoded(json.loads(metadata["content"]), {k: v.to(device) for k, v in tensors.items()})
+    except (KeyError, ValueError, TypeError) as error:
+        raise ColdStartError(f"{what} {path}: its content does not parse ({type(error).__name__}: {error}).") from None
+    return {k: v for k, v in metadata.items() if k not in ("content", "sha256")}, record
 
 
-# torch unpickles a file's plain values (data.pkl) whole before anything can be checked, and a deflated record can
-# declare a thousand times its bytes; a 10^6-feature artifact's is tens of MiB
-MAX_PICKLE_BYTES = 1 << 28
+def content_digest(metadata, tensors):
+    """SHA-256 of the metadata (but the digest) and of each tensor's name, dtype, shape and bytes."""
+    digest = hashlib.sha256(json.dumps({k: v for k, v in metadata.items() if k != "sha256"}, sort_keys=True).encode())
+    for name in sorted(tensors):
+        tensor = tensors[name]
+        digest.update(f"\n{name} {tensor.dtype} {list(tensor.shape)}\n".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
 
 
-def check_pickle_size(path, what):
-    """Refuse, before torch reads it, a ``data.pkl`` that is compressed (``torch.save`` never does) or too large;
-    whether ``path`` is torch.save's archive (a ``data.pkl`` record, the archive from the file's first byte)."""
-    try:
-        with zipfile.ZipFile(path) as archive, open(path, "rb") as handle:
-            records = [info for info in archive.infolist() if info.filename.rsplit("/", 1)[-1] == "data.pkl"]
-            starts = handle.read(4) == b"PK\x03\x04"
-    except (zipfile.BadZipFile, OSError, ValueError) as error:
-        raise ColdStartError(f"{what} {path} cannot be read ({type(error).__name__}: {_first_line(error)}).") from None
-    for info in records:
-        if info.compress_type != zipfile.ZIP_STORED:
-            raise ColdStartError(
-                f"{what} {path}: its pickled values ({info.filename}) are compressed, which "
-                "torch.save never does: refused before unpickling (a file from elsewhere?)."
-            )
-        if info.file_size > MAX_PICKLE_BYTES:
-            raise ColdStartError(
-                f"{what} {path}: its pickled values ({info.filename}) declare {info.file_size} bytes, "
-                f"more than the {MAX_PICKLE_BYTES} this release unpickles: refused before reading them."
-            )
-    return bool(records) and starts
+def _encoded(value, path, tensors):
+    """``value`` as JSON, each tensor moved to ``tensors`` under its path (a JSON list) and left as a reference."""
+    if isinstance(value, torch.Tensor):
+        name = json.dumps(path)
+        tensors[name] = value.detach().cpu().contiguous()
+        return {"__tensor__": name}
+    if isinstance(value, dict):
+        if all(isinstance(key, str) for key in value):
+            return {key: _encoded(item, [*path, key], tensors) for key, item in value.items()}
+        return {"__items__": [[key, _encoded(item, [*path, key], tensors)] for key, item in value.items()]}
+    if isinstance(value, (list, tuple)):
+        return [_encoded(item, [*path, k], tensors) for k, item in enumerate(value)]
+    return value
+
+
+def _decoded(value, tensors):
+    if isinstance(value, dict):
+        if set(value) == {"__tensor__"}:
+            return tensors[value["__tensor__"]]
+        if set(value) == {"__items__"}:
+            return {key: _decoded(item, tensors) for key, item in value["__items__"]}
+        return {key: _decoded(item, tensors) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_decoded(item, tensors) for item in value]
+    return value
 
 
 class PickledFileError(ColdStartError):
-    """A file that holds pickled objects beyond tensors and plain values: loading it could run code."""
+    """A torch.save file (a pickle in a zip): this release neither reads nor runs one."""
 
     def __init__(self, path, what):
         super().__init__(
-            f"{what} {path} holds pickled Python objects (a checkpoint of recbole-fbsm before 0.2, or a file "
-            "from elsewhere): loading it could run any code, so it is not loaded. If it comes from a source you "
-            f"trust, convert it once: recbole-fbsm serve export {path} --trust-pickle -o MODEL.fbsm"
+            f"{what} {path} holds pickled Python objects (a torch.save file: a checkpoint of RecBole itself, or of "
+            "recbole-fbsm before 0.3): loading it could run any code, so it is not loaded; retrain with this release."
         )
 
 
-def load_checkpoint(path, device="cpu"):
-    """A training checkpoint (``ColdStartTrainerMixin._save_checkpoint``): tensors and plain settings."""
-    state = load_tensors(path, "checkpoint", device)
-    if isinstance(state, dict) and isinstance(state.get("config"), dict):
-        state["config"] = Settings(state["config"])
-    if isinstance(state, dict) and state.get("other_parameter") is not None:
+def load_checkpoint(path, device="cpu", read=None):
+    """A training checkpoint (``ColdStartTrainerMixin._save_checkpoint``'s ``save_tensors`` file, no format in its
+    header): its settings as ``Settings``, RecBole's ``other_parameter`` decoded."""
+    header, state = read or load_tensors(path, "checkpoint", device)
+    if header.get("format"):
+        raise ColdStartError(f"{path} is a {header['format']}, not a training checkpoint (.pth).")
+    if not isinstance(state, dict) or "state_dict" not in state:
+        raise ColdStartError(
+            f"{path} is neither a recbole-fbsm model artifact (.fbsm) nor a training checkpoint (.pth)."
+        )
+    state["config"] = Settings(state["config"])
+    if state.get("other_parameter") is not None:
         state["other_parameter"] = decode_arrays(state["other_parameter"])
     return state
 
@@ -143,10 +179,6 @@ def decode_arrays(value):
     if isinstance(value, list):
         return [decode_arrays(item) for item in value]
     return value
-
-
-def _first_line(error):
-    return (str(error).strip().splitlines() or [""])[0][:300]
 
 
 def plain(value):

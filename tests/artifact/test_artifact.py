@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import time
-import zipfile
 
 import numpy as np
 import pytest
@@ -16,10 +15,9 @@ from helpers import planted_settings, score_new_items, train_planted
 from recbole_fbsm.artifact.model_file import read_artifact
 from recbole_fbsm.cli.serve import serve as serve_main
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.quick_start import prepare, run
+from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve import compare_users, explain, load_model, read_new_items, recommend, strongest_interactions
-from recbole_fbsm.storage import safe_files
-from recbole_fbsm.storage.safe_files import load_tensors, save_tensors
+from recbole_fbsm.storage.safe_files import load_checkpoint, load_tensors, save_tensors
 
 
 @pytest.fixture(scope="module")
@@ -41,40 +39,36 @@ class Payload:
 
 
 def test_a_crafted_pickle_is_refused_and_its_payload_never_runs(trained, tmp_path, capsys):
+    """A torch.save file (a pickle) is refused in one line wherever a model file is read, its payload never run;
+    an old release's checkpoint is one: retrain."""
     marker = tmp_path / "payload-ran"
     crafted = tmp_path / "crafted.pth"
     torch.save({"config": Payload(marker), "state_dict": {}}, crafted)
-    with pytest.raises(ColdStartError, match=r"holds pickled Python objects .* could run any code.*--trust-pickle"):
+    with pytest.raises(ColdStartError, match=r"holds pickled Python objects .* could run any code.*retrain"):
         load_model(crafted)
     assert serve_main(["recommend", str(crafted), str(trained["new_file"])]) == 2
     assert capsys.readouterr().err.startswith("error: model file ")
+    assert serve_main(["export", str(crafted), "-o", str(tmp_path / "x.fbsm")]) == 2
     with pytest.raises(
         ColdStartError, match=r"warm_checkpoint: .*crafted.pth holds pickled Python objects .* Train the warm"
     ):
         run("DropoutNet", trained["name"], config_dict={**trained["common"], "warm_checkpoint": str(crafted)})
     assert not marker.exists()
-    # the plugin's own files load without unpickling any object (the artifact: safetensors and JSON)
-    assert isinstance(load_tensors(trained["FBSM"]["saved_model_file"], "file"), dict)
+    # the plugin's own files, checkpoints and artifacts alike, load without unpickling any object
+    assert load_checkpoint(trained["FBSM"]["saved_model_file"])["config"]["model"] == "FBSM"
     assert read_artifact(trained["FBSM"]["artifact_file"])["model"] == "FBSM"
 
 
-def test_an_old_pickled_checkpoint_loads_only_when_trusted(trained, tmp_path):
-    """A checkpoint of an older release (RecBole's Config pickled in it) converts with --trust-pickle."""
-    state = load_tensors(trained["FBSM"]["saved_model_file"], "checkpoint")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(trained["root"])
-        config, _, _ = prepare("FBSM", trained["name"], config_dict={**trained["common"], "rank": 3})
-    old = tmp_path / "old.pth"
-    torch.save({**state, "config": config}, old)
-    with pytest.raises(ColdStartError, match="holds pickled Python objects"):
-        load_model(old)
-    converted = tmp_path / "old.fbsm"
-    assert serve_main(["export", str(old), "--trust-pickle", "-o", str(converted)]) == 0
-    new = read_new_items(load_model(converted), trained["new_file"], warn=False)
+def test_a_checkpoint_exports_to_the_artifact_its_run_wrote(trained, tmp_path):
+    """``serve export`` of a run's checkpoint (the same file format) gives the scores of the run's own artifact."""
+    converted = tmp_path / "again.fbsm"
+    assert serve_main(["export", str(trained["FBSM"]["saved_model_file"]), "-o", str(converted)]) == 0
     users = torch.arange(1, 20)
     reference = load_model(trained["FBSM"]["artifact_file"])
     torch.testing.assert_close(
-        score_new_items(load_model(converted), new, users),
+        score_new_items(
+            load_model(converted), read_new_items(load_model(converted), trained["new_file"], warn=False), users
+        ),
         score_new_items(reference, read_new_items(reference, trained["new_file"], warn=False), users),
     )
 
@@ -127,26 +121,6 @@ def test_renamed_tokens_never_shift_the_weights(trained, tmp_path):
     assert items.matrix[0, column] > 0 and items.matrix[1, column] == 0
 
 
-def test_a_checkpoint_s_pickled_values_are_size_bounded_before_unpickling(trained, tmp_path, monkeypatch):
-    """A checkpoint's pickled part (``data.pkl``) is checked by its declared size and storage before torch reads
-    it: too large, or deflated (a small file that expands a thousandfold), is one error line."""
-    path = trained["FBSM"]["saved_model_file"]
-    with zipfile.ZipFile(path) as archive:
-        size = next(info.file_size for info in archive.infolist() if info.filename.endswith("/data.pkl"))
-    monkeypatch.setattr(safe_files, "MAX_PICKLE_BYTES", size - 1)
-    with pytest.raises(ColdStartError, match=rf"^checkpoint {path}: its pickled values \(\S+/data\.pkl\) declare"):
-        load_tensors(path, "checkpoint")
-    monkeypatch.setattr(safe_files, "MAX_PICKLE_BYTES", size)
-    assert "state_dict" in load_tensors(path, "checkpoint")  # at the limit: read
-    deflated = tmp_path / "deflated.pth"
-    with zipfile.ZipFile(path) as source, zipfile.ZipFile(deflated, "w") as target:
-        for info in source.infolist():
-            kind = zipfile.ZIP_DEFLATED if info.filename.endswith("/data.pkl") else zipfile.ZIP_STORED
-            target.writestr(info.filename, source.read(info.filename), compress_type=kind)
-    with pytest.raises(ColdStartError, match=r"pickled values \(\S+/data\.pkl\) are compressed, which torch\.save"):
-        load_tensors(deflated, "checkpoint")
-
-
 def _writer(path, rounds):
     """Child process: rewrite ``path`` with a large artifact-like file, over and over."""
     code = (
@@ -168,6 +142,6 @@ def test_a_killed_save_never_leaves_a_truncated_file(tmp_path):
         time.sleep(delay)
         process.send_signal(signal.SIGKILL)
         process.wait()
-        content = load_tensors(path, "file")  # always a whole file: the last completed write
+        _, content = load_tensors(path, "file")  # always a whole file: the last completed write
         assert torch.equal(content["weights"], torch.full((4_000_000,), float(content["round"])))
     np.testing.assert_equal(sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")), ["model.fbsm"])

@@ -10,11 +10,12 @@ from helpers import train_planted
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from recbole_fbsm.artifact.model_file import FORMAT, FORMAT_VERSION, content_digest, read_artifact, write_artifact
+from recbole_fbsm.artifact.model_file import FORMAT_VERSION, read_artifact, write_artifact
 from recbole_fbsm.cli.serve import serve as serve_main
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve import load_model, recommend
 from recbole_fbsm.serve.loading import read_model_file
+from recbole_fbsm.storage.safe_files import content_digest
 
 CHECKSUM = r"its SHA-256 is not the one it was written with"
 
@@ -56,7 +57,7 @@ def test_a_flipped_bit_anywhere_in_the_file_is_refused_in_one_line(trained, tmp_
         damaged = bytearray(original)
         damaged[position] ^= 0x10
         path.write_bytes(bytes(damaged))
-        _refused(path, rf"{CHECKSUM}|is not a model artifact|format version|neither a recbole-fbsm")
+        _refused(path, rf"{CHECKSUM}|is not a file of recbole-fbsm|format version|neither a recbole-fbsm")
     # a flip in a parameter's bytes: a finite, plausible weight only the checksum sees
     damaged = bytearray(original)
     damaged[-5] ^= 0x08
@@ -69,10 +70,12 @@ def test_a_file_cut_short_or_of_another_kind_is_one_error_line(trained, tmp_path
     cut = tmp_path / "cut.fbsm"
     for size in (0, 5, 100, len(original) // 2, len(original) - 1):
         cut.write_bytes(original[:size])
-        _refused(cut, r"not a model artifact .* cut short in a copy \(Error while deserializing header", "model file ")
+        _refused(
+            cut, r"not a file of recbole-fbsm .* cut short in a copy \(Error while deserializing header", "model file "
+        )
     text = tmp_path / "text.fbsm"
     text.write_text("user_id:token\titem_id:token\n")
-    _refused(text, r"is not a model artifact \(safetensors\) or checkpoint \(torch.save zip\)", "model file ")
+    _refused(text, r"is not a file of recbole-fbsm \(safetensors\): another kind of file", "model file ")
     foreign = tmp_path / "foreign.fbsm"  # a safetensors file, not ours
     save_file({"weight": torch.zeros(2)}, foreign)
     assert serve_main(["interactions", str(foreign)]) == 2
@@ -90,17 +93,20 @@ def _write_with_header(path, content, **header):
 
 
 def test_an_artifact_of_another_format_version_gets_one_line_re_export_or_retrain(trained, tmp_path, capsys):
-    """Versions 1 to 3 were torch.save zips; none is read any more, nor a later release's version."""
-    old = tmp_path / "old.fbsm"
-    torch.save({"format": FORMAT, "format_version": 3, "package_version": "0.2.0", "x": torch.zeros(2)}, old)
-    retrain = rf"reads version {FORMAT_VERSION} only: export it again from its checkpoint .* or retrain\.$"
-    _refused(old, rf"^model artifact {old} has format version 3 \(written by recbole-fbsm 0\.2\.0\); .*{retrain}")
-    future = tmp_path / "future.fbsm"
-    _write_with_header(future, read_model_file(trained["FBSM"]["artifact_file"]), format_version="5")
-    _refused(future, rf"has format version 5 .*{retrain}")
-    assert serve_main(["export", str(old), "-o", str(tmp_path / "new.fbsm")]) == 2
+    """Version 4 kept tensors apart from their place in the content, 1 to 3 were torch.save zips (refused as any
+    pickle is, test_artifact.py); none is read any more, nor a later release's version."""
+    retrain = rf"reads version {FORMAT_VERSION} only: retrain, or export it again from a checkpoint this release wrote"
+    content = read_model_file(trained["FBSM"]["artifact_file"])
+    for version in ("4", str(FORMAT_VERSION + 1)):
+        other = tmp_path / f"v{version}.fbsm"
+        _write_with_header(other, content, format_version=version, package_version="0.1.0")
+        _refused(
+            other,
+            rf"^model artifact {other} has format version {version} \(written by recbole-fbsm 0\.1\.0\); .*{retrain}",
+        )
+    assert serve_main(["export", str(other), "-o", str(tmp_path / "new.fbsm")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"error: model artifact {old} has format version 3")
+    assert err.count("\n") == 1 and err.startswith(f"error: model artifact {other} has format version")
 
 
 def test_content_crafted_with_a_valid_checksum_is_one_error_line(trained, tmp_path, capsys):

@@ -422,7 +422,7 @@ def test_the_workers_load_the_model_as_the_command_line_said(artifact, tmp_path,
     from recbole_fbsm.serve.live import LiveState
     from recbole_fbsm.serve.store import open_store
 
-    state = LiveState(str(artifact["path"]), open_store(str(tmp_path / "s.sqlite")), "cpu", None, "/data", True)
+    state = LiveState(str(artifact["path"]), open_store(str(tmp_path / "s.sqlite")), "cpu", None, "/data")
     built = {}
 
     class Supervisor:  # instead of uvicorn's, which would start the worker processes
@@ -438,5 +438,5 @@ def test_the_workers_load_the_model_as_the_command_line_said(artifact, tmp_path,
     monkeypatch.setattr(service_module, "LiveState", lambda *args, **kwargs: LiveState(*args, served=served, **kwargs))
     service_module.run_service(state, port=0, workers=2)
     worker = built["state"]
-    assert (worker.data_path, worker.trust_pickle, str(worker.device)) == ("/data", True, "cpu")
+    assert (worker.data_path, str(worker.device)) == ("/data", "cpu")
     worker.store.close()

@@ -154,7 +154,7 @@ def load_checkpoint(path, device="cpu", read=None):
 
 def encode_arrays(value):
     """numpy arrays and scipy sparse matrices (RecBole's EASE, ItemKNN, ... ``other_parameter``) as tagged tensors,
-    which ``weights_only`` loading accepts; ``decode_arrays`` undoes it."""
+    which ``save_tensors`` stores; ``decode_arrays`` undoes it."""
     if sp.issparse(value):
         matrix = sp.csr_matrix(value)
         parts = [torch.as_tensor(part) for part in (matrix.indptr, matrix.indices, matrix.data)]

@@ -288,9 +288,9 @@ class ColdStartTrainerMixin:
         return valid_score, valid_result
 
     def _save_checkpoint(self, epoch, verbose=True, **kwargs):
-        """RecBole's checkpoint content, with the settings as plain data instead of the pickled Config (so it
-        loads with ``weights_only=True``), written atomically (``artifact.safe_files.save_tensors``): a killed
-        process or a full disk never leaves a truncated file where a good one was."""
+        """RecBole's checkpoint content, with the settings as plain data instead of the pickled Config, in the one
+        model file format (``storage.safe_files.save_tensors``: safetensors and JSON, written atomically): loading
+        runs no code, and a killed process or a full disk never leaves a truncated file where a good one was."""
         self.kept_epoch = epoch
         if not distributed.is_main_process():  # RecBole asks local_rank, which is 0 on every machine
             return

@@ -1,7 +1,7 @@
 """Who should see a new item, evaluated offline on a saved model: the users direction of every run
 (``evaluation.audience``: for each cold item of a split, the training users ranked by the model's score of it,
 Recall@k, NDCG@k and the heaviest 1%'s share of the top-k slots), alpha chosen on the validation split's cold items
-and written beside the artifact for the service (``serve.audience``).
+(a run records the same and its artifact carries alpha for the service: ``serve.audience``).
 
 ``python -m recbole_fbsm.experiments.audience ARTIFACT.fbsm [--topk 20] [--split test]``
 """
@@ -13,7 +13,6 @@ import numpy as np
 
 from recbole_fbsm.errors import ColdStartError, exit_status
 from recbole_fbsm.evaluation.audience import ALPHAS, audience_metrics
-from recbole_fbsm.serve.audience import write_alpha
 from recbole_fbsm.serve.loading import load_model
 
 
@@ -69,8 +68,7 @@ def _main(args):
         share = f"{row['heavy_share']:.1%} ({row['heavy_factor']:.1f} x)"
         print(f"| {name} | {row['recall']:.4f} | {row['ndcg']:.4f} | {share} |")
     recalls = {a: round(v["recall"], 4) for a, v in report["valid"].items()}
-    written = write_alpha(args.artifact, alpha, {"split": "valid", "k": k, "recall": recalls})
-    print(f"alpha {alpha} (validation Recall@{k} by alpha: {recalls}) written to {written}")
+    print(f"alpha {alpha} (validation Recall@{k} by alpha: {recalls})")
     return 0
 
 

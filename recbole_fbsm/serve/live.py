@@ -16,9 +16,10 @@ import torch
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
+from recbole_fbsm.evaluation.audience import calibration
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.models.contract import FeatureSimilarity, ItemNeighbourhood
-from recbole_fbsm.serve.audience import audience_alpha, calibration
+from recbole_fbsm.serve.audience import audience_alpha
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.neighbours import NeighbourScorer
 from recbole_fbsm.serve.new_items import NewItems, new_items_from_cells
@@ -403,7 +404,7 @@ def item_users(snapshot, item, top=10):
         scores = (per_function * mixture).sum(axis=1)
         if view.factors is not None:
             scores = scores + likes @ (every_row @ (view.factors @ (view.factors.T @ x)))
-    alpha = audience_alpha(view.served.checkpoint)
+    alpha = audience_alpha(view.served)
     scores = np.asarray(scores, dtype=np.float64).ravel() * calibration(np.diff(likes.indptr), alpha)
     liked = np.asarray(likes[:, view.likes.shape[1] + snapshot.position[item]].todense()).ravel() != 0
     return [(str(tokens[j]), float(scores[j])) for j in seeded_top(view, scores, ~liked, top, snapshot.position[item])]

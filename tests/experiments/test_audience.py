@@ -3,8 +3,6 @@ direction's metrics against a brute force, alpha chosen on validation only, the 
 slots, and the service's ranking by the calibrated score. One CoSim model on a small generated dataset whose user
 ``u_all`` likes every item (the one heaviest user)."""
 
-import json
-import shutil
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,11 +11,13 @@ import torch
 from helpers import dataset_config, score_new_items, score_user, write_dataset
 from http_helpers import call, live_service
 
+from recbole_fbsm.artifact.model_file import write_artifact
 from recbole_fbsm.evaluation.collector import tie_keys
 from recbole_fbsm.experiments import audience
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve import load_model
-from recbole_fbsm.serve.audience import DEFAULT_ALPHA, audience_alpha, sidecar_path, write_alpha
+from recbole_fbsm.serve.audience import DEFAULT_ALPHA
+from recbole_fbsm.serve.loading import read_model_file
 
 
 @pytest.fixture(scope="module")
@@ -81,29 +81,23 @@ def test_alpha_is_chosen_on_validation_only(trained):
     assert recalls[before["alpha"]] == max(recalls.values())
 
 
-def test_the_command_writes_the_alpha_the_service_reads(trained, tmp_path, capsys):
-    artifact = shutil.copy(trained[1], tmp_path / "model.fbsm")
+def test_the_command_reports_both_rankings_and_the_alpha_validation_chose(trained, capsys):
+    artifact = trained[1]
     assert audience.main([str(artifact), "--topk", "5"]) == 0
     out = capsys.readouterr().out
-    chosen = json.loads(open(sidecar_path(artifact)).read())["alpha"]
-    assert f"calibrated, alpha {chosen}" in out and "Recall@5" in out
-    assert audience_alpha(str(artifact)) == chosen
-    with open(artifact, "ab") as handle:  # another file at the same path (retrained): its alpha is not this one
-        handle.write(b"\0")
-    assert audience_alpha(str(artifact)) == DEFAULT_ALPHA
-    for broken in ("not json", '{"alpha": -1, "artifact_sha256": ""}', "[]"):
-        open(sidecar_path(artifact), "w").write(broken)
-        assert audience_alpha(str(artifact)) == DEFAULT_ALPHA
-    assert audience.main([str(tmp_path / "missing.fbsm")]) == 2
+    chosen = audience.audience_report(artifact, k=5)["alpha"]
+    assert f"calibrated, alpha {chosen}" in out and "Recall@5" in out and f"alpha {chosen} (validation" in out
+    assert audience.main([str(trained[0].root / "missing.fbsm")]) == 2
     assert capsys.readouterr().err.startswith("error: model file")
 
 
 @pytest.mark.parametrize("alpha", [0.0, 1.0, None])
 def test_the_service_ranks_users_by_their_calibrated_score(trained, tmp_path, alpha):
     data, artifact = trained
-    artifact = str(shutil.copy(artifact, tmp_path / "model.fbsm"))
-    if alpha is not None:
-        write_alpha(artifact, alpha, {})
+    content = read_model_file(artifact)
+    assert content["training"]["audience_alpha"] is not None  # the run chose it
+    content["training"]["audience_alpha"] = alpha  # None: an artifact without one
+    artifact = str(write_artifact(tmp_path / "model.fbsm", content))
     features = data.item_features[data.item_tokens[0]]
     with live_service(artifact, str(tmp_path / "s.sqlite")) as (url, state):
         assert call(f"{url}/items", "POST", {"items": [{"id": "fresh", "tokens": features}]})[0] == 200

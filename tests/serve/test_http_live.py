@@ -14,7 +14,7 @@ import torch
 from helpers import cli_env, score_user
 from http_helpers import AUTH, TOKEN, call, cli_service, free_port, healthy, live_service, train
 
-from recbole_fbsm.serve.audience import DEFAULT_ALPHA
+from recbole_fbsm.serve.audience import audience_alpha
 from recbole_fbsm.serve.live import liked_items
 from recbole_fbsm.serve.store import default_store_path, open_store
 
@@ -426,7 +426,7 @@ def test_the_users_of_a_new_item_count_stored_likes(trained, tmp_path, name):
         for user in ("u1_0", "u0_3", "newcomer") if name != "UFSM" else ("u1_0", "u0_3"):
             ids, scores, _ = score_user(snapshot, user, "new")
             n_likes = sum(map(len, liked_items(snapshot, user)))  # divided by |I_u|^alpha (serve/audience.py)
-            expected = float(scores[list(ids).index(fresh[0])]) * n_likes**-DEFAULT_ALPHA
+            expected = float(scores[list(ids).index(fresh[0])]) * n_likes ** -audience_alpha(snapshot.view.served)
             assert listed[user] == pytest.approx(expected, rel=1e-5, abs=1e-7)
         scores = [entry["score"] for entry in answer["users"]]
         assert scores == sorted(scores, reverse=True)

@@ -7,7 +7,7 @@ from helpers import evaluation_scores, score_user, train_planted
 from http_helpers import AUTH, TOKEN, call, live_service
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.serve.audience import DEFAULT_ALPHA
+from recbole_fbsm.serve.audience import audience_alpha
 from recbole_fbsm.serve.explain import explain
 from recbole_fbsm.serve.live import liked_items
 from recbole_fbsm.serve.loading import load_model
@@ -73,7 +73,7 @@ def test_the_service_scores_as_the_model_evaluates(trained, tmp_path, variant):
         for entry in answer["users"]:
             score = evaluation_scores(served, entry["user_id"], served.item_ids([copies[copy]]).numpy())[0]
             n_likes = len(liked_items(snapshot, entry["user_id"])[0])
-            assert entry["score"] == pytest.approx(float(score) * n_likes**-DEFAULT_ALPHA, rel=1e-5)
+            assert entry["score"] == pytest.approx(float(score) * n_likes ** -audience_alpha(served), rel=1e-5)
         status, answer = call(f"{url}/users/{user}/items/{copy}/explanation")
         assert status == 400 and "a ItemKNNCBF score is a sum of item-to-item similarities" in answer["error"]
 
@@ -136,7 +136,9 @@ def test_a_like_changes_the_next_answer(trained, tmp_path, variant):
             # the users the twin goes to: the same score over |I_u|^alpha (serve/audience.py), stored likes counted
             listed = {e["user_id"]: e["score"] for e in call(f"{url}/items/twin/users?top=1000")[1]["users"]}
             n_likes = sum(map(len, liked_items(snapshot, user)))
-            assert listed[user] == pytest.approx(float(after["twin"]) * n_likes**-DEFAULT_ALPHA, rel=1e-5, abs=1e-7)
+            assert listed[user] == pytest.approx(
+                float(after["twin"]) * n_likes ** -audience_alpha(snapshot.view.served), rel=1e-5, abs=1e-7
+            )
             assert call(f"{url}/users/{user}/likes/{fresh[0]}", "DELETE", headers=AUTH)[0] == 200
             without = dict(zip(*score_user(state.current(), user, "all")[:2]))
             assert without["twin"] < after["twin"] - 1e-3

@@ -96,12 +96,13 @@ def test_every_top_level_unit_has_a_layer():
 
 
 def test_the_tests_mirror_the_package_folders():
-    """tests/<folder>/ holds the tests of recbole_fbsm/<folder>/ and tests/integration/ the runs across every layer,
-    so a module's tests are found under its folder's name (tests/ itself: shared helpers, whole-repository checks)."""
+    """tests/<folder>/ holds the tests of recbole_fbsm/<folder>/ (tests/benchmarks/: of benchmarks/), so a module's
+    tests are found under its folder's name; tests/ itself: shared helpers, whole-repository checks and the tests of
+    the package's top-level modules (test_quick_start.py, test_recbole_compat.py)."""
     tests = Path(__file__).resolve().parent
     folders = {path.relative_to(tests).parts[0] for path in tests.rglob("test_*.py") if path.parent != tests}
     package_folders = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
-    assert folders <= package_folders | {"integration"}, sorted(folders - package_folders - {"integration"})
+    assert folders <= package_folders | {"benchmarks"}, sorted(folders - package_folders - {"benchmarks"})
 
 
 def test_imports_go_down_the_layers_never_up():

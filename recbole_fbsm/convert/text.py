@@ -219,6 +219,37 @@ def filtered_field(field, rows, result_counts, warnings):
     return cells, FieldRecord(field.name, field.analyzer, min_df, field.max_df, terms, kind["raw_column"])
 
 
+def dataset_readme(name, command, sources, options, counts, skipped, warnings, fields, labelled):
+    """The dataset's README.txt: where it came from, the options, counts, what was skipped, the files."""
+    return "\n".join(
+        [
+            f"RecBole atomic dataset written by recbole_fbsm.convert (convert_{command}) on "
+            f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.",
+            "",
+            "sources:",
+            *[f"  {key}: {Path(value).resolve()}" for key, value in sources.items()],
+            "",
+            "options:",
+            *[f"  {key}: {value}" for key, value in options.items()],
+            "",
+            "counts:",
+            *[f"  {key}: {value:,}" for key, value in counts.items()],
+            "",
+            "skipped:",
+            *[f"  {line}" for line in skipped.lines() or ["nothing"]],
+            *(["", "warnings:"] + [f"  {line}" for line in warnings] if warnings else []),
+            "",
+            "files:",
+            f"  {name}.inter  user_id:token, item_id:token" + (", label:float (1 like, 0 dislike)" if labelled else ""),
+            f"  {name}.item   item_id:token, "
+            + ", ".join(f"{field.name}:token_seq ({FIELD_KINDS[field.name]['description']})" for field in fields),
+            f"  {analyzer_path(name, name).name}  how raw text became these tokens (analyzer, filter, vocabulary);"
+            " serving applies it to raw text of new items",
+            "",
+        ]
+    )
+
+
 def make_dataset(
     inter: pd.DataFrame,
     item_ids: Sequence[str],
@@ -264,34 +295,7 @@ def make_dataset(
     warnings = list(skipped.warnings)
     cells, records = zip(*(filtered_field(field, rows, counts, warnings) for field in fields))
     counts |= extra_counts or {}
-    readme = "\n".join(
-        [
-            f"RecBole atomic dataset written by recbole_fbsm.convert (convert_{command}) on "
-            f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.",
-            "",
-            "sources:",
-            *[f"  {key}: {Path(value).resolve()}" for key, value in sources.items()],
-            "",
-            "options:",
-            *[f"  {key}: {value}" for key, value in options.items()],
-            "",
-            "counts:",
-            *[f"  {key}: {value:,}" for key, value in counts.items()],
-            "",
-            "skipped:",
-            *[f"  {line}" for line in skipped.lines() or ["nothing"]],
-            *(["", "warnings:"] + [f"  {line}" for line in warnings] if warnings else []),
-            "",
-            "files:",
-            f"  {name}.inter  user_id:token, item_id:token"
-            + (", label:float (1 like, 0 dislike)" if "label" in inter else ""),
-            f"  {name}.item   item_id:token, "
-            + ", ".join(f"{field.name}:token_seq ({FIELD_KINDS[field.name]['description']})" for field in fields),
-            f"  {analyzer_path(name, name).name}  how raw text became these tokens (analyzer, filter, vocabulary);"
-            " serving applies it to raw text of new items",
-            "",
-        ]
-    )
+    readme = dataset_readme(name, command, sources, options, counts, skipped, warnings, fields, "label" in inter)
     item_fields = {field.name: field_cells for field, field_cells in zip(fields, cells)}
     path = write_dataset(
         out_dir,

@@ -8,7 +8,7 @@ import pytest
 from recbole_fbsm.experiments.records import rerun
 from recbole_fbsm.storage.run_records import code_fingerprint, read_record
 
-RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 
 
 def committed_records():

@@ -8,7 +8,8 @@ A marked block is generated between its two markers:
 Fields: the records folder (from the repository root), the rows, the columns: ``valid`` (best_valid_score) and
 test metrics (``recall@10``) as mean ± std over the splits; ``/MODEL`` the mean per-split ratio of the validation
 metric's test value to MODEL's (``/max(A B)``: to the better of A and B on each split); ``s/run``; ``splits``.
-``GROUP:`` (all, cold, warm) picks a hybrid-scenario group; a row ``SUB/MODEL`` reads the subfolder SUB and its
+``GROUP:`` (all, cold, warm) picks a hybrid-scenario group, ``users:`` / ``users-raw:`` the users direction's
+calibrated / raw ranking (who should see a new item); a row ``SUB/MODEL`` reads the subfolder SUB and its
 label adds the settings in which it differs; ``**column**`` is bold. ``--check`` only says which tables are stale
 (tests/experiments/test_doc_tables.py).
 """
@@ -19,7 +20,7 @@ import sys
 from pathlib import Path
 
 from recbole_fbsm.experiments import report
-from recbole_fbsm.storage.run_records import GROUPS, group_result, load_records
+from recbole_fbsm.storage.run_records import GROUPS, USER_GROUPS, group_result, load_records
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC_FILES = ("README.md", "docs/*.md")
@@ -58,7 +59,7 @@ def _group_result(record, group):
     if not result:
         raise TableError(
             f"results-table: {record['model']} (seed {record['seed']}) has no test_result_{group}: "
-            f"a {group} column needs records of the hybrid scenario"
+            f"a {group} column needs records of the {'item' if group in USER_GROUPS else 'hybrid'} scenario"
         )
     return result
 
@@ -83,9 +84,10 @@ def _row_label(token, runs, own_overrides):
 def _split_group(column):
     """(group or None, rest) of a column: ``cold:recall@20`` -> ("cold", "recall@20")."""
     group, colon, rest = column.partition(":")
-    if colon and group not in GROUPS:
+    if colon and group not in (*GROUPS, *USER_GROUPS):
         raise TableError(
-            f"results-table column '{column}': expected GROUP:COLUMN with GROUP one of {', '.join(GROUPS)}"
+            f"results-table column '{column}': expected GROUP:COLUMN with GROUP one of "
+            f"{', '.join((*GROUPS, *USER_GROUPS))}"
         )
     return (group, rest) if colon else (None, column)
 

@@ -24,6 +24,8 @@ from recbole_fbsm.storage.safe_files import plain, write_atomic
 # the hybrid scenario's item groups: "all" is the record's best_valid_result / test_result, the others are kept in
 # {valid,test}_result_<group> (absent in the item scenario)
 GROUPS = ("all", "cold", "warm")
+# the users direction's test rankings in a record's "audience" (who should see a new item), read as groups
+USER_GROUPS = {"users": "test_calibrated", "users-raw": "test_raw"}
 HYBRID_GROUPS = tuple(f"{phase}_result_{group}" for phase in ("valid", "test") for group in GROUPS[1:])
 
 
@@ -237,7 +239,10 @@ def stale_records(paths):
 
 def group_result(record, group=None):
     """The test metrics of one group of a record: ``None``/"all" is ``test_result`` (the hybrid scenario's ranking of
-    all items), "cold"/"warm" the hybrid scenario's ``test_result_<group>``."""
+    all items), "cold"/"warm" the hybrid scenario's ``test_result_<group>``, "users"/"users-raw" the users
+    direction's calibrated and raw rankings (``evaluation.audience``)."""
+    if group in USER_GROUPS:
+        return (record.get("audience") or {}).get(USER_GROUPS[group]) or {}
     return record.get("test_result" if group in (None, "all") else f"test_result_{group}") or {}
 
 

@@ -14,7 +14,16 @@ RATIO_BASELINES = ("ItemKNNCBF", "CoSim")
 # the hybrid scenario adds the cold items' ratio to the strongest baseline that ranks cold items at all
 COLD_RATIO_BASELINE = "ItemKNNCBF"
 CHART_METRICS = ("recall@10", "ndcg@10")
-METRIC_NAMES = dict(recall="Recall", ndcg="NDCG", precision="Precision", hit="Hit", mrr="MRR", rec="Rec", dcg="DCG", heavy_factor="heaviest 1% x")
+METRIC_NAMES = dict(
+    recall="Recall",
+    ndcg="NDCG",
+    precision="Precision",
+    hit="Hit",
+    mrr="MRR",
+    rec="Rec",
+    dcg="DCG",
+    heavy_factor="heaviest 1% x",
+)
 
 
 def mean_std(values):

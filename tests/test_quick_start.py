@@ -4,6 +4,7 @@ models, no pickled caches, context-aware models without item_id."""
 import logging
 import re
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -359,3 +360,41 @@ def test_eval_user_sample_keeps_a_seeded_random_subset_of_evaluated_users(toy):
         assert kept == kept_again, "the sample is seeded"
     other = evaluated(eval_user_sample=5, split_seed=7, seed=7)
     assert other != sampled
+
+
+def test_the_route_from_run_recbole_to_the_loss_is_six_functions_of_ours(tmp_path, monkeypatch):
+    """``python run_recbole.py --model=FBSM`` reaches ``calculate_loss`` through at most 6 of the project's
+    functions (issue 44), none of them in serve/, experiments/ or runtime/."""
+    from helpers import REPO_ROOT, write_dataset
+
+    import run_recbole
+    from recbole_fbsm.models.fbsm import FBSM
+
+    data = write_dataset(tmp_path)
+    settings = dataset_config(data, epochs=1)
+    config = tmp_path / "toy.yaml"
+    config.write_text("".join(f"{key}: {value!r}\n" for key, value in settings.items()))
+    stacks = []
+    calculate_loss = FBSM.calculate_loss
+
+    def recorded(self, interaction):
+        stacks.append(traceback.extract_stack())
+        return calculate_loss(self, interaction)
+
+    monkeypatch.setattr(FBSM, "calculate_loss", recorded)
+    monkeypatch.chdir(tmp_path)
+    assert run_recbole.main(["--model=FBSM", "--dataset=toy", f"--config_files={config}"]) == 0
+    files = [(Path(frame.filename).resolve(), frame.name) for frame in stacks[0][:-1]]  # [-1]: the recorder
+    ours = [
+        f"{path.relative_to(REPO_ROOT)}:{name}"
+        for path, name in files
+        if path == REPO_ROOT / "run_recbole.py" or path.is_relative_to(REPO_ROOT / "recbole_fbsm")
+    ]
+    assert ours == [
+        "run_recbole.py:main",
+        "recbole_fbsm/cli/__init__.py:dispatch",
+        "recbole_fbsm/cli/run.py:run",
+        "recbole_fbsm/quick_start.py:run",
+        "recbole_fbsm/training/trainer.py:fit",
+        "recbole_fbsm/training/trainer.py:_train_epoch",
+    ]

@@ -115,6 +115,7 @@ def build_table(rows, settings, command=None, resume=None):
     ratio_rows = [(g, next(r for r in rows if r["model"] == b)) for g, b in ratios]
     cells = [_table_row(row, columns, same_valid, ratio_rows, ratio_metric) for row in rows]
     lines += markdown_table(header, cells, text_columns=(0, -1))
+    lines += users_direction_lines(rows)
     failures = [r for row in rows for r in row["failed"]]
     if baselines:
         lines += [
@@ -127,6 +128,33 @@ def build_table(rows, settings, command=None, resume=None):
         for r in failures:
             lines.append(f"- {r['model']}, seed {r['seed']}: {_escape(r.get('error', ''), limit=1000)}")
     return "\n".join(lines) + "\n"
+
+
+def users_direction_lines(rows):
+    """Who should see a new item: each model's users direction (the records' ``audience``), raw and calibrated."""
+    with_audience = [(row["model"], [r["audience"] for r in row["ok"] if r.get("audience")]) for row in rows]
+    with_audience = [(model, runs) for model, runs in with_audience if runs]
+    if not with_audience:
+        return []
+    key = with_audience[0][1][0]["chosen_on"].split()[-1]
+    heavy = next(k for k in with_audience[0][1][0]["test_raw"] if k.startswith("heavy_factor@"))
+    header = ["model", "alpha (per split)", f"{key} raw", f"{key} calibrated", f"{heavy} raw", f"{heavy} calibrated"]
+    cells = [
+        [model, ", ".join(f"{a['alpha']:g}" for a in runs)]
+        + [
+            mean_std_cell([a[part].get(k) for a in runs])
+            for k in (key, heavy)
+            for part in ("test_raw", "test_calibrated")
+        ]
+        for model, runs in with_audience
+    ]
+    intro = (
+        "Who should see a new item (the users direction): for each cold test item, the training users ranked by "
+        "the model's score, divided by |I_u|^alpha (alpha chosen on validation; 0: the raw sum); "
+        f"{key} over the users who liked it, and how many times its share of users the heaviest 1% hold in the "
+        "top slots."
+    )
+    return ["", intro, "", *markdown_table(header, cells)]
 
 
 def _table_row(row, columns, same_valid, ratio_rows, ratio_metric):

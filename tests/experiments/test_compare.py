@@ -20,10 +20,11 @@ BOOM = RuntimeError("boom | bad\nthing")  # a message with a table's separator a
 POP_COSIM = ["--dataset=ml-100k", "--models", "Pop", "CoSim", "--seeds", "2020", "--use_gpu=False", "--worker=0"]
 
 
-def table_rows(table):
-    """model name -> the cells of its row in the markdown table."""
+def table_rows(table, which=0):
+    """model name -> the cells of its row in the ``which``-th markdown table (0: the comparison's)."""
+    tables = [block for block in table.split("\n\n") if block.startswith("| model")]
     rows = {}
-    for line in table.splitlines():
+    for line in tables[which].splitlines() if len(tables) > which else []:
         if line.startswith("| ") and not line.startswith("| model"):
             cells = [c.strip() for c in line.strip("|").split(" | ")]
             rows[cells[0]] = cells
@@ -115,6 +116,11 @@ def test_real_comparison_writes_table_chart_and_one_json_per_pair(real_results):
         assert sum("±" in c for c in cells) >= 5  # valid score, the test metrics and the time
     assert "recall@10" in table and "ndcg@10" in table and "valid recall@10" in table
     assert (results / "chart.png").read_bytes()[:8] == PNG_MAGIC
+    # who should see a new item: CoSim's users direction from its record (Pop scores no feature rows)
+    users = table_rows(table, which=1)
+    audience = json.loads((results / "CoSim-2020.json").read_text())["audience"]
+    assert set(users) == {"CoSim"} and users["CoSim"][1] == f"{audience['alpha']:g}"
+    assert users["CoSim"][2].startswith(f"{audience['test_raw']['recall@10']:.4f}")
 
     for model in ("Pop", "CoSim"):
         record = json.loads((results / f"{model}-2020.json").read_text())
@@ -279,7 +285,7 @@ def test_a_comparison_with_an_absolute_data_path_has_its_rows_in_the_table(fake,
     """Records hold their settings without this machine's paths; the table still takes them as this comparison's."""
     write_dataset(tmp_path / "data", "toy")
     args = ["--dataset=toy", "--models", "Pop", "--seeds", "1", "--results", "r", f"--data_path={tmp_path / 'data'}"]
-    assert cmp.main(args) == 0
+    assert compare_command(args) == 0
     assert "Pop" in table_rows((tmp_path / "r" / "table.md").read_text())
     assert "left out of the table" not in capsys.readouterr().out
 

@@ -28,6 +28,7 @@ BLOCK = re.compile(
     r"(?P<open><!-- results-table: (?P<spec>[^\n]*?) -->\n)(?P<body>.*?)(?P<close><!-- end results-table -->)",
     re.S,
 )
+GROUP_LABELS = {"users": "(users, calibrated)", "users-raw": "(users, raw sum)"}
 MAX_OF = re.compile(r"^max\((?P<models>[^()]+)\)$")
 
 
@@ -117,7 +118,7 @@ class Table:
 
     def header(self, column):
         group, column = _split_group(column)
-        suffix = f" {group}" if group else ""
+        suffix = f" {GROUP_LABELS.get(group, group)}" if group else ""
         if column == "valid":
             return f"valid {report.metric_label(self.valid_metric)}"
         if column.startswith("/"):

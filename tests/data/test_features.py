@@ -9,6 +9,7 @@ from synthetic import write_atomic
 
 from recbole_fbsm.data.features import build_item_features
 from recbole_fbsm.quick_start import prepare, run
+from recbole_fbsm.storage.safe_files import load_checkpoint
 
 QUIET = {"state": "ERROR", "show_progress": False}
 
@@ -135,8 +136,8 @@ def test_other_splits_text_cannot_move_training(tmp_path):
     edited = tmp_path / "edited"
     two_field_data(edited, test_item_words={test_token: ["brand_new_word", "another_new_word"]})
     second = run("FBSM", "two", config_dict={**settings, "data_path": str(edited)})
-    a = torch.load(first["saved_model_file"], weights_only=False)["state_dict"]
-    b = torch.load(second["saved_model_file"], weights_only=False)["state_dict"]
+    a = load_checkpoint(first["saved_model_file"])["state_dict"]
+    b = load_checkpoint(second["saved_model_file"])["state_dict"]
     assert first["best_epoch"] == second["best_epoch"]
     for name in ("D", "V"):
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=0)

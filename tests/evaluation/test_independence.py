@@ -8,6 +8,7 @@ import torch
 from helpers import dataset_config, write_dataset
 
 from recbole_fbsm.quick_start import prepare, run
+from recbole_fbsm.storage.safe_files import load_checkpoint
 from recbole_fbsm.training.trainer import get_trainer
 
 pytestmark = pytest.mark.usefixtures("workdir")
@@ -55,7 +56,7 @@ def test_metric_list_does_not_change_the_trained_model(toy):
     ]
     assert results[0]["best_valid_result"]["recall@10"] == results[1]["best_valid_result"]["recall@10"]
     assert results[0]["test_result"]["recall@10"] == results[1]["test_result"]["recall@10"]
-    weights = [torch.load(r["saved_model_file"], weights_only=False)["state_dict"] for r in results]
+    weights = [load_checkpoint(r["saved_model_file"])["state_dict"] for r in results]
     assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
 
 
@@ -72,7 +73,7 @@ def test_row_order_of_the_files_changes_nothing(tmp_path):
     for key in ("best_valid_result", "test_result"):
         assert results[0][key] == results[1][key]
     assert vocabularies[0] == vocabularies[1]
-    weights = [torch.load(r["saved_model_file"], weights_only=False)["state_dict"] for r in results]
+    weights = [load_checkpoint(r["saved_model_file"])["state_dict"] for r in results]
     assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
 
 

@@ -11,6 +11,7 @@ from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.models.warm_backbone import warm_embeddings
 from recbole_fbsm.quick_start import prepare, run
+from recbole_fbsm.storage.safe_files import load_checkpoint
 from recbole_fbsm.training.trainer import get_trainer
 
 MODELS = ("DropoutNet", "Heater", "ALDI")
@@ -156,7 +157,7 @@ def test_learns_planted_data_well_above_random(tmp_path, name):
 def test_warm_checkpoint_of_the_same_split_is_used_and_another_split_refused(topics):
     bpr = run("BPR", "topics", config_dict={**topics, "epochs": 3, "embedding_size": 8})["saved_model_file"]
     config, model, _ = prepare("ALDI", "topics", config_dict={**topics, "epochs": 1, "warm_checkpoint": bpr})
-    saved = torch.load(bpr, weights_only=False)["state_dict"]["item_embedding.weight"]
+    saved = load_checkpoint(bpr)["state_dict"]["item_embedding.weight"]
     mask = model.training_item_mask
     torch.testing.assert_close(model.warm_item_embedding[mask], saved[mask])
     assert bool(model.warm_item_embedding[~mask].eq(0).all())  # never a validation/test item's row

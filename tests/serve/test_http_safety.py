@@ -320,11 +320,11 @@ def test_a_malformed_items_row_in_the_store_never_stops_the_service_nor_export(a
 
 def moved_checkpoint(artifact, folder):
     """A copy of the artifact's training checkpoint whose dataset is no longer where training read it."""
-    import torch
+    from recbole_fbsm.storage.safe_files import load_tensors, save_tensors
 
-    state = torch.load(str(artifact["path"]).removesuffix(".fbsm") + ".pth", weights_only=True)
+    _, state = load_tensors(str(artifact["path"]).removesuffix(".fbsm") + ".pth", "checkpoint")
     state["config"]["data_path"] = str(folder / "nowhere" / artifact["data"]["name"])
-    torch.save(state, folder / "moved.pth")
+    save_tensors(state, folder / "moved.pth")
     return folder / "moved.pth"
 
 

@@ -9,13 +9,13 @@ import json
 import logging
 
 import pytest
-import torch
 import yaml
 from helpers import dataset_config
 
 from recbole_fbsm.cli.run import run as run_main
 from recbole_fbsm.cli.serve import serve as serve_main
 from recbole_fbsm.serve.loading import read_model_file
+from recbole_fbsm.storage.safe_files import load_checkpoint
 from recbole_fbsm.training.trainer import ColdStartTrainerMixin
 
 
@@ -99,7 +99,7 @@ def test_the_summary_repeats_the_kept_epoch_and_the_checkpoint_is_announced_once
 def test_an_export_records_the_checkpoints_kept_epoch(kept_start, tmp_path):
     _, artifact, _ = kept_start
     checkpoint = artifact[: -len(".fbsm")] + ".pth"
-    assert torch.load(checkpoint, weights_only=True)["epoch"] == -1
+    assert load_checkpoint(checkpoint)["epoch"] == -1
     exported = tmp_path / "exported.fbsm"
     assert serve_main(["export", checkpoint, "-o", str(exported)]) == 0
     assert read_model_file(str(exported))["training"]["kept_epoch"] == -1

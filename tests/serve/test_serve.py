@@ -294,12 +294,12 @@ def test_a_checkpoint_of_another_model_is_refused(trained, tmp_path, capsys):
     (tmp_path / "junk.pth").write_bytes(b"not a checkpoint")
     assert main(["interactions", str(tmp_path / "junk.pth")]) == 2
     err = capsys.readouterr().err
-    assert "junk.pth is not a model artifact (safetensors) or checkpoint" in err and "Traceback" not in err
+    assert "junk.pth is not a file of recbole-fbsm (safetensors)" in err and "Traceback" not in err
     artifact = trained["artifact"]["FBSM"]
     cut_short = tmp_path / "cut.fbsm"
     cut_short.write_bytes(Path(artifact).read_bytes()[:-100])  # an interrupted copy
     assert main(["interactions", str(cut_short)]) == 2
-    assert "cut.fbsm is not a model artifact (safetensors) or checkpoint" in capsys.readouterr().err
+    assert "cut.fbsm is not a file of recbole-fbsm (safetensors)" in capsys.readouterr().err
 
 
 def test_cli_bad_new_items_and_bad_output_exit_2(trained, tmp_path, capsys):

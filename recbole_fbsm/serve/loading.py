@@ -153,8 +153,8 @@ def read_model_file(path, data_path=None):
             f"model file {path} not found (expected the .fbsm artifact a training run writes beside "
             "its checkpoint, or the checkpoint .pth)."
         )
-    header, content = read = load_tensors(path, "model file")
-    if header.get("format"):
+    read = load_tensors(path, "model file")  # (header, content), read once for either kind
+    if read[0].get("format"):
         return read_artifact(path, read)
     return export_checkpoint(load_checkpoint(path, read=read), path, data_path)
 

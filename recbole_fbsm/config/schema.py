@@ -73,9 +73,7 @@ PLUGIN_SETTINGS = {
     "use_tuned_properties": flag,
     "dist_backend": choice(("auto", "gloo", "nccl")),
     "dist_timeout": number(0, strict=True),
-    "parallel_sync": choice(("average", "gradients")),
-    "parallel_average_every": integer(1),
-    "parallel_scale_learning_rate": flag,
+    "parallel_sync": choice(("gradients",)),
     # the warm BPR-MF backbone (DropoutNet, Heater, ALDI; FBSM's alignment)
     "warm_checkpoint": optional(text),
     "warm_embedding_size": integer(1),

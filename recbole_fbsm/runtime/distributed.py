@@ -2,13 +2,10 @@
 
 import logging
 import socket
-from collections import Counter
 from datetime import timedelta
 
-import numpy as np
 import torch
 import torch.distributed as dist
-from torch.distributed.algorithms.model_averaging import utils as model_averaging
 
 from recbole_fbsm.errors import ColdStartError
 
@@ -140,11 +137,6 @@ def shard_bounds(n, rank, size):
     return n * rank // size, n * (rank + 1) // size
 
 
-def broadcast_parameters(module):
-    """Rank 0's parameters on every rank (each rank builds its model from its own random stream)."""
-    _broadcast_from_rank0(parameter.data for parameter in module.parameters())
-
-
 def _broadcast_from_rank0(tensors):
     if world()[1] == 1:
         return
@@ -154,50 +146,6 @@ def _broadcast_from_rank0(tensors):
             moved = tensor.to(device)
             dist.broadcast(moved, src=0)
             tensor.copy_(moved)
-
-
-def average_parameters(module):
-    """Every rank's parameters replaced by their mean over the ranks (torch's model averaging: one flat
-    all-reduce)."""
-    if world()[1] == 1:
-        return
-    parameters = [parameter for parameter in module.parameters() if parameter.requires_grad]
-    if parameters:
-        model_averaging.average_parameters(iter(parameters), dist.group.WORLD)
-
-
-def owned_users(n_users):
-    """This rank's users when each rank trains and evaluates users of its own (``parallel_sync: average``):
-    the ids equal to the rank modulo the world size (a bool mask over the ``n_users`` ids)."""
-    rank, size = world()
-    return np.arange(n_users) % size == rank
-
-
-class PeriodicAveraging:
-    """Local SGD: each rank steps alone and the parameters are averaged about every ``every`` steps of the longest
-    rank; every rank averages equally often per epoch, spread over its own steps, so all meet at each average."""
-
-    def __init__(self, module, every):
-        self.module, self.every = module, max(1, int(every))
-        self.points, self.steps = Counter(), 0
-
-    def attach(self, optimizer):
-        optimizer.register_step_post_hook(self._after_step)
-
-    def plan_epoch(self, steps):
-        """Before an epoch of ``steps`` optimizer steps on this rank."""
-        longest = torch.tensor([int(steps)], dtype=torch.int64, device=_collective_device())
-        dist.all_reduce(longest, op=dist.ReduceOp.MAX)
-        count = max(1, -(-int(longest) // self.every))
-        self.points = Counter(int(steps) * k // count for k in range(1, count + 1))  # steps done at each average
-        self.steps = 0
-        for _ in range(self.points.pop(0, 0)):  # more averages than steps on this rank: the extra ones now
-            average_parameters(self.module)
-
-    def _after_step(self, optimizer, args, kwargs):
-        self.steps += 1
-        for _ in range(self.points.get(self.steps, 0)):
-            average_parameters(self.module)
 
 
 def broadcast_batchnorm_stats(module):

@@ -2,8 +2,7 @@
 (a users x candidates matrix, what depends on the candidates alone prepared once per evaluation), ties broken
 at random, checkpoints uniquely named, plain data and written atomically, the untrained model a candidate
 checkpoint (``valid_before_training``), the model's own optimizer groups, a callback on every validation (the
-tuner's pruner) and data-parallel runs (``runtime.distributed``:
-``parallel_sync: average`` or DDP ``gradients``; rank 0 alone writes and reads checkpoints).
+tuner's pruner) and DDP runs (``runtime.distributed``; rank 0 alone writes and reads checkpoints).
 """
 
 import contextlib
@@ -22,7 +21,6 @@ from recbole.utils import get_trainer as recbole_trainer_lookup
 from torch.nn.parallel import DistributedDataParallel
 
 from recbole_fbsm.config.schema import setting
-from recbole_fbsm.data.user_batches import shards_users
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.models.contract import (
@@ -34,9 +32,6 @@ from recbole_fbsm.recbole_compat import COLOR_CODES, EVALUATING_LINE, NAN_LOSS, 
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.storage.safe_files import Settings, encode_arrays, load_checkpoint, plain, save_tensors
 
-# below this many triplets per process and step, a data-parallel CPU run is slower than one process
-# (benchmarks/bench_distributed.py: the per-step exchange of V and D and per-batch costs dominate)
-SMALL_CPU_SHARE = 1024
 _VALIDATION_CALLBACK = contextvars.ContextVar("validation_callback", default=None)
 
 
@@ -94,7 +89,6 @@ class ColdStartTrainerMixin:
         # counter exceeds stopping_step, and counts a tie as better: a tie is judged against the next float, below)
         self.stopping_step = max(int(config["stopping_step"]) - 1, 0)
         self._tie_guard = None  # (true best, the guarded value RecBole compared against)
-        self.distributed_model = self.averaging = None
         if parallel:
             self._start_data_parallel(config)
         name = f"{config['model']}-{get_local_time()}-{uuid.uuid4().hex[:8]}.pth"
@@ -116,62 +110,15 @@ class ColdStartTrainerMixin:
         )
 
     def _start_data_parallel(self, config):
-        """``parallel_sync: gradients``: DDP on the device the config chose. ``average``: the ranks start from
-        rank 0's parameters and the optimizer averages them every ``parallel_average_every`` steps."""
-        if shards_users(config):
-            distributed.broadcast_parameters(self.model)
-            self.averaging = distributed.PeriodicAveraging(self.model, setting(config, "parallel_average_every"))
-            self.averaging.attach(self.optimizer)
-            self._scale_learning_rate(config)
-            return
-        if setting(config, "parallel_sync") == "average" and distributed.is_main_process():
-            self.logger.info(
-                "parallel_sync: average needs whole-user batches (train_batch_by_user: True); "
-                f"{config['model']} exchanges gradients at every step instead."
-            )
+        """DDP on the device the config chose (RecBole's wrapper would pass device_ids=[local_rank], which fails on
+        the CPU); broadcast_buffers off: F and the profiles are constant and alike on every rank, batch-norm
+        statistics are taken from rank 0 before each evaluation instead."""
         device = torch.device(config["device"])
-        # broadcast_buffers off: F, the profiles and the warm embeddings are constant and alike on every
-        # rank; batch-norm statistics are taken from rank 0 before each evaluation instead
         with warnings.catch_warnings():  # torch deprecates the flag, but its successor still syncs at init
             warnings.filterwarnings("ignore", message=".*broadcast_buffers", category=FutureWarning)
             self.distributed_model = DistributedDataParallel(
                 self.model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False
             )
-        share = int(config["train_batch_size"]) // dist.get_world_size()
-        if device.type == "cpu" and share < SMALL_CPU_SHARE and distributed.is_main_process():
-            self.logger.warning(
-                f"train_batch_size={config['train_batch_size']} over {dist.get_world_size()} processes: about {share} "
-                f"triplets per process and step. On CPUs such steps cost less than exchanging V and D every "
-                f"step (measured: 2 processes 2.5 times slower than one at 256, 2.3 times faster at 4,096; "
-                f"benchmarks/README.md); raise train_batch_size."
-            )
-
-    def _scale_learning_rate(self, config):
-        """``parallel_sync: average``: W processes take 1/W of one process's steps per epoch, each on a batch of
-        its own; an SGD rate times W keeps an epoch's progress (the linear scaling rule). Adam's step does not
-        grow with the gradient: its rate is kept."""
-        size = dist.get_world_size()
-        scale = isinstance(self.optimizer, torch.optim.SGD) and setting(config, "parallel_scale_learning_rate")
-        set_rates = sorted({f"{group['lr']:g}" for group in self.optimizer.param_groups})
-        if scale:
-            for group in self.optimizer.param_groups:
-                group["lr"] *= size
-        if distributed.is_main_process():
-            rates = sorted({f"{group['lr']:g}" for group in self.optimizer.param_groups})
-            how = f"{', '.join(set_rates)} x {size} processes: SGD, parallel_scale_learning_rate" if scale else "as set"
-            self.logger.info(
-                f"data-parallel: {size} processes, each training its own users on batches of "
-                f"{config['train_batch_size']} triplets; parameters averaged every "
-                f"{setting(config, 'parallel_average_every')} steps and after each epoch; learning rate "
-                f"{', '.join(rates)} ({how})"
-            )
-
-    def set_reduce_hook(self):
-        if self.distributed_model is not None:  # parallel_sync: gradients
-            super().set_reduce_hook()
-
-    def sync_grad_loss(self):
-        return super().sync_grad_loss() if self.distributed_model is not None else 0
 
     def _build_optimizer(self, **kwargs):
         if "params" not in kwargs and isinstance(self.model, HasOptimizerGroups):
@@ -258,11 +205,6 @@ class ColdStartTrainerMixin:
             return 0.0
         self.epochs_trained = epoch_idx + 1 - self.start_epoch
         self._epoch_in_progress = epoch_idx
-        shares = getattr(train_data, "step_weights", None)
-        if self.distributed_model is not None and shares is not None:
-            loss_func = share_weighted(loss_func or self.model.calculate_loss, shares)
-        if self.averaging is not None:
-            self.averaging.plan_epoch(len(train_data))  # the last average follows the epoch's last step
         return super()._train_epoch(train_data, epoch_idx, loss_func, *args, **kwargs)
 
     def _map_reduce(self, result, num_sample):
@@ -448,21 +390,6 @@ def lowest_for_cold(scores, cold_columns):
     scores = scores.clone()
     scores[:, cold_columns] = lowest.expand(-1, int(cold_columns.sum()))
     return scores
-
-
-def share_weighted(loss_func, shares):
-    """``loss_func`` scaled by ``shares()``, world size x this rank's rows / the step's rows on all ranks (the
-    loader's plan knows every share): DDP's average of the ranks' gradients is then the gradient of the mean over
-    all the step's rows, however uneven whole users make the shares."""
-
-    def weighted(interaction):
-        factor = shares()
-        losses = loss_func(interaction)
-        if isinstance(losses, tuple):
-            return tuple(loss * factor for loss in losses)
-        return losses * factor
-
-    return weighted
 
 
 def fused_if_possible(optimizer):

@@ -1,10 +1,9 @@
 """Data-parallel runs (``recbole_fbsm.runtime.distributed``): 2 CPU processes over gloo on small generated data.
 
 What must hold: with ``parallel_sync: gradients`` each rank trains on whole users and all ranks together on
-exactly the batch one process would, and a step's averaged gradient is the one-process gradient on the whole
-batch; with ``average`` (the default) each rank holds and trains its own users, the ranks exchange only the
-parameters, every few steps, and end each epoch with one model; both learn like one process; evaluation gives the
-one-process metrics to the last digit; two launches of one rank each (two "machines" on this host) run
+exactly the batch one process would, and a step's gradient is the mean of the ranks' gradients (DDP's all-reduce);
+it learns like one process; evaluation gives the one-process metrics to the last digit; two launches of one
+rank each (two "machines" on this host) run
 the same as ``--nproc=2``; only rank 0 writes.
 """
 
@@ -83,12 +82,12 @@ def test_gather_rows_outside_a_process_group_is_the_identity():
 
 # ------------------------------------------------------------------ in 2 processes
 def _gradient_worker(local_rank, config_dict, launch_settings, queue):
-    """One rank: the DDP gradient of its share of the first step, and (rank 0) the one-process gradient
-    of the whole step (the ranks' shares gathered, with their negatives) on an unwrapped copy."""
+    """One rank: the DDP gradient of its share of the first step, and (rank 0) the mean of the ranks' shares'
+    gradients (the shares gathered, with their negatives) on an unwrapped copy."""
     import torch.distributed as dist
 
     from recbole_fbsm.quick_start import prepare
-    from recbole_fbsm.training.trainer import get_trainer, share_weighted
+    from recbole_fbsm.training.trainer import get_trainer
 
     try:
         config, model, (train_data, _, _) = prepare(
@@ -101,15 +100,14 @@ def _gradient_worker(local_rank, config_dict, launch_settings, queue):
         trainer = get_trainer(config["MODEL_TYPE"], "FBSM")(config, model)
         share = next(iter(train_data))
         trainer.set_reduce_hook()
-        loss = share_weighted(model.calculate_loss, train_data.step_weights)(share) + trainer.sync_grad_loss()
+        loss = model.calculate_loss(share) + trainer.sync_grad_loss()
         loss.backward()
         shares = [None] * dist.get_world_size()
         dist.all_gather_object(shares, {key: value for key, value in share.interaction.items()})
         if dist.get_rank() == 0:
             from recbole.data.interaction import Interaction
 
-            whole = {key: torch.cat([s[key] for s in shares]) for key in shares[0]}  # as one process's loader cuts it
-            reference.calculate_loss(Interaction(whole)).backward()
+            (sum(reference.calculate_loss(Interaction(s)) for s in shares) / len(shares)).backward()
             queue.put(
                 (
                     "result",
@@ -126,7 +124,7 @@ def _gradient_worker(local_rank, config_dict, launch_settings, queue):
         distributed.end_process_group()
 
 
-def test_a_two_process_step_has_the_one_process_gradient_of_the_whole_batch(toy):
+def test_a_two_process_step_has_the_mean_gradient_of_the_ranks_shares(toy):
     config = dataset_config(
         toy,
         train_batch_by_user=True,
@@ -141,78 +139,6 @@ def test_a_two_process_step_has_the_one_process_gradient_of_the_whole_batch(toy)
     for ddp, one in zip(got["ddp"], got["one"]):
         assert np.abs(one).max() > 0
         np.testing.assert_allclose(ddp, one, rtol=1e-10, atol=1e-12)
-
-
-def _averaging_worker(local_rank, config_dict, launch_settings, queue):
-    """One rank of ``parallel_sync: average``: one epoch through the trainer, counting every collective
-    exchange; then every rank's steps, users, parameters and profiles."""
-    import torch.distributed as dist
-
-    from recbole_fbsm.quick_start import prepare
-    from recbole_fbsm.training.trainer import get_trainer
-
-    try:
-        config, model, (train_data, _, _) = prepare(
-            "FBSM", "toy", config_dict={**config_dict, **launch_settings, "local_rank": local_rank}
-        )
-        trainer = get_trainer(config["MODEL_TYPE"], "FBSM")(config, model)
-        start = [parameter.detach().clone() for parameter in model.parameters()]
-        users = set().union(*(set(batch[model.USER_ID].tolist()) for batch in train_data))
-        exchanges, all_reduce = [], dist.all_reduce
-        dist.all_reduce = lambda tensor, *args, **kwargs: (
-            exchanges.append(tensor.numel()) or all_reduce(tensor, *args, **kwargs)
-        )
-        steps = len(train_data)
-        try:
-            trainer._train_epoch(train_data, 0)
-        finally:
-            dist.all_reduce = all_reduce
-        mine = {
-            "steps": steps,
-            "users": users,
-            "exchanges": exchanges,
-            "profiles": set(np.flatnonzero(np.diff(model.F_U.indptr.numpy())).tolist()),
-            "start": [parameter.numpy().copy() for parameter in start],
-            "end": [parameter.detach().numpy().copy() for parameter in model.parameters()],
-        }
-        ranks = [None] * dist.get_world_size()
-        dist.all_gather_object(ranks, mine)
-        if dist.get_rank() == 0:
-            queue.put(("result", {"ranks": ranks, "parameters": sum(p.numel() for p in model.parameters())}))
-        distributed.end_process_group(together=True)
-    finally:
-        distributed.end_process_group()
-
-
-@pytest.mark.parametrize("every", [1, 3])
-def test_averaging_ranks_hold_their_own_users_exchange_only_the_parameters_and_end_the_epoch_alike(toy, every):
-    """Local SGD: each rank trains on and holds the profiles of its own users (ids = rank mod 2); the ranks
-    start from one model, exchange nothing but the flat parameters (no gradients, no row counts) about every
-    ``every`` steps of the longest rank and after the last step, plus one number per epoch, and then hold
-    the same model."""
-    config = dataset_config(
-        toy,
-        train_batch_by_user=True,
-        train_batch_size=16,
-        rank=3,
-        init_std=0.3,
-        torch_threads=1,
-        parallel_sync="average",
-        parallel_average_every=every,
-    )
-    got = distributed.launch(_averaging_worker, 2, -1, "localhost", None, 0, (config,))
-    ranks = got["ranks"]
-    longest = max(rank["steps"] for rank in ranks)
-    assert min(rank["steps"] for rank in ranks) >= 2
-    for index, rank in enumerate(ranks):
-        assert rank["users"] and all(user % 2 == index for user in rank["users"])
-        assert rank["users"] <= rank["profiles"] and all(user % 2 == index for user in rank["profiles"])
-        assert rank["exchanges"] == [1] + [got["parameters"]] * -(-longest // every), rank["exchanges"]
-        for start_0, start in zip(ranks[0]["start"], rank["start"]):
-            np.testing.assert_array_equal(start, start_0)
-        for end_0, end in zip(ranks[0]["end"], rank["end"]):
-            np.testing.assert_array_equal(end, end_0)
-    assert any(np.abs(end - start).max() > 1e-6 for end, start in zip(ranks[0]["end"], ranks[0]["start"]))
 
 
 def _aborting_worker(local_rank, finish_first, launch_settings, queue):
@@ -269,15 +195,14 @@ def planted_one_process(tmp_path_factory):
     return common, one, cosim
 
 
-@pytest.mark.parametrize("sync", ["gradients", "average"])
-def test_fbsm_on_two_processes_learns_like_one(planted_one_process, tmp_path, sync):
+def test_fbsm_on_two_processes_learns_like_one(planted_one_process, tmp_path):
     """Planted feature pairs: FBSM on 2 processes finds them as on 1, and only rank 0 wrote a checkpoint and
     a log. The negatives differ, and V leaves its near-zero start after a plateau of a random length, so
     early stopping keeps epochs tens apart: 0.26 on one process and 0.34 on two were seen for this seed.
-    With ``gradients`` the steps themselves are equal to 1e-10
-    (``test_a_two_process_step_has_the_one_process_gradient_of_the_whole_batch``)."""
+    The steps themselves are DDP's mean gradient
+    (``test_a_two_process_step_has_the_mean_gradient_of_the_ranks_shares``)."""
     common, one, cosim = planted_one_process
-    common = {**common, "checkpoint_dir": str(tmp_path / "saved"), "parallel_sync": sync}
+    common = {**common, "checkpoint_dir": str(tmp_path / "saved")}
     two_result = run("FBSM", "planted", config_dict=dict(common), nproc=2)
     two = two_result["test_result"]["recall@10"]
     assert min(one, two) >= 2 * cosim and min(one, two) > 0.2, (one, two, cosim)
@@ -286,7 +211,7 @@ def test_fbsm_on_two_processes_learns_like_one(planted_one_process, tmp_path, sy
     # one checkpoint and one artifact, none from rank 1
     files = sorted(os.path.basename(two_result[key]) for key in ("saved_model_file", "artifact_file"))
     assert sorted(name for name in saved if name.startswith("FBSM")) == files, saved
-    # rank 0 held only its own users' profiles, but its artifact serves every user
+    # its artifact serves every user
     served = load_model(two_result["artifact_file"]).model
     with_likes = np.diff(served.R.indptr.numpy()) > 0
     assert with_likes[0::2].any() and with_likes[1::2].any()

@@ -25,9 +25,11 @@ def on_console(shown=True):
     return {"console": bool(shown)}
 
 
-def make_run_dirs(config):
-    """Create ``./log/<model>`` and ``checkpoint_dir`` before RecBole does: its check-then-``makedirs`` races, and
-    the second of two runs started together in one folder died with ``FileExistsError``."""
+def start_run_log(config):
+    """RecBole's ``init_logger``, so that this run's lines go to this run's file: it ends in ``basicConfig``, a no-op
+    once the root logger has handlers, so the previous run's handlers (installed here) are closed first; a host
+    application's handlers are left alone."""
+    # RecBole's check-then-makedirs races: the second of two runs started together in one folder died
     for path in (os.path.join(RECBOLE_LOG_ROOT, config["model"]), config["checkpoint_dir"]):
         try:
             os.makedirs(path, exist_ok=True)
@@ -36,13 +38,6 @@ def make_run_dirs(config):
                 f"cannot create the folder {path} ({error.strerror}); expected a writable "
                 "checkpoint_dir and working directory."
             ) from None
-
-
-def start_run_log(config):
-    """RecBole's ``init_logger``, so that this run's lines go to this run's file: it ends in ``basicConfig``, a no-op
-    once the root logger has handlers, so the previous run's handlers (installed here) are closed first; a host
-    application's handlers are left alone."""
-    make_run_dirs(config)
     # RecBole names the log after the model, dataset, second and an md5 of the config's values: a run id among
     # them keeps two runs of one configuration in the same second apart
     config["run_id"] = config["run_id"] or uuid.uuid4().hex[:8]
@@ -55,16 +50,18 @@ def start_run_log(config):
     init_logger(config)
     added = [handler for handler in root.handlers if handler not in before]
     quiet = "state" not in (getattr(config, "external_config_dict", None) or {})  # any state: RecBole's console
-    if quiet:
-        added = [_quiet(handler, root, config) for handler in added]
+    for index, handler in enumerate(added):
+        if isinstance(handler, logging.FileHandler):  # at least INFO whatever ``state`` says (``compare``'s WARNING)
+            handler.setLevel(min(handler.level, logging.INFO))
+            root.setLevel(min(root.level, logging.INFO))
+        elif quiet and isinstance(handler, logging.StreamHandler):  # RecBole's console: a quiet one instead
+            added[index] = QuietConsoleHandler(handler.stream, str(config["valid_metric"] or "valid_score").lower())
+            added[index].setLevel(handler.level)
+            added[index].setFormatter(handler.formatter)
+            root.removeHandler(handler)
+            root.addHandler(added[index])
     logging.captureWarnings(quiet and bool(added))  # library warnings: into the log file, not the console
     _handlers_of_last_run.extend(added)
-    # the file records at least INFO whatever ``state`` says (``compare`` runs at WARNING: its logs were empty)
-    files = [handler for handler in added if isinstance(handler, logging.FileHandler)]
-    for handler in files:
-        handler.setLevel(min(handler.level, logging.INFO))
-    if files and root.level > logging.INFO:
-        root.setLevel(logging.INFO)
 
 
 def end_run_log():
@@ -72,18 +69,6 @@ def end_run_log():
     logging.captureWarnings(False)
     for handler in _handlers_of_last_run:
         handler.flush()
-
-
-def _quiet(handler, root, config):
-    """Swap RecBole's console handler for a ``QuietConsoleHandler`` (the file handler stays)."""
-    if isinstance(handler, logging.FileHandler) or not isinstance(handler, logging.StreamHandler):
-        return handler
-    quiet = QuietConsoleHandler(handler.stream, str(config["valid_metric"] or "valid_score").lower())
-    quiet.setLevel(handler.level)
-    quiet.setFormatter(handler.formatter)
-    root.removeHandler(handler)
-    root.addHandler(quiet)
-    return quiet
 
 
 class QuietConsoleHandler(logging.StreamHandler):
@@ -95,58 +80,50 @@ class QuietConsoleHandler(logging.StreamHandler):
     def __init__(self, stream, valid_metric):
         super().__init__(stream)
         self.valid_metric = valid_metric
-        self._pending = None  # (record, epoch, text) of a training line waiting for its evaluation
+        self._pending = None  # (record, "epoch N: train loss ...") of a training line waiting for its evaluation
 
     def emit(self, record):
         text = COLOR_CODES.sub("", str(record.getMessage())).strip()
-        training = TRAINING_LINE.match(text)
-        if training:
-            self._release()
-            self._pending = (record, training.group(1), f"{training.group(3)} ({training.group(2)}s)")
-            return
-        evaluating = EVALUATING_LINE.match(text)
-        if evaluating:
-            pending, self._pending = self._pending, None
-            score = f"valid {self.valid_metric}: {evaluating.group(3)} ({evaluating.group(2)}s)"
-            if pending is not None and pending[1] == evaluating.group(1):
-                self._emit_text(pending[0], f"epoch {pending[1]}: {pending[2]}, {score}")
-            else:
-                if pending is not None:
-                    self._emit_text(pending[0], f"epoch {pending[1]}: {pending[2]}")
-                self._emit_text(record, f"epoch {evaluating.group(1)}: {score}")
-            return
-        if not self.shows(record):
-            return
-        self._release()
-        super().emit(record)
-
-    def shows(self, record):
-        mark = getattr(record, "console", None)
-        if mark is not None:
-            return mark
-        if record.name == "py.warnings":
-            return False
-        if record.levelno >= logging.WARNING:
-            return True
-        if str(record.pathname).startswith(PACKAGE_DIR):
-            return True
-        return COLOR_CODES.sub("", str(record.getMessage())).startswith(STOP_LINE)  # early stopping: the kept epoch
-
-    def _release(self):
-        if self._pending is not None:
-            record, epoch, text = self._pending
+        training, evaluating = TRAINING_LINE.match(text), EVALUATING_LINE.match(text)
+        pending = self._pending
+        if evaluating and pending is not None and pending[1].startswith(f"epoch {evaluating.group(1)}:"):
             self._pending = None
-            self._emit_text(record, f"epoch {epoch}: {text}")
+            record, text = pending[0], f"{pending[1]}, valid {self.valid_metric}: {evaluating.group(3)}"
+            self._emit_text(record, f"{text} ({evaluating.group(2)}s)")
+            return
+        shown = getattr(record, "console", None)
+        if shown is None:
+            shown = record.name != "py.warnings" and (
+                record.levelno >= logging.WARNING
+                or str(record.pathname).startswith(PACKAGE_DIR)
+                or text.startswith(STOP_LINE)  # early stopping: the kept epoch
+            )
+        if not (shown or training or evaluating):
+            return
+        self.flush()
+        if training:
+            self._pending = (record, f"epoch {training.group(1)}: {training.group(3)} ({training.group(2)}s)")
+        elif evaluating:
+            self._emit_text(
+                record,
+                f"epoch {evaluating.group(1)}: valid {self.valid_metric}: "
+                f"{evaluating.group(3)} ({evaluating.group(2)}s)",
+            )
+        else:
+            super().emit(record)
 
     def _emit_text(self, record, text):
         super().emit(logging.makeLogRecord({**record.__dict__, "msg": text, "args": ()}))
 
     def flush(self):
-        self._release()
+        if self._pending is not None:
+            record, text = self._pending
+            self._pending = None
+            self._emit_text(record, text)
         super().flush()
 
     def close(self):
-        self._release()
+        self.flush()
         super().close()
 
 

@@ -47,25 +47,17 @@ def validation_callback(callback):
         _VALIDATION_CALLBACK.reset(token)
 
 
-def _is_epoch_line(text):
-    """RecBole's per-epoch lines ("epoch 0 training [... train loss: 0.0000]", "epoch 0 evaluating [...]"): a
-    model with nothing to train says that in one line instead."""
-    return bool(TRAINING_LINE.match(text) or EVALUATING_LINE.match(text))
-
-
-def _is_stop_line(text):
-    """RecBole's "Finished training, best eval result in epoch N" counts back from the stop by ``stopping_step``
-    evaluations: with the untrained start kept it says epoch -1, with ties an epoch that was not kept."""
-    return text.startswith(STOP_LINE)
-
-
 @contextlib.contextmanager
-def _without_lines(logger, *kinds):
-    """Within this block ``logger`` drops the records whose text (colours removed) one of ``kinds`` picks."""
+def _without_lines(logger, epoch_lines=False):
+    """Within this block ``logger`` drops RecBole's "Finished training, best eval result in epoch N" (it counts back
+    from the stop by ``stopping_step``: with the untrained start kept it says -1, with ties an epoch not kept;
+    ``kept_summary()`` says it instead) and with ``epoch_lines`` its per-epoch lines (a model with nothing to train
+    says that in one line)."""
 
     def keep(record):
         text = COLOR_CODES.sub("", str(record.msg))
-        return not any(kind(text) for kind in kinds)
+        epoch_line = epoch_lines and (TRAINING_LINE.match(text) or EVALUATING_LINE.match(text))
+        return not (epoch_line or text.startswith(STOP_LINE))
 
     logger.addFilter(keep)
     try:
@@ -146,21 +138,21 @@ class ColdStartTrainerMixin:
                     self.logger.info(f"before training: valid_score {valid_score:.6f}")
                 if saved:
                     self._save_checkpoint(-1, verbose=verbose)
-            if has_nothing_to_train(self.model):
-                self._fit_nothing(train_data, valid_data, *args, **kwargs)
-            else:
-                try:
-                    with _without_lines(self.logger, _is_stop_line):  # kept_summary() says which epoch was kept
-                        super().fit(train_data, valid_data, *args, **kwargs)
-                except ValueError as error:  # RecBole's _check_nan
-                    if str(error) != NAN_LOSS:
-                        raise
-                    self._stop_on_diverged_loss(saved)
-                if not saved:  # no checkpoint was written: the kept epoch is the first best one
-                    best = [epoch for epoch, score in self.valid_history if score == self.best_valid_score]
-                    self.kept_epoch = best[0] if best else None
-                if valid_data and verbose:
-                    self.logger.info(self.kept_summary())
+            nothing = has_nothing_to_train(self.model)  # RecBole's one epoch, without the pass over the data
+            try:
+                with _without_lines(self.logger, epoch_lines=nothing):  # kept_summary() says which epoch was kept
+                    super().fit(train_data, valid_data, *args, **kwargs)
+            except ValueError as error:  # RecBole's _check_nan
+                if str(error) != NAN_LOSS:
+                    raise
+                self._stop_on_diverged_loss(saved)
+            if nothing:
+                self.kept_epoch = 0 if valid_data else None
+            elif not saved:  # no checkpoint was written: the kept epoch is the first best one
+                best = [epoch for epoch, score in self.valid_history if score == self.best_valid_score]
+                self.kept_epoch = best[0] if best else None
+            if (valid_data or nothing) and verbose:
+                self.logger.info(self.kept_summary())
         finally:
             self._restore_best()
         return self.best_valid_score, self.best_valid_result
@@ -172,16 +164,6 @@ class ColdStartTrainerMixin:
             if self.best_valid_score == guarded:
                 self.best_valid_score = best
             self._tie_guard = None
-
-    def _fit_nothing(self, train_data, valid_data, *args, **kwargs):
-        """A model with nothing to learn (``models.contract.has_nothing_to_train``): RecBole's one epoch, without
-        the pass over the training data, its loss line and the kept-epoch line; one line says what happened."""
-        with _without_lines(self.logger, _is_epoch_line, _is_stop_line):
-            result = super().fit(train_data, valid_data, *args, **kwargs)
-        self.kept_epoch = 0 if valid_data else None
-        if kwargs.get("verbose", True):
-            self.logger.info(self.kept_summary())
-        return result
 
     def _stop_on_diverged_loss(self, saved):
         """A NaN loss ends training, not the run: the best checkpoint so far is kept and tested."""
@@ -197,7 +179,6 @@ class ColdStartTrainerMixin:
         if not kept:
             raise ColdStartError(message + " No epoch was validated before it, so there is no model to keep.")
         self.logger.warning(message + f" The best epoch so far on validation ({self.kept_epoch}) is kept and tested.")
-        return self.best_valid_score, self.best_valid_result
 
     def _train_epoch(self, train_data, epoch_idx, loss_func=None, *args, **kwargs):
         if has_nothing_to_train(self.model):  # no parameter to learn: no pass over the training data

@@ -71,7 +71,6 @@ PUBLIC_OVERRIDDEN = (
     Pin(_COLLECTOR + "Collector.eval_batch_collect", "e7ec500fc074", "rec.items/topk: the plugin's tie-fair top-k"),
     Pin(_MODELS + "random.Random.full_sort_predict", "22eb55d0aa8d", "one list per batch: the plugin's, one per user"),
     Pin(_LOADER + "AbstractDataLoader.set_batch_size", "9f46c2f6892b", "drops the planned whole-user batches"),
-    Pin(_TRAINER + "Trainer.resume_checkpoint", "fe7521a84a5c", "unpickles a Config: the plugin loads weights"),
     Pin(_TRAINER + "Trainer.evaluate", "a24a9dde4db8", "the split's candidates only, ties broken at random"),
     Pin(_TRAINER + "Trainer.fit", "330c04de95ea", "validates the untrained model first, keeps the best epoch"),
 )

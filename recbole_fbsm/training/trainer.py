@@ -263,15 +263,6 @@ class ColdStartTrainerMixin:
             f"kept epoch {self.kept_epoch} ({trained}): valid {metric} {best:.4f} (untrained start {start:.4f}, {gain})"
         )
 
-    def resume_checkpoint(self, resume_file):
-        checkpoint = load_checkpoint(resume_file, self.device)
-        self.saved_model_file = str(resume_file)
-        self.start_epoch = checkpoint["epoch"] + 1
-        self.cur_step = checkpoint["cur_step"]
-        self.best_valid_score = checkpoint["best_valid_score"]
-        self._load_state(checkpoint)
-        self.optimizer.load_state_dict(checkpoint["optimizer"])
-
     @torch.no_grad()
     def evaluate(self, eval_data, load_best_model=True, model_file=None, show_progress=False):
         if not eval_data:

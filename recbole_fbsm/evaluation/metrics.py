@@ -17,7 +17,7 @@ from recbole_fbsm.recbole_compat import register_metric
 class DCG(TopkMetric):
     def calculate_metric(self, dataobject):
         pos_index, pos_len = self.used_info(dataobject)
-        return self.topk_result(type(self).__name__.lower(), self.metric_info(pos_index, pos_len))
+        return self.topk_result("dcg", self.metric_info(pos_index, pos_len))
 
     def metric_info(self, pos_index, pos_len=None):
         ranks = np.arange(1, pos_index.shape[1] + 1)
@@ -25,7 +25,11 @@ class DCG(TopkMetric):
         return np.cumsum(pos_index / discount, axis=1) / ranks
 
 
-class Rec(DCG):
+class Rec(TopkMetric):
+    def calculate_metric(self, dataobject):
+        pos_index, pos_len = self.used_info(dataobject)
+        return self.topk_result("rec", self.metric_info(pos_index, pos_len))
+
     def metric_info(self, pos_index, pos_len):
         ranks = np.arange(1, pos_index.shape[1] + 1)
         return np.cumsum(pos_index, axis=1) / np.minimum(ranks[None, :], pos_len.reshape(-1, 1))

@@ -78,7 +78,7 @@ class FeatureSimilarityRecommender(CandidateScoring, GeneralRecommender):
     def __init__(self, config, dataset):
         super().__init__(config, dataset)
         inputs = model_inputs(config, dataset, self.uses_warm_backbone(config))
-        features, likes = inputs.features, inputs.held_likes()
+        features, likes = inputs.features, inputs.likes
         self.warm_tables = inputs.warm  # (users, items) of the warm backbone, for models that align to it
         self.feature_names = features.names
         self.n_features = features.n_features

@@ -14,7 +14,6 @@ import scipy.sparse as sp
 
 from recbole_fbsm.config.schema import setting
 from recbole_fbsm.data.features import ItemFeatures, features_from_config, like_matrix, training_items, with_identity
-from recbole_fbsm.data.user_batches import held_users
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.contract import BuiltFromFittedInputs
 from recbole_fbsm.models.warm_backbone import warm_embeddings
@@ -26,17 +25,6 @@ class ModelInputs:
     likes: sp.csr_matrix  # users x items: the training likes (binary)
     training_items: np.ndarray  # internal ids of the training split's items
     warm: tuple = None  # (user table, item table) of the warm backbone, when the model needs one
-    owned_users: np.ndarray = None  # bool mask of the users this rank holds (parallel_sync: average); None: all
-
-    def held_likes(self):
-        """The likes of the users this process holds (the other users' rows empty): what a model builds
-        its profiles from. ``likes`` stays whole for the artifact."""
-        if self.owned_users is None:
-            return self.likes
-        held = self.likes.copy()
-        held.data = held.data * np.repeat(self.owned_users[: held.shape[0]], np.diff(held.indptr))
-        held.eliminate_zeros()
-        return held
 
 
 def normalize_features(config, model_class=None):
@@ -68,7 +56,7 @@ def fit_model_inputs(config, train_dataset, warm_backbone=False, model_class=Non
     warm = None
     if warm_backbone:
         warm = warm_embeddings(config, train_dataset)
-    return ModelInputs(features, likes, items, warm, held_users(config, train_dataset.user_num))
+    return ModelInputs(features, likes, items, warm)
 
 
 def model_inputs(config, dataset, warm_backbone=False, model_class=None):

@@ -174,8 +174,13 @@ def _check_item_split(eval_args):
             f"eval_args.order: the item split partitions items at random (order: RO), seeded by split_seed; got "
             f"{order!r} (a temporal order, TO, applies to RecBole's interaction splits, eval_args.group_by: user)."
         )
-    if not isinstance(split, dict) or list(split) != ["RS"] or SPECS["hybrid_warm_split"](split["RS"]):
+    if not isinstance(split, dict) or list(split) != ["RS"]:
         raise ColdStartError(
-            "eval_args.split: the item split needs {RS: [train, valid, test]}, three positive ratios that sum to 1; "
-            f"got {split!r}."
+            f"eval_args.split: the item split needs {{RS: [train, valid, test]}} ratios; got {split!r}."
+        )
+    if SPECS["hybrid_warm_split"](split["RS"]):
+        numbers = all(isinstance(r, (int, float)) for r in as_list(split["RS"]))
+        raise ColdStartError(
+            f"eval_args.split.RS: expected three positive ratios [train, valid, test] that sum to 1; got "
+            f"{split['RS']!r}" + (f", which sum to {sum(split['RS']):g}, expected 1." if numbers else ".")
         )

@@ -13,7 +13,7 @@ import recbole_fbsm.evaluation.metrics  # noqa: F401  (registers the paper's DCG
 from recbole_fbsm.config.checks import as_list
 from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 from recbole_fbsm.config.registry import get_model
-from recbole_fbsm.config.schema import SPECS, setting
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.config.settings import (
     PROPERTIES_DIR,
     check_final,
@@ -124,7 +124,6 @@ class ColdStartConfig(Config):
         external_eval = self.external_config_dict.get("eval_args")
         if isinstance(external_eval, dict):
             final["eval_args"] = {**internal_eval, **external_eval}
-        _check_item_split(final["eval_args"])
         follow_topk(final, self.external_config_dict)
         for key in ("data_path", "checkpoint_dir"):  # '--data_path=~/data': no shell expands a ~ after '='
             if isinstance(final.get(key), str) and final[key].startswith("~"):
@@ -157,30 +156,3 @@ def follow_topk(final, user_settings):
     name, _, cutoff = metric.partition("@")
     if cutoffs and isinstance(cutoffs[0], int) and not (cutoff.isdigit() and int(cutoff) in cutoffs):
         final["valid_metric"] = f"{name}@{cutoffs[0]}"
-
-
-def _check_item_split(eval_args):
-    """The item split ranks every item (mode: full) of items split at random (order: RO) by three ratios (RS)."""
-    if str(eval_args.get("group_by")).lower() != "item":
-        return
-    mode, order, split = eval_args.get("mode", "full"), eval_args.get("order", "RO"), eval_args.get("split")
-    if any(str(m).lower() != "full" for m in (mode.values() if isinstance(mode, dict) else [mode])):
-        raise ColdStartError(
-            f"eval_args.mode: the item split ranks every item of the evaluated split (mode: full); got {mode!r} "
-            "(sampled candidates such as uni100 are for RecBole's user split, eval_args.group_by: user)."
-        )
-    if str(order).upper() != "RO":
-        raise ColdStartError(
-            f"eval_args.order: the item split partitions items at random (order: RO), seeded by split_seed; got "
-            f"{order!r} (a temporal order, TO, applies to RecBole's interaction splits, eval_args.group_by: user)."
-        )
-    if not isinstance(split, dict) or list(split) != ["RS"]:
-        raise ColdStartError(
-            f"eval_args.split: the item split needs {{RS: [train, valid, test]}} ratios; got {split!r}."
-        )
-    if SPECS["hybrid_warm_split"](split["RS"]):
-        numbers = all(isinstance(r, (int, float)) for r in as_list(split["RS"]))
-        raise ColdStartError(
-            f"eval_args.split.RS: expected three positive ratios [train, valid, test] that sum to 1; got "
-            f"{split['RS']!r}" + (f", which sum to {sum(split['RS']):g}, expected 1." if numbers else ".")
-        )

@@ -143,7 +143,8 @@ def check_user_settings(config_file_list=None, config_dict=None, source="config_
 def check_final(config):
     """Checks across settings, on the final (merged) configuration; each message names the settings."""
     scenario = str(setting(config, "cold_start_scenario")).lower()
-    group_by = str((config.get("eval_args") or {}).get("group_by")).lower()
+    eval_args = config["eval_args"]
+    group_by = str(eval_args.get("group_by")).lower()
     if scenario == "hybrid" and group_by != "item":
         raise ColdStartError(
             f"cold_start_scenario: hybrid splits items itself (eval_args.group_by: item); got "
@@ -154,11 +155,9 @@ def check_final(config):
             "identity_features: True needs cold_start_scenario: hybrid (in the item scenario no "
             "candidate is a training item, so no candidate has an identity)."
         )
-    metrics, cutoffs, valid_metric = (
-        as_list(config.get("metrics")),
-        as_list(config.get("topk")),
-        config.get("valid_metric"),
-    )
+    if group_by == "item":
+        _check_item_split(eval_args)
+    metrics, cutoffs, valid_metric = as_list(config["metrics"]), as_list(config["topk"]), config["valid_metric"]
     topk_metric = {m.lower(): metric_names().get(m.lower(), (m, True))[1] for m in metrics}
     computed = {f"{m}@{k}" if topk_metric[m] else m for m in topk_metric for k in cutoffs}
     if isinstance(valid_metric, str) and valid_metric.lower() not in computed:
@@ -173,3 +172,28 @@ def precheck(model, config_file_list=None, config_dict=None):
     if isinstance(model, str):
         check_model_name(model)
     return check_user_settings(config_file_list, config_dict, source=None)
+
+
+def _check_item_split(eval_args):
+    """The item split ranks every item (mode: full) of items split at random (order: RO) by three ratios (RS)."""
+    mode, order, split = eval_args.get("mode", "full"), eval_args.get("order", "RO"), eval_args.get("split")
+    if any(str(m).lower() != "full" for m in (mode.values() if isinstance(mode, dict) else [mode])):
+        raise ColdStartError(
+            f"eval_args.mode: the item split ranks every item of the evaluated split (mode: full); got {mode!r} "
+            "(sampled candidates such as uni100 are for RecBole's user split, eval_args.group_by: user)."
+        )
+    if str(order).upper() != "RO":
+        raise ColdStartError(
+            f"eval_args.order: the item split partitions items at random (order: RO), seeded by split_seed; got "
+            f"{order!r} (a temporal order, TO, applies to RecBole's interaction splits, eval_args.group_by: user)."
+        )
+    if not isinstance(split, dict) or list(split) != ["RS"]:
+        raise ColdStartError(
+            f"eval_args.split: the item split needs {{RS: [train, valid, test]}} ratios; got {split!r}."
+        )
+    if SPECS["hybrid_warm_split"](split["RS"]):
+        numbers = all(isinstance(r, (int, float)) for r in as_list(split["RS"]))
+        raise ColdStartError(
+            f"eval_args.split.RS: expected three positive ratios [train, valid, test] that sum to 1; got "
+            f"{split['RS']!r}" + (f", which sum to {sum(split['RS']):g}, expected 1." if numbers else ".")
+        )

@@ -80,7 +80,8 @@ def thread_count(value):
         return None
     cores = usable_cores(environ={})  # OMP_NUM_THREADS does not bind torch.set_num_threads
     if number(1, cores, integer=True)(value):
-        return Problem(f"auto or an integer from 1 to {cores} (this machine's cores)", value)
+        hint = suggestion(value, ["auto"]) if isinstance(value, str) else ""
+        return Problem(f"auto or an integer from 1 to {cores} (this machine's cores)", value, hint)
 
 
 def choice(options, case=False):

@@ -10,11 +10,10 @@ def parse_with_settings(parser, argv, reserved=None):
     the Config converts); ``reserved`` maps keys that may not be given so to the reason. A key given twice is an error.
     """
     args, rest = parser.parse_known_args(argv)
-    reserved = reserved or {}
-    settings = {}
+    reserved, settings = reserved or {}, {}
     for item in rest:
-        key, _, value = item[2:].partition("=") if item.startswith("--") else ("", "", "")
-        if not key or "=" not in item:
+        key, equals, value = item[2:].partition("=")
+        if not item.startswith("--") or not key or not equals:
             parser.error(f"unrecognised argument {item!r}: settings are given as --key=value")
         if key in reserved:
             parser.error(f"--{key} cannot be given as a setting: {reserved[key]}")

@@ -10,7 +10,7 @@ from recbole.config import Config
 from recbole.utils import InputType, ModelType
 
 import recbole_fbsm.evaluation.metrics  # noqa: F401  (registers the paper's DCG and Rec metrics with RecBole)
-from recbole_fbsm.config.checks import as_list, three_positive_ratios
+from recbole_fbsm.config.checks import as_list
 from recbole_fbsm.config.paths import LOCAL_PROPERTIES_DIR
 from recbole_fbsm.config.registry import get_model
 from recbole_fbsm.config.schema import setting
@@ -22,7 +22,6 @@ from recbole_fbsm.config.settings import (
     convert_value,
     read_yaml,
 )
-from recbole_fbsm.config.suggestions import suggestion
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.recbole_compat import restore_numpy_aliases
 from recbole_fbsm.runtime.distributed import init_process_group
@@ -31,10 +30,6 @@ from recbole_fbsm.runtime.distributed import init_process_group
 def tuned_properties_file(model, dataset, properties_dir=None):
     """A model's settings for one dataset (values ``hyper --write`` chose on validation, cost caps)."""
     return Path(properties_dir or PROPERTIES_DIR) / "dataset" / str(dataset) / f"{model}.yaml"
-
-
-GROUP_BY_CHOICES = ("item", "user", "none")
-EVAL_ARGS_KEYS = ("split", "group_by", "order", "mode")  # what RecBole reads of eval_args; it ignores the rest
 
 
 def _shown_path(path):
@@ -60,20 +55,16 @@ class ColdStartConfig(Config):
         super().__init__(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
 
     def _set_train_neg_sample_args(self):
+        """A pairwise model, or a context-aware one on the item split (its data has likes only), needs negatives."""
         super()._set_train_neg_sample_args()
-        args = self.final_config_dict.get("train_neg_sample_args") or {}
-        if args.get("distribution") != "none":
-            return
-        if self.final_config_dict.get("MODEL_INPUT_TYPE") == InputType.PAIRWISE:
+        final = self.final_config_dict
+        pairwise = final.get("MODEL_INPUT_TYPE") == InputType.PAIRWISE
+        if (final.get("train_neg_sample_args") or {}).get("distribution") == "none" and (
+            pairwise or (final.get("MODEL_TYPE") == ModelType.CONTEXT and self.item_split)
+        ):
             raise ColdStartError(
-                f"train_neg_sample_args: model {self.model} trains on (user, liked item, negative item) triplets and "
-                "needs negatives, e.g. {distribution: uniform, sample_num: 1}; got none."
-            )
-        if self.final_config_dict.get("MODEL_TYPE") == ModelType.CONTEXT and self.item_split:
-            raise ColdStartError(
-                f"train_neg_sample_args: context-aware model {self.model} learns likes against sampled negatives "
-                "on the item split (its data has likes only); expected e.g. {distribution: uniform, sample_num: 1}; "
-                "got none."
+                f"train_neg_sample_args: model {self.model} learns likes against sampled negatives; expected e.g. "
+                "{distribution: uniform, sample_num: 1}; got none."
             )
 
     def _init_device(self):
@@ -98,10 +89,8 @@ class ColdStartConfig(Config):
     def _get_model_and_dataset(self, model, dataset):
         model = self.external_config_dict.get("model") if model is None else model
         dataset = self.external_config_dict.get("dataset") if dataset is None else dataset
-        if model is None:
-            raise ColdStartError("no model given: pass --model=NAME (or model= in Python).")
-        if dataset is None:
-            raise ColdStartError("no dataset given: pass --dataset=NAME (or dataset= in Python).")
+        if model is None or dataset is None:
+            raise ColdStartError("no model or no dataset given: pass --model=NAME --dataset=NAME (model=, dataset=).")
         model_class = get_model(model) if isinstance(model, str) else model
         return model_class.__name__, model_class, dataset
 
@@ -135,7 +124,6 @@ class ColdStartConfig(Config):
         external_eval = self.external_config_dict.get("eval_args")
         if isinstance(external_eval, dict):
             final["eval_args"] = {**internal_eval, **external_eval}
-        _check_eval_args(final.get("eval_args"))
         follow_topk(final, self.external_config_dict)
         for key in ("data_path", "checkpoint_dir"):  # '--data_path=~/data': no shell expands a ~ after '='
             if isinstance(final.get(key), str) and final[key].startswith("~"):
@@ -168,45 +156,3 @@ def follow_topk(final, user_settings):
     name, _, cutoff = metric.partition("@")
     if cutoffs and isinstance(cutoffs[0], int) and not (cutoff.isdigit() and int(cutoff) in cutoffs):
         final["valid_metric"] = f"{name}@{cutoffs[0]}"
-
-
-def _check_eval_args(eval_args):
-    if not isinstance(eval_args, dict):
-        raise ColdStartError(f"eval_args: expected a mapping with split, group_by, order, mode; got {eval_args!r}.")
-    for key in eval_args:
-        if key not in EVAL_ARGS_KEYS:
-            hint = suggestion(str(key), EVAL_ARGS_KEYS)
-            raise ColdStartError(
-                f"eval_args: unknown key {key!r}; expected keys among {', '.join(EVAL_ARGS_KEYS)} "
-                f"(RecBole ignores any other, silently){hint or '.'}"
-            )
-    group_by = eval_args.get("group_by", "user")
-    if str(group_by).lower() not in GROUP_BY_CHOICES and group_by is not None:
-        raise ColdStartError(f"eval_args.group_by: expected one of {', '.join(GROUP_BY_CHOICES)}; got {group_by!r}.")
-    if str(group_by).lower() != "item":
-        return
-    mode = eval_args.get("mode", "full")
-    modes = mode.values() if isinstance(mode, dict) else [mode]
-    if any(str(m).lower() != "full" for m in modes):
-        raise ColdStartError(
-            f"eval_args.mode: the item split ranks every item of the evaluated split (mode: full); got {mode!r} "
-            "(sampled candidates such as uni100 are for RecBole's user split, eval_args.group_by: user)."
-        )
-    order = eval_args.get("order", "RO")
-    if str(order).upper() != "RO":
-        raise ColdStartError(
-            f"eval_args.order: the item split partitions items at random (order: RO), seeded by split_seed; got "
-            f"{order!r} (a temporal order, TO, applies to RecBole's interaction splits, eval_args.group_by: user)."
-        )
-    split = eval_args.get("split")
-    if not isinstance(split, dict) or list(split) != ["RS"]:
-        raise ColdStartError(
-            f"eval_args.split: the item split needs {{RS: [train, valid, test]}} ratios; got {split!r}."
-        )
-    ratios = split["RS"]
-    if not three_positive_ratios(ratios):
-        raise ColdStartError(
-            f"eval_args.split.RS: expected three positive ratios [train, valid, test]; got {ratios!r}."
-        )
-    if abs(sum(ratios) - 1.0) > 1e-6:
-        raise ColdStartError(f"eval_args.split.RS: the ratios {ratios} sum to {sum(ratios):g}, expected 1.")

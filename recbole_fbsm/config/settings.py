@@ -3,14 +3,11 @@
 
 import ast
 import functools
-import itertools
-import os
 import re
-from pathlib import Path
 
 import yaml
 
-from recbole_fbsm.config.checks import _is_number, as_list, metric_names
+from recbole_fbsm.config.checks import as_list, metric_names, number
 from recbole_fbsm.config.paths import PROPERTIES_DIR, recbole_dir
 from recbole_fbsm.config.registry import check_model_name
 from recbole_fbsm.config.schema import PLUGIN_SETTINGS, RECBOLE_CODE_KEYS, RUNTIME_KEYS, SPECS, setting
@@ -25,14 +22,13 @@ class _Loader(yaml.SafeLoader):
 
 def _mapping_without_repeats(loader, node, deep=False):
     """A YAML mapping whose keys are all different: a repeated setting is an error, not the last one silently."""
-    seen = {}
+    lines = {}
     for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            lines = f"lines {seen[key] + 1} and {key_node.start_mark.line + 1}"
-            problem = f"setting {key!r} is given twice ({lines})"
+        line = key_node.start_mark.line + 1
+        first = lines.setdefault(loader.construct_object(key_node, deep=deep), line)
+        if first != line:
+            problem = f"setting {key_node.value!r} is given twice (lines {first} and {line})"
             raise yaml.constructor.ConstructorError(problem=problem, problem_mark=key_node.start_mark)
-        seen[key] = key_node.start_mark.line
     return loader.construct_mapping(node, deep=deep)
 
 
@@ -50,38 +46,27 @@ def convert_value(text):
     """A ``--key=value`` string as RecBole converts it (Python literal, ``true``/``false``, else the string), without
     ``eval``; a mapping or list that is no Python literal is read as YAML (``{distribution: uniform}``), as a
     property file would."""
-    if not isinstance(text, str):
-        return text
-    stripped = text.strip()
+    stripped = text.strip() if isinstance(text, str) else None
+    words = {"true": True, "false": False, "~": None, "null": None}  # null: YAML's, as the property files write it
     try:
-        return ast.literal_eval(stripped)
+        return ast.literal_eval(stripped) if stripped is not None else text
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        lowered = stripped.lower()
-        if lowered in ("true", "false"):
-            return lowered == "true"
-        if lowered in ("~", "null"):  # YAML's null, as the property files and the messages write it
-            return None
-        if stripped[:1] in "{[" and stripped[-1:] in "}]":
-            try:
-                loaded = yaml.safe_load(stripped)
-            except yaml.YAMLError:
-                return text
-            if isinstance(loaded, (dict, list)):
-                return loaded
-        return text
+        if stripped.lower() in words:
+            return words[stripped.lower()]
+    try:
+        loaded = yaml.safe_load(stripped) if stripped[:1] in "{[" and stripped[-1:] in "}]" else None
+    except yaml.YAMLError:
+        loaded = None
+    return loaded if isinstance(loaded, (dict, list)) else text
 
 
 def read_yaml(path):
     """A property or config file as a dict; a missing, unreadable or malformed file is a ColdStartError."""
-    path = Path(path)
-    if not path.is_file():
-        raise ColdStartError(f"config file {path} not found" + ("" if not path.exists() else " (it is a folder)") + ".")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ColdStartError(f"config file {path} cannot be read: {error}.") from None
-    try:
-        loaded = yaml.load(text, Loader=_Loader)
+        with open(path, encoding="utf-8") as file:
+            loaded = yaml.load(file, Loader=_Loader)
+    except (OSError, UnicodeError) as error:
+        raise ColdStartError(f"config file {path} not found or unreadable ({error}).") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -89,14 +74,9 @@ def read_yaml(path):
         raise ColdStartError(
             f"config file {path}{where}: not valid YAML ({problem}); expected key: value lines."
         ) from None
-    if loaded is None:
-        return {}
-    if not isinstance(loaded, dict):
+    if not isinstance(loaded or {}, dict):
         raise ColdStartError(f"config file {path}: expected key: value settings, found a {type(loaded).__name__}.")
-    bad = [key for key in loaded if not isinstance(key, str)]
-    if bad:
-        raise ColdStartError(f"config file {path}: setting names must be words; found {bad[0]!r}.")
-    return loaded
+    return loaded or {}
 
 
 # ------------------------------------------------------------------------------ the known keys
@@ -108,13 +88,8 @@ def known_defaults():
     files += [p for p in sorted(PROPERTIES_DIR.rglob("*.yaml")) if "grids" not in p.relative_to(PROPERTIES_DIR).parts]
     defaults = {}
     for path in files:
-        try:
-            loaded = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader) or {}
-        except (OSError, yaml.YAMLError):
-            continue
-        if isinstance(loaded, dict):
-            for key, value in loaded.items():
-                defaults.setdefault(str(key), []).append(value)
+        for key, value in (yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader) or {}).items():
+            defaults.setdefault(str(key), []).append(value)
     return defaults
 
 
@@ -124,13 +99,9 @@ def value_problem(key, value):
     if key in SPECS:
         return SPECS[key](value)
     defaults = [d for d in known_defaults().get(key, []) if d is not None]
-    if value is None or not defaults:
-        return None
-    if all(isinstance(d, bool) for d in defaults) and not isinstance(value, bool):
-        return "True or False"
-    if all(_is_number(d) for d in defaults) and not _is_number(value):
-        return "a number"
-    return None
+    for expected, fits in (("True or False", lambda v: isinstance(v, bool)), ("a number", lambda v: not number()(v))):
+        if value is not None and defaults and all(map(fits, defaults)) and not fits(value):
+            return expected
 
 
 def check_settings(settings, source, known_only=True):
@@ -139,9 +110,9 @@ def check_settings(settings, source, known_only=True):
     known = set(PLUGIN_SETTINGS) | set(known_defaults()) | RECBOLE_CODE_KEYS  # RUNTIME_KEYS: not suggested
     for key, value in settings.items():
         name = f"--{key}" if source is None else f"{key!r} in {source}"
-        if known_only and key not in known and key not in RUNTIME_KEYS:
-            hint = suggestion(key, known) or "; see properties/overall.yaml and RecBole's settings"
-            raise ColdStartError(f"unknown setting {name}{hint}" + ("" if hint.endswith("?") else "."))
+        if known_only and key not in known | RUNTIME_KEYS:
+            hint = suggestion(key, known) or "; see properties/overall.yaml and RecBole's settings."
+            raise ColdStartError(f"unknown setting {name}{hint}")
         problem = value_problem(key, value)
         if problem:
             got = value if getattr(problem, "got", None) is None else problem.got
@@ -160,105 +131,40 @@ def check_user_settings(config_file_list=None, config_dict=None, source="config_
     for where, settings in sources:
         check_settings(settings, where, known_only)
         merged.update(settings)
-    for (where, settings), (key, value) in itertools.product(sources, (run or {}).items()):
-        given = settings.get(key)
-        if value is not None and given is not None and str(given) != str(value):
-            raise ColdStartError(
-                f"{where} sets {key}: {given}, but this run's {key} is {value!r} (--{key}); "
-                f"the run's {key} is used: remove the {key} line, or run with --{key}={given}."
-            )
+        for key, value in (run or {}).items():
+            if value is not None and settings.get(key) is not None and str(settings[key]) != str(value):
+                raise ColdStartError(
+                    f"{where} sets {key}: {settings[key]}, but this run's {key} is {value!r} (--{key}); "
+                    f"the run's {key} is used: remove the {key} line, or run with --{key}={settings[key]}."
+                )
     return merged
 
 
-# Metrics that need scored (user, item, label) pairs or every item's rank, not a top-k over candidates.
-NOT_TOPK_ON_CANDIDATES = {"auc", "gauc", "logloss", "mae", "rmse"}
-
-
-def check_writable(path, setting):
-    """``path`` exists as a writable folder, or can be made inside one."""
-    existing = Path(path).absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise ColdStartError(
-            f"{setting}: cannot write to {path} ({existing} is not a writable folder); "
-            "expected a folder the run can create and write."
-        )
-
-
-def check_scenario(config):
-    """``cold_start_scenario: hybrid`` builds on the item split; ``identity_features`` needs training items
-    among the candidates, which only the hybrid scenario has."""
+def check_final(config):
+    """Checks across settings, on the final (merged) configuration; each message names the settings."""
     scenario = str(setting(config, "cold_start_scenario")).lower()
-    group_by = str((config.get("eval_args") or {}).get("group_by")).lower()
+    eval_args = config["eval_args"]
+    group_by = str(eval_args.get("group_by")).lower()
     if scenario == "hybrid" and group_by != "item":
         raise ColdStartError(
             f"cold_start_scenario: hybrid splits items itself (eval_args.group_by: item); got "
             f"eval_args.group_by: {group_by}."
-        )
-    ratio = config.get("hybrid_cold_ratio")
-    if scenario == "hybrid" and isinstance(ratio, (int, float)) and not 0 < ratio < 1:
-        raise ColdStartError(
-            f"hybrid_cold_ratio: expected the share of items held out as cold, between 0 and 1 "
-            f"(exclusive); got {ratio!r}."
         )
     if config.get("identity_features") is True and scenario != "hybrid":
         raise ColdStartError(
             "identity_features: True needs cold_start_scenario: hybrid (in the item scenario no "
             "candidate is a training item, so no candidate has an identity)."
         )
-
-
-def check_final(config):
-    """Checks across settings, on the final (merged) configuration; each message names the settings."""
-    metrics, cutoffs = as_list(config.get("metrics")), as_list(config.get("topk"))
-    eval_args = config.get("eval_args") or {}
-    if str(eval_args.get("group_by")).lower() == "item":
-        for metric in metrics:
-            if isinstance(metric, str) and metric.lower() in NOT_TOPK_ON_CANDIDATES:
-                raise ColdStartError(
-                    f"metrics: {metric} needs labelled pairs or full ranks; the item split ranks the split's "
-                    "items and reports top-k metrics (Recall, NDCG, Precision, Hit, MRR, MAP, Rec, DCG, ...)."
-                )
-        if config.get("valid_metric_bigger") is False:
-            raise ColdStartError(
-                f"valid_metric_bigger: False keeps the epoch (and makes run_hyper pick the settings) with the lowest "
-                f"{config.get('valid_metric')}, but the item split's top-k metrics are better when bigger; "
-                "expected True (or leave it out)."
-            )
-    check_scenario(config)
-    field_separator, seq_separator = config.get("field_separator"), config.get("seq_separator")
-    if isinstance(seq_separator, str) and seq_separator and seq_separator == field_separator:
+    if group_by == "item":
+        _check_item_split(eval_args)
+    metrics, cutoffs, valid_metric = as_list(config["metrics"]), as_list(config["topk"]), config["valid_metric"]
+    topk_metric = {m.lower(): metric_names().get(m.lower(), (m, True))[1] for m in metrics}
+    computed = {f"{m}@{k}" if topk_metric[m] else m for m in topk_metric for k in cutoffs}
+    if isinstance(valid_metric, str) and valid_metric.lower() not in computed:
         raise ColdStartError(
-            f"seq_separator {seq_separator!r} is also the field_separator: no token_seq cell can hold it, so every "
-            "cell would be read as one token; expected another character (RecBole's default: ' ')."
+            f"valid_metric {valid_metric!r}: expected one of the metrics computed ({', '.join(map(str, metrics))}) "
+            f"at a cut-off of topk {cutoffs}."
         )
-    if config.get("USER_ID_FIELD") is not None and config.get("USER_ID_FIELD") == config.get("ITEM_ID_FIELD"):
-        raise ColdStartError(
-            f"USER_ID_FIELD and ITEM_ID_FIELD are both {config['USER_ID_FIELD']!r}; expected two different columns "
-            "of the .inter file (e.g. user_id and item_id)."
-        )
-    both = set(config.get("load_col") or {}) & set(config.get("unload_col") or {})
-    if both:
-        raise ColdStartError(
-            f"load_col and unload_col both name the {sorted(both)} file(s); expected one of them "
-            "per file (load_col lists what to read, unload_col what to skip)."
-        )
-    if config.get("checkpoint_dir"):
-        check_writable(config["checkpoint_dir"], "checkpoint_dir")
-    check_writable("log", "the working directory (RecBole writes ./log there)")
-    valid_metric = config.get("valid_metric")
-    listed = [m.lower() for m in metrics if isinstance(m, str)]
-    if isinstance(valid_metric, str) and listed:
-        name, _, cutoff = valid_metric.partition("@")
-        if name.lower() not in listed:
-            raise ColdStartError(
-                f"valid_metric {valid_metric!r}: expected one of the metrics computed "
-                f"({', '.join(map(str, metrics))}), at a topk cut-off."
-            )
-        topk_metric = metric_names().get(name.lower(), (name, False))[1]
-        if topk_metric and (not cutoff.isdigit() or int(cutoff) not in cutoffs):
-            raise ColdStartError(f"valid_metric {valid_metric!r}: expected NAME@K with K in topk {list(cutoffs)}.")
 
 
 def precheck(model, config_file_list=None, config_dict=None):
@@ -266,3 +172,28 @@ def precheck(model, config_file_list=None, config_dict=None):
     if isinstance(model, str):
         check_model_name(model)
     return check_user_settings(config_file_list, config_dict, source=None)
+
+
+def _check_item_split(eval_args):
+    """The item split ranks every item (mode: full) of items split at random (order: RO) by three ratios (RS)."""
+    mode, order, split = eval_args.get("mode", "full"), eval_args.get("order", "RO"), eval_args.get("split")
+    if any(str(m).lower() != "full" for m in (mode.values() if isinstance(mode, dict) else [mode])):
+        raise ColdStartError(
+            f"eval_args.mode: the item split ranks every item of the evaluated split (mode: full); got {mode!r} "
+            "(sampled candidates such as uni100 are for RecBole's user split, eval_args.group_by: user)."
+        )
+    if str(order).upper() != "RO":
+        raise ColdStartError(
+            f"eval_args.order: the item split partitions items at random (order: RO), seeded by split_seed; got "
+            f"{order!r} (a temporal order, TO, applies to RecBole's interaction splits, eval_args.group_by: user)."
+        )
+    if not isinstance(split, dict) or list(split) != ["RS"]:
+        raise ColdStartError(
+            f"eval_args.split: the item split needs {{RS: [train, valid, test]}} ratios; got {split!r}."
+        )
+    if SPECS["hybrid_warm_split"](split["RS"]):
+        numbers = all(isinstance(r, (int, float)) for r in as_list(split["RS"]))
+        raise ColdStartError(
+            f"eval_args.split.RS: expected three positive ratios [train, valid, test] that sum to 1; got "
+            f"{split['RS']!r}" + (f", which sum to {sum(split['RS']):g}, expected 1." if numbers else ".")
+        )

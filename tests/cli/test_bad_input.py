@@ -96,7 +96,7 @@ def test_a_feature_model_names_the_missing_item_file_first(tmp_path, capsys, mod
         ("{'split': {'RS': [0.8, 0.2, 0.0]}}", [r"eval_args\.split\.RS", r"three positive ratios", r"0\.0"]),
         ("{'split': {'RS': [0.8, 0.2]}}", [r"eval_args\.split\.RS", r"three positive ratios"]),
         ("{'split': {'LS': 'valid_and_test'}}", [r"eval_args\.split", r"RS"]),
-        ("{'group_by': 'session'}", [r"eval_args\.group_by", r"'session'", r"item, user, none"]),
+        ("{'group_by': 'session'}", [r"--eval_args: expected 'group_by'", r"'session'", r"item, user, none"]),
     ],
 )
 def test_bad_split_settings(tmp_path, capsys, eval_args, expected):

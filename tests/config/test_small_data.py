@@ -45,7 +45,10 @@ def test_the_default_valid_metric_follows_the_users_topk(toy, tmp_path, settings
 def test_a_valid_metric_the_user_set_is_never_changed(toy, tmp_path):
     path = tmp_path / "mine.yaml"
     path.write_text("valid_metric: Recall@10\n")
-    with pytest.raises(ColdStartError, match=r"valid_metric 'Recall@10': expected NAME@K with K in topk \[5\]"):
+    with pytest.raises(
+        ColdStartError,
+        match=r"valid_metric 'Recall@10': expected one of the metrics computed .* at a cut-off of topk \[5\]",
+    ):
         config(toy, [str(path)], topk=[5])
 
 

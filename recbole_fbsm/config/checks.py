@@ -1,5 +1,6 @@
 """Value checks for settings: each takes a value and returns what was expected (a ``Problem``) or None."""
 
+import codecs
 import functools
 import math
 import re
@@ -25,6 +26,14 @@ def metric_names():
 def as_list(value):
     """A setting that takes one value or a list of them (``topk``, ``metrics``), as a list."""
     return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def encoding_name(value):
+    """A codec Python knows: an unknown one is otherwise a LookupError traceback deep in the data reader."""
+    try:
+        codecs.lookup(value)
+    except (LookupError, TypeError):
+        return Problem("the name of a text encoding Python knows, e.g. utf-8 or latin-1", value)
 
 
 class Problem(str):

@@ -9,7 +9,9 @@ import yaml
 
 from recbole_fbsm.config.checks import (
     SEED_MAX,
+    Problem,
     choice,
+    encoding_name,
     field_names,
     flag,
     intervals,
@@ -33,6 +35,25 @@ LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")  # RecB
 STATES = ("info", "debug", "warning", "error", "critical")  # RecBole's logging level
 unit_interval = number(0, 1)
 positive, non_negative, above_zero = number(1, integer=True), number(0), number(0, strict=True)
+_NEGATIVE_KEYS = mapping_of(
+    None,
+    "{distribution: uniform, sample_num: 1}",
+    keys={
+        "distribution": optional(choice(("uniform", "popularity", "none"))),
+        "sample_num": positive,
+        "alpha": number(),
+        "dynamic": flag,
+        "candidate_num": number(0, integer=True),
+    },
+)
+
+
+def negative_sampling(value):
+    """RecBole's negative sampling; dynamic sampling keeps the best of candidate_num draws, so it needs one."""
+    problem = _NEGATIVE_KEYS(value)
+    if problem is None and value.get("dynamic") and not value.get("candidate_num"):
+        return Problem("candidate_num >= 1 with dynamic: True (the negative is the best of candidate_num draws)", 0)
+    return problem
 
 
 # {key: its check (value -> what was expected, or None)}
@@ -141,19 +162,7 @@ RECBOLE_CHECKS = {
     "load_col": optional(mapping_of(field_names(), "{inter: [user_id, item_id, rating], item: [item_id, genre]}")),
     "unload_col": optional(mapping_of(field_names(), "{item: [plot]}")),
     "seq_len": optional(mapping_of(positive, "{words: 100}")),
-    "train_neg_sample_args": optional(
-        mapping_of(
-            None,
-            "{distribution: uniform, sample_num: 1}",
-            keys={
-                "distribution": optional(choice(("uniform", "popularity", "none"))),
-                "sample_num": positive,
-                "alpha": number(),
-                "dynamic": flag,
-                "candidate_num": number(0, integer=True),
-            },
-        )
-    ),
+    "train_neg_sample_args": optional(negative_sampling),
     "field_separator": text,
     "seq_separator": text,
     "USER_ID_FIELD": text,
@@ -177,7 +186,7 @@ RECBOLE_CHECKS = {
     "user_inter_num_interval": optional(intervals),
     "item_inter_num_interval": optional(intervals),
     "val_interval": optional(mapping_of(intervals, "{rating: '[3,inf)'}")),
-    "encoding": optional(text),
+    "encoding": optional(encoding_name),
     # what RecBole reads of eval_args: it ignores any other key, silently
     "eval_args": mapping_of(
         None,

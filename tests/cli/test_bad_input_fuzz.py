@@ -235,6 +235,14 @@ SETTING_CASES = [
         [r"--feature_fields", r"at least one field name", r"got \[\]"],
     ),
     (
+        "dynamic-without-candidates",
+        "FBSM",
+        None,
+        ["--train_neg_sample_args={'distribution': 'uniform', 'sample_num': 1, 'dynamic': True, 'candidate_num': 0}"],
+        None,
+        [r"--train_neg_sample_args", r"candidate_num >= 1 with dynamic: True", r"got 0"],
+    ),
+    (
         "key-given-twice-in-file",
         "FBSM",
         None,
@@ -432,6 +440,14 @@ SETTING_CASES = [
         [],
         {"model": "BPR"},
         [r"config file .*toy\.yaml sets model: BPR, but this run's model is 'FBSM' \(--model\)", r"--model=BPR"],
+    ),
+    (
+        "encoding-unknown",
+        "Pop",
+        None,
+        ["--encoding=utf9"],
+        None,
+        [r"--encoding: expected the name of a text encoding Python knows", r"got 'utf9'"],
     ),
     (
         "identity-features-item-scenario",

@@ -85,18 +85,7 @@ def canonical_rows(frame, first):
         else:
             codes, _ = pd.factorize(values, sort=True, use_na_sentinel=True)
         keys.append(codes)
-    if not keys:
-        return None
-    widths = [int(key.max(initial=-1)) + 2 for key in keys]  # codes are >= -1 (NaN)
-    if np.prod(np.array(widths, dtype=np.float64)) < 2.0**62:  # one int64 key: one stable sort, not one per column
-        combined = np.zeros(len(frame), dtype=np.int64)
-        for key, width in zip(keys, widths):
-            combined *= width
-            combined += key + 1
-        order = np.argsort(combined, kind="stable")
-    else:
-        order = np.lexsort(keys[::-1])
-    return order
+    return np.lexsort(keys[::-1]) if keys else None
 
 
 def _rows(interaction, mask):
@@ -104,20 +93,6 @@ def _rows(interaction, mask):
     20 s for three splits of 10^7 likes)."""
     mask = torch.from_numpy(np.asarray(mask, dtype=bool))
     return Interaction({field: values[mask] for field, values in interaction.interaction.items()})
-
-
-def _codes_with(values, other=None):
-    """(codes of ``values``, codes of ``other`` in the same numbering, number of codes): categories of a
-    ``Categorical``, else factorised text; NaN is -1."""
-    codes, categories = codes_of(values)
-    if other is None:
-        return codes, None, len(categories)
-    other_codes, other_categories = codes_of(other)
-    position = pd.Index(categories).get_indexer(other_categories)
-    new = position < 0
-    position[new] = len(categories) + np.arange(int(new.sum()))
-    mapped = np.append(position, -1)[other_codes]  # code -1 (missing) reads the last slot
-    return codes, mapped, len(categories) + int(new.sum())
 
 
 class ColdStartDataset(Dataset):
@@ -345,59 +320,6 @@ class ColdStartDataset(Dataset):
         flat = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
         codes, uniques = pd.factorize(flat.astype(object)) if len(flat) else (np.zeros(0, dtype=np.int64), [])
         return codes.astype(np.int64), np.asarray(uniques, dtype=object), lengths
-
-    def _filter_by_inter_num(self):
-        """RecBole's filter by number of interactions (``user_inter_num_interval``, ``item_inter_num_interval``;
-        RecBole's default for a new dataset is ``[0,inf)``, which drops nothing), with counts per id code
-        instead of ``Counter``s of tokens: the same rounds and the same rows dropped."""
-        if self.uid_field is None or self.iid_field is None:
-            return
-        intervals = {
-            "user": self._parse_intervals_str(self.config["user_inter_num_interval"]),
-            "item": self._parse_intervals_str(self.config["item_inter_num_interval"]),
-        }
-        if intervals["user"] is None and intervals["item"] is None:
-            return
-        sides = {}
-        for side, field in (("user", self.uid_field), ("item", self.iid_field)):
-            feat = getattr(self, f"{side}_feat")
-            codes, feat_codes, n = _codes_with(self.inter_feat[field], None if feat is None else feat[field])
-            counts = np.zeros(n + 1, dtype=np.int64)  # last slot: missing ids
-            if intervals[side]:
-                counts += np.bincount(np.where(codes >= 0, codes, n), minlength=n + 1)
-            sides[side] = {
-                "codes": np.where(codes >= 0, codes, n),
-                "counts": counts,
-                "feat_codes": None if feat_codes is None else np.where(feat_codes >= 0, feat_codes, n),
-            }
-        while True:
-            for side, state in sides.items():
-                interval, counts = intervals[side], state["counts"]
-                banned = np.zeros(len(counts), dtype=bool)
-                if interval:
-                    within = np.broadcast_to(self._within_intervals(counts, interval), counts.shape)
-                    banned |= (counts > 0) & ~within
-                if state["feat_codes"] is not None:
-                    minimum = interval[0][1] if interval else -1
-                    listed = np.zeros(len(counts), dtype=bool)
-                    listed[state["feat_codes"]] = True
-                    banned |= listed & (counts < minimum)
-                state["banned"] = banned
-            if not any(state["banned"].any() for state in sides.values()):
-                break
-            dropped = np.zeros(len(self.inter_feat), dtype=bool)
-            for side, state in sides.items():
-                feat = getattr(self, f"{side}_feat")
-                if feat is not None:
-                    gone = state["banned"][state["feat_codes"]]
-                    feat.drop(feat.index[gone], inplace=True)
-                    state["feat_codes"] = state["feat_codes"][~gone]
-                dropped |= state["banned"][state["codes"]]
-            for side, state in sides.items():
-                if intervals[side]:
-                    state["counts"] -= np.bincount(state["codes"][dropped], minlength=len(state["counts"]))
-                state["codes"] = state["codes"][~dropped]
-            self.inter_feat.drop(self.inter_feat.index[dropped], inplace=True)
 
     # --------------------------------------------------------------------------------------- reading
     def _loaded_columns(self, filepath, source):

@@ -142,18 +142,13 @@ class ColdStartDataset(Dataset):
         split_of_item = self.item_split_assignment()
         phase_of_row = split_of_item[self.inter_feat[self.iid_field].numpy()]
         datasets = self._split_parts(phase_of_row, [np.flatnonzero(split_of_item == k) for k in range(3)])
-        for part in datasets:  # train too: no like in train means no training data at all
-            if len(part.inter_feat) == 0:
-                raise ColdStartError(
-                    f"dataset {self.dataset_name!r}: the item split leaves the {part.phase} split "
-                    f"({len(part.split_items)} items) without any liked interaction; "
-                    "use more data or change eval_args.split."
-                )
         self._check_candidates(datasets[1:], sum(len(part.split_items) for part in datasets))
         return datasets
 
     def _split_parts(self, phase_of_row, split_items):
-        """One dataset per phase: the rows of ``phase_of_row`` k that are likes, the others as ``dislike_feat``."""
+        """One dataset per phase: the rows of ``phase_of_row`` k that are likes, the others as ``dislike_feat``;
+        each split needs a like (train too: no like in train means no training data at all)."""
+        hybrid = self.config.hybrid
         likes = np.ones(len(self.inter_feat), dtype=bool)  # likes: label 1 where there is a label (threshold)
         if self.label_field in self.inter_feat:
             likes = self.inter_feat[self.label_field].numpy() >= 0.5
@@ -165,6 +160,12 @@ class ColdStartDataset(Dataset):
             dislikes = in_split & ~likes
             part.dislike_feat = _rows(self.inter_feat, dislikes) if dislikes.any() else None
             datasets.append(part)
+            if len(part.inter_feat) == 0:
+                raise ColdStartError(
+                    f"dataset {self.dataset_name!r}: the {'hybrid' if hybrid else 'item'} split leaves the {phase} "
+                    f"split ({len(part.split_items)} items) without any liked interaction; use more data or change "
+                    + ("hybrid_cold_ratio / hybrid_warm_split." if hybrid else "eval_args.split.")
+                )
         return datasets
 
     def _build_hybrid(self):
@@ -191,11 +192,6 @@ class ColdStartDataset(Dataset):
         datasets = self._split_parts(phase_of_row, [np.union1d(warm_items, cold_items) for cold_items in cold])
         for part, cold_items in zip(datasets, cold):
             part.warm_items, part.cold_items = warm_items, cold_items
-            if len(part.inter_feat) == 0:
-                raise ColdStartError(
-                    f"dataset {self.dataset_name!r}: the hybrid split leaves the {part.phase} split without any "
-                    "liked interaction; use more data or change hybrid_cold_ratio / hybrid_warm_split."
-                )
         self._check_candidates(datasets[1:], len(np.flatnonzero(split_of_item >= 0)))
         return datasets
 
@@ -205,7 +201,7 @@ class ColdStartDataset(Dataset):
         settings that decide it: ``topk``, and the split ratios applied to the dataset's items."""
         topk = self.config["topk"]
         largest = max(topk) if isinstance(topk, (list, tuple)) else int(topk)
-        if setting(self.config, "cold_start_scenario") == "hybrid":
+        if self.config.hybrid:
             split_settings = (
                 f"hybrid_cold_ratio {setting(self.config, 'hybrid_cold_ratio')} and hybrid_warm_split "
                 f"{list(setting(self.config, 'hybrid_warm_split'))}"

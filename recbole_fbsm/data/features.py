@@ -66,7 +66,8 @@ class ItemFeatures:
             if self.weighting == "binary":  # the sparse fields' counts become 1; dense fields' values stay
                 weighted.data[~self._dense_columns()[weighted.indices] & (weighted.data != 0)] = 1.0
         del counts
-        weighted.data *= self.column_weights[weighted.indices]  # @ diag(column_weights), entry by entry
+        for _, entries in row_chunks(weighted.indptr):  # @ diag(column_weights), entry by entry
+            weighted.data[entries] *= self.column_weights[weighted.indices[entries]]
         weighted.eliminate_zeros()
         if self.normalize:
             weighted = self._normalise(weighted)
@@ -80,13 +81,20 @@ class ItemFeatures:
     def _bm25_term_frequencies(self, counts):
         """tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen)) on the sparse fields' columns, ``len`` the
         item's summed counts in that field, ``avglen`` the training items' mean (dense columns untouched)."""
+        dense = self._dense_columns()
         lengths = self.field_lengths(counts)  # rows x fields
-        field = self.column_field[counts.indices]
-        ratio = lengths[_row_of_entries(counts), field] / np.maximum(self.average_lengths[field], 1e-12)
-        tf = counts.data
-        values = tf * (self.bm25_k1 + 1) / (tf + self.bm25_k1 * (1 - self.bm25_b + self.bm25_b * ratio))
-        values = np.where(self._dense_columns()[counts.indices], tf, values)
-        return sp.csr_matrix((values, counts.indices.copy(), counts.indptr.copy()), shape=counts.shape)
+        saturated = sp.csr_matrix(
+            (np.empty_like(counts.data), counts.indices.copy(), counts.indptr.copy()), shape=counts.shape
+        )
+        for rows, entries in row_chunks(counts.indptr):  # a block of rows at a time: temporaries of one block
+            row_of_entry = rows_of_entries(counts.indptr, rows)
+            columns = counts.indices[entries]
+            field = self.column_field[columns]
+            ratio = lengths[row_of_entry, field] / np.maximum(self.average_lengths[field], 1e-12)
+            tf = counts.data[entries]
+            values = tf * (self.bm25_k1 + 1) / (tf + self.bm25_k1 * (1 - self.bm25_b + self.bm25_b * ratio))
+            saturated.data[entries] = np.where(dense[columns], tf, values)
+        return saturated
 
     def field_lengths(self, counts):
         """Summed counts of each row in each field (rows x fields)."""
@@ -104,11 +112,16 @@ class ItemFeatures:
 
     def square_norms(self, weighted):
         """Squared L2 norm of each row's normalised blocks: (rows x 1) jointly, (rows x fields) per field."""
-        squares = sp.csr_matrix(
-            (weighted.data * weighted.data, weighted.indices, weighted.indptr), shape=weighted.shape
-        )
-        sums = squares.sum(axis=1) if self.field_scales is None else (squares @ self._membership()).todense()
-        return np.asarray(sums, dtype=np.float64)
+        sums = np.zeros((weighted.shape[0], 1 if self.field_scales is None else len(self.fields)))
+        by_field = None if self.field_scales is None else self._membership()
+        for rows, entries in row_chunks(weighted.indptr):  # a block of rows at a time: no copy of the matrix
+            data = weighted.data[entries]
+            squares = sp.csr_matrix(
+                (data * data, weighted.indices[entries], weighted.indptr[rows.start : rows.stop + 1] - entries.start),
+                shape=(rows.stop - rows.start, weighted.shape[1]),
+            )
+            sums[rows] = squares.sum(axis=1) if by_field is None else (squares @ by_field).todense()
+        return sums
 
     def _normalise(self, weighted):
         """Joint L2 rows (``field_scales`` None), or per field: each field's block of a row L2-normalised
@@ -122,8 +135,10 @@ class ItemFeatures:
         scales = np.ones(1) if self.field_scales is None else self.field_scales
         scales = scales * np.sqrt(1.0 + self.shrink)
         factors = np.divide(scales[None, :], norms, out=np.zeros_like(norms), where=norms > 0)
-        block = 0 if self.field_scales is None else self.column_field[weighted.indices]
-        weighted.data *= factors[_row_of_entries(weighted), block]  # in place: ``weighted`` is transform's own copy
+        for rows, entries in row_chunks(weighted.indptr):  # in place: ``weighted`` is transform's own copy
+            row_of_entry = rows_of_entries(weighted.indptr, rows)
+            block = 0 if self.field_scales is None else self.column_field[weighted.indices[entries]]
+            weighted.data[entries] *= factors[row_of_entry, block]
         return weighted
 
 
@@ -184,14 +199,36 @@ def term_counts(dataset, fields):
     return counts, names
 
 
-def _row_of_entries(matrix):
-    """The row of each stored entry of a CSR matrix."""
-    return np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+def row_chunks(indptr, entries_per_chunk=1 << 22):
+    """(rows, entries) slices cutting a CSR matrix into blocks of whole rows of about ``entries_per_chunk``
+    entries: elementwise work on a large matrix then needs temporaries of one block, not of the matrix."""
+    n_rows = len(indptr) - 1
+    cuts = np.searchsorted(indptr, np.arange(entries_per_chunk, indptr[-1], entries_per_chunk), side="left")
+    starts = np.unique(np.concatenate(([0], np.minimum(cuts, n_rows), [n_rows])))
+    bounds = zip(starts[:-1].tolist(), starts[1:].tolist())
+    return [(slice(a, b), slice(int(indptr[a]), int(indptr[b]))) for a, b in bounds]
+
+
+def rows_of_entries(indptr, rows):
+    """The row of each entry of the block ``rows`` (a slice) of a CSR matrix."""
+    return np.repeat(np.arange(rows.start, rows.stop), np.diff(indptr[rows.start : rows.stop + 1]))
 
 
 def select_columns(matrix, columns):
-    """``matrix[:, columns]`` with sorted indices (the column order depends on the training items alone)."""
-    selected = matrix[:, columns]
+    """``matrix[:, columns]`` for distinct ``columns``, by renumbering the kept entries' columns (scipy's column
+    indexing builds its result through temporaries several times the matrix's size); indices sorted."""
+    index_type = np.int32 if len(columns) < 2**31 else np.int64
+    position = np.full(matrix.shape[1], -1, dtype=index_type)
+    position[columns] = np.arange(len(columns), dtype=index_type)
+    new_columns = position[matrix.indices]
+    dropped = np.flatnonzero(new_columns < 0)  # usually few: tokens of no training item
+    indptr = matrix.indptr - np.searchsorted(dropped, matrix.indptr)  # dropped entries before each row's start
+    if len(dropped):
+        kept = new_columns >= 0
+        data, new_columns = matrix.data[kept], new_columns[kept]
+    else:
+        data = matrix.data.copy()
+    selected = sp.csr_matrix((data, new_columns, indptr), shape=(matrix.shape[0], len(columns)))
     selected.sort_indices()
     return selected
 

@@ -183,6 +183,32 @@ def test_bm25_and_row_shrink_follow_their_formulas_with_training_statistics_only
         assert features.matrix.min() >= 0  # Lucene's idf: no negative weight even for a token in most items
 
 
+def test_weighting_by_blocks_of_rows_changes_no_bit(tmp_path, monkeypatch):
+    """The weighting works on blocks of whole rows (no copy of a large matrix): blocks of a few entries give
+    bit for bit the matrix of one block, for every weighting, per-field scales, shrink and a dense field."""
+    import recbole_fbsm.data.features as features_module
+
+    folder = tmp_path / "dense"
+    rng = np.random.default_rng(1)
+    two_field_data(folder, dense={f"i{i}": rng.normal(size=3) for i in range(80)})
+    _, dataset = built(folder, "two", tmp_path, feature_fields=["words"])
+    whole_rows = features_module.row_chunks
+    for weighting, shrink, weights in (
+        ("tfidf", 0, None),
+        ("bm25", 1.5, {"words": 1, "tags": 2, "emb": 0.5}),
+        ("binary", 0.5, None),
+        ("tf", 0, {"words": 1, "tags": 1, "emb": 3}),
+    ):
+        args = (dataset, dataset.split_items, ["words", "tags", "emb"], weighting, True, weights)
+        one_block = build_item_features(*args, bm25_k1=1.2, bm25_b=0.3, shrink=shrink).matrix
+        monkeypatch.setattr(features_module, "row_chunks", lambda indptr: whole_rows(indptr, entries_per_chunk=3))
+        blocks = build_item_features(*args, bm25_k1=1.2, bm25_b=0.3, shrink=shrink).matrix
+        monkeypatch.setattr(features_module, "row_chunks", whole_rows)
+        assert len(whole_rows(one_block.indptr, entries_per_chunk=3)) > 10
+        for name in ("indptr", "indices", "data"):
+            np.testing.assert_array_equal(getattr(blocks, name), getattr(one_block, name))
+
+
 def test_column_selection_equals_scipy_indexing():
     from recbole_fbsm.data.features import select_columns
 

@@ -352,36 +352,33 @@ class LoadedColumns:
 
 
 def _check_id_columns(config, files, columns):
-    """The user and item id columns: present, of type token, loaded (RecBole needs them to join the files)."""
-    uid, iid, inter = config["USER_ID_FIELD"], config["ITEM_ID_FIELD"], files["inter"]
-    load_col, unload_col = columns.load_col, columns.unload_col
-    for id_field, role in ((uid, "USER_ID_FIELD"), (iid, "ITEM_ID_FIELD")):
-        if id_field not in inter.columns:
-            raise ColdStartError(
-                f"{inter.path}: no column {id_field!r} ({role}); its header has {list(inter.columns)}."
-            )
-        if inter.columns[id_field] != "token":
-            raise ColdStartError(
-                f"{inter.path}: column {id_field!r} ({role}) has type {inter.columns[id_field]}; expected token."
-            )
-        if id_field in unload_col.get("inter", []):
-            raise ColdStartError(f"unload_col.inter names {id_field!r} ({role}); RecBole needs it.")
-        if load_col is not None and id_field not in columns("inter", inter):
-            raise ColdStartError(
-                f"load_col.inter {load_col.get('inter')} lacks {id_field!r} ({role}); RecBole needs it."
-            )
-    for suffix, id_field, role in (("item", iid, "ITEM_ID_FIELD"), ("user", uid, "USER_ID_FIELD")):
+    """The user and item id columns: present, loaded, of type token (RecBole needs them to join the files)."""
+    uid, iid = config["USER_ID_FIELD"], config["ITEM_ID_FIELD"]
+    for suffix, id_field, role in (
+        ("inter", uid, "USER_ID_FIELD"),
+        ("inter", iid, "ITEM_ID_FIELD"),
+        ("item", iid, "ITEM_ID_FIELD"),
+        ("user", uid, "USER_ID_FIELD"),
+    ):
         atomic = files.get(suffix)
-        if atomic is None or not columns(suffix, atomic) or id_field in columns(suffix, atomic):
+        loaded = columns(suffix, atomic) if atomic else []
+        if suffix != "inter" and (not loaded or id_field in loaded):
             continue  # RecBole fails on a file loaded without its id ("iid_field must be loaded ...")
-        join = f"the {suffix} rows are joined to the interactions by it"
+        why = "RecBole needs it" if suffix == "inter" else f"the {suffix} rows are joined to the interactions by it"
         if id_field not in atomic.columns:
             raise ColdStartError(
-                f"{atomic.path}: no column {id_field!r} ({role}); {join}; its header has {list(atomic.columns)}."
+                f"{atomic.path}: no column {id_field!r} ({role}); {why}; its header has {list(atomic.columns)}."
             )
-        if id_field in unload_col.get(suffix, []):
-            raise ColdStartError(f"unload_col.{suffix} names {id_field!r} ({role}); {join}: keep it loaded.")
-        raise ColdStartError(f"load_col.{suffix} {load_col.get(suffix)} lacks {id_field!r} ({role}); {join}: add it.")
+        if id_field in columns.unload_col.get(suffix, []):
+            raise ColdStartError(f"unload_col.{suffix} names {id_field!r} ({role}); {why}: keep it loaded.")
+        if id_field not in loaded:
+            raise ColdStartError(
+                f"load_col.{suffix} {columns.load_col.get(suffix)} lacks {id_field!r} ({role}); {why}: add it."
+            )
+        if atomic.columns[id_field] != "token":
+            raise ColdStartError(
+                f"{atomic.path}: column {id_field!r} ({role}) has type {atomic.columns[id_field]}; expected token."
+            )
 
 
 def _check_seq_len_and_threshold(config, files, columns):

@@ -85,7 +85,16 @@ def canonical_rows(frame, first):
         else:
             codes, _ = pd.factorize(values, sort=True, use_na_sentinel=True)
         keys.append(codes)
-    return np.lexsort(keys[::-1]) if keys else None
+    if not keys:
+        return None
+    widths = [int(key.max(initial=-1)) + 2 for key in keys]  # codes are >= -1 (NaN)
+    if np.prod(np.array(widths, dtype=np.float64)) >= 2.0**62:
+        return np.lexsort(keys[::-1])
+    combined = np.zeros(len(frame), dtype=np.int64)  # one int64 key: one stable sort, not one per column
+    for key, width in zip(keys, widths):
+        combined *= width
+        combined += key + 1
+    return np.argsort(combined, kind="stable")
 
 
 def _rows(interaction, mask):
@@ -316,6 +325,14 @@ class ColdStartDataset(Dataset):
         flat = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
         codes, uniques = pd.factorize(flat.astype(object)) if len(flat) else (np.zeros(0, dtype=np.int64), [])
         return codes.astype(np.int64), np.asarray(uniques, dtype=object), lengths
+
+    def _filter_by_inter_num(self):
+        """RecBole's filter, skipped when its intervals keep every id (RecBole's default ``[0,inf)`` for a dataset of
+        one's own): RecBole counts the tokens with ``Counter``s, seconds at 10^7 likes, to drop nothing."""
+        keys = ("user_inter_num_interval", "item_inter_num_interval")
+        intervals = [self._parse_intervals_str(self.config[key]) for key in keys]
+        if any(i is not None and not (i and i[0][1] <= 0 and i[0][2] == np.inf) for i in intervals):
+            super()._filter_by_inter_num()
 
     # --------------------------------------------------------------------------------------- reading
     def _loaded_columns(self, filepath, source):

@@ -77,14 +77,13 @@ PUBLIC_OVERRIDDEN = (
 # RecBole's methods overridden for speed only: the same results as RecBole's own, faster
 SPEED_ONLY = (
     Pin(_DATASET + "join", "340437f53686", "joins feature columns per batch: skipped for models reading their own"),
-    Pin(_DATASET + "_filter_by_inter_num", "39e513ebe9a9", "counts per id code, not Counters of tokens"),
+    Pin(_DATASET + "_filter_by_inter_num", "39e513ebe9a9", "skipped when its intervals keep every id"),
     Pin(_GENERAL + "FullSortEvalDataLoader.collate_fn", "dec134094f25", "history and positives as CSR rows"),
 )
 # RecBole's private methods the plugin calls without overriding them
 CALLED = (
     Pin(_CONFIG + "_update_internal_config_dict", "6f0582adfbb8", "reads a property file into the layers"),
     Pin(_DATASET + "_parse_intervals_str", "cd1077494e9b", "parses *_inter_num_interval as RecBole does"),
-    Pin(_DATASET + "_within_intervals", "9eac5a7392ea", "tests counts against those intervals"),
     Pin(_DATASET + "_get_load_and_unload_col", "2ed5985d0f05", "the columns load_col / unload_col keep"),
     Pin(_DATASET + "_change_feat_format", "9343965ca719", "turns the tables into Interactions before a split"),
 )

@@ -82,12 +82,6 @@ class TextAnalyzer:
             "stemmer": self.stemmer,
         }
 
-    def describe(self) -> str:
-        stop_words = "no" if self.stop_words is None else len(self.stop_words)
-        lower = "lower case, " if self.lowercase else ""
-        stems = f"{self.stemmer} stems" if self.stemmer else "not stemmed"
-        return f"scikit-learn tokeniser {self.token_pattern!r}, {lower}{stop_words} stop words removed, {stems}"
-
 
 @dataclass(frozen=True)
 class WholeTokenAnalyzer:
@@ -116,9 +110,6 @@ class WholeTokenAnalyzer:
 
     def to_dict(self) -> dict:
         return {"kind": "whole", "separator": self.separator, "lowercase": True}
-
-    def describe(self) -> str:
-        return f"each tag one token, split on {self.separator!r}, lower case, not stemmed"
 
 
 def analyzer_from_dict(spec: dict) -> TextAnalyzer | WholeTokenAnalyzer:

@@ -7,9 +7,7 @@ counts when the run can go on. Only the columns RecBole will load (``load_col``)
 pyarrow's CSV reader; their token columns are handed to the dataset (``fast_load``).
 """
 
-import codecs
 import os
-import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -22,18 +20,8 @@ from recbole_fbsm.data.fast_load import file_identity, parse_columns, read_table
 from recbole_fbsm.errors import ColdStartError
 
 TYPES = ("token", "token_seq", "float", "float_seq")
-CHUNK_BYTES = 1 << 24
 SHOWN = 3  # examples shown in a message
 HEADER_BYTES = 1 << 24  # the longest header line read
-# how compressed files start: RecBole reads them as text and fails on the first byte, or reads garbage
-COMPRESSED = {
-    b"\x1f\x8b": ("gzip", "gunzip"),
-    b"PK\x03\x04": ("zip", "unzip"),
-    b"BZh": ("bzip2", "bunzip2"),
-    b"\xfd7zXZ\x00": ("xz", "unxz"),
-    b"\x28\xb5\x2f\xfd": ("zstd", "unzstd"),
-}
-WIDE_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
 
 
 @dataclass
@@ -65,37 +53,10 @@ def _where(path, line=None):
     return f"{path}" + (f" line {line}" if line is not None else "")
 
 
-def _not_text(path, first, encoding):
-    """What makes a file that starts with the bytes ``first`` unreadable as ``encoding`` text: compressed, UTF-16
-    or UTF-32 text (a byte order mark, or NUL bytes between the characters), or None."""
-    for magic, (kind, tool) in COMPRESSED.items():
-        if first.startswith(magic):
-            return (
-                f"{path}: the file is {kind}-compressed; RecBole reads plain text: decompress it "
-                f"(e.g. {tool} {os.path.basename(path)})."
-            )
-    wide = codecs.lookup(encoding).name.startswith(("utf-16", "utf-32"))
-    for bom, kind in WIDE_BOMS.items():
-        if first.startswith(bom) and not wide:
-            return (
-                f"{path}: the file is {kind} text (it starts with a {kind} byte order mark); RecBole reads "
-                f"{encoding} (setting encoding): save it as UTF-8."
-            )
-    if b"\x00" in first and not wide:
-        return (
-            f"{_where(path, 1)}: NUL bytes (0x00) in the header: the file is binary, or UTF-16/UTF-32 text; "
-            f"expected {encoding} text (save it as UTF-8)."
-        )
-    return None
-
-
 def read_header(path, separator, encoding="utf-8"):
     """{column name: type} from the first line, or a ColdStartError saying what is wrong with it."""
     with open(path, "rb") as handle:
         first = handle.readline(HEADER_BYTES)
-    problem = _not_text(path, first, encoding)
-    if problem:
-        raise ColdStartError(problem)
     try:
         header = first.decode(encoding)
     except UnicodeDecodeError as error:
@@ -136,34 +97,17 @@ def read_header(path, separator, encoding="utf-8"):
 
 
 def _check_text(path, encoding):
-    """Every line after the header is ``encoding`` text without NUL bytes (pyarrow's error for undecodable text
-    names no line; a NUL byte would stay inside a token), read a chunk at a time."""
+    """Every line is ``encoding`` text: pyarrow's error for undecodable text names no line."""
     with open(path, "rb") as handle:
-        handle.readline()
-        line_base, rest = 1, b""  # lines before the chunk (the header is line 1)
-        for block in iter(lambda: handle.read(CHUNK_BYTES), b""):
-            data = rest + block
-            cut = data.rfind(b"\n") + 1
-            _check_chunk(path, data[:cut], line_base, encoding)
-            line_base, rest = line_base + data.count(b"\n", 0, cut), data[cut:]
-        _check_chunk(path, rest, line_base, encoding)
-
-
-def _check_chunk(path, data, line_base, encoding):
+        data = handle.read()
     try:
         data.decode(encoding)
     except UnicodeDecodeError as error:
-        line = line_base + data[: error.start].count(b"\n") + 1
+        line = data[: error.start].count(b"\n") + 1
         raise ColdStartError(
             f"{_where(path, line)}: not {encoding} text ({error.reason} at byte "
             f"0x{data[error.start]:02x}); save the file as {encoding}."
         ) from None
-    nul = data.find(b"\x00")
-    if nul >= 0:  # valid utf-8, but no text: RecBole would keep the byte inside a token
-        line = line_base + data[:nul].count(b"\n") + 1
-        raise ColdStartError(
-            f"{_where(path, line)}: a NUL byte (0x00); expected {encoding} text (is the file binary, or UTF-16 text?)."
-        )
 
 
 def count_rows(path, separator, n_columns, encoding):
@@ -267,8 +211,8 @@ def check_float_column(atomic, name, values, report=None):
     return parsed
 
 
-def check_float_seq_column(atomic, name, values, seq_separator, report=None):
-    """Every entry a finite number; rows shorter than the longest (RecBole pads them with zeros) are a warning."""
+def check_float_seq_column(atomic, name, values, seq_separator):
+    """Every entry a finite number (RecBole would read a bad one as NaN)."""
     tokens = values.str.split(seq_separator).explode()
     tokens = tokens[tokens.str.strip() != ""]
     parsed = pd.to_numeric(tokens, errors="coerce").to_numpy(dtype=np.float64)
@@ -278,15 +222,6 @@ def check_float_seq_column(atomic, name, values, seq_separator, report=None):
         raise ColdStartError(
             f"{atomic.path}: column {name!r} (float_seq) has {int(bad.sum())} entries that are not "
             f"finite numbers ({_examples(atomic, rows, tokens.to_numpy()[bad])})."
-        )
-    lengths = np.bincount(tokens.index.to_numpy(), minlength=len(values)) if len(values) else np.zeros(0, int)
-    filled = lengths[lengths > 0]
-    short = np.flatnonzero((lengths > 0) & (lengths < (filled.max() if len(filled) else 0)))
-    if report is not None and len(short):
-        report.warnings.append(
-            f"{atomic.path}: {len(short)} row(s) of {name!r} (float_seq) have fewer values than the longest "
-            f"({int(filled.max())}); RecBole pads them with zeros "
-            f"({_examples(atomic, short, [f'{n} values' for n in lengths[short[:SHOWN]]])})."
         )
 
 
@@ -327,40 +262,9 @@ def codes_of(values):
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
 
-def normalisation_twins(distinct):
-    """{NFC form: [spellings]} of the ids among ``distinct`` that are one text in two Unicode normalisation
-    forms (e.g. 'é' as one character, NFC, or as 'e' and a combining accent, NFD). Only non-ASCII ids are
-    normalised."""
-    texts = pd.Series(distinct, dtype=object).astype(str)
-    wide = texts[~texts.map(str.isascii)]
-    if wide.empty:
-        return {}
-    groups = wide.groupby(wide.map(lambda text: unicodedata.normalize("NFC", text)), sort=False).agg(list)
-    ascii_ids = set(texts[texts.map(str.isascii)])
-    return {
-        form: spellings
-        for form, spellings in groups.items()
-        if len(spellings) > 1 or (form in ascii_ids and form not in spellings)
-    }
-
-
-def _canonical(text):
-    return unicodedata.normalize("NFC", str(text).strip())
-
-
-def _near_ids(missing, listed):
-    """The ids of ``missing`` that equal an id of ``listed`` once spaces around them and the Unicode
-    normalisation form are set aside (only such ids are normalised: plain ASCII ids are their own form)."""
-    listed = pd.Series(listed, dtype=object).astype(str)
-    odd = listed[~listed.map(str.isascii) | (listed.str.strip() != listed)]
-    forms = set(listed) | set(odd.map(_canonical))
-    return [m for m in missing if _canonical(m) in forms]
-
-
 def check_ids(atomic, name, values, unique, report=None):
-    """No empty id; with ``unique`` (an .item or .user file) no id on two lines. Works on the distinct
-    ids and a code per line. With a ``report``: a warning for ids with spaces around them ('u1 ' is another
-    id than 'u1') and for one id written in two Unicode normalisation forms (two ids)."""
+    """No empty id; with ``unique`` (an .item or .user file) no id on two lines; with a ``report``, a warning
+    for ids with spaces around them ('u1 ' is another id than 'u1')."""
     codes, distinct = codes_of(values)
     text = pd.Series(distinct, dtype=object).astype(str)
     stripped = text.str.strip()
@@ -371,27 +275,15 @@ def check_ids(atomic, name, values, unique, report=None):
             f"{atomic.path}: the id column {name!r} is empty on {len(rows)} line(s) "
             f"({_examples(atomic, rows)}); expected an id on every line."
         )
-    if report is not None:
-        padded = (stripped != text).to_numpy()
-        if padded.any():
-            rows = np.flatnonzero(padded[codes])
-            report.warnings.append(
-                f"{atomic.path}: {len(rows)} line(s) have a {name} with spaces around it "
-                f"({_examples(atomic, rows, distinct[codes[rows]])}); each is an id of its own "
-                f"({str(distinct[codes[rows[0]]])!r} is not {str(distinct[codes[rows[0]]]).strip()!r}): "
-                "remove the spaces."
-            )
-        twins = normalisation_twins(distinct)
-        if twins:
-            spellings = {s for group in twins.values() for s in group}
-            rows = np.flatnonzero(pd.Index(distinct).isin(list(spellings))[codes])
-            form, group = next(iter(twins.items()))
-            shown = " and ".join(ascii(s) for s in sorted(set(group) | ({form} if form not in group else set())))
-            report.warnings.append(
-                f"{atomic.path}: {len(twins)} {name}(s) are written in two Unicode normalisation forms (e.g. {shown}, "
-                f"{_examples(atomic, rows[:1])}) on {len(rows)} line(s); each form is read as an id of its own: "
-                "save the file in one form (NFC)."
-            )
+    padded = (stripped != text).to_numpy()
+    if report is not None and padded.any():
+        rows = np.flatnonzero(padded[codes])
+        report.warnings.append(
+            f"{atomic.path}: {len(rows)} line(s) have a {name} with spaces around it "
+            f"({_examples(atomic, rows, distinct[codes[rows]])}); each is an id of its own "
+            f"({str(distinct[codes[rows[0]]])!r} is not {str(distinct[codes[rows[0]]]).strip()!r}): "
+            "remove the spaces."
+        )
     if unique:
         lines = np.bincount(codes, minlength=len(distinct))
         repeated = lines[codes] > 1
@@ -434,7 +326,6 @@ def check_dataset(config, reads_own_features=False):
         for suffix, atomic in files.items()
         if columns(suffix, atomic)
     }
-    _check_repeated_pairs(config, files["inter"], tables, report)
     _check_rows_of_ids(config, files, tables, report)
     if reads_own_features and "item" in tables:
         _check_features(config, files["item"], tables["item"], columns("item", files["item"]), config["seq_separator"])
@@ -461,36 +352,33 @@ class LoadedColumns:
 
 
 def _check_id_columns(config, files, columns):
-    """The user and item id columns: present, of type token, loaded (RecBole needs them to join the files)."""
-    uid, iid, inter = config["USER_ID_FIELD"], config["ITEM_ID_FIELD"], files["inter"]
-    load_col, unload_col = columns.load_col, columns.unload_col
-    for id_field, role in ((uid, "USER_ID_FIELD"), (iid, "ITEM_ID_FIELD")):
-        if id_field not in inter.columns:
-            raise ColdStartError(
-                f"{inter.path}: no column {id_field!r} ({role}); its header has {list(inter.columns)}."
-            )
-        if inter.columns[id_field] != "token":
-            raise ColdStartError(
-                f"{inter.path}: column {id_field!r} ({role}) has type {inter.columns[id_field]}; expected token."
-            )
-        if id_field in unload_col.get("inter", []):
-            raise ColdStartError(f"unload_col.inter names {id_field!r} ({role}); RecBole needs it.")
-        if load_col is not None and id_field not in columns("inter", inter):
-            raise ColdStartError(
-                f"load_col.inter {load_col.get('inter')} lacks {id_field!r} ({role}); RecBole needs it."
-            )
-    for suffix, id_field, role in (("item", iid, "ITEM_ID_FIELD"), ("user", uid, "USER_ID_FIELD")):
+    """The user and item id columns: present, loaded, of type token (RecBole needs them to join the files)."""
+    uid, iid = config["USER_ID_FIELD"], config["ITEM_ID_FIELD"]
+    for suffix, id_field, role in (
+        ("inter", uid, "USER_ID_FIELD"),
+        ("inter", iid, "ITEM_ID_FIELD"),
+        ("item", iid, "ITEM_ID_FIELD"),
+        ("user", uid, "USER_ID_FIELD"),
+    ):
         atomic = files.get(suffix)
-        if atomic is None or not columns(suffix, atomic) or id_field in columns(suffix, atomic):
+        loaded = columns(suffix, atomic) if atomic else []
+        if suffix != "inter" and (not loaded or id_field in loaded):
             continue  # RecBole fails on a file loaded without its id ("iid_field must be loaded ...")
-        join = f"the {suffix} rows are joined to the interactions by it"
+        why = "RecBole needs it" if suffix == "inter" else f"the {suffix} rows are joined to the interactions by it"
         if id_field not in atomic.columns:
             raise ColdStartError(
-                f"{atomic.path}: no column {id_field!r} ({role}); {join}; its header has {list(atomic.columns)}."
+                f"{atomic.path}: no column {id_field!r} ({role}); {why}; its header has {list(atomic.columns)}."
             )
-        if id_field in unload_col.get(suffix, []):
-            raise ColdStartError(f"unload_col.{suffix} names {id_field!r} ({role}); {join}: keep it loaded.")
-        raise ColdStartError(f"load_col.{suffix} {load_col.get(suffix)} lacks {id_field!r} ({role}); {join}: add it.")
+        if id_field in columns.unload_col.get(suffix, []):
+            raise ColdStartError(f"unload_col.{suffix} names {id_field!r} ({role}); {why}: keep it loaded.")
+        if id_field not in loaded:
+            raise ColdStartError(
+                f"load_col.{suffix} {columns.load_col.get(suffix)} lacks {id_field!r} ({role}); {why}: add it."
+            )
+        if atomic.columns[id_field] != "token":
+            raise ColdStartError(
+                f"{atomic.path}: column {id_field!r} ({role}) has type {atomic.columns[id_field]}; expected token."
+            )
 
 
 def _check_seq_len_and_threshold(config, files, columns):
@@ -553,41 +441,12 @@ def _read_and_check(config, suffix, atomic, loaded, reads_own_features, report):
         if column in ids:
             check_ids(atomic, column, table[column], unique=suffix != "inter", report=report)
         elif kind == "float":
-            values = check_float_column(atomic, column, table[column], None if suffix == "inter" else report)
-            if suffix == "inter":
-                _warn_negative_ratings(config, atomic, column, values, report)
+            check_float_column(atomic, column, table[column], None if suffix == "inter" else report)
         elif kind == "float_seq":
-            check_float_seq_column(atomic, column, table[column], seq_separator, report)
+            check_float_seq_column(atomic, column, table[column], seq_separator)
         elif kind == "token_seq":
             check_seq_separator(atomic, column, coded[column], seq_separator, separator, report)
     return table
-
-
-def _warn_negative_ratings(config, atomic, column, values, report):
-    threshold = config["threshold"] or {}
-    if column not in threshold and column != config["RATING_FIELD"]:
-        return
-    negative = np.flatnonzero(values < 0)
-    if len(negative):
-        report.warnings.append(
-            f"{atomic.path}: {len(negative)} negative value(s) in {column!r} "
-            f"({_examples(atomic, negative, [f'{v:g}' for v in values[negative[:SHOWN]]])})"
-            + (f"; with threshold {column} >= {threshold[column]} they are dislikes." if column in threshold else ".")
-        )
-
-
-def _check_repeated_pairs(config, inter, tables, report):
-    if "inter" not in tables:
-        return
-    user_codes, _ = codes_of(tables["inter"][config["USER_ID_FIELD"]])
-    item_codes, _ = codes_of(tables["inter"][config["ITEM_ID_FIELD"]])
-    pairs = np.sort(user_codes * (int(item_codes.max(initial=0)) + 1) + item_codes)
-    repeated = int((pairs[1:] == pairs[:-1]).sum())
-    if repeated and not config["rm_dup_inter"]:
-        report.warnings.append(
-            f"{inter.path}: {repeated} interaction(s) repeat a (user, item) pair already "
-            "given; each copy counts (set rm_dup_inter: first to keep one)."
-        )
 
 
 def _check_rows_of_ids(config, files, tables, report):
@@ -605,12 +464,6 @@ def _check_rows_of_ids(config, files, tables, report):
         n_ids = len(np.unique(codes[missing]))
         shown = ", ".join(map(repr, distinct[pd.unique(codes[missing])[:SHOWN]]))
         what = f"{n_ids} {suffix}(s) of {inter.path} ({shown}, ...) have no row in {files[suffix].path}"
-        near = _near_ids(distinct[pd.unique(codes[missing])], listed)
-        if near:
-            what += (
-                f" ({len(near)} of them differ from an id there only in spaces or Unicode normalisation, e.g. "
-                f"{ascii(near[0])}: save both files in one form, NFC, without spaces around ids)"
-            )
         if not config["filter_inter_by_user_or_item"]:
             report.warnings.append(
                 f"{what}: their {int(missing.sum())} interaction(s) are kept without {suffix} features."

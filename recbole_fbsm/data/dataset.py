@@ -88,15 +88,13 @@ def canonical_rows(frame, first):
     if not keys:
         return None
     widths = [int(key.max(initial=-1)) + 2 for key in keys]  # codes are >= -1 (NaN)
-    if np.prod(np.array(widths, dtype=np.float64)) < 2.0**62:  # one int64 key: one stable sort, not one per column
-        combined = np.zeros(len(frame), dtype=np.int64)
-        for key, width in zip(keys, widths):
-            combined *= width
-            combined += key + 1
-        order = np.argsort(combined, kind="stable")
-    else:
-        order = np.lexsort(keys[::-1])
-    return order
+    if np.prod(np.array(widths, dtype=np.float64)) >= 2.0**62:
+        return np.lexsort(keys[::-1])
+    combined = np.zeros(len(frame), dtype=np.int64)  # one int64 key: one stable sort, not one per column
+    for key, width in zip(keys, widths):
+        combined *= width
+        combined += key + 1
+    return np.argsort(combined, kind="stable")
 
 
 def _rows(interaction, mask):
@@ -104,20 +102,6 @@ def _rows(interaction, mask):
     20 s for three splits of 10^7 likes)."""
     mask = torch.from_numpy(np.asarray(mask, dtype=bool))
     return Interaction({field: values[mask] for field, values in interaction.interaction.items()})
-
-
-def _codes_with(values, other=None):
-    """(codes of ``values``, codes of ``other`` in the same numbering, number of codes): categories of a
-    ``Categorical``, else factorised text; NaN is -1."""
-    codes, categories = codes_of(values)
-    if other is None:
-        return codes, None, len(categories)
-    other_codes, other_categories = codes_of(other)
-    position = pd.Index(categories).get_indexer(other_categories)
-    new = position < 0
-    position[new] = len(categories) + np.arange(int(new.sum()))
-    mapped = np.append(position, -1)[other_codes]  # code -1 (missing) reads the last slot
-    return codes, mapped, len(categories) + int(new.sum())
 
 
 class ColdStartDataset(Dataset):
@@ -167,18 +151,13 @@ class ColdStartDataset(Dataset):
         split_of_item = self.item_split_assignment()
         phase_of_row = split_of_item[self.inter_feat[self.iid_field].numpy()]
         datasets = self._split_parts(phase_of_row, [np.flatnonzero(split_of_item == k) for k in range(3)])
-        for part in datasets:  # train too: no like in train means no training data at all
-            if len(part.inter_feat) == 0:
-                raise ColdStartError(
-                    f"dataset {self.dataset_name!r}: the item split leaves the {part.phase} split "
-                    f"({len(part.split_items)} items) without any liked interaction; "
-                    "use more data or change eval_args.split."
-                )
         self._check_candidates(datasets[1:], sum(len(part.split_items) for part in datasets))
         return datasets
 
     def _split_parts(self, phase_of_row, split_items):
-        """One dataset per phase: the rows of ``phase_of_row`` k that are likes, the others as ``dislike_feat``."""
+        """One dataset per phase: the rows of ``phase_of_row`` k that are likes, the others as ``dislike_feat``;
+        each split needs a like (train too: no like in train means no training data at all)."""
+        hybrid = self.config.hybrid
         likes = np.ones(len(self.inter_feat), dtype=bool)  # likes: label 1 where there is a label (threshold)
         if self.label_field in self.inter_feat:
             likes = self.inter_feat[self.label_field].numpy() >= 0.5
@@ -190,6 +169,12 @@ class ColdStartDataset(Dataset):
             dislikes = in_split & ~likes
             part.dislike_feat = _rows(self.inter_feat, dislikes) if dislikes.any() else None
             datasets.append(part)
+            if len(part.inter_feat) == 0:
+                raise ColdStartError(
+                    f"dataset {self.dataset_name!r}: the {'hybrid' if hybrid else 'item'} split leaves the {phase} "
+                    f"split ({len(part.split_items)} items) without any liked interaction; use more data or change "
+                    + ("hybrid_cold_ratio / hybrid_warm_split." if hybrid else "eval_args.split.")
+                )
         return datasets
 
     def _build_hybrid(self):
@@ -216,11 +201,6 @@ class ColdStartDataset(Dataset):
         datasets = self._split_parts(phase_of_row, [np.union1d(warm_items, cold_items) for cold_items in cold])
         for part, cold_items in zip(datasets, cold):
             part.warm_items, part.cold_items = warm_items, cold_items
-            if len(part.inter_feat) == 0:
-                raise ColdStartError(
-                    f"dataset {self.dataset_name!r}: the hybrid split leaves the {part.phase} split without any "
-                    "liked interaction; use more data or change hybrid_cold_ratio / hybrid_warm_split."
-                )
         self._check_candidates(datasets[1:], len(np.flatnonzero(split_of_item >= 0)))
         return datasets
 
@@ -230,7 +210,7 @@ class ColdStartDataset(Dataset):
         settings that decide it: ``topk``, and the split ratios applied to the dataset's items."""
         topk = self.config["topk"]
         largest = max(topk) if isinstance(topk, (list, tuple)) else int(topk)
-        if setting(self.config, "cold_start_scenario") == "hybrid":
+        if self.config.hybrid:
             split_settings = (
                 f"hybrid_cold_ratio {setting(self.config, 'hybrid_cold_ratio')} and hybrid_warm_split "
                 f"{list(setting(self.config, 'hybrid_warm_split'))}"
@@ -347,57 +327,12 @@ class ColdStartDataset(Dataset):
         return codes.astype(np.int64), np.asarray(uniques, dtype=object), lengths
 
     def _filter_by_inter_num(self):
-        """RecBole's filter by number of interactions (``user_inter_num_interval``, ``item_inter_num_interval``;
-        RecBole's default for a new dataset is ``[0,inf)``, which drops nothing), with counts per id code
-        instead of ``Counter``s of tokens: the same rounds and the same rows dropped."""
-        if self.uid_field is None or self.iid_field is None:
-            return
-        intervals = {
-            "user": self._parse_intervals_str(self.config["user_inter_num_interval"]),
-            "item": self._parse_intervals_str(self.config["item_inter_num_interval"]),
-        }
-        if intervals["user"] is None and intervals["item"] is None:
-            return
-        sides = {}
-        for side, field in (("user", self.uid_field), ("item", self.iid_field)):
-            feat = getattr(self, f"{side}_feat")
-            codes, feat_codes, n = _codes_with(self.inter_feat[field], None if feat is None else feat[field])
-            counts = np.zeros(n + 1, dtype=np.int64)  # last slot: missing ids
-            if intervals[side]:
-                counts += np.bincount(np.where(codes >= 0, codes, n), minlength=n + 1)
-            sides[side] = {
-                "codes": np.where(codes >= 0, codes, n),
-                "counts": counts,
-                "feat_codes": None if feat_codes is None else np.where(feat_codes >= 0, feat_codes, n),
-            }
-        while True:
-            for side, state in sides.items():
-                interval, counts = intervals[side], state["counts"]
-                banned = np.zeros(len(counts), dtype=bool)
-                if interval:
-                    within = np.broadcast_to(self._within_intervals(counts, interval), counts.shape)
-                    banned |= (counts > 0) & ~within
-                if state["feat_codes"] is not None:
-                    minimum = interval[0][1] if interval else -1
-                    listed = np.zeros(len(counts), dtype=bool)
-                    listed[state["feat_codes"]] = True
-                    banned |= listed & (counts < minimum)
-                state["banned"] = banned
-            if not any(state["banned"].any() for state in sides.values()):
-                break
-            dropped = np.zeros(len(self.inter_feat), dtype=bool)
-            for side, state in sides.items():
-                feat = getattr(self, f"{side}_feat")
-                if feat is not None:
-                    gone = state["banned"][state["feat_codes"]]
-                    feat.drop(feat.index[gone], inplace=True)
-                    state["feat_codes"] = state["feat_codes"][~gone]
-                dropped |= state["banned"][state["codes"]]
-            for side, state in sides.items():
-                if intervals[side]:
-                    state["counts"] -= np.bincount(state["codes"][dropped], minlength=len(state["counts"]))
-                state["codes"] = state["codes"][~dropped]
-            self.inter_feat.drop(self.inter_feat.index[dropped], inplace=True)
+        """RecBole's filter, skipped when its intervals keep every id (RecBole's default ``[0,inf)`` for a dataset of
+        one's own): RecBole counts the tokens with ``Counter``s, seconds at 10^7 likes, to drop nothing."""
+        keys = ("user_inter_num_interval", "item_inter_num_interval")
+        intervals = [self._parse_intervals_str(self.config[key]) for key in keys]
+        if any(i is not None and not (i and i[0][1] <= 0 and i[0][2] == np.inf) for i in intervals):
+            super()._filter_by_inter_num()
 
     # --------------------------------------------------------------------------------------- reading
     def _loaded_columns(self, filepath, source):

@@ -18,7 +18,6 @@ from torch.utils.data import BatchSampler
 
 from recbole_fbsm.data.features import feature_fields
 from recbole_fbsm.data.sampler import UsedIds, sorted_unique
-from recbole_fbsm.data.user_batches import held_users
 from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.runtime import distributed
 
@@ -38,20 +37,14 @@ def feature_columns(config, dataset):
 
 
 class ShardedEvalMixin:
-    """Evaluation batches of this rank's contiguous block of users only (all of them in one process); with
-    ``parallel_sync: average`` the rank's own users (it holds only their profiles)."""
+    """Evaluation batches of this rank's contiguous block of users only (all of them in one process)."""
 
     @property
     def _index_sampler(self):
         rank, size = distributed.world()
         if size == 1 or self.config["single_spec"]:
             return super()._index_sampler
-        uid_list = getattr(self, "uid_list", None)
-        owned = held_users(self.config, self._dataset.user_num)
-        if owned is not None and uid_list is not None:
-            rows = np.flatnonzero(owned[np.asarray(uid_list, dtype=np.int64)]).tolist()
-        else:
-            rows = range(*distributed.shard_bounds(self.sample_size, rank, size))
+        rows = range(*distributed.shard_bounds(self.sample_size, rank, size))
         return BatchSampler(rows, max(1, int(self.step)), drop_last=False)
 
 

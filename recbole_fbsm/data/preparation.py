@@ -135,12 +135,6 @@ def check_dataset_files(config, reads_own_features=False):
     """Fail early, naming the file and field, instead of deep inside RecBole; return the warnings
     (``atomic_files.DatasetReport``) about what the run can go on with."""
     name, folder = config["dataset"], config["data_path"]
-    if "/" in str(name) or "\\" in str(name):
-        parent, _, last = str(name).replace("\\", "/").rpartition("/")
-        raise ColdStartError(
-            f"dataset {name!r}: a dataset is named by its folder, and its files by that name ({last}.inter); for "
-            f"data in a subfolder give --data_path=DATA_PATH/{parent} --dataset={last}."
-        )
     if not os.path.isdir(folder):
         # ours (citeulike-t, citeulike-tags): the download command; a near miss of a known name: did you mean
         hint = missing_dataset_message(name, os.path.dirname(os.path.normpath(folder)))
@@ -150,13 +144,6 @@ def check_dataset_files(config, reads_own_features=False):
             f"dataset {name!r}: folder {folder} not found (data_path={config['data_path']!r}); "
             f"expected it to hold {name}.inter."
         )
-    for suffix in sorted({"inter", "item", "user"} | set(config["load_col"] or {})):
-        path = os.path.join(folder, f"{name}.{suffix}")
-        if os.path.isdir(path):  # RecBole skips an .item or .user folder without a word, and fails on an .inter one
-            raise ColdStartError(
-                f"dataset {name!r}: {path} is a folder; expected the {suffix} file there (text, "
-                "one row per line) or nothing."
-            )
     inter_file = os.path.join(folder, f"{name}.inter")
     if not os.path.isfile(inter_file):
         raise ColdStartError(f"dataset {name!r}: interaction file {inter_file} not found.")

@@ -38,9 +38,7 @@ def held_users(config, n_users):
 class UserGroupedBatchSampler:
     """Lists of interaction indices, grouped by user, with a new random order every epoch."""
 
-    def __init__(self, users, batch_size, generator, rank=0, world_size=1, owned=None):
-        """``owned``: a bool mask over user ids; only those users' likes are planned (a rank of
-        ``parallel_sync: average`` plans its own users alone, with rank 0 of 1)."""
+    def __init__(self, users, batch_size, generator, rank=0, world_size=1):
         self.users = np.asarray(users, dtype=np.int64)
         self.batch_size = max(1, int(batch_size))
         self.generator = generator
@@ -50,10 +48,7 @@ class UserGroupedBatchSampler:
         # the likes grouped by user, once: each user's segment [start, start + count) of by_user
         self.by_user = np.argsort(self.users, kind="stable")
         counts = np.bincount(self.users) if len(self.users) else np.zeros(0, dtype=np.int64)
-        active = counts > 0
-        if owned is not None:
-            active &= np.asarray(owned, dtype=bool)[: len(counts)]
-        self.active_users = np.flatnonzero(active)
+        self.active_users = np.flatnonzero(counts > 0)
         self.counts = counts[self.active_users]
         self.starts = (np.cumsum(counts) - counts)[self.active_users]
 
@@ -130,18 +125,15 @@ def user_grouped(loader_class):
         def _index_sampler(self):
             if getattr(self, "_user_batches", None) is None:
                 users = self._dataset.inter_feat[self._dataset.uid_field].numpy()
-                owned = held_users(self.config, self._dataset.user_num)  # this rank's own users, alone
-                rank, size = distributed.world() if owned is None else (0, 1)
                 self._user_batches = UserGroupedBatchSampler(
-                    users, self._whole_batch_step, self.generator, rank, size, owned=owned
+                    users, self._whole_batch_step, self.generator, *distributed.world()
                 )
             return self._user_batches
 
         def _init_batch_size_and_step(self):
             super()._init_batch_size_and_step()
             # the batch of the whole run: RecBole divides ``step`` by the world size afterwards, in a
-            # data-parallel run; here each rank takes its share of the whole batch instead (or, with
-            # parallel_sync: average, whole batches of its own users)
+            # data-parallel run; here each rank takes its share of the whole batch instead
             self._whole_batch_step = self.step
 
         def step_weights(self):

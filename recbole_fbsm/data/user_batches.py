@@ -14,25 +14,8 @@ epoch needs no sort. In a data-parallel run every rank plans the same epoch and 
 import numpy as np
 import torch
 
-from recbole_fbsm.config.schema import setting
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.runtime import distributed
-
-
-def shards_users(config):
-    """Whether each rank of this run holds, trains and evaluates users of its own (``runtime.distributed.
-    owned_users``) and averages parameters: ``parallel_sync: average`` with whole-user batches (the plugin's
-    feature models). RecBole's own loaders deal rows, not users: those runs exchange gradients."""
-    return (
-        distributed.world()[1] > 1
-        and setting(config, "parallel_sync") == "average"
-        and bool(config["train_batch_by_user"])
-    )
-
-
-def held_users(config, n_users):
-    """The bool mask of the users this process holds (``shards_users``), or None when it holds them all."""
-    return distributed.owned_users(n_users) if shards_users(config) else None
 
 
 class UserGroupedBatchSampler:
@@ -44,7 +27,6 @@ class UserGroupedBatchSampler:
         self.generator = generator
         self.rank, self.world_size = int(rank), int(world_size)
         self._planned = None
-        self._step_weights = iter(())
         # the likes grouped by user, once: each user's segment [start, start + count) of by_user
         self.by_user = np.argsort(self.users, kind="stable")
         counts = np.bincount(self.users) if len(self.users) else np.zeros(0, dtype=np.int64)
@@ -53,11 +35,10 @@ class UserGroupedBatchSampler:
         self.starts = (np.cumsum(counts) - counts)[self.active_users]
 
     def _plan(self):
-        """The epoch as (like indices in batch order, batch boundaries, each batch's weight): batch k is
-        order[cuts[k]:cuts[k + 1]]; its weight is W x its likes / the likes of the step on all ranks."""
+        """The epoch as (like indices in batch order, batch boundaries): batch k is order[cuts[k]:cuts[k + 1]]."""
         n = int(self.counts.sum())
         if n == 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(0)
+            return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
         seed = int(torch.randint(0, 2**62, (1,), generator=self.generator))
         shuffled = np.random.default_rng(seed).permutation(len(self.active_users))
         lengths, starts = self.counts[shuffled], self.starts[shuffled]
@@ -68,7 +49,7 @@ class UserGroupedBatchSampler:
         first = np.flatnonzero(np.r_[True, batch_of_user[1:] != batch_of_user[:-1]])
         if self.world_size > 1:
             return self._share(order, lengths, first)
-        return order, np.r_[user_first[first], n], np.ones(len(first))
+        return order, np.r_[user_first[first], n]
 
     def _share(self, order, lengths, first):
         """This rank's part of each batch of the epoch: the batch's users in epoch order, dealt round-robin
@@ -89,22 +70,15 @@ class UserGroupedBatchSampler:
         segment = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n_users]))
         dealt = (np.arange(n_users) - starts[segment]) % size == self.rank
         mine = np.repeat(dealt, lengths)  # each like goes with its user
-        every_like_segment = np.repeat(segment, lengths)
-        like_segment = every_like_segment[mine]
-        weights = size * np.bincount(like_segment, minlength=len(starts)) / np.bincount(every_like_segment)
+        like_segment = np.repeat(segment, lengths)[mine]
         order = order[mine]
-        return order, np.r_[0, np.flatnonzero(like_segment[1:] != like_segment[:-1]) + 1, len(order)], weights
+        return order, np.r_[0, np.flatnonzero(like_segment[1:] != like_segment[:-1]) + 1, len(order)]
 
     def epoch_plan(self):
         """(order, cuts) of the next epoch (the one ``len()`` planned, if it was asked first)."""
-        order, cuts, weights = self._planned if self._planned is not None else self._plan()
+        order, cuts = self._planned if self._planned is not None else self._plan()
         self._planned = None
-        self._step_weights = iter(weights.tolist())
         return order, cuts
-
-    def next_step_weight(self):
-        """The weight of the next batch of the epoch being iterated (``_plan``)."""
-        return next(self._step_weights)
 
     def __iter__(self):
         order, cuts = self.epoch_plan()
@@ -135,10 +109,6 @@ def user_grouped(loader_class):
             # the batch of the whole run: RecBole divides ``step`` by the world size afterwards, in a
             # data-parallel run; here each rank takes its share of the whole batch instead
             self._whole_batch_step = self.step
-
-        def step_weights(self):
-            """The weight of the next batch's loss in a data-parallel step (``UserGroupedBatchSampler._plan``)."""
-            return self._index_sampler.next_step_weight()
 
         def set_batch_size(self, batch_size):
             super().set_batch_size(batch_size)

@@ -85,8 +85,9 @@ class Table:
     a test metric, ``GROUP:`` one, ``/MODEL`` or ``/max(A B)`` (the mean per-split ratio of the validation metric's
     test value), ``s/run``, ``splits``, ``alpha`` (the users direction's), ``status``."""
 
-    def __init__(self, rows, where):
-        self.rows, self.where = {row["model"]: row for row in rows}, where
+    def __init__(self, rows, where, strict=True):
+        """``strict``: a metric missing from a run is an error (the docs), else left out (table.md)."""
+        self.rows, self.where, self.strict = {row["model"]: row for row in rows}, where, strict
         self.valid_metric = str(next((r["valid_metric"] for row in rows for r in row["ok"]), "score")).lower()
 
     def runs(self, token):
@@ -134,9 +135,11 @@ class Table:
             values = [runs[s]["best_valid_score"] for s in seeds]
         else:
             missing = [s for s in seeds if column not in _group_result(runs[s], group)]
-            if missing:
+            if missing and self.strict:
                 raise TableError(f"{self.where}: {token} has no test {column} (seeds {missing})")
-            values = [_group_result(runs[s], group)[column] for s in seeds]
+            values = [_group_result(runs[s], group)[column] for s in seeds if s not in missing]
+        if not values:  # table.md: a metric only other models' runs return
+            return "–"
         # one split: its value alone (a std of one value would read as no spread)
         return f"{float(values[0]):.4f}" if len(values) == 1 else "{:.4f} ± {:.4f}".format(*mean_std(values))
 
@@ -168,7 +171,7 @@ def build_table(rows, settings, command=None, resume=None):
     ok = [r for row in rows for r in row["ok"]]
     groups = result_groups(ok)
     metrics = dict.fromkeys(k for record in ok for k in record.get("test_result", {}))
-    table = Table(rows, "table.md")
+    table = Table(rows, "table.md", strict=False)
     baselines = [b for b in RATIO_BASELINES if b in table.rows and table.runs(b)]
     ratios = [(groups[0], b) for b in baselines]
     if len(groups) > 1 and "ItemKNNCBF" in baselines:

@@ -51,7 +51,7 @@ def test_hybrid_table_has_all_cold_and_warm_columns_from_the_records(hybrid_resu
     assert code == 0
     table = (results / "table.md").read_text()
     header = _header(table)
-    metric_columns = [c for c in header if "@20" in c or c.startswith("/")]
+    metric_columns = [c for c in header if "@20 " in c or c.startswith("/")]
     assert metric_columns == [
         "test Recall@20 all",
         "test Recall@20 cold",

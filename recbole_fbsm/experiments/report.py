@@ -211,26 +211,33 @@ def build_table(rows, settings, command=None, resume=None):
             "",
         ]
     lines += table.markdown([row["model"] for row in rows], [(c, False) for c in columns], text_columns=(0, -1))
-    audience = [row for row in rows if any(r.get("audience") for r in row["ok"])]
-    if audience:
-        first = next(r["audience"] for r in audience[0]["ok"] if r.get("audience"))
-        key = first["chosen_on"].split()[-1]
-        heavy = next(k for k in first["test_raw"] if k.startswith("heavy_factor@"))
-        lines += [
-            "",
-            "Who should see a new item (the users direction): for each cold test item, the training users ranked by "
-            "the model's score, divided by |I_u|^alpha (alpha chosen on validation; 0: the raw sum); "
-            f"{key} over the users who liked it, and how many times its share of users the heaviest 1% hold in the "
-            "top slots.",
-            "",
-        ]
-        columns = ["alpha"] + [f"{part}:{k}" for k in (key, heavy) for part in ("users-raw", "users")]
-        lines += Table(audience, "table.md").markdown([r["model"] for r in audience], [(c, False) for c in columns])
+    lines += users_direction_lines(rows)
     failures = [r for row in rows for r in row["failed"]]
     if failures:
         lines += ["", "Failed runs (full messages and tracebacks in the JSON files):", ""]
         lines += [f"- {r['model']}, seed {r['seed']}: {_escape(r.get('error', ''), limit=1000)}" for r in failures]
     return "\n".join(lines) + "\n"
+
+
+def users_direction_lines(rows):
+    """Who should see a new item: each model's users direction (the records' ``audience``), raw and calibrated."""
+    audience = [row for row in rows if any(r.get("audience") for r in row["ok"])]
+    if not audience:
+        return []
+    first = next(r["audience"] for r in audience[0]["ok"] if r.get("audience"))
+    key = first["chosen_on"].split()[-1]
+    heavy = next(k for k in first["test_raw"] if k.startswith("heavy_factor@"))
+    lines = [
+        "",
+        "Who should see a new item (the users direction): for each cold test item, the training users ranked by "
+        "the model's score, divided by |I_u|^alpha (alpha chosen on validation; 0: the raw sum); "
+        f"{key} over the users who liked it, and how many times its share of users the heaviest 1% hold in the "
+        "top slots.",
+        "",
+    ]
+    columns = ["alpha"] + [f"{part}:{k}" for k in (key, heavy) for part in ("users-raw", "users")]
+    lines += Table(audience, "table.md").markdown([r["model"] for r in audience], [(c, False) for c in columns])
+    return lines
 
 
 def shown_metrics(metrics):

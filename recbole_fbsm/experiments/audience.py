@@ -29,9 +29,10 @@ def evaluate(served, split="test", k=20, alphas=ALPHAS):
             f"model {served.checkpoint}: no cold item of the {split} split is liked by a training user."
         )
     k = min(int(k), int(np.count_nonzero(likes)))
-    names = {"recall": f"recall@{k}", "ndcg": f"ndcg@{k}", "heavy_share": f"heavy_share@{k}"}
-    names.update(heavy_factor=f"heavy_factor@{k}", items="items")
-    return {alpha: {name: row[key] for name, key in names.items()} for alpha, row in report.items()}
+    names = ("recall", "ndcg", "heavy_share", "heavy_factor")
+    return {
+        alpha: {name: row[f"{name}@{k}"] for name in names} | {"items": row["items"]} for alpha, row in report.items()
+    }
 
 
 def audience_report(served, split="test", k=20):

@@ -64,18 +64,15 @@ def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, set
 
 
 def _short_result(record):
-    test = record.get("test_result") or {}
+    """The console's figures of a run: Recall@10 and NDCG@10 (the hybrid scenario: the first for all/cold/warm)."""
+    test, groups = record.get("test_result") or {}, result_groups([record])
     shown = shown_metrics(test)
-    groups = result_groups([record])
     if groups == (None,) or not shown:
         return " ".join(f"{k}={test[k]:.4f}" for k in shown)
-    # the hybrid scenario: the first metric for all / cold / warm items
     values = [group_result(record, g).get(shown[0]) for g in groups]
     return f"{shown[0]} {'/'.join(groups)}=" + "/".join("–" if v is None else f"{v:.4f}" for v in values)
 
 
-# longer than 60 lines: half of it is the keyword signature (one per option of the command); the body runs, records,
-# reports
 def compare(
     models,
     dataset,
@@ -87,63 +84,47 @@ def compare(
     log=print,
     resume=None,
 ):
-    """Run every (model, seed) pair not done in ``results_dir`` and rebuild the table and chart; the report's dict
-    and results_dir, ran / skipped / failed ((model, seed) lists). A ColdStartError of the first run stops it."""
-    models, seeds = list(models), [int(s) for s in seeds]
-    overrides = dict(overrides or {})
-    config_file_list = list(config_file_list) if config_file_list else None
+    """Run every (model, seed) pair not done in ``results_dir`` (split by split) and rebuild the table and chart; the
+    report's dict and results_dir, ran / skipped / failed ((model, seed) lists). A ColdStartError of the first run
+    stops it."""
     for model in models:  # a typo in a model name should not wait for the other models to finish
         get_model(model)
     results_dir = Path(results_dir) if results_dir is not None else default_results_dir(dataset)
+    config_file_list, overrides = list(config_file_list or []) or None, dict(overrides or {})
     settings = planned_settings(models[0], dataset, config_file_list, overrides)
-
     created = not results_dir.exists()
     results_dir.mkdir(parents=True, exist_ok=True)
     log(f"results folder: {results_dir}")
-
-    pairs = [(model, seed) for seed in seeds for model in models]  # split by split: whole splits first
-    ran, skipped, failed = [], [], []
-    width = max(len(m) for m in models)
+    pairs = [(model, int(seed)) for seed in seeds for model in models]
+    done = {"ran": [], "skipped": [], "failed": []}
     for index, (model, seed) in enumerate(pairs, 1):
-        prefix = f"[{index}/{len(pairs)}] {model:<{width}} seed {seed}"
+        prefix = f"[{index}/{len(pairs)}] {model:<{max(map(len, models))}} seed {seed}"
         path = results_dir / f"{model}-{seed}.json"
-        if _reusable(read_record(path), settings, prefix, log):
-            skipped.append((model, seed))
+        old = read_record(path)
+        if old is not None and recorded_with(old, settings) and old["status"] == "ok":
+            log(f"{prefix}: done before, skipped ({_short_result(old)})")
+            done["skipped"].append((model, seed))
             continue
-        # A bad dataset or setting in the first run would fail the same way for every model: stop.
-        stopping = () if ran else (ColdStartError,)
-        try:
+        if old is not None:
+            changed = changed_settings(old["settings"], portable(settings))
+            why = f"stored result differs in {', '.join(changed)}" if changed else "failed before"
+            log(f"{prefix}: {why}: running again")
+        try:  # a bad dataset or setting in the first run would fail the same way for every model: stop
+            stopping = () if done["ran"] else (ColdStartError,)
             record = run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings, stopping)
         except ColdStartError:
             if created and not any(found.is_file() for found in results_dir.rglob("*")):
                 shutil.rmtree(results_dir)  # only the empty folders this call made
             raise
         write_record(path, record)
-        ran.append((model, seed))
+        done["ran"].append((model, seed))
         if record["status"] == "ok":
             log(f"{prefix}: {record['wall_seconds']:.1f} s  {_short_result(record)}")
         else:
-            failed.append((model, seed))
+            done["failed"].append((model, seed))
             log(f"{prefix}: FAILED after {record['wall_seconds']:.1f} s: {record['error']}")
-
     report = write_report(results_dir, settings, models, command=command, log=log, resume=resume)
-    report.update(results_dir=results_dir, ran=ran, skipped=skipped, failed=failed)
-    return report
-
-
-def _reusable(old, settings, prefix, log):
-    """True when the stored record ``old`` is a finished run with these settings; else says why the pair runs."""
-    if old is None:
-        return False
-    if not recorded_with(old, settings):
-        changed = ", ".join(changed_settings(old["settings"], portable(settings))) or "settings"
-        log(f"{prefix}: stored result differs in {changed}: running again (it will be replaced)")
-        return False
-    if old["status"] == "ok":
-        log(f"{prefix}: done before, skipped ({_short_result(old)})")
-        return True
-    log(f"{prefix}: failed before: running again")
-    return False
+    return {**report, "results_dir": results_dir, **done}
 
 
 def main(args, overrides, command):

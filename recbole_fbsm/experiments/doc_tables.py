@@ -19,8 +19,8 @@ import re
 import sys
 from pathlib import Path
 
-from recbole_fbsm.experiments import report
-from recbole_fbsm.storage.run_records import GROUPS, USER_GROUPS, group_result, load_records
+from recbole_fbsm.experiments.report import Table, TableError, summarise
+from recbole_fbsm.storage.run_records import load_records
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC_FILES = ("README.md", "docs/*.md")
@@ -28,155 +28,38 @@ BLOCK = re.compile(
     r"(?P<open><!-- results-table: (?P<spec>[^\n]*?) -->\n)(?P<body>.*?)(?P<close><!-- end results-table -->)",
     re.S,
 )
-GROUP_LABELS = {"users": "(users, calibrated)", "users-raw": "(users, raw sum)"}
-MAX_OF = re.compile(r"^max\((?P<models>[^()]+)\)$")
+BLEND = ("warm_model", "content_model")  # a blend's label names its models already
+__all__ = ["TableError", "render_table", "render_text", "doc_files"]
 
 
-class TableError(ValueError):
-    """A marker that cannot be rendered: a bad spec, a missing folder, a model or metric without records."""
-
-
-def parse_spec(spec):
-    """(records folder, models, [(column, bold)]) of a marker's text."""
-    parts = [p.strip() for p in spec.split("|")]
-    if len(parts) != 3 or not all(parts):
-        raise TableError(f"results-table marker '{spec}': expected 'FOLDER | MODEL ... | COLUMN, ...'")
-    columns = [c.strip() for c in parts[2].split(",")]
-    return parts[0], parts[1].split(), [(c.strip("*"), c.startswith("**") and c.endswith("**")) for c in columns]
-
-
-def _records_by_model(folder):
-    """{model: {seed: record}} of the folder's finished runs."""
-    rows = report.summarise(load_records(folder))
-    by_model = {row["model"]: {r["seed"]: r for r in row["ok"]} for row in rows if row["ok"]}
-    if not by_model:
+def _rows(folder):
+    """``summarise``'s rows of the folder's finished runs."""
+    rows = [row for row in summarise(load_records(folder)) if row["ok"]]
+    if not rows:
         raise TableError(f"results-table: no finished run records in {folder}")
-    return by_model
-
-
-def _group_result(record, group):
-    """``group_result``, where a missing group is an error rather than no metrics."""
-    result = group_result(record, group)
-    if not result:
-        raise TableError(
-            f"results-table: {record['model']} (seed {record['seed']}) has no test_result_{group}: "
-            f"a {group} column needs records of the {'item' if group in USER_GROUPS else 'hybrid'} scenario"
-        )
-    return result
-
-
-def _overrides(record):
-    return (record.get("settings") or {}).get("overrides") or {}
-
-
-def _row_label(token, runs, own_overrides):
-    """A row's label: the model, a blend's two models, a subfolder's changed settings (``--identity_features=True``)."""
-    first = runs[min(runs)]
-    label = first["model"]
-    if first.get("warm_model") and first.get("content_model"):
-        label += f" ({first['warm_model']} + {first['content_model']})"
-    if "/" in token:
-        shown = {"warm_model", "content_model"}
-        extra = [f"--{k}={v}" for k, v in _overrides(first).items() if k not in shown and own_overrides.get(k) != v]
-        label += "".join(f" `{e}`" for e in extra)
-    return label
-
-
-def _split_group(column):
-    """(group or None, rest) of a column: ``cold:recall@20`` -> ("cold", "recall@20")."""
-    group, colon, rest = column.partition(":")
-    if colon and group not in (*GROUPS, *USER_GROUPS):
-        raise TableError(
-            f"results-table column '{column}': expected GROUP:COLUMN with GROUP one of "
-            f"{', '.join((*GROUPS, *USER_GROUPS))}"
-        )
-    return (group, rest) if colon else (None, column)
-
-
-class Table:
-    """One marker's records: by row token (``MODEL`` from the folder, ``SUB/MODEL`` from its subfolder), the folder's
-    own overrides (for the subfolder rows' labels) and the one validation metric they were all chosen on."""
-
-    def __init__(self, folder, models, root):
-        self.folder, self.by_model = folder, _records_by_model(Path(root) / folder)
-        records = [record for runs in self.by_model.values() for record in runs.values()]
-        self.own_overrides = {
-            k: v for r in records for k, v in ((r.get("settings") or {}).get("overrides") or {}).items()
-        }
-        for token in (t for t in models if "/" in t):
-            sub, _, model = token.rpartition("/")
-            self.by_model[token] = _records_by_model(Path(root) / folder / sub).get(model) or {}
-        valid_metrics = {r.get("valid_metric") for token in models for r in self.by_model.get(token, {}).values()}
-        if len(valid_metrics) != 1:
-            raise TableError(f"results-table {folder}: the records were chosen on different metrics {valid_metrics}")
-        self.valid_metric = str(valid_metrics.pop()).lower()
-
-    def runs(self, model):
-        if not self.by_model.get(model):
-            raise TableError(f"results-table {self.folder}: no records of model {model}")
-        return self.by_model[model]
-
-    def header(self, column):
-        group, column = _split_group(column)
-        suffix = f" {GROUP_LABELS.get(group, group)}" if group else ""
-        if column == "valid":
-            return f"valid {report.metric_label(self.valid_metric)}"
-        if column.startswith("/"):
-            return f"/ {column[1:]}{suffix} (per split)"
-        if column in ("s/run", "splits"):
-            return column
-        return ("test " if column == self.valid_metric else "") + report.metric_label(column) + suffix
-
-    def base_value(self, baseline, seed, group):
-        """The baseline's (``max(A B)``: the better one's) test value on one split; None when one lacks the split."""
-        match = MAX_OF.match(baseline)
-        runs = [self.runs(name) for name in (match["models"].split() if match else [baseline])]
-        values = [_group_result(r[seed], group)[self.valid_metric] for r in runs if seed in r]
-        return max(values) if len(values) == len(runs) else None
-
-    def cell(self, model, column):
-        group, column = _split_group(column)
-        runs = self.runs(model)
-        seeds = sorted(runs)
-        if column == "s/run":
-            return f"{sum(runs[s]['wall_seconds'] for s in seeds) / len(seeds):.0f}"
-        if column == "splits":
-            return str(len(seeds))
-        if column.startswith("/"):
-            bases = {s: self.base_value(column[1:], s, group) for s in seeds}
-            ratios = [_group_result(runs[s], group)[self.valid_metric] / bases[s] for s in seeds if bases[s]]
-            if not ratios:
-                raise TableError(f"results-table {self.folder}: {model} shares no split with {column[1:]}")
-            each = f" ({', '.join(f'{r:.2f}' for r in ratios)})" if len(ratios) > 1 else ""
-            return f"{sum(ratios) / len(ratios):.3f}{each}"
-        if column == "valid":
-            values = [runs[s]["best_valid_score"] for s in seeds]
-        else:
-            missing = [s for s in seeds if column not in _group_result(runs[s], group)]
-            if missing:
-                raise TableError(f"results-table {self.folder}: {model} has no test {column} (seeds {missing})")
-            values = [_group_result(runs[s], group)[column] for s in seeds]
-        # one split: its value alone (a std of one value would read as no spread)
-        return f"{float(values[0]):.4f}" if len(values) == 1 else report.mean_std_cell(values)
+    return rows
 
 
 def render_table(spec, root=ROOT):
-    """The markdown table of one marker's spec, from the records in its folder."""
-    folder, models, columns = parse_spec(spec)
-    table = Table(folder, models, root)
-
-    def bold(text, on):
-        return f"**{text}**" if on else text
-
-    header = ["model", *(bold(table.header(c), b) for c, b in columns)]
-    rows = [
-        [
-            _row_label(model, table.runs(model), table.own_overrides),
-            *(bold(table.cell(model, c), b) for c, b in columns),
-        ]
-        for model in models
-    ]
-    return "\n".join(report.markdown_table(header, rows)) + "\n"
+    """The markdown table of one marker's spec (records folder | rows | columns), from the records in its folder."""
+    parts = [p.strip() for p in spec.split("|")]
+    if len(parts) != 3 or not all(parts):
+        raise TableError(f"results-table marker '{spec}': expected 'FOLDER | MODEL ... | COLUMN, ...'")
+    folder, tokens, columns = parts[0], parts[1].split(), [c.strip() for c in parts[2].split(",")]
+    rows = _rows(Path(root) / folder)
+    own = {k: v for row in rows for r in row["ok"] for k, v in r["settings"]["overrides"].items()}
+    labels = {}
+    for token in tokens:  # a row SUB/MODEL: MODEL's records in the subfolder, labelled with the settings that differ
+        sub, _, model = token.rpartition("/")
+        found = [row for row in (_rows(Path(root) / folder / sub) if sub else rows) if row["model"] == model]
+        first = found[0]["ok"][0] if found else {}
+        blend = first.get("warm_model") and first.get("content_model")
+        labels[token] = model + (f" ({first['warm_model']} + {first['content_model']})" if blend else "")
+        changed = {k: v for k, v in first.get("settings", {}).get("overrides", {}).items() if own.get(k) != v}
+        labels[token] += "".join(f" `--{k}={v}`" for k, v in changed.items() if sub and k not in BLEND)
+        rows += [{**row, "model": token} for row in found if sub]
+    table = Table(rows, f"results-table {folder}")
+    return "\n".join(table.markdown(tokens, [(c.strip("*"), c.startswith("**")) for c in columns], labels)) + "\n"
 
 
 def render_text(text, root=ROOT):
@@ -204,10 +87,9 @@ def main(argv=None):
             return 2
         if rendered != text:
             stale.append(path)
+            print(f"{'stale' if args.check else 'rewrote'}: {path.relative_to(ROOT)}")
             if not args.check:
                 path.write_text(rendered, encoding="utf-8")
-    for path in stale:
-        print(f"{'stale' if args.check else 'rewrote'}: {path.relative_to(ROOT)}")
     return 1 if stale and args.check else 0
 
 

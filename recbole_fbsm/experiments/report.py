@@ -1,29 +1,31 @@
-"""The report of a comparison: the markdown table (mean ± std over splits, ratios to the strongest simple
-baseline and to CoSim) and the chart, rebuilt from a results folder's JSON records."""
+"""The tables of run records, one builder for a comparison's table.md and the docs' results tables (``doc_tables``):
+mean ± std over the splits, per-split ratios to a baseline; and a comparison's chart."""
 
 import statistics
 from functools import partial
 from pathlib import Path
 
-from recbole_fbsm.storage.run_records import group_result, load_records, recorded_with, result_groups
+from recbole_fbsm.storage.run_records import (
+    GROUPS,
+    USER_GROUPS,
+    group_result,
+    load_records,
+    recorded_with,
+    result_groups,
+)
 from recbole_fbsm.storage.safe_files import write_atomic
 
-# every table shows each model's ratio to these, when they are in it: the strongest simple content baseline
-# (ItemKNNCBF, tuned or not) and the paper's cosine
+# table.md shows each model's ratio to these when they are in it (the hybrid scenario: ItemKNNCBF on cold items too)
 RATIO_BASELINES = ("ItemKNNCBF", "CoSim")
-# the hybrid scenario adds the cold items' ratio to the strongest baseline that ranks cold items at all
-COLD_RATIO_BASELINE = "ItemKNNCBF"
 CHART_METRICS = ("recall@10", "ndcg@10")
-METRIC_NAMES = dict(
-    recall="Recall",
-    ndcg="NDCG",
-    precision="Precision",
-    hit="Hit",
-    mrr="MRR",
-    rec="Rec",
-    dcg="DCG",
-    heavy_factor="heaviest 1% x",
-)
+METRIC_NAMES = dict(recall="Recall", ndcg="NDCG", precision="Precision", hit="Hit", mrr="MRR", rec="Rec", dcg="DCG") | {
+    "heavy_factor": "heaviest 1% x"
+}
+GROUP_LABELS = {"users": "(users, calibrated)", "users-raw": "(users, raw sum)"}
+
+
+class TableError(ValueError):
+    """A table that cannot be rendered: a bad spec, a missing folder, a model or metric without records."""
 
 
 def mean_std(values):
@@ -32,215 +34,210 @@ def mean_std(values):
     return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def mean_std_cell(values, digits=4):
-    values = [v for v in values if v is not None]
-    if not values:
-        return "–"
-    mean, std = mean_std(values)
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
-
-
 def _escape(text, limit=160):
     text = " ".join(str(text).split())
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text.replace("|", "\\|")
+    return (text[: limit - 1] + "…" if len(text) > limit else text).replace("|", "\\|")
 
 
-def _column_label(metric, group):
-    return metric if group is None else f"{metric} {group}"
+def metric_label(metric):
+    """RecBole's metric key as a reader writes it: ``recall@10`` -> ``Recall@10``."""
+    name, at, k = metric.partition("@")
+    return METRIC_NAMES.get(name, name) + at + k
 
 
 def summarise(records, models_first=()):
     """Group the records by model: rows in the order of ``models_first``, then the others by name."""
     by_model = {}
-    for record in records:
+    for record in sorted(records, key=lambda r: r["seed"]):
         by_model.setdefault(record["model"], []).append(record)
     order = [m for m in models_first if m in by_model] + sorted(m for m in by_model if m not in models_first)
-    rows = []
-    for model in order:
-        group = sorted(by_model[model], key=lambda r: r["seed"])
-        ok = [r for r in group if r["status"] == "ok"]
-        rows.append({"model": model, "records": group, "ok": ok, "failed": [r for r in group if r["status"] != "ok"]})
-    return rows
+    return [
+        {"model": m, "records": by_model[m], "ok": [r for r in by_model[m] if r["status"] == "ok"]}
+        | {"failed": [r for r in by_model[m] if r["status"] != "ok"]}
+        for m in order
+    ]
 
 
-# longer than 60 lines: table.md top to bottom (title, command, settings, the hybrid note, header, rows, ratios,
-# failures), each part a few lines that read in the order the file shows them
+def split_group(column):
+    """(group or None, rest) of a column: ``cold:recall@20`` -> ("cold", "recall@20")."""
+    group, colon, rest = column.partition(":")
+    if colon and group not in (*GROUPS, *USER_GROUPS):
+        raise TableError(
+            f"results-table column '{column}': expected GROUP:COLUMN with GROUP one of "
+            f"{', '.join((*GROUPS, *USER_GROUPS))}"
+        )
+    return (group, rest) if colon else (None, column)
+
+
+def _group_result(record, group):
+    """``group_result``, where a missing group is an error rather than no metrics."""
+    result = group_result(record, group)
+    if not result:
+        raise TableError(
+            f"results-table: {record['model']} (seed {record['seed']}) has no test_result_{group}: "
+            f"a {group} column needs records of the {'item' if group in USER_GROUPS else 'hybrid'} scenario"
+        )
+    return result
+
+
+class Table:
+    """The cells of some models' records (``summarise``'s rows, by row token), one column kind at a time: ``valid``,
+    a test metric, ``GROUP:`` one, ``/MODEL`` or ``/max(A B)`` (the mean per-split ratio of the validation metric's
+    test value), ``s/run``, ``splits``, ``alpha`` (the users direction's), ``status``."""
+
+    def __init__(self, rows, where, strict=True):
+        """``strict``: a metric missing from a run is an error (the docs), else left out (table.md)."""
+        self.rows, self.where, self.strict = {row["model"]: row for row in rows}, where, strict
+        self.valid_metric = str(next((r["valid_metric"] for row in rows for r in row["ok"]), "score")).lower()
+
+    def runs(self, token):
+        if token not in self.rows:
+            raise TableError(f"{self.where}: no records of model {token}")
+        return {r["seed"]: r for r in self.rows[token]["ok"]}
+
+    def header(self, column):
+        group, column = split_group(column)
+        suffix = f" {GROUP_LABELS.get(group, group)}" if group else ""
+        if column == "valid":
+            return f"valid {metric_label(self.valid_metric)}"
+        if column.startswith("/"):
+            return f"/ {column[1:]}{suffix} (per split)"
+        if column in ("s/run", "splits", "alpha", "status"):
+            return column
+        return ("test " if column == self.valid_metric else "") + metric_label(column) + suffix
+
+    def base_value(self, baseline, seed, group):
+        """The baseline's (``max(A B)``: the better one's) test value on one split; None when one lacks the split."""
+        names = baseline[4:-1].split() if baseline.startswith("max(") else [baseline]
+        values = [_group_result(r[seed], group)[self.valid_metric] for r in map(self.runs, names) if seed in r]
+        return max(values) if len(values) == len(names) else None
+
+    def cell(self, token, column):
+        group, column = split_group(column)
+        runs, row = self.runs(token), self.rows[token]
+        seeds = sorted(runs)
+        if column == "splits":
+            return f"{len(seeds)}/{len(row['records'])}" if row["failed"] else str(len(seeds))
+        if column == "status":
+            return status_cell(row)
+        if not seeds:
+            return "–"
+        if column == "s/run":
+            return f"{sum(runs[s]['wall_seconds'] for s in seeds) / len(seeds):.0f}"
+        if column == "alpha":
+            return ", ".join(f"{runs[s]['audience']['alpha']:g}" for s in seeds)
+        if column.startswith("/"):
+            bases = {s: self.base_value(column[1:], s, group) for s in seeds}
+            ratios = [_group_result(runs[s], group)[self.valid_metric] / bases[s] for s in seeds if bases[s]]
+            each = f" ({', '.join(f'{r:.2f}' for r in ratios)})" if len(ratios) > 1 else ""
+            return f"{sum(ratios) / len(ratios):.3f}{each}" if ratios else "–"
+        if column == "valid":
+            values = [runs[s]["best_valid_score"] for s in seeds]
+        else:
+            missing = [s for s in seeds if column not in _group_result(runs[s], group)]
+            if missing and self.strict:
+                raise TableError(f"{self.where}: {token} has no test {column} (seeds {missing})")
+            values = [_group_result(runs[s], group)[column] for s in seeds if s not in missing]
+        if not values:  # table.md: a metric only other models' runs return
+            return "–"
+        # one split: its value alone (a std of one value would read as no spread)
+        return f"{float(values[0]):.4f}" if len(values) == 1 else "{:.4f} ± {:.4f}".format(*mean_std(values))
+
+    def markdown(self, tokens, columns, labels=None, text_columns=(0,)):
+        """A markdown table's lines: a row per token, ``columns`` as (column, bold)."""
+
+        def bold(text, on):
+            return f"**{text}**" if on else text
+
+        header = ["model", *(bold(self.header(c), b) for c, b in columns)]
+        rows = [[(labels or {}).get(t, t), *(bold(self.cell(t, c), b) for c, b in columns)] for t in tokens]
+        left = {i % len(header) for i in text_columns}
+        rule = "|" + "|".join("---" if i in left else "---:" for i in range(len(header))) + "|"
+        lines = ["| " + " | ".join(cells) + " |" for cells in (header, *rows)]
+        return [lines[0], rule, *lines[1:]]
+
+
+def status_cell(row):
+    failed, ok = row["failed"], row["ok"]
+    if failed:
+        which = ", ".join(str(r["seed"]) for r in failed)
+        return _escape(f"failed (seed {which}): {failed[0].get('error', 'unknown error')}")
+    samples = sorted({int(r["eval_user_sample"]) for r in ok if r.get("eval_user_sample")})
+    return "ok" + (f"; evaluated on {', '.join(map(str, samples))} random users per split" if samples else "")
+
+
 def build_table(rows, settings, command=None, resume=None):
-    ok_records = [r for row in rows for r in row["ok"]]
-    metrics = list(dict.fromkeys(k for record in ok_records for k in record.get("test_result", {})))
-    valid_metrics = {r.get("valid_metric") for r in ok_records}
-    same_valid = len(valid_metrics) == 1 and None not in valid_metrics
-    valid_header = f"valid {valid_metrics.copy().pop()}" if same_valid else "valid score"
+    """table.md: the command, the settings, the property files, the comparison's table, the users direction's."""
+    ok = [r for row in rows for r in row["ok"]]
+    groups = result_groups(ok)
+    metrics = dict.fromkeys(k for record in ok for k in record.get("test_result", {}))
+    table = Table(rows, "table.md", strict=False)
+    baselines = [b for b in RATIO_BASELINES if b in table.rows and table.runs(b)]
+    ratios = [(groups[0], b) for b in baselines]
+    if len(groups) > 1 and "ItemKNNCBF" in baselines:
+        ratios.append(("cold", "ItemKNNCBF"))
+    columns = ["splits", *(["valid"] if ok else []), *(m if g is None else f"{g}:{m}" for m in metrics for g in groups)]
+    columns += [f"/{b}" if g is None else f"{g}:/{b}" for g, b in ratios] + ["s/run", "status"]
     seeds = sorted({r["seed"] for row in rows for r in row["records"]})
-
+    files = ", ".join(f"`{f['path']}`" for f in settings["config_files"]) or "none"
+    overrides = " ".join(f"`--{k}={v}`" for k, v in settings["overrides"].items()) or "none"
     lines = [f"# Model comparison on {settings['dataset']}", ""]
     if command:
         lines += [f"Command: `{command}`" + (f" (to resume or add runs: {resume})" if resume else ""), ""]
-    files = ", ".join(f"`{f['path']}`" for f in settings["config_files"]) or "none"
-    overrides = " ".join(f"`--{k}={v}`" for k, v in settings["overrides"].items()) or "none"
     lines += [
         f"Item splits (seed = split_seed): {', '.join(map(str, seeds))}. Your config files: {files}. "
         f"Overrides: {overrides}.",
         "",
-        *property_file_lines(rows),
-        "Cells: mean ± standard deviation over the splits (sample std, n − 1; 0 for a single split). "
-        f"Metrics on the test items; `{valid_header}`: the validation score of the epoch kept "
-        "(best on validation); `time (s)`: wall seconds of one run (load, split, train, evaluate).",
+    ]
+    loaded = [
+        (row["model"], dict.fromkeys(p for r in row["ok"] for p in r.get("property_files") or [])) for row in rows
+    ]
+    if any(files for _, files in loaded):
+        lines += ["Property files loaded (lowest priority first; your config files and overrides come after):", ""]
+        lines += [f"- {model}: " + ", ".join(f"`{p}`" for p in files) for model, files in loaded if files] + [""]
+    lines += [
+        "Cells: mean ± standard deviation over the splits (sample std, n − 1; a single split's value alone); metrics "
+        "on the test items; `valid`: the validation score of the epoch kept (best on validation); `/ MODEL`: the mean "
+        "over the splits of the per-split ratio of the validation metric's test value to that model's (each split's "
+        "in brackets); `s/run`: wall seconds of one run (load, split, train, evaluate).",
         "",
     ]
-    groups = result_groups(ok_records)
-    if groups != (None,):
+    if len(groups) > 1:
         lines += [
-            "Hybrid scenario: every metric for **all** items (warm and cold candidates ranked together), "
-            "the **cold** items alone and the **warm** items alone (`test_result`, `test_result_cold`, "
-            "`test_result_warm` of the records); the ratios are on all items, and on the cold items to "
-            f"{COLD_RATIO_BASELINE} (the warm-only models rank cold items at random).",
+            "Hybrid scenario: every metric for **all** items (warm and cold candidates ranked together), the **cold** "
+            "items alone and the **warm** items alone (`test_result`, `test_result_cold`, `test_result_warm` of the "
+            "records); the ratios are on all items, and on the cold items to ItemKNNCBF (the warm-only models rank "
+            "cold items at random).",
             "",
         ]
-    columns = [(metric, group) for metric in metrics for group in groups]
-    # the ratio columns compare the validation metric's test value, else the first metric's
-    valid_names = {str(v).lower() for v in valid_metrics}
-    ratio_metric = next((m for m in metrics if m.lower() in valid_names), metrics[0] if metrics else None)
-    baselines = (
-        [b for b in RATIO_BASELINES if any(row["model"] == b and row["ok"] for row in rows)] if ratio_metric else []
-    )
-    ratios = [(groups[0], b) for b in baselines]  # (group, baseline) of each ratio column
-    if groups != (None,) and COLD_RATIO_BASELINE in baselines:
-        ratios.append(("cold", COLD_RATIO_BASELINE))
-    ratio_headers = [f"{_column_label(ratio_metric, g)} / {b}" for g, b in ratios]
-    metric_headers = [_column_label(m, g) for m, g in columns]
-    header = ["model", "splits", valid_header, *metric_headers, *ratio_headers, "time (s)", "status"]
-    ratio_rows = [(g, next(r for r in rows if r["model"] == b)) for g, b in ratios]
-    cells = [_table_row(row, columns, same_valid, ratio_rows, ratio_metric) for row in rows]
-    lines += markdown_table(header, cells, text_columns=(0, -1))
+    lines += table.markdown([row["model"] for row in rows], [(c, False) for c in columns], text_columns=(0, -1))
     lines += users_direction_lines(rows)
     failures = [r for row in rows for r in row["failed"]]
-    if baselines:
-        lines += [
-            "",
-            f"`{ratio_headers[0].rsplit(' / ', 1)[0]} / MODEL`: the mean over the splits of the per-split ratio of the "
-            f"test {ratio_metric} to that model's on the same split (each split's ratio in brackets).",
-        ]
     if failures:
         lines += ["", "Failed runs (full messages and tracebacks in the JSON files):", ""]
-        for r in failures:
-            lines.append(f"- {r['model']}, seed {r['seed']}: {_escape(r.get('error', ''), limit=1000)}")
+        lines += [f"- {r['model']}, seed {r['seed']}: {_escape(r.get('error', ''), limit=1000)}" for r in failures]
     return "\n".join(lines) + "\n"
 
 
 def users_direction_lines(rows):
     """Who should see a new item: each model's users direction (the records' ``audience``), raw and calibrated."""
-    with_audience = [(row["model"], [r["audience"] for r in row["ok"] if r.get("audience")]) for row in rows]
-    with_audience = [(model, runs) for model, runs in with_audience if runs]
-    if not with_audience:
+    audience = [row for row in rows if any(r.get("audience") for r in row["ok"])]
+    if not audience:
         return []
-    key = with_audience[0][1][0]["chosen_on"].split()[-1]
-    heavy = next(k for k in with_audience[0][1][0]["test_raw"] if k.startswith("heavy_factor@"))
-    header = ["model", "alpha (per split)", f"{key} raw", f"{key} calibrated", f"{heavy} raw", f"{heavy} calibrated"]
-    cells = [
-        [model, ", ".join(f"{a['alpha']:g}" for a in runs)]
-        + [
-            mean_std_cell([a[part].get(k) for a in runs])
-            for k in (key, heavy)
-            for part in ("test_raw", "test_calibrated")
-        ]
-        for model, runs in with_audience
-    ]
-    intro = (
+    first = next(r["audience"] for r in audience[0]["ok"] if r.get("audience"))
+    key = first["chosen_on"].split()[-1]
+    heavy = next(k for k in first["test_raw"] if k.startswith("heavy_factor@"))
+    lines = [
+        "",
         "Who should see a new item (the users direction): for each cold test item, the training users ranked by "
         "the model's score, divided by |I_u|^alpha (alpha chosen on validation; 0: the raw sum); "
         f"{key} over the users who liked it, and how many times its share of users the heaviest 1% hold in the "
-        "top slots."
-    )
-    return ["", intro, "", *markdown_table(header, cells)]
-
-
-def _table_row(row, columns, same_valid, ratio_rows, ratio_metric):
-    """One model's cells: splits, validation score, test metrics ((metric, group) columns), ratios, time, status."""
-    ok, failed = row["ok"], row["failed"]
-    splits = f"{len(ok)}" if not failed else f"{len(ok)}/{len(row['records'])}"
-    if ok:
-        valid = mean_std_cell([r.get("best_valid_score") for r in ok])
-        if not same_valid:
-            valid += f" ({', '.join(sorted({str(r.get('valid_metric')) for r in ok}))})"
-        cells = [mean_std_cell([group_result(r, g).get(m) for r in ok]) for m, g in columns]
-        time_cell = mean_std_cell([r.get("wall_seconds") for r in ok], digits=1)
-    else:
-        valid, cells, time_cell = "–", ["–"] * len(columns), "–"
-    samples = sorted({int(r["eval_user_sample"]) for r in ok if r.get("eval_user_sample")})
-    if not failed:
-        status = "ok" + (f"; evaluated on {', '.join(map(str, samples))} random users per split" if samples else "")
-    else:
-        which = ", ".join(str(r["seed"]) for r in failed)
-        status = _escape(f"failed (seed {which}): {failed[0].get('error', 'unknown error')}")
-    ratios = [ratio_cell(row, baseline_row, ratio_metric, group) for group, baseline_row in ratio_rows]
-    return [row["model"], splits, valid, *cells, *ratios, time_cell, status]
-
-
-def markdown_table(header, rows, text_columns=(0,)):
-    """A markdown table's lines (compare's and the docs'): numbers right-aligned, ``text_columns`` left-aligned."""
-    left = {i % len(header) for i in text_columns}
-    rule = "|" + "|".join("---" if i in left else "---:" for i in range(len(header))) + "|"
-    lines = ["| " + " | ".join(cells) + " |" for cells in (header, *rows)]
-    return [lines[0], rule, *lines[1:]]
-
-
-def ratio_cell(row, baseline_row, metric, group=None):
-    """Mean of the per-split ratios row / baseline of ``metric`` on the splits both have, and each ratio."""
-    base = {r["seed"]: group_result(r, group).get(metric) for r in baseline_row["ok"]}
-    ratios = [
-        group_result(r, group)[metric] / base[r["seed"]]
-        for r in row["ok"]
-        if metric in group_result(r, group) and base.get(r["seed"])
+        "top slots.",
+        "",
     ]
-    if not ratios:
-        return "–"
-    mean = sum(ratios) / len(ratios)
-    return f"{mean:.3f} ({', '.join(f'{v:.3f}' for v in ratios)})"
-
-
-def chart_figure(rows, dataset):
-    """Grouped bars of each model's mean test Recall@10 and NDCG@10 with std error bars (a matplotlib Figure on an
-    Agg canvas), or None when there is nothing to draw."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure  # a bare Figure renders with Agg; pyplot's backend is left alone
-
-    rows = [row for row in rows if row["ok"]]
-    if not rows:
-        return None
-    metrics = shown_metrics(dict.fromkeys(k for row in rows for record in row["ok"] for k in record["test_result"]))
-    if not metrics:
-        return None
-    groups = result_groups([r for row in rows for r in row["ok"]])
-    # the hybrid scenario: the first metric for all, cold and warm items (the table has the rest)
-    bars = [(metric, None) for metric in metrics] if groups == (None,) else [(metrics[0], g) for g in groups]
-    figure = Figure(figsize=(max(6.0, 0.9 * len(rows) + 2.5) + 1.5, 4.5), dpi=150)  # + 1.5: the legend
-    figure.set_canvas(FigureCanvasAgg(figure))
-    axes = figure.add_subplot(1, 1, 1)
-    width = 0.8 / len(bars)
-    n_splits = set()
-    for k, (metric, group) in enumerate(bars):
-        results = [[group_result(r, group) for r in row["ok"]] for row in rows]
-        values = [[result[metric] for result in row if metric in result] for row in results]
-        n_splits.update(map(len, values))
-        means, stds = zip(*(mean_std(v) if v else (0.0, 0.0) for v in values))
-        positions = [i + (k - (len(bars) - 1) / 2) * width for i in range(len(rows))]
-        label = metric_label(metric) + ("" if group is None else f" {group}")
-        axes.bar(positions, means, width, yerr=stds, capsize=3, label=label)
-    axes.set_xticks(range(len(rows)))
-    axes.set_xticklabels([row["model"] for row in rows], rotation=30, ha="right")
-    axes.set_ylabel("test score (mean over splits)")
-    splits = "/".join(str(n) for n in sorted(n_splits))
-    scenario = "item cold start" if groups == (None,) else "hybrid scenario (all, cold, warm items)"
-    axes.set_title(f"{dataset}: {scenario}, {splits} split(s), error bars: std")
-    # the legend beside the axes, never over a bar or its error bar (inside, "best" can only pick the least bad place)
-    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    axes.grid(axis="y", alpha=0.3)
-    axes.set_axisbelow(True)
-    figure.tight_layout()
-    return figure
+    columns = ["alpha"] + [f"{part}:{k}" for k in (key, heavy) for part in ("users-raw", "users")]
+    lines += Table(audience, "table.md").markdown([r["model"] for r in audience], [(c, False) for c in columns])
+    return lines
 
 
 def shown_metrics(metrics):
@@ -248,27 +245,32 @@ def shown_metrics(metrics):
     return [m for m in CHART_METRICS if m in metrics] or list(metrics)[:2]
 
 
-def metric_label(metric):
-    """RecBole's metric key as a reader writes it: ``recall@10`` -> ``Recall@10``."""
-    name, _, k = metric.partition("@")
-    return f"{METRIC_NAMES.get(name, name)}@{k}" if k else METRIC_NAMES.get(name, name)
+def chart_figure(rows, dataset):
+    """Grouped bars of each model's mean test Recall@10 and NDCG@10 (the hybrid scenario: the first metric's groups)
+    with std error bars, the legend beside the axes; None when there is nothing to draw."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure  # a bare Figure renders with Agg; pyplot's backend is left alone
 
-
-def property_file_lines(rows):
-    """Per model, the plugin's property files its runs loaded (before your config files and overrides)."""
-    lines = []
-    for row in rows:
-        loaded = dict.fromkeys(p for record in row["ok"] for p in record.get("property_files") or [])
-        if loaded:
-            lines.append(f"- {row['model']}: " + ", ".join(f"`{p}`" for p in loaded))
-    if not lines:
-        return []
-    return [
-        "Property files loaded (lowest priority first; your config files and overrides come after):",
-        "",
-        *lines,
-        "",
-    ]
+    rows = [row for row in rows if row["ok"]]
+    ok = [r for row in rows for r in row["ok"]]
+    metrics, groups = shown_metrics(dict.fromkeys(k for r in ok for k in r["test_result"])), result_groups(ok)
+    if not metrics:
+        return None
+    bars = [(metric, None) for metric in metrics] if groups == (None,) else [(metrics[0], g) for g in groups]
+    figure = Figure(figsize=(0.9 * len(rows) + 5, 4.5), dpi=150, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    for k, (metric, group) in enumerate(bars):
+        results = [[group_result(r, group) for r in row["ok"]] for row in rows]
+        values = [[result[metric] for result in row if metric in result] for row in results]
+        means, stds = zip(*(mean_std(v) if v else (0.0, 0.0) for v in values))
+        positions = [i + (k - (len(bars) - 1) / 2) * 0.8 / len(bars) for i in range(len(rows))]
+        label = metric_label(metric) + ("" if group is None else f" {group}")
+        axes.bar(positions, means, 0.8 / len(bars), yerr=stds, capsize=3, label=label)
+    axes.set_xticks(range(len(rows)), [row["model"] for row in rows], rotation=30, ha="right")
+    axes.set(ylabel="test score (mean over splits)", title=f"{dataset}: error bars: std over the splits")
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: it hides no bar
+    return figure
 
 
 def write_report(results_dir, settings, models_first=(), command=None, log=print, resume=None):
@@ -276,16 +278,14 @@ def write_report(results_dir, settings, models_first=(), command=None, log=print
     results_dir = Path(results_dir)
     records = load_records(results_dir)
     kept = [r for r in records if recorded_with(r, settings)]
-    other = [r for r in records if not recorded_with(r, settings)]
-    if other:
-        names = ", ".join(f"{r['model']}-{r['seed']}" for r in other)
-        log(f"left out of the table: {len(other)} result(s) recorded with other settings ({names})")
+    if len(kept) < len(records):
+        names = ", ".join(f"{r['model']}-{r['seed']}" for r in records if r not in kept)
+        log(f"left out of the table: {len(records) - len(kept)} result(s) recorded with other settings ({names})")
     rows = summarise(kept, models_first)
-    table_path, chart_path = results_dir / "table.md", results_dir / "chart.png"
     table = build_table(rows, settings, command=command, resume=resume)
-    write_atomic(table_path, table.encode("utf-8"))
+    write_atomic(results_dir / "table.md", table.encode("utf-8"))
     figure = chart_figure(rows, settings["dataset"])
     if figure is not None:
-        write_atomic(chart_path, partial(figure.savefig, format="png"))
-    chart = chart_path if figure is not None else None
-    return {"table": table_path, "chart": chart, "records": kept, "markdown": table}
+        write_atomic(results_dir / "chart.png", partial(figure.savefig, format="png"))
+    chart = results_dir / "chart.png" if figure is not None else None
+    return {"table": results_dir / "table.md", "chart": chart, "records": kept, "markdown": table}

@@ -8,15 +8,14 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import optuna
 import yaml
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from recbole_fbsm.config.cold_start_config import PROPERTIES_DIR
 from recbole_fbsm.config.settings import convert_value
 from recbole_fbsm.errors import ColdStartError
 
 KINDS = ("choice", "uniform", "loguniform", "quniform")
-PRIMITIVE = (str, int, float, bool, type(None))
 
 
 @dataclass(frozen=True)
@@ -33,31 +32,20 @@ class Param:
     @property
     def labels(self):
         """What Optuna stores for each choice: a plain scalar itself, else its Python literal text."""
-        return tuple(value if isinstance(value, PRIMITIVE) else repr(value) for value in self.values)
+        return tuple(v if isinstance(v, (str, int, float, bool, type(None))) else repr(v) for v in self.values)
 
     def distribution(self):
         if self.kind == "choice":
-            return optuna.distributions.CategoricalDistribution(self.labels)
-        if self.kind == "uniform":
-            return optuna.distributions.FloatDistribution(self.low, self.high)
+            return CategoricalDistribution(self.labels)
         if self.kind == "loguniform":
-            return optuna.distributions.FloatDistribution(math.exp(self.low), math.exp(self.high), log=True)
-        if all(float(v).is_integer() for v in (self.low, self.high, self.q)):
-            return optuna.distributions.IntDistribution(int(self.low), int(self.high), step=int(self.q))
-        return optuna.distributions.FloatDistribution(self.low, self.high, step=self.q)
+            return FloatDistribution(math.exp(self.low), math.exp(self.high), log=True)
+        if self.kind == "quniform" and all(float(v).is_integer() for v in (self.low, self.high, self.q)):
+            return IntDistribution(int(self.low), int(self.high), step=int(self.q))
+        return FloatDistribution(self.low, self.high, step=self.q or None)
 
     def value_of(self, stored):
         """The setting's value for a value Optuna stored (a choice's label back to the value)."""
-        if self.kind == "choice":
-            return self.values[self.labels.index(stored)]
-        return stored
-
-    def examples(self):
-        """Values this parameter can take that a settings check should see: every choice, or the bounds."""
-        if self.kind == "choice":
-            return list(self.values)
-        distribution = self.distribution()
-        return [distribution.low, distribution.high]
+        return self.values[self.labels.index(stored)] if self.kind == "choice" else stored
 
     def line(self):
         """This parameter as a params-file line."""
@@ -67,26 +55,11 @@ class Param:
         return f"{self.name} {self.kind} " + ",".join(f"{x:g}" for x in numbers)
 
 
-def _numbers(text, count, where):
-    try:
-        numbers = [float(part) for part in text.split(",")]
-    except ValueError:
-        numbers = []
-    if len(numbers) != count or not all(math.isfinite(x) for x in numbers):
-        expected = "LOW,HIGH" if count == 2 else "LOW,HIGH,Q"
-        raise ColdStartError(f"{where}: expected {count} numbers {expected}; got {text!r}")
-    return numbers
-
-
-def parse_line(line, where):
-    """One params-file line -> Param (None for a blank or comment line)."""
-    text = line.strip()
-    if not text or text.startswith("#"):
-        return None
-    parts = text.split(None, 2)
-    if len(parts) < 3:
+def parse_line(text, where):
+    """One params-file line (not blank, not a comment) -> Param."""
+    name, kind, rest = (text.split(None, 2) + ["", ""])[:3]
+    if not rest:
         raise ColdStartError(f"{where}: expected NAME TYPE RANGE (TYPE one of {', '.join(KINDS)}); got {text!r}")
-    name, kind, rest = parts
     if kind not in KINDS:
         raise ColdStartError(f"{where}: unknown range type {kind!r} for {name}; expected one of {', '.join(KINDS)}")
     if kind == "choice":
@@ -99,51 +72,51 @@ def parse_line(line, where):
         if len(set(param.labels)) != len(values):  # 1, 1.0 and True are one value to Optuna too
             raise ColdStartError(f"{where}: {name} choice lists a value twice: {rest!r}")
         return param
-    numbers = _numbers(rest, 3 if kind == "quniform" else 2, f"{where}: {name} {kind}")
-    if numbers[0] >= numbers[1]:
-        raise ColdStartError(f"{where}: {name} {kind} needs LOW < HIGH; got {rest!r}")
-    if kind == "quniform" and numbers[2] <= 0:
-        raise ColdStartError(f"{where}: {name} quniform needs a step Q > 0; got {rest!r}")
-    return Param(name, kind, low=numbers[0], high=numbers[1], q=numbers[2] if kind == "quniform" else 0.0)
+    count = 3 if kind == "quniform" else 2
+    try:
+        numbers = [float(part) for part in rest.split(",")]
+    except ValueError:
+        numbers = []
+    if len(numbers) != count or not all(map(math.isfinite, numbers)):
+        expected = "LOW,HIGH" if count == 2 else "LOW,HIGH,Q"
+        raise ColdStartError(f"{where}: {name} {kind}: expected {count} numbers {expected}; got {rest!r}")
+    if numbers[0] >= numbers[1] or (count == 3 and numbers[2] <= 0):
+        raise ColdStartError(f"{where}: {name} {kind} needs LOW < HIGH (and a step Q > 0); got {rest!r}")
+    return Param(name, kind, low=numbers[0], high=numbers[1], q=numbers[2] if count == 3 else 0.0)
 
 
 def parse_params_text(text, source="params file"):
-    params = []
+    params = {}
     for number, line in enumerate(text.splitlines(), 1):
-        param = parse_line(line, f"{source} line {number}")
-        if param is None:
-            continue
-        if any(p.name == param.name for p in params):
-            raise ColdStartError(f"{source} line {number}: {param.name} is given twice")
-        params.append(param)
+        if line.strip() and not line.strip().startswith("#"):
+            param = parse_line(line.strip(), f"{source} line {number}")
+            if param.name in params:
+                raise ColdStartError(f"{source} line {number}: {param.name} is given twice")
+            params[param.name] = param
     if not params:
         raise ColdStartError(f"{source}: no parameter to search (expected lines NAME TYPE RANGE)")
-    return params
+    return list(params.values())
 
 
 def read_search_space(path):
     """The Params of a params file, or of a yaml grid (``.yaml`` / ``.yml``)."""
     path = Path(path)
+    is_yaml = path.suffix.lower() in (".yaml", ".yml")
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ColdStartError(f"params file {path}: cannot be read ({error.strerror or error})") from None
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            grid = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            raise ColdStartError(f"{path}: not valid YAML ({error})") from None
+        grid = yaml.safe_load(text) if is_yaml else None
+    except (OSError, yaml.YAMLError) as error:
+        raise ColdStartError(f"params file {path}: cannot be read ({error})") from None
+    if is_yaml:
         if not isinstance(grid, dict) or not grid:
             raise ColdStartError(f"{path}: expected a mapping KEY: [values, ...]")
-        lines = (f"{key} choice {values if isinstance(values, list) else [values]!r}" for key, values in grid.items())
-        text = "\n".join(lines)
+        text = "\n".join(f"{key} choice {v if isinstance(v, list) else [v]!r}" for key, v in grid.items())
     return parse_params_text(text, str(path))
 
 
 def default_params_file(model):
     """``properties/grids/MODEL.hyper``, else the yaml grid ``MODEL.yaml`` there."""
-    for suffix in (".hyper", ".yaml"):
-        path = PROPERTIES_DIR / "grids" / f"{model}{suffix}"
+    for path in (PROPERTIES_DIR / "grids" / f"{model}{suffix}" for suffix in (".hyper", ".yaml")):
         if path.is_file():
             return path
     raise ColdStartError(f"no --params_file given and no properties/grids/{model}.hyper or .yaml for model {model!r}")

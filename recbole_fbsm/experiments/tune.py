@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import statistics
 import sys
 import sysconfig
 import tempfile
 import time
-import traceback
 import warnings
 from datetime import datetime
 from functools import partial
@@ -41,54 +39,49 @@ from recbole_fbsm.training.trainer import validation_callback
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 params_text = HyperTuning.params2str  # RecBole's "name:value, name:value"
-
 # settings that do not change a trial's result: processes may differ in them and still share a study
 NEUTRAL_KEYS = {"torch_threads", "state", "show_progress", "checkpoint_dir"}
-# pruner steps: validation n of the k-th seed is step k * SEED_STRIDE + n
-SEED_STRIDE = 100_000
-SQLITE_LOCK_TIMEOUT_S = 300
+SEED_STRIDE = 100_000  # pruner steps: validation n of the k-th seed is step k * SEED_STRIDE + n
 DEFAULT_MAX_EVALS = 100  # RecBole's, for tpe and random (recbole_fbsm.cli.experiments' --max_evals help says it)
 # a running trial records a heartbeat every HEARTBEAT_S; one silent for HEARTBEAT_GRACE_S (its process died) is failed
 # by Optuna and queued again, its grid point kept (RetryHeartbeatStaleTrialCallback, Optuna's RetryFailedTrialCallback)
 HEARTBEAT_S, HEARTBEAT_GRACE_S = 60, 600
 RETRY = optuna.storages.RetryHeartbeatStaleTrialCallback()
 DONE = (TrialState.COMPLETE, TrialState.PRUNED)
-# what a trial keeps of each seed's run record (the hybrid scenario's cold and warm groups when there)
-TRIAL_KEYS = ("best_valid_score", "best_valid_result", "test_result", *HYBRID_GROUPS)
+# a trial's results in the output file, means over its seeds: RecBole's two, then the hybrid scenario's groups
+RESULTS = {"best_valid_result": "Valid result", "test_result": "Test result"} | {
+    key: f"{key.split('_')[0].capitalize()} result, {key.split('_')[-1]} items" for key in HYBRID_GROUPS
+}
 
 
 class TrialFailed(Exception):
     """A trial that raised (recorded in the study; the search goes on)."""
 
 
-# ------------------------------------------------------------------------------------------ settings
 class Search:
     """What a search runs: the model, the data, the space, the seeds and the fixed settings."""
 
-    def __init__(
-        self, model, dataset, params, seeds=(2020,), config_files=None, overrides=None, source="the params file"
-    ):
-        self.model, self.dataset, self.params = model, dataset, list(params)
-        self.seeds = [int(seed) for seed in seeds]
-        self.config_files = list(config_files) if config_files else None
-        self.overrides = dict(overrides or {})
+    def __init__(self, model, dataset, params, seeds=(2020,), config_files=None, overrides=None, source="params file"):
+        self.model, self.dataset, self.params, self.seeds = model, dataset, list(params), [int(s) for s in seeds]
+        self.config_files, self.overrides = list(config_files or []) or None, dict(overrides or {})
         clash = sorted(set(self.overrides) & {p.name for p in self.params})
         if clash:
             raise ColdStartError(f"--{clash[0]}=... is also a searched parameter of the params file: give it one place")
         precheck(model, self.config_files, self.overrides)  # the model's name, files and --key=value settings
-        for param in self.params:  # every searched value a setting accepts, before any trial runs
-            for value in param.examples():
+        for param in self.params:  # every searched value a setting accepts (a range: its bounds), before any trial
+            bounds = param.distribution()
+            for value in param.values or (bounds.low, bounds.high):
                 check_user_settings(config_dict={param.name: value}, source=source)
         config = ColdStartConfig(model, dataset, self.config_files, {**QUIET_DEFAULTS, **self.overrides})
-        self.valid_metric = str(config["valid_metric"]).lower()
-        self.bigger = bool(config["valid_metric_bigger"])
+        self.valid_metric, self.bigger = str(config["valid_metric"]).lower(), bool(config["valid_metric_bigger"])
         self.data_sha256 = data_fingerprint(config)["sha256"]  # the files its trials read
         # the hybrid scenario: trials are chosen on the valid metric of this group (all items unless told otherwise)
         hybrid = str(setting(config, "cold_start_scenario")).lower() == "hybrid"
         self.valid_group = str(setting(config, "hybrid_valid_group")).lower() if hybrid else None
 
     def signature(self):
-        """Everything that makes two trials comparable; stored in the study, checked when it is reused."""
+        """Everything that makes two trials comparable (the data's content and the release too): stored in the
+        study, checked when it is reused, hashed into the default study name."""
         overrides = {k: v for k, v in self.overrides.items() if k not in NEUTRAL_KEYS}
         signature = {
             "model": self.model,
@@ -96,7 +89,6 @@ class Search:
             "search_space": [p.line() for p in self.params],
             "valid_metric": self.valid_metric,
             "bigger": self.bigger,
-            # the data's content and the release too: a study on changed data is another study (another default name)
             **settings_of(self.dataset, self.config_files, overrides, self.data_sha256),
         }
         return json.loads(json.dumps(signature, default=str))
@@ -109,61 +101,41 @@ class Search:
 def make_storage(url, attempts=5):
     """Optuna's database storage: sqlite waits for its lock, a heartbeat shows every process a dead trial (failed and
     queued again), and the loser of a race to create the tables tries again."""
-    engine_kwargs = {}
-    if url.startswith("sqlite:///"):
-        engine_kwargs = {"connect_args": {"timeout": SQLITE_LOCK_TIMEOUT_S}}
-        folder = Path(url[len("sqlite:///") :].split("?")[0]).parent
-        if not folder.is_dir():
-            raise ColdStartError(f"--storage {url!r}: folder {folder} does not exist")
+    folder = Path(url.removeprefix("sqlite:///").split("?")[0]).parent
+    if url.startswith("sqlite:///") and not folder.is_dir():
+        raise ColdStartError(f"--storage {url!r}: folder {folder} does not exist")
     for attempt in range(attempts):
         try:
             return optuna.storages.RDBStorage(
                 url,
-                engine_kwargs=engine_kwargs,
+                engine_kwargs={"connect_args": {"timeout": 300}} if url.startswith("sqlite") else {},
                 heartbeat_interval=HEARTBEAT_S,
                 grace_period=HEARTBEAT_GRACE_S,
                 heartbeat_stale_trial_callback=RETRY,
             )
-        except Exception as error:  # sqlalchemy's many errors for a bad URL, a missing driver or folder, a race
+        except Exception as error:  # sqlalchemy's many errors for a bad URL, a missing driver, a race
             if attempt + 1 == attempts or not isinstance(error, (OperationalError, IntegrityError)):
                 raise ColdStartError(f"--storage {url!r}: cannot open it ({type(error).__name__}: {error})") from None
             time.sleep(0.5 + attempt)
 
 
 def open_study(search, storage, study_name, sampler, pruner):
+    """The study of that name, made for ``search``'s settings (``Search.signature``) or refused."""
+    direction = "maximize" if search.bigger else "minimize"
     study = optuna.create_study(
-        storage=storage,
-        study_name=study_name,
-        sampler=sampler,
-        pruner=pruner,
-        direction="maximize" if search.bigger else "minimize",
-        load_if_exists=True,
+        storage=storage, study_name=study_name, sampler=sampler, pruner=pruner, direction=direction, load_if_exists=True
     )
     wanted = search.signature()
-    stored = study.user_attrs.get("settings")
-    if stored is None:
-        try:
-            study.set_user_attr("settings", wanted)
-        except Exception:  # another process wrote it at the same moment (unique key): read theirs
-            pass
-        stored = optuna.load_study(study_name=study_name, storage=storage).user_attrs.get("settings")
-    if stored != wanted:
-        changed = sorted(key for key in set(stored or {}) | set(wanted) if (stored or {}).get(key) != wanted.get(key))
+    if "settings" not in study.user_attrs:  # Optuna keeps the first of processes writing it at the same moment
+        study.set_user_attr("settings", wanted)
+    stored = study.user_attrs["settings"]
+    changed = sorted(key for key in stored | wanted if stored.get(key) != wanted.get(key))
+    if changed:
         raise ColdStartError(
             f"study {study_name!r} in the storage was made with other settings ({', '.join(changed)}):"
             " give another --study_name, or leave it out for a name of its own"
         )
     return study
-
-
-# --------------------------------------------------------------------------------------------- trials
-def suggest(trial, param):
-    distribution = param.distribution()
-    if isinstance(distribution, optuna.distributions.CategoricalDistribution):
-        return trial.suggest_categorical(param.name, distribution.choices)
-    integer = isinstance(distribution, optuna.distributions.IntDistribution)
-    suggest_number = trial.suggest_int if integer else trial.suggest_float
-    return suggest_number(param.name, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
 
 
 class Objective:
@@ -173,16 +145,15 @@ class Objective:
         self.search, self.log = search, log
 
     def __call__(self, trial):
-        stored = {p.name: suggest(trial, p) for p in self.search.params}
+        stored = {p.name: suggest(trial, p.name, p.distribution()) for p in self.search.params}
         settings = search_space.settings_of_trial(self.search.params, stored)
-        shown = params_text(settings)
-        runs = []
+        shown, runs = f"[trial {trial.number}] {params_text(settings)}", []
         try:
             for k, seed in enumerate(self.search.seeds):
                 runs.append(self.run_seed(trial, k, seed, settings, runs))
                 trial.set_user_attr("runs", runs)
         except optuna.TrialPruned:
-            self.log(f"[trial {trial.number}] {shown}: pruned")
+            self.log(f"{shown}: pruned")
             raise
         except KeyboardInterrupt:  # Optuna fails the trial: a copy, its grid point kept, waits for the resumed search
             RETRY(trial.study, trial.study.get_trials(deepcopy=False)[trial.number])
@@ -191,37 +162,42 @@ class Objective:
             raise
         except Exception as error:
             trial.set_user_attr("error", f"{type(error).__name__}: {error}")
-            trial.set_user_attr("traceback", traceback.format_exc(limit=20))
-            self.log(f"[trial {trial.number}] {shown}: FAILED {type(error).__name__}: {error}")
+            self.log(f"{shown}: FAILED {type(error).__name__}: {error}")
             raise TrialFailed(str(error)) from error
         value = statistics.mean(r["best_valid_score"] for r in runs)
-        test = statistics.mean(r["test_result"].get(self.search.valid_metric, math.nan) for r in runs)
-        self.log(
-            f"[trial {trial.number}] {shown}: valid {self.search.valid_metric} {value:.4f} "
-            f"(test {test:.4f}, {sum(r['seconds'] for r in runs):.0f} s)"
-        )
+        test = statistics.mean(r["test_result"].get(self.search.valid_metric, float("nan")) for r in runs)
+        seconds = sum(r["seconds"] for r in runs)
+        self.log(f"{shown}: valid {self.search.valid_metric} {value:.4f} (test {test:.4f}, {seconds:.0f} s)")
         return value
 
     def run_seed(self, trial, k, seed, settings, done):
-        search, bigger = self.search, self.search.bigger
-        done_sum = sum(r["best_valid_score"] for r in done)
-        scores = []  # this seed's validation scores so far
+        """The run of one split seed; each validation reports the mean best score so far over the seeds to the
+        pruner."""
+        done_sum, scores, pick = sum(r["best_valid_score"] for r in done), [], max if self.search.bigger else min
 
         def report(score, result):
             scores.append(float(score))
-            best = max(scores) if bigger else min(scores)
-            trial.report((done_sum + best) / (k + 1), k * SEED_STRIDE + len(scores) - 1)
+            trial.report((done_sum + pick(scores)) / (k + 1), k * SEED_STRIDE + len(scores) - 1)
             if trial.should_prune():
                 raise optuna.TrialPruned(f"validation {len(scores)} of seed {seed}")
 
-        overrides = {**search.overrides, **settings}
+        search, overrides = self.search, {**self.search.overrides, **settings}
         # the scratch folder only to reload the best epoch for the test; every error is the trial's
         with tempfile.TemporaryDirectory(prefix="run_hyper-") as scratch, validation_callback(report):
             record = run_pair(
                 search.model, search.dataset, seed, scratch, search.config_files, overrides, None, (Exception,)
             )
-        kept = {key: record[key] for key in TRIAL_KEYS if key in record}  # the run's own scores
+        kept = {key: record[key] for key in ("best_valid_score", *RESULTS) if key in record}  # the run's own scores
         return {"seed": seed, **kept, "seconds": record["wall_seconds"]}
+
+
+def suggest(trial, name, distribution):
+    if isinstance(distribution, optuna.distributions.CategoricalDistribution):
+        return trial.suggest_categorical(name, distribution.choices)
+    number = (
+        trial.suggest_int if isinstance(distribution, optuna.distributions.IntDistribution) else trial.suggest_float
+    )
+    return number(name, distribution.low, distribution.high, step=distribution.step, log=distribution.log)
 
 
 def optimize(search, study, max_evals):
@@ -243,103 +219,69 @@ def optimize(search, study, max_evals):
 def make_sampler(algo, params=()):
     if algo == "grid":
         return optuna.samplers.GridSampler({p.name: list(p.labels) for p in params}, seed=0)
-    if algo == "random":
-        return optuna.samplers.RandomSampler()
-    return optuna.samplers.TPESampler()
+    return optuna.samplers.RandomSampler() if algo == "random" else optuna.samplers.TPESampler()
 
 
-# --------------------------------------------------------------------------------------------- output
 def _result_text(runs, key):
     """RecBole's ``dict2str`` of the runs' ``key`` results, averaged over the seeds."""
-    results = [r[key] for r in runs]
-    metrics = list(results[0]) if results else []
-    return dict2str({m: round(statistics.mean(r[m] for r in results if m in r), 4) for m in metrics})
-
-
-def best_trial(study):
-    try:
-        return study.best_trial
-    except ValueError:  # no complete trial
-        return None
-
-
-# on one split, a relative lead smaller than this is not called a win (run-to-run differences on citeulike-t
-# were about +-0.002 of a Recall@10 of 0.2, docs/tune.md)
-ONE_SPLIT_NOISE = 0.01
+    return dict2str({m: round(statistics.mean(r[key][m] for r in runs if m in r[key]), 4) for m in runs[0][key]})
 
 
 def noise_note(search, study):
     """A sentence when others are within the best trial's standard deviation over its seeds (one seed: a runner-up
-    within ``ONE_SPLIT_NOISE``, relatively), else None."""
-    best = best_trial(study)
-    if best is None:
+    less than 1% behind, relatively: run-to-run differences on citeulike-t were about 1%, docs/tune.md), else None."""
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if len(complete) < 2:
         return None
-    sign = 1 if search.bigger else -1
-    others = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.number != best.number]
-    if not others:
-        return None
+    sign, best = (1 if search.bigger else -1), study.best_trial
+    others = [t for t in complete if t.number != best.number]
     scores = [r["best_valid_score"] for r in best.user_attrs.get("runs") or []]
     if len(scores) >= 2:
         spread = statistics.stdev(scores)
-        close = [t for t in others if sign * (best.value - t.value) <= spread]
-        if not close:
-            return None
-        return (
+        close = [str(t.number) for t in others if sign * (best.value - t.value) <= spread]
+        note = (
             f"the best is within the noise: {len(close)} other trial(s) scored within {spread:.4f} of it, the "
             f"standard deviation of its score across the {len(scores)} splits "
-            f"(trial(s) {', '.join(str(t.number) for t in close)}); on this evidence they are as good."
+            f"(trial(s) {', '.join(close)}); on this evidence they are as good."
         )
+        return note if close else None
     runner_up = max(others, key=lambda t: sign * t.value)
     gap = sign * (best.value - runner_up.value)
     relative = gap / abs(best.value) if best.value else float("inf")
-    if relative >= ONE_SPLIT_NOISE:
-        return None
-    return (
+    note = (
         f"the best leads the next trial ({runner_up.number}) by only {gap:.4f} ({100 * relative:.1f}%): on one "
         f"split a difference this small is within run-to-run noise; run several --seeds (e.g. --seeds 2020 2021 "
         f"2022) to tell them apart."
     )
+    return note if relative < 0.01 else None
 
 
-def output_text(search, study, note=None):
+def output_text(search, study, best, note=None):
     """RecBole's output file: the best trial (and ``noise_note``'s ``note``), then every trial's parameters and
-    valid and test results."""
-    best = best_trial(study)
+    valid and test results (pruned, failed and running trials say so)."""
     lines = []
     if best is not None:
-        settings = search_space.settings_of_trial(search.params, best.params)
         on_group = f" on {search.valid_group} items" if search.valid_group else ""
         lines += [
-            f"best params: {params_text(settings)}",
+            f"best params: {params_text(search_space.settings_of_trial(search.params, best.params))}",
             f"best valid score: {best.value:.4f} (trial {best.number}; mean {search.valid_metric}{on_group} over "
             f"split seeds {search.seeds}; chosen on validation, test shown only)",
+            *([f"note: {note}"] if note else []),
+            "",
         ]
-        lines += ([f"note: {note}"] if note else []) + [""]
     for trial in study.get_trials(deepcopy=False):
-        if not trial.params:
+        if not trial.params:  # not sampled yet
             continue
-        lines.append(params_text(search_space.settings_of_trial(search.params, trial.params)))
         runs = trial.user_attrs.get("runs") or []
+        lines.append(params_text(search_space.settings_of_trial(search.params, trial.params)))
         if trial.state == TrialState.COMPLETE:
             lines += [
-                "Valid result:",
-                _result_text(runs, "best_valid_result"),
-                "Test result:",
-                _result_text(runs, "test_result"),
+                t for key, title in RESULTS.items() if key in runs[0] for t in (f"{title}:", _result_text(runs, key))
             ]
-            for phase, key in (("Valid", "valid_result"), ("Test", "test_result")):  # the hybrid scenario's groups
-                for group in ("cold", "warm"):
-                    if all(f"{key}_{group}" in r for r in runs):
-                        lines += [f"{phase} result, {group} items:", _result_text(runs, f"{key}_{group}")]
-            lines.append("")
-        elif trial.state == TrialState.PRUNED:
-            steps = trial.intermediate_values
-            last = f" (valid {steps[max(steps)]:.4f} so far)" if steps else ""
-            lines += [f"Pruned after {len(steps)} validations{last}", ""]
-        elif trial.state == TrialState.FAIL:
-            lines += [f"Failed: {trial.user_attrs.get('error', 'process stopped or killed')}", ""]
-        else:
-            lines += [f"{trial.state.name.capitalize()} (in another process, or stopped)", ""]
+        else:  # pruned, failed, or running (in another process, or stopped)
+            what = trial.user_attrs.get("error") or f"{len(trial.intermediate_values)} validations reported"
+            lines.append(f"{trial.state.name.capitalize()} ({what})")
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 
@@ -356,13 +298,24 @@ def check_properties_dir(properties_dir):
     return Path(properties_dir)
 
 
-def write_tuned(search, best, command, properties_dir=LOCAL_PROPERTIES_DIR):
-    """Write the best values into ``properties_dir/dataset/DATASET/MODEL.yaml``, keeping its other keys (a cost cap
-    set by hand)."""
+def report_write(search, study, best, command, properties_dir=LOCAL_PROPERTIES_DIR):
+    """``--write``: the winner's values into ``properties_dir/dataset/DATASET/MODEL.yaml``, its other keys (a cost cap
+    set by hand) kept; nothing on a tie at the best score (validation chose no winner)."""
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    tied = list({str(t.params): t for t in complete if t.value == best.value}.values())  # a point run twice is one
+    if len(tied) > 1:
+        shown = "; ".join(
+            f"trial {t.number}: {params_text(search_space.settings_of_trial(search.params, t.params))}"
+            for t in tied[:5]
+        )
+        print(
+            f"--write: nothing written: {len(tied)} trials tie at the best validation {search.valid_metric} "
+            f"{best.value:.4f} ({shown}{'; ...' if len(tied) > 5 else ''}), so validation chose none of them; "
+            "separate them (more --seeds, other values) or set the values yourself."
+        )
+        return None
     path = tuned_properties_file(search.model, search.dataset, check_properties_dir(properties_dir))
-    values = {}
-    if path.is_file():
-        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    values = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.is_file() else {}
     settings = search_space.settings_of_trial(search.params, best.params)
     values.update({name: convert_value(value) for name, value in settings.items()})  # as the trials read them
     header = (
@@ -372,25 +325,6 @@ def write_tuned(search, best, command, properties_dir=LOCAL_PROPERTIES_DIR):
         f"# search space: {'; '.join(p.line() for p in search.params)}\n"
     )
     write_atomic(path, (header + yaml.safe_dump(values, sort_keys=False)).encode("utf-8"))
-    return path
-
-
-def report_write(search, study, best, command, properties_dir):
-    """``--write``: the winner's file, or nothing on a tie at the best score (validation chose no winner)."""
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    tied = list({str(t.params): t for t in complete if t.value == best.value}.values())  # a point run twice is one
-    if len(tied) > 1:
-        shown = "; ".join(
-            f"trial {t.number}: {params_text(search_space.settings_of_trial(search.params, t.params))}"
-            for t in tied[:5]
-        ) + ("; ..." if len(tied) > 5 else "")
-        print(
-            f"--write: nothing written: {len(tied)} trials tie at the best validation {search.valid_metric} "
-            f"{best.value:.4f} ({shown}), so validation chose none of them; separate them (more --seeds, other "
-            "values) or set the values yourself."
-        )
-        return None
-    path = write_tuned(search, best, command, properties_dir)
     read_by_runs = path.resolve() in {
         tuned_properties_file(search.model, search.dataset, folder).resolve() for folder in (None, LOCAL_PROPERTIES_DIR)
     }
@@ -401,7 +335,6 @@ def report_write(search, study, best, command, properties_dir):
     return path
 
 
-# ---------------------------------------------------------------------------------------- command line
 def main(args, overrides, command):
     """``recbole-fbsm hyper`` (``run_hyper.py``), its options read by recbole_fbsm.cli before torch loaded."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # trials are reported by our own lines
@@ -421,9 +354,7 @@ def _main(args, overrides, command):
         raise ColdStartError("--algo grid needs every parameter to be a choice; use --algo tpe or random")
     max_evals = args.max_evals or (search_space.grid_size(params) if algo == "grid" else DEFAULT_MAX_EVALS)
     config_files = args.config_files.split() if args.config_files else None
-    search = Search(
-        args.model, args.dataset, params, args.seeds, config_files, overrides, source=f"params file {params_file}"
-    )
+    search = Search(args.model, args.dataset, params, args.seeds, config_files, overrides, f"params file {params_file}")
     study_name = args.study_name or search.default_study_name()
     # the median pruner: not before 5 finished trials, nor on a trial's first 5 validations (early epochs are noisy:
     # on citeulike-t FBSM's validation score was still climbing after 50 epochs)
@@ -433,24 +364,18 @@ def _main(args, overrides, command):
     print(f"study {study_name} in {args.storage}: {algo}, up to {max_evals} finished trials, seeds {search.seeds}")
     optimize(search, study, max_evals)
     output_file = Path(args.output_file or f"{study_name}.result")
-    note = noise_note(search, study)
-    write_atomic(output_file, output_text(search, study, note).encode("utf-8"))
-    best = best_trial(study)
+    best = study.best_trial if study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) else None
+    note = best and noise_note(search, study)
+    write_atomic(output_file, output_text(search, study, best, note).encode("utf-8"))
     running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
     print(f"output: {output_file}" + (f" ({running} trials running elsewhere, or killed)" if running else ""))
     if best is None:
         print("error: no trial of the study has finished", file=sys.stderr)
         return 1
+    runs = best.user_attrs["runs"]
     print("best params: ", params_text(search_space.settings_of_trial(search.params, best.params)))
     print("best result: ")
-    runs = best.user_attrs.get("runs") or []
-    print(
-        {
-            "best_valid_score": round(best.value, 4),
-            "best_valid_result": _result_text(runs, "best_valid_result"),
-            "test_result": _result_text(runs, "test_result"),
-        }
-    )
+    print({"best_valid_score": round(best.value, 4), **{key: _result_text(runs, key) for key in list(RESULTS)[:2]}})
     if note:
         print(f"note: {note}")
     if args.write:

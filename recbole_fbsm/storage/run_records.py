@@ -76,20 +76,17 @@ def code_fingerprint():
 
 def commit():
     """The git commit of the checkout the package runs from (with "-dirty" for uncommitted changes), or None."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=PACKAGE, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+    try:  # no tag matches: the full commit hash
+        return subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=40", "--exclude=*"],
             cwd=PACKAGE,
             capture_output=True,
             text=True,
             timeout=10,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
-    return head + ("-dirty" if dirty else "")
 
 
 def portable(value):
@@ -112,16 +109,12 @@ def portable(value):
 
 def settings_of(dataset, config_file_list, overrides, data_sha256):
     """What a stored result must match to be reused; ``data_sha256``: the fingerprint of the files the run reads."""
-    files = []
-    for path in config_file_list or []:
-        try:
-            digest = file_sha256(path)
-        except OSError:
-            digest = None
-        files.append({"path": str(path), "sha256": digest})
     return {
         "dataset": str(dataset),
-        "config_files": files,
+        "config_files": [
+            {"path": str(path), "sha256": file_sha256(path) if os.path.isfile(path) else None}
+            for path in config_file_list or []
+        ],
         "overrides": {k: str(v) for k, v in (overrides or {}).items()},
         "data_sha256": data_sha256,
         "package_version": package_version(),
@@ -216,9 +209,7 @@ def read_record(path):
         record = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(record, dict) or not {"model", "seed", "status", "settings"} <= set(record):
-        return None
-    return record
+    return record if isinstance(record, dict) and {"model", "seed", "status", "settings"} <= set(record) else None
 
 
 def record_files(paths):
@@ -233,8 +224,9 @@ def load_records(folder):
 
 def stale_records(paths):
     """The record files under ``paths`` made by other code than this tree's (their ``settings.code``)."""
-    code = code_fingerprint()
-    return [f for f in record_files(paths) if (read_record(f) or {}).get("settings", {}).get("code") != code]
+    return [
+        f for f in record_files(paths) if (read_record(f) or {}).get("settings", {}).get("code") != code_fingerprint()
+    ]
 
 
 def group_result(record, group=None):

@@ -17,6 +17,9 @@ from safetensors.torch import save_file
 
 from recbole_fbsm.errors import ColdStartError
 
+UMASK = os.umask(0o022)  # read once (setting it is the only way), then put back
+os.umask(UMASK)
+
 
 def write_atomic(path, data):
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename. ``data``: bytes, or a
@@ -24,23 +27,16 @@ def write_atomic(path, data):
     held in memory)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
-        os.close(fd)
-        with open(tmp, "wb") as handle:  # handle.name: the temporary path, for a writer that opens it by name
-            if callable(data):
-                data(handle)
-            else:
-                handle.write(data)
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as handle:
+        try:
+            data(handle) if callable(data) else handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+            os.chmod(handle.name, 0o666 & ~UMASK)  # the usual permissions (a temporary file is private)
+            os.replace(handle.name, path)
+        except BaseException:
+            Path(handle.name).unlink(missing_ok=True)
+            raise
 
 
 def save_tensors(record, path, header=None):
@@ -82,10 +78,7 @@ def load_tensors(path, what, device="cpu"):
             f"{what} {path}: its SHA-256 is not the one it was written with: the file was damaged or edited since "
             "(copy it again, or retrain)."
         )
-    try:  # only a file crafted with its checksum gets here with a content that does not parse
-        record = _decoded(json.loads(metadata["content"]), {k: v.to(device) for k, v in tensors.items()})
-    except (KeyError, ValueError, TypeError) as error:
-        raise ColdStartError(f"{what} {path}: its content does not parse ({type(error).__name__}: {error}).") from None
+    record = _decoded(json.loads(metadata["content"]), {k: v.to(device) for k, v in tensors.items()})
     return {k: v for k, v in metadata.items() if k not in ("content", "sha256")}, record
 
 

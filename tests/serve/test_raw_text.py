@@ -168,17 +168,6 @@ def test_unknown_raw_words_are_reported_with_their_stems(served, tmp_path):
     assert new.origin["words"]["fertil"] == {"fertilizer": 1}
 
 
-def test_raw_words_in_a_token_file_get_a_hint(served, tmp_path):
-    s = served["CoSim"]
-    path = tmp_path / "words.item"
-    path.write_text("item_id:token\twords:token_seq\ttags:token_seq\nnew_1\tGardening Plants soil\thi-fi\n")
-    with pytest.warns(UnknownTokensWarning) as record:
-        read_new_items(s, path)
-    message = str(record[0].message)
-    assert "2 of them become known terms through the dataset's analyzer (e.g. 'Gardening' -> 'garden')" in message
-    assert "--raw-text" in message
-
-
 def test_raw_text_follows_the_stored_settings_not_the_defaults(tmp_path, monkeypatch):
     """A dataset converted without stemming is served without stemming."""
     inter, items, _ = write_raw(tmp_path)

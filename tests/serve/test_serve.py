@@ -204,9 +204,9 @@ def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, t
         ),
         "missing.item": (
             "item_id:token\tgenre:token\nfresh\tg1\n",
-            r"missing\.item lacks feature field\(s\) \['words'\]: the model was trained on \['genre', 'words'\]",
+            r"missing\.item lacks feature field\(s\) \['words'\]: the model reads \['genre', 'words'\]",
         ),
-        "empty.item": ("", r"empty\.item is empty: expected a header"),
+        "empty.item": ("", r"empty\.item: the file is empty or its first line is blank"),
         "header_only.item": (HEADER, r"header_only\.item has a header but no item rows"),
         "twice.item": (
             HEADER + "a1\tg1\tt0\na1\tg2\tt1\n",
@@ -214,7 +214,7 @@ def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, t
         ),
         "wrong_type.item": (
             "item_id:token\tgenre:token\twords:token\nfresh\tg1\tt0\n",
-            r"wrong_type\.item: field 'words' is token, but the model was trained on it as token_seq",
+            r"wrong_type\.item: field 'words' is token, the model's is token_seq",
         ),
         "no_id.item": (
             "name:token\tgenre:token\twords:token_seq\nfresh\tg1\tt0\n",
@@ -230,11 +230,12 @@ def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, t
         read_new_items(s, tmp_path / "absent.item")
     with_bom = tmp_path / "bom.item"
     with_bom.write_bytes(("\ufeff" + HEADER + "fresh\tg1\tt0\n").encode("utf-8"))
-    assert read_new_items(s, with_bom, warn=False).tokens == ["fresh"]  # the BOM does not hide item_id
+    with pytest.raises(ColdStartError, match=r"bom\.item line 1: the file starts with a byte order mark"):
+        read_new_items(s, with_bom)  # refused as the training reader refuses it
     latin = tmp_path / "latin1.item"
     latin.write_bytes((HEADER + "caf\xe9\tg1\tt0\n").encode("latin-1"))
     with pytest.raises(
-        ColdStartError, match=r"latin1\.item is not utf-8 text \(byte \d+: b'\\xe9'\); save it as utf-8"
+        ColdStartError, match=r"latin1\.item line 2: not utf-8 text \(.* at byte 0xe9\); save the file as utf-8"
     ):
         read_new_items(s, latin)
 
@@ -573,18 +574,8 @@ def test_moved_data_is_found_with_data_path(trained, tmp_path):
         load_model(trained["checkpoint"]["CoSim"], data_path=tmp_path / "nowhere")
 
 
-@pytest.mark.parametrize(
-    "device,message",
-    [
-        ("bogus", r"device 'bogus' \(--device\): expected a torch device such as cpu, cuda or cuda:0\."),
-        (
-            "cuda:7",
-            r"device 'cuda:7' \(--device\): torch sees "
-            r"(no CUDA device on this machine; expected cpu|\d CUDA device\(s\), cuda:0 to cuda:\d)\.",
-        ),
-    ],
-)
-def test_a_device_this_machine_lacks_is_one_error_line(tmp_path, capsys, device, message):
+@pytest.mark.parametrize("device", ["bogus", "cuda:7"])
+def test_a_device_this_machine_lacks_is_one_error_line(tmp_path, capsys, device):
     """torch's answer was a traceback (RuntimeError for a misspelled device, AssertionError without CUDA); the
     device is checked before the model file is read."""
     import re
@@ -593,16 +584,5 @@ def test_a_device_this_machine_lacks_is_one_error_line(tmp_path, capsys, device,
         pytest.skip("this machine has eight GPUs")
     assert main(["recommend", str(tmp_path / "absent.fbsm"), str(tmp_path / "new.item"), "--device", device]) == 2
     err = capsys.readouterr().err
+    message = rf"device '{device}' \(--device\): torch cannot use it here \(.+\)\."
     assert "Traceback" not in err and re.fullmatch("error: " + message, err.strip()), err
-
-
-def test_a_gpu_index_past_the_visible_ones_is_named(monkeypatch):
-    from recbole_fbsm.serve.loading import scoring_device
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    with pytest.raises(
-        ColdStartError, match=r"device 'cuda:2' \(--device\): torch sees 2 CUDA device\(s\), cuda:0 to cuda:1\."
-    ):
-        scoring_device("cuda:2")
-    assert scoring_device("cuda:1") == torch.device("cuda:1")

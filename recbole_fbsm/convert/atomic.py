@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from recbole_fbsm.errors import ColdStartError
 
-class ConversionError(ValueError):
+
+class ConversionError(ColdStartError):
     """Input or settings from which no usable dataset can be written; the message says what and where."""
 
 

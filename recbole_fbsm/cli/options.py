@@ -303,23 +303,19 @@ SCORING = [
 ]
 
 
-def model(about):
-    return option("checkpoint", metavar="model", help=about)
-
-
 def top(default, about):
     return option("--top", "-n", type=bounded("entries per list", 1, MAX_LIST_LENGTH), default=default, help=about)
-
-
-def output(about):
-    return option("--output", "-o", help=about)
 
 
 SERVE = {
     "recommend": Command(
         "top users for each new item, and top new items for users",
         [
-            model(f"{MODEL_FILE} of FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater or ALDI"),
+            option(
+                "checkpoint",
+                metavar="model",
+                help=f"{MODEL_FILE} of FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater or ALDI",
+            ),
             *SCORING,
             option(
                 "new_items",
@@ -346,9 +342,9 @@ SERVE = {
     "explain": Command(
         "break one (user, item) score into feature pairs and liked items",
         [
-            model(f"{MODEL_FILE} of FBSM, UFSM or CoSim"),
+            option("checkpoint", metavar="model", help=f"{MODEL_FILE} of FBSM, UFSM or CoSim"),
             *SCORING,
-            output("output file (.csv or .json; default: a readable summary on stdout)"),
+            option("--output", "-o", help="output file (.csv or .json; default: a readable summary on stdout)"),
             option("--user", required=True, help="user id (as in the .inter file)"),
             option("--item", required=True, help="item id: a dataset item, or a new item of --new-items"),
             option("--new-items", help=".item file (or CSV/TSV file of raw text) holding the new item"),
@@ -363,9 +359,9 @@ SERVE = {
     "interactions": Command(
         "FBSM's strongest learned feature interactions",
         [
-            model(f"FBSM {MODEL_FILE}"),
+            option("checkpoint", metavar="model", help=f"FBSM {MODEL_FILE}"),
             *SCORING,
-            output("output file (.csv or .json; default: stdout)"),
+            option("--output", "-o", help="output file (.csv or .json; default: stdout)"),
             top(20, "entries per kind (default: %(default)s)"),
             option(
                 "--min-items",
@@ -383,7 +379,7 @@ SERVE = {
         "users for whom model A is better, the same, or worse than B (test Recall@k)",
         [
             *SCORING,
-            output("file for the group table (.csv or .json; default: stdout)"),
+            option("--output", "-o", help="file for the group table (.csv or .json; default: stdout)"),
             option("checkpoint_a", metavar="model_a", help="artifact (or checkpoint) of model A"),
             option("checkpoint_b", metavar="model_b", help="artifact (or checkpoint) of model B (same split)"),
             option(
@@ -401,7 +397,7 @@ SERVE = {
     "http": Command(
         "an HTTP service that remembers: new items, likes, top-N lists of the whole catalogue (JSON)",
         [
-            model(MODEL_FILE),
+            option("checkpoint", metavar="model", help=MODEL_FILE),
             *LOADING,
             option("--host", default="127.0.0.1", help="address (default: %(default)s; any other needs --token)"),
             option("--port", type=bounded("a TCP port", 0, 65535), default=8000, help="port (default: %(default)s)"),
@@ -439,7 +435,7 @@ SERVE = {
         "make the model artifact (.fbsm) of a training checkpoint",
         [
             *LOADING,
-            output("the artifact to write (default: the checkpoint's name ending in .fbsm)"),
+            option("--output", "-o", help="the artifact to write (default: the checkpoint's name ending in .fbsm)"),
             option("checkpoint", help="training checkpoint (.pth)"),
         ],
         "Read a training checkpoint and its dataset once and write the model artifact that serves without them (a "

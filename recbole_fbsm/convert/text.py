@@ -220,7 +220,7 @@ def filtered_field(field, rows, result_counts, warnings):
     return cells, FieldRecord(field.name, field.analyzer, min_df, field.max_df, terms, kind["raw_column"])
 
 
-def dataset_readme(name, command, sources, options, counts, skipped, warnings, fields, labelled):
+def dataset_readme(name, command, sources, options, counts, skipped, warnings, fields, labelled, note=""):
     """The dataset's README.txt: where it came from, the options, counts, what was skipped, the files."""
     return "\n".join(
         [
@@ -246,7 +246,7 @@ def dataset_readme(name, command, sources, options, counts, skipped, warnings, f
             + ", ".join(f"{field.name}:token_seq ({FIELD_KINDS[field.name]['description']})" for field in fields),
             f"  {analyzer_path(name, name).name}  how raw text became these tokens (analyzer, filter, vocabulary);"
             " serving applies it to raw text of new items",
-            "",
+            note,
         ]
     )
 
@@ -265,6 +265,7 @@ def make_dataset(
     sources: dict[str, str | os.PathLike],
     options: dict[str, object],
     extra_counts: dict[str, int] | None = None,
+    readme_note: str = "",
 ) -> ConversionResult:
     """Join interactions (user_id, item_id[, label]) with the items' fields, filter and write the dataset.
 
@@ -296,7 +297,9 @@ def make_dataset(
     warnings = list(skipped.warnings)
     cells, records = zip(*(filtered_field(field, rows, counts, warnings) for field in fields))
     counts |= extra_counts or {}
-    readme = dataset_readme(name, command, sources, options, counts, skipped, warnings, fields, "label" in inter)
+    readme = dataset_readme(
+        name, command, sources, options, counts, skipped, warnings, fields, "label" in inter, readme_note
+    )
     item_fields = {field.name: field_cells for field, field_cells in zip(fields, cells)}
     path = write_dataset(
         out_dir,

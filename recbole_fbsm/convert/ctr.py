@@ -197,7 +197,7 @@ def convert_ctr(
         command="ctr",
         sources=sources,
         options=options,
-        readme_note=readme_note,
+        note=readme_note,
         extra_counts={
             "vocabulary words": len(words),
             "vocabulary words giving no term (stop words, single characters, punctuation)": int(

@@ -265,7 +265,7 @@ def make_dataset(
     sources: dict[str, str | os.PathLike],
     options: dict[str, object],
     extra_counts: dict[str, int] | None = None,
-    readme_note: str = "",
+    note: str = "",
 ) -> ConversionResult:
     """Join interactions (user_id, item_id[, label]) with the items' fields, filter and write the dataset.
 
@@ -297,9 +297,7 @@ def make_dataset(
     warnings = list(skipped.warnings)
     cells, records = zip(*(filtered_field(field, rows, counts, warnings) for field in fields))
     counts |= extra_counts or {}
-    readme = dataset_readme(
-        name, command, sources, options, counts, skipped, warnings, fields, "label" in inter, readme_note
-    )
+    readme = dataset_readme(name, command, sources, options, counts, skipped, warnings, fields, "label" in inter, note)
     item_fields = {field.name: field_cells for field, field_cells in zip(fields, cells)}
     path = write_dataset(
         out_dir,

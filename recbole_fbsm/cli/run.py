@@ -1,18 +1,13 @@
-"""Train and test one model: ``recbole-fbsm run --model=FBSM --dataset=ml-100k [--config_files="a.yaml b.yaml"]
-[--key=value ...]`` (``python run_recbole.py ...``). Any RecBole setting can be given as ``--key=value``; the model,
-the config files and every setting are checked before torch and RecBole are imported.
+"""``recbole-fbsm run`` (``run_recbole.py``): one model trained and tested, its settings checked before torch and
+RecBole load; ``recbole-fbsm models``: every model a run accepts, read from the sources."""
 
-Data-parallel training with RecBole's flags: ``--nproc=2`` on this machine; over machines ``--world_size=W
---ip=HOST_OF_RANK_0 --port=P --nproc=N --group_offset=K`` (K: the machine's first rank). See docs/distributed.md.
-"""
-
-import argparse
 import ast
 import re
 import shlex
 import sys
 import textwrap
 
+from recbole_fbsm.cli.options import parser
 from recbole_fbsm.config.cli import parse_with_settings
 from recbole_fbsm.config.datasets import DEFAULT_DATA_PATH, missing_dataset_message
 from recbole_fbsm.config.registry import PLUGIN_MODELS, recbole_model_files
@@ -20,27 +15,12 @@ from recbole_fbsm.config.settings import precheck
 from recbole_fbsm.errors import ColdStartError
 
 
-def run_parser(prog="recbole-fbsm run"):
-    parser = argparse.ArgumentParser(
-        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--model", "-m", default="FBSM", help="model name (plugin models first, then RecBole's)")
-    parser.add_argument("--dataset", "-d", default="ml-100k", help="dataset name")
-    parser.add_argument("--config_files", default=None, help="space-separated yaml files")
-    parser.add_argument("--nproc", type=int, default=1, help="processes on this machine (data-parallel)")
-    parser.add_argument("--world_size", type=int, default=-1, help="processes on all machines (default: nproc)")
-    parser.add_argument("--ip", default="localhost", help="address of the machine of rank 0")
-    parser.add_argument("--port", default=None, help="its port (default: a free one on one machine, 5678 on several)")
-    parser.add_argument("--group_offset", type=int, default=0, help="rank of this machine's first process")
-    return parser
-
-
 def _rounded(result):
     return {key: round(float(value), 4) for key, value in (result or {}).items()}
 
 
 def run(argv, prog="recbole-fbsm run"):
-    args, overrides = parse_with_settings(run_parser(prog), argv)
+    args, overrides = parse_with_settings(parser("run", prog), argv)
     config_files = args.config_files.split() if args.config_files else None
     try:
         settings = precheck(args.model, config_files, overrides)  # a typo fails here, before the heavy imports
@@ -59,28 +39,36 @@ def run(argv, prog="recbole-fbsm run"):
     if result is None:  # a machine of a multi-machine run without rank 0: rank 0 reports
         print(f"ranks {args.group_offset}..{args.group_offset + args.nproc - 1} done; rank 0 reports the results.")
         return 0
-    print(f"best valid: {_rounded(result['best_valid_result'])}")
-    print(f"test result: {_rounded(result['test_result'])}")
-    for phase in ("valid", "test"):  # the hybrid scenario: the cold and warm groups beside "all"
-        for group in ("cold", "warm"):
-            if f"{phase}_result_{group}" in result:
-                print(f"{phase} {group} items: {_rounded(result[f'{phase}_result_{group}'])}")
-    audience = result.get("audience")
-    if audience:  # the users direction: who should see a new item (evaluation/audience.py)
-        key = audience["chosen_on"].split()[-1]
-        raw, calibrated = audience["test_raw"], audience["test_calibrated"]
-        print(
-            f"who should see a new item (test {key} over the users who liked it): {calibrated[key]:.4f} with "
-            f"scores / |I_u|^{audience['alpha']} (alpha chosen on validation), raw sum {raw[key]:.4f}"
-        )
+    groups = [
+        (f"{phase} {group} items", f"{phase}_result_{group}")
+        for phase in ("valid", "test")
+        for group in ("cold", "warm")
+    ]
+    lines = [
+        f"best valid: {_rounded(result['best_valid_result'])}",
+        f"test result: {_rounded(result['test_result'])}",
+        *(f"{label}: {_rounded(result[key])}" for label, key in groups if key in result),  # the hybrid scenario
+        *audience_lines(result.get("audience")),
+    ]
     if result.get("saved_model_file"):
-        print(f"saved model: {result['saved_model_file']}")
-    artifact = result.get("artifact_file")
-    if artifact:
-        print(f"model artifact: {artifact} (serve it: recbole-fbsm serve http {artifact})")
-    for line in kept_start_lines(args, config_files, result) or filter(None, [result.get("kept_summary")]):
-        print(line)
+        lines.append(f"saved model: {result['saved_model_file']}")
+    if result.get("artifact_file"):
+        lines.append(
+            f"model artifact: {result['artifact_file']} (serve it: recbole-fbsm serve http {result['artifact_file']})"
+        )
+    print("\n".join(lines + kept_start_lines(args, config_files, result)))
     return 0
+
+
+def audience_lines(audience):
+    """The users direction: who should see a new item (evaluation/audience.py)."""
+    if not audience:
+        return []
+    key = audience["chosen_on"].split()[-1]
+    return [
+        f"who should see a new item (test {key} over the users who liked it): {audience['test_calibrated'][key]:.4f} "
+        f"with scores / |I_u|^{audience['alpha']} (alpha chosen on validation), raw sum {audience['test_raw'][key]:.4f}"
+    ]
 
 
 # --------------------------------------------------------------------------------- recbole-fbsm models
@@ -118,17 +106,9 @@ def _docstring_line(path, class_name):
     return textwrap.shorten(text, LINE_WIDTH, placeholder=" …", break_on_hyphens=False)
 
 
-def models_parser(prog="recbole-fbsm models"):
-    return argparse.ArgumentParser(
-        prog=prog,
-        description="List every model `recbole-fbsm run --model=NAME` accepts: "
-        "this plugin's, then RecBole's context-aware and general ones, one line each.",
-    )
-
-
 def models(argv, prog="recbole-fbsm models"):
     """``recbole-fbsm models``: RecBole's described by their docstrings, read from the source (no torch imported)."""
-    models_parser(prog).parse_args(argv)
+    parser("models", prog).parse_args(argv)
     plugin = [(name, PLUGIN_MODEL_LINES.get(name, "(no description yet)")) for name in PLUGIN_MODELS]
     groups = {"this plugin's item cold-start models (new items scored from their features)": plugin}
     recbole = sorted(recbole_model_files().items(), key=lambda name_path: name_path[0].lower())
@@ -137,19 +117,17 @@ def models(argv, prog="recbole-fbsm models"):
         groups[title] = [(name, _docstring_line(path, name)) for name, path in models]
     for title, models in groups.items():
         width = max(len(name) for name, _ in models)
-        print(f"{title}:")
-        for name, line in models:
-            print(f"  {name:<{width}}  {line}")
-        print()
+        print(f"{title}:", *(f"  {name:<{width}}  {line}" for name, line in models), "", sep="\n")
     print("details of this plugin's models: docs/models.md; RecBole's: https://recbole.io/model_list.html")
     return 0
 
 
 def kept_start_lines(args, config_files, result):
-    """When validation kept the untrained start: what the kept model is, and the command that compares it."""
+    """When validation kept the untrained start: what the kept model is, and the command that compares it (else
+    the trainer's line on the epoch it kept)."""
     start = result.get("untrained_start")
     if result.get("best_epoch") != -1 or not start:
-        return []
+        return [result["kept_summary"]] if result.get("kept_summary") else []
     metric = (result.get("record") or {}).get("valid_metric") or "the validation metric"
     compare = ["recbole-fbsm", "compare", f"--dataset={args.dataset}", "--models", args.model, "ItemKNNCBF", "CoSim"]
     if config_files:

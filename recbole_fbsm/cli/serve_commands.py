@@ -28,9 +28,6 @@ def main(args):
             if args.command == "export":
                 args.output = args.output or os.path.splitext(args.checkpoint)[0] + SUFFIX
             check_outputs(args)
-            for name in FORMATTED_OUTPUTS.get(args.command, ()):  # a bad extension fails before the model loads
-                if getattr(args, name) is not None:
-                    resolve_format(getattr(args, name), args.format)
             written = SUBCOMMANDS[args.command](args)
         except ColdStartError as error:
             print(f"error: {error}", file=sys.stderr)
@@ -54,7 +51,8 @@ def _same_file(a, b):
 
 def check_outputs(args):
     """Refuse, before anything is read, an output naming one of the command's input files or another output:
-    written, it would replace that file (a checkpoint, the new items, the other list)."""
+    written, it would replace that file (a checkpoint, the new items, the other list); or an output whose extension
+    names no format."""
     named = [(f"the {INPUTS[name]} file", getattr(args, name)) for name in INPUTS if getattr(args, name, None)]
     for name in FORMATTED_OUTPUTS.get(args.command, ("output",)):
         path, option = getattr(args, name, None), "--" + name.replace("_", "-")
@@ -64,6 +62,8 @@ def check_outputs(args):
                 f"{option} {path} is also {same[0]}: an output never replaces an input or another output; "
                 "name another file."
             )
+        if path is not None and args.command in FORMATTED_OUTPUTS:  # a bad extension fails before the model loads
+            resolve_format(path, args.format)
         named.append((option, path or "-"))
 
 
@@ -106,13 +106,10 @@ def run_recommend(args):
     if printed and args.format == "json":  # one document holding every printed list
         write_output(None, "json", None, {key: value for *_, part in printed for key, value in part.items()})
     for position, (label, table, _) in enumerate(printed if args.format != "json" else ()):
-        if position:
-            print()
+        print("\n" * bool(position) + (f"# {label}" if args.format == "csv" else f"{label}:"))
         if args.format == "csv":
-            print(f"# {label}")
             write_output(None, "csv", table, None)
         else:
-            print(f"{label}:")
             print(table.to_string(index=False, float_format=lambda value: f"{value:.6g}") if len(table) else "  (none)")
     return [path for path in (args.item_output, args.user_output) if path]
 

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from recbole_fbsm.errors import ColdStartError
 
-class ConversionError(ValueError):
+
+class ConversionError(ColdStartError):
     """Input or settings from which no usable dataset can be written; the message says what and where."""
 
 
@@ -103,12 +105,6 @@ def target_folder(out_dir: str | os.PathLike, name: str, overwrite: bool) -> Pat
     return target
 
 
-def bad_ids(ids: pd.Series) -> pd.Series:
-    """True for an id RecBole cannot read back unchanged from a token column (it reads atomic files with pandas,
-    tab-separated with default quoting): an empty one, or one with a tab, line break or double quote."""
-    return (ids == "") | ids.str.contains('[\t\n\r"]')
-
-
 def write_dataset(
     out_dir: str | os.PathLike,
     name: str,
@@ -147,10 +143,5 @@ def _move_into_place(tmp: Path, target: Path, overwrite: bool) -> None:
         if not overwrite:  # appeared while we were converting
             raise ConversionError(f"output dataset folder {target} already exists; pass --overwrite to replace it")
         os.rename(target, old)
-    try:
-        os.rename(tmp, target)
-    except BaseException:
-        if old.exists():
-            os.rename(old, target)
-        raise
+    os.rename(tmp, target)
     shutil.rmtree(old, ignore_errors=True)

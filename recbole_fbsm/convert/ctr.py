@@ -157,9 +157,11 @@ def convert_ctr(
     tag_names: str | os.PathLike | None = None,
     tags_min_df: int | None = None,
     tags_max_df: float | None = None,
+    readme_note: str = "",
 ) -> ConversionResult:
     """Convert CTR-format files (users.dat, mult.dat, vocabulary.dat) into a RecBole dataset of implicit likes;
-    `tag_item` and `tag_names` (citeulike-t's tag-item.dat and tags.dat) add a field of whole tags."""
+    `tag_item` and `tag_names` (citeulike-t's tag-item.dat and tags.dat) add a field of whole tags; `readme_note`
+    ends its README.txt."""
     if (tag_item is None) != (tag_names is None):
         raise ConversionError(
             "tags need both files: tag_item (--tag-item, tag-item.dat) and tag_names (--tag-names, tags.dat)"
@@ -195,6 +197,7 @@ def convert_ctr(
         command="ctr",
         sources=sources,
         options=options,
+        note=readme_note,
         extra_counts={
             "vocabulary words": len(words),
             "vocabulary words giving no term (stop words, single characters, punctuation)": int(

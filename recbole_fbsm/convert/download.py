@@ -55,21 +55,18 @@ def download_dataset(name, out="dataset", mirror=None, overwrite=False, timeout=
     wanted = {file: source["files"][file] for file in dataset.files}
     for file, (size, sha256) in wanted.items():
         fetch_file(base + urllib.parse.quote(file), cache / file, size, sha256, timeout, progress)
-    result = convert_ctr(
-        name=name, out_dir=out, overwrite=overwrite, **{KEYWORD[file]: cache / file for file in wanted}
+    # where the files came from, at the end of README.txt (its 'sources' are the download folder, removed below)
+    provenance = (
+        "\ndownloaded by recbole-fbsm download (sizes and SHA-256 checked; the download folder named under "
+        + (
+            "sources was removed):\n"
+            + "".join(
+                f"  {redact(base)}{file}  {size:,} bytes  sha256 {sha256}\n" for file, (size, sha256) in wanted.items()
+            )
+        )
     )
-    # where the files came from, in README.txt (its 'sources' are the download folder, removed below); replaced
-    # whole, so that a reader never sees half of it
-    readme, partial = result.path / "README.txt", result.path / "README.txt.tmp"
-    partial.write_text(
-        readme.read_text(encoding="utf-8") + "\ndownloaded by recbole-fbsm download (sizes and SHA-256 checked; the "
-        "download folder named under sources was removed):\n"
-        + "".join(
-            f"  {redact(base)}{file}  {size:,} bytes  sha256 {sha256}\n" for file, (size, sha256) in wanted.items()
-        ),
-        encoding="utf-8",
-    )
-    os.replace(partial, readme)
+    files = {KEYWORD[file]: cache / file for file in wanted}
+    result = convert_ctr(name=name, out_dir=out, overwrite=overwrite, readme_note=provenance, **files)
     shutil.rmtree(cache, ignore_errors=True)
     return result
 

@@ -7,6 +7,7 @@ input alike; a term's count is kept by repeating it in the token_seq cell.
 
 import math
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -20,7 +21,7 @@ from sklearn.feature_extraction.text import CountVectorizer
 from recbole_fbsm.config.conversion import PAPER_MAX_DF, TAG_SEP
 from recbole_fbsm.data.analyzer import FieldRecord, TextAnalyzer, WholeTokenAnalyzer, analyzer_path, write_analyzer
 
-from .atomic import ConversionError, ConversionResult, Skipped, bad_ids, csv_records, target_folder, write_dataset
+from .atomic import ConversionError, ConversionResult, Skipped, csv_records, target_folder, write_dataset
 
 PAPER_MIN_DF = 20  # keep terms that occur in at least this many items (the paper, on ~25,000 articles)
 PAPER_ITEMS = 25_000  # the size of the data the paper's 20 items were chosen for (CiteULike)
@@ -219,7 +220,7 @@ def filtered_field(field, rows, result_counts, warnings):
     return cells, FieldRecord(field.name, field.analyzer, min_df, field.max_df, terms, kind["raw_column"])
 
 
-def dataset_readme(name, command, sources, options, counts, skipped, warnings, fields, labelled):
+def dataset_readme(name, command, sources, options, counts, skipped, warnings, fields, labelled, note=""):
     """The dataset's README.txt: where it came from, the options, counts, what was skipped, the files."""
     return "\n".join(
         [
@@ -245,7 +246,7 @@ def dataset_readme(name, command, sources, options, counts, skipped, warnings, f
             + ", ".join(f"{field.name}:token_seq ({FIELD_KINDS[field.name]['description']})" for field in fields),
             f"  {analyzer_path(name, name).name}  how raw text became these tokens (analyzer, filter, vocabulary);"
             " serving applies it to raw text of new items",
-            "",
+            note,
         ]
     )
 
@@ -264,6 +265,7 @@ def make_dataset(
     sources: dict[str, str | os.PathLike],
     options: dict[str, object],
     extra_counts: dict[str, int] | None = None,
+    note: str = "",
 ) -> ConversionResult:
     """Join interactions (user_id, item_id[, label]) with the items' fields, filter and write the dataset.
 
@@ -295,7 +297,7 @@ def make_dataset(
     warnings = list(skipped.warnings)
     cells, records = zip(*(filtered_field(field, rows, counts, warnings) for field in fields))
     counts |= extra_counts or {}
-    readme = dataset_readme(name, command, sources, options, counts, skipped, warnings, fields, "label" in inter)
+    readme = dataset_readme(name, command, sources, options, counts, skipped, warnings, fields, "label" in inter, note)
     item_fields = {field.name: field_cells for field, field_cells in zip(fields, cells)}
     path = write_dataset(
         out_dir,
@@ -315,36 +317,24 @@ def default_sep(path: str | os.PathLike) -> str:
     return "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
 
 
-def read_records(path, sep, header, what, expected, columns=2, ids=1, numeric=False) -> pd.DataFrame:
-    """The CSV records of `path` as a table: `line`, `row` (the fields), `n` (their number), the first `ids`
-    fields stripped as columns 0.., the third field as `number` (NaN: none, or no finite number). A record with
-    fewer than `columns` fields, an id RecBole cannot read back unchanged, or with `numeric` no number, gets a
-    `problem` (see `drop_problems`), its `where` showing `expected`."""
-    records = list(csv_records(path, sep, header, what))
-    table = pd.DataFrame({"line": [line for line, _ in records], "row": [row for _, row in records]}, dtype=object)
-    table["n"] = table["row"].str.len()
-    for k in range(ids):
-        table[k] = table["row"].str[k].fillna("").str.strip()
-    table["number"] = pd.to_numeric(table["row"].str[2], errors="coerce").where(lambda x: np.isfinite(x))
-    bad = (table["n"] < columns) | np.any([bad_ids(table[k]) for k in range(ids)], axis=0)
-    bad |= numeric & table["number"].isna()
-    table["problem"] = np.where(bad, f"malformed lines in {Path(path).name}", None)
-    table["where"] = pd.Series(
-        index=table.index[bad],
-        dtype=object,
-        data=[
-            f"{path}:{line}: expected {expected}, got {sep.join(row)[:80]!r}".replace("\t", "<TAB>")
-            for line, row in zip(table.loc[bad, "line"], table.loc[bad, "row"])
-        ],
-    )
-    return table
+def finite(text: str) -> float | None:
+    """The finite number ``text`` holds, else None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
-def drop_problems(table: pd.DataFrame, skipped: Skipped) -> pd.DataFrame:
-    """The records without a `problem`; the others counted by problem, in the order they first occur."""
-    for reason, group in table[table["problem"].notna()].groupby("problem", sort=False):
-        skipped.add(reason, group["where"].iloc[0], n=len(group))
-    return table[table["problem"].isna()]
+def well_formed(path, sep, row, line, expected, fields, skipped, ids=1, ok=True):
+    """The first ``ids`` fields of ``row``, stripped, when it is ``ok``, has ``fields`` fields and ids RecBole reads
+    back unchanged (not empty, no tab, line break or double quote); else None, the line counted as malformed."""
+    cells = [cell.strip() for cell in row[:ids]]
+    if ok and len(row) >= fields and all(cell and not re.search('[\t\n\r"]', cell) for cell in cells):
+        return cells
+    where = f"{path}:{line}: expected {expected}, got {sep.join(row)[:80]!r}"
+    skipped.add(f"malformed lines in {Path(path).name}", where.replace("\t", "<TAB>"))
+    return None
 
 
 def read_interactions(path, sep: str, threshold: float | None, header: bool, skipped: Skipped) -> pd.DataFrame:
@@ -353,66 +343,77 @@ def read_interactions(path, sep: str, threshold: float | None, header: bool, ski
     rated = threshold is not None
     expected = f"'user{sep}item{sep}rating'" if rated else f"'user{sep}item[{sep}rating]'"
     ids_rule = " with ids free of tabs and double quotes" + (" and a numeric rating" if rated else "")
-    table = read_records(path, sep, header, "interactions", expected + ids_rule, 2 + rated, ids=2, numeric=rated)
-    if not header and len(table) >= 3 and table["n"].iloc[0] >= 3 and np.isnan(table["number"].iloc[0]):
-        rest = table["number"].iloc[1:][table["n"].iloc[1:] >= 3]
-        if len(rest) and rest.notna().sum() >= 0.9 * len(rest):  # read as data it would be a user and an item
+    records = list(csv_records(path, sep, header, "interactions"))
+    numbers = [finite(row[2]) if len(row) > 2 else None for _, row in records]
+    rest = [number for (_, row), number in zip(records[1:], numbers[1:]) if len(row) >= 3]
+    if not header and len(records) >= 3 and len(records[0][1]) >= 3 and numbers[0] is None and rest:
+        if sum(number is not None for number in rest) >= 0.9 * len(rest):  # read as data: a user and an item
             raise ConversionError(
-                f"{path} line {table['line'].iloc[0]} ({','.join(table['row'].iloc[0])[:80]!r}) looks like a header: "
-                "its third column is not a number while the other lines' are; give --header to skip each file's "
-                "first line."
+                f"{path} line {records[0][0]} ({','.join(records[0][1])[:80]!r}) looks like a header: its third "
+                "column is not a number while the other lines' are; give --header to skip each file's first line."
             )
-    ratings = table["number"].dropna()
-    if not rated and len(ratings) >= 0.9 * len(table) and ratings.nunique() >= 2:
+    ratings = [number for number in numbers if number is not None]
+    if not rated and len(ratings) >= 0.9 * len(records) and len(set(ratings)) >= 2:
+        low, high = min(ratings), max(ratings)
         skipped.warnings.append(
-            f"{path}: the third column holds ratings ({ratings.min():g} to {ratings.max():g}) but no --threshold was "
-            f"given, so every line is a like, the {int((ratings < ratings.max()).sum()):,} rated below "
-            f"{ratings.max():g} included; give --threshold (e.g. --threshold {ratings.max():g}) to keep only high "
-            "ratings as likes and lower ones as dislikes."
+            f"{path}: the third column holds ratings ({low:g} to {high:g}) but no --threshold was given, so every "
+            f"line is a like, the {sum(rating < high for rating in ratings):,} rated below {high:g} included; give "
+            f"--threshold (e.g. --threshold {high:g}) to keep only high ratings as likes and lower ones as dislikes."
         )
-    table = drop_problems(table, skipped)
-    if table.empty:
+    kept = [
+        (ids, number)
+        for (line, row), number in zip(records, numbers)
+        if (
+            ids := well_formed(
+                path, sep, row, line, expected + ids_rule, 2 + rated, skipped, 2, not rated or number is not None
+            )
+        )
+    ]
+    if not kept:
         expected = expected.replace("\t", "<TAB>")
         raise ConversionError(f"{path}: no usable interactions, expected lines {expected} ({skipped.describe()})")
-    inter = pd.DataFrame({"user_id": table[0].tolist(), "item_id": table[1].tolist()})
+    inter = pd.DataFrame([ids for ids, _ in kept], columns=["user_id", "item_id"])
     if rated:
-        inter["label"] = (table["number"].to_numpy(np.float64) >= threshold).astype(np.float64)
+        inter["label"] = (np.array([number for _, number in kept], dtype=np.float64) >= threshold).astype(np.float64)
     return inter
 
 
 def read_item_texts(path, sep: str, header: bool, skipped: Skipped) -> tuple[list[str], list[str]]:
     """Item ids and texts from `item<sep>text` lines; an unquoted text containing the separator is
     joined back, a repeated item keeps its first text."""
-    expected = f"'item{sep}text' with an id free of tabs and double quotes"
-    table = read_records(path, sep, header, "item text", expected)
-    repeated = table["problem"].isna() & table[0].where(table["problem"].isna()).duplicated()
-    table.loc[repeated, "problem"] = f"repeated items in {Path(path).name} (kept the first text)"
-    table.loc[repeated, "where"] = [f"{path}:{line}" for line in table.loc[repeated, "line"]]
-    table = drop_problems(table, skipped)
-    if table.empty:
+    texts = {}
+    for line, row in csv_records(path, sep, header, "item text"):
+        ids = well_formed(
+            path, sep, row, line, f"'item{sep}text' with an id free of tabs and double quotes", 2, skipped
+        )
+        if ids and ids[0] in texts:
+            skipped.add(f"repeated items in {Path(path).name} (kept the first text)", f"{path}:{line}")
+        elif ids:
+            texts[ids[0]] = sep.join(row[1:]).strip()
+    if not texts:
         raise ConversionError(f"{path}: no usable item texts, expected lines 'item{sep}text' ({skipped.describe()})")
-    return table[0].tolist(), [sep.join(row[1:]).strip() for row in table["row"]]
+    return list(texts), list(texts.values())
 
 
 def read_tag_file(path, sep: str, tag_sep: str | None, header: bool, item_ids: Sequence[str], skipped: Skipped):
     """Items x tags counts from `item<sep>tag[<sep>tag...]` lines (each field further split on `tag_sep`), rows
     aligned with `item_ids`; an item's lines add up, and a repeated tag counts twice, like a repeated word."""
     expected = f"'item{sep}tag[{sep}tag...]' with an id free of tabs and double quotes"
-    table = read_records(path, sep, header, "tags", expected)
-    table["item_row"] = pd.Index(item_ids).get_indexer(table[0].fillna(""))
-    unknown = table["problem"].isna() & (table["item_row"] < 0)
-    table.loc[unknown, "problem"] = f"tag lines naming an item without text in {Path(path).name}"
-    table.loc[unknown, "where"] = [f"{path}:{line}" for line in table.loc[unknown, "line"]]
-    table = drop_problems(table, skipped)
-    analyze = WholeTokenAnalyzer(tag_sep)
-    found = [[token for cell in row[1:] for token in analyze(cell)] for row in table["row"]]
-    if not any(found):
+    rows, analyze, tokens, items = {item: k for k, item in enumerate(item_ids)}, WholeTokenAnalyzer(tag_sep), [], []
+    for line, row in csv_records(path, sep, header, "tags"):
+        ids = well_formed(path, sep, row, line, expected, 2, skipped)
+        if ids and ids[0] not in rows:
+            skipped.add(f"tag lines naming an item without text in {Path(path).name}", f"{path}:{line}")
+        elif ids:
+            found = [token for cell in row[1:] for token in analyze(cell)]
+            tokens += found
+            items += [rows[ids[0]]] * len(found)
+    if not tokens:
         raise ConversionError(
             f"{path}: no usable tag of an item with text, expected lines 'item{sep}tag[{sep}tag...]' "
             f"({skipped.describe()})".replace("\t", "<TAB>")
         )
-    rows = np.repeat(table["item_row"].to_numpy(np.int64), [len(tokens) for tokens in found])
-    return count_matrix(rows, [token for tokens in found for token in tokens], len(item_ids))
+    return count_matrix(np.array(items, dtype=np.int64), tokens, len(item_ids))
 
 
 def convert_text(

@@ -11,13 +11,14 @@ import sys
 import pytest
 from helpers import REPO_ROOT as ROOT
 
-from recbole_fbsm.cli import COMMANDS, PROG
+from recbole_fbsm.cli import PROG
+from recbole_fbsm.cli.options import COMMANDS, parser
 
 HEAVY = ("torch", "recbole", "scipy", "pandas")
 
 
 def parser_of(command):
-    return COMMANDS[command].parser(f"{PROG} {command}")
+    return parser(command, f"{PROG} {command}")
 
 
 def sub_commands(parser):
@@ -71,6 +72,7 @@ def test_the_scripts_help_answers_without_the_heavy_imports(script, prog):
         (["hyper", "--dataset=ml-100k"], "the following arguments are required: --model/-m"),
         (["serve", "recommend", "model.fbsm"], "the following arguments are required: new_items"),
         (["compare", "--seeds", "x"], "--seeds: invalid int value: 'x'"),
+        (["download", "x", "--timeout", "0"], "argument --timeout: expected seconds, a number from 0.001 to 86400"),
     ],
 )
 def test_a_usage_error_answers_without_the_heavy_imports(line, expected):

@@ -1,8 +1,7 @@
 """Data-parallel training: epoch time, end-to-end time and memory per process of FBSM on 1 and N processes.
 
 Each variant is a process count and settings, e.g. ``1`` (one process), ``2:parallel_sync=gradients`` (DDP,
-an all-reduce of the gradients every step) and ``2:parallel_sync=average`` (local SGD: each process its
-own users, parameters averaged every ``parallel_average_every`` steps). Every run is
+an all-reduce of the gradients every step, the one scheme since local SGD's ``average`` went). Every run is
 ``run_recbole.py --nproc=P`` end to end in a fresh process (imports, each rank loading the data, ``--epochs``
 epochs, one validation and the test on ``eval_user_sample`` users, so that evaluation stays small next to
 training), and the variants take turns (A B C, A B C, ...: machine noise hits them alike). Every rank runs
@@ -19,8 +18,7 @@ the first variant's, also above the RSS of a process that only imported torch, R
 (the same in every process: it cannot shrink). For a variant that exchanges gradients, a gloo all-reduce of
 V and D's size is timed alone, next to its ms/step.
 
-    python benchmarks/bench_distributed.py --sizes 1e6 --variants 1 2:parallel_sync=gradients \\
-        2:parallel_sync=average --epochs 3 --repeats 3
+    python benchmarks/bench_distributed.py --sizes 1e6 --variants 1 2:parallel_sync=gradients --epochs 3 --repeats 3
     python benchmarks/bench_distributed.py --dataset citeulike-t --data-path dataset --epochs 5 --repeats 3
 """
 
@@ -44,7 +42,7 @@ sys.path.insert(0, str(REPO_ROOT))  # this checkout's recbole_fbsm, also in the 
 # RecBole's log line (state INFO) and the console's short form
 EPOCH_LINE = re.compile(r"epoch (\d+) training \[time: ([\d.]+)s|epoch (\d+): train loss: [\d.e+-]+ \(([\d.]+)s\)")
 ITEMS_PER_LIKE, USERS_PER_LIKE, WORDS_PER_ITEM = 1 / 5, 1 / 17, 16
-DEFAULT_VARIANTS = ["1", "2:parallel_sync=gradients", "2:parallel_sync=average"]
+DEFAULT_VARIANTS = ["1", "2:parallel_sync=gradients"]
 
 
 def dimensions(n):

@@ -56,9 +56,13 @@ class SafeJSONResponse(JSONResponse):
 
 
 # ------------------------------------------------------------------------------------------------ ids
+def _has_surrogate(text):
+    return any("\ud800" <= c <= "\udfff" for c in text)
+
+
 # what an id cannot hold, with why: it could not be stored, listed, served or deleted
 ID_RULES = (
-    (lambda value: _has_surrogate(value), "an id cannot hold a lone surrogate (not text)"),
+    (_has_surrogate, "an id cannot hold a lone surrogate (not text)"),
     (lambda value: "\x00" in value, "an id cannot hold NUL"),
     (
         lambda value: any(unicodedata.category(c) == "Cc" for c in value),
@@ -84,10 +88,6 @@ def check_id(value, what="id"):
     if broken:
         raise ColdStartError(f"{what} {value!r}: {broken[0]}")
     return value
-
-
-def _has_surrogate(text):
-    return any("\ud800" <= c <= "\udfff" for c in text)
 
 
 # ------------------------------------------------------------------------------------------------ app
@@ -179,8 +179,9 @@ def _endpoint(function, method, body, token, max_body):
 
 
 def _disconnected(request, error):
-    what = "the client disconnected before its request body was read whole"
-    log.warning("%s %s: %s", request.method, request.url.path, what)
+    log.warning(
+        "%s %s: the client disconnected before its request body was read whole", request.method, request.url.path
+    )
     return _error("client disconnected", 499)
 
 

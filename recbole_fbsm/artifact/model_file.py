@@ -53,17 +53,17 @@ def csr_from_record(record):
 
 
 def features_record(features):
-    """``ItemFeatures`` field by field: the matrix as CSR arrays, names as tokens, numpy arrays as tensors."""
-    record = {
-        field.name: _array_or_plain(getattr(features, field.name), field.type is np.ndarray)
-        for field in dataclasses.fields(features)
-        if field.name not in ("matrix", "names")
-    }
-    return {**record, "matrix": csr_record(features.matrix), "names": tokens_record(features.names)}
+    """``ItemFeatures`` field by field (in its order): the matrix as CSR arrays, names as tokens, numpy arrays as
+    tensors, the rest as plain data."""
+    return {field.name: _field_record(field, getattr(features, field.name)) for field in dataclasses.fields(features)}
 
 
-def _array_or_plain(value, array):
-    if not array:
+def _field_record(field, value):
+    if field.name == "matrix":
+        return csr_record(value)
+    if field.name == "names":
+        return tokens_record(value)
+    if field.type is not np.ndarray:
         return plain(value)
     return None if value is None else torch.as_tensor(np.asarray(value))
 

@@ -53,31 +53,26 @@ def csr_from_record(record):
 
 
 def features_record(features):
-    """``ItemFeatures`` field by field: the matrix as CSR arrays, names as tokens, numpy arrays as tensors."""
-    record = {}
-    for field in dataclasses.fields(features):
-        value = getattr(features, field.name)
-        if field.name == "matrix":
-            value = csr_record(value)
-        elif field.name == "names":
-            value = tokens_record(value)
-        elif field.type is np.ndarray:
-            value = None if value is None else torch.as_tensor(np.asarray(value))
-        else:
-            value = plain(value)
-        record[field.name] = value
-    return record
+    """``ItemFeatures`` field by field (in its order): the matrix as CSR arrays, names as tokens, numpy arrays as
+    tensors, the rest as plain data."""
+    return {field.name: _field_record(field, getattr(features, field.name)) for field in dataclasses.fields(features)}
+
+
+def _field_record(field, value):
+    if field.name == "matrix":
+        return csr_record(value)
+    if field.name == "names":
+        return tokens_record(value)
+    if field.type is not np.ndarray:
+        return plain(value)
+    return None if value is None else torch.as_tensor(np.asarray(value))
 
 
 def features_from_record(record):
-    values = {}
-    for field in dataclasses.fields(ItemFeatures):
-        value = record[field.name]
-        values[field.name] = value.numpy() if field.type is np.ndarray and value is not None else value
-    fields, dense_fields = tuple(values.pop("fields")), tuple(values.pop("dense_fields"))
-    values["matrix"] = csr_from_record(record["matrix"])
-    values["names"] = decode_tokens(record["names"]).tolist()
-    return ItemFeatures(**values, fields=fields, dense_fields=dense_fields)
+    values = {field.name: record[field.name] for field in dataclasses.fields(ItemFeatures)}
+    values.update({name: value.numpy() for name, value in values.items() if isinstance(value, torch.Tensor)})
+    values.update(matrix=csr_from_record(record["matrix"]), names=decode_tokens(record["names"]).tolist())
+    return ItemFeatures(**values | {name: tuple(values[name]) for name in ("fields", "dense_fields")})
 
 
 @dataclass

@@ -57,11 +57,15 @@ class Explanation:
         return pd.DataFrame(rows, columns=["section"] + FEATURE_COLUMNS)
 
     def to_dict(self, top=None):
-        parts = {}
-        for part in self.part_names:
-            group = self.part(part)
-            top_rows = _head(group, top).drop(columns=["part"]).to_dict("records")
-            parts[part] = {"total": float(group["contribution"].sum()), "pairs": len(group), "top": top_rows}
+        groups = {part: self.part(part) for part in self.part_names}
+        parts = {
+            part: {
+                "total": float(group["contribution"].sum()),
+                "pairs": len(group),
+                "top": _head(group, top).drop(columns=["part"]).to_dict("records"),
+            }
+            for part, group in groups.items()
+        }
         return {
             "model": self.model,
             "user": self.user,

@@ -8,8 +8,8 @@ import os
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.new_items import tokenize_field
+from recbole_fbsm.serve.output import write_text
 from recbole_fbsm.serve.store import by_kind, default_store_path, on_postgres, open_store
-from recbole_fbsm.storage.safe_files import write_atomic
 
 
 def export_likes(store_location, output, model=None):
@@ -49,7 +49,7 @@ def export_likes(store_location, output, model=None):
             f"(it reads {served.fields}): a model of another dataset? Give the --model the items were served with."
         )
     header = f"{served.uid_field}:token\t{served.iid_field}:token\n"
-    _write(paths[0], header + "".join(f"{user}\t{item}\n" for user, item in likes))
+    write_text(paths[0], header + "".join(f"{user}\t{item}\n" for user, item in likes))
     if not items:
         return paths[:1]
     separator = served.config["seq_separator"] or " "
@@ -62,12 +62,5 @@ def export_likes(store_location, output, model=None):
     types = served.dataset.field2type  # the feature fields are token or token_seq
     header = "\t".join([f"{served.iid_field}:token"] + [f"{field}:{types[field].value}" for field in served.fields])
     rows = ["\t".join([item.item_id] + [columns[item.item_id][field] for field in served.fields]) for item in items]
-    _write(paths[1], "\n".join([header, *rows]) + "\n")
+    write_text(paths[1], "\n".join([header, *rows]) + "\n")
     return paths
-
-
-def _write(path, text):
-    try:
-        write_atomic(path, text.encode("utf-8"))
-    except OSError as error:
-        raise ColdStartError(f"--output: {path} cannot be written ({error.strerror or error}).") from None

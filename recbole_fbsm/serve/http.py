@@ -8,6 +8,7 @@ import ipaddress
 import json
 import logging
 import os
+import reprlib
 import signal
 import socket
 import sys
@@ -56,9 +57,18 @@ class SafeJSONResponse(JSONResponse):
 
 
 # ------------------------------------------------------------------------------------------------ ids
-# what an id cannot hold, with why: it could not be stored, listed, served or deleted
+def _has_surrogate(text):
+    return any("\ud800" <= c <= "\udfff" for c in text)
+
+
+# what an id cannot be, with why (in order: the first broken rule is named): it could not be stored, listed,
+# served or deleted
 ID_RULES = (
-    (lambda value: _has_surrogate(value), "an id cannot hold a lone surrogate (not text)"),
+    (lambda value: isinstance(value, (int, float)), "booleans and numbers are not ids; write the id as a JSON string"),
+    (lambda value: not isinstance(value, str), "expected a string"),
+    (lambda value: not value, "an id cannot be empty"),
+    (lambda value: len(value) > MAX_ID_LENGTH, f"an id holds at most {MAX_ID_LENGTH} characters"),
+    (_has_surrogate, "an id cannot hold a lone surrogate (not text)"),
     (lambda value: "\x00" in value, "an id cannot hold NUL"),
     (
         lambda value: any(unicodedata.category(c) == "Cc" for c in value),
@@ -72,22 +82,10 @@ ID_RULES = (
 def check_id(value, what="id"):
     """``value`` if it is an id the service can store, list, serve and delete; else a ColdStartError (a 400)
     naming the rule."""
-    if isinstance(value, (int, float)):  # booleans too
-        raise ColdStartError(f"{what} {value!r}: booleans and numbers are not ids; write the id as a JSON string")
-    if not isinstance(value, str):
-        raise ColdStartError(f"{what}: expected a string; got {type(value).__name__}")
-    if not value:
-        raise ColdStartError(f"{what}: an id cannot be empty")
-    if len(value) > MAX_ID_LENGTH:
-        raise ColdStartError(f"{what} {value[:20]!r}...: at most {MAX_ID_LENGTH} characters; got {len(value)}")
-    broken = [why for test, why in ID_RULES if test(value)]
+    broken = next((why for test, why in ID_RULES if test(value)), None)
     if broken:
-        raise ColdStartError(f"{what} {value!r}: {broken[0]}")
+        raise ColdStartError(f"{what} {reprlib.repr(value)}: {broken}")
     return value
-
-
-def _has_surrogate(text):
-    return any("\ud800" <= c <= "\udfff" for c in text)
 
 
 # ------------------------------------------------------------------------------------------------ app
@@ -179,8 +177,9 @@ def _endpoint(function, method, body, token, max_body):
 
 
 def _disconnected(request, error):
-    what = "the client disconnected before its request body was read whole"
-    log.warning("%s %s: %s", request.method, request.url.path, what)
+    log.warning(
+        "%s %s: the client disconnected before its request body was read whole", request.method, request.url.path
+    )
     return _error("client disconnected", 499)
 
 

@@ -209,13 +209,10 @@ def _check_served_model(name, source):
 
 
 def checkpoint_config(settings, data_path=None):
-    """A ColdStartConfig with a checkpoint's settings (a RecBole Config from a trusted pickle is kept)."""
-    if not isinstance(settings, dict):
-        config = settings
-    else:
-        given = {key: value for key, value in settings.items() if key not in DERIVED_SETTINGS and value is not None}
-        given["data_path"] = os.path.dirname(os.path.normpath(str(settings["data_path"])))
-        config = ColdStartConfig(model=settings["model"], dataset=settings["dataset"], config_dict=given)
+    """A ColdStartConfig with a checkpoint's settings (``load_checkpoint``'s plain ``Settings``)."""
+    given = {key: value for key, value in settings.items() if key not in DERIVED_SETTINGS and value is not None}
+    given["data_path"] = os.path.dirname(os.path.normpath(str(settings["data_path"])))
+    config = ColdStartConfig(model=settings["model"], dataset=settings["dataset"], config_dict=given)
     config["device"] = torch.device("cpu")
     if data_path is not None:
         config["data_path"] = os.path.join(str(data_path), config["dataset"])

@@ -63,7 +63,11 @@ def write_output(path, fmt, table, document):
     if path is None or str(path) == "-":
         sys.stdout.write(text)
         return None
-    path = Path(path)
+    return write_text(Path(path), text)
+
+
+def write_text(path, text):
+    """``text`` written atomically to ``path``; a ColdStartError naming the file when it cannot be."""
     try:
         write_atomic(path, text.encode("utf-8"))
     except OSError as error:

@@ -1,7 +1,7 @@
-"""Who should see a new item (experiments/audience.py on evaluation/audience.py, serve/audience.py): the users
-direction's metrics against a brute force, alpha chosen on validation only, the heaviest users' share of the top-k
-slots, and the service's ranking by the calibrated score. One CoSim model on a small generated dataset whose user
-``u_all`` likes every item (the one heaviest user)."""
+"""Who should see a new item, on a trained model (evaluation/audience.py, serve/audience.py): the users direction's
+metrics over a served model's scores against a brute force, the heaviest users' share of the top-k slots, and the
+service's ranking by the calibrated score. One CoSim model on a small generated dataset whose user ``u_all`` likes
+every item (the one heaviest user)."""
 
 from types import SimpleNamespace
 
@@ -12,8 +12,8 @@ from helpers import dataset_config, score_new_items, score_user, write_dataset
 from http_helpers import call, live_service
 
 from recbole_fbsm.artifact.model_file import write_artifact
+from recbole_fbsm.evaluation.audience import audience_metrics
 from recbole_fbsm.evaluation.collector import tie_keys
-from recbole_fbsm.experiments import audience
 from recbole_fbsm.quick_start import run
 from recbole_fbsm.serve import load_model
 from recbole_fbsm.serve.audience import DEFAULT_ALPHA
@@ -58,37 +58,19 @@ def brute_force(served, split, k, alpha):
 @pytest.mark.parametrize("split", ["valid", "test"])
 def test_users_direction_metrics_equal_a_brute_force(trained, split):
     served = load_model(trained[1])
-    report = audience.evaluate(served, split, k=5, alphas=(0.0, 0.5, 1.0))
     likes = served.training_likes_per_user()
+    items = np.setdiff1d(served.split_items(split), served.training_items())  # the split's cold items
+    truth = (items, *served.split_likes(split))
+    seed = int(served.config["seed"])
+    report = audience_metrics(served.model, served.features.matrix.tocsr(), likes, truth, [5], seed, (0.0, 0.5, 1.0))
     assert np.argmax(likes) == int(served.user_ids(["u_all"])[0]) and np.sort(likes)[-2] < likes.max()
     for alpha, row in report.items():
         recall, ndcg, share, n_users = brute_force(served, split, 5, alpha)
         assert n_users < 150  # the heaviest 1% is one user: u_all
-        assert (row["recall"], row["ndcg"], row["heavy_share"]) == pytest.approx((recall, ndcg, share), abs=1e-9)
-        assert row["heavy_factor"] == pytest.approx(share * n_users)
-    assert report[0.0]["heavy_share"] > report[1.0]["heavy_share"]  # the raw sum favours the heaviest user
-
-
-def test_alpha_is_chosen_on_validation_only(trained):
-    served = load_model(trained[1])
-    before = audience.audience_report(served, k=5)
-    test = served.split["test"]
-    served.split["test"] = {**test, "users_of_likes": test["users_of_likes"].roll(7)}  # other test likes
-    after = audience.audience_report(served, k=5)
-    assert after["raw"] != before["raw"]
-    assert after["alpha"] == before["alpha"] and after["valid"] == before["valid"]
-    recalls = {alpha: row["recall"] for alpha, row in before["valid"].items()}
-    assert recalls[before["alpha"]] == max(recalls.values())
-
-
-def test_the_command_reports_both_rankings_and_the_alpha_validation_chose(trained, capsys):
-    artifact = trained[1]
-    assert audience.main([str(artifact), "--topk", "5"]) == 0
-    out = capsys.readouterr().out
-    chosen = audience.audience_report(artifact, k=5)["alpha"]
-    assert f"calibrated, alpha {chosen}" in out and "Recall@5" in out and f"alpha {chosen} (validation" in out
-    assert audience.main([str(trained[0].root / "missing.fbsm")]) == 2
-    assert capsys.readouterr().err.startswith("error: model file")
+        got = (row["recall@5"], row["ndcg@5"], row["heavy_share@5"])
+        assert got == pytest.approx((recall, ndcg, share), abs=1e-9)
+        assert row["heavy_factor@5"] == pytest.approx(share * n_users)
+    assert report[0.0]["heavy_share@5"] > report[1.0]["heavy_share@5"]  # the raw sum favours the heaviest user
 
 
 @pytest.mark.parametrize("alpha", [0.0, 1.0, None])

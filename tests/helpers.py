@@ -164,6 +164,21 @@ def dataset_config(data, quiet=None, implicit=None, **overrides):
     return config
 
 
+def run_record(model, seed, test_result, **groups):
+    """A finished run's record as ``compare`` writes it (recall@10 its valid metric), for the table and chart tests;
+    ``groups``: more result keys, e.g. ``test_result_cold``."""
+    return {
+        "model": model,
+        "seed": seed,
+        "status": "ok",
+        "valid_metric": "recall@10",
+        "best_valid_score": 0.1,
+        "test_result": test_result,
+        "wall_seconds": 1.0,
+        **groups,
+    }
+
+
 def item_token_ids(dataset, field, item):
     """The token ids of one item's ``field`` (the padding left out), wherever the dataset keeps them:
     ``item_token_rows`` for the models that read their own features, RecBole's padded rows otherwise."""

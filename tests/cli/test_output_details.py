@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 import pytest
-from helpers import REPO_ROOT, dataset_config
+from helpers import REPO_ROOT, dataset_config, run_record
 
 from recbole_fbsm.cli.serve import serve as serve_main
 from recbole_fbsm.config.cli import typed_command
@@ -100,15 +100,7 @@ def test_the_command_is_recorded_as_typed(process, original, expected):
 # ----------------------------------------------------------------------------------------- the chart
 def test_the_chart_legend_hides_no_error_bar():
     def record(model, seed, recall, ndcg):
-        return {
-            "model": model,
-            "seed": seed,
-            "status": "ok",
-            "valid_metric": "recall@10",
-            "best_valid_score": 0.1,
-            "test_result": {"recall@10": recall, "ndcg@10": ndcg},
-            "wall_seconds": 1.0,
-        }
+        return run_record(model, seed, {"recall@10": recall, "ndcg@10": ndcg})
 
     # tall bars with wide error bars on the left and the right: where a legend inside the axes would sit
     records = [

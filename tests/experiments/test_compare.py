@@ -7,7 +7,7 @@ import shutil
 import sys
 
 import pytest
-from helpers import write_dataset
+from helpers import run_record, write_dataset
 
 from recbole_fbsm.cli.experiments import compare as compare_command
 from recbole_fbsm.cli.experiments import compare_options
@@ -393,15 +393,7 @@ def test_table_shows_each_models_per_split_ratio_to_itemknncbf_and_cosim():
     """The ratio columns are the mean of per-split ratios of the validation metric's test value."""
 
     def record(model, seed, recall):
-        return {
-            "model": model,
-            "seed": seed,
-            "status": "ok",
-            "valid_metric": "recall@10",
-            "best_valid_score": 0.1,
-            "test_result": {"recall@10": recall, "ndcg@10": 0.5},
-            "wall_seconds": 1.0,
-        }
+        return run_record(model, seed, {"recall@10": recall, "ndcg@10": 0.5})
 
     records = [
         record("FBSM", 1, 0.22),

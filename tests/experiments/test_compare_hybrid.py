@@ -4,6 +4,7 @@ items; the item scenario's table keeps its columns."""
 import json
 
 import pytest
+from helpers import run_record
 from test_compare import PNG_MAGIC, table_rows
 
 from recbole_fbsm.cli.experiments import compare as compare_command
@@ -91,17 +92,9 @@ def test_resumed_hybrid_comparison_prints_the_groups_on_the_console(hybrid_resul
 
 
 def _record(model, seed, all_, cold, warm):
-    return {
-        "model": model,
-        "seed": seed,
-        "status": "ok",
-        "valid_metric": "recall@10",
-        "best_valid_score": 0.1,
-        "wall_seconds": 1.0,
-        "test_result": {"recall@10": all_},
-        "test_result_cold": {"recall@10": cold},
-        "test_result_warm": {"recall@10": warm},
-    }
+    return run_record(
+        model, seed, {"recall@10": all_}, test_result_cold={"recall@10": cold}, test_result_warm={"recall@10": warm}
+    )
 
 
 def test_group_cells_are_means_over_splits_and_the_ratios_are_on_all_and_on_cold_items():

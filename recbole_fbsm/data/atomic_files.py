@@ -138,7 +138,7 @@ def scan(path, separator="\t", encoding="utf-8"):
 
 
 def read_columns(atomic, names, separator, encoding, seq_separator, store):
-    """(table of the named columns, {token_seq column: ``CodedSequences``}), one row per data line, no NaN
+    """Table of the named columns, one row per data line, no NaN
     filling (``fast_load.parse_columns``). Token columns come as ``Categorical`` (one string per distinct id,
     not per line: 10^7 likes took 28 s and 1.7 GB as text), token_seq columns as a bool per line: whether the
     cell has a token with a non-blank character; float and float_seq columns as text. The token columns are
@@ -146,13 +146,12 @@ def read_columns(atomic, names, separator, encoding, seq_separator, store):
     kinds = {f"{name}:{kind}": kind for name, kind in atomic.columns.items() if name in names}
     parsed = parse_columns(atomic.path, separator, seq_separator, kinds, encoding)
     identity = file_identity(atomic.path, separator, seq_separator)
-    frame, coded = {}, {}
+    frame = {}
     for header, kind in kinds.items():
         name, column = header.rpartition(":")[0], parsed[header]
         if kind == "token":
             frame[name] = pd.Categorical.from_codes(column[0], pd.Index(column[1], dtype=object), validate=False)
         elif kind == "token_seq":
-            coded[name] = column
             frame[name] = column.counts > 0
             blank = pd.Series(column.vocabulary, dtype=object).str.strip().eq("").to_numpy()
             if blank.any():  # tokens of spaces only (seq_separator is not a space)
@@ -162,7 +161,7 @@ def read_columns(atomic, names, separator, encoding, seq_separator, store):
             frame[name] = column.to_pandas()
         if kind in ("token", "token_seq"):
             store[identity + (header,)] = column
-    return pd.DataFrame(frame), coded
+    return pd.DataFrame(frame)
 
 
 def quote_problem(atomic, separator, encoding, detail):
@@ -223,35 +222,6 @@ def check_float_seq_column(atomic, name, values, seq_separator):
             f"{atomic.path}: column {name!r} (float_seq) has {int(bad.sum())} entries that are not "
             f"finite numbers ({_examples(atomic, rows, tokens.to_numpy()[bad])})."
         )
-
-
-SEPARATORS = (",", ";", "|", "\t", " ")  # what a token_seq cell may be written with instead of seq_separator
-
-
-def check_seq_separator(atomic, name, sequences, seq_separator, field_separator, report):
-    """A token_seq column whose cells seq_separator does not split, but which hold another common separator,
-    is read as one token per cell ('drama,comedy' one genre): a warning with counts when such cells
-    outnumber the cells seq_separator splits. ``sequences``: the column's ``fast_load.CodedSequences``."""
-    codes, vocabulary, counts = sequences.codes, sequences.vocabulary, sequences.counts
-    rows = np.repeat(np.arange(len(counts)), counts)
-    single, split = counts == 1, int((counts >= 2).sum())
-    best = None
-    for candidate in SEPARATORS:
-        if candidate in seq_separator or candidate == field_separator:
-            continue
-        held = pd.Series(vocabulary, dtype=object).str.contains(candidate, regex=False).to_numpy(dtype=bool)
-        cells = np.flatnonzero(single & (np.bincount(rows[held[codes]], minlength=len(counts)) > 0))
-        if len(cells) > split and (best is None or len(cells) > len(best[1])):
-            best = candidate, cells
-    if best is None:
-        return
-    candidate, cells = best
-    first = np.flatnonzero(rows == cells[0])[0]
-    report.warnings.append(
-        f"{atomic.path}: {len(cells)} of {len(counts)} cells of {name!r} (token_seq) hold {candidate!r} but never "
-        f"seq_separator {seq_separator!r} ({_examples(atomic, cells[:1], [vocabulary[codes[first]]])}): each cell is "
-        f"read as one token; set seq_separator: {candidate!r}?"
-    )
 
 
 def codes_of(values):
@@ -429,7 +399,7 @@ def _read_and_check(config, suffix, atomic, loaded, reads_own_features, report):
         or (suffix == "item" and reads_own_features and atomic.columns[c] == "token")
     ]
     try:
-        table, coded = read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed)
+        table = read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed)
     except pa.ArrowInvalid:
         raise ColdStartError(
             quote_problem(atomic, separator, encoding, "a CSV reader cannot split it into rows")
@@ -444,8 +414,6 @@ def _read_and_check(config, suffix, atomic, loaded, reads_own_features, report):
             check_float_column(atomic, column, table[column], None if suffix == "inter" else report)
         elif kind == "float_seq":
             check_float_seq_column(atomic, column, table[column], seq_separator)
-        elif kind == "token_seq":
-            check_seq_separator(atomic, column, coded[column], seq_separator, separator, report)
     return table
 
 

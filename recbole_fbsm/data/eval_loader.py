@@ -17,7 +17,7 @@ from recbole.data.interaction import Interaction
 from torch.utils.data import BatchSampler
 
 from recbole_fbsm.data.features import feature_fields
-from recbole_fbsm.data.sampler import UsedIds, sorted_unique
+from recbole_fbsm.data.sampler import liked_keys, sorted_unique
 from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.runtime import distributed
 
@@ -79,7 +79,7 @@ class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
         evaluated[users] = True
         # the phase's used ids (RecBole's ``Sampler``: every split's likes up to this phase's), as sorted keys
         phase_and_before = sampler.datasets[: sampler.phases.index(sampler.phase) + 1]
-        history = UsedIds(phase_and_before, self.uid_field, self.iid_field, n_users, n_items).keys()
+        history = liked_keys(phase_and_before)
         found = np.searchsorted(positive, history).clip(max=max(len(positive) - 1, 0))
         in_positive = positive[found] == history if len(positive) else np.zeros(len(history), dtype=bool)
         history = history[~in_positive & evaluated[history // n_items]]

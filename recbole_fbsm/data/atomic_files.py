@@ -296,7 +296,7 @@ def check_dataset(config, reads_own_features=False):
         for suffix, atomic in files.items()
         if columns(suffix, atomic)
     }
-    _check_rows_of_ids(config, files, tables, report)
+    _check_rows_of_ids(config, files, tables)
     if reads_own_features and "item" in tables:
         _check_features(config, files["item"], tables["item"], columns("item", files["item"]), config["seq_separator"])
     return report
@@ -417,34 +417,18 @@ def _read_and_check(config, suffix, atomic, loaded, reads_own_features, report):
     return table
 
 
-def _check_rows_of_ids(config, files, tables, report):
-    """Interactions whose user or item has no row in the .user / .item file: dropped by RecBole's filter (a
-    warning with counts), or kept without features; an error when every one would go."""
+def _check_rows_of_ids(config, files, tables):
+    """RecBole's filter (``filter_inter_by_user_or_item``) drops the interactions whose user or item has no row
+    in the .user / .item file: an error when every one would go."""
     inter = files["inter"]
     for suffix, id_field in (("item", config["ITEM_ID_FIELD"]), ("user", config["USER_ID_FIELD"])):
-        if suffix not in tables or "inter" not in tables or id_field not in tables[suffix]:
+        if not config["filter_inter_by_user_or_item"] or suffix not in tables or id_field not in tables[suffix]:
             continue
-        codes, distinct = codes_of(tables["inter"][id_field])
         _, listed = codes_of(tables[suffix][id_field])
-        missing = (pd.Index(listed).get_indexer(distinct) < 0)[codes]
-        if not missing.any():
-            continue
-        n_ids = len(np.unique(codes[missing]))
-        shown = ", ".join(map(repr, distinct[pd.unique(codes[missing])[:SHOWN]]))
-        what = f"{n_ids} {suffix}(s) of {inter.path} ({shown}, ...) have no row in {files[suffix].path}"
-        if not config["filter_inter_by_user_or_item"]:
-            report.warnings.append(
-                f"{what}: their {int(missing.sum())} interaction(s) are kept without {suffix} features."
-            )
-        elif missing.all():
+        if (pd.Index(listed).get_indexer(codes_of(tables["inter"][id_field])[1]) < 0).all():
             raise ColdStartError(
                 f"no {suffix} of {inter.path} has a row in {files[suffix].path}: every interaction "
                 f"would be dropped (filter_inter_by_user_or_item); check the {id_field} values."
-            )
-        else:
-            report.warnings.append(
-                f"{what}: their {int(missing.sum())} interaction(s) of {len(missing)} "
-                f"({100.0 * missing.sum() / len(missing):.1f}%) are dropped (filter_inter_by_user_or_item: True)."
             )
 
 

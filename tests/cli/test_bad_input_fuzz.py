@@ -686,15 +686,6 @@ FILE_CASES = [
 
 WARNING_CASES = [
     (
-        "items-without-item-row",
-        lambda d: drop_item_rows(d, lambda r: hash(r) % 5 != 0 and r[1:3] != "00"),
-        [
-            r"\d+ item\(s\) of .*toy\.inter",
-            r"no row in .*toy\.item",
-            r"\d+ interaction\(s\) of \d+ \(\d+\.\d%\) are dropped",
-        ],
-    ),
-    (
         "item-feature-value-missing",
         lambda d: add_price(d),
         [r"toy\.item: column 'price' is empty on 1 line\(s\) \(line 3\)", r"column mean"],
@@ -794,17 +785,6 @@ def test_doubtful_atomic_file_is_a_warning_with_counts(tmp_path, case):
     assert len(warnings) == 1, warnings
     for pattern in expected:
         assert re.search(pattern, warnings[0]), f"{pattern!r} not in {warnings[0]!r}"
-
-
-def test_items_without_item_rows_warn_with_the_count_of_lost_interactions(tmp_path):
-    """ml-100k-like: a fifth of the items lose their .item row; RecBole drops their interactions."""
-    data = write_dataset(tmp_path, "toy")
-    gone = set(sorted(data.interacted_items)[::5])
-    drop_item_rows(data, lambda row: row.split("\t")[0] not in gone)
-    config = ColdStartConfig(model="Pop", dataset="toy", config_file_list=[str(config_file(tmp_path, "Pop", {}))])
-    (warning,) = check_dataset_files(config).warnings
-    lost = sum(1 for _, item, _ in data.rows if item in gone)
-    assert f"{len(gone)} item(s)" in warning and f"their {lost} interaction(s) of {len(data.rows)}" in warning
 
 
 def test_every_case_is_listed_in_docs_errors_md():

@@ -71,15 +71,8 @@ def read_header(path, separator, encoding="utf-8"):
             f"{path}: the file is empty or its first line is blank; expected a header of "
             "name:type columns (types: token, token_seq, float, float_seq)."
         )
-    if header.endswith("\r\n"):
-        raise ColdStartError(
-            f"{_where(path, 1)}: Windows line ends (\\r\\n); RecBole reads \\n line ends only "
-            "(convert the file, e.g. with dos2unix)."
-        )
-    if not header.endswith("\n"):
-        raise ColdStartError(f"{path}: the file has a header but no line end after it and no rows.")
-    columns = {}
-    for position, column in enumerate(header[:-1].split(separator), 1):
+    columns = {}  # \r\n line ends are read as \n ones (pyarrow's reader)
+    for position, column in enumerate(header.rstrip("\r\n").split(separator), 1):
         name, colon, kind = column.partition(":")
         if not colon or ":" in kind or not name.strip():
             raise ColdStartError(

@@ -202,8 +202,8 @@ class ColdStartDataset(Dataset):
         """A split with no more items than the largest cut-off puts every candidate in every top-k list:
         Recall@k is 1.0 for every model, a meaningless figure reported as a result. The message names both
         settings that decide it: ``topk``, and the split ratios applied to the dataset's items."""
-        topk = self.config["topk"]
-        largest = max(topk) if isinstance(topk, (list, tuple)) else int(topk)
+        topk = self.config["topk"]  # a list (RecBole's configuration makes one of a single cut-off)
+        largest = max(topk)
         if self.config.hybrid:
             split_settings = (
                 f"hybrid_cold_ratio {setting(self.config, 'hybrid_cold_ratio')} and hybrid_warm_split "
@@ -211,11 +211,10 @@ class ColdStartDataset(Dataset):
             )
         else:
             split_settings = f"eval_args.split RS {list(self.config['eval_args']['split']['RS'])}"
-        shown_topk = list(topk) if isinstance(topk, (list, tuple)) else topk
         for part in parts:
             n = len(part.split_items)
             if n <= largest:
-                lower = f"lower topk (now {shown_topk}) below {n}, or " if n > 1 else ""
+                lower = f"lower topk (now {list(topk)}) below {n}, or " if n > 1 else ""
                 raise ColdStartError(
                     f"dataset {self.dataset_name!r}: the {part.phase} split has {n} item(s), not more than the "
                     f"largest topk ({largest}): every item would be in every top-{largest} list (Recall@{largest} = "

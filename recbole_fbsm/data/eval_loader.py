@@ -65,8 +65,8 @@ class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
     def __init__(self, config, dataset, sampler, shuffle=False):
         """What RecBole's ``FullSortEvalDataLoader.__init__`` sets up (evaluated users, their positives and
         history), from sorted keys instead of a Python loop over the interactions with a set and two
-        tensors per user (21 s and 1.7 GB for the two loaders at 10^7 likes). The per-user tensors
-        ``uid2positive_item`` / ``uid2history_item`` are made only if something asks for them."""
+        tensors per user (21 s and 1.7 GB for the two loaders at 10^7 likes): CSR matrices, without RecBole's
+        per-user tensors ``uid2positive_item`` / ``uid2history_item`` (read only by ``recbole.utils.case_study``)."""
         self.logger = getLogger()
         self.uid_field, self.iid_field = dataset.uid_field, dataset.iid_field
         self.is_sequential = False
@@ -90,27 +90,7 @@ class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
         self.uid_list = torch.from_numpy(np.flatnonzero(evaluated).astype(np.int64))
         self.user_df = dataset.join(Interaction({self.uid_field: self.uid_list}))
         self.sample_size = len(self.user_df)
-        self._evaluated = evaluated
         AbstractDataLoader.__init__(self, config, dataset, sampler, shuffle=False)
-
-    @property
-    def uid2positive_item(self):
-        return self._per_user_items("_positives", "_uid2positive_item")
-
-    @property
-    def uid2history_item(self):
-        return self._per_user_items("_history", "_uid2history_item")
-
-    def _per_user_items(self, matrix, cache):
-        """RecBole's object array: an item tensor per evaluated user, None for the others."""
-        if cache not in self.__dict__:
-            csr = getattr(self, matrix)
-            indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
-            rows = np.array([None] * len(self._evaluated))
-            for user in np.flatnonzero(self._evaluated).tolist():
-                rows[user] = torch.from_numpy(indices[indptr[user] : indptr[user + 1]].copy())
-            self.__dict__[cache] = rows
-        return self.__dict__[cache]
 
     def collate_fn(self, index):
         user_df = self.user_df[np.array(index)]

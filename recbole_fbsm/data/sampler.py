@@ -86,21 +86,16 @@ class ColdStartSampler(Sampler):
     def __init__(self, phases, datasets, distribution="uniform", alpha=1.0):
         self.logger = getLogger()
         self._pools, self._likes, self._dislikes, self._cpu_samplers = {}, {}, {}, {}
-        n_users = datasets[0].user_num
-        liked = []
-        for phase, dataset in zip(phases, datasets):
-            pool = np.asarray(dataset.split_items, dtype=np.int64)
-            self._pools[phase] = pool
-            liked.append(dataset.inter_feat)
-            users = np.concatenate([f[dataset.uid_field].numpy() for f in liked])
-            items = np.concatenate([f[dataset.iid_field].numpy() for f in liked])
-            in_pool = np.zeros(dataset.item_num, dtype=bool)
+        n_users, n_items = datasets[0].user_num, datasets[0].item_num
+        for k, (phase, dataset) in enumerate(zip(phases, datasets)):
+            pool = self._pools[phase] = np.asarray(dataset.split_items, dtype=np.int64)
+            keys = liked_keys(datasets[: k + 1])  # the likes up to this phase, sorted by (user, item), distinct
+            in_pool = np.zeros(n_items, dtype=bool)
             in_pool[pool] = True
-            in_pool = in_pool[items]
-            users, positions = users[in_pool], np.searchsorted(pool, items[in_pool])
-            # dedupe repeated likes; p_k - k for the user's k-th liked position is non-decreasing per user
-            self._likes[phase] = _Likes(sorted_unique(users * (len(pool) + 1) + positions), n_users, len(pool))
-            del users, items, positions
+            keys = keys[in_pool[keys % n_items]]
+            # still sorted and distinct: p_k - k for the user's k-th liked position is non-decreasing per user
+            positions = np.searchsorted(pool, keys % n_items)
+            self._likes[phase] = _Likes(keys // n_items * (len(pool) + 1) + positions, n_users, len(pool))
             dislikes = dataset.dislike_feat
             self._dislikes[phase] = (
                 None

@@ -6,6 +6,7 @@ In a data-parallel run each rank evaluates one contiguous block of the users (Re
 pads the shards with repeated users, counted twice); the trainer gathers the blocks back in rank order.
 """
 
+from functools import cache
 from logging import getLogger
 
 import numpy as np
@@ -100,14 +101,10 @@ class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
         return user_df, (history_u, history_i), positive_u, positive_i
 
 
-_SHARDED = {}
-
-
+@cache
 def vectorised_eval_loader(loader_class):
     """The vectorised loader in place of RecBole's full-sort one; any other loader class sharded by
     user blocks in data-parallel runs and otherwise unchanged."""
     if loader_class is FullSortEvalDataLoader:
         return ColdStartFullSortEvalDataLoader
-    if loader_class not in _SHARDED:
-        _SHARDED[loader_class] = type(f"Sharded{loader_class.__name__}", (ShardedEvalMixin, loader_class), {})
-    return _SHARDED[loader_class]
+    return type(f"Sharded{loader_class.__name__}", (ShardedEvalMixin, loader_class), {})

@@ -10,14 +10,13 @@ candidate. ``ColdStartSampler`` draws, in each phase, only among the items of th
   rejection (the r-th free item is found by a binary search over the user's sorted likes);
   ``popularity``: split item popularity ** alpha, rejection for a few rounds, else the uniform draw;
 - a user who has liked every item of the split has no true negative; they get a uniform split item
-  (a warning says how many such users exist) rather than hanging the loop.
+  rather than hanging the loop.
 
 The draws are torch's (``DeviceNegativeSampler``), on the CPU for RecBole's loaders and on the model's device
 for ``data.device_batches``: one sampler for both.
 """
 
 from functools import cached_property
-from logging import getLogger
 
 import numpy as np
 import torch
@@ -84,7 +83,6 @@ class ColdStartSampler(Sampler):
     """RecBole ``Sampler`` restricted to the items of each phase's split (see module docstring)."""
 
     def __init__(self, phases, datasets, distribution="uniform", alpha=1.0):
-        self.logger = getLogger()
         self._pools, self._likes, self._dislikes, self._cpu_samplers = {}, {}, {}, {}
         n_users, n_items = datasets[0].user_num, datasets[0].item_num
         for k, (phase, dataset) in enumerate(zip(phases, datasets)):
@@ -130,14 +128,6 @@ class ColdStartSampler(Sampler):
         users = torch.as_tensor(np.asarray(key_ids, dtype=np.int64))
         return self._cpu_samplers[self.phase].sample(users.repeat(num))
 
-    def _warn_saturated(self, n_users):
-        if not getattr(self, "_warned_saturated", False):
-            self._warned_saturated = True
-            self.logger.warning(
-                f"{n_users} user(s) liked every item of the {self.phase} split: they have no "
-                "true negative, so their negatives are drawn among their own likes."
-            )
-
 
 class DeviceNegativeSampler:
     """One phase of a ``ColdStartSampler`` as tensors on a device, drawn by torch there from ``generator``
@@ -169,10 +159,6 @@ class DeviceNegativeSampler:
         # constraint, which only changes the score of a like): uniform free draws, popularity draws that clash fall
         # back to them; only a user who liked every item draws any (a dislike may also be a like: not assumed)
         self.excludes_likes = not self._any_saturated and self.dislikes is None
-        if dislikes is not None:
-            saturated = saturated & (dislikes.counts == 0)  # not in place: self.saturated may share its memory
-        if saturated.any():
-            sampler._warn_saturated(int(saturated.sum()))
 
     def uniforms(self, n):
         return torch.rand(n, generator=self.generator, device=self.device, dtype=torch.float64)

@@ -61,7 +61,7 @@ PUBLIC_OVERRIDDEN = (
     Pin(_CONFIG + "compatibility_settings", "5030d75b2f92", "numpy aliases (fail on numpy 2): only missing ones"),
     Pin(_DATASET + "build", "23efe0363311", "splits interactions: the plugin splits items (eval_args.group_by)"),
     Pin(_DATASET + "fields", "d3a5a32ca71b", "every field: item_id hidden from a context model (content only)"),
-    Pin(_SAMPLER + "Sampler.get_used_ids", "8658f8bd9b74", "a set per user and phase: the plugin's UsedIds"),
+    Pin(_SAMPLER + "Sampler.get_used_ids", "8658f8bd9b74", "a set per user and phase: the plugin's liked_keys"),
     Pin(_SAMPLER + "AbstractSampler.sample_by_key_ids", "2ab472d027ec", "negatives from the phase's split"),
     Pin(_COLLECTOR + "Collector.get_data_struct", "b8062da76dd8", "data-parallel: every rank's rows gathered"),
     Pin(_EASE + "full_sort_predict", "6fd2db8f3ce1", "X_u B in scipy on the CPU: the plugin's B is on the device"),

@@ -71,15 +71,8 @@ def read_header(path, separator, encoding="utf-8"):
             f"{path}: the file is empty or its first line is blank; expected a header of "
             "name:type columns (types: token, token_seq, float, float_seq)."
         )
-    if header.endswith("\r\n"):
-        raise ColdStartError(
-            f"{_where(path, 1)}: Windows line ends (\\r\\n); RecBole reads \\n line ends only "
-            "(convert the file, e.g. with dos2unix)."
-        )
-    if not header.endswith("\n"):
-        raise ColdStartError(f"{path}: the file has a header but no line end after it and no rows.")
-    columns = {}
-    for position, column in enumerate(header[:-1].split(separator), 1):
+    columns = {}  # \r\n line ends are read as \n ones (pyarrow's reader)
+    for position, column in enumerate(header.rstrip("\r\n").split(separator), 1):
         name, colon, kind = column.partition(":")
         if not colon or ":" in kind or not name.strip():
             raise ColdStartError(
@@ -138,7 +131,7 @@ def scan(path, separator="\t", encoding="utf-8"):
 
 
 def read_columns(atomic, names, separator, encoding, seq_separator, store):
-    """(table of the named columns, {token_seq column: ``CodedSequences``}), one row per data line, no NaN
+    """Table of the named columns, one row per data line, no NaN
     filling (``fast_load.parse_columns``). Token columns come as ``Categorical`` (one string per distinct id,
     not per line: 10^7 likes took 28 s and 1.7 GB as text), token_seq columns as a bool per line: whether the
     cell has a token with a non-blank character; float and float_seq columns as text. The token columns are
@@ -146,13 +139,12 @@ def read_columns(atomic, names, separator, encoding, seq_separator, store):
     kinds = {f"{name}:{kind}": kind for name, kind in atomic.columns.items() if name in names}
     parsed = parse_columns(atomic.path, separator, seq_separator, kinds, encoding)
     identity = file_identity(atomic.path, separator, seq_separator)
-    frame, coded = {}, {}
+    frame = {}
     for header, kind in kinds.items():
         name, column = header.rpartition(":")[0], parsed[header]
         if kind == "token":
             frame[name] = pd.Categorical.from_codes(column[0], pd.Index(column[1], dtype=object), validate=False)
         elif kind == "token_seq":
-            coded[name] = column
             frame[name] = column.counts > 0
             blank = pd.Series(column.vocabulary, dtype=object).str.strip().eq("").to_numpy()
             if blank.any():  # tokens of spaces only (seq_separator is not a space)
@@ -162,7 +154,7 @@ def read_columns(atomic, names, separator, encoding, seq_separator, store):
             frame[name] = column.to_pandas()
         if kind in ("token", "token_seq"):
             store[identity + (header,)] = column
-    return pd.DataFrame(frame), coded
+    return pd.DataFrame(frame)
 
 
 def quote_problem(atomic, separator, encoding, detail):
@@ -223,35 +215,6 @@ def check_float_seq_column(atomic, name, values, seq_separator):
             f"{atomic.path}: column {name!r} (float_seq) has {int(bad.sum())} entries that are not "
             f"finite numbers ({_examples(atomic, rows, tokens.to_numpy()[bad])})."
         )
-
-
-SEPARATORS = (",", ";", "|", "\t", " ")  # what a token_seq cell may be written with instead of seq_separator
-
-
-def check_seq_separator(atomic, name, sequences, seq_separator, field_separator, report):
-    """A token_seq column whose cells seq_separator does not split, but which hold another common separator,
-    is read as one token per cell ('drama,comedy' one genre): a warning with counts when such cells
-    outnumber the cells seq_separator splits. ``sequences``: the column's ``fast_load.CodedSequences``."""
-    codes, vocabulary, counts = sequences.codes, sequences.vocabulary, sequences.counts
-    rows = np.repeat(np.arange(len(counts)), counts)
-    single, split = counts == 1, int((counts >= 2).sum())
-    best = None
-    for candidate in SEPARATORS:
-        if candidate in seq_separator or candidate == field_separator:
-            continue
-        held = pd.Series(vocabulary, dtype=object).str.contains(candidate, regex=False).to_numpy(dtype=bool)
-        cells = np.flatnonzero(single & (np.bincount(rows[held[codes]], minlength=len(counts)) > 0))
-        if len(cells) > split and (best is None or len(cells) > len(best[1])):
-            best = candidate, cells
-    if best is None:
-        return
-    candidate, cells = best
-    first = np.flatnonzero(rows == cells[0])[0]
-    report.warnings.append(
-        f"{atomic.path}: {len(cells)} of {len(counts)} cells of {name!r} (token_seq) hold {candidate!r} but never "
-        f"seq_separator {seq_separator!r} ({_examples(atomic, cells[:1], [vocabulary[codes[first]]])}): each cell is "
-        f"read as one token; set seq_separator: {candidate!r}?"
-    )
 
 
 def codes_of(values):
@@ -326,7 +289,7 @@ def check_dataset(config, reads_own_features=False):
         for suffix, atomic in files.items()
         if columns(suffix, atomic)
     }
-    _check_rows_of_ids(config, files, tables, report)
+    _check_rows_of_ids(config, files, tables)
     if reads_own_features and "item" in tables:
         _check_features(config, files["item"], tables["item"], columns("item", files["item"]), config["seq_separator"])
     return report
@@ -429,7 +392,7 @@ def _read_and_check(config, suffix, atomic, loaded, reads_own_features, report):
         or (suffix == "item" and reads_own_features and atomic.columns[c] == "token")
     ]
     try:
-        table, coded = read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed)
+        table = read_columns(atomic, wanted, separator, encoding, seq_separator, report.parsed)
     except pa.ArrowInvalid:
         raise ColdStartError(
             quote_problem(atomic, separator, encoding, "a CSV reader cannot split it into rows")
@@ -444,39 +407,21 @@ def _read_and_check(config, suffix, atomic, loaded, reads_own_features, report):
             check_float_column(atomic, column, table[column], None if suffix == "inter" else report)
         elif kind == "float_seq":
             check_float_seq_column(atomic, column, table[column], seq_separator)
-        elif kind == "token_seq":
-            check_seq_separator(atomic, column, coded[column], seq_separator, separator, report)
     return table
 
 
-def _check_rows_of_ids(config, files, tables, report):
-    """Interactions whose user or item has no row in the .user / .item file: dropped by RecBole's filter (a
-    warning with counts), or kept without features; an error when every one would go."""
+def _check_rows_of_ids(config, files, tables):
+    """RecBole's filter (``filter_inter_by_user_or_item``) drops the interactions whose user or item has no row
+    in the .user / .item file: an error when every one would go."""
     inter = files["inter"]
     for suffix, id_field in (("item", config["ITEM_ID_FIELD"]), ("user", config["USER_ID_FIELD"])):
-        if suffix not in tables or "inter" not in tables or id_field not in tables[suffix]:
+        if not config["filter_inter_by_user_or_item"] or suffix not in tables or id_field not in tables[suffix]:
             continue
-        codes, distinct = codes_of(tables["inter"][id_field])
         _, listed = codes_of(tables[suffix][id_field])
-        missing = (pd.Index(listed).get_indexer(distinct) < 0)[codes]
-        if not missing.any():
-            continue
-        n_ids = len(np.unique(codes[missing]))
-        shown = ", ".join(map(repr, distinct[pd.unique(codes[missing])[:SHOWN]]))
-        what = f"{n_ids} {suffix}(s) of {inter.path} ({shown}, ...) have no row in {files[suffix].path}"
-        if not config["filter_inter_by_user_or_item"]:
-            report.warnings.append(
-                f"{what}: their {int(missing.sum())} interaction(s) are kept without {suffix} features."
-            )
-        elif missing.all():
+        if (pd.Index(listed).get_indexer(codes_of(tables["inter"][id_field])[1]) < 0).all():
             raise ColdStartError(
                 f"no {suffix} of {inter.path} has a row in {files[suffix].path}: every interaction "
                 f"would be dropped (filter_inter_by_user_or_item); check the {id_field} values."
-            )
-        else:
-            report.warnings.append(
-                f"{what}: their {int(missing.sum())} interaction(s) of {len(missing)} "
-                f"({100.0 * missing.sum() / len(missing):.1f}%) are dropped (filter_inter_by_user_or_item: True)."
             )
 
 

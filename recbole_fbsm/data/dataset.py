@@ -18,7 +18,7 @@ from recbole_fbsm.errors import ColdStartError
 PHASES = ("train", "valid", "test")
 
 
-def item_split(tokens, ratios, seed):
+def item_split(tokens, ratios, seed, setting_name="eval_args.split.RS"):
     """Split index (0 train, 1 valid, 2 test) of each external item token, a function of the set of tokens, the
     ratios and the seed only: sorted tokens shuffled by ``numpy.random.default_rng(seed)``; valid and test get
     round(ratio * n) items, train the rest."""
@@ -31,7 +31,7 @@ def item_split(tokens, ratios, seed):
     sizes = (n_items - n_valid - n_test, n_valid, n_test)
     if min(sizes) < 1:
         raise ColdStartError(
-            f"{n_items} items with interactions and eval_args.split.RS={list(ratios)} give "
+            f"{n_items} items with interactions and {setting_name}={list(ratios)} give "
             f"train/valid/test sizes {sizes}; every split needs at least one item."
         )
     split = np.empty(n_items, dtype=np.int64)
@@ -63,16 +63,10 @@ def per_user_split(users, ratios, seed):
     return split
 
 
-def canonical_order(frame, first):
-    """``frame``'s rows sorted by the columns ``first``, then by its other scalar columns (token text,
-    numbers): a function of the rows' content only."""
-    order = canonical_rows(frame, first)
-    return frame if order is None else frame.iloc[order].reset_index(drop=True)
-
-
 def canonical_rows(frame, first):
-    """The row order of ``canonical_order`` (None: keep the rows as they are). Columns are ranked with
-    ``pandas.factorize`` (a sort of the distinct values) and the rows ordered with one ``numpy.lexsort``."""
+    """The order of ``frame``'s rows sorted by the columns ``first``, then by its other scalar columns (token
+    text, numbers): a function of the rows' content only (None: keep the rows as they are). Columns are ranked
+    with ``pandas.factorize`` (a sort of the distinct values) and the rows ordered with one ``numpy.lexsort``."""
     if frame is None or len(frame) < 2:
         return None
     keys = []
@@ -208,8 +202,8 @@ class ColdStartDataset(Dataset):
         """A split with no more items than the largest cut-off puts every candidate in every top-k list:
         Recall@k is 1.0 for every model, a meaningless figure reported as a result. The message names both
         settings that decide it: ``topk``, and the split ratios applied to the dataset's items."""
-        topk = self.config["topk"]
-        largest = max(topk) if isinstance(topk, (list, tuple)) else int(topk)
+        topk = self.config["topk"]  # a list (RecBole's configuration makes one of a single cut-off)
+        largest = max(topk)
         if self.config.hybrid:
             split_settings = (
                 f"hybrid_cold_ratio {setting(self.config, 'hybrid_cold_ratio')} and hybrid_warm_split "
@@ -217,11 +211,10 @@ class ColdStartDataset(Dataset):
             )
         else:
             split_settings = f"eval_args.split RS {list(self.config['eval_args']['split']['RS'])}"
-        shown_topk = list(topk) if isinstance(topk, (list, tuple)) else topk
         for part in parts:
             n = len(part.split_items)
             if n <= largest:
-                lower = f"lower topk (now {shown_topk}) below {n}, or " if n > 1 else ""
+                lower = f"lower topk (now {list(topk)}) below {n}, or " if n > 1 else ""
                 raise ColdStartError(
                     f"dataset {self.dataset_name!r}: the {part.phase} split has {n} item(s), not more than the "
                     f"largest topk ({largest}): every item would be in every top-{largest} list (Recall@{largest} = "
@@ -240,10 +233,9 @@ class ColdStartDataset(Dataset):
         items = np.flatnonzero(np.bincount(self.inter_feat[self.iid_field].numpy(), minlength=self.item_num))
         tokens = self.field2id_token[self.iid_field][items]
         try:
-            split_of_token = item_split(tokens, ratios, self.config.split_seed)
+            split_of_token = item_split(tokens, ratios, self.config.split_seed, setting_name)
         except ColdStartError as error:
-            message = str(error).replace("eval_args.split.RS", setting_name)
-            raise ColdStartError(f"dataset {self.dataset_name!r} is too small to split: {message}") from None
+            raise ColdStartError(f"dataset {self.dataset_name!r} is too small to split: {error}") from None
         split_of_item = np.full(self.item_num, -1, dtype=np.int64)
         split_of_item[items] = split_of_token
         return split_of_item

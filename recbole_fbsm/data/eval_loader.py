@@ -6,6 +6,7 @@ In a data-parallel run each rank evaluates one contiguous block of the users (Re
 pads the shards with repeated users, counted twice); the trainer gathers the blocks back in rank order.
 """
 
+from functools import cache
 from logging import getLogger
 
 import numpy as np
@@ -17,7 +18,7 @@ from recbole.data.interaction import Interaction
 from torch.utils.data import BatchSampler
 
 from recbole_fbsm.data.features import feature_fields
-from recbole_fbsm.data.sampler import UsedIds, sorted_unique
+from recbole_fbsm.data.sampler import liked_keys, sorted_unique
 from recbole_fbsm.kernels.sparse import TorchCsr
 from recbole_fbsm.runtime import distributed
 
@@ -65,8 +66,8 @@ class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
     def __init__(self, config, dataset, sampler, shuffle=False):
         """What RecBole's ``FullSortEvalDataLoader.__init__`` sets up (evaluated users, their positives and
         history), from sorted keys instead of a Python loop over the interactions with a set and two
-        tensors per user (21 s and 1.7 GB for the two loaders at 10^7 likes). The per-user tensors
-        ``uid2positive_item`` / ``uid2history_item`` are made only if something asks for them."""
+        tensors per user (21 s and 1.7 GB for the two loaders at 10^7 likes): CSR matrices, without RecBole's
+        per-user tensors ``uid2positive_item`` / ``uid2history_item`` (read only by ``recbole.utils.case_study``)."""
         self.logger = getLogger()
         self.uid_field, self.iid_field = dataset.uid_field, dataset.iid_field
         self.is_sequential = False
@@ -79,7 +80,7 @@ class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
         evaluated[users] = True
         # the phase's used ids (RecBole's ``Sampler``: every split's likes up to this phase's), as sorted keys
         phase_and_before = sampler.datasets[: sampler.phases.index(sampler.phase) + 1]
-        history = UsedIds(phase_and_before, self.uid_field, self.iid_field, n_users, n_items).keys()
+        history = liked_keys(phase_and_before)
         found = np.searchsorted(positive, history).clip(max=max(len(positive) - 1, 0))
         in_positive = positive[found] == history if len(positive) else np.zeros(len(history), dtype=bool)
         history = history[~in_positive & evaluated[history // n_items]]
@@ -90,27 +91,7 @@ class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
         self.uid_list = torch.from_numpy(np.flatnonzero(evaluated).astype(np.int64))
         self.user_df = dataset.join(Interaction({self.uid_field: self.uid_list}))
         self.sample_size = len(self.user_df)
-        self._evaluated = evaluated
         AbstractDataLoader.__init__(self, config, dataset, sampler, shuffle=False)
-
-    @property
-    def uid2positive_item(self):
-        return self._per_user_items("_positives", "_uid2positive_item")
-
-    @property
-    def uid2history_item(self):
-        return self._per_user_items("_history", "_uid2history_item")
-
-    def _per_user_items(self, matrix, cache):
-        """RecBole's object array: an item tensor per evaluated user, None for the others."""
-        if cache not in self.__dict__:
-            csr = getattr(self, matrix)
-            indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
-            rows = np.array([None] * len(self._evaluated))
-            for user in np.flatnonzero(self._evaluated).tolist():
-                rows[user] = torch.from_numpy(indices[indptr[user] : indptr[user + 1]].copy())
-            self.__dict__[cache] = rows
-        return self.__dict__[cache]
 
     def collate_fn(self, index):
         user_df = self.user_df[np.array(index)]
@@ -120,14 +101,10 @@ class ColdStartFullSortEvalDataLoader(ShardedEvalMixin, FullSortEvalDataLoader):
         return user_df, (history_u, history_i), positive_u, positive_i
 
 
-_SHARDED = {}
-
-
+@cache
 def vectorised_eval_loader(loader_class):
     """The vectorised loader in place of RecBole's full-sort one; any other loader class sharded by
     user blocks in data-parallel runs and otherwise unchanged."""
     if loader_class is FullSortEvalDataLoader:
         return ColdStartFullSortEvalDataLoader
-    if loader_class not in _SHARDED:
-        _SHARDED[loader_class] = type(f"Sharded{loader_class.__name__}", (ShardedEvalMixin, loader_class), {})
-    return _SHARDED[loader_class]
+    return type(f"Sharded{loader_class.__name__}", (ShardedEvalMixin, loader_class), {})

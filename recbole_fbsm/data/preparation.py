@@ -8,7 +8,7 @@ from logging import getLogger
 import numpy as np
 import torch
 from recbole.data.utils import create_samplers, get_dataloader
-from recbole.utils import ModelType, set_color
+from recbole.utils import set_color
 
 from recbole_fbsm.config.datasets import missing_dataset_message
 from recbole_fbsm.data.atomic_files import check_dataset, read_header
@@ -48,8 +48,6 @@ def data_preparation(config, dataset, reads_own_features=False):
     item``) with ``ColdStartSampler`` (negatives only from the phase's own split). ``reads_own_features``: a model
     holding its own feature matrices: no per-batch feature join, unpadded token rows
     (``ColdStartDataset.item_token_rows``), training batches cut on its device (``device_batches``)."""
-    if config["MODEL_TYPE"] not in (ModelType.GENERAL, ModelType.CONTEXT, ModelType.TRADITIONAL):
-        raise ColdStartError(f"model {config['model']!r}: only general and context-aware models are supported.")
     dataset._skip_feature_join = reads_own_features
     dataset.item_token_rows_only = reads_own_features  # their F is built from unpadded token rows
     built = dataset.build()

@@ -10,14 +10,13 @@ candidate. ``ColdStartSampler`` draws, in each phase, only among the items of th
   rejection (the r-th free item is found by a binary search over the user's sorted likes);
   ``popularity``: split item popularity ** alpha, rejection for a few rounds, else the uniform draw;
 - a user who has liked every item of the split has no true negative; they get a uniform split item
-  (a warning says how many such users exist) rather than hanging the loop.
+  rather than hanging the loop.
 
 The draws are torch's (``DeviceNegativeSampler``), on the CPU for RecBole's loaders and on the model's device
 for ``data.device_batches``: one sampler for both.
 """
 
 from functools import cached_property
-from logging import getLogger
 
 import numpy as np
 import torch
@@ -66,68 +65,35 @@ def sorted_unique(values):
     return values[keep]
 
 
-class UsedIds:
-    """RecBole's ``used_ids`` of one phase (indexing by a user gives the set of items the user liked up to that
-    phase), read from the phases' datasets when asked: held for the whole run, the sorted pairs of every phase
-    cost 48 MB per phase per 6 million training likes. Indexing (RecBole's own loops) sorts them once."""
-
-    def __init__(self, datasets, uid_field, iid_field, n_users, n_items):
-        self.datasets, self.uid_field, self.iid_field = list(datasets), uid_field, iid_field
-        self.n_users, self.n_items = n_users, n_items
-        self._items = self._indptr = None
-
-    def keys(self):
-        """Sorted distinct ``user * n_items + item`` of every (user, liked item)."""
-        if self._items is not None:
-            return np.repeat(np.arange(self.n_users), np.diff(self._indptr)) * self.n_items + self._items
-        return sorted_unique(
-            np.concatenate(
-                [
-                    d.inter_feat[self.uid_field].numpy().astype(np.int64) * self.n_items
-                    + d.inter_feat[self.iid_field].numpy().astype(np.int64)
-                    for d in self.datasets
-                ]
-            )
+def liked_keys(datasets):
+    """Sorted distinct ``user * n_items + item`` of every (user, liked item) of ``datasets``: RecBole's
+    ``used_ids`` of a phase (its per-user sets took 25 s and 1.5 GB at 10^7 likes), read when asked."""
+    return sorted_unique(
+        np.concatenate(
+            [
+                d.inter_feat[d.uid_field].numpy().astype(np.int64) * d.item_num
+                + d.inter_feat[d.iid_field].numpy().astype(np.int64)
+                for d in datasets
+            ]
         )
-
-    def __len__(self):
-        return self.n_users
-
-    def __getitem__(self, user):
-        if user is None:  # RecBole's evaluation loader asks for its "no user yet" before the first user
-            return set()
-        if self._items is None:
-            keys = self.keys()
-            self._items = keys % self.n_items
-            self._indptr = np.concatenate(([0], np.cumsum(np.bincount(keys // self.n_items, minlength=self.n_users))))
-        if np.ndim(user) == 0:
-            return set(self._items[self._indptr[user] : self._indptr[user + 1]].tolist())
-        sets = np.empty(len(user), dtype=object)
-        sets[:] = [self[u] for u in np.asarray(user).tolist()]
-        return sets
+    )
 
 
 class ColdStartSampler(Sampler):
     """RecBole ``Sampler`` restricted to the items of each phase's split (see module docstring)."""
 
     def __init__(self, phases, datasets, distribution="uniform", alpha=1.0):
-        self.logger = getLogger()
         self._pools, self._likes, self._dislikes, self._cpu_samplers = {}, {}, {}, {}
-        n_users = datasets[0].user_num
-        liked = []
-        for phase, dataset in zip(phases, datasets):
-            pool = np.asarray(dataset.split_items, dtype=np.int64)
-            self._pools[phase] = pool
-            liked.append(dataset.inter_feat)
-            users = np.concatenate([f[dataset.uid_field].numpy() for f in liked])
-            items = np.concatenate([f[dataset.iid_field].numpy() for f in liked])
-            in_pool = np.zeros(dataset.item_num, dtype=bool)
+        n_users, n_items = datasets[0].user_num, datasets[0].item_num
+        for k, (phase, dataset) in enumerate(zip(phases, datasets)):
+            pool = self._pools[phase] = np.asarray(dataset.split_items, dtype=np.int64)
+            keys = liked_keys(datasets[: k + 1])  # the likes up to this phase, sorted by (user, item), distinct
+            in_pool = np.zeros(n_items, dtype=bool)
             in_pool[pool] = True
-            in_pool = in_pool[items]
-            users, positions = users[in_pool], np.searchsorted(pool, items[in_pool])
-            # dedupe repeated likes; p_k - k for the user's k-th liked position is non-decreasing per user
-            self._likes[phase] = _Likes(sorted_unique(users * (len(pool) + 1) + positions), n_users, len(pool))
-            del users, items, positions
+            keys = keys[in_pool[keys % n_items]]
+            # still sorted and distinct: p_k - k for the user's k-th liked position is non-decreasing per user
+            positions = np.searchsorted(pool, keys % n_items)
+            self._likes[phase] = _Likes(keys // n_items * (len(pool) + 1) + positions, n_users, len(pool))
             dislikes = dataset.dislike_feat
             self._dislikes[phase] = (
                 None
@@ -138,13 +104,9 @@ class ColdStartSampler(Sampler):
 
     # ----------------------------------------------------------------------- RecBole's interface
     def get_used_ids(self):
-        """Per phase, per user, the items liked up to that phase (``used_ids[phase][user]``, a set), read when
-        asked (``UsedIds``; RecBole's set per user and phase took 25 s and 1.5 GB at 10^7 likes). Unlike RecBole,
-        a user who liked every item is not an error."""
-        return {
-            phase: UsedIds(self.datasets[: k + 1], self.uid_field, self.iid_field, self.user_num, self.item_num)
-            for k, phase in enumerate(self.phases)
-        }
+        """No per-user sets: RecBole's full-sort loader and rejection loop, their readers, are replaced here (the
+        evaluation loaders read ``liked_keys``); a user who liked every item is not an error."""
+        return dict.fromkeys(self.phases)
 
     def _build_alias_table(self):
         """Popularity cumulative distributions per phase (RecBole builds one alias table over all items)."""
@@ -165,14 +127,6 @@ class ColdStartSampler(Sampler):
             self._cpu_samplers[self.phase] = DeviceNegativeSampler(self, "cpu", None)
         users = torch.as_tensor(np.asarray(key_ids, dtype=np.int64))
         return self._cpu_samplers[self.phase].sample(users.repeat(num))
-
-    def _warn_saturated(self, n_users):
-        if not getattr(self, "_warned_saturated", False):
-            self._warned_saturated = True
-            self.logger.warning(
-                f"{n_users} user(s) liked every item of the {self.phase} split: they have no "
-                "true negative, so their negatives are drawn among their own likes."
-            )
 
 
 class DeviceNegativeSampler:
@@ -205,10 +159,6 @@ class DeviceNegativeSampler:
         # constraint, which only changes the score of a like): uniform free draws, popularity draws that clash fall
         # back to them; only a user who liked every item draws any (a dislike may also be a like: not assumed)
         self.excludes_likes = not self._any_saturated and self.dislikes is None
-        if dislikes is not None:
-            saturated = saturated & (dislikes.counts == 0)  # not in place: self.saturated may share its memory
-        if saturated.any():
-            sampler._warn_saturated(int(saturated.sum()))
 
     def uniforms(self, n):
         return torch.rand(n, generator=self.generator, device=self.device, dtype=torch.float64)

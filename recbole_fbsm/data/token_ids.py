@@ -5,6 +5,7 @@ those dicts take about 400 MB and seconds to build, though training never reads 
 numbered from sorted codes; only serving and RecBole's ``token2id`` look tokens up)."""
 
 from collections.abc import Mapping
+from functools import cached_property
 
 
 class TokenIds(Mapping):
@@ -13,13 +14,10 @@ class TokenIds(Mapping):
 
     def __init__(self, tokens):
         self._tokens = tokens
-        self._ids = None
 
-    @property
+    @cached_property
     def _table(self):
-        if self._ids is None:
-            self._ids = {str(token): index for index, token in enumerate(self._tokens)}
-        return self._ids
+        return {str(token): index for index, token in enumerate(self._tokens)}
 
     def __getitem__(self, token):
         return self._table[token]

@@ -599,13 +599,6 @@ FILE_CASES = [
         [],
         [r"toy\.inter line 1", r"byte order mark"],
     ),
-    (
-        "windows-line-ends",
-        "Pop",
-        lambda d: d.inter_path.write_bytes(d.inter_path.read_bytes().replace(b"\n", b"\r\n")),
-        [],
-        [r"toy\.inter line 1", r"Windows line ends"],
-    ),
     ("threshold-missing-column", "Pop", None, ["--threshold={'score': 4}"], [r"threshold", r"'score'", r"toy\.inter"]),
     (
         "threshold-token-column",
@@ -685,15 +678,6 @@ FILE_CASES = [
 ]
 
 WARNING_CASES = [
-    (
-        "items-without-item-row",
-        lambda d: drop_item_rows(d, lambda r: hash(r) % 5 != 0 and r[1:3] != "00"),
-        [
-            r"\d+ item\(s\) of .*toy\.inter",
-            r"no row in .*toy\.item",
-            r"\d+ interaction\(s\) of \d+ \(\d+\.\d%\) are dropped",
-        ],
-    ),
     (
         "item-feature-value-missing",
         lambda d: add_price(d),
@@ -796,15 +780,13 @@ def test_doubtful_atomic_file_is_a_warning_with_counts(tmp_path, case):
         assert re.search(pattern, warnings[0]), f"{pattern!r} not in {warnings[0]!r}"
 
 
-def test_items_without_item_rows_warn_with_the_count_of_lost_interactions(tmp_path):
-    """ml-100k-like: a fifth of the items lose their .item row; RecBole drops their interactions."""
+def test_windows_line_ends_are_line_ends(tmp_path):
+    """\\r\\n line ends (a file saved on Windows) are read as \\n ones: no error, no warning."""
     data = write_dataset(tmp_path, "toy")
-    gone = set(sorted(data.interacted_items)[::5])
-    drop_item_rows(data, lambda row: row.split("\t")[0] not in gone)
-    config = ColdStartConfig(model="Pop", dataset="toy", config_file_list=[str(config_file(tmp_path, "Pop", {}))])
-    (warning,) = check_dataset_files(config).warnings
-    lost = sum(1 for _, item, _ in data.rows if item in gone)
-    assert f"{len(gone)} item(s)" in warning and f"their {lost} interaction(s) of {len(data.rows)}" in warning
+    for path in (data.inter_path, data.item_path):
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    config = ColdStartConfig(model="FBSM", dataset="toy", config_file_list=[str(config_file(tmp_path, "FBSM", {}))])
+    assert check_dataset_files(config, reads_own_features=True).warnings == []
 
 
 def test_every_case_is_listed_in_docs_errors_md():
@@ -901,79 +883,6 @@ def test_ids_pandas_reads_as_missing_are_ids(tmp_path, capsys):
     assert "NA" in words and "null" in words
     row = item_token_ids(dataset, "words", dataset.token2id("item_id", "NA"))
     assert {"NA", "null"} <= {words[t] for t in row.tolist() if t}
-
-
-# ------------------------------------------------------------------------------- seq_separator
-def join_words_with(data, joiner):
-    """The 'words' cells written with ``joiner`` instead of a space; returns the new cells by line."""
-
-    def edit(rows):
-        for k in range(1, len(rows)):
-            if rows[k]:
-                cells = rows[k].split("\t")
-                cells[2] = cells[2].replace(" ", joiner)
-                rows[k] = "\t".join(cells)
-
-    rewrite(data.item_path, edit)
-    return [row.split("\t")[2] for row in lines(data.item_path)[1:] if row]
-
-
-@pytest.mark.parametrize("joiner", [",", "|", ";"])
-def test_token_seq_cells_with_another_separator_warn_with_counts(tmp_path, joiner):
-    """'w1,w2,w3' with seq_separator ' ' is one token per cell, silently (RecBole and the plugin alike)."""
-    data = write_dataset(tmp_path, "toy")
-    cells = join_words_with(data, joiner)
-    config = ColdStartConfig(model="FBSM", dataset="toy", config_file_list=[str(config_file(tmp_path, "FBSM", {}))])
-    (warning,) = check_dataset_files(config, reads_own_features=True).warnings
-    first = next(line for line, cell in enumerate(cells, 2) if joiner in cell)
-    assert warning == (
-        f"{data.item_path}: {sum(joiner in c for c in cells)} of {len(cells)} cells of 'words' (token_seq) "
-        f"hold {joiner!r} but never seq_separator ' ' (line {first}: {cells[first - 2]!r}): each cell is "
-        f"read as one token; set seq_separator: {joiner!r}?"
-    )
-    config = ColdStartConfig(
-        model="FBSM",
-        dataset="toy",
-        config_file_list=[
-            str(
-                config_file(
-                    tmp_path,
-                    "FBSM",
-                    {
-                        "seq_separator": joiner,
-                        "load_col": {"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words"]},
-                    },
-                )
-            )
-        ],
-    )
-    assert check_dataset_files(config, reads_own_features=True).warnings == []  # the setting it suggests
-
-
-def test_multi_word_tokens_of_a_comma_separated_column_do_not_warn(tmp_path):
-    """seq_separator ',' with genres such as 'science fiction' in one-genre cells: most cells are split by
-    ',', so the spaces are inside tokens."""
-    data = write_dataset(tmp_path, "toy")
-    cells = join_words_with(data, ",")
-    rewrite(data.item_path, lambda rows: rows.__setitem__(2, rows[2].split("\t")[0] + "\tg1\tscience fiction"))
-    config = ColdStartConfig(
-        model="FBSM",
-        dataset="toy",
-        config_file_list=[
-            str(
-                config_file(
-                    tmp_path,
-                    "FBSM",
-                    {
-                        "seq_separator": ",",
-                        "load_col": {"inter": ["user_id", "item_id", "rating"], "item": ["item_id", "words"]},
-                    },
-                )
-            )
-        ],
-    )
-    assert sum("," in c for c in cells) > 1
-    assert check_dataset_files(config, reads_own_features=True).warnings == []
 
 
 # ------------------------------------------------------------------------------- further cases

@@ -5,6 +5,9 @@ converted file has (empty and NA cells, repeated tokens, runs of separators, non
 ids missing from the .item file, items without interactions, ``seq_len``, quoted fields, \r\n line ends,
 a separator of two characters)."""
 
+from collections import defaultdict
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -267,25 +270,30 @@ def test_evaluation_loaders_set_up_users_as_recbole_does(toy, tmp_path):
     from recbole.data.dataloader import FullSortEvalDataLoader
 
     from recbole_fbsm.data.preparation import create_dataset, data_preparation
+    from recbole_fbsm.data.sampler import liked_keys
 
     config = small_config(toy.root, toy.name, ["genre", "words"])
     _, valid, test = data_preparation(config, create_dataset(config), reads_own_features=True)
     for fast in (valid, test):
-        slow = FullSortEvalDataLoader(config, fast._dataset, fast._sampler)  # RecBole's loop over the likes
+        sampler, n_items = fast._sampler, fast._dataset.item_num
+        used_ids = defaultdict(set)  # RecBole's per-user sets of the phase's used ids
+        for key in liked_keys(sampler.datasets[: sampler.phases.index(sampler.phase) + 1]).tolist():
+            used_ids[key // n_items].add(key % n_items)
+        slow = FullSortEvalDataLoader(config, fast._dataset, SimpleNamespace(used_ids=used_ids))  # RecBole's loop
         assert torch.equal(fast.uid_list, slow.uid_list)
         assert np.array_equal(fast.uid2items_num, slow.uid2items_num)
         assert torch.equal(fast.user_df[fast.uid_field], slow.user_df[slow.uid_field])
-        for name in ("uid2positive_item", "uid2history_item"):
-            for a, b in zip(getattr(fast, name), getattr(slow, name)):
-                assert (a is None) == (b is None)
-                if a is not None:
-                    assert sorted(a.tolist()) == sorted(b.tolist())
+        for name, matrix in (("uid2positive_item", fast._positives), ("uid2history_item", fast._history)):
+            indptr, indices = matrix.indptr.numpy(), matrix.indices.numpy()
+            for user, b in enumerate(getattr(slow, name)):
+                a = indices[indptr[user] : indptr[user + 1]]
+                assert sorted(a.tolist()) == ([] if b is None else sorted(b.tolist()))
         assert sum(len(batch[0]) for batch in fast) == len(slow.uid_list)
-        assert any(len(h) for h in fast.uid2history_item if h is not None)  # a test with history to compare
+        assert len(fast._history.indices)  # a test with history to compare
 
 
 def test_canonical_order_sorts_rows_by_their_columns():
-    from recbole_fbsm.data.dataset import canonical_order
+    from recbole_fbsm.data.dataset import canonical_rows
 
     rng = np.random.default_rng(1)
     users = rng.choice(["u1", "u10", "u2", "é", None], size=300).astype(object)
@@ -299,7 +307,7 @@ def test_canonical_order_sorts_rows_by_their_columns():
     )
     expected = frame.sort_values(["user_id", "item_id", "rating"], na_position="first", kind="stable")
     for version in (frame, frame.astype({"user_id": "category", "item_id": "category"})):
-        ordered = canonical_order(version, ["user_id", "item_id"])
+        ordered = version.iloc[canonical_rows(version, ["user_id", "item_id"])].reset_index(drop=True)
         assert ordered.astype(object).equals(expected.reset_index(drop=True).astype(object))
 
 

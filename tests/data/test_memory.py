@@ -197,7 +197,7 @@ def test_token_ids_are_built_by_the_first_lookup(tmp_path, monkeypatch):
     config, _, (train, _, _) = prepare("FBSM", data.name, config_dict=dataset_config(data, epochs=1))
     dataset = train._dataset
     items = dataset.field2token_id[dataset.iid_field]
-    assert items._ids is None and len(items) == dataset.item_num
+    assert "_table" not in vars(items) and len(items) == dataset.item_num
     token = dataset.field2id_token[dataset.iid_field][5]
-    assert dataset.token2id(dataset.iid_field, token) == 5 and items._ids is not None
+    assert dataset.token2id(dataset.iid_field, token) == 5 and "_table" in vars(items)
     assert "[PAD]" in items and "no such item" not in items and items["[PAD]"] == 0

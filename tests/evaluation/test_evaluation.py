@@ -256,14 +256,23 @@ def test_random_draws_independent_lists_for_users_of_one_batch():
 
 def test_vectorised_eval_batches_hold_exactly_recboles_history_and_positives(toy):
     """The plugin's full-sort loader builds each batch's history and positive (row, item) pairs with
-    one row gather; they must be exactly the pairs RecBole's per-user collate builds."""
+    one row gather; they must be exactly the pairs RecBole's per-user collate builds from the same rows (the rows
+    themselves are RecBole's: ``test_evaluation_loaders_set_up_users_as_recbole_does``)."""
     from recbole.data.dataloader import FullSortEvalDataLoader
 
     from recbole_fbsm.data.eval_loader import ColdStartFullSortEvalDataLoader
 
     _, _, (_, valid_data, test_data) = make_trainer("FBSM", toy)
+
+    def per_user(csr):  # RecBole's per-user item tensors, which its collate reads, from the loader's CSR rows
+        indptr, indices = csr.indptr.numpy(), csr.indices.numpy()
+        rows = np.empty(len(indptr) - 1, dtype=object)
+        rows[:] = [torch.from_numpy(indices[a:b].copy()) for a, b in zip(indptr[:-1], indptr[1:])]
+        return rows
+
     for loader in (valid_data, test_data):
         assert isinstance(loader, ColdStartFullSortEvalDataLoader)
+        loader.uid2history_item, loader.uid2positive_item = per_user(loader._history), per_user(loader._positives)
         users = np.arange(len(loader.user_df))
         assert len(users) > 6
         for index in np.array_split(users, 3):  # several batches: rows are positions within each batch

@@ -289,7 +289,7 @@ def check_dataset(config, reads_own_features=False):
         for suffix, atomic in files.items()
         if columns(suffix, atomic)
     }
-    _check_rows_of_ids(config, files, tables)
+    _check_rows_of_ids(config, files, tables, report)
     if reads_own_features and "item" in tables:
         _check_features(config, files["item"], tables["item"], columns("item", files["item"]), config["seq_separator"])
     return report
@@ -410,18 +410,26 @@ def _read_and_check(config, suffix, atomic, loaded, reads_own_features, report):
     return table
 
 
-def _check_rows_of_ids(config, files, tables):
+def _check_rows_of_ids(config, files, tables, report):
     """RecBole's filter (``filter_inter_by_user_or_item``) drops the interactions whose user or item has no row
-    in the .user / .item file: an error when every one would go."""
+    in the .user / .item file: a warning with counts (no silent loss), an error when every one would go."""
     inter = files["inter"]
     for suffix, id_field in (("item", config["ITEM_ID_FIELD"]), ("user", config["USER_ID_FIELD"])):
         if not config["filter_inter_by_user_or_item"] or suffix not in tables or id_field not in tables[suffix]:
             continue
-        _, listed = codes_of(tables[suffix][id_field])
-        if (pd.Index(listed).get_indexer(codes_of(tables["inter"][id_field])[1]) < 0).all():
+        codes, distinct = codes_of(tables["inter"][id_field])
+        missing = (pd.Index(codes_of(tables[suffix][id_field])[1]).get_indexer(distinct) < 0)[codes]
+        if missing.all():
             raise ColdStartError(
                 f"no {suffix} of {inter.path} has a row in {files[suffix].path}: every interaction "
                 f"would be dropped (filter_inter_by_user_or_item); check the {id_field} values."
+            )
+        if missing.any():
+            shown = ", ".join(map(repr, distinct[pd.unique(codes[missing])[:SHOWN]]))
+            report.warnings.append(
+                f"{len(np.unique(codes[missing]))} {suffix}(s) of {inter.path} ({shown}, ...) have no row in "
+                f"{files[suffix].path}: their {int(missing.sum())} interaction(s) of {len(missing)} "
+                f"({100.0 * missing.mean():.1f}%) are dropped (filter_inter_by_user_or_item: True)."
             )
 
 

@@ -679,6 +679,15 @@ FILE_CASES = [
 
 WARNING_CASES = [
     (
+        "items-without-item-row",
+        lambda d: drop_item_rows(d, lambda r: hash(r) % 5 != 0 and r[1:3] != "00"),
+        [
+            r"\d+ item\(s\) of .*toy\.inter",
+            r"no row in .*toy\.item",
+            r"\d+ interaction\(s\) of \d+ \(\d+\.\d%\) are dropped",
+        ],
+    ),
+    (
         "item-feature-value-missing",
         lambda d: add_price(d),
         [r"toy\.item: column 'price' is empty on 1 line\(s\) \(line 3\)", r"column mean"],
@@ -787,6 +796,17 @@ def test_windows_line_ends_are_line_ends(tmp_path):
         path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
     config = ColdStartConfig(model="FBSM", dataset="toy", config_file_list=[str(config_file(tmp_path, "FBSM", {}))])
     assert check_dataset_files(config, reads_own_features=True).warnings == []
+
+
+def test_items_without_item_rows_warn_with_the_count_of_lost_interactions(tmp_path):
+    """ml-100k-like: a fifth of the items lose their .item row; RecBole drops their interactions."""
+    data = write_dataset(tmp_path, "toy")
+    gone = set(sorted(data.interacted_items)[::5])
+    drop_item_rows(data, lambda row: row.split("\t")[0] not in gone)
+    config = ColdStartConfig(model="Pop", dataset="toy", config_file_list=[str(config_file(tmp_path, "Pop", {}))])
+    (warning,) = check_dataset_files(config).warnings
+    lost = sum(1 for _, item, _ in data.rows if item in gone)
+    assert f"{len(gone)} item(s)" in warning and f"their {lost} interaction(s) of {len(data.rows)}" in warning
 
 
 def test_every_case_is_listed_in_docs_errors_md():

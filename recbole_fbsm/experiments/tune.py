@@ -2,8 +2,6 @@
 validation score over its split seeds (test shown, never used to choose), in an Optuna study that resumes and that
 several processes share."""
 
-from __future__ import annotations
-
 import hashlib
 import json
 import statistics
@@ -11,8 +9,6 @@ import sys
 import tempfile
 import time
 import warnings
-from datetime import datetime
-from functools import partial
 from pathlib import Path
 
 import optuna
@@ -270,17 +266,11 @@ def report_write(search, study, best, command, properties_dir=LOCAL_PROPERTIES_D
     header = (
         f"# {search.model} on {search.dataset}: {', '.join(settings)} chosen by validation {search.valid_metric} "
         f"(mean {best.value:.4f} over split seeds {search.seeds}),\n"
-        f"# written {datetime.now().strftime('%Y-%m-%d')} by: {command}\n"
+        f"# written {time.strftime('%Y-%m-%d')} by: {command}\n"
         f"# search space: {'; '.join(p.line() for p in search.params)}\n"
     )
     write_atomic(path, (header + yaml.safe_dump(values, sort_keys=False)).encode("utf-8"))
-    read_by_runs = path.resolve() in {
-        tuned_properties_file(search.model, search.dataset, folder).resolve() for folder in (None, LOCAL_PROPERTIES_DIR)
-    }
-    print(
-        f"best values written to {path}"
-        + ("" if read_by_runs else f" (runs load ./properties/ only: use it with --config_files={path})")
-    )
+    print(f"best values written to {path}")
     return path
 
 
@@ -288,7 +278,7 @@ def main(args, overrides, command):
     """``recbole-fbsm hyper`` (``run_hyper.py``), its options read by recbole_fbsm.cli before torch loaded."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # trials are reported by our own lines
     return exit_status(
-        partial(_main, args, overrides, command),
+        lambda: _main(args, overrides, command),
         "interrupted: finished trials are kept in the study; the same command resumes the search",
     )
 
@@ -312,16 +302,13 @@ def _main(args, overrides, command):
     optimize(search, study, max_evals)
     output_file = Path(args.output_file or f"{study_name}.result")
     best = study.best_trial if study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) else None
-    write_atomic(output_file, output_text(search, study, best).encode("utf-8"))
-    running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
-    print(f"output: {output_file}" + (f" ({running} trials running elsewhere, or killed)" if running else ""))
+    text = output_text(search, study, best)
+    write_atomic(output_file, text.encode("utf-8"))
+    print(f"output: {output_file}")
     if best is None:
         print("error: no trial of the study has finished", file=sys.stderr)
         return 1
-    runs = best.user_attrs["runs"]
-    print("best params: ", params_text(search_space.settings_of_trial(search.params, best.params)))
-    print("best result: ")
-    print({"best_valid_score": round(best.value, 4), **{key: _result_text(runs, key) for key in list(RESULTS)[:2]}})
+    print(text.partition("\n\n")[0])  # the best trial's lines
     if args.write:
         report_write(search, study, best, command, args.properties_dir)
     return 0

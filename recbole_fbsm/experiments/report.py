@@ -34,11 +34,6 @@ def mean_std(values):
     return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def _escape(text):
-    text = " ".join(str(text).split())
-    return (text[:159] + "…" if len(text) > 160 else text).replace("|", "\\|")
-
-
 def metric_label(metric):
     """RecBole's metric key as a reader writes it: ``recall@10`` -> ``Recall@10``."""
     name, at, k = metric.partition("@")
@@ -118,9 +113,10 @@ class Table:
         seeds = sorted(runs)
         if column == "splits":
             return f"{len(seeds)}/{len(row['records'])}" if row["failed"] else str(len(seeds))
-        if column == "status" and row["failed"]:
+        if column == "status" and row["failed"]:  # the first error on one line, cut at 160 characters
             failed = row["failed"]
-            return _escape(f"failed (seed {', '.join(str(r['seed']) for r in failed)}): {failed[0].get('error')}")
+            text = " ".join(f"failed (seed {', '.join(str(r['seed']) for r in failed)}): {failed[0]['error']}".split())
+            return (text[:159] + "…" if len(text) > 160 else text).replace("|", "\\|")
         if column == "status":
             return "ok"
         if not seeds:
@@ -147,11 +143,11 @@ class Table:
     def markdown(self, tokens, columns, labels=None, text_columns=(0,)):
         """A markdown table's lines: a row per token, ``columns`` as (column, bold)."""
 
-        def bold(text, on):
-            return f"**{text}**" if on else text
-
-        header = ["model", *(bold(self.header(c), b) for c, b in columns)]
-        rows = [[(labels or {}).get(t, t), *(bold(self.cell(t, c), b) for c, b in columns)] for t in tokens]
+        header = ["model", *(f"**{self.header(c)}**" if b else self.header(c) for c, b in columns)]
+        rows = [
+            [(labels or {}).get(t, t), *(f"**{self.cell(t, c)}**" if b else self.cell(t, c) for c, b in columns)]
+            for t in tokens
+        ]
         left = {i % len(header) for i in text_columns}
         rule = "|" + "|".join("---" if i in left else "---:" for i in range(len(header))) + "|"
         lines = ["| " + " | ".join(cells) + " |" for cells in (header, *rows)]

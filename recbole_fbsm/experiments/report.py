@@ -194,6 +194,7 @@ def shown_metrics(metrics):
 def chart_figure(rows, dataset):
     """Grouped bars of each model's mean test Recall@10 and NDCG@10 (the hybrid scenario: the first metric's groups)
     with std error bars, the legend beside the axes; None when there is nothing to draw."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure  # a bare Figure renders with Agg; pyplot's backend is left alone
 
     rows = [row for row in rows if row["ok"]]
@@ -203,6 +204,7 @@ def chart_figure(rows, dataset):
         return None
     bars = [(metric, None) for metric in metrics] if groups == (None,) else [(metrics[0], g) for g in groups]
     figure = Figure(figsize=(0.9 * len(rows) + 5, 4.5), dpi=150, layout="constrained")
+    FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     for k, (metric, group) in enumerate(bars):
         results = [[group_result(r, group) for r in row["ok"]] for row in rows]

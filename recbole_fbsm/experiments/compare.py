@@ -99,9 +99,8 @@ def compare(
             done["skipped"].append((model, seed))
             continue
         if old is not None:
-            changed = changed_settings(old["settings"], portable(settings))
-            why = f"stored result differs in {', '.join(changed)}" if changed else "failed before"
-            log(f"{prefix}: {why}: running again")
+            changed = ", ".join(changed_settings(old["settings"], portable(settings)))
+            log(f"{prefix}: {'stored result differs in ' + changed if changed else 'failed before'}: running again")
         # a bad dataset or setting in the first run would fail the same way for every model: stop
         stopping = () if done["ran"] else (ColdStartError,)
         record = run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings, stopping)

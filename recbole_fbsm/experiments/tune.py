@@ -96,6 +96,9 @@ class Search:
 def make_storage(url, attempts=5):
     """Optuna's database storage: sqlite waits for its lock, a heartbeat shows every process a dead trial (failed and
     queued again), and the loser of a race to create the tables tries again."""
+    folder = Path(url.removeprefix("sqlite:///").split("?")[0]).parent
+    if url.startswith("sqlite:///") and not folder.is_dir():  # else sqlite's "unable to open", after the retries
+        raise ColdStartError(f"--storage {url!r}: folder {folder} does not exist")
     for attempt in range(attempts):
         try:
             return optuna.storages.RDBStorage(

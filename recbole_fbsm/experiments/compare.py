@@ -1,14 +1,9 @@
 """Compare models on one dataset over the same item splits (``seed = split_seed``), one JSON record per (model,
 seed), resumable; the table and chart are rebuilt from the folder's records (``report``; docs/compare.md)."""
 
-from __future__ import annotations
-
-import re
 import shlex
-import shutil
 import time
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 
 from recbole_fbsm.config.registry import get_model
@@ -32,8 +27,7 @@ CHECKPOINT_SUBDIR = "saved"
 
 
 def default_results_dir(dataset):
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(dataset)).name) or "dataset"
-    return Path("results") / f"{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    return Path("results") / f"{Path(str(dataset)).name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
 def run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings, raising=()):
@@ -92,7 +86,6 @@ def compare(
     results_dir = Path(results_dir) if results_dir is not None else default_results_dir(dataset)
     config_file_list, overrides = list(config_file_list or []) or None, dict(overrides or {})
     settings = planned_settings(models[0], dataset, config_file_list, overrides)
-    created = not results_dir.exists()
     results_dir.mkdir(parents=True, exist_ok=True)
     log(f"results folder: {results_dir}")
     pairs = [(model, int(seed)) for seed in seeds for model in models]
@@ -106,16 +99,11 @@ def compare(
             done["skipped"].append((model, seed))
             continue
         if old is not None:
-            changed = changed_settings(old["settings"], portable(settings))
-            why = f"stored result differs in {', '.join(changed)}" if changed else "failed before"
-            log(f"{prefix}: {why}: running again")
-        try:  # a bad dataset or setting in the first run would fail the same way for every model: stop
-            stopping = () if done["ran"] else (ColdStartError,)
-            record = run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings, stopping)
-        except ColdStartError:
-            if created and not any(found.is_file() for found in results_dir.rglob("*")):
-                shutil.rmtree(results_dir)  # only the empty folders this call made
-            raise
+            changed = ", ".join(changed_settings(old["settings"], portable(settings)))
+            log(f"{prefix}: {'stored result differs in ' + changed if changed else 'failed before'}: running again")
+        # a bad dataset or setting in the first run would fail the same way for every model: stop
+        stopping = () if done["ran"] else (ColdStartError,)
+        record = run_pair(model, dataset, seed, results_dir, config_file_list, overrides, settings, stopping)
         write_record(path, record)
         done["ran"].append((model, seed))
         if record["status"] == "ok":
@@ -131,7 +119,7 @@ def main(args, overrides, command):
     """``recbole-fbsm compare``, its options read by recbole_fbsm.cli: the comparison, resumable from its folder."""
     results_dir = Path(args.results) if args.results else default_results_dir(args.dataset)
     return exit_status(
-        partial(_main, args, overrides, command, results_dir),
+        lambda: _main(args, overrides, command, results_dir),
         f"\ninterrupted: run the same command with --results={results_dir} to resume",
     )
 

@@ -10,11 +10,10 @@ test metrics (``recall@10``) as mean ± std over the splits; ``/MODEL`` the mean
 metric's test value to MODEL's (``/max(A B)``: to the better of A and B on each split); ``s/run``; ``splits``.
 ``GROUP:`` (all, cold, warm) picks a hybrid-scenario group, ``users:`` / ``users-raw:`` the users direction's
 calibrated / raw ranking (who should see a new item); a row ``SUB/MODEL`` reads the subfolder SUB and its
-label adds the settings in which it differs; ``**column**`` is bold. ``--check`` only says which tables are stale
-(tests/experiments/test_doc_tables.py).
+label adds the settings in which it differs; ``**column**`` is bold. tests/experiments/test_doc_tables.py says which
+tables are stale.
 """
 
-import argparse
 import re
 import sys
 from pathlib import Path
@@ -29,7 +28,6 @@ BLOCK = re.compile(
     re.S,
 )
 BLEND = ("warm_model", "content_model")  # a blend's label names its models already
-__all__ = ["TableError", "render_table", "render_text", "doc_files"]
 
 
 def _rows(folder):
@@ -71,13 +69,8 @@ def doc_files(root=ROOT):
     return [p for pattern in DOC_FILES for p in sorted(Path(root).glob(pattern))]
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(
-        description="Render the results tables of README.md and docs/*.md from their records (docs/results/)."
-    )
-    parser.add_argument("--check", action="store_true", help="only report stale tables; exit 1 if any")
-    args = parser.parse_args(argv)
-    stale = []
+def main():
+    """Render the results tables of README.md and docs/*.md from their records (docs/results/)."""
     for path in doc_files():
         text = path.read_text(encoding="utf-8")
         try:
@@ -86,11 +79,9 @@ def main(argv=None):
             print(f"error: {path.relative_to(ROOT)}: {error}", file=sys.stderr)
             return 2
         if rendered != text:
-            stale.append(path)
-            print(f"{'stale' if args.check else 'rewrote'}: {path.relative_to(ROOT)}")
-            if not args.check:
-                path.write_text(rendered, encoding="utf-8")
-    return 1 if stale and args.check else 0
+            print(f"rewrote: {path.relative_to(ROOT)}")
+            path.write_text(rendered, encoding="utf-8")
+    return 0
 
 
 if __name__ == "__main__":

@@ -36,8 +36,9 @@ def main(argv=None):
         with tempfile.TemporaryDirectory() as checkpoints:
             record = rerun(read_record(path), checkpoints)
         write_record(path, record)
-        test = record.get("test_result") or {}
-        print(f"{path}: {record['status']}, {record.get('wall_seconds', 0):.0f} s, test {test}", flush=True)
+        print(
+            f"{path}: {record['status']}, {record['wall_seconds']:.0f} s, test {record.get('test_result')}", flush=True
+        )
 
 
 if __name__ == "__main__":

@@ -34,11 +34,6 @@ def mean_std(values):
     return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def _escape(text, limit=160):
-    text = " ".join(str(text).split())
-    return (text[: limit - 1] + "…" if len(text) > limit else text).replace("|", "\\|")
-
-
 def metric_label(metric):
     """RecBole's metric key as a reader writes it: ``recall@10`` -> ``Recall@10``."""
     name, at, k = metric.partition("@")
@@ -83,7 +78,7 @@ def _group_result(record, group):
 class Table:
     """The cells of some models' records (``summarise``'s rows, by row token), one column kind at a time: ``valid``,
     a test metric, ``GROUP:`` one, ``/MODEL`` or ``/max(A B)`` (the mean per-split ratio of the validation metric's
-    test value), ``s/run``, ``splits``, ``alpha`` (the users direction's), ``status``."""
+    test value), ``s/run``, ``splits``, ``status``."""
 
     def __init__(self, rows, where, strict=True):
         """``strict``: a metric missing from a run is an error (the docs), else left out (table.md)."""
@@ -102,7 +97,7 @@ class Table:
             return f"valid {metric_label(self.valid_metric)}"
         if column.startswith("/"):
             return f"/ {column[1:]}{suffix} (per split)"
-        if column in ("s/run", "splits", "alpha", "status"):
+        if column in ("s/run", "splits", "status"):
             return column
         return ("test " if column == self.valid_metric else "") + metric_label(column) + suffix
 
@@ -118,14 +113,16 @@ class Table:
         seeds = sorted(runs)
         if column == "splits":
             return f"{len(seeds)}/{len(row['records'])}" if row["failed"] else str(len(seeds))
+        if column == "status" and row["failed"]:  # the first error on one line, cut at 160 characters
+            failed = row["failed"]
+            text = " ".join(f"failed (seed {', '.join(str(r['seed']) for r in failed)}): {failed[0]['error']}".split())
+            return (text[:159] + "…" if len(text) > 160 else text).replace("|", "\\|")
         if column == "status":
-            return status_cell(row)
+            return "ok"
         if not seeds:
             return "–"
         if column == "s/run":
             return f"{sum(runs[s]['wall_seconds'] for s in seeds) / len(seeds):.0f}"
-        if column == "alpha":
-            return ", ".join(f"{runs[s]['audience']['alpha']:g}" for s in seeds)
         if column.startswith("/"):
             bases = {s: self.base_value(column[1:], s, group) for s in seeds}
             ratios = [_group_result(runs[s], group)[self.valid_metric] / bases[s] for s in seeds if bases[s]]
@@ -146,28 +143,19 @@ class Table:
     def markdown(self, tokens, columns, labels=None, text_columns=(0,)):
         """A markdown table's lines: a row per token, ``columns`` as (column, bold)."""
 
-        def bold(text, on):
-            return f"**{text}**" if on else text
-
-        header = ["model", *(bold(self.header(c), b) for c, b in columns)]
-        rows = [[(labels or {}).get(t, t), *(bold(self.cell(t, c), b) for c, b in columns)] for t in tokens]
+        header = ["model", *(f"**{self.header(c)}**" if b else self.header(c) for c, b in columns)]
+        rows = [
+            [(labels or {}).get(t, t), *(f"**{self.cell(t, c)}**" if b else self.cell(t, c) for c, b in columns)]
+            for t in tokens
+        ]
         left = {i % len(header) for i in text_columns}
         rule = "|" + "|".join("---" if i in left else "---:" for i in range(len(header))) + "|"
         lines = ["| " + " | ".join(cells) + " |" for cells in (header, *rows)]
         return [lines[0], rule, *lines[1:]]
 
 
-def status_cell(row):
-    failed, ok = row["failed"], row["ok"]
-    if failed:
-        which = ", ".join(str(r["seed"]) for r in failed)
-        return _escape(f"failed (seed {which}): {failed[0].get('error', 'unknown error')}")
-    samples = sorted({int(r["eval_user_sample"]) for r in ok if r.get("eval_user_sample")})
-    return "ok" + (f"; evaluated on {', '.join(map(str, samples))} random users per split" if samples else "")
-
-
 def build_table(rows, settings, command=None, resume=None):
-    """table.md: the command, the settings, the property files, the comparison's table, the users direction's."""
+    """table.md: the command, the settings and the comparison's table."""
     ok = [r for row in rows for r in row["ok"]]
     groups = result_groups(ok)
     metrics = dict.fromkeys(k for record in ok for k in record.get("test_result", {}))
@@ -188,56 +176,14 @@ def build_table(rows, settings, command=None, resume=None):
         f"Item splits (seed = split_seed): {', '.join(map(str, seeds))}. Your config files: {files}. "
         f"Overrides: {overrides}.",
         "",
-    ]
-    loaded = [
-        (row["model"], dict.fromkeys(p for r in row["ok"] for p in r.get("property_files") or [])) for row in rows
-    ]
-    if any(files for _, files in loaded):
-        lines += ["Property files loaded (lowest priority first; your config files and overrides come after):", ""]
-        lines += [f"- {model}: " + ", ".join(f"`{p}`" for p in files) for model, files in loaded if files] + [""]
-    lines += [
         "Cells: mean ± standard deviation over the splits (sample std, n − 1; a single split's value alone); metrics "
         "on the test items; `valid`: the validation score of the epoch kept (best on validation); `/ MODEL`: the mean "
         "over the splits of the per-split ratio of the validation metric's test value to that model's (each split's "
         "in brackets); `s/run`: wall seconds of one run (load, split, train, evaluate).",
         "",
     ]
-    if len(groups) > 1:
-        lines += [
-            "Hybrid scenario: every metric for **all** items (warm and cold candidates ranked together), the **cold** "
-            "items alone and the **warm** items alone (`test_result`, `test_result_cold`, `test_result_warm` of the "
-            "records); the ratios are on all items, and on the cold items to ItemKNNCBF (the warm-only models rank "
-            "cold items at random).",
-            "",
-        ]
     lines += table.markdown([row["model"] for row in rows], [(c, False) for c in columns], text_columns=(0, -1))
-    lines += users_direction_lines(rows)
-    failures = [r for row in rows for r in row["failed"]]
-    if failures:
-        lines += ["", "Failed runs (full messages and tracebacks in the JSON files):", ""]
-        lines += [f"- {r['model']}, seed {r['seed']}: {_escape(r.get('error', ''), limit=1000)}" for r in failures]
     return "\n".join(lines) + "\n"
-
-
-def users_direction_lines(rows):
-    """Who should see a new item: each model's users direction (the records' ``audience``), raw and calibrated."""
-    audience = [row for row in rows if any(r.get("audience") for r in row["ok"])]
-    if not audience:
-        return []
-    first = next(r["audience"] for r in audience[0]["ok"] if r.get("audience"))
-    key = first["chosen_on"].split()[-1]
-    heavy = next(k for k in first["test_raw"] if k.startswith("heavy_factor@"))
-    lines = [
-        "",
-        "Who should see a new item (the users direction): for each cold test item, the training users ranked by "
-        "the model's score, divided by |I_u|^alpha (alpha chosen on validation; 0: the raw sum); "
-        f"{key} over the users who liked it, and how many times its share of users the heaviest 1% hold in the "
-        "top slots.",
-        "",
-    ]
-    columns = ["alpha"] + [f"{part}:{k}" for k in (key, heavy) for part in ("users-raw", "users")]
-    lines += Table(audience, "table.md").markdown([r["model"] for r in audience], [(c, False) for c in columns])
-    return lines
 
 
 def shown_metrics(metrics):

@@ -18,30 +18,34 @@ from recbole_fbsm.errors import ColdStartError
 KINDS = ("choice", "uniform", "loguniform", "quniform")
 
 
+def _label(value):
+    """What Optuna stores for a choice: a plain scalar itself, else its Python literal text."""
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+
+
 @dataclass(frozen=True)
 class Param:
-    """One searched setting: ``values`` of a choice, or a range as written (loguniform bounds are natural logs)."""
+    """One searched setting: ``values`` of a choice, or a range's ``numbers`` as written (LOW, HIGH[, Q];
+    loguniform bounds are natural logs)."""
 
     name: str
     kind: str
     values: tuple = ()
-    low: float = 0.0
-    high: float = 0.0
-    q: float = 0.0
+    numbers: tuple = ()
 
     @property
     def labels(self):
-        """What Optuna stores for each choice: a plain scalar itself, else its Python literal text."""
-        return tuple(v if isinstance(v, (str, int, float, bool, type(None))) else repr(v) for v in self.values)
+        return tuple(map(_label, self.values))
 
     def distribution(self):
         if self.kind == "choice":
             return CategoricalDistribution(self.labels)
+        low, high, q = (*self.numbers, 0.0)[:3]
         if self.kind == "loguniform":
-            return FloatDistribution(math.exp(self.low), math.exp(self.high), log=True)
-        if self.kind == "quniform" and all(float(v).is_integer() for v in (self.low, self.high, self.q)):
-            return IntDistribution(int(self.low), int(self.high), step=int(self.q))
-        return FloatDistribution(self.low, self.high, step=self.q or None)
+            return FloatDistribution(math.exp(low), math.exp(high), log=True)
+        if self.kind == "quniform" and all(float(v).is_integer() for v in self.numbers):
+            return IntDistribution(int(low), int(high), step=int(q))
+        return FloatDistribution(low, high, step=q or None)
 
     def value_of(self, stored):
         """The setting's value for a value Optuna stored (a choice's label back to the value)."""
@@ -49,40 +53,40 @@ class Param:
 
     def line(self):
         """This parameter as a params-file line."""
-        if self.kind == "choice":
-            return f"{self.name} choice {list(self.values)!r}"
-        numbers = (self.low, self.high) + ((self.q,) if self.kind == "quniform" else ())
-        return f"{self.name} {self.kind} " + ",".join(f"{x:g}" for x in numbers)
+        rest = repr(list(self.values)) if self.kind == "choice" else ",".join(f"{x:g}" for x in self.numbers)
+        return f"{self.name} {self.kind} {rest}"
 
 
 def parse_line(text, where):
     """One params-file line (not blank, not a comment) -> Param."""
     name, kind, rest = (text.split(None, 2) + ["", ""])[:3]
-    if not rest:
+    if kind not in KINDS or not rest:
         raise ColdStartError(f"{where}: expected NAME TYPE RANGE (TYPE one of {', '.join(KINDS)}); got {text!r}")
-    if kind not in KINDS:
-        raise ColdStartError(f"{where}: unknown range type {kind!r} for {name}; expected one of {', '.join(KINDS)}")
     if kind == "choice":
         values = convert_value(rest)  # a Python literal, else YAML ([sgd, adam])
-        if not isinstance(values, (list, tuple)) or not values:
+        # 1, 1.0 and True are one value to Optuna too
+        if not isinstance(values, (list, tuple)) or not values or len(set(map(_label, values))) != len(values):
             raise ColdStartError(
-                f"{where}: {name} choice expects a non-empty list like [1, 2] or ['a', 'b']; got {rest!r}"
+                f"{where}: {name} choice expects a non-empty list like [1, 2] or ['a', 'b'], no value twice; "
+                f"got {rest!r}"
             )
-        param = Param(name, kind, values=tuple(values))
-        if len(set(param.labels)) != len(values):  # 1, 1.0 and True are one value to Optuna too
-            raise ColdStartError(f"{where}: {name} choice lists a value twice: {rest!r}")
-        return param
+        return Param(name, kind, values=tuple(values))
     count = 3 if kind == "quniform" else 2
     try:
-        numbers = [float(part) for part in rest.split(",")]
+        numbers = tuple(float(part) for part in rest.split(","))
     except ValueError:
-        numbers = []
-    if len(numbers) != count or not all(map(math.isfinite, numbers)):
-        expected = "LOW,HIGH" if count == 2 else "LOW,HIGH,Q"
-        raise ColdStartError(f"{where}: {name} {kind}: expected {count} numbers {expected}; got {rest!r}")
-    if numbers[0] >= numbers[1] or (count == 3 and numbers[2] <= 0):
-        raise ColdStartError(f"{where}: {name} {kind} needs LOW < HIGH (and a step Q > 0); got {rest!r}")
-    return Param(name, kind, low=numbers[0], high=numbers[1], q=numbers[2] if count == 3 else 0.0)
+        numbers = ()
+    if (
+        len(numbers) != count
+        or not all(map(math.isfinite, numbers))
+        or numbers[0] >= numbers[1]
+        or 0 >= min(numbers[2:] or [1])
+    ):
+        raise ColdStartError(
+            f"{where}: {name} {kind}: expected {count} numbers {'LOW,HIGH,Q' if count == 3 else 'LOW,HIGH'} "
+            f"with LOW < HIGH (and a step Q > 0); got {rest!r}"
+        )
+    return Param(name, kind, numbers=numbers)
 
 
 def parse_params_text(text, source="params file"):

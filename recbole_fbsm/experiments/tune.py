@@ -2,18 +2,13 @@
 validation score over its split seeds (test shown, never used to choose), in an Optuna study that resumes and that
 several processes share."""
 
-from __future__ import annotations
-
 import hashlib
 import json
 import statistics
 import sys
-import sysconfig
 import tempfile
 import time
 import warnings
-from datetime import datetime
-from functools import partial
 from pathlib import Path
 
 import optuna
@@ -102,7 +97,7 @@ def make_storage(url, attempts=5):
     """Optuna's database storage: sqlite waits for its lock, a heartbeat shows every process a dead trial (failed and
     queued again), and the loser of a race to create the tables tries again."""
     folder = Path(url.removeprefix("sqlite:///").split("?")[0]).parent
-    if url.startswith("sqlite:///") and not folder.is_dir():
+    if url.startswith("sqlite:///") and not folder.is_dir():  # else sqlite's "unable to open", after the retries
         raise ColdStartError(f"--storage {url!r}: folder {folder} does not exist")
     for attempt in range(attempts):
         try:
@@ -227,37 +222,8 @@ def _result_text(runs, key):
     return dict2str({m: round(statistics.mean(r[key][m] for r in runs if m in r[key]), 4) for m in runs[0][key]})
 
 
-def noise_note(search, study):
-    """A sentence when others are within the best trial's standard deviation over its seeds (one seed: a runner-up
-    less than 1% behind, relatively: run-to-run differences on citeulike-t were about 1%, docs/tune.md), else None."""
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    if len(complete) < 2:
-        return None
-    sign, best = (1 if search.bigger else -1), study.best_trial
-    others = [t for t in complete if t.number != best.number]
-    scores = [r["best_valid_score"] for r in best.user_attrs.get("runs") or []]
-    if len(scores) >= 2:
-        spread = statistics.stdev(scores)
-        close = [str(t.number) for t in others if sign * (best.value - t.value) <= spread]
-        note = (
-            f"the best is within the noise: {len(close)} other trial(s) scored within {spread:.4f} of it, the "
-            f"standard deviation of its score across the {len(scores)} splits "
-            f"(trial(s) {', '.join(close)}); on this evidence they are as good."
-        )
-        return note if close else None
-    runner_up = max(others, key=lambda t: sign * t.value)
-    gap = sign * (best.value - runner_up.value)
-    relative = gap / abs(best.value) if best.value else float("inf")
-    note = (
-        f"the best leads the next trial ({runner_up.number}) by only {gap:.4f} ({100 * relative:.1f}%): on one "
-        f"split a difference this small is within run-to-run noise; run several --seeds (e.g. --seeds 2020 2021 "
-        f"2022) to tell them apart."
-    )
-    return note if relative < 0.01 else None
-
-
-def output_text(search, study, best, note=None):
-    """RecBole's output file: the best trial (and ``noise_note``'s ``note``), then every trial's parameters and
+def output_text(search, study, best):
+    """RecBole's output file: the best trial, then every trial's parameters and
     valid and test results (pruned, failed and running trials say so)."""
     lines = []
     if best is not None:
@@ -266,7 +232,6 @@ def output_text(search, study, best, note=None):
             f"best params: {params_text(search_space.settings_of_trial(search.params, best.params))}",
             f"best valid score: {best.value:.4f} (trial {best.number}; mean {search.valid_metric}{on_group} over "
             f"split seeds {search.seeds}; chosen on validation, test shown only)",
-            *([f"note: {note}"] if note else []),
             "",
         ]
     for trial in study.get_trials(deepcopy=False):
@@ -285,53 +250,30 @@ def output_text(search, study, best, note=None):
     return "\n".join(lines) + "\n"
 
 
-def check_properties_dir(properties_dir):
-    """``--write``'s folder, refused inside an installed package (a file there changes every run of that environment
-    and is lost on reinstall)."""
-    resolved = Path(properties_dir).resolve()
-    libraries = [Path(folder).resolve() for key, folder in sysconfig.get_paths().items() if key.endswith("lib")]
-    if {"site-packages", "dist-packages"} & set(resolved.parts) or any(map(resolved.is_relative_to, libraries)):
-        raise ColdStartError(
-            f"--write: {resolved} is inside an installed package; tuned values are written to "
-            "your own folder: run from your project folder (they go to ./properties/) or give --properties-dir DIR."
-        )
-    return Path(properties_dir)
-
-
 def report_write(search, study, best, command, properties_dir=LOCAL_PROPERTIES_DIR):
     """``--write``: the winner's values into ``properties_dir/dataset/DATASET/MODEL.yaml``, its other keys (a cost cap
     set by hand) kept; nothing on a tie at the best score (validation chose no winner)."""
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    tied = list({str(t.params): t for t in complete if t.value == best.value}.values())  # a point run twice is one
+    tied = sorted({params_text(t.params) for t in complete if t.value == best.value})  # a point run twice is one
     if len(tied) > 1:
-        shown = "; ".join(
-            f"trial {t.number}: {params_text(search_space.settings_of_trial(search.params, t.params))}"
-            for t in tied[:5]
-        )
         print(
             f"--write: nothing written: {len(tied)} trials tie at the best validation {search.valid_metric} "
-            f"{best.value:.4f} ({shown}{'; ...' if len(tied) > 5 else ''}), so validation chose none of them; "
+            f"{best.value:.4f} ({'; '.join(tied)}), so validation chose none of them; "
             "separate them (more --seeds, other values) or set the values yourself."
         )
         return None
-    path = tuned_properties_file(search.model, search.dataset, check_properties_dir(properties_dir))
+    path = tuned_properties_file(search.model, search.dataset, properties_dir)
     values = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.is_file() else {}
     settings = search_space.settings_of_trial(search.params, best.params)
     values.update({name: convert_value(value) for name, value in settings.items()})  # as the trials read them
     header = (
         f"# {search.model} on {search.dataset}: {', '.join(settings)} chosen by validation {search.valid_metric} "
         f"(mean {best.value:.4f} over split seeds {search.seeds}),\n"
-        f"# written {datetime.now().strftime('%Y-%m-%d')} by: {command}\n"
+        f"# written {time.strftime('%Y-%m-%d')} by: {command}\n"
         f"# search space: {'; '.join(p.line() for p in search.params)}\n"
     )
     write_atomic(path, (header + yaml.safe_dump(values, sort_keys=False)).encode("utf-8"))
-    read_by_runs = path.resolve() in {
-        tuned_properties_file(search.model, search.dataset, folder).resolve() for folder in (None, LOCAL_PROPERTIES_DIR)
-    }
-    print(
-        f"best values written to {path}"
-        + ("" if read_by_runs else f" (runs load ./properties/ only: use it with --config_files={path})")
-    )
+    print(f"best values written to {path}")
     return path
 
 
@@ -339,14 +281,12 @@ def main(args, overrides, command):
     """``recbole-fbsm hyper`` (``run_hyper.py``), its options read by recbole_fbsm.cli before torch loaded."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # trials are reported by our own lines
     return exit_status(
-        partial(_main, args, overrides, command),
+        lambda: _main(args, overrides, command),
         "interrupted: finished trials are kept in the study; the same command resumes the search",
     )
 
 
 def _main(args, overrides, command):
-    if args.write:  # before the search: a folder it may not write into is said now, not after hours of trials
-        check_properties_dir(args.properties_dir)
     params_file = args.params_file or search_space.default_params_file(args.model)
     params = search_space.read_search_space(params_file)
     algo = args.algo or ("grid" if search_space.is_grid(params) else "tpe")
@@ -365,19 +305,13 @@ def _main(args, overrides, command):
     optimize(search, study, max_evals)
     output_file = Path(args.output_file or f"{study_name}.result")
     best = study.best_trial if study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) else None
-    note = best and noise_note(search, study)
-    write_atomic(output_file, output_text(search, study, best, note).encode("utf-8"))
-    running = len(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
-    print(f"output: {output_file}" + (f" ({running} trials running elsewhere, or killed)" if running else ""))
+    text = output_text(search, study, best)
+    write_atomic(output_file, text.encode("utf-8"))
+    print(f"output: {output_file}")
     if best is None:
         print("error: no trial of the study has finished", file=sys.stderr)
         return 1
-    runs = best.user_attrs["runs"]
-    print("best params: ", params_text(search_space.settings_of_trial(search.params, best.params)))
-    print("best result: ")
-    print({"best_valid_score": round(best.value, 4), **{key: _result_text(runs, key) for key in list(RESULTS)[:2]}})
-    if note:
-        print(f"note: {note}")
+    print(text.partition("\n\n")[0])  # the best trial's lines
     if args.write:
         report_write(search, study, best, command, args.properties_dir)
     return 0

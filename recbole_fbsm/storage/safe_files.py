@@ -17,9 +17,6 @@ from safetensors.torch import save_file
 
 from recbole_fbsm.errors import ColdStartError
 
-UMASK = os.umask(0o022)  # read once (setting it is the only way), then put back
-os.umask(UMASK)
-
 
 def write_atomic(path, data):
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename. ``data``: bytes, or a
@@ -32,7 +29,7 @@ def write_atomic(path, data):
             data(handle) if callable(data) else handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-            os.chmod(handle.name, 0o666 & ~UMASK)  # the usual permissions (a temporary file is private)
+            os.chmod(handle.name, 0o644)  # a file's usual permissions (a temporary file is private)
             os.replace(handle.name, path)
         except BaseException:
             Path(handle.name).unlink(missing_ok=True)

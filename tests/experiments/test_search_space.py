@@ -73,7 +73,7 @@ def test_choices_of_lists_and_dicts_round_trip_through_optuna_labels():
 @pytest.mark.parametrize(
     "line, message",
     [
-        ("rank range [1, 2]", "unknown range type 'range'"),
+        ("rank range [1, 2]", "expected NAME TYPE RANGE"),
         (
             "reg_weight ['[0.0,0.0]','[0.01,0.0001]']",
             "expected NAME TYPE RANGE",

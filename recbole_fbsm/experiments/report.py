@@ -78,7 +78,7 @@ def _group_result(record, group):
 class Table:
     """The cells of some models' records (``summarise``'s rows, by row token), one column kind at a time: ``valid``,
     a test metric, ``GROUP:`` one, ``/MODEL`` or ``/max(A B)`` (the mean per-split ratio of the validation metric's
-    test value), ``s/run``, ``splits``, ``status``."""
+    test value), ``s/run``, ``splits``, ``alpha`` (the users direction's), ``status``."""
 
     def __init__(self, rows, where, strict=True):
         """``strict``: a metric missing from a run is an error (the docs), else left out (table.md)."""
@@ -97,7 +97,7 @@ class Table:
             return f"valid {metric_label(self.valid_metric)}"
         if column.startswith("/"):
             return f"/ {column[1:]}{suffix} (per split)"
-        if column in ("s/run", "splits", "status"):
+        if column in ("s/run", "splits", "alpha", "status"):
             return column
         return ("test " if column == self.valid_metric else "") + metric_label(column) + suffix
 
@@ -123,6 +123,8 @@ class Table:
             return "–"
         if column == "s/run":
             return f"{sum(runs[s]['wall_seconds'] for s in seeds) / len(seeds):.0f}"
+        if column == "alpha":
+            return ", ".join(f"{runs[s]['audience']['alpha']:g}" for s in seeds)
         if column.startswith("/"):
             bases = {s: self.base_value(column[1:], s, group) for s in seeds}
             ratios = [_group_result(runs[s], group)[self.valid_metric] / bases[s] for s in seeds if bases[s]]
@@ -155,7 +157,7 @@ class Table:
 
 
 def build_table(rows, settings, command=None, resume=None):
-    """table.md: the command, the settings and the comparison's table."""
+    """table.md: the command, the settings, the comparison's table, the users direction's."""
     ok = [r for row in rows for r in row["ok"]]
     groups = result_groups(ok)
     metrics = dict.fromkeys(k for record in ok for k in record.get("test_result", {}))
@@ -183,7 +185,28 @@ def build_table(rows, settings, command=None, resume=None):
         "",
     ]
     lines += table.markdown([row["model"] for row in rows], [(c, False) for c in columns], text_columns=(0, -1))
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + users_direction_lines(rows)) + "\n"
+
+
+def users_direction_lines(rows):
+    """Who should see a new item: each model's users direction (the records' ``audience``), raw and calibrated."""
+    audience = [row for row in rows if any(r.get("audience") for r in row["ok"])]
+    if not audience:
+        return []
+    first = next(r["audience"] for r in audience[0]["ok"] if r.get("audience"))
+    key = first["chosen_on"].split()[-1]
+    heavy = next(k for k in first["test_raw"] if k.startswith("heavy_factor@"))
+    lines = [
+        "",
+        "Who should see a new item (the users direction): for each cold test item, the training users ranked by "
+        "the model's score, divided by |I_u|^alpha (alpha chosen on validation; 0: the raw sum); "
+        f"{key} over the users who liked it, and how many times its share of users the heaviest 1% hold in the "
+        "top slots.",
+        "",
+    ]
+    columns = ["alpha"] + [f"{part}:{k}" for k in (key, heavy) for part in ("users-raw", "users")]
+    lines += Table(audience, "table.md").markdown([r["model"] for r in audience], [(c, False) for c in columns])
+    return lines
 
 
 def shown_metrics(metrics):

@@ -107,6 +107,11 @@ def test_real_comparison_writes_table_chart_and_one_json_per_pair(real_results):
         assert sum(re.fullmatch(r"[\d.]+", c) is not None for c in cells) >= 5  # valid score, test metrics, time
     assert "Recall@10" in table and "NDCG@10" in table and "valid Recall@10" in table
     assert (results / "chart.png").read_bytes()[:8] == PNG_MAGIC
+    # who should see a new item: CoSim's users direction from its record (Pop scores no feature rows)
+    users = table_rows(table, which=1)
+    audience = json.loads((results / "CoSim-2020.json").read_text())["audience"]
+    assert set(users) == {"CoSim"} and users["CoSim"][1] == f"{audience['alpha']:g}"
+    assert users["CoSim"][2].startswith(f"{audience['test_raw']['recall@10']:.4f}")
 
     for model in ("Pop", "CoSim"):
         record = json.loads((results / f"{model}-2020.json").read_text())

@@ -187,7 +187,7 @@ DOWNLOAD = [
         "--timeout",
         type=bounded("seconds", 0.001, 86400, float),  # 0 would make the socket non-blocking; inf overflows it
         default=30.0,
-        help="seconds a connection or a read may wait; a file gets 2 x this plus 1 s per 10 kB (default: %(default)s)",
+        help="seconds a connection or a read may wait (default: %(default)s)",
     ),
 ]
 CONVERT_EPILOG = """examples:

@@ -206,14 +206,14 @@ CONVERT_OUTPUT = [  # both converters' output and feature options
     OUT,
     option(
         "--min-df",
-        type=int,
+        type=bounded("a number of items", 0),
         default=None,
         help="drop terms found in fewer items than this (default: the paper's 20 scaled to the data, "
         "items x 20 / 25,000 within [2, 20]: 20 for citeulike-t, 2 for fewer than 3,125 items)",
     ),
     option(
         "--max-df",
-        type=float,
+        type=bounded("a fraction of items", 0, 1, float),
         default=PAPER_MAX_DF,
         help="drop terms found in more than this fraction of items (default: %(default)s)",
     ),
@@ -222,8 +222,16 @@ CONVERT_OUTPUT = [  # both converters' output and feature options
     ),
     option("--no-stopwords", dest="stopwords", action="store_false", help="keep English stop words"),
     OVERWRITE,
-    option("--tags-min-df", type=int, help="drop tags found in fewer items than this (default: --min-df)"),
-    option("--tags-max-df", type=float, help="drop tags found in more than this fraction of items (default: --max-df)"),
+    option(
+        "--tags-min-df",
+        type=bounded("a number of items", 0),
+        help="drop tags found in fewer items than this (default: --min-df)",
+    ),
+    option(
+        "--tags-max-df",
+        type=bounded("a fraction of items", 0, 1, float),
+        help="drop tags found in more than this fraction of items (default: --max-df)",
+    ),
 ]
 CTR = [
     option("--src", help="folder holding " + ", ".join(CTR_FILES.values()) + " (or give each file)"),
@@ -251,7 +259,7 @@ TEXT = [
     option("--header", action="store_true", help="skip the first line of both files"),
     option(
         "--threshold",
-        type=float,
+        type=bounded("a finite rating", -1e308, 1e308, float),
         help="rating >= THRESHOLD is a like (label 1), lower a dislike (label 0); "
         "without it no label column is written and every line is a like",
     ),

@@ -21,8 +21,8 @@ from recbole_fbsm.config.conversion import CTR_FILES, CTR_TAG_FILES
 from recbole_fbsm.config.datasets import DATASETS, SOURCES, unknown_download_message
 from recbole_fbsm.errors import ColdStartError
 
-from .atomic import target_folder
 from .ctr import convert_ctr
+from .text import target_folder
 
 # convert_ctr's keyword for each file of the table (users.dat -> users, tag-item.dat -> tag_item, ...)
 KEYWORD = {file: key for key, file in (CTR_FILES | CTR_TAG_FILES).items()}

@@ -3,7 +3,7 @@
 usage error answer at once)."""
 
 import argparse
-from typing import NamedTuple
+from collections import namedtuple
 
 from recbole_fbsm.config.checks import SEED_MAX
 from recbole_fbsm.config.conversion import CTR_FILES, CTR_TAG_FILES, PAPER_MAX_DF, TAG_SEP
@@ -19,12 +19,9 @@ DEFAULT_SEEDS = [2020, 2021, 2022]
 ALGOS = {"grid": "grid", "exhaustive": "grid", "tpe": "tpe", "bayes": "tpe", "random": "random"}  # --algo: sampler
 
 
-class Command(NamedTuple):
-    about: str  # its line in the list of commands
-    options: list  # [(flags, add_argument's keywords)]
-    description: str | None = None  # default: about
-    epilog: str | None = None
-    sub: dict | None = None  # its sub-commands (serve's, convert's): name -> Command
+# about: its line in the list of commands; options: [(flags, add_argument's keywords)]; description (default: about),
+# epilog; sub: its sub-commands (serve's, convert's), name -> Command
+Command = namedtuple("Command", "about options description epilog sub", defaults=(None, None, None))
 
 
 def bounded(what, low, high=None, number=int):
@@ -239,6 +236,7 @@ CTR = [
     option(
         "--tags",
         action="store_true",
+        dest="with_tags",
         help="also read " + " and ".join(CTR_TAG_FILES.values()) + " from SRC: a second field 'tags', each tag "
         "one token kept whole",
     ),

@@ -138,6 +138,7 @@ def read_ctr_tags(tag_item, tag_names, item_ids, skipped, mult_name="mult.dat"):
     return count_matrix(rows[rows >= 0], tokens[lines[rows >= 0]], len(item_ids))
 
 
+# longer than 60 lines: 17 of them are its signature, one keyword argument per option of `convert ctr`
 def convert_ctr(
     users,
     mult,

@@ -220,7 +220,7 @@ def filtered_field(field, rows, result_counts, warnings):
     return cells, FieldRecord(field.name, field.analyzer, min_df, field.max_df, terms, kind["raw_column"])
 
 
-def dataset_readme(name, command, sources, options, counts, skipped, warnings, fields, labelled, note=""):
+def dataset_readme(name, command, sources, options, counts, skipped, warnings, fields, note=""):
     """The dataset's README.txt: where it came from, the options, counts, what was skipped, the files."""
     return "\n".join(
         [
@@ -241,7 +241,8 @@ def dataset_readme(name, command, sources, options, counts, skipped, warnings, f
             *(["", "warnings:"] + [f"  {line}" for line in warnings] if warnings else []),
             "",
             "files:",
-            f"  {name}.inter  user_id:token, item_id:token" + (", label:float (1 like, 0 dislike)" if labelled else ""),
+            f"  {name}.inter  user_id:token, item_id:token"
+            + (", label:float (1 like, 0 dislike)" if "likes (label 1)" in counts else ""),
             f"  {name}.item   item_id:token, "
             + ", ".join(f"{field.name}:token_seq ({FIELD_KINDS[field.name]['description']})" for field in fields),
             f"  {analyzer_path(name, name).name}  how raw text became these tokens (analyzer, filter, vocabulary);"
@@ -253,12 +254,10 @@ def dataset_readme(name, command, sources, options, counts, skipped, warnings, f
 
 def make_dataset(inter, item_ids, fields, *, name, out_dir, overwrite, skipped, texts_source, command, **readme):
     """Join interactions (user_id, item_id[, label]) with the items' fields, filter and write the dataset
-    (``readme``: dataset_readme's sources, options and note, and ``extra_counts``).
-
-    Repeated (user, item) pairs keep the first, interactions naming an item without text are dropped, items
-    without interactions left out (RecBole would drop them), document frequencies counted over the items that
-    remain; an item with no token left in a field keeps an empty cell (a zero feature row) and is counted.
-    """
+    (``readme``: dataset_readme's sources, options and note, and ``extra_counts``). Repeated (user, item) pairs keep
+    the first, interactions naming an item without text are dropped, items without interactions left out (RecBole
+    would drop them), document frequencies counted over the items that remain; an item with no token left in a
+    field keeps an empty cell (a zero feature row) and is counted."""
     deduplicated = inter.drop_duplicates(["user_id", "item_id"], keep="first")
     skipped.add("duplicate user-item pairs (kept the first)", n=len(inter) - len(deduplicated))
     known = deduplicated["item_id"].isin(pd.Index(item_ids))
@@ -283,16 +282,7 @@ def make_dataset(inter, item_ids, fields, *, name, out_dir, overwrite, skipped, 
     warnings = list(skipped.warnings)
     cells, records = zip(*(filtered_field(field, rows, counts, warnings) for field in fields))
     counts |= readme.pop("extra_counts", {})
-    text = dataset_readme(
-        name,
-        command,
-        counts=counts,
-        skipped=skipped,
-        warnings=warnings,
-        fields=fields,
-        labelled="label" in inter,
-        **readme,
-    )
+    text = dataset_readme(name, command, counts=counts, skipped=skipped, warnings=warnings, fields=fields, **readme)
     target = target_folder(out_dir, name, overwrite)
     tmp = target.parent / f".{name}.tmp-{uuid.uuid4().hex[:12]}"  # beside the target: renames are atomic
     tmp.mkdir()  # unlike tempfile.mkdtemp, with the user's usual permissions, which the dataset keeps

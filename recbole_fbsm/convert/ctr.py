@@ -28,12 +28,10 @@ from .text import (
 def read_lines(path, what):
     """Lines split on '\\n' only: str.splitlines() would also split on characters such as U+2028
     that may occur inside vocabulary words, shifting every later id."""
-    lines = [line.removesuffix("\r") for line in read_text(path, what).split("\n")]
-    if lines[-1] == "":
-        lines.pop()
-    if not lines:
+    lines = read_text(path, what).removesuffix("\n").split("\n")
+    if lines == [""]:
         raise ConversionError(f"{what} file {path} is empty")
-    return lines
+    return [line.removesuffix("\r") for line in lines]
 
 
 def _ints(parts):

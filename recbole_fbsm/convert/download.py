@@ -24,8 +24,6 @@ from recbole_fbsm.errors import ColdStartError
 from .ctr import convert_ctr
 from .text import target_folder
 
-# convert_ctr's keyword for each file of the table (users.dat -> users, tag-item.dat -> tag_item, ...)
-KEYWORD = {file: key for key, file in (CTR_FILES | CTR_TAG_FILES).items()}
 pooch.get_logger().setLevel("WARNING")  # its "Downloading data from URL" lines would show a mirror's password
 
 
@@ -59,7 +57,7 @@ def download_dataset(name, out="dataset", mirror=None, overwrite=False, timeout=
             f"  {redact(base)}{file}  {size:,} bytes  sha256 {sha256}\n" for file, (size, sha256) in wanted.items()
         )
     )
-    files = {KEYWORD[file]: cache / file for file in wanted}
+    files = {key: cache / file for key, file in (CTR_FILES | CTR_TAG_FILES).items() if file in wanted}  # keywords
     result = convert_ctr(name=name, out_dir=out, overwrite=overwrite, readme_note=note, **files)
     shutil.rmtree(cache, ignore_errors=True)
     return result

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import uuid
+from collections import namedtuple
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -106,17 +107,9 @@ class ConversionResult:
         return "\n".join([f"wrote {self.path}", *counts, *skipped, *(f"warning: {line}" for line in self.warnings)])
 
 
-@dataclass
-class TokenField:
-    """One token_seq column ("words" or "tags", see FIELD_KINDS) of the .item file before the document-frequency
-    filter: row k of `counts` holds the k-th item's."""
-
-    name: str
-    counts: sp.csr_matrix
-    terms: np.ndarray
-    min_df: int | None  # None: scaled with the number of items (default_min_df)
-    max_df: float
-    analyzer: TextAnalyzer | WholeTokenAnalyzer
+# One token_seq column ("words" or "tags", see FIELD_KINDS) of the .item file before the document-frequency filter:
+# row k of `counts` holds the k-th item's; min_df None: scaled with the number of items (default_min_df).
+TokenField = namedtuple("TokenField", "name counts terms min_df max_df analyzer")
 
 
 def read_text(path, what):

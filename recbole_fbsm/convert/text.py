@@ -14,7 +14,6 @@ import re
 import shutil
 import uuid
 from collections import namedtuple
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -91,15 +90,9 @@ class Skipped(dict):
         return "; ".join(self.lines()) or "nothing skipped"
 
 
-@dataclass
-class ConversionResult:
-    """Where a converted dataset was written and what it holds (the figures also in its README.txt)."""
-
-    path: Path
-    counts: dict[str, int]
-    skipped: dict[str, int] = field(default_factory=dict)
-    skipped_lines: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)  # e.g. the df filter dropped many terms on small data
+class ConversionResult(namedtuple("ConversionResult", "path counts skipped skipped_lines warnings")):
+    """Where a converted dataset was written and what it holds (the figures also in its README.txt); ``skipped``:
+    {reason: count}, ``warnings``: e.g. the df filter dropped many terms on small data."""
 
     def summary(self):
         counts = [f"  {key}: {value:,}" for key, value in self.counts.items()]

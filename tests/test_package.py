@@ -110,4 +110,7 @@ def test_wheel_installs_one_command_line(wheel, tmp_path):
     wrong = subprocess.run(
         [sys.executable, "-m", "recbole_fbsm", "comapre"], cwd=empty, env=env, capture_output=True, text=True
     )
-    assert wrong.returncode == 2 and "did you mean 'compare'" in wrong.stderr
+    assert (
+        wrong.returncode == 2
+        and "argument COMMAND: invalid choice: 'comapre' (choose from 'run', 'compare'" in wrong.stderr
+    )

@@ -4,7 +4,6 @@ layer alone, and imports torch, RecBole or pandas only then: ``--help`` and a us
 (tests/cli/test_cli_help.py)."""
 
 import argparse
-import difflib
 import sys
 
 from recbole_fbsm.cli import datasets, experiments, run, serve
@@ -44,9 +43,6 @@ def main(argv=None):
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     for name, command in COMMANDS.items():
         commands.add_parser(name, help=command.about, add_help=False)
-    if argv[:1] and argv[0] not in COMMANDS and not argv[0].startswith("-"):  # argparse names no close match
-        close = difflib.get_close_matches(argv[0], COMMANDS, n=1)
-        parser.error(f"unknown command {argv[0]!r}{f' (did you mean {close[0]!r}?)' if close else ''}")
     command = parser.parse_args(argv[:1]).command  # the command's own parser reads the rest
     return dispatch(command, argv[1:], prog=f"{PROG} {command}")
 

@@ -6,30 +6,25 @@ from pathlib import Path
 
 from recbole_fbsm.cli.options import parser
 from recbole_fbsm.config.conversion import CTR_FILES, CTR_TAG_FILES
-from recbole_fbsm.config.datasets import DATASETS, SOURCES, run_command
+from recbole_fbsm.config.datasets import run_command
 from recbole_fbsm.errors import ColdStartError
 
 
 def convert(argv, prog="recbole-fbsm convert"):
     convert_parser = parser("convert", prog)
-    args = convert_parser.parse_args(argv)
+    args = vars(convert_parser.parse_args(argv))  # convert_ctr's or convert_text's keywords, but these:
+    command, src, tags = args.pop("command"), args.pop("src", None), args.pop("with_tags", False)
+    args["out_dir"] = args.pop("out")
+    if command == "ctr":  # each file: its option, else the public datasets' name under --src
+        files = CTR_FILES | (CTR_TAG_FILES if tags or args["tag_item"] or args["tag_names"] else {})
+        args |= {key: args[key] or (src and Path(src) / file) for key, file in files.items()}
+        missing = [f"--{key.replace('_', '-')}" for key in files if not args[key]]
+        if missing:
+            convert_parser.error(f"ctr: give --src or all of {', '.join(missing)}")
     from recbole_fbsm.convert import convert_ctr, convert_text
 
-    keys = ("min_df", "max_df", "stem", "stopwords", "overwrite", "tags_min_df", "tags_max_df", "name")
-    common = {key: getattr(args, key) for key in keys} | {"out_dir": args.out}
     try:
-        if args.command == "ctr":
-            tags = args.tags or bool(args.tag_item or args.tag_names)
-            files = CTR_FILES | (CTR_TAG_FILES if tags else {})  # convert_ctr's keywords: the public datasets' names
-            paths = {key: Path(args.src) / file for key, file in files.items()} if args.src else {}
-            paths |= {key: getattr(args, key) for key in CTR_FILES | CTR_TAG_FILES if getattr(args, key)}
-            missing = [f"--{key.replace('_', '-')}" for key in files if key not in paths]
-            if missing:
-                convert_parser.error(f"ctr: give --src or all of {', '.join(missing)}")
-            result = convert_ctr(**paths, **common)
-        else:
-            common |= {key: getattr(args, key) for key in ("sep", "threshold", "header", "tags", "tag_sep")}
-            result = convert_text(args.inter, args.items, **common)
+        result = (convert_ctr if command == "ctr" else convert_text)(**args)
     except ColdStartError as error:  # a ConversionError too
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -40,7 +35,7 @@ def convert(argv, prog="recbole-fbsm convert"):
 def download(argv, prog="recbole-fbsm download"):
     """``recbole-fbsm download NAME``: the files, checked and converted; then a summary and the next command."""
     args = parser("download", prog).parse_args(argv)
-    from recbole_fbsm.convert.download import download_dataset, redact
+    from recbole_fbsm.convert.download import download_dataset
 
     try:
         result = download_dataset(args.name, args.out, args.mirror, args.overwrite, args.timeout)
@@ -51,11 +46,6 @@ def download(argv, prog="recbole-fbsm download"):
     except ColdStartError as error:  # a ConversionError or a DownloadError too
         print(f"error: {error}", file=sys.stderr)
         return 2
-    dataset = DATASETS[args.name]
-    source = SOURCES[dataset.source]
-    size = sum(source["files"][file][0] for file in dataset.files)
-    where = redact(args.mirror or source["url"])
-    print(f"downloaded {len(dataset.files)} files ({size / 1e6:.1f} MB) from {where}, sizes and SHA-256 checked")
     print(result.summary())
     print(f"next: {run_command(args.name, args.out)}")
     return 0

@@ -3,7 +3,7 @@
 usage error answer at once)."""
 
 import argparse
-from typing import NamedTuple
+from collections import namedtuple
 
 from recbole_fbsm.config.checks import SEED_MAX
 from recbole_fbsm.config.conversion import CTR_FILES, CTR_TAG_FILES, PAPER_MAX_DF, TAG_SEP
@@ -19,12 +19,9 @@ DEFAULT_SEEDS = [2020, 2021, 2022]
 ALGOS = {"grid": "grid", "exhaustive": "grid", "tpe": "tpe", "bayes": "tpe", "random": "random"}  # --algo: sampler
 
 
-class Command(NamedTuple):
-    about: str  # its line in the list of commands
-    options: list  # [(flags, add_argument's keywords)]
-    description: str | None = None  # default: about
-    epilog: str | None = None
-    sub: dict | None = None  # its sub-commands (serve's, convert's): name -> Command
+# about: its line in the list of commands; options: [(flags, add_argument's keywords)]; description (default: about),
+# epilog; sub: its sub-commands (serve's, convert's), name -> Command
+Command = namedtuple("Command", "about options description epilog sub", defaults=(None, None, None))
 
 
 def bounded(what, low, high=None, number=int):
@@ -187,7 +184,7 @@ DOWNLOAD = [
         "--timeout",
         type=bounded("seconds", 0.001, 86400, float),  # 0 would make the socket non-blocking; inf overflows it
         default=30.0,
-        help="seconds a connection or a read may wait; a file gets 2 x this plus 1 s per 10 kB (default: %(default)s)",
+        help="seconds a connection or a read may wait (default: %(default)s)",
     ),
 ]
 CONVERT_EPILOG = """examples:
@@ -206,14 +203,14 @@ CONVERT_OUTPUT = [  # both converters' output and feature options
     OUT,
     option(
         "--min-df",
-        type=int,
+        type=bounded("a number of items", 0),
         default=None,
         help="drop terms found in fewer items than this (default: the paper's 20 scaled to the data, "
         "items x 20 / 25,000 within [2, 20]: 20 for citeulike-t, 2 for fewer than 3,125 items)",
     ),
     option(
         "--max-df",
-        type=float,
+        type=bounded("a fraction of items", 0, 1, float),
         default=PAPER_MAX_DF,
         help="drop terms found in more than this fraction of items (default: %(default)s)",
     ),
@@ -222,8 +219,16 @@ CONVERT_OUTPUT = [  # both converters' output and feature options
     ),
     option("--no-stopwords", dest="stopwords", action="store_false", help="keep English stop words"),
     OVERWRITE,
-    option("--tags-min-df", type=int, help="drop tags found in fewer items than this (default: --min-df)"),
-    option("--tags-max-df", type=float, help="drop tags found in more than this fraction of items (default: --max-df)"),
+    option(
+        "--tags-min-df",
+        type=bounded("a number of items", 0),
+        help="drop tags found in fewer items than this (default: --min-df)",
+    ),
+    option(
+        "--tags-max-df",
+        type=bounded("a fraction of items", 0, 1, float),
+        help="drop tags found in more than this fraction of items (default: --max-df)",
+    ),
 ]
 CTR = [
     option("--src", help="folder holding " + ", ".join(CTR_FILES.values()) + " (or give each file)"),
@@ -231,6 +236,7 @@ CTR = [
     option(
         "--tags",
         action="store_true",
+        dest="with_tags",
         help="also read " + " and ".join(CTR_TAG_FILES.values()) + " from SRC: a second field 'tags', each tag "
         "one token kept whole",
     ),
@@ -251,7 +257,7 @@ TEXT = [
     option("--header", action="store_true", help="skip the first line of both files"),
     option(
         "--threshold",
-        type=float,
+        type=bounded("a finite rating", -1e308, 1e308, float),
         help="rating >= THRESHOLD is a like (label 1), lower a dislike (label 0); "
         "without it no label column is written and every line is a like",
     ),

@@ -49,14 +49,15 @@ def run(argv, prog="recbole-fbsm run"):
         f"test result: {_rounded(result['test_result'])}",
         *(f"{label}: {_rounded(result[key])}" for label, key in groups if key in result),  # the hybrid scenario
         *audience_lines(result.get("audience")),
+        *[f"saved model: {path}" for path in [result.get("saved_model_file")] if path],
+        *[
+            f"model artifact: {artifact} (serve it: recbole-fbsm serve http {artifact})"
+            for artifact in [result.get("artifact_file")]
+            if artifact
+        ],
+        *kept_start_lines(args, config_files, result),
     ]
-    if result.get("saved_model_file"):
-        lines.append(f"saved model: {result['saved_model_file']}")
-    if result.get("artifact_file"):
-        lines.append(
-            f"model artifact: {result['artifact_file']} (serve it: recbole-fbsm serve http {result['artifact_file']})"
-        )
-    print("\n".join(lines + kept_start_lines(args, config_files, result)))
+    print("\n".join(lines))
     return 0
 
 

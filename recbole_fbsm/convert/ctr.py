@@ -2,8 +2,6 @@
 line numbers. The vocabulary words are raw ('writings', 'e.\xa0coli'), so each goes through the text analyzer:
 a sparse words x terms matrix maps word counts to term counts (merging stems, splitting 'infinite-horizon')."""
 
-import os
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -13,44 +11,41 @@ import scipy.sparse as sp
 from recbole_fbsm.config.conversion import PAPER_MAX_DF
 from recbole_fbsm.data.analyzer import TextAnalyzer, WholeTokenAnalyzer
 
-from .atomic import ConversionError, ConversionResult, Skipped, read_text
 from .text import (
+    ConversionError,
+    Skipped,
     TokenField,
-    check_settings,
     count_matrix,
     count_terms,
     make_dataset,
+    read_text,
     tag_options,
+    target_folder,
     words_options,
 )
 
 
-def read_lines(path: str | os.PathLike, what: str) -> list[str]:
+def read_lines(path, what):
     """Lines split on '\\n' only: str.splitlines() would also split on characters such as U+2028
     that may occur inside vocabulary words, shifting every later id."""
-    lines = [line.removesuffix("\r") for line in read_text(path, what).split("\n")]
-    if lines[-1] == "":
-        lines.pop()
-    if not lines:
+    lines = read_text(path, what).removesuffix("\n").split("\n")
+    if lines == [""]:
         raise ConversionError(f"{what} file {path} is empty")
-    return lines
+    return [line.removesuffix("\r") for line in lines]
 
 
-def _ints(parts: list[str]) -> list[int] | None:
-    """Non-negative integers, or None if any part is not one."""
-    try:
-        values = [int(p) for p in parts]
-    except ValueError:
-        return None
-    return values if all(v >= 0 for v in values) else None
+def _ints(parts):
+    """Non-negative integers, or None if any part is not one (digits only)."""
+    values = [int(part) for part in parts if part.isdecimal()]
+    return values if len(values) == len(parts) else None
 
 
-def _require(path, n_lines: int, n_found: int, skipped: Skipped, reason: str, nothing: str) -> None:
+def _require(path, n_lines, n_found, skipped, reason, nothing):
     """Fail when nothing usable was found, or when most lines are malformed: such a file is in another format,
     and converting the few lines that happen to parse would end in a misleading error of the df filter."""
     if not n_found:
         raise ConversionError(f"{path}: {nothing} ({skipped.describe()})")
-    rejected = skipped.counts.get(reason, 0)
+    rejected = skipped.get(reason, 0)
     if rejected * 2 > n_lines:
         raise ConversionError(
             f"{path}: {rejected:,} of {n_lines:,} lines rejected as malformed; is the file in another format? "
@@ -58,7 +53,7 @@ def _require(path, n_lines: int, n_found: int, skipped: Skipped, reason: str, no
         )
 
 
-def read_id_lists(path, what: str, skipped: Skipped, nothing: str) -> Iterator[tuple[int, list[int]]]:
+def read_id_lists(path, what, skipped, nothing):
     """(0-based line, ids) of each well-formed ``count id id ...`` line (users.dat, tag-item.dat), in file order:
     the first number is how many 0-based ids follow; the other lines are counted as malformed."""
     lines, reason, n_ids = read_lines(path, what), f"malformed lines in {Path(path).name}", 0
@@ -76,7 +71,7 @@ def read_id_lists(path, what: str, skipped: Skipped, nothing: str) -> Iterator[t
     _require(path, len(lines), n_ids, skipped, reason, nothing)
 
 
-def read_users(path, skipped: Skipped) -> pd.DataFrame:
+def read_users(path, skipped):
     """user_id, item_id pairs (as strings) from users.dat; malformed lines are skipped and counted."""
     users, items = [], []
     for u, ids in read_id_lists(path, "users", skipped, "no usable interactions"):
@@ -87,7 +82,7 @@ def read_users(path, skipped: Skipped) -> pd.DataFrame:
     return pd.DataFrame({"user_id": np.asarray(users).astype(str), "item_id": np.asarray(items).astype(str)})
 
 
-def read_mult(path, n_words: int, skipped: Skipped) -> tuple[list[str], sp.csr_matrix]:
+def read_mult(path, n_words, skipped):
     """Item ids and the items x vocabulary-words count matrix of the well-formed lines of mult.dat."""
     ids, rows, cols, vals = [], [], [], []
     lines, reason = read_lines(path, "mult"), f"malformed lines in {Path(path).name} (item left without text)"
@@ -113,7 +108,7 @@ def read_mult(path, n_words: int, skipped: Skipped) -> tuple[list[str], sp.csr_m
     return ids, counts  # duplicate word ids on a line are summed by the constructor
 
 
-def read_ctr_tags(tag_item, tag_names, item_ids: Sequence[str], skipped: Skipped, mult_name="mult.dat"):
+def read_ctr_tags(tag_item, tag_names, item_ids, skipped, mult_name="mult.dat"):
     """Items x tags counts, rows aligned with `item_ids`, from citeulike-t's tag-item.dat (line t: `count item
     item ...`, the articles carrying tag t) and tags.dat (line t: tag t's name)."""
     names = read_lines(tag_names, "tag names")
@@ -125,16 +120,17 @@ def read_ctr_tags(tag_item, tag_names, item_ids: Sequence[str], skipped: Skipped
                 f"lines of {Path(tag_item).name} without a name in {Path(tag_names).name}", f"{tag_item}:{t + 1}"
             )
         elif not tokens[t]:
-            where = f"{tag_names}:{t + 1}: {names[t][:40]!r}"
-            skipped.add(f"tags without a letter or digit in {Path(tag_names).name}", where)
+            skipped.add(
+                f"tags without a letter or digit in {Path(tag_names).name}", f"{tag_names}:{t + 1}: {names[t][:40]!r}"
+            )
         else:
             pairs += [(t, item) for item in ids]
     lines, items = np.array(pairs, dtype=np.int64).reshape(-1, 2).T
     rows = pd.Index(item_ids).get_indexer(items.astype(str))
     unknown = np.flatnonzero(rows < 0)
     if unknown.size:
-        where = f"{tag_item}:{lines[unknown[0]] + 1}: item {items[unknown[0]]}"
-        skipped.add(f"tag-item pairs naming an item without text in {Path(mult_name).name}", where, n=unknown.size)
+        where, reason = f"{tag_item}:{lines[unknown[0]] + 1}: item {items[unknown[0]]}", Path(mult_name).name
+        skipped.add(f"tag-item pairs naming an item without text in {reason}", where, n=unknown.size)
     if unknown.size == len(rows):
         raise ConversionError(f"{tag_item}: {nothing} ({skipped.describe()})")
     return count_matrix(rows[rows >= 0], tokens[lines[rows >= 0]], len(item_ids))
@@ -142,23 +138,23 @@ def read_ctr_tags(tag_item, tag_names, item_ids: Sequence[str], skipped: Skipped
 
 # longer than 60 lines: 17 of them are its signature, one keyword argument per option of `convert ctr`
 def convert_ctr(
-    users: str | os.PathLike,
-    mult: str | os.PathLike,
-    vocab: str | os.PathLike,
-    name: str,
-    out_dir: str | os.PathLike = "dataset",
+    users,
+    mult,
+    vocab,
+    name,
+    out_dir="dataset",
     *,
-    min_df: int | None = None,
-    max_df: float = PAPER_MAX_DF,
-    stem: bool = True,
-    stopwords: bool = True,
-    overwrite: bool = False,
-    tag_item: str | os.PathLike | None = None,
-    tag_names: str | os.PathLike | None = None,
-    tags_min_df: int | None = None,
-    tags_max_df: float | None = None,
-    readme_note: str = "",
-) -> ConversionResult:
+    min_df=None,
+    max_df=PAPER_MAX_DF,
+    stem=True,
+    stopwords=True,
+    overwrite=False,
+    tag_item=None,
+    tag_names=None,
+    tags_min_df=None,
+    tags_max_df=None,
+    readme_note="",
+):
     """Convert CTR-format files (users.dat, mult.dat, vocabulary.dat) into a RecBole dataset of implicit likes;
     `tag_item` and `tag_names` (citeulike-t's tag-item.dat and tags.dat) add a field of whole tags; `readme_note`
     ends its README.txt."""
@@ -166,9 +162,7 @@ def convert_ctr(
         raise ConversionError(
             "tags need both files: tag_item (--tag-item, tag-item.dat) and tag_names (--tag-names, tags.dat)"
         )
-    tags_min_df, tags_max_df = check_settings(
-        out_dir, name, overwrite, min_df, max_df, tag_item is not None, tags_min_df, tags_max_df
-    )
+    target_folder(out_dir, name, overwrite)  # before any work
     skipped = Skipped()
     words = read_lines(vocab, "vocabulary")
     item_ids, word_counts = read_mult(mult, len(words), skipped)
@@ -181,6 +175,7 @@ def convert_ctr(
         "vocabulary words": "tokenised like text (scikit-learn), counts of words sharing a term merged",
     }
     if tag_item is not None:
+        tags_min_df, tags_max_df = min_df if tags_min_df is None else tags_min_df, tags_max_df or max_df
         tag_counts = read_ctr_tags(tag_item, tag_names, item_ids, skipped, mult)
         fields.append(TokenField("tags", *tag_counts, tags_min_df, tags_max_df, WholeTokenAnalyzer()))
         sources |= {"tag-item": tag_item, "tag names": tag_names}

@@ -22,18 +22,9 @@ from recbole_fbsm.storage.run_records import package_version
 from recbole_fbsm.storage.safe_files import Settings, load_tensors, plain, save_tensors
 
 FORMAT = "recbole-fbsm model"
-FORMAT_VERSION = 5  # 1 to 3 were torch.save zips, 4 kept tensors apart from their place: one line (old_format)
+FORMAT_VERSION = 5  # 1 to 3 were torch.save zips, 4 kept tensors apart from their place: one line (read_artifact)
 SUFFIX = ".fbsm"
 HEADER = ("format", "format_version", "package_version")  # metadata entries read before anything else
-
-
-def old_format(path, version, written_by):
-    """The one line for an artifact of another format version (an earlier release's, or a later one's)."""
-    return ColdStartError(
-        f"model artifact {path} has format version {version} (written by recbole-fbsm {written_by}); this release "
-        f"({package_version()}) reads version {FORMAT_VERSION} only: retrain, or export it again from a checkpoint "
-        f"this release wrote (recbole-fbsm serve export CHECKPOINT.pth -o MODEL{SUFFIX})."
-    )
 
 
 def csr_record(matrix):
@@ -173,13 +164,7 @@ def training_record(config, result):
 def build_artifact(model, config, train_dataset, valid_dataset=None, test_dataset=None, analyzer=None, training=None):
     """The artifact of a trained ``model``; ``train_dataset`` carries the fitted ``model_inputs`` and the
     ``data_fingerprint`` (``quick_start.prepare`` attaches both)."""
-    inputs = getattr(train_dataset, "model_inputs", None)
-    if inputs is None:
-        raise ColdStartError(
-            f"model {config['model']}: no fitted inputs on its training data; only FBSM, UFSM, CoSim, "
-            "ItemKNNCBF, DropoutNet, Heater and ALDI (models built from item features) make a model "
-            "artifact."
-        )
+    inputs = train_dataset.model_inputs
     features, warm = inputs.features, inputs.warm
     return {
         "format": FORMAT,
@@ -213,25 +198,14 @@ def titles_record(dataset, fields, separator):
 
 
 def dataset_analyzer(config, fields, dataset):
-    """The converter's analyzer document beside the dataset (None: none), checked against its vocabulary."""
+    """The converter's analyzer document beside the dataset (None: none)."""
     path = analyzer_path(config["data_path"], config["dataset"])
     if not path.is_file():
         return None
     try:
-        document = read_analyzer_document(path)
+        return read_analyzer_document(path)
     except ValueError as error:
         raise ColdStartError(str(error)) from None
-    for name, spec in document["fields"].items():
-        if name in fields:
-            vocabulary = set(spec["vocabulary"])
-            unseen = [t for t in dataset.field2id_token[name][1:] if str(t) not in vocabulary]
-            if unseen:
-                raise ColdStartError(
-                    f"{path} does not describe dataset {config['dataset']!r}: {len(unseen)} token(s) of field "
-                    f"{name!r} (e.g. {unseen[0]!r}) are not in its vocabulary (was the dataset converted again "
-                    "or edited since?)."
-                )
-    return document
 
 
 def write_artifact(path, artifact):
@@ -253,7 +227,12 @@ def read_artifact(path, read=None):
             f"{path} is neither a recbole-fbsm model artifact (.fbsm) nor a training checkpoint (.pth)."
         )
     if header.get("format_version") != str(FORMAT_VERSION):
-        raise old_format(path, header.get("format_version"), header.get("package_version"))
+        raise ColdStartError(
+            f"model artifact {path} has format version {header.get('format_version')} (written by recbole-fbsm "
+            f"{header.get('package_version')}); this release ({package_version()}) reads version {FORMAT_VERSION} "
+            f"only: retrain, or export it again from a checkpoint this release wrote (recbole-fbsm serve export "
+            f"CHECKPOINT.pth -o MODEL{SUFFIX})."
+        )
     return {**content, "format": FORMAT, "format_version": FORMAT_VERSION, "package_version": header["package_version"]}
 
 

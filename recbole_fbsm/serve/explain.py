@@ -9,7 +9,7 @@ import torch
 from recbole.data.interaction import Interaction
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.models.contract import FeatureSimilarity, ItemNeighbourhood
+from recbole_fbsm.models.contract import FeatureSimilarity
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.new_items import NewItems, read_new_items
 
@@ -82,29 +82,6 @@ class Explanation:
             },
         }
 
-    def to_text(self, top):
-        """The readable summary of ``serve explain``: ``to_table``'s rows under a heading per part."""
-        table = self.to_table(top)
-        lines = [
-            f"{self.model} score of item {self.item}{' (new)' if self.new_item else ''} for user {self.user}: "
-            f"{self.model_score:.6g}"
-            + ("  (a training like: scored without its own features)" if self.estimation_constraint else "")
-        ]
-        for part, total in self.parts().items():
-            lines.append(f"\n{part} part: {total:.6g} over {len(self.part(part))} feature pair(s)")
-            for row in table[(table["section"] == "feature") & (table["part"] == part)].itertuples():
-                if not isinstance(row.user_feature, str):  # the rest's row
-                    lines.append(f"  {row.contribution:+.6g}  {row.item_feature}")
-                    continue
-                same = row.item_feature == row.user_feature and part == "diagonal"
-                pair = row.item_feature if same else f"{row.item_feature} x {row.user_feature}"
-                values = f"item {row.item_value:.4g}, user {row.user_value:.4g}, weight {row.weight:.4g}"
-                lines.append(f"  {row.contribution:+.6g}  {pair}  ({values})")
-        lines.append(f"\nliked items: {self.items['similarity'].sum():.6g} over {len(self.items)} training like(s)")
-        items = table[table["section"] == "item"]
-        lines += [f"  {row.contribution:+.6g}  {row.item_feature}" for row in items.itertuples()]
-        return "\n".join(lines)
-
 
 def _head(frame, top):
     return frame if top is None else frame.head(int(top))
@@ -121,14 +98,9 @@ def explain(served, user, item, new_items=None, raw_text=None):
         new_items = read_new_items(served, new_items, raw_text=raw_text)
     model, device = served.model, served.device
     if not isinstance(model, FeatureSimilarity):
-        kind = (
-            "a sum of item-to-item similarities to the user's likes"
-            if isinstance(model, ItemNeighbourhood)
-            else "a dot product of neural towers"
-        )
         raise ColdStartError(
             f"model {served.checkpoint}: explain splits a feature-similarity score (FBSM, UFSM, CoSim) into "
-            f"feature pairs and liked items; a {served.model_name} score is {kind}."
+            f"feature pairs and liked items; a {served.model_name} model scores otherwise."
         )
     u = served.user_ids([user])
     item = str(item)

@@ -63,11 +63,6 @@ class ServedModel:
         return analyzer_records(self.analyzer) if self.analyzer else {}
 
     @property
-    def kept_untrained_start(self):
-        """Validation kept the untrained model: its parameters are their initial values, not learned ones."""
-        return self.training is not None and self.training.get("kept_epoch") == -1
-
-    @property
     def model_name(self):
         return type(self.model).__name__
 
@@ -88,11 +83,6 @@ class ServedModel:
         in its F's dtype (ItemKNNCBF, which keeps none: float32)."""
         F = getattr(self.model, "F", None)
         return TorchCsr(matrix, torch.float32 if F is None else F.values.dtype).to_torch_sparse().to(self.device)
-
-    @property
-    def split_seed(self):
-        seed = self.config["split_seed"]
-        return self.config["seed"] if seed is None else seed
 
     def training_items(self):
         return self.dataset.model_inputs.training_items
@@ -146,12 +136,6 @@ class ServedModel:
 def read_model_file(path, data_path=None):
     """The artifact dict of ``path``: an artifact as it is, or a training checkpoint exported through its dataset
     (both are files of the one model file format, ``storage.safe_files``)."""
-    path = str(path)
-    if not os.path.isfile(path):
-        raise ColdStartError(
-            f"model file {path} not found (expected the .fbsm artifact a training run writes beside "
-            "its checkpoint, or the checkpoint .pth)."
-        )
     read = load_tensors(path, "model file")  # (header, content), read once for either kind
     if read[0].get("format"):
         return read_artifact(path, read)

@@ -19,50 +19,24 @@ from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.inputs import ModelInputs
 from recbole_fbsm.storage.run_records import package_version
-from recbole_fbsm.storage.safe_files import Settings, load_tensors, plain, save_tensors
+from recbole_fbsm.storage.safe_files import Settings, decode_arrays, encode_arrays, load_tensors, plain, save_tensors
 
 FORMAT = "recbole-fbsm model"
-FORMAT_VERSION = 5  # 1 to 3 were torch.save zips, 4 kept tensors apart from their place: one line (read_artifact)
+FORMAT_VERSION = 6  # 1 to 3: torch.save zips, 4: tensors apart from their place, 5: CSR as named records
 SUFFIX = ".fbsm"
 HEADER = ("format", "format_version", "package_version")  # metadata entries read before anything else
 
 
-def csr_record(matrix):
-    matrix = sp.csr_matrix(matrix)
-    return {
-        "indptr": torch.as_tensor(matrix.indptr.astype(np.int64)),
-        "indices": torch.as_tensor(matrix.indices),  # scipy's own width: int32 below 2^31 columns
-        "data": torch.as_tensor(matrix.data),
-        "shape": [int(n) for n in matrix.shape],
-    }
-
-
-def csr_from_record(record):
-    return sp.csr_matrix(
-        (record["data"].numpy(), record["indices"].numpy(), record["indptr"].numpy()), shape=tuple(record["shape"])
-    )
-
-
 def features_record(features):
-    """``ItemFeatures`` field by field (in its order): the matrix as CSR arrays, names as tokens, numpy arrays as
-    tensors, the rest as plain data."""
-    return {field.name: _field_record(field, getattr(features, field.name)) for field in dataclasses.fields(features)}
-
-
-def _field_record(field, value):
-    if field.name == "matrix":
-        return csr_record(value)
-    if field.name == "names":
-        return tokens_record(value)
-    if field.type is not np.ndarray:
-        return plain(value)
-    return None if value is None else torch.as_tensor(np.asarray(value))
+    """``ItemFeatures`` field by field: numpy arrays and the CSR matrix as they are (``write_artifact`` stores them
+    as tensors), the names as tokens, the rest as plain data."""
+    values = {field.name: getattr(features, field.name) for field in dataclasses.fields(features)}
+    record = {k: v if isinstance(v, np.ndarray) or sp.issparse(v) else plain(v) for k, v in values.items()}
+    return record | {"names": tokens_record(features.names)}
 
 
 def features_from_record(record):
-    values = {field.name: record[field.name] for field in dataclasses.fields(ItemFeatures)}
-    values.update({name: value.numpy() for name, value in values.items() if isinstance(value, torch.Tensor)})
-    values.update(matrix=csr_from_record(record["matrix"]), names=decode_tokens(record["names"]).tolist())
+    values = record | {"names": decode_tokens(record["names"]).tolist()}
     return ItemFeatures(**values | {name: tuple(values[name]) for name in ("fields", "dense_fields")})
 
 
@@ -137,9 +111,9 @@ def split_record(dataset):
     if dataset is None or getattr(dataset, "split_items", None) is None:
         return None
     return {
-        "items": torch.as_tensor(np.asarray(dataset.split_items, dtype=np.int64)),
-        "users_of_likes": torch.as_tensor(dataset.inter_feat[dataset.uid_field].numpy().astype(np.int64)),
-        "items_of_likes": torch.as_tensor(dataset.inter_feat[dataset.iid_field].numpy().astype(np.int64)),
+        "items": np.asarray(dataset.split_items, dtype=np.int64),
+        "users_of_likes": dataset.inter_feat[dataset.uid_field].numpy().astype(np.int64),
+        "items_of_likes": dataset.inter_feat[dataset.iid_field].numpy().astype(np.int64),
     }
 
 
@@ -162,9 +136,9 @@ def training_record(config, result):
 
 
 def build_artifact(model, config, train_dataset, valid_dataset=None, test_dataset=None, analyzer=None, training=None):
-    """The artifact of a trained ``model``; ``train_dataset`` carries the fitted ``model_inputs`` and the
-    ``data_fingerprint`` (``quick_start.prepare`` attaches both)."""
-    inputs = train_dataset.model_inputs
+    """The artifact of a trained ``model`` (or of its state dict); ``train_dataset`` carries the fitted
+    ``model_inputs`` and the ``data_fingerprint`` (``quick_start.prepare`` attaches both)."""
+    inputs, weights = train_dataset.model_inputs, model if isinstance(model, dict) else model.state_dict()
     features, warm = inputs.features, inputs.warm
     return {
         "format": FORMAT,
@@ -175,12 +149,12 @@ def build_artifact(model, config, train_dataset, valid_dataset=None, test_datase
         "data": train_dataset.data_fingerprint,
         "vocabulary": vocabulary_record(train_dataset, features.fields),
         "features": features_record(features),
-        "likes": csr_record(inputs.likes),
-        "training_items": torch.as_tensor(np.asarray(inputs.training_items, dtype=np.int64)),
+        "likes": sp.csr_matrix(inputs.likes),
+        "training_items": np.asarray(inputs.training_items, dtype=np.int64),
         "warm_shapes": None if warm is None else [list(warm[0].shape), list(warm[1].shape)],
         "split": {"valid": split_record(valid_dataset), "test": split_record(test_dataset)},
         "analyzer": analyzer,
-        "state_dict": {key: value.detach().cpu() for key, value in model.state_dict().items()},
+        "state_dict": {key: value.detach().cpu() for key, value in weights.items()},
         "training": training,
         "titles": titles_record(train_dataset, features.fields, config["seq_separator"]),
     }
@@ -212,7 +186,7 @@ def write_artifact(path, artifact):
     """Write atomically, in the one model file format (``storage.safe_files.save_tensors``), the header first."""
     header = {key: str(artifact[key]) for key in HEADER}
     try:
-        save_tensors({k: v for k, v in artifact.items() if k not in HEADER}, path, header)
+        save_tensors(encode_arrays({k: v for k, v in artifact.items() if k not in HEADER}), path, header)
     except OSError as error:
         raise ColdStartError(f"model artifact {path} could not be written ({error.strerror or error}).") from None
     return path
@@ -233,7 +207,7 @@ def read_artifact(path, read=None):
             f"only: retrain, or export it again from a checkpoint this release wrote (recbole-fbsm serve export "
             f"CHECKPOINT.pth -o MODEL{SUFFIX})."
         )
-    return {**content, "format": FORMAT, "format_version": FORMAT_VERSION, "package_version": header["package_version"]}
+    return decode_arrays(content) | header | {"format_version": FORMAT_VERSION}
 
 
 def model_inputs_from_artifact(content, device):
@@ -243,4 +217,4 @@ def model_inputs_from_artifact(content, device):
     if content.get("warm_shapes"):
         users, items = content["warm_shapes"]
         warm = (torch.zeros(users, device=device), torch.zeros(items, device=device))
-    return ModelInputs(features, csr_from_record(content["likes"]), content["training_items"].numpy(), warm)
+    return ModelInputs(features, content["likes"], content["training_items"], warm)

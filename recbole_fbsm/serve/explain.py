@@ -9,7 +9,7 @@ import torch
 from recbole.data.interaction import Interaction
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.models.contract import FeatureSimilarity
+from recbole_fbsm.models.contract import FeatureSimilarity, ItemNeighbourhood
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.new_items import NewItems, read_new_items
 
@@ -98,9 +98,14 @@ def explain(served, user, item, new_items=None, raw_text=None):
         new_items = read_new_items(served, new_items, raw_text=raw_text)
     model, device = served.model, served.device
     if not isinstance(model, FeatureSimilarity):
+        kind = (
+            "a sum of item-to-item similarities to the user's likes"
+            if isinstance(model, ItemNeighbourhood)
+            else "a dot product of neural towers"
+        )
         raise ColdStartError(
             f"model {served.checkpoint}: explain splits a feature-similarity score (FBSM, UFSM, CoSim) into "
-            f"feature pairs and liked items; a {served.model_name} model scores otherwise."
+            f"feature pairs and liked items; a {served.model_name} score is {kind}."
         )
     u = served.user_ids([user])
     item = str(item)

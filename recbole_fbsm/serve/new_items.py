@@ -64,13 +64,13 @@ def read_atomic_items(path, served):
     columns, iid = atomic.columns, served.iid_field
     if iid not in columns:
         raise ColdStartError(f"new-item file {path} has no item id column {iid!r}: its header has {sorted(columns)}.")
-    missing = [f for f in served.fields if f not in columns]
-    if missing:
-        raise ColdStartError(f"new-item file {path} lacks feature field(s) {missing}: the model reads {served.fields}.")
-    for name in served.fields:
-        expected = served.dataset.field2type[name].value
-        if columns[name] != expected:
-            raise ColdStartError(f"new-item file {path}: field {name!r} is {columns[name]}, the model's is {expected}.")
+    expected = {name: served.dataset.field2type[name].value for name in served.fields}
+    wrong = [f"{name}:{kind}" for name, kind in expected.items() if columns.get(name) != kind]
+    if wrong:
+        raise ColdStartError(
+            f"new-item file {path} lacks the feature column(s) {wrong} the model reads: its header has "
+            f"{[f'{name}:{kind}' for name, kind in columns.items()]}."
+        )
     if not atomic.n_rows:
         raise ColdStartError(f"new-item file {path} has a header but no item rows: expected one row per new item.")
     wanted = [f"{name}:{columns[name]}" for name in [iid, *served.fields]]

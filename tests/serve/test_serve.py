@@ -203,7 +203,8 @@ def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, t
         ),
         "missing.item": (
             "item_id:token\tgenre:token\nfresh\tg1\n",
-            r"missing\.item lacks feature field\(s\) \['words'\]: the model reads \['genre', 'words'\]",
+            r"missing\.item lacks the feature column\(s\) \['words:token_seq'\] the model reads: its header has "
+            r"\['item_id:token', 'genre:token'\]",
         ),
         "empty.item": ("", r"empty\.item: the file is empty or its first line is blank"),
         "header_only.item": (HEADER, r"header_only\.item has a header but no item rows"),
@@ -213,7 +214,7 @@ def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, t
         ),
         "wrong_type.item": (
             "item_id:token\tgenre:token\twords:token\nfresh\tg1\tt0\n",
-            r"wrong_type\.item: field 'words' is token, the model's is token_seq",
+            r"wrong_type\.item lacks the feature column\(s\) \['words:token_seq'\] .*'words:token'\]",
         ),
         "no_id.item": (
             "name:token\tgenre:token\twords:token_seq\nfresh\tg1\tt0\n",

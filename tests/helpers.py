@@ -265,6 +265,24 @@ def item_line(token, features):
     return f"{token}\t{features['genre']}\t{' '.join(features['words'])}\n"
 
 
+def write_items_as_new(item_file, out_file, tokens, prefix="new_", separator="\t", id_field="item_id"):
+    """Copy the rows of ``tokens`` from an ``.item`` file to ``out_file`` under the ids ``prefix + token``: new
+    items with the features of existing ones. Returns the new ids."""
+    wanted = {str(t) for t in tokens}
+    written = []
+    with open(item_file, encoding="utf-8") as source, open(out_file, "w", encoding="utf-8") as target:
+        header = source.readline()
+        target.write(header)
+        id_column = [c.split(":")[0] for c in header.rstrip("\r\n").split(separator)].index(id_field)
+        for line in source:
+            cells = line.rstrip("\r\n").split(separator)
+            if cells[id_column] in wanted:
+                cells[id_column] = prefix + cells[id_column]
+                written.append(cells[id_column])
+                target.write(separator.join(cells) + "\n")
+    return written
+
+
 def write_planted(root, name="plant", seed=0):
     """Implicit likes with a planted topic signal; the held-out items go to ``new.item`` only.
 

@@ -19,59 +19,24 @@ from recbole_fbsm.data.token_ids import TokenIds
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.models.inputs import ModelInputs
 from recbole_fbsm.storage.run_records import package_version
-from recbole_fbsm.storage.safe_files import Settings, load_tensors, plain, save_tensors
+from recbole_fbsm.storage.safe_files import Settings, decode_arrays, encode_arrays, load_tensors, plain, save_tensors
 
 FORMAT = "recbole-fbsm model"
-FORMAT_VERSION = 5  # 1 to 3 were torch.save zips, 4 kept tensors apart from their place: one line (old_format)
+FORMAT_VERSION = 6  # 1 to 3: torch.save zips, 4: tensors apart from their place, 5: CSR as named records
 SUFFIX = ".fbsm"
 HEADER = ("format", "format_version", "package_version")  # metadata entries read before anything else
 
 
-def old_format(path, version, written_by):
-    """The one line for an artifact of another format version (an earlier release's, or a later one's)."""
-    return ColdStartError(
-        f"model artifact {path} has format version {version} (written by recbole-fbsm {written_by}); this release "
-        f"({package_version()}) reads version {FORMAT_VERSION} only: retrain, or export it again from a checkpoint "
-        f"this release wrote (recbole-fbsm serve export CHECKPOINT.pth -o MODEL{SUFFIX})."
-    )
-
-
-def csr_record(matrix):
-    matrix = sp.csr_matrix(matrix)
-    return {
-        "indptr": torch.as_tensor(matrix.indptr.astype(np.int64)),
-        "indices": torch.as_tensor(matrix.indices),  # scipy's own width: int32 below 2^31 columns
-        "data": torch.as_tensor(matrix.data),
-        "shape": [int(n) for n in matrix.shape],
-    }
-
-
-def csr_from_record(record):
-    return sp.csr_matrix(
-        (record["data"].numpy(), record["indices"].numpy(), record["indptr"].numpy()), shape=tuple(record["shape"])
-    )
-
-
 def features_record(features):
-    """``ItemFeatures`` field by field (in its order): the matrix as CSR arrays, names as tokens, numpy arrays as
-    tensors, the rest as plain data."""
-    return {field.name: _field_record(field, getattr(features, field.name)) for field in dataclasses.fields(features)}
-
-
-def _field_record(field, value):
-    if field.name == "matrix":
-        return csr_record(value)
-    if field.name == "names":
-        return tokens_record(value)
-    if field.type is not np.ndarray:
-        return plain(value)
-    return None if value is None else torch.as_tensor(np.asarray(value))
+    """``ItemFeatures`` field by field: numpy arrays and the CSR matrix as they are (``write_artifact`` stores them
+    as tensors), the names as tokens, the rest as plain data."""
+    values = {field.name: getattr(features, field.name) for field in dataclasses.fields(features)}
+    record = {k: v if isinstance(v, np.ndarray) or sp.issparse(v) else plain(v) for k, v in values.items()}
+    return record | {"names": tokens_record(features.names)}
 
 
 def features_from_record(record):
-    values = {field.name: record[field.name] for field in dataclasses.fields(ItemFeatures)}
-    values.update({name: value.numpy() for name, value in values.items() if isinstance(value, torch.Tensor)})
-    values.update(matrix=csr_from_record(record["matrix"]), names=decode_tokens(record["names"]).tolist())
+    values = record | {"names": decode_tokens(record["names"]).tolist()}
     return ItemFeatures(**values | {name: tuple(values[name]) for name in ("fields", "dense_fields")})
 
 
@@ -146,9 +111,9 @@ def split_record(dataset):
     if dataset is None or getattr(dataset, "split_items", None) is None:
         return None
     return {
-        "items": torch.as_tensor(np.asarray(dataset.split_items, dtype=np.int64)),
-        "users_of_likes": torch.as_tensor(dataset.inter_feat[dataset.uid_field].numpy().astype(np.int64)),
-        "items_of_likes": torch.as_tensor(dataset.inter_feat[dataset.iid_field].numpy().astype(np.int64)),
+        "items": np.asarray(dataset.split_items, dtype=np.int64),
+        "users_of_likes": dataset.inter_feat[dataset.uid_field].numpy().astype(np.int64),
+        "items_of_likes": dataset.inter_feat[dataset.iid_field].numpy().astype(np.int64),
     }
 
 
@@ -171,15 +136,9 @@ def training_record(config, result):
 
 
 def build_artifact(model, config, train_dataset, valid_dataset=None, test_dataset=None, analyzer=None, training=None):
-    """The artifact of a trained ``model``; ``train_dataset`` carries the fitted ``model_inputs`` and the
-    ``data_fingerprint`` (``quick_start.prepare`` attaches both)."""
-    inputs = getattr(train_dataset, "model_inputs", None)
-    if inputs is None:
-        raise ColdStartError(
-            f"model {config['model']}: no fitted inputs on its training data; only FBSM, UFSM, CoSim, "
-            "ItemKNNCBF, DropoutNet, Heater and ALDI (models built from item features) make a model "
-            "artifact."
-        )
+    """The artifact of a trained ``model`` (or of its state dict); ``train_dataset`` carries the fitted
+    ``model_inputs`` and the ``data_fingerprint`` (``quick_start.prepare`` attaches both)."""
+    inputs, weights = train_dataset.model_inputs, model if isinstance(model, dict) else model.state_dict()
     features, warm = inputs.features, inputs.warm
     return {
         "format": FORMAT,
@@ -190,12 +149,12 @@ def build_artifact(model, config, train_dataset, valid_dataset=None, test_datase
         "data": train_dataset.data_fingerprint,
         "vocabulary": vocabulary_record(train_dataset, features.fields),
         "features": features_record(features),
-        "likes": csr_record(inputs.likes),
-        "training_items": torch.as_tensor(np.asarray(inputs.training_items, dtype=np.int64)),
+        "likes": sp.csr_matrix(inputs.likes),
+        "training_items": np.asarray(inputs.training_items, dtype=np.int64),
         "warm_shapes": None if warm is None else [list(warm[0].shape), list(warm[1].shape)],
         "split": {"valid": split_record(valid_dataset), "test": split_record(test_dataset)},
         "analyzer": analyzer,
-        "state_dict": {key: value.detach().cpu() for key, value in model.state_dict().items()},
+        "state_dict": {key: value.detach().cpu() for key, value in weights.items()},
         "training": training,
         "titles": titles_record(train_dataset, features.fields, config["seq_separator"]),
     }
@@ -213,32 +172,21 @@ def titles_record(dataset, fields, separator):
 
 
 def dataset_analyzer(config, fields, dataset):
-    """The converter's analyzer document beside the dataset (None: none), checked against its vocabulary."""
+    """The converter's analyzer document beside the dataset (None: none)."""
     path = analyzer_path(config["data_path"], config["dataset"])
     if not path.is_file():
         return None
     try:
-        document = read_analyzer_document(path)
+        return read_analyzer_document(path)
     except ValueError as error:
         raise ColdStartError(str(error)) from None
-    for name, spec in document["fields"].items():
-        if name in fields:
-            vocabulary = set(spec["vocabulary"])
-            unseen = [t for t in dataset.field2id_token[name][1:] if str(t) not in vocabulary]
-            if unseen:
-                raise ColdStartError(
-                    f"{path} does not describe dataset {config['dataset']!r}: {len(unseen)} token(s) of field "
-                    f"{name!r} (e.g. {unseen[0]!r}) are not in its vocabulary (was the dataset converted again "
-                    "or edited since?)."
-                )
-    return document
 
 
 def write_artifact(path, artifact):
     """Write atomically, in the one model file format (``storage.safe_files.save_tensors``), the header first."""
     header = {key: str(artifact[key]) for key in HEADER}
     try:
-        save_tensors({k: v for k, v in artifact.items() if k not in HEADER}, path, header)
+        save_tensors(encode_arrays({k: v for k, v in artifact.items() if k not in HEADER}), path, header)
     except OSError as error:
         raise ColdStartError(f"model artifact {path} could not be written ({error.strerror or error}).") from None
     return path
@@ -253,8 +201,13 @@ def read_artifact(path, read=None):
             f"{path} is neither a recbole-fbsm model artifact (.fbsm) nor a training checkpoint (.pth)."
         )
     if header.get("format_version") != str(FORMAT_VERSION):
-        raise old_format(path, header.get("format_version"), header.get("package_version"))
-    return {**content, "format": FORMAT, "format_version": FORMAT_VERSION, "package_version": header["package_version"]}
+        raise ColdStartError(
+            f"model artifact {path} has format version {header.get('format_version')} (written by recbole-fbsm "
+            f"{header.get('package_version')}); this release ({package_version()}) reads version {FORMAT_VERSION} "
+            f"only: retrain, or export it again from a checkpoint this release wrote (recbole-fbsm serve export "
+            f"CHECKPOINT.pth -o MODEL{SUFFIX})."
+        )
+    return decode_arrays(content) | header | {"format_version": FORMAT_VERSION}
 
 
 def model_inputs_from_artifact(content, device):
@@ -264,4 +217,4 @@ def model_inputs_from_artifact(content, device):
     if content.get("warm_shapes"):
         users, items = content["warm_shapes"]
         warm = (torch.zeros(users, device=device), torch.zeros(items, device=device))
-    return ModelInputs(features, csr_from_record(content["likes"]), content["training_items"].numpy(), warm)
+    return ModelInputs(features, content["likes"], content["training_items"], warm)

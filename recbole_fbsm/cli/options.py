@@ -333,7 +333,6 @@ SERVE = {
             option("--item-output", help="file for (a): item_id, rank, user_id, score"),
             option("--user-output", help="file for (b): user_id, rank, item_id, score"),
             option("--users", nargs="+", metavar="USER", help="user ids for (b) (default: all with likes)"),
-            option("--users-file", help="file with one user id per line for (b)"),
             option(
                 "--seed",
                 type=bounded("the seed of the tie breaking", 0, SEED_MAX),
@@ -350,7 +349,7 @@ SERVE = {
         [
             option("checkpoint", metavar="model", help=f"{MODEL_FILE} of FBSM, UFSM or CoSim"),
             *SCORING,
-            option("--output", "-o", help="output file (.csv or .json; default: a readable summary on stdout)"),
+            option("--output", "-o", help="output file (.csv or .json; default: stdout)"),
             option("--user", required=True, help="user id (as in the .inter file)"),
             option("--item", required=True, help="item id: a dataset item, or a new item of --new-items"),
             option("--new-items", help=".item file (or CSV/TSV file of raw text) holding the new item"),

@@ -10,10 +10,10 @@ from recbole_fbsm.artifact.model_file import SUFFIX, write_artifact
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.serve.explain import explain
 from recbole_fbsm.serve.export import export_likes
-from recbole_fbsm.serve.interactions import interactions_document, strongest_interactions
+from recbole_fbsm.serve.interactions import strongest_interactions
 from recbole_fbsm.serve.loading import load_model, read_model_file, served_from_artifact
 from recbole_fbsm.serve.new_items import ServeWarning, new_items_from_cells, read_item_cells
-from recbole_fbsm.serve.output import grouped_records, resolve_format, write_output
+from recbole_fbsm.serve.output import resolve_format, write_output
 from recbole_fbsm.serve.recommend import recommend
 from recbole_fbsm.serve.store import StoreWarning
 from recbole_fbsm.serve.user_level import compare_users
@@ -73,67 +73,47 @@ def _load(args, path=None):
 
 
 def run_recommend(args):
-    users = args.users
-    if args.users_file:
-        try:
-            with open(args.users_file, encoding="utf-8") as handle:
-                users = (users or []) + [line.strip() for line in handle if line.strip()]
-        except OSError as error:
-            raise ColdStartError(f"--users-file {args.users_file}: {error.strerror}.") from None
-    to_stdout = args.item_output is None and args.user_output is None
-    served = _load(args)
     result = recommend(
-        served,
+        _load(args),
         args.new_items,
         top=args.top,
-        users=users,
-        for_items=to_stdout or args.item_output is not None,
-        for_users=to_stdout or args.user_output is not None or users is not None,
+        users=args.users,
+        for_items=args.item_output is not None or args.user_output is None,
+        for_users=args.user_output is not None or args.item_output is None or args.users is not None,
         seed=args.seed,
         raw_text=args.raw_text or None,
     )
-    printed = []  # (label, table, JSON document) of the lists without an output file
-    for path, label, table, key, group, listed in (
-        (args.item_output, "users for each new item", result.for_items, "item_id", "items", "users"),
-        (args.user_output, "new items for each user", result.for_users, "user_id", "users", "items"),
-    ):
-        if table is not None:
-            document = {group: grouped_records(table, key, listed)}
-            if path is None:
-                printed.append((f"top {args.top} {label}", table, document))
-            else:
-                write_output(path, args.format, table, document)
+    lists = {"items": (result.for_items, args.item_output, "users for each new item")}
+    lists["users"] = (result.for_users, args.user_output, "new items for each user")
+    printed = {key: (table, label) for key, (table, path, label) in lists.items() if table is not None and not path}
+    for table, path, _ in lists.values():
+        if table is not None and path:
+            write_output(path, args.format, table)
     if printed and args.format == "json":  # one document holding every printed list
-        write_output(None, "json", None, {key: value for *_, part in printed for key, value in part.items()})
-    for position, (label, table, _) in enumerate(printed if args.format != "json" else ()):
-        print("\n" * bool(position) + (f"# {label}" if args.format == "csv" else f"{label}:"))
-        if args.format == "csv":
-            write_output(None, "csv", table, None)
-        else:
-            print(table.to_string(index=False, float_format=lambda value: f"{value:.6g}") if len(table) else "  (none)")
+        write_output(None, "json", None, {key: table.to_dict("records") for key, (table, _) in printed.items()})
+    for position, (table, label) in enumerate(printed.values() if args.format != "json" else ()):
+        print("\n" * bool(position) + f"# top {args.top} {label}")
+        write_output(None, "csv", table)
     return [path for path in (args.item_output, args.user_output) if path]
 
 
 def run_explain(args):
     explanation = explain(_load(args), args.user, args.item, new_items=args.new_items, raw_text=args.raw_text or None)
-    if args.output is None and args.format is None:
-        print(explanation.to_text(args.top))
-        return []
     write_output(args.output, args.format, explanation.to_table(args.top), explanation.to_dict(args.top))
     return [args.output] if args.output else []
 
 
 def run_interactions(args):
     table = strongest_interactions(_load(args), top=args.top, min_items=args.min_items)
-    write_output(args.output, args.format, table, interactions_document(table))
+    write_output(args.output, args.format, table)
     return [args.output] if args.output else []
 
 
 def run_compare(args):
     comparison = compare_users(_load(args, args.checkpoint_a), _load(args, args.checkpoint_b), k=args.k)
-    write_output(args.output, args.format, comparison.groups, comparison.to_dict())
+    write_output(args.output, args.format, comparison.groups)
     if args.per_user:
-        write_output(args.per_user, args.format, comparison.per_user, {"users": comparison.per_user.to_dict("records")})
+        write_output(args.per_user, args.format, comparison.per_user)
     return [path for path in (args.output, args.per_user) if path]
 
 
@@ -178,7 +158,6 @@ INPUTS = {
     "checkpoint_a": "model_a",
     "checkpoint_b": "model_b",
     "new_items": "new items",
-    "users_file": "users",
 }
 SUBCOMMANDS = {
     "recommend": run_recommend,

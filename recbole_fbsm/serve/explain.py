@@ -82,29 +82,6 @@ class Explanation:
             },
         }
 
-    def to_text(self, top):
-        """The readable summary of ``serve explain``: ``to_table``'s rows under a heading per part."""
-        table = self.to_table(top)
-        lines = [
-            f"{self.model} score of item {self.item}{' (new)' if self.new_item else ''} for user {self.user}: "
-            f"{self.model_score:.6g}"
-            + ("  (a training like: scored without its own features)" if self.estimation_constraint else "")
-        ]
-        for part, total in self.parts().items():
-            lines.append(f"\n{part} part: {total:.6g} over {len(self.part(part))} feature pair(s)")
-            for row in table[(table["section"] == "feature") & (table["part"] == part)].itertuples():
-                if not isinstance(row.user_feature, str):  # the rest's row
-                    lines.append(f"  {row.contribution:+.6g}  {row.item_feature}")
-                    continue
-                same = row.item_feature == row.user_feature and part == "diagonal"
-                pair = row.item_feature if same else f"{row.item_feature} x {row.user_feature}"
-                values = f"item {row.item_value:.4g}, user {row.user_value:.4g}, weight {row.weight:.4g}"
-                lines.append(f"  {row.contribution:+.6g}  {pair}  ({values})")
-        lines.append(f"\nliked items: {self.items['similarity'].sum():.6g} over {len(self.items)} training like(s)")
-        items = table[table["section"] == "item"]
-        lines += [f"  {row.contribution:+.6g}  {row.item_feature}" for row in items.itertuples()]
-        return "\n".join(lines)
-
 
 def _head(frame, top):
     return frame if top is None else frame.head(int(top))

@@ -29,8 +29,6 @@ def export_likes(store_location, output, model=None):
         )
     name = os.path.basename(os.path.abspath(output))  # "-o ." names the files after the current folder
     paths = [os.path.join(output, f"{name}.{suffix}") for suffix in ("inter", "item")]
-    if os.path.exists(output) and not os.path.isdir(output):
-        raise ColdStartError(f"--output {output} is a file: expected a folder to write {name}.inter and .item into.")
     atomic = sorted(
         glob.glob(os.path.join(glob.escape(output), "*.inter")) + glob.glob(os.path.join(glob.escape(output), "*.item"))
     )
@@ -56,7 +54,7 @@ def export_likes(store_location, output, model=None):
     columns = {}
     for group in by_kind(items):
         for field in served.fields:
-            cells, _, _ = tokenize_field([item.cells.get(field, "") for item in group], field, served, group[0].raw)
+            cells = tokenize_field([item.cells.get(field, "") for item in group], field, served, group[0].raw)
             for item, tokens in zip(group, cells):  # a tab or line break inside a token would break the row
                 columns.setdefault(item.item_id, {})[field] = separator.join(" ".join(t.split()) for t in tokens)
     types = served.dataset.field2type  # the feature fields are token or token_seq

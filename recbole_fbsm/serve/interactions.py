@@ -51,7 +51,7 @@ def strongest_interactions(served, top=20, min_items=0, cells=DEFAULT_CELLS):
             f"model {served.checkpoint}: feature interactions are FBSM's (D + V V^T); this is a "
             f"{served.model_name} model, whose similarity has no cross-feature terms."
         )
-    if served.kept_untrained_start:  # V is its random initialisation: its "strongest" pairs would be noise
+    if (served.training or {}).get("kept_epoch") == -1:  # V is its random start: its "strongest" pairs, noise
         raise ColdStartError(
             f"model {served.checkpoint}: validation kept FBSM's untrained start (no training epoch beat it), so V "
             f"holds its random initialisation (init_std {served.config['init_std']}) and there are no learned "
@@ -96,8 +96,3 @@ def strongest_interactions(served, top=20, min_items=0, cells=DEFAULT_CELLS):
         weights, D_p, vv = (x.cpu().numpy()[order] for x in (diagonal, D, self_low_rank))
         frames.append(table(kind, order, order, weights, D_p, vv))
     return pd.concat(frames, ignore_index=True)[COLUMNS]
-
-
-def interactions_document(table):
-    """JSON form: {kind: [rows]}."""
-    return {kind: group.drop(columns=["kind"]).to_dict("records") for kind, group in table.groupby("kind", sort=False)}

@@ -63,11 +63,6 @@ class ServedModel:
         return analyzer_records(self.analyzer) if self.analyzer else {}
 
     @property
-    def kept_untrained_start(self):
-        """Validation kept the untrained model: its parameters are their initial values, not learned ones."""
-        return self.training is not None and self.training.get("kept_epoch") == -1
-
-    @property
     def model_name(self):
         return type(self.model).__name__
 
@@ -88,11 +83,6 @@ class ServedModel:
         in its F's dtype (ItemKNNCBF, which keeps none: float32)."""
         F = getattr(self.model, "F", None)
         return TorchCsr(matrix, torch.float32 if F is None else F.values.dtype).to_torch_sparse().to(self.device)
-
-    @property
-    def split_seed(self):
-        seed = self.config["split_seed"]
-        return self.config["seed"] if seed is None else seed
 
     def training_items(self):
         return self.dataset.model_inputs.training_items
@@ -129,10 +119,10 @@ class ServedModel:
     def split_likes(self, name):
         """(user ids, item ids) of the likes of evaluation split ``name`` ("valid" or "test")."""
         part = self._split(name)
-        return part["users_of_likes"].numpy(), part["items_of_likes"].numpy()
+        return part["users_of_likes"], part["items_of_likes"]
 
     def split_items(self, name):
-        return self._split(name)["items"].numpy()
+        return self._split(name)["items"]
 
     def _split(self, name):
         part = (self.split or {}).get(name)
@@ -146,12 +136,6 @@ class ServedModel:
 def read_model_file(path, data_path=None):
     """The artifact dict of ``path``: an artifact as it is, or a training checkpoint exported through its dataset
     (both are files of the one model file format, ``storage.safe_files``)."""
-    path = str(path)
-    if not os.path.isfile(path):
-        raise ColdStartError(
-            f"model file {path} not found (expected the .fbsm artifact a training run writes beside "
-            "its checkpoint, or the checkpoint .pth)."
-        )
     read = load_tensors(path, "model file")  # (header, content), read once for either kind
     if read[0].get("format"):
         return read_artifact(path, read)
@@ -188,7 +172,13 @@ def served_from_artifact(content, source, device="cpu"):
     vocabulary.model_inputs = model_inputs_from_artifact(content, device)
     features = vocabulary.model_inputs.features
     model = get_model(name)(settings, vocabulary)
-    model.load_state_dict(content["state_dict"])
+    try:
+        model.load_state_dict(content["state_dict"])
+    except RuntimeError as error:  # a checkpoint's dataset changed since training
+        raise ColdStartError(
+            f"model {source}: its parameters do not fit the {name} rebuilt from its features (have a checkpoint's "
+            f"dataset files changed since training?): {' '.join(str(error).split())}"
+        ) from None
     frequency = np.asarray((features.matrix[vocabulary.model_inputs.training_items] != 0).sum(axis=0)).ravel()
     if features.dense_fields:
         raise ColdStartError(
@@ -221,7 +211,8 @@ def checkpoint_config(settings, data_path=None):
 
 def export_checkpoint(state, path, data_path=None):
     """The artifact of a training checkpoint: its dataset is read once to fit the features again (checked
-    against the feature names the checkpoint recorded) and to record the vocabulary and splits."""
+    against the feature names the checkpoint recorded) and to record the vocabulary and splits; the model is built
+    (and its parameters checked) once, by ``served_from_artifact``."""
     settings = state["config"]
     _check_served_model(settings["model"], path)
     config = checkpoint_config(settings, data_path)
@@ -248,17 +239,8 @@ def export_checkpoint(state, path, data_path=None):
             "order): its weights would land on other features. "
             "Use the dataset files it was trained on."
         )
-    train_dataset.model_inputs = inputs
-    model = get_model(config["model"])(config, train_dataset)
-    try:
-        model.load_state_dict(weights)
-    except RuntimeError as error:
-        raise ColdStartError(
-            f"checkpoint {path}: its parameters do not fit the model rebuilt from dataset "
-            f"{config['dataset']!r} at {config['data_path']} (have the dataset files changed since training?): {error}"
-        ) from None
-    model.load_other_parameter(state.get("other_parameter"))
+    train_dataset.model_inputs = inputs  # the served models keep no other_parameter: the weights are the model
     epoch = state.get("epoch")  # the checkpoint's epoch is the kept one (-1: the untrained start)
     analyzer = dataset_analyzer(config, inputs.features.fields, train_dataset)
     record = training_record(config, {"best_epoch": epoch, "best_valid_score": state.get("best_valid_score")})
-    return build_artifact(model, config, train_dataset, valid_data._dataset, test_data._dataset, analyzer, record)
+    return build_artifact(weights, config, train_dataset, valid_data._dataset, test_data._dataset, analyzer, record)

@@ -7,7 +7,7 @@ ignored and counted in an ``UnknownTokensWarning``.
 import csv
 import os
 import warnings
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -39,8 +39,6 @@ class NewItems:
     weightless: Counter = field(default_factory=Counter)  # "field:token" -> occurrences, no training item has it
     featureless: list = field(default_factory=list)  # new items left without any weighted feature
     raw: bool = False  # True: the cells were raw text, analysed as the converter did
-    origin: dict = field(default_factory=dict)  # field -> {term: Counter of the raw words that gave it}
-    analyzers: dict = field(default_factory=dict)  # field -> the stored analyzer applied to its raw text
 
     def __len__(self):
         return len(self.tokens)
@@ -66,13 +64,13 @@ def read_atomic_items(path, served):
     columns, iid = atomic.columns, served.iid_field
     if iid not in columns:
         raise ColdStartError(f"new-item file {path} has no item id column {iid!r}: its header has {sorted(columns)}.")
-    missing = [f for f in served.fields if f not in columns]
-    if missing:
-        raise ColdStartError(f"new-item file {path} lacks feature field(s) {missing}: the model reads {served.fields}.")
-    for name in served.fields:
-        expected = served.dataset.field2type[name].value
-        if columns[name] != expected:
-            raise ColdStartError(f"new-item file {path}: field {name!r} is {columns[name]}, the model's is {expected}.")
+    expected = {name: served.dataset.field2type[name].value for name in served.fields}
+    wrong = [f"{name}:{kind}" for name, kind in expected.items() if columns.get(name) != kind]
+    if wrong:
+        raise ColdStartError(
+            f"new-item file {path} lacks the feature column(s) {wrong} the model reads: its header has "
+            f"{[f'{name}:{kind}' for name, kind in columns.items()]}."
+        )
     if not atomic.n_rows:
         raise ColdStartError(f"new-item file {path} has a header but no item rows: expected one row per new item.")
     wanted = [f"{name}:{columns[name]}" for name in [iid, *served.fields]]
@@ -123,11 +121,9 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True):
     column_of = {name: k for k, name in enumerate(names)}
     seq_len = served.config["seq_len"] or {}
     rows, cols = [], []
-    unknown, weightless, origin, used = Counter(), Counter(), {}, {}  # used: analyzer per field
+    unknown, weightless = Counter(), Counter()
     for name in served.fields:
-        cells, words, analyzer = tokenize_field(values[name], name, served, raw)
-        if analyzer is not None:
-            origin[name], used[name] = words, analyzer
+        cells = tokenize_field(values[name], name, served, raw)
         if name in seq_len and served.dataset.field2type[name] == FeatureType.TOKEN_SEQ:
             cells = [cell[: int(seq_len[name])] for cell in cells]
         field_tokens = pd.Series([t for cell in cells for t in cell], dtype=object)
@@ -145,32 +141,25 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True):
     counts.sum_duplicates()
     matrix = served.features.transform(counts[:, : len(served.features.column_weights)])  # no identity columns
     featureless = [tokens[k] for k in np.flatnonzero(np.diff(matrix.indptr) == 0)]
-    items = NewItems(source, tokens, counts, matrix, unknown, weightless, featureless, raw, origin, used)
+    items = NewItems(source, tokens, counts, matrix, unknown, weightless, featureless, raw)
     if warn and (items.n_ignored or items.featureless):
         warnings.warn(unknown_tokens_message(items), UnknownTokensWarning, stacklevel=2)
     return items
 
 
 def unknown_tokens_message(items):
-    """One line: the tokens ignored (unknown, or weightless), by field, and the items left without a feature."""
-    parts, plain = [], Counter(items.unknown)
-    for name, analyzer in items.analyzers.items():
-        analysed = Counter({t: n for t, n in items.unknown.items() if t.partition(":")[0] == name})
-        if analysed:
-            parts.append(dropped_words_message(name, analysed, items.origin[name], analyzer))
-            plain -= analysed
-    for counter, what in ((plain, "not in the training vocabulary"), (items.weightless, "that no training item has")):
-        if counter:
-            examples = ", ".join(repr(t) for t, _ in counter.most_common(5))
-            parts.append(f"{sum(counter.values())} occurrence(s) of {len(counter)} token(s) {what} (e.g. {examples})")
-    if plain and items.raw:
-        parts[-1 - bool(items.weightless)] += (
-            " (no analyzer file, NAME.analyzer.json, for "
-            f"{', '.join(sorted({repr(t.partition(':')[0]) for t in plain}))}: its raw text is split as RecBole "
-            "splits a cell)"
-        )
+    """One line: the tokens ignored (unknown, or weightless), and the items left without a feature."""
     message = f"{items.source}:"
     if items.n_ignored:
+        parts = [
+            f"{sum(counter.values())} occurrence(s) of {len(counter)} token(s) {what} "
+            f"(e.g. {', '.join(repr(t) for t, _ in counter.most_common(5))})"
+            for counter, what in (
+                (items.unknown, "not in the training vocabulary"),
+                (items.weightless, "that no training item has"),
+            )
+            if counter
+        ]
         message += f" {items.n_ignored} feature token occurrence(s) unknown to the trained model were ignored: "
         message += "; ".join(parts) + "."
     if items.featureless:
@@ -181,40 +170,15 @@ def unknown_tokens_message(items):
     return message
 
 
-def write_items_as_new(item_file, out_file, tokens, prefix="new_", separator="\t", id_field="item_id"):
-    """Copy the rows of ``tokens`` from an ``.item`` file to ``out_file`` under the ids ``prefix + token``: new
-    items with the features of existing ones, to try the serve commands (docs/serve.md). Returns the new ids."""
-    wanted = {str(t) for t in tokens}
-    written = []
-    with open(item_file, encoding="utf-8") as source, open(out_file, "w", encoding="utf-8") as target:
-        header = source.readline()
-        target.write(header)
-        id_column = [c.split(":")[0] for c in header.rstrip("\r\n").split(separator)].index(id_field)
-        for line in source:
-            cells = line.rstrip("\r\n").split(separator)
-            if cells[id_column] in wanted:
-                cells[id_column] = prefix + cells[id_column]
-                written.append(cells[id_column])
-                target.write(separator.join(cells) + "\n")
-    return written
-
-
 def tokenize_field(values, name, served, raw):
-    """(tokens of field ``name`` for each cell of ``values``, {token: Counter of the words that gave it}, the
-    analyzer): raw text through the stored analyzer, else RecBole's own reading of pre-tokenised cells."""
+    """The tokens of field ``name`` in each cell of ``values``: raw text through the stored analyzer (the
+    converter's), else RecBole's own reading of a cell (split on ``seq_separator`` for a token_seq field)."""
     record = served.analyzers.get(name)
     if raw and record is not None:
-        analyzer, cells, origin = record.analyzer, [], defaultdict(Counter)
-        for value in values:
-            words = analyzer.words(str(value))
-            cells.append([analyzer.stem(word) for word in words])
-            for word, token in zip(words, cells[-1]):
-                origin[token][word] += 1
-        return cells, dict(origin), analyzer
+        return [[record.analyzer.stem(word) for word in record.analyzer.words(str(value))] for value in values]
     if served.dataset.field2type[name] == FeatureType.TOKEN_SEQ:
-        separator = served.config["seq_separator"] or " "
-        return [[t for t in str(value).split(separator) if t] for value in values], {}, None
-    return [[str(value)] if str(value) != "" else [] for value in values], {}, None
+        return [[t for t in str(value).split(served.config["seq_separator"] or " ") if t] for value in values]
+    return [[str(value)] if str(value) != "" else [] for value in values]
 
 
 def read_text_table(path, served):
@@ -255,25 +219,3 @@ def read_text_table(path, served):
     if wrong:
         raise ColdStartError(f"new-item file {path}: item id(s) {wrong[:10]} are empty or on several rows.")
     return tokens, {name: [row[k] for _, row in rows[1:]] for name, k in columns.items()}
-
-
-def dropped_words_message(name, unknown, origin, analyzer):
-    """'words: 3 of 25 words dropped after stop-word removal and stemming ... (e.g. 'fertilizer' -> 'fertil')'
-    for the unknown tokens of one analysed field."""
-    examples = []
-    for token, _ in unknown.most_common(5):
-        term = token.partition(":")[2]
-        word = origin[term].most_common(1)[0][0]
-        examples.append(f"{word!r} -> {term!r}" if word != term else repr(word))
-    total = sum(sum(words.values()) for words in origin.values())
-    examples = ", ".join(examples)
-    if analyzer.kind == "whole":
-        return f"{name}: {sum(unknown.values())} of {total} tags not in the training vocabulary (e.g. {examples})"
-    steps = [
-        step for step, part in (("stop-word removal", analyzer.stop_words), ("stemming", analyzer.stemmer)) if part
-    ]
-    after = f" after {' and '.join(steps)}" if steps else ""
-    return (
-        f"{name}: {sum(unknown.values())} of {total} words dropped{after}, as their terms are not in the training "
-        f"vocabulary (e.g. {examples})"
-    )

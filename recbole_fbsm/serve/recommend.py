@@ -2,17 +2,15 @@
 ``score_feature_rows`` and ranked by evaluation's top-k (ties by a seeded hash, never by internal id, which
 follows popularity in RecBole)."""
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
-from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
 from recbole_fbsm.serve.loading import load_model
-from recbole_fbsm.serve.new_items import NewItems, ServeWarning, read_new_items
+from recbole_fbsm.serve.new_items import NewItems, read_new_items
 
 BLOCK_CELLS = 1 << 24  # users x items cells of one block of scores
 
@@ -57,8 +55,6 @@ def recommend(served, new_items, top=10, users=None, for_items=True, for_users=T
     served = load_model(served)
     if not isinstance(new_items, NewItems):
         new_items = read_new_items(served, new_items, raw_text=raw_text)
-    if int(top) < 1:
-        raise ColdStartError(f"top: expected a positive number of entries per list; got {top}.")
     seed = served.config["seed"] if seed is None else seed
     likes = served.training_likes_per_user()
     with_likes = torch.as_tensor(np.flatnonzero(likes > 0), dtype=torch.long, device=served.device)
@@ -70,14 +66,6 @@ def recommend(served, new_items, top=10, users=None, for_items=True, for_users=T
         items_table = _long_table("item_id", item_tokens, "user_id", user_tokens, scores)
     if for_users:
         chosen = with_likes if users is None else served.user_ids(users)
-        empty = served.user_tokens(chosen.cpu().numpy()[likes[chosen.cpu().numpy()] == 0])
-        if empty:
-            warnings.warn(
-                f"{len(empty)} user(s) have no training like, so every new item scores 0 for them and their "
-                f"lists are in random order: {', '.join(empty[:10])}.",
-                ServeWarning,
-                stacklevel=2,
-            )
         ids, scores = top_lists(served, chosen, new_items.matrix, int(top), False, seed)
         user_tokens = np.asarray(served.user_tokens(chosen.cpu().numpy()), dtype=object)
         users_table = _long_table("user_id", user_tokens, "item_id", item_tokens[ids], scores)

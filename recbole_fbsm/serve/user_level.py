@@ -10,7 +10,6 @@ import torch
 
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.evaluation.collector import TieBreakingCollector
-from recbole_fbsm.models.contract import FeatureSimilarity
 from recbole_fbsm.serve.loading import load_model
 
 GROUPS = ("better", "same", "worse")
@@ -24,9 +23,6 @@ class UserComparison:
     per_user: pd.DataFrame  # user_id, group, recall_a, recall_b, hits_a, hits_b, test_likes, train_likes
     groups: pd.DataFrame  # one row per group (better / same / worse: A vs B) and "all"
 
-    def to_dict(self):
-        return {"model_a": self.name_a, "model_b": self.name_b, "k": self.k, "groups": self.groups.to_dict("records")}
-
 
 @torch.no_grad()
 def per_user_recall(served, k=10):
@@ -34,11 +30,6 @@ def per_user_recall(served, k=10):
     trainer's batches with its tie breaking over the top max(``topk``), so that the lists are the trainer's."""
     served = load_model(served)
     model, config, device = served.model, served.config, served.device
-    if not isinstance(model, FeatureSimilarity):
-        raise ColdStartError(
-            f"model {served.checkpoint}: compare-users is for FBSM, UFSM and CoSim models; "
-            f"{served.model_name} is not one (compare it with recbole-fbsm compare)."
-        )
     dataset = served.dataset
     items = served.split_items("test")
     candidates = torch.as_tensor(items, dtype=torch.long, device=device)
@@ -74,32 +65,20 @@ def per_user_recall(served, k=10):
 
 
 def check_same_split(a, b):
-    """A ColdStartError unless ``a`` and ``b`` were trained on the same dataset and item split."""
-    checks = [
-        ("dataset", a.config["dataset"], b.config["dataset"]),
-        ("split_seed", a.split_seed, b.split_seed),
-        ("eval_args.split", a.config["eval_args"].get("split"), b.config["eval_args"].get("split")),
-        ("eval_args.group_by", a.config["eval_args"].get("group_by"), b.config["eval_args"].get("group_by")),
-    ]
-    for name, value_a, value_b in checks:
-        if value_a != value_b:
-            raise ColdStartError(
-                f"models {a.checkpoint} and {b.checkpoint} were not trained on the same split: "
-                f"{name} is {value_a!r} vs {value_b!r}; the per-user comparison needs the same dataset and split seed."
-            )
+    """A ColdStartError unless ``a`` and ``b`` hold the same test split (its items and likes, by their ids)."""
 
     def test_split(served):
-        items = set(served.item_tokens(served.split_items("test")))
         users, liked = served.split_likes("test")
-        return items, set(zip(served.user_tokens(users), served.item_tokens(liked)))
+        return set(served.item_tokens(served.split_items("test"))), set(
+            zip(served.user_tokens(users), served.item_tokens(liked))
+        )
 
-    items_a, likes_a = test_split(a)
-    items_b, likes_b = test_split(b)
+    (items_a, likes_a), (items_b, likes_b) = test_split(a), test_split(b)
     if items_a != items_b or likes_a != likes_b:
         raise ColdStartError(
-            f"models {a.checkpoint} and {b.checkpoint} name the same dataset and split seed, but their test "
-            f"splits differ ({len(items_a)} vs {len(items_b)} items, {len(likes_a)} vs {len(likes_b)} likes): "
-            "different data files, filters or like threshold?"
+            f"models {a.checkpoint} and {b.checkpoint} were not trained on the same split: their test splits differ "
+            f"({len(items_a)} vs {len(items_b)} items, {len(likes_a)} vs {len(likes_b)} likes); the per-user "
+            "comparison needs the same dataset, split seed and split ratios."
         )
 
 

@@ -4,6 +4,7 @@ exactly (safetensors parses it; its SHA-256 covers every byte that carries meani
 import re
 import struct
 
+import numpy as np
 import pytest
 import torch
 from helpers import train_planted
@@ -42,7 +43,8 @@ def test_a_written_artifact_reads_back_exactly(trained, tmp_path):
     reread = read_artifact(again)
     assert reread.keys() == content.keys() and reread["settings"] == content["settings"]
     assert torch.equal(reread["state_dict"]["V"], content["state_dict"]["V"])
-    assert reread["state_dict"]["V"].dtype == torch.float32 and reread["split"]["valid"]["items"].dtype == torch.int64
+    assert reread["state_dict"]["V"].dtype == torch.float32 and reread["split"]["valid"]["items"].dtype == np.int64
+    assert (reread["likes"] != content["likes"]).nnz == 0
 
 
 def test_a_flipped_bit_anywhere_in_the_file_is_refused_in_one_line(trained, tmp_path):
@@ -93,11 +95,11 @@ def _write_with_header(path, content, **header):
 
 
 def test_an_artifact_of_another_format_version_gets_one_line_re_export_or_retrain(trained, tmp_path, capsys):
-    """Version 4 kept tensors apart from their place in the content, 1 to 3 were torch.save zips (refused as any
-    pickle is, test_artifact.py); none is read any more, nor a later release's version."""
+    """Version 5 kept CSR matrices as named records, 4 tensors apart from their place in the content, 1 to 3 were
+    torch.save zips (refused as any pickle is, test_artifact.py); none is read any more, nor a later release's."""
     retrain = rf"reads version {FORMAT_VERSION} only: retrain, or export it again from a checkpoint this release wrote"
     content = read_model_file(trained["FBSM"]["artifact_file"])
-    for version in ("4", str(FORMAT_VERSION + 1)):
+    for version in ("5", str(FORMAT_VERSION + 1)):
         other = tmp_path / f"v{version}.fbsm"
         _write_with_header(other, content, format_version=version, package_version="0.1.0")
         _refused(

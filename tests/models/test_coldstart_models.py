@@ -175,10 +175,10 @@ def test_warm_embeddings_are_reproducible_and_zero_outside_training(topics):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_serving_new_items_from_a_checkpoint(topics, tmp_path, name):
-    from helpers import score_new_items
+    from helpers import score_new_items, write_items_as_new
 
     from recbole_fbsm.serve.loading import load_model
-    from recbole_fbsm.serve.new_items import read_new_items, write_items_as_new
+    from recbole_fbsm.serve.new_items import read_new_items
     from recbole_fbsm.serve.recommend import recommend
 
     result = run(name, "topics", config_dict={**topics, "epochs": 5, "learning_rate": 0.01})

@@ -57,10 +57,10 @@ def test_training_batches_are_cut_and_their_negatives_drawn_on_the_gpu(topics, n
 
 @pytest.mark.parametrize("name", ("FBSM", "Heater"))
 def test_serving_on_the_gpu_scores_as_on_the_cpu(topics, tmp_path, name):
-    from helpers import score_new_items
+    from helpers import score_new_items, write_items_as_new
 
     from recbole_fbsm.serve.loading import load_model
-    from recbole_fbsm.serve.new_items import read_new_items, write_items_as_new
+    from recbole_fbsm.serve.new_items import read_new_items
 
     checkpoint = run(name, "topics", config_dict={**topics, **GPU})["saved_model_file"]
     scores = {}

@@ -7,6 +7,7 @@ raw cells) and as the tokens the converter's analyzer gives: the scores must be 
 """
 
 import csv
+import io
 import json
 
 import numpy as np
@@ -151,21 +152,16 @@ def test_raw_text_scores_exactly_as_its_tokens(served, name, tmp_path):
     torch.testing.assert_close(score_new_items(s, raw, users), expected, rtol=0, atol=0)
 
 
-def test_unknown_raw_words_are_reported_with_their_stems(served, tmp_path):
+def test_unknown_raw_words_are_reported_by_their_terms(served, tmp_path):
     s = served["FBSM"]
     path = write_csv(tmp_path / "new.csv", NEW_ITEMS)
     with pytest.warns(UnknownTokensWarning) as record:
         new = read_new_items(s, path)
     message = str(record[0].message)
     # 'gardeners' -> 'garden' is known, 'fertilizer' -> 'fertil' is not; of the tags, 'outdoors' is unknown
-    assert (
-        "words: 2 of 16 words dropped after stop-word removal and stemming, as their terms are not in the "
-        "training vocabulary (e.g. " in message
-    )
-    assert "'fertilizer' -> 'fertil'" in message
-    assert "tags: 1 of 6 tags not in the training vocabulary (e.g. 'outdoors')" in message
+    assert "token(s) not in the training vocabulary (e.g. " in message
+    assert "'words:fertil'" in message and "'tags:outdoors'" in message
     assert "words:fertil" in new.unknown and "tags:outdoors" in new.unknown
-    assert new.origin["words"]["fertil"] == {"fertilizer": 1}
 
 
 def test_raw_text_follows_the_stored_settings_not_the_defaults(tmp_path, monkeypatch):
@@ -186,13 +182,11 @@ def test_raw_text_follows_the_stored_settings_not_the_defaults(tmp_path, monkeyp
     assert names == {"words:plants", "words:gardening"}
 
 
-def test_raw_text_without_a_stored_analyzer_is_split_and_says_so(served, tmp_path, monkeypatch):
+def test_raw_text_without_a_stored_analyzer_is_split_as_recbole_splits_a_cell(served, tmp_path, monkeypatch):
     s = served["CoSim"]
     monkeypatch.setattr(s, "analyzers", {})
-    with pytest.warns(UnknownTokensWarning, match=r"no analyzer file.* for 'tags', 'words'") as caught:
+    with pytest.warns(UnknownTokensWarning, match=r"not in the training vocabulary"):
         new = read_new_items(s, write_csv(tmp_path / "new.csv", NEW_ITEMS, header=("item_id", "words", "tags")))
-    message = str(caught[0].message)  # what is true of a dataset never converted (ml-100k): no word of converting
-    assert "split as RecBole splits a cell" in message and "convert" not in message.partition("no analyzer")[2]
     assert "words:Gardening:" in new.unknown and "tags:hi-fi" in {s.features.names[c] for c in new.counts.indices}
 
 
@@ -202,20 +196,20 @@ def test_cli_recommend_and_explain_take_raw_text(served, tmp_path, capsys):
     out = tmp_path / "top.csv"
     assert main(["recommend", checkpoint, str(path), "--item-output", str(out), "--top", "2"]) == 0
     err = capsys.readouterr().err
-    assert "'fertilizer' -> 'fertil'" in err and f"wrote {out}" in err
+    assert "'words:fertil'" in err and f"wrote {out}" in err
     with open(out, newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert [r["item_id"] for r in rows] == [i for i, _, _ in NEW_ITEMS for _ in range(2)]
     user = rows[0]["user_id"]
     assert main(["explain", checkpoint, "--user", user, "--item", "new_garden", "--new-items", str(path)]) == 0
-    shown = capsys.readouterr().out
-    assert "words:garden" in shown and "tags:home_and_garden" in shown
-    assert shown.startswith(f"FBSM score of item new_garden (new) for user {user}: ")
-    for section in shown.strip().split("\n\n")[1:]:  # each part, then the liked items: its lines add up to its total
-        heading, *lines = section.splitlines()
-        total = float(heading.split(": ")[1].split(" over ")[0])
-        values = [float(line.split()[0]) for line in lines]
-        assert sum(values) == pytest.approx(total, abs=1e-5 * (1 + sum(map(abs, values))))
+    shown = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))  # the CSV table on stdout
+    features = {row["item_feature"] for row in shown if row["section"] == "feature"}
+    assert "words:garden" in features and "tags:home_and_garden" in features
+    score = float(shown[0]["contribution"])
+    assert shown[0]["section"] == "score"
+    for section in ("feature", "item"):  # the entries shown and the rest's rows add up to the score
+        total = sum(float(row["contribution"]) for row in shown if row["section"] == section)
+        assert total == pytest.approx(score, abs=1e-4)
     with pytest.warns(UnknownTokensWarning):
         expected = explain(served["FBSM"], user, "new_garden", new_items=str(path)).model_score
     assert float(rows[0]["score"]) == pytest.approx(expected, rel=1e-5)

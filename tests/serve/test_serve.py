@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import HEADER, planted_settings, score_new_items, train_planted
+from helpers import HEADER, planted_settings, score_new_items, train_planted, write_items_as_new
 from recbole.data.interaction import Interaction
 
 from recbole_fbsm.cli.serve import serve as main
@@ -32,7 +32,6 @@ from recbole_fbsm.serve import (
     strongest_interactions,
 )
 from recbole_fbsm.serve.interactions import top_pairs
-from recbole_fbsm.serve.new_items import write_items_as_new
 from recbole_fbsm.training.trainer import get_trainer
 
 
@@ -204,7 +203,8 @@ def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, t
         ),
         "missing.item": (
             "item_id:token\tgenre:token\nfresh\tg1\n",
-            r"missing\.item lacks feature field\(s\) \['words'\]: the model reads \['genre', 'words'\]",
+            r"missing\.item lacks the feature column\(s\) \['words:token_seq'\] the model reads: its header has "
+            r"\['item_id:token', 'genre:token'\]",
         ),
         "empty.item": ("", r"empty\.item: the file is empty or its first line is blank"),
         "header_only.item": (HEADER, r"header_only\.item has a header but no item rows"),
@@ -214,7 +214,7 @@ def test_bad_new_item_files_give_errors_naming_file_and_field(trained, served, t
         ),
         "wrong_type.item": (
             "item_id:token\tgenre:token\twords:token\nfresh\tg1\tt0\n",
-            r"wrong_type\.item: field 'words' is token, the model's is token_seq",
+            r"wrong_type\.item lacks the feature column\(s\) \['words:token_seq'\] .*'words:token'\]",
         ),
         "no_id.item": (
             "name:token\tgenre:token\twords:token_seq\nfresh\tg1\tt0\n",
@@ -445,9 +445,9 @@ def test_interactions_are_fbsms_only(trained, served, tmp_path, capsys):
     assert "error: model " in capsys.readouterr().err
     out = tmp_path / "pairs.json"
     assert main(["interactions", trained["checkpoint"]["FBSM"], "--top", "4", "--min-items", "1", "-o", str(out)]) == 0
-    document = json.loads(out.read_text())
-    assert set(document) == {"positive", "negative", "diagonal_top", "diagonal_bottom"}
-    assert all(len(rows) <= 4 for rows in document.values())
+    rows = json.loads(out.read_text())  # the table's rows
+    kinds = Counter(row["kind"] for row in rows)
+    assert set(kinds) == {"positive", "negative", "diagonal_top", "diagonal_bottom"} and max(kinds.values()) <= 4
 
 
 # -------------------------------------------------------------------------------------------- round trip
@@ -468,14 +468,16 @@ def test_round_trip_held_out_items_reach_the_users_of_their_topic(trained, serve
     hits = [users_of_topic[topic_of[r["item_id"]]].count(r["user_id"]) for r in rows]
     assert np.mean(hits) > 0.5, np.mean(hits)  # chance: 0.25
 
-    document = json.loads(users_out.read_text())
+    rows = json.loads(users_out.read_text())  # the table's rows: user_id, rank, item_id, score
     s = served("FBSM")
-    assert len(document["users"]) == int((dense(s.model.R).sum(1) > 0).sum())
-    for entry in document["users"]:
-        assert [item["score"] for item in entry["items"]] == sorted(
-            (item["score"] for item in entry["items"]), reverse=True
-        )
-    first = [topic_of[e["items"][0]["item_id"]] == int(e["user_id"][1]) for e in document["users"]]
+    lists = {}
+    for row in rows:
+        lists.setdefault(row["user_id"], []).append(row)
+    assert len(lists) == int((dense(s.model.R).sum(1) > 0).sum())
+    for entries in lists.values():
+        assert [e["rank"] for e in entries] == list(range(1, len(entries) + 1))
+        assert [e["score"] for e in entries] == sorted((e["score"] for e in entries), reverse=True)
+    first = [topic_of[entries[0]["item_id"]] == int(user[1]) for user, entries in lists.items()]
     assert np.mean(first) > 0.75, np.mean(first)  # chance: 0.25
 
     # ranks over all users: true users above random users on average
@@ -536,7 +538,7 @@ def test_compare_users_groups_add_up_and_follow_the_per_user_recalls(trained, se
 def test_compare_users_refuses_checkpoints_of_different_splits(trained, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     other = run("CoSim", trained["name"], config_dict={**trained["common"], "split_seed": 7})["saved_model_file"]
-    with pytest.raises(ColdStartError, match=r"not trained on the same split: split_seed is 2020 vs 7"):
+    with pytest.raises(ColdStartError, match=r"not trained on the same split: their test splits differ \("):
         compare_users(trained["checkpoint"]["FBSM"], other)
     assert main(["compare-users", trained["checkpoint"]["FBSM"], other]) == 2
     assert capsys.readouterr().err.startswith("error: models ")

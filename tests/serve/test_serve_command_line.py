@@ -55,7 +55,7 @@ def test_a_run_killed_while_writing_leaves_the_old_output_whole(trained, tmp_pat
     assert output.read_text() == old
     # and a run that completes replaces it whole
     assert serve_main(["recommend", str(trained["model"]), str(trained["new_file"]), "--user-output", str(output)]) == 0
-    assert output.read_text().startswith('{\n  "users": [') and output.read_text().endswith("]\n}\n")
+    assert output.read_text().startswith('[\n  {\n    "user_id": ') and output.read_text().endswith("}\n]\n")
 
 
 @pytest.mark.parametrize(

@@ -118,7 +118,7 @@ def test_export_into_a_dataset_folder_or_over_a_file_is_refused_and_changes_noth
     a_file = tmp_path / "notes.txt"
     a_file.write_text("mine")
     assert serve_main(["export-likes", store, "--model", renamed["artifact"], "-o", str(a_file)]) == 2
-    _one_error_line(capsys, str(a_file), "expected a folder")
+    _one_error_line(capsys, str(a_file), "cannot be written")
     assert a_file.read_text() == "mine"
     assert serve_main(["export-likes", store, "--model", renamed["artifact"], "-o", "/proc/self/x"]) == 2
     _one_error_line(capsys, "/proc/self/x", "cannot be written")

@@ -13,6 +13,7 @@ from recbole_fbsm.serve.live import liked_items
 from recbole_fbsm.serve.loading import load_model
 from recbole_fbsm.serve.new_items import new_items_from_cells
 from recbole_fbsm.serve.recommend import recommend
+from recbole_fbsm.serve.user_level import compare_users
 
 VARIANTS = {
     "dot": {},  # the defaults: linear, scored as a profile
@@ -24,7 +25,8 @@ VARIANTS = {
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     data, results = train_planted(tmp_path_factory.mktemp("itemknn"), VARIANTS, model="ItemKNNCBF")
-    return {"artifacts": {name: result["artifact_file"] for name, result in results.items()}, "data": data}
+    artifacts = {name: result["artifact_file"] for name, result in results.items()}
+    return {"artifacts": artifacts, "data": data, "results": results}
 
 
 def posted(data, token, new_id):
@@ -163,3 +165,13 @@ def test_the_command_line_recommends_and_refuses_explain_in_one_line(trained):
     assert table["score"].tolist() == pytest.approx(sorted(expected, reverse=True)[:3], rel=1e-5)
     with pytest.raises(ColdStartError, match="ItemKNNCBF"):
         explain(served, "u0_0", test_tokens[0])
+
+
+def test_compare_users_ranks_with_the_model_s_own_scores(trained):
+    """Any served model compares (its score_candidates, as evaluation): the mean per-user recall is the run's test
+    Recall@10."""
+    comparison = compare_users(trained["artifacts"]["dot"], trained["artifacts"]["jaccard"], k=10)
+    for name, column in (("dot", "recall_a"), ("jaccard", "recall_b")):
+        expected = trained["results"][name]["test_result"]["recall@10"]
+        assert comparison.per_user[column].mean() == pytest.approx(expected, abs=1e-4)
+    assert comparison.groups.set_index("group")["users"]["all"] == len(comparison.per_user)

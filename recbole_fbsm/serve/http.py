@@ -528,7 +528,7 @@ def run_service(state, host="127.0.0.1", port=8000, token=None, max_body=DEFAULT
     try:
         if workers <= 1:
             if hasattr(signal, "SIGHUP"):  # reload the artifact, in a thread; the old model serves meanwhile
-                signal.signal(signal.SIGHUP, lambda number, frame: state.reload_from_signal())
+                signal.signal(signal.SIGHUP, lambda number, frame: state.in_background(state.reload))
             QuietServer(uvicorn.Config(create_app(state, token, max_body), **UVICORN)).run(sockets=[sock])
         else:
             from uvicorn.supervisors import Multiprocess

@@ -4,9 +4,9 @@ once"). Each worker holds a ``LiveState`` that applies the store's changes befor
 by any worker is in every worker's next answer; snapshots are immutable and swapped whole.
 """
 
-import itertools
 import logging
 import threading
+from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -152,9 +152,10 @@ class LiveState:
     def _full_snapshot(self, served):
         seq = self.store.last_change()  # first: changes after it are applied again (idempotent), none missed
         catalogue, skipped = weigh_items(served, self.store.items())
-        by_user = itertools.groupby(sorted(self.store.all_likes(), key=lambda like: like[0]), key=lambda like: like[0])
-        likes = {user: tuple(item for _, item in liked) for user, liked in by_user}  # oldest first: a stable sort
-        return Snapshot(ModelView(served), catalogue, likes, seq, skipped)
+        likes = defaultdict(list)
+        for user, item in self.store.all_likes():
+            likes[user].append(item)
+        return Snapshot(ModelView(served), catalogue, {u: tuple(items) for u, items in likes.items()}, seq, skipped)
 
     def current(self):
         """The snapshot with every change the store acknowledged so far."""

@@ -30,6 +30,10 @@ def by_kind(stored):
     return [group for group in ([s for s in stored if s.raw], [s for s in stored if not s.raw]) if group]
 
 
+def _all_text(*values):
+    return all(isinstance(value, str) for value in values)
+
+
 class StoreError(ColdStartError):
     """The store cannot be used (deleted, read-only, full, damaged, unreachable): one line at start, a 503 while
     serving; nothing is acknowledged that it did not keep."""
@@ -184,19 +188,19 @@ class Store:
     def likes(self, user):
         """The items ``user`` liked, oldest first."""
         rows = self._read("SELECT user_id, item_id FROM likes WHERE user_id = ? ORDER BY seq", (user,))
-        return [item for _, item in self._texts("likes", rows, _all_text)]
+        return [item for _, item in self._texts("likes", rows)]
 
     def all_likes(self):
         """[(user, item)] of every stored like, oldest first."""
-        return self._texts("likes", self._read("SELECT user_id, item_id FROM likes ORDER BY seq"), _all_text)
+        return self._texts("likes", self._read("SELECT user_id, item_id FROM likes ORDER BY seq"))
 
-    def _texts(self, table, rows, valid):
+    def _texts(self, table, rows, valid=_all_text):
         """The ``rows`` that ``valid`` accepts; a warning names each other one (written by another program)."""
         for row in (row for row in rows if not valid(*row)):
+            expected = "a text id and cells holding a JSON object of feature texts" if table == "items" else "text"
             warnings.warn(
                 f"store {describe(self.location)}: table {table}, row {row[0] if table == 'items' else tuple(row)!r}: "
-                "expected text values (items: cells holding a JSON object of feature texts), written by another "
-                "program?; left out",
+                f"expected {expected} (written by another program?); left out",
                 StoreWarning,
                 stacklevel=3,
             )
@@ -288,10 +292,6 @@ def _identity(path):
     with contextlib.suppress(OSError):
         status = os.stat(path)
         return status.st_dev, status.st_ino
-
-
-def _all_text(*values):
-    return all(isinstance(value, str) for value in values)
 
 
 def _item_cells(item_id, raw, cells):

@@ -279,8 +279,7 @@ def score_candidates(snapshot, user, scope):
     if scope in ("all", "warm"):
         blocks.append(("warm", view.warm_matrix, view.warm_ids, ~np.isin(view.training_items, dataset_likes)))
     if scope in ("all", "new"):
-        eligible = np.ones(len(catalogue.tokens), dtype=bool)
-        eligible[new_rows] = False
+        eligible = ~np.isin(np.arange(len(catalogue.tokens)), new_rows)
         blocks.append(("new", catalogue.matrix, np.asarray(catalogue.tokens, dtype=object), eligible))
     note = None
     if view.profile:

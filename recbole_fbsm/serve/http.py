@@ -477,8 +477,16 @@ def run_service(state, host="127.0.0.1", port=8000, token=None, max_body=DEFAULT
             state.store.close()
             settings = [state.model_path, state.store.location, str(state.device), state.data_path, token, max_body]
             os.environ[SETTINGS_VARIABLE] = json.dumps(settings)
-            app = uvicorn.Config(f"{__name__}:app_from_environment", factory=True, workers=workers, **UVICORN)
-            uvicorn.supervisors.Multiprocess(app, sockets=[sock]).run()
+            # a SIGHUP replacement has 120 s to load its model (uvicorn's 5 s default kills one still importing
+            # torch, and drops the restart); the old workers answer meanwhile
+            config = uvicorn.Config(
+                f"{__name__}:app_from_environment",
+                factory=True,
+                workers=workers,
+                timeout_worker_healthcheck=120,
+                **UVICORN,
+            )
+            uvicorn.supervisors.Multiprocess(config, sockets=[sock]).run()
     except KeyboardInterrupt:  # a second Ctrl-C while requests finish
         log.warning("interrupted")
     finally:

@@ -8,15 +8,12 @@ import ipaddress
 import json
 import logging
 import os
-import reprlib
+import re
 import signal
 import socket
-import sys
 import time
-import unicodedata
-import uuid
 
-import uvicorn
+import uvicorn.supervisors
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -33,12 +30,12 @@ from recbole_fbsm.serve.store import ItemsGone, StoredItem, StoreError, by_kind,
 MAX_TOP = 1000
 MAX_ITEMS_PER_REQUEST = 10_000
 MAX_ID_LENGTH = 256
-MAX_DEPTH = 32
 DEFAULT_MAX_BODY = 8 << 20
 TOKEN_VARIABLE = "RECBOLE_FBSM_TOKEN"
 SETTINGS_VARIABLE = "RECBOLE_FBSM_SERVE_SETTINGS"  # the workers' settings (serve http --workers N)
 # no lifespan: a second Ctrl-C would cancel it mid-wait and uvicorn would log that as a traceback
 UVICORN = {"log_level": "warning", "lifespan": "off", "timeout_graceful_shutdown": 10}
+NOT_TEXT = re.compile("[\x00\ud800-\udfff]")  # NUL and lone surrogates: neither stored, listed nor encoded
 
 log = logging.getLogger("recbole_fbsm.serve.http")
 
@@ -48,17 +45,10 @@ class SafeJSONResponse(JSONResponse):
     ASCII-escaped (a lone surrogate can never fail the UTF-8 encoding)."""
 
     def render(self, content):
-        try:
-            text = json.dumps(content, allow_nan=False, separators=(",", ":"))
-        except ValueError:  # a NaN or inf: written as JSON's NaN tokens, read back as null
-            finite = json.loads(json.dumps(content), parse_constant=lambda _: None)
-            text = json.dumps(finite, allow_nan=False, separators=(",", ":"))
+        text = json.dumps(content, separators=(",", ":"))
+        if "NaN" in text or "Infinity" in text:  # JSON's NaN tokens read back as null (a string's "NaN" stays)
+            text = json.dumps(json.loads(text, parse_constant=lambda _: None), separators=(",", ":"))
         return text.encode("ascii")
-
-
-# ------------------------------------------------------------------------------------------------ ids
-def _has_surrogate(text):
-    return any("\ud800" <= c <= "\udfff" for c in text)
 
 
 # what an id cannot be, with why (in order: the first broken rule is named): it could not be stored, listed,
@@ -68,10 +58,10 @@ ID_RULES = (
     (lambda value: not isinstance(value, str), "expected a string"),
     (lambda value: not value, "an id cannot be empty"),
     (lambda value: len(value) > MAX_ID_LENGTH, f"an id holds at most {MAX_ID_LENGTH} characters"),
-    (_has_surrogate, "an id cannot hold a lone surrogate (not text)"),
+    (lambda value: re.search("[\ud800-\udfff]", value), "an id cannot hold a lone surrogate (not text)"),
     (lambda value: "\x00" in value, "an id cannot hold NUL"),
     (
-        lambda value: any(unicodedata.category(c) == "Cc" for c in value),
+        lambda value: re.search("[\x00-\x1f\x7f-\x9f]", value),
         "an id cannot hold control characters (newline, tab, ...)",
     ),
     (lambda value: "/" in value, "an id cannot hold '/' (it could not be named in a URL path)"),
@@ -84,7 +74,7 @@ def check_id(value, what="id"):
     naming the rule."""
     broken = next((why for test, why in ID_RULES if test(value)), None)
     if broken:
-        raise ColdStartError(f"{what} {reprlib.repr(value)}: {broken}")
+        raise ColdStartError(f"{what} {value!r:.60}: {broken}")
     return value
 
 
@@ -132,48 +122,71 @@ class AccessLog:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        start, status, answered = time.perf_counter(), [None], [False]
+        start, status = time.perf_counter(), [499]
 
         async def recording(message):
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-            answered[0] = message["type"] == "http.response.body" and not message.get("more_body", False)
+            status[0] = message.get("status", status[0])
             await send(message)
 
         try:
             await self.app(scope, receive, recording)
+        except asyncio.CancelledError:
+            # a forced stop (second Ctrl-C) cancels the requests still open: one line each, not a traceback
+            log.warning("%s %s: cancelled, the service is stopping", scope.get("method"), scope["path"])
+            if status[0] == 499:  # an answer, so that uvicorn has nothing to complain of
+                with contextlib.suppress(Exception):
+                    await _error("the service is stopping", 503)(scope, receive, recording)
         except Exception:
             # Starlette re-raises an error after its handler answered (a 500, logged there): uvicorn would then
             # close the keep-alive connection and reset the client's next request
-            if not answered[0]:
+            if status[0] == 499:
                 raise
-        except asyncio.CancelledError:
-            # a forced stop (second Ctrl-C) cancels the requests still open: one line each, not a traceback
-            log.warning("%s %s: cancelled, the service is stopping", scope["method"], scope["path"])
-            if status[0] is None:  # an answer, so that uvicorn has nothing to complain of
-                with contextlib.suppress(Exception):
-                    await _error("the service is stopping", 503)(scope, receive, recording)
         finally:
             elapsed_ms = (time.perf_counter() - start) * 1000
-            log.info("%s %s %s %.1f ms", scope["method"], scope["path"], status[0] or 499, elapsed_ms)
+            log.info("%s %s %s %.1f ms", scope.get("method"), scope["path"], status[0], elapsed_ms)
 
 
 def _endpoint(function, method, body, token, max_body):
-    """A route: auth, bounded JSON body, checked path ids, then ``function(live, request, payload, **ids)`` in a
+    """A route: auth, a bounded JSON body, checked path ids, then ``function(live, request, payload, **ids)`` in a
     worker thread; a mistake is raised, and answered by ``create_app``'s exception handlers."""
 
     async def endpoint(request):
-        if method in ("POST", "DELETE") and token is not None and not _authorised(request, token):
+        # the header's bytes (Starlette decodes them as latin-1) against the token's UTF-8 bytes, both without
+        # surrounding white space (HTTP strips a value's trailing space)
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if (
+            method != "GET"
+            and token is not None
+            and not (
+                scheme.lower() == "bearer"
+                and hmac.compare_digest(given.encode("latin-1").strip(), token.encode().strip())
+            )
+        ):
             raise HTTPException(401, "missing or wrong token: send the header 'Authorization: Bearer TOKEN'")
-        if method == "POST":  # every POST, bodiless ones too: a cross-site form cannot send JSON
-            _require_json(request)
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if method == "POST" and kind != "application/json":  # bodiless POSTs too: no cross-site form sends JSON
+            raise HTTPException(415, f"Content-Type {kind or '(none)'!r}: expected application/json")
         payload = await _read_json(request, max_body) if body else None
         ids = {name: check_id(value, f"{name} id") for name, value in request.path_params.items()}
         return SafeJSONResponse(await run_in_threadpool(function, request.app.state.live, request, payload, **ids))
 
     return endpoint
+
+
+async def _read_json(request, max_body):
+    """The body as JSON: 413 past ``max_body`` bytes (counted while it arrives, before any parsing; Starlette's
+    own limit answers in plain text), 400 when it is not JSON."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > max_body:
+            raise HTTPException(413, f"request body over {max_body} bytes (--max-body)")
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise HTTPException(400, "the request body nests too deeply to be read") from None
+    except ValueError:
+        raise HTTPException(400, "the request body is not JSON (UTF-8)") from None
 
 
 def _disconnected(request, error):
@@ -183,62 +196,13 @@ def _disconnected(request, error):
     return _error("client disconnected", 499)
 
 
-def _authorised(request, token):
-    """The header's bytes (Starlette decodes them as latin-1) against the token's UTF-8 bytes, both without
-    surrounding white space (HTTP strips a value's trailing space)."""
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.encode("latin-1").strip(), token.encode().strip())
-
-
-def _require_json(request):
-    """A 415 unless the request says application/json."""
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind != "application/json":
-        raise HTTPException(415, f"Content-Type {kind or '(none)'!r}: expected application/json")
-
-
-async def _read_json(request, max_body):
-    """The body as JSON: 413 past ``max_body`` bytes (counted while it arrives, before any parsing), 400 when it
-    is not JSON or nests deeper than ``MAX_DEPTH``."""
-    # counted here, not by Starlette's max_body_size, which answers a declared oversize body in plain text
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_body:
-        raise HTTPException(413, f"request body of {int(declared)} bytes: at most {max_body} (--max-body)")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_body:
-            raise HTTPException(413, f"request body over {max_body} bytes (--max-body)")
-        chunks.append(chunk)
-    try:
-        payload = json.loads(b"".join(chunks))
-    except RecursionError:
-        raise HTTPException(400, f"the request body nests deeper than {MAX_DEPTH} levels") from None
-    except ValueError:
-        raise HTTPException(400, "the request body is not JSON (UTF-8)") from None
-    if _depth(payload) > MAX_DEPTH:
-        raise HTTPException(400, f"the request body nests deeper than {MAX_DEPTH} levels")
-    return payload
-
-
-def _depth(value):
-    """Nesting depth of parsed JSON, without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, (dict, list)):
-            deepest = max(deepest, depth)
-            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
-    return deepest
-
-
 def _error(message, status):
     return SafeJSONResponse({"error": message}, status_code=status)
 
 
 async def _server_error(request, error):
     """A 500: the answer names an id, the log line with that id has the exception; never its text in the answer."""
-    incident = uuid.uuid4().hex[:12]
+    incident = os.urandom(6).hex()
     log.error("internal error %s on %s %s", incident, request.method, request.url.path, exc_info=error)
     return _error(f"internal error (id {incident}: see the service's log); the service goes on", 500)
 
@@ -260,12 +224,11 @@ def _health(live, request, payload):
 
 def _model_document(live, request, payload):
     served = live.current().view.served
-    data = served.data or {}
     return {
         "model": served.model_name,
         "file": os.path.basename(served.checkpoint),
         "dataset": served.dataset.dataset_name,
-        "data_fingerprint": data.get("sha256"),
+        "data_fingerprint": (served.data or {}).get("sha256"),
         "feature_fields": served.fields,
         "features": served.features.n_features,
         "users": int(served.dataset.user_num - 1),
@@ -285,72 +248,61 @@ def _list_items(live, request, payload):
 def _request_items(payload, shape, what):
     """``payload["items"]``: a list of 1 to ``MAX_ITEMS_PER_REQUEST`` entries, else a 400 showing ``shape``."""
     items = payload.get("items") if isinstance(payload, dict) else None
-    if not isinstance(items, list) or not items:
-        raise HTTPException(400, f"expected {shape}")
-    if len(items) > MAX_ITEMS_PER_REQUEST:
-        raise HTTPException(400, f"{len(items)} {what} in one request; at most {MAX_ITEMS_PER_REQUEST}")
+    if not isinstance(items, list) or not 1 <= len(items) <= MAX_ITEMS_PER_REQUEST:
+        raise HTTPException(400, f"expected {shape}, 1 to {MAX_ITEMS_PER_REQUEST} {what} in one request")
     return items
 
 
 def _add_items(live, request, payload):
     shape = '{"items": [{"id": ..., "text": {field: text}} or {"id": ..., "tokens": {field: [tokens]}}, ...]}'
-    items = _request_items(payload, shape, "items")
     served = live.current().view.served
-    stored = _parse_items(items, served)
-    ignored, featureless, messages = 0, [], []
-    for group in by_kind(stored):  # weighed first: a bad item is a 400 before anything is stored
-        new = weigh_group(served, group, "request")
-        if new.n_ignored or new.featureless:
-            messages.append(unknown_tokens_message(new))
-        ignored += new.n_ignored
-        featureless += new.featureless
+    stored = _parse_items(_request_items(payload, shape, "items"), served)
+    weighed = [weigh_group(served, group, "request") for group in by_kind(stored)]  # a 400 before anything is stored
     replaced = live.store.put_items(stored)
-    snapshot = live.current()
     return {
         "added": [s.item_id for s in stored],
         "replaced": replaced,
-        "total": len(snapshot.catalogue.tokens),
-        "ignored_token_occurrences": ignored,
-        "featureless": featureless,
-        "warnings": messages,
+        "total": len(live.current().catalogue.tokens),
+        "ignored_token_occurrences": sum(new.n_ignored for new in weighed),
+        "featureless": [item for new in weighed for item in new.featureless],
+        "warnings": [unknown_tokens_message(new) for new in weighed if new.n_ignored or new.featureless],
     }
 
 
 def _parse_items(items, served):
-    """The request's items as ``StoredItem``s, each id once."""
+    """The request's items as ``StoredItem``s, each id once: {field: cell} of its raw text, or of its tokens joined
+    by the dataset's separator."""
     parsed = {}
     for number, item in enumerate(items, 1):
         if not isinstance(item, dict) or "id" not in item:
-            shape = 'an object with an "id" (a string) and "text" or "tokens"'
-            raise HTTPException(400, f"item {number}: expected {shape}")
+            raise HTTPException(
+                400, f'item {number}: expected an object with an "id" (a string) and "text" or "tokens"'
+            )
         item_id = check_id(item["id"], f"item {number}: id")
         if item_id in parsed:
             raise HTTPException(400, f"item id {item_id!r} appears more than once in the request")
         kinds = [key for key in ("text", "tokens") if key in item]
-        if len(kinds) != 1 or not isinstance(item[kinds[0]], dict):
+        values = item[kinds[0]] if len(kinds) == 1 else None
+        if not isinstance(values, dict):
             shape = 'exactly one of "text" or "tokens", an object {field: ...} over the feature fields'
             raise HTTPException(400, f"item {item_id!r}: expected {shape} {served.fields}")
-        parsed[item_id] = StoredItem(item_id, kinds[0] == "text", _cells(item_id, item[kinds[0]], kinds[0], served))
+        unknown = sorted(set(values) - set(served.fields))
+        if unknown:
+            raise HTTPException(
+                400, f"item {item_id!r}: unknown feature field(s) {unknown}; the model reads {served.fields}"
+            )
+        raw, cells = kinds[0] == "text", {}
+        for name, value in values.items():
+            if not raw and isinstance(value, list) and all(isinstance(t, str) for t in value):
+                value = (served.config["seq_separator"] or " ").join(value)
+            if not isinstance(value, str) or NOT_TEXT.search(value):
+                expected = "a string" if raw else "a list of strings"
+                raise HTTPException(
+                    400, f"item {item_id!r}, field {name!r}: expected {expected} (no NUL, no lone surrogate)"
+                )
+            cells[name] = value
+        parsed[item_id] = StoredItem(item_id, raw, cells)
     return list(parsed.values())
-
-
-def _cells(item_id, values, kind, served):
-    """{field: cell} of one request item: its raw text, or its tokens joined by the dataset's separator."""
-    unknown = sorted(set(values) - set(served.fields))
-    if unknown:
-        message = f"unknown feature field(s) {unknown}; the model reads {served.fields}"
-        raise HTTPException(400, f"item {item_id!r}: {message}")
-    cells = {}
-    for name, value in values.items():
-        if kind == "tokens" and isinstance(value, list) and all(isinstance(t, str) for t in value):
-            value = (served.config["seq_separator"] or " ").join(value)
-        what = f"item {item_id!r}, field {name!r}"
-        if not isinstance(value, str):
-            raise HTTPException(400, f"{what}: expected {'a string' if kind == 'text' else 'a list of strings'}")
-        if _has_surrogate(value) or "\x00" in value:
-            raise HTTPException(400, f"{what}: the text holds a lone surrogate or NUL (not text)")
-        cells[name] = value
-    return cells
 
 
 def _remove_item(live, request, payload, item):
@@ -362,13 +314,9 @@ def _remove_item(live, request, payload, item):
 
 def _top(request):
     value = request.query_params.get("top", "10")
-    try:
-        top = int(value)
-    except ValueError:
-        raise HTTPException(400, f"top: expected a whole number; got {value!r}") from None
-    if not 1 <= top <= MAX_TOP:
-        raise HTTPException(400, f"top: expected 1 to {MAX_TOP}; got {top}")
-    return top
+    if not value.isdecimal() or not 1 <= int(value) <= MAX_TOP:
+        raise HTTPException(400, f"top: expected 1 to {MAX_TOP}, a whole number; got {value!r}")
+    return int(value)
 
 
 def _known_user(snapshot, user):
@@ -381,8 +329,7 @@ def _known_user(snapshot, user):
 
 
 def _user_items(live, request, payload, user):
-    top = _top(request)
-    scope = request.query_params.get("scope", "all")
+    top, scope = _top(request), request.query_params.get("scope", "all")
     if scope not in SCOPES:
         raise HTTPException(400, f"scope: expected one of {', '.join(SCOPES)}; got {scope!r}")
     snapshot = live.current()
@@ -400,17 +347,13 @@ def _user_items(live, request, payload, user):
 def _list_likes(live, request, payload, user):
     snapshot = live.current()
     _known_user(snapshot, user)
-    view = snapshot.view
-    return {
-        "user": user,
-        "likes": list(snapshot.likes.get(user, ())),
-        "training_likes": [str(t) for t in view.item_tokens[training_likes(view, user)]],
-    }
+    training = snapshot.view.item_tokens[training_likes(snapshot.view, user)]
+    return {"user": user, "likes": list(snapshot.likes.get(user, ())), "training_likes": [str(t) for t in training]}
 
 
 def _add_likes(live, request, payload, user):
-    items = _request_items(payload, '{"items": ["item id", ...]}', "likes")
-    items = [check_id(item, f"likes item {number}") for number, item in enumerate(items, 1)]
+    given = _request_items(payload, '{"items": ["item id", ...]}', "likes")
+    items = [check_id(item, f"likes item {number}") for number, item in enumerate(given, 1)]
     snapshot = live.current()
     unknown = [item for item in items if not snapshot.knows_item(item)]
     if unknown:
@@ -464,8 +407,8 @@ def _explanation(live, request, payload, user, item):
 
 def _reload(live, request, payload):
     snapshot = live.reload()
-    model, new_items = snapshot.view.name, len(snapshot.catalogue.tokens)
-    return {"reloaded": os.path.basename(live.model_path), "model": model, "new_items": new_items}
+    name, new_items = os.path.basename(live.model_path), len(snapshot.catalogue.tokens)
+    return {"reloaded": name, "model": snapshot.view.name, "new_items": new_items}
 
 
 # ------------------------------------------------------------------------------------------- running
@@ -494,14 +437,14 @@ def configure_logging():
 
 def app_from_environment():
     """The application of one worker process (``serve http --workers N``): settings from ``SETTINGS_VARIABLE``."""
-    settings = json.loads(os.environ[SETTINGS_VARIABLE])
+    model, store, device, data_path, token, max_body = json.loads(os.environ[SETTINGS_VARIABLE])
     configure_logging()
     try:
-        state = LiveState(settings.pop("model"), open_store(settings.pop("store")), **settings.pop("loading"))
+        state = LiveState(model, open_store(store), device, data_path=data_path)
     except ColdStartError as error:  # one line, not a traceback (an artifact replaced by a broken file)
         log.error("worker cannot start: %s", error)
-        sys.exit(1)
-    return create_app(state, **settings)
+        raise SystemExit(1) from None
+    return create_app(state, token, max_body)
 
 
 class QuietServer(uvicorn.Server):
@@ -522,25 +465,28 @@ def run_service(state, host="127.0.0.1", port=8000, token=None, max_body=DEFAULT
     device; SIGHUP to the supervisor replaces them one by one (the artifact read again), each new one ready first."""
     configure_logging()
     sock = bound_socket(host, port)
-    where = f"http://{host}:{sock.getsockname()[1]} (store {describe(state.store.location)}, {workers} worker(s)"
     auth = ", token required for POST/DELETE" if token else ""
+    where = f"http://{host}:{sock.getsockname()[1]} (store {describe(state.store.location)}, {workers} worker(s)"
     log.warning("serving %s on %s%s)", os.path.basename(state.model_path), where, auth)
     try:
         if workers <= 1:
             if hasattr(signal, "SIGHUP"):  # reload the artifact, in a thread; the old model serves meanwhile
-                signal.signal(signal.SIGHUP, lambda number, frame: state.reload_from_signal())
+                signal.signal(signal.SIGHUP, lambda number, frame: state.in_background(state.reload))
             QuietServer(uvicorn.Config(create_app(state, token, max_body), **UVICORN)).run(sockets=[sock])
         else:
-            from uvicorn.supervisors import Multiprocess
-
             state.store.close()
-            loading = {"device": str(state.device), "data_path": state.data_path}
-            settings = {"model": state.model_path, "store": state.store.location, "loading": loading}
-            os.environ[SETTINGS_VARIABLE] = json.dumps({**settings, "token": token, "max_body": max_body})
+            settings = [state.model_path, state.store.location, str(state.device), state.data_path, token, max_body]
+            os.environ[SETTINGS_VARIABLE] = json.dumps(settings)
+            # a SIGHUP replacement has 120 s to load its model (uvicorn's 5 s default kills one still importing
+            # torch, and drops the restart); the old workers answer meanwhile
             config = uvicorn.Config(
-                "recbole_fbsm.serve.http:app_from_environment", factory=True, workers=workers, **UVICORN
+                f"{__name__}:app_from_environment",
+                factory=True,
+                workers=workers,
+                timeout_worker_healthcheck=120,
+                **UVICORN,
             )
-            Multiprocess(config, sockets=[sock]).run()
+            uvicorn.supervisors.Multiprocess(config, sockets=[sock]).run()
     except KeyboardInterrupt:  # a second Ctrl-C while requests finish
         log.warning("interrupted")
     finally:

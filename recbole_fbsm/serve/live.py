@@ -48,8 +48,6 @@ class ModelView:
         self.warm_matrix = self.matrix[self.training_items]
         self.item_tokens = np.asarray(served.dataset.field2id_token[served.iid_field], dtype=object)
         self.warm_ids = self.item_tokens[self.training_items]
-        self.item_of = served.dataset.field2token_id[served.iid_field]
-        self.user_of = served.dataset.field2token_id[served.uid_field]
         self.profile = isinstance(model, FeatureSimilarity)
         self.per_user_weights, self.factors, self.neighbours = False, None, None
         if self.profile:
@@ -71,10 +69,10 @@ class ModelView:
 
     def dataset_user(self, user):
         """The internal id of a dataset user, else 0."""
-        return int(self.user_of.get(user, 0))
+        return int(self.served.dataset.field2token_id[self.served.uid_field].get(user, 0))
 
     def dataset_item(self, item):
-        return int(self.item_of.get(item, 0))
+        return int(self.served.dataset.field2token_id[self.served.iid_field].get(item, 0))
 
 
 @dataclass(frozen=True)
@@ -143,8 +141,7 @@ class LiveState:
     def __init__(self, model_path, store, device="cpu", served=None, data_path=None):
         self.model_path, self.store, self.device = model_path, store, device
         self.data_path = data_path  # a checkpoint's, for every (re)load
-        self._lock = threading.Lock()
-        self._reloading = None
+        self._lock, self._reload_lock = threading.Lock(), threading.Lock()
         self._reload_seq = store.last_change()  # reload requests up to here are in this model
         self._snapshot = self._full_snapshot(served or self.load())
 
@@ -181,8 +178,9 @@ class LiveState:
         if users:  # a user's likes as the store has them now; a user without any left goes
             changed = {user: tuple(self.store.likes(user)) for user in users}
             likes = {user: liked for user, liked in {**likes, **changed}.items() if liked}
-        if reload:
-            self._reload_in_background(changes[-1][0])
+        if reload:  # another worker asked for it: loaded in a thread, the old model answering meanwhile
+            self._reload_seq = changes[-1][0]
+            self.in_background(lambda: self._swap_in(self.load(), ", as another worker asked"))
         return Snapshot(snapshot.view, catalogue, likes, changes[-1][0], skipped)
 
     def reload(self):
@@ -201,32 +199,18 @@ class LiveState:
         log.warning("reloaded model %s (%s)%s", self.model_path.rsplit("/", 1)[-1], served.model_name, why)
         return snapshot
 
-    def _reload_in_background(self, seq):
-        """Another worker asked for a reload: load it in a thread, keep answering with the old model meanwhile."""
-        self._reload_seq = seq
-        if self._reloading is None or not self._reloading.is_alive():
-            self._reloading = in_background(
-                lambda: self._swap_in(self.load(), ", as another worker asked"),
-                "reload",
-            )
+    def in_background(self, work):
+        """Run ``work`` (a reload) in a daemon thread, one at a time; a failure is logged (one line, no traceback),
+        and the old model goes on serving."""
 
-    def reload_from_signal(self):
-        """SIGHUP: ``reload`` in a thread, errors logged (one line) instead of raised."""
-        in_background(self.reload, "reload (SIGHUP)")
+        def run():
+            with self._reload_lock:
+                try:
+                    work()
+                except Exception as error:
+                    log.error("reload failed, the old model goes on serving: %s", error)
 
-
-def in_background(work, what):
-    """Run ``work`` in a daemon thread; a failure is logged, and the old model goes on serving."""
-
-    def run():
-        try:
-            work()
-        except Exception as error:
-            log.error("%s failed, the old model goes on serving: %s", what, error)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
+        threading.Thread(target=run, daemon=True).start()
 
 
 def training_likes(view, user):
@@ -295,8 +279,7 @@ def score_candidates(snapshot, user, scope):
     if scope in ("all", "warm"):
         blocks.append(("warm", view.warm_matrix, view.warm_ids, ~np.isin(view.training_items, dataset_likes)))
     if scope in ("all", "new"):
-        eligible = np.ones(len(catalogue.tokens), dtype=bool)
-        eligible[new_rows] = False
+        eligible = ~np.isin(np.arange(len(catalogue.tokens)), new_rows)
         blocks.append(("new", catalogue.matrix, np.asarray(catalogue.tokens, dtype=object), eligible))
     note = None
     if view.profile:
@@ -353,14 +336,11 @@ def like_matrix_of(snapshot):
         [view.dataset_item(item) or n_items + snapshot.position.get(item, -1 - n_items) for _, item in stored],
         dtype=np.int64,
     )
-    known = columns >= 0  # a stored like of an item no longer in the catalogue counts nowhere
-    extra = sp.csr_matrix(
-        (np.ones(int(known.sum())), (rows[known], columns[known])),
+    known, training = columns >= 0, view.likes.tocoo()  # a like of an item no longer in the catalogue: nowhere
+    likes = sp.csr_matrix(
+        (np.ones(training.nnz + known.sum()), (np.r_[training.row, rows[known]], np.r_[training.col, columns[known]])),
         shape=(n_users + len(newcomers), n_items + len(snapshot.catalogue.tokens)),
     )
-    training = sp.csr_matrix(view.likes, shape=(n_users, n_items)).astype(np.float64)
-    training.resize(extra.shape)
-    likes = (training + extra).tocsr()
     likes.data[:] = 1.0  # a like stored again for a training like counts once, as in ``liked_items``
     users = np.flatnonzero(np.diff(likes.indptr))
     dataset_users = view.served.dataset.field2id_token[view.served.uid_field]

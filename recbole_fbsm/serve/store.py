@@ -6,11 +6,11 @@ artifact reads them with its own vocabulary; durability and the change log: docs
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import threading
 import warnings
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from recbole_fbsm.errors import ColdStartError
 
@@ -28,6 +28,10 @@ class StoredItem:
 def by_kind(stored):
     """The ``StoredItem``s given as raw text, then those given as tokens (each kind weighed in one call), if any."""
     return [group for group in ([s for s in stored if s.raw], [s for s in stored if not s.raw]) if group]
+
+
+def _all_text(*values):
+    return all(isinstance(value, str) for value in values)
 
 
 class StoreError(ColdStartError):
@@ -113,8 +117,7 @@ class Store:
         return self._read("SELECT seq, kind, user_id, item_id FROM changes WHERE seq > ? ORDER BY seq", (int(seq),))
 
     def last_change(self):
-        rows = self._read("SELECT MAX(seq) FROM changes")
-        return int(rows[0][0] or 0)
+        return int(self._read("SELECT MAX(seq) FROM changes")[0][0] or 0)
 
     def put_items(self, items):
         """Add or replace ``items`` (``StoredItem``s); the ids that replaced an item."""
@@ -152,23 +155,10 @@ class Store:
             ids, rows = list(ids), []
             for part in (ids[start : start + 500] for start in range(0, len(ids), 500)):
                 rows += self._read(f"{select} WHERE item_id IN ({', '.join('?' * len(part))})", part)
-        parsed = (self._stored_item(*row) for row in sorted(rows, key=lambda row: str(row[0])))
-        return [item for item in parsed if item is not None]
-
-    def _stored_item(self, item_id, raw, cells):
-        """The ``StoredItem`` of an items row; None, with a warning naming it, for a row it cannot be."""
-        with contextlib.suppress(TypeError, ValueError):
-            value = json.loads(cells)
-            if _all_text(item_id) and isinstance(value, dict) and _all_text(*value, *value.values()):
-                return StoredItem(item_id, bool(raw), value)
-        warnings.warn(
-            f"store {describe(self.location)}: table items, row {item_id!r}: expected a text id and cells "
-            f"holding a JSON object of feature texts, got {str(cells)[:60]!r} (written by another program?); "
-            "the item is left out",
-            StoreWarning,
-            stacklevel=2,
+        rows = self._texts(
+            "items", sorted(rows, key=lambda row: str(row[0])), lambda *row: _item_cells(*row) is not None
         )
-        return None
+        return [StoredItem(item_id, bool(raw), _item_cells(item_id, raw, cells)) for item_id, raw, cells in rows]
 
     def add_likes(self, user, items, new_items=()):
         """Record that ``user`` likes ``items``; the items newly liked (in the given order). ``new_items``, those
@@ -204,16 +194,17 @@ class Store:
         """[(user, item)] of every stored like, oldest first."""
         return self._texts("likes", self._read("SELECT user_id, item_id FROM likes ORDER BY seq"))
 
-    def _texts(self, table, rows):
-        """The ``rows`` of text values; a warning names each other one (written by another program)."""
-        for row in (row for row in rows if not _all_text(*row)):
+    def _texts(self, table, rows, valid=_all_text):
+        """The ``rows`` that ``valid`` accepts; a warning names each other one (written by another program)."""
+        for row in (row for row in rows if not valid(*row)):
+            expected = "a text id and cells holding a JSON object of feature texts" if table == "items" else "text"
             warnings.warn(
-                f"store {describe(self.location)}: table {table}, row {tuple(row)!r}: expected text values "
-                "(written by another program?); left out",
+                f"store {describe(self.location)}: table {table}, row {row[0] if table == 'items' else tuple(row)!r}: "
+                f"expected {expected} (written by another program?); left out",
                 StoreWarning,
                 stacklevel=3,
             )
-        return [row for row in rows if _all_text(*row)]
+        return [row for row in rows if valid(*row)]
 
     def request_reload(self):
         """Ask every worker to read the artifact again (``POST /admin/reload``); the change's number."""
@@ -251,14 +242,13 @@ class SqliteStore(Store):
 
     def failure(self, error):
         name, reason = describe(self.location), _first_line(error)
-        if "not a database" in reason:
-            return StoreError(f"store {name}: not a store SQLite can open ({reason}).")
         if "readonly" in reason:
             return StoreError(
                 f"store {name} is read-only ({reason}): new items and likes are written there; expected a file the "
                 "service can write, in a folder it can write (SQLite's -wal and -shm files go beside it)."
             )
-        return StoreError(f"store {name}: SQLite cannot use it ({reason}).")
+        why = "not a store SQLite can open" if "not a database" in reason else "SQLite cannot use it"
+        return StoreError(f"store {name}: {why} ({reason}).")
 
     def _schema(self):
         return super()._schema() + ["PRAGMA user_version = 1"]  # a write: a read-only file fails at start
@@ -282,7 +272,7 @@ class PostgresStore(Store):
             import psycopg
         except ImportError:
             raise ColdStartError(
-                f"--store {_without_password(self.location)}: the PostgreSQL store needs psycopg "
+                f"--store {describe(self.location)}: the PostgreSQL store needs psycopg "
                 "(pip install 'recbole-fbsm[postgres]')."
             ) from None
         self.errors = (psycopg.Error,)
@@ -302,23 +292,18 @@ def _identity(path):
     with contextlib.suppress(OSError):
         status = os.stat(path)
         return status.st_dev, status.st_ino
-    return None
 
 
-def _all_text(*values):
-    return all(isinstance(value, str) for value in values)
+def _item_cells(item_id, raw, cells):
+    """An items row's cells, {feature field: text}; None for a row that is not one (another program wrote it)."""
+    with contextlib.suppress(TypeError, ValueError):
+        value = json.loads(cells)
+        if isinstance(value, dict) and _all_text(item_id, *value, *value.values()):
+            return value
 
 
 def _first_line(error):
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
-
-
-def _without_password(url):
-    """A PostgreSQL URL fit for a log line: the password replaced by ***."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return parts._replace(netloc=f"{parts.username}:***@{parts.netloc.rpartition('@')[2]}").geturl()
 
 
 def default_store_path(model_path):
@@ -339,5 +324,5 @@ def open_store(location):
 
 def describe(location):
     """The store for a log line or /health: a file's name, a server URL without its password."""
-    location = str(location)
-    return _without_password(location) if on_postgres(location) else os.path.basename(location)
+    location = str(location)  # a server URL's password replaced by ***
+    return re.sub(r"(//[^/@:]*):[^/@]*@", r"\1:***@", location) if on_postgres(location) else os.path.basename(location)

@@ -23,8 +23,7 @@ from recbole_fbsm.models.hybrid_blend import BLEND_WEIGHTS, HybridBlend
 from recbole_fbsm.models.inputs import fit_model_inputs, needs_warm_backbone
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.runtime.memory import release_free_memory
-from recbole_fbsm.runtime.openmp import chosen_by_command_line
-from recbole_fbsm.runtime.threads import set_torch_threads, usable_cores
+from recbole_fbsm.runtime.threads import set_torch_threads
 from recbole_fbsm.storage.fingerprint import data_fingerprint
 from recbole_fbsm.storage.run_records import run_record, settings_of, write_record
 from recbole_fbsm.storage.safe_files import plain
@@ -52,7 +51,6 @@ def build_model(config, train_dataset):
                 model = model_class(config, train_dataset)
         else:
             model = model_class(config, train_dataset)
-        check_learner(config, model)
         return model.to(config["device"])
     except (RuntimeError, MemoryError) as error:
         if not isinstance(error, MemoryError) and "allocate" not in str(error):
@@ -62,22 +60,6 @@ def build_model(config, train_dataset):
             f"model {config['model']}: its parameters do not fit in memory ({str(error).splitlines()[0][:200]}); "
             f"lower the settings that size them ({sizes})."
         ) from None
-
-
-def check_learner(config, model):
-    """``learner: sparse_adam`` updates only sparse embeddings: torch would fail at the first step on any other."""
-    if str(config["learner"]).lower() != "sparse_adam":
-        return
-    sparse = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse}
-    dense = [
-        name for name, parameter in model.named_parameters() if parameter.requires_grad and id(parameter) not in sparse
-    ]
-    if dense:
-        raise ColdStartError(
-            f"learner sparse_adam: model {config['model']} has parameters with dense gradients ({', '.join(dense[:3])}"
-            f"{', ...' if len(dense) > 3 else ''}), which SparseAdam cannot update (it takes the sparse gradients of "
-            "embeddings only); expected adam, adamw, sgd, adagrad or rmsprop."
-        )
 
 
 def attach_model_inputs(config, train_dataset):
@@ -120,11 +102,7 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
             )
         logger.info(sys.argv, extra=on_console(False))
         logger.info(config, extra=on_console(False))  # the config dump: in the log file, not on a quiet console
-        # advice on OpenMP's variables goes to the command line's console only (a host application chose its own)
-        logger.info(
-            threads.describe(),
-            extra=on_console(usable_cores() > 1 and (not threads.advice or chosen_by_command_line())),
-        )
+        logger.info(threads, extra=on_console(False))
         if config.tuned_files:  # values a search chose override the model's defaults: say from where
             logger.info(
                 f"tuned settings loaded from {', '.join(map(str, config.tuned_files))} (written by recbole-fbsm "

@@ -31,7 +31,7 @@ from recbole_fbsm.config.paths import PROPERTIES_DIR
 WEIGHTINGS = ("tfidf", "bm25", "tf", "none", "binary")
 WEIGHTING_ALIASES = {"none": "tf"}  # "none": raw term counts, which is "tf"
 SIMILARITIES = ("cosine", "asymmetric", "jaccard", "tversky", "dot")  # ItemKNNCBF's similarity
-LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")  # RecBole's learner
+LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop")  # RecBole's learner
 STATES = ("info", "debug", "warning", "error", "critical")  # RecBole's logging level
 unit_interval = number(0, 1)
 positive, non_negative, above_zero = number(1, integer=True), number(0), number(0, strict=True)

@@ -68,7 +68,6 @@ class ColdStartTrainerMixin:
         self.saved_model_file = os.path.join(self.checkpoint_dir, distributed.broadcast_object(name))
         self.eval_collector = TieBreakingCollector(config)
         self.context_eval_chunk = int(setting(config, "context_eval_chunk"))
-        self._candidates = self._candidate_position = self._cold_columns = self._score_batch = None
         self.group_results = {}  # hybrid scenario: {"cold": metrics, "warm": metrics} of the last evaluation
         self.valid_group_history = {}  # hybrid scenario: epoch -> the validation's group_results
         hybrid = bool(getattr(config, "hybrid", False))

@@ -223,17 +223,10 @@ def property_defaults(model=None):
     return {key: value for values in loaded for key, value in values.items()}
 
 
-def _value(config, key):
-    try:
-        return config[key]
-    except KeyError:
-        return None
-
-
 def setting(config, key):
-    """``config[key]``, or the property files' default for the config's model when the config does not set it."""
+    """``config[key]``, or the property files' default for the config's model when the config does not set it
+    (``config``: RecBole's Config, a dict or ``Settings``)."""
     if key not in PLUGIN_SETTINGS:
         raise KeyError(f"{key!r} is no plugin setting (config/schema.py)")
-    value = _value(config, key)
-    model = _value(config, "model")
+    value, model = (config[name] if name in config else None for name in (key, "model"))
     return property_defaults(model if isinstance(model, str) else None).get(key) if value is None else value

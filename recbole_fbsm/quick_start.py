@@ -220,25 +220,17 @@ def write_outputs(config, result, loaders, given, start, model=None, log_file=No
     checkpoint = result["saved_model_file"]
     audience = None if model is None else audience_report(model, config, train_dataset, valid_dataset, test_dataset)
     if audience:  # who should see a new item: the users direction, alpha chosen on validation (artifact: alpha)
-        result["audience"] = audience
-        calibrated, raw = audience["test_calibrated"], audience["test_raw"]
-        key = audience["chosen_on"].split()[-1]
-        logger.info(
-            f"users direction (who should see a new item), test {key}: {calibrated[key]:.4f} calibrated with alpha "
-            f"{audience['alpha']} (chosen on validation), raw sum {raw[key]:.4f}",
-            extra=on_console(),
-        )
+        result["audience"] = audience  # the command line prints it, with the artifact's path
     if model is not None and checkpoint and getattr(train_dataset, "model_inputs", None) is not None:
         analyzer = dataset_analyzer(config, train_dataset.model_inputs.features.fields, train_dataset)
         artifact = build_artifact(
             model, config, train_dataset, valid_dataset, test_dataset, analyzer, training_record(config, result)
         )
         result["artifact_file"] = str(write_artifact(os.path.splitext(str(checkpoint))[0] + SUFFIX, artifact))
-        logger.info(f"model artifact: {result['artifact_file']}", extra=on_console())
     data = train_dataset.data_fingerprint
     settings = settings_of(config["dataset"], *given, data["sha256"])
     record = run_record(config, result, settings, data, time.perf_counter() - start, log_file)
-    audience = {"audience": result["audience"]} if "audience" in result else {}
+    audience = {"audience": audience} if audience else {}
     result["record"] = {**record, **audience, **(extra or {})}  # the JSON record of the run (compare stores it)
     path = result_file_for(log_file, config)
     try:

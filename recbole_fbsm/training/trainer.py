@@ -62,8 +62,14 @@ class ColdStartTrainerMixin:
         # counter exceeds stopping_step, and counts a tie as better: a tie is judged against the next float, below)
         self.stopping_step = max(int(config["stopping_step"]) - 1, 0)
         self._tie_guard = None  # (true best, the guarded value RecBole compared against)
-        if parallel:
-            self._start_data_parallel(config)
+        if parallel:  # DDP on the device the config chose; broadcast_buffers off: F and the profiles are constant and
+            # alike on every rank, batch-norm statistics are taken from rank 0 before each evaluation instead
+            device = torch.device(config["device"])
+            with warnings.catch_warnings():  # torch deprecates the flag, but its successor still syncs at init
+                warnings.filterwarnings("ignore", message=".*broadcast_buffers", category=FutureWarning)
+                self.distributed_model = DistributedDataParallel(
+                    self.model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False
+                )
         name = f"{config['model']}-{get_local_time()}-{uuid.uuid4().hex[:8]}.pth"
         self.saved_model_file = os.path.join(self.checkpoint_dir, distributed.broadcast_object(name))
         self.eval_collector = TieBreakingCollector(config)
@@ -80,17 +86,6 @@ class ColdStartTrainerMixin:
             and not getattr(model, "reads_own_features", False)
             and not getattr(model, "scores_cold_items", False)
         )
-
-    def _start_data_parallel(self, config):
-        """DDP on the device the config chose (RecBole's wrapper would pass device_ids=[local_rank], which fails on
-        the CPU); broadcast_buffers off: F and the profiles are constant and alike on every rank, batch-norm
-        statistics are taken from rank 0 before each evaluation instead."""
-        device = torch.device(config["device"])
-        with warnings.catch_warnings():  # torch deprecates the flag, but its successor still syncs at init
-            warnings.filterwarnings("ignore", message=".*broadcast_buffers", category=FutureWarning)
-            self.distributed_model = DistributedDataParallel(
-                self.model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False
-            )
 
     def _build_optimizer(self, **kwargs):
         if "params" not in kwargs and isinstance(self.model, HasOptimizerGroups):
@@ -172,11 +167,10 @@ class ColdStartTrainerMixin:
         self.logger.warning(message + f" The best epoch so far on validation ({self.kept_epoch}) is kept and tested.")
 
     def _train_epoch(self, train_data, epoch_idx, loss_func=None, *args, **kwargs):
+        self._epoch_in_progress = epoch_idx  # its validation is that epoch's (the hybrid groups' history)
         if has_nothing_to_train(self.model):  # no parameter to learn: no pass over the training data
-            self._epoch_in_progress = epoch_idx  # its validation is that epoch's (the hybrid groups' history)
             return 0.0
         self.epochs_trained = epoch_idx + 1 - self.start_epoch
-        self._epoch_in_progress = epoch_idx
         return super()._train_epoch(train_data, epoch_idx, loss_func, *args, **kwargs)
 
     def _map_reduce(self, result, num_sample):

@@ -26,8 +26,9 @@ def set_torch_threads(config):
         f"torch_threads: {int(asked)}"
         if not is_auto(asked)
         else (
-            f"torch_threads: auto, {cores} cores per process, OpenMP {'waits passively' if passive else 'spin-waits'}, "
-            f"steps of {rows} rows per process (the cores from {TRAIN_ROWS_FOR_CORES}, waiting passively)"
+            f"torch_threads: auto, {cores} core{'s' if cores > 1 else ''} per process, OpenMP "
+            f"{'waits passively' if passive else 'spin-waits'}, steps of {rows} rows per process (the cores from "
+            f"{TRAIN_ROWS_FOR_CORES}, waiting passively)"
         )
     )
     torch.set_num_threads(count)

@@ -1,5 +1,6 @@
 """``run()``: one model, one dataset, the cold-start protocol, RecBole's result dict."""
 
+import contextlib
 import logging
 import os
 import sys
@@ -23,8 +24,7 @@ from recbole_fbsm.models.hybrid_blend import BLEND_WEIGHTS, HybridBlend
 from recbole_fbsm.models.inputs import fit_model_inputs, needs_warm_backbone
 from recbole_fbsm.runtime import distributed
 from recbole_fbsm.runtime.memory import release_free_memory
-from recbole_fbsm.runtime.openmp import chosen_by_command_line
-from recbole_fbsm.runtime.threads import set_torch_threads, usable_cores
+from recbole_fbsm.runtime.threads import set_torch_threads
 from recbole_fbsm.storage.fingerprint import data_fingerprint
 from recbole_fbsm.storage.run_records import run_record, settings_of, write_record
 from recbole_fbsm.storage.safe_files import plain
@@ -42,57 +42,7 @@ from recbole_fbsm.training.trainer import get_trainer
 SIZE_SETTINGS = ("rank", "n_functions", "embedding_size", "hidden_size", "hidden_sizes")
 
 
-def build_model(config, train_dataset):
-    """The model on the training split; a context-aware model with ``item_id`` hidden (unless
-    ``context_use_item_id``), so that it embeds item features only and scores items never seen in training."""
-    model_class = config.model_class
-    try:
-        if model_class.type == ModelType.CONTEXT and config.item_split and not config["context_use_item_id"]:
-            with train_dataset.hidden_fields(train_dataset.iid_field):
-                model = model_class(config, train_dataset)
-        else:
-            model = model_class(config, train_dataset)
-        check_learner(config, model)
-        return model.to(config["device"])
-    except (RuntimeError, MemoryError) as error:
-        if not isinstance(error, MemoryError) and "allocate" not in str(error):
-            raise
-        sizes = ", ".join(f"{key}={config[key]}" for key in SIZE_SETTINGS if config[key] is not None)
-        raise ColdStartError(
-            f"model {config['model']}: its parameters do not fit in memory ({str(error).splitlines()[0][:200]}); "
-            f"lower the settings that size them ({sizes})."
-        ) from None
-
-
-def check_learner(config, model):
-    """``learner: sparse_adam`` updates only sparse embeddings: torch would fail at the first step on any other."""
-    if str(config["learner"]).lower() != "sparse_adam":
-        return
-    sparse = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse}
-    dense = [
-        name for name, parameter in model.named_parameters() if parameter.requires_grad and id(parameter) not in sparse
-    ]
-    if dense:
-        raise ColdStartError(
-            f"learner sparse_adam: model {config['model']} has parameters with dense gradients ({', '.join(dense[:3])}"
-            f"{', ...' if len(dense) > 3 else ''}), which SparseAdam cannot update (it takes the sparse gradients of "
-            "embeddings only); expected adam, adamw, sgd, adagrad or rmsprop."
-        )
-
-
-def attach_model_inputs(config, train_dataset):
-    """The content models' inputs (``models.inputs``), fitted once on the training split, on the dataset."""
-    model_class = config.model_class
-    if setting(config, "identity_features") and not getattr(model_class, "learns_identity", False):
-        raise ColdStartError(
-            f"identity_features: True is for FBSM (its V learns the identity columns' item-to-item "
-            f"terms); model {config['model']} would ignore them."
-        )
-    if issubclass(model_class, BuiltFromFittedInputs):  # RecBole's models: nothing to fit
-        warm = needs_warm_backbone(model_class, config)
-        train_dataset.model_inputs = fit_model_inputs(config, train_dataset, warm, model_class)
-
-
+# longer than 60 lines: one straight preparation, as RecBole-GNN's: config, checks, log, data, split, inputs, model
 def prepare(model, dataset, config_file_list=None, config_dict=None):
     """Config, dataloaders and an initialised model, ready for a trainer (also used by tools and tests)."""
     config = ColdStartConfig(model=model, dataset=dataset, config_file_list=config_file_list, config_dict=config_dict)
@@ -120,11 +70,7 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
             )
         logger.info(sys.argv, extra=on_console(False))
         logger.info(config, extra=on_console(False))  # the config dump: in the log file, not on a quiet console
-        # advice on OpenMP's variables goes to the command line's console only (a host application chose its own)
-        logger.info(
-            threads.describe(),
-            extra=on_console(usable_cores() > 1 and (not threads.advice or chosen_by_command_line())),
-        )
+        logger.info(threads, extra=on_console(False))
         if config.tuned_files:  # values a search chose override the model's defaults: say from where
             logger.info(
                 f"tuned settings loaded from {', '.join(map(str, config.tuned_files))} (written by recbole-fbsm "
@@ -138,9 +84,30 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
         train_data, valid_data, test_data = data_preparation(config, data, reads_own_features=reads_own_features)
         # each rank its own random stream (negatives), by global rank: the same on one machine or several
         init_seed(config["seed"] + distributed.world()[0], config["reproducibility"])
-        attach_model_inputs(config, train_data._dataset)
+        model_class, train_dataset = config.model_class, train_data._dataset
+        if setting(config, "identity_features") and not getattr(model_class, "learns_identity", False):
+            raise ColdStartError(
+                f"identity_features: True is for FBSM (its V learns the identity columns' item-to-item "
+                f"terms); model {config['model']} would ignore them."
+            )
+        if issubclass(model_class, BuiltFromFittedInputs):  # the content models' inputs, fitted once on training
+            warm = needs_warm_backbone(model_class, config)
+            train_dataset.model_inputs = fit_model_inputs(config, train_dataset, warm, model_class)
         release_free_memory()  # the feature fitting's temporaries, before the model's profiles
-        model = build_model(config, train_data._dataset)
+        # a context-aware model with item_id hidden (unless context_use_item_id): it embeds item features only and
+        # scores items never seen in training
+        hidden = model_class.type == ModelType.CONTEXT and config.item_split and not config["context_use_item_id"]
+        try:
+            with train_dataset.hidden_fields(train_dataset.iid_field) if hidden else contextlib.nullcontext():
+                model = model_class(config, train_dataset).to(config["device"])
+        except (RuntimeError, MemoryError) as error:
+            if not isinstance(error, MemoryError) and "allocate" not in str(error):
+                raise
+            sizes = ", ".join(f"{key}={config[key]}" for key in SIZE_SETTINGS if config[key] is not None)
+            raise ColdStartError(
+                f"model {config['model']}: its parameters do not fit in memory ({str(error).splitlines()[0][:200]}); "
+                f"lower the settings that size them ({sizes})."
+            ) from None
         release_free_memory()
     # dynamic negative sampling scores its candidates with the model; RecBole's fit() hands the model to
     # the loader, callers that drive epochs themselves (benchmarks, tools) need it here
@@ -149,6 +116,7 @@ def prepare(model, dataset, config_file_list=None, config_dict=None):
     return config, model, (train_data, valid_data, test_data)
 
 
+# longer than 60 lines: one straight run: launch, prepare, fit, test, result dict, outputs
 def run(
     model,
     dataset,
@@ -183,7 +151,29 @@ def run(
         best_valid_score, best_valid_result = trainer.fit(
             *loaders[:2], saved=saved, show_progress=config["show_progress"]
         )
-        result = tested(config, trainer, loaders, saved, best_valid_score, best_valid_result)
+        # the kept epoch tested: RecBole's result dict, with which epoch was kept and what it gained
+        test_result = trainer.evaluate(loaders[2], load_best_model=saved, show_progress=config["show_progress"])
+        getLogger().info(set_color("best valid ", "yellow") + f": {best_valid_result}", extra=on_console(False))
+        getLogger().info(set_color("test result", "yellow") + f": {test_result}", extra=on_console(False))
+        # the kept epoch -1 is the untrained start: for FBSM and UFSM a fixed similarity, said in words
+        describe = getattr(config.model_class, "untrained_start", None)
+        result = {  # plain Python numbers: {'recall@10': 0.0971}, not OrderedDict of np.float64
+            "best_valid_score": plain(best_valid_score),
+            "valid_score_bigger": config["valid_metric_bigger"],
+            "best_valid_result": plain(best_valid_result),
+            "test_result": plain(test_result),
+            "saved_model_file": trainer.saved_model_file if saved else None,
+            "eval_user_sample": config["eval_user_sample"],
+            # which epoch was kept on validation (-1: the untrained start) and what it gained over that start
+            "best_epoch": trainer.kept_epoch,
+            "start_valid_score": trainer.start_valid_score,
+            "kept_summary": trainer.kept_summary() if loaders[1] else None,
+            "artifact_file": None,
+            "untrained_start": describe(config) if describe is not None and trainer.kept_epoch == -1 else None,
+        }
+        if config.hybrid:  # the "all" group is test_result / best_valid_result; the groups beside it
+            kept_valid = trainer.valid_group_history.get(trainer.kept_epoch, {})
+            result.update(hybrid_group_results(kept_valid, trainer.group_results if test_result is not None else {}))
         given = (config_file_list, config_dict)
         return write_outputs(config, result, loaders, given, start, trainer.model, last_run_log_file())
     finally:  # the log file closed and the caller's thread count back, whatever happened
@@ -230,25 +220,17 @@ def write_outputs(config, result, loaders, given, start, model=None, log_file=No
     checkpoint = result["saved_model_file"]
     audience = None if model is None else audience_report(model, config, train_dataset, valid_dataset, test_dataset)
     if audience:  # who should see a new item: the users direction, alpha chosen on validation (artifact: alpha)
-        result["audience"] = audience
-        calibrated, raw = audience["test_calibrated"], audience["test_raw"]
-        key = audience["chosen_on"].split()[-1]
-        logger.info(
-            f"users direction (who should see a new item), test {key}: {calibrated[key]:.4f} calibrated with alpha "
-            f"{audience['alpha']} (chosen on validation), raw sum {raw[key]:.4f}",
-            extra=on_console(),
-        )
+        result["audience"] = audience  # the command line prints it, with the artifact's path
     if model is not None and checkpoint and getattr(train_dataset, "model_inputs", None) is not None:
         analyzer = dataset_analyzer(config, train_dataset.model_inputs.features.fields, train_dataset)
         artifact = build_artifact(
             model, config, train_dataset, valid_dataset, test_dataset, analyzer, training_record(config, result)
         )
         result["artifact_file"] = str(write_artifact(os.path.splitext(str(checkpoint))[0] + SUFFIX, artifact))
-        logger.info(f"model artifact: {result['artifact_file']}", extra=on_console())
     data = train_dataset.data_fingerprint
     settings = settings_of(config["dataset"], *given, data["sha256"])
     record = run_record(config, result, settings, data, time.perf_counter() - start, log_file)
-    audience = {"audience": result["audience"]} if "audience" in result else {}
+    audience = {"audience": audience} if audience else {}
     result["record"] = {**record, **audience, **(extra or {})}  # the JSON record of the run (compare stores it)
     path = result_file_for(log_file, config)
     try:
@@ -270,23 +252,6 @@ def _fitted(model, dataset, config_file_list, config_dict, saved):
     return config, trainer, loaders
 
 
-def check_blend_parts(names):
-    """The blend's parts: neither is a blend, and the content model gives cold items scores of their own (a general
-    model such as BPR knows warm items only)."""
-    for part, name in names.items():
-        if name == "HybridBlend":
-            raise ColdStartError(f"{part}: HybridBlend cannot be a part of itself; expected a model name such as BPR.")
-    content = get_model(names["content_model"])
-    if content.type in (ModelType.GENERAL, ModelType.TRADITIONAL) and not (
-        model_reads_own_features(content) or getattr(content, "scores_cold_items", False)
-    ):
-        raise ColdStartError(
-            f"content_model: {names['content_model']} knows warm items only (a cold item gets no score of its own); "
-            "expected a model that reads item features: FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater, ALDI or "
-            "one of RecBole's context-aware models."
-        )
-
-
 # longer than 60 lines: the blend's run in order: both models trained, each tested alone, w searched, tested, recorded
 def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
     """``--model=HybridBlend``: the warm and the content model trained on the same split, blended per user with the
@@ -300,7 +265,20 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
             "model HybridBlend blends a warm model with a content model over warm and cold items: "
             "it needs cold_start_scenario: hybrid."
         )
-    check_blend_parts(names)
+    # neither part is a blend, and the content model gives cold items scores of their own (a general model such as
+    # BPR knows warm items only)
+    for part, name in names.items():
+        if name == "HybridBlend":
+            raise ColdStartError(f"{part}: HybridBlend cannot be a part of itself; expected a model name such as BPR.")
+    content = get_model(names["content_model"])
+    if content.type in (ModelType.GENERAL, ModelType.TRADITIONAL) and not (
+        model_reads_own_features(content) or getattr(content, "scores_cold_items", False)
+    ):
+        raise ColdStartError(
+            f"content_model: {names['content_model']} knows warm items only (a cold item gets no score of its own); "
+            "expected a model that reads item features: FBSM, UFSM, CoSim, ItemKNNCBF, DropoutNet, Heater, ALDI or "
+            "one of RecBole's context-aware models."
+        )
     given = (dataset, config_file_list, settings, saved)
     _, warm_trainer, warm_loaders = _fitted(names["warm_model"], *given)
     config, trainer, loaders = _fitted(names["content_model"], *given)
@@ -348,35 +326,6 @@ def run_blend(dataset, config_file_list=None, config_dict=None, saved=True):
     )
     config["model"] = "HybridBlend"
     return write_outputs(config, result, loaders, (config_file_list, config_dict), start, extra={**blended, **parts})
-
-
-def tested(config, trainer, loaders, saved, best_valid_score, best_valid_result):
-    """The kept epoch tested: RecBole's result dict, with which epoch was kept and what it gained."""
-    logger = getLogger()
-    _, valid_data, test_data = loaders
-    test_result = trainer.evaluate(test_data, load_best_model=saved, show_progress=config["show_progress"])
-    logger.info(set_color("best valid ", "yellow") + f": {best_valid_result}", extra=on_console(False))
-    logger.info(set_color("test result", "yellow") + f": {test_result}", extra=on_console(False))
-    # the kept epoch -1 is the untrained start: for FBSM and UFSM a fixed similarity, said in words
-    describe = getattr(config.model_class, "untrained_start", None)
-    result = {  # plain Python numbers: {'recall@10': 0.0971}, not OrderedDict of np.float64
-        "best_valid_score": plain(best_valid_score),
-        "valid_score_bigger": config["valid_metric_bigger"],
-        "best_valid_result": plain(best_valid_result),
-        "test_result": plain(test_result),
-        "saved_model_file": trainer.saved_model_file if saved else None,
-        "eval_user_sample": config["eval_user_sample"],
-        # which epoch was kept on validation (-1: the untrained start) and what it gained over that start
-        "best_epoch": trainer.kept_epoch,
-        "start_valid_score": trainer.start_valid_score,
-        "kept_summary": trainer.kept_summary() if valid_data else None,
-        "artifact_file": None,
-        "untrained_start": describe(config) if describe is not None and trainer.kept_epoch == -1 else None,
-    }
-    if config.hybrid:  # the "all" group is test_result / best_valid_result; the groups beside it
-        kept_valid = trainer.valid_group_history.get(trainer.kept_epoch, {})
-        result.update(hybrid_group_results(kept_valid, trainer.group_results if test_result is not None else {}))
-    return result
 
 
 def planned_settings(model, dataset, config_file_list=None, overrides=None):

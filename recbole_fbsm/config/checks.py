@@ -48,19 +48,20 @@ class Problem(str):
 def number(low=None, high=None, integer=False, strict=False):
     """A finite number (an integer with ``integer``) from ``low`` to ``high``, both excluded with ``strict``."""
     kind = "an integer" if integer else "a number" if low is not None else "a finite number"
-    if high is not None:
-        bound = f" from {low} to {high}" + (" (exclusive)" if strict else "")
-    else:
-        bound = "" if low is None else f" {'>' if strict else '>='} {low}"
+    bound = (
+        f" from {low} to {high}" + (" (exclusive)" if strict else "")
+        if high is not None
+        else ("" if low is None else f" {'>' if strict else '>='} {low}")
+    )
     named = {0: "a non-negative integer", 1: "a positive integer"} if integer and high is None else {}
     expected = named.get(low, kind + bound)
 
     def check(value):
         fits = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
-        if not fits or not (isinstance(value, int) or math.isfinite(value)):
-            return expected
         if (
-            (low is not None and value < low)
+            not fits
+            or not (isinstance(value, int) or math.isfinite(value))
+            or (low is not None and value < low)
             or (high is not None and value > high)
             or (strict and value in (low, high))
         ):

@@ -32,15 +32,6 @@ def tuned_properties_file(model, dataset, properties_dir=None):
     return Path(properties_dir or PROPERTIES_DIR) / "dataset" / str(dataset) / f"{model}.yaml"
 
 
-def _shown_path(path):
-    """A property file's path relative to the plugin's folder, else to the working directory, else as it is."""
-    resolved = Path(path).resolve()
-    for base in (PROPERTIES_DIR.parent.resolve(), Path.cwd().resolve()):
-        if resolved.is_relative_to(base):
-            return str(resolved.relative_to(base))
-    return str(path)
-
-
 class ColdStartConfig(Config):
     """RecBole's Config that never reads ``sys.argv`` (a host program's arguments are not settings), checks the
     caller's settings first (``config.settings``) and converts strings without ``eval``."""
@@ -113,10 +104,10 @@ class ColdStartConfig(Config):
             if path.is_file():
                 if path in self.tuned_files:  # a search wrote it, maybe in the working directory: a user's file
                     check_settings(read_yaml(path), f"tuned file {path}")
-                loaded = self._update_internal_config_dict(str(path)) or {}
-                self.property_files.append(_shown_path(path))
-                if path.parent.name == "dataset":
-                    self.parameters["Dataset"] += [k for k in loaded if k not in self.parameters["Dataset"]]
+                self._update_internal_config_dict(str(path))
+                # shown relative to the plugin's folder; a tuned file of the working directory as it is (relative)
+                base = PROPERTIES_DIR.parent
+                self.property_files.append(str(path.relative_to(base) if path.is_relative_to(base) else path))
 
     def _get_final_config_dict(self):
         final = super()._get_final_config_dict()

@@ -65,9 +65,8 @@ def recbole_downloadable():
 def known_datasets(data_path=DEFAULT_DATA_PATH):
     """Every name a run can mean: ml-100k, RecBole's downloadable datasets, ours, the folders under ``data_path``."""
     folder = os.path.expanduser(str(data_path))
-    present = []
-    if os.path.isdir(folder):
-        present = [entry.name for entry in os.scandir(folder) if entry.is_dir() and not entry.name.startswith(".")]
+    present = os.scandir(folder) if os.path.isdir(folder) else []
+    present = [entry.name for entry in present if entry.is_dir() and not entry.name.startswith(".")]
     return sorted({"ml-100k", *recbole_downloadable(), *DATASETS, *present})
 
 
@@ -86,23 +85,22 @@ def missing_dataset_message(name, data_path=DEFAULT_DATA_PATH):
         return None
     if name in DATASETS:
         out = "" if _is_default(data_path) else f" --out {shlex.quote(data_path)}"
-        command = f"recbole-fbsm download {name}{out}"
-        return f"dataset {name!r}: folder {folder} not found; download and convert it with: {command}"
-    if name in recbole_downloadable():
-        return None
-    hint = suggestion(name, known_datasets(data_path))
-    if not hint:
-        return None
-    return f"dataset {name!r}: folder {folder} not found (data_path={data_path!r}){hint}"
+        return (
+            f"dataset {name!r}: folder {folder} not found; download and convert it with: "
+            f"recbole-fbsm download {name}{out}"
+        )
+    hint = None if name in recbole_downloadable() else suggestion(name, known_datasets(data_path))
+    return f"dataset {name!r}: folder {folder} not found (data_path={data_path!r}){hint}" if hint else None
 
 
 def unknown_download_message(name, data_path=DEFAULT_DATA_PATH):
     """Why ``download NAME`` cannot write ``name``, with the closest known name."""
     recbole_urls = recbole_downloadable()
-    if name in recbole_urls:
-        hint = f"; {name!r} is one of RecBole's datasets, published by RecBole at {recbole_urls[name]}."
-    else:
-        hint = suggestion(name, known_datasets(data_path)) or "."
+    hint = (
+        f"; {name!r} is one of RecBole's datasets, published by RecBole at {recbole_urls[name]}."
+        if name in recbole_urls
+        else suggestion(name, known_datasets(data_path)) or "."
+    )
     return f"no download for dataset {name!r} (downloadable here: {', '.join(DATASETS)}){hint}"
 
 

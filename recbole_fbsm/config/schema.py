@@ -31,7 +31,7 @@ from recbole_fbsm.config.paths import PROPERTIES_DIR
 WEIGHTINGS = ("tfidf", "bm25", "tf", "none", "binary")
 WEIGHTING_ALIASES = {"none": "tf"}  # "none": raw term counts, which is "tf"
 SIMILARITIES = ("cosine", "asymmetric", "jaccard", "tversky", "dot")  # ItemKNNCBF's similarity
-LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop", "sparse_adam")  # RecBole's learner
+LEARNERS = ("adam", "adamw", "sgd", "adagrad", "rmsprop")  # RecBole's learner
 STATES = ("info", "debug", "warning", "error", "critical")  # RecBole's logging level
 unit_interval = number(0, 1)
 positive, non_negative, above_zero = number(1, integer=True), number(0), number(0, strict=True)
@@ -223,17 +223,10 @@ def property_defaults(model=None):
     return {key: value for values in loaded for key, value in values.items()}
 
 
-def _value(config, key):
-    try:
-        return config[key]
-    except KeyError:
-        return None
-
-
 def setting(config, key):
-    """``config[key]``, or the property files' default for the config's model when the config does not set it."""
+    """``config[key]``, or the property files' default for the config's model when the config does not set it
+    (``config``: RecBole's Config, a dict or ``Settings``)."""
     if key not in PLUGIN_SETTINGS:
         raise KeyError(f"{key!r} is no plugin setting (config/schema.py)")
-    value = _value(config, key)
-    model = _value(config, "model")
+    value, model = (config[name] if name in config else None for name in (key, "model"))
     return property_defaults(model if isinstance(model, str) else None).get(key) if value is None else value

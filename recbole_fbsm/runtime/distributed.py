@@ -109,27 +109,16 @@ def broadcast_object(obj, src=0):
 
 
 def gather_rows(tensors):
-    """{name: every rank's tensor concatenated along dim 0 in rank order}, on every rank. A rank may lack a name or
-    hold fewer rows: shapes are exchanged first, then the tensors padded to the longest and trimmed."""
+    """{name: every rank's tensor concatenated along dim 0 in rank order}, on every rank (a rank may lack a name or
+    hold fewer rows); each on the device of this rank's tensor, else the CPU."""
     size = world()[1]
     if size == 1:
         return dict(tensors)
-    shapes = [None] * size
-    dist.all_gather_object(shapes, {name: (tuple(t.shape), t.dtype) for name, t in tensors.items()})
-    device = _collective_device()
-    gathered = {}
-    for name in sorted({name for ranks in shapes for name in ranks}):
-        shape, dtype = next(ranks[name] for ranks in shapes if name in ranks)
-        rows = [ranks[name][0][0] if name in ranks else 0 for ranks in shapes]
-        padded = torch.zeros((max(rows), *shape[1:]), dtype=dtype, device=device)
-        local = tensors.get(name)
-        if local is not None:
-            padded[: len(local)] = local.to(device)
-        home = local.device if local is not None else torch.device("cpu")
-        parts = [torch.empty_like(padded) for _ in range(size)]
-        dist.all_gather(parts, padded)
-        gathered[name] = torch.cat([part[:n] for part, n in zip(parts, rows)]).to(home)
-    return gathered
+    ranks = [None] * size
+    dist.all_gather_object(ranks, {name: tensor.cpu() for name, tensor in tensors.items()})
+    names = sorted({name for held in ranks for name in held})
+    home = {name: tensors[name].device if name in tensors else torch.device("cpu") for name in names}
+    return {name: torch.cat([held[name] for held in ranks if name in held]).to(home[name]) for name in names}
 
 
 def shard_bounds(n, rank, size):
@@ -137,22 +126,14 @@ def shard_bounds(n, rank, size):
     return n * rank // size, n * (rank + 1) // size
 
 
-def _broadcast_from_rank0(tensors):
-    if world()[1] == 1:
-        return
-    device = _collective_device()
-    with torch.no_grad():
-        for tensor in tensors:
-            moved = tensor.to(device)
-            dist.broadcast(moved, src=0)
-            tensor.copy_(moved)
-
-
 def broadcast_batchnorm_stats(module):
     """Rank 0's BatchNorm running statistics on every rank before an evaluation (DDP's ``broadcast_buffers`` is off:
     F and the profiles are large constant buffers)."""
     batchnorms = (layer for layer in module.modules() if isinstance(layer, torch.nn.modules.batchnorm._BatchNorm))
-    _broadcast_from_rank0(buffer for layer in batchnorms for buffer in layer.buffers())
+    buffers = [buffer for layer in batchnorms for buffer in layer.buffers()]
+    if world()[1] > 1 and buffers:  # the same model on every rank: all take part, or none
+        for buffer, value in zip(buffers, broadcast_object([buffer.cpu() for buffer in buffers])):
+            buffer.copy_(value)
 
 
 def launch(target, nproc, world_size, ip, port, group_offset, args):

@@ -3,19 +3,14 @@ parsing temporaries after loading 10^7 likes); ``malloc_trim`` returns them. Els
 
 import ctypes
 import ctypes.util
-from functools import lru_cache
 
-
-@lru_cache(maxsize=1)
-def _malloc_trim():
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # no glibc (macOS, musl, Windows): no malloc_trim
-        return None
+try:
+    _MALLOC_TRIM = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+except (OSError, AttributeError):  # no glibc (macOS, musl, Windows): no malloc_trim
+    _MALLOC_TRIM = None
 
 
 def release_free_memory():
     """Return the heap's free pages to the system (glibc only)."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)

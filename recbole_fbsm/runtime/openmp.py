@@ -9,13 +9,6 @@ import yaml
 
 # any of these set by the user is their choice of how OpenMP waits (libgomp, LLVM's and Intel's runtimes)
 WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
-# advice on OpenMP's variables is for the command line's user, not for a host application importing the package
-_CHOSEN = {"by_command_line": False}
-
-
-def chosen_by_command_line():
-    """True once the command line (not a host application) has set or respected the wait policy."""
-    return _CHOSEN["by_command_line"]
 
 
 def is_auto(torch_threads):
@@ -47,8 +40,6 @@ def waits_passively(environ=None):
 def prefer_passive_wait(torch_threads=None, environ=None, modules=None):
     """Set ``OMP_WAIT_POLICY=PASSIVE`` (for this process and its children) under ``torch_threads: auto`` when the
     user set no wait variable and torch is not loaded yet; True when it was set."""
-    if environ is None:
-        _CHOSEN["by_command_line"] = True
     environ = os.environ if environ is None else environ
     modules = sys.modules if modules is None else modules
     if not is_auto(torch_threads) or "torch" in modules or any(name in environ for name in WAIT_VARIABLES):

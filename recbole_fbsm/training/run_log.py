@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from recbole.utils import init_logger
 
 from recbole_fbsm.errors import ColdStartError
-from recbole_fbsm.recbole_compat import COLOR_CODES, EVALUATING_LINE, RECBOLE_LOG_ROOT, STOP_LINE, TRAINING_LINE
+from recbole_fbsm.recbole_compat import COLOR_CODES, EVALUATING_LINE, RECBOLE_LOG_ROOT, TRAINING_LINE
 from recbole_fbsm.storage.run_records import result_file_for  # noqa: F401 (the run's record file, beside its log)
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # recbole_fbsm/
@@ -73,58 +73,30 @@ def end_run_log():
 
 class QuietConsoleHandler(logging.StreamHandler):
     """The console of a run without ``state``: lines marked ``extra=on_console()``, the plugin's own INFO lines unless
-    marked ``on_console(False)``, WARNING and above (not Python warnings), RecBole's early-stopping line, and its
-    training and evaluation lines of an epoch merged into one
-    (``epoch 3: train loss: 0.4123 (0.29s), valid recall@10: 0.1840 (0.31s)``). The rest is in the log file."""
+    marked ``on_console(False)``, WARNING and above (not Python warnings), and RecBole's training and evaluation
+    lines of an epoch, shortened (``epoch 3: train loss: 0.4123 (0.29s)``, ``epoch 3: valid recall@10: 0.1840
+    (0.31s)``). The rest is in the log file."""
 
     def __init__(self, stream, valid_metric):
         super().__init__(stream)
         self.valid_metric = valid_metric
-        self._pending = None  # (record, "epoch N: train loss ...") of a training line waiting for its evaluation
 
     def emit(self, record):
         text = COLOR_CODES.sub("", str(record.getMessage())).strip()
-        training, evaluating = TRAINING_LINE.match(text), EVALUATING_LINE.match(text)
-        pending = self._pending
-        if evaluating and pending is not None and pending[1].startswith(f"epoch {evaluating.group(1)}:"):
-            self._pending = None
-            record, text = pending[0], f"{pending[1]}, valid {self.valid_metric}: {evaluating.group(3)}"
-            self._emit_text(record, f"{text} ({evaluating.group(2)}s)")
-            return
+        epoch_line = TRAINING_LINE.match(text) or EVALUATING_LINE.match(text)
         shown = getattr(record, "console", None)
         if shown is None:
             shown = record.name != "py.warnings" and (
-                record.levelno >= logging.WARNING
-                or str(record.pathname).startswith(PACKAGE_DIR)
-                or text.startswith(STOP_LINE)  # early stopping: the kept epoch
+                record.levelno >= logging.WARNING or str(record.pathname).startswith(PACKAGE_DIR)
             )
-        if not (shown or training or evaluating):
+        if epoch_line:
+            epoch, seconds, what = epoch_line.groups()
+            what = f"valid {self.valid_metric}: {what}" if epoch_line.re is EVALUATING_LINE else what
+            line = f"epoch {epoch}: {what} ({seconds}s)"
+            record = logging.makeLogRecord({**record.__dict__, "msg": line, "args": ()})
+        elif not shown:
             return
-        self.flush()
-        if training:
-            self._pending = (record, f"epoch {training.group(1)}: {training.group(3)} ({training.group(2)}s)")
-        elif evaluating:
-            self._emit_text(
-                record,
-                f"epoch {evaluating.group(1)}: valid {self.valid_metric}: "
-                f"{evaluating.group(3)} ({evaluating.group(2)}s)",
-            )
-        else:
-            super().emit(record)
-
-    def _emit_text(self, record, text):
-        super().emit(logging.makeLogRecord({**record.__dict__, "msg": text, "args": ()}))
-
-    def flush(self):
-        if self._pending is not None:
-            record, text = self._pending
-            self._pending = None
-            self._emit_text(record, text)
-        super().flush()
-
-    def close(self):
-        self.flush()
-        super().close()
+        super().emit(record)
 
 
 def last_run_log_file():

@@ -47,25 +47,6 @@ def validation_callback(callback):
         _VALIDATION_CALLBACK.reset(token)
 
 
-@contextlib.contextmanager
-def _without_lines(logger, epoch_lines=False):
-    """Within this block ``logger`` drops RecBole's "Finished training, best eval result in epoch N" (it counts back
-    from the stop by ``stopping_step``: with the untrained start kept it says -1, with ties an epoch not kept;
-    ``kept_summary()`` says it instead) and with ``epoch_lines`` its per-epoch lines (a model with nothing to train
-    says that in one line)."""
-
-    def keep(record):
-        text = COLOR_CODES.sub("", str(record.msg))
-        epoch_line = epoch_lines and (TRAINING_LINE.match(text) or EVALUATING_LINE.match(text))
-        return not (epoch_line or text.startswith(STOP_LINE))
-
-    logger.addFilter(keep)
-    try:
-        yield
-    finally:
-        logger.removeFilter(keep)
-
-
 class ColdStartTrainerMixin:
     _announced_checkpoint = None  # the checkpoint file "Saving current" named: each improvement rewrites it
 
@@ -81,13 +62,18 @@ class ColdStartTrainerMixin:
         # counter exceeds stopping_step, and counts a tie as better: a tie is judged against the next float, below)
         self.stopping_step = max(int(config["stopping_step"]) - 1, 0)
         self._tie_guard = None  # (true best, the guarded value RecBole compared against)
-        if parallel:
-            self._start_data_parallel(config)
+        if parallel:  # DDP on the device the config chose; broadcast_buffers off: F and the profiles are constant and
+            # alike on every rank, batch-norm statistics are taken from rank 0 before each evaluation instead
+            device = torch.device(config["device"])
+            with warnings.catch_warnings():  # torch deprecates the flag, but its successor still syncs at init
+                warnings.filterwarnings("ignore", message=".*broadcast_buffers", category=FutureWarning)
+                self.distributed_model = DistributedDataParallel(
+                    self.model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False
+                )
         name = f"{config['model']}-{get_local_time()}-{uuid.uuid4().hex[:8]}.pth"
         self.saved_model_file = os.path.join(self.checkpoint_dir, distributed.broadcast_object(name))
         self.eval_collector = TieBreakingCollector(config)
         self.context_eval_chunk = int(setting(config, "context_eval_chunk"))
-        self._candidates = self._candidate_position = self._cold_columns = self._score_batch = None
         self.group_results = {}  # hybrid scenario: {"cold": metrics, "warm": metrics} of the last evaluation
         self.valid_group_history = {}  # hybrid scenario: epoch -> the validation's group_results
         hybrid = bool(getattr(config, "hybrid", False))
@@ -100,17 +86,6 @@ class ColdStartTrainerMixin:
             and not getattr(model, "reads_own_features", False)
             and not getattr(model, "scores_cold_items", False)
         )
-
-    def _start_data_parallel(self, config):
-        """DDP on the device the config chose (RecBole's wrapper would pass device_ids=[local_rank], which fails on
-        the CPU); broadcast_buffers off: F and the profiles are constant and alike on every rank, batch-norm
-        statistics are taken from rank 0 before each evaluation instead."""
-        device = torch.device(config["device"])
-        with warnings.catch_warnings():  # torch deprecates the flag, but its successor still syncs at init
-            warnings.filterwarnings("ignore", message=".*broadcast_buffers", category=FutureWarning)
-            self.distributed_model = DistributedDataParallel(
-                self.model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False
-            )
 
     def _build_optimizer(self, **kwargs):
         if "params" not in kwargs and isinstance(self.model, HasOptimizerGroups):
@@ -139,13 +114,24 @@ class ColdStartTrainerMixin:
                 if saved:
                     self._save_checkpoint(-1, verbose=verbose)
             nothing = has_nothing_to_train(self.model)  # RecBole's one epoch, without the pass over the data
+
+            # RecBole's "Finished training, best eval result in epoch N" counts back from the stop by stopping_step
+            # (with the untrained start kept it says -1, with ties an epoch not kept): kept_summary() says it instead,
+            # and for a model with nothing to train its epoch lines too
+            def keep(record):
+                text = COLOR_CODES.sub("", str(record.msg))
+                epoch_line = nothing and (TRAINING_LINE.match(text) or EVALUATING_LINE.match(text))
+                return not (epoch_line or text.startswith(STOP_LINE))
+
+            self.logger.addFilter(keep)
             try:
-                with _without_lines(self.logger, epoch_lines=nothing):  # kept_summary() says which epoch was kept
-                    super().fit(train_data, valid_data, *args, **kwargs)
+                super().fit(train_data, valid_data, *args, **kwargs)
             except ValueError as error:  # RecBole's _check_nan
                 if str(error) != NAN_LOSS:
                     raise
                 self._stop_on_diverged_loss(saved)
+            finally:
+                self.logger.removeFilter(keep)
             if nothing:
                 self.kept_epoch = 0 if valid_data else None
             elif not saved:  # no checkpoint was written: the kept epoch is the first best one
@@ -181,11 +167,10 @@ class ColdStartTrainerMixin:
         self.logger.warning(message + f" The best epoch so far on validation ({self.kept_epoch}) is kept and tested.")
 
     def _train_epoch(self, train_data, epoch_idx, loss_func=None, *args, **kwargs):
+        self._epoch_in_progress = epoch_idx  # its validation is that epoch's (the hybrid groups' history)
         if has_nothing_to_train(self.model):  # no parameter to learn: no pass over the training data
-            self._epoch_in_progress = epoch_idx  # its validation is that epoch's (the hybrid groups' history)
             return 0.0
         self.epochs_trained = epoch_idx + 1 - self.start_epoch
-        self._epoch_in_progress = epoch_idx
         return super()._train_epoch(train_data, epoch_idx, loss_func, *args, **kwargs)
 
     def _map_reduce(self, result, num_sample):
@@ -303,17 +288,15 @@ class ColdStartTrainerMixin:
     def _load_kept_model(self, checkpoint_file):
         """The checkpoint's model; in a data-parallel run rank 0 reads it (only rank 0 wrote it, maybe on
         another machine) and sends its state to the other ranks."""
-        if not distributed.is_distributed(self.config):
-            self._load_state(load_checkpoint(checkpoint_file, self.device))
-            return
-        dist.barrier()  # rank 0 has written the last checkpoint
-        checkpoint = load_checkpoint(checkpoint_file, "cpu") if distributed.is_main_process() else None
+        parallel = distributed.is_distributed(self.config)
+        if parallel:
+            dist.barrier()  # rank 0 has written the last checkpoint
+        device = "cpu" if parallel else self.device
+        checkpoint = load_checkpoint(checkpoint_file, device) if distributed.is_main_process() else None
         state = None if checkpoint is None else {key: checkpoint.get(key) for key in ("state_dict", "other_parameter")}
-        self._load_state(distributed.broadcast_object(state))
-
-    def _load_state(self, checkpoint):
-        self.model.load_state_dict(checkpoint["state_dict"])
-        self.model.load_other_parameter(checkpoint.get("other_parameter"))
+        state = distributed.broadcast_object(state)  # itself outside a data-parallel run
+        self.model.load_state_dict(state["state_dict"])
+        self.model.load_other_parameter(state["other_parameter"])
 
     def _full_sort_batch_eval(self, batched_data):
         """Scores of the batch's users over the split's items only: a (users x candidates) matrix, the
@@ -380,13 +363,7 @@ def fused_if_possible(optimizer):
 
 
 @functools.cache
-def cold_start_trainer_class(base):
-    """``base`` (a RecBole trainer class) with ``ColdStartTrainerMixin`` in front."""
-    return type(f"ColdStart{base.__name__}", (ColdStartTrainerMixin, base), {})
-
-
 def get_trainer(model_type, model_name):
-    """RecBole's trainer for this model, with the cold-start evaluation mixed in."""
-    if model_type == ModelType.DECISIONTREE:
-        raise ColdStartError(f"model {model_name!r}: decision-tree models are not supported by this plugin.")
-    return cold_start_trainer_class(recbole_trainer_lookup(model_type, model_name))
+    """RecBole's trainer for this model with ``ColdStartTrainerMixin`` in front."""
+    base = recbole_trainer_lookup(model_type, model_name)
+    return type(f"ColdStart{base.__name__}", (ColdStartTrainerMixin, base), {})

@@ -357,7 +357,7 @@ SETTING_CASES = [
         None,
         ["--learner=sparse_adam"],
         None,
-        [r"learner sparse_adam: model FBSM has parameters with dense gradients \(D, V\)", r"expected adam, adamw"],
+        [r"setting --learner: expected one of adam, adamw, sgd, adagrad, rmsprop; got 'sparse_adam'"],
     ),
     (
         "feature-fields-repeated",

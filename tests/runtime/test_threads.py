@@ -11,7 +11,7 @@ from recbole_fbsm.config import settings
 from recbole_fbsm.errors import ColdStartError
 from recbole_fbsm.quick_start import prepare, run
 from recbole_fbsm.runtime import openmp, threads
-from recbole_fbsm.runtime.threads import TRAIN_ROWS_FOR_CORES, choose_threads, set_torch_threads
+from recbole_fbsm.runtime.threads import TRAIN_ROWS_FOR_CORES, set_torch_threads
 from recbole_fbsm.training.trainer import get_trainer
 
 
@@ -52,35 +52,47 @@ def test_auto_is_unset_tilde_or_auto(value, auto):
 
 
 # ------------------------------------------------------------------------------------------ the policy
-def test_auto_runs_small_steps_on_one_thread():
-    assert choose_threads("auto", 1024, cores=4, passive=True).count == 1
-    assert choose_threads(None, 256, cores=4, passive=True) == choose_threads("auto", 256, cores=4, passive=True)
+def chosen(monkeypatch, torch_threads, rows, processes=1, cores=4, passive=True):
+    """The (count, line) ``set_torch_threads`` chooses on ``cores`` cores with ``processes`` ranks."""
+    monkeypatch.setattr(threads, "usable_cores", lambda: cores)
+    monkeypatch.setattr(threads, "waits_passively", lambda: passive)
+    monkeypatch.setattr(threads.torch, "set_num_threads", lambda count: None)
+    values = {"torch_threads": torch_threads, "train_batch_size": rows * processes}
+    if processes > 1:
+        values.update(single_spec=False, nproc=processes, world_size=processes)
+    line = set_torch_threads(values)
+    return int(line.split()[2]), line
 
 
-def test_auto_runs_large_steps_on_the_cores():
-    assert choose_threads("auto", TRAIN_ROWS_FOR_CORES, cores=4, passive=True).count == 4
-    assert choose_threads("auto", TRAIN_ROWS_FOR_CORES - 1, cores=4, passive=True).count == 1
+def test_auto_runs_small_steps_on_one_thread(monkeypatch):
+    assert chosen(monkeypatch, "auto", 1024)[0] == 1
+    assert chosen(monkeypatch, None, 256) == chosen(monkeypatch, "auto", 256)
 
 
-def test_auto_stays_on_one_thread_where_openmp_spins_or_one_core_is_usable():
-    spinning = choose_threads("auto", 1 << 20, cores=4, passive=False)
-    assert spinning.count == 1 and spinning.advice
-    assert "OMP_WAIT_POLICY=PASSIVE" in spinning.describe()
-    assert choose_threads("auto", 1 << 20, cores=1, passive=True).count == 1
+def test_auto_runs_large_steps_on_the_cores(monkeypatch):
+    assert chosen(monkeypatch, "auto", TRAIN_ROWS_FOR_CORES)[0] == 4
+    assert chosen(monkeypatch, "auto", TRAIN_ROWS_FOR_CORES - 1)[0] == 1
 
 
-def test_data_parallel_processes_share_the_cores():
-    assert choose_threads("auto", 1 << 20, processes=2, cores=4, passive=True).count == 2
-    assert choose_threads("auto", 1 << 20, processes=4, cores=2, passive=True).count == 1
+def test_auto_stays_on_one_thread_where_openmp_spins_or_one_core_is_usable(monkeypatch):
+    count, line = chosen(monkeypatch, "auto", 1 << 20, passive=False)
+    assert count == 1 and "OpenMP spin-waits" in line
+    assert chosen(monkeypatch, "auto", 1 << 20, cores=1)[0] == 1
+
+
+def test_data_parallel_processes_share_the_cores(monkeypatch):
+    assert chosen(monkeypatch, "auto", 1 << 20, processes=2, cores=4)[0] == 2
+    assert chosen(monkeypatch, "auto", 1 << 20, processes=4, cores=2)[0] == 1
 
 
 @pytest.mark.parametrize("count", [1, 3])
-def test_an_explicit_count_is_never_overridden(count):
+def test_an_explicit_count_is_never_overridden(monkeypatch, count):
     for rows in (1, 1 << 20):
         for passive in (True, False):
-            threads = choose_threads(count, rows, processes=2, cores=8, passive=passive)
-            assert threads.count == count
-            assert threads.describe() == f"torch threads: {count} (torch_threads: {count})"
+            assert chosen(monkeypatch, count, rows, processes=2, cores=8, passive=passive) == (
+                count,
+                f"torch threads: {count} (torch_threads: {count})",
+            )
 
 
 def test_a_configs_count_uses_each_processes_share_of_the_batch(monkeypatch, restore_threads):
@@ -88,25 +100,25 @@ def test_a_configs_count_uses_each_processes_share_of_the_batch(monkeypatch, res
     monkeypatch.setattr(threads, "waits_passively", lambda: True)
     monkeypatch.setattr(threads.torch, "set_num_threads", lambda count: None)
     one = {"torch_threads": None, "train_batch_size": 2 * TRAIN_ROWS_FOR_CORES}
-    assert set_torch_threads(one).count == 4
+    assert set_torch_threads(one).startswith("torch threads: 4 ")
     ranks = dict(one, single_spec=False, nproc=2, world_size=4)  # 2 processes here, 4 in all: 2,048 rows each
-    assert set_torch_threads(ranks).count == 1
-    assert set_torch_threads(dict(ranks, train_batch_size=8 * TRAIN_ROWS_FOR_CORES)).count == 2
-    assert set_torch_threads(dict(ranks, torch_threads=3)).count == 3
+    assert set_torch_threads(ranks).startswith("torch threads: 1 ")
+    assert set_torch_threads(dict(ranks, train_batch_size=8 * TRAIN_ROWS_FOR_CORES)).startswith("torch threads: 2 ")
+    assert set_torch_threads(dict(ranks, torch_threads=3)).startswith("torch threads: 3 ")
 
 
 def test_the_count_is_set_once_for_torch(restore_threads):
     torch.set_num_threads(2)
-    assert set_torch_threads({"torch_threads": 1}).count == 1
+    assert set_torch_threads({"torch_threads": 1}) == "torch threads: 1 (torch_threads: 1)"
     assert torch.get_num_threads() == 1
 
 
 def test_usable_cores_follow_affinity_and_omp_num_threads(monkeypatch):
-    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    assert threads.usable_cores({}) == 4
-    assert threads.usable_cores({"OMP_NUM_THREADS": "2"}) == 2
-    assert threads.usable_cores({"OMP_NUM_THREADS": "16"}) == 4
-    assert threads.usable_cores({"OMP_NUM_THREADS": "junk"}) == 4
+    monkeypatch.setattr(openmp.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert openmp.usable_cores({}) == 4
+    assert openmp.usable_cores({"OMP_NUM_THREADS": "2"}) == 2
+    assert openmp.usable_cores({"OMP_NUM_THREADS": "16"}) == 4
+    assert openmp.usable_cores({"OMP_NUM_THREADS": "junk"}) == 4
 
 
 # ------------------------------------------------------------------------------------------ OpenMP's waits

@@ -94,7 +94,7 @@ class Stream:
         pass
 
 
-def test_quiet_console_merges_epoch_lines_and_hides_the_rest():
+def test_quiet_console_shortens_epoch_lines_and_hides_the_rest():
     stream = Stream()
     handler = QuietConsoleHandler(stream, "recall@10")
     handler.setFormatter(logging.Formatter("%(message)s"))
@@ -118,10 +118,11 @@ def test_quiet_console_merges_epoch_lines_and_hides_the_rest():
         handler.handle(record)
     handler.close()
     assert stream.lines == [
-        "epoch 0: train loss: 3.5000 (0.11s), valid recall@10: 0.066700 (0.08s)",
+        "epoch 0: train loss: 3.5000 (0.11s)",
+        "epoch 0: valid recall@10: 0.066700 (0.08s)",
         "epoch 1: train loss: 3.0000 (0.10s)",
-        "epoch 2: train loss: 2.5000 (0.10s), valid recall@10: 0.070000 (0.07s)",
+        "epoch 2: train loss: 2.5000 (0.10s)",
+        "epoch 2: valid recall@10: 0.070000 (0.07s)",
         "kept epoch 2: valid recall@10 0.0700",
-        "Finished training, best eval result in epoch 2",
         "some library warning",
     ]

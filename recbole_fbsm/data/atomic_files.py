@@ -107,13 +107,15 @@ def count_rows(path, separator, n_columns, encoding):
     """Number of data rows (non-blank lines after the header). Raises on text that is not ``encoding`` and on
     the first line with another column count than the header, saying how many lines are malformed in all."""
     _check_text(path, encoding)
-    names, bad = [str(k) for k in range(n_columns)], []
+    names = [str(k) for k in range(n_columns)]
     first = {"0": pa.binary()}  # bytes: the cheapest column to convert (the text is checked above)
-    table = read_table(path, separator, encoding, first, column_names=names, bad_rows=bad)
-    if not bad:
-        return table.num_rows
-    numbered = []  # a second, single-threaded read numbers the lines
-    read_table(path, separator, encoding, first, column_names=names, bad_rows=numbered, threads=False)
+    try:  # no Python row handler on pyarrow's threads: one freed there during the exit aborts the process
+        return read_table(path, separator, encoding, first, column_names=names).num_rows
+    except pa.ArrowInvalid:
+        numbered = []  # a line with another column count: a second, single-threaded read numbers the lines
+        read_table(path, separator, encoding, first, column_names=names, bad_rows=numbered, threads=False)
+        if not numbered:
+            raise
     number, count = min(numbered)
     more = len(numbered) - 1
     raise ColdStartError(

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from recbole.utils import FeatureType
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from recbole_fbsm.convert.text import default_sep
 from recbole_fbsm.data.atomic_files import check_ids, quote_problem, scan
@@ -122,6 +123,8 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True):
     seq_len = served.config["seq_len"] or {}
     rows, cols = [], []
     unknown, weightless = Counter(), Counter()
+    stop_words = served.config["stop_words"] or ()  # dropped in training as here: no warning for them
+    stop_words = frozenset(ENGLISH_STOP_WORDS if stop_words == "english" else (w.lower() for w in stop_words))
     for name in served.fields:
         cells = tokenize_field(values[name], name, served, raw)
         if name in seq_len and served.dataset.field2type[name] == FeatureType.TOKEN_SEQ:
@@ -131,8 +134,9 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True):
         mapped = keys.map(column_of)
         found = mapped.notna().to_numpy()
         # a token of the dataset that no training item has is "weightless" (never learned), anything else unknown
-        in_dataset = field_tokens.isin(list(served.dataset.field2token_id[name])).to_numpy() & ~found
-        unknown.update(keys[~found & ~in_dataset].tolist())
+        ignored = ~found & ~field_tokens.str.lower().isin(stop_words).to_numpy()
+        in_dataset = field_tokens.isin(list(served.dataset.field2token_id[name])).to_numpy() & ignored
+        unknown.update(keys[ignored & ~in_dataset].tolist())
         weightless.update(keys[in_dataset].tolist())
         rows.append(np.repeat(np.arange(len(cells)), [len(cell) for cell in cells])[found])
         cols.append(mapped[found].to_numpy(dtype=np.int64))

@@ -263,7 +263,7 @@ def test_unknown_tokens_are_ignored_and_counted_in_a_warning(trained, served, tm
         tmp_path / "noisy.item",
         [
             f"plain\t{feats['genre']}\t{words}\n",
-            f"noisy\t{feats['genre']}\tzz1 {words} zz1 zz2 x_{test_item}\n",
+            f"noisy\t{feats['genre']}\tzz1 {words} the zz1 zz2 Of x_{test_item}\n",  # stop words: no warning
             "nothing\tgz\tzz3\n",
         ],
     )

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 from recbole.utils import FeatureType
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from recbole_fbsm.config.schema import setting
 from recbole_fbsm.convert.text import default_sep
 from recbole_fbsm.data.atomic_files import check_ids, quote_problem, scan
 from recbole_fbsm.errors import ColdStartError
@@ -123,7 +124,7 @@ def new_items_from_cells(served, tokens, values, raw, source, warn=True):
     seq_len = served.config["seq_len"] or {}
     rows, cols = [], []
     unknown, weightless = Counter(), Counter()
-    stop_words = served.config["stop_words"] or ()  # dropped in training as here: no warning for them
+    stop_words = setting(served.config, "stop_words") or ()  # dropped in training as here: no warning for them
     stop_words = frozenset(ENGLISH_STOP_WORDS if stop_words == "english" else (w.lower() for w in stop_words))
     for name in served.fields:
         cells = tokenize_field(values[name], name, served, raw)

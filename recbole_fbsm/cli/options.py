@@ -293,6 +293,7 @@ the item id column, one text column per feature field). Outputs are CSV or JSON 
 --format; stdout without an output file). Mistakes print 'error: ...' and exit with 2; see docs/serve.md."""
 SERVE_EPILOG = "See docs/serve.md for examples and the meaning of every column."
 MODEL_FILE = "model artifact (.fbsm) or checkpoint (.pth)"
+TABLE_OUTPUT = option("--output", "-o", help="output file (.csv or .json; default: stdout)")
 RAW_TEXT = option(
     "--raw-text", action="store_true", help="the .item file's cells are raw text: analyse them as the converter did"
 )
@@ -349,7 +350,7 @@ SERVE = {
         [
             option("checkpoint", metavar="model", help=f"{MODEL_FILE} of FBSM, UFSM or CoSim"),
             *SCORING,
-            option("--output", "-o", help="output file (.csv or .json; default: stdout)"),
+            TABLE_OUTPUT,
             option("--user", required=True, help="user id (as in the .inter file)"),
             option("--item", required=True, help="item id: a dataset item, or a new item of --new-items"),
             option("--new-items", help=".item file (or CSV/TSV file of raw text) holding the new item"),
@@ -366,7 +367,7 @@ SERVE = {
         [
             option("checkpoint", metavar="model", help=f"FBSM {MODEL_FILE}"),
             *SCORING,
-            option("--output", "-o", help="output file (.csv or .json; default: stdout)"),
+            TABLE_OUTPUT,
             top(20, "entries per kind (default: %(default)s)"),
             option(
                 "--min-items",
